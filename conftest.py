@@ -1,0 +1,7 @@
+"""Root conftest: makes the repository importable when the package is not installed
+and keeps Hypothesis's example database inside the work tree."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -1,0 +1,105 @@
+"""Capability: what a kernel declares it supports.
+
+Strategies draw only inside a capability; the runner skips (with the reason) a Problem
+outside it. ``compile_key`` names the Problem fields whose change forces a new JIT
+compile, so strategies can reuse compiled configurations.
+"""
+
+from dataclasses import dataclass, field
+
+from .problem import ALIGNS, DTYPES, OUTPUTS, Problem
+
+
+@dataclass(frozen=True)
+class Capability:
+    dtypes: tuple[str, ...] = ("float32", "float16")
+    head_dims_qk: tuple[int, ...] = (16, 32, 64)  # allowed head_dim_qk values
+    head_dims_v: tuple[int, ...] | None = None  # None: same set as head_dims_qk
+    equal_head_dims: bool = False  # True: head_dim_v must equal head_dim_qk
+    max_batch: int = 4
+    max_seqlen: int = 256
+    max_heads: int = 8
+    gqa: bool = True  # heads_kv < heads_q allowed
+    seqlen_q_ne_k: bool = True  # seqlen_q != seqlen_k allowed
+    causal: bool = True
+    aligns: tuple[str, ...] = ALIGNS  # alignments supported for causal/window masks
+    window: bool = True
+    varlen: bool = True
+    empty_seqs: bool = True  # zero-length sequences in varlen
+    pad_tail: bool = True  # packed buffers longer than the last cu_seqlens offset
+    sinks: bool = True
+    softmax_scale: bool = True  # accepts a custom softmax scale
+    values: tuple[str, ...] | None = None  # value distributions to draw (None: all)
+    outputs: tuple[str, ...] = OUTPUTS  # outputs the kernel produces
+    deterministic: bool = False  # claims bitwise run-to-run determinism
+    poison: bool = False  # accepts pre-allocated (NaN-poisoned) output buffers
+    device: str = "cpu"  # "cpu" or "cuda"
+    block_m: int = 64  # query tile: strategies aim sequence lengths at its edges
+    block_n: int = 64  # key tile
+    compile_key: tuple[str, ...] = ()  # Problem fields that force a new compile
+
+    @property
+    def v_dims(self) -> tuple[int, ...]:
+        return self.head_dims_v if self.head_dims_v is not None else self.head_dims_qk
+
+    def excludes(self, p: Problem) -> str | None:
+        """The reason this capability does not cover ``p``, or None when it does."""
+        if p.dtype not in self.dtypes:
+            return f"dtype {p.dtype} not in {self.dtypes}"
+        if p.head_dim_qk not in self.head_dims_qk:
+            return f"head_dim_qk {p.head_dim_qk} not in {self.head_dims_qk}"
+        if p.head_dim_v not in self.v_dims:
+            return f"head_dim_v {p.head_dim_v} not in {self.v_dims}"
+        if self.equal_head_dims and p.head_dim_qk != p.head_dim_v:
+            return "head_dim_qk != head_dim_v unsupported"
+        if p.batch > self.max_batch:
+            return f"batch {p.batch} > {self.max_batch}"
+        if max(p.max_seqlen_q, p.max_seqlen_k) > self.max_seqlen:
+            return f"sequence longer than {self.max_seqlen}"
+        if p.heads_q > self.max_heads:
+            return f"heads_q {p.heads_q} > {self.max_heads}"
+        if p.heads_kv != p.heads_q and not self.gqa:
+            return "GQA/MQA unsupported"
+        if not self.seqlen_q_ne_k and p.seqlens_q != p.seqlens_k:
+            return "seqlen_q != seqlen_k unsupported"
+        if p.causal and not self.causal:
+            return "causal unsupported"
+        if (p.window_left is not None or p.window_right is not None) and not self.window:
+            return "sliding window unsupported"
+        if p.masked and p.align not in self.aligns and p.seqlens_q != p.seqlens_k:
+            return f"mask alignment {p.align} unsupported"
+        if p.varlen and not self.varlen:
+            return "varlen unsupported"
+        if p.varlen and not self.empty_seqs and (0 in p.seqlens_q or 0 in p.seqlens_k):
+            return "zero-length sequences unsupported"
+        if p.pad_tail and not self.pad_tail:
+            return "unused tail tokens unsupported"
+        if p.sinks and not self.sinks:
+            return "sinks unsupported"
+        if p.softmax_scale is not None and not self.softmax_scale:
+            return "custom softmax scale unsupported"
+        if self.values is not None and p.values not in self.values:
+            return f"value distribution {p.values} not in {self.values}"
+        return None
+
+    def covers(self, p: Problem) -> bool:
+        return self.excludes(p) is None
+
+    def compile_signature(self, p: Problem) -> tuple:
+        return tuple((n, getattr(p, n)) for n in self.compile_key)
+
+    def __post_init__(self):
+        bad = [d for d in self.dtypes if d not in DTYPES]
+        if bad:
+            raise ValueError(f"Capability.dtypes has {bad}: allowed {DTYPES}")
+        bad = [a for a in self.aligns if a not in ALIGNS]
+        if bad:
+            raise ValueError(f"Capability.aligns has {bad}: allowed {ALIGNS}")
+        bad = [o for o in self.outputs if o not in OUTPUTS]
+        if bad:
+            raise ValueError(f"Capability.outputs has {bad}: allowed {OUTPUTS}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"Capability.device={self.device!r}: allowed 'cpu' or 'cuda'")
+        bad = [f for f in self.compile_key if f not in Problem.__dataclass_fields__]
+        if bad:
+            raise ValueError(f"Capability.compile_key has {bad}: allowed Problem fields")

@@ -1,0 +1,1 @@
+"""Adapters to attention kernels under test (ours and production ones)."""

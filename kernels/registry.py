@@ -1,0 +1,10 @@
+"""Built-in kernels, registered by name as 'module:attr' paths so nothing heavy
+(tilelang, flash_attn, CUDA) is imported until a kernel is asked for."""
+
+from difftest.adapter import register
+
+BUILTIN = {
+}
+
+for _name, _path in BUILTIN.items():
+    register(_name, _path)

@@ -1,0 +1,100 @@
+"""Dense autograd reference: every Problem feature, in a chosen precision.
+
+``reference(inputs, precision)``:
+  "float64"  the truth: inputs (already rounded to the Problem dtype) upcast to float64;
+  "float32"  the same in float32;
+  "same"     computed in the Problem's own dtype, to measure how much error rounding
+             alone makes (the error budget's yardstick, as FlashAttention's tests do).
+Gradients come from torch autograd of a plain softmax(QK^T) V, one sequence at a time.
+"""
+
+import torch
+
+from difftest.inputs import Inputs, torch_dtype
+from difftest.outputs import Outputs
+from difftest.problem import Problem
+
+PRECISIONS = ("float64", "float32", "same")
+
+
+def allowed_mask(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tensor:
+    """[sq, sk] bool: query i may attend key j (see problem.py for the rule)."""
+    i = torch.arange(sq, device=device).unsqueeze(1) + problem.mask_offset(sq, sk)
+    j = torch.arange(sk, device=device).unsqueeze(0)
+    ok = torch.ones(sq, sk, dtype=torch.bool, device=device)
+    if problem.causal:
+        ok &= j <= i
+    if problem.window_right is not None:
+        ok &= j <= i + problem.window_right
+    if problem.window_left is not None:
+        ok &= j >= i - problem.window_left
+    return ok
+
+
+def _attention(q, k, v, sink, allowed, scale, group):
+    """One sequence. q [sq,Hq,D], k [sk,Hkv,D], v [sk,Hkv,Dv], sink [Hq] or None.
+    Returns o [sq,Hq,Dv] and lse [sq,Hq] (float32-able, -inf for empty rows)."""
+    kx = k.repeat_interleave(group, dim=1)
+    vx = v.repeat_interleave(group, dim=1)
+    s = torch.einsum("qhd,khd->hqk", q, kx) * scale
+    s = s.masked_fill(~allowed.unsqueeze(0), float("-inf"))
+    m = s.detach().amax(dim=-1, keepdim=True) if s.shape[-1] else torch.full(
+        (*s.shape[:2], 1), float("-inf"), dtype=s.dtype, device=s.device)
+    if sink is not None:
+        m = torch.maximum(m, sink.detach().view(-1, 1, 1).to(s.dtype))
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    e = torch.exp(s - m)
+    denom = e.sum(dim=-1, keepdim=True)
+    if sink is not None:
+        denom = denom + torch.exp(sink.view(-1, 1, 1).to(s.dtype) - m)
+    safe = torch.where(denom == 0, torch.ones_like(denom), denom)
+    p = e / safe
+    o = torch.einsum("hqk,khd->qhd", p, vx)
+    lse = (m + torch.log(denom.detach())).squeeze(-1).transpose(0, 1)
+    return o, lse
+
+
+def reference(inputs: Inputs, precision: str = "float64") -> Outputs:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}: allowed {PRECISIONS}")
+    p = inputs.problem
+    dt = torch_dtype(p.dtype) if precision == "same" else getattr(torch, precision)
+    x = inputs.upcast(dt)
+    q = x.q.detach().clone().requires_grad_(True)
+    k = x.k.detach().clone().requires_grad_(True)
+    v = x.v.detach().clone().requires_grad_(True)
+    sink = None
+    if x.sink is not None:
+        sink = x.sink.detach().to(dt).clone().requires_grad_(True)
+    o = torch.zeros(p.total_q, p.heads_q, p.head_dim_v, dtype=dt, device=q.device)
+    lse = torch.full((p.total_q, p.heads_q), float("-inf"), dtype=torch.float32, device=q.device)
+    outs = []
+    for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
+        q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
+        if sq == 0:
+            continue
+        ob, lb = _attention(q[q0:q0 + sq], k[k0:k0 + sk], v[k0:k0 + sk], sink,
+                            allowed_mask(p, sq, sk, q.device), p.scale, p.group)
+        outs.append((q0, sq, ob))
+        lse[q0:q0 + sq] = lb.float()
+    if outs:
+        o = torch.cat([o[: outs[0][0]]] + _interleave(o, outs, p.total_q), dim=0)
+    o.backward(x.do.to(dt))
+    return Outputs(
+        o=o.detach(), lse=lse,
+        dq=q.grad, dk=k.grad, dv=v.grad,
+        dsink=None if sink is None else sink.grad.float(),
+    )
+
+
+def _interleave(zeros, pieces, total):
+    """Rebuild the packed output from per-sequence pieces (keeps autograd intact)."""
+    parts, pos = [], pieces[0][0]
+    for q0, sq, ob in pieces:
+        if q0 > pos:
+            parts.append(zeros[pos:q0])
+        parts.append(ob)
+        pos = q0 + sq
+    if pos < total:
+        parts.append(zeros[pos:total])
+    return parts

@@ -1,0 +1,1 @@
+"""Hypothesis strategies over the attention problem space."""
