@@ -1,1 +1,5 @@
 """Hypothesis strategies over the attention problem space."""
+
+from .problems import problems
+
+__all__ = ["problems"]
