@@ -77,8 +77,14 @@ def reference(inputs: Inputs, precision: str = "float64") -> Outputs:
                             allowed_mask(p, sq, sk, q.device), p.scale, p.group)
         outs.append((q0, sq, ob))
         lse[q0:q0 + sq] = lb.float()
-    if outs:
-        o = torch.cat([o[: outs[0][0]]] + _interleave(o, outs, p.total_q), dim=0)
+    if not outs:
+        # No query row anywhere (every query sequence empty): nothing attends, so every
+        # gradient is zero. autograd has no graph to walk here, so build them directly.
+        return Outputs(
+            o=o, lse=lse, dq=torch.zeros_like(q), dk=torch.zeros_like(k), dv=torch.zeros_like(v),
+            dsink=None if sink is None else torch.zeros_like(sink).float(),
+        )
+    o = torch.cat([o[: outs[0][0]]] + _interleave(o, outs, p.total_q), dim=0)
     o.backward(x.do.to(dt))
     return Outputs(
         o=o.detach(), lse=lse,
