@@ -4,6 +4,7 @@
 from difftest.adapter import register
 
 BUILTIN = {
+    "torch-blockwise": "kernels.blockwise:BlockwiseAttention",
 }
 
 for _name, _path in BUILTIN.items():

@@ -1,0 +1,375 @@
+"""A blockwise FlashAttention-2-style attention forward and backward in plain torch.
+
+This is a KERNEL UNDER TEST, written the way a tiled GPU kernel is written, not a
+reference: the forward runs an online softmax over key tiles of ``block_n`` keys for
+each query tile of ``block_m`` rows and produces O and LSE (natural log, sink
+included); the backward preprocesses Delta = rowsum(O * dO), then for each key tile
+(outer loop) and query tile (inner loop) recomputes P = exp(S - LSE) and accumulates
+
+    dV += P^T dO,  dP = dO V^T,  dS = P * (dP - Delta),
+    dK += dS^T Q * scale,  dQ_accum += dS K   (float32 workspace, scaled in a postprocess)
+
+and dSink_h = -sum_i exp(sink_h - LSE_i) * Delta_i. Tiles are padded to full
+``block_m`` x ``block_n`` like shared-memory tiles: padded query rows carry LSE=+inf
+and Delta=0 so they contribute nothing, padded key columns are masked out.
+
+Every Problem feature is supported: causal (both alignments), sliding windows,
+GQA/MQA (dK/dV summed over each group of query heads), varlen with zero-length
+sequences and unused tail tokens, sinks, custom softmax scale, float32/float16/bfloat16
+(computed in float32, outputs cast). Outputs are written into the given (poisoned)
+buffers, every element of them, and the result is bitwise deterministic.
+
+Hook points: each step a real kernel can get wrong is one small method
+(``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,
+``lse_for_backward``, ``delta_pad_value``, ``dq_workspace``, ``reduce_dq``,
+``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ...).
+``kernels/mutants.py`` builds its fault-injected kernels by overriding exactly one or
+two of them, so every mutant is a small, named deviation from this file.
+"""
+
+import contextlib
+
+import torch
+
+from difftest.adapter import KernelAdapter
+from difftest.capability import Capability
+from difftest.inputs import Inputs, torch_dtype
+from difftest.outputs import Outputs
+from difftest.problem import Problem
+
+BLOCK_M = 32  # query rows per tile
+BLOCK_N = 16  # keys per tile
+
+# Head dims include ones that are not a multiple of the 16-wide MMA tile (8, 24, 40, 59,
+# 111) so tail bugs in the head dimension are reachable.
+HEAD_DIMS = (8, 16, 24, 32, 40, 59, 64, 80, 96, 111, 128)
+
+CAPABILITY = Capability(
+    dtypes=("float32", "float16", "bfloat16"),
+    head_dims_qk=HEAD_DIMS,
+    head_dims_v=None,
+    equal_head_dims=False,
+    max_batch=8,
+    max_seqlen=256,
+    max_heads=8,
+    gqa=True,
+    seqlen_q_ne_k=True,
+    causal=True,
+    window=True,
+    varlen=True,
+    empty_seqs=True,
+    pad_tail=True,
+    sinks=True,
+    softmax_scale=True,
+    deterministic=True,
+    poison=True,
+    device="cpu",
+    block_m=BLOCK_M,
+    block_n=BLOCK_N,
+)
+
+F32 = torch.float32
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Tiles are tiny: intra-op threads only add contention (20x slower on a shared
+    2-core machine), so the kernel runs single-threaded and restores the setting."""
+    n = torch.get_num_threads()
+    if n != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if n != 1:
+            torch.set_num_threads(n)
+
+
+def _tiles(n: int, block: int) -> list[tuple[int, int]]:
+    """Full-size tiles [start, start + block) covering n rows (the last one padded)."""
+    return [(s, s + block) for s in range(0, n, block)]
+
+
+def _pad_rows(x: torch.Tensor, rows: int, value: float = 0.0) -> torch.Tensor:
+    """Pad dim 1 of [H, n, ...] to ``rows`` with ``value`` (a tile's padded rows)."""
+    n = x.shape[1]
+    if rows == n:
+        return x
+    pad = torch.full((x.shape[0], rows - n, *x.shape[2:]), value, dtype=x.dtype, device=x.device)
+    return torch.cat([x, pad], dim=1)
+
+
+class BlockwiseAttention(KernelAdapter):
+    """FlashAttention-2-style tiled forward/backward; see the module docstring."""
+
+    name = "torch-blockwise"
+    capability = CAPABILITY
+    description = "blockwise FlashAttention-2-style forward+backward in plain torch (CPU)"
+
+    def __init__(self, block_m: int = BLOCK_M, block_n: int = BLOCK_N):
+        if block_m < 1 or block_n < 1:
+            raise ValueError(f"block_m={block_m}, block_n={block_n}: allowed ints >= 1")
+        self.block_m = block_m
+        self.block_n = block_n
+
+    # ------------------------------------------------------------------ hooks
+    def kv_head_index(self, p: Problem, device) -> torch.Tensor:
+        """[heads_q] long: the key/value head each query head reads (GQA groups)."""
+        return torch.arange(p.heads_q, device=device) // p.group
+
+    def sequences(self, p: Problem) -> list[tuple[int, int, int, int, int]]:
+        """(b, q0, sq, k0, sk) per sequence: the packed rows each sequence owns."""
+        cq, ck = p.cu_seqlens_q, p.cu_seqlens_k
+        return [(b, cq[b], p.seqlens_q[b], ck[b], p.seqlens_k[b]) for b in range(p.batch)]
+
+    def skip_sequence(self, p: Problem, sq: int, sk: int) -> bool:
+        """True to leave a sequence's rows untouched (the clean kernel never skips)."""
+        return False
+
+    def query_tiles(self, sq: int, phase: str) -> list[tuple[int, int]]:
+        return _tiles(sq, self.block_m)
+
+    def key_tiles(self, sk: int, phase: str) -> list[tuple[int, int]]:
+        return _tiles(sk, self.block_n)
+
+    def allowed(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int,
+                phase: str) -> torch.Tensor:
+        """[i1-i0, j1-j0] bool: query row i may attend key column j (tile coordinates
+        inside one sequence; padded key columns j >= sk are never allowed)."""
+        i = torch.arange(i0, i1).unsqueeze(1) + p.mask_offset(sq, sk)
+        j = torch.arange(j0, j1).unsqueeze(0)
+        ok = j < sk
+        if p.causal:
+            ok = ok & (j <= i)
+        if p.window_right is not None:
+            ok = ok & (j <= i + p.window_right)
+        if p.window_left is not None:
+            ok = ok & (j >= i - p.window_left)
+        return ok
+
+    def logit_scale(self, p: Problem, phase: str) -> float:
+        """Softmax scale applied to Q K^T when forming S (forward and backward)."""
+        return p.scale
+
+    def running_max(self, m: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """Online-softmax running row max after seeing tile logits ``s``."""
+        return torch.maximum(m, s.amax(dim=-1))
+
+    def normalise(self, acc: torch.Tensor, l: torch.Tensor) -> torch.Tensor:
+        """O = acc / l; a row that saw nothing (l == 0) gives O = 0."""
+        return torch.where(l.unsqueeze(-1) > 0, acc / l.clamp_min(1e-38).unsqueeze(-1), torch.zeros_like(acc))
+
+    def lse_for_backward(self, lse: torch.Tensor) -> torch.Tensor:
+        """LSE as the backward uses it: -inf (row saw nothing) becomes +inf so P = 0."""
+        return torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
+
+    def lse_rows(self, lse: torch.Tensor, q0: int, sq: int, b: int) -> torch.Tensor:
+        """[sq, Hq] stored LSE of a sequence's rows, as the backward reads it."""
+        return lse[q0:q0 + sq]
+
+    def delta_pad_value(self) -> float:
+        """Delta of a query tile's padded rows (beyond the sequence end)."""
+        return 0.0
+
+    def lse_pad_value(self) -> float:
+        """LSE of a query tile's padded rows: +inf makes their P zero."""
+        return float("inf")
+
+    def dq_workspace(self, shape: tuple, device) -> torch.Tensor:
+        """The float32 dQ accumulator, zeroed for every call."""
+        return torch.zeros(shape, dtype=F32, device=device)
+
+    def reduce_dq(self, acc: torch.Tensor, parts: list[tuple[int, int, torch.Tensor]]) -> None:
+        """Add each (row0, row1, partial dQ) tile contribution into ``acc`` [Hq, rows, D],
+        in launch order (fixed order: deterministic)."""
+        for r0, r1, part in parts:
+            acc[:, r0:r1] += part
+
+    def grad_scale(self, p: Problem, which: str) -> float:
+        """The softmax scale applied to dK (inside the loop) or dQ (in the postprocess)."""
+        return p.scale
+
+    def dq_postprocess(self, acc: torch.Tensor, p: Problem) -> torch.Tensor:
+        """float32 accumulator -> dQ in float32 (before the cast to the problem dtype)."""
+        return acc.to(F32) * self.grad_scale(p, "dq")
+
+    def dq_columns(self, p: Problem) -> int:
+        """How many head-dim columns of dQ the epilogue stores."""
+        return p.head_dim_qk
+
+    def dq_heads(self, p: Problem) -> list[int]:
+        """Query heads whose dQ the epilogue stores."""
+        return list(range(p.heads_q))
+
+    def reduce_group(self, grad_h: torch.Tensor, idx: torch.Tensor, heads_kv: int) -> torch.Tensor:
+        """[Hq, n, D] per-query-head dK/dV -> [Hkv, n, D]: sum over each GQA group."""
+        return torch.stack([grad_h[idx == g].sum(dim=0) for g in range(heads_kv)])
+
+    def sink_for_heads(self, sink: torch.Tensor, p: Problem) -> torch.Tensor:
+        """[heads_q] sink logit of each query head."""
+        return sink
+
+    def dsink_rows(self, sq: int) -> int:
+        """How many rows of a sequence the dSink reduction covers."""
+        return sq
+
+    def dsink_sign(self) -> float:
+        return -1.0
+
+    def write_lse_padding(self, lse: torch.Tensor, rows: slice) -> None:
+        """Rows beyond the last sequence (pad_tail) see nothing: LSE = -inf."""
+        lse[rows] = float("-inf")
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, inputs: Inputs, out: Outputs | None = None):
+        with _one_thread():
+            return self._forward(inputs, out)
+
+    def _forward(self, inputs: Inputs, out: Outputs | None):
+        p = inputs.problem
+        dev = inputs.device
+        dt = torch_dtype(p.dtype)
+        if out is None:
+            out = Outputs.poisoned(p, dt, dev)
+        o_buf, lse_buf = out.o, out.lse
+        idx = self.kv_head_index(p, dev)
+        sink = None
+        if p.sinks:
+            sink = self.sink_for_heads(inputs.sink.to(F32), p)
+        for b, q0, sq, k0, sk in self.sequences(p):
+            if self.skip_sequence(p, sq, sk) or sq == 0:
+                continue
+            q = inputs.q[q0:q0 + sq].to(F32).transpose(0, 1)  # [Hq, sq, D]
+            k = inputs.k[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)  # [Hq, sk, D]
+            v = inputs.v[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
+            o, lse, rows = self._forward_sequence(p, q, k, v, sink, sq, sk)
+            o_buf[q0:q0 + sq][rows] = o.transpose(0, 1)[rows].to(dt)
+            lse_buf[q0:q0 + sq][rows] = lse.transpose(0, 1)[rows]
+        tail = slice(p.cu_seqlens_q[-1], p.total_q)
+        o_buf[tail] = 0
+        self.write_lse_padding(lse_buf, tail)
+        return Outputs(o=o_buf, lse=lse_buf), None
+
+    def _forward_sequence(self, p, q, k, v, sink, sq, sk):
+        H, dv = q.shape[0], v.shape[-1]
+        scale = self.logit_scale(p, "fwd")
+        q_tiles = self.query_tiles(sq, "fwd")
+        k_tiles = self.key_tiles(sk, "fwd")
+        mp = max((t[1] for t in q_tiles), default=0)
+        np_ = max((t[1] for t in k_tiles), default=0)
+        qp, kp, vp = _pad_rows(q, max(mp, sq)), _pad_rows(k, max(np_, sk)), _pad_rows(v, max(np_, sk))
+        o = torch.zeros(H, max(mp, sq), dv, dtype=F32)
+        lse = torch.full((H, max(mp, sq)), float("-inf"), dtype=F32)
+        rows = torch.zeros(sq, dtype=torch.bool)
+        for i0, i1 in q_tiles:
+            n = i1 - i0
+            if sink is not None:
+                m = sink.view(H, 1).expand(H, n).clone()
+                l = torch.ones(H, n, dtype=F32)
+            else:
+                m = torch.full((H, n), float("-inf"), dtype=F32)
+                l = torch.zeros(H, n, dtype=F32)
+            acc = torch.zeros(H, n, dv, dtype=F32)
+            for j0, j1 in k_tiles:
+                s = torch.matmul(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
+                s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "fwd"), float("-inf"))
+                m_new = self.running_max(m, s)
+                m_safe = torch.where(torch.isneginf(m_new), torch.zeros_like(m_new), m_new)
+                alpha = torch.exp(m - m_safe)
+                pt = torch.exp(s - m_safe.unsqueeze(-1))
+                l = l * alpha + pt.sum(dim=-1)
+                acc = acc * alpha.unsqueeze(-1) + torch.matmul(pt, vp[:, j0:j1])
+                m = m_new
+            m_safe = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+            o[:, i0:i1] = self.normalise(acc, l)
+            lse[:, i0:i1] = torch.where(l > 0, m_safe + torch.log(l), torch.full_like(l, float("-inf")))
+            rows[i0:min(i1, sq)] = True
+        return o[:, :sq], lse[:, :sq], rows
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+        with _one_thread():
+            return self._backward(inputs, fwd, ctx, out)
+
+    def _backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None) -> Outputs:
+        p = inputs.problem
+        dev = inputs.device
+        dt = torch_dtype(p.dtype)
+        if out is None:
+            out = Outputs.poisoned(p, dt, dev)
+        dq_buf, dk_buf, dv_buf = out.dq, out.dk, out.dv
+        idx = self.kv_head_index(p, dev)
+        sink = self.sink_for_heads(inputs.sink.to(F32), p) if p.sinks else None
+        dsink = torch.zeros(p.heads_q, dtype=F32) if p.sinks else None
+        seqs = [s for s in self.sequences(p) if not self.skip_sequence(p, s[2], s[4])]
+        padded = [-(-sq // self.block_m) * self.block_m for _, _, sq, _, _ in seqs]
+        ws = self.dq_workspace((p.heads_q, max(1, sum(padded)), p.head_dim_qk), dev)
+        off = 0
+        for (b, q0, sq, k0, sk), mp in zip(seqs, padded):
+            q = inputs.q[q0:q0 + sq].to(F32).transpose(0, 1)
+            do = inputs.do[q0:q0 + sq].to(F32).transpose(0, 1)
+            o = fwd.o[q0:q0 + sq].to(F32).transpose(0, 1)
+            lse = self.lse_for_backward(self.lse_rows(fwd.lse, q0, sq, b).to(F32).transpose(0, 1))
+            k = inputs.k[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
+            v = inputs.v[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
+            delta = (o * do).sum(dim=-1)  # preprocess: [Hq, sq]
+            if sink is not None and sq:
+                n = min(self.dsink_rows(sq), sq)
+                p_sink = torch.exp(sink.view(-1, 1) - lse[:, :n])
+                dsink += self.dsink_sign() * (p_sink * delta[:, :n]).sum(dim=-1)
+            dk_h, dv_h = self._backward_sequence(p, q, k, v, do, lse, delta, ws[:, off:off + mp], sq, sk)
+            acc = ws[:, off:off + sq]
+            off += mp
+            dq = self.dq_postprocess(acc, p).to(dt)  # [Hq, sq, D]
+            cols = min(self.dq_columns(p), p.head_dim_qk)
+            for h in self.dq_heads(p):
+                dq_buf[q0:q0 + sq, h, :cols] = dq[h, :, :cols]
+            dk_buf[k0:k0 + sk] = self.reduce_group(dk_h, idx, p.heads_kv).transpose(0, 1).to(dt)
+            dv_buf[k0:k0 + sk] = self.reduce_group(dv_h, idx, p.heads_kv).transpose(0, 1).to(dt)
+        dq_buf[p.cu_seqlens_q[-1]:] = 0
+        dk_buf[p.cu_seqlens_k[-1]:] = 0
+        dv_buf[p.cu_seqlens_k[-1]:] = 0
+        res = Outputs(o=fwd.o, lse=fwd.lse, dq=dq_buf, dk=dk_buf, dv=dv_buf)
+        if p.sinks:
+            out.dsink[:] = dsink
+            res.dsink = out.dsink
+        return res
+
+    def _backward_sequence(self, p, q, k, v, do, lse, delta, ws, sq, sk):
+        """One sequence: returns per-query-head dK, dV [Hq, sk, D]; dQ goes into ``ws``."""
+        H, d, dv_ = q.shape[0], q.shape[-1], v.shape[-1]
+        scale = self.logit_scale(p, "bwd")
+        dk_scale = self.grad_scale(p, "dk")
+        q_tiles = self.query_tiles(sq, "bwd")
+        k_tiles = self.key_tiles(sk, "bwd")
+        mp = max(max((t[1] for t in q_tiles), default=0), sq)
+        np_ = max(max((t[1] for t in _tiles(sk, self.block_n)), default=0), sk)
+        qp, dop = _pad_rows(q, mp), _pad_rows(do, mp)
+        lsep = _pad_rows(lse, mp, self.lse_pad_value())
+        deltap = _pad_rows(delta, mp, self.delta_pad_value())
+        kp, vp = _pad_rows(k, np_), _pad_rows(v, np_)
+        dk = torch.zeros(H, np_, d, dtype=F32)
+        dv = torch.zeros(H, np_, dv_, dtype=F32)
+        parts = []
+        for j0, j1 in k_tiles:
+            kt, vt = kp[:, j0:j1], vp[:, j0:j1]
+            dk_t = torch.zeros(H, j1 - j0, d, dtype=F32)
+            dv_t = torch.zeros(H, j1 - j0, dv_, dtype=F32)
+            for i0, i1 in q_tiles:
+                qt, dot = qp[:, i0:i1], dop[:, i0:i1]
+                s = torch.matmul(qt, kt.transpose(1, 2)) * scale
+                s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
+                pt = torch.exp(s - lsep[:, i0:i1].unsqueeze(-1))
+                dv_t += torch.matmul(pt.transpose(1, 2), dot)
+                dp = torch.matmul(dot, vt.transpose(1, 2))
+                ds = pt * (dp - deltap[:, i0:i1].unsqueeze(-1))
+                dk_t += torch.matmul(ds.transpose(1, 2), qt) * dk_scale
+                parts.append((i0, i1, torch.matmul(ds, kt)))
+            dk[:, j0:j1] = dk_t
+            dv[:, j0:j1] = dv_t
+        self.reduce_dq(ws, parts)
+        return dk[:, :sk], dv[:, :sk]
+
+
+def make() -> BlockwiseAttention:
+    return BlockwiseAttention()
