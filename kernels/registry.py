@@ -5,6 +5,8 @@ from difftest.adapter import register
 
 BUILTIN = {
     "torch-blockwise": "kernels.blockwise:BlockwiseAttention",
+    "sdpa-cpu-math": "kernels.sdpa_cpu:SdpaCpuMath",
+    "sdpa-cpu-flash": "kernels.sdpa_cpu:SdpaCpuFlash",
 }
 
 for _name, _path in BUILTIN.items():

@@ -1,0 +1,177 @@
+"""torch scaled_dot_product_attention on the CPU, forward and backward through autograd.
+
+Two adapters, one per CPU backend:
+
+- ``sdpa-cpu-math``: ``F.scaled_dot_product_attention`` under
+  ``sdpa_kernel(SDPBackend.MATH)`` (the composite reference implementation). Any boolean
+  mask, GQA through ``enable_gqa``, head_dim_v != head_dim_qk. It does not return the
+  log-sum-exp, so its capability leaves "lse" out of ``outputs`` (not checked) rather
+  than having the adapter compute one itself.
+- ``sdpa-cpu-flash``: the CPU flash-attention kernel
+  (``aten::_scaled_dot_product_flash_attention_for_cpu``, the op that
+  ``F.scaled_dot_product_attention`` dispatches to under
+  ``SDPBackend.FLASH_ATTENTION``; tests/test_sdpa_cpu.py checks the two agree bitwise).
+  It is called directly because only the op returns the kernel's own LSE. Found on
+  torch 2.13 CPU: it takes GQA natively, additive float masks in the query dtype (a
+  boolean mask is refused by the op; F.sdpa converts it the same way), any head dim,
+  but needs head_dim_v == head_dim_qk. Its query/key tiles are 32 (64 from 192 query
+  rows, 256 from 768) x 512.
+
+Shared translation:
+- Masks: top-left causal without a window (or seqlen_q == seqlen_k) uses the kernel's
+  own ``is_causal``; bottom-right causal with seqlen_q != seqlen_k and every window go in
+  as an explicit mask built here from problem.py's rule (not from the oracle's code).
+- Varlen: one dense call per sequence, zero-length sequences included (the empty
+  tensors go through F.sdpa, which answers them without the backend kernel; the raw
+  CPU flash op crashes the process with SIGFPE on them). Tail tokens past the last sequence are never given to
+  the kernel; their outputs are zero, as for any row nothing attends.
+- Fully masked rows: both backends return O = 0 and zero gradients on torch 2.13 CPU
+  (measured). The flash kernel reports LSE = 0 for such a row; difftest's convention is
+  -inf, so the adapter maps LSE to -inf exactly for rows whose mask row is empty.
+- No sinks: SDPA has no sink logit (capability sinks=False).
+"""
+
+import torch
+import torch.nn.functional as F
+
+from difftest.adapter import KernelAdapter
+from difftest.capability import Capability
+from difftest.inputs import Inputs
+from difftest.outputs import Outputs
+from difftest.problem import DTYPES, Problem
+
+# Head dims drawn for these kernels (both take any size; this list keeps CPU cases
+# cheap while covering tails: 1, odd sizes and non-multiples of 8/16).
+HEAD_DIMS = (1, 8, 16, 24, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 256)
+
+_FLASH_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
+def visible_keys(problem: Problem, sq: int, sk: int) -> torch.Tensor:
+    """[sq, sk] bool: query i may attend key j, from the half-open range rule
+    lo_i <= j < hi_i (problem.py's docstring), written independently of the oracle."""
+    off = problem.mask_offset(sq, sk)
+    i = torch.arange(sq).unsqueeze(1) + off
+    hi = torch.full_like(i, sk)
+    lo = torch.zeros_like(i)
+    if problem.causal:
+        hi = torch.minimum(hi, i + 1)
+    if problem.window_right is not None:
+        hi = torch.minimum(hi, i + problem.window_right + 1)
+    if problem.window_left is not None:
+        lo = torch.maximum(lo, i - problem.window_left)
+    j = torch.arange(sk).unsqueeze(0)
+    return (j >= lo) & (j < hi)
+
+
+def _use_is_causal(p: Problem, sq: int, sk: int) -> bool:
+    """SDPA's is_causal is top-left; it means our mask only without a window and when
+    the alignment does not matter (top-left, or equal lengths)."""
+    no_window = p.window_left is None and p.window_right is None
+    return p.causal and no_window and (p.align == "top_left" or sq == sk)
+
+
+class SdpaCpu(KernelAdapter):
+    """Common translation; subclasses call one backend on [B, H, S, D] tensors."""
+
+    backend = ""
+
+    def _attend(self, q, k, v, p: Problem, is_causal: bool, mask):
+        """q [B,Hq,sq,D], k/v [B,Hkv,sk,*] -> (o [B,Hq,sq,Dv], lse [B,Hq,sq] float32 or None)."""
+        raise NotImplementedError(f"{type(self).__name__}._attend")
+
+    def forward(self, inputs: Inputs, out: Outputs | None = None):
+        p = inputs.problem
+        reason = self.capability.excludes(p)
+        if reason is not None:
+            raise ValueError(f"{self.name} does not support {p.short()}: {reason}")
+        q = inputs.q.detach().clone().requires_grad_(True)
+        k = inputs.k.detach().clone().requires_grad_(True)
+        v = inputs.v.detach().clone().requires_grad_(True)
+        want_lse = "lse" in self.capability.outputs
+        lse = torch.full((p.total_q, p.heads_q), float("-inf"), dtype=torch.float32)
+        pieces = []  # packed O, in order, with zero filler for the unused tail
+        segments = [(0, 0, p.batch, p.seqlen_q, p.seqlen_k)] if not p.varlen else [
+            (p.cu_seqlens_q[b], p.cu_seqlens_k[b], 1, sq, sk)
+            for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k))]
+        for q0, k0, nb, sq, sk in segments:
+            qs = q[q0:q0 + nb * sq].view(nb, sq, p.heads_q, p.head_dim_qk).transpose(1, 2)
+            ks = k[k0:k0 + nb * sk].view(nb, sk, p.heads_kv, p.head_dim_qk).transpose(1, 2)
+            vs = v[k0:k0 + nb * sk].view(nb, sk, p.heads_kv, p.head_dim_v).transpose(1, 2)
+            causal = _use_is_causal(p, sq, sk)
+            allowed = visible_keys(p, sq, sk) if (p.masked and not causal) else None
+            o_s, lse_s = self._attend(qs, ks, vs, p, causal, allowed)
+            pieces.append(o_s.transpose(1, 2).reshape(nb * sq, p.heads_q, p.head_dim_v))
+            if want_lse and lse_s is not None:
+                lse_s = lse_s.float()
+                if allowed is not None:  # kernel convention (0) -> ours (-inf) for empty rows
+                    lse_s = lse_s.masked_fill(~allowed.any(dim=1), float("-inf"))
+                if sk == 0:
+                    lse_s = torch.full_like(lse_s, float("-inf"))
+                lse[q0:q0 + nb * sq] = lse_s.transpose(1, 2).reshape(nb * sq, p.heads_q)
+        used = sum(p.seqlens_q)
+        if p.total_q > used:
+            pieces.append(torch.zeros(p.total_q - used, p.heads_q, p.head_dim_v, dtype=q.dtype))
+        o = torch.cat(pieces, dim=0)
+        fwd = Outputs(o=o.detach(), lse=lse if want_lse else None)
+        return fwd, (q, k, v, o)
+
+    def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+        q, k, v, o = ctx
+        grads = torch.autograd.grad(o, (q, k, v), inputs.do, allow_unused=True) if o.requires_grad else (None,) * 3
+        dq, dk, dv = (torch.zeros_like(t) if g is None else g for g, t in zip(grads, (q, k, v)))
+        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv)
+
+
+class SdpaCpuMath(SdpaCpu):
+    name = "sdpa-cpu-math"
+    backend = "math"
+    description = "torch SDPA, math backend on CPU (autograd); no LSE output"
+    capability = Capability(
+        dtypes=DTYPES, head_dims_qk=HEAD_DIMS, head_dims_v=HEAD_DIMS, equal_head_dims=False,
+        max_batch=8, max_seqlen=1024, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True,
+        aligns=("top_left", "bottom_right"), window=True, varlen=True, empty_seqs=True, pad_tail=True,
+        sinks=False, softmax_scale=True, outputs=("o", "dq", "dk", "dv"), deterministic=True,
+        poison=False, device="cpu", block_m=64, block_n=64,
+    )
+
+    def _attend(self, q, k, v, p, is_causal, mask):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.MATH):
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale,
+                                               enable_gqa=p.heads_q != p.heads_kv)
+        return o, None
+
+
+class SdpaCpuFlash(SdpaCpu):
+    name = "sdpa-cpu-flash"
+    backend = "flash"
+    description = "torch SDPA CPU flash-attention kernel (aten op, autograd); kernel's own LSE"
+    capability = Capability(
+        dtypes=DTYPES, head_dims_qk=HEAD_DIMS, head_dims_v=None, equal_head_dims=True,
+        max_batch=8, max_seqlen=1024, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True,
+        aligns=("top_left", "bottom_right"), window=True, varlen=True, empty_seqs=True, pad_tail=True,
+        sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=True,
+        poison=False, device="cpu", block_m=32, block_n=512,
+    )
+
+    def available(self) -> str | None:
+        if _FLASH_OP is None:
+            return f"torch {torch.__version__} has no aten::_scaled_dot_product_flash_attention_for_cpu"
+        return None
+
+    def _attend(self, q, k, v, p, is_causal, mask):
+        if q.shape[2] == 0 or k.shape[2] == 0:
+            # The raw op dies of SIGFPE (integer division by zero, the whole process) on
+            # a zero-length query or key sequence (torch 2.13 CPU). F.sdpa never sends
+            # empty tensors to it: it answers them itself, so go through F.sdpa here.
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale,
+                                                   enable_gqa=p.heads_q != p.heads_kv)
+            return o, None
+        additive = None
+        if mask is not None:  # the op takes an additive mask in the query dtype
+            additive = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
+        o, lse = _FLASH_OP(q, k, v, 0.0, is_causal, attn_mask=additive, scale=p.scale)
+        return o, lse
