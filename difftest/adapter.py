@@ -26,6 +26,7 @@ class KernelAdapter:
     """Subclass and set ``name`` and ``capability``; implement ``forward`` and ``backward``."""
 
     name: str = "unnamed"
+    spec: str | None = None  # registry name that rebuilds this adapter (set by get())
     capability: Capability = Capability()
     description: str = ""
 
@@ -73,6 +74,13 @@ def get(name: str) -> KernelAdapter:
     """The adapter registered as ``name``; a clear error lists the known names."""
     _load_builtin()
     _load_entry_points()
+    if name.startswith("mutant:") and name not in _REGISTRY:
+        from kernels.mutants import MUTANTS  # the fault-injected kernels of the catalogue
+
+        mname = name.split(":", 1)[1]
+        if mname not in MUTANTS:
+            raise KeyError(f"unknown mutant {mname!r}: known mutants are {sorted(MUTANTS)}")
+        _REGISTRY[name] = MUTANTS[mname].factory
     if name not in _REGISTRY:
         raise KeyError(f"unknown kernel {name!r}: known kernels are {sorted(_REGISTRY)}")
     f = _REGISTRY[name]
@@ -84,6 +92,8 @@ def get(name: str) -> KernelAdapter:
     adapter = f()
     if not isinstance(adapter, KernelAdapter):
         raise TypeError(f"kernel {name!r} factory returned {type(adapter).__name__}, not a KernelAdapter")
+    if getattr(adapter, "spec", None) is None:
+        adapter.spec = name  # how a worker process or a reproducer gets the same kernel back
     _REGISTRY[name] = adapter
     return adapter
 

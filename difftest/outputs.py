@@ -12,6 +12,22 @@ import torch
 
 from .problem import OUTPUTS, Problem
 
+# A NaN with a payload that arithmetic never produces (computed NaNs carry the
+# canonical payload), so a surviving poison element is told apart from a computed NaN.
+_POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float16: (torch.int16, 0x7E5A),
+                torch.bfloat16: (torch.int16, 0x7FDA), torch.float64: (torch.int64, 0x7FF8DEADBEEFDEAD)}
+
+
+def poison_fill(shape, dtype: torch.dtype, device="cpu") -> torch.Tensor:
+    itype, bits = _POISON_BITS[dtype]
+    return torch.full(shape, bits, dtype=itype, device=device).view(dtype)
+
+
+def is_poison(t: torch.Tensor) -> torch.Tensor:
+    """Bool mask of the elements that still hold the poison pattern."""
+    itype, bits = _POISON_BITS[t.dtype]
+    return t.contiguous().view(itype) == bits
+
 
 @dataclass
 class Outputs:
@@ -56,10 +72,11 @@ class Outputs:
 
     @classmethod
     def poisoned(cls, problem: Problem, dtype: torch.dtype, device="cpu") -> "Outputs":
-        """Output buffers filled with NaN, for kernels that write into given buffers:
-        any NaN left after the call marks a region the kernel never wrote."""
+        """Output buffers filled with a marked NaN (see poison_fill), for kernels that
+        write into given buffers: any poison left after the call marks a region the
+        kernel never wrote."""
         out = cls()
         for n, shape in cls.shapes(problem).items():
             dt = torch.float32 if n in ("lse", "dsink") else dtype
-            setattr(out, n, torch.full(shape, float("nan"), dtype=dt, device=device))
+            setattr(out, n, poison_fill(shape, dt, device))
         return out

@@ -1,0 +1,171 @@
+"""Campaign: Hypothesis drives a strategy over a kernel's capability, every drawn
+Problem is a case (runner.run_case), failures are shrunk, saved in the example
+database, and written as reproducers.
+
+Hypothesis is steered with ``hypothesis.target`` on the worst error ratio, so the
+search climbs toward the edge of the budget. The classic corners from
+``strategies.edge_problems`` run first as explicit examples in every run.
+
+Time budgets: Hypothesis has no wall-clock stop, so once a campaign's budget is spent
+new Problems are not run (they count as passing) while Problems already seen replay
+their recorded outcome; the failure Hypothesis replays at the end is therefore always
+the one that was measured (no flaky reports).
+"""
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hypothesis
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from . import adapter as registry
+from .reports import CaseLog, Progress
+from .reproducer import write_reproducer
+from .runner import CaseResult, RunConfig, run_case
+
+PROFILES = {
+    # examples: generated examples; budget: wall-clock seconds for the search;
+    # shrink: extra seconds for shrinking once a failure is found
+    "quick": {"examples": 12, "budget": 60.0, "shrink": 30.0, "seed": 0},
+    "ci": {"examples": 40, "budget": 150.0, "shrink": 60.0, "seed": 0},
+    "nightly": {"examples": 1000, "budget": 3600.0, "shrink": 600.0, "seed": None},
+    "gpu": {"examples": 200, "budget": 900.0, "shrink": 180.0, "seed": None},
+}
+DEFAULT_DB = ".difftest/examples"
+
+
+class CaseFailed(AssertionError):
+    def __init__(self, case: CaseResult):
+        super().__init__(case.render())
+        self.case = case
+
+
+@dataclass
+class CampaignResult:
+    kernel: str
+    profile: str
+    status: str = "passed"  # passed | failed | unavailable
+    reason: str = ""
+    cases: list = field(default_factory=list)
+    failure: CaseResult | None = None  # the shrunk failing case
+    first_failure: CaseResult | None = None  # the first failing case seen, before shrinking
+    examples_to_fail: int | None = None
+    seconds_to_fail: float | None = None
+    reproducer: dict | None = None
+    compile_keys: int = 0
+    elapsed: float = 0.0
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+
+def profile_settings(profile: str) -> dict:
+    if profile not in PROFILES:
+        raise ValueError(f"profile={profile!r}: allowed {sorted(PROFILES)}")
+    return dict(PROFILES[profile])
+
+
+def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None, time_budget: float | None = None,
+                 shrink_budget: float | None = None, strategy=None, out_dir=None, config: RunConfig | None = None,
+                 progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
+                 seed: int | None = -1, on_case=None) -> CampaignResult:
+    """Run one kernel's campaign. ``kernel``: an adapter or a registry name.
+    ``database``: directory of Hypothesis's example database (None: none), so failures
+    found before are replayed first. ``seed``: fixes the search (profiles quick and ci
+    use 0, so CI sees the same cases every run); None searches afresh each run. ``out_dir``: where the case log and reproducers go."""
+    if isinstance(kernel, str):
+        kernel = registry.get(kernel)
+    prof = profile_settings(profile)
+    n_examples = max_examples if max_examples is not None else prof["examples"]
+    budget = time_budget if time_budget is not None else prof["budget"]
+    shrink_s = shrink_budget if shrink_budget is not None else prof["shrink"]
+    seed = prof["seed"] if seed == -1 else seed  # None: a fresh random search each run
+    config = config or RunConfig()
+    res = CampaignResult(kernel.name, profile, settings={
+        "max_examples": n_examples, "time_budget_s": budget, "shrink_budget_s": shrink_s, "seed": seed,
+        "database": database, "config": config.to_dict()})
+    why = kernel.available()
+    if why:
+        res.status, res.reason = "unavailable", why
+        return res
+
+    if strategy is None:
+        import strategies
+
+        strategy = strategies.problems(kernel.capability, profile)
+    out = Path(out_dir) if out_dir else None
+    log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
+    bar = Progress(kernel.name, n_examples, progress)
+    seen: dict = {}
+    keys = set()
+    t0 = time.perf_counter()
+    state = {"failed_at": None}
+
+    def over_budget() -> bool:
+        now = time.perf_counter() - t0
+        if state["failed_at"] is None:
+            return now > budget
+        return now > state["failed_at"] + shrink_s
+
+    def prop(problem):
+        case = seen.get(problem)
+        if case is None:
+            if over_budget():
+                return
+            case = run_case(kernel, problem, config)
+            seen[problem] = case
+            res.cases.append(case)
+            keys.add(kernel.capability.compile_signature(problem))
+            if log:
+                log.write(case)
+            if on_case:
+                on_case(case)
+            if case.failed and state["failed_at"] is None:
+                state["failed_at"] = time.perf_counter() - t0
+                res.first_failure = case
+                res.examples_to_fail = len(res.cases)
+                res.seconds_to_fail = state["failed_at"]
+            bar.update(len(res.cases), sum(c.failed for c in res.cases),
+                       max(c.worst_ratio for c in res.cases), "shrinking" if state["failed_at"] else "")
+        hypothesis.target(min(case.worst_ratio, 1e6), label="worst error ratio")
+        if case.failed:
+            raise CaseFailed(case)
+
+    prop._hypothesis_internal_add_digest = f"difftest:{kernel.name}:{profile}".encode()
+    test = given(strategy)(prop)
+    if edge_cases:
+        import strategies
+
+        for p in reversed(strategies.edge_problems(kernel.capability)):
+            test = example(p)(test)
+    test = settings(
+        max_examples=n_examples, deadline=None,
+        database=DirectoryBasedExampleDatabase(database) if database else None,
+        # each example runs a kernel and two references: seconds, by design
+        suppress_health_check=[HealthCheck.too_slow],
+        report_multiple_bugs=False, print_blob=False, verbosity=hypothesis.Verbosity.quiet,
+    )(test)
+    if seed is not None:
+        test = hypothesis.seed(seed)(test)
+    try:
+        test()
+    except CaseFailed as e:
+        res.failure = e.case
+        res.status = "failed"
+    finally:
+        bar.close()
+        if log:
+            log.close()
+        res.elapsed = time.perf_counter() - t0
+        res.compile_keys = len(keys)
+    if res.failure is not None:
+        res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path("difftest-out")) / "repro")
+    return res
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -1,0 +1,175 @@
+"""The difftest command line: ``difftest run | repro | list | mutants | bench``."""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import adapter as registry
+from .campaign import DEFAULT_DB, PROFILES, run_campaign
+from .gates import DEFAULT_K, GateConfig, Standard
+from .problem import OUTPUTS
+from .runner import RunConfig
+
+# The embedded default campaign: CPU kernels that run anywhere torch runs.
+DEFAULT_KERNELS = ("torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash")
+
+
+def _k_items(items):
+    k = dict(DEFAULT_K)
+    for it in items or ():
+        name, _, val = it.partition("=")
+        if name not in OUTPUTS or not val:
+            raise SystemExit(f"--k {it!r}: allowed OUTPUT=VALUE with OUTPUT in {OUTPUTS}")
+        k[name] = float(val)
+    return k
+
+
+def _standards(items):
+    out = {}
+    for it in items or ():
+        name, _, spec = it.partition(":")
+        names = OUTPUTS if name == "all" else (name,)
+        if name != "all" and name not in OUTPUTS:
+            raise SystemExit(f"--standard {it!r}: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=.. "
+                             f"with OUTPUT in {OUTPUTS} or 'all'")
+        try:
+            std = Standard.parse(spec)
+        except ValueError as e:
+            raise SystemExit(f"--standard {it!r}: {e}") from None
+        for n in names:
+            out[n] = std
+    return out
+
+
+def config_from_args(a) -> RunConfig:
+    gates = GateConfig(k=_k_items(a.k), standards=_standards(a.standard))
+    return RunConfig(gates=gates, device=a.device, poison=not a.no_poison, determinism_runs=a.determinism,
+                     second_reference=a.second_reference, isolate=a.isolate, timeout_s=a.timeout,
+                     chunk_threshold=a.chunk_threshold)
+
+
+def add_run_arguments(p):
+    p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
+                   help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
+    p.add_argument("--profile", "-p", default="quick", choices=sorted(PROFILES), help="campaign profile")
+    p.add_argument("--max-examples", type=int, help="generated examples per kernel (overrides the profile)")
+    p.add_argument("--time-budget", type=float, help="seconds of search per kernel (overrides the profile)")
+    p.add_argument("--out", default="difftest-out", help="output directory (reports, case logs, reproducers)")
+    p.add_argument("--report", help="JSON report path (default OUT/report.json)")
+    p.add_argument("--markdown", help="also write a markdown summary here (default OUT/summary.md)")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the kernel's own)")
+    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                   help="run kernels in a worker process so a crash or hang costs one case (default on)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per kernel call before it counts as hung")
+    p.add_argument("--determinism", type=int, metavar="N",
+                   help="calls per case for the bitwise determinism gate (default 2 for kernels claiming determinism)")
+    p.add_argument("--k", action="append", metavar="OUTPUT=K", help="error-budget multiplier for an output")
+    p.add_argument("--standard", action="append", metavar="OUTPUT:SPEC",
+                   help="elementwise standard, e.g. dq:atol=1e-2,rtol=1e-2,ratio=0.999 (OUTPUT may be 'all')")
+    p.add_argument("--second-reference", metavar="KERNEL", help="a second reference kernel, e.g. fa3")
+    p.add_argument("--chunk-threshold", type=int, help="score elements above which the chunked oracle is used")
+    p.add_argument("--no-poison", action="store_true", help="do not NaN-poison output buffers")
+    p.add_argument("--no-edge-cases", action="store_true", help="skip the explicit corner-case corpus")
+    p.add_argument("--db", default=DEFAULT_DB, help="Hypothesis example database directory ('none' to disable)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def cmd_run(a) -> int:
+    from .reports import markdown_summary, summary_table, write_json
+
+    names = a.kernels or list(DEFAULT_KERNELS)
+    try:
+        kernels = [registry.get(n) for n in names]
+    except KeyError as e:
+        print(f"difftest: {e.args[0]}", file=sys.stderr)
+        return 2
+    config = config_from_args(a)
+    out = Path(a.out)
+    results = []
+    t0 = time.perf_counter()
+    try:
+        for k in kernels:
+            r = run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget, out_dir=out,
+                             config=config, progress=not a.quiet, edge_cases=not a.no_edge_cases,
+                             database=None if a.db == "none" else a.db)
+            results.append(r)
+            line = f"{k.name}: {r.status} ({len(r.cases)} cases, {r.elapsed:.1f} s"
+            line += f", {r.compile_keys} compile keys)" if k.capability.compile_key else ")"
+            if r.status == "unavailable":
+                line += f": {r.reason}"
+            print(line, flush=True)
+            if r.failure is not None:
+                print(r.failure.render())
+                print(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
+                      f"shrunk reproducer: {r.reproducer['py']}")
+    finally:
+        from .isolation import close_all
+
+        close_all()
+    report = write_json(results, a.report or out / "report.json", extra={"argv": sys.argv[1:]})
+    md = Path(a.markdown or out / "summary.md")
+    md.write_text(markdown_summary(results) + "\n")
+    print()
+    print(summary_table(results))
+    print(f"\nreport: {report}  summary: {md}  ({time.perf_counter() - t0:.1f} s)")
+    return 1 if any(r.failed for r in results) else 0
+
+
+def cmd_repro(a) -> int:
+    from .reproducer import replay
+
+    r = replay(a.file, kernel=a.kernel)
+    print(r.render(verbose=True))
+    return 1 if r.failed else 0
+
+
+def cmd_list(a) -> int:
+    rows = []
+    for n in registry.names():
+        try:
+            k = registry.get(n)
+            why = k.available()
+            c = k.capability
+            rows.append((n, "yes" if why is None else f"no: {why}", c.device, ",".join(c.dtypes),
+                         "det" if c.deterministic else ""))
+        except Exception as e:  # a broken third-party adapter must not hide the others
+            rows.append((n, f"no: {type(e).__name__}: {e}", "", "", ""))
+    w = [max(len(r[i]) for r in rows) for i in range(5)] if rows else []
+    for r in rows:
+        print("  ".join(x.ljust(w[i]) for i, x in enumerate(r)).rstrip())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="difftest", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run property campaigns against kernels")
+    add_run_arguments(r)
+    r.set_defaults(func=cmd_run)
+    rp = sub.add_parser("repro", help="replay a reproducer (.json or .py)")
+    rp.add_argument("file")
+    rp.add_argument("--kernel", help="run it against another kernel (e.g. the fixed one)")
+    rp.set_defaults(func=cmd_repro)
+    ls = sub.add_parser("list", help="list known kernels and whether they can run here")
+    ls.set_defaults(func=cmd_list)
+    for modname, help_ in (("mutants", "run the mutant catalogue (detection power)"),
+                           ("bench", "time kernels' backward (CUDA events)")):
+        try:
+            mod = __import__(f"difftest.{modname}", fromlist=["command"])
+        except ImportError:
+            continue
+        sp = sub.add_parser(modname, help=help_)
+        mod.add_arguments(sp)
+        sp.set_defaults(func=mod.command)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

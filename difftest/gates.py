@@ -1,0 +1,300 @@
+"""Gates: pure functions from (kernel result, float64 truth, same-dtype reference) to a
+Verdict per output, each carrying the measured numbers.
+
+- ``budget``: max|got - truth| <= k * max|ref - truth| + floor, where ref is the same
+  computation done naively in the Problem's dtype (how much error rounding alone
+  makes, FlashAttention's rule) and floor = floor_ulps * eps(dtype) * max|truth| (FA3's
+  "2x the dtype's rounding at the reference's magnitude"). The measured ratio
+  max|got-truth| / (max|ref-truth| + floor) is always reported, so k can be set from data.
+- ``elementwise``: the form kernel teams state: |got - truth| <= atol + rtol*|truth| on at
+  least ``required_ratio`` of the elements, and max|got - truth| <= max_abs.
+- ``nonfinite``: NaN/Inf parity: a non-finite value in the kernel where the truth is
+  finite fails, and the reverse (equal infinities match).
+- ``poison``: outputs were pre-filled with a marked NaN; any survivor is a region the
+  kernel never wrote.
+Only the rows that belong to sequences are compared (unused tail tokens are ignored).
+"""
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .outputs import is_poison
+from .problem import OUTPUTS, Problem
+
+DEFAULT_K = {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dsink": 3.0}
+EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23}
+GATES = ("budget", "elementwise", "nonfinite", "poison", "determinism", "second_reference")
+
+
+@dataclass(frozen=True)
+class Standard:
+    """An elementwise tolerance as kernel teams state it."""
+
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    max_abs: float = float("inf")
+    required_ratio: float = 1.0
+
+    def __post_init__(self):
+        for n in ("atol", "rtol", "max_abs"):
+            if not getattr(self, n) >= 0:
+                raise ValueError(f"Standard.{n}={getattr(self, n)!r}: allowed a float >= 0")
+        if not 0.0 <= self.required_ratio <= 1.0:
+            raise ValueError(f"Standard.required_ratio={self.required_ratio!r}: allowed a float in [0, 1]")
+
+    @classmethod
+    def parse(cls, text: str) -> "Standard":
+        """'atol=1e-2,rtol=1e-2,max_abs=0.5,ratio=0.999' (any subset)."""
+        kw = {}
+        names = {"atol": "atol", "rtol": "rtol", "max_abs": "max_abs", "ratio": "required_ratio",
+                 "required_ratio": "required_ratio"}
+        for part in filter(None, (x.strip() for x in text.split(","))):
+            key, _, val = part.partition("=")
+            if key not in names or not val:
+                raise ValueError(f"standard item {part!r}: allowed keys {sorted(names)} as key=value")
+            kw[names[key]] = float(val)
+        return cls(**kw)
+
+
+@dataclass
+class GateConfig:
+    k: dict = field(default_factory=lambda: dict(DEFAULT_K))  # budget multiplier per output
+    floor_ulps: float = 2.0  # budget floor in units of eps(dtype) * max(max|truth|, floor_magnitude)
+    floor_magnitude: float = 1.0
+    standards: dict = field(default_factory=dict)  # output -> Standard (elementwise gate on)
+    check_nonfinite: bool = True
+    second_reference_k: dict = field(default_factory=lambda: dict(DEFAULT_K))
+
+    def __post_init__(self):
+        for d in (self.k, self.standards, self.second_reference_k):
+            bad = [n for n in d if n not in OUTPUTS]
+            if bad:
+                raise ValueError(f"GateConfig keys {bad}: allowed outputs {OUTPUTS}")
+        for n, s in list(self.standards.items()):
+            if isinstance(s, str):
+                self.standards[n] = Standard.parse(s)
+            elif isinstance(s, dict):
+                self.standards[n] = Standard(**s)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["standards"] = {n: asdict(s) for n, s in self.standards.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GateConfig":
+        return cls(**d)
+
+
+@dataclass
+class Verdict:
+    output: str
+    gate: str
+    passed: bool
+    numbers: dict = field(default_factory=dict)
+    worst: dict | None = None  # {"seq", "token", "head", "dim", "got", "truth"}
+    message: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.output}:{self.gate}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------- helpers
+def used_rows(problem: Problem, name: str) -> int:
+    """Rows of a packed output that belong to sequences (the rest is pad_tail)."""
+    if name in ("o", "lse", "dq"):
+        return problem.total_q - problem.pad_tail
+    if name in ("dk", "dv"):
+        return problem.total_k - problem.pad_tail
+    return problem.heads_q  # dsink
+
+
+def locate(problem: Problem, name: str, flat_index: int, shape) -> dict:
+    """Map a flat index of a packed output to (sequence, token, head, dim)."""
+    idx = []
+    for s in reversed(shape):
+        idx.append(flat_index % s)
+        flat_index //= s
+    idx = idx[::-1]
+    if name == "dsink":
+        return {"head": idx[0]}
+    row = idx[0]
+    cu = problem.cu_seqlens_q if name in ("o", "lse", "dq") else problem.cu_seqlens_k
+    seq = max(b for b in range(problem.batch) if cu[b] <= row) if row < cu[-1] else None
+    loc = {"seq": seq, "token": row - cu[seq] if seq is not None else row, "head": idx[1]}
+    if len(idx) > 2:
+        loc["dim"] = idx[2]
+    return loc
+
+
+def _prep(problem, name, t):
+    t = t.detach()
+    if name != "dsink":
+        t = t[: used_rows(problem, name)]
+    return t.to("cpu", torch.float64)
+
+
+def _worst(problem, name, diff, got, truth, shape):
+    if diff.numel() == 0:
+        return None
+    i = int(torch.argmax(torch.nan_to_num(diff, nan=float("inf"))).item())
+    loc = locate(problem, name, i, shape)
+    loc["got"] = float(got.reshape(-1)[i])
+    loc["truth"] = float(truth.reshape(-1)[i])
+    return loc
+
+
+def _fmt_loc(loc):
+    if not loc:
+        return ""
+    where = ", ".join(f"{k}={loc[k]}" for k in ("seq", "token", "head", "dim") if k in loc)
+    return f" worst at ({where}): got {loc['got']:.6g}, truth {loc['truth']:.6g}"
+
+
+def _finite_pair(got, truth):
+    both = torch.isfinite(got) & torch.isfinite(truth)
+    return torch.where(both, got, 0.0), torch.where(both, truth, 0.0)
+
+
+# ------------------------------------------------------------------------- gates
+def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate="budget",
+                ref_label="same-dtype ref") -> Verdict:
+    shape = got.shape
+    g, t = _finite_pair(got, truth)
+    r, t2 = _finite_pair(ref, truth)
+    diff = (g - t).abs()
+    err = float(diff.max()) if diff.numel() else 0.0
+    ref_err = float((r - t2).abs().max()) if r.numel() else 0.0
+    scale = float(t.abs().max()) if t.numel() else 0.0
+    floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude)
+    limit = k * ref_err + floor
+    ratio = err / (ref_err + floor)
+    passed = err <= limit
+    worst = _worst(problem, name, diff.reshape(-1), g, t, shape) if err > 0 else None
+    msg = (f"{name}: {gate} {'ok' if passed else 'FAILED'}: max|err|={err:.3g} vs {ref_label} "
+           f"{ref_err:.3g} (limit {k:g}x + floor {floor:.3g} = {limit:.3g}, ratio {ratio:.3g})")
+    if not passed:
+        msg += _fmt_loc(worst)
+    return Verdict(name, gate, passed,
+                   {"err": err, "ref_err": ref_err, "floor": floor, "k": k, "limit": limit, "ratio": ratio,
+                    "max_abs_truth": scale}, worst, msg)
+
+
+def elementwise_gate(problem, name, got, truth, std: Standard) -> Verdict:
+    shape = got.shape
+    g, t = _finite_pair(got, truth)
+    diff = (g - t).abs()
+    tol = std.atol + std.rtol * t.abs()
+    n = diff.numel()
+    within = int((diff <= tol).sum()) if n else 0
+    ratio = within / n if n else 1.0
+    err = float(diff.max()) if n else 0.0
+    passed = ratio >= std.required_ratio and err <= std.max_abs
+    excess = (diff - tol).reshape(-1)
+    worst = _worst(problem, name, excess, g, t, shape) if n and not passed else None
+    msg = (f"{name}: elementwise {'ok' if passed else 'FAILED'}: {ratio:.4%} within atol={std.atol:g}+rtol={std.rtol:g}"
+           f" (need {std.required_ratio:.4%}), max|err|={err:.3g} (limit {std.max_abs:g})")
+    if not passed:
+        msg += _fmt_loc(worst)
+    return Verdict(name, "elementwise", passed,
+                   {"within_ratio": ratio, "required_ratio": std.required_ratio, "err": err, "atol": std.atol,
+                    "rtol": std.rtol, "max_abs": std.max_abs}, worst, msg)
+
+
+def nonfinite_gate(problem, name, got, truth) -> Verdict:
+    shape = got.shape
+    gf, tf = torch.isfinite(got), torch.isfinite(truth)
+    same_inf = torch.isinf(got) & torch.isinf(truth) & (torch.sign(got) == torch.sign(truth))
+    bad = (gf != tf) & ~same_inf
+    n_bad = int(bad.sum())
+    n_nan = int(torch.isnan(got).sum())
+    passed = n_bad == 0
+    worst = None
+    if not passed:
+        i = int(torch.nonzero(bad.reshape(-1))[0])
+        worst = locate(problem, name, i, shape)
+        worst["got"], worst["truth"] = float(got.reshape(-1)[i]), float(truth.reshape(-1)[i])
+    msg = f"{name}: nonfinite {'ok' if passed else 'FAILED'}: {n_bad} elements non-finite in one of kernel/truth only"
+    if not passed:
+        msg += _fmt_loc(worst)
+    return Verdict(name, "nonfinite", passed, {"mismatched": n_bad, "nan_in_kernel": n_nan}, worst, msg)
+
+
+def poison_gate(problem, name, got_raw) -> Verdict:
+    """``got_raw`` in the kernel's own dtype (the poison pattern is dtype-specific)."""
+    t = got_raw.detach()
+    if name != "dsink":
+        t = t[: used_rows(problem, name)]
+    mask = is_poison(t.cpu())
+    n = int(mask.sum())
+    worst = None
+    if n:
+        i = int(torch.nonzero(mask.reshape(-1))[0])
+        worst = locate(problem, name, i, t.shape)
+        worst["got"], worst["truth"] = float("nan"), float("nan")
+    msg = f"{name}: poison {'ok' if not n else 'FAILED'}: {n} of {t.numel()} elements never written"
+    if n:
+        where = ", ".join(f"{k}={worst[k]}" for k in ("seq", "token", "head", "dim") if k in worst)
+        msg += f"; first at ({where})"
+    return Verdict(name, "poison", n == 0, {"unwritten": n, "elements": t.numel()}, worst, msg)
+
+
+def shape_verdict(problem, name, got, expected_shape) -> Verdict | None:
+    if tuple(got.shape) != tuple(expected_shape):
+        return Verdict(name, "shape", False, {"got": list(got.shape), "expected": list(expected_shape)}, None,
+                       f"{name}: shape {tuple(got.shape)} != expected {tuple(expected_shape)}")
+    return None
+
+
+def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,
+                  poisoned: bool = False, expected: tuple[str, ...] | None = None) -> list[Verdict]:
+    """Every gate on every output the kernel produced (``expected``: outputs it declared)."""
+    from .outputs import Outputs
+
+    config = config or GateConfig()
+    shapes = Outputs.shapes(problem)
+    verdicts = []
+    for name in OUTPUTS:
+        t_truth = truth.get(name)
+        if t_truth is None or name not in shapes:
+            continue
+        g_raw = got.get(name)
+        if g_raw is None:
+            if expected is not None and name in expected:
+                verdicts.append(Verdict(name, "missing", False, {}, None,
+                                        f"{name}: declared by the kernel but not returned"))
+            continue
+        bad_shape = shape_verdict(problem, name, g_raw, shapes[name])
+        if bad_shape:
+            verdicts.append(bad_shape)
+            continue
+        if poisoned:
+            verdicts.append(poison_gate(problem, name, g_raw))
+        g, t = _prep(problem, name, g_raw), _prep(problem, name, t_truth)
+        r = _prep(problem, name, ref.get(name)) if ref is not None and ref.get(name) is not None else t
+        if config.check_nonfinite:
+            verdicts.append(nonfinite_gate(problem, name, g, t))
+        verdicts.append(budget_gate(problem, name, g, t, r, config.k.get(name, DEFAULT_K[name]), config.floor_ulps,
+                                    config.floor_magnitude))
+        if name in config.standards:
+            verdicts.append(elementwise_gate(problem, name, g, t, config.standards[name]))
+    return verdicts
+
+
+def check_second_reference(problem: Problem, got, truth, second, config: GateConfig, label: str) -> list[Verdict]:
+    """The kernel must also stay within k x (the second reference's error vs truth)."""
+    verdicts = []
+    for name in OUTPUTS:
+        g, t, s = got.get(name), truth.get(name), second.get(name)
+        if g is None or t is None or s is None:
+            continue
+        g, t, s = _prep(problem, name, g), _prep(problem, name, t), _prep(problem, name, s)
+        v = budget_gate(problem, name, g, t, s, config.second_reference_k.get(name, DEFAULT_K[name]),
+                        config.floor_ulps, config.floor_magnitude, gate="second_reference", ref_label=label)
+        verdicts.append(v)
+    return verdicts

@@ -1,0 +1,119 @@
+"""Run kernels in a separate, long-lived worker process so that a kernel that crashes
+(segfault, CUDA abort) or hangs costs one case, not the campaign.
+
+The worker keeps its adapters (and their compiled kernels) between cases; it is
+restarted after a crash or a timeout. Kernels are named by their registry spec, and the
+worker rebuilds the same inputs from the Problem (inputs are deterministic).
+"""
+
+import multiprocessing as mp
+import os
+import traceback
+
+from .problem import Problem
+
+
+class KernelCrashed(RuntimeError):
+    pass
+
+
+class KernelTimeout(RuntimeError):
+    pass
+
+
+def _worker_main(conn, env):
+    os.environ.update(env)
+    from . import adapter as registry
+    from .inputs import make_inputs
+    from .outputs import Outputs
+
+    adapters = {}
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        spec, problem_json, device, poison, runs = msg
+        try:
+            kernel = adapters.get(spec) or registry.get(spec)
+            adapters[spec] = kernel
+            problem = Problem.from_json(problem_json)
+            inputs = make_inputs(problem, device)
+            results = []
+            for _ in range(runs):
+                out = None
+                if poison:
+                    out = Outputs.poisoned(problem, inputs.q.dtype, device)
+                results.append(kernel.run(inputs, out).to("cpu"))
+            conn.send(("ok", results))
+        except BaseException as e:  # report everything, keep serving
+            conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"))
+
+
+class Worker:
+    """One worker process; ``run`` raises KernelCrashed / KernelTimeout."""
+
+    def __init__(self, env: dict | None = None):
+        self.env = dict(env or {})
+        self.proc = None
+        self.conn = None
+
+    def _start(self):
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, self.env), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    def run(self, spec: str, problem: Problem, device: str, poison: bool, runs: int, timeout_s: float):
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        self.conn.send((spec, problem.to_json(), device, poison, runs))
+        if not self.conn.poll(timeout_s):
+            self.kill()
+            raise KernelTimeout(f"kernel did not return within {timeout_s:g} s (worker killed)")
+        try:
+            status, payload = self.conn.recv()
+        except (EOFError, ConnectionResetError):
+            code = self.proc.exitcode if self.proc else None
+            self.kill()
+            raise KernelCrashed(f"kernel process died (exit code {code})") from None
+        if status == "error":
+            raise RuntimeError(payload)
+        return payload
+
+    def kill(self):
+        if self.proc is not None:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join(5)
+        self.proc = None
+        self.conn = None
+
+    def close(self):
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send(None)
+                self.proc.join(5)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+
+_WORKERS: dict = {}
+
+
+def shared_worker(key: str = "default") -> Worker:
+    w = _WORKERS.get(key)
+    if w is None:
+        w = _WORKERS[key] = Worker()
+    return w
+
+
+def close_all():
+    for w in _WORKERS.values():
+        w.close()
+    _WORKERS.clear()

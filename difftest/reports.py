@@ -1,0 +1,161 @@
+"""Reports: a JSON-lines stream of cases (durable while a campaign runs), the JSON
+report (one record per case with the numbers), a terminal summary table per
+kernel x output, and a markdown summary."""
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from .problem import OUTPUTS
+
+
+class CaseLog:
+    """Appends one JSON line per finished case and flushes it, so the results survive
+    a campaign that is killed or crashes."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = self.path.open("a")
+
+    def write(self, case) -> None:
+        self._f.write(json.dumps(case.to_dict(), default=str) + "\n")
+        self._f.flush()
+
+    def close(self):
+        self._f.close()
+
+
+def read_case_log(path) -> list[dict]:
+    out = []
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by a kill: keep the rest
+                continue
+    return out
+
+
+def output_stats(cases) -> dict:
+    """Per output: cases checked, passed, failed, worst budget ratio."""
+    stats = {}
+    for c in cases:
+        if c.status == "skipped":
+            continue
+        for name in OUTPUTS:
+            vs = [v for v in c.verdicts if v.output == name]
+            if not vs:
+                continue
+            s = stats.setdefault(name, {"cases": 0, "passed": 0, "failed": 0, "worst_ratio": 0.0})
+            s["cases"] += 1
+            if all(v.passed for v in vs):
+                s["passed"] += 1
+            else:
+                s["failed"] += 1
+            r = max((v.numbers.get("ratio", 0.0) for v in vs if v.gate == "budget"), default=0.0)
+            s["worst_ratio"] = max(s["worst_ratio"], r if math.isfinite(r) else 1e6)
+    return stats
+
+
+def campaign_record(res) -> dict:
+    counts = {s: sum(1 for c in res.cases if c.status == s) for s in ("passed", "failed", "error", "skipped")}
+    return {
+        "kernel": res.kernel, "profile": res.profile, "status": res.status, "reason": res.reason,
+        "examples": len(res.cases), "counts": counts, "elapsed_s": round(res.elapsed, 3),
+        "examples_to_fail": res.examples_to_fail, "seconds_to_fail": res.seconds_to_fail,
+        "compile_keys": res.compile_keys, "outputs": output_stats(res.cases),
+        "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
+        "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
+    }
+
+
+def write_json(results, path, extra: dict | None = None) -> Path:
+    import platform
+
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"difftest_report": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
+           "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+           "campaigns": [campaign_record(r) for r in results]}
+    if extra:
+        doc.update(extra)
+    path.write_text(json.dumps(doc, indent=1, default=str))
+    return path
+
+
+def _rows(results):
+    rows = []
+    for r in results:
+        counts = {s: sum(1 for c in r.cases if c.status == s) for s in ("passed", "failed", "error", "skipped")}
+        rows.append((r.kernel, "(all)", len(r.cases), counts["passed"], counts["failed"] + counts["error"],
+                     counts["skipped"], max((c.worst_ratio for c in r.cases if c.status != "skipped"), default=0.0),
+                     r.status))
+        for name, s in output_stats(r.cases).items():
+            rows.append((r.kernel, name, s["cases"], s["passed"], s["failed"], 0, s["worst_ratio"], ""))
+    return rows
+
+
+HEAD = ("kernel", "output", "cases", "passed", "failed", "skipped", "worst ratio", "verdict")
+
+
+def summary_table(results) -> str:
+    rows = [HEAD] + [(k, o, str(n), str(p), str(f), str(s), f"{w:.3g}", v) for k, o, n, p, f, s, w, v in _rows(results)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
+    lines = []
+    for j, r in enumerate(rows):
+        lines.append("  ".join(x.ljust(widths[i]) for i, x in enumerate(r)).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown_summary(results) -> str:
+    out = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    for k, o, n, p, f, s, w, v in _rows(results):
+        out.append(f"| {k} | {o} | {n} | {p} | {f} | {s} | {w:.3g} | {v} |")
+    for r in results:
+        if r.failure is not None:
+            out.append("")
+            out.append(f"**{r.kernel}** failed on `{r.failure.problem.short()}` "
+                       f"after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
+                       f"reproducer: `{(r.reproducer or {}).get('py', '-')}`")
+            out.append("```")
+            out.append(r.failure.render())
+            out.append("```")
+    return "\n".join(out)
+
+
+class Progress:
+    """A one-line progress display on stderr, shown once a campaign runs > ``after`` s."""
+
+    def __init__(self, label: str, total: int, enabled: bool, after: float = 3.0, stream=None):
+        self.label, self.total, self.enabled, self.after = label, total, enabled, after
+        self.stream = stream or sys.stderr
+        self.t0 = time.perf_counter()
+        self.shown = False
+
+    def update(self, done: int, failed: int, worst: float, phase: str = ""):
+        if not self.enabled:
+            return
+        dt = time.perf_counter() - self.t0
+        if dt < self.after:
+            return
+        width = 24
+        frac = min(1.0, done / max(1, self.total))
+        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} failed={failed} "
+                          f"worst={worst:.3g} {dt:.0f}s {phase}   ")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()

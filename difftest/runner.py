@@ -1,0 +1,199 @@
+"""Runner: one (kernel, Problem) case -> a structured CaseResult.
+
+Skips with the reason when the kernel's capability excludes the Problem or the kernel
+is unavailable here; otherwise runs the kernel (optionally in an isolated worker
+process), the float64 truth and the same-dtype reference, applies every gate, and
+optionally repeats the call for the determinism gate and checks a second reference
+(FA3). A kernel exception, crash or timeout is a case with status "error", never a
+crash of the campaign.
+"""
+
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from . import adapter as registry
+from .adapter import KernelAdapter, KernelUnavailable
+from .determinism import determinism_verdicts
+from .gates import GateConfig, Verdict, check_outputs, check_second_reference
+from .inputs import make_inputs
+from .outputs import Outputs
+from .problem import Problem
+
+STATUSES = ("passed", "failed", "error", "skipped")
+RATIO_CAP = 1e6  # a non-finite or huge ratio is reported as this (hypothesis.target needs finite)
+
+
+@dataclass
+class RunConfig:
+    gates: GateConfig = field(default_factory=GateConfig)
+    device: str | None = None  # None: the kernel's capability.device
+    poison: bool = True  # NaN-poison output buffers when the kernel accepts them
+    determinism_runs: int | None = None  # None: 2 for kernels that claim determinism, else 1
+    second_reference: str | None = None  # registry name of a second reference kernel (e.g. "fa3")
+    isolate: bool = False  # run the kernel in a worker process (crash/hang safe)
+    timeout_s: float = 600.0  # per kernel call, with isolate
+    chunk_threshold: int | None = None  # score elements above which the chunked truth is used
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["gates"] = self.gates.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        d = dict(d)
+        d["gates"] = GateConfig.from_dict(d.get("gates", {}))
+        return cls(**d)
+
+
+@dataclass
+class CaseResult:
+    kernel: str
+    problem: Problem
+    status: str
+    reason: str = ""
+    verdicts: list = field(default_factory=list)
+    seconds: float = 0.0
+    kernel_seconds: float = 0.0
+    notes: list = field(default_factory=list)
+    input_digest: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("failed", "error")
+
+    @property
+    def failed_gates(self) -> list[str]:
+        return [v.label for v in self.verdicts if not v.passed]
+
+    @property
+    def worst_ratio(self) -> float:
+        """Largest budget ratio over outputs (1.0 = at the limit's k=1 point)."""
+        ratios = [v.numbers.get("ratio", 0.0) for v in self.verdicts if v.gate in ("budget", "second_reference")]
+        r = max(ratios, default=0.0)
+        if self.status == "error" or not math.isfinite(r):
+            return RATIO_CAP
+        return min(r, RATIO_CAP)
+
+    def ratios(self) -> dict:
+        return {v.output: v.numbers["ratio"] for v in self.verdicts if v.gate == "budget"}
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "problem": self.problem.to_dict(), "status": self.status, "reason": self.reason,
+                "failed_gates": self.failed_gates, "worst_ratio": self.worst_ratio, "seconds": round(self.seconds, 4),
+                "kernel_seconds": round(self.kernel_seconds, 4), "notes": self.notes, "input_digest": self.input_digest,
+                "verdicts": [v.to_dict() for v in self.verdicts]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CaseResult":
+        return cls(kernel=d["kernel"], problem=Problem.from_dict(d["problem"]), status=d["status"],
+                   reason=d.get("reason", ""), verdicts=[Verdict(**v) for v in d.get("verdicts", [])],
+                   seconds=d.get("seconds", 0.0), kernel_seconds=d.get("kernel_seconds", 0.0),
+                   notes=d.get("notes", []), input_digest=d.get("input_digest", ""))
+
+    def render(self, verbose: bool = False) -> str:
+        lines = [f"[{self.status.upper()}] {self.kernel} on {self.problem.short()}"]
+        if self.reason:
+            lines.append(f"  reason: {self.reason.strip()}")
+        for v in self.verdicts:
+            if verbose or not v.passed:
+                lines.append(f"  {v.message}")
+        for n in self.notes:
+            lines.append(f"  note: {n}")
+        return "\n".join(lines)
+
+
+def _references(inputs, config, notes):
+    """(float64 truth, same-dtype reference). Above the chunk threshold both come from
+    the memory-bounded chunked oracle; the same-dtype one is then float32 (stricter)."""
+    import oracles
+
+    kw = {} if config.chunk_threshold is None else {"chunk_threshold": config.chunk_threshold}
+    truth = oracles.truth(inputs, "float64", **kw)
+    threshold = kw.get("chunk_threshold", oracles.DEFAULT_CHUNK_THRESHOLD)
+    if oracles.score_elements(inputs) <= threshold:
+        ref = oracles.reference(inputs, "same")
+    else:
+        ref = oracles.truth(inputs, "float32", **kw)
+        notes.append("long problem: chunked oracles; error budget measured against a float32 reference")
+    return truth, ref
+
+
+def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison, runs, config) -> list:
+    if config.isolate:
+        from .isolation import shared_worker
+
+        spec = getattr(kernel, "spec", None) or kernel.name
+        return shared_worker().run(spec, problem, device, poison, runs, config.timeout_s)
+    results = []
+    for _ in range(runs):
+        out = Outputs.poisoned(problem, inputs.q.dtype, device) if poison else None
+        results.append(kernel.run(inputs, out))
+    return results
+
+
+def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None = None) -> CaseResult:
+    config = config or RunConfig()
+    t0 = time.perf_counter()
+    cap = kernel.capability
+    why = cap.excludes(problem)
+    if why:
+        return CaseResult(kernel.name, problem, "skipped", f"outside capability: {why}")
+    why = kernel.available()
+    if why:
+        return CaseResult(kernel.name, problem, "skipped", f"unavailable: {why}")
+    device = config.device or cap.device
+    inputs = make_inputs(problem, device)
+    result = CaseResult(kernel.name, problem, "passed", input_digest=inputs.digest())
+    poison = config.poison and cap.poison
+    runs = config.determinism_runs if config.determinism_runs is not None else (2 if cap.deterministic else 1)
+    runs = max(1, runs)
+    t1 = time.perf_counter()
+    try:
+        got_runs = _call_kernel(kernel, problem, inputs, device, poison, runs, config)
+    except KernelUnavailable as e:
+        result.status, result.reason = "skipped", f"unavailable: {e}"
+        result.seconds = time.perf_counter() - t0
+        return result
+    except Exception as e:  # the kernel's own failure is a case result
+        result.status = "error"
+        result.reason = f"{type(e).__name__}: {e}"
+        if not config.isolate:
+            result.reason += "\n" + "".join(traceback.format_exc(limit=4))
+        result.seconds = time.perf_counter() - t0
+        return result
+    result.kernel_seconds = (time.perf_counter() - t1) / runs
+    got = got_runs[0]
+    truth, ref = _references(inputs, config, result.notes)
+    result.verdicts = check_outputs(problem, got, truth, ref, config.gates, poisoned=poison,
+                                    expected=cap.outputs)
+    if runs > 1:
+        dv = determinism_verdicts(problem, got_runs)
+        if not cap.deterministic:  # reported, but a kernel that never claimed it is not failed
+            for v in dv:
+                v.passed, v.gate = True, "determinism_info"
+        result.verdicts += dv
+    if config.second_reference:
+        result.verdicts += _second_reference(problem, inputs, got, truth, config, result.notes)
+    if any(not v.passed for v in result.verdicts):
+        result.status = "failed"
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _second_reference(problem, inputs, got, truth, config, notes) -> list:
+    second = registry.get(config.second_reference)
+    why = second.capability.excludes(problem) or second.available()
+    if why:
+        notes.append(f"second reference {second.name} cannot run this case ({why}); judged against the float64 truth only")
+        return []
+    try:
+        ref2 = second.run(inputs.to(second.capability.device))
+    except Exception as e:
+        notes.append(f"second reference {second.name} raised {type(e).__name__}: {e}; float64 truth only")
+        return []
+    return check_second_reference(problem, got, truth, ref2.to(inputs.device), config.gates, second.name)
