@@ -53,6 +53,11 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _is_real(x) -> bool:
+    """An int or float, not a bool (True would silently mean 1.0)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 @dataclass(frozen=True)
 class Problem:
     """One attention call. ``seqlen_q``/``seqlen_k`` are ints (dense, every sequence the
@@ -126,16 +131,16 @@ class Problem:
                 raise ProblemError(name, v, "None (unbounded) or an int >= 0")
         if not isinstance(self.sinks, bool):
             raise ProblemError("sinks", self.sinks, "True or False")
-        if not isinstance(self.sink_center, (int, float)) or not math.isfinite(self.sink_center):
+        if not _is_real(self.sink_center) or not math.isfinite(self.sink_center):
             raise ProblemError("sink_center", self.sink_center, "a finite float")
         if self.softmax_scale is not None and (
-            not isinstance(self.softmax_scale, (int, float)) or not math.isfinite(self.softmax_scale)
+            not _is_real(self.softmax_scale) or not math.isfinite(self.softmax_scale)
             or self.softmax_scale <= 0
         ):
             raise ProblemError("softmax_scale", self.softmax_scale, "None (1/sqrt(head_dim_qk)) or a finite float > 0")
         if self.values not in VALUE_KINDS:
             raise ProblemError("values", self.values, f"one of {VALUE_KINDS}")
-        if (not isinstance(self.value_scale, (int, float)) or not math.isfinite(self.value_scale)
+        if (not _is_real(self.value_scale) or not math.isfinite(self.value_scale)
                 or self.value_scale <= 0):
             raise ProblemError("value_scale", self.value_scale, "a finite float > 0")
         if not _is_int(self.pad_tail) or self.pad_tail < 0:

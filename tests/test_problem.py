@@ -1,0 +1,166 @@
+"""Problem: each invalid field is named with its allowed values; JSON round trip;
+key_range (the documented mask rule) agrees with the oracle's allowed_mask."""
+
+import itertools
+import json
+
+import pytest
+
+from difftest.problem import ALIGNS, DTYPES, MAX_HEAD_DIM, VALUE_KINDS, Problem, ProblemError
+from oracles.reference import allowed_mask
+
+VARLEN = dict(batch=2, seqlen_q=(3, 0), seqlen_k=(0, 5))
+
+# (field, bad value, other fields needed to reach that check, a phrase the allowed part must contain)
+INVALID = [
+    ("batch", 0, {}, "an int >= 1"),
+    ("batch", 1.0, {}, "an int >= 1"),
+    ("batch", True, {}, "an int >= 1"),
+    ("seqlen_q", 0, {}, "an int >= 1 (dense)"),
+    ("seqlen_q", "16", {}, "an int >= 1 (dense)"),
+    ("seqlen_q", (3,), dict(batch=2, seqlen_k=(1, 1)), "exactly batch=2 lengths"),
+    ("seqlen_q", (3, -1), dict(batch=2, seqlen_k=(1, 1)), "ints >= 0"),
+    ("seqlen_k", -4, {}, "an int >= 1 (dense)"),
+    ("seqlen_k", (1, 2, 3), dict(batch=2, seqlen_q=(1, 1)), "exactly batch=2 lengths"),
+    ("seqlen_k", (2, 2), dict(batch=2, seqlen_q=4), "both ints (dense) or both lists (varlen)"),
+    ("seqlen_k", 4, dict(batch=2, seqlen_q=(2, 2)), "both ints (dense) or both lists (varlen)"),
+    ("heads_q", 0, {}, "an int >= 1"),
+    ("heads_kv", 0, {}, "an int >= 1"),
+    ("heads_kv", 3, dict(heads_q=4), "a divisor of heads_q=4"),
+    ("head_dim_qk", 0, {}, f"an int in 1..{MAX_HEAD_DIM}"),
+    ("head_dim_qk", MAX_HEAD_DIM + 1, {}, f"an int in 1..{MAX_HEAD_DIM}"),
+    ("head_dim_v", 0, {}, f"an int in 1..{MAX_HEAD_DIM}"),
+    ("head_dim_v", 32.0, {}, f"an int in 1..{MAX_HEAD_DIM}"),
+    ("dtype", "float64", {}, f"one of {DTYPES}"),
+    ("causal", 1, {}, "True or False"),
+    ("align", "top-left", {}, f"one of {ALIGNS}"),
+    ("window_left", -1, {}, "None (unbounded) or an int >= 0"),
+    ("window_right", 2.5, {}, "None (unbounded) or an int >= 0"),
+    ("sinks", "yes", {}, "True or False"),
+    ("sink_center", float("inf"), {}, "a finite float"),
+    ("sink_center", True, {}, "a finite float"),
+    ("softmax_scale", 0.0, {}, "None (1/sqrt(head_dim_qk)) or a finite float > 0"),
+    ("softmax_scale", float("nan"), {}, "None (1/sqrt(head_dim_qk)) or a finite float > 0"),
+    ("softmax_scale", True, {}, "None (1/sqrt(head_dim_qk)) or a finite float > 0"),
+    ("values", "uniform", {}, f"one of {VALUE_KINDS}"),
+    ("value_scale", -1.0, {}, "a finite float > 0"),
+    ("value_scale", float("inf"), {}, "a finite float > 0"),
+    ("pad_tail", -1, VARLEN, "an int >= 0"),
+    ("pad_tail", 3, {}, "0 unless the problem is varlen"),
+    ("seed", -1, {}, "an int in 0..2**63-1"),
+    ("seed", 2**63, {}, "an int in 0..2**63-1"),
+]
+
+
+@pytest.mark.parametrize("field,bad,others,allowed", INVALID, ids=[f"{f}={b!r}" for f, b, _, _ in INVALID])
+def test_each_invalid_field_is_named_with_allowed_values(field, bad, others, allowed):
+    with pytest.raises(ProblemError) as info:
+        Problem(**{**others, field: bad}).validate()
+    err = info.value
+    assert err.field == field
+    assert err.value == bad or (bad != bad and err.value != err.value)  # nan != nan
+    assert allowed in err.allowed
+    assert f"Problem.{field}=" in str(err) and allowed in str(err)
+
+
+def test_every_field_has_an_invalid_case():
+    """Adding a field to Problem without a validation case here fails this test."""
+    covered = {f for f, *_ in INVALID}
+    assert covered == set(Problem.__dataclass_fields__)
+
+
+def test_valid_problems_validate_and_return_self():
+    for p in (Problem(), Problem(**VARLEN), Problem(**VARLEN, pad_tail=4, sinks=True, sink_center=-2.0),
+              Problem(heads_q=8, heads_kv=1, causal=True, align="top_left", window_left=0, window_right=0,
+                      softmax_scale=0.25, values="negative_lse", value_scale=3.0, dtype="bfloat16")):
+        assert p.validate() is p
+
+
+def test_unknown_field_in_dict_is_named():
+    with pytest.raises(ProblemError) as info:
+        Problem.from_dict({**Problem().to_dict(), "seqlen": 3})
+    assert info.value.field == "seqlen"
+    assert "known fields only" in str(info.value)
+
+
+def test_from_dict_validates():
+    with pytest.raises(ProblemError) as info:
+        Problem.from_dict({**Problem().to_dict(), "dtype": "int8"})
+    assert info.value.field == "dtype"
+
+
+ROUND_TRIP = [
+    Problem(),
+    Problem(batch=3, seqlen_q=(5, 0, 7), seqlen_k=(0, 4, 9), heads_q=6, heads_kv=2, head_dim_qk=40,
+            head_dim_v=24, dtype="float16", causal=True, align="top_left", window_left=3, window_right=0,
+            sinks=True, sink_center=-1.5, softmax_scale=0.125, values="mixed_do", value_scale=2.5,
+            pad_tail=5, seed=2**62 + 7),
+    Problem(batch=1, seqlen_q=(0,), seqlen_k=(0,), pad_tail=1),
+]
+
+
+@pytest.mark.parametrize("p", ROUND_TRIP, ids=lambda p: p.short())
+def test_json_round_trip(p):
+    s = p.to_json()
+    back = Problem.from_json(s)
+    assert back == p
+    assert hash(back) == hash(p)
+    assert type(back.seqlen_q) is type(p.seqlen_q) and type(back.seqlen_k) is type(p.seqlen_k)
+    assert back.to_json() == s
+    assert json.loads(s)["seqlen_q"] == (list(p.seqlen_q) if p.varlen else p.seqlen_q)
+
+
+def test_lists_become_tuples():
+    p = Problem(batch=2, seqlen_q=[1, 2], seqlen_k=[3, 4]).validate()
+    assert p.seqlen_q == (1, 2) and isinstance(p.seqlen_k, tuple)
+    assert p.cu_seqlens_q == (0, 1, 3) and p.cu_seqlens_k == (0, 3, 7)
+
+
+def test_derived_sizes():
+    p = Problem(batch=3, seqlen_q=(5, 0, 7), seqlen_k=(0, 4, 9), heads_q=6, heads_kv=2, pad_tail=2)
+    assert p.varlen and p.total_q == 14 and p.total_k == 15
+    assert p.max_seqlen_q == 7 and p.max_seqlen_k == 9 and p.group == 3
+    d = Problem(batch=2, seqlen_q=3, seqlen_k=5, head_dim_qk=16)
+    assert not d.varlen and d.seqlens_q == (3, 3) and d.cu_seqlens_k == (0, 5, 10)
+    assert d.scale == pytest.approx(0.25)
+    assert Problem(softmax_scale=0.3).scale == 0.3
+
+
+WINDOWS = (None, 0, 1, 3)
+
+
+def test_key_range_agrees_with_allowed_mask():
+    checked = 0
+    for sq, sk, causal, align, wl, wr in itertools.product(range(0, 6), range(0, 6), (False, True), ALIGNS,
+                                                           WINDOWS, WINDOWS):
+        p = Problem(causal=causal, align=align, window_left=wl, window_right=wr)
+        m = allowed_mask(p, sq, sk)
+        assert m.shape == (sq, sk)
+        for i in range(sq):
+            lo, hi = p.key_range(i, sq, sk)
+            assert lo <= hi
+            want = [lo <= j < hi for j in range(sk)]
+            assert m[i].tolist() == want, (p.short(), sq, sk, i, (lo, hi))
+            checked += 1
+    assert checked > 1000
+
+
+def test_mask_rule_examples():
+    """The documented conventions, spelled out: top-left causal (torch is_causal) and
+    bottom-right causal (FlashAttention) differ when seqlen_q != seqlen_k."""
+    tl = Problem(causal=True, align="top_left")
+    br = Problem(causal=True, align="bottom_right")
+    assert [tl.key_range(i, 2, 4) for i in range(2)] == [(0, 1), (0, 2)]
+    assert [br.key_range(i, 2, 4) for i in range(2)] == [(0, 3), (0, 4)]
+    assert [br.key_range(i, 4, 2) for i in range(4)] == [(0, 0), (0, 0), (0, 1), (0, 2)]
+    win = Problem(window_left=1, window_right=0, align="top_left")
+    assert [win.key_range(i, 3, 3) for i in range(3)] == [(0, 1), (0, 2), (1, 3)]
+    assert allowed_mask(br, 4, 2)[:2].any().item() is False  # fully masked rows exist
+
+
+def test_short_names_the_features():
+    p = ROUND_TRIP[1]
+    s = p.short()
+    for part in ("b3", "h6/2", "d40/24", "float16", "causal-top_left", "win(3,0)", "sinks@-1.5", "mixed_dox2.5",
+                 "pad5"):
+        assert part in s
