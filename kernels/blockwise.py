@@ -4,7 +4,8 @@ This is a KERNEL UNDER TEST, written the way a tiled GPU kernel is written, not 
 reference: the forward runs an online softmax over key tiles of ``block_n`` keys for
 each query tile of ``block_m`` rows and produces O and LSE (natural log, sink
 included); the backward preprocesses Delta = rowsum(O * dO), then for each key tile
-(outer loop) and query tile (inner loop) recomputes P = exp(S - LSE) and accumulates
+(outer loop) and query tile (inner loop) recomputes P = exp((S - m) - log l) from the
+row max m and log row sum saved by the forward (LSE = m + log l) and accumulates
 
     dV += P^T dO,  dP = dO V^T,  dS = P * (dP - Delta),
     dK += dS^T Q * scale,  dQ_accum += dS K   (float32 workspace, scaled in a postprocess)
@@ -21,8 +22,8 @@ buffers, every element of them, and the result is bitwise deterministic.
 
 Hook points: each step a real kernel can get wrong is one small method
 (``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,
-``lse_for_backward``, ``delta_pad_value``, ``dq_workspace``, ``reduce_dq``,
-``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ...).
+``stats_for_backward``, ``delta_pad_value``, ``dq_workspace``, ``reduce_dq``,
+``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ``store_lse``, ...).
 ``kernels/mutants.py`` builds its fault-injected kernels by overriding exactly one or
 two of them, so every mutant is a small, named deviation from this file.
 """
@@ -159,20 +160,24 @@ class BlockwiseAttention(KernelAdapter):
         """O = acc / l; a row that saw nothing (l == 0) gives O = 0."""
         return torch.where(l.unsqueeze(-1) > 0, acc / l.clamp_min(1e-38).unsqueeze(-1), torch.zeros_like(acc))
 
-    def lse_for_backward(self, lse: torch.Tensor) -> torch.Tensor:
-        """LSE as the backward uses it: -inf (row saw nothing) becomes +inf so P = 0."""
-        return torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
+    def stats_for_backward(self, m: torch.Tensor, logl: torch.Tensor):
+        """Row max and log row sum as the backward uses them in P = exp((S - m) - logl):
+        a row that saw nothing (logl = -inf) gets logl = +inf so its P is 0."""
+        empty = torch.isneginf(logl)
+        return (torch.where(empty, torch.zeros_like(m), m),
+                torch.where(empty, torch.full_like(logl, float("inf")), logl))
 
-    def lse_rows(self, lse: torch.Tensor, q0: int, sq: int, b: int) -> torch.Tensor:
-        """[sq, Hq] stored LSE of a sequence's rows, as the backward reads it."""
-        return lse[q0:q0 + sq]
+    def stats_rows(self, stats: torch.Tensor, q0: int, sq: int, b: int) -> torch.Tensor:
+        """[sq, Hq, 2] saved (row max, log row sum) of a sequence's rows, as the backward
+        reads them."""
+        return stats[q0:q0 + sq]
 
     def delta_pad_value(self) -> float:
         """Delta of a query tile's padded rows (beyond the sequence end)."""
         return 0.0
 
     def lse_pad_value(self) -> float:
-        """LSE of a query tile's padded rows: +inf makes their P zero."""
+        """log row sum of a query tile's padded rows: +inf makes their P zero."""
         return float("inf")
 
     def dq_workspace(self, shape: tuple, device) -> torch.Tensor:
@@ -216,6 +221,10 @@ class BlockwiseAttention(KernelAdapter):
     def dsink_sign(self) -> float:
         return -1.0
 
+    def store_lse(self, sk: int) -> bool:
+        """Whether the epilogue stores the LSE of a sequence with ``sk`` keys (always)."""
+        return True
+
     def write_lse_padding(self, lse: torch.Tensor, rows: slice) -> None:
         """Rows beyond the last sequence (pad_tail) see nothing: LSE = -inf."""
         lse[rows] = float("-inf")
@@ -232,6 +241,11 @@ class BlockwiseAttention(KernelAdapter):
         if out is None:
             out = Outputs.poisoned(p, dt, dev)
         o_buf, lse_buf = out.o, out.lse
+        # Saved for the backward, like FlashAttention-1's (m, l): the row max and the log
+        # row sum kept apart, so P = exp((S - m) - log l) keeps full float32 precision
+        # when logits are large (exp(S - LSE) loses |LSE| * eps). Never-written rows
+        # hold NaN, as uninitialised memory would.
+        stats = torch.full((p.total_q, p.heads_q, 2), float("nan"), dtype=F32, device=dev)
         idx = self.kv_head_index(p, dev)
         sink = None
         if p.sinks:
@@ -242,13 +256,15 @@ class BlockwiseAttention(KernelAdapter):
             q = inputs.q[q0:q0 + sq].to(F32).transpose(0, 1)  # [Hq, sq, D]
             k = inputs.k[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)  # [Hq, sk, D]
             v = inputs.v[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
-            o, lse, rows = self._forward_sequence(p, q, k, v, sink, sq, sk)
+            o, lse, m, logl, rows = self._forward_sequence(p, q, k, v, sink, sq, sk)
+            stats[q0:q0 + sq][rows] = torch.stack([m, logl], dim=-1).transpose(0, 1)[rows]
             o_buf[q0:q0 + sq][rows] = o.transpose(0, 1)[rows].to(dt)
-            lse_buf[q0:q0 + sq][rows] = lse.transpose(0, 1)[rows]
+            if self.store_lse(sk):
+                lse_buf[q0:q0 + sq][rows] = lse.transpose(0, 1)[rows]
         tail = slice(p.cu_seqlens_q[-1], p.total_q)
         o_buf[tail] = 0
         self.write_lse_padding(lse_buf, tail)
-        return Outputs(o=o_buf, lse=lse_buf), None
+        return Outputs(o=o_buf, lse=lse_buf), {"stats": stats}
 
     def _forward_sequence(self, p, q, k, v, sink, sq, sk):
         H, dv = q.shape[0], v.shape[-1]
@@ -260,6 +276,8 @@ class BlockwiseAttention(KernelAdapter):
         qp, kp, vp = _pad_rows(q, max(mp, sq)), _pad_rows(k, max(np_, sk)), _pad_rows(v, max(np_, sk))
         o = torch.zeros(H, max(mp, sq), dv, dtype=F32)
         lse = torch.full((H, max(mp, sq)), float("-inf"), dtype=F32)
+        m_out = torch.zeros(H, max(mp, sq), dtype=F32)
+        logl = torch.full((H, max(mp, sq)), float("-inf"), dtype=F32)
         rows = torch.zeros(sq, dtype=torch.bool)
         for i0, i1 in q_tiles:
             n = i1 - i0
@@ -283,8 +301,10 @@ class BlockwiseAttention(KernelAdapter):
             m_safe = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
             o[:, i0:i1] = self.normalise(acc, l)
             lse[:, i0:i1] = torch.where(l > 0, m_safe + torch.log(l), torch.full_like(l, float("-inf")))
+            m_out[:, i0:i1] = m_safe
+            logl[:, i0:i1] = torch.log(l)
             rows[i0:min(i1, sq)] = True
-        return o[:, :sq], lse[:, :sq], rows
+        return o[:, :sq], lse[:, :sq], m_out[:, :sq], logl[:, :sq], rows
 
     # ------------------------------------------------------------------ backward
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
@@ -300,6 +320,11 @@ class BlockwiseAttention(KernelAdapter):
         dq_buf, dk_buf, dv_buf = out.dq, out.dk, out.dv
         idx = self.kv_head_index(p, dev)
         sink = self.sink_for_heads(inputs.sink.to(F32), p) if p.sinks else None
+        if isinstance(ctx, dict) and "stats" in ctx:
+            stats = ctx["stats"]
+        else:  # called with another forward's outputs: fall back to (m, log l) = (LSE, 0)
+            stats = torch.stack([fwd.lse.to(F32), torch.zeros_like(fwd.lse, dtype=F32)], dim=-1)
+            stats[..., 1] = torch.where(torch.isneginf(stats[..., 0]), float("-inf"), 0.0)
         dsink = torch.zeros(p.heads_q, dtype=F32) if p.sinks else None
         seqs = [s for s in self.sequences(p) if not self.skip_sequence(p, s[2], s[4])]
         padded = [-(-sq // self.block_m) * self.block_m for _, _, sq, _, _ in seqs]
@@ -309,15 +334,16 @@ class BlockwiseAttention(KernelAdapter):
             q = inputs.q[q0:q0 + sq].to(F32).transpose(0, 1)
             do = inputs.do[q0:q0 + sq].to(F32).transpose(0, 1)
             o = fwd.o[q0:q0 + sq].to(F32).transpose(0, 1)
-            lse = self.lse_for_backward(self.lse_rows(fwd.lse, q0, sq, b).to(F32).transpose(0, 1))
+            st = self.stats_rows(stats, q0, sq, b).to(F32).transpose(0, 1)  # [Hq, sq, 2]
+            m, logl = self.stats_for_backward(st[..., 0], st[..., 1])
             k = inputs.k[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
             v = inputs.v[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
             delta = (o * do).sum(dim=-1)  # preprocess: [Hq, sq]
             if sink is not None and sq:
                 n = min(self.dsink_rows(sq), sq)
-                p_sink = torch.exp(sink.view(-1, 1) - lse[:, :n])
+                p_sink = torch.exp((sink.view(-1, 1) - m[:, :n]) - logl[:, :n])
                 dsink += self.dsink_sign() * (p_sink * delta[:, :n]).sum(dim=-1)
-            dk_h, dv_h = self._backward_sequence(p, q, k, v, do, lse, delta, ws[:, off:off + mp], sq, sk)
+            dk_h, dv_h = self._backward_sequence(p, q, k, v, do, m, logl, delta, ws[:, off:off + mp], sq, sk)
             acc = ws[:, off:off + sq]
             off += mp
             dq = self.dq_postprocess(acc, p).to(dt)  # [Hq, sq, D]
@@ -335,7 +361,7 @@ class BlockwiseAttention(KernelAdapter):
             res.dsink = out.dsink
         return res
 
-    def _backward_sequence(self, p, q, k, v, do, lse, delta, ws, sq, sk):
+    def _backward_sequence(self, p, q, k, v, do, m, logl, delta, ws, sq, sk):
         """One sequence: returns per-query-head dK, dV [Hq, sk, D]; dQ goes into ``ws``."""
         H, d, dv_ = q.shape[0], q.shape[-1], v.shape[-1]
         scale = self.logit_scale(p, "bwd")
@@ -345,7 +371,8 @@ class BlockwiseAttention(KernelAdapter):
         mp = max(max((t[1] for t in q_tiles), default=0), sq)
         np_ = max(max((t[1] for t in _tiles(sk, self.block_n)), default=0), sk)
         qp, dop = _pad_rows(q, mp), _pad_rows(do, mp)
-        lsep = _pad_rows(lse, mp, self.lse_pad_value())
+        mpad = _pad_rows(m, mp, 0.0)
+        logl_p = _pad_rows(logl, mp, self.lse_pad_value())
         deltap = _pad_rows(delta, mp, self.delta_pad_value())
         kp, vp = _pad_rows(k, np_), _pad_rows(v, np_)
         dk = torch.zeros(H, np_, d, dtype=F32)
@@ -359,7 +386,7 @@ class BlockwiseAttention(KernelAdapter):
                 qt, dot = qp[:, i0:i1], dop[:, i0:i1]
                 s = torch.matmul(qt, kt.transpose(1, 2)) * scale
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
-                pt = torch.exp(s - lsep[:, i0:i1].unsqueeze(-1))
+                pt = torch.exp((s - mpad[:, i0:i1].unsqueeze(-1)) - logl_p[:, i0:i1].unsqueeze(-1))
                 dv_t += torch.matmul(pt.transpose(1, 2), dot)
                 dp = torch.matmul(dot, vt.transpose(1, 2))
                 ds = pt * (dp - deltap[:, i0:i1].unsqueeze(-1))

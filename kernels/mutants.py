@@ -1,0 +1,436 @@
+"""The mutant catalogue: fault-injected attention kernels difftest must kill.
+
+Each mutant is a small, named, documented deviation from the correct blockwise kernel
+(``kernels/blockwise.py``): a subclass overriding one hook (rarely two), reproducing a
+class of bug reported in real attention backward kernels (see the project notes,
+anchors.md). ``MUTANTS`` maps a name to a ``Mutant`` entry: its bug class, a one-line
+description, a factory returning a fresh KernelAdapter, and a hand-picked Problem that
+triggers the fault (used by the tests to prove the fault is real).
+
+TileLang mutants, when ``kernels.tilelang.mutants`` exists and defines a ``MUTANTS``
+dict of the same shape, are merged in by ``all_mutants()``; without tilelang they are
+skipped with the reason (``skipped_sources()``).
+"""
+
+import importlib
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from difftest.adapter import KernelAdapter
+from difftest.problem import Problem
+
+from .blockwise import BlockwiseAttention
+
+# Bug classes, in the words of anchors.md; every one has at least one mutant below.
+BUG_CLASSES = {
+    "varlen": "varlen boundary bleed and empty sequences",
+    "gqa": "GQA/MQA head mapping (and head_dim_qk != head_dim_v)",
+    "causal": "causal alignment and fully masked rows",
+    "window": "sliding-window edges off by one",
+    "tail-blocks": "sequence tail blocks skipped",
+    "head-dim-tail": "head-dim tails unwritten",
+    "sinks": "dSink wrong or missing",
+    "padding": "LSE/Delta padding uninitialised",
+    "scale": "missing or double softmax scale",
+    "fp16-accum": "float16 accumulation of dQ",
+    "nondeterminism": "nondeterministic reduction order in a mode that claims determinism",
+    "large-logits": "faults that appear only for large (or very negative) logits",
+    "batch": "faults that appear only for batch > 1",
+    "second-call": "faults that appear only on the second call",
+    "some-heads": "faults that appear only for some heads",
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    bug_class: str  # a key of BUG_CLASSES
+    description: str  # one line: what the deviation is
+    factory: Callable[[], KernelAdapter]  # a fresh adapter (mutants may hold state across calls)
+    example: Problem | None = None  # a hand-picked Problem that triggers the fault
+    source: str = "blockwise"
+
+    def make(self) -> KernelAdapter:
+        return self.factory()
+
+
+_CATALOGUE: list[Mutant] = []
+
+
+def mutant(bug_class: str, example: Problem):
+    """Register a BlockwiseAttention subclass as a mutant named after its ``name``; the
+    class docstring's first line is its description."""
+    if bug_class not in BUG_CLASSES:
+        raise ValueError(f"bug_class={bug_class!r}: allowed {sorted(BUG_CLASSES)}")
+
+    def wrap(cls):
+        doc = (cls.__doc__ or "").strip().splitlines()
+        cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
+        _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls, example.validate()))
+        return cls
+
+    return wrap
+
+
+def _other_align(align: str) -> str:
+    return "top_left" if align == "bottom_right" else "bottom_right"
+
+
+# ----------------------------------------------------------------------------- varlen
+@mutant("varlen", Problem(batch=2, seqlen_q=(9, 7), seqlen_k=(11, 13), heads_q=2, heads_kv=2))
+class VarlenBoundaryBleed(BlockwiseAttention):
+    """Varlen key range of each sequence runs one token into the next sequence
+    (end offset cu_seqlens_k[b+1] + 1)."""
+
+    name = "varlen-boundary-bleed"
+
+    def sequences(self, p):
+        seqs = super().sequences(p)
+        if not p.varlen:
+            return seqs
+        return [(b, q0, sq, k0, min(sk + 1, p.total_k - k0) if sk else 0) for b, q0, sq, k0, sk in seqs]
+
+
+@mutant("varlen", Problem(batch=3, seqlen_q=(5, 0, 6), seqlen_k=(4, 6, 0), heads_q=2, heads_kv=1))
+class EmptySequenceSkipped(BlockwiseAttention):
+    """Sequences with zero queries or zero keys are skipped outright, so their dK/dV
+    (or O/LSE/dQ) rows are never written."""
+
+    name = "empty-seq-skipped"
+
+    def skip_sequence(self, p, sq, sk):
+        return sq == 0 or sk == 0
+
+
+# ----------------------------------------------------------------------------- GQA
+@mutant("gqa", Problem(seqlen_q=12, seqlen_k=12, heads_q=4, heads_kv=2))
+class GqaHeadModulo(BlockwiseAttention):
+    """Query head h reads key/value head h % heads_kv instead of h // group."""
+
+    name = "gqa-head-modulo"
+
+    def kv_head_index(self, p, device):
+        return torch.arange(p.heads_q, device=device) % p.heads_kv
+
+
+@mutant("gqa", Problem(seqlen_q=12, seqlen_k=12, heads_q=2, heads_kv=1))
+class GqaDkDvFirstHead(BlockwiseAttention):
+    """dK/dV of a key/value head take the first query head of its group instead of the
+    group's sum."""
+
+    name = "gqa-dkdv-first-head"
+
+    def reduce_group(self, grad_h, idx, heads_kv):
+        return torch.stack([grad_h[idx == g][0] for g in range(heads_kv)])
+
+
+@mutant("gqa", Problem(seqlen_q=12, seqlen_k=12, head_dim_qk=32, head_dim_v=16))
+class DqHeadDimV(BlockwiseAttention):
+    """The dQ epilogue stores head_dim_v columns: with head_dim_qk > head_dim_v the rest
+    of dQ is never written."""
+
+    name = "dq-uses-head-dim-v"
+
+    def dq_columns(self, p):
+        return min(p.head_dim_qk, p.head_dim_v)
+
+
+# ----------------------------------------------------------------------------- causal
+@mutant("causal", Problem(seqlen_q=10, seqlen_k=20, causal=True, align="bottom_right"))
+class CausalAlignSwappedBwd(BlockwiseAttention):
+    """The backward applies the other causal alignment than the forward (top-left vs
+    bottom-right) when seqlen_q != seqlen_k."""
+
+    name = "causal-align-swapped-bwd"
+
+    def allowed(self, p, i0, i1, j0, j1, sq, sk, phase):
+        if phase == "bwd":
+            p = p.replace(align=_other_align(p.align))
+        return super().allowed(p, i0, i1, j0, j1, sq, sk, phase)
+
+
+@mutant("causal", Problem(seqlen_q=20, seqlen_k=10, causal=True, align="bottom_right"))
+class MaskedRowNaN(BlockwiseAttention):
+    """The backward uses log row sum = -inf of a fully masked row as is, so
+    exp(-inf - -inf) gives NaN gradients instead of zeros."""
+
+    name = "masked-row-nan"
+
+    def stats_for_backward(self, m, logl):
+        return m, logl
+
+
+# ----------------------------------------------------------------------------- window
+@mutant("window", Problem(seqlen_q=12, seqlen_k=12, window_left=3, window_right=0))
+class WindowLeftOffByOne(BlockwiseAttention):
+    """The left window edge is exclusive: key i - window_left is dropped (forward and
+    backward agree, both wrong)."""
+
+    name = "window-left-off-by-one"
+
+    def allowed(self, p, i0, i1, j0, j1, sq, sk, phase):
+        ok = super().allowed(p, i0, i1, j0, j1, sq, sk, phase)
+        if p.window_left is not None:
+            i = torch.arange(i0, i1).unsqueeze(1) + p.mask_offset(sq, sk)
+            ok = ok & (torch.arange(j0, j1).unsqueeze(0) != i - p.window_left)
+        return ok
+
+
+@mutant("window", Problem(seqlen_q=12, seqlen_k=12, window_left=2, window_right=1))
+class WindowRightOffByOneBwd(BlockwiseAttention):
+    """The backward lets each query see one key past its right window edge."""
+
+    name = "window-right-off-by-one-bwd"
+
+    def allowed(self, p, i0, i1, j0, j1, sq, sk, phase):
+        if phase == "bwd" and p.window_right is not None:
+            p = p.replace(window_right=p.window_right + 1)
+        return super().allowed(p, i0, i1, j0, j1, sq, sk, phase)
+
+
+# ----------------------------------------------------------------------------- tails
+@mutant("tail-blocks", Problem(seqlen_q=8, seqlen_k=20))
+class TailKeyTileSkippedBwd(BlockwiseAttention):
+    """The backward launches seqlen_k // block_n key tiles (floor): the partial last
+    key tile gets no dK/dV and adds nothing to dQ."""
+
+    name = "tail-key-tile-skipped-bwd"
+
+    def key_tiles(self, sk, phase):
+        tiles = super().key_tiles(sk, phase)
+        return [t for t in tiles if t[1] <= sk] if phase == "bwd" else tiles
+
+
+@mutant("tail-blocks", Problem(seqlen_q=40, seqlen_k=8))
+class TailQueryTileSkippedFwd(BlockwiseAttention):
+    """The forward launches seqlen_q // block_m query tiles (floor): O and LSE of the
+    partial last tile are never written."""
+
+    name = "tail-query-tile-skipped-fwd"
+
+    def query_tiles(self, sq, phase):
+        tiles = super().query_tiles(sq, phase)
+        return [t for t in tiles if t[1] <= sq] if phase == "fwd" else tiles
+
+
+@mutant("head-dim-tail", Problem(seqlen_q=8, seqlen_k=8, head_dim_qk=24, head_dim_v=24))
+class HeadDimTailUnwritten(BlockwiseAttention):
+    """The dQ epilogue stores whole 16-wide MMA column tiles only: the last
+    head_dim_qk % 16 columns are never written."""
+
+    name = "head-dim-tail-unwritten"
+
+    def dq_columns(self, p):
+        return p.head_dim_qk // 16 * 16
+
+
+# ----------------------------------------------------------------------------- sinks
+@mutant("sinks", Problem(seqlen_q=8, seqlen_k=8, sinks=True))
+class DsinkMissing(BlockwiseAttention):
+    """dSink is never accumulated: it comes back as zeros."""
+
+    name = "dsink-missing"
+
+    def dsink_sign(self):
+        return 0.0
+
+
+@mutant("sinks", Problem(seqlen_q=8, seqlen_k=8, sinks=True))
+class DsinkWrongSign(BlockwiseAttention):
+    """dSink = +sum_i P_sink_i * Delta_i (sign flipped)."""
+
+    name = "dsink-wrong-sign"
+
+    def dsink_sign(self):
+        return 1.0
+
+
+@mutant("sinks", Problem(seqlen_q=40, seqlen_k=8, sinks=True))
+class DsinkFirstTileOnly(BlockwiseAttention):
+    """dSink reduces over the first query tile of each sequence only, not all queries."""
+
+    name = "dsink-first-tile-only"
+
+    def dsink_rows(self, sq):
+        return min(sq, self.block_m)
+
+
+@mutant("sinks", Problem(seqlen_q=8, seqlen_k=8, heads_q=2, heads_kv=1, sinks=True))
+class SinkIndexedByKvHead(BlockwiseAttention):
+    """The sink logit of query head h is read at its key/value head h // group instead
+    of at h (only GQA/MQA differs)."""
+
+    name = "sink-indexed-by-kv-head"
+
+    def sink_for_heads(self, sink, p):
+        return sink[torch.arange(p.heads_q) // p.group]
+
+
+# ----------------------------------------------------------------------------- padding
+@mutant("padding", Problem(seqlen_q=20, seqlen_k=8))
+class DeltaPadUninitialised(BlockwiseAttention):
+    """Delta of the padded rows of the last query tile is left uninitialised (NaN here):
+    0 * NaN poisons dK."""
+
+    name = "delta-pad-uninitialised"
+
+    def delta_pad_value(self):
+        return float("nan")
+
+
+@mutant("padding", Problem(batch=2, seqlen_q=(4, 5), seqlen_k=(0, 6)))
+class LseEmptyKeysUnwritten(BlockwiseAttention):
+    """LSE rows of a sequence with no keys are never stored (should be -inf, or the sink)."""
+
+    name = "lse-empty-keys-unwritten"
+
+    def store_lse(self, sk):
+        return sk > 0
+
+
+# ----------------------------------------------------------------------------- scale
+@mutant("scale", Problem(seqlen_q=8, seqlen_k=8))
+class DkMissingScale(BlockwiseAttention):
+    """dK is accumulated without the softmax scale."""
+
+    name = "dk-missing-scale"
+
+    def grad_scale(self, p, which):
+        return 1.0 if which == "dk" else super().grad_scale(p, which)
+
+
+@mutant("scale", Problem(seqlen_q=8, seqlen_k=8))
+class DqDoubleScale(BlockwiseAttention):
+    """The dQ postprocess applies the softmax scale twice."""
+
+    name = "dq-double-scale"
+
+    def dq_postprocess(self, acc, p):
+        return super().dq_postprocess(acc, p) * self.grad_scale(p, "dq")
+
+
+# ----------------------------------------------------------------------------- precision
+@mutant("fp16-accum", Problem(seqlen_q=8, seqlen_k=64))
+class DqFp16Accumulation(BlockwiseAttention):
+    """The dQ accumulator is float16: every key tile's partial dQ is rounded on add."""
+
+    name = "dq-fp16-accumulation"
+
+    def dq_workspace(self, shape, device):
+        return torch.zeros(shape, dtype=torch.float16, device=device)
+
+
+@mutant("nondeterminism", Problem(seqlen_q=8, seqlen_k=64))
+class DqRandomOrder(BlockwiseAttention):
+    """dQ tile partials are added in a random order each call (atomics), while the
+    kernel claims deterministic=True."""
+
+    name = "dq-nondeterministic-order"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._rng = random.Random()  # seeded from OS entropy: differs every process and call
+
+    def reduce_dq(self, acc, parts):
+        parts = list(parts)
+        self._rng.shuffle(parts)
+        super().reduce_dq(acc, parts)
+
+
+@mutant("large-logits", Problem(seqlen_q=8, seqlen_k=8, values="scaled", value_scale=8.0))
+class NoMaxSubtraction(BlockwiseAttention):
+    """The online softmax never subtracts the running row max: exp overflows for large
+    logits (and underflows for very negative ones)."""
+
+    name = "no-max-subtraction"
+
+    def running_max(self, m, s):
+        return torch.zeros_like(m)
+
+
+# ----------------------------------------------------------------------------- batch / calls / heads
+@mutant("batch", Problem(batch=2, seqlen_q=8, seqlen_k=8))
+class LseBatchOffsetMissing(BlockwiseAttention):
+    """The backward reads the saved softmax statistics (LSE) at the first sequence's rows
+    for every sequence (batch offset forgotten)."""
+
+    name = "lse-batch-offset-missing"
+
+    def stats_rows(self, stats, q0, sq, b):
+        return stats[0:sq]
+
+
+@mutant("second-call", Problem(seqlen_q=8, seqlen_k=8))
+class DqWorkspaceNotZeroed(BlockwiseAttention):
+    """The dQ float32 workspace is cached per shape and not zeroed between calls: the
+    second call adds onto the first call's dQ."""
+
+    name = "dq-workspace-not-zeroed"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._workspaces = {}
+
+    def dq_workspace(self, shape, device):
+        key = (tuple(shape), str(device))
+        if key not in self._workspaces:
+            self._workspaces[key] = super().dq_workspace(shape, device)
+        return self._workspaces[key]
+
+
+@mutant("some-heads", Problem(seqlen_q=8, seqlen_k=8, heads_q=3, heads_kv=3))
+class OddLastHeadDropped(BlockwiseAttention):
+    """The dQ epilogue handles query heads in pairs: with an odd heads_q > 1 the last
+    head's dQ is never written."""
+
+    name = "odd-last-head-dropped"
+
+    def dq_heads(self, p):
+        h = p.heads_q
+        return list(range(h if h == 1 else h - h % 2))
+
+
+# ----------------------------------------------------------------------------- catalogue
+MUTANTS: dict[str, Mutant] = {m.name: m for m in _CATALOGUE}
+
+EXTRA_SOURCES = ("kernels.tilelang.mutants",)  # modules with a MUTANTS dict of the same shape
+
+
+def _load_extra() -> tuple[dict, dict]:
+    extra, skipped = {}, {}
+    for mod in EXTRA_SOURCES:
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            skipped[mod] = f"not importable here ({e.name} missing)"
+            continue
+        except Exception as e:  # a broken optional source never hides our own catalogue
+            skipped[mod] = f"{type(e).__name__}: {e}"
+            continue
+        for name, entry in getattr(m, "MUTANTS", {}).items():
+            if name in MUTANTS or name in extra:
+                skipped[f"{mod}:{name}"] = "name already in the catalogue"
+                continue
+            extra[name] = entry
+    return extra, skipped
+
+
+def all_mutants() -> dict[str, Mutant]:
+    """Our blockwise mutants plus those of optional sources (TileLang) that load here."""
+    extra, _ = _load_extra()
+    return {**MUTANTS, **extra}
+
+
+def skipped_sources() -> dict[str, str]:
+    """Optional mutant sources (or entries) left out here, with the reason."""
+    return _load_extra()[1]
+
+
+def get(name: str) -> Mutant:
+    cat = all_mutants()
+    if name not in cat:
+        raise KeyError(f"unknown mutant {name!r}: known mutants are {sorted(cat)}")
+    return cat[name]
