@@ -1,0 +1,76 @@
+"""Layout and convention helpers shared by the GPU adapters (SDPA, Flex, FA3, FA4, TileOPs).
+
+difftest's conventions (see difftest/problem.py and difftest/outputs.py): packed THD
+tensors, LSE in natural log with the sink included, -inf for a row that sees nothing.
+Production kernels differ: BSHD or BHSD layouts, LSE shaped [B, H, S] or [H, T], +inf for
+empty rows (FlashAttention 2/3), log2 in some kernels. These helpers convert, and only
+convert: nothing here compares results.
+"""
+
+import importlib.util
+
+import torch
+
+from difftest.inputs import Inputs
+
+
+def cuda_reason() -> str | None:
+    """None when a CUDA device is usable here, else why not."""
+    if not torch.cuda.is_available():
+        return "no CUDA device (torch.cuda.is_available() is False)"
+    return None
+
+
+def module_reason(module: str, hint: str = "") -> str | None:
+    """None when ``module`` can be imported here, else why not (nothing is imported)."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return f"python package {module!r} is not installed{': ' + hint if hint else ''}"
+    return None
+
+
+def sm_reason(major: int) -> str | None:
+    """None when the current CUDA device has compute capability ``major``.x."""
+    cc = torch.cuda.get_device_capability()
+    if cc[0] != major:
+        return f"needs an sm{major}x GPU, this one is sm{cc[0]}{cc[1]}"
+    return None
+
+
+def normalize_lse(lse: torch.Tensor) -> torch.Tensor:
+    """Float32 natural-log LSE with every infinite entry (FlashAttention writes +inf for a
+    row that sees no key) turned into -inf, difftest's marker for an empty row."""
+    lse = lse.float()
+    return torch.where(torch.isinf(lse), torch.full_like(lse, float("-inf")), lse)
+
+
+def lse_bhs_to_thd(lse: torch.Tensor) -> torch.Tensor:
+    """[B, H, S] (dense kernels' layout) to packed [B*S, H]."""
+    b, h, s = lse.shape
+    return lse.permute(0, 2, 1).reshape(b * s, h)
+
+
+def lse_ht_to_thd(lse: torch.Tensor, total: int) -> torch.Tensor:
+    """[H, T'] (varlen kernels' layout, T' >= T possibly padded) to packed [T, H]."""
+    return lse[:, :total].transpose(0, 1)
+
+
+def thd(t: torch.Tensor) -> torch.Tensor:
+    """[B, S, H, D] to packed [B*S, H, D] (contiguous)."""
+    return t.reshape(t.shape[0] * t.shape[1], *t.shape[2:]).contiguous()
+
+
+def bshd(inputs: Inputs, name: str) -> torch.Tensor:
+    """A dense problem's tensor as a contiguous [B, S, H, D] leaf."""
+    return inputs.bshd(name).contiguous()
+
+
+def leaf(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A detached copy of ``t`` that requires grad (None stays None)."""
+    if t is None:
+        return None
+    return t.detach().clone().requires_grad_(True)
+

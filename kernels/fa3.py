@@ -1,0 +1,207 @@
+"""FlashAttention 3 (Hopper) backward: ``flash_attn_interface`` when installed, otherwise
+the FA3 Hopper kernels packaged in ``dew_flash_attn`` (XLA FFI targets under JAX).
+
+dew path: our torch tensors are handed to JAX through DLPack (no copies), the kernels run
+under ``jax.jit``, and the results come back through DLPack. We call dew's own
+forward/backward pair (``_attend_forward`` / ``_attend_backward``, the custom_vjp behind
+its public ``flash_mha``/``flash_mha_varlen``) because the public functions do not return
+the LSE. In dew, sinks are not inside the FA3 kernel: dew rescales the kernel's output by
+the sink's share and computes dSink in JAX from the kernel's LSE; the FA3 backward kernel
+then runs with the sink folded into the LSE. ``backend`` in the description says which
+path ran.
+
+Conventions converted here: FA3's LSE is natural-log, [B, H, S] dense or [H, T] varlen,
++inf for a row that sees no key (turned into -inf); masks are bottom-right aligned;
+window side -1 = unbounded.
+"""
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from difftest.adapter import KernelAdapter
+from difftest.capability import Capability
+from difftest.inputs import Inputs
+from difftest.outputs import Outputs
+from difftest.problem import Problem
+
+from .cuda_common import cuda_reason, leaf, lse_bhs_to_thd, lse_ht_to_thd, module_reason, normalize_lse, sm_reason, thd
+
+_DIMS = (32, 64, 96, 128, 192, 256)
+
+
+def _capability(backend: str) -> Capability:
+    return Capability(
+        dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, equal_head_dims=True, max_batch=8,
+        max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
+        window=True, varlen=True, empty_seqs=True, pad_tail=False, sinks=backend == "dew",
+        outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False, device="cuda",
+        block_m=64, block_n=128,
+    )
+
+
+@dataclass(frozen=True)
+class Fa3Call:
+    """Arguments FA3 gets for a Problem (testable without a GPU)."""
+
+    causal: bool
+    window: tuple[int, int]  # FlashAttention's (left, right), -1 = unbounded
+    scale: float
+    longest: tuple[int, int] | None  # varlen: (max_seqlen_q, max_seqlen_k)
+
+    @staticmethod
+    def of(p: Problem) -> "Fa3Call":
+        if p.masked and p.align != "bottom_right" and p.seqlens_q != p.seqlens_k:
+            raise ValueError(f"FA3 masks are bottom-right aligned; Problem.align={p.align!r}")
+        w = (-1 if p.window_left is None else p.window_left,
+             -1 if p.window_right is None else p.window_right)
+        longest = (p.max_seqlen_q, p.max_seqlen_k) if p.varlen else None
+        return Fa3Call(causal=p.causal, window=w, scale=float(p.scale), longest=longest)
+
+
+def pick_backend() -> str | None:
+    """'interface' (flash_attn_interface), 'dew' (dew_flash_attn), or None."""
+    if module_reason("flash_attn_interface") is None:
+        return "interface"
+    if module_reason("dew_flash_attn") is None and module_reason("jax") is None:
+        return "dew"
+    return None
+
+
+_JITTED = {}
+
+
+def _dew_fns():
+    """dew's forward/backward pair under jax.jit (compiled once per static config)."""
+    if not _JITTED:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        import jax
+        import dew_flash_attn as dew
+
+        _JITTED["fwd"] = jax.jit(dew._attend_forward, static_argnums=(5, 6, 7, 8))
+        _JITTED["bwd"] = jax.jit(dew._attend_backward, static_argnums=(0, 1, 2, 3))
+    return _JITTED["fwd"], _JITTED["bwd"]
+
+
+def to_jax(t: torch.Tensor | None):
+    if t is None:
+        return None
+    import jax
+
+    return jax.dlpack.from_dlpack(t.detach().contiguous())
+
+
+def to_torch(a) -> torch.Tensor:
+    a.block_until_ready()
+    return torch.from_dlpack(a)
+
+
+class Fa3Adapter(KernelAdapter):
+    def __init__(self, backend: str | None = None):
+        self.backend = backend or pick_backend() or "dew"
+        self.name = "fa3"
+        self.capability = _capability(self.backend)
+        self.description = f"FlashAttention 3 Hopper backward via {self.backend}"
+
+    def available(self) -> str | None:
+        r = cuda_reason()
+        if r:
+            return r
+        if self.backend == "interface":
+            r = module_reason("flash_attn_interface", "FA3 from flash-attention/hopper")
+        else:
+            r = module_reason("dew_flash_attn", "pip install dew-flash-attn-cu13") or module_reason("jax")
+        return r or sm_reason(9)
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, inputs: Inputs, out: Outputs | None = None):
+        if self.backend == "interface":
+            return self._forward_interface(inputs)
+        return self._forward_dew(inputs)
+
+    def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+        if self.backend == "interface":
+            return self._backward_interface(inputs, fwd, ctx)
+        return self._backward_dew(inputs, fwd, ctx)
+
+    # ------------------------------------------------------------------ dew (JAX FFI)
+    def _forward_dew(self, inputs: Inputs):
+        import jax.numpy as jnp
+
+        p = inputs.problem
+        call = Fa3Call.of(p)
+        fwd_fn, _ = _dew_fns()
+        if p.varlen:
+            q, k, v = inputs.q, inputs.k, inputs.v
+            starts = (to_jax(inputs.cu_seqlens_q), to_jax(inputs.cu_seqlens_k))
+        else:
+            q, k, v = (inputs.bshd(n) for n in ("q", "k", "v"))
+            starts = None
+        torch.cuda.synchronize()
+        jq, jk, jv = to_jax(q), to_jax(k), to_jax(v)
+        jsink = to_jax(inputs.sink)
+        o, residuals = fwd_fn(jq, jk, jv, jsink, starts, call.longest, call.scale, call.causal, call.window)
+        raw_lse = to_torch(residuals[-1])
+        o_t = to_torch(o)
+        if p.varlen:
+            lse = lse_ht_to_thd(raw_lse, p.total_q)
+            o_thd = o_t
+        else:
+            lse = lse_bhs_to_thd(raw_lse)
+            o_thd = thd(o_t)
+        lse = normalize_lse(lse)
+        if inputs.sink is not None:
+            lse = torch.logaddexp(lse, inputs.sink.float().view(1, -1))
+        # keep the JAX arrays alive: the torch views share their memory
+        return Outputs(o=o_thd.clone(), lse=lse.clone()), (residuals, o, jnp)
+
+    def _backward_dew(self, inputs: Inputs, fwd: Outputs, ctx):
+        p = inputs.problem
+        call = Fa3Call.of(p)
+        residuals, _, _ = ctx
+        _, bwd_fn = _dew_fns()
+        do = inputs.do if p.varlen else inputs.bshd("do")
+        torch.cuda.synchronize()
+        dq, dk, dv, dsink, _ = bwd_fn(call.longest, call.scale, call.causal, call.window, residuals,
+                                      to_jax(do))
+        dq, dk, dv = (to_torch(x).clone() for x in (dq, dk, dv))
+        if not p.varlen:
+            dq, dk, dv = thd(dq), thd(dk), thd(dv)
+        ds = None if dsink is None else to_torch(dsink).float().clone()
+        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=ds)
+
+    # ------------------------------------------------------------------ flash_attn_interface
+    def _forward_interface(self, inputs: Inputs):
+        import flash_attn_interface as fa3
+
+        p = inputs.problem
+        call = Fa3Call.of(p)
+        kw = dict(softmax_scale=call.scale, causal=call.causal, window_size=call.window,
+                  return_attn_probs=True)
+        if p.varlen:
+            q, k, v = leaf(inputs.q), leaf(inputs.k), leaf(inputs.v)
+            res = fa3.flash_attn_varlen_func(q, k, v, inputs.cu_seqlens_q, inputs.cu_seqlens_k,
+                                             p.max_seqlen_q, p.max_seqlen_k, **kw)
+        else:
+            q, k, v = (inputs.bshd(n).detach().clone().requires_grad_(True) for n in ("q", "k", "v"))
+            res = fa3.flash_attn_func(q, k, v, **kw)
+        o, lse = res[0], res[1]
+        if p.varlen:
+            o_thd, lse_thd = o.detach(), lse_ht_to_thd(lse.detach(), p.total_q)
+        else:
+            o_thd, lse_thd = thd(o.detach()), lse_bhs_to_thd(lse.detach())
+        return Outputs(o=o_thd, lse=normalize_lse(lse_thd)), (q, k, v, o)
+
+    def _backward_interface(self, inputs: Inputs, fwd: Outputs, ctx):
+        p = inputs.problem
+        q, k, v, o = ctx
+        do = inputs.do if p.varlen else inputs.bshd("do")
+        dq, dk, dv = torch.autograd.grad(o, (q, k, v), do.contiguous(), retain_graph=True)
+        if not p.varlen:
+            dq, dk, dv = thd(dq), thd(dk), thd(dv)
+        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv)
+
+
+def adapter():
+    return Fa3Adapter()

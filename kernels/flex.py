@@ -1,0 +1,202 @@
+"""FlexAttention (torch.nn.attention.flex_attention) with masks as block masks.
+
+- Dense problems run on [B, H, S, D]; the mask_mod applies the Problem's causal/window
+  rule at any alignment.
+- Varlen problems run as document masking over the packed tokens ([1, H, T, D]): a query
+  and a key interact only inside the same sequence, at positions counted from that
+  sequence's start; unused tail tokens belong to no sequence (their rows see nothing).
+- Sinks are expressed as one extra key column per sequence set (appended after the last
+  key, value 0) whose score ``score_mod`` replaces by the head's sink logit; dSink is the
+  gradient flowing into that captured tensor. The extra key is visible to every real
+  query row.
+- On CUDA the call is ``torch.compile``d (the Triton kernels under test); on the CPU it
+  runs eagerly (the reference implementation), which CI uses to check the translation.
+LSE comes back natural-log, [B, H, S], -inf for an empty row.
+"""
+
+import torch
+
+from difftest.adapter import KernelAdapter
+from difftest.capability import Capability
+from difftest.inputs import Inputs
+from difftest.outputs import Outputs
+from difftest.problem import Problem
+
+from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse
+
+CAPABILITY = Capability(
+    dtypes=("float16", "bfloat16", "float32"), head_dims_qk=(16, 32, 64, 128),
+    head_dims_v=(16, 32, 64, 128), max_batch=4, max_seqlen=2048, max_heads=16, gqa=True,
+    causal=True, window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True,
+    outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False, device="cuda",
+    block_m=128, block_n=128,
+    compile_key=("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv"),
+)
+
+
+def positions(p: Problem, device="cpu"):
+    """Per packed token: (sequence id, position within it) for queries and keys.
+    Tail tokens get ids -1 (queries) and -2 (keys) so they never match. Dense problems
+    use the batch axis, so these are [S] ranges and id 0."""
+    def build(lens, total):
+        seq = torch.full((total,), -1, dtype=torch.int64)
+        pos = torch.zeros(total, dtype=torch.int64)
+        start = 0
+        for b, n in enumerate(lens):
+            seq[start:start + n] = b
+            pos[start:start + n] = torch.arange(n)
+            start += n
+        return seq.to(device), pos.to(device)
+
+    if not p.varlen:
+        return (torch.zeros(p.seqlen_q, dtype=torch.int64, device=device),
+                torch.arange(p.seqlen_q, device=device),
+                torch.zeros(p.seqlen_k, dtype=torch.int64, device=device),
+                torch.arange(p.seqlen_k, device=device))
+    sq, pq = build(p.seqlens_q, p.total_q)
+    sk, pk = build(p.seqlens_k, p.total_k)
+    sk = torch.where(sk < 0, torch.full_like(sk, -2), sk)
+    return sq, pq, sk, pk
+
+
+def make_mask_mod(p: Problem, device="cpu"):
+    """The Problem's mask rule as a FlexAttention mask_mod over (packed) token indices.
+    With sinks, key index ``n_keys`` (one past the real keys) is the sink column."""
+    sq_id, q_pos, sk_id, k_pos = positions(p, device)
+    lens_q = torch.tensor(p.seqlens_q, device=device)
+    lens_k = torch.tensor(p.seqlens_k, device=device)
+    n_keys = k_pos.shape[0]
+    align_br = p.align == "bottom_right"
+    causal, wl, wr = p.causal, p.window_left, p.window_right
+    sinks = p.sinks
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        kv = torch.clamp(kv_idx, max=n_keys - 1)
+        sid = sq_id[q_idx]
+        same = sid == sk_id[kv]
+        if p.varlen:
+            seq = torch.clamp(sid, min=0)
+        else:
+            seq = b
+        i = q_pos[q_idx]
+        j = k_pos[kv]
+        if align_br:
+            i = i + lens_k[seq] - lens_q[seq]
+        ok = same
+        if causal:
+            ok = ok & (j <= i)
+        if wr is not None:
+            ok = ok & (j <= i + wr)
+        if wl is not None:
+            ok = ok & (j >= i - wl)
+        ok = ok & (kv_idx < n_keys)
+        if sinks:
+            ok = ok | ((kv_idx == n_keys) & (sid >= 0))
+        return ok
+
+    return mask_mod, n_keys
+
+
+def _flex_fn(device_type: str):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if device_type != "cuda":
+        return flex_attention
+    if "compiled" not in _CACHE:
+        import torch._dynamo
+
+        # A campaign draws many shapes; without room for them dynamo would fall back to
+        # the eager path after 8 recompiles and we would no longer test the Triton kernels.
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 512)
+        if hasattr(torch._dynamo.config, "recompile_limit"):
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
+        _CACHE["compiled"] = torch.compile(flex_attention, dynamic=False)
+    return _CACHE["compiled"]
+
+
+_CACHE: dict = {}
+
+
+class FlexAdapter(KernelAdapter):
+    name = "flex"
+    capability = CAPABILITY
+    description = "torch FlexAttention (compiled Triton on CUDA), block-mask causal/window/varlen, sinks via score_mod"
+
+    def available(self) -> str | None:
+        try:
+            from torch.nn.attention.flex_attention import flex_attention  # noqa: F401
+        except ImportError as e:
+            return f"torch.nn.attention.flex_attention missing: {e}"
+        return cuda_reason()
+
+    def forward(self, inputs: Inputs, out: Outputs | None = None):
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        p = inputs.problem
+        dev = inputs.device
+        if p.varlen:
+            def lay(t):  # [T, H, D] -> [1, H, T, D]
+                return t.transpose(0, 1).unsqueeze(0)
+        else:
+            def lay(t):  # [B*S, H, D] -> [B, H, S, D]
+                return t.view(p.batch, -1, *t.shape[1:]).transpose(1, 2)
+        q = lay(inputs.q).detach().clone().requires_grad_(True)
+        k = lay(inputs.k).detach().clone().requires_grad_(True)
+        v = lay(inputs.v).detach().clone().requires_grad_(True)
+        mask_mod, n_keys = make_mask_mod(p, dev)
+        sink = None
+        score_mod = None
+        kk, vv = k, v
+        if p.sinks:
+            sink = inputs.sink.detach().clone().float().requires_grad_(True)
+            zk = torch.zeros(*k.shape[:2], 1, k.shape[-1], dtype=k.dtype, device=dev)
+            zv = torch.zeros(*v.shape[:2], 1, v.shape[-1], dtype=v.dtype, device=dev)
+            kk, vv = torch.cat([k, zk], dim=2), torch.cat([v, zv], dim=2)
+
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return torch.where(kv_idx == n_keys, sink[h].to(score.dtype), score)
+
+        B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
+        block_mask = None
+        if p.masked or p.varlen or p.sinks:
+            block_mask = create_block_mask(mask_mod, B, None, Lq, Lk, device=str(dev))
+        fn = _flex_fn(dev.type)
+        o, lse = _call(fn, q, kk, vv, score_mod, block_mask, p.scale, p.heads_q != p.heads_kv)
+        if p.varlen:
+            o_thd = o.detach()[0].transpose(0, 1)
+            lse_thd = lse.detach()[0].transpose(0, 1)
+        else:
+            o_thd = o.detach().transpose(1, 2).reshape(p.total_q, p.heads_q, p.head_dim_v)
+            lse_thd = lse_bhs_to_thd(lse.detach())
+        fwd = Outputs(o=o_thd.contiguous(), lse=normalize_lse(lse_thd).contiguous())
+        return fwd, (q, k, v, sink, o, lay)
+
+    def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+        p = inputs.problem
+        q, k, v, sink, o, lay = ctx
+        wrt = (q, k, v) + ((sink,) if sink is not None else ())
+        grads = torch.autograd.grad(o, wrt, lay(inputs.do), retain_graph=True, allow_unused=True)
+
+        def back(t):
+            if p.varlen:
+                return t[0].transpose(0, 1).contiguous()
+            return t.transpose(1, 2).reshape(-1, t.shape[1], t.shape[-1]).contiguous()
+
+        dq, dk, dv = (back(g) for g in grads[:3])
+        dsink = None
+        if sink is not None and grads[3] is not None:
+            dsink = grads[3].float()
+        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
+
+
+def _call(fn, q, k, v, score_mod, block_mask, scale, gqa):
+    try:
+        from torch.nn.attention.flex_attention import AuxRequest
+    except ImportError:
+        AuxRequest = None
+    if AuxRequest is not None:
+        o, aux = fn(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                    enable_gqa=gqa, return_aux=AuxRequest(lse=True))
+        return o, aux.lse
+    return fn(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+              enable_gqa=gqa, return_lse=True)

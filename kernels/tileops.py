@@ -1,0 +1,258 @@
+"""TileOPs attention backward ops, run in a separate Python process.
+
+TileOPs 0.1.0 pins tilelang 0.1.12 while our own kernels use tilelang 0.1.15, and one
+process can import only one. So the adapter starts a worker (``python -m kernels.tileops
+--serve``) whose ``PYTHONPATH`` holds the TileOPs site folder first
+(``$DIFFTEST_TILEOPS_SITE``, default ``/tmp/tileops_site``) and never our tilelang. Requests
+and replies are pickled dicts of CPU tensors over the worker's stdin and a private copy of
+its original stdout; the worker's own prints (tilelang's logs) go to stderr.
+
+Two adapters:
+- ``tileops-gqa``: ``GQADenseWithLSEFwdOp`` forward and ``GQADenseBwdOp`` backward, BSHD,
+  S_q == S_kv, causal or not, GQA; no window, sinks, varlen (the backward op refuses them).
+- ``tileops-mla``: ``MLADenseBwdOp`` (MLA prefill backward after decompression: per-head
+  keys, D_qk != D_v, bottom-right causal). TileOPs has no matching dense forward for
+  arbitrary S_q != S_kv, so ``o`` and ``lse`` handed to it come from our float32 reference
+  (rounded to the Problem dtype) and only dq, dk, dv are checked.
+"""
+
+import io
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import torch
+
+from difftest.adapter import KernelAdapter, KernelUnavailable
+from difftest.capability import Capability
+from difftest.inputs import Inputs
+from difftest.outputs import Outputs
+
+from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse, thd
+
+SITE_ENV = "DIFFTEST_TILEOPS_SITE"
+DEFAULT_SITE = "/tmp/tileops_site"
+REPO_ROOT = str(Path(__file__).resolve().parents[1])
+
+GQA_CAPABILITY = Capability(
+    dtypes=("float16", "bfloat16"), head_dims_qk=(64, 128), equal_head_dims=True, max_batch=8,
+    max_seqlen=4096, max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True, window=False,
+    varlen=False, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
+    outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
+    block_m=64, block_n=64, compile_key=("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv"),
+)
+
+MLA_CAPABILITY = Capability(
+    dtypes=("float16", "bfloat16"), head_dims_qk=(192,), head_dims_v=(128,), max_batch=4,
+    max_seqlen=4096, max_heads=32, gqa=False, seqlen_q_ne_k=True, causal=True,
+    aligns=("bottom_right",), window=False, varlen=False, empty_seqs=False, pad_tail=False,
+    sinks=False, outputs=("dq", "dk", "dv"), deterministic=False, device="cuda",
+    block_m=64, block_n=64, compile_key=("dtype", "causal"),
+)
+
+
+# ---------------------------------------------------------------- wire format
+def send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def recv(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("TileOPs worker closed its pipe")
+    (n,) = struct.unpack("<Q", head)
+    return pickle.loads(stream.read(n))
+
+
+def worker_env(site: str) -> dict:
+    """The worker's environment: TileOPs' site first, our repo for this module, nothing of
+    the parent's PYTHONPATH (which may hold tilelang 0.1.15)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([site, REPO_ROOT])
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class Worker:
+    """One long-lived TileOPs process; requests are serialised by a lock."""
+
+    def __init__(self, site: str):
+        self.site = site
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernels.tileops", "--serve"], cwd=REPO_ROOT,
+            env=worker_env(site), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr)
+        hello = recv(self.proc.stdout)
+        if not hello.get("ok"):
+            self.close()
+            raise KernelUnavailable(f"TileOPs worker could not start: {hello.get('error')}")
+        self.versions = hello.get("versions", {})
+
+    def call(self, req: dict) -> dict:
+        with self.lock:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"TileOPs worker exited with code {self.proc.returncode}")
+            send(self.proc.stdin, req)
+            rep = recv(self.proc.stdout)
+        if "error" in rep:
+            raise RuntimeError(f"TileOPs: {rep['error']}")
+        return rep
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+_WORKERS: dict[str, Worker] = {}
+
+
+def get_worker() -> Worker:
+    site = os.environ.get(SITE_ENV, DEFAULT_SITE)
+    if site not in _WORKERS:
+        _WORKERS[site] = Worker(site)
+    return _WORKERS[site]
+
+
+def _cpu(t):
+    return None if t is None else t.detach().contiguous().cpu()
+
+
+class TileOpsAdapter(KernelAdapter):
+    def __init__(self, op: str):
+        if op not in ("gqa", "mla"):
+            raise ValueError(f"op={op!r}: allowed 'gqa' or 'mla'")
+        self.op = op
+        self.name = f"tileops-{op}"
+        self.capability = GQA_CAPABILITY if op == "gqa" else MLA_CAPABILITY
+        self.description = f"TileOPs 0.1.0 {'GQADenseBwdOp' if op == 'gqa' else 'MLADenseBwdOp'} (subprocess, tilelang 0.1.12)"
+
+    def available(self) -> str | None:
+        r = cuda_reason()
+        if r:
+            return r
+        site = os.environ.get(SITE_ENV, DEFAULT_SITE)
+        if not Path(site, "tileops").is_dir():
+            return f"TileOPs site folder {site}/tileops missing (set ${SITE_ENV})"
+        return None
+
+    def forward(self, inputs: Inputs, out: Outputs | None = None):
+        p = inputs.problem
+        if self.op == "gqa":
+            rep = get_worker().call({
+                "op": "gqa_fwd", "causal": p.causal, "scale": p.scale,
+                "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")), "v": _cpu(inputs.bshd("v"))})
+            o = rep["o"].to(inputs.device)  # [B, S, H, D]
+            lse = rep["lse"].to(inputs.device)  # [B, H, S]
+            fwd = Outputs(o=thd(o), lse=normalize_lse(lse_bhs_to_thd(lse)))
+            return fwd, (o, lse)
+        from oracles.reference import reference
+
+        ref = reference(inputs, "float32")
+        o = ref.o.to(inputs.q.dtype).view(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v)
+        lse = ref.lse.view(p.batch, p.seqlen_q, p.heads_q).permute(0, 2, 1).contiguous()
+        return Outputs(), (o, lse)
+
+    def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+        p = inputs.problem
+        o, lse = ctx
+        rep = get_worker().call({
+            "op": f"{self.op}_bwd", "causal": p.causal, "scale": p.scale,
+            "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")), "v": _cpu(inputs.bshd("v")),
+            "do": _cpu(inputs.bshd("do")), "o": _cpu(o), "lse": _cpu(lse)})
+        dq, dk, dv = (thd(rep[n].to(inputs.device)) for n in ("dq", "dk", "dv"))
+        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv)
+
+    def bench_backward(self, inputs: Inputs, ctx, repeats: int = 20, warmup: int = 3) -> list[float]:
+        """Backward times in microseconds measured inside the worker with CUDA events."""
+        p = inputs.problem
+        o, lse = ctx
+        rep = get_worker().call({
+            "op": f"{self.op}_bench", "causal": p.causal, "scale": p.scale, "repeats": repeats,
+            "warmup": warmup, "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")),
+            "v": _cpu(inputs.bshd("v")), "do": _cpu(inputs.bshd("do")), "o": _cpu(o), "lse": _cpu(lse)})
+        return rep["times_us"]
+
+
+def gqa():
+    return TileOpsAdapter("gqa")
+
+
+def mla():
+    return TileOpsAdapter("mla")
+
+
+# ---------------------------------------------------------------- worker side
+def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU machine
+    proto = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed from here on (tilelang logs) goes to stderr
+    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
+    stdin = sys.stdin.buffer
+    try:
+        import tileops
+        import tilelang
+        from tileops.attention import GQADenseBwdOp, GQADenseWithLSEFwdOp, MLADenseBwdOp
+    except Exception as e:  # noqa: BLE001
+        send(proto, {"ok": False, "error": f"{type(e).__name__}: {e}"})
+        return
+    send(proto, {"ok": True, "versions": {"tileops": getattr(tileops, "__version__", "?"),
+                                          "tilelang": getattr(tilelang, "__version__", "?"),
+                                          "torch": torch.__version__}})
+    ops: dict = {}
+
+    def op(kind, causal, scale):
+        key = (kind, causal, scale)
+        if key not in ops:
+            cls = {"gqa_fwd": GQADenseWithLSEFwdOp, "gqa_bwd": GQADenseBwdOp, "mla_bwd": MLADenseBwdOp}[kind]
+            ops[key] = cls(is_causal=causal, sm_scale=scale)
+        return ops[key]
+
+    while True:
+        try:
+            req = recv(stdin)
+        except EOFError:
+            return
+        try:
+            g = {n: (t.cuda() if isinstance(t, torch.Tensor) else t) for n, t in req.items()}
+            kind = req["op"]
+            if kind == "gqa_fwd":
+                o, lse = op("gqa_fwd", g["causal"], g["scale"]).forward(g["q"], g["k"], g["v"])
+                rep = {"o": o.cpu(), "lse": lse.float().cpu()}
+            elif kind in ("gqa_bwd", "mla_bwd"):
+                dq, dk, dv = op(kind, g["causal"], g["scale"]).forward(
+                    g["do"], g["q"], g["k"], g["v"], g["o"].contiguous(), g["lse"].contiguous())
+                torch.cuda.synchronize()
+                rep = {"dq": dq.cpu(), "dk": dk.cpu(), "dv": dv.cpu()}
+            elif kind in ("gqa_bench", "mla_bench"):
+                f = op(kind.replace("bench", "bwd"), g["causal"], g["scale"])
+                args = (g["do"], g["q"], g["k"], g["v"], g["o"].contiguous(), g["lse"].contiguous())
+                for _ in range(req["warmup"]):
+                    f.forward(*args)
+                times = []
+                for _ in range(req["repeats"]):
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    f.forward(*args)
+                    b.record()
+                    b.synchronize()
+                    times.append(a.elapsed_time(b) * 1000.0)
+                rep = {"times_us": times}
+            else:
+                rep = {"error": f"unknown request op {kind!r}"}
+        except Exception as e:  # noqa: BLE001
+            rep = {"error": f"{type(e).__name__}: {e}"}
+        send(proto, rep)
+
+
+if __name__ == "__main__":
+    if "--serve" in sys.argv:
+        _serve()
+    else:
+        print(__doc__)
