@@ -7,6 +7,16 @@ BUILTIN = {
     "torch-blockwise": "kernels.blockwise:BlockwiseAttention",
     "sdpa-cpu-math": "kernels.sdpa_cpu:SdpaCpuMath",
     "sdpa-cpu-flash": "kernels.sdpa_cpu:SdpaCpuFlash",
+    "sdpa-flash": "kernels.sdpa_cuda:flash",
+    "sdpa-efficient": "kernels.sdpa_cuda:efficient",
+    "sdpa-cudnn": "kernels.sdpa_cuda:cudnn",
+    "sdpa-math": "kernels.sdpa_cuda:math_backend",
+    "flex": "kernels.flex:FlexAdapter",
+    "fa4": "kernels.fa4:deterministic",
+    "fa4-fast": "kernels.fa4:fast",
+    "fa3": "kernels.fa3:adapter",
+    "tileops-gqa": "kernels.tileops:gqa",
+    "tileops-mla": "kernels.tileops:mla",
 }
 
 for _name, _path in BUILTIN.items():
