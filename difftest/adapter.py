@@ -81,6 +81,8 @@ def get(name: str) -> KernelAdapter:
         if mname not in MUTANTS:
             raise KeyError(f"unknown mutant {mname!r}: known mutants are {sorted(MUTANTS)}")
         _REGISTRY[name] = MUTANTS[mname].factory
+    if name not in _REGISTRY and ":" in name and not name.startswith("mutant:"):
+        _REGISTRY[name] = name  # a 'module:attr' path, e.g. an adapter in the user's own test suite
     if name not in _REGISTRY:
         raise KeyError(f"unknown kernel {name!r}: known kernels are {sorted(_REGISTRY)}")
     f = _REGISTRY[name]

@@ -1,0 +1,127 @@
+"""pytest plugin (entry point ``pytest11: difftest``).
+
+- Fixture ``difftest_campaign(kernel, **kw)``: runs a campaign under the session's
+  profile and fails the test with the shrunk case and its reproducer path.
+- Options: ``--difftest-profile`` (default: $DIFFTEST_PROFILE or "ci"),
+  ``--difftest-out``, ``--difftest-gpu-per-worker`` (under pytest-xdist, pins
+  CUDA_VISIBLE_DEVICES to one GPU per worker, by worker number).
+- Marker ``gpu``: skipped where CUDA is unavailable, so CPU CI stays green.
+- A terminal summary table of every campaign run in the session (xdist workers
+  included: each writes its part under the output directory).
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+_RESULTS_KEY = pytest.StashKey[list]()
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("difftest")
+    g.addoption("--difftest-profile", default=os.environ.get("DIFFTEST_PROFILE", "ci"),
+                help="campaign profile for difftest_campaign (quick, ci, nightly, gpu)")
+    g.addoption("--difftest-out", default="difftest-out", help="directory for reports and reproducers")
+    g.addoption("--difftest-gpu-per-worker", action="store_true",
+                help="with pytest-xdist, give each worker one GPU (CUDA_VISIBLE_DEVICES by worker number)")
+
+
+def _gpu_ids() -> list[str]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env:
+        return [x for x in env.split(",") if x.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+
+
+def worker_gpu(worker_id: str, gpus: list[str]) -> str | None:
+    """gw0 -> gpus[0], gw1 -> gpus[1], ... (wrapping); None outside xdist or without GPUs."""
+    if not worker_id.startswith("gw") or not gpus:
+        return None
+    return gpus[int(worker_id[2:]) % len(gpus)]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
+    config.addinivalue_line("markers", "slow: long-running (excluded from the default CI run)")
+    config.stash[_RESULTS_KEY] = []
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if config.getoption("--difftest-gpu-per-worker") and worker:
+        gpu = worker_gpu(worker, _gpu_ids())  # before anything initialises CUDA
+        if gpu is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (marker gpu)")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def difftest_campaign(request):
+    """Run a campaign; fail the test with the shrunk case when the kernel fails."""
+    from .campaign import run_campaign
+
+    config = request.config
+    out = Path(config.getoption("--difftest-out"))
+
+    def run(kernel, *, expect_failure: bool = False, **kw):
+        kw.setdefault("profile", config.getoption("--difftest-profile"))
+        kw.setdefault("out_dir", out)
+        res = run_campaign(kernel, **kw)
+        config.stash[_RESULTS_KEY].append(res)
+        if res.status == "unavailable":
+            pytest.skip(f"kernel {res.kernel} unavailable: {res.reason}")
+        if res.failed and not expect_failure:
+            pytest.fail(f"{res.failure.render()}\nfirst failure after {res.examples_to_fail} examples; "
+                        f"reproducer: {res.reproducer['py']}", pytrace=False)
+        return res
+
+    return run
+
+
+def _part_path(config, worker):
+    return Path(config.getoption("--difftest-out")) / f"pytest-summary-{worker}.json"
+
+
+def pytest_sessionfinish(session):
+    results = session.config.stash.get(_RESULTS_KEY, [])
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and results:
+        from .reports import campaign_record
+
+        path = _part_path(session.config, worker)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        recs = [{k: v for k, v in campaign_record(r).items() if k != "cases"} for r in results]
+        path.write_text(json.dumps(recs, default=str))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    results = config.stash.get(_RESULTS_KEY, [])
+    rows = [(r.kernel, r.profile, len(r.cases), r.status, r.examples_to_fail) for r in results]
+    out = Path(config.getoption("--difftest-out"))
+    if not os.environ.get("PYTEST_XDIST_WORKER") and out.exists():
+        for part in sorted(out.glob("pytest-summary-gw*.json")):
+            for rec in json.loads(part.read_text()):
+                rows.append((rec["kernel"], rec["profile"], rec["examples"], rec["status"], rec["examples_to_fail"]))
+            part.unlink()
+    if not rows:
+        return
+    terminalreporter.section("difftest campaigns")
+    for kernel, profile, n, status, to_fail in rows:
+        extra = f", failed after {to_fail} examples" if to_fail else ""
+        terminalreporter.write_line(f"{kernel} [{profile}]: {status}, {n} cases{extra}")

@@ -1,0 +1,127 @@
+"""Small adapters used by the engine's own tests: a correct one (the float32
+reference), and deliberately broken ones. Importable by 'module:attr' spec so the
+isolation worker and written reproducers can rebuild them."""
+
+import os
+import signal
+import time
+
+import torch
+
+from difftest import Capability, KernelAdapter
+from oracles.reference import reference
+
+SMALL = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2)
+
+
+class RefKernel(KernelAdapter):
+    """The float32 reference as a kernel: passes every gate."""
+
+    name = "test-ref32"
+    spec = "tests.kernels_for_tests:RefKernel"
+    capability = SMALL
+
+    def corrupt(self, inputs, out):
+        return out
+
+    def forward(self, inputs, out=None):
+        return reference(inputs, "float32"), None
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        p = inputs.problem
+        dt = inputs.q.dtype
+        res = fwd.clone()
+        for n in ("o", "dq", "dk", "dv"):
+            setattr(res, n, getattr(res, n).to(dt))
+        return self.corrupt(inputs, res)
+
+
+class WrongDkForLongGqa(RefKernel):
+    """dK wrong only when seqlen_k > 32 and the GQA group > 1 (shrinks to sk=33, group 2)."""
+
+    name = "test-dk-long-gqa"
+    spec = "tests.kernels_for_tests:WrongDkForLongGqa"
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.max_seqlen_k > 32 and p.group > 1:
+            out.dk = out.dk * 1.05
+        return out
+
+
+class CrashOnLongQ(RefKernel):
+    """Kills its own process (like a segfault) when seqlen_q > 20."""
+
+    name = "test-crash"
+    spec = "tests.kernels_for_tests:CrashOnLongQ"
+
+    def corrupt(self, inputs, out):
+        if inputs.problem.max_seqlen_q > 20:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return out
+
+
+class HangOnGqa(RefKernel):
+    """Never returns when heads_q != heads_kv."""
+
+    name = "test-hang"
+    spec = "tests.kernels_for_tests:HangOnGqa"
+
+    def corrupt(self, inputs, out):
+        if inputs.problem.group > 1:
+            time.sleep(3600)
+        return out
+
+
+class RaisesOnCausal(RefKernel):
+    name = "test-raises"
+    spec = "tests.kernels_for_tests:RaisesOnCausal"
+
+    def corrupt(self, inputs, out):
+        if inputs.problem.causal:
+            raise RuntimeError("illegal memory access (simulated)")
+        return out
+
+
+class PoisonAware(RefKernel):
+    """Writes into the given buffers but leaves the last head of dK unwritten."""
+
+    name = "test-unwritten"
+    spec = "tests.kernels_for_tests:PoisonAware"
+    capability = Capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2,
+                            poison=True)
+    skip_last_head = True
+
+    def corrupt(self, inputs, out):
+        return out
+
+    def run(self, inputs, out=None):
+        res = RefKernel.run(self, inputs)
+        if out is None:
+            return res
+        for n, t in res.items():
+            dst = out.get(n)
+            if n == "dk" and self.skip_last_head:
+                dst[:, :-1] = t[:, :-1]
+            else:
+                dst.copy_(t)
+        return out
+
+
+class PoisonAwareCorrect(PoisonAware):
+    name = "test-written"
+    spec = "tests.kernels_for_tests:PoisonAwareCorrect"
+    skip_last_head = False
+
+
+class Flaky(RefKernel):
+    """Claims determinism but adds run-to-run noise to dQ (an atomics-order bug)."""
+
+    name = "test-nondeterministic"
+    spec = "tests.kernels_for_tests:Flaky"
+    capability = Capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2,
+                            deterministic=True)
+
+    def corrupt(self, inputs, out):
+        out.dq = out.dq + torch.randn_like(out.dq) * 1e-7 * out.dq.abs()
+        return out

@@ -1,0 +1,196 @@
+"""Each gate passes a correct result and FAILS a deliberately wrong one."""
+
+import math
+
+import pytest
+import torch
+
+from difftest import Problem, make_inputs
+from difftest.determinism import determinism_verdicts
+from difftest.gates import GateConfig, Standard, check_outputs, check_second_reference, locate
+from difftest.outputs import Outputs, is_poison
+from oracles.reference import reference
+
+
+def _case(**kw):
+    p = Problem(**{"batch": 2, "seqlen_q": 24, "seqlen_k": 40, "heads_q": 4, "heads_kv": 2, "head_dim_qk": 16,
+                   "head_dim_v": 16, "dtype": "float16", "seed": 3, **kw}).validate()
+    x = make_inputs(p)
+    return p, x, reference(x, "float64"), reference(x, "same"), reference(x, "float32")
+
+
+def _failed(verdicts):
+    return sorted({v.label for v in verdicts if not v.passed})
+
+
+def test_correct_result_passes_every_gate():
+    p, x, truth, ref, good = _case(causal=True, sinks=True)
+    vs = check_outputs(p, good, truth, ref)
+    assert _failed(vs) == []
+    assert {v.output for v in vs} == {"o", "lse", "dq", "dk", "dv", "dsink"}
+    for v in vs:
+        if v.gate == "budget":
+            assert 0 <= v.numbers["ratio"] <= 1 and v.numbers["ref_err"] > 0
+
+
+def test_wrong_softmax_scale_fails_budget():
+    p, x, truth, ref, _ = _case()
+    wrong = reference(make_inputs(p.replace(softmax_scale=p.scale * 1.05)), "float32")
+    failed = _failed(check_outputs(p, wrong, truth, ref))
+    assert "o:budget" in failed and "lse:budget" in failed and "dq:budget" in failed
+
+
+def test_one_zeroed_block_fails_and_is_located():
+    p, x, truth, ref, good = _case()
+    bad = good.clone()
+    # zero key block 16..31 of the second sequence, kv head 1
+    bad.dk[40 + 16:40 + 32, 1] = 0
+    vs = check_outputs(p, bad, truth, ref)
+    assert _failed(vs) == ["dk:budget"]
+    v = next(v for v in vs if v.label == "dk:budget")
+    assert v.worst["seq"] == 1 and 16 <= v.worst["token"] < 32 and v.worst["head"] == 1
+    assert v.worst["got"] == 0.0 and v.numbers["ratio"] > 10
+    assert "dk: budget FAILED" in v.message and "seq=1" in v.message
+
+
+def test_nan_fails_nonfinite_gate():
+    p, x, truth, ref, good = _case()
+    bad = good.clone()
+    bad.dv[5, 0, 3] = float("nan")
+    vs = check_outputs(p, bad, truth, ref)
+    assert "dv:nonfinite" in _failed(vs)
+    v = next(v for v in vs if v.label == "dv:nonfinite")
+    assert v.numbers["mismatched"] == 1 and v.worst["token"] == 5 and v.worst["dim"] == 3
+
+
+def test_nonfinite_gate_accepts_matching_infinities():
+    # every query row sees nothing: LSE = -inf in the truth; a kernel giving -inf matches, +inf does not
+    p, x, truth, ref, good = _case(causal=True, align="bottom_right", seqlen_q=40, seqlen_k=24)
+    assert torch.isinf(truth.lse).any()
+    assert "lse:nonfinite" not in _failed(check_outputs(p, good, truth, ref))
+    bad = good.clone()
+    bad.lse = torch.where(torch.isinf(bad.lse), torch.full_like(bad.lse, float("inf")), bad.lse)
+    assert "lse:nonfinite" in _failed(check_outputs(p, bad, truth, ref))
+
+
+def test_unwritten_region_fails_poison_gate():
+    p, x, truth, ref, good = _case()
+    buf = Outputs.poisoned(p, torch.float16)
+    for n, t in good.items():
+        buf.get(n).copy_(t)
+    assert _failed(check_outputs(p, buf, truth, ref, poisoned=True)) == []
+    buf2 = Outputs.poisoned(p, torch.float16)
+    for n, t in good.items():
+        if n == "dq":
+            buf2.dq[:30] = t[:30]  # rows 30.. never written
+        else:
+            buf2.get(n).copy_(t)
+    vs = check_outputs(p, buf2, truth, ref, poisoned=True)
+    assert "dq:poison" in _failed(vs)
+    v = next(v for v in vs if v.label == "dq:poison")
+    assert v.numbers["unwritten"] == (48 - 30) * 4 * 16
+    assert v.worst["seq"] == 1 and v.worst["token"] == 6
+
+
+def test_computed_nan_is_not_mistaken_for_poison():
+    t = Outputs.poisoned(Problem().validate(), torch.float32).dq
+    assert is_poison(t).all()
+    assert not is_poison(torch.zeros(3) / torch.zeros(3)).any()
+
+
+def test_flipped_dsink_sign_fails():
+    p, x, truth, ref, good = _case(sinks=True, sink_center=1.0)
+    bad = good.clone()
+    bad.dsink = -bad.dsink
+    assert _failed(check_outputs(p, bad, truth, ref)) == ["dsink:budget"]
+
+
+def test_missing_declared_output_fails():
+    p, x, truth, ref, good = _case(sinks=True)
+    bad = good.clone()
+    bad.dsink = None
+    vs = check_outputs(p, bad, truth, ref, expected=("o", "lse", "dq", "dk", "dv", "dsink"))
+    assert "dsink:missing" in _failed(vs)
+
+
+def test_wrong_shape_fails():
+    p, x, truth, ref, good = _case()
+    bad = good.clone()
+    bad.dq = bad.dq[:, :, :8]
+    assert "dq:shape" in _failed(check_outputs(p, bad, truth, ref))
+
+
+def test_pad_tail_rows_are_not_compared():
+    p, x, truth, ref, good = _case(seqlen_q=(5, 0), seqlen_k=(7, 3), pad_tail=4)
+    bad = good.clone()
+    bad.dq[-4:] = 1e4  # garbage in the unused tail only
+    assert _failed(check_outputs(p, bad, truth, ref)) == []
+
+
+def test_elementwise_standard_pass_and_fail():
+    p, x, truth, ref, good = _case()
+    cfg = GateConfig(standards={"dq": Standard(atol=1e-2, rtol=1e-2)})
+    assert _failed(check_outputs(p, good, truth, ref, cfg)) == []
+    bad = good.clone()
+    bad.dq[0, 0, 0] += 0.5
+    vs = check_outputs(p, bad, truth, ref, cfg)
+    assert "dq:elementwise" in _failed(vs)
+    v = next(v for v in vs if v.label == "dq:elementwise")
+    assert v.numbers["within_ratio"] < 1.0 and v.worst["token"] == 0 and v.worst["dim"] == 0
+    # the same single outlier is accepted when the standard allows a small share of misses
+    lenient = GateConfig(standards={"dq": Standard.parse("atol=1e-2,rtol=1e-2,ratio=0.999")})
+    assert "dq:elementwise" not in _failed(check_outputs(p, bad, truth, ref, lenient))
+    capped = GateConfig(standards={"dq": Standard.parse("atol=1e-2,rtol=1e-2,ratio=0.999,max_abs=0.1")})
+    assert "dq:elementwise" in _failed(check_outputs(p, bad, truth, ref, capped))
+
+
+def test_standard_parse_rejects_unknown_keys():
+    with pytest.raises(ValueError, match="allowed keys"):
+        Standard.parse("atol=1,foo=2")
+    with pytest.raises(ValueError, match="required_ratio"):
+        Standard(required_ratio=2.0)
+    with pytest.raises(ValueError, match="allowed outputs"):
+        GateConfig(k={"dx": 2.0})
+
+
+def test_budget_k_is_configurable_and_ratio_reported():
+    p, x, truth, ref, good = _case()
+    bad = good.clone()
+    bad.dv = bad.dv + 3e-2
+    vs = check_outputs(p, bad, truth, ref)
+    v = next(v for v in vs if v.label == "dv:budget")
+    assert not v.passed
+    assert v.numbers["ratio"] > 1 and v.numbers["k_needed"] > 3
+    loose = GateConfig(k={**GateConfig().k, "dv": v.numbers["k_needed"] * 1.01})
+    assert "dv:budget" not in _failed(check_outputs(p, bad, truth, ref, loose))
+
+
+def test_determinism_gate():
+    p, x, truth, ref, good = _case()
+    same = [good.clone() for _ in range(3)]
+    assert all(v.passed for v in determinism_verdicts(p, same))
+    noisy = [good.clone() for _ in range(3)]
+    noisy[2].dq[3, 1, 2] += 1e-3
+    vs = determinism_verdicts(p, noisy)
+    bad = [v for v in vs if not v.passed]
+    assert [v.output for v in bad] == ["dq"] and bad[0].numbers["differing"] == 1
+    assert bad[0].numbers["max_diff"] > 0
+
+
+def test_second_reference_gate():
+    p, x, truth, ref, good = _case()
+    second = reference(x, "same")  # a production-class kernel's error level
+    assert all(v.passed for v in check_second_reference(p, good, truth, second, GateConfig(), "fa3"))
+    bad = good.clone()
+    bad.dq = bad.dq * 1.1
+    vs = check_second_reference(p, bad, truth, second, GateConfig(), "fa3")
+    assert [v.output for v in vs if not v.passed] == ["dq"]
+    assert "vs fa3" in next(v for v in vs if v.output == "dq").message
+
+
+def test_locate_maps_packed_rows_to_sequences():
+    p = Problem(batch=3, seqlen_q=(4, 0, 5), seqlen_k=(2, 3, 1), heads_q=2, head_dim_qk=8, head_dim_v=8).validate()
+    shape = (9, 2, 8)
+    flat = (6 * 2 + 1) * 8 + 7  # row 6 -> sequence 2, token 2
+    assert locate(p, "dq", flat, shape) == {"seq": 2, "token": 2, "head": 1, "dim": 7}
+    assert locate(p, "dk", 3 * 16, (6, 2, 8))["seq"] == 1
