@@ -1,20 +1,109 @@
-"""PLACEHOLDER strategy (to be replaced by the strategies work, keeping the signature)."""
+"""``problems(capability, profile)``: one Hypothesis strategy over every attention Problem
+a kernel declares it supports.
+
+Composed from the strategies in shapes.py, masks.py, values.py and compile.py, drawn in
+shrink-priority order so a failure shrinks to: fewer batches, fewer heads, shorter
+sequences, no mask, standard-normal values, smaller head dims (then float32, seed 0).
+Every Problem is legal by construction (no ``.filter``) and inside the capability.
+
+Knobs (keyword arguments):
+  budget, max_batch, max_varlen_batch, max_heads, max_seqlen, max_head_dim, max_pad_tail
+      override the profile's size bounds (the capability's own limits still bind);
+      ``budget`` bounds Problem.size(), the cost of the CPU reference.
+  new_compile_p   probability that a draw opens a new compile configuration when the
+                  capability declares ``compile_key`` (default 0.1; 1.0 = always new).
+  warm_configs    how many compile configurations count as already compiled (default 4).
+"""
 
 from hypothesis import strategies as st
 
 from difftest.capability import Capability
 from difftest.problem import Problem
 
+from .compile import compile_pins, warm_problems
+from .masks import masks
+from .profiles import get_profile
+from .shapes import dense_seqlens, head_counts, head_dims, seqlen_cap, varlen_seqlens
+from .values import clamp_scale, dtypes, sink_settings, softmax_scales, value_settings
+
+SEED_MAX = 2**32 - 1
+
+
+def problems(capability: Capability, profile="ci", *, new_compile_p: float = 0.1, warm_configs: int = 4,
+             **size_knobs) -> st.SearchStrategy[Problem]:
+    """A strategy of valid Problems inside ``capability``, sized by ``profile``
+    ("quick", "ci", "nightly", "gpu"); see the module docstring for the knobs."""
+    if not isinstance(capability, Capability):
+        raise TypeError(f"capability must be a difftest Capability, got {type(capability).__name__}")
+    prof = get_profile(profile).with_knobs(**size_knobs)
+    if not isinstance(new_compile_p, (int, float)) or not 0.0 <= new_compile_p <= 1.0:
+        raise ValueError(f"new_compile_p={new_compile_p!r} is invalid: allowed a probability in [0, 1]")
+    if not isinstance(warm_configs, int) or warm_configs < 1:
+        raise ValueError(f"warm_configs={warm_configs!r} is invalid: allowed an int >= 1")
+    warm = warm_problems(capability, prof, warm_configs) if capability.compile_key else []
+    return _problems(capability, prof, warm, float(new_compile_p))
+
 
 @st.composite
-def problems(draw, capability: Capability, profile: str = "ci"):
-    c = capability
-    hkv = draw(st.integers(1, 2))
-    g = draw(st.integers(1, 2)) if c.gqa else 1
-    d = draw(st.sampled_from(c.head_dims_qk))
-    sq = draw(st.integers(1, min(c.max_seqlen, 80)))
-    sk = draw(st.integers(1, min(c.max_seqlen, 80))) if c.seqlen_q_ne_k else sq
-    return Problem(batch=draw(st.integers(1, 2)), seqlen_q=sq, seqlen_k=sk, heads_q=hkv * g, heads_kv=hkv,
-                   head_dim_qk=d, head_dim_v=d if c.equal_head_dims else draw(st.sampled_from(c.v_dims)),
-                   dtype=draw(st.sampled_from(c.dtypes)), causal=c.causal and draw(st.booleans()),
-                   seed=draw(st.integers(0, 2**32))).validate()
+def _problems(draw, c: Capability, prof, warm, new_compile_p):
+    pin = draw(compile_pins(c, warm, new_compile_p))
+    f = {}
+
+    # 1. layout and heads (fewer batches, fewer heads first)
+    layout_pinned = "batch" in pin
+    if layout_pinned:
+        varlen = isinstance(pin["seqlen_q"], tuple)
+        f["batch"] = pin["batch"]
+    else:
+        varlen = c.varlen and draw(st.booleans())
+        max_b = prof.max_varlen_batch if varlen else prof.max_batch
+        f["batch"] = draw(st.integers(1, max(1, min(c.max_batch, max_b))))
+    if "heads_q" in pin:
+        f["heads_q"], f["heads_kv"] = pin["heads_q"], pin["heads_kv"]
+    else:
+        f["heads_q"], f["heads_kv"] = draw(head_counts(c, prof.max_heads))
+
+    # 2. sequence lengths (shorter first), biased to the kernel's tile edges
+    if layout_pinned:
+        f.update(seqlen_q=pin["seqlen_q"], seqlen_k=pin["seqlen_k"], pad_tail=pin["pad_tail"])
+    else:
+        cap_len = seqlen_cap(c, prof, f["batch"], f["heads_q"])
+        if varlen:
+            f["seqlen_q"], f["seqlen_k"] = draw(varlen_seqlens(c, f["batch"], cap_len))
+            f["pad_tail"] = draw(st.integers(1, prof.max_pad_tail)) if c.pad_tail and draw(st.booleans()) else 0
+        else:
+            f["seqlen_q"], f["seqlen_k"] = draw(dense_seqlens(c, cap_len))
+            f["pad_tail"] = 0
+    seqs_q = f["seqlen_q"] if isinstance(f["seqlen_q"], tuple) else (f["seqlen_q"],)
+    seqs_k = f["seqlen_k"] if isinstance(f["seqlen_k"], tuple) else (f["seqlen_k"],)
+
+    # 3. mask (none first)
+    if "causal" in pin:
+        f.update({k: pin[k] for k in ("causal", "align", "window_left", "window_right")})
+    else:
+        f.update(draw(masks(c, max(seqs_q + seqs_k))))
+
+    # 4. sinks, dtype and values (standard normal first), softmax scale
+    if "sinks" in pin:
+        f["sinks"], f["sink_center"] = pin["sinks"], pin["sink_center"]
+    else:
+        f["sinks"], f["sink_center"] = draw(sink_settings(c))
+    f["dtype"] = pin["dtype"] if "dtype" in pin else draw(dtypes(c))
+    if "values" in pin:
+        f["values"] = pin["values"]
+        f["value_scale"] = clamp_scale(pin["values"], pin["value_scale"], f["dtype"])
+    else:
+        f["values"], f["value_scale"] = draw(value_settings(c, f["dtype"]))
+    f["softmax_scale"] = pin["softmax_scale"] if "softmax_scale" in pin else draw(softmax_scales(c))
+
+    # 5. head dims (smaller first), bounded by what the budget leaves
+    if "head_dim_qk" in pin:
+        f["head_dim_qk"], f["head_dim_v"] = pin["head_dim_qk"], pin["head_dim_v"]
+    else:
+        per_batch = 1 if isinstance(f["seqlen_q"], tuple) else f["batch"]
+        scores = per_batch * sum(a * b for a, b in zip(seqs_q, seqs_k))
+        max_dim = min(prof.max_head_dim, prof.budget // max(1, scores * f["heads_q"]))
+        f["head_dim_qk"], f["head_dim_v"] = draw(head_dims(c, max_dim))
+
+    f["seed"] = pin["seed"] if "seed" in pin else draw(st.integers(0, SEED_MAX))
+    return Problem(**f).validate()

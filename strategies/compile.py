@@ -1,0 +1,74 @@
+"""Compile-aware drawing: reuse JIT-compiled configurations most of the time.
+
+A capability may name ``compile_key`` fields (Problem fields whose change forces a new
+JIT compile). ``problems()`` then draws each Problem either in a *warm* configuration
+(its compile-key fields, and the fields they depend on, copied from one of the first
+``warm_configs`` distinct configurations of ``edge_problems``, which every campaign
+compiles first anyway) or, with probability ``new_compile_p``, in a freshly drawn one.
+
+The choice is a plain Hypothesis draw, not state kept between examples, so a failing
+example replays and shrinks exactly (shrinking moves toward warm configuration 0). The
+draw is an integer in 0..999 and "new" is a band in its middle, away from the bounds
+that Hypothesis over-samples, so the measured rate follows ``new_compile_p``.
+"""
+
+from collections import Counter
+
+from hypothesis import strategies as st
+
+from difftest.capability import Capability
+from difftest.problem import Problem
+
+# Fields drawn together: pinning one pins the rest so the Problem stays legal.
+GROUPS = (
+    ("batch", "seqlen_q", "seqlen_k", "pad_tail"),
+    ("heads_q", "heads_kv"),
+    ("head_dim_qk", "head_dim_v"),
+    ("causal", "align", "window_left", "window_right"),
+    ("sinks", "sink_center"),
+    ("values", "value_scale"),
+)
+RESOLUTION = 1000
+
+
+def pinned_fields(compile_key) -> tuple[str, ...]:
+    """The compile-key fields plus every field drawn in a group with one of them."""
+    out = set(compile_key)
+    for group in GROUPS:
+        if out.intersection(group):
+            out.update(group)
+    return tuple(sorted(out))
+
+
+def warm_problems(capability: Capability, profile, count: int) -> list[Problem]:
+    """Problems with the first ``count`` distinct compile signatures of the edge corpus."""
+    from .edges import edge_problems
+
+    seen, warm = set(), []
+    for p in edge_problems(capability, profile):
+        sig = capability.compile_signature(p)
+        if sig not in seen:
+            seen.add(sig)
+            warm.append(p)
+        if len(warm) >= count:
+            break
+    return warm
+
+
+@st.composite
+def compile_pins(draw, capability: Capability, warm: list[Problem], new_compile_p: float):
+    """A dict of field -> value to impose on the Problem ({} = a new configuration).
+    ``warm`` comes from ``warm_problems`` (computed once per strategy, not per draw)."""
+    if not capability.compile_key or new_compile_p >= 1.0 or not warm:
+        return {}
+    u = draw(st.integers(0, RESOLUTION - 1))
+    if (u - RESOLUTION // 2) % RESOLUTION < round(new_compile_p * RESOLUTION):
+        return {}
+    w = draw(st.sampled_from(warm))
+    return {f: getattr(w, f) for f in pinned_fields(capability.compile_key)}
+
+
+def compile_keys(problems, capability: Capability) -> Counter:
+    """How many of ``problems`` fall in each compile configuration of ``capability``
+    (``len()`` of the result is the number of distinct compiles a campaign needs)."""
+    return Counter(capability.compile_signature(p) for p in problems)

@@ -1,0 +1,191 @@
+"""Which bug-class features a Problem exercises, and a coverage table over many draws.
+
+The features follow ../shared/notes/anchors.md (varlen, GQA/MQA, causal alignment, tails,
+sinks, value-dependent bugs). ``expected_features`` lists those a capability and profile
+make reachable, so a test can demand that a fixed budget of draws hits every one.
+"""
+
+from collections import Counter
+from math import sqrt
+
+from difftest.capability import Capability
+from difftest.problem import Problem
+
+from .profiles import get_profile
+from .shapes import SHORT
+from .values import DTYPE_ORDER, value_kinds
+
+LARGE_LOGIT = 1000.0  # far past exp()'s float32 overflow (88.7) without max subtraction
+VERY_NEGATIVE_LSE = -100.0  # below exp()'s float32 underflow (-103) in magnitude
+
+
+def logit_scale(p: Problem) -> float:
+    """Typical scaled logit of a visible pair (its standard deviation, or for
+    ``negative_lse`` its mean, which is negative)."""
+    d, sc, s = p.head_dim_qk, p.scale, p.value_scale
+    if p.values == "scaled":
+        return s * s * sqrt(d) * sc
+    if p.values == "outlier_channels":
+        n = max(1, d // 16)
+        return sqrt(max(0, d - n) + n * s**4) * sc
+    if p.values == "negative_lse":
+        return -s * s * d * sc
+    return sqrt(d) * sc
+
+
+def _len_features(prefix: str, lens, block: int) -> set[str]:
+    out = set()
+    for L in lens:
+        if L == 1:
+            out.add(f"{prefix}=1")
+        for name, v in (("block-1", block - 1), ("block", block), ("block+1", block + 1)):
+            if L == v and v >= 1:
+                out.add(f"{prefix}={name}")
+        for m in (64, 128):
+            if L >= m and L % m == 0:
+                out.add(f"{prefix}:multiple_of_{m}")
+            if L > m and L % m:
+                out.add(f"{prefix}:above_{m}_not_multiple")
+    return out
+
+
+def features(p: Problem, c: Capability) -> set[str]:
+    f = {"batch=1" if p.batch == 1 else "batch>1", f"dtype:{p.dtype}", f"values:{p.values}",
+         f"dim_qk={p.head_dim_qk}"}
+    if p.heads_q == p.heads_kv:
+        f.add("heads:MHA")
+    elif p.heads_kv == 1:
+        f.add("heads:MQA")
+    else:
+        f.add("heads:GQA")
+    if p.head_dim_qk != p.head_dim_v:
+        f.add("dims:qk!=v")
+    if p.head_dim_qk % 16 or p.head_dim_v % 16:
+        f.add("dims:not_multiple_of_16")
+    f |= _len_features("sq", p.seqlens_q, c.block_m)
+    f |= _len_features("sk", p.seqlens_k, c.block_n)
+    pairs = list(zip(p.seqlens_q, p.seqlens_k))
+    if any(a > b for a, b in pairs):
+        f.add("sq>sk")
+    if any(a < b for a, b in pairs):
+        f.add("sq<sk")
+    if p.varlen:
+        f.add("varlen")
+        if 0 in p.seqlens_q:
+            f.add("varlen:empty_q")
+        if 0 in p.seqlens_k:
+            f.add("varlen:empty_k")
+        if p.batch == 1:
+            f.add("varlen:single")
+        if p.batch >= 4 and max(p.max_seqlen_q, p.max_seqlen_k) <= SHORT:
+            f.add("varlen:many_short")
+        tile = max(c.block_m, c.block_n)
+        longs = [i for i, (a, b) in enumerate(pairs) if max(a, b) >= min(tile, c.max_seqlen)]
+        if p.batch >= 2 and len(longs) == 1 and all(
+                max(a, b) <= SHORT for i, (a, b) in enumerate(pairs) if i != longs[0]):
+            f.add("varlen:one_long")
+        if p.pad_tail:
+            f.add("varlen:pad_tail")
+    wl, wr = p.window_left, p.window_right
+    if not p.masked:
+        f.add("mask:none")
+    if p.causal:
+        f.add(f"causal:{p.align}")
+    if wl is not None or wr is not None:
+        f.add({(True, False): "window:left_only", (False, True): "window:right_only",
+               (True, True): "window:both"}[(wl is not None, wr is not None)])
+        if 0 in (wl, wr):
+            f.add("window:zero")
+        if any(w is not None and w > p.max_seqlen_k for w in (wl, wr)):
+            f.add("window:wider_than_seq")
+        if p.causal:
+            f.add("window+causal")
+    if p.masked or any(b == 0 for a, b in pairs if a):
+        if any(p.key_range(i, a, b)[0] >= p.key_range(i, a, b)[1] for a, b in pairs for i in range(a)):
+            f.add("fully_masked_row")
+    if p.sinks:
+        f.add("sinks")
+        if p.sink_center >= 20:
+            f.add("sink:far_above")
+        if p.sink_center <= -20:
+            f.add("sink:far_below")
+    ls = logit_scale(p)
+    if ls >= LARGE_LOGIT:
+        f.add("logits:large")
+    if ls <= VERY_NEGATIVE_LSE:
+        f.add("lse:very_negative")
+    if p.softmax_scale is not None:
+        f.add("softmax_scale:custom")
+    return f
+
+
+def expected_features(c: Capability, profile="ci") -> set[str]:
+    """Features that draws inside ``c`` under ``profile`` can reach."""
+    prof = get_profile(profile)
+    S = min(c.max_seqlen, prof.max_seqlen)
+    H = min(c.max_heads, prof.max_heads)
+    e = {"batch=1", "heads:MHA", "mask:none"}
+    e |= {f"dtype:{d}" for d in DTYPE_ORDER if d in c.dtypes}
+    e |= {f"values:{k}" for k in value_kinds(c)}
+    dims = [d for d in c.head_dims_qk if d <= prof.max_head_dim] or [min(c.head_dims_qk)]
+    e |= {f"dim_qk={d}" for d in dims}
+    if min(c.max_batch, prof.max_batch) > 1:
+        e.add("batch>1")
+    if c.gqa and H >= 2:
+        e.add("heads:MQA")
+    if c.gqa and H >= 4:
+        e.add("heads:GQA")
+    if not c.equal_head_dims and len(set(c.head_dims_qk) | set(c.v_dims)) > 1:
+        e.add("dims:qk!=v")
+    if any(d % 16 for d in dims):
+        e.add("dims:not_multiple_of_16")
+    for prefix, block in (("sq", c.block_m), ("sk", c.block_n)):
+        e |= _len_features(prefix, [x for x in (1, block - 1, block, block + 1, 64, 65, 128, 129) if 1 <= x <= S],
+                           block)
+    if c.seqlen_q_ne_k:
+        e |= {"sq>sk", "sq<sk"}
+    if c.varlen:
+        e |= {"varlen", "varlen:single"}
+        if c.empty_seqs:
+            e |= {"varlen:empty_q", "varlen:empty_k"}
+        if min(c.max_batch, prof.max_varlen_batch) >= 4:
+            e.add("varlen:many_short")
+        if min(c.max_batch, prof.max_varlen_batch) >= 2:
+            e.add("varlen:one_long")
+        if c.pad_tail:
+            e.add("varlen:pad_tail")
+    if c.causal:
+        e |= {f"causal:{a}" for a in c.aligns}
+    if c.window:
+        e |= {"window:left_only", "window:right_only", "window:both", "window:zero", "window:wider_than_seq"}
+        if c.causal:
+            e.add("window+causal")
+    if (c.causal and "bottom_right" in c.aligns and c.seqlen_q_ne_k) or c.window or (c.varlen and c.empty_seqs):
+        e.add("fully_masked_row")
+    if c.sinks:
+        e |= {"sinks", "sink:far_above", "sink:far_below"}
+    kinds = value_kinds(c)
+    if "scaled" in kinds or "outlier_channels" in kinds:
+        e.add("logits:large")
+    if "negative_lse" in kinds:
+        e.add("lse:very_negative")
+    if c.softmax_scale:
+        e.add("softmax_scale:custom")
+    return e
+
+
+def coverage_table(problems, c: Capability, profile="ci") -> str:
+    """A text table: each expected (or seen) feature, how many Problems hit it."""
+    counts = Counter()
+    n = 0
+    for p in problems:
+        n += 1
+        counts.update(features(p, c))
+    names = sorted(expected_features(c, profile) | set(counts))
+    width = max(len(x) for x in names)
+    lines = [f"{'feature':<{width}}  {'count':>6}  share", "-" * (width + 16)]
+    for name in names:
+        k = counts.get(name, 0)
+        lines.append(f"{name:<{width}}  {k:>6}  {k / max(1, n):6.1%}" + ("   MISSING" if k == 0 else ""))
+    lines.append(f"{n} problems")
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""A seeded corpus of classic corners, run before any random draw.
+
+``edge_problems(capability)`` returns small explicit Problems, each inside the capability,
+covering the corners that fixed grids in other suites are built around: tile edges,
+seqlen_q != seqlen_k both ways with each causal alignment, fully masked rows, GQA/MQA,
+head_dim_qk != head_dim_v, every dtype, empty and padded varlen batches, every window
+shape, sinks far above and below the logits, and every value distribution at its
+largest scale. Each corner is adapted to the capability (clamped, aligned, made dense or
+non-empty as needed) and dropped only if it still falls outside.
+"""
+
+from difftest.capability import Capability
+from difftest.problem import Problem, ProblemError
+
+from .masks import UNMASKED_ALIGN
+from .profiles import get_profile
+from .values import DTYPE_ORDER, MAX_SCALE, SCALES, SINK_CENTERS, value_kinds
+
+
+def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
+    c, prof = capability, get_profile(profile)
+    S = max(1, min(c.max_seqlen, prof.max_seqlen))
+    H = max(1, min(c.max_heads, prof.max_heads))
+    B = max(1, min(c.max_batch, prof.max_batch))
+    VB = max(1, min(c.max_batch, prof.max_varlen_batch))
+    bm, bn = c.block_m, c.block_n
+    tile = max(bm, bn)
+    dtypes = [d for d in DTYPE_ORDER if d in c.dtypes]
+    qk_dims = sorted(c.head_dims_qk)
+    v_dims = sorted(c.v_dims)
+    d0 = qk_dims[0]
+    base = Problem(batch=1, seqlen_q=1, seqlen_k=1, heads_q=1, heads_kv=1, head_dim_qk=d0,
+                   head_dim_v=d0 if (d0 in v_dims or c.equal_head_dims) else v_dims[0], dtype=dtypes[0])
+    mid = min(S, tile + 1)
+    out = [base]
+    add = out.append
+
+    # tile edges, in queries and keys, equal and unequal lengths; 64/128 multiples +-1
+    for L in sorted({bn - 1, bn, bn + 1, 2 * bn + 1, bm - 1, bm + 1, 127, 128, 129}):
+        if 1 <= L <= S:
+            add(base.replace(seqlen_q=L, seqlen_k=L))
+    add(base.replace(seqlen_q=1, seqlen_k=min(S, bn + 1)))
+    add(base.replace(seqlen_q=min(S, bm + 1), seqlen_k=1))
+    add(base.replace(batch=B, seqlen_q=min(S, 3), seqlen_k=min(S, 5)))
+
+    # causal in both alignments, seqlen_q < seqlen_k and > (bottom-right: fully masked rows)
+    for align in c.aligns:
+        add(base.replace(causal=True, align=align, seqlen_q=min(S, 5), seqlen_k=min(S, bn + 3)))
+        add(base.replace(causal=True, align=align, seqlen_q=min(S, bm + 3), seqlen_k=min(S, 5)))
+        add(base.replace(causal=True, align=align, seqlen_q=mid, seqlen_k=mid))
+
+    # sliding windows: left only, right only, both, zero width, wider than the sequence, + causal
+    for wl, wr, causal in ((0, None, False), (None, 0, False), (3, 2, False), (S + 1, None, False),
+                           (None, S + 1, False), (0, 0, False), (4, None, True), (bn, None, True)):
+        for align in c.aligns:
+            add(base.replace(seqlen_q=mid, seqlen_k=min(S, mid + 7), window_left=wl, window_right=wr,
+                             causal=causal, align=align))
+
+    # heads: GQA and MQA (tile-crossing keys, where a wrong head mapping shows in dK/dV)
+    for hq, hkv in ((2, 1), (4, 2), (4, 1), (H, 1), (H, max(1, H // 2))):
+        if hq <= H and hq % hkv == 0:
+            add(base.replace(heads_q=hq, heads_kv=hkv, seqlen_q=min(S, 3), seqlen_k=min(S, bn + 1)))
+
+    # head dims: largest, qk != v, every dim that is not a multiple of 16
+    add(base.replace(head_dim_qk=qk_dims[-1], head_dim_v=qk_dims[-1], seqlen_q=3, seqlen_k=mid))
+    if not c.equal_head_dims:
+        for dq in reversed(qk_dims):
+            dv = [d for d in v_dims if d != dq]
+            if dv:
+                add(base.replace(head_dim_qk=dq, head_dim_v=dv[-1], seqlen_q=3, seqlen_k=mid))
+                break
+    for d in qk_dims:
+        if d % 16:
+            add(base.replace(head_dim_qk=d, head_dim_v=d if d in v_dims else base.head_dim_v,
+                             seqlen_q=3, seqlen_k=mid))
+
+    # every dtype
+    for dt in dtypes:
+        add(base.replace(dtype=dt, seqlen_q=mid, seqlen_k=mid))
+
+    # varlen: empty query and key sequences, single, many short, one long among short, padding
+    add(base.replace(batch=2, seqlen_q=(0, 3), seqlen_k=(3, 0)))
+    add(base.replace(batch=3, seqlen_q=(2, 0, 1), seqlen_k=(0, 4, 1), causal=True))
+    add(base.replace(batch=1, seqlen_q=(5,), seqlen_k=(7,)))
+    many = tuple((i * 3) % 5 for i in range(VB))
+    add(base.replace(batch=VB, seqlen_q=many, seqlen_k=tuple(reversed(many))))
+    add(base.replace(batch=3, seqlen_q=(2, min(S, tile + 1), 1), seqlen_k=(3, min(S, tile + 1), 0)))
+    add(base.replace(batch=2, seqlen_q=(3, 4), seqlen_k=(4, 3), pad_tail=5))
+
+    # sinks far above / below the row maxima, and rows that see only the sink
+    for center in SINK_CENTERS:
+        add(base.replace(sinks=True, sink_center=center, seqlen_q=3, seqlen_k=min(S, bn + 1)))
+    add(base.replace(sinks=True, sink_center=30.0, causal=True, seqlen_q=min(S, 7), seqlen_k=2))
+
+    # every value distribution at its largest scale for each dtype; a custom softmax scale
+    for dt in dtypes:
+        for kind in value_kinds(c):
+            ladder = SCALES[kind][0]
+            top = MAX_SCALE.get(dt, {}).get(kind)
+            scale = max(s for s in ladder if top is None or s <= top)
+            add(base.replace(dtype=dt, values=kind, value_scale=scale, seqlen_q=min(S, 9), seqlen_k=mid))
+    add(base.replace(softmax_scale=10.0, seqlen_q=3, seqlen_k=mid))
+
+    seen, kept = set(), []
+    for p in out:
+        p = _fit(p, c, S, H)
+        if p is None or p in seen:
+            continue
+        seen.add(p)
+        kept.append(p)
+    return kept
+
+
+def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
+    """Adapt a corner to the capability; None if it cannot be made to fit."""
+    ch = {}
+    if p.varlen and not c.varlen:
+        return None
+    if p.varlen and not c.empty_seqs:
+        ch["seqlen_q"] = tuple(max(1, x) for x in p.seqlen_q)
+        ch["seqlen_k"] = tuple(max(1, x) for x in p.seqlen_k)
+    if not p.varlen:
+        ch["seqlen_q"], ch["seqlen_k"] = min(S, p.seqlen_q), min(S, p.seqlen_k)
+    p = p.replace(**ch)
+    if not c.seqlen_q_ne_k and p.seqlen_q != p.seqlen_k:
+        p = p.replace(seqlen_k=p.seqlen_q)
+    if not p.masked:
+        p = p.replace(align=UNMASKED_ALIGN)
+    elif p.align not in c.aligns:
+        p = p.replace(align=c.aligns[0])
+    if p.pad_tail and not c.pad_tail:
+        p = p.replace(pad_tail=0)
+    if p.heads_q > H:
+        return None
+    try:
+        p.validate()
+    except ProblemError:
+        return None
+    return p if c.covers(p) else None

@@ -1,0 +1,86 @@
+"""Value strategies: dtype, input value distribution and its scale, sinks, softmax scale.
+
+Value distributions are Problem.values / value_scale (see difftest/inputs.py). Each kind
+has a ladder of scales, mildest first, bounded per dtype so inputs stay representable
+while logits reach the dtype's safe range. Everything shrinks toward float32 (when
+allowed), standard-normal values, no sinks and the default softmax scale.
+"""
+
+from hypothesis import strategies as st
+
+from difftest.capability import Capability
+from difftest.problem import VALUE_KINDS
+
+DTYPE_ORDER = ("float32", "float16", "bfloat16")  # shrink order: the simplest first
+
+# (ladder of named scales, mildest first; float range drawn the other half of the time)
+SCALES = {
+    "normal": ((1.0,), None),
+    "scaled": ((2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0), (1.0, 256.0)),
+    "near_constant": ((1.0, 0.1, 0.01), (0.001, 1.0)),
+    "outlier_channels": ((4.0, 16.0, 64.0, 256.0), (2.0, 256.0)),
+    "negative_lse": ((1.0, 2.0, 4.0, 8.0, 16.0), (1.0, 16.0)),
+    "mixed_do": ((1.0, 2.0, 3.0, 4.0, 6.0, 8.0), (0.5, 8.0)),
+}
+# largest scale per dtype: float16 inputs and their logits must stay below 65504
+MAX_SCALE = {
+    "float16": {"scaled": 64.0, "outlier_channels": 64.0, "mixed_do": 4.0},
+    "bfloat16": {},
+    "float32": {},
+}
+
+SINK_CENTERS = (0.0, 2.0, -2.0, 10.0, -10.0, 30.0, -30.0, 90.0, -90.0)  # +-90: past exp's float32 overflow
+SINK_RANGE = (-100.0, 100.0)
+SOFTMAX_SCALES = (1.0, 0.5, 2.0, 0.01, 10.0)
+
+
+def dtypes(capability: Capability) -> st.SearchStrategy[str]:
+    ordered = [d for d in DTYPE_ORDER if d in capability.dtypes]
+    return st.sampled_from(ordered)
+
+
+def value_kinds(capability: Capability) -> tuple[str, ...]:
+    return tuple(k for k in VALUE_KINDS if capability.values is None or k in capability.values)
+
+
+def clamp_scale(kind: str, scale: float, dtype: str) -> float:
+    """``scale`` lowered to the largest ``kind`` may have in ``dtype``."""
+    top = MAX_SCALE.get(dtype, {}).get(kind)
+    return scale if top is None else min(scale, top)
+
+
+@st.composite
+def value_settings(draw, capability: Capability, dtype: str):
+    """(values, value_scale) for the Problem."""
+    kind = draw(st.sampled_from(value_kinds(capability)))
+    ladder, rng = SCALES[kind]
+    top = MAX_SCALE.get(dtype, {}).get(kind)
+    if top is not None:
+        ladder = tuple(s for s in ladder if s <= top) or ladder[:1]
+        rng = None if rng is None else (rng[0], min(rng[1], top))
+    if rng is None:
+        return kind, draw(st.sampled_from(ladder))
+    scale = draw(st.one_of(st.sampled_from(ladder),
+                           st.floats(rng[0], rng[1], allow_nan=False, allow_infinity=False)))
+    return kind, float(scale)
+
+
+@st.composite
+def sink_settings(draw, capability: Capability):
+    """(sinks, sink_center): per-head sink logits centred anywhere from far below to far
+    above the row maxima."""
+    if not capability.sinks or not draw(st.booleans()):
+        return False, 0.0
+    center = draw(st.one_of(st.sampled_from(SINK_CENTERS),
+                            st.floats(*SINK_RANGE, allow_nan=False, allow_infinity=False)))
+    return True, float(center)
+
+
+def softmax_scales(capability: Capability) -> st.SearchStrategy[float | None]:
+    """None (1/sqrt(head_dim_qk)) three draws in four, else a named or arbitrary scale."""
+    if not capability.softmax_scale:
+        return st.none()
+    custom = st.one_of(st.sampled_from(SOFTMAX_SCALES),
+                       st.floats(0.01, 10.0, allow_nan=False, allow_infinity=False))
+    # a custom scale one draw in four: 0..2 (the shrink target) keep the default
+    return st.integers(0, 3).flatmap(lambda k: custom if k == 3 else st.none())

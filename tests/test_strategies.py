@@ -1,0 +1,173 @@
+"""strategies/: every draw is legal and inside its capability, a fixed seeded budget of
+draws reaches every bug-class feature, the edge corpus stays inside the capability, and
+the budget and compile-reuse knobs do what they say."""
+
+import pytest
+from hypothesis import Phase, given, settings
+
+from difftest.capability import Capability
+from strategies import (compile_keys, coverage_table, edge_problems, expected_features, features,
+                        problems)
+from strategies.compile import warm_problems
+from strategies.shapes import edge_lengths
+
+# broad CPU kernel (like the torch blockwise one): every feature, odd head dims, qk != v
+BROAD = Capability(dtypes=("float32", "float16", "bfloat16"), head_dims_qk=(8, 16, 24, 32, 59, 64),
+                   max_batch=8, max_seqlen=256, max_heads=8, varlen=True, sinks=True, block_m=64, block_n=64)
+# SDPA-CPU-like: no sinks, causal top-left only, equal head dims
+SDPA_LIKE = Capability(dtypes=("float32", "bfloat16"), head_dims_qk=(16, 32, 64), equal_head_dims=True,
+                       aligns=("top_left",), sinks=False, block_m=32, block_n=128)
+# narrow: float16, head dim 128, causal, no varlen
+NARROW = Capability(dtypes=("float16",), head_dims_qk=(128,), varlen=False, empty_seqs=False, pad_tail=False,
+                    window=False, sinks=False, softmax_scale=False, gqa=False, max_heads=4, block_m=128,
+                    block_n=64)
+CAPS = {"broad": BROAD, "sdpa_like": SDPA_LIKE, "narrow": NARROW}
+# a JIT kernel that recompiles per dtype, head dims, causal, sinks and head counts (FA4-like)
+JIT = Capability(dtypes=("float16", "bfloat16"), head_dims_qk=(64, 96, 128), max_heads=8,
+                 compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv"))
+
+DRAWS = {"broad": 2000, "sdpa_like": 800, "narrow": 500}
+
+
+def draw_many(strategy, n: int) -> list:
+    """``n`` examples of ``strategy``, the same on every run (derandomized, no database)."""
+    out = []
+
+    @settings(max_examples=n, database=None, derandomize=True, deadline=None, phases=[Phase.generate])
+    @given(strategy)
+    def collect(p):
+        out.append(p)
+
+    collect()
+    return out
+
+
+_CACHE = {}
+
+
+def drawn(name: str) -> list:
+    if name not in _CACHE:
+        _CACHE[name] = draw_many(problems(CAPS[name], "ci"), DRAWS[name])
+    return _CACHE[name]
+
+
+@pytest.mark.parametrize("name", sorted(CAPS))
+def test_every_draw_is_valid_and_inside_the_capability(name):
+    cap, ps = CAPS[name], drawn(name)
+    assert len(ps) == DRAWS[name]
+    for p in ps:
+        assert p.validate() is p
+        assert cap.excludes(p) is None, (p.short(), cap.excludes(p))
+        assert p.batch <= 6 and p.heads_q <= 4 and max(p.max_seqlen_q, p.max_seqlen_k) <= 160  # ci bounds
+
+
+@pytest.mark.parametrize("name", sorted(CAPS))
+def test_seeded_budget_of_draws_reaches_every_feature(name):
+    cap, ps = CAPS[name], drawn(name)
+    table = coverage_table(ps, cap)
+    print(f"\ncoverage, capability {name}, {len(ps)} seeded draws\n{table}")
+    seen = set().union(*(features(p, cap) for p in ps))
+    missing = expected_features(cap) - seen
+    assert not missing, f"never drawn: {sorted(missing)}\n{table}"
+
+
+def test_expected_features_follow_the_capability():
+    broad, narrow = expected_features(BROAD), expected_features(NARROW)
+    assert {"varlen:empty_q", "heads:GQA", "sink:far_below", "window:zero", "causal:bottom_right",
+            "dims:qk!=v", "dims:not_multiple_of_16", "sk=block+1"} <= broad
+    assert not {f for f in narrow if f.startswith(("varlen", "sink", "window", "heads:G", "heads:MQ"))}
+    assert "causal:top_left" not in expected_features(SDPA_LIKE) - {"causal:top_left"}
+    assert "causal:bottom_right" not in expected_features(SDPA_LIKE)
+
+
+@pytest.mark.parametrize("profile", ["quick", "nightly", "gpu"])
+@pytest.mark.parametrize("name", sorted(CAPS))
+def test_other_profiles_stay_inside_the_capability(name, profile):
+    cap = CAPS[name]
+    for p in draw_many(problems(cap, profile, budget=2**20), 60):
+        assert cap.excludes(p) is None, (p.short(), cap.excludes(p))
+
+
+@pytest.mark.parametrize("cap", [BROAD, SDPA_LIKE, NARROW, JIT], ids=["broad", "sdpa_like", "narrow", "jit"])
+def test_edge_problems_are_inside_the_capability_and_distinct(cap):
+    edges = edge_problems(cap)
+    assert len(edges) == len(set(edges)) >= 10
+    for p in edges:
+        assert p.validate() is p
+        assert cap.excludes(p) is None, (p.short(), cap.excludes(p))
+
+
+def test_edge_corpus_covers_the_classic_corners_without_randomness():
+    seen = set().union(*(features(p, BROAD) for p in edge_problems(BROAD)))
+    corners = {"sq=block+1", "sk=block+1", "sk=block-1", "sq>sk", "sq<sk", "fully_masked_row", "heads:GQA",
+               "heads:MQA", "dims:qk!=v", "dims:not_multiple_of_16", "varlen:empty_q", "varlen:empty_k",
+               "varlen:single", "varlen:many_short", "varlen:one_long", "varlen:pad_tail", "causal:top_left",
+               "causal:bottom_right", "window:left_only", "window:right_only", "window:both", "window:zero",
+               "window:wider_than_seq", "window+causal", "sink:far_above", "sink:far_below", "logits:large",
+               "lse:very_negative", "dtype:bfloat16", "values:mixed_do", "values:near_constant"}
+    assert corners <= seen, sorted(corners - seen)
+
+
+def test_edge_lengths_follow_the_kernel_tiles():
+    e = edge_lengths(1, 160, (32, 48))
+    assert {1, 31, 32, 33, 47, 48, 49, 63, 64, 65, 95, 96, 97, 127, 128, 129, 159, 160} <= set(e)
+    assert e == sorted(e) and min(e) == 1 and max(e) == 160
+    assert 0 in edge_lengths(0, 10) and max(edge_lengths(0, 10)) == 10
+
+
+def test_budget_bounds_problem_size():
+    budget, tile = 2**16, 64
+    ps = draw_many(problems(BROAD, "ci", budget=budget), 300)
+    for p in ps:
+        # over budget only through the floor that keeps one tile + 1 reachable
+        assert p.size() <= budget or max(p.max_seqlen_q, p.max_seqlen_k) <= tile + 1, p.short()
+    default = draw_many(problems(BROAD, "ci"), 300)
+    assert sum(p.size() for p in ps) < sum(p.size() for p in default) / 2
+
+
+def test_size_knobs_override_the_profile():
+    for p in draw_many(problems(BROAD, "ci", max_seqlen=20, max_batch=1, max_varlen_batch=1, max_heads=2), 100):
+        assert p.batch == 1 and p.heads_q <= 2 and max(p.max_seqlen_q, p.max_seqlen_k) <= 65
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"profile": "huge"}, "profile"), ({"budget": 0}, "budget"), ({"max_seqlen": "64"}, "max_seqlen"),
+    ({"new_compile_p": 1.5}, "new_compile_p"), ({"warm_configs": 0}, "warm_configs"), ({"max_sq": 3}, "max_sq"),
+])
+def test_bad_knobs_raise_naming_the_knob(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        problems(BROAD, **kwargs)
+
+
+def _warm_share(ps, cap, warm_configs=4):
+    warm = {cap.compile_signature(w) for w in warm_problems(cap, "ci", warm_configs)}
+    return sum(cap.compile_signature(p) in warm for p in ps) / len(ps)
+
+
+def test_compile_aware_draws_reuse_warm_configurations():
+    n = 600
+    reuse = draw_many(problems(JIT, "ci", new_compile_p=0.1), n)
+    fresh = draw_many(problems(JIT, "ci", new_compile_p=1.0), n)
+    never = draw_many(problems(JIT, "ci", new_compile_p=0.0), n)
+    k_reuse, k_fresh, k_never = (compile_keys(x, JIT) for x in (reuse, fresh, never))
+    assert sum(k_reuse.values()) == n
+    print(f"\ndistinct compile keys over {n} draws: p=0.0 -> {len(k_never)}, p=0.1 -> {len(k_reuse)}, "
+          f"p=1.0 -> {len(k_fresh)}; warm share at p=0.1: {_warm_share(reuse, JIT):.1%}")
+    assert len(k_never) <= 4
+    assert _warm_share(never, JIT) == 1.0
+    assert 0.8 <= _warm_share(reuse, JIT) < 1.0  # most draws reuse, some open a new configuration
+    assert len(k_reuse) < len(k_fresh) / 2
+    # fields outside the compile key still vary freely in warm configurations
+    warm_sigs = {JIT.compile_signature(w) for w in warm_problems(JIT, "ci", 4)}
+    in_warm = [p for p in reuse if JIT.compile_signature(p) in warm_sigs]
+    assert len({(p.seqlen_q, p.seqlen_k) for p in in_warm}) > 20
+    assert len({p.values for p in in_warm}) > 3
+    for p in reuse + never:
+        assert JIT.excludes(p) is None
+
+
+def test_warm_configurations_come_from_the_edge_corpus():
+    warm = warm_problems(JIT, "ci", 3)
+    assert len({JIT.compile_signature(w) for w in warm}) == 3
+    assert all(w in edge_problems(JIT) for w in warm)
+    assert warm_problems(Capability(), "ci", 4) and not Capability().compile_key
