@@ -1,0 +1,336 @@
+"""The oracles are the ground truth, so they get the hardest checks:
+
+1. the float64 dense reference equals an independent naive implementation written here
+   (padded BSHD, explicit per-row masks from problem.key_range, sink as an extra softmax
+   column, GQA through an explicit head map), differentiated by torch autograd;
+2. its backward passes torch.autograd.gradcheck (finite differences) end to end;
+3. the chunked oracle equals the dense one in float64 whatever the chunk size;
+4. fully masked rows give O = 0, zero gradients and LSE = -inf;
+5. the comparison used here is not vacuous: a problem with the other alignment, a
+   flipped sink or another GQA head map is told apart.
+"""
+
+import math
+
+import pytest
+import torch
+
+from difftest.inputs import Inputs, make_inputs
+from difftest.outputs import Outputs
+from difftest.problem import Problem
+from oracles import (allowed_mask, chunk_rows, chunked_reference, reference, rows_allowed, score_elements,
+                     truth)
+
+S = dict(head_dim_qk=6, head_dim_v=5)  # small, with head_dim_v != head_dim_qk
+
+CASES = {
+    "no_mask": Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, **S),
+    "causal_top_left": Problem(batch=1, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, causal=True,
+                               align="top_left", **S),
+    "causal_top_left_sq_gt_sk": Problem(batch=1, seqlen_q=7, seqlen_k=4, causal=True, align="top_left", **S),
+    "causal_bottom_right_sq_lt_sk": Problem(batch=2, seqlen_q=4, seqlen_k=7, causal=True, **S),
+    "causal_bottom_right_sq_gt_sk": Problem(batch=1, seqlen_q=7, seqlen_k=4, heads_q=2, heads_kv=1, causal=True,
+                                            **S),
+    "window_left": Problem(seqlen_q=6, seqlen_k=6, window_left=2, **S),
+    "window_right": Problem(seqlen_q=5, seqlen_k=8, window_right=1, **S),
+    "window_both_top_left": Problem(seqlen_q=6, seqlen_k=9, window_left=1, window_right=2, align="top_left", **S),
+    "window_0_causal": Problem(seqlen_q=6, seqlen_k=6, causal=True, window_left=0, **S),
+    "window_0_0": Problem(seqlen_q=4, seqlen_k=6, window_left=0, window_right=0, **S),
+    "gqa": Problem(batch=2, seqlen_q=4, seqlen_k=5, heads_q=6, heads_kv=2, causal=True, **S),
+    "mqa": Problem(seqlen_q=5, seqlen_k=5, heads_q=4, heads_kv=1, **S),
+    "varlen_empty_q_and_k": Problem(batch=4, seqlen_q=(3, 0, 5, 2), seqlen_k=(4, 3, 0, 6), heads_q=2, heads_kv=1,
+                                    causal=True, **S),
+    "varlen_all_queries_empty": Problem(batch=2, seqlen_q=(0, 0), seqlen_k=(3, 2), pad_tail=1, **S),
+    "sinks": Problem(batch=2, seqlen_q=4, seqlen_k=6, heads_q=4, heads_kv=2, sinks=True, sink_center=0.5, **S),
+    "sinks_fully_masked_rows": Problem(seqlen_q=6, seqlen_k=3, causal=True, sinks=True, **S),
+    "sinks_varlen_empty_k": Problem(batch=2, seqlen_q=(3, 2), seqlen_k=(0, 4), heads_q=2, sinks=True,
+                                    sink_center=-1.0, window_left=1, **S),
+    "fully_masked_rows": Problem(batch=2, seqlen_q=6, seqlen_k=3, causal=True, **S),
+    "pad_tail": Problem(batch=2, seqlen_q=(3, 4), seqlen_k=(5, 2), pad_tail=3, heads_q=2, heads_kv=1,
+                        window_right=0, **S),
+    "custom_scale_large_logits": Problem(seqlen_q=5, seqlen_k=5, softmax_scale=2.0, values="scaled", value_scale=2.0,
+                                         **S),
+}
+IDS = list(CASES)
+
+
+# ------------------------------------------------------------------ independent naive oracle
+def naive(p: Problem, q, k, v, do, sink):
+    """Padded-BSHD float64 attention written from problem.py's docstring only, with
+    gradients from autograd of sum(O * dO). Returns Outputs in the packed layout."""
+    B, Hq, Hkv = p.batch, p.heads_q, p.heads_kv
+    Sq, Sk = max(p.max_seqlen_q, 1), max(p.max_seqlen_k, 1)
+    q, k, v = (t.detach().double().requires_grad_(True) for t in (q, k, v))
+    sink_l = None if sink is None else sink.detach().double().requires_grad_(True)
+    # pack -> pad
+    Q = torch.zeros(B, Sq, Hq, p.head_dim_qk, dtype=torch.float64)
+    K = torch.zeros(B, Sk, Hkv, p.head_dim_qk, dtype=torch.float64)
+    V = torch.zeros(B, Sk, Hkv, p.head_dim_v, dtype=torch.float64)
+    dO = torch.zeros(B, Sq, Hq, p.head_dim_v, dtype=torch.float64)
+    visible = torch.zeros(B, Sq, Sk, dtype=torch.bool)
+    Q, K, V = Q.clone(), K.clone(), V.clone()
+    for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
+        q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
+        Q = Q.index_put((torch.tensor([b]), torch.arange(sq)), q[q0:q0 + sq])
+        K = K.index_put((torch.tensor([b]), torch.arange(sk)), k[k0:k0 + sk])
+        V = V.index_put((torch.tensor([b]), torch.arange(sk)), v[k0:k0 + sk])
+        dO[b, :sq] = do[q0:q0 + sq].double()
+        for i in range(sq):
+            lo, hi = p.key_range(i, sq, sk)
+            visible[b, i, lo:hi] = True
+    head_map = torch.tensor([h * Hkv // Hq for h in range(Hq)])  # query head -> its key/value head
+    Kx, Vx = K[:, :, head_map], V[:, :, head_map]
+    scores = torch.einsum("bihd,bjhd->bhij", Q, Kx) * p.scale
+    scores = scores.masked_fill(~visible[:, None], -math.inf)
+    cols = [scores]
+    if sink_l is not None:
+        cols.append(sink_l.view(1, Hq, 1, 1).expand(B, Hq, Sq, 1))
+    full = torch.cat(cols, dim=-1)
+    sees = torch.isfinite(full).any(dim=-1, keepdim=True)
+    lse = torch.logsumexp(torch.where(sees, full, torch.zeros_like(full)), dim=-1, keepdim=True)
+    prob = torch.where(sees, torch.exp(full - lse), torch.zeros_like(full))[..., :Sk]
+    O = torch.einsum("bhij,bjhd->bihd", prob, Vx)
+    (O * dO).sum().backward()
+    lse_b = torch.where(sees, lse, torch.full_like(lse, -math.inf)).squeeze(-1).transpose(1, 2)  # [B,Sq,Hq]
+    o = torch.zeros(p.total_q, Hq, p.head_dim_v, dtype=torch.float64)
+    lse_p = torch.full((p.total_q, Hq), -math.inf, dtype=torch.float64)
+    for b, sq in enumerate(p.seqlens_q):
+        q0 = p.cu_seqlens_q[b]
+        o[q0:q0 + sq] = O[b, :sq].detach()
+        lse_p[q0:q0 + sq] = lse_b[b, :sq].detach()
+    return Outputs(o=o, lse=lse_p, dq=q.grad, dk=k.grad, dv=v.grad,
+                   dsink=None if sink_l is None else sink_l.grad)
+
+
+def max_err(a: Outputs, b: Outputs) -> dict:
+    """Largest |a - b| per output; -inf/-inf (empty LSE rows) count as equal, a
+    mismatch of infinities counts as inf."""
+    errs = {}
+    for n, ta in a.items():
+        tb = b.get(n)
+        assert tb is not None, f"{n} missing"
+        assert ta.shape == tb.shape, (n, ta.shape, tb.shape)
+        ta, tb = ta.double(), tb.double()
+        same_inf = torch.isinf(ta) & torch.isinf(tb) & (torch.sign(ta) == torch.sign(tb))
+        d = torch.where(same_inf, torch.zeros_like(ta), (ta - tb).abs())
+        errs[n] = d.max().item() if d.numel() else 0.0
+    return errs
+
+
+def _naive_of(x: Inputs) -> Outputs:
+    return naive(x.problem, x.q.double(), x.k.double(), x.v.double(), x.do.double(),
+                 None if x.sink is None else x.sink.double())
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_reference_equals_independent_naive(name):
+    x = make_inputs(CASES[name])
+    ref = reference(x, "float64")
+    nv = _naive_of(x)
+    errs = max_err(nv, ref)
+    assert set(errs) == set(Outputs.shapes(x.problem))
+    # lse and dsink are float32 in Outputs; everything else float64
+    assert errs.pop("lse") < 1e-5, errs
+    if "dsink" in errs:
+        assert errs.pop("dsink") < 1e-6 * max(1.0, ref.dsink.abs().max().item()), errs
+    assert max(errs.values()) < 1e-12, errs
+
+
+def _with(x: Inputs, **t) -> Inputs:
+    kw = {n: getattr(x, n) for n in Inputs.TENSORS}
+    kw.update(t)
+    return Inputs(problem=x.problem, **kw)
+
+
+class _RefAttention(torch.autograd.Function):
+    """O = reference(q, k, v, sink).o whose backward is the reference's own backward
+    (run with dO = the incoming gradient), so gradcheck checks dq/dk/dv/dsink against
+    finite differences of the reference's forward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, sink, x):
+        ctx.saved = (q.detach(), k.detach(), v.detach(), None if sink is None else sink.detach(), x)
+        with torch.enable_grad():  # the reference runs autograd inside; Function bodies run without grad
+            return reference(_with(x, q=q.detach(), k=k.detach(), v=v.detach(),
+                                   sink=None if sink is None else sink.detach()), "float64").o
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, sink, x = ctx.saved
+        with torch.enable_grad():
+            r = reference(_with(x, q=q, k=k, v=v, do=g, sink=sink), "float64")
+        return r.dq, r.dk, r.dv, (None if sink is None else r.dsink.double()), None
+
+
+GRADCHECK = [n for n in IDS if n not in ("no_mask", "custom_scale_large_logits")]
+
+
+@pytest.mark.parametrize("name", GRADCHECK)
+def test_reference_backward_passes_gradcheck(name):
+    p = CASES[name]
+    x = make_inputs(p).upcast(torch.float64)
+    if p.sinks:
+        # the reference returns dsink as float32: keep dsink checks apart (below)
+        x = _with(x, sink=x.sink.double())
+    q, k, v = (getattr(x, n).clone().requires_grad_(True) for n in ("q", "k", "v"))
+    assert torch.autograd.gradcheck(lambda q_, k_, v_: _RefAttention.apply(q_, k_, v_, x.sink, x), (q, k, v),
+                                    eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", [n for n in IDS if CASES[n].sinks])
+def test_dsink_matches_finite_differences(name):
+    """dL/dsink_h for L = sum(O * dO), by central differences on the reference's O."""
+    x = make_inputs(CASES[name]).upcast(torch.float64)
+    ref = reference(x, "float64")
+    eps = 1e-5
+    for h in range(x.problem.heads_q):
+        lo, hi = x.sink.clone(), x.sink.clone()
+        lo[h] -= eps
+        hi[h] += eps
+        lo_l = (reference(_with(x, sink=lo), "float64").o * x.do).sum().item()
+        hi_l = (reference(_with(x, sink=hi), "float64").o * x.do).sum().item()
+        fd = (hi_l - lo_l) / (2 * eps)
+        assert abs(ref.dsink[h].item() - fd) < 1e-5 * max(1.0, abs(fd)), (h, ref.dsink[h].item(), fd)
+
+
+def test_dsink_formula_sign_and_reduction():
+    """dSink_h = -sum_i P_sink_i * Delta_i, computed independently from O and LSE."""
+    x = make_inputs(CASES["sinks"])
+    r = reference(x, "float64")
+    delta = (x.do.double() * r.o).sum(-1)  # [T, H]
+    p_sink = torch.exp(x.sink.double()[None, :] - r.lse.double())
+    assert torch.allclose(r.dsink.double(), -(p_sink * delta).sum(0), atol=1e-5, rtol=1e-5)
+    assert r.dsink.abs().max().item() > 1e-3  # not trivially zero
+
+
+# ------------------------------------------------------------------ chunked == dense
+@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("chunk", [1, 3, None])
+def test_chunked_equals_dense_float64(name, chunk):
+    x = make_inputs(CASES[name])
+    dense = reference(x, "float64")
+    ch = chunked_reference(x, "float64", chunk=chunk)
+    errs = max_err(dense, ch)
+    assert set(errs) == set(Outputs.shapes(x.problem))
+    assert errs.pop("lse") < 1e-6, errs  # float32
+    if "dsink" in errs:
+        assert errs.pop("dsink") < 1e-6 * max(1.0, dense.dsink.abs().max().item()), errs
+    assert max(errs.values(), default=0.0) < 1e-13, errs
+    assert ch.o.dtype == torch.float64 and ch.lse.dtype == torch.float32
+
+
+def test_chunked_float32_close_to_float64():
+    x = make_inputs(CASES["gqa"].replace(seqlen_q=40, seqlen_k=50))
+    d = chunked_reference(x, "float64")
+    f = chunked_reference(x, "float32", chunk=7)
+    assert f.dq.dtype == torch.float32
+    errs = max_err(d, f)
+    assert max(errs.values()) < 1e-5, errs
+
+
+def test_chunked_many_small_chunks_long_keys():
+    """A budget far below one sequence's scores forces single-row chunks."""
+    p = Problem(batch=2, seqlen_q=(70, 33), seqlen_k=(90, 120), heads_q=4, heads_kv=2, causal=True,
+                window_left=20, sinks=True, head_dim_qk=8, head_dim_v=8, pad_tail=2)
+    x = make_inputs(p)
+    assert chunk_rows(p, 120, max_chunk_elements=100) == 1
+    assert chunk_rows(p, 120, max_chunk_elements=4 * 120 * 16) == 16
+    ch = chunked_reference(x, max_chunk_elements=4 * 120 * 5)
+    errs = max_err(reference(x), ch)
+    assert max(errs.values()) < 1e-6, errs
+
+
+def test_rows_allowed_equals_allowed_mask_slices():
+    for p in CASES.values():
+        for sq, sk in ((7, 4), (4, 7), (5, 5), (3, 0)):
+            full = allowed_mask(p, sq, sk)
+            for r0, r1 in ((0, sq), (1, min(3, sq)), (sq - 1, sq)):
+                if r0 < 0 or r1 < r0:
+                    continue
+                assert torch.equal(rows_allowed(p, r0, r1, sq, sk, "cpu"), full[r0:r1])
+
+
+def test_truth_switches_to_chunked_above_threshold():
+    x = make_inputs(CASES["gqa"])
+    n = score_elements(x)
+    assert n == sum(a * b for a, b in zip(x.problem.seqlens_q, x.problem.seqlens_k)) * x.problem.heads_q
+    dense, chunked = truth(x, chunk_threshold=n), truth(x, chunk_threshold=n - 1)
+    assert max(max_err(dense, chunked).values()) < 1e-13
+    assert dense.o.grad_fn is None and chunked.o.grad_fn is None
+    with pytest.raises(ValueError, match="allowed"):
+        truth(x, "same")
+    with pytest.raises(ValueError, match="precision"):
+        chunked_reference(x, "float16")
+    with pytest.raises(ValueError, match="chunk"):
+        chunked_reference(x, chunk=0)
+
+
+# ------------------------------------------------------------------ fully masked rows
+@pytest.mark.parametrize("oracle", ["dense", "chunked"])
+def test_fully_masked_rows_are_zero_with_minus_inf_lse(oracle):
+    p = CASES["fully_masked_rows"]  # bottom-right causal, sq=6 > sk=3: rows 0..2 of each sequence see nothing
+    x = make_inputs(p)
+    r = reference(x) if oracle == "dense" else chunked_reference(x, chunk=2)
+    empty = torch.tensor([i % 6 < 3 for i in range(p.total_q)])
+    assert torch.isneginf(r.lse[empty]).all() and torch.isfinite(r.lse[~empty]).all()
+    assert (r.o[empty] == 0).all() and (r.dq[empty] == 0).all()
+    assert r.o[~empty].abs().min().item() > 0 and r.dq[~empty].abs().sum().item() > 0
+    for t in r.as_dict().values():
+        assert t is None or not torch.isnan(t).any()
+
+
+def test_sink_rows_with_no_key_see_only_the_sink():
+    p = CASES["sinks_fully_masked_rows"]
+    x = make_inputs(p)
+    for r in (reference(x), chunked_reference(x, chunk=4)):
+        # rows 0..2 see no key: LSE = sink, O = 0, zero dq; dSink still gets their (zero-Delta) share
+        assert torch.allclose(r.lse[:3], x.sink.expand(3, -1))
+        assert (r.o[:3] == 0).all() and (r.dq[:3] == 0).all()
+
+
+def test_pad_tail_rows_untouched():
+    p = CASES["pad_tail"]
+    x = make_inputs(p)
+    for r in (reference(x), chunked_reference(x, chunk=2)):
+        assert (r.o[-3:] == 0).all() and torch.isneginf(r.lse[-3:]).all()
+        assert (r.dq[-3:] == 0).all() and (r.dk[-3:] == 0).all() and (r.dv[-3:] == 0).all()
+
+
+def test_all_queries_empty_gives_zero_gradients():
+    x = make_inputs(CASES["varlen_all_queries_empty"])
+    for r in (reference(x), chunked_reference(x)):
+        assert r.o.shape == (1, 1, 5) and torch.isneginf(r.lse).all()
+        assert (r.dk == 0).all() and (r.dv == 0).all() and r.dk.shape == (6, 1, 6)
+
+
+# ------------------------------------------------------------------ the comparison has teeth
+@pytest.mark.parametrize("name,change", [
+    ("causal_bottom_right_sq_lt_sk", dict(align="top_left")),
+    ("window_both_top_left", dict(window_right=1)),
+    ("sinks", dict(sink_center=-0.5)),
+    ("varlen_empty_q_and_k", dict(seqlen_k=(4, 0, 3, 6))),
+])
+def test_naive_comparison_detects_a_different_problem(name, change):
+    """The same tensors read under a slightly different problem (other alignment, wider
+    window, other sink values, keys split differently) must not pass the comparison."""
+    p = CASES[name]
+    x = make_inputs(p)
+    q = p.replace(**change).validate()
+    assert q.total_q == p.total_q and q.total_k == p.total_k
+    wrong = reference(Inputs(problem=q, **{n: getattr(x, n) for n in Inputs.TENSORS}))
+    if "sink_center" in change:  # sinks are drawn around sink_center: redraw them
+        wrong = reference(_with(x, sink=make_inputs(q).sink))
+    errs = max_err(_naive_of(x), wrong)
+    assert max(errs.values()) > 1e-3, errs
+
+
+def test_naive_comparison_detects_wrong_gqa_head_map():
+    """The GQA mapping is query head h -> key head h // group; using h % heads_kv
+    (a real bug class) changes dK/dV measurably."""
+    p = CASES["gqa"]
+    x = make_inputs(p)
+    ref = reference(x)
+    perm = torch.tensor([(h % p.heads_kv) * p.group + h // p.heads_kv for h in range(p.heads_q)])
+    # head h of the permuted query reads key head perm[h] // group = h % heads_kv
+    wrong = reference(_with(x, q=x.q[:, perm], do=x.do[:, perm]))
+    assert (wrong.dk - ref.dk).abs().max().item() > 1e-2
