@@ -107,9 +107,16 @@ class BlockwiseAttention(KernelAdapter):
     capability = CAPABILITY
     description = "blockwise FlashAttention-2-style forward+backward in plain torch (CPU)"
 
-    def __init__(self, block_m: int = BLOCK_M, block_n: int = BLOCK_N):
+    delta_source = "p_dp"  # or "o_do" (FlashAttention-2's preprocess); see preprocess_delta
+    DELTA_SOURCES = ("p_dp", "o_do")
+
+    def __init__(self, block_m: int = BLOCK_M, block_n: int = BLOCK_N, delta_source: str | None = None):
         if block_m < 1 or block_n < 1:
             raise ValueError(f"block_m={block_m}, block_n={block_n}: allowed ints >= 1")
+        if delta_source is not None:
+            if delta_source not in self.DELTA_SOURCES:
+                raise ValueError(f"delta_source={delta_source!r}: allowed {self.DELTA_SOURCES}")
+            self.delta_source = delta_source
         self.block_m = block_m
         self.block_n = block_n
 
@@ -338,7 +345,7 @@ class BlockwiseAttention(KernelAdapter):
             m, logl = self.stats_for_backward(st[..., 0], st[..., 1])
             k = inputs.k[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
             v = inputs.v[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
-            delta = (o * do).sum(dim=-1)  # preprocess: [Hq, sq]
+            delta = self.preprocess_delta(p, q, k, v, do, o, m, logl, sq, sk)  # [Hq, sq]
             if sink is not None and sq:
                 n = min(self.dsink_rows(sq), sq)
                 p_sink = torch.exp((sink.view(-1, 1) - m[:, :n]) - logl[:, :n])
@@ -361,42 +368,62 @@ class BlockwiseAttention(KernelAdapter):
             res.dsink = out.dsink
         return res
 
+    def preprocess_delta(self, p, q, k, v, do, o, m, logl, sq, sk) -> torch.Tensor:
+        """Delta_i = sum_j P_ij dP_ij = rowsum(O * dO), [Hq, sq] float32.
+
+        ``delta_source = "o_do"`` is FlashAttention-2's preprocess, rowsum(O * dO) from the
+        stored O. ``"p_dp"`` (the default) recomputes rowsum(P * dP) over the very tiles
+        (same shapes, same matmuls) the main loop uses, as autograd's softmax backward
+        does: when the softmax saturates (P one-hot: one visible key, or logits in the
+        hundreds) dP_ij - Delta_i is then an exact cancellation instead of the difference
+        of two differently rounded dot products, whose error (~eps |dO| |V|) dQ and dK
+        amplify by |K| or |Q| times the scale."""
+        if self.delta_source == "o_do":
+            return (o * do).sum(dim=-1)
+        scale = self.logit_scale(p, "bwd")
+        qp, dop, kp, vp, mpad, logl_p = self._padded(q, k, v, do, m, logl, sq, sk)
+        delta = torch.zeros(q.shape[0], qp.shape[1], dtype=F32)
+        for i0, i1 in self.query_tiles(sq, "bwd"):
+            for j0, j1 in self.key_tiles(sk, "bwd"):
+                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                delta[:, i0:i1] += (pt * dp).sum(dim=-1)
+        return delta[:, :sq]
+
+    def _padded(self, q, k, v, do, m, logl, sq, sk):
+        """Operands padded to whole tiles: zero rows; padded query rows get m = 0 and
+        log l = lse_pad_value() (+inf: P = 0)."""
+        mp = max(-(-sq // self.block_m) * self.block_m, sq)
+        np_ = max(-(-sk // self.block_n) * self.block_n, sk)
+        return (_pad_rows(q, mp), _pad_rows(do, mp), _pad_rows(k, np_), _pad_rows(v, np_),
+                _pad_rows(m, mp, 0.0), _pad_rows(logl, mp, self.lse_pad_value()))
+
+    def _p_dp(self, p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk):
+        """Recomputed P and dP = dO V^T of one (query tile, key tile) pair."""
+        s = torch.matmul(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
+        s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
+        pt = torch.exp((s - mpad[:, i0:i1].unsqueeze(-1)) - logl_p[:, i0:i1].unsqueeze(-1))
+        dp = torch.matmul(dop[:, i0:i1], vp[:, j0:j1].transpose(1, 2))
+        return pt, dp
+
     def _backward_sequence(self, p, q, k, v, do, m, logl, delta, ws, sq, sk):
         """One sequence: returns per-query-head dK, dV [Hq, sk, D]; dQ goes into ``ws``."""
         H, d, dv_ = q.shape[0], q.shape[-1], v.shape[-1]
         scale = self.logit_scale(p, "bwd")
         dk_scale = self.grad_scale(p, "dk")
-        q_tiles = self.query_tiles(sq, "bwd")
-        k_tiles = self.key_tiles(sk, "bwd")
-        mp = max(max((t[1] for t in q_tiles), default=0), sq)
-        np_ = max(max((t[1] for t in _tiles(sk, self.block_n)), default=0), sk)
-        qp, dop = _pad_rows(q, mp), _pad_rows(do, mp)
-        mpad = _pad_rows(m, mp, 0.0)
-        logl_p = _pad_rows(logl, mp, self.lse_pad_value())
-        deltap = _pad_rows(delta, mp, self.delta_pad_value())
-        kp, vp = _pad_rows(k, np_), _pad_rows(v, np_)
-        dk = torch.zeros(H, np_, d, dtype=F32)
-        dv = torch.zeros(H, np_, dv_, dtype=F32)
+        qp, dop, kp, vp, mpad, logl_p = self._padded(q, k, v, do, m, logl, sq, sk)
+        deltap = _pad_rows(delta, qp.shape[1], self.delta_pad_value())
+        dk = torch.zeros(H, kp.shape[1], d, dtype=F32)
+        dv = torch.zeros(H, kp.shape[1], dv_, dtype=F32)
         parts = []
-        for j0, j1 in k_tiles:
-            kt, vt = kp[:, j0:j1], vp[:, j0:j1]
-            dk_t = torch.zeros(H, j1 - j0, d, dtype=F32)
-            dv_t = torch.zeros(H, j1 - j0, dv_, dtype=F32)
-            for i0, i1 in q_tiles:
-                qt, dot = qp[:, i0:i1], dop[:, i0:i1]
-                s = torch.matmul(qt, kt.transpose(1, 2)) * scale
-                s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
-                pt = torch.exp((s - mpad[:, i0:i1].unsqueeze(-1)) - logl_p[:, i0:i1].unsqueeze(-1))
-                dv_t += torch.matmul(pt.transpose(1, 2), dot)
-                dp = torch.matmul(dot, vt.transpose(1, 2))
+        for j0, j1 in self.key_tiles(sk, "bwd"):
+            for i0, i1 in self.query_tiles(sq, "bwd"):
+                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                dv[:, j0:j1] += torch.matmul(pt.transpose(1, 2), dop[:, i0:i1])
                 ds = pt * (dp - deltap[:, i0:i1].unsqueeze(-1))
-                dk_t += torch.matmul(ds.transpose(1, 2), qt) * dk_scale
-                parts.append((i0, i1, torch.matmul(ds, kt)))
-            dk[:, j0:j1] = dk_t
-            dv[:, j0:j1] = dv_t
+                dk[:, j0:j1] += torch.matmul(ds.transpose(1, 2), qp[:, i0:i1]) * dk_scale
+                parts.append((i0, i1, torch.matmul(ds, kp[:, j0:j1])))
         self.reduce_dq(ws, parts)
         return dk[:, :sk], dv[:, :sk]
-
 
 def make() -> BlockwiseAttention:
     return BlockwiseAttention()
