@@ -1,0 +1,93 @@
+"""The campaign end to end on small adapters: a correct kernel passes; a broken one fails,
+is shrunk to the smallest failing Problem, and the written reproducer reproduces the
+failure as a standalone script and through `difftest repro`; a crashing kernel costs one
+case, not the campaign; saved failures are replayed first from the example database."""
+
+import json
+import subprocess
+import sys
+
+from hypothesis import strategies as st
+
+from difftest import Problem
+from difftest.campaign import run_campaign
+from difftest.isolation import close_all
+from difftest.reports import read_case_log
+from difftest.runner import RunConfig
+from tests.kernels_for_tests import CrashOnLongQ, RefKernel, WrongDkForLongGqa
+
+
+@st.composite
+def small(draw):
+    hkv = draw(st.integers(1, 2))
+    return Problem(batch=draw(st.integers(1, 2)), seqlen_q=draw(st.integers(1, 40)), seqlen_k=draw(st.integers(1, 48)),
+                   heads_q=hkv * draw(st.integers(1, 2)), heads_kv=hkv, head_dim_qk=draw(st.sampled_from([8, 16])),
+                   head_dim_v=8, causal=draw(st.booleans()), seed=draw(st.integers(0, 99))).validate()
+
+
+def test_correct_kernel_campaign_passes(tmp_path):
+    r = run_campaign(RefKernel(), "quick", strategy=small(), edge_cases=False, database=None, out_dir=tmp_path)
+    assert r.status == "passed" and r.failure is None
+    assert len(r.cases) == 12 and all(c.status == "passed" for c in r.cases)
+    assert len(read_case_log(tmp_path / "test-ref32.cases.jsonl")) == 12
+
+
+def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path):
+    r = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
+                     database=None, out_dir=tmp_path)
+    assert r.status == "failed" and r.failure is not None
+    p = r.failure.problem
+    # the fault needs seqlen_k > 32 and a GQA group > 1: shrunk to exactly that edge
+    assert (p.batch, p.seqlen_k, p.heads_q, p.heads_kv, p.causal) == (1, 33, 2, 1, False)
+    assert p.seqlen_q == 1 and p.head_dim_qk == 8
+    assert r.failure.failed_gates == ["dk:budget"]
+    assert r.examples_to_fail >= 1 and r.seconds_to_fail is not None
+    assert r.first_failure.problem.size() >= p.size()
+    # the standalone script reproduces it without Hypothesis
+    script = r.reproducer["py"]
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "PYTHONPATH": "."})
+    assert run.returncode == 1, run.stderr
+    assert "dk: budget FAILED" in run.stdout
+    # so does `difftest repro` on either file, and against a fixed kernel it passes
+    for f in (r.reproducer["json"], script):
+        rr = subprocess.run([sys.executable, "-m", "difftest", "repro", f], capture_output=True, text=True, timeout=300)
+        assert rr.returncode == 1 and "[FAILED]" in rr.stdout, rr.stderr
+    fixed = subprocess.run([sys.executable, "-m", "difftest", "repro", r.reproducer["json"], "--kernel",
+                            "tests.kernels_for_tests:RefKernel"], capture_output=True, text=True, timeout=300)
+    assert fixed.returncode == 0 and "[PASSED]" in fixed.stdout
+    rec = json.loads(open(r.reproducer["json"]).read())
+    assert Problem.from_dict(rec["problem"]) == p and rec["failed_gates"] == ["dk:budget"]
+
+
+def test_crashing_kernel_does_not_stop_the_campaign(tmp_path):
+    try:
+        r = run_campaign(CrashOnLongQ(), "quick", max_examples=15, strategy=small(), edge_cases=False,
+                         database=None, out_dir=tmp_path, config=RunConfig(isolate=True, timeout_s=120))
+    finally:
+        close_all()
+    assert r.status == "failed" and r.failure.status == "error" and "died" in r.failure.reason
+    # shrunk toward the crash's edge (seqlen_q 21) within the quick profile's shrink budget:
+    # each crash costs a worker restart (seconds), so shrinking may stop a step short
+    f = r.failure.problem
+    assert 21 <= f.seqlen_q <= 26 and f.batch == 1 and f.heads_q == 1
+    statuses = {c.status for c in r.cases}
+    assert "passed" in statuses and "error" in statuses
+
+
+def test_time_budget_stops_the_search(tmp_path):
+    r = run_campaign(RefKernel(), "ci", max_examples=10_000, time_budget=3.0, strategy=small(), edge_cases=False,
+                     database=None, out_dir=tmp_path)
+    assert r.status == "passed" and 0 < len(r.cases) < 10_000
+    assert r.elapsed < 60
+
+
+def test_failure_database_replays_the_saved_failure_first(tmp_path):
+    db = str(tmp_path / "db")
+    first = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
+                         database=db, out_dir=tmp_path, seed=None)
+    assert first.failed
+    again = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
+                         database=db, out_dir=tmp_path, seed=None)
+    assert again.failed and again.examples_to_fail == 1
+    assert again.failure.problem == first.failure.problem

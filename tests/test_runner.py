@@ -1,0 +1,85 @@
+"""Runner: skips outside the capability, turns kernel exceptions, crashes and hangs into
+case results (never a crash of the campaign), runs the poison and determinism gates."""
+
+import time
+
+import pytest
+
+from difftest import Problem
+from difftest.isolation import close_all
+from difftest.runner import RunConfig, run_case
+from tests.kernels_for_tests import (CrashOnLongQ, Flaky, HangOnGqa, PoisonAware, PoisonAwareCorrect,
+                                     RaisesOnCausal, RefKernel)
+
+P = Problem(batch=1, seqlen_q=8, seqlen_k=12, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8, seed=1).validate()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _workers():
+    yield
+    close_all()
+
+
+def test_correct_kernel_passes():
+    r = run_case(RefKernel(), P)
+    assert r.status == "passed" and r.failed_gates == [] and r.input_digest
+    assert 0 <= r.worst_ratio <= 1
+
+
+def test_outside_capability_is_skipped_with_reason():
+    r = run_case(RefKernel(), P.replace(head_dim_qk=64, head_dim_v=64))
+    assert r.status == "skipped" and "head_dim_qk 64" in r.reason
+
+
+def test_kernel_exception_is_an_error_case():
+    r = run_case(RaisesOnCausal(), P.replace(causal=True))
+    assert r.status == "error" and "illegal memory access" in r.reason and r.failed
+    assert run_case(RaisesOnCausal(), P).status == "passed"
+
+
+def test_crash_in_isolated_worker_costs_one_case():
+    cfg = RunConfig(isolate=True, timeout_s=120)
+    r = run_case(CrashOnLongQ(), P.replace(seqlen_q=30), cfg)
+    assert r.status == "error" and "died" in r.reason
+    # the next case gets a fresh worker and passes
+    assert run_case(CrashOnLongQ(), P, cfg).status == "passed"
+
+
+def test_hang_in_isolated_worker_times_out():
+    cfg = RunConfig(isolate=True, timeout_s=20)
+    run_case(HangOnGqa(), P.replace(heads_q=1), cfg)  # warm the worker (imports) first
+    t0 = time.perf_counter()
+    r = run_case(HangOnGqa(), P, cfg)
+    assert r.status == "error" and "did not return within 20" in r.reason
+    assert time.perf_counter() - t0 < 60
+    assert run_case(HangOnGqa(), P.replace(heads_q=1), cfg).status == "passed"
+
+
+def test_unwritten_output_fails_through_runner():
+    r = run_case(PoisonAware(), P)
+    assert r.status == "failed" and "dk:poison" in r.failed_gates
+    assert {g.split(":")[0] for g in r.failed_gates} == {"dk"}
+    assert run_case(PoisonAwareCorrect(), P).status == "passed"
+    # without poisoning the same kernel's gap is invisible to the poison gate
+    assert "dk:poison" not in run_case(PoisonAware(), P, RunConfig(poison=False)).failed_gates
+
+
+def test_nondeterminism_fails_a_kernel_that_claims_determinism():
+    r = run_case(Flaky(), P, RunConfig(determinism_runs=4))
+    assert r.status == "failed" and r.failed_gates == ["dq:determinism"]
+    v = next(v for v in r.verdicts if v.label == "dq:determinism")
+    assert v.numbers["runs"] == 4 and v.numbers["differing"] > 0
+
+
+def test_determinism_is_informational_for_kernels_that_do_not_claim_it():
+    r = run_case(RefKernel(), P, RunConfig(determinism_runs=3))
+    assert r.status == "passed"
+    assert any(v.gate == "determinism_info" for v in r.verdicts)
+
+
+def test_case_result_round_trips_through_json():
+    from difftest.runner import CaseResult
+
+    r = run_case(PoisonAware(), P)
+    back = CaseResult.from_dict(r.to_dict())
+    assert back.problem == P and back.failed_gates == r.failed_gates and back.status == r.status
