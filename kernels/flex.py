@@ -24,14 +24,20 @@ from difftest.problem import Problem
 
 from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse
 
-CAPABILITY = Capability(
-    dtypes=("float16", "bfloat16", "float32"), head_dims_qk=(16, 32, 64, 128),
-    head_dims_v=(16, 32, 64, 128), max_batch=4, max_seqlen=2048, max_heads=16, gqa=True,
-    causal=True, window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True,
-    outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False, device="cuda",
-    block_m=128, block_n=128,
+_COMMON = dict(
+    dtypes=("float16", "bfloat16", "float32"), head_dims_qk=(16, 32, 64, 128, 192, 256),
+    head_dims_v=(16, 32, 64, 128, 192, 256), max_batch=4, max_seqlen=2048, max_heads=16,
+    causal=True, window=True, outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False,
+    device="cuda", block_m=128, block_n=128,
     compile_key=("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv"),
 )
+# Measured on the H200 (torch 2.11, results/h200/phase1.md): with enable_gqa=True and a
+# query length different from the key length (sq != sk, or the extra sink column), the
+# compiled backward fails to lower ("NoValidChoicesError: No choices to select"). So
+# GQA runs as its own adapter restricted to square, sink-free, dense problems.
+CAPABILITY = Capability(gqa=False, varlen=True, empty_seqs=True, pad_tail=True, sinks=True, **_COMMON)
+GQA_CAPABILITY = Capability(gqa=True, seqlen_q_ne_k=False, varlen=False, empty_seqs=False, pad_tail=False,
+                            sinks=False, **_COMMON)
 
 
 def positions(p: Problem, device="cpu"):
@@ -122,6 +128,12 @@ class FlexAdapter(KernelAdapter):
     capability = CAPABILITY
     description = "torch FlexAttention (compiled Triton on CUDA), block-mask causal/window/varlen, sinks via score_mod"
 
+    def __init__(self, gqa: bool = False):
+        if gqa:
+            self.name = "flex-gqa"
+            self.capability = GQA_CAPABILITY
+            self.description = "torch FlexAttention with enable_gqa=True (square dense problems)"
+
     def available(self) -> str | None:
         try:
             from torch.nn.attention.flex_attention import flex_attention  # noqa: F401
@@ -130,6 +142,11 @@ class FlexAdapter(KernelAdapter):
         return cuda_reason()
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
+        return self.translate(inputs, grad=True)
+
+    def translate(self, inputs: Inputs, grad: bool = True):
+        """Forward on whatever device ``inputs`` live on. ``grad=False`` skips autograd, so
+        the CPU (where FlexAttention has no backward) can check the translation."""
         from torch.nn.attention.flex_attention import create_block_mask
 
         p = inputs.problem
@@ -140,15 +157,15 @@ class FlexAdapter(KernelAdapter):
         else:
             def lay(t):  # [B*S, H, D] -> [B, H, S, D]
                 return t.view(p.batch, -1, *t.shape[1:]).transpose(1, 2)
-        q = lay(inputs.q).detach().clone().requires_grad_(True)
-        k = lay(inputs.k).detach().clone().requires_grad_(True)
-        v = lay(inputs.v).detach().clone().requires_grad_(True)
+        q = lay(inputs.q).detach().clone().requires_grad_(grad)
+        k = lay(inputs.k).detach().clone().requires_grad_(grad)
+        v = lay(inputs.v).detach().clone().requires_grad_(grad)
         mask_mod, n_keys = make_mask_mod(p, dev)
         sink = None
         score_mod = None
         kk, vv = k, v
         if p.sinks:
-            sink = inputs.sink.detach().clone().float().requires_grad_(True)
+            sink = inputs.sink.detach().clone().float().requires_grad_(grad)
             zk = torch.zeros(*k.shape[:2], 1, k.shape[-1], dtype=k.dtype, device=dev)
             zv = torch.zeros(*v.shape[:2], 1, v.shape[-1], dtype=v.dtype, device=dev)
             kk, vv = torch.cat([k, zk], dim=2), torch.cat([v, zv], dim=2)
@@ -200,3 +217,7 @@ def _call(fn, q, k, v, score_mod, block_mask, scale, gqa):
         return o, aux.lse
     return fn(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
               enable_gqa=gqa, return_lse=True)
+
+
+def gqa():
+    return FlexAdapter(gqa=True)

@@ -29,36 +29,38 @@ BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 _HALF = ("float16", "bfloat16")
 _DIMS = (32, 64, 96, 128, 256)
+_DIMS_UNEQUAL = (32, 64, 96, 128, 192, 256)
 
-# What each backend takes, as torch 2.11 documents and enforces it (sdp_utils.cpp):
-# flash: fp16/bf16, head dim <= 256 and a multiple of 8, no attn_mask, GQA;
-# efficient: fp32 too, arbitrary masks (as an additive bias), no native GQA in every
-#   version: enable_gqa is passed and a refusal is a reported error, not a skip;
-# cudnn: fp16/bf16, head dim <= 128 on Hopper, masks as bias;
+# What each backend takes, measured on the H200 with torch 2.11.0+cu130 (results/h200/phase1.md:
+# a refusal is SDPA's "No available kernel"):
+# flash: fp16/bf16, equal head dims <= 256, GQA; no attn_mask; is_causal refused when
+#   seqlen_q != seqlen_k (so no masked non-square problem: aligns=());
+# efficient: fp16/bf16/fp32, bool masks (windows, bottom-right), unequal head dims; no GQA;
+# cudnn: fp16/bf16, head dims up to 256 and unequal (192/128), GQA, bool masks;
 # math: everything (the reference-style unfused path, on CPU too).
 CAPABILITIES = {
     "flash": Capability(
         dtypes=_HALF, head_dims_qk=_DIMS, equal_head_dims=True, max_batch=8, max_seqlen=4096,
-        max_heads=32, gqa=True, causal=True, aligns=("top_left",), window=False, varlen=False,
+        max_heads=32, gqa=True, causal=True, aligns=(), window=False, varlen=False,
         empty_seqs=False, pad_tail=False, sinks=False, outputs=("o", "dq", "dk", "dv"),
         deterministic=False, device="cuda", block_m=128, block_n=128,
     ),
     "efficient": Capability(
-        dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_DIMS, head_dims_v=_DIMS,
-        max_batch=8, max_seqlen=4096, max_heads=32, gqa=True, causal=True, window=True,
+        dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_DIMS_UNEQUAL, head_dims_v=_DIMS_UNEQUAL,
+        max_batch=8, max_seqlen=4096, max_heads=32, gqa=False, causal=True, window=True,
         varlen=False, empty_seqs=False, pad_tail=False, sinks=False,
         outputs=("o", "dq", "dk", "dv"), deterministic=False, device="cuda", block_m=64,
         block_n=64,
     ),
     "cudnn": Capability(
-        dtypes=_HALF, head_dims_qk=(32, 64, 96, 128), equal_head_dims=True, max_batch=8,
+        dtypes=_HALF, head_dims_qk=_DIMS_UNEQUAL, head_dims_v=_DIMS_UNEQUAL, max_batch=8,
         max_seqlen=4096, max_heads=32, gqa=True, causal=True, window=True, varlen=False,
         empty_seqs=False, pad_tail=False, sinks=False, outputs=("o", "dq", "dk", "dv"),
         deterministic=False, device="cuda", block_m=128, block_n=128,
     ),
     "math": Capability(
-        dtypes=("float16", "bfloat16", "float32"), head_dims_qk=(16, 32, 64, 96, 128),
-        head_dims_v=(16, 32, 64, 96, 128), max_batch=4, max_seqlen=2048, max_heads=16,
+        dtypes=("float16", "bfloat16", "float32"), head_dims_qk=(16,) + _DIMS_UNEQUAL,
+        head_dims_v=(16,) + _DIMS_UNEQUAL, max_batch=4, max_seqlen=2048, max_heads=16,
         gqa=True, causal=True, window=True, varlen=False, empty_seqs=False, pad_tail=False,
         sinks=False, outputs=("o", "dq", "dk", "dv"), deterministic=True, device="cuda",
     ),
