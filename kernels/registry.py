@@ -12,6 +12,7 @@ BUILTIN = {
     "sdpa-cudnn": "kernels.sdpa_cuda:cudnn",
     "sdpa-math": "kernels.sdpa_cuda:math_backend",
     "flex": "kernels.flex:FlexAdapter",
+    "flex-gqa": "kernels.flex:gqa",
     "fa4": "kernels.fa4:deterministic",
     "fa4-fast": "kernels.fa4:fast",
     "fa3": "kernels.fa3:adapter",
