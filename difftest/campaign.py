@@ -99,7 +99,12 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         strategy = strategies.problems(kernel.capability, profile)
     out = Path(out_dir) if out_dir else None
     log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
-    bar = Progress(kernel.name, n_examples, progress)
+    edge = []
+    if edge_cases:
+        import strategies
+
+        edge = list(strategies.edge_problems(kernel.capability))
+    bar = Progress(kernel.name, n_examples + len(edge), progress)
     seen: dict = {}
     keys = set()
     t0 = time.perf_counter()
@@ -137,11 +142,8 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
 
     prop._hypothesis_internal_add_digest = f"difftest:{kernel.name}:{profile}".encode()
     test = given(strategy)(prop)
-    if edge_cases:
-        import strategies
-
-        for p in reversed(strategies.edge_problems(kernel.capability)):
-            test = example(p)(test)
+    for p in reversed(edge):
+        test = example(p)(test)
     test = settings(
         max_examples=n_examples, deadline=None,
         database=DirectoryBasedExampleDatabase(database) if database else None,

@@ -168,12 +168,15 @@ def _finite_pair(got, truth):
 # ------------------------------------------------------------------------- gates
 def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate="budget",
                 ref_label="same-dtype ref") -> Verdict:
+    """``ref``: one reference tensor or a list; the yardstick is the largest of their errors."""
     shape = got.shape
     g, t = _finite_pair(got, truth)
-    r, t2 = _finite_pair(ref, truth)
     diff = (g - t).abs()
     err = float(diff.max()) if diff.numel() else 0.0
-    ref_err = float((r - t2).abs().max()) if r.numel() else 0.0
+    ref_err = 0.0
+    for one in (ref if isinstance(ref, (list, tuple)) else [ref]):
+        r, t2 = _finite_pair(one, truth)
+        ref_err = max(ref_err, float((r - t2).abs().max()) if r.numel() else 0.0)
     scale = float(t.abs().max()) if t.numel() else 0.0
     floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude)
     limit = k * ref_err + floor
@@ -259,7 +262,8 @@ def shape_verdict(problem, name, got, expected_shape) -> Verdict | None:
 
 def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,
                   poisoned: bool = False, expected: tuple[str, ...] | None = None) -> list[Verdict]:
-    """Every gate on every output the kernel produced (``expected``: outputs it declared)."""
+    """Every gate on every output the kernel produced (``expected``: outputs it declared).
+    ``ref``: the same-dtype reference Outputs, or a list of them (largest error wins)."""
     from .outputs import Outputs
 
     config = config or GateConfig()
@@ -282,7 +286,8 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         if poisoned:
             verdicts.append(poison_gate(problem, name, g_raw))
         g, t = _prep(problem, name, g_raw), _prep(problem, name, t_truth)
-        r = _prep(problem, name, ref.get(name)) if ref is not None and ref.get(name) is not None else t
+        refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
+        r = [_prep(problem, name, x.get(name)) for x in refs if x.get(name) is not None] or t
         if config.check_nonfinite:
             verdicts.append(nonfinite_gate(problem, name, g, t))
         verdicts.append(budget_gate(problem, name, g, t, r, config.k.get(name, DEFAULT_K[name]), config.floor_ulps,

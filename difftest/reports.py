@@ -133,11 +133,13 @@ def markdown_summary(results) -> str:
 
 
 class Progress:
-    """A one-line progress display on stderr, shown once a campaign runs > ``after`` s."""
+    """A one-line progress display on stderr (a terminal only), shown once a campaign
+    runs longer than ``after`` seconds."""
 
     def __init__(self, label: str, total: int, enabled: bool, after: float = 3.0, stream=None):
-        self.label, self.total, self.enabled, self.after = label, total, enabled, after
         self.stream = stream or sys.stderr
+        self.label, self.total, self.after = label, total, after
+        self.enabled = enabled and (stream is not None or self.stream.isatty())
         self.t0 = time.perf_counter()
         self.shown = False
 

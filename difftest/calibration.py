@@ -1,0 +1,69 @@
+"""Calibration: measure how much error correct kernels really make, so the error
+budget's k is set from data rather than guessed.
+
+``difftest calibrate -k KERNEL ...`` runs campaigns with the budget gate opened wide
+(k = 1e9: nothing fails on error size) and reports, per dtype and output, the
+distribution of ``k_needed`` (the smallest k that would have passed each case).
+"""
+
+import json
+import math
+from collections import defaultdict
+
+from .gates import GateConfig
+from .problem import OUTPUTS
+from .runner import RunConfig
+
+OPEN_K = 1e9
+
+
+def collect(kernels, profile="ci", max_examples=200, time_budget=None, seed=None) -> dict:
+    """{(dtype, output): [k_needed, ...]} over campaigns of (assumed correct) kernels."""
+    from .campaign import run_campaign
+
+    data = defaultdict(list)
+    cfg = RunConfig(gates=GateConfig(k={n: OPEN_K for n in OUTPUTS}))
+    for k in kernels:
+        res = run_campaign(k, profile, max_examples=max_examples, time_budget=time_budget, config=cfg,
+                           database=None, seed=seed)
+        for c in res.cases:
+            for v in c.verdicts:
+                if v.gate == "budget":
+                    data[(c.problem.dtype, v.output)].append(v.numbers["k_needed"])
+    return data
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    i = min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))
+    return xs[i]
+
+
+def table(data) -> str:
+    lines = [f"{'dtype':9} {'output':6} {'cases':>5} {'median':>8} {'p90':>8} {'p99':>8} {'max':>8}"]
+    for (dt, out) in sorted(data):
+        xs = data[(dt, out)]
+        lines.append(f"{dt:9} {out:6} {len(xs):5d} {quantile(xs, .5):8.3g} {quantile(xs, .9):8.3g} "
+                     f"{quantile(xs, .99):8.3g} {max(xs):8.3g}")
+    return "\n".join(lines)
+
+
+def add_arguments(p):
+    p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True, help="a correct kernel (repeatable)")
+    p.add_argument("--profile", "-p", default="ci")
+    p.add_argument("--max-examples", type=int, default=200)
+    p.add_argument("--time-budget", type=float)
+    p.add_argument("--json", help="write the raw k_needed samples here")
+
+
+def command(a) -> int:
+    from . import adapter as registry
+
+    data = collect([registry.get(n) for n in a.kernels], a.profile, a.max_examples, a.time_budget)
+    print(table(data))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({f"{dt}:{o}": xs for (dt, o), xs in data.items()}, f)
+    return 0

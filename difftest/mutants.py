@@ -1,0 +1,301 @@
+"""``difftest mutants``: detection power, measured.
+
+Runs a campaign (``campaign.run_campaign``) against every fault-injected kernel of the
+catalogue (``kernels/mutants.py``, plus TileLang mutants where they load) under a
+per-mutant time budget, and optionally the FlashAttention-style grid baseline
+(``difftest/grid.py``) against the same mutants with the same budget, then prints one
+table: mutant, bug class, killed or survived, examples and seconds to kill, the gate that
+fired, the shrunk Problem (size and one-line form), and the grid's outcome beside it.
+
+A kill counts only when it is genuine: the shrunk failing Problem must pass on the
+mutant's clean kernel (a kill made by a flaky gate on a correct kernel is "spurious" and
+counts as a survivor). Exit status is non-zero when any mutant survives, when the whole
+run exceeds ``--time-budget``, or (with the grid) when difftest does not beat the grid:
+strictly more kills, or as many with a lower median time to kill.
+"""
+
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .runner import RunConfig, run_case
+
+# Per-mutant budgets by profile: (search seconds, shrink seconds, total budget seconds).
+# The ci total must fit CI's 90 minutes with everything else and keep the default CI run
+# under 20 minutes; the catalogue normally needs a small fraction of it.
+BUDGETS = {
+    "quick": (10.0, 5.0, 600.0),
+    "ci": (20.0, 10.0, 900.0),
+    "nightly": (120.0, 60.0, 7200.0),
+    "gpu": (120.0, 60.0, 7200.0),
+}
+
+
+@dataclass
+class MutantRow:
+    name: str
+    bug_class: str
+    source: str
+    status: str  # killed | survived | spurious (clean kernel fails too) | error (engine crash) | unavailable
+    examples: int | None = None
+    seconds: float | None = None
+    gates: list = field(default_factory=list)
+    size: int | None = None
+    problem: str = ""
+    problem_json: str = ""
+    clean_passes: bool | None = None
+    elapsed: float = 0.0
+    reason: str = ""
+    grid_status: str | None = None  # killed | survived | None (grid not run)
+    grid_examples: int | None = None
+    grid_seconds: float | None = None
+    grid_gates: list = field(default_factory=list)
+    grid_cases: int = 0
+
+    @property
+    def killed(self) -> bool:
+        return self.status == "killed"
+
+    @property
+    def grid_killed(self) -> bool:
+        return self.grid_status == "killed"
+
+
+@dataclass
+class MutantReport:
+    profile: str
+    per_mutant_budget: float
+    shrink_budget: float
+    time_budget: float
+    rows: list = field(default_factory=list)
+    skipped_sources: dict = field(default_factory=dict)
+    elapsed: float = 0.0
+    grid: bool = False
+
+    @property
+    def survivors(self) -> list:
+        return [r for r in self.rows if r.status in ("survived", "spurious", "error")]
+
+    @property
+    def kills(self) -> int:
+        return sum(r.killed for r in self.rows)
+
+    @property
+    def grid_kills(self) -> int:
+        return sum(r.grid_killed for r in self.rows)
+
+    def median_kill_seconds(self, grid: bool = False) -> float | None:
+        xs = [r.grid_seconds if grid else r.seconds for r in self.rows if (r.grid_killed if grid else r.killed)]
+        return statistics.median(xs) if xs else None
+
+    @property
+    def over_budget(self) -> bool:
+        return self.elapsed > self.time_budget
+
+    def beats_grid(self) -> bool | None:
+        if not self.grid:
+            return None
+        if self.kills != self.grid_kills:
+            return self.kills > self.grid_kills
+        a, b = self.median_kill_seconds(), self.median_kill_seconds(grid=True)
+        return a is not None and b is not None and a < b
+
+    @property
+    def ok(self) -> bool:
+        return not self.survivors and not self.over_budget and self.beats_grid() is not False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(kills=self.kills, grid_kills=self.grid_kills, median_kill_s=self.median_kill_seconds(),
+                 grid_median_kill_s=self.median_kill_seconds(grid=True), beats_grid=self.beats_grid(),
+                 over_budget=self.over_budget, ok=self.ok)
+        return d
+
+
+def _clean_kernel(entry):
+    """The correct kernel a mutant deviates from (None: unknown, kill not verified)."""
+    clean = getattr(entry, "clean", None)
+    return clean() if clean is not None else None
+
+
+def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = None,
+               shrink_budget: float | None = None, max_examples: int | None = None, grid: bool = False,
+               out_dir=None, database: str | None = None, config: RunConfig | None = None) -> MutantRow:
+    """One mutant: a campaign (and the grid) with fresh adapters, judged the same way."""
+    from .campaign import run_campaign
+
+    search_s, shrink_s, _ = BUDGETS.get(profile, BUDGETS["ci"])
+    search_s = per_mutant_budget if per_mutant_budget is not None else search_s
+    shrink_s = shrink_budget if shrink_budget is not None else shrink_s
+    row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), "survived")
+    t0 = time.perf_counter()
+    kernel = entry.make()
+    why = kernel.available()
+    if why:
+        row.status, row.reason = "unavailable", why
+        return row
+    res = run_campaign(kernel, profile, max_examples=max_examples, time_budget=search_s, shrink_budget=shrink_s,
+                       out_dir=None if out_dir is None else Path(out_dir) / entry.name, config=config,
+                       database=database)
+    row.elapsed = time.perf_counter() - t0
+    if res.failure is not None:
+        f = res.failure
+        row.examples, row.seconds = res.examples_to_fail, res.seconds_to_fail
+        row.gates = f.failed_gates or ([f"error: {f.reason.splitlines()[0]}"] if f.reason else [])
+        row.size, row.problem, row.problem_json = f.problem.size(), f.problem.short(), f.problem.to_json()
+        clean = _clean_kernel(entry)
+        if clean is not None:
+            c = run_case(clean, f.problem, config)
+            row.clean_passes = c.status == "passed"
+        row.status = "killed" if row.clean_passes is not False else "spurious"
+        if row.status == "spurious":
+            row.reason = f"the clean kernel fails the shrunk Problem too ({', '.join(c.failed_gates)})"
+    else:
+        row.reason = f"{len(res.cases)} cases in {res.elapsed:.1f}s found nothing"
+    if grid:
+        from .grid import run_grid
+
+        g = run_grid(entry.make(), search_s, config=config)
+        row.grid_cases = len(g.cases)
+        if g.failure is not None:
+            row.grid_status = "killed"
+            row.grid_examples, row.grid_seconds = g.examples_to_fail, g.seconds_to_fail
+            row.grid_gates = g.failure.failed_gates or ["error"]
+        else:
+            row.grid_status = "survived"
+    return row
+
+
+def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | None = None,
+                shrink_budget: float | None = None, time_budget: float | None = None,
+                max_examples: int | None = None, grid: bool = False, out_dir=None, database: str | None = None,
+                config: RunConfig | None = None, progress=None) -> MutantReport:
+    """Every mutant (or those in ``names``); ``progress``: a callable given each row."""
+    from kernels import mutants as catalogue
+
+    search_s, shrink_s, total_s = BUDGETS.get(profile, BUDGETS["ci"])
+    report = MutantReport(profile, per_mutant_budget if per_mutant_budget is not None else search_s,
+                          shrink_budget if shrink_budget is not None else shrink_s,
+                          time_budget if time_budget is not None else total_s, grid=grid,
+                          skipped_sources=catalogue.skipped_sources())
+    entries = catalogue.all_mutants()
+    if names:
+        unknown = [n for n in names if n not in entries]
+        if unknown:
+            raise KeyError(f"unknown mutants {unknown}: known mutants are {sorted(entries)}")
+        entries = {n: entries[n] for n in names}
+    t0 = time.perf_counter()
+    for entry in entries.values():
+        t1 = time.perf_counter()
+        try:
+            row = run_mutant(entry, profile, per_mutant_budget=report.per_mutant_budget,
+                             shrink_budget=report.shrink_budget, max_examples=max_examples, grid=grid,
+                             out_dir=out_dir, database=database, config=config)
+        except Exception as e:  # an engine crash on one mutant is that mutant's row, not the run's end
+            row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), "error",
+                            elapsed=time.perf_counter() - t1, reason=f"{type(e).__name__}: {e}")
+        report.rows.append(row)
+        if progress:
+            progress(row)
+    report.elapsed = time.perf_counter() - t0
+    return report
+
+
+# --------------------------------------------------------------------------- rendering
+def _fmt_s(x):
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _fmt_n(x):
+    return "-" if x is None else str(x)
+
+
+def render_markdown(report: MutantReport) -> str:
+    head = ["mutant", "class", "difftest", "examples", "s to kill", "gate", "shrunk size", "shrunk problem"]
+    if report.grid:
+        head += ["grid", "grid examples", "grid s to kill", "grid gate"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in report.rows:
+        gates = ", ".join(r.gates[:3]) + (" ..." if len(r.gates) > 3 else "")
+        cells = [r.name, r.bug_class, r.status, _fmt_n(r.examples), _fmt_s(r.seconds), gates or "-",
+                 _fmt_n(r.size), f"`{r.problem}`" if r.problem else (r.reason or "-")]
+        if report.grid:
+            gg = ", ".join(r.grid_gates[:2]) + (" ..." if len(r.grid_gates) > 2 else "")
+            cells += [r.grid_status or "-", _fmt_n(r.grid_examples), _fmt_s(r.grid_seconds), gg or "-"]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    n = len(report.rows)
+    lines.append("")
+    lines.append(f"difftest: {report.kills}/{n} killed, median time to kill {_fmt_s(report.median_kill_seconds())} s")
+    if report.grid:
+        lines.append(f"grid baseline: {report.grid_kills}/{n} killed, median time to kill "
+                     f"{_fmt_s(report.median_kill_seconds(grid=True))} s (same {report.per_mutant_budget:g} s budget per mutant)")
+        lines.append(f"difftest beats the grid: {'yes' if report.beats_grid() else 'NO'}")
+    lines.append(f"profile {report.profile}; per mutant: {report.per_mutant_budget:g} s search + "
+                 f"{report.shrink_budget:g} s shrink; total {report.elapsed:.0f} s of a {report.time_budget:g} s budget"
+                 f"{' (OVER BUDGET)' if report.over_budget else ''}")
+    for src, why in report.skipped_sources.items():
+        lines.append(f"skipped mutant source {src}: {why}")
+    return "\n".join(lines)
+
+
+def write_results(report: MutantReport, path, command: str = "") -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = ["# Mutant kill table", "",
+            "Generated by `" + (command or "difftest mutants") + "`; do not edit by hand.", "",
+            render_markdown(report), ""]
+    path.write_text("\n".join(text))
+
+
+# --------------------------------------------------------------------------- CLI
+def add_arguments(p) -> None:
+    p.add_argument("--profile", default="ci", choices=sorted(BUDGETS), help="campaign profile (default ci)")
+    p.add_argument("--time-budget", type=float, default=None,
+                   help="seconds for the whole run; exceeding it fails (default: per profile, ci 900)")
+    p.add_argument("--per-mutant-budget", type=float, default=None,
+                   help="search seconds per mutant, also the grid's budget (default: per profile, ci 20)")
+    p.add_argument("--shrink-budget", type=float, default=None, help="shrink seconds per mutant (ci 10)")
+    p.add_argument("--max-examples", type=int, default=None, help="examples per campaign (default: the profile's)")
+    p.add_argument("--only", nargs="+", metavar="NAME", default=None, help="run only these mutants")
+    p.add_argument("--grid", dest="grid", action="store_true", default=False,
+                   help="also run the FlashAttention-style grid baseline, side by side")
+    p.add_argument("--no-grid", dest="grid", action="store_false")
+    p.add_argument("--out", default=None, help="write the markdown table here (e.g. results/mutants.md)")
+    p.add_argument("--out-dir", default=None, help="campaign logs and reproducers per mutant")
+    p.add_argument("--database", default=None,
+                   help="Hypothesis example database (default none: every run searches afresh)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    p.add_argument("--list", action="store_true", help="list the catalogue and exit")
+
+
+def command(args) -> int:
+    from kernels import mutants as catalogue
+
+    if args.list:
+        for m in catalogue.all_mutants().values():
+            print(f"{m.name:32s} {m.bug_class:15s} {m.description}")
+        for src, why in catalogue.skipped_sources().items():
+            print(f"(skipped {src}: {why})")
+        return 0
+
+    def show(row):
+        if not args.json:
+            extra = f"  grid: {row.grid_status} ({_fmt_s(row.grid_seconds)} s)" if row.grid_status else ""
+            print(f"{row.name:32s} {row.status:9s} {_fmt_n(row.examples):>4s} ex {_fmt_s(row.seconds):>6s} s  "
+                  f"{', '.join(row.gates[:2])}{extra}", file=sys.stderr, flush=True)
+
+    report = run_mutants(args.only, args.profile, per_mutant_budget=args.per_mutant_budget,
+                         shrink_budget=args.shrink_budget, time_budget=args.time_budget,
+                         max_examples=args.max_examples, grid=args.grid, out_dir=args.out_dir,
+                         database=args.database, progress=show)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1))
+    else:
+        print(render_markdown(report))
+    if args.out:
+        write_results(report, args.out, "difftest mutants " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["mutants"]
+                      else "difftest mutants")
+    return 0 if report.ok else 1
