@@ -23,7 +23,7 @@ from difftest.problem import Problem
 from .compile import compile_pins, warm_problems
 from .masks import masks
 from .profiles import get_profile
-from .shapes import dense_seqlens, head_counts, head_dims, seqlen_cap, varlen_seqlens
+from .shapes import VARLEN_PATTERNS, dense_seqlens, head_counts, head_dims, seqlen_cap, varlen_seqlens
 from .values import clamp_scale, dtypes, sink_settings, softmax_scales, value_settings
 
 SEED_MAX = 2**32 - 1
@@ -68,12 +68,15 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
         f.update(seqlen_q=pin["seqlen_q"], seqlen_k=pin["seqlen_k"], pad_tail=pin["pad_tail"])
     else:
         cap_len = seqlen_cap(c, prof, f["batch"], f["heads_q"])
+        # pattern and padding are drawn for dense problems too (and ignored), so dense and
+        # varlen examples take the same choices and a 1-sequence varlen failure shrinks to dense
+        pattern = draw(st.sampled_from(VARLEN_PATTERNS)) if c.varlen else "mixed"
         if varlen:
-            f["seqlen_q"], f["seqlen_k"] = draw(varlen_seqlens(c, f["batch"], cap_len))
-            f["pad_tail"] = draw(st.integers(1, prof.max_pad_tail)) if c.pad_tail and draw(st.booleans()) else 0
+            f["seqlen_q"], f["seqlen_k"] = draw(varlen_seqlens(c, f["batch"], cap_len, pattern))
         else:
             f["seqlen_q"], f["seqlen_k"] = draw(dense_seqlens(c, cap_len))
-            f["pad_tail"] = 0
+        padded = c.varlen and c.pad_tail and draw(st.booleans())
+        f["pad_tail"] = draw(st.integers(1, prof.max_pad_tail)) if varlen and padded else 0
     seqs_q = f["seqlen_q"] if isinstance(f["seqlen_q"], tuple) else (f["seqlen_q"],)
     seqs_k = f["seqlen_k"] if isinstance(f["seqlen_k"], tuple) else (f["seqlen_k"],)
 

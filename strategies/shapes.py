@@ -83,66 +83,92 @@ def head_counts(draw, capability: Capability, max_heads: int):
 @st.composite
 def head_dims(draw, capability: Capability, max_dim: int):
     """(head_dim_qk, head_dim_v) from the capability's lists, smallest first; qk != v is a
-    separate choice that shrinks to "equal"."""
+    separate choice that shrinks to "equal".
+
+    ``max_dim`` (what the size budget leaves) clamps the drawn index instead of narrowing
+    the list: the number of choices never depends on the budget, so when the shrinker
+    shortens a sequence (loosening the budget) the rest of the example still replays."""
     qk_all = sorted(set(capability.head_dims_qk))
     v_all = sorted(set(capability.v_dims))
     if capability.equal_head_dims:
         qk_all = [d for d in qk_all if d in v_all] or qk_all
-    qk_opts = [d for d in qk_all if d <= max_dim] or qk_all[:1]
-    qk = draw(st.sampled_from(qk_opts))
+    qk_fit = max(1, sum(d <= max_dim for d in qk_all))
+    qk = qk_all[min(draw(st.integers(0, len(qk_all) - 1)), qk_fit - 1)]
     if capability.equal_head_dims:
         return qk, qk
-    v_fit = [d for d in v_all if d <= max(max_dim, qk)] or v_all[:1]
-    others = [d for d in v_fit if d != qk]
-    if qk in v_fit and (not others or not draw(st.booleans())):
+    if len(set(qk_all) | set(v_all)) == 1:
+        return qk, v_all[0]
+    differ = draw(st.booleans())
+    if qk in v_all and not differ:
         return qk, qk
-    return qk, draw(st.sampled_from(others or v_fit))
+    others = [d for d in v_all if d != qk] or v_all
+    fit = max(1, sum(d <= max(max_dim, qk) for d in others))
+    return qk, others[min(draw(st.integers(0, len(others) - 1)), fit - 1)]
+
+
+def key_length(sq: int, lo: int, hi: int, blocks=(64, 128)) -> st.SearchStrategy[int]:
+    """A key length in [lo, hi] for a query length ``sq``, drawn as ``sq + delta``.
+
+    Three equally likely branches, each two choices long: any delta, "equal to sq" and a
+    tile edge. Drawing a delta (shrink target 0: equal lengths) rather than a second
+    length lets the shrinker trade length between the two (seqlen_q=65, seqlen_k=65 ->
+    seqlen_q=1, seqlen_k=65) when only the key length matters."""
+    sq = min(max(sq, lo), hi)
+    if hi <= lo:
+        return st.just(lo)
+    deltas = st.one_of(
+        st.integers(lo - sq, hi - sq),
+        st.sampled_from((0, 0)),
+        st.sampled_from([e - sq for e in edge_lengths(lo, hi, blocks)]),
+    )
+    return deltas.map(lambda d: sq + d)
 
 
 @st.composite
 def dense_seqlens(draw, capability: Capability, cap_len: int):
-    """(seqlen_q, seqlen_k) ints. seqlen_k is drawn independently (both directions of
-    seqlen_q != seqlen_k) or set equal to seqlen_q; independent comes first so each
-    shrinks to its own minimum."""
+    """(seqlen_q, seqlen_k) ints, both tile-edge biased; equal a third of the time,
+    otherwise unequal in either direction. Shrinks toward seqlen_q = 1 first."""
     blocks = blocks_of(capability)
     sq = draw(lengths(1, cap_len, blocks))
     if not capability.seqlen_q_ne_k:
         return sq, sq
-    if draw(st.sampled_from(("independent", "same"))) == "same":
-        return sq, sq
-    return sq, draw(lengths(1, cap_len, blocks))
+    return sq, draw(key_length(sq, 1, cap_len, blocks))
 
 
 VARLEN_PATTERNS = ("short", "mixed", "one_long")
 
 
 @st.composite
-def varlen_seqlens(draw, capability: Capability, batch: int, cap_len: int):
+def varlen_seqlens(draw, capability: Capability, batch: int, cap_len: int, pattern: str):
     """(seqlens_q, seqlens_k) tuples of ``batch`` per-sequence lengths.
 
-    Patterns: "short" (every sequence <= SHORT tokens, zeros common: many short
-    sequences), "mixed" (each length edge-biased up to cap_len), "one_long" (one sequence
-    of at least one tile among short ones). Zero-length query and key sequences appear
-    when the capability allows empty sequences. Key lengths follow the query pattern but
-    are drawn independently, or equal the query lengths."""
+    ``pattern`` (one of VARLEN_PATTERNS, drawn by the caller): "short" (every sequence
+    <= SHORT tokens, zeros common: many short sequences), "mixed" (each length
+    edge-biased up to cap_len), "one_long" (one sequence of at least one tile among short
+    ones; "mixed" when batch is 1). Zero-length query and key sequences appear when the
+    capability allows empty sequences. Each key length is drawn from its query length
+    (see ``key_length``) within the same range. Every sequence takes the same choices as
+    a dense (seqlen_q, seqlen_k) pair, so the shrinker can turn a one-sequence varlen
+    example into the dense one."""
     blocks = blocks_of(capability)
     lo = 0 if capability.empty_seqs else 1
     short_hi = max(lo, min(SHORT, cap_len))
-    patterns = VARLEN_PATTERNS if batch > 1 else VARLEN_PATTERNS[:2]
-    pattern = draw(st.sampled_from(patterns))
+    if pattern == "one_long" and batch == 1:
+        pattern = "mixed"
     long_at = draw(st.integers(0, batch - 1)) if pattern == "one_long" else -1
     long_lo = min(cap_len, max(capability.block_m, capability.block_n))
 
-    def one(i):
-        if pattern == "short":
-            return st.integers(lo, short_hi)
-        if pattern == "one_long" and i == long_at:
-            return lengths(long_lo, cap_len, blocks)
+    def bounds(i):
+        if pattern == "short" or (pattern == "one_long" and i != long_at):
+            return lo, short_hi
         if pattern == "one_long":
-            return st.integers(lo, short_hi)
-        return lengths(lo, cap_len, blocks)
+            return long_lo, cap_len
+        return lo, cap_len
 
-    sq = tuple(draw(one(i)) for i in range(batch))
-    if not capability.seqlen_q_ne_k or draw(st.sampled_from(("independent", "same"))) == "same":
-        return sq, sq
-    return sq, tuple(draw(one(i)) for i in range(batch))
+    sq, sk = [], []
+    for i in range(batch):
+        a, b = bounds(i)
+        q = draw(lengths(a, b, blocks))
+        sq.append(q)
+        sk.append(draw(key_length(q, a, b, blocks)) if capability.seqlen_q_ne_k else q)
+    return tuple(sq), tuple(sk)
