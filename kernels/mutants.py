@@ -52,6 +52,10 @@ class Mutant:
     factory: Callable[[], KernelAdapter]  # a fresh adapter (mutants may hold state across calls)
     example: Problem | None = None  # a hand-picked Problem that triggers the fault
     source: str = "blockwise"
+    clean: Callable[[], KernelAdapter] | None = None  # the correct kernel it deviates from
+
+    def make_clean(self) -> KernelAdapter:
+        return (self.clean or BlockwiseAttention)()
 
     def make(self) -> KernelAdapter:
         return self.factory()
@@ -69,7 +73,8 @@ def mutant(bug_class: str, example: Problem):
     def wrap(cls):
         doc = (cls.__doc__ or "").strip().splitlines()
         cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
-        _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls, example.validate()))
+        _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls, example.validate(),
+                                 clean=BlockwiseAttention))
         return cls
 
     return wrap
@@ -323,7 +328,7 @@ class DqFp16Accumulation(BlockwiseAttention):
         return torch.zeros(shape, dtype=torch.float16, device=device)
 
 
-@mutant("nondeterminism", Problem(seqlen_q=8, seqlen_k=64))
+@mutant("nondeterminism", Problem(seqlen_q=8, seqlen_k=160))
 class DqRandomOrder(BlockwiseAttention):
     """dQ tile partials are added in a random order each call (atomics), while the
     kernel claims deterministic=True."""

@@ -1,0 +1,212 @@
+"""The mutant catalogue, the kill table and the grid baseline.
+
+Each mutant's fault is shown to be REAL: on its hand-picked Problem the clean kernel
+passes every gate, the mutant fails, and the mutant's outputs differ from the clean
+kernel's. The CI gate (whole catalogue under the ci profile, zero survivors, within its
+budget) is marked slow: CI runs it once through ``difftest mutants --profile ci``.
+"""
+
+import inspect
+import sys
+import time
+import types
+
+import pytest
+import torch
+
+from difftest import grid as grid_mod
+from difftest import mutants as mutants_cmd
+from difftest.adapter import KernelAdapter
+from difftest.inputs import make_inputs
+from difftest.problem import Problem
+from difftest.runner import run_case
+from kernels import mutants as catalogue
+from kernels.blockwise import BlockwiseAttention
+
+NAMES = sorted(catalogue.MUTANTS)
+CI_TOTAL_BUDGET_S = mutants_cmd.BUDGETS["ci"][2]
+
+
+def test_catalogue_has_20_plus_mutants_covering_every_bug_class():
+    assert len(catalogue.MUTANTS) >= 20
+    covered = {m.bug_class for m in catalogue.MUTANTS.values()}
+    assert covered == set(catalogue.BUG_CLASSES), set(catalogue.BUG_CLASSES) - covered
+    for m in catalogue.MUTANTS.values():
+        assert m.description and m.example is not None, m.name
+        k = m.make()
+        assert isinstance(k, KernelAdapter) and k.name == m.name
+        assert k.capability.deterministic  # every mutant claims what the clean kernel claims
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_mutant_is_a_small_deviation(name):
+    """One or two overridden hooks of the clean kernel, nothing rewritten wholesale."""
+    cls = type(catalogue.MUTANTS[name].make())
+    assert issubclass(cls, BlockwiseAttention)
+    own = [n for n, v in vars(cls).items() if inspect.isfunction(v) and n != "__init__"]
+    assert 1 <= len(own) <= 2, own
+    assert all(hasattr(BlockwiseAttention, n) for n in own), f"{own}: not hooks of the clean kernel"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_fault_is_real(name):
+    m = catalogue.MUTANTS[name]
+    p = m.example
+    clean = run_case(BlockwiseAttention(), p)
+    assert clean.status == "passed", clean.render()
+    bad = run_case(m.make(), p)
+    assert bad.status == "failed", bad.render()
+    # and the mutant computes something different from the clean kernel (over three calls:
+    # a second-call or reduction-order fault shows on a later call)
+    x = make_inputs(p)
+    ref = BlockwiseAttention().run(x)
+    k = m.make()
+    differs = False
+    for _ in range(3):
+        got = k.run(x)
+        for n, t in ref.items():
+            g = got.get(n)
+            if not torch.equal(g.contiguous().view(torch.uint8), t.contiguous().view(torch.uint8)):
+                differs = True
+    assert differs, f"{name} gives the clean kernel's bits on its own example"
+
+
+def test_fault_stays_hidden_outside_its_trigger():
+    """The conditional faults really are conditional: off their trigger they pass."""
+    quiet = {
+        "gqa-head-modulo": Problem(seqlen_q=12, seqlen_k=12, heads_q=4, heads_kv=1),  # MQA: h % 1 == h // 4
+        "dq-workspace-not-zeroed": Problem(seqlen_q=8, seqlen_k=8),  # first call of a fresh kernel
+        "lse-batch-offset-missing": Problem(batch=1, seqlen_q=8, seqlen_k=8),
+        "odd-last-head-dropped": Problem(seqlen_q=8, seqlen_k=8, heads_q=2, heads_kv=2),
+        "no-max-subtraction": Problem(seqlen_q=8, seqlen_k=8),
+        "causal-align-swapped-bwd": Problem(seqlen_q=12, seqlen_k=12, causal=True),
+    }
+    for name, p in quiet.items():
+        k = catalogue.MUTANTS[name].make()
+        case = run_case(k, p, _one_run())
+        assert case.status == "passed", case.render()
+
+
+def _one_run():
+    from difftest.runner import RunConfig
+
+    return RunConfig(determinism_runs=1)
+
+
+def test_extra_sources_merge_lazily_and_skip_cleanly(monkeypatch):
+    monkeypatch.setattr(catalogue, "EXTRA_SOURCES", ("kernels.no_such_mutants_module",))
+    assert catalogue.all_mutants() == catalogue.MUTANTS
+    assert "kernels.no_such_mutants_module" in catalogue.skipped_sources()
+
+    fake = types.ModuleType("fake_tl_mutants")
+    entry = catalogue.Mutant("tl-fake", "tail-blocks", "a fake TileLang mutant", BlockwiseAttention,
+                             source="tilelang")
+    fake.MUTANTS = {"tl-fake": entry, "dsink-missing": entry}
+    monkeypatch.setitem(sys.modules, "fake_tl_mutants", fake)
+    monkeypatch.setattr(catalogue, "EXTRA_SOURCES", ("fake_tl_mutants",))
+    merged = catalogue.all_mutants()
+    assert merged["tl-fake"] is entry
+    assert merged["dsink-missing"] is catalogue.MUTANTS["dsink-missing"]  # never shadows ours
+    assert "fake_tl_mutants:dsink-missing" in catalogue.skipped_sources()
+
+
+def test_unknown_mutant_names_the_known_ones():
+    with pytest.raises(KeyError, match="known mutants"):
+        catalogue.get("no-such-mutant")
+    with pytest.raises(KeyError, match="known mutants"):
+        mutants_cmd.run_mutants(["no-such-mutant"])
+
+
+# ----------------------------------------------------------------------------- command
+def test_command_kills_a_mutant_and_writes_the_table(tmp_path, capsys):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    mutants_cmd.add_arguments(p)
+    out = tmp_path / "mutants.md"
+    args = p.parse_args(["--only", "dk-missing-scale", "--per-mutant-budget", "30", "--shrink-budget", "5",
+                         "--out", str(out)])
+    assert mutants_cmd.command(args) == 0
+    text = out.read_text()
+    assert "| dk-missing-scale | scale | killed |" in text
+    assert "dk:budget" in text and "1/1 killed" in text
+
+
+def test_a_survivor_fails_the_run(monkeypatch):
+    """The gate can fail: a 'mutant' that is the clean kernel survives, exit status 1."""
+    clean = catalogue.Mutant("not-a-fault", "tail-blocks", "the clean kernel", BlockwiseAttention,
+                             Problem())
+    monkeypatch.setattr(catalogue, "all_mutants", lambda: {"not-a-fault": clean})
+    report = mutants_cmd.run_mutants(None, "quick", per_mutant_budget=3, shrink_budget=1, max_examples=3)
+    assert [r.status for r in report.rows] in (["survived"], ["spurious"])
+    assert not report.ok and report.kills == 0
+    assert "0/1 killed" in mutants_cmd.render_markdown(report)
+
+
+def test_spurious_kill_is_not_counted():
+    """A kill the clean kernel shares (a flaky gate, not the fault) counts as a survivor."""
+
+    class BrokenClean(BlockwiseAttention):
+        def dq_heads(self, p):
+            return []
+
+    entry = catalogue.Mutant("spurious", "scale", "fails like its clean kernel",
+                             catalogue.MUTANTS["dk-missing-scale"].factory, Problem(), clean=BrokenClean)
+    row = mutants_cmd.run_mutant(entry, "quick", per_mutant_budget=20, shrink_budget=2)
+    assert row.status == "spurious" and row.clean_passes is False
+
+
+def test_over_budget_fails_the_run():
+    r = mutants_cmd.MutantReport("ci", 1.0, 1.0, time_budget=0.5, elapsed=2.0)
+    assert r.over_budget and not r.ok
+
+
+def test_grid_comparison_rule():
+    def report(kills, gkills, secs, gsecs):
+        r = mutants_cmd.MutantReport("ci", 10, 5, 100, grid=True)
+        for i in range(3):
+            r.rows.append(mutants_cmd.MutantRow(f"m{i}", "tail-blocks", "blockwise",
+                                                "killed" if i < kills else "survived", seconds=secs,
+                                                grid_status="killed" if i < gkills else "survived",
+                                                grid_seconds=gsecs))
+        return r
+
+    assert report(3, 2, 5.0, 1.0).beats_grid()  # more kills wins
+    assert not report(2, 3, 1.0, 5.0).beats_grid()
+    assert report(2, 2, 1.0, 5.0).beats_grid()  # same kills, faster
+    assert not report(2, 2, 5.0, 1.0).beats_grid()
+
+
+# ----------------------------------------------------------------------------- grid
+def test_grid_is_flashattention_shaped():
+    cells = grid_mod.grid_problems()
+    assert cells[0].dtype == "float16" and cells[1].dtype == "bfloat16"  # dtype varies fastest
+    assert (cells[0].seqlen_q, cells[0].seqlen_k) == (113, 203)  # the pair varies slowest
+    assert {c.dtype for c in cells} == {"float16", "bfloat16"}
+    assert {(c.heads_q, c.heads_kv) for c in cells} == {(9, 9), (9, 1), (9, 3)}
+    assert all(c.align == "bottom_right" and c.values == "normal" and c.pad_tail == 0 for c in cells)
+    assert all(c.head_dim_qk == c.head_dim_v for c in cells)
+    varlen = [c for c in cells if c.varlen]
+    assert varlen and all(min(c.seqlens_q) >= 1 and min(c.seqlens_k) >= 1 for c in varlen)
+    assert grid_mod.grid_problems() == cells  # fixed: the same grid every run
+
+
+def test_grid_runs_in_order_until_a_failure_or_the_budget():
+    small = [Problem(seqlen_q=8, seqlen_k=16, seed=i) for i in range(3)] + [Problem(seqlen_q=8, seqlen_k=40)]
+    killed = grid_mod.run_grid(catalogue.MUTANTS["tail-key-tile-skipped-bwd"].make(), 60, problems=small)
+    assert killed.failed and killed.examples_to_fail == 4 and len(killed.cases) == 4
+    clean = grid_mod.run_grid(BlockwiseAttention(), 60, problems=small)
+    assert not clean.failed and clean.exhausted
+    starved = grid_mod.run_grid(BlockwiseAttention(), 0.0, problems=small)
+    assert not starved.cases and not starved.exhausted
+
+
+# ----------------------------------------------------------------------------- CI gate
+@pytest.mark.slow
+def test_ci_gate_whole_catalogue_zero_survivors_within_budget():
+    t0 = time.perf_counter()
+    report = mutants_cmd.run_mutants(None, "ci")
+    elapsed = time.perf_counter() - t0
+    survivors = [(r.name, r.status, r.reason) for r in report.survivors]
+    assert not survivors, mutants_cmd.render_markdown(report)
+    assert elapsed <= CI_TOTAL_BUDGET_S, f"{elapsed:.0f}s > {CI_TOTAL_BUDGET_S}s"
