@@ -35,7 +35,7 @@ def _capability(backend: str) -> Capability:
     return Capability(
         dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, equal_head_dims=True, max_batch=8,
         max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
-        window=True, varlen=True, empty_seqs=True, pad_tail=False, sinks=backend == "dew",
+        window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=backend == "dew",
         outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False, device="cuda",
         block_m=64, block_n=128,
     )
@@ -79,8 +79,12 @@ def _dew_fns():
         import jax
         import dew_flash_attn as dew
 
+        def backward(longest, scale, causal, window, residuals, grad):
+            # dew's vjp also returns float0 cotangents for the offsets: not jit outputs we need
+            return dew._attend_backward(longest, scale, causal, window, residuals, grad)[:4]
+
         _JITTED["fwd"] = jax.jit(dew._attend_forward, static_argnums=(5, 6, 7, 8))
-        _JITTED["bwd"] = jax.jit(dew._attend_backward, static_argnums=(0, 1, 2, 3))
+        _JITTED["bwd"] = jax.jit(backward, static_argnums=(0, 1, 2, 3))
     return _JITTED["fwd"], _JITTED["bwd"]
 
 
@@ -163,7 +167,7 @@ class Fa3Adapter(KernelAdapter):
         _, bwd_fn = _dew_fns()
         do = inputs.do if p.varlen else inputs.bshd("do")
         torch.cuda.synchronize()
-        dq, dk, dv, dsink, _ = bwd_fn(call.longest, call.scale, call.causal, call.window, residuals,
+        dq, dk, dv, dsink = bwd_fn(call.longest, call.scale, call.causal, call.window, residuals,
                                       to_jax(do))
         dq, dk, dv = (to_torch(x).clone() for x in (dq, dk, dv))
         if not p.varlen:
