@@ -166,6 +166,21 @@ def test_compile_aware_draws_reuse_warm_configurations():
         assert JIT.excludes(p) is None
 
 
+def test_new_compile_p_sets_the_rate_of_new_configurations():
+    # every seed is its own compile configuration: a draw outside the one warm
+    # configuration is a new compile (Hypothesis's mutator repeats some, so allow slack)
+    cap = Capability(dtypes=("float16",), head_dims_qk=(64,), compile_key=("seed",))
+    warm = {cap.compile_signature(w) for w in warm_problems(cap, "ci", 1)}
+    rates = {}
+    for p in (0.0, 0.1, 0.3):
+        ps = draw_many(problems(cap, "ci", new_compile_p=p, warm_configs=1), 500)
+        rates[p] = sum(cap.compile_signature(x) not in warm for x in ps) / len(ps)
+    print(f"\nmeasured share of new compile configurations: {rates}")
+    assert rates[0.0] == 0.0
+    assert 0.05 <= rates[0.1] <= 0.15
+    assert 0.15 <= rates[0.3] <= 0.4
+
+
 def test_warm_configurations_come_from_the_edge_corpus():
     warm = warm_problems(JIT, "ci", 3)
     assert len({JIT.compile_signature(w) for w in warm}) == 3
