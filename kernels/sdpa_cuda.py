@@ -34,14 +34,15 @@ _DIMS_UNEQUAL = (32, 64, 96, 128, 192, 256)
 # What each backend takes, measured on the H200 with torch 2.11.0+cu130 (results/h200/phase1.md:
 # a refusal is SDPA's "No available kernel"):
 # flash: fp16/bf16, equal head dims <= 256, GQA; no attn_mask; is_causal refused when
-#   seqlen_q != seqlen_k (so no masked non-square problem: aligns=());
+#   seqlen_q != seqlen_k (declared as square problems only: the strategies cannot draw
+#   "non-square only when unmasked", and aligns=() breaks strategies.edge_problems);
 # efficient: fp16/bf16/fp32, bool masks (windows, bottom-right), unequal head dims; no GQA;
 # cudnn: fp16/bf16, head dims up to 256 and unequal (192/128), GQA, bool masks;
 # math: everything (the reference-style unfused path, on CPU too).
 CAPABILITIES = {
     "flash": Capability(
         dtypes=_HALF, head_dims_qk=_DIMS, equal_head_dims=True, max_batch=8, max_seqlen=4096,
-        max_heads=32, gqa=True, causal=True, aligns=(), window=False, varlen=False,
+        max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True, aligns=("top_left",), window=False, varlen=False,
         empty_seqs=False, pad_tail=False, sinks=False, outputs=("o", "dq", "dk", "dv"),
         deterministic=False, device="cuda", block_m=128, block_n=128,
     ),
