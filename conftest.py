@@ -5,3 +5,5 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+pytest_plugins = ["pytester"]  # the plugin's own tests run pytest in a sub-session

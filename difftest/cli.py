@@ -1,4 +1,4 @@
-"""The difftest command line: ``difftest run | repro | list | mutants | bench``."""
+"""The difftest command line: ``difftest run | repro | list | mutants | calibrate | bench``."""
 
 import argparse
 import json
@@ -154,13 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_repro)
     ls = sub.add_parser("list", help="list known kernels and whether they can run here")
     ls.set_defaults(func=cmd_list)
-    for modname, help_ in (("mutants", "run the mutant catalogue (detection power)"),
-                           ("bench", "time kernels' backward (CUDA events)")):
-        try:
-            mod = __import__(f"difftest.{modname}", fromlist=["command"])
-        except ImportError:
-            continue
-        sp = sub.add_parser(modname, help=help_)
+    from . import bench, calibration, mutants
+
+    for name, mod, help_ in (("mutants", mutants, "run the mutant catalogue (detection power)"),
+                             ("calibrate", calibration, "measure k_needed over correct kernels"),
+                             ("bench", bench, "time kernels' backward (CUDA events)")):
+        sp = sub.add_parser(name, help=help_)
         mod.add_arguments(sp)
         sp.set_defaults(func=mod.command)
     return p
