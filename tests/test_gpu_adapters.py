@@ -305,3 +305,46 @@ def test_gpu_xdist_worker_pinning_sees_one_device():
     out = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
                          capture_output=True, text=True, timeout=120)
     assert int(out.stdout.strip()) >= 1
+
+
+def has_empty_rows(p: Problem) -> bool:
+    """Some query row of a non-empty key sequence sees no key (and there is no sink)."""
+    if p.sinks:
+        return False
+    for sq, sk in zip(p.seqlens_q, p.seqlens_k):
+        for i in range(sq):
+            lo, hi = p.key_range(i, sq, sk)
+            if hi <= lo:
+                return True
+    return False
+
+
+def test_has_empty_rows_helper():
+    assert has_empty_rows(Problem(seqlen_q=10, seqlen_k=4, causal=True, **D))  # bottom-right, sq > sk
+    assert not has_empty_rows(Problem(seqlen_q=10, seqlen_k=4, causal=True, align="top_left", **D))
+    assert not has_empty_rows(Problem(seqlen_q=10, seqlen_k=4, causal=True, sinks=True, **D))
+
+
+# Kernels with a real bug found on the H200 (results/h200/): their campaign may fail, but only
+# with that bug; any other failure fails the test.
+KNOWN_BUGS = {"sdpa-cudnn": ("fully masked query rows", has_empty_rows)}
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("name", GPU_KERNELS)
+def test_gpu_campaign(difftest_campaign, name):
+    """One property campaign per kernel (profile from --difftest-profile; seconds from
+    $DIFFTEST_GPU_CAMPAIGN_SECONDS). Under ``pytest -n 2 --difftest-gpu-per-worker`` each
+    xdist worker owns one GPU."""
+    k = registry.get(name)
+    if k.available():
+        pytest.skip(k.available())
+    secs = float(os.environ.get("DIFFTEST_GPU_CAMPAIGN_SECONDS", "120"))
+    known = KNOWN_BUGS.get(name)
+    res = difftest_campaign(k, time_budget=secs, shrink_budget=min(secs, 60.0), database=None,
+                            expect_failure=known is not None)
+    assert res.cases
+    if known and res.failed:
+        what, matches = known
+        assert matches(res.failure.problem), f"{name} failed with something other than {what}: {res.failure.render()}"
