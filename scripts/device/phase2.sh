@@ -24,7 +24,8 @@ Q)
 R)
   lane 0 tileops bash -c "python3 scripts/device/phase1.py tileops-gqa:noprobe tileops-mla:noprobe; python3 scripts/device/campaigns.py --shrink 35 --out /tmp/camp/R0 --det-runs 5 tileops-gqa:60:60 tileops-mla:30:40; python3 -m difftest bench -k tileops-gqa --json /tmp/camp/R0/bench.json --markdown /tmp/camp/R0/bench.md" &
   python3 -m pip install -q --no-deps --no-build-isolation -e . > $OUT/R-pip.log 2>&1  # entry point: the pytest plugin
-  lane 0,1 xdist python3 -m pytest -n 2 --difftest-gpu-per-worker -m gpu tests/test_gpu_adapters.py -q -p no:cacheprovider &
+  export DIFFTEST_GPU_CAMPAIGN_SECONDS=${CAMPAIGN_SECONDS:-20}
+  lane 0,1 xdist python3 -m pytest -n 2 --difftest-gpu-per-worker --difftest-profile gpu --difftest-out /tmp/camp/R1 -m gpu tests/test_gpu_adapters.py -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} &
   wait ;;
 esac
 mkdir -p /tmp/camp; tar -C /tmp/camp -czf $OUT/$call-results.tgz $(cd /tmp/camp && ls -d $call* 2>/dev/null)
