@@ -236,3 +236,16 @@ def test_correct_kernel_is_never_reported():
     with pytest.raises(NoSuchExample):
         find(problems(CAP, "quick"), lambda p: differs(kernel.run(make_inputs(p)), reference(make_inputs(p))),
              settings=settings(max_examples=60, database=None, derandomize=True, deadline=None))
+
+
+@pytest.mark.slow
+def test_campaign_shrinks_the_planted_fault_through_the_engine(tmp_path):
+    """The same fault through difftest.campaign (runner, gates, reproducer): ~25 s."""
+    from difftest.campaign import run_campaign
+
+    res = run_campaign(Planted(tail_and_gqa), "quick", max_examples=60, edge_cases=False, database=None,
+                       out_dir=tmp_path, time_budget=60, shrink_budget=60)
+    assert res.failed, res.status
+    p = res.failure.problem
+    assert (p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv) == (1, 1, BLOCK + 1, 2, 1), p.short()
+    assert "dk:budget" in res.failure.failed_gates
