@@ -69,6 +69,8 @@ def features(p: Problem, c: Capability) -> set[str]:
         f.add("sq>sk")
     if any(a < b for a, b in pairs):
         f.add("sq<sk")
+    if all(a == b for a, b in pairs):
+        f.add("sq==sk")
     if p.varlen:
         f.add("varlen")
         if 0 in p.seqlens_q:
@@ -124,7 +126,7 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
     prof = get_profile(profile)
     S = min(c.max_seqlen, prof.max_seqlen)
     H = min(c.max_heads, prof.max_heads)
-    e = {"batch=1", "heads:MHA", "mask:none"}
+    e = {"batch=1", "heads:MHA", "mask:none", "sq==sk"}
     e |= {f"dtype:{d}" for d in DTYPE_ORDER if d in c.dtypes}
     e |= {f"values:{k}" for k in value_kinds(c)}
     dims = [d for d in c.head_dims_qk if d <= prof.max_head_dim] or [min(c.head_dims_qk)]
