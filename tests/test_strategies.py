@@ -166,6 +166,17 @@ def test_compile_aware_draws_reuse_warm_configurations():
         assert JIT.excludes(p) is None
 
 
+@pytest.mark.parametrize("key", [("seqlen_q",), ("batch", "pad_tail"), ("window_left", "align"), ("values",),
+                                 ("sink_center",), ("head_dim_v", "softmax_scale", "seed")])
+def test_any_compile_key_keeps_draws_inside_the_capability(key):
+    for base in (BROAD, SDPA_LIKE):
+        cap = Capability(**{**base.__dict__, "compile_key": key})
+        ps = draw_many(problems(cap, "ci", new_compile_p=0.2), 80)
+        for p in ps:
+            assert cap.excludes(p) is None, (key, p.short(), cap.excludes(p))
+        assert 1 < len(compile_keys(ps, cap)) < 80 or key == ("sink_center",) and not cap.sinks
+
+
 def test_new_compile_p_sets_the_rate_of_new_configurations():
     # every seed is its own compile configuration: a draw outside the one warm
     # configuration is a new compile (Hypothesis's mutator repeats some, so allow slack)
