@@ -55,6 +55,7 @@ class CampaignResult:
     seconds_to_fail: float | None = None
     reproducer: dict | None = None
     compile_keys: int = 0
+    coverage: dict = field(default_factory=dict)  # {"hit": {feature: cases}, "missing": [features]}
     elapsed: float = 0.0
     settings: dict = field(default_factory=dict)
 
@@ -103,7 +104,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     if edge_cases:
         import strategies
 
-        edge = list(strategies.edge_problems(kernel.capability))
+        edge = list(strategies.edge_problems(kernel.capability, profile))
     bar = Progress(kernel.name, n_examples + len(edge), progress)
     seen: dict = {}
     keys = set()
@@ -164,9 +165,24 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
             log.close()
         res.elapsed = time.perf_counter() - t0
         res.compile_keys = len(keys)
+        res.coverage = _coverage(res.cases, kernel.capability, profile)
     if res.failure is not None:
         res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path("difftest-out")) / "repro")
     return res
+
+
+def _coverage(cases, capability, profile) -> dict:
+    """Which bug-class features (strategies.coverage) the cases actually ran."""
+    from collections import Counter
+
+    from strategies.coverage import expected_features, features
+
+    hit = Counter()
+    for c in cases:
+        if c.status != "skipped":
+            hit.update(features(c.problem, capability))
+    return {"hit": dict(sorted(hit.items())),
+            "missing": sorted(expected_features(capability, profile) - set(hit))}
 
 
 def _safe(name: str) -> str:

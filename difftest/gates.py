@@ -3,13 +3,19 @@ Verdict per output, each carrying the measured numbers.
 
 - ``budget``: max|got - truth| <= k * max|ref - truth| + floor, where ref is the same
   computation done naively in the Problem's dtype (how much error rounding alone
-  makes, FlashAttention's rule) and floor = floor_ulps * eps(dtype) *
-  max(max|truth|, floor_magnitude) (FA3's "2x the dtype's rounding at the reference's
-  magnitude"; the magnitude is held at >= 1 by default because a truth of exactly 0,
-  e.g. dQ with one visible key, is still computed from O(1) terms whose rounding a
-  correct kernel cannot avoid). Reported: ``ratio`` = error / limit (> 1 fails;
-  campaigns climb it with hypothesis.target) and ``k_needed``, the smallest k that
-  would pass, so k can be set from data rather than guessed.
+  makes, FlashAttention's rule) and
+      floor = floor_ulps * (eps(dtype) * max(max|truth|, 1) + eps32 * (1 + |S|) * T)
+  The first term is FA3's "2x the dtype's rounding at the reference's magnitude" (held
+  at magnitude >= 1: a truth of exactly 0, e.g. dQ with one visible key, still comes
+  from O(1) terms). The second is what no correct kernel avoids when it recomputes
+  P = exp(S - LSE) in float32 from a stored LSE: relative error (1 + |S|) eps32 for
+  logits of size |S|, carried by T, the largest absolute sum of the terms forming one
+  element (e.g. scale * sum_j P_ij (|dP_ij| + |Delta_i|) |K_j| for dQ), which dwarfs
+  the result when terms cancel (mixed-magnitude dO, saturated softmax). It dominates
+  float32 problems and large logits, and is negligible for fp16/bf16 at normal values.
+  Reported: ``ratio`` = error / limit (> 1 fails; campaigns climb it with
+  hypothesis.target) and ``k_needed``, the smallest k that would pass, so k can be set
+  from data rather than guessed (``difftest calibrate``).
 - ``elementwise``: the form kernel teams state: |got - truth| <= atol + rtol*|truth| on at
   least ``required_ratio`` of the elements, and max|got - truth| <= max_abs.
 - ``nonfinite``: NaN/Inf parity: a non-finite value in the kernel where the truth is
@@ -167,7 +173,7 @@ def _finite_pair(got, truth):
 
 # ------------------------------------------------------------------------- gates
 def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate="budget",
-                ref_label="same-dtype ref") -> Verdict:
+                ref_label="same-dtype ref", logit_scale=0.0, terms=0.0) -> Verdict:
     """``ref``: one reference tensor or a list; the yardstick is the largest of their errors."""
     shape = got.shape
     g, t = _finite_pair(got, truth)
@@ -178,7 +184,11 @@ def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1
         r, t2 = _finite_pair(one, truth)
         ref_err = max(ref_err, float((r - t2).abs().max()) if r.numel() else 0.0)
     scale = float(t.abs().max()) if t.numel() else 0.0
-    floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude)
+    # the dtype's rounding of the result, plus float32 rounding of P = exp(S - LSE)
+    # (relative error (1 + |S|) * eps32 whatever the dtype) carried by the terms that
+    # form each element: their absolute sum ``terms`` can dwarf a result that cancels
+    floor = floor_ulps * (EPS[problem.dtype] * max(scale, floor_magnitude)
+                          + EPS["float32"] * (1.0 + logit_scale) * max(terms, scale))
     limit = k * ref_err + floor
     ratio = err / limit
     k_needed = max(0.0, err - floor) / ref_err if ref_err > 0 else (0.0 if err <= floor else float("inf"))
@@ -189,7 +199,7 @@ def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1
     if not passed:
         msg += _fmt_loc(worst)
     return Verdict(name, gate, passed,
-                   {"err": err, "ref_err": ref_err, "floor": floor, "k": k, "limit": limit, "ratio": ratio, "k_needed": k_needed,
+                   {"err": err, "ref_err": ref_err, "floor": floor, "k": k, "limit": limit, "ratio": ratio, "k_needed": k_needed, "logit_scale": logit_scale, "terms": terms,
                     "max_abs_truth": scale}, worst, msg)
 
 
@@ -260,6 +270,23 @@ def shape_verdict(problem, name, got, expected_shape) -> Verdict | None:
     return None
 
 
+def _terms(truth, name) -> float:
+    """Largest absolute sum of the terms forming one element of ``name`` (recorded by the
+    chunked oracle as ``truth.magnitude``; 0 when unknown: the result's size is used)."""
+    mag = getattr(truth, "magnitude", None) or {}
+    return float(mag.get(name, 0.0))
+
+
+def logit_magnitude(problem, truth) -> float:
+    """max |LSE| over rows that see something: the size of the largest logits (LSE lies
+    within log(seqlen_k) of each row's maximum logit)."""
+    if truth.lse is None:
+        return 0.0
+    lse = truth.lse[: used_rows(problem, "lse")].double()
+    lse = lse[torch.isfinite(lse)]
+    return float(lse.abs().max()) if lse.numel() else 0.0
+
+
 def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,
                   poisoned: bool = False, expected: tuple[str, ...] | None = None) -> list[Verdict]:
     """Every gate on every output the kernel produced (``expected``: outputs it declared).
@@ -269,6 +296,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     config = config or GateConfig()
     shapes = Outputs.shapes(problem)
     verdicts = []
+    logit_scale = logit_magnitude(problem, truth)
     for name in OUTPUTS:
         t_truth = truth.get(name)
         if t_truth is None or name not in shapes:
@@ -291,7 +319,8 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         if config.check_nonfinite:
             verdicts.append(nonfinite_gate(problem, name, g, t))
         verdicts.append(budget_gate(problem, name, g, t, r, config.k.get(name, DEFAULT_K[name]), config.floor_ulps,
-                                    config.floor_magnitude))
+                                    config.floor_magnitude, logit_scale=logit_scale,
+                                    terms=_terms(truth, name)))
         if name in config.standards:
             verdicts.append(elementwise_gate(problem, name, g, t, config.standards[name]))
     return verdicts
@@ -306,6 +335,7 @@ def check_second_reference(problem: Problem, got, truth, second, config: GateCon
             continue
         g, t, s = _prep(problem, name, g), _prep(problem, name, t), _prep(problem, name, s)
         v = budget_gate(problem, name, g, t, s, config.second_reference_k.get(name, DEFAULT_K[name]),
-                        config.floor_ulps, config.floor_magnitude, gate="second_reference", ref_label=label)
+                        config.floor_ulps, config.floor_magnitude, gate="second_reference", ref_label=label,
+                        logit_scale=logit_magnitude(problem, truth), terms=_terms(truth, name))
         verdicts.append(v)
     return verdicts

@@ -65,7 +65,9 @@ class Inputs:
             t = getattr(self, n)
             if t is not None:
                 h.update(n.encode())
-                h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+                h.update(str(tuple(t.shape)).encode())
+                if t.numel():
+                    h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
         return h.hexdigest()[:16]
 
 

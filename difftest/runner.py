@@ -108,21 +108,25 @@ class CaseResult:
 
 
 def _references(inputs, config, notes):
-    """(float64 truth, same-dtype references). The error budget's yardstick is the larger
-    error of the naive same-dtype autograd reference and the flash-style one (rounds
-    where a correct flash kernel rounds). Above the chunk threshold both come from the
-    memory-bounded chunked oracle; the yardstick is then float32 (stricter)."""
+    """(float64 truth, same-dtype references).
+
+    The truth is the float64 FlashAttention-formula oracle (oracles/chunked.py, checked
+    against autograd and gradcheck in tests/test_oracles.py): memory-bounded at any
+    length, faster than the autograd graph, and it records the term magnitudes the
+    budget floor needs. The budget's yardstick is the larger error of the naive
+    same-dtype autograd reference and the flash-style one (rounds where a correct flash
+    kernel rounds); above the chunk threshold (score elements) the naive one would not
+    fit, and a float32 chunked reference stands in (stricter)."""
     import oracles
     from oracles.flash_style import flash_style_reference
 
-    kw = {} if config.chunk_threshold is None else {"chunk_threshold": config.chunk_threshold}
-    truth = oracles.truth(inputs, "float64", **kw)
-    threshold = kw.get("chunk_threshold", oracles.DEFAULT_CHUNK_THRESHOLD)
+    truth = oracles.chunked_reference(inputs, "float64", magnitudes=True)
+    threshold = oracles.DEFAULT_CHUNK_THRESHOLD if config.chunk_threshold is None else config.chunk_threshold
     if oracles.score_elements(inputs) <= threshold:
         ref = [oracles.reference(inputs, "same"), flash_style_reference(inputs)]
     else:
-        ref = oracles.truth(inputs, "float32", **kw)
-        notes.append("long problem: chunked oracles; error budget measured against a float32 reference")
+        ref = oracles.chunked_reference(inputs, "float32")
+        notes.append("long problem: error budget measured against a float32 chunked reference")
     return truth, ref
 
 

@@ -62,10 +62,14 @@ def chunk_rows(problem: Problem, sk: int, max_chunk_elements: int = DEFAULT_MAX_
 @torch.no_grad()
 def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                       max_chunk_elements: int = DEFAULT_MAX_CHUNK_ELEMENTS,
-                      chunk: int | None = None) -> Outputs:
+                      chunk: int | None = None, magnitudes: bool = False) -> Outputs:
     """O, LSE, dQ, dK, dV (and dSink) for ``inputs`` in ``precision``, computed in query
     chunks. ``chunk`` fixes the rows per chunk (tests use it to force many chunks);
-    otherwise it follows ``max_chunk_elements``."""
+    otherwise it follows ``max_chunk_elements``. ``magnitudes``: also record, per output,
+    the largest sum of absolute terms that forms one element (e.g. for dQ,
+    scale * sum_j P_ij (|dP_ij| + |Delta_i|) |K_j|): the size of what a kernel rounds
+    while computing it, which can be far above the result's own size when terms cancel
+    (see gates.budget_gate)."""
     if precision not in CHUNK_PRECISIONS:
         raise ValueError(f"precision={precision!r}: allowed {CHUNK_PRECISIONS}")
     if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
@@ -84,6 +88,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     dv = torch.zeros(p.total_k, Hkv, p.head_dim_v, dtype=dt, device=dev)
     sink = None if x.sink is None else x.sink.to(dt).view(Hkv, G, 1)  # [Hkv, G, 1]
     dsink = None if sink is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
+    mag = {n: 0.0 for n in ("o", "dq", "dk", "dv", "dsink")} if magnitudes else None
 
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
@@ -120,6 +125,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             delta = torch.einsum("chgd,chgd->hgc", doc, oc)  # [Hkv, G, c]
             dv[k0:k0 + sk] += torch.einsum("hgck,chgd->khd", pr, doc)
             ds = torch.einsum("chgd,khd->hgck", doc, vb)  # dP
+            if mag is not None:
+                _record_magnitudes(mag, pr, ds, delta, qc, kb, vb, doc, scale, sk)
             ds = pr * (ds - delta.unsqueeze(-1))  # dS
             del pr
             dq[q0 + r0:q0 + r1] = (torch.einsum("hgck,khd->chgd", ds, kb) * scale).reshape(c, Hq, -1)
@@ -128,7 +135,27 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             if sink is not None:
                 p_sink = torch.where(seen, torch.exp(sink - lse_safe), torch.zeros_like(lse_safe))
                 dsink -= (p_sink * delta).sum(dim=-1)
+                if mag is not None:
+                    mag["dsink"] = max(mag["dsink"], float((p_sink * delta.abs()).sum(dim=-1).max()))
             o[q0 + r0:q0 + r1] = oc.reshape(c, Hq, -1)
             lse[q0 + r0:q0 + r1] = row_lse.reshape(Hq, c).transpose(0, 1).float()
-    return Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv,
-                   dsink=None if dsink is None else dsink.reshape(Hq).float())
+    out = Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=None if dsink is None else dsink.reshape(Hq).float())
+    out.magnitude = mag
+    return out
+
+
+def _record_magnitudes(mag, pr, dp, delta, qc, kb, vb, doc, scale, sk):
+    """Largest sums of absolute terms per output element, for one chunk (see above).
+    dK/dV sums run over all query rows; a chunk's share is a lower bound that the
+    largest chunk dominates in practice, and the rows of dq/o are complete."""
+    if sk == 0:
+        return
+    ads = pr * (dp.abs() + delta.abs().unsqueeze(-1))  # [Hkv, G, c, sk]
+
+    def top(t):
+        return float(t.max()) if t.numel() else 0.0
+
+    mag["o"] = max(mag["o"], top(torch.einsum("hgck,khd->chgd", pr, vb.abs())))
+    mag["dv"] = max(mag["dv"], top(torch.einsum("hgck,chgd->khd", pr, doc.abs())))
+    mag["dq"] = max(mag["dq"], scale * top(torch.einsum("hgck,khd->chgd", ads, kb.abs())))
+    mag["dk"] = max(mag["dk"], scale * top(torch.einsum("hgck,chgd->khd", ads, qc.abs())))
