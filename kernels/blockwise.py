@@ -3,7 +3,8 @@
 This is a KERNEL UNDER TEST, written the way a tiled GPU kernel is written, not a
 reference: the forward runs an online softmax over key tiles of ``block_n`` keys for
 each query tile of ``block_m`` rows and produces O and LSE (natural log, sink
-included); the backward preprocesses Delta = rowsum(O * dO), then for each key tile
+included); the backward preprocesses Delta_i = sum_j P_ij dP_ij (= rowsum(O * dO); see
+``preprocess_delta`` for why it is recomputed from P and dP by default), then for each key tile
 (outer loop) and query tile (inner loop) recomputes P = exp((S - m) - log l) from the
 row max m and log row sum saved by the forward (LSE = m + log l) and accumulates
 

@@ -7,6 +7,9 @@ anchors.md). ``MUTANTS`` maps a name to a ``Mutant`` entry: its bug class, a one
 description, a factory returning a fresh KernelAdapter, and a hand-picked Problem that
 triggers the fault (used by the tests to prove the fault is real).
 
+Importing this module registers every mutant in the kernel registry as
+``mutant:<name>`` (the spec its reproducers carry).
+
 TileLang mutants, when ``kernels.tilelang.mutants`` exists and defines a ``MUTANTS``
 dict of the same shape, are merged in by ``all_mutants()``; without tilelang they are
 skipped with the reason (``skipped_sources()``).
@@ -19,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from difftest.adapter import KernelAdapter
+from difftest.adapter import KernelAdapter, register
 from difftest.problem import Problem
 
 from .blockwise import BlockwiseAttention
@@ -73,6 +76,8 @@ def mutant(bug_class: str, example: Problem):
     def wrap(cls):
         doc = (cls.__doc__ or "").strip().splitlines()
         cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
+        cls.spec = f"mutant:{cls.name}"  # reproducers name the kernel by this registry key
+        register(cls.spec, cls)
         _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls, example.validate(),
                                  clean=BlockwiseAttention))
         return cls

@@ -125,25 +125,26 @@ def test_command_kills_a_mutant_and_writes_the_table(tmp_path, capsys):
     mutants_cmd.add_arguments(p)
     out = tmp_path / "mutants.md"
     args = p.parse_args(["--only", "dk-missing-scale", "--per-mutant-budget", "30", "--shrink-budget", "5",
-                         "--out", str(out)])
+                         "--out", str(out), "--out-dir", str(tmp_path / "runs")])
     assert mutants_cmd.command(args) == 0
     text = out.read_text()
     assert "| dk-missing-scale | scale | killed |" in text
     assert "dk:budget" in text and "1/1 killed" in text
 
 
-def test_a_survivor_fails_the_run(monkeypatch):
+def test_a_survivor_fails_the_run(monkeypatch, tmp_path):
     """The gate can fail: a 'mutant' that is the clean kernel survives, exit status 1."""
     clean = catalogue.Mutant("not-a-fault", "tail-blocks", "the clean kernel", BlockwiseAttention,
                              Problem())
     monkeypatch.setattr(catalogue, "all_mutants", lambda: {"not-a-fault": clean})
-    report = mutants_cmd.run_mutants(None, "quick", per_mutant_budget=3, shrink_budget=1, max_examples=3)
+    report = mutants_cmd.run_mutants(None, "quick", per_mutant_budget=3, shrink_budget=1, max_examples=3,
+                                     out_dir=tmp_path)
     assert [r.status for r in report.rows] in (["survived"], ["spurious"])
     assert not report.ok and report.kills == 0
     assert "0/1 killed" in mutants_cmd.render_markdown(report)
 
 
-def test_spurious_kill_is_not_counted():
+def test_spurious_kill_is_not_counted(tmp_path):
     """A kill the clean kernel shares (a flaky gate, not the fault) counts as a survivor."""
 
     class BrokenClean(BlockwiseAttention):
@@ -152,7 +153,7 @@ def test_spurious_kill_is_not_counted():
 
     entry = catalogue.Mutant("spurious", "scale", "fails like its clean kernel",
                              catalogue.MUTANTS["dk-missing-scale"].factory, Problem(), clean=BrokenClean)
-    row = mutants_cmd.run_mutant(entry, "quick", per_mutant_budget=20, shrink_budget=2)
+    row = mutants_cmd.run_mutant(entry, "quick", per_mutant_budget=20, shrink_budget=2, out_dir=tmp_path)
     assert row.status == "spurious" and row.clean_passes is False
 
 
@@ -203,9 +204,9 @@ def test_grid_runs_in_order_until_a_failure_or_the_budget():
 
 # ----------------------------------------------------------------------------- CI gate
 @pytest.mark.slow
-def test_ci_gate_whole_catalogue_zero_survivors_within_budget():
+def test_ci_gate_whole_catalogue_zero_survivors_within_budget(tmp_path):
     t0 = time.perf_counter()
-    report = mutants_cmd.run_mutants(None, "ci")
+    report = mutants_cmd.run_mutants(None, "ci", out_dir=tmp_path)
     elapsed = time.perf_counter() - t0
     survivors = [(r.name, r.status, r.reason) for r in report.survivors]
     assert not survivors, mutants_cmd.render_markdown(report)
