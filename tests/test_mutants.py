@@ -158,8 +158,11 @@ def test_spurious_kill_is_not_counted(tmp_path):
 
 
 def test_over_budget_fails_the_run():
-    r = mutants_cmd.MutantReport("ci", 1.0, 1.0, time_budget=0.5, elapsed=2.0)
-    assert r.over_budget and not r.ok
+    r = mutants_cmd.MutantReport("ci", 1.0, 1.0, time_budget=0.5)
+    r.rows.append(mutants_cmd.MutantRow("m", "scale", "blockwise", "killed", seconds=0.1, elapsed=2.0))
+    assert r.over_budget and not r.ok and not r.survivors
+    r.time_budget = 5.0
+    assert r.ok
 
 
 def test_grid_comparison_rule():
