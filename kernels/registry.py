@@ -18,6 +18,8 @@ BUILTIN = {
     "fa3": "kernels.fa3:adapter",
     "tileops-gqa": "kernels.tileops:gqa",
     "tileops-mla": "kernels.tileops:mla",
+    "tilelang": "kernels.tilelang.adapter:atomic",
+    "tilelang-det": "kernels.tilelang.adapter:deterministic",
 }
 
 for _name, _path in BUILTIN.items():

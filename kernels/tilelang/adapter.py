@@ -1,0 +1,182 @@
+"""Adapters ``tilelang`` (atomic dQ) and ``tilelang-det`` (deterministic dQ) for our
+TileLang kernels (source.py). The same adapter runs on the CPU (``target="c"``, CI) and
+on a CUDA GPU (``target="cuda"``); it picks the GPU when torch sees one, or the device
+named by ``DIFFTEST_TILELANG_DEVICE`` (cpu|cuda).
+
+Everything except dtype, head dims and sinks is runtime data to the kernels, so
+``Capability.compile_key`` lists only those: a campaign builds one kernel set per
+(dtype, head_dim_qk, head_dim_v, sinks) and reuses it for every shape, mask and scale.
+"""
+
+import math
+import os
+
+import torch
+
+from difftest.adapter import KernelAdapter, KernelUnavailable
+from difftest.capability import Capability
+from difftest.inputs import Inputs
+from difftest.outputs import Outputs
+
+from . import cache
+
+COMPILE_KEY = ("dtype", "head_dim_qk", "head_dim_v", "sinks")
+DEVICES = ("cpu", "cuda")
+
+# Block sizes and launch shapes per device. The CPU uses small tiles (cheap tails, small
+# CI shapes); the GPU uses 64x64 tiles.
+TILES = {
+    "cpu": dict(block_m=32, block_n=32, fwd_threads=128, bwd_threads=128, stages=1),
+    "cuda": dict(block_m=64, block_n=64, fwd_threads=128, bwd_threads=256, stages=1),
+}
+
+
+def capability_for(device: str, deterministic: bool) -> Capability:
+    t = TILES[device]
+    if device == "cpu":
+        return Capability(
+            dtypes=("float32", "float16"), head_dims_qk=(16, 32, 64), head_dims_v=(16, 32, 64),
+            max_batch=4, max_seqlen=256, max_heads=8, deterministic=True,  # CPU atomics are serial
+            device="cpu", block_m=t["block_m"], block_n=t["block_n"], compile_key=COMPILE_KEY)
+    return Capability(
+        dtypes=("float16", "bfloat16"), head_dims_qk=(64, 128, 192), head_dims_v=(64, 128),
+        max_batch=16, max_seqlen=8192, max_heads=64, deterministic=deterministic,
+        device="cuda", block_m=t["block_m"], block_n=t["block_n"], compile_key=COMPILE_KEY)
+
+
+def _default_device() -> str:
+    want = os.environ.get("DIFFTEST_TILELANG_DEVICE")
+    if want:
+        if want not in DEVICES:
+            raise ValueError(f"DIFFTEST_TILELANG_DEVICE={want!r}: allowed {DEVICES}")
+        return want
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def mask_params(problem, device) -> torch.Tensor:
+    """[window_left, window_right, bottom_right] as the kernels read them."""
+    from .source import UNBOUNDED
+
+    wl = UNBOUNDED if problem.window_left is None else min(problem.window_left, UNBOUNDED)
+    wr = UNBOUNDED if problem.window_right is None else min(problem.window_right, UNBOUNDED)
+    if problem.causal:
+        wr = min(wr, 0)
+    br = 1 if problem.align == "bottom_right" else 0
+    return torch.tensor([wl, wr, br], dtype=torch.int32, device=device)
+
+
+def scale_params(problem, device) -> torch.Tensor:
+    s = problem.scale
+    return torch.tensor([s * math.log2(math.e), s], dtype=torch.float32, device=device)
+
+
+class TileLangAttention(KernelAdapter):
+    """Forward + backward of our TileLang kernels; ``dq_mode`` picks the dQ strategy."""
+
+    def __init__(self, dq_mode: str = "atomic", device: str | None = None, mutant: str = "",
+                 name: str | None = None):
+        from .source import DQ_MODES, MUTANTS
+
+        if dq_mode not in DQ_MODES:
+            raise ValueError(f"dq_mode={dq_mode!r}: allowed {DQ_MODES}")
+        if mutant not in MUTANTS:
+            raise ValueError(f"mutant={mutant!r}: allowed {MUTANTS}")
+        self.dq_mode = dq_mode
+        self.device = device or _default_device()
+        if self.device not in DEVICES:
+            raise ValueError(f"device={self.device!r}: allowed {DEVICES}")
+        self.target = "c" if self.device == "cpu" else "cuda"
+        self.mutant = mutant
+        self.tiles = TILES[self.device]
+        self.name = name or ("tilelang" if dq_mode == "atomic" else "tilelang-det")
+        self.capability = capability_for(self.device, deterministic=dq_mode == "deterministic")
+        self.description = (f"our TileLang flash attention ({self.target}), dQ {dq_mode}, "
+                            f"tiles {self.tiles['block_m']}x{self.tiles['block_n']}"
+                            + (f", MUTANT {mutant}" if mutant else ""))
+
+    # ------------------------------------------------------------------ availability
+    def available(self) -> str | None:
+        try:
+            import tilelang  # noqa: F401
+        except Exception as e:  # ImportError or a broken native library
+            return f"tilelang not importable: {e}"
+        if self.device == "cuda" and not torch.cuda.is_available():
+            return "no CUDA device visible to torch"
+        return None
+
+    def _kernel(self, kind: str, **params):
+        why = self.available()
+        if why:
+            raise KernelUnavailable(why)
+        return cache.get_kernel(kind, self.target, **params)
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, inputs: Inputs, out: Outputs | None = None):
+        p = inputs.problem
+        dev = self.device
+        x = inputs if inputs.q.device.type == dev else inputs.to(dev)
+        q, k, v = x.q.contiguous(), x.k.contiguous(), x.v.contiguous()
+        dt = q.dtype
+        o = torch.zeros(p.total_q, p.heads_q, p.head_dim_v, dtype=dt, device=dev)
+        lse = torch.full((p.total_q, p.heads_q), float("-inf"), dtype=torch.float32, device=dev)
+        sink = x.sink if x.sink is not None else torch.zeros(p.heads_q, dtype=torch.float32, device=dev)
+        mp, sc = mask_params(p, dev), scale_params(p, dev)
+        cuq, cuk = x.cu_seqlens_q.to(torch.int32), x.cu_seqlens_k.to(torch.int32)
+        if p.max_seqlen_q > 0:
+            t = self.tiles
+            fwd = self._kernel("fwd", dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v,
+                               sinks=p.sinks, block_m=t["block_m"], block_n=t["block_n"],
+                               threads=t["fwd_threads"], stages=t["stages"])
+            fwd(q, k, v, cuq, cuk, mp, sc, sink.contiguous(), p.max_seqlen_q, o, lse)
+        ctx = dict(x=x, mp=mp, sc=sc, sink=sink, cuq=cuq, cuk=cuk)
+        return Outputs(o=o, lse=lse), ctx
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+        p = inputs.problem
+        dev = self.device
+        x = ctx["x"]
+        t = self.tiles
+        q, k, v, do = (a.contiguous() for a in (x.q, x.k, x.v, x.do))
+        dt = q.dtype
+        o, lse = fwd.o.contiguous(), fwd.lse.contiguous()
+        dq = torch.zeros_like(q)
+        dk = torch.zeros_like(k)
+        dv = torch.zeros_like(v)
+        dsink = torch.zeros(p.heads_q, dtype=torch.float32, device=dev) if p.sinks else None
+        if p.max_seqlen_q == 0:
+            return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
+        delta = torch.zeros(p.total_q, p.heads_q, dtype=torch.float32, device=dev)
+        dsr = torch.zeros_like(delta)
+        pre = self._kernel("pre", dtype=p.dtype, dim_v=p.head_dim_v, sinks=p.sinks,
+                           block_m=t["block_m"], mutant=self._m("pre"))
+        pre(o, do, lse, ctx["sink"], ctx["cuq"], p.max_seqlen_q, delta, dsr)
+        if p.sinks:
+            self._kernel("dsink")(dsr, dsink)
+        if p.max_seqlen_k > 0:
+            nkb = -(-p.max_seqlen_k // t["block_n"])
+            if self.dq_mode == "deterministic":
+                dqa = torch.zeros(nkb, p.total_q, p.heads_q, p.head_dim_qk, dtype=torch.float32, device=dev)
+            else:
+                dqa = torch.zeros(p.total_q, p.heads_q, p.head_dim_qk, dtype=torch.float32, device=dev)
+            main = self._kernel("main", dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v,
+                                block_m=t["block_m"], block_n=t["block_n"], dq_mode=self.dq_mode,
+                                threads=t["bwd_threads"], stages=t["stages"], mutant=self._m("main"))
+            main(q, k, v, do, lse, delta, ctx["cuq"], ctx["cuk"], ctx["mp"], ctx["sc"], p.max_seqlen_k,
+                 dqa, dk, dv)
+            post = self._kernel("post", dtype=p.dtype, dim_qk=p.head_dim_qk, dq_mode=self.dq_mode)
+            post(dqa, ctx["sc"], dq)
+        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
+
+    def _m(self, kind: str) -> str:
+        """The mutant's name for the kernel it lives in, else ''."""
+        where = {"dsink_sign": "pre"}.get(self.mutant, "main")
+        return self.mutant if self.mutant and where == kind else ""
+
+
+def atomic() -> TileLangAttention:
+    return TileLangAttention("atomic")
+
+
+def deterministic() -> TileLangAttention:
+    return TileLangAttention("deterministic")

@@ -1,0 +1,76 @@
+"""Compile cache for our TileLang kernels.
+
+Two levels: TileLang's own disk cache (``TILELANG_CACHE_DIR``; we default it to
+``<repo>/build/tilelang-cache`` when unset, an ignored folder) and an in-process dict
+keyed by everything that forces a new build (kernel kind, target and the compile
+parameters). ``stats()`` counts builds (first use in this process: a fresh compile or a
+disk-cache load) and hits, so a campaign can report how many compiles it paid for.
+"""
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CACHE_DIR = _REPO / "build" / "tilelang-cache"
+os.environ.setdefault("TILELANG_CACHE_DIR", str(DEFAULT_CACHE_DIR))
+os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+
+
+@dataclass
+class CacheStats:
+    builds: int = 0  # kernels built in this process (fresh compile or disk-cache load)
+    hits: int = 0  # requests answered from the in-process cache
+    build_seconds: float = 0.0
+    keys: list = field(default_factory=list)  # the keys built, in order
+
+    def as_dict(self) -> dict:
+        return {"builds": self.builds, "hits": self.hits,
+                "build_seconds": round(self.build_seconds, 3), "keys": [repr(k) for k in self.keys]}
+
+
+_LOCK = threading.Lock()
+_KERNELS: dict = {}
+_STATS = CacheStats()
+
+
+def cache_key(kind: str, target: str, **params) -> tuple:
+    return (kind, target) + tuple(sorted(params.items()))
+
+
+def get_kernel(kind: str, target: str, **params):
+    """The compiled kernel for (kind, target, params), built once per process."""
+    from . import source
+
+    key = cache_key(kind, target, **params)
+    with _LOCK:
+        k = _KERNELS.get(key)
+        if k is not None:
+            _STATS.hits += 1
+            return k
+        t0 = time.perf_counter()
+        k = source.build(kind, target, **params)
+        _STATS.build_seconds += time.perf_counter() - t0
+        _STATS.builds += 1
+        _STATS.keys.append(key)
+        _KERNELS[key] = k
+        return k
+
+
+def stats() -> CacheStats:
+    return _STATS
+
+
+def reset_stats() -> None:
+    """Zero the counters (compiled kernels stay cached)."""
+    global _STATS
+    _STATS = CacheStats()
+
+
+def clear() -> None:
+    """Forget every in-process kernel (the disk cache stays) and zero the counters."""
+    with _LOCK:
+        _KERNELS.clear()
+    reset_stats()
