@@ -90,6 +90,7 @@ class TileLangAttention(KernelAdapter):
         self.tiles = TILES[self.device]
         self.name = name or ("tilelang" if dq_mode == "atomic" else "tilelang-det")
         self.capability = capability_for(self.device, deterministic=dq_mode == "deterministic")
+        self.stage_events = None  # bench.py sets a list: backward then records (stage, cuda event)
         self.description = (f"our TileLang flash attention ({self.target}), dQ {dq_mode}, "
                             f"tiles {self.tiles['block_m']}x{self.tiles['block_n']}"
                             + (f", MUTANT {mutant}" if mutant else ""))
@@ -150,9 +151,11 @@ class TileLangAttention(KernelAdapter):
         dsr = torch.zeros_like(delta)
         pre = self._kernel("pre", dtype=p.dtype, dim_v=p.head_dim_v, sinks=p.sinks,
                            block_m=t["block_m"], mutant=self._m("pre"))
+        self._mark("start")
         pre(o, do, lse, ctx["sink"], ctx["cuq"], p.max_seqlen_q, delta, dsr)
         if p.sinks:
             self._kernel("dsink")(dsr, dsink)
+        self._mark("pre")
         if p.max_seqlen_k > 0:
             nkb = -(-p.max_seqlen_k // t["block_n"])
             if self.dq_mode == "deterministic":
@@ -164,9 +167,17 @@ class TileLangAttention(KernelAdapter):
                                 threads=t["bwd_threads"], stages=t["stages"], mutant=self._m("main"))
             main(q, k, v, do, lse, delta, ctx["cuq"], ctx["cuk"], ctx["mp"], ctx["sc"], p.max_seqlen_k,
                  dqa, dk, dv)
+            self._mark("main")
             post = self._kernel("post", dtype=p.dtype, dim_qk=p.head_dim_qk, dq_mode=self.dq_mode)
             post(dqa, ctx["sc"], dq)
+            self._mark("post")
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
+
+    def _mark(self, stage: str) -> None:
+        if self.stage_events is not None and self.device == "cuda":
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self.stage_events.append((stage, ev))
 
     def _m(self, kind: str) -> str:
         """The mutant's name for the kernel it lives in, else ''."""

@@ -1,9 +1,11 @@
 """Fault-injected variants of our TileLang kernels (real TileLang code, compiled like the
 clean kernels). Each fault is a compile argument of source.py (``mutant=...``), so the
 mutant differs from the clean build in exactly one place. ``kernels/mutants.py`` merges
-this ``MUTANTS`` dict into the catalogue (entries are its ``Mutant`` type).
+this ``MUTANTS`` dict into the catalogue (entries are its ``Mutant`` type); importing this
+module registers each as ``mutant:<name>``.
 """
 
+from difftest.adapter import register
 from difftest.problem import Problem
 from kernels.mutants import Mutant
 
@@ -12,7 +14,9 @@ from .adapter import TileLangAttention
 
 def _factory(mutant: str, name: str):
     def make():
-        return TileLangAttention("atomic", mutant=mutant, name=f"mutant:{name}")
+        a = TileLangAttention("atomic", mutant=mutant, name=f"mutant:{name}")
+        a.spec = f"mutant:{name}"  # the registry key reproducers and isolated workers use
+        return a
     make.__name__ = f"make_{mutant}"
     return make
 
@@ -45,3 +49,6 @@ MUTANTS: dict[str, Mutant] = {
                  example=example, source="tilelang", clean=_clean)
     for name, bug, fault, desc, example in _SPECS
 }
+
+for _name, _m in MUTANTS.items():  # registered as mutant:<name>, like the blockwise catalogue
+    register(f"mutant:{_name}", _m.factory)
