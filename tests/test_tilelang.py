@@ -175,3 +175,23 @@ def test_same_source_lowers_for_cuda(kind):
     row = cuda_check.check(kind, params[kind], nvcc=False)
     assert row["lowered"] and "error" not in row, row
     assert row["source_chars"] > 1000
+
+
+# ---------------------------------------------------------------- on the GPU (H200)
+def _gpu_problem(p: Problem, dtype: str) -> Problem:
+    dims = dict(head_dim_qk=64, head_dim_v=64) if p.head_dim_qk == p.head_dim_v else dict(head_dim_qk=192,
+                                                                                         head_dim_v=128)
+    return p.replace(dtype=dtype, **dims).validate()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("mode", ["atomic", "deterministic"])
+def test_gpu_every_feature_passes_all_gates(mode, dtype):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    k = TileLangAttention(mode, device="cuda")
+    runs = 20 if mode == "deterministic" else 1  # the determinism gate, 20 bitwise reruns
+    for p in FEATURES:
+        case = run_case(k, _gpu_problem(p, dtype), RunConfig(determinism_runs=runs))
+        assert case.status == "passed", case.render()

@@ -83,13 +83,18 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", action="append", help="float16 and/or bfloat16 (default both)")
     ap.add_argument("--save", type=Path, help="write the generated .cu files here")
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--stall", type=float, default=180.0, help="print a traceback if one build takes longer")
     a = ap.parse_args(argv)
     use_nvcc = not a.no_nvcc and shutil.which("nvcc") is not None
     if not a.no_nvcc and not use_nvcc:
         print("nvcc not on PATH: lowering only")
+    import faulthandler
+
     rows = []
     for kind, params in gpu_configs(tuple(a.dtype) if a.dtype else ("float16", "bfloat16")):
+        faulthandler.dump_traceback_later(a.stall, exit=False)  # a stuck build shows where it is
         r = check(kind, params, nvcc=use_nvcc, save=a.save)
+        faulthandler.cancel_dump_traceback_later()
         rows.append(r)
         brief = " ".join(f"{k}={v}" for k, v in params.items())
         status = "ok" if "error" not in r else "FAIL " + r["error"]

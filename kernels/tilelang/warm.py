@@ -1,0 +1,93 @@
+"""Pre-build our TileLang kernels in parallel into TileLang's disk cache.
+
+A campaign builds one kernel set per compile key (dtype, head dims, sinks) in its own
+process, one at a time; on the H200 each GPU build takes 10-20 s, which would eat a
+campaign's time budget. Building every configuration the GPU capability allows first,
+spread over the machine's cores, makes each later build a cache load (~0.1-0.5 s).
+
+    python -m kernels.tilelang.warm --target cuda --jobs 14     # on the H200, before campaigns
+    python -m kernels.tilelang.warm --target c --jobs 2         # CPU (CI) configurations
+
+Kernels land in ``TILELANG_CACHE_DIR`` (cache.py's default when unset), which the
+campaign process must share.
+"""
+
+import argparse
+import multiprocessing as mp
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+from .adapter import TILES
+
+
+def configs(target: str, dtypes=None, dims=None) -> list[tuple[str, dict]]:
+    """Every (kind, params) the adapter can ask for on ``target`` (clean kernels only)."""
+    device = "cpu" if target == "c" else "cuda"
+    t = TILES[device]
+    if dtypes is None:
+        dtypes = ("float32", "float16") if device == "cpu" else ("float16", "bfloat16")
+    if dims is None:
+        qk, v = ((16, 32, 64), (16, 32, 64)) if device == "cpu" else ((64, 128, 192), (64, 128))
+        dims = [(a, b) for a in qk for b in v]
+    out = []
+    for dt in dtypes:
+        for dqk, dv in dims:
+            for sinks in (False, True):
+                out.append(("fwd", dict(dtype=dt, dim_qk=dqk, dim_v=dv, sinks=sinks, block_m=t["block_m"],
+                                        block_n=t["block_n"], threads=t["fwd_threads"], stages=t["stages"])))
+            for mode in ("atomic", "deterministic"):
+                out.append(("main", dict(dtype=dt, dim_qk=dqk, dim_v=dv, block_m=t["block_m"], block_n=t["block_n"],
+                                         dq_mode=mode, threads=t["bwd_threads"], stages=t["stages"], mutant="")))
+        for dv in sorted({b for _, b in dims}):
+            for sinks in (False, True):
+                out.append(("pre", dict(dtype=dt, dim_v=dv, sinks=sinks, block_m=t["block_m"], mutant="")))
+        for dqk in sorted({a for a, _ in dims}):
+            for mode in ("atomic", "deterministic"):
+                out.append(("post", dict(dtype=dt, dim_qk=dqk, dq_mode=mode)))
+    out.append(("dsink", {}))
+    return out
+
+
+def _build(kind: str, target: str, params: dict) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    try:
+        from . import cache  # noqa: F401  (cache dir default)
+        from . import source
+
+        source.build(kind, target, **params)
+        return time.perf_counter() - t0, ""
+    except Exception as e:
+        return time.perf_counter() - t0, f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
+
+
+def warm(target: str, jobs: int, dtypes=None, dims=None, log=print) -> list[dict]:
+    todo = configs(target, dtypes, dims)
+    rows = []
+    t0 = time.perf_counter()
+    ctx = mp.get_context("spawn")  # fresh interpreters: no inherited tilelang/CUDA state
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
+        futs = {ex.submit(_build, kind, target, params): (kind, params) for kind, params in todo}
+        for f in as_completed(futs):
+            kind, params = futs[f]
+            secs, err = f.result()
+            rows.append({"kind": kind, **params, "seconds": round(secs, 2), "error": err})
+            log(f"{kind:5s} {params} {secs:6.1f}s {'ok' if not err else 'FAIL ' + err}")
+    bad = [r for r in rows if r["error"]]
+    log(f"built {len(rows) - len(bad)}/{len(rows)} kernels for target={target} in "
+        f"{time.perf_counter() - t0:.0f} s with {jobs} jobs")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", choices=("c", "cuda"), default="cuda")
+    ap.add_argument("--jobs", type=int, default=max(1, (mp.cpu_count() or 2) - 2))
+    ap.add_argument("--dtype", action="append", help="restrict dtypes (default: the target's)")
+    a = ap.parse_args(argv)
+    rows = warm(a.target, a.jobs, tuple(a.dtype) if a.dtype else None)
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
