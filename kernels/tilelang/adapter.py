@@ -158,8 +158,11 @@ class TileLangAttention(KernelAdapter):
         self._mark("pre")
         if p.max_seqlen_k > 0:
             nkb = -(-p.max_seqlen_k // t["block_n"])
-            if self.dq_mode == "deterministic":
-                dqa = torch.zeros(nkb, p.total_q, p.heads_q, p.head_dim_qk, dtype=torch.float32, device=dev)
+            det = self.dq_mode == "deterministic"
+            if det:  # every partial the reduction reads is written by the main kernel
+                dqa = torch.empty(nkb, p.total_q, p.heads_q, p.head_dim_qk, dtype=torch.float32, device=dev)
+                if dev == "cpu":  # NaN, so a partial read but never written shows in CI
+                    dqa.fill_(float("nan"))
             else:
                 dqa = torch.zeros(p.total_q, p.heads_q, p.head_dim_qk, dtype=torch.float32, device=dev)
             main = self._kernel("main", dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v,
@@ -168,8 +171,13 @@ class TileLangAttention(KernelAdapter):
             main(q, k, v, do, lse, delta, ctx["cuq"], ctx["cuk"], ctx["mp"], ctx["sc"], p.max_seqlen_k,
                  dqa, dk, dv)
             self._mark("main")
-            post = self._kernel("post", dtype=p.dtype, dim_qk=p.head_dim_qk, dq_mode=self.dq_mode)
-            post(dqa, ctx["sc"], dq)
+            if det:
+                post = self._kernel("post_det", dtype=p.dtype, dim_qk=p.head_dim_qk, block_m=t["block_m"],
+                                    block_n=t["block_n"])
+                post(dqa, ctx["sc"], ctx["cuq"], ctx["cuk"], ctx["mp"], p.max_seqlen_q, dq)
+            else:
+                post = self._kernel("post", dtype=p.dtype, dim_qk=p.head_dim_qk)
+                post(dqa, ctx["sc"], dq)
             self._mark("post")
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
 

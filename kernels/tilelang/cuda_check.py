@@ -17,34 +17,15 @@ import time
 from pathlib import Path
 
 from . import cache  # noqa: F401  (sets TILELANG_CACHE_DIR before tilelang is used)
-from .adapter import TILES
 
 ARCH = "sm_90"
 
 
 def gpu_configs(dtypes=("float16", "bfloat16"), dims=((64, 64), (128, 128), (192, 128))):
-    """(kind, params) for every kernel a GPU campaign or benchmark builds."""
-    t = TILES["cuda"]
-    out = []
-    for dt in dtypes:
-        for dqk, dv in dims:
-            for sinks in (False, True):
-                out.append(("fwd", dict(dtype=dt, dim_qk=dqk, dim_v=dv, sinks=sinks, block_m=t["block_m"],
-                                        block_n=t["block_n"], threads=t["fwd_threads"], stages=t["stages"])))
-                out.append(("pre", dict(dtype=dt, dim_v=dv, sinks=sinks, block_m=t["block_m"])))
-            for mode in ("atomic", "deterministic"):
-                out.append(("main", dict(dtype=dt, dim_qk=dqk, dim_v=dv, block_m=t["block_m"],
-                                         block_n=t["block_n"], dq_mode=mode, threads=t["bwd_threads"],
-                                         stages=t["stages"])))
-                out.append(("post", dict(dtype=dt, dim_qk=dqk, dq_mode=mode)))
-    out.append(("dsink", {}))
-    seen, uniq = set(), []
-    for kind, params in out:
-        key = (kind, tuple(sorted(params.items())))
-        if key not in seen:
-            seen.add(key)
-            uniq.append((kind, params))
-    return uniq
+    """(kind, params) for every kernel a GPU campaign or benchmark builds at these dims."""
+    from .warm import configs
+
+    return configs("cuda", tuple(dtypes), list(dims))
 
 
 def check(kind: str, params: dict, nvcc: bool = True, save: Path | None = None) -> dict:

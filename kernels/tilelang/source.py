@@ -438,44 +438,81 @@ def main_kernel(target: str, dtype: str, dim_qk: int, dim_v: int, block_m: int, 
     return attn_bwd
 
 
-def postprocess_kernel(target: str, dtype: str, dim_qk: int, dq_mode: str, block: int = 64,
-                       threads: int = 128):
-    """dQ = scale * (float32 accumulator) cast to dtype, for every row. ``deterministic``
-    sums the per-key-block partials in key-block order first."""
-    if dq_mode not in DQ_MODES:
-        raise ValueError(f"dq_mode={dq_mode!r}: allowed {DQ_MODES}")
+def postprocess_kernel(target: str, dtype: str, dim_qk: int, block: int = 64, threads: int = 128):
+    """Atomic dQ: dQ = scale * accumulator, cast to dtype, for every row.
+    (Deterministic dQ uses postprocess_det_kernel: per sequence and query block, sum the per-key-block partials in
+    key-block order over exactly the key blocks the forward visits for that query block
+    (the main kernel writes every one of those, so the partial buffer needs no zero-fill;
+    rows outside every sequence are left untouched.)"""
     st = style(target)
     frag, Par = st.frag, st.par
     acc = "float32"
-    TQ, HQ, NKB = T.dynamic("TQ HQ NKB")
-    det = dq_mode == "deterministic"
-    dq_shape = [NKB, TQ, HQ, dim_qk] if det else [TQ, HQ, dim_qk]
+    TQ, HQ = T.dynamic("TQ HQ")
 
     @T.prim_func
     def attn_bwd_post(
-        DQ: T.Tensor(dq_shape, "float32"),
+        DQ: T.Tensor([TQ, HQ, dim_qk], "float32"),
         SC: T.Tensor([2], "float32"),
         dQ: T.Tensor([TQ, HQ, dim_qk], dtype),
     ):
         with T.Kernel(T.ceildiv(TQ, block), HQ, threads=threads) as (bx, by):
             a = frag([block, dim_qk], acc)
-            if det:
-                T.fill(a, 0)
-                for kb in T.serial(NKB):
-                    for i, d in Par(block, dim_qk):
-                        if bx * block + i < TQ:
-                            a[i, d] = a[i, d] + DQ[kb, bx * block + i, by, d]
-            else:
-                for i, d in Par(block, dim_qk):
-                    if bx * block + i < TQ:
-                        a[i, d] = DQ[bx * block + i, by, d]
-                    else:
-                        a[i, d] = 0.0
+            for i, d in Par(block, dim_qk):
+                if bx * block + i < TQ:
+                    a[i, d] = DQ[bx * block + i, by, d]
+                else:
+                    a[i, d] = 0.0
             for i, d in Par(block, dim_qk):
                 if bx * block + i < TQ:
                     dQ[bx * block + i, by, d] = T.cast(a[i, d] * SC[1], dtype)
 
     return attn_bwd_post
+
+
+def postprocess_det_kernel(target: str, dtype: str, dim_qk: int, block_m: int, block_n: int,
+                           threads: int = 128):
+    """The deterministic dQ reduction (see postprocess_kernel); ``block_n`` must be the
+    main kernel's key tile, ``block_m`` is free."""
+    st = style(target)
+    frag, Par = st.frag, st.par
+    acc = "float32"
+    BM, BN = block_m, block_n
+    TQ, HQ, NKB, NB1 = T.dynamic("TQ HQ NKB NB1")
+
+    @T.prim_func
+    def attn_bwd_post_det(
+        DQ: T.Tensor([NKB, TQ, HQ, dim_qk], "float32"),
+        SC: T.Tensor([2], "float32"),
+        CUQ: T.Tensor([NB1], "int32"),
+        CUK: T.Tensor([NB1], "int32"),
+        MP: T.Tensor([3], "int32"),
+        max_sq: T.int32,
+        dQ: T.Tensor([TQ, HQ, dim_qk], dtype),
+    ):
+        with T.Kernel(T.ceildiv(max_sq, BM), HQ, NB1 - 1, threads=threads) as (bx, by, bz):
+            a = frag([BM, dim_qk], acc)
+            iv = T.alloc_local([8], "int32")  # scalars, opaque to index analysis (see fwd)
+            iv[0] = CUQ[bz]
+            iv[1] = CUQ[bz + 1] - CUQ[bz]
+            iv[3] = CUK[bz + 1] - CUK[bz]
+            iv[4] = T.if_then_else(MP[2] != 0, iv[3] - iv[1], 0)
+            iv[5] = T.max(0, bx * BM + iv[4] - MP[0])  # same key-block range as the forward
+            iv[6] = T.min(iv[3], T.min(iv[1], bx * BM + BM) + iv[4] + MP[1])
+            iv[2] = iv[5] // BN
+            iv[7] = T.if_then_else(bx * BM < iv[1] and iv[6] > iv[5], T.ceildiv(iv[6], BN), iv[2])
+            q0 = iv[0]
+            sq = iv[1]
+            row0 = bx * BM
+            T.fill(a, 0)
+            for kb in T.serial(iv[7] - iv[2]):
+                for i, d in Par(BM, dim_qk):
+                    if row0 + i < sq:
+                        a[i, d] = a[i, d] + DQ[iv[2] + kb, q0 + row0 + i, by, d]
+            for i, d in Par(BM, dim_qk):
+                if row0 + i < sq:
+                    dQ[q0 + row0 + i, by, d] = T.cast(a[i, d] * SC[1], dtype)
+
+    return attn_bwd_post_det
 
 
 KERNELS = {
@@ -484,6 +521,7 @@ KERNELS = {
     "dsink": dsink_kernel,
     "main": main_kernel,
     "post": postprocess_kernel,
+    "post_det": postprocess_det_kernel,
 }
 
 

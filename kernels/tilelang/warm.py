@@ -43,8 +43,8 @@ def configs(target: str, dtypes=None, dims=None) -> list[tuple[str, dict]]:
             for sinks in (False, True):
                 out.append(("pre", dict(dtype=dt, dim_v=dv, sinks=sinks, block_m=t["block_m"], mutant="")))
         for dqk in sorted({a for a, _ in dims}):
-            for mode in ("atomic", "deterministic"):
-                out.append(("post", dict(dtype=dt, dim_qk=dqk, dq_mode=mode)))
+            out.append(("post", dict(dtype=dt, dim_qk=dqk)))
+            out.append(("post_det", dict(dtype=dt, dim_qk=dqk, block_m=t["block_m"], block_n=t["block_n"])))
     out.append(("dsink", {}))
     return out
 
