@@ -31,6 +31,8 @@ from difftest.inputs import Inputs
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 
+from .reference import allowed_mask
+
 CHUNK_PRECISIONS = ("float64", "float32")
 # Score elements (heads_q x chunk x seqlen_k) one chunk may hold: 2**24 float64 scores
 # are 128 MiB, and a chunk keeps about four such tensors alive (S/P, dP, dS, mask).
@@ -38,18 +40,8 @@ DEFAULT_MAX_CHUNK_ELEMENTS = 2**24
 
 
 def rows_allowed(problem: Problem, r0: int, r1: int, sq: int, sk: int, device) -> torch.Tensor:
-    """[r1 - r0, sk] bool: rows r0..r1-1 of ``allowed_mask(problem, sq, sk)``, built
-    without the full [sq, sk] mask."""
-    i = torch.arange(r0, r1, device=device).unsqueeze(1) + problem.mask_offset(sq, sk)
-    j = torch.arange(sk, device=device).unsqueeze(0)
-    ok = torch.ones(r1 - r0, sk, dtype=torch.bool, device=device)
-    if problem.causal:
-        ok &= j <= i
-    if problem.window_right is not None:
-        ok &= j <= i + problem.window_right
-    if problem.window_left is not None:
-        ok &= j >= i - problem.window_left
-    return ok
+    """[r1 - r0, sk] bool: rows r0..r1-1 of ``allowed_mask(problem, sq, sk)``."""
+    return allowed_mask(problem, sq, sk, device, rows=(r0, r1))
 
 
 def chunk_rows(problem: Problem, sk: int, max_chunk_elements: int = DEFAULT_MAX_CHUNK_ELEMENTS) -> int:
