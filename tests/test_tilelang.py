@@ -154,7 +154,7 @@ def test_campaign_finds_a_tilelang_fault():
     res = run_campaign(m.make(), "quick", max_examples=12, shrink_budget=10, database=None)
     assert res.status == "failed"
     p = res.failure.problem
-    assert max(p.seqlens_k) % 32 != 0  # only a partial key block shows this fault
+    assert any(n % 32 for n in p.seqlens_k)  # only a partial key block shows this fault
 
 
 def test_mutants_merge_into_the_catalogue():
