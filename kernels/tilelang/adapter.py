@@ -111,6 +111,10 @@ class TileLangAttention(KernelAdapter):
             raise KernelUnavailable(why)
         return cache.get_kernel(kind, self.target, **params)
 
+    def compile_stats(self) -> dict:
+        """Builds and in-process cache hits so far (all our TileLang kernels of this process)."""
+        return cache.stats().as_dict()
+
     # ------------------------------------------------------------------ forward
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         p = inputs.problem
