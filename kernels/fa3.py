@@ -32,10 +32,13 @@ _DIMS = (32, 64, 96, 128, 192, 256)
 
 
 def _capability(backend: str) -> Capability:
+    # dew packs sequences "from 0 to T" (its docstring): no unused tail tokens. The H200
+    # campaign found why it matters: dew's JAX dSink sums the kernel's LSE/O over every
+    # packed row, tail rows included, and returned NaN dSink (results/h200/phase2.md).
     return Capability(
         dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, equal_head_dims=True, max_batch=8,
         max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
-        window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=backend == "dew",
+        window=True, varlen=True, empty_seqs=True, pad_tail=backend == "interface", sinks=backend == "dew",
         outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False, device="cuda",
         block_m=64, block_n=128,
     )
@@ -56,7 +59,9 @@ class Fa3Call:
             raise ValueError(f"FA3 masks are bottom-right aligned; Problem.align={p.align!r}")
         w = (-1 if p.window_left is None else p.window_left,
              -1 if p.window_right is None else p.window_right)
-        longest = (p.max_seqlen_q, p.max_seqlen_k) if p.varlen else None
+        # max_seqlen is an upper bound; FA3 reads 0 as "not provided" and aborts
+        # (H200 campaign: every sequence empty), so the bound is at least 1.
+        longest = (max(1, p.max_seqlen_q), max(1, p.max_seqlen_k)) if p.varlen else None
         return Fa3Call(causal=p.causal, window=w, scale=float(p.scale), longest=longest)
 
 

@@ -38,8 +38,12 @@ SITE_ENV = "DIFFTEST_TILEOPS_SITE"
 DEFAULT_SITE = "/tmp/tileops_site"
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
 
+# Head dim 128 only: on sm90 TileOPs' forward that returns the LSE serves d128 alone
+# (its own refusal on the H200: "GQADensePersistentWSKernel: returns the log-sum-exp only
+# at head dimension 128"; the d64 prefill kernel is built for sm89). d64 ran at S=128 but
+# was refused at S=1, and the capability cannot say "d64 only for long sequences".
 GQA_CAPABILITY = Capability(
-    dtypes=("float16", "bfloat16"), head_dims_qk=(64, 128), equal_head_dims=True, max_batch=8,
+    dtypes=("float16", "bfloat16"), head_dims_qk=(128,), equal_head_dims=True, max_batch=8,
     max_seqlen=4096, max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True, window=False,
     varlen=False, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
     outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",

@@ -174,6 +174,8 @@ def test_fa_calls_translate_windows_and_refuse_top_left_non_square():
     v = Problem(batch=2, seqlen_q=(3, 4), seqlen_k=(5, 0), causal=True, **D)
     assert Fa3Call.of(v).longest == (4, 5)
     assert Fa3Call.of(p).longest is None
+    empty = Problem(batch=2, seqlen_q=(0, 0), seqlen_k=(0, 0), pad_tail=1, **D)
+    assert Fa3Call.of(empty).longest == (1, 1)  # FA3 reads a bound of 0 as "not provided"
     bad = Problem(seqlen_q=8, seqlen_k=12, causal=True, align="top_left", **D)
     for call in (lambda: Fa3Call.of(bad), lambda: Fa4Call.of(bad, True)):
         with pytest.raises(ValueError, match="align"):
@@ -192,6 +194,23 @@ def test_fa_capabilities_exclude_what_the_kernels_refuse():
     unequal = tl.replace(align="bottom_right", head_dim_v=128)
     assert fa3.capability.excludes(unequal) and fa4.capability.excludes(unequal) is None
     assert fa4.capability.deterministic and not registry.get("fa4-fast").capability.deterministic
+
+
+def test_capabilities_exclude_limits_found_on_the_h200():
+    """Each limit below was a refusal or a documented contract seen in results/h200/."""
+    base = Problem(batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=64, head_dim_v=64,
+                   dtype="float16")
+    cudnn = registry.get("sdpa-cudnn").capability
+    assert cudnn.excludes(base) is None
+    assert "length 1" in cudnn.excludes(base.replace(seqlen_q=5, seqlen_k=1))
+    fa3 = registry.get("fa3").capability
+    if registry.get("fa3").backend == "dew":
+        padded = base.replace(batch=2, seqlen_q=(3, 4), seqlen_k=(3, 4), pad_tail=2)
+        assert "tail" in fa3.excludes(padded)
+    tileops = registry.get("tileops-gqa").capability
+    assert "head_dim" in tileops.excludes(base)
+    assert tileops.excludes(base.replace(head_dim_qk=128, head_dim_v=128)) is None
+    assert "seqlen_q != seqlen_k" in tileops.excludes(base.replace(head_dim_qk=128, head_dim_v=128, seqlen_k=65))
 
 
 def test_lse_conventions():
@@ -327,7 +346,20 @@ def test_has_empty_rows_helper():
 
 # Kernels with a real bug found on the H200 (results/h200/): their campaign may fail, but only
 # with that bug; any other failure fails the test.
-KNOWN_BUGS = {"sdpa-cudnn": ("fully masked query rows", has_empty_rows)}
+def value_precision_case(case) -> bool:
+    """Inputs built to make dQ/dK cancel (keys sharing one large component, or near-constant
+    keys): FlashAttention-style kernels round dS to 16 bits before the dQ/dK GEMMs, and the
+    H200 campaigns saw torch's flash (negative_lse x4, ratio 2.2) and memory-efficient
+    (near_constant, d256, ratio 1.4) backends exceed the budget there."""
+    return (case.problem.values in ("negative_lse", "near_constant", "scaled", "outlier_channels")
+            and set(case.failed_gates) <= {"dq:budget", "dk:budget"})
+
+
+KNOWN_BUGS = {
+    "sdpa-cudnn": ("fully masked query rows", lambda case: has_empty_rows(case.problem)),
+    "sdpa-flash": ("dQ/dK precision on cancelling inputs", value_precision_case),
+    "sdpa-efficient": ("dQ/dK precision on cancelling inputs", value_precision_case),
+}
 
 
 @pytest.mark.gpu
@@ -347,4 +379,4 @@ def test_gpu_campaign(difftest_campaign, name):
     assert res.cases
     if known and res.failed:
         what, matches = known
-        assert matches(res.failure.problem), f"{name} failed with something other than {what}: {res.failure.render()}"
+        assert matches(res.failure), f"{name} failed with something other than {what}: {res.failure.render()}"
