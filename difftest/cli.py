@@ -56,6 +56,7 @@ def add_run_arguments(p):
     p.add_argument("--profile", "-p", default="quick", choices=sorted(PROFILES), help="campaign profile")
     p.add_argument("--max-examples", type=int, help="generated examples per kernel (overrides the profile)")
     p.add_argument("--time-budget", type=float, help="seconds of search per kernel (overrides the profile)")
+    p.add_argument("--shrink-budget", type=float, help="seconds of shrinking once a failure is found (overrides the profile)")
     p.add_argument("--out", default="difftest-out", help="output directory (reports, case logs, reproducers)")
     p.add_argument("--report", help="JSON report path (default OUT/report.json)")
     p.add_argument("--markdown", help="also write a markdown summary here (default OUT/summary.md)")
@@ -91,7 +92,8 @@ def cmd_run(a) -> int:
     t0 = time.perf_counter()
     try:
         for k in kernels:
-            r = run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget, out_dir=out,
+            r = run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget,
+                             shrink_budget=a.shrink_budget, out_dir=out,
                              config=config, progress=not a.quiet, edge_cases=not a.no_edge_cases,
                              database=None if a.db == "none" else a.db)
             results.append(r)

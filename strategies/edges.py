@@ -129,6 +129,9 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
         p = p.replace(seqlen_k=p.seqlen_q)
     if not p.masked:
         p = p.replace(align=UNMASKED_ALIGN)
+    elif not c.aligns:  # masks only where alignment cannot matter: square problems
+        if p.seqlens_q != p.seqlens_k:
+            return None
     elif p.align not in c.aligns:
         p = p.replace(align=c.aligns[0])
     if p.pad_tail and not c.pad_tail:

@@ -197,3 +197,15 @@ def test_warm_configurations_come_from_the_edge_corpus():
     assert len({JIT.compile_signature(w) for w in warm}) == 3
     assert all(w in edge_problems(JIT) for w in warm)
     assert warm_problems(Capability(), "ci", 4) and not Capability().compile_key
+
+
+def test_capability_without_alignments_gets_square_masked_corners_only():
+    """A kernel that masks only square problems declares aligns=(): the corpus must not crash
+    on it and every corner must be inside it (found on the H200 with SDPA flash)."""
+    from difftest.capability import Capability
+    from strategies import edge_problems
+
+    c = Capability(aligns=())
+    corners = edge_problems(c)
+    assert corners and all(c.covers(p) for p in corners)
+    assert any(p.masked for p in corners)
