@@ -48,7 +48,7 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
     for align in c.aligns:
         add(base.replace(causal=True, align=align, seqlen_q=min(S, 5), seqlen_k=min(S, bn + 3)))
         add(base.replace(causal=True, align=align, seqlen_q=min(S, bm + 3), seqlen_k=min(S, 5)))
-        add(base.replace(causal=True, align=align, seqlen_q=mid, seqlen_k=mid))
+    add(base.replace(causal=True, seqlen_q=mid, seqlen_k=mid))  # square: fits every alignment
 
     # sliding windows: left only, right only, both, zero width, wider than the sequence, + causal
     for wl, wr, causal in ((0, None, False), (None, 0, False), (3, 2, False), (S + 1, None, False),
@@ -56,6 +56,8 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
         for align in c.aligns:
             add(base.replace(seqlen_q=mid, seqlen_k=min(S, mid + 7), window_left=wl, window_right=wr,
                              causal=causal, align=align))
+        if not c.aligns:  # square only, where alignment cannot matter
+            add(base.replace(seqlen_q=mid, seqlen_k=mid, window_left=wl, window_right=wr, causal=causal))
 
     # heads: GQA and MQA (tile-crossing keys, where a wrong head mapping shows in dK/dV)
     for hq, hkv in ((2, 1), (4, 2), (4, 1), (H, 1), (H, max(1, H // 2))):
