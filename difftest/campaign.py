@@ -56,6 +56,7 @@ class CampaignResult:
     reproducer: dict | None = None
     compile_keys: int = 0
     coverage: dict = field(default_factory=dict)  # {"hit": {feature: cases}, "missing": [features]}
+    compile_stats: dict | None = None  # builds/cache hits during the campaign, for kernels that count them
     elapsed: float = 0.0
     settings: dict = field(default_factory=dict)
 
@@ -108,6 +109,9 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     bar = Progress(kernel.name, n_examples + len(edge), progress)
     seen: dict = {}
     keys = set()
+    # JIT kernels may count builds (compile_stats()); in a worker process the count is not ours to read
+    counting = hasattr(kernel, "compile_stats") and not config.isolate
+    stats0 = kernel.compile_stats() if counting else None
     t0 = time.perf_counter()
     state = {"failed_at": None}
 
@@ -166,6 +170,9 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         res.elapsed = time.perf_counter() - t0
         res.compile_keys = len(keys)
         res.coverage = _coverage(res.cases, kernel.capability, profile)
+        if counting:
+            stats1 = kernel.compile_stats()
+            res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
     if res.failure is not None:
         res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path("difftest-out")) / "repro")
     return res

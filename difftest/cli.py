@@ -98,7 +98,8 @@ def cmd_run(a) -> int:
                              database=None if a.db == "none" else a.db)
             results.append(r)
             line = f"{k.name}: {r.status} ({len(r.cases)} cases, {r.elapsed:.1f} s"
-            line += f", {r.compile_keys} compile keys)" if k.capability.compile_key else ")"
+            line += f", {r.compile_keys} compile keys" if k.capability.compile_key else ""
+            line += f", {r.compile_stats})" if r.compile_stats else ")"
             if r.status == "unavailable":
                 line += f": {r.reason}"
             print(line, flush=True)

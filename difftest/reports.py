@@ -67,7 +67,7 @@ def campaign_record(res) -> dict:
         "kernel": res.kernel, "profile": res.profile, "status": res.status, "reason": res.reason,
         "examples": len(res.cases), "counts": counts, "elapsed_s": round(res.elapsed, 3),
         "examples_to_fail": res.examples_to_fail, "seconds_to_fail": res.seconds_to_fail,
-        "compile_keys": res.compile_keys, "coverage": res.coverage, "outputs": output_stats(res.cases),
+        "compile_keys": res.compile_keys, "compile_stats": res.compile_stats, "coverage": res.coverage, "outputs": output_stats(res.cases),
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
     }
