@@ -28,7 +28,7 @@ from .runner import RunConfig, run_case
 # under 20 minutes; the catalogue normally needs a small fraction of it.
 BUDGETS = {
     "quick": (10.0, 5.0, 600.0),
-    "ci": (40.0, 10.0, 900.0),
+    "ci": (90.0, 20.0, 900.0),
     "nightly": (120.0, 60.0, 7200.0),
     "gpu": (120.0, 60.0, 7200.0),
 }
@@ -262,8 +262,8 @@ def add_arguments(p) -> None:
     p.add_argument("--time-budget", type=float, default=None,
                    help="seconds for the whole run; exceeding it fails (default: per profile, ci 900)")
     p.add_argument("--per-mutant-budget", type=float, default=None,
-                   help="search seconds per mutant, also the grid's budget (default: per profile, ci 20)")
-    p.add_argument("--shrink-budget", type=float, default=None, help="shrink seconds per mutant (ci 10)")
+                   help="search seconds per mutant, also the grid's budget (default: per profile, ci 90)")
+    p.add_argument("--shrink-budget", type=float, default=None, help="shrink seconds per mutant (ci 20)")
     p.add_argument("--max-examples", type=int, default=None, help="examples per campaign (default: the profile's)")
     p.add_argument("--only", nargs="+", metavar="NAME", default=None, help="run only these mutants")
     p.add_argument("--grid", dest="grid", action="store_true", default=False,
