@@ -4,7 +4,8 @@ a wall-clock budget and judged by the same gates (``runner.run_case``).
 
 What the grid holds, and only that (see the project notes, anchors.md):
 - ``test_flash_attn_output``: dtype float16/bfloat16; MHA, MQA, GQA with batch 4 and 9
-  query heads (9/1/3 key heads); head dims 32..256 including the odd 59 and 111;
+  query heads (9/1/3 key heads; FlashAttention 3's 6 heads, 6/1/2 key heads, for a
+  kernel capped below 9 heads, so the grid is not skipped wholesale); head dims 32..256 including the odd 59 and 111;
   non-causal and causal (bottom-right, FlashAttention's alignment); local windows drawn
   once per cell from a fixed seed; the odd (seqlen_q, seqlen_k) pairs; N(0, 1) values,
   default softmax scale; learnable sinks on/off as FlashAttention 4's tests add.
@@ -34,8 +35,10 @@ SEQLEN_PAIRS = ((113, 203), (128, 217), (113, 211), (108, 256), (256, 512), (512
                 (1024, 1024), (1023, 1024), (1024, 1023), (2048, 2048))
 VARLEN_SEQLEN_PAIRS = ((1, 147),) + SEQLEN_PAIRS
 BATCH = 4
-NHEADS = 9
+NHEADS = 9  # FlashAttention 2's tests
 NHEADS_K = {"mha": 9, "mqa": 1, "gqa": 3}
+NHEADS_SMALL = 6  # FlashAttention 3's tests
+NHEADS_K_SMALL = {"mha": 6, "mqa": 1, "gqa": 2}
 
 
 def _window(seed: int, sk: int) -> tuple[int, int]:
@@ -51,8 +54,11 @@ def _padding_lengths(seed: int, s: int, batch: int) -> tuple[int, ...]:
     return tuple(rng.randint(max(1, s - 20), s) for _ in range(batch))
 
 
-def grid_problems(varlen: bool = True) -> list[Problem]:
-    """Every cell of the grid, in pytest's order (dense test first, then varlen)."""
+def grid_problems(varlen: bool = True, max_heads: int | None = None) -> list[Problem]:
+    """Every cell of the grid, in pytest's order (dense test first, then varlen).
+    ``max_heads`` below 9 switches to FlashAttention 3's head counts."""
+    small = max_heads is not None and max_heads < NHEADS
+    nheads, nheads_k = (NHEADS_SMALL, NHEADS_K_SMALL) if small else (NHEADS, NHEADS_K)
     cells = []
     tests = [("output", SEQLEN_PAIRS)] + ([("varlen", VARLEN_SEQLEN_PAIRS)] if varlen else [])
     for test, pairs in tests:
@@ -72,7 +78,7 @@ def grid_problems(varlen: bool = True) -> list[Problem]:
                                     else:
                                         seqs = {"seqlen_q": sq, "seqlen_k": sk}
                                     cells.append(Problem(
-                                        batch=BATCH, heads_q=NHEADS, heads_kv=NHEADS_K[mha], head_dim_qk=d,
+                                        batch=BATCH, heads_q=nheads, heads_kv=nheads_k[mha], head_dim_qk=d,
                                         head_dim_v=d, dtype=dtype, causal=causal, align="bottom_right",
                                         window_left=wl, window_right=wr, sinks=sinks, seed=seed, **seqs))
     return [c.validate() for c in cells]
@@ -98,7 +104,7 @@ def run_grid(kernel, time_budget: float, *, problems: list[Problem] | None = Non
              config: RunConfig | None = None, stop_on_failure: bool = True) -> GridResult:
     """Run the grid cells in order until one fails (like ``pytest -x``) or the budget is
     spent. A cell is started only while budget remains."""
-    cells = grid_problems() if problems is None else problems
+    cells = grid_problems(max_heads=kernel.capability.max_heads) if problems is None else problems
     res = GridResult(kernel.name)
     t0 = time.perf_counter()
     for p in cells:

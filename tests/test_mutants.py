@@ -193,6 +193,9 @@ def test_grid_is_flashattention_shaped():
     varlen = [c for c in cells if c.varlen]
     assert varlen and all(min(c.seqlens_q) >= 1 and min(c.seqlens_k) >= 1 for c in varlen)
     assert grid_mod.grid_problems() == cells  # fixed: the same grid every run
+    # a kernel capped below FA2's 9 heads gets FA3's 6 (6/1/2), not a grid skipped wholesale
+    small = grid_mod.grid_problems(max_heads=8)
+    assert {(c.heads_q, c.heads_kv) for c in small} == {(6, 6), (6, 1), (6, 2)}
 
 
 def test_grid_runs_in_order_until_a_failure_or_the_budget():
