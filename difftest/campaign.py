@@ -163,6 +163,10 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     except CaseFailed as e:
         res.failure = e.case
         res.status = "failed"
+        # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
+        # explicit edge corpus; walk down through simpler Problems that fail the same way
+        res.failure = _simplify(kernel, config, res.failure, seen, res, log,
+                                max(5.0, state["failed_at"] + shrink_s - (time.perf_counter() - t0)))
     finally:
         bar.close()
         if log:
@@ -176,6 +180,29 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     if res.failure is not None:
         res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path("difftest-out")) / "repro")
     return res
+
+
+def same_failure(a: CaseResult, b: CaseResult) -> bool:
+    """b fails the way a does: both errors, or at least one failed gate in common."""
+    if a.status == "error":
+        return b.status == "error"
+    return b.status == "failed" and bool(set(a.failed_gates) & set(b.failed_gates))
+
+
+def _simplify(kernel, config, failure: CaseResult, seen: dict, res, log, budget: float) -> CaseResult:
+    from .simplify import simplify
+
+    def still_fails(p):
+        case = seen.get(p)
+        if case is None:
+            case = seen[p] = run_case(kernel, p, config)
+            res.cases.append(case)
+            if log:
+                log.write(case)
+        return same_failure(failure, case)
+
+    best, _ = simplify(failure.problem, still_fails, kernel.capability, time_budget=budget)
+    return seen.get(best, failure)
 
 
 def _coverage(cases, capability, profile) -> dict:
