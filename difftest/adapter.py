@@ -75,12 +75,13 @@ def get(name: str) -> KernelAdapter:
     _load_builtin()
     _load_entry_points()
     if name.startswith("mutant:") and name not in _REGISTRY:
-        from kernels.mutants import MUTANTS  # the fault-injected kernels of the catalogue
+        from kernels.mutants import all_mutants  # the fault-injected kernels of the catalogue
 
+        catalogue = all_mutants()
         mname = name.split(":", 1)[1]
-        if mname not in MUTANTS:
-            raise KeyError(f"unknown mutant {mname!r}: known mutants are {sorted(MUTANTS)}")
-        _REGISTRY[name] = MUTANTS[mname].factory
+        if mname not in catalogue:
+            raise KeyError(f"unknown mutant {mname!r}: known mutants are {sorted(catalogue)}")
+        _REGISTRY.setdefault(name, catalogue[mname].factory)
     if name not in _REGISTRY and ":" in name and not name.startswith("mutant:"):
         _REGISTRY[name] = name  # a 'module:attr' path, e.g. an adapter in the user's own test suite
     if name not in _REGISTRY:

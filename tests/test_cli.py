@@ -41,3 +41,15 @@ def test_list_shows_builtin_kernels(tmp_path):
     r = _difftest("list", cwd=tmp_path)
     assert r.returncode == 0
     assert "torch-blockwise" in r.stdout and "sdpa-cpu-math" in r.stdout
+
+
+def test_repro_of_a_mutant_replays_in_a_fresh_process(tmp_path):
+    from difftest import Problem
+
+    p = Problem(batch=1, seqlen_q=1, seqlen_k=17, head_dim_qk=8, head_dim_v=8).validate()
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps({"kernel": "mutant:dq-double-scale", "problem": p.to_dict()}))
+    r = _difftest("repro", str(f), cwd=tmp_path)
+    assert r.returncode == 1 and "dq: budget FAILED" in r.stdout, r.stdout + r.stderr
+    fixed = _difftest("repro", str(f), "--kernel", "torch-blockwise", cwd=tmp_path)
+    assert fixed.returncode == 0 and "[PASSED]" in fixed.stdout
