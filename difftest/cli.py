@@ -12,8 +12,9 @@ from .gates import DEFAULT_K, GateConfig, Standard
 from .problem import OUTPUTS
 from .runner import RunConfig
 
-# The embedded default campaign: CPU kernels that run anywhere torch runs.
-DEFAULT_KERNELS = ("torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash")
+# The embedded default campaign: CPU kernels that run anywhere torch runs, and our
+# TileLang kernel (deterministic dQ) compiled for the CPU when tilelang is installed.
+DEFAULT_KERNELS = ("torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash", "tilelang-det")
 
 
 def _k_items(items):
@@ -53,7 +54,7 @@ def config_from_args(a) -> RunConfig:
 def add_run_arguments(p):
     p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
-    p.add_argument("--profile", "-p", default="quick", choices=sorted(PROFILES), help="campaign profile")
+    p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
     p.add_argument("--max-examples", type=int, help="generated examples per kernel (overrides the profile)")
     p.add_argument("--time-budget", type=float, help="seconds of search per kernel (overrides the profile)")
     p.add_argument("--shrink-budget", type=float, help="seconds of shrinking once a failure is found (overrides the profile)")

@@ -20,7 +20,7 @@ def test_main_job_runs_under_three_minutes_and_writes_a_report(tmp_path):
     assert elapsed < 180, f"main job took {elapsed:.0f} s"
     report = json.loads((tmp_path / "difftest-out" / "report.json").read_text())
     kernels = {c["kernel"]: c for c in report["campaigns"]}
-    assert set(kernels) == {"torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash"}
+    assert set(kernels) == {"torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash", "tilelang-det"}
     for c in kernels.values():
         assert c["status"] == "passed" and c["examples"] > 0 and c["counts"]["failed"] == 0
         assert c["outputs"]["dq"]["cases"] > 0 and c["cases"][0]["verdicts"]
