@@ -95,17 +95,13 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         res.status, res.reason = "unavailable", why
         return res
 
-    if strategy is None:
-        import strategies
+    import strategies
 
+    if strategy is None:
         strategy = strategies.problems(kernel.capability, profile)
     out = Path(out_dir) if out_dir else None
     log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
-    edge = []
-    if edge_cases:
-        import strategies
-
-        edge = list(strategies.edge_problems(kernel.capability, profile))
+    edge = list(strategies.edge_problems(kernel.capability, profile)) if edge_cases else []
     bar = Progress(kernel.name, n_examples + len(edge), progress)
     seen: dict = {}
     keys = set()
