@@ -7,6 +7,7 @@ layout. It never compares. Third-party packages register adapters through the
 adapter, or an adapter class).
 """
 
+import copy
 import importlib
 from importlib.metadata import entry_points
 
@@ -49,6 +50,17 @@ class KernelAdapter:
 
     def __repr__(self):
         return f"<kernel {self.name}>"
+
+
+def narrow(kernel: KernelAdapter, **changes) -> KernelAdapter:
+    """A copy of ``kernel`` whose capability covers less (``Capability.narrowed``); the
+    campaign records ``narrowed`` in its report. The copy shares the kernel's state."""
+    if not changes:
+        return kernel
+    k = copy.copy(kernel)
+    k.capability = kernel.capability.narrowed(**changes)
+    k.narrowed = {**getattr(kernel, "narrowed", {}), **changes}
+    return k
 
 
 _REGISTRY: dict[str, object] = {}  # name -> adapter instance, factory, or "module:attr" path

@@ -5,9 +5,9 @@ outside it. ``compile_key`` names the Problem fields whose change forces a new J
 compile, so strategies can reuse compiled configurations.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, replace
 
-from .problem import ALIGNS, DTYPES, OUTPUTS, Problem
+from .problem import ALIGNS, DTYPES, OUTPUTS, VALUE_KINDS, Problem
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,36 @@ class Capability:
             return f"value distribution {p.values} not in {self.values}"
         return None
 
+    def narrowed(self, **changes) -> "Capability":
+        """A copy that covers less, for focusing a campaign or stepping around a known
+        failure (``difftest run --narrow head_dims_qk=64,128``). Tuples may only shrink to a
+        non-empty subset, bools may only turn a feature off (``deterministic`` is a claim,
+        not a feature: it may change either way), ``max_*`` may only go down. Anything that
+        would widen the kernel's claim raises ValueError naming the field and what is allowed."""
+        out = {}
+        for name, new in changes.items():
+            if name not in NARROWABLE:
+                raise ValueError(f"narrow {name}: allowed fields {NARROWABLE}")
+            old = getattr(self, "v_dims" if name == "head_dims_v" else name)
+            if name == "values" and old is None:
+                old = VALUE_KINDS
+            if isinstance(old, tuple):
+                new = tuple(new)
+                extra = [x for x in new if x not in old]
+                if not new or extra:
+                    raise ValueError(f"narrow {name}={new}: allowed a non-empty subset of {old}")
+            elif isinstance(old, bool):
+                if name == "equal_head_dims":
+                    if old and not new:
+                        raise ValueError(f"narrow {name}=False: the kernel requires equal head dims")
+                elif name != "deterministic" and new and not old:
+                    raise ValueError(f"narrow {name}=True: allowed False (the kernel does not claim it)")
+            elif isinstance(old, int):
+                if not 1 <= new <= old:
+                    raise ValueError(f"narrow {name}={new}: allowed 1..{old}")
+            out[name] = new
+        return replace(self, **out)
+
     def covers(self, p: Problem) -> bool:
         return self.excludes(p) is None
 
@@ -89,6 +119,8 @@ class Capability:
         return tuple((n, getattr(p, n)) for n in self.compile_key)
 
     def __post_init__(self):
+        if not self.dtypes or not self.head_dims_qk or not self.v_dims:
+            raise ValueError("Capability.dtypes, head_dims_qk and head_dims_v must not be empty")
         bad = [d for d in self.dtypes if d not in DTYPES]
         if bad:
             raise ValueError(f"Capability.dtypes has {bad}: allowed {DTYPES}")
@@ -103,3 +135,39 @@ class Capability:
         bad = [f for f in self.compile_key if f not in Problem.__dataclass_fields__]
         if bad:
             raise ValueError(f"Capability.compile_key has {bad}: allowed Problem fields")
+
+
+# Fields ``Capability.narrowed`` accepts (device, block sizes, outputs and compile_key
+# describe the kernel, not the problems to draw, so they are not narrowable).
+NARROWABLE = tuple(f.name for f in fields(Capability)
+                   if f.name not in ("device", "block_m", "block_n", "outputs", "compile_key", "poison"))
+
+
+def parse_narrowing(items) -> dict:
+    """``["head_dims_qk=64,128", "sinks=false", "max_seqlen=1024"]`` -> field: value
+    (types follow the Capability field); a clear error names the field and its form."""
+    kinds = {f.name: f.type for f in fields(Capability)}
+    out = {}
+    for it in items or ():
+        name, eq, val = it.partition("=")
+        name = name.strip()
+        if not eq or name not in NARROWABLE:
+            raise ValueError(f"--narrow {it!r}: allowed FIELD=VALUE with FIELD in {NARROWABLE}")
+        kind = str(kinds[name])
+        vals = [v.strip() for v in val.split(",") if v.strip()]
+        try:
+            if "bool" in kind:
+                if val.strip().lower() not in ("true", "false", "1", "0"):
+                    raise ValueError
+                out[name] = val.strip().lower() in ("true", "1")
+            elif "tuple[int" in kind:
+                out[name] = tuple(int(v) for v in vals)
+            elif "tuple[str" in kind or name == "values":
+                out[name] = tuple(vals)
+            else:
+                out[name] = int(val)
+        except ValueError:
+            form = "true|false" if "bool" in kind else "comma-separated integers" if "tuple[int" in kind \
+                else "comma-separated names" if "tuple[str" in kind or name == "values" else "an integer"
+            raise ValueError(f"--narrow {it!r}: {name} takes {form}") from None
+    return out

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from . import adapter as registry
+from .capability import parse_narrowing
 from .campaign import DEFAULT_DB, PROFILES, run_campaign
 from .gates import DEFAULT_K, GateConfig, Standard
 from .problem import OUTPUTS
@@ -73,6 +74,9 @@ def add_run_arguments(p):
     p.add_argument("--second-reference", metavar="KERNEL", help="a second reference kernel, e.g. fa3")
     p.add_argument("--chunk-threshold", type=int, help="score elements above which the chunked oracle is used")
     p.add_argument("--no-poison", action="store_true", help="do not NaN-poison output buffers")
+    p.add_argument("--narrow", action="append", metavar="FIELD=VALUES",
+                   help="draw inside less than the kernel's capability, e.g. head_dims_qk=64,128 or "
+                        "sinks=false (repeatable; to focus a campaign or step around a known failure)")
     p.add_argument("--no-edge-cases", action="store_true", help="skip the explicit corner-case corpus")
     p.add_argument("--db", default=DEFAULT_DB, help="Hypothesis example database directory ('none' to disable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -86,6 +90,12 @@ def cmd_run(a) -> int:
         kernels = [registry.get(n) for n in names]
     except KeyError as e:
         print(f"difftest: {e.args[0]}", file=sys.stderr)
+        return 2
+    try:
+        changes = parse_narrowing(a.narrow)
+        kernels = [registry.narrow(k, **changes) for k in kernels]
+    except ValueError as e:
+        print(f"difftest: {e}", file=sys.stderr)
         return 2
     config = config_from_args(a)
     out = Path(a.out)

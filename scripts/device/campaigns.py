@@ -3,7 +3,9 @@ and seconds so a whole device call fits its limit), then a determinism check (N 
 calls, bitwise) on a few problems for each kernel, all through difftest's engine.
 
     python3 scripts/device/campaigns.py --out DIR [--det-runs 20] SPEC [SPEC ...]
-    SPEC = NAME[:EXAMPLES[:SECONDS[:SECOND_REFERENCE]]]   e.g. fa4:200:60:fa3
+    SPEC = NAME[:EXAMPLES[:SECONDS[:SECOND_REFERENCE]]][@FIELD=VALUES[+FIELD=VALUES...]]
+           e.g. tilelang:200:240:fa3   fa4:200:150@head_dims_qk=32,64,96,128,192
+    (@...: narrow the capability, as `difftest run --narrow`, e.g. around a known failure)
 
 Writes DIR/report.json and DIR/summary.md (difftest.reports), DIR/determinism.json, the
 engine's case logs and shrunk reproducers under DIR.
@@ -19,6 +21,7 @@ import torch
 
 from difftest import adapter as registry
 from difftest.campaign import run_campaign
+from difftest.capability import parse_narrowing
 from difftest.determinism import determinism_verdicts
 from difftest.inputs import make_inputs
 from difftest.problem import Problem
@@ -73,22 +76,25 @@ def main(argv=None):
     results, det = [], []
     t0 = time.perf_counter()
     for spec in a.specs:
+        spec, _, narrowing = spec.partition("@")
         parts = spec.split(":")
+        if parts[0] == "mutant" and len(parts) > 1:  # registry names "mutant:NAME"
+            parts = [parts[0] + ":" + parts[1]] + parts[2:]
         name = parts[0]
         examples = int(parts[1]) if len(parts) > 1 and parts[1] else 200
         seconds = float(parts[2]) if len(parts) > 2 and parts[2] else 60.0
         second = parts[3] if len(parts) > 3 and parts[3] else None
         config = RunConfig(isolate=True, second_reference=second, timeout_s=300.0)
         try:
-            k = registry.get(name)
-        except KeyError as e:
+            k = registry.narrow(registry.get(name), **parse_narrowing(narrowing.split("+") if narrowing else []))
+        except (KeyError, ValueError) as e:
             print(f"{name}: {e}", flush=True)
             continue
         r = run_campaign(k, "gpu", max_examples=examples, time_budget=seconds, shrink_budget=a.shrink,
                          out_dir=out, config=config, progress=False, database=None, seed=a.seed)
         results.append(r)
         st = {s: sum(c.status == s for c in r.cases) for s in ("passed", "failed", "error", "skipped")}
-        print(f"{name}: {r.status} {len(r.cases)} cases {st} in {r.elapsed:.0f} s "
+        print(f"{name}{' narrowed ' + narrowing if narrowing else ''}: {r.status} {len(r.cases)} cases {st} in {r.elapsed:.0f} s "
               f"({r.compile_keys} compile keys){' second reference ' + second if second else ''}", flush=True)
         if r.failure is not None:
             print(r.failure.render(), flush=True)

@@ -1,0 +1,69 @@
+"""Narrowing a kernel's capability (``--narrow``): a campaign steps around a known
+failure and keeps searching, never widens what a kernel claims, and records what it did."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from difftest import adapter as registry
+from difftest.campaign import run_campaign
+from difftest.capability import NARROWABLE, Capability, parse_narrowing
+
+
+def test_narrowed_capability_covers_less():
+    c = Capability()
+    n = c.narrowed(**parse_narrowing(["head_dims_qk=16,32", "sinks=false", "max_seqlen=64",
+                                      "values=normal", "aligns=top_left"]))
+    assert n.head_dims_qk == (16, 32) and n.sinks is False and n.max_seqlen == 64
+    assert n.values == ("normal",) and n.aligns == ("top_left",)
+    assert c.head_dims_qk == (16, 32, 64) and c.sinks is True  # the original is untouched
+
+
+@pytest.mark.parametrize("item, says", [
+    ("head_dims_qk=16,128", "non-empty subset of (16, 32, 64)"),
+    ("max_seqlen=1000", "allowed 1..256"),
+    ("dtypes=bfloat16", "subset of ('float32', 'float16')"),
+    ("device=cuda", "FIELD in"),
+    ("sinks=maybe", "sinks takes true|false"),
+    ("max_batch=two", "max_batch takes an integer"),
+    ("head_dims_qk", "FIELD in"),
+])
+def test_widening_or_malformed_narrowing_is_a_clear_error(item, says):
+    with pytest.raises(ValueError) as e:
+        Capability().narrowed(**parse_narrowing([item]))
+    assert says in str(e.value) and item.split("=")[0] in str(e.value)
+
+
+def test_turning_a_feature_on_is_refused_but_a_determinism_claim_may_be_asked_for():
+    c = Capability(sinks=False)
+    with pytest.raises(ValueError, match="sinks=True: allowed False"):
+        c.narrowed(sinks=True)
+    assert c.narrowed(deterministic=True).deterministic is True
+    assert set(NARROWABLE) >= {"dtypes", "head_dims_qk", "sinks", "varlen", "max_seqlen", "deterministic"}
+
+
+def test_campaign_steps_around_a_known_failure(tmp_path):
+    bad = registry.get("mutant:dsink-wrong-sign")
+    r = run_campaign(bad, "quick", out_dir=tmp_path / "a", database=None, shrink_budget=5)
+    assert r.status == "failed" and r.failure.problem.sinks
+    around = registry.narrow(bad, sinks=False)
+    assert around.capability.sinks is False and bad.capability.sinks is True
+    r2 = run_campaign(around, "quick", out_dir=tmp_path / "b", database=None)
+    assert r2.status == "passed" and r2.cases and not any(c.problem.sinks for c in r2.cases)
+    assert r2.settings["narrowed"] == {"sinks": False}
+
+
+def test_cli_narrow_reaches_the_report_and_bad_values_exit_2(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "difftest", "run", "-k", "torch-blockwise", "--profile", "quick",
+                               "--max-examples", "3", "--no-edge-cases", "--db", "none", "-q", *args],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    ok = run("--narrow", "head_dims_qk=16", "--narrow", "varlen=false")
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    camp = json.loads((tmp_path / "difftest-out" / "report.json").read_text())["campaigns"][0]
+    assert camp["settings"]["narrowed"] == {"head_dims_qk": [16], "varlen": False}
+    assert all(c["problem"]["head_dim_qk"] == 16 for c in camp["cases"])
+    bad = run("--narrow", "head_dims_qk=17")
+    assert bad.returncode == 2 and "head_dims_qk" in bad.stderr and "subset of" in bad.stderr
