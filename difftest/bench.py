@@ -8,6 +8,12 @@ backward runs in another process or on another stream (TileOPs worker, FA3 throu
 say so in ``how``: TileOPs times inside its worker with CUDA events around the op;
 FA3/dew is host wall clock of the adapter call including JAX dispatch (its backward
 blocks until JAX is done, so the events bracket the whole call).
+
+Host-side overhead (layout copies, Python glue, JAX dispatch) differs between adapters, so
+each row also has ``device_us``: the GPU time of every kernel, memcpy and memset the
+backward call launched, summed per call, as CUPTI records it through ``torch.profiler``
+(process-wide, so FA3's kernels launched by JAX are counted too), with ``kernels``: how many
+GPU activities one call launched. That column compares the kernels themselves.
 """
 
 import json
@@ -61,8 +67,42 @@ def time_backward(kernel, problem: Problem, repeats: int = 20, warmup: int = 3) 
             times.append(a.elapsed_time(b) * 1000.0)
         if kernel.name == "fa3":
             how = "cuda events around adapter.backward (JAX stream; call blocks until done: wall clock incl. dispatch)"
-    return {"status": "ok", "median_us": statistics.median(times), "min_us": min(times),
-            "repeats": repeats, "how": how}
+        try:
+            dev = device_time(lambda: kernel.backward(inputs, fwd, ctx), repeats)
+        except Exception as e:  # the profiler is an extra column, never a failed row
+            dev = {"device_error": f"{type(e).__name__}: {e}"[:200]}
+    row = {"status": "ok", "median_us": statistics.median(times), "min_us": min(times),
+           "repeats": repeats, "how": how}
+    if not hasattr(kernel, "bench_backward"):
+        row.update(dev)
+    return row
+
+
+def gpu_activity(events) -> tuple[float, int]:
+    """(total microseconds, count) of the GPU activities (kernels, memcpy, memset) among
+    profiler events: those whose ``device_type`` is CUDA."""
+    from torch.autograd import DeviceType
+
+    total, n = 0.0, 0
+    for e in events:
+        if getattr(e, "device_type", None) == DeviceType.CUDA:
+            total += e.time_range.elapsed_us()
+            n += 1
+    return total, n
+
+
+def device_time(call, repeats: int) -> dict:
+    """Mean GPU time per ``call()`` (every activity it launches, summed) and the number of
+    activities per call, from one profiled run of ``repeats`` calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeats):
+            call()
+        torch.cuda.synchronize()
+    total, n = gpu_activity(prof.events())
+    return {"device_us": total / repeats, "kernels": n / repeats}
 
 
 def run_bench(kernel_names, problems, repeats=20, warmup=3, log=print) -> list[dict]:
@@ -83,17 +123,21 @@ def run_bench(kernel_names, problems, repeats=20, warmup=3, log=print) -> list[d
 
 def _row_text(r: dict) -> str:
     if r["status"] == "ok":
-        return f"{r['kernel']:>12}  {r['problem']:<48} median {r['median_us']:9.1f} us  min {r['min_us']:9.1f} us"
+        dev = f"  device {r['device_us']:9.1f} us ({r['kernels']:.0f} kernels)" if "device_us" in r else ""
+        return f"{r['kernel']:>12}  {r['problem']:<48} median {r['median_us']:9.1f} us  min {r['min_us']:9.1f} us{dev}"
     return f"{r['kernel']:>12}  {r['problem']:<48} {r['status']}: {r.get('reason', '')[:160]}"
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| kernel | problem | median us | min us | how |", "| --- | --- | --- | --- | --- |"]
+    lines = ["| kernel | problem | median us | min us | device us (CUPTI) | GPU activities per call | how |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r["status"] == "ok":
-            lines.append(f"| {r['kernel']} | {r['problem']} | {r['median_us']:.1f} | {r['min_us']:.1f} | {r['how']} |")
+            dev = (f"{r['device_us']:.1f} | {r['kernels']:.0f}" if "device_us" in r
+                   else f"n/a | {r.get('device_error', 'timed in its worker')[:80]}")
+            lines.append(f"| {r['kernel']} | {r['problem']} | {r['median_us']:.1f} | {r['min_us']:.1f} | {dev} | {r['how']} |")
         else:
-            lines.append(f"| {r['kernel']} | {r['problem']} | {r['status']} | | {r.get('reason', '')[:120]} |")
+            lines.append(f"| {r['kernel']} | {r['problem']} | {r['status']} | | | | {r.get('reason', '')[:120]} |")
     return "\n".join(lines)
 
 

@@ -271,6 +271,29 @@ def test_bench_shapes_cover_mha_and_gqa():
     assert {p.heads_kv for p in ps} == {32, 8} and all(p.causal for p in ps)
 
 
+def test_bench_device_time_counts_gpu_activities_only():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from difftest.bench import gpu_activity, markdown
+
+    def ev(kind, us):
+        return SimpleNamespace(device_type=kind, time_range=SimpleNamespace(elapsed_us=lambda: us))
+
+    assert gpu_activity([ev(DeviceType.CUDA, 30.0), ev(DeviceType.CPU, 1000.0), ev(DeviceType.CUDA, 12.5)]) == (42.5, 2)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:  # real profiler events: host work is not GPU time
+        torch.ones(64, 64) @ torch.ones(64, 64)
+    assert prof.events() and gpu_activity(prof.events()) == (0.0, 0)
+    md = markdown([{"status": "ok", "kernel": "a", "problem": "p", "median_us": 10.0, "min_us": 9.0, "how": "h",
+                    "device_us": 7.25, "kernels": 3.0},
+                   {"status": "ok", "kernel": "b", "problem": "p", "median_us": 10.0, "min_us": 9.0, "how": "w"},
+                   {"status": "error", "kernel": "c", "problem": "p", "reason": "boom"}]).splitlines()
+    assert md[2] == "| a | p | 10.0 | 9.0 | 7.2 | 3 | h |"
+    assert "n/a | timed in its worker" in md[3] and "boom" in md[4] and all(r.count("|") == 8 for r in md)
+
+
 def test_fa3_second_reference_falls_back_with_a_note():
     from oracles.fa3 import fa3_reference, second_reference_for
 
