@@ -103,6 +103,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     out = Path(out_dir) if out_dir else None
     log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
     edge = list(strategies.edge_problems(kernel.capability, profile)) if edge_cases else []
+    res.settings["edge_cases"] = len(edge)  # explicit corners run first; the other cases are drawn
     bar = Progress(kernel.name, n_examples + len(edge), progress)
     seen: dict = {}
     keys = set()

@@ -30,6 +30,7 @@ def test_correct_kernel_campaign_passes(tmp_path):
     assert r.status == "passed" and r.failure is None
     assert len(r.cases) == 12 and all(c.status == "passed" for c in r.cases)
     assert len(read_case_log(tmp_path / "test-ref32.cases.jsonl")) == 12
+    assert r.settings["edge_cases"] == 0  # drawn = cases - edge_cases, as the reports count them
 
 
 def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path):

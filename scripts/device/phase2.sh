@@ -8,11 +8,7 @@
 set -o pipefail
 source scripts/device/setup.sh > /dev/null
 call=${1:?Q, P or R}
-OUT=${OUT:-/tmp/out}
-lane() {  # lane GPU NAME command...
-  local gpu=$1 name=$2; shift 2
-  ( export CUDA_VISIBLE_DEVICES=$gpu; timeout ${LANE_SECONDS:-540} "$@" ) > $OUT/$call-$name.log 2>&1
-}
+source scripts/device/lane.sh
 case $call in
 Q)  # carry .device/fa4.tar.xz
   lane 0 fa4 python3 scripts/device/campaigns.py --shrink 35 --out /tmp/camp/Q0 --det-runs 20 fa4:200:100 &
@@ -29,5 +25,4 @@ R)  # carry .device/tileops.tar.xz
   lane 0,1 xdist python3 -m pytest -n 2 --difftest-gpu-per-worker --difftest-profile gpu --difftest-out /tmp/camp/R1 -m gpu tests/test_gpu_adapters.py -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} &
   wait ;;
 esac
-mkdir -p /tmp/camp; tar -C /tmp/camp -czf $OUT/$call-results.tgz $(cd /tmp/camp && ls -d $call* 2>/dev/null)
-ls -la $OUT; tail -n 25 $OUT/$call-*.log
+pack

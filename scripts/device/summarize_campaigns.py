@@ -1,6 +1,9 @@
-"""Render phase-2 results (campaigns.py report.json + determinism.json, bench.json) as markdown.
+"""Render device results (campaigns.py report.json + determinism.json, bench.json) as markdown.
 
-    python3 scripts/device/summarize_phase2.py DIR [DIR ...]   (each DIR holds report.json etc.)
+    python3 scripts/device/summarize_campaigns.py DIR [DIR ...]   (each DIR holds report.json etc.)
+
+Campaign rows count cases (distinct Problems run) as edge corpus + drawn; a narrowed
+campaign (``@FIELD=...`` in campaigns.py) shows what it stepped around.
 """
 
 import collections
@@ -40,15 +43,19 @@ def main(dirs):
         if (d / "bench.json").exists():
             bench += json.loads((d / "bench.json").read_text())["rows"]
     out = ["## Campaigns (profile gpu, bounded by examples and seconds)", "",
-           "| kernel | status | cases | passed | failed | error | skipped | seconds | worst ratio "
+           "| kernel | status | cases (edge + drawn) | passed | failed | error | skipped | seconds | worst ratio "
            + " | ".join(OUTS) + " | 2nd-ref worst |",
            "|---|---|---|---|---|---|---|---|" + "---|" * len(OUTS) + "---|"]
     for c in camps:
         n = c["counts"]
+        edge = c["settings"].get("edge_cases")
+        cases = f"{c['examples']} ({edge} + {c['examples'] - edge})" if edge is not None else f"{c['examples']}"
+        narrowed = c["settings"].get("narrowed")
+        name = c["kernel"] + (" narrowed " + ", ".join(f"{k}={v}" for k, v in narrowed.items()) if narrowed else "")
         wr = [f"{c['outputs'][o]['worst_ratio']:.3g}" if o in c["outputs"] else "-" for o in OUTS]
         sr = second_ref_worst(c)
         srs = ", ".join(f"{k} {v:.3g}" for k, v in sr.items()) or "-"
-        out.append(f"| {c['kernel']} | {c['status']} | {c['examples']} | {n['passed']} | {n['failed']} | "
+        out.append(f"| {name} | {c['status']} | {cases} | {n['passed']} | {n['failed']} | "
                    f"{n['error']} | {n['skipped']} | {c['elapsed_s']:.0f} | " + " | ".join(wr) + f" | {srs} |")
     for c in camps:
         reasons = error_reasons(c)
@@ -76,13 +83,9 @@ def main(dirs):
             out.append(f"| {r['kernel']} | {r['problem']} | {r['runs']} | {r['claims_deterministic']} | "
                        f"{r['bitwise_equal']} | {diff} |")
     if bench:
-        out += ["", "## Backward time (median of 20 after 3 warm-up calls)", "",
-                "| kernel | problem | median us | min us | how |", "|---|---|---|---|---|"]
-        for r in bench:
-            if r["status"] == "ok":
-                out.append(f"| {r['kernel']} | {r['problem']} | {r['median_us']:.1f} | {r['min_us']:.1f} | {r['how']} |")
-            else:
-                out.append(f"| {r['kernel']} | {r['problem']} | {r['status']} | | {r.get('reason', '')[:100]} |")
+        from difftest.bench import markdown
+
+        out += ["", "## Backward time (median of 20 after 3 warm-up calls)", "", markdown(bench)]
     print("\n".join(out))
 
 
