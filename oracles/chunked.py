@@ -54,20 +54,31 @@ def chunk_rows(problem: Problem, sk: int, max_chunk_elements: int = DEFAULT_MAX_
 @torch.no_grad()
 def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                       max_chunk_elements: int = DEFAULT_MAX_CHUNK_ELEMENTS,
-                      chunk: int | None = None, magnitudes: bool = False) -> Outputs:
+                      chunk: int | None = None, magnitudes: bool = False,
+                      flash_rounding: bool = False) -> Outputs:
     """O, LSE, dQ, dK, dV (and dSink) for ``inputs`` in ``precision``, computed in query
     chunks. ``chunk`` fixes the rows per chunk (tests use it to force many chunks);
     otherwise it follows ``max_chunk_elements``. ``magnitudes``: also record, per output,
     the largest sum of absolute terms that forms one element (e.g. for dQ,
     scale * sum_j P_ij (|dP_ij| + |Delta_i|) |K_j|): the size of what a kernel rounds
     while computing it, which can be far above the result's own size when terms cancel
-    (see gates.budget_gate)."""
+    (see gates.budget_gate). ``flash_rounding`` (float32 only): round where a correct flash
+    kernel must (oracles/flash_style.py): P and dS to the input dtype before the GEMMs that
+    consume them, O to the input dtype before Delta = rowsum(O * dO) (the stored O), and
+    every output to the input dtype."""
     if precision not in CHUNK_PRECISIONS:
         raise ValueError(f"precision={precision!r}: allowed {CHUNK_PRECISIONS}")
     if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
         raise ValueError(f"chunk={chunk!r}: allowed None or an int >= 1")
+    if flash_rounding and precision != "float32":
+        raise ValueError(f"flash_rounding with precision={precision!r}: allowed only 'float32'")
     p = inputs.problem
     dt = getattr(torch, precision)
+    low = inputs.q.dtype
+
+    def rnd(t):  # what a flash kernel stores or feeds to the MMA in the input dtype
+        return t.to(low).to(dt) if flash_rounding else t
+
     x = inputs.upcast(dt)
     dev = x.q.device
     Hq, Hkv, G = p.heads_q, p.heads_kv, p.group
@@ -113,13 +124,13 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             lse_safe = torch.where(seen, row_lse, torch.zeros_like(row_lse))
             pr = e / torch.where(seen, total, torch.ones_like(total)).unsqueeze(-1)  # P
             del e
-            oc = torch.einsum("hgck,khd->chgd", pr, vb)  # [c, Hkv, G, Dv]
+            oc = rnd(torch.einsum("hgck,khd->chgd", rnd(pr), vb))  # [c, Hkv, G, Dv]
             delta = torch.einsum("chgd,chgd->hgc", doc, oc)  # [Hkv, G, c]
-            dv[k0:k0 + sk] += torch.einsum("hgck,chgd->khd", pr, doc)
+            dv[k0:k0 + sk] += torch.einsum("hgck,chgd->khd", rnd(pr), doc)
             ds = torch.einsum("chgd,khd->hgck", doc, vb)  # dP
             if mag is not None:
                 _record_magnitudes(mag, pr, ds, delta, qc, kb, vb, doc, scale, sk)
-            ds = pr * (ds - delta.unsqueeze(-1))  # dS
+            ds = rnd(pr * (ds - delta.unsqueeze(-1)))  # dS
             del pr
             dq[q0 + r0:q0 + r1] = (torch.einsum("hgck,khd->chgd", ds, kb) * scale).reshape(c, Hq, -1)
             dk[k0:k0 + sk] += torch.einsum("hgck,chgd->khd", ds, qc) * scale
@@ -131,7 +142,10 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                     mag["dsink"] = max(mag["dsink"], float((p_sink * delta.abs()).sum(dim=-1).max()))
             o[q0 + r0:q0 + r1] = oc.reshape(c, Hq, -1)
             lse[q0 + r0:q0 + r1] = row_lse.reshape(Hq, c).transpose(0, 1).float()
-    out = Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=None if dsink is None else dsink.reshape(Hq).float())
+    dsink = None if dsink is None else dsink.reshape(Hq).float()
+    if flash_rounding:  # the kernel's outputs are stored in the input dtype
+        o, dq, dk, dv = (t.to(low) for t in (o, dq, dk, dv))
+    out = Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
     out.magnitude = mag
     return out
 

@@ -83,3 +83,46 @@ def test_case_result_round_trips_through_json():
     r = run_case(PoisonAware(), P)
     back = CaseResult.from_dict(r.to_dict())
     assert back.problem == P and back.failed_gates == r.failed_gates and back.status == r.status
+
+
+# Found on the H200 (results/h200/phase3.md): fp16 MQA, near-constant V, a long problem. A
+# correct flash kernel's dQ/dK error there comes from Delta taken from the stored fp16 O;
+# the long-problem yardstick once was a float32 chunked reference that rounds nowhere, and
+# both our TileLang kernels failed at ratio 1.1-1.6. chunk_threshold=0 sends a small
+# problem down the long-problem path.
+NEAR_CONSTANT_MQA = Problem(batch=2, seqlen_q=(96, 40), seqlen_k=(64, 33), heads_q=8, heads_kv=1, head_dim_qk=64,
+                            head_dim_v=64, dtype="float16", causal=True, values="near_constant", seed=7).validate()
+
+
+def test_long_problem_yardstick_rounds_where_a_flash_kernel_rounds():
+    from difftest import adapter as registry
+
+    cfg = RunConfig(isolate=False, chunk_threshold=0)
+    good = run_case(registry.get("torch-blockwise"), NEAR_CONSTANT_MQA, cfg)
+    assert good.status == "passed", good.render()
+    assert any("flash-style reference alone" in n for n in good.notes)
+    assert good.worst_ratio < 0.5, good.render()  # not a near miss
+    for mutant in ("mutant:gqa-dkdv-first-head", "mutant:causal-align-swapped-bwd", "mutant:tail-key-tile-skipped-bwd",
+                   "mutant:dk-missing-scale"):  # faults this problem exercises are still caught
+        bad = run_case(registry.get(mutant), NEAR_CONSTANT_MQA, cfg)
+        assert bad.status == "failed", (mutant, bad.render())
+
+
+def test_chunked_flash_rounding_is_chunk_invariant_and_rounds_outputs():
+    import torch
+
+    from difftest.inputs import make_inputs
+    from oracles import chunked_reference
+
+    x = make_inputs(NEAR_CONSTANT_MQA.replace(sinks=True))
+    a = chunked_reference(x, "float32", flash_rounding=True)
+    b = chunked_reference(x, "float32", flash_rounding=True, chunk=5)
+    for n in ("o", "dq", "dk", "dv"):
+        assert getattr(a, n).dtype == torch.float16
+        assert (getattr(a, n).float() - getattr(b, n).float()).abs().max() <= 2e-3 * getattr(a, n).float().abs().max()
+    plain = chunked_reference(x, "float32")
+    assert not torch.equal(a.dq.float(), plain.dq.to(torch.float16).float())  # it does round inside
+    x32 = make_inputs(NEAR_CONSTANT_MQA.replace(dtype="float32"))
+    assert torch.equal(chunked_reference(x32, "float32", flash_rounding=True).dq, chunked_reference(x32, "float32").dq)
+    with pytest.raises(ValueError, match="flash_rounding with precision='float64'"):
+        chunked_reference(x, "float64", flash_rounding=True)

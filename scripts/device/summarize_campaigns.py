@@ -2,7 +2,9 @@
 
     python3 scripts/device/summarize_campaigns.py DIR [DIR ...]   (each DIR holds report.json etc.)
 
-Campaign rows count cases (distinct Problems run) as edge corpus + drawn; a narrowed
+Campaign rows count cases (distinct Problems run) as edge corpus + the rest (drawn, and
+after a failure the shrinker's); a campaign that failed inside the edge corpus ran only
+part of it. A narrowed
 campaign (``@FIELD=...`` in campaigns.py) shows what it stepped around.
 """
 
@@ -49,7 +51,8 @@ def main(dirs):
     for c in camps:
         n = c["counts"]
         edge = c["settings"].get("edge_cases")
-        cases = f"{c['examples']} ({edge} + {c['examples'] - edge})" if edge is not None else f"{c['examples']}"
+        n_all = c["examples"]
+        cases = f"{n_all} ({min(n_all, edge)} + {max(0, n_all - edge)})" if edge is not None else f"{n_all}"
         narrowed = c["settings"].get("narrowed")
         name = c["kernel"] + (" narrowed " + ", ".join(f"{k}={v}" for k, v in narrowed.items()) if narrowed else "")
         wr = [f"{c['outputs'][o]['worst_ratio']:.3g}" if o in c["outputs"] else "-" for o in OUTS]
