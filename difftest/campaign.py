@@ -140,7 +140,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
             bar.update(len(res.cases), sum(c.failed for c in res.cases),
                        max(c.worst_ratio for c in res.cases), "shrinking" if state["failed_at"] else "")
         hypothesis.target(min(case.worst_ratio, 1e6), label="worst error ratio")
-        if case.failed:
+        if case.failed and same_failure(res.first_failure, case):  # other failures stay in res.cases
             raise CaseFailed(case)
 
     prop._hypothesis_internal_add_digest = f"difftest:{kernel.name}:{profile}".encode()
@@ -180,10 +180,27 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     return res
 
 
+_WRAPPERS = {"RuntimeError", "Exception", "Error"}
+
+
+def error_signature(reason: str) -> str:
+    """The kind of a kernel error, from a case's reason: the first exception-like name after
+    generic wrappers ("RuntimeError: RuntimeError: TileOPs: OpNotAvailableError: ..." ->
+    "OpNotAvailableError"; "RuntimeError: AcceleratorError: CUDA error: ..." ->
+    "AcceleratorError"), else the first wrapper, else the first words."""
+    first = (reason or "").strip().splitlines()[0] if (reason or "").strip() else ""
+    tokens = [t.strip() for t in first.split(":")]
+    names = [t for t in tokens if t.isidentifier() and t.endswith(("Error", "Exception", "Crashed", "Timeout"))]
+    specific = [t for t in names if t not in _WRAPPERS]
+    return (specific or names or [first[:60]])[0]
+
+
 def same_failure(a: CaseResult, b: CaseResult) -> bool:
-    """b fails the way a does: both errors, or at least one failed gate in common."""
+    """b fails the way a does: errors of the same kind (``error_signature``), or at least
+    one failed gate in common. Shrinking follows only the first failure's kind, so an
+    MLIR build error does not slip into an unrelated illegal memory access."""
     if a.status == "error":
-        return b.status == "error"
+        return b.status == "error" and error_signature(a.reason) == error_signature(b.reason)
     return b.status == "failed" and bool(set(a.failed_gates) & set(b.failed_gates))
 
 

@@ -2,7 +2,9 @@
 (segfault, CUDA abort) or hangs costs one case, not the campaign.
 
 The worker keeps its adapters (and their compiled kernels) between cases; it is
-restarted after a crash or a timeout. Kernels are named by their registry spec, and the
+restarted after a crash or a timeout, and after an error that leaves the CUDA context
+unusable (an illegal memory access or device-side assert is sticky: every later call in
+that process would fail too, and the campaign would blame the next Problems for it). Kernels are named by their registry spec, and the
 worker rebuilds the same inputs from the Problem (inputs are deterministic).
 """
 
@@ -49,7 +51,32 @@ def _worker_main(conn, env):
                 results.append(kernel.run(inputs, out).to("cpu"))
             conn.send(("ok", results))
         except BaseException as e:  # report everything, keep serving
-            conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"))
+            msg = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+            if context_broken(e):
+                conn.send(("error_fatal", msg))
+                return  # a fresh process serves the next case
+            conn.send(("error", msg))
+
+
+STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure",
+          "misaligned address", "illegal instruction", "CUDA error: an illegal")
+
+
+def context_broken(e: BaseException) -> bool:
+    """True when the error leaves this process's CUDA context unusable: its message names
+    a sticky CUDA error, or (when CUDA is in use) a synchronize now fails."""
+    if any(s in str(e) for s in STICKY):
+        return True
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return False
+    try:
+        torch.cuda.synchronize()
+        return False
+    except Exception:
+        return True
 
 
 class Worker:
@@ -81,6 +108,9 @@ class Worker:
             code = self.proc.exitcode if self.proc else None
             self.kill()
             raise KernelCrashed(f"kernel process died (exit code {code})") from None
+        if status == "error_fatal":
+            self.kill()
+            raise RuntimeError(payload + "\n(the CUDA context is unusable after this error: worker restarted)")
         if status == "error":
             raise RuntimeError(payload)
         return payload

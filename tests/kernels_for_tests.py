@@ -125,3 +125,19 @@ class Flaky(RefKernel):
     def corrupt(self, inputs, out):
         out.dq = out.dq + torch.randn_like(out.dq) * 1e-7 * out.dq.abs()
         return out
+
+
+class TwoKindsOfError(RefKernel):
+    """Two different kernel errors: a sticky-CUDA-like error for heads_q >= 3, a build
+    error for head_dim 16 (with fewer heads). A shrink must stay with the first kind."""
+
+    name = "test-two-errors"
+    spec = "tests.kernels_for_tests:TwoKindsOfError"
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.heads_q >= 3:
+            raise RuntimeError("AcceleratorError: CUDA error: an illegal memory access was encountered")
+        if p.head_dim_qk == 16:
+            raise RuntimeError("MLIRError: Operation creation failed")
+        return out

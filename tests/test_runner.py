@@ -126,3 +126,22 @@ def test_chunked_flash_rounding_is_chunk_invariant_and_rounds_outputs():
     assert torch.equal(chunked_reference(x32, "float32", flash_rounding=True).dq, chunked_reference(x32, "float32").dq)
     with pytest.raises(ValueError, match="flash_rounding with precision='float64'"):
         chunked_reference(x, "float64", flash_rounding=True)
+
+
+def test_sticky_cuda_error_restarts_the_worker_so_the_next_case_is_not_blamed():
+    from difftest.isolation import shared_worker
+    from tests.kernels_for_tests import TwoKindsOfError
+
+    k = TwoKindsOfError()
+    cfg = RunConfig(isolate=True)
+    ok = P.replace(heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8)
+    assert run_case(k, ok, cfg).status == "passed"
+    pid = shared_worker().proc.pid
+    sticky = run_case(k, ok.replace(heads_q=4, heads_kv=2), cfg)
+    assert sticky.status == "error" and "worker restarted" in sticky.reason
+    assert shared_worker().proc is None  # killed; the next case starts a fresh process
+    after = run_case(k, ok, cfg)
+    assert after.status == "passed" and shared_worker().proc.pid != pid
+    build = run_case(k, ok.replace(head_dim_qk=16, head_dim_v=16), cfg)  # not sticky: same worker keeps serving
+    pid2 = shared_worker().proc.pid
+    assert build.status == "error" and "worker restarted" not in build.reason and shared_worker().proc.pid == pid2
