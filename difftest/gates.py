@@ -142,11 +142,13 @@ def locate(problem: Problem, name: str, flat_index: int, shape) -> dict:
     return loc
 
 
-def _prep(problem, name, t):
+def _prep(problem, name, t, device):
+    """The used rows of ``t`` in float64 on ``device``: the truth's device, so on a GPU
+    the comparisons run there (on the host they cost seconds per case at long lengths)."""
     t = t.detach()
     if name != "dsink":
         t = t[: used_rows(problem, name)]
-    return t.to("cpu", torch.float64)
+    return t.to(device, torch.float64)
 
 
 def _worst(problem, name, diff, got, truth, shape):
@@ -313,9 +315,10 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
             continue
         if poisoned:
             verdicts.append(poison_gate(problem, name, g_raw))
-        g, t = _prep(problem, name, g_raw), _prep(problem, name, t_truth)
+        dev = t_truth.device
+        g, t = _prep(problem, name, g_raw, dev), _prep(problem, name, t_truth, dev)
         refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
-        r = [_prep(problem, name, x.get(name)) for x in refs if x.get(name) is not None] or t
+        r = [_prep(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or t
         if config.check_nonfinite:
             verdicts.append(nonfinite_gate(problem, name, g, t))
         verdicts.append(budget_gate(problem, name, g, t, r, config.k.get(name, DEFAULT_K[name]), config.floor_ulps,
@@ -333,7 +336,8 @@ def check_second_reference(problem: Problem, got, truth, second, config: GateCon
         g, t, s = got.get(name), truth.get(name), second.get(name)
         if g is None or t is None or s is None:
             continue
-        g, t, s = _prep(problem, name, g), _prep(problem, name, t), _prep(problem, name, s)
+        dev = t.device
+        g, t, s = _prep(problem, name, g, dev), _prep(problem, name, t, dev), _prep(problem, name, s, dev)
         v = budget_gate(problem, name, g, t, s, config.second_reference_k.get(name, DEFAULT_K[name]),
                         config.floor_ulps, config.floor_magnitude, gate="second_reference", ref_label=label,
                         logit_scale=logit_magnitude(problem, truth), terms=_terms(truth, name))
