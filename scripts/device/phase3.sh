@@ -8,10 +8,14 @@
 #                                             warm the TileLang CUDA cache, TileLang atomic + det
 #                                             (FA3 second reference), bench with FA4 still
 #                                             unpacked from Q3
+#   S3: carry .device/tilelang.tar.xz .device/fa3.tar.xz   (after the yardstick fix found by P3)
+#                                             replays of the over-budget SDPA reproducers (GPU 1, while
+#                                             the TileLang cache warms), then one lane per TileLang variant
 #   R3: carry .device/tileops.tar.xz .device/fa3.tar.xz
 #                                             TileOPs GQA/MLA + bench, FA3 (after the adapter fixes),
 #                                             SDPA backends incl. cuDNN, Flex GQA
-# Limits used (device tool timeout 600 s): Q3 LANE_SECONDS=330, P3 LANE_SECONDS=440, R3 LANE_SECONDS=480.
+# Limits used (device tool timeout 600 s): Q3 LANE_SECONDS=330, P3 LANE_SECONDS=440, R3 LANE_SECONDS=470,
+# S3 LANE_SECONDS=430.
 set -o pipefail
 source scripts/device/setup.sh > /dev/null
 call=${1:?Q3, P3 or R3}
@@ -33,6 +37,16 @@ R3)
   lane 0 tileops bash -c "$C --out /tmp/camp/R3-0 --det-runs 5 tileops-gqa:240:150 tileops-mla:120:100 fa3:240:60; python3 -m difftest bench -k tileops-gqa --json /tmp/camp/R3-0/bench.json --markdown /tmp/camp/R3-0/bench.md" &
   lane 1 sdpa $C --out /tmp/camp/R3-1 --det-runs 20 sdpa-cudnn:240:90 sdpa-flash:240:50 sdpa-efficient:240:60 sdpa-math:240:40 flex-gqa:120:60 &
   wait ;;
-*) echo "call: allowed Q3, P3 or R3"; exit 2 ;;
+S3)
+  R=results/h200
+  ( export CUDA_VISIBLE_DEVICES=1; for f in $R/phase3/R3-1/repro/sdpa-efficient-cf3f990573.json $R/phase2/P1/repro/sdpa-efficient-4278b602c0.json \
+        $R/phase2/xdist-repro/sdpa-flash-c47a4b29d7.json $R/phase2/P1/repro/fa3-9b3872ddb0.json; do echo "== $f"; python3 -m difftest repro $f; echo "exit $?"; done ) > $OUT/S3-replays.log 2>&1 &
+  python3 -m kernels.tilelang.warm --target cuda --jobs 30 > $OUT/S3-warm.log 2>&1
+  tail -n 1 $OUT/S3-warm.log
+  wait
+  lane 0 tilelang bash -c "python3 -m difftest repro $R/phase3/P3-0/repro/tilelang-9088d620f2.json; $C --out /tmp/camp/S3-0 --det-runs 20 tilelang:260:350:fa3" &
+  lane 1 tilelang-det bash -c "python3 -m difftest repro $R/phase3/P3-1/repro/tilelang-det-f897058d41.json; $C --out /tmp/camp/S3-1 --det-runs 20 tilelang-det:260:350:fa3" &
+  wait ;;
+*) echo "call: allowed Q3, P3, R3 or S3"; exit 2 ;;
 esac
 pack

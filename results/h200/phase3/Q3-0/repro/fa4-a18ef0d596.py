@@ -1,0 +1,30 @@
+#!/usr/bin/env python
+"""difftest reproducer.
+
+kernel:  fa4
+problem: b1 sq1 sk1 h1/1 d32/64 float16
+failed:  RuntimeError: AcceleratorError: CUDA error: an illegal memory access was encountered
+
+Run: python fa4-a18ef0d596.py   (exit 1 while the failure reproduces; needs difftest, not Hypothesis)
+"""
+import json
+import sys
+
+KERNEL = 'fa4'
+PROBLEM = json.loads('{"align": "bottom_right", "batch": 1, "causal": false, "dtype": "float16", "head_dim_qk": 32, "head_dim_v": 64, "heads_kv": 1, "heads_q": 1, "pad_tail": 0, "seed": 0, "seqlen_k": 1, "seqlen_q": 1, "sink_center": 0.0, "sinks": false, "softmax_scale": null, "value_scale": 1.0, "values": "normal", "window_left": null, "window_right": null}')
+CONFIG = json.loads('{"gates": {"k": {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dsink": 3.0}, "floor_ulps": 2.0, "floor_magnitude": 1.0, "standards": {}, "check_nonfinite": true, "second_reference_k": {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dsink": 3.0}}, "device": null, "poison": true, "determinism_runs": null, "second_reference": null, "isolate": false, "timeout_s": 300.0, "chunk_threshold": null}')
+
+
+def main():
+    from difftest import adapter
+    from difftest.problem import Problem
+    from difftest.runner import RunConfig, run_case
+
+    problem = Problem.from_dict(PROBLEM)
+    result = run_case(adapter.get(KERNEL), problem, RunConfig.from_dict(CONFIG))
+    print(result.render(verbose=True))
+    return 1 if result.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
