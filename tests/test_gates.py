@@ -73,6 +73,26 @@ def test_nonfinite_gate_accepts_matching_infinities():
     assert "lse:nonfinite" in _failed(check_outputs(p, bad, truth, ref))
 
 
+def test_infinity_is_right_where_the_truth_overflows_the_output_dtype():
+    # found on the H200: fp16 dQ whose true value (7e4) exceeds 65504; a kernel storing inf
+    # is correct, a kernel storing inf where the truth fits, or -inf for +7e4, is not
+    p, x, truth, ref, good = _case()
+    truth = truth.clone()
+    truth.dq[3, 0, 1], truth.dq[4, 0, 2] = 70055.0, -1.0e5
+    got = ref.clone()  # the kernel's outputs in fp16
+    got.dq[3, 0, 1], got.dq[4, 0, 2] = float("inf"), float("-inf")
+    assert "dq:nonfinite" not in _failed(check_outputs(p, got, truth, ref))
+    wrong_sign = got.clone()
+    wrong_sign.dq[3, 0, 1] = float("-inf")
+    assert "dq:nonfinite" in _failed(check_outputs(p, wrong_sign, truth, ref))
+    fits = got.clone()
+    fits.dq[5, 0, 0] = float("inf")  # truth there is small
+    assert "dq:nonfinite" in _failed(check_outputs(p, fits, truth, ref))
+    near = truth.clone()
+    near.dq[3, 0, 1] = 65504.0  # representable: inf is wrong
+    assert "dq:nonfinite" in _failed(check_outputs(p, got, near, ref))
+
+
 def test_unwritten_region_fails_poison_gate():
     p, x, truth, ref, good = _case()
     buf = Outputs.poisoned(p, torch.float16)
