@@ -89,7 +89,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     config = config or RunConfig()
     res = CampaignResult(kernel.name, profile, settings={
         "max_examples": n_examples, "time_budget_s": budget, "shrink_budget_s": shrink_s, "seed": seed,
-        "database": database, "config": config.to_dict(),
+        "database": database, "config": config.to_dict(), "spec": getattr(kernel, "spec", None) or kernel.name,
         **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
     why = kernel.available()
     if why:

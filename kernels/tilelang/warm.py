@@ -84,8 +84,15 @@ def main(argv=None) -> int:
     ap.add_argument("--target", choices=("c", "cuda"), default="cuda")
     ap.add_argument("--jobs", type=int, default=max(1, (mp.cpu_count() or 2) - 2))
     ap.add_argument("--dtype", action="append", help="restrict dtypes (default: the target's)")
+    ap.add_argument("--dims", action="append", metavar="QKxV", help="restrict head dims, e.g. 64x64 (repeatable)")
     a = ap.parse_args(argv)
-    rows = warm(a.target, a.jobs, tuple(a.dtype) if a.dtype else None)
+    try:
+        dims = [tuple(int(x) for x in d.lower().split("x")) for d in a.dims] if a.dims else None
+    except ValueError:
+        ap.error("--dims: allowed QKxV integers, e.g. 64x64")
+    if dims and any(len(d) != 2 for d in dims):
+        ap.error("--dims: allowed QKxV integers, e.g. 64x64")
+    rows = warm(a.target, a.jobs, tuple(a.dtype) if a.dtype else None, dims)
     return 1 if any(r["error"] for r in rows) else 0
 
 
