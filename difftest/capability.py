@@ -18,6 +18,10 @@ class Capability:
     equal_head_dims: bool = False  # True: head_dim_v must equal head_dim_qk
     max_batch: int = 4
     max_seqlen: int = 256
+    # the shortest non-empty query / key sequence the kernel serves (a dense Problem's one
+    # length, every non-zero varlen length; zero-length varlen sequences are ``empty_seqs``)
+    min_seqlen_q: int = 1
+    min_seqlen_k: int = 1
     max_heads: int = 8
     gqa: bool = True  # heads_kv < heads_q allowed
     seqlen_q_ne_k: bool = True  # seqlen_q != seqlen_k allowed
@@ -56,6 +60,11 @@ class Capability:
             return f"batch {p.batch} > {self.max_batch}"
         if max(p.max_seqlen_q, p.max_seqlen_k) > self.max_seqlen:
             return f"sequence longer than {self.max_seqlen}"
+        for name, kind, lens in (("min_seqlen_q", "query", p.seqlens_q), ("min_seqlen_k", "key", p.seqlens_k)):
+            least = getattr(self, name)
+            short = [n for n in lens if 0 < n < least]
+            if short:
+                return f"{kind} sequence length {min(short)} < {name} {least}"
         if p.heads_q > self.max_heads:
             return f"heads_q {p.heads_q} > {self.max_heads}"
         if p.heads_kv != p.heads_q and not self.gqa:
@@ -86,10 +95,15 @@ class Capability:
         """A copy that covers less, for focusing a campaign or stepping around a known
         failure (``difftest run --narrow head_dims_qk=64,128``). Tuples may only shrink to a
         non-empty subset, bools may only turn a feature off (``deterministic`` is a claim,
-        not a feature: it may change either way), ``max_*`` may only go down. Anything that
+        not a feature: it may change either way), ``max_*`` may only go down and ``min_*``
+        only up (``max_seqlen`` never below the minimums, nor they above it). Anything that
         would widen the kernel's claim raises ValueError naming the field and what is allowed."""
         out = {}
-        for name, new in changes.items():
+        max_seqlen = changes.get("max_seqlen", self.max_seqlen)
+        least = max(self.min_seqlen_q, self.min_seqlen_k, *(v for n, v in changes.items()
+                                                            if n in ("min_seqlen_q", "min_seqlen_k") and _is_int(v)))
+        # max_seqlen first: the minimums are then checked against a valid maximum
+        for name, new in sorted(changes.items(), key=lambda kv: kv[0] != "max_seqlen"):
             if name not in NARROWABLE:
                 raise ValueError(f"narrow {name}: allowed fields {NARROWABLE}")
             old = getattr(self, "v_dims" if name == "head_dims_v" else name)
@@ -106,9 +120,16 @@ class Capability:
                         raise ValueError(f"narrow {name}=False: the kernel requires equal head dims")
                 elif name != "deterministic" and new and not old:
                     raise ValueError(f"narrow {name}=True: allowed False (the kernel does not claim it)")
+            elif name in ("min_seqlen_q", "min_seqlen_k"):
+                top = min(max_seqlen, self.max_seqlen)
+                if not _is_int(new) or not old <= new <= top:
+                    raise ValueError(f"narrow {name}={new}: allowed {old}..{top} (a minimum may only go up, "
+                                     f"to at most max_seqlen)")
             elif isinstance(old, int):
-                if not 1 <= new <= old:
-                    raise ValueError(f"narrow {name}={new}: allowed 1..{old}")
+                bottom = max(1, least) if name == "max_seqlen" else 1
+                if not _is_int(new) or not bottom <= new <= old:
+                    why = f" (not below min_seqlen_q/min_seqlen_k {bottom})" if bottom > 1 else ""
+                    raise ValueError(f"narrow {name}={new}: allowed {bottom}..{old}{why}")
             out[name] = new
         return replace(self, **out)
 
@@ -132,9 +153,20 @@ class Capability:
             raise ValueError(f"Capability.outputs has {bad}: allowed {OUTPUTS}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"Capability.device={self.device!r}: allowed 'cpu' or 'cuda'")
+        if not _is_int(self.max_seqlen) or self.max_seqlen < 1:
+            raise ValueError(f"Capability.max_seqlen={self.max_seqlen!r}: allowed an int >= 1")
+        for name in ("min_seqlen_q", "min_seqlen_k"):
+            v = getattr(self, name)
+            if not _is_int(v) or not 1 <= v <= self.max_seqlen:
+                raise ValueError(f"Capability.{name}={v!r}: allowed an int in 1..{self.max_seqlen} "
+                                 f"(1..max_seqlen)")
         bad = [f for f in self.compile_key if f not in Problem.__dataclass_fields__]
         if bad:
             raise ValueError(f"Capability.compile_key has {bad}: allowed Problem fields")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 # Fields ``Capability.narrowed`` accepts (device, block sizes, outputs and compile_key

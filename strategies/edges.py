@@ -5,8 +5,9 @@ covering the corners that fixed grids in other suites are built around: tile edg
 seqlen_q != seqlen_k both ways with each causal alignment, fully masked rows, GQA/MQA,
 head_dim_qk != head_dim_v, every dtype, empty and padded varlen batches, every window
 shape, sinks far above and below the logits, and every value distribution at its
-largest scale. Each corner is adapted to the capability (clamped, aligned, made dense or
-non-empty as needed) and dropped only if it still falls outside.
+largest scale. Each corner is adapted to the capability (clamped, lifted to its minimum
+sequence lengths, aligned, made dense or non-empty as needed) and dropped only if it still
+falls outside.
 """
 
 from difftest.capability import Capability
@@ -14,6 +15,7 @@ from difftest.problem import Problem, ProblemError
 
 from .masks import UNMASKED_ALIGN
 from .profiles import get_profile
+from .shapes import min_lengths
 from .values import DTYPE_ORDER, MAX_SCALE, SCALES, SINK_CENTERS, value_kinds
 
 
@@ -121,11 +123,19 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
     ch = {}
     if p.varlen and not c.varlen:
         return None
-    if p.varlen and not c.empty_seqs:
-        ch["seqlen_q"] = tuple(max(1, x) for x in p.seqlen_q)
-        ch["seqlen_k"] = tuple(max(1, x) for x in p.seqlen_k)
-    if not p.varlen:
-        ch["seqlen_q"], ch["seqlen_k"] = min(S, p.seqlen_q), min(S, p.seqlen_k)
+    # a length below the kernel's minimum (Capability.min_seqlen_q/k) is lifted to it, so a
+    # corner at length 1 becomes the corner at the minimum (duplicates are dropped by the
+    # caller); an empty varlen sequence stays empty where the kernel takes those
+    least_q, least_k = min_lengths(c)
+    if p.varlen:
+        def lift(x, least):
+            return 0 if x == 0 and c.empty_seqs else max(1, least, x)
+
+        ch["seqlen_q"] = tuple(lift(x, least_q) for x in p.seqlen_q)
+        ch["seqlen_k"] = tuple(lift(x, least_k) for x in p.seqlen_k)
+    else:
+        ch["seqlen_q"] = max(least_q, min(S, p.seqlen_q))
+        ch["seqlen_k"] = max(least_k, min(S, p.seqlen_k))
     p = p.replace(**ch)
     if not c.seqlen_q_ne_k and p.seqlen_q != p.seqlen_k:
         p = p.replace(seqlen_k=p.seqlen_q)

@@ -30,12 +30,49 @@ def edge_lengths(lo: int, hi: int, blocks=(64, 128)) -> list[int]:
     return sorted(x for x in cands if lo <= x <= hi)
 
 
-def lengths(lo: int, hi: int, blocks=(64, 128)) -> st.SearchStrategy[int]:
+def _index_space(lo: int, hi: int, least: int):
+    """Legal lengths in [lo, hi] when a non-empty length must be >= ``least``
+    (``Capability.min_seqlen_q``/``min_seqlen_k``): 0 (only when ``lo`` is 0) and
+    ``least..hi``. They are drawn as indices with no gap: index 0 is length 0 and index
+    i >= 1 is length i + least - 1, so no draw is ever rejected, an index shrinks toward
+    the shortest legal length, and with ``least`` 1 index and length coincide (the draws
+    of a capability without a minimum are unchanged). A dense, a varlen and a no-empty
+    varlen length take the same index for the same length. ``least`` wins over ``hi``
+    (as ``lo`` does). Returns (lo, hi, to_length, to_index)."""
+    least = max(1, least)
+    gap = least - 1
+    lo = 0 if lo <= 0 else max(lo, least)
+    hi = max(hi, lo)
+    if 0 < hi < least:
+        hi = least
+
+    def to_length(i: int) -> int:
+        return i + gap if i > 0 else 0
+
+    def to_index(n: int) -> int:
+        return n - gap if n > 0 else 0
+
+    return lo, hi, to_length, to_index
+
+
+def _edges(lo: int, hi: int, least: int, blocks) -> list[int]:
+    """``edge_lengths`` that are legal under ``least`` (the minimum itself is one)."""
+    if least <= 1 or lo >= least:
+        return edge_lengths(lo, hi, blocks)
+    return sorted({0} | set(edge_lengths(least, hi, blocks)))
+
+
+def lengths(lo: int, hi: int, blocks=(64, 128), least: int = 1) -> st.SearchStrategy[int]:
     """A sequence length in [lo, hi]: half the time any value, half the time a tile edge.
-    Shrinks toward ``lo`` (the plain-integer branch comes first)."""
+    A non-zero length is at least ``least`` (see ``_index_space``). Shrinks toward ``lo``
+    (the plain-integer branch comes first)."""
+    lo, hi, to_length, to_index = _index_space(lo, hi, least)
     if hi <= lo:
         return st.just(lo)
-    return st.one_of(st.integers(lo, hi), st.sampled_from(edge_lengths(lo, hi, blocks)))
+    if least <= 1:  # no gap: plain integers, exactly the draws of before the minimums
+        return st.one_of(st.integers(lo, hi), st.sampled_from(edge_lengths(lo, hi, blocks)))
+    return st.one_of(st.integers(to_index(lo), to_index(hi)).map(to_length),
+                     st.sampled_from(_edges(lo, hi, least, blocks)))
 
 
 def blocks_of(capability: Capability) -> tuple[int, int]:
@@ -48,12 +85,14 @@ def seqlen_cap(capability: Capability, profile: Profile, batch: int, heads_q: in
     The profile's budget bounds ``batch * heads_q * S^2 * min_head_dim``; the cap never
     drops below one tile plus one (``max(block_m, block_n) + 1``, when the capability and
     profile allow that length) so tail-block bugs stay reachable at every batch size:
-    that floor is the only place a drawn Problem may exceed the budget."""
+    that floor, and the capability's minimum sequence lengths (which also win over the
+    profile's ``max_seqlen``), are the only places a drawn Problem may exceed the budget."""
     hard = min(capability.max_seqlen, profile.max_seqlen)
     dmin = min(capability.head_dims_qk)
     by_budget = isqrt(profile.budget // max(1, batch * heads_q * dmin))
     reach = max(capability.block_m, capability.block_n) + 1
-    return max(1, min(hard, max(by_budget, reach)))
+    least = max(capability.min_seqlen_q, capability.min_seqlen_k)  # <= capability.max_seqlen
+    return max(least, min(hard, max(by_budget, reach)))
 
 
 HEAD_LAYOUTS = ("MHA", "MQA", "GQA")  # shrink order: MQA (2/1) is smaller than GQA (4/2)
@@ -106,33 +145,51 @@ def head_dims(draw, capability: Capability, max_dim: int):
     return qk, others[min(draw(st.integers(0, len(others) - 1)), fit - 1)]
 
 
-def key_length(sq: int, lo: int, hi: int, blocks=(64, 128)) -> st.SearchStrategy[int]:
-    """A key length in [lo, hi] for a query length ``sq``, drawn as ``sq + delta``.
+def key_length(sq: int, lo: int, hi: int, blocks=(64, 128), least: int = 1) -> st.SearchStrategy[int]:
+    """A key length in [lo, hi] for a query length ``sq``, drawn as ``sq + delta``; a
+    non-zero key length is at least ``least`` (``Capability.min_seqlen_k``: the delta is
+    counted in ``_index_space``, and "equal" means the legal length nearest ``sq``).
 
     Three equally likely branches, each two choices long: any delta, "equal to sq" and a
     tile edge. Drawing a delta (shrink target 0: equal lengths) rather than a second
     length lets the shrinker trade length between the two (seqlen_q=65, seqlen_k=65 ->
     seqlen_q=1, seqlen_k=65) when only the key length matters."""
-    sq = min(max(sq, lo), hi)
+    lo, hi, to_length, to_index = _index_space(lo, hi, least)
     if hi <= lo:
         return st.just(lo)
+    sq = min(max(sq, lo), hi)
+    if 0 < sq < least:
+        sq = least
+    i = to_index(sq)  # with least 1 (no gap) i == sq: the deltas of before the minimums
     deltas = st.one_of(
-        st.integers(lo - sq, hi - sq),
+        st.integers(to_index(lo) - i, to_index(hi) - i),
         st.sampled_from((0, 0)),
-        st.sampled_from([e - sq for e in edge_lengths(lo, hi, blocks)]),
+        st.sampled_from([to_index(e) - i for e in _edges(lo, hi, least, blocks)]),
     )
-    return deltas.map(lambda d: sq + d)
+    return deltas.map(lambda d: to_length(i + d))
 
 
 @st.composite
 def dense_seqlens(draw, capability: Capability, cap_len: int):
     """(seqlen_q, seqlen_k) ints, both tile-edge biased; equal a third of the time,
-    otherwise unequal in either direction. Shrinks toward seqlen_q = 1 first."""
+    otherwise unequal in either direction; never below the capability's
+    ``min_seqlen_q``/``min_seqlen_k`` (both, when the two must be equal). Shrinks toward
+    the shortest seqlen_q first."""
     blocks = blocks_of(capability)
-    sq = draw(lengths(1, cap_len, blocks))
+    least_q, least_k = min_lengths(capability)
+    sq = draw(lengths(least_q, cap_len, blocks, least_q))
     if not capability.seqlen_q_ne_k:
         return sq, sq
-    return sq, draw(key_length(sq, 1, cap_len, blocks))
+    return sq, draw(key_length(sq, least_k, cap_len, blocks, least_k))
+
+
+def min_lengths(capability: Capability) -> tuple[int, int]:
+    """The shortest non-empty (query, key) lengths to draw: the capability's minimums,
+    each raised to the other's when the two lengths must be equal."""
+    q, k = capability.min_seqlen_q, capability.min_seqlen_k
+    if not capability.seqlen_q_ne_k:
+        q = k = max(q, k)
+    return q, k
 
 
 VARLEN_PATTERNS = ("short", "mixed", "one_long")
@@ -146,13 +203,15 @@ def varlen_seqlens(draw, capability: Capability, batch: int, cap_len: int, patte
     <= SHORT tokens, zeros common: many short sequences), "mixed" (each length
     edge-biased up to cap_len), "one_long" (one sequence of at least one tile among short
     ones; "mixed" when batch is 1). Zero-length query and key sequences appear when the
-    capability allows empty sequences. Each key length is drawn from its query length
-    (see ``key_length``) within the same range. Every sequence takes the same choices as
-    a dense (seqlen_q, seqlen_k) pair, so the shrinker can turn a one-sequence varlen
-    example into the dense one."""
+    capability allows empty sequences; every non-empty one is at least the capability's
+    ``min_seqlen_q``/``min_seqlen_k`` ("short" then means "as short as allowed"). Each key
+    length is drawn from its query length (see ``key_length``) within the same range.
+    Every sequence takes the same choices as a dense (seqlen_q, seqlen_k) pair, so the
+    shrinker can turn a one-sequence varlen example into the dense one."""
     blocks = blocks_of(capability)
+    least_q, least_k = min_lengths(capability)
     lo = 0 if capability.empty_seqs else 1
-    short_hi = max(lo, min(SHORT, cap_len))
+    short_hi = max(lo, min(SHORT, cap_len))  # lengths() lifts it to the minimum if need be
     if pattern == "one_long" and batch == 1:
         pattern = "mixed"
     long_at = draw(st.integers(0, batch - 1)) if pattern == "one_long" else -1
@@ -168,7 +227,7 @@ def varlen_seqlens(draw, capability: Capability, batch: int, cap_len: int, patte
     sq, sk = [], []
     for i in range(batch):
         a, b = bounds(i)
-        q = draw(lengths(a, b, blocks))
+        q = draw(lengths(a, b, blocks, least_q))
         sq.append(q)
-        sk.append(draw(key_length(q, a, b, blocks)) if capability.seqlen_q_ne_k else q)
+        sk.append(draw(key_length(q, a, b, blocks, least_k)) if capability.seqlen_q_ne_k else q)
     return tuple(sq), tuple(sk)

@@ -36,6 +36,28 @@ def test_widening_or_malformed_narrowing_is_a_clear_error(item, says):
     assert says in str(e.value) and item.split("=")[0] in str(e.value)
 
 
+def test_minimum_sequence_lengths_may_only_go_up():
+    c = Capability(min_seqlen_k=2)
+    n = c.narrowed(**parse_narrowing(["min_seqlen_q=4", "min_seqlen_k=8", "max_seqlen=64"]))
+    assert (n.min_seqlen_q, n.min_seqlen_k, n.max_seqlen) == (4, 8, 64)
+    assert (c.min_seqlen_q, c.min_seqlen_k) == (1, 2)  # the original is untouched
+    assert c.narrowed(min_seqlen_k=2, max_seqlen=2).max_seqlen == 2
+    assert {"min_seqlen_q", "min_seqlen_k"} <= set(NARROWABLE)
+
+
+@pytest.mark.parametrize("items, says", [
+    (["min_seqlen_k=1"], "narrow min_seqlen_k=1: allowed 2..256"),  # going down widens the claim
+    (["min_seqlen_q=257"], "narrow min_seqlen_q=257: allowed 1..256"),
+    (["min_seqlen_q=40", "max_seqlen=32"], "narrow max_seqlen=32: allowed 40..256"),
+    (["max_seqlen=1"], "narrow max_seqlen=1: allowed 2..256"),  # below the kernel's own minimum
+    (["min_seqlen_q=two"], "min_seqlen_q takes an integer"),
+])
+def test_lowering_a_minimum_or_crossing_the_maximum_is_a_clear_error(items, says):
+    with pytest.raises(ValueError) as e:
+        Capability(min_seqlen_k=2).narrowed(**parse_narrowing(items))
+    assert says in str(e.value)
+
+
 def test_turning_a_feature_on_is_refused_but_a_determinism_claim_may_be_asked_for():
     c = Capability(sinks=False)
     with pytest.raises(ValueError, match="sinks=True: allowed False"):
