@@ -37,20 +37,10 @@ _DIMS_UNEQUAL = (32, 64, 96, 128, 192, 256)
 #   seqlen_q != seqlen_k (declared as square problems only: the strategies cannot draw
 #   "non-square only when unmasked", and aligns=() breaks strategies.edge_problems);
 # efficient: fp16/bf16/fp32, bool masks (windows, bottom-right), unequal head dims; no GQA;
-# cudnn: fp16/bf16, head dims up to 256 and unequal (192/128), GQA, bool masks;
+# cudnn: fp16/bf16, head dims up to 256 and unequal (192/128), GQA, bool masks; no key/value
+#   sequence of length 1 ("cudnn SDPA does not support key/value sequence length 1", torch
+#   sdp_utils check_cudnn_tensor_shapes): min_seqlen_k=2;
 # math: everything (the reference-style unfused path, on CPU too).
-@dataclass(frozen=True)
-class CudnnCapability(Capability):
-    """cuDNN SDPA refuses a key/value sequence of length 1 ("cudnn SDPA does not support
-    key/value sequence length 1", torch sdp_utils check_cudnn_tensor_shapes), which the
-    Capability fields cannot express."""
-
-    def excludes(self, p: Problem) -> str | None:
-        if 1 in p.seqlens_k:
-            return "key/value sequence length 1 unsupported (cuDNN SDPA)"
-        return super().excludes(p)
-
-
 CAPABILITIES = {
     "flash": Capability(
         dtypes=_HALF, head_dims_qk=_DIMS, equal_head_dims=True, max_batch=8, max_seqlen=4096,
@@ -65,10 +55,10 @@ CAPABILITIES = {
         outputs=("o", "dq", "dk", "dv"), deterministic=False, device="cuda", block_m=64,
         block_n=64,
     ),
-    "cudnn": CudnnCapability(
+    "cudnn": Capability(
         dtypes=_HALF, head_dims_qk=_DIMS_UNEQUAL, head_dims_v=_DIMS_UNEQUAL, max_batch=8,
-        max_seqlen=4096, max_heads=32, gqa=True, causal=True, window=True, varlen=False,
-        empty_seqs=False, pad_tail=False, sinks=False, outputs=("o", "dq", "dk", "dv"),
+        max_seqlen=4096, min_seqlen_k=2, max_heads=32, gqa=True, causal=True, window=True,
+        varlen=False, empty_seqs=False, pad_tail=False, sinks=False, outputs=("o", "dq", "dk", "dv"),
         deterministic=False, device="cuda", block_m=128, block_n=128,
     ),
     "math": Capability(

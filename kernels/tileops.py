@@ -42,10 +42,14 @@ REPO_ROOT = str(Path(__file__).resolve().parents[1])
 # (its own refusal on the H200: "GQADensePersistentWSKernel: returns the log-sum-exp only
 # at head dimension 128"; the d64 prefill kernel is built for sm89). d64 ran at S=128 but
 # was refused at S=1, and the capability cannot say "d64 only for long sequences".
+# No sequence of length 1 either (min_seqlen_q/k=2; S_q == S_kv, so both): the forward
+# dispatcher's only LSE-returning Hopper kernel, GQADenseWSKernel, refuses max_seqlen_q == 1
+# ("does not serve this call"), which killed an H200 campaign on its first edge case,
+# b1 sq1 sk1 d128; lengths >= 2 are served (S=128 ran in the earlier H200 checks).
 GQA_CAPABILITY = Capability(
     dtypes=("float16", "bfloat16"), head_dims_qk=(128,), equal_head_dims=True, max_batch=8,
-    max_seqlen=4096, max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True, window=False,
-    varlen=False, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
+    max_seqlen=4096, min_seqlen_q=2, min_seqlen_k=2, max_heads=32, gqa=True, seqlen_q_ne_k=False,
+    causal=True, window=False, varlen=False, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
     outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
     block_m=64, block_n=64, compile_key=("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv"),
 )

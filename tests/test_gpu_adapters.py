@@ -213,6 +213,31 @@ def test_capabilities_exclude_limits_found_on_the_h200():
     assert "seqlen_q != seqlen_k" in tileops.excludes(base.replace(head_dim_qk=128, head_dim_v=128, seqlen_k=65))
 
 
+def test_minimum_sequence_lengths_found_on_the_h200():
+    """cuDNN SDPA: "cudnn SDPA does not support key/value sequence length 1"; TileOPs GQA:
+    its forward's only LSE-returning Hopper kernel refuses max_seqlen_q == 1. Both are
+    plain Capability fields now, so draws, edge corners and shrinking respect them."""
+    from difftest.capability import Capability
+    from strategies import edge_problems
+
+    base = Problem(batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128,
+                   dtype="float16")
+    cudnn = registry.get("sdpa-cudnn").capability
+    assert type(cudnn) is Capability and (cudnn.min_seqlen_q, cudnn.min_seqlen_k) == (1, 2)
+    assert cudnn.excludes(base.replace(seqlen_k=1)) == "key sequence length 1 < min_seqlen_k 2"
+    assert cudnn.excludes(base.replace(seqlen_q=1, seqlen_k=2)) is None  # one query row is served
+    tileops = registry.get("tileops-gqa").capability
+    assert (tileops.min_seqlen_q, tileops.min_seqlen_k) == (2, 2)
+    assert tileops.excludes(base.replace(seqlen_q=1, seqlen_k=1)) == "query sequence length 1 < min_seqlen_q 2"
+    assert tileops.excludes(base.replace(seqlen_q=2, seqlen_k=2)) is None
+    mla = registry.get("tileops-mla").capability  # no refusal recorded: unchanged
+    assert (mla.min_seqlen_q, mla.min_seqlen_k) == (1, 1)
+    for cap in (cudnn, tileops):
+        edges = edge_problems(cap, "gpu")
+        assert edges and all(cap.excludes(p) is None for p in edges)
+        assert (edges[0].seqlen_q, edges[0].seqlen_k) == (cap.min_seqlen_q, cap.min_seqlen_k)
+
+
 def test_lse_conventions():
     from kernels.cuda_common import lse_bhs_to_thd, lse_ht_to_thd, normalize_lse
 
