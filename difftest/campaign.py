@@ -1,6 +1,12 @@
 """Campaign: Hypothesis drives a strategy over a kernel's capability, every drawn
-Problem is a case (runner.run_case), failures are shrunk, saved in the example
-database, and written as reproducers.
+Problem is a case (runner.run_case), failures are shrunk, saved in the failure store,
+and written as reproducers.
+
+The failure store (``<database>/difftest-failures/<kernel>.jsonl``) keeps every shrunk
+failing Problem and its first failing Problem; the next campaign of that kernel runs them
+first, as explicit examples, whatever the seed. (Hypothesis's own example database in the
+same folder only works for unseeded searches: a seeded run neither reads nor writes it,
+and the quick and ci profiles are seeded.)
 
 Hypothesis is steered with ``hypothesis.target`` on the worst error ratio, so the
 search climbs toward the edge of the budget. The classic corners from
@@ -102,8 +108,12 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         strategy = strategies.problems(kernel.capability, profile)
     out = Path(out_dir) if out_dir else None
     log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
+    spec = getattr(kernel, "spec", None) or kernel.name
+    saved = [p for p in load_failures(database, spec) if kernel.capability.covers(p)]
     edge = list(strategies.edge_problems(kernel.capability, profile)) if edge_cases else []
+    edge = saved + [p for p in edge if p not in saved]  # saved failures replay first
     res.settings["edge_cases"] = len(edge)  # explicit corners run first; the other cases are drawn
+    res.settings["replayed_failures"] = len(saved)
     bar = Progress(kernel.name, n_examples + len(edge), progress)
     seen: dict = {}
     keys = set()
@@ -177,7 +187,44 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
             res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
     if res.failure is not None:
         res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path("difftest-out")) / "repro")
+        save_failures(database, spec, [res.failure.problem, res.first_failure.problem])
     return res
+
+
+def failure_store(database: str | None, spec: str) -> Path | None:
+    return Path(database) / "difftest-failures" / f"{_safe(spec)}.jsonl" if database else None
+
+
+def load_failures(database: str | None, spec: str) -> list:
+    """Problems that failed in earlier campaigns of ``spec`` (shrunk first), oldest first;
+    a line that no longer parses as a Problem is skipped."""
+    from .problem import Problem, ProblemError
+
+    path = failure_store(database, spec)
+    if path is None or not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            p = Problem.from_json(line)
+        except (ValueError, TypeError, ProblemError):
+            continue
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def save_failures(database: str | None, spec: str, problems) -> None:
+    path = failure_store(database, spec)
+    if path is None:
+        return
+    known = load_failures(database, spec)
+    new = [p for p in dict.fromkeys(problems) if p is not None and p not in known]
+    if new:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            for p in new:
+                f.write(p.to_json() + "\n")
 
 
 _WRAPPERS = {"RuntimeError", "Exception", "Error"}

@@ -84,16 +84,24 @@ def test_time_budget_stops_the_search(tmp_path):
 
 
 def test_failure_database_replays_the_saved_failure_first(tmp_path):
+    """A failure found once runs first next time, seeded (the ci default) or not: the
+    failure store keeps the shrunk Problem (Hypothesis's own database ignores seeded runs)."""
+    from difftest.campaign import load_failures
+
     db = str(tmp_path / "db")
     first = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
-                         database=db, out_dir=tmp_path, seed=None)
+                         database=db, out_dir=tmp_path, seed=2)  # finds the fault at example 11
     assert first.failed
-    again = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
-                         database=db, out_dir=tmp_path, seed=None)
-    assert again.failed and again.examples_to_fail == 1
-    # the replayed case is one the first campaign saw failing (shrinking may then end
-    # elsewhere under a loaded machine's time budget)
-    assert again.cases[0].problem in {c.problem for c in first.cases if c.failed}
+    assert load_failures(db, WrongDkForLongGqa.spec)[0] == first.failure.problem
+    for seed in (0, None):
+        again = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
+                             database=db, out_dir=tmp_path, seed=seed)
+        assert again.failed and again.examples_to_fail == 1 and again.settings["replayed_failures"] >= 1
+        assert again.cases[0].problem == first.failure.problem
+    fixed = run_campaign(RefKernel(), "ci", max_examples=5, strategy=small(), edge_cases=False, database=db,
+                         out_dir=tmp_path, seed=0)
+    assert fixed.status == "passed"  # another kernel's store is its own
+    assert load_failures(None, WrongDkForLongGqa.spec) == []
 
 
 def test_error_signature_names_the_kind_of_error():
