@@ -141,8 +141,10 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e.add("dims:qk!=v")
     if any(d % 16 for d in dims):
         e.add("dims:not_multiple_of_16")
-    for prefix, block in (("sq", c.block_m), ("sk", c.block_n)):
-        e |= _len_features(prefix, [x for x in (1, block - 1, block, block + 1, 64, 65, 128, 129) if 1 <= x <= S],
+    both = max(c.min_seqlen_q, c.min_seqlen_k)  # equal lengths only: the larger minimum binds both
+    for prefix, block, least in (("sq", c.block_m, c.min_seqlen_q if c.seqlen_q_ne_k else both),
+                                 ("sk", c.block_n, c.min_seqlen_k if c.seqlen_q_ne_k else both)):
+        e |= _len_features(prefix, [x for x in (1, block - 1, block, block + 1, 64, 65, 128, 129) if least <= x <= S],
                            block)
     if c.seqlen_q_ne_k:
         e |= {"sq>sk", "sq<sk"}

@@ -171,3 +171,14 @@ def test_campaign_draws_and_shrinks_inside_the_minimum(tmp_path):
     assert r.failed and r.failure.status == "error"
     p = r.failure.problem
     assert p.causal and (p.batch, p.seqlen_q, p.seqlen_k, p.heads_q) == (1, MIN_Q, MIN_K, 1), p.short()
+
+
+def test_coverage_does_not_expect_lengths_below_the_minimum():
+    from difftest import adapter as registry
+    from strategies.coverage import expected_features
+
+    cudnn = expected_features(registry.get("sdpa-cudnn").capability, "gpu")
+    assert "sk=1" not in cudnn and "sq=1" in cudnn and "sk=block+1" in cudnn
+    tileops = expected_features(registry.get("tileops-gqa").capability, "gpu")
+    assert not {"sq=1", "sk=1"} & tileops and "sq=block" in tileops
+    assert {"sq=1", "sk=1"} <= expected_features(registry.get("sdpa-flash").capability, "gpu")
