@@ -93,9 +93,10 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     shrink_s = shrink_budget if shrink_budget is not None else prof["shrink"]
     seed = prof["seed"] if seed == -1 else seed  # None: a fresh random search each run
     config = config or RunConfig()
+    spec = getattr(kernel, "spec", None) or kernel.name  # the registry name that rebuilds it
     res = CampaignResult(kernel.name, profile, settings={
         "max_examples": n_examples, "time_budget_s": budget, "shrink_budget_s": shrink_s, "seed": seed,
-        "database": database, "config": config.to_dict(), "spec": getattr(kernel, "spec", None) or kernel.name,
+        "database": database, "config": config.to_dict(), "spec": spec,
         **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
     why = kernel.available()
     if why:
@@ -108,7 +109,6 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         strategy = strategies.problems(kernel.capability, profile)
     out = Path(out_dir) if out_dir else None
     log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
-    spec = getattr(kernel, "spec", None) or kernel.name
     saved = [p for p in load_failures(database, spec) if kernel.capability.covers(p)]
     edge = list(strategies.edge_problems(kernel.capability, profile)) if edge_cases else []
     edge = saved + [p for p in edge if p not in saved]  # saved failures replay first

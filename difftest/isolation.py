@@ -4,12 +4,14 @@
 The worker keeps its adapters (and their compiled kernels) between cases; it is
 restarted after a crash or a timeout, and after an error that leaves the CUDA context
 unusable (an illegal memory access or device-side assert is sticky: every later call in
-that process would fail too, and the campaign would blame the next Problems for it). Kernels are named by their registry spec, and the
-worker rebuilds the same inputs from the Problem (inputs are deterministic).
+that process would fail too, and the campaign would blame the next Problems for it).
+Kernels are named by their registry spec, and the worker rebuilds the same inputs from
+the Problem (inputs are deterministic).
 """
 
 import multiprocessing as mp
 import os
+import sys
 import traceback
 
 from .problem import Problem
@@ -67,9 +69,7 @@ def context_broken(e: BaseException) -> bool:
     a sticky CUDA error, or (when CUDA is in use) a synchronize now fails."""
     if any(s in str(e) for s in STICKY):
         return True
-    import sys
-
-    torch = sys.modules.get("torch")
+    torch = sys.modules.get("torch")  # only if the kernel brought it in
     if torch is None or not torch.cuda.is_initialized():
         return False
     try:
