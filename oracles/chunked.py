@@ -124,9 +124,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             lse_safe = torch.where(seen, row_lse, torch.zeros_like(row_lse))
             pr = e / torch.where(seen, total, torch.ones_like(total)).unsqueeze(-1)  # P
             del e
-            oc = rnd(torch.einsum("hgck,khd->chgd", rnd(pr), vb))  # [c, Hkv, G, Dv]
+            pr_mma = rnd(pr)  # P as the PV and dV GEMMs consume it
+            oc = rnd(torch.einsum("hgck,khd->chgd", pr_mma, vb))  # [c, Hkv, G, Dv]
             delta = torch.einsum("chgd,chgd->hgc", doc, oc)  # [Hkv, G, c]
-            dv[k0:k0 + sk] += torch.einsum("hgck,chgd->khd", rnd(pr), doc)
+            dv[k0:k0 + sk] += torch.einsum("hgck,chgd->khd", pr_mma, doc)
+            del pr_mma
             ds = torch.einsum("chgd,khd->hgck", doc, vb)  # dP
             if mag is not None:
                 _record_magnitudes(mag, pr, ds, delta, qc, kb, vb, doc, scale, sk)
