@@ -12,7 +12,7 @@ from difftest.capability import Capability
 from difftest.problem import Problem
 
 from .profiles import get_profile
-from .shapes import SHORT
+from .shapes import SHORT, min_lengths
 from .values import DTYPE_ORDER, value_kinds
 
 LARGE_LOGIT = 1000.0  # far past exp()'s float32 overflow (88.7) without max subtraction
@@ -141,9 +141,8 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e.add("dims:qk!=v")
     if any(d % 16 for d in dims):
         e.add("dims:not_multiple_of_16")
-    both = max(c.min_seqlen_q, c.min_seqlen_k)  # equal lengths only: the larger minimum binds both
-    for prefix, block, least in (("sq", c.block_m, c.min_seqlen_q if c.seqlen_q_ne_k else both),
-                                 ("sk", c.block_n, c.min_seqlen_k if c.seqlen_q_ne_k else both)):
+    least_q, least_k = min_lengths(c)  # the shortest lengths drawn
+    for prefix, block, least in (("sq", c.block_m, least_q), ("sk", c.block_n, least_k)):
         e |= _len_features(prefix, [x for x in (1, block - 1, block, block + 1, 64, 65, 128, 129) if least <= x <= S],
                            block)
     if c.seqlen_q_ne_k:
