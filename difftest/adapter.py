@@ -9,6 +9,8 @@ adapter, or an adapter class).
 
 import copy
 import importlib
+import os
+import sys
 from importlib.metadata import entry_points
 
 from .capability import Capability
@@ -17,6 +19,8 @@ from .outputs import Outputs
 from .problem import Problem
 
 ENTRY_POINT_GROUP = "difftest.kernels"
+CATALOGUE_GROUP = "difftest.catalogues"
+LEGACY_TOP_LEVEL = ("kernels", "strategies", "oracles")
 
 
 class KernelUnavailable(RuntimeError):
@@ -64,6 +68,16 @@ def narrow(kernel: KernelAdapter, **changes) -> KernelAdapter:
 
 
 _REGISTRY: dict[str, object] = {}  # name -> adapter instance, factory, or "module:attr" path
+_CATALOGUES: dict[str, object] = {}  # prefix -> catalogue (entries() -> {name: entry with .factory})
+_LOADED_GROUPS: set[str] = set()
+_IMPORT_SPECS: set[str] = set()  # names that resolved as 'module:attr' imports
+
+
+class KernelSpecError(KeyError):
+    """A kernel name or ``module:attr`` spec that does not resolve; the message is one line."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
 
 
 def register(name: str, factory) -> None:
@@ -71,37 +85,100 @@ def register(name: str, factory) -> None:
     _REGISTRY[name] = factory
 
 
+def register_catalogue(prefix: str, catalogue) -> None:
+    """Serve ``prefix:NAME`` from ``catalogue``, an object whose ``entries()`` maps names to
+    entries with a zero-argument ``factory`` (the mutant catalogue registers ``mutant``)."""
+    _CATALOGUES[prefix] = catalogue
+
+
 def _load_entry_points() -> None:
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        _REGISTRY.setdefault(ep.name, ep.value)
+    if ENTRY_POINT_GROUP not in _LOADED_GROUPS:
+        _LOADED_GROUPS.add(ENTRY_POINT_GROUP)
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            _REGISTRY.setdefault(ep.name, ep.value)
+
+
+def catalogue(prefix: str):
+    """The catalogue registered under ``prefix`` (entry-point group ``difftest.catalogues``)."""
+    if CATALOGUE_GROUP not in _LOADED_GROUPS:
+        _LOADED_GROUPS.add(CATALOGUE_GROUP)
+        for ep in entry_points(group=CATALOGUE_GROUP):
+            _CATALOGUES.setdefault(ep.name, ep.value)
+    if prefix not in _CATALOGUES:
+        raise KernelSpecError(f"no catalogue serves {prefix!r}: known prefixes are {sorted(_CATALOGUES)}")
+    c = _CATALOGUES[prefix]
+    if isinstance(c, str):
+        c = _CATALOGUES[prefix] = _import_attr(c, f"catalogue {prefix!r}")
+    return c
 
 
 def names() -> list[str]:
-    _load_builtin()
     _load_entry_points()
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> KernelAdapter:
-    """The adapter registered as ``name``; a clear error lists the known names."""
-    _load_builtin()
-    _load_entry_points()
-    if name.startswith("mutant:") and name not in _REGISTRY:
-        from kernels.mutants import all_mutants  # the fault-injected kernels of the catalogue
+def _import_attr(path: str, what: str):
+    mod, _, attr = path.partition(":")
+    if mod.split(".")[0] in LEGACY_TOP_LEVEL:
+        mod = "difftest." + mod  # written before these folders installed as difftest.kernels etc.
+    if not mod or not attr:
+        raise KernelSpecError(f"{what}: {path!r} is not a 'module:attr' path")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)  # `-k mymodule:MyAdapter` finds modules in the current directory, as python -m does
+    try:
+        module = importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        hint = "" if e.name != mod.split(".")[0] else " (is it installed, or on PYTHONPATH / in the current directory?)"
+        raise KernelSpecError(f"{what}: cannot import module {e.name!r}{hint}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise KernelSpecError(f"{what}: module {mod!r} has no attribute {attr!r}") from None
 
-        catalogue = all_mutants()
-        mname = name.split(":", 1)[1]
-        if mname not in catalogue:
-            raise KeyError(f"unknown mutant {mname!r}: known mutants are {sorted(catalogue)}")
-        _REGISTRY.setdefault(name, catalogue[mname].factory)
-    if name not in _REGISTRY and ":" in name and not name.startswith("mutant:"):
-        _REGISTRY[name] = name  # a 'module:attr' path, e.g. an adapter in the user's own test suite
+
+def is_import_spec(name: str) -> bool:
+    """True for a 'module:attr' spec (imports code), False for a registry or catalogue name."""
+    _load_entry_points()
+    if name in _IMPORT_SPECS:
+        return True
+    if name in _REGISTRY or ":" not in name:
+        return False
+    prefix = name.split(":", 1)[0]
+    try:
+        catalogue(prefix)
+        return False
+    except KernelSpecError:
+        return True
+
+
+def get(name: str) -> KernelAdapter:
+    """The adapter registered as ``name`` (a registry name, ``prefix:NAME`` served by a
+    catalogue, or a ``module:attr`` path); a clear one-line error lists the known names."""
+    _load_entry_points()
+    if name not in _REGISTRY and ":" in name:
+        prefix, _, entry = name.partition(":")
+        try:
+            cat = catalogue(prefix)
+        except KernelSpecError:
+            cat = None
+        if cat is not None:
+            entries = cat.entries()
+            if entry not in entries:
+                raise KernelSpecError(f"unknown {prefix} {entry!r}: known are {sorted(entries)}")
+            _REGISTRY[name] = entries[entry].factory
+        else:
+            _REGISTRY[name] = name  # a 'module:attr' path, e.g. an adapter in the user's own test suite
+            _IMPORT_SPECS.add(name)
     if name not in _REGISTRY:
-        raise KeyError(f"unknown kernel {name!r}: known kernels are {sorted(_REGISTRY)}")
+        raise KernelSpecError(f"unknown kernel {name!r}: known kernels are {sorted(_REGISTRY)}")
     f = _REGISTRY[name]
     if isinstance(f, str):
-        mod, _, attr = f.partition(":")
-        f = getattr(importlib.import_module(mod), attr)
+        try:
+            f = _import_attr(f, f"kernel {name!r}")
+        except KernelSpecError:
+            _REGISTRY.pop(name, None) if f == name else None
+            raise
     if isinstance(f, KernelAdapter):
         return f
     adapter = f()
@@ -111,14 +188,3 @@ def get(name: str) -> KernelAdapter:
         adapter.spec = name  # how a worker process or a reproducer gets the same kernel back
     _REGISTRY[name] = adapter
     return adapter
-
-
-_BUILTIN_LOADED = False
-
-
-def _load_builtin() -> None:
-    """Our own adapters register themselves in kernels/registry.py (lazy imports only)."""
-    global _BUILTIN_LOADED
-    if not _BUILTIN_LOADED:
-        _BUILTIN_LOADED = True
-        importlib.import_module("kernels.registry")

@@ -103,7 +103,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         res.status, res.reason = "unavailable", why
         return res
 
-    import strategies
+    from difftest import strategies
 
     if strategy is None:
         strategy = strategies.problems(kernel.capability, profile)
@@ -271,7 +271,7 @@ def _coverage(cases, capability, profile) -> dict:
     """Which bug-class features (strategies.coverage) the cases actually ran."""
     from collections import Counter
 
-    from strategies.coverage import expected_features, features
+    from difftest.strategies.coverage import expected_features, features
 
     hit = Counter()
     for c in cases:

@@ -179,14 +179,15 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
                 max_examples: int | None = None, grid: bool = False, out_dir=None, database: str | None = None,
                 config: RunConfig | None = None, progress=None) -> MutantReport:
     """Every mutant (or those in ``names``); ``progress``: a callable given each row."""
-    from kernels import mutants as catalogue
+    from .adapter import catalogue as catalogue_for
 
+    catalogue = catalogue_for("mutant")
     search_s, shrink_s, total_s = BUDGETS.get(profile, BUDGETS["ci"])
     report = MutantReport(profile, per_mutant_budget if per_mutant_budget is not None else search_s,
                           shrink_budget if shrink_budget is not None else shrink_s,
                           time_budget if time_budget is not None else total_s, grid=grid,
-                          skipped_sources=catalogue.skipped_sources())
-    entries = catalogue.all_mutants()
+                          skipped_sources=catalogue.skipped())
+    entries = catalogue.entries()
     if names:
         unknown = [n for n in names if n not in entries]
         if unknown:
@@ -278,12 +279,14 @@ def add_arguments(p) -> None:
 
 
 def command(args) -> int:
-    from kernels import mutants as catalogue
+    from .adapter import catalogue as catalogue_for
+
+    catalogue = catalogue_for("mutant")
 
     if args.list:
-        for m in catalogue.all_mutants().values():
+        for m in catalogue.entries().values():
             print(f"{m.name:32s} {m.bug_class:15s} {m.description}")
-        for src, why in catalogue.skipped_sources().items():
+        for src, why in catalogue.skipped().items():
             print(f"(skipped {src}: {why})")
         return 0
 

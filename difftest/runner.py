@@ -117,8 +117,8 @@ def _references(inputs, config, notes):
     same-dtype autograd reference and the flash-style one (rounds where a correct flash
     kernel rounds, chunked); above the chunk threshold (score elements) the naive one's
     dense graph would not fit, and the flash-style one is the yardstick alone."""
-    import oracles
-    from oracles.flash_style import flash_style_reference
+    from difftest import oracles
+    from difftest.oracles.flash_style import flash_style_reference
 
     truth = oracles.chunked_reference(inputs, "float64", magnitudes=True)
     threshold = oracles.DEFAULT_CHUNK_THRESHOLD if config.chunk_threshold is None else config.chunk_threshold

@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from difftest.adapter import KernelAdapter, register
+from difftest.adapter import KernelAdapter
 from difftest.problem import Problem
 
 from .blockwise import BlockwiseAttention
@@ -76,8 +76,7 @@ def mutant(bug_class: str, example: Problem):
     def wrap(cls):
         doc = (cls.__doc__ or "").strip().splitlines()
         cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
-        cls.spec = f"mutant:{cls.name}"  # reproducers name the kernel by this registry key
-        register(cls.spec, cls)
+        cls.spec = f"mutant:{cls.name}"  # reproducers name the kernel by this catalogue key
         _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls, example.validate(),
                                  clean=BlockwiseAttention))
         return cls
@@ -406,7 +405,7 @@ class OddLastHeadDropped(BlockwiseAttention):
 # ----------------------------------------------------------------------------- catalogue
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _CATALOGUE}
 
-EXTRA_SOURCES = ("kernels.tilelang.mutants",)  # modules with a MUTANTS dict of the same shape
+EXTRA_SOURCES = ("difftest.kernels.tilelang.mutants",)  # modules with a MUTANTS dict of the same shape
 
 
 def _load_extra() -> tuple[dict, dict]:
@@ -437,6 +436,22 @@ def all_mutants() -> dict[str, Mutant]:
 def skipped_sources() -> dict[str, str]:
     """Optional mutant sources (or entries) left out here, with the reason."""
     return _load_extra()[1]
+
+
+class Catalogue:
+    """What the engine sees of the catalogue (entry-point group ``difftest.catalogues``,
+    prefix ``mutant``): ``difftest.adapter.get("mutant:NAME")`` builds ``entries()[NAME]``."""
+
+    prefix = "mutant"
+
+    def entries(self) -> dict[str, Mutant]:
+        return all_mutants()
+
+    def skipped(self) -> dict[str, str]:
+        return skipped_sources()
+
+
+CATALOGUE = Catalogue()
 
 
 def get(name: str) -> Mutant:

@@ -21,7 +21,7 @@ from difftest.capability import Capability
 from difftest.inputs import Inputs
 from difftest.outputs import Outputs
 from difftest.problem import Problem
-from oracles.reference import allowed_mask
+from difftest.oracles.reference import allowed_mask
 
 from .cuda_common import cuda_reason
 

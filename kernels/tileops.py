@@ -1,7 +1,7 @@
 """TileOPs attention backward ops, run in a separate Python process.
 
 TileOPs 0.1.0 pins tilelang 0.1.12 while our own kernels use tilelang 0.1.15, and one
-process can import only one. So the adapter starts a worker (``python -m kernels.tileops
+process can import only one. So the adapter starts a worker (``python -m difftest.kernels.tileops
 --serve``) whose ``PYTHONPATH`` holds the TileOPs site folder first
 (``$DIFFTEST_TILEOPS_SITE``, default ``/tmp/tileops_site``) and never our tilelang. Requests
 and replies are pickled dicts of CPU tensors over the worker's stdin and a private copy of
@@ -95,7 +95,7 @@ class Worker:
         self.site = site
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernels.tileops", "--serve"], cwd=REPO_ROOT,
+            [sys.executable, "-m", "difftest.kernels.tileops", "--serve"], cwd=REPO_ROOT,
             env=worker_env(site), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr)
         hello = recv(self.proc.stdout)
         if not hello.get("ok"):
@@ -161,7 +161,7 @@ class TileOpsAdapter(KernelAdapter):
             lse = rep["lse"].to(inputs.device)  # [B, H, S]
             fwd = Outputs(o=thd(o), lse=normalize_lse(lse_bhs_to_thd(lse)))
             return fwd, (o, lse)
-        from oracles.reference import reference
+        from difftest.oracles.reference import reference
 
         ref = reference(inputs, "float32")
         o = ref.o.to(inputs.q.dtype).view(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v)

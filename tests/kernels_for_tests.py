@@ -9,7 +9,7 @@ import time
 import torch
 
 from difftest import Capability, KernelAdapter
-from oracles.reference import reference
+from difftest.oracles.reference import reference
 
 SMALL = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2)
 

@@ -9,7 +9,7 @@ from difftest.inputs import make_inputs, torch_dtype
 from difftest.outputs import Outputs, is_poison
 from difftest.problem import Problem
 from difftest.runner import run_case
-from kernels.blockwise import BLOCK_M, BLOCK_N, BlockwiseAttention
+from difftest.kernels.blockwise import BLOCK_M, BLOCK_N, BlockwiseAttention
 
 FEATURES = {
     "dense-fp32": Problem(batch=2, seqlen_q=37, seqlen_k=53, heads_q=2, heads_kv=2),
@@ -99,7 +99,7 @@ def test_a_small_error_fails_the_gates(kernel):
 
 def test_backward_from_another_forward_uses_lse(kernel):
     """Called without this kernel's saved statistics, the backward falls back to LSE."""
-    from oracles.reference import reference
+    from difftest.oracles.reference import reference
 
     p = FEATURES["causal-tl-mqa-sinks"]
     x = make_inputs(p)

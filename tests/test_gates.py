@@ -9,7 +9,7 @@ from difftest import Problem, make_inputs
 from difftest.determinism import determinism_verdicts
 from difftest.gates import GateConfig, Standard, check_outputs, check_second_reference, locate
 from difftest.outputs import Outputs, is_poison
-from oracles.reference import reference
+from difftest.oracles.reference import reference
 
 
 def _case(**kw):

@@ -19,7 +19,7 @@ from difftest import adapter as registry
 from difftest.inputs import make_inputs
 from difftest.problem import Problem
 from difftest.runner import RunConfig, run_case
-from oracles.reference import allowed_mask, reference
+from difftest.oracles.reference import allowed_mask, reference
 
 GPU_KERNELS = ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "flex", "flex-gqa", "fa4",
                "fa4-fast", "fa3", "tileops-gqa", "tileops-mla"]
@@ -56,7 +56,7 @@ def test_unavailable_without_cuda_is_a_clean_skip(name):
 
 # ---------------------------------------------------------------- SDPA translation
 def test_sdpa_call_uses_builtin_causal_only_when_top_left_or_square():
-    from kernels.sdpa_cuda import SdpaCall
+    from difftest.kernels.sdpa_cuda import SdpaCall
 
     sq = SdpaCall.of(Problem(seqlen_q=8, seqlen_k=8, causal=True, **D))
     assert sq.is_causal and not sq.bool_mask  # square: both alignments agree
@@ -77,7 +77,7 @@ def test_sdpa_call_uses_builtin_causal_only_when_top_left_or_square():
     Problem(seqlen_q=9, seqlen_k=14, causal=True, align="top_left", **D),
 ], ids=lambda p: p.short())
 def test_sdpa_math_adapter_matches_truth_on_cpu(p):
-    from kernels.sdpa_cuda import SdpaAdapter
+    from difftest.kernels.sdpa_cuda import SdpaAdapter
 
     x = make_inputs(p)  # float32, CPU: the math backend runs here
     got = SdpaAdapter("math").run(x)
@@ -90,7 +90,7 @@ def test_sdpa_math_adapter_matches_truth_on_cpu(p):
 def test_sdpa_translation_that_ignored_alignment_would_be_caught():
     """The same adapter fed the top-left reading of a bottom-right problem disagrees with
     the bottom-right truth: the check above can fail."""
-    from kernels.sdpa_cuda import SdpaAdapter
+    from difftest.kernels.sdpa_cuda import SdpaAdapter
 
     p = Problem(seqlen_q=6, seqlen_k=13, causal=True, align="bottom_right", **D)
     truth = reference(make_inputs(p), "float64")
@@ -128,7 +128,7 @@ def _flex_allowed(p: Problem) -> torch.Tensor:
 
 
 def _eval_mask_mod(p: Problem) -> torch.Tensor:
-    from kernels.flex import make_mask_mod
+    from difftest.kernels.flex import make_mask_mod
 
     mm, n_keys = make_mask_mod(p)
     lq, lk = (p.total_q if p.varlen else p.seqlen_q), n_keys + int(p.sinks)
@@ -151,7 +151,7 @@ def test_flex_mask_mod_alignment_matters():
 def test_flex_forward_translation_matches_truth_on_cpu(p):
     """FlexAttention has no CPU backward, so the CPU checks the forward translation:
     layouts, document masking, the sink column and the LSE (natural log, -inf rows)."""
-    from kernels.flex import FlexAdapter
+    from difftest.kernels.flex import FlexAdapter
 
     x = make_inputs(p)
     fwd, _ = FlexAdapter().translate(x, grad=False)
@@ -165,8 +165,8 @@ def test_flex_forward_translation_matches_truth_on_cpu(p):
 
 # ---------------------------------------------------------------- FA3 / FA4 translation
 def test_fa_calls_translate_windows_and_refuse_top_left_non_square():
-    from kernels.fa3 import Fa3Call
-    from kernels.fa4 import Fa4Call
+    from difftest.kernels.fa3 import Fa3Call
+    from difftest.kernels.fa4 import Fa4Call
 
     p = Problem(seqlen_q=8, seqlen_k=12, window_left=3, window_right=None, **D)
     assert Fa3Call.of(p).window == (3, -1)
@@ -218,7 +218,7 @@ def test_minimum_sequence_lengths_found_on_the_h200():
     its forward's only LSE-returning Hopper kernel refuses max_seqlen_q == 1. Both are
     plain Capability fields now, so draws, edge corners and shrinking respect them."""
     from difftest.capability import Capability
-    from strategies import edge_problems
+    from difftest.strategies import edge_problems
 
     base = Problem(batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128,
                    dtype="float16")
@@ -239,7 +239,7 @@ def test_minimum_sequence_lengths_found_on_the_h200():
 
 
 def test_lse_conventions():
-    from kernels.cuda_common import lse_bhs_to_thd, lse_ht_to_thd, normalize_lse
+    from difftest.kernels.cuda_common import lse_bhs_to_thd, lse_ht_to_thd, normalize_lse
 
     lse = torch.tensor([[[1.0, float("inf")], [2.0, -float("inf")]]])  # [B=1, H=2, S=2]
     thd = normalize_lse(lse_bhs_to_thd(lse))
@@ -252,7 +252,7 @@ def test_lse_conventions():
 
 # ---------------------------------------------------------------- TileOPs bridge
 def test_tileops_wire_format_round_trips_tensors():
-    from kernels.tileops import recv, send
+    from difftest.kernels.tileops import recv, send
 
     buf = io.BytesIO()
     msg = {"op": "gqa_bwd", "q": torch.randn(2, 3, 4, 8, dtype=torch.float16), "causal": True}
@@ -267,7 +267,7 @@ def test_tileops_wire_format_round_trips_tensors():
 
 
 def test_tileops_worker_env_drops_parent_pythonpath(monkeypatch):
-    from kernels.tileops import REPO_ROOT, worker_env
+    from difftest.kernels.tileops import REPO_ROOT, worker_env
 
     monkeypatch.setenv("PYTHONPATH", "/somewhere/with/tilelang-0.1.15")
     env = worker_env("/tmp/tileops_site")
@@ -278,7 +278,7 @@ def test_tileops_worker_reports_a_missing_package_cleanly(tmp_path, monkeypatch)
     """A worker whose site folder lacks tileops says so through the protocol (its stdout
     is the protocol channel even though the import machinery may print)."""
     from difftest.adapter import KernelUnavailable
-    from kernels import tileops
+    from difftest.kernels import tileops
 
     monkeypatch.setenv(tileops.SITE_ENV, str(tmp_path))
     with pytest.raises(KernelUnavailable, match="tileops"):
@@ -320,7 +320,7 @@ def test_bench_device_time_counts_gpu_activities_only():
 
 
 def test_fa3_second_reference_falls_back_with_a_note():
-    from oracles.fa3 import fa3_reference, second_reference_for
+    from difftest.oracles.fa3 import fa3_reference, second_reference_for
 
     name, note = second_reference_for("fa3")
     assert name is None and "FA3" in note

@@ -12,7 +12,7 @@ import torch
 
 from difftest.inputs import TORCH_DTYPES, Inputs, make_inputs
 from difftest.problem import Problem
-from oracles.reference import reference
+from difftest.oracles.reference import reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -10,8 +10,8 @@ from difftest import Problem
 from difftest.campaign import run_campaign
 from difftest.capability import Capability
 from difftest.simplify import neighbours, simplify
-from strategies import edge_problems, problems
-from strategies.shapes import key_length, lengths
+from difftest.strategies import edge_problems, problems
+from difftest.strategies.shapes import key_length, lengths
 from tests.kernels_for_tests import RefKernel
 
 MIN_Q, MIN_K = 3, 5
@@ -175,7 +175,7 @@ def test_campaign_draws_and_shrinks_inside_the_minimum(tmp_path):
 
 def test_coverage_does_not_expect_lengths_below_the_minimum():
     from difftest import adapter as registry
-    from strategies.coverage import expected_features
+    from difftest.strategies.coverage import expected_features
 
     cudnn = expected_features(registry.get("sdpa-cudnn").capability, "gpu")
     assert "sk=1" not in cudnn and "sq=1" in cudnn and "sk=block+1" in cudnn

@@ -20,8 +20,8 @@ from difftest.adapter import KernelAdapter
 from difftest.inputs import make_inputs
 from difftest.problem import Problem
 from difftest.runner import run_case
-from kernels import mutants as catalogue
-from kernels.blockwise import BlockwiseAttention
+from difftest.kernels import mutants as catalogue
+from difftest.kernels.blockwise import BlockwiseAttention
 
 NAMES = sorted(catalogue.MUTANTS)
 CI_TOTAL_BUDGET_S = mutants_cmd.BUDGETS["ci"][2]
@@ -94,9 +94,9 @@ def _one_run():
 
 
 def test_extra_sources_merge_lazily_and_skip_cleanly(monkeypatch):
-    monkeypatch.setattr(catalogue, "EXTRA_SOURCES", ("kernels.no_such_mutants_module",))
+    monkeypatch.setattr(catalogue, "EXTRA_SOURCES", ("difftest.kernels.no_such_mutants_module",))
     assert catalogue.all_mutants() == catalogue.MUTANTS
-    assert "kernels.no_such_mutants_module" in catalogue.skipped_sources()
+    assert "difftest.kernels.no_such_mutants_module" in catalogue.skipped_sources()
 
     fake = types.ModuleType("fake_tl_mutants")
     entry = catalogue.Mutant("tl-fake", "tail-blocks", "a fake TileLang mutant", BlockwiseAttention,

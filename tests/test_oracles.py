@@ -18,7 +18,7 @@ import torch
 from difftest.inputs import Inputs, make_inputs
 from difftest.outputs import Outputs
 from difftest.problem import Problem
-from oracles import (allowed_mask, chunk_rows, chunked_reference, reference, rows_allowed, score_elements,
+from difftest.oracles import (allowed_mask, chunk_rows, chunked_reference, reference, rows_allowed, score_elements,
                      truth)
 
 S = dict(head_dim_qk=6, head_dim_v=5)  # small, with head_dim_v != head_dim_qk

@@ -112,7 +112,7 @@ def test_chunked_flash_rounding_is_chunk_invariant_and_rounds_outputs():
     import torch
 
     from difftest.inputs import make_inputs
-    from oracles import chunked_reference
+    from difftest.oracles import chunked_reference
 
     x = make_inputs(NEAR_CONSTANT_MQA.replace(sinks=True))
     a = chunked_reference(x, "float32", flash_rounding=True)

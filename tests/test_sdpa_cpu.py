@@ -11,9 +11,9 @@ from difftest.inputs import make_inputs
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 from difftest.runner import run_case
-from kernels.sdpa_cpu import SdpaCpuFlash, SdpaCpuMath, visible_keys
-from oracles import allowed_mask, reference
-from strategies import problems
+from difftest.kernels.sdpa_cpu import SdpaCpuFlash, SdpaCpuMath, visible_keys
+from difftest.oracles import allowed_mask, reference
+from difftest.strategies import problems
 
 KERNELS = ["sdpa-cpu-math", "sdpa-cpu-flash"]
 # max|kernel - truth| / max(1, max|truth|) allowed per dtype. Measured worst over the

@@ -20,8 +20,8 @@ from difftest.inputs import Inputs, make_inputs
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 from difftest.simplify import simplify
-from oracles.reference import allowed_mask, reference
-from strategies import problems
+from difftest.oracles.reference import allowed_mask, reference
+from difftest.strategies import problems
 
 CAP = Capability(dtypes=("float32", "float16"), head_dims_qk=(16, 32), max_batch=4, max_seqlen=128, max_heads=4,
                  block_m=64, block_n=64)

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import Phase, given, settings
 
 from difftest.capability import Capability
-from strategies import (compile_keys, coverage_table, edge_problems, expected_features, features,
+from difftest.strategies import (compile_keys, coverage_table, edge_problems, expected_features, features,
                         problems)
-from strategies.compile import warm_problems
-from strategies.shapes import edge_lengths
+from difftest.strategies.compile import warm_problems
+from difftest.strategies.shapes import edge_lengths
 
 # broad CPU kernel (like the torch blockwise one): every feature, odd head dims, qk != v
 BROAD = Capability(dtypes=("float32", "float16", "bfloat16"), head_dims_qk=(8, 16, 24, 32, 59, 64),
@@ -203,7 +203,7 @@ def test_capability_without_alignments_gets_square_masked_corners_only():
     """A kernel that masks only square problems declares aligns=(): the corpus must not crash
     on it and every corner must be inside it (found on the H200 with SDPA flash)."""
     from difftest.capability import Capability
-    from strategies import edge_problems
+    from difftest.strategies import edge_problems
 
     c = Capability(aligns=())
     corners = edge_problems(c)

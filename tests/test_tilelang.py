@@ -17,8 +17,8 @@ from difftest.campaign import run_campaign  # noqa: E402
 from difftest.inputs import make_inputs  # noqa: E402
 from difftest.problem import Problem  # noqa: E402
 from difftest.runner import RunConfig, run_case  # noqa: E402
-from kernels.tilelang import cache  # noqa: E402
-from kernels.tilelang.adapter import COMPILE_KEY, TileLangAttention  # noqa: E402
+from difftest.kernels.tilelang import cache  # noqa: E402
+from difftest.kernels.tilelang.adapter import COMPILE_KEY, TileLangAttention  # noqa: E402
 
 # One compile key (float32, 16/16, no sinks) unless a test says otherwise.
 BASE = Problem(batch=1, seqlen_q=24, seqlen_k=24, heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16)
@@ -63,7 +63,7 @@ def test_bad_arguments_name_the_field_and_allowed_values():
         TileLangAttention("atomic", mutant="nope")
     with pytest.raises(ValueError, match=r"device='tpu'.*allowed"):
         TileLangAttention("atomic", device="tpu")
-    from kernels.tilelang import source
+    from difftest.kernels.tilelang import source
 
     with pytest.raises(ValueError, match=r"target='llvm'.*'c'.*'cuda'"):
         source.style("llvm")
@@ -132,7 +132,7 @@ def test_ci_campaign_passes_and_reuses_compiles(kernels, mode):
 
 
 def _mutants():
-    from kernels.tilelang.mutants import MUTANTS
+    from difftest.kernels.tilelang.mutants import MUTANTS
 
     return MUTANTS
 
@@ -158,7 +158,7 @@ def test_campaign_finds_a_tilelang_fault():
 
 
 def test_mutants_merge_into_the_catalogue():
-    from kernels.mutants import BUG_CLASSES, all_mutants
+    from difftest.kernels.mutants import BUG_CLASSES, all_mutants
 
     merged = all_mutants()
     for name, m in _mutants().items():
@@ -169,7 +169,7 @@ def test_mutants_merge_into_the_catalogue():
 @pytest.mark.parametrize("kind", ["fwd", "main"])
 def test_same_source_lowers_for_cuda(kind):
     """The GPU build of the very kernels CI runs: lowered for sm_90 here (no GPU needed)."""
-    from kernels.tilelang import cuda_check
+    from difftest.kernels.tilelang import cuda_check
 
     params = dict(cuda_check.gpu_configs(("float16",), ((128, 128),)))
     row = cuda_check.check(kind, params[kind], nvcc=False)

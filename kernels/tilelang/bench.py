@@ -1,6 +1,6 @@
 """Backward time of our TileLang kernels on the GPU seed shapes, next to FA3 and FA4.
 
-    python -m kernels.tilelang.bench --json out.json --markdown out.md [--repeats 20]
+    python -m difftest.kernels.tilelang.bench --json out.json --markdown out.md [--repeats 20]
         [--dtype float16 --dtype bfloat16] [--determinism 20] [--no-others]
 
 Shapes (difftest.bench.shape_problems): B,H,S,D = 4,32,512,128 and 2,32,2048,128,

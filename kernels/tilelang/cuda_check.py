@@ -4,9 +4,9 @@ Lowers every kernel of source.py for ``sm_90`` (the H200) and, when ``nvcc`` is 
 PATH, compiles the generated CUDA to a cubin: the same source that CI runs on the CPU is
 checked for CUDA-side lowering and compile errors before the H200 ever sees it.
 
-    python -m kernels.tilelang.cuda_check                # the GPU seed configurations
-    python -m kernels.tilelang.cuda_check --no-nvcc      # lowering only
-    python -m kernels.tilelang.cuda_check --save DIR     # also write the .cu sources
+    python -m difftest.kernels.tilelang.cuda_check                # the GPU seed configurations
+    python -m difftest.kernels.tilelang.cuda_check --no-nvcc      # lowering only
+    python -m difftest.kernels.tilelang.cuda_check --save DIR     # also write the .cu sources
 """
 
 import argparse

@@ -7,7 +7,7 @@ module registers each as ``mutant:<name>``.
 
 from difftest.adapter import register
 from difftest.problem import Problem
-from kernels.mutants import Mutant
+from difftest.kernels.mutants import Mutant
 
 from .adapter import TileLangAttention
 

@@ -5,8 +5,8 @@ process, one at a time; on the H200 each GPU build takes 10-20 s, which would ea
 campaign's time budget. Building every configuration the GPU capability allows first,
 spread over the machine's cores, makes each later build a cache load (~0.1-0.5 s).
 
-    python -m kernels.tilelang.warm --target cuda --jobs 14     # on the H200, before campaigns
-    python -m kernels.tilelang.warm --target c --jobs 2         # CPU (CI) configurations
+    python -m difftest.kernels.tilelang.warm --target cuda --jobs 14     # on the H200, before campaigns
+    python -m difftest.kernels.tilelang.warm --target c --jobs 2         # CPU (CI) configurations
 
 Kernels land in ``TILELANG_CACHE_DIR`` (cache.py's default when unset), which the
 campaign process must share.

@@ -17,7 +17,7 @@ import torch
 from difftest import adapter as registry
 from difftest.inputs import make_inputs
 from difftest.problem import Problem
-from oracles.reference import reference
+from difftest.oracles.reference import reference
 
 P = Problem
 DEADLINE = time.time() + float(os.environ.get("PHASE_SECONDS", "1e9"))

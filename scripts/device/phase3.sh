@@ -28,9 +28,9 @@ Q3)
   lane 1 fa4n bash -c "$C --out /tmp/camp/Q3-1 --det-runs 0 fa4:240:170@$FA4_AROUND flex:240:80" &
   wait ;;
 P3)
-  python3 -m kernels.tilelang.warm --target cuda --jobs 30 > $OUT/P3-warm.log 2>&1
+  python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 30 > $OUT/P3-warm.log 2>&1
   tail -n 3 $OUT/P3-warm.log
-  lane 0 tilelang bash -c "$C --out /tmp/camp/P3-0 --det-runs 20 tilelang:240:220:fa3; python3 -m kernels.tilelang.bench --determinism 20 --json /tmp/camp/P3-0/tl-bench.json --markdown /tmp/camp/P3-0/tl-bench.md" &
+  lane 0 tilelang bash -c "$C --out /tmp/camp/P3-0 --det-runs 20 tilelang:240:220:fa3; python3 -m difftest.kernels.tilelang.bench --determinism 20 --json /tmp/camp/P3-0/tl-bench.json --markdown /tmp/camp/P3-0/tl-bench.md" &
   lane 1 tilelang-det bash -c "$C --out /tmp/camp/P3-1 --det-runs 20 tilelang-det:240:220:fa3; python3 -m difftest bench -k tilelang -k tilelang-det -k fa3 -k fa4 -k fa4-fast -k sdpa-flash -k sdpa-cudnn --json /tmp/camp/P3-1/bench.json --markdown /tmp/camp/P3-1/bench.md" &
   wait ;;
 R3)
@@ -41,7 +41,7 @@ S3)
   R=results/h200
   ( export CUDA_VISIBLE_DEVICES=1; for f in $R/phase3/R3-1/repro/sdpa-efficient-cf3f990573.json $R/phase2/P1/repro/sdpa-efficient-4278b602c0.json \
         $R/phase2/xdist-repro/sdpa-flash-c47a4b29d7.json $R/phase2/P1/repro/fa3-9b3872ddb0.json; do echo "== $f"; python3 -m difftest repro $f; echo "exit $?"; done ) > $OUT/S3-replays.log 2>&1 &
-  python3 -m kernels.tilelang.warm --target cuda --jobs 30 > $OUT/S3-warm.log 2>&1
+  python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 30 > $OUT/S3-warm.log 2>&1
   tail -n 1 $OUT/S3-warm.log
   wait
   lane 0 tilelang bash -c "python3 -m difftest repro $R/phase3/P3-0/repro/tilelang-9088d620f2.json; $C --out /tmp/camp/S3-0 --det-runs 20 tilelang:260:350:fa3" &

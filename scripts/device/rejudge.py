@@ -2,7 +2,7 @@
 after a framework fix, this shows on the same machine that each of those cases now
 passes (or still fails) under the fixed gates.
 
-    python3 scripts/device/rejudge.py --out DIR REPORT.json [REPORT.json ...]
+    python3 scripts/device/rejudge.py --out DIR REPORT.json[.xz] [...]
 
 Each case runs with its campaign's recorded RunConfig (second reference included).
 Writes DIR/rejudge.json (one row per case: kernel, problem, before, after, failed gates).
@@ -10,6 +10,7 @@ Writes DIR/rejudge.json (one row per case: kernel, problem, before, after, faile
 
 import argparse
 import json
+import lzma
 import sys
 from pathlib import Path
 
@@ -26,7 +27,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     rows = []
     for path in a.reports:
-        for camp in json.loads(Path(path).read_text())["campaigns"]:
+        text = lzma.open(path, "rt").read() if path.endswith(".xz") else Path(path).read_text()
+        for camp in json.loads(text)["campaigns"]:
             k = registry.get(camp["settings"].get("spec") or camp["kernel"])
             config = RunConfig.from_dict(camp["settings"]["config"])
             for c in camp["cases"]:
