@@ -41,5 +41,5 @@ def determinism_verdicts(problem, runs: list) -> list[Verdict]:
                f"across {len(runs)} runs (max |diff| {max_diff:.3g})")
         verdicts.append(Verdict(name, "determinism", passed,
                                 {"runs": len(runs), "differing": n, "elements": differ.numel(), "max_diff": max_diff},
-                                None, msg))
+                                None, msg, "first run"))
     return verdicts

@@ -20,6 +20,16 @@ Verdict per output, each carrying the measured numbers.
   least ``required_ratio`` of the elements, and max|got - truth| <= max_abs.
 - ``nonfinite``: NaN/Inf parity: a non-finite value in the kernel where the truth is
   finite fails, and the reverse (equal infinities match).
+- Dtype limits (``dtype_limited``): a non-finite or saturated (+-max finite) kernel value
+  where the truth is finite is judged against what a correct kernel in the output dtype
+  can produce. It is accepted where the flash-style same-dtype yardstick is non-finite at
+  that element (NaN there, or an infinity of the yardstick's sign), or where it is an
+  infinity or saturated value of the truth's sign and |truth| plus the output's error
+  budget (the budget gate's limit) reaches the dtype's overflow threshold (largest
+  finite value: fp16 65504, bf16 ~3.39e38). Such elements are counted per output as
+  ``overflow_limited`` in the nonfinite and budget verdicts (never silently) and left
+  out of the error measurement. A NaN where truth and yardstick are finite still fails.
+Every verdict names the reference it was judged against (``Verdict.reference``).
 - ``poison``: outputs were pre-filled with a marked NaN; any survivor is a region the
   kernel never wrote.
 Only the rows that belong to sequences are compared (unused tail tokens are ignored).
@@ -105,6 +115,7 @@ class Verdict:
     numbers: dict = field(default_factory=dict)
     worst: dict | None = None  # {"seq", "token", "head", "dim", "got", "truth"}
     message: str = ""
+    reference: str = ""  # what the output was judged against ("float64 truth", "float32 truth", ...)
 
     @property
     def label(self) -> str:
@@ -174,13 +185,14 @@ def _finite_pair(got, truth):
 
 
 # ------------------------------------------------------------------------- gates
-def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate="budget",
-                ref_label="same-dtype ref", logit_scale=0.0, terms=0.0) -> Verdict:
-    """``ref``: one reference tensor or a list; the yardstick is the largest of their errors."""
-    shape = got.shape
-    g, t = _finite_pair(got, truth)
-    diff = (g - t).abs()
-    err = float(diff.max()) if diff.numel() else 0.0
+TRUTH = "float64 truth"
+
+
+def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0) -> dict:
+    """The budget gate's limit for one output: k * (the yardstick's error vs truth) + floor.
+    ``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
+    Returns {"limit", "ref_err", "floor", "scale"} (scale: max|truth| over finite elements)."""
+    t = torch.where(torch.isfinite(truth), truth, 0.0)
     ref_err = 0.0
     for one in (ref if isinstance(ref, (list, tuple)) else [ref]):
         r, t2 = _finite_pair(one, truth)
@@ -191,21 +203,43 @@ def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1
     # form each element: their absolute sum ``terms`` can dwarf a result that cancels
     floor = floor_ulps * (EPS[problem.dtype] * max(scale, floor_magnitude)
                           + EPS["float32"] * (1.0 + logit_scale) * max(terms, scale))
-    limit = k * ref_err + floor
+    return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
+
+
+def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate="budget",
+                ref_label="same-dtype ref", logit_scale=0.0, terms=0.0, *, limited=None,
+                reference=TRUTH, bounds: dict | None = None) -> Verdict:
+    """``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
+    ``limited``: bool mask of elements accepted at the dtype's limits (``dtype_limited``):
+    left out of the error and counted as ``overflow_limited``. ``bounds``: ``budget_limit``'s
+    result when the caller already has it."""
+    shape = got.shape
+    n_lim = int(limited.sum()) if limited is not None else 0
+    if n_lim:
+        got = torch.where(limited, truth, got)
+    g, t = _finite_pair(got, truth)
+    diff = (g - t).abs()
+    err = float(diff.max()) if diff.numel() else 0.0
+    b = bounds or budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude, logit_scale, terms)
+    ref_err, floor, limit, scale = b["ref_err"], b["floor"], b["limit"], b["scale"]
     ratio = err / limit
     k_needed = max(0.0, err - floor) / ref_err if ref_err > 0 else (0.0 if err <= floor else float("inf"))
     passed = err <= limit
     worst = _worst(problem, name, diff.reshape(-1), g, t, shape) if err > 0 else None
     msg = (f"{name}: {gate} {'ok' if passed else 'FAILED'}: max|err|={err:.3g} vs {ref_label} "
            f"{ref_err:.3g} (limit {k:g}x + floor {floor:.3g} = {limit:.3g}, ratio {ratio:.3g}, k needed {k_needed:.3g})")
+    if n_lim:
+        msg += f"; {n_lim} overflow-limited elements left out"
     if not passed:
         msg += _fmt_loc(worst)
-    return Verdict(name, gate, passed,
-                   {"err": err, "ref_err": ref_err, "floor": floor, "k": k, "limit": limit, "ratio": ratio, "k_needed": k_needed, "logit_scale": logit_scale, "terms": terms,
-                    "max_abs_truth": scale}, worst, msg)
+    numbers = {"err": err, "ref_err": ref_err, "floor": floor, "k": k, "limit": limit, "ratio": ratio,
+               "k_needed": k_needed, "logit_scale": logit_scale, "terms": terms, "max_abs_truth": scale}
+    if n_lim:
+        numbers["overflow_limited"] = n_lim
+    return Verdict(name, gate, passed, numbers, worst, msg, reference)
 
 
-def elementwise_gate(problem, name, got, truth, std: Standard) -> Verdict:
+def elementwise_gate(problem, name, got, truth, std: Standard, *, reference=TRUTH) -> Verdict:
     shape = got.shape
     g, t = _finite_pair(got, truth)
     diff = (g - t).abs()
@@ -219,28 +253,60 @@ def elementwise_gate(problem, name, got, truth, std: Standard) -> Verdict:
     worst = _worst(problem, name, excess, g, t, shape) if n and not passed else None
     msg = (f"{name}: elementwise {'ok' if passed else 'FAILED'}: {ratio:.4%} within atol={std.atol:g}+rtol={std.rtol:g}"
            f" (need {std.required_ratio:.4%}), max|err|={err:.3g} (limit {std.max_abs:g})")
+    if reference != TRUTH:
+        msg += f" vs the {reference}"
     if not passed:
         msg += _fmt_loc(worst)
     return Verdict(name, "elementwise", passed,
                    {"within_ratio": ratio, "required_ratio": std.required_ratio, "err": err, "atol": std.atol,
-                    "rtol": std.rtol, "max_abs": std.max_abs}, worst, msg)
+                    "rtol": std.rtol, "max_abs": std.max_abs}, worst, msg, reference)
 
 
-def nonfinite_gate(problem, name, got, truth, out_dtype=None) -> Verdict:
+def overflow_threshold(dtype: torch.dtype) -> float:
+    """The largest finite value of ``dtype``: a true value within rounding of it may be
+    stored as an infinity (fp16 65504, bf16 ~3.39e38)."""
+    return float(torch.finfo(dtype).max)
+
+
+def dtype_limited(got, truth, yardstick, out_dtype, limit: float) -> torch.Tensor:
+    """Bool mask: elements where the kernel holds a non-finite or saturated (|got| >= the
+    dtype's largest finite value) value, the truth is finite, and a correct kernel storing
+    ``out_dtype`` can hold that value there:
+      (a) the flash-style same-dtype ``yardstick`` (None: not used) is non-finite at that
+          element, and the kernel's value is NaN, the yardstick's is NaN, or both have the
+          same sign; or
+      (b) the kernel's value is an infinity or saturated value of the truth's sign (not
+          NaN) and |truth| + ``limit`` (the output's error budget) reaches the threshold.
+    A NaN where truth and yardstick are finite is never accepted."""
+    fmax = overflow_threshold(out_dtype)
+    cand = torch.isfinite(truth) & (~torch.isfinite(got) | (got.abs() >= fmax))
+    if not bool(cand.any()):
+        return cand
+    ok = cand & ~torch.isnan(got) & (torch.sign(got) == torch.sign(truth)) & (truth.abs() + limit >= fmax)
+    if yardstick is not None:
+        y_bad = ~torch.isfinite(yardstick)
+        ok |= cand & y_bad & (torch.isnan(got) | torch.isnan(yardstick) | (torch.sign(got) == torch.sign(yardstick)))
+    return ok
+
+
+def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, reference=TRUTH) -> Verdict:
     """Non-finite values must match: NaN for NaN, an infinity for one of the same sign.
-    ``out_dtype``: the dtype the kernel stores ``name`` in; a true value beyond its range
-    rounds to an infinity there, so the kernel's infinity of that sign is the right answer
-    (found on the H200: fp16 dQ of 7e4 > 65504 stored as inf)."""
+    ``limited``: elements accepted at the dtype's limits (``dtype_limited``), counted as
+    ``overflow_limited``. Without it, ``out_dtype`` (the dtype the kernel stores ``name``
+    in) accepts an infinity of the truth's sign where |truth| reaches the dtype's largest
+    finite value (found on the H200: fp16 dQ of 7e4 > 65504 stored as inf)."""
     shape = got.shape
     gf, tf = torch.isfinite(got), torch.isfinite(truth)
-    t_stored = truth
-    if out_dtype is not None and bool((torch.isinf(got) & tf).any()):  # only then can overflow matter
-        t_stored = truth.to(out_dtype).to(truth.dtype)
-    same = (torch.isinf(got) & torch.isinf(t_stored) & (torch.sign(got) == torch.sign(truth))) | (
+    if limited is None:
+        limited = (dtype_limited(got, truth, None, out_dtype, 0.0) if out_dtype is not None
+                   else torch.zeros_like(gf))
+    same = (torch.isinf(got) & torch.isinf(truth) & (torch.sign(got) == torch.sign(truth))) | (
         torch.isnan(got) & torch.isnan(truth))
-    bad = ~(gf & tf) & ~same  # non-finite on either side, unless both hold the same non-finite value
+    bad = ~(gf & tf) & ~same & ~limited  # non-finite on either side, unless both hold the same value
     n_bad = int(bad.sum())
     n_nan = int(torch.isnan(got).sum())
+    n_lim = int((limited & ~(gf & tf)).sum())  # the saturated finite ones are counted by the budget gate too
+    n_lim_all = int(limited.sum())
     passed = n_bad == 0
     worst = None
     if not passed:
@@ -248,9 +314,17 @@ def nonfinite_gate(problem, name, got, truth, out_dtype=None) -> Verdict:
         worst = locate(problem, name, i, shape)
         worst["got"], worst["truth"] = float(got.reshape(-1)[i]), float(truth.reshape(-1)[i])
     msg = f"{name}: nonfinite {'ok' if passed else 'FAILED'}: {n_bad} elements non-finite in one of kernel/truth only"
+    if n_lim_all:
+        thr = overflow_threshold(out_dtype) if out_dtype is not None else float("nan")
+        msg += (f"; {n_lim_all} overflow-limited ({n_lim} non-finite, {n_lim_all - n_lim} saturated) accepted: "
+                f"a correct {str(out_dtype).replace('torch.', '')} kernel can store them (|truth| + budget "
+                f">= {thr:.6g}, or the flash-style yardstick is non-finite there)")
     if not passed:
         msg += _fmt_loc(worst)
-    return Verdict(name, "nonfinite", passed, {"mismatched": n_bad, "nan_in_kernel": n_nan}, worst, msg)
+    numbers = {"mismatched": n_bad, "nan_in_kernel": n_nan}
+    if n_lim_all:
+        numbers["overflow_limited"] = n_lim_all
+    return Verdict(name, "nonfinite", passed, numbers, worst, msg, reference)
 
 
 def poison_gate(problem, name, got_raw) -> Verdict:
@@ -269,13 +343,13 @@ def poison_gate(problem, name, got_raw) -> Verdict:
     if n:
         where = ", ".join(f"{k}={worst[k]}" for k in ("seq", "token", "head", "dim") if k in worst)
         msg += f"; first at ({where})"
-    return Verdict(name, "poison", n == 0, {"unwritten": n, "elements": t.numel()}, worst, msg)
+    return Verdict(name, "poison", n == 0, {"unwritten": n, "elements": t.numel()}, worst, msg, "poison pattern")
 
 
 def shape_verdict(problem, name, got, expected_shape) -> Verdict | None:
     if tuple(got.shape) != tuple(expected_shape):
         return Verdict(name, "shape", False, {"got": list(got.shape), "expected": list(expected_shape)}, None,
-                       f"{name}: shape {tuple(got.shape)} != expected {tuple(expected_shape)}")
+                       f"{name}: shape {tuple(got.shape)} != expected {tuple(expected_shape)}", "declared shapes")
     return None
 
 
@@ -297,9 +371,14 @@ def logit_magnitude(problem, truth) -> float:
 
 
 def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,
-                  poisoned: bool = False, expected: tuple[str, ...] | None = None) -> list[Verdict]:
+                  poisoned: bool = False, expected: tuple[str, ...] | None = None, yardstick=None,
+                  standard_truth=None, standard_label: str = TRUTH) -> list[Verdict]:
     """Every gate on every output the kernel produced (``expected``: outputs it declared).
-    ``ref``: the same-dtype reference Outputs, or a list of them (largest error wins)."""
+    ``ref``: the same-dtype reference Outputs, or a list of them (largest error wins).
+    ``yardstick``: the flash-style same-dtype reference, for the dtype-limit rule
+    (``dtype_limited``); None: only |truth| + budget counts. ``standard_truth``: the
+    reference the elementwise standard is judged against (``--truth float32``), named
+    ``standard_label``; None: the float64 truth, which the budget always uses."""
     from .outputs import Outputs
 
     config = config or GateConfig()
@@ -314,7 +393,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         if g_raw is None:
             if expected is not None and name in expected:
                 verdicts.append(Verdict(name, "missing", False, {}, None,
-                                        f"{name}: declared by the kernel but not returned"))
+                                        f"{name}: declared by the kernel but not returned", "declared outputs"))
             continue
         bad_shape = shape_verdict(problem, name, g_raw, shapes[name])
         if bad_shape:
@@ -326,13 +405,26 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         g, t = _prep(problem, name, g_raw, dev), _prep(problem, name, t_truth, dev)
         refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
         r = [_prep(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or t
+        k = config.k.get(name, DEFAULT_K[name])
+        terms = _terms(truth, name)
+        y = yardstick.get(name) if yardstick is not None else None
+        y = _prep(problem, name, y, dev) if y is not None else None
+        bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms)
+        limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"])
         if config.check_nonfinite:
-            verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype))
-        verdicts.append(budget_gate(problem, name, g, t, r, config.k.get(name, DEFAULT_K[name]), config.floor_ulps,
-                                    config.floor_magnitude, logit_scale=logit_scale,
-                                    terms=_terms(truth, name)))
+            verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype, limited=limited))
+        verdicts.append(budget_gate(problem, name, g, t, r, k, config.floor_ulps, config.floor_magnitude,
+                                    logit_scale=logit_scale, terms=terms, limited=limited, bounds=bounds,
+                                    reference=f"{TRUTH} (yardstick: same-dtype refs)"))
         if name in config.standards:
-            verdicts.append(elementwise_gate(problem, name, g, t, config.standards[name]))
+            st = standard_truth.get(name) if standard_truth is not None else None
+            if st is None:
+                verdicts.append(elementwise_gate(problem, name, torch.where(limited, t, g), t,
+                                                 config.standards[name]))
+            else:
+                st = _prep(problem, name, st, dev)
+                verdicts.append(elementwise_gate(problem, name, torch.where(limited, st, g), st,
+                                                 config.standards[name], reference=standard_label))
     return verdicts
 
 
@@ -347,6 +439,7 @@ def check_second_reference(problem: Problem, got, truth, second, config: GateCon
         g, t, s = _prep(problem, name, g, dev), _prep(problem, name, t, dev), _prep(problem, name, s, dev)
         v = budget_gate(problem, name, g, t, s, config.second_reference_k.get(name, DEFAULT_K[name]),
                         config.floor_ulps, config.floor_magnitude, gate="second_reference", ref_label=label,
-                        logit_scale=logit_magnitude(problem, truth), terms=_terms(truth, name))
+                        logit_scale=logit_magnitude(problem, truth), terms=_terms(truth, name),
+                        reference=f"{TRUTH} (yardstick: {label})")
         verdicts.append(v)
     return verdicts

@@ -108,7 +108,7 @@ class CaseResult:
 
 
 def _references(inputs, config, notes):
-    """(float64 truth, same-dtype references).
+    """(float64 truth, same-dtype references, the flash-style one among them).
 
     The truth is the float64 FlashAttention-formula oracle (oracles/chunked.py, checked
     against autograd and gradcheck in tests/test_oracles.py): memory-bounded at any
@@ -122,12 +122,13 @@ def _references(inputs, config, notes):
 
     truth = oracles.chunked_reference(inputs, "float64", magnitudes=True)
     threshold = oracles.DEFAULT_CHUNK_THRESHOLD if config.chunk_threshold is None else config.chunk_threshold
+    flash = flash_style_reference(inputs)
     if oracles.score_elements(inputs) <= threshold:
-        ref = [oracles.reference(inputs, "same"), flash_style_reference(inputs)]
+        ref = [oracles.reference(inputs, "same"), flash]
     else:
-        ref = flash_style_reference(inputs)
+        ref = flash
         notes.append("long problem: error budget measured against the flash-style reference alone")
-    return truth, ref
+    return truth, ref, flash
 
 
 def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison, runs, config) -> list:
@@ -176,14 +177,14 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     result.kernel_seconds = (time.perf_counter() - t1) / runs
     got = got_runs[0]
     try:
-        truth, ref = _references(inputs, config, result.notes)
+        truth, ref, flash = _references(inputs, config, result.notes)
     except Exception as e:  # a bug of difftest's own, reported as such without ending the campaign
         result.status = "error"
         result.reason = f"internal: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4)
         result.seconds = time.perf_counter() - t0
         return result
     result.verdicts = check_outputs(problem, got, truth, ref, config.gates, poisoned=poison,
-                                    expected=cap.outputs)
+                                    expected=cap.outputs, yardstick=flash)
     if runs > 1:
         dv = determinism_verdicts(problem, got_runs)
         if not cap.deterministic:  # reported, but a kernel that never claimed it is not failed

@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from difftest.adapter import KernelAdapter
+from difftest.inputs import torch_dtype
 from difftest.problem import Problem
 
 from .blockwise import BlockwiseAttention
@@ -44,6 +45,7 @@ BUG_CLASSES = {
     "batch": "faults that appear only for batch > 1",
     "second-call": "faults that appear only on the second call",
     "some-heads": "faults that appear only for some heads",
+    "dtype-limits": "an intermediate overflows the input dtype before the result does",
 }
 
 
@@ -400,6 +402,20 @@ class OddLastHeadDropped(BlockwiseAttention):
     def dq_heads(self, p):
         h = p.heads_q
         return list(range(h if h == 1 else h - h % 2))
+
+
+# ----------------------------------------------------------------------------- dtype limits
+@mutant("dtype-limits", Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=64, head_dim_v=64, dtype="float16",
+                                values="mixed_do", value_scale=4.4, seed=1))
+class DqCastBeforeScale(BlockwiseAttention):
+    """The dQ postprocess stores the unscaled float32 accumulator in the input dtype and
+    applies the softmax scale afterwards: dQ / scale overflows (fp16: inf) while the true
+    dQ is still 1/scale below the threshold."""
+
+    name = "dq-cast-before-scale"
+
+    def dq_postprocess(self, acc, p):
+        return acc.to(torch_dtype(p.dtype)).to(torch.float32) * self.grad_scale(p, "dq")
 
 
 # ----------------------------------------------------------------------------- catalogue

@@ -141,3 +141,38 @@ class TwoKindsOfError(RefKernel):
         if p.head_dim_qk == 16:
             raise RuntimeError("MLIRError: Operation creation failed")
         return out
+
+
+class InfAtLargestDq(RefKernel):
+    """Stores a value of the truth's sign (an infinity by default) at dQ's largest element
+    and is otherwise correct: what a correct fp16 kernel stores when its rounding carries a
+    true value within its error budget of 65504 over the threshold, and a wrong result
+    anywhere else."""
+
+    name = "test-inf-at-largest-dq"
+    spec = "tests.kernels_for_tests:InfAtLargestDq"
+    fill = float("inf")
+
+    def corrupt(self, inputs, out):
+        flat = out.dq.view(-1)
+        i = int(flat.float().abs().argmax())
+        sign = 1.0 if float(flat[i]) >= 0 else -1.0
+        flat[i] = self.fill if self.fill != self.fill else sign * self.fill
+        return out
+
+
+class NanAtLargestDq(InfAtLargestDq):
+    """A NaN at dQ's largest element (never what a correct kernel stores where the truth
+    and the flash-style yardstick are finite)."""
+
+    name = "test-nan-at-largest-dq"
+    spec = "tests.kernels_for_tests:NanAtLargestDq"
+    fill = float("nan")
+
+
+class SaturatedLargestDq(InfAtLargestDq):
+    """Clamps dQ's largest element to the largest finite fp16 value (saturating store)."""
+
+    name = "test-saturated-largest-dq"
+    spec = "tests.kernels_for_tests:SaturatedLargestDq"
+    fill = 65504.0

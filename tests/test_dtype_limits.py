@@ -1,0 +1,107 @@
+"""Dtype limits: a non-finite or saturated kernel value is accepted (and counted as
+overflow-limited) only where a correct kernel in that dtype can produce it; every other
+one still fails.
+
+The problems are crafted (fp16, dO magnitudes spread over 10^+-4.4, bisected softmax
+scale) so that the true dQ peaks just below fp16's threshold (65459.9), far below it
+(39676.6) or above it (70000.0)."""
+
+import torch
+
+from difftest import Problem, make_inputs
+from difftest.gates import dtype_limited, overflow_threshold
+from difftest.kernels.blockwise import BlockwiseAttention
+from difftest.kernels.mutants import MUTANTS
+from difftest.oracles.chunked import chunked_reference
+from difftest.oracles.flash_style import flash_style_reference
+from difftest.runner import run_case
+from tests.kernels_for_tests import InfAtLargestDq, NanAtLargestDq, RefKernel, SaturatedLargestDq
+
+FP16_MAX = 65504.0
+
+
+def _problem(softmax_scale):
+    return Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="float16", values="mixed_do",
+                   value_scale=4.4, softmax_scale=softmax_scale, seed=1).validate()
+
+
+JUST_BELOW = _problem(10.236)  # max |dQ| = 65459.9
+FAR_BELOW = _problem(6.0)  # max |dQ| = 39676.6
+ABOVE = _problem(11.0364)  # max |dQ| = 70000.0
+
+
+def _dq(case, gate):
+    return next(v for v in case.verdicts if v.output == "dq" and v.gate == gate)
+
+
+def _max_dq(p):
+    return float(chunked_reference(make_inputs(p)).dq.abs().max())
+
+
+def test_crafted_problems_sit_where_they_claim():
+    assert overflow_threshold(torch.float16) == FP16_MAX
+    assert 65400 < _max_dq(JUST_BELOW) < FP16_MAX
+    assert 39000 < _max_dq(FAR_BELOW) < 40000
+    assert _max_dq(ABOVE) > 65520  # rounds to inf in fp16
+
+
+def test_inf_within_budget_of_the_threshold_passes_as_overflow_limited():
+    case = run_case(InfAtLargestDq(), JUST_BELOW)
+    assert case.status == "passed", case.render()
+    nf, budget = _dq(case, "nonfinite"), _dq(case, "budget")
+    assert nf.numbers["overflow_limited"] == 1 and budget.numbers["overflow_limited"] == 1
+    assert "1 overflow-limited" in nf.message and "float16" in nf.message
+    assert _max_dq(JUST_BELOW) + budget.numbers["limit"] >= FP16_MAX  # the rule it passed by
+
+
+def test_inf_far_below_the_threshold_fails():
+    case = run_case(InfAtLargestDq(), FAR_BELOW)
+    assert case.status == "failed"
+    nf = _dq(case, "nonfinite")
+    assert not nf.passed and nf.numbers["mismatched"] == 1
+    assert "overflow_limited" not in nf.numbers
+    assert _max_dq(FAR_BELOW) + _dq(case, "budget").numbers["limit"] < FP16_MAX
+
+
+def test_nan_where_truth_and_yardstick_are_finite_fails_even_at_the_threshold():
+    flat_truth = chunked_reference(make_inputs(JUST_BELOW)).dq.reshape(-1)
+    i = int(flat_truth.abs().argmax())
+    assert torch.isfinite(flash_style_reference(make_inputs(JUST_BELOW)).dq.reshape(-1)[i])
+    case = run_case(NanAtLargestDq(), JUST_BELOW)
+    assert case.status == "failed"
+    assert not _dq(case, "nonfinite").passed
+
+
+def test_truth_beyond_the_threshold_is_counted_not_hidden():
+    for kernel in (BlockwiseAttention(), RefKernel()):
+        case = run_case(kernel, ABOVE)
+        assert case.status == "passed", case.render()
+        assert _dq(case, "nonfinite").numbers["overflow_limited"] >= 1
+
+
+def test_saturated_value_is_judged_like_an_infinity():
+    ok = run_case(SaturatedLargestDq(), JUST_BELOW)
+    assert ok.status == "passed", ok.render()
+    assert _dq(ok, "budget").numbers["overflow_limited"] == 1
+    bad = run_case(SaturatedLargestDq(), FAR_BELOW)
+    assert bad.status == "failed" and not _dq(bad, "budget").passed
+
+
+def test_mutant_that_overflows_early_still_fails():
+    m = MUTANTS["dq-cast-before-scale"]
+    assert _max_dq(m.example) < FP16_MAX / 4  # the truth is far from the threshold
+    assert run_case(BlockwiseAttention(), m.example).status == "passed"
+    case = run_case(m.make(), m.example)
+    assert case.status == "failed" and not _dq(case, "nonfinite").passed
+
+
+def test_yardstick_rule():
+    truth = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    inf, nan = float("inf"), float("nan")
+    got = torch.tensor([nan, -inf, inf, nan], dtype=torch.float64)
+    yard = torch.tensor([nan, inf, inf, 4.0], dtype=torch.float64)
+    mask = dtype_limited(got, truth, yard, torch.float16, 10.0)
+    # NaN where the yardstick is NaN: accepted; an infinity of the other sign than the
+    # yardstick's: not; the same sign: accepted; NaN where the yardstick is finite: not
+    assert mask.tolist() == [True, False, True, False]
+    assert dtype_limited(got, truth, None, torch.float16, 10.0).tolist() == [False] * 4
