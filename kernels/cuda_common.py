@@ -4,7 +4,9 @@ difftest's conventions (see difftest/problem.py and difftest/outputs.py): packed
 tensors, LSE in natural log with the sink included, -inf for a row that sees nothing.
 Production kernels differ: BSHD or BHSD layouts, LSE shaped [B, H, S] or [H, T], +inf for
 empty rows (FlashAttention 2/3), log2 in some kernels. These helpers convert, and only
-convert: nothing here compares results.
+where a convention applies (``normalize_lse`` touches the rows that see
+no key, nothing else): every other value reaches the gates as the kernel returned it.
+Nothing here compares results.
 """
 
 import importlib.util
@@ -12,6 +14,8 @@ import importlib.util
 import torch
 
 from difftest.inputs import Inputs
+from difftest.oracles.reference import allowed_mask
+from difftest.problem import Problem
 
 
 def cuda_reason() -> str | None:
@@ -40,11 +44,29 @@ def sm_reason(major: int) -> str | None:
     return None
 
 
-def normalize_lse(lse: torch.Tensor) -> torch.Tensor:
-    """Float32 natural-log LSE with every infinite entry (FlashAttention writes +inf for a
-    row that sees no key) turned into -inf, difftest's marker for an empty row."""
+def rows_without_keys(problem: Problem, device="cpu") -> torch.Tensor:
+    """[total_q] bool: packed query rows that see no key (mask, empty key sequence), and
+    the unused tail rows past the last ``cu_seqlens_q`` offset."""
+    empty = torch.ones(problem.total_q, dtype=torch.bool, device=device)
+    for b, (sq, sk) in enumerate(zip(problem.seqlens_q, problem.seqlens_k)):
+        q0 = problem.cu_seqlens_q[b]
+        if sq and sk:
+            empty[q0:q0 + sq] = ~allowed_mask(problem, sq, sk, device).any(dim=1)
+    return empty
+
+
+def normalize_lse(lse: torch.Tensor, problem: Problem, *, sink_included: bool = True) -> torch.Tensor:
+    """Float32 natural-log packed LSE [total_q, heads_q] in difftest's convention, changing
+    only what the convention covers: FlashAttention writes +inf for a row whose softmax
+    is empty, difftest -inf, so +inf becomes -inf on rows that see no key (and have no
+    sink in the LSE: ``sink_included`` and ``problem.sinks`` mean no row is empty). Every
+    other value passes through unchanged, so a +inf on a row that sees keys is reported
+    as the kernel returned it."""
     lse = lse.float()
-    return torch.where(torch.isinf(lse), torch.full_like(lse, float("-inf")), lse)
+    if problem.sinks and sink_included:
+        return lse
+    empty = rows_without_keys(problem, lse.device).view(-1, *([1] * (lse.dim() - 1)))
+    return torch.where(empty & torch.isposinf(lse), torch.full_like(lse, float("-inf")), lse)
 
 
 def lse_bhs_to_thd(lse: torch.Tensor) -> torch.Tensor:

@@ -159,7 +159,7 @@ class Fa3Adapter(KernelAdapter):
         else:
             lse = lse_bhs_to_thd(raw_lse)
             o_thd = thd(o_t)
-        lse = normalize_lse(lse)
+        lse = normalize_lse(lse, p, sink_included=False)  # the sink is added below
         if inputs.sink is not None:
             lse = torch.logaddexp(lse, inputs.sink.float().view(1, -1))
         # keep the JAX arrays alive: the torch views share their memory
@@ -200,7 +200,7 @@ class Fa3Adapter(KernelAdapter):
             o_thd, lse_thd = o.detach(), lse_ht_to_thd(lse.detach(), p.total_q)
         else:
             o_thd, lse_thd = thd(o.detach()), lse_bhs_to_thd(lse.detach())
-        return Outputs(o=o_thd, lse=normalize_lse(lse_thd)), (q, k, v, o)
+        return Outputs(o=o_thd, lse=normalize_lse(lse_thd, p)), (q, k, v, o)
 
     def _backward_interface(self, inputs: Inputs, fwd: Outputs, ctx):
         p = inputs.problem

@@ -85,7 +85,7 @@ class Fa4Adapter(KernelAdapter):
             q, k, v = (inputs.bshd(n).detach().clone().requires_grad_(True) for n in ("q", "k", "v"))
             o, lse = flash_attn_func(q, k, v, learnable_sink=sink, return_lse=True, **call.kwargs())
             o_thd, lse_thd = thd(o.detach()), lse_bhs_to_thd(lse.detach())
-        fwd = Outputs(o=o_thd, lse=normalize_lse(lse_thd))
+        fwd = Outputs(o=o_thd, lse=normalize_lse(lse_thd, p))
         return fwd, (q, k, v, sink, o)
 
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:

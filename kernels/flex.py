@@ -185,7 +185,7 @@ class FlexAdapter(KernelAdapter):
         else:
             o_thd = o.detach().transpose(1, 2).reshape(p.total_q, p.heads_q, p.head_dim_v)
             lse_thd = lse_bhs_to_thd(lse.detach())
-        fwd = Outputs(o=o_thd.contiguous(), lse=normalize_lse(lse_thd).contiguous())
+        fwd = Outputs(o=o_thd.contiguous(), lse=normalize_lse(lse_thd, p).contiguous())
         return fwd, (q, k, v, sink, o, lay)
 
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:

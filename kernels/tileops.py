@@ -159,7 +159,7 @@ class TileOpsAdapter(KernelAdapter):
                 "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")), "v": _cpu(inputs.bshd("v"))})
             o = rep["o"].to(inputs.device)  # [B, S, H, D]
             lse = rep["lse"].to(inputs.device)  # [B, H, S]
-            fwd = Outputs(o=thd(o), lse=normalize_lse(lse_bhs_to_thd(lse)))
+            fwd = Outputs(o=thd(o), lse=normalize_lse(lse_bhs_to_thd(lse), p))
             return fwd, (o, lse)
         from difftest.oracles.reference import reference
 

@@ -241,11 +241,16 @@ def test_minimum_sequence_lengths_found_on_the_h200():
 def test_lse_conventions():
     from difftest.kernels.cuda_common import lse_bhs_to_thd, lse_ht_to_thd, normalize_lse
 
+    from difftest import Problem
+
     lse = torch.tensor([[[1.0, float("inf")], [2.0, -float("inf")]]])  # [B=1, H=2, S=2]
-    thd = normalize_lse(lse_bhs_to_thd(lse))
+    p = Problem(seqlen_q=(1,), seqlen_k=(1,), heads_q=2, heads_kv=2, pad_tail=1).validate()  # row 1 sees nothing
+    thd = normalize_lse(lse_bhs_to_thd(lse), p)
     assert thd.shape == (2, 2)
     assert thd[0].tolist() == [1.0, 2.0]
     assert thd[1, 0] == -float("inf") and thd[1, 1] == -float("inf")  # FA's +inf empty row -> -inf
+    seen = Problem(seqlen_q=2, seqlen_k=2, heads_q=2, heads_kv=2).validate()  # every row sees keys
+    assert normalize_lse(lse_bhs_to_thd(lse), seen)[1, 0] == float("inf")  # the kernel's value, unchanged
     ht = torch.arange(10.0).view(2, 5)  # [H, T'] padded past T=4
     assert lse_ht_to_thd(ht, 4).tolist() == [[0, 5], [1, 6], [2, 7], [3, 8]]
 
