@@ -15,12 +15,26 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__))
         _os.path.isfile(_os.path.join(_ROOT, d, "__init__.py")) for d in ("kernels", "strategies", "oracles")):
     __path__.append(_ROOT)  # noqa: F821 -- a package's own __path__
 
-from .adapter import KernelAdapter, KernelUnavailable, register
-from .capability import Capability
-from .inputs import Inputs, make_inputs
-from .outputs import Outputs
-from .problem import Problem, ProblemError
+# Top-level names load on first use (PEP 562): ``import difftest.cli`` and ``difftest
+# --help`` must not pay for torch (seconds) before a subcommand needs it.
+_EXPORTS = {"KernelAdapter": "adapter", "KernelUnavailable": "adapter", "register": "adapter",
+            "Capability": "capability", "Inputs": "inputs", "make_inputs": "inputs", "Outputs": "outputs",
+            "Problem": "problem", "ProblemError": "problem"}
+__all__ = sorted(_EXPORTS)
 
-__all__ = ["Capability", "Inputs", "KernelAdapter", "KernelUnavailable", "Outputs", "Problem",
-           "ProblemError", "make_inputs", "register"]
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'difftest' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
 __version__ = "0.1.0"

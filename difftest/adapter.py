@@ -13,10 +13,13 @@ import os
 import sys
 from importlib.metadata import entry_points
 
+from typing import TYPE_CHECKING
+
 from .capability import Capability
-from .inputs import Inputs
-from .outputs import Outputs
-from .problem import Problem
+
+if TYPE_CHECKING:  # annotations only: the registry (``difftest list``) must not import torch
+    from .inputs import Inputs
+    from .outputs import Outputs
 
 ENTRY_POINT_GROUP = "difftest.kernels"
 CATALOGUE_GROUP = "difftest.catalogues"
@@ -39,16 +42,16 @@ class KernelAdapter:
         """None when the kernel can run here, else the reason it cannot."""
         return None
 
-    def forward(self, inputs: Inputs, out: Outputs | None = None):
+    def forward(self, inputs: "Inputs", out: "Outputs | None" = None):
         """Return (Outputs with o and lse, ctx). ``out`` holds poisoned buffers when the
         capability sets ``poison``; write into them when given."""
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
-    def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+    def backward(self, inputs: "Inputs", fwd: "Outputs", ctx, out: "Outputs | None" = None) -> "Outputs":
         """Return Outputs with dq, dk, dv (and dsink); o/lse copied from ``fwd``."""
         raise NotImplementedError(f"{type(self).__name__}.backward")
 
-    def run(self, inputs: Inputs, out: Outputs | None = None) -> Outputs:
+    def run(self, inputs: "Inputs", out: "Outputs | None" = None) -> "Outputs":
         fwd, ctx = self.forward(inputs, out)
         return self.backward(inputs, fwd, ctx, out)
 
@@ -115,6 +118,16 @@ def catalogue(prefix: str):
 def names() -> list[str]:
     _load_entry_points()
     return sorted(_REGISTRY)
+
+
+def describe(name: str) -> str:
+    """Where kernel ``name`` comes from ('module:attr'), without importing it."""
+    _load_entry_points()
+    f = _REGISTRY.get(name)
+    if isinstance(f, str):
+        return f
+    obj = type(f) if isinstance(f, KernelAdapter) else f
+    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__name__)}"
 
 
 def _import_attr(path: str, what: str):

@@ -30,6 +30,7 @@ from . import adapter as registry
 from .reports import CaseLog, Progress
 from .reproducer import write_reproducer
 from .runner import CaseResult, RunConfig, run_case
+from .workdir import DEFAULT_DB, DEFAULT_OUT
 
 PROFILES = {
     # examples: generated examples; budget: wall-clock seconds for the search;
@@ -39,7 +40,6 @@ PROFILES = {
     "nightly": {"examples": 1000, "budget": 3600.0, "shrink": 600.0, "seed": None},
     "gpu": {"examples": 200, "budget": 900.0, "shrink": 180.0, "seed": None},
 }
-DEFAULT_DB = ".difftest/examples"
 
 
 class CaseFailed(AssertionError):
@@ -186,7 +186,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
             stats1 = kernel.compile_stats()
             res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
     if res.failure is not None:
-        res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path("difftest-out")) / "repro")
+        res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path(DEFAULT_OUT)) / "repro")
         save_failures(database, spec, [res.failure.problem, res.first_failure.problem])
     return res
 

@@ -1,17 +1,16 @@
-"""The difftest command line: ``difftest run | repro | list | mutants | calibrate | bench``."""
+"""The difftest command line: ``difftest run | repro | list | mutants | calibrate | bench``.
+
+Each subcommand imports what it needs when it runs (torch takes seconds to import):
+``difftest --help`` and ``difftest list`` never load torch, Hypothesis or a kernel module."""
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 from . import adapter as registry
-from .capability import parse_narrowing
-from .campaign import DEFAULT_DB, PROFILES, run_campaign
-from .gates import DEFAULT_K, GateConfig, Standard
 from .problem import OUTPUTS
-from .runner import RunConfig
+from .workdir import DEFAULT_DB, DEFAULT_OUT, WORKDIR
 
 # The embedded default campaign: CPU kernels that run anywhere torch runs, and our
 # TileLang kernel (deterministic dQ) compiled for the CPU when tilelang is installed.
@@ -19,6 +18,8 @@ DEFAULT_KERNELS = ("torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash", "tilela
 
 
 def _k_items(items):
+    from .gates import DEFAULT_K
+
     k = dict(DEFAULT_K)
     for it in items or ():
         name, _, val = it.partition("=")
@@ -29,6 +30,8 @@ def _k_items(items):
 
 
 def _standards(items):
+    from .gates import Standard
+
     out = {}
     for it in items or ():
         name, _, spec = it.partition(":")
@@ -45,7 +48,10 @@ def _standards(items):
     return out
 
 
-def config_from_args(a) -> RunConfig:
+def config_from_args(a):
+    from .gates import GateConfig
+    from .runner import RunConfig
+
     gates = GateConfig(k=_k_items(a.k), standards=_standards(a.standard))
     return RunConfig(gates=gates, device=a.device, poison=not a.no_poison, determinism_runs=a.determinism,
                      second_reference=a.second_reference, isolate=a.isolate, timeout_s=a.timeout,
@@ -53,13 +59,16 @@ def config_from_args(a) -> RunConfig:
 
 
 def add_run_arguments(p):
+    from .campaign import PROFILES
+
     p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
     p.add_argument("--max-examples", type=int, help="generated examples per kernel (overrides the profile)")
     p.add_argument("--time-budget", type=float, help="seconds of search per kernel (overrides the profile)")
     p.add_argument("--shrink-budget", type=float, help="seconds of shrinking once a failure is found (overrides the profile)")
-    p.add_argument("--out", default="difftest-out", help="output directory (reports, case logs, reproducers)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory: reports, case logs, reproducers "
+                                                       f"(default {DEFAULT_OUT})")
     p.add_argument("--report", help="JSON report path (default OUT/report.json)")
     p.add_argument("--markdown", help="also write a markdown summary here (default OUT/summary.md)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the kernel's own)")
@@ -83,7 +92,12 @@ def add_run_arguments(p):
 
 
 def cmd_run(a) -> int:
+    from .campaign import run_campaign
+    from .capability import parse_narrowing
     from .reports import markdown_summary, summary_table, write_json
+    from .workdir import claim_hypothesis_home
+
+    claim_hypothesis_home()
 
     names = a.kernels or list(DEFAULT_KERNELS)
     try:
@@ -140,47 +154,82 @@ def cmd_repro(a) -> int:
 
 
 def cmd_list(a) -> int:
+    """Kernel names with where they come from; ``--check`` loads each adapter (imports
+    torch and the kernel's packages) to say whether it can run here and what it claims."""
+    head = ("KERNEL", "ADAPTER (module:attr)") + (("RUNS HERE", "DEVICE", "DTYPES", "DETERMINISTIC") if a.check else ())
     rows = []
     for n in registry.names():
+        target = registry.describe(n)
+        if not a.check:
+            rows.append((n, target))
+            continue
         try:
             k = registry.get(n)
             why = k.available()
             c = k.capability
-            rows.append((n, "yes" if why is None else f"no: {why}", c.device, ",".join(c.dtypes),
-                         "det" if c.deterministic else ""))
+            rows.append((n, target, "yes" if why is None else f"no: {why}", c.device, ",".join(c.dtypes),
+                         "yes" if c.deterministic else ""))
         except Exception as e:  # a broken third-party adapter must not hide the others
-            rows.append((n, f"no: {type(e).__name__}: {e}", "", "", ""))
-    w = [max(len(r[i]) for r in rows) for i in range(5)] if rows else []
-    for r in rows:
+            rows.append((n, target, f"no: {type(e).__name__}: {e}", "", "", ""))
+    w = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
+    for r in [head] + rows:
         print("  ".join(x.ljust(w[i]) for i, x in enumerate(r)).rstrip())
+    if not a.check:
+        print("\n(`difftest list --check` loads each adapter: whether it runs here, device, dtypes)")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="difftest", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run property campaigns against kernels")
-    add_run_arguments(r)
-    r.set_defaults(func=cmd_run)
-    rp = sub.add_parser("repro", help="replay a reproducer (.json or .py)")
-    rp.add_argument("file")
-    rp.add_argument("--kernel", help="run it against another kernel (e.g. the fixed one)")
-    rp.set_defaults(func=cmd_repro)
-    ls = sub.add_parser("list", help="list known kernels and whether they can run here")
-    ls.set_defaults(func=cmd_list)
-    from . import bench, calibration, mutants
+# name -> (help, module holding add_arguments/command or None for the ones defined here)
+COMMANDS = {
+    "run": "run property campaigns against kernels",
+    "repro": "replay a reproducer (.json or .py)",
+    "list": "list known kernels (--check: whether they can run here)",
+    "mutants": "run the mutant catalogue (detection power)",
+    "calibrate": "measure k_needed over correct kernels",
+    "bench": "time kernels' backward (CUDA events)",
+}
 
-    for name, mod, help_ in (("mutants", mutants, "run the mutant catalogue (detection power)"),
-                             ("calibrate", calibration, "measure k_needed over correct kernels"),
-                             ("bench", bench, "time kernels' backward (CUDA events)")):
-        sp = sub.add_parser(name, help=help_)
+
+def _fill(name: str, sp) -> None:
+    """Arguments of subcommand ``name`` (only the chosen one is built: each may import heavy modules)."""
+    if name == "run":
+        add_run_arguments(sp)
+        sp.set_defaults(func=cmd_run)
+    elif name == "repro":
+        sp.add_argument("file")
+        sp.add_argument("--kernel", help="run it against another kernel (e.g. the fixed one)")
+        sp.set_defaults(func=cmd_repro)
+    elif name == "list":
+        sp.add_argument("--check", action="store_true",
+                        help="load every adapter: whether it can run here, device, dtypes (imports torch)")
+        sp.set_defaults(func=cmd_list)
+    else:
+        import importlib
+
+        mod = importlib.import_module(f".{ {'mutants': 'mutants', 'calibrate': 'calibration', 'bench': 'bench'}[name]}",
+                                      __package__)
         mod.add_arguments(sp)
         sp.set_defaults(func=mod.command)
+
+
+def build_parser(argv=None) -> argparse.ArgumentParser:
+    """The parser; only the subcommand named in ``argv`` (default: all of them) gets its
+    arguments, so ``difftest --help`` imports nothing heavy."""
+    p = argparse.ArgumentParser(prog="difftest", description=__doc__.split("\n\n")[0],
+                                epilog=f"working folder: {WORKDIR}/ (outputs, failure store, "
+                                       f"Hypothesis data); add it to .gitignore")
+    sub = p.add_subparsers(dest="command", required=True)
+    chosen = [a for a in (argv or []) if a in COMMANDS][:1] if argv is not None else list(COMMANDS)
+    for name, help_ in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_)
+        if name in chosen:
+            _fill(name, sp)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     return args.func(args)
 
 

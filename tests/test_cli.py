@@ -18,13 +18,13 @@ def test_main_job_runs_under_three_minutes_and_writes_a_report(tmp_path):
     elapsed = time.perf_counter() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert elapsed < 180, f"main job took {elapsed:.0f} s"
-    report = json.loads((tmp_path / "difftest-out" / "report.json").read_text())
+    report = json.loads((tmp_path / ".difftest" / "out" / "report.json").read_text())
     kernels = {c["kernel"]: c for c in report["campaigns"]}
     assert set(kernels) == {"torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash", "tilelang-det"}
     for c in kernels.values():
         assert c["status"] == "passed" and c["examples"] > 0 and c["counts"]["failed"] == 0
         assert c["outputs"]["dq"]["cases"] > 0 and c["cases"][0]["verdicts"]
-    assert "worst ratio" in r.stdout and (tmp_path / "difftest-out" / "summary.md").exists()
+    assert "worst ratio" in r.stdout and (tmp_path / ".difftest" / "out" / "summary.md").exists()
 
 
 def test_unknown_kernel_is_a_clear_error(tmp_path):

@@ -84,7 +84,7 @@ def test_cli_narrow_reaches_the_report_and_bad_values_exit_2(tmp_path):
                               cwd=tmp_path, capture_output=True, text=True, timeout=300)
     ok = run("--narrow", "head_dims_qk=16", "--narrow", "varlen=false")
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
-    camp = json.loads((tmp_path / "difftest-out" / "report.json").read_text())["campaigns"][0]
+    camp = json.loads((tmp_path / ".difftest" / "out" / "report.json").read_text())["campaigns"][0]
     assert camp["settings"]["narrowed"] == {"head_dims_qk": [16], "varlen": False}
     assert all(c["problem"]["head_dim_qk"] == 16 for c in camp["cases"])
     bad = run("--narrow", "head_dims_qk=17")
