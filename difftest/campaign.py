@@ -80,11 +80,14 @@ def profile_settings(profile: str) -> dict:
 def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None, time_budget: float | None = None,
                  shrink_budget: float | None = None, strategy=None, out_dir=None, config: RunConfig | None = None,
                  progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
-                 seed: int | None = -1, on_case=None) -> CampaignResult:
+                 seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None) -> CampaignResult:
     """Run one kernel's campaign. ``kernel``: an adapter or a registry name.
     ``database``: directory of Hypothesis's example database (None: none), so failures
     found before are replayed first. ``seed``: fixes the search (profiles quick and ci
-    use 0, so CI sees the same cases every run); None searches afresh each run. ``out_dir``: where the case log and reproducers go."""
+    use 0, so CI sees the same cases every run); None searches afresh each run. ``out_dir``: where the case log and reproducers go.
+    ``shard``: (I, N) runs only the Problems of shard I of N (difftest.shard), drawn and corpus alike."""
+    from .shard import in_shard, label as shard_label
+
     if isinstance(kernel, str):
         kernel = registry.get(kernel)
     prof = profile_settings(profile)
@@ -96,7 +99,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     spec = getattr(kernel, "spec", None) or kernel.name  # the registry name that rebuilds it
     res = CampaignResult(kernel.name, profile, settings={
         "max_examples": n_examples, "time_budget_s": budget, "shrink_budget_s": shrink_s, "seed": seed,
-        "database": database, "config": config.to_dict(), "spec": spec,
+        "database": database, "config": config.to_dict(), "spec": spec, "shard": shard_label(shard),
         **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
     why = kernel.available()
     if why:
@@ -111,7 +114,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
     saved = [p for p in load_failures(database, spec) if kernel.capability.covers(p)]
     edge = list(strategies.edge_problems(kernel.capability, profile)) if edge_cases else []
-    edge = saved + [p for p in edge if p not in saved]  # saved failures replay first
+    edge = [p for p in saved + [p for p in edge if p not in saved] if in_shard(p, shard)]  # saved failures first
     res.settings["edge_cases"] = len(edge)  # explicit corners run first; the other cases are drawn
     res.settings["replayed_failures"] = len(saved)
     bar = Progress(kernel.name, n_examples + len(edge), progress)
@@ -130,6 +133,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         return now > state["failed_at"] + shrink_s
 
     def prop(problem):
+        hypothesis.assume(in_shard(problem, shard))  # another shard's Problem: not ours to run
         case = seen.get(problem)
         if case is None:
             if over_budget():
@@ -161,7 +165,8 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         max_examples=n_examples, deadline=None,
         database=DirectoryBasedExampleDatabase(database) if database else None,
         # each example runs a kernel and two references: seconds, by design
-        suppress_health_check=[HealthCheck.too_slow],
+        # a shard rejects the other shards' Problems: (N-1)/N of the draws, by design
+        suppress_health_check=[HealthCheck.too_slow] + ([HealthCheck.filter_too_much] if shard else []),
         report_multiple_bugs=False, print_blob=False, verbosity=hypothesis.Verbosity.quiet,
     )(test)
     if seed is not None:

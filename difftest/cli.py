@@ -89,6 +89,31 @@ def add_run_arguments(p):
     p.add_argument("--no-edge-cases", action="store_true", help="skip the explicit corner-case corpus")
     p.add_argument("--db", default=DEFAULT_DB, help="Hypothesis example database directory ('none' to disable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--seed", type=_seed, metavar="N",
+                   help="fix the search (default: the profile's, 0 for quick and ci, unseeded for nightly and gpu); "
+                        "a baseline and a candidate run with the same seed draw the same problems")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="run shard I of N disjoint problem streams (join the reports with `difftest merge`)")
+    p.add_argument("--html", help="HTML report path (default OUT/report.html)")
+
+
+def _seed(text):
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"--seed {text!r} is invalid: allowed an integer >= 0")
+    return v
+
+
+def _shard(text):
+    from .shard import ShardError, parse_shard
+
+    try:
+        return parse_shard(text)
+    except ShardError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def cmd_run(a) -> int:
@@ -120,7 +145,8 @@ def cmd_run(a) -> int:
             r = run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget,
                              shrink_budget=a.shrink_budget, out_dir=out,
                              config=config, progress=not a.quiet, edge_cases=not a.no_edge_cases,
-                             database=None if a.db == "none" else a.db)
+                             database=None if a.db == "none" else a.db,
+                             seed=-1 if a.seed is None else a.seed, shard=a.shard)
             results.append(r)
             line = f"{k.name}: {r.status} ({len(r.cases)} cases, {r.elapsed:.1f} s"
             line += f", {r.compile_keys} compile keys" if k.capability.compile_key else ""
@@ -139,10 +165,18 @@ def cmd_run(a) -> int:
     report = write_json(results, a.report or out / "report.json", extra={"argv": sys.argv[1:]})
     md = Path(a.markdown or out / "summary.md")
     md.write_text(markdown_summary(results) + "\n")
+    html = _write_html(report, a.html or out / "report.html")
     print()
     print(summary_table(results))
-    print(f"\nreport: {report}  summary: {md}  ({time.perf_counter() - t0:.1f} s)")
+    print(f"\nreport: {report}  summary: {md}  html: {html}  ({time.perf_counter() - t0:.1f} s)")
     return 1 if any(r.failed for r in results) else 0
+
+
+def _write_html(report_path, html_path):
+    from .html_report import render_html
+    from .reportfile import load_report, write_text_atomic
+
+    return write_text_atomic(html_path, render_html(load_report(report_path), title=f"difftest report: {report_path}"))
 
 
 def cmd_repro(a) -> int:
@@ -179,6 +213,7 @@ def cmd_list(a) -> int:
     return 0
 
 
+_MODULES = {"calibrate": "calibration", "report": "html_report"}  # subcommand -> module, where they differ
 # name -> (help, module holding add_arguments/command or None for the ones defined here)
 COMMANDS = {
     "run": "run property campaigns against kernels",
@@ -187,6 +222,9 @@ COMMANDS = {
     "mutants": "run the mutant catalogue (detection power)",
     "calibrate": "measure k_needed over correct kernels",
     "bench": "time kernels' backward (CUDA events)",
+    "merge": "join reports (the shards of a campaign) into one",
+    "gate": "compare a candidate report with a baseline (CI gating)",
+    "report": "render a report.json (HTML)",
 }
 
 
@@ -206,8 +244,7 @@ def _fill(name: str, sp) -> None:
     else:
         import importlib
 
-        mod = importlib.import_module(f".{ {'mutants': 'mutants', 'calibrate': 'calibration', 'bench': 'bench'}[name]}",
-                                      __package__)
+        mod = importlib.import_module(f".{_MODULES.get(name, name)}", __package__)
         mod.add_arguments(sp)
         sp.set_defaults(func=mod.command)
 

@@ -1,0 +1,175 @@
+"""`difftest gate`: a report compared with itself passes; a broken candidate of the same
+kernel fails with the shrunk problem and reproducer in the JUnit file; ratio growth,
+lost determinism and lost coverage fail; known failures do not block; bad input is one
+line and exit code 2. `--seed` makes two runs draw the same problems."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from difftest.campaign import run_campaign
+from difftest.gate import compare, render
+from difftest.junit import junit_xml
+from difftest.reports import write_json
+from difftest.runner import RunConfig
+from tests.kernels_for_tests import Flaky, RefKernel, WrongDkForLongGqa
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class BrokenRef(WrongDkForLongGqa):
+    """The candidate: the same kernel name as the baseline, dK wrong for long GQA."""
+    name = RefKernel.name
+
+
+class NoisyRef(RefKernel):
+    """The candidate: run-to-run noise in dQ, no determinism claimed (measured only)."""
+    name = RefKernel.name
+    corrupt = Flaky.corrupt
+
+
+def _report(tmp_path, name, kernel, **kw):
+    kw.setdefault("max_examples", 25)
+    res = run_campaign(kernel, "quick", edge_cases=kw.pop("edge_cases", False), database=None,
+                       out_dir=tmp_path / name, seed=kw.pop("seed", 3), **kw)
+    path = write_json([res], tmp_path / name / "report.json")
+    return path, json.loads(path.read_text())
+
+
+def _difftest(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "difftest", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    return _report(tmp_path_factory.mktemp("base"), "a", RefKernel(), config=RunConfig(determinism_runs=2))
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    return _report(tmp_path_factory.mktemp("broken"), "b", BrokenRef(), max_examples=40, shrink_budget=10.0,
+                   config=RunConfig(determinism_runs=2))
+
+
+def test_report_against_itself_passes(baseline, tmp_path):
+    path, doc = baseline
+    res = compare(doc, copy.deepcopy(doc))
+    assert res.passed and not res.findings, render(res)
+    r = _difftest("gate", "--baseline", str(path), "--candidate", str(path), "--junit", str(tmp_path / "j.xml"),
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gate: PASSED" in r.stdout and "dk      budget" in r.stdout
+    suites = ET.parse(tmp_path / "j.xml").getroot()
+    names = {tc.get("name") for tc in suites.iter("testcase")}
+    assert suites.get("failures") == "0" and {"coverage", "all:run", "dq:determinism_info"} <= names
+    assert {f"{o}:budget" for o in ("o", "lse", "dq", "dk", "dv")} <= names
+
+
+def test_broken_candidate_fails_with_shrunk_problem_and_reproducer(baseline, broken, tmp_path):
+    a_path, a = baseline
+    b_path, b = broken
+    assert b["campaigns"][0]["status"] == "failed"
+    r = _difftest("gate", "--baseline", str(a_path), "--candidate", str(b_path), "--junit", str(tmp_path / "j.xml"),
+                  "--html", str(tmp_path / "g.html"), cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "REGRESSION: test-ref32 dk:budget" in r.stdout and "gate: FAILED" in r.stdout
+    repro = b["campaigns"][0]["reproducer"]["py"]
+    assert f"reproducer: {repro}" in r.stdout
+    root = ET.parse(tmp_path / "j.xml").getroot()
+    cases = {(tc.get("classname"), tc.get("name")): tc for tc in root.iter("testcase")}
+    dk = cases[("difftest.test-ref32", "dk:budget")]
+    fail = dk.find("failure")
+    shrunk = b["campaigns"][0]["failure"]["problem"]
+    assert fail is not None and "regression" in fail.get("type")
+    assert "shrunk problem: " + json.dumps(shrunk, sort_keys=True) in fail.text and f"reproducer: {repro}" in fail.text
+    assert cases[("difftest.test-ref32", "dq:budget")].find("failure") is None  # dQ is still right
+    assert int(root.get("failures")) >= 1
+    assert "Gate: " in (tmp_path / "g.html").read_text()
+
+
+def test_known_failure_does_not_block_but_a_newly_failing_problem_does(broken):
+    _, b = broken
+    res = compare(b, copy.deepcopy(b))
+    assert res.passed and [f.kind for f in res.findings] == ["known"]
+    root = ET.fromstring(junit_xml(res))
+    assert root.get("failures") == "0" and root.get("skipped") == "1"
+    # the same failing problem passed in a baseline: a case regression, even though dk:budget "already failed"
+    a = copy.deepcopy(b)
+    bad = next(c for c in a["campaigns"][0]["cases"] if c["status"] == "failed")
+    bad["status"], bad["failed_gates"] = "passed", []
+    for v in bad["verdicts"]:
+        v["passed"] = True
+    res = compare(a, b)
+    assert not res.passed and any(f.kind == "regression" and "passed in the baseline" in f.message
+                                  for f in res.findings), render(res)
+
+
+def test_ratio_growth_fails_beyond_the_allowed_factor(baseline):
+    _, a = baseline
+    b = copy.deepcopy(a)
+    case = max(b["campaigns"][0]["cases"], key=lambda c: c["worst_ratio"])
+    v = next(v for v in case["verdicts"] if v["output"] == "dv" and v["gate"] == "budget")
+    old = max(x["numbers"]["ratio"] for c in a["campaigns"][0]["cases"] for x in c["verdicts"]
+              if x["output"] == "dv" and x["gate"] == "budget")
+    v["numbers"]["ratio"] = max(old, 0.05) * 2.5  # still under the limit: only growth can catch it
+    res = compare(a, b, max_ratio_growth=1.0)
+    assert [(f.kind, f.output) for f in res.findings] == [("ratio", "dv")], render(res)
+    assert compare(a, b, max_ratio_growth=2.0).passed
+
+
+def test_lost_determinism_fails(baseline, tmp_path):
+    _, a = baseline
+    _, b = _report(tmp_path, "b", NoisyRef(), config=RunConfig(determinism_runs=2))
+    res = compare(a, b, max_ratio_growth=100.0)
+    lost = [f for f in res.findings if f.kind == "determinism"]
+    assert lost and lost[0].output == "dq" and not res.passed, render(res)
+
+
+def test_less_coverage_fails(baseline):
+    _, a = baseline
+    b = copy.deepcopy(a)  # a feature no longer drawn, one problem now skipped
+    c = b["campaigns"][0]
+    feature = sorted(c["coverage"]["hit"])[0]
+    del c["coverage"]["hit"][feature]
+    c["cases"][0]["status"], c["cases"][0]["reason"] = "skipped", "dtype float16 unsupported"
+    res = compare(a, b)
+    msgs = " | ".join(f.message for f in res.findings)
+    assert not res.passed and f"not in the candidate: {feature}" in msgs and "skipped in the candidate" in msgs
+    b["campaigns"] = []  # the kernel gone
+    res = compare(a, b)
+    assert [f.kind for f in res.findings] == ["coverage"] and "absent from the candidate" in res.findings[0].message
+    res = compare(b, a)  # B covers more: fine
+    assert res.passed
+
+
+def test_bad_input_is_one_line_and_exit_2(baseline, tmp_path):
+    path, _ = baseline
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "other.json").write_text(json.dumps({"campaigns": []}))
+    (tmp_path / "typed.json").write_text(json.dumps({"difftest_report": 1, "campaigns": [{"kernel": "x",
+                                                                                       "cases": [{"status": 3}]}]}))
+    for args in (["--candidate", str(path), "--baseline", str(tmp_path / "missing.json")],
+                 ["--candidate", str(tmp_path / "bad.json"), "--baseline", str(path)],
+                 ["--candidate", str(tmp_path / "other.json"), "--baseline", str(path)],
+                 ["--candidate", str(tmp_path / "typed.json"), "--baseline", str(path)],
+                 ["--candidate", str(path), "--baseline", str(path), "--max-ratio-growth", "nan"]):
+        r = _difftest("gate", *args, cwd=tmp_path)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and not r.stdout, (args, r.stderr)
+
+
+def test_seed_draws_the_same_problems_in_an_unseeded_profile(tmp_path):
+    def problems(seed):
+        res = run_campaign(RefKernel(), "nightly", max_examples=6, edge_cases=False, database=None, seed=seed)
+        assert res.settings["seed"] == seed
+        return [c.problem for c in res.cases]
+
+    assert problems(11) == problems(11) != problems(12)
+    r = _difftest("run", "-k", "tests.kernels_for_tests:RefKernel", "--seed", "-1", cwd=tmp_path)
+    assert r.returncode == 2 and "--seed" in r.stderr

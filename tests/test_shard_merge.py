@@ -1,0 +1,105 @@
+"""`--shard I/N` and `difftest merge`: two shards run side by side (two processes at once)
+never run the same problem, split the edge corpus between them without losing a corner,
+and merge into one report whose coverage is that of the union of their cases; bad shard
+sets are refused in one line with exit code 2."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from difftest import adapter as registry
+from difftest.campaign import _coverage
+from difftest.problem import Problem
+from difftest.shard import ShardError, in_shard, parse_shard, shard_of
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNEL = "torch-blockwise"
+
+
+def _cmd(*args):
+    return [sys.executable, "-m", "difftest", *args]
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+
+
+def test_parse_shard():
+    assert parse_shard("1/4") == (1, 4) and parse_shard(None) is None
+    for bad in ("4/4", "-1/2", "1", "a/b", "1/0", "0/2/3"):
+        with pytest.raises(ShardError, match="allowed I/N"):
+            parse_shard(bad)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("shards")
+    procs = [subprocess.Popen(_cmd("run", "-k", KERNEL, "-p", "quick", "--max-examples", "8", "--seed", "5",
+                                   "--shard", f"{i}/2", "--out", str(tmp / f"s{i}"), "--db", "none", "-q",
+                                   "--no-isolate"), cwd=tmp, env=_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(2)]  # side by side
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out[-3000:]
+    r = subprocess.run(_cmd("merge", str(tmp / "s0" / "report.json"), str(tmp / "s1" / "report.json"),
+                            "-o", str(tmp / "merged.json")), cwd=tmp, env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    parts = [json.loads((tmp / f"s{i}" / "report.json").read_text()) for i in range(2)]
+    return tmp, parts, json.loads((tmp / "merged.json").read_text())
+
+
+def test_two_shards_side_by_side_merge_into_one_campaign(shards):
+    tmp, parts, merged = shards
+    keys = [[json.dumps(c["problem"], sort_keys=True) for c in p["campaigns"][0]["cases"]] for p in parts]
+    assert keys[0] and keys[1] and not set(keys[0]) & set(keys[1])  # no problem drawn twice
+    for i, ks in enumerate(keys):  # each shard ran only its own problems
+        assert all(shard_of(Problem.from_json(k), 2) == i for k in ks)
+    (m,) = merged["campaigns"]
+    assert m["kernel"] == KERNEL and m["status"] == "passed" and m["settings"]["shards"] == 2
+    assert m["settings"]["duplicates_dropped"] == 0
+    assert sorted(json.dumps(c["problem"], sort_keys=True) for c in m["cases"]) == sorted(keys[0] + keys[1])
+    assert m["examples"] == len(keys[0]) + len(keys[1]) == sum(m["counts"].values())
+    # the edge corpus is split, not lost: every corner of one unsharded campaign ran in exactly one shard
+    from difftest import strategies
+
+    kernel = registry.get(KERNEL)
+    corpus = list(strategies.edge_problems(kernel.capability, "quick"))
+    ran = {Problem.from_json(k) for k in keys[0] + keys[1]}
+    assert corpus and all(p in ran for p in corpus)
+    assert m["settings"]["edge_cases"] == len(corpus)
+    # the merged coverage is the coverage of the union, as one campaign would compute it
+    from difftest.runner import CaseResult
+
+    cases = [CaseResult.from_dict(c) for c in m["cases"]]
+    assert m["coverage"] == _coverage(cases, kernel.capability, "quick")
+    assert m["outputs"]["dq"]["cases"] == m["examples"] - m["counts"]["skipped"]
+    # and merging gives the gate a report it can compare with itself
+    r = subprocess.run(_cmd("gate", "--baseline", str(tmp / "merged.json"), "--candidate", str(tmp / "merged.json")),
+                       cwd=tmp, env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_merge_refuses_incomplete_or_mismatched_shards(shards, tmp_path):
+    tmp, parts, _ = shards
+    s0 = str(tmp / "s0" / "report.json")
+    other = json.loads((tmp / "s1" / "report.json").read_text())
+    other["campaigns"][0]["settings"]["seed"] = 6
+    (tmp_path / "seed6.json").write_text(json.dumps(other))
+    for args, why in (([s0], "missing"), ([s0, s0], "given twice"), ([s0, str(tmp_path / "seed6.json")], "seed"),
+                      ([s0, str(tmp_path / "nope.json")], "no such file")):
+        r = subprocess.run(_cmd("merge", *args, "-o", str(tmp_path / "m.json")), cwd=tmp_path, env=_env(),
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_in_shard_partitions_problems():
+    ps = [Problem(batch=1, seqlen_q=s, seqlen_k=s + 1, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8,
+                  dtype="float32") for s in range(1, 41)]
+    for n in (1, 2, 3):
+        owners = [[i for i in range(n) if in_shard(p, (i, n))] for p in ps]
+        assert all(len(o) == 1 for o in owners)
+    assert len({shard_of(p, 3) for p in ps}) == 3
