@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import triage
 from .problem import OUTPUTS
 
 
@@ -68,6 +69,7 @@ def campaign_record(res) -> dict:
         "examples": len(res.cases), "counts": counts, "elapsed_s": round(res.elapsed, 3),
         "examples_to_fail": res.examples_to_fail, "seconds_to_fail": res.seconds_to_fail,
         "compile_keys": res.compile_keys, "compile_stats": res.compile_stats, "coverage": res.coverage, "outputs": output_stats(res.cases),
+        "triage": triage.summarize(res.cases),
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
     }
@@ -96,17 +98,20 @@ def _rows(results):
         counts = {s: sum(1 for c in r.cases if c.status == s) for s in ("passed", "failed", "error", "skipped")}
         rows.append((r.kernel, "(all)", len(r.cases), counts["passed"], counts["failed"] + counts["error"],
                      counts["skipped"], max((c.worst_ratio for c in r.cases if c.status != "skipped"), default=0.0),
-                     r.status))
+                     r.status, triage.describe(triage.summarize(r.cases))))
+        limited = triage.summarize(r.cases)["overflow_limited"]
         for name, s in output_stats(r.cases).items():
-            rows.append((r.kernel, name, s["cases"], s["passed"], s["failed"], 0, s["worst_ratio"], ""))
+            note = f"overflow-limited {limited[name]} elems" if name in limited else ""
+            rows.append((r.kernel, name, s["cases"], s["passed"], s["failed"], 0, s["worst_ratio"], "", note))
     return rows
 
 
-HEAD = ("kernel", "output", "cases", "passed", "failed", "skipped", "worst ratio", "verdict")
+HEAD = ("kernel", "output", "cases", "passed", "failed", "skipped", "worst ratio", "verdict", "triage")
 
 
 def summary_table(results) -> str:
-    rows = [HEAD] + [(k, o, str(n), str(p), str(f), str(s), f"{w:.3g}", v) for k, o, n, p, f, s, w, v in _rows(results)]
+    rows = [HEAD] + [(k, o, str(n), str(p), str(f), str(s), f"{w:.3g}", v, t)
+                     for k, o, n, p, f, s, w, v, t in _rows(results)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
     lines = []
     for j, r in enumerate(rows):
@@ -118,8 +123,11 @@ def summary_table(results) -> str:
 
 def markdown_summary(results) -> str:
     out = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
-    for k, o, n, p, f, s, w, v in _rows(results):
-        out.append(f"| {k} | {o} | {n} | {p} | {f} | {s} | {w:.3g} | {v} |")
+    for k, o, n, p, f, s, w, v, t in _rows(results):
+        out.append(f"| {k} | {o} | {n} | {p} | {f} | {s} | {w:.3g} | {v} | {t} |")
+    out += ["", "Triage per kernel (cases): " + "; ".join(
+        f"**{r.kernel}** " + (", ".join(f"{kind} {n}" for kind, n in triage.summarize(r.cases)["kinds"].items()) or "-")
+        for r in results)]
     for r in results:
         if r.failure is not None:
             out.append("")

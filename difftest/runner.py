@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import adapter as registry
+from . import triage
 from .adapter import KernelAdapter, KernelUnavailable
 from .determinism import determinism_verdicts
 from .gates import GateConfig, Verdict, check_outputs, check_second_reference
@@ -86,6 +87,7 @@ class CaseResult:
         return {"kernel": self.kernel, "problem": self.problem.to_dict(), "status": self.status, "reason": self.reason,
                 "failed_gates": self.failed_gates, "worst_ratio": self.worst_ratio, "seconds": round(self.seconds, 4),
                 "kernel_seconds": round(self.kernel_seconds, 4), "notes": self.notes, "input_digest": self.input_digest,
+                "triage": str(triage.classify(self)), "overflow_limited": triage.overflow_limited(self),
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
     @classmethod
@@ -97,6 +99,8 @@ class CaseResult:
 
     def render(self, verbose: bool = False) -> str:
         lines = [f"[{self.status.upper()}] {self.kernel} on {self.problem.short()}"]
+        if self.failed:
+            lines.append(f"  triage: {triage.classify(self)}")
         if self.reason:
             lines.append(f"  reason: {self.reason.strip()}")
         for v in self.verdicts:
