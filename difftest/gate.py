@@ -256,7 +256,7 @@ def _first_differing(c: dict, output: str, gate: str):
 def _cell(s) -> str:
     if not s:
         return "-"
-    return f"{s['checked'] - s['failed']}/{s['checked']} ok"
+    return f"{s['checked'] - s['failed']}/{s['checked']} pass"
 
 
 def _r(x) -> str:

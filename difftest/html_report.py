@@ -64,7 +64,7 @@ def histogram_svg(ratios_by_output: dict, width: int = 720) -> str:
     if not rows:
         return "<p>No budget ratios (no case ran).</p>"
     n_bins = int(round((LOG_MAX - LOG_MIN) / BIN))
-    left, right, row_h, top = 60, 110, 46, 8
+    left, right, row_h, top = 60, 150, 46, 8
     plot_w = width - left - right
     height = top + row_h * len(rows) + 30
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
@@ -90,9 +90,10 @@ def histogram_svg(ratios_by_output: dict, width: int = 720) -> str:
             h = max(2.0, (row_h - 14) * c / peak)
             lo = LOG_MIN + b * BIN
             colour = "#cf222e" if lo >= 0 else "#0969da"
+            span = (f"ratio <= 1e{lo + BIN:g}" if b == 0 else f"ratio >= 1e{lo:g} (or not finite)"
+                    if b == n_bins - 1 else f"ratio 1e{lo:g}..1e{lo + BIN:g}")
             out.append(f'<rect x="{x_of(lo) + 0.5:.1f}" y="{base - h:.1f}" width="{plot_w / n_bins - 1:.1f}" '
-                       f'height="{h:.1f}" fill="{colour}"><title>{c} cases, ratio 1e{lo:g}..1e{lo + BIN:g}'
-                       f'</title></rect>')
+                       f'height="{h:.1f}" fill="{colour}"><title>{c} cases, {span}</title></rect>')
         worst = max(rs)
         out.append(f'<text x="{left + plot_w + 8}" y="{base - 12}">n={len(rs)} worst '
                    f'{"inf" if worst >= RATIO_CAP else format(worst, ".3g")}</text>')

@@ -1,0 +1,123 @@
+"""The HTML report, rendered by headless Chromium: the page shows the numbers the JSON
+report holds (read back from the rendered DOM), the histogram draws the failing output's
+bar past the limit in red, and the file is one static page (no script, nothing fetched).
+Chromium is Debian's package (.ci/run installs it); without it the rendering test is
+skipped with that reason and the static checks still run."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+
+from difftest.campaign import run_campaign
+from difftest.reports import write_json
+from tests.kernels_for_tests import RefKernel, WrongDkForLongGqa
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SIZE = (1280, 2000)
+
+
+class _Keys(HTMLParser):
+    """data-k attribute -> the element's text."""
+
+    def __init__(self):
+        super().__init__()
+        self.keys, self._open = {}, []
+
+    def handle_starttag(self, tag, attrs):
+        k = dict(attrs).get("data-k")
+        self._open.append(k)
+        if k:
+            self.keys[k] = ""
+
+    def handle_endtag(self, tag):
+        if self._open:
+            self._open.pop()
+
+    def handle_data(self, data):
+        for k in self._open:
+            if k:
+                self.keys[k] += data
+
+
+def _keys(text: str) -> dict:
+    p = _Keys()
+    p.feed(text)
+    return {k: v.strip() for k, v in p.keys.items()}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("html")
+    results = [run_campaign(k, "quick", max_examples=20, edge_cases=edge, database=None, out_dir=tmp, seed=1,
+                            shrink_budget=5.0) for k, edge in ((RefKernel(), False), (WrongDkForLongGqa(), True))]
+    path = write_json(results, tmp / "report.json")
+    r = subprocess.run([sys.executable, "-m", "difftest", "report", str(path), "--html", str(tmp / "r.html")],
+                       cwd=tmp, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return tmp, json.loads(path.read_text()), (tmp / "r.html").read_text()
+
+
+def _expected(doc) -> dict:
+    out = {}
+    for c in doc["campaigns"]:
+        k = c["kernel"]
+        out[f"{k}/status"] = c["status"]
+        out[f"{k}/cases"] = str(len(c["cases"]))
+        out[f"{k}/failed"] = str(c["counts"]["failed"])
+        out[f"{k}/features_hit"] = str(len(c["coverage"]["hit"]))
+        out[f"{k}/failing_cases"] = str(c["counts"]["failed"] + c["counts"]["error"])
+        for o, s in c["outputs"].items():
+            out[f"{k}/{o}/cases"] = str(s["cases"])
+            out[f"{k}/{o}/failed"] = str(s["failed"])
+            out[f"{k}/{o}/worst"] = f"{s['worst_ratio']:.3g}"
+    return out
+
+
+def test_static_page_holds_the_key_numbers(report):
+    _, doc, html = report
+    low = html.lower()
+    assert not any(x in low for x in ("<script", " src=", 'href="http', "@import", "url(", "<link"))
+    assert html.count("<svg") == 2  # one error-ratio plot per kernel
+    keys = _keys(html)
+    for k, v in _expected(doc).items():
+        assert keys.get(k) == v, (k, keys.get(k), v)
+    bad = doc["campaigns"][1]
+    assert bad["status"] == "failed" and keys["test-dk-long-gqa/dk/failed"] != "0"
+    assert bad["reproducer"]["py"] in html  # the failure's reproducer is on the page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium; .ci/run does)")
+def test_chromium_renders_the_report(report):
+    from PIL import Image
+
+    tmp, doc, _ = report
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp / 'chromium-profile'}"]
+    url = (tmp / "r.html").as_uri()
+    shot = tmp / "shot.png"
+    r = subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", f"--window-size={SIZE[0]},{SIZE[1]}", url],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    keys = _keys(dom.stdout)  # the numbers as the browser parsed the page
+    for k, v in _expected(doc).items():
+        assert keys.get(k) == v, (k, keys.get(k), v)
+    img = Image.open(shot).convert("RGB")
+    assert img.size == SIZE
+    colours = img.getcolors(maxcolors=1 << 20)
+    counts = {rgb: n for n, rgb in colours}
+
+    def near(target, tol=24):
+        return sum(n for rgb, n in counts.items() if all(abs(a - b) <= tol for a, b in zip(rgb, target)))
+
+    assert near((9, 105, 218)) > 200  # histogram bars within the limit (blue)
+    assert near((207, 34, 46)) > 100  # the failing dK bar past the limit, the limit line, "failed" (red)
+    assert counts.get((255, 255, 255), 0) < 0.97 * SIZE[0] * SIZE[1]  # not a blank page
