@@ -1,0 +1,152 @@
+"""Survey a kernel on the H200: N distinct drawn problems (plus the edge corpus), every case
+judged and kept, every distinct failure triaged and shrunk. A campaign stops drawing at the
+first failure and spends the rest on shrinking it; a survey keeps drawing, so a results file
+can say "N cases, these failures, of these kinds" for a kernel with a known finding.
+
+    python3 scripts/device/survey.py --out DIR [--seconds S] [--shrink S] [--second-reference fa3]
+                                     [--narrow FIELD=VALUES ...] [--seed N] KERNEL CASES
+
+Unseeded by default (each run draws afresh, as a new user's would). Writes DIR/KERNEL.cases.jsonl
+(one line per case as it finishes), DIR/KERNEL.survey.json (counts per status and triage, worst
+ratio per output, the distinct failures with their shrunk problem and reproducer) and
+reproducers under DIR/repro/.
+"""
+
+import argparse
+import json
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, given, settings, target
+from hypothesis import seed as hseed
+
+from difftest import adapter as registry
+from difftest.capability import parse_narrowing
+from difftest.reproducer import write_reproducer
+from difftest.runner import RunConfig, run_case
+from difftest.simplify import simplify
+from difftest.strategies import edge_problems, problems
+
+
+def triage_of(case) -> str:
+    try:
+        from difftest.triage import triage
+    except ImportError:
+        return str(case.status)
+    return str(triage(case))
+
+
+def signature(case) -> tuple:
+    """What makes two failures 'the same finding': the triage kind and the failed gates,
+    or the exception type for a case that raised."""
+    head = (case.reason or "").splitlines()[0] if case.reason else ""
+    err = head.split(":", 1)[0] if case.status == "error" else ""
+    return (triage_of(case), tuple(sorted(case.failed_gates)), err)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seconds", type=float, default=300.0, help="stop drawing after this many seconds")
+    ap.add_argument("--shrink", type=float, default=40.0, help="seconds of shrinking per distinct failure")
+    ap.add_argument("--max-shrinks", type=int, default=3, help="distinct failures to shrink")
+    ap.add_argument("--second-reference", default=None)
+    ap.add_argument("--narrow", action="append", default=[])
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--profile", default="gpu")
+    ap.add_argument("kernel")
+    ap.add_argument("cases", type=int)
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    (out / "repro").mkdir(parents=True, exist_ok=True)
+    kernel = registry.narrow(registry.get(a.kernel), **parse_narrowing(a.narrow))
+    why = kernel.available()
+    if why:
+        print(f"{a.kernel}: unavailable: {why}", flush=True)
+        (out / f"{a.kernel}.survey.json").write_text(json.dumps({"kernel": a.kernel, "unavailable": why}))
+        return 0
+    config = RunConfig(isolate=True, second_reference=a.second_reference, timeout_s=a.timeout)
+    log = open(out / f"{a.kernel}.cases.jsonl", "a")
+    cases, seen = [], set()
+    t0 = time.perf_counter()
+
+    def judge(p, source):
+        if p in seen:
+            return None
+        seen.add(p)
+        c = run_case(kernel, p, config)
+        cases.append(c)
+        d = c.to_dict()
+        d["source"], d["triage"] = source, triage_of(c)
+        log.write(json.dumps(d, default=str) + "\n")
+        log.flush()
+        return c
+
+    for p in edge_problems(kernel.capability, a.profile):
+        if time.perf_counter() - t0 > a.seconds:
+            break
+        judge(p, "edge")
+    n_edge = len(cases)
+
+    drawn = [0]
+
+    @settings(max_examples=a.cases * 3, database=None, deadline=None, phases=[Phase.generate, Phase.target],
+              suppress_health_check=list(HealthCheck), derandomize=False)
+    @given(problems(kernel.capability, a.profile))
+    def draw(p):
+        if drawn[0] >= a.cases or time.perf_counter() - t0 > a.seconds:
+            return
+        c = judge(p, "drawn")
+        if c is not None:
+            drawn[0] += 1
+            target(min(c.worst_ratio, 1e6), label="worst ratio")
+
+    if a.seed is not None:
+        draw = hseed(a.seed)(draw)
+    draw()
+    search_s = time.perf_counter() - t0
+
+    failures = defaultdict(list)
+    for c in cases:
+        if c.failed:
+            failures[signature(c)].append(c)
+    findings = []
+    for sig, group in sorted(failures.items(), key=lambda kv: -len(kv[1])):
+        first = group[0]
+        row = {"signature": list(sig), "cases": len(group), "triage": sig[0], "first": first.problem.short(),
+               "reason": (first.reason or "").splitlines()[:1], "failed_gates": first.failed_gates}
+        if len(findings) < a.max_shrinks:
+            def still(p, sig=sig):
+                return signature(run_case(kernel, p, config)) == sig
+
+            small, calls = simplify(first.problem, still, kernel.capability, time_budget=a.shrink)
+            shrunk = run_case(kernel, small, config)
+            row.update(shrunk=small.short(), shrunk_problem=small.to_dict(), shrink_calls=calls,
+                       reproducer=write_reproducer(kernel, shrunk, config, out / "repro")["json"])
+        findings.append(row)
+    worst = defaultdict(float)
+    for c in cases:
+        for o, r in c.ratios().items():
+            worst[o] = max(worst[o], r)
+    summary = {"kernel": a.kernel, "spec": getattr(kernel, "spec", a.kernel), "narrowed": a.narrow,
+               "second_reference": a.second_reference, "seed": a.seed, "cases": len(cases), "edge": n_edge,
+               "drawn": drawn[0], "search_seconds": round(search_s, 1),
+               "seconds": round(time.perf_counter() - t0, 1),
+               "status": dict(Counter(str(c.status) for c in cases)),
+               "triage": dict(Counter(triage_of(c) for c in cases if c.failed)),
+               "worst_ratio": dict(worst), "findings": findings}
+    (out / f"{a.kernel}.survey.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(json.dumps({k: v for k, v in summary.items() if k != "findings"}, default=str), flush=True)
+    for f in findings:
+        print(f"  {f['cases']:4d} x {f['triage']:20s} {f['failed_gates']} first {f['first']}"
+              f" -> {f.get('shrunk', '(not shrunk)')}", flush=True)
+    from difftest.isolation import close_all
+
+    close_all()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
