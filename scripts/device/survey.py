@@ -31,10 +31,10 @@ from difftest.strategies import edge_problems, problems
 
 def triage_of(case) -> str:
     try:
-        from difftest.triage import triage
+        from difftest.triage import classify
     except ImportError:
         return str(case.status)
-    return str(triage(case))
+    return str(classify(case))
 
 
 def signature(case) -> tuple:
