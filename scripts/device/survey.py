@@ -14,6 +14,7 @@ reproducers under DIR/repro/.
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -56,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--profile", default="gpu")
+    ap.add_argument("--det-runs", type=int, default=0, help="also N bitwise-repeated calls on fixed problems")
     ap.add_argument("kernel")
     ap.add_argument("cases", type=int)
     a = ap.parse_args(argv)
@@ -145,6 +147,12 @@ def main(argv=None) -> int:
     from difftest.isolation import close_all
 
     close_all()
+    if a.det_runs > 1:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from campaigns import determinism
+
+        rows = determinism(kernel, a.det_runs)
+        (out / f"{a.kernel}.determinism.json").write_text(json.dumps(rows, indent=1, default=str))
     return 0
 
 
