@@ -142,18 +142,22 @@ def markdown(rows: list[dict]) -> str:
 
 
 def add_arguments(p) -> None:
+    from .argcheck import nonneg_int, positive_int
+
     p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True, metavar="NAME")
     p.add_argument("--shape", action="append", metavar="B,H,S,D", help="default: 4,32,512,128 and 2,32,2048,128")
     p.add_argument("--dtype", action="append", choices=("float16", "bfloat16"))
     p.add_argument("--no-causal", action="store_true")
-    p.add_argument("--gqa-kv", type=int, default=8, help="key/value heads of the GQA variant")
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--gqa-kv", type=positive_int, default=8, help="key/value heads of the GQA variant")
+    p.add_argument("--repeats", type=positive_int, default=20)
+    p.add_argument("--warmup", type=nonneg_int, default=3)
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--markdown", help="write a markdown table here")
 
 
 def command(a) -> int:
+    from .argcheck import UsageError
+
     if not torch.cuda.is_available():
         print("difftest bench: needs a CUDA device", file=sys.stderr)
         return 2
@@ -162,9 +166,9 @@ def command(a) -> int:
         try:
             shapes = tuple(tuple(int(x) for x in s.split(",")) for s in a.shape)
         except ValueError:
-            raise SystemExit("--shape: allowed B,H,S,D integers, e.g. 4,32,512,128") from None
+            raise UsageError("--shape: allowed B,H,S,D integers, e.g. 4,32,512,128") from None
         if any(len(s) != 4 for s in shapes):
-            raise SystemExit("--shape: allowed exactly four integers B,H,S,D")
+            raise UsageError("--shape: allowed exactly four integers B,H,S,D")
     problems = shape_problems(shapes, tuple(a.dtype or ("float16", "bfloat16")), not a.no_causal, a.gqa_kv)
     rows = run_bench(a.kernels, problems, a.repeats, a.warmup)
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "argv": sys.argv[1:]}

@@ -51,10 +51,13 @@ def table(data) -> str:
 
 
 def add_arguments(p):
+    from .argcheck import positive_float, positive_int
+    from .campaign import PROFILES
+
     p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True, help="a correct kernel (repeatable)")
-    p.add_argument("--profile", "-p", default="ci")
-    p.add_argument("--max-examples", type=int, default=200)
-    p.add_argument("--time-budget", type=float)
+    p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES))
+    p.add_argument("--max-examples", type=positive_int, default=200)
+    p.add_argument("--time-budget", type=positive_float)
     p.add_argument("--json", help="write the raw k_needed samples here")
 
 

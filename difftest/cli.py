@@ -9,23 +9,23 @@ import time
 from pathlib import Path
 
 from . import adapter as registry
+from .argcheck import (OneLineParser, UsageError, check_device, check_outputs, k_item, nonneg_float, nonneg_int,
+                       positive_float, positive_int)
 from .problem import OUTPUTS
 from .workdir import DEFAULT_DB, DEFAULT_OUT, WORKDIR
 
 # The embedded default campaign: CPU kernels that run anywhere torch runs, and our
 # TileLang kernel (deterministic dQ) compiled for the CPU when tilelang is installed.
 DEFAULT_KERNELS = ("torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash", "tilelang-det")
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def _k_items(items):
     from .gates import DEFAULT_K
 
     k = dict(DEFAULT_K)
-    for it in items or ():
-        name, _, val = it.partition("=")
-        if name not in OUTPUTS or not val:
-            raise SystemExit(f"--k {it!r}: allowed OUTPUT=VALUE with OUTPUT in {OUTPUTS}")
-        k[name] = float(val)
+    for name, val in items or ():  # parsed and range-checked by argcheck.k_item
+        k[name] = val
     return k
 
 
@@ -37,12 +37,12 @@ def _standards(items):
         name, _, spec = it.partition(":")
         names = OUTPUTS if name == "all" else (name,)
         if name != "all" and name not in OUTPUTS:
-            raise SystemExit(f"--standard {it!r}: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=.. "
+            raise UsageError(f"--standard {it!r}: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=.. "
                              f"with OUTPUT in {OUTPUTS} or 'all'")
         try:
             std = Standard.parse(spec)
         except ValueError as e:
-            raise SystemExit(f"--standard {it!r}: {e}") from None
+            raise UsageError(f"--standard {it!r}: {e}") from None
         for n in names:
             out[n] = std
     return out
@@ -54,7 +54,8 @@ def config_from_args(a):
 
     gates = GateConfig(k=_k_items(a.k), standards=_standards(a.standard))
     return RunConfig(gates=gates, device=a.device, poison=not a.no_poison, determinism_runs=a.determinism,
-                     second_reference=a.second_reference, isolate=a.isolate, timeout_s=a.timeout,
+                     second_reference=a.second_reference, isolate=a.isolate,
+                     timeout_s=DEFAULT_TIMEOUT_S if a.timeout is None else a.timeout,
                      chunk_threshold=a.chunk_threshold)
 
 
@@ -64,9 +65,9 @@ def add_run_arguments(p):
     p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
-    p.add_argument("--max-examples", type=int, help="generated examples per kernel (overrides the profile)")
-    p.add_argument("--time-budget", type=float, help="seconds of search per kernel (overrides the profile)")
-    p.add_argument("--shrink-budget", type=float, help="seconds of shrinking once a failure is found (overrides the profile)")
+    p.add_argument("--max-examples", type=positive_int, help="generated examples per kernel (overrides the profile)")
+    p.add_argument("--time-budget", type=positive_float, help="seconds of search per kernel (overrides the profile)")
+    p.add_argument("--shrink-budget", type=nonneg_float, help="seconds of shrinking once a failure is found (overrides the profile)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory: reports, case logs, reproducers "
                                                        f"(default {DEFAULT_OUT})")
     p.add_argument("--report", help="JSON report path (default OUT/report.json)")
@@ -74,14 +75,15 @@ def add_run_arguments(p):
     p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the kernel's own)")
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                    help="run kernels in a worker process so a crash or hang costs one case (default on)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per kernel call before it counts as hung")
-    p.add_argument("--determinism", type=int, metavar="N",
+    p.add_argument("--timeout", type=positive_float, default=None,
+                   help=f"seconds per kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g}; needs --isolate)")
+    p.add_argument("--determinism", type=positive_int, metavar="N",
                    help="calls per case for the bitwise determinism gate (default 2 for kernels claiming determinism)")
-    p.add_argument("--k", action="append", metavar="OUTPUT=K", help="error-budget multiplier for an output")
+    p.add_argument("--k", action="append", type=k_item, metavar="OUTPUT=K", help="error-budget multiplier for an output")
     p.add_argument("--standard", action="append", metavar="OUTPUT:SPEC",
                    help="elementwise standard, e.g. dq:atol=1e-2,rtol=1e-2,ratio=0.999 (OUTPUT may be 'all')")
     p.add_argument("--second-reference", metavar="KERNEL", help="a second reference kernel, e.g. fa3")
-    p.add_argument("--chunk-threshold", type=int, help="score elements above which the chunked oracle is used")
+    p.add_argument("--chunk-threshold", type=nonneg_int, help="score elements above which the chunked oracle is used")
     p.add_argument("--no-poison", action="store_true", help="do not NaN-poison output buffers")
     p.add_argument("--narrow", action="append", metavar="FIELD=VALUES",
                    help="draw inside less than the kernel's capability, e.g. head_dims_qk=64,128 or "
@@ -127,17 +129,27 @@ def cmd_run(a) -> int:
     names = a.kernels or list(DEFAULT_KERNELS)
     try:
         kernels = [registry.get(n) for n in names]
+        if a.second_reference:
+            registry.get(a.second_reference)
     except KeyError as e:
-        print(f"difftest: {e.args[0]}", file=sys.stderr)
-        return 2
+        raise UsageError(e.args[0]) from None
     try:
         changes = parse_narrowing(a.narrow)
         kernels = [registry.narrow(k, **changes) for k in kernels]
     except ValueError as e:
-        print(f"difftest: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     config = config_from_args(a)
     out = Path(a.out)
+    # everything the campaign will write is checked before the first case runs
+    check_device(a.device)
+    check_outputs(out, [("--report", a.report), ("--markdown", a.markdown)], a.db)
+    if not a.isolate:
+        import faulthandler
+
+        faulthandler.enable()  # a segfault in the kernel prints where it happened, not nothing
+        if a.timeout is not None:
+            print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
+                  "stopped): it is ignored with --no-isolate", file=sys.stderr)
     results = []
     t0 = time.perf_counter()
     try:
@@ -180,9 +192,12 @@ def _write_html(report_path, html_path):
 
 
 def cmd_repro(a) -> int:
-    from .reproducer import replay
+    from .reproducer import ReproducerError, replay
 
-    r = replay(a.file, kernel=a.kernel)
+    try:
+        r = replay(a.file, kernel=a.kernel, allow_import=a.allow_import, profile=a.profile)
+    except ReproducerError as e:
+        raise UsageError(str(e)) from None
     print(r.render(verbose=True))
     return 1 if r.failed else 0
 
@@ -217,7 +232,7 @@ _MODULES = {"calibrate": "calibration", "report": "html_report"}  # subcommand -
 # name -> (help, module holding add_arguments/command or None for the ones defined here)
 COMMANDS = {
     "run": "run property campaigns against kernels",
-    "repro": "replay a reproducer (.json or .py)",
+    "repro": "replay a .json reproducer (the .py is run with python, never by difftest)",
     "list": "list known kernels (--check: whether they can run here)",
     "mutants": "run the mutant catalogue (detection power)",
     "calibrate": "measure k_needed over correct kernels",
@@ -234,8 +249,14 @@ def _fill(name: str, sp) -> None:
         add_run_arguments(sp)
         sp.set_defaults(func=cmd_run)
     elif name == "repro":
-        sp.add_argument("file")
+        from .strategies.profiles import PROFILES
+
+        sp.add_argument("file", help="a .json reproducer written by difftest")
         sp.add_argument("--kernel", help="run it against another kernel (e.g. the fixed one)")
+        sp.add_argument("--allow-import", action="store_true",
+                        help="trust a 'module:attr' kernel named in the file (imports that module)")
+        sp.add_argument("--profile", "-p", choices=sorted(PROFILES),
+                        help="size limits the problem must fit (default: the largest profile's)")
         sp.set_defaults(func=cmd_repro)
     elif name == "list":
         sp.add_argument("--check", action="store_true",
@@ -252,7 +273,7 @@ def _fill(name: str, sp) -> None:
 def build_parser(argv=None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` (default: all of them) gets its
     arguments, so ``difftest --help`` imports nothing heavy."""
-    p = argparse.ArgumentParser(prog="difftest", description=__doc__.split("\n\n")[0],
+    p = OneLineParser(prog="difftest", description=__doc__.split("\n\n")[0],
                                 epilog=f"working folder: {WORKDIR}/ (outputs, failure store, "
                                        f"Hypothesis data); add it to .gitignore")
     sub = p.add_subparsers(dest="command", required=True)
@@ -267,7 +288,11 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (UsageError, registry.KernelSpecError) as e:
+        print(f"difftest: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ Every verdict names the reference it was judged against (``Verdict.reference``).
 Only the rows that belong to sequences are compared (unused tail tokens are ignored).
 """
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -91,6 +92,14 @@ class GateConfig:
             bad = [n for n in d if n not in OUTPUTS]
             if bad:
                 raise ValueError(f"GateConfig keys {bad}: allowed outputs {OUTPUTS}")
+        for what, d in (("k", self.k), ("second_reference_k", self.second_reference_k)):
+            for n, v in d.items():  # nan or <= 0 would fail every case (false alarms in the store)
+                if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+                    raise ValueError(f"{what} for {n} = {v!r}: allowed a finite number > 0")
+        for n in ("floor_ulps", "floor_magnitude"):
+            v = getattr(self, n)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"GateConfig.{n} = {v!r}: allowed a finite number >= 0")
         for n, s in list(self.standards.items()):
             if isinstance(s, str):
                 self.standards[n] = Standard.parse(s)

@@ -11,6 +11,7 @@ the Problem (inputs are deterministic).
 
 import multiprocessing as mp
 import os
+import signal
 import sys
 import traceback
 
@@ -27,6 +28,9 @@ class KernelTimeout(RuntimeError):
 
 def _worker_main(conn, env):
     os.environ.update(env)
+    import faulthandler
+
+    faulthandler.enable()  # a segfault prints the kernel's stack to stderr before the worker dies
     from . import adapter as registry
     from .inputs import make_inputs
     from .outputs import Outputs
@@ -79,6 +83,21 @@ def context_broken(e: BaseException) -> bool:
         return True
 
 
+def describe_exit(code: int | None) -> str:
+    """A worker's exit status in words: 'killed by signal SIGSEGV (Segmentation fault)',
+    'exited with code 3', or that it never reported one."""
+    if code is None:
+        return "no exit status after 10 s (the process was killed)"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        what = signal.strsignal(-code) or ""
+        return f"killed by signal {name}" + (f" ({what})" if what else "")
+    return f"exited with code {code}" + (" (os._exit or sys.exit in the kernel)" if code else "")
+
+
 class Worker:
     """One worker process; ``run`` raises KernelCrashed / KernelTimeout."""
 
@@ -96,18 +115,26 @@ class Worker:
         self.conn = parent
 
     def run(self, spec: str, problem: Problem, device: str, poison: bool, runs: int, timeout_s: float):
+        msg = (spec, problem.to_json(), device, poison, runs)
         if self.proc is None or not self.proc.is_alive():
             self._start()
-        self.conn.send((spec, problem.to_json(), device, poison, runs))
+        try:
+            self.conn.send(msg)
+        except (BrokenPipeError, ConnectionResetError, OSError):  # died between cases: a fresh one
+            self.kill()
+            self._start()
+            self.conn.send(msg)
         if not self.conn.poll(timeout_s):
             self.kill()
             raise KernelTimeout(f"kernel did not return within {timeout_s:g} s (worker killed)")
         try:
             status, payload = self.conn.recv()
-        except (EOFError, ConnectionResetError):
-            code = self.proc.exitcode if self.proc else None
+        except (EOFError, ConnectionResetError, OSError):
+            # the pipe closes a moment before the process is reaped: wait for its exit status
+            self.proc.join(10)
+            code = self.proc.exitcode
             self.kill()
-            raise KernelCrashed(f"kernel process died (exit code {code})") from None
+            raise KernelCrashed(f"kernel process died: {describe_exit(code)}") from None
         if status == "error_fatal":
             self.kill()
             raise RuntimeError(payload + "\n(the CUDA context is unusable after this error: worker restarted)")

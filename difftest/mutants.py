@@ -259,13 +259,15 @@ def write_results(report: MutantReport, path, command: str = "") -> None:
 
 # --------------------------------------------------------------------------- CLI
 def add_arguments(p) -> None:
+    from .argcheck import nonneg_float, positive_float, positive_int
+
     p.add_argument("--profile", default="ci", choices=sorted(BUDGETS), help="campaign profile (default ci)")
-    p.add_argument("--time-budget", type=float, default=None,
+    p.add_argument("--time-budget", type=positive_float, default=None,
                    help="seconds for the whole run; exceeding it fails (default: per profile, ci 900)")
-    p.add_argument("--per-mutant-budget", type=float, default=None,
+    p.add_argument("--per-mutant-budget", type=positive_float, default=None,
                    help="search seconds per mutant, also the grid's budget (default: per profile, ci 90)")
-    p.add_argument("--shrink-budget", type=float, default=None, help="shrink seconds per mutant (ci 20)")
-    p.add_argument("--max-examples", type=int, default=None, help="examples per campaign (default: the profile's)")
+    p.add_argument("--shrink-budget", type=nonneg_float, default=None, help="shrink seconds per mutant (ci 20)")
+    p.add_argument("--max-examples", type=positive_int, default=None, help="examples per campaign (default: the profile's)")
     p.add_argument("--only", nargs="+", metavar="NAME", default=None, help="run only these mutants")
     p.add_argument("--grid", dest="grid", action="store_true", default=False,
                    help="also run the FlashAttention-style grid baseline, side by side")

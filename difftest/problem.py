@@ -36,6 +36,9 @@ VALUE_KINDS = (
     "mixed_do",  # dO rows with magnitudes spread over 10^(+-value_scale)
 )
 MAX_HEAD_DIM = 512
+# unused tail tokens: a few of the largest tiles is all a tail can test; an unbounded one
+# only allocates (pad_tail 10^7 on a 16-token problem once took 5.3 GB)
+MAX_PAD_TAIL = 4096
 OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
 
 
@@ -143,8 +146,8 @@ class Problem:
         if (not _is_real(self.value_scale) or not math.isfinite(self.value_scale)
                 or self.value_scale <= 0):
             raise ProblemError("value_scale", self.value_scale, "a finite float > 0")
-        if not _is_int(self.pad_tail) or self.pad_tail < 0:
-            raise ProblemError("pad_tail", self.pad_tail, "an int >= 0")
+        if not _is_int(self.pad_tail) or not 0 <= self.pad_tail <= MAX_PAD_TAIL:
+            raise ProblemError("pad_tail", self.pad_tail, f"an int in 0..{MAX_PAD_TAIL}")
         if self.pad_tail and not self.varlen:
             raise ProblemError("pad_tail", self.pad_tail, "0 unless the problem is varlen (lists of lengths)")
         if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
