@@ -203,4 +203,10 @@ def replay(path, kernel: str | None = None, *, allow_import: bool = False, profi
     why = check_problem_size(problem, profile)
     if why:
         _fail(path, why)
-    return run_case(adapter.get(spec), problem, RunConfig.from_dict(cfg) if cfg else RunConfig())
+    try:
+        k = adapter.get(spec)
+        if cfg.get("second_reference"):
+            adapter.get(cfg["second_reference"])
+    except adapter.KernelSpecError as e:
+        _fail(path, str(e))
+    return run_case(k, problem, RunConfig.from_dict(cfg) if cfg else RunConfig())

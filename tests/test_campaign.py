@@ -50,10 +50,14 @@ def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path):
                          env={**__import__("os").environ, "PYTHONPATH": "."})
     assert run.returncode == 1, run.stderr
     assert "dk: budget FAILED" in run.stdout
-    # so does `difftest repro` on either file, and against a fixed kernel it passes
-    for f in (r.reproducer["json"], script):
+    # so does `difftest repro` on the .json (the kernel is a module:attr spec: the user must
+    # trust the file with --allow-import), and against a fixed kernel it passes
+    rr = subprocess.run([sys.executable, "-m", "difftest", "repro", r.reproducer["json"], "--allow-import"],
+                        capture_output=True, text=True, timeout=300)
+    assert rr.returncode == 1 and "[FAILED]" in rr.stdout, rr.stderr
+    for f, why in ((r.reproducer["json"], "--allow-import"), (script, "replays only the .json")):
         rr = subprocess.run([sys.executable, "-m", "difftest", "repro", f], capture_output=True, text=True, timeout=300)
-        assert rr.returncode == 1 and "[FAILED]" in rr.stdout, rr.stderr
+        assert rr.returncode == 2 and why in rr.stderr, rr.stderr
     fixed = subprocess.run([sys.executable, "-m", "difftest", "repro", r.reproducer["json"], "--kernel",
                             "tests.kernels_for_tests:RefKernel"], capture_output=True, text=True, timeout=300)
     assert fixed.returncode == 0 and "[PASSED]" in fixed.stdout
