@@ -142,7 +142,7 @@ def cmd_run(a) -> int:
     out = Path(a.out)
     # everything the campaign will write is checked before the first case runs
     check_device(a.device)
-    check_outputs(out, [("--report", a.report), ("--markdown", a.markdown)], a.db)
+    check_outputs(out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
     if not a.isolate:
         import faulthandler
 

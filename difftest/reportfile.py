@@ -11,8 +11,6 @@ file, the field and what is allowed.
 import json
 import lzma
 import math
-import os
-import tempfile
 from pathlib import Path
 
 from .problem import OUTPUTS
@@ -129,15 +127,7 @@ def error_cases(campaign: dict) -> list:
 
 def write_text_atomic(path, text: str) -> Path:
     """Write through a temporary file in the same folder and rename it into place, so a
-    reader never sees half a file and a kill leaves the old one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    reader never sees half a file and a kill leaves the old one (``safeio``)."""
+    from .safeio import atomic_write_text
+
+    return atomic_write_text(path, text)
