@@ -1,4 +1,5 @@
-"""Backward timing of registered kernels: ``difftest bench`` (CUDA events).
+"""Backward timing of registered kernels: ``difftest bench`` (CUDA events), and of the
+float64 truth next to FA3: ``difftest bench --oracle``.
 
 For each kernel and shape: build the Problem's inputs on the GPU, run the kernel's
 forward once, then time ``backward`` (the adapter call, so layout conversions the adapter
@@ -14,6 +15,15 @@ each row also has ``device_us``: the GPU time of every kernel, memcpy and memset
 backward call launched, summed per call, as CUPTI records it through ``torch.profiler``
 (process-wide, so FA3's kernels launched by JAX are counted too), with ``kernels``: how many
 GPU activities one call launched. That column compares the kernels themselves.
+
+``--oracle`` times the float64 truth exactly as the runner calls it
+(``chunked_reference(inputs, "float64", magnitudes=True)``, oracles/chunked.py) on causal
+B,H,S,D shapes, with its peak memory on CUDA (``torch.cuda.max_memory_allocated`` above
+what the inputs already held), and, in the same run, the backward of the kernels named
+with ``-k`` (default ``fa3``) on the same Problem, so the row's ``x_kernel`` is
+truth seconds / kernel backward seconds. Without CUDA (or without FA3) the kernel columns
+say why they are missing and the truth is still timed, on the CPU. An out-of-memory truth
+is a row with status "oom", not a crash.
 """
 
 import json
@@ -141,37 +151,198 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# (B, H, S, D) shapes of the issue-12 truth benchmark: B1 H8 D128 causal
+ORACLE_SHAPES = tuple((1, 8, s, 128) for s in (4096, 16384, 32768, 65536, 131072))
+
+
+def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bool = True) -> dict:
+    """Seconds (min over ``repeats``) and peak extra memory of the float64 truth."""
+    from difftest.oracles.chunked import auto_chunk_elements, chunk_plan, chunked_reference
+
+    inputs = make_inputs(problem, device)
+    cuda = torch.device(device).type == "cuda"
+    budget = auto_chunk_elements(device)
+    chunks = sum(len(chunk_plan(problem, sq, sk, budget, skip_masked=skip_masked))
+                 for sq, sk in zip(problem.seqlens_q, problem.seqlens_k))
+    times, peak = [], None
+    for _ in range(repeats):
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        t0 = time.perf_counter()
+        try:
+            out = chunked_reference(inputs, "float64", magnitudes=True, skip_masked=skip_masked)
+            if cuda:
+                torch.cuda.synchronize()
+        except torch.OutOfMemoryError as e:
+            return {"status": "oom", "reason": str(e).splitlines()[0][:200], "chunks": chunks}
+        times.append(time.perf_counter() - t0)
+        if cuda:
+            peak = (torch.cuda.max_memory_allocated() - base) / 2**30
+        del out
+    row = {"status": "ok", "seconds": min(times), "repeats": repeats, "chunks": chunks,
+           "chunk_elements": budget, "skip_masked": skip_masked}
+    if peak is not None:
+        row["peak_gib"] = peak
+    return row
+
+
+def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, repeats=1, kernel_repeats=10,
+                     unskipped=False, log=print) -> list[dict]:
+    """One row per shape: the truth (and, with ``unskipped``, the walk without block
+    skipping) next to each kernel's backward on the same Problem."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if torch.device(device).type == "cuda":  # cuBLAS/handles initialised outside the timings
+        time_oracle(shape_problems([(1, 1, 128, 64)], (dtype,), True, 1)[0], device)
+    rows = []
+    for (b, h, s, d) in shapes:
+        p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim_qk=d, head_dim_v=d,
+                    dtype=dtype, causal=True).validate()
+        row = {"problem": p.short(), "shape": [b, h, s, d], "device": device,
+               "truth": time_oracle(p, device, repeats)}
+        if unskipped:
+            row["truth_unskipped"] = time_oracle(p, device, repeats, skip_masked=False)
+        row["kernels"] = {}
+        for name in kernels:
+            if torch.device(device).type != "cuda":
+                r = {"status": "skipped", "reason": f"the truth runs on {device}: kernel timings need CUDA"}
+            else:
+                try:
+                    r = time_backward(registry.get(name), p, kernel_repeats, 3)
+                except Exception as e:  # a kernel that fails to run is a column, not a crash
+                    r = {"status": "error", "reason": f"{type(e).__name__}: {e}"[:300]}
+            t = row["truth"]
+            if r["status"] == "ok" and t["status"] == "ok":
+                r["truth_over_kernel"] = t["seconds"] / (r["median_us"] * 1e-6)
+            row["kernels"][name] = r
+        rows.append(row)
+        log(_oracle_text(row))
+        if torch.device(device).type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _oracle_text(row: dict) -> str:
+    def truth(t, label):
+        if t["status"] != "ok":
+            return f"{label} {t['status']}: {t.get('reason', '')[:80]}"
+        mem = f" peak {t['peak_gib']:.2f} GiB" if "peak_gib" in t else ""
+        return f"{label} {t['seconds']:8.3f} s ({t['chunks']} chunks){mem}"
+
+    parts = [f"{row['problem']:<44}", truth(row["truth"], "truth")]
+    if "truth_unskipped" in row:
+        parts.append(truth(row["truth_unskipped"], "unskipped"))
+    for name, r in row["kernels"].items():
+        if r["status"] == "ok":
+            parts.append(f"{name} {r['median_us'] / 1000:8.2f} ms  truth/{name} {r['truth_over_kernel']:6.1f}x"
+                         if "truth_over_kernel" in r else f"{name} {r['median_us'] / 1000:8.2f} ms")
+        else:
+            parts.append(f"{name} {r['status']}: {r.get('reason', '')[:100]}")
+    return "  ".join(parts)
+
+
+def oracle_markdown(rows: list[dict]) -> str:
+    kernels = sorted({k for r in rows for k in r["kernels"]})
+    head = ["problem", "device", "truth s", "peak GiB", "chunks"]
+    if any("truth_unskipped" in r for r in rows):
+        head += ["unskipped s", "unskipped peak GiB"]
+    for k in kernels:
+        head += [f"{k} bwd ms", f"truth / {k}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+
+    def t_cells(t):
+        if t["status"] != "ok":
+            return [t["status"], "", str(t.get("chunks", ""))]
+        return [f"{t['seconds']:.3f}", f"{t['peak_gib']:.2f}" if "peak_gib" in t else "n/a", str(t["chunks"])]
+
+    for r in rows:
+        cells = [r["problem"], r["device"], *t_cells(r["truth"])]
+        if "truth_unskipped" in r:
+            cells += t_cells(r["truth_unskipped"])[:2]
+        for k in kernels:
+            kr = r["kernels"].get(k, {"status": "n/a"})
+            if kr["status"] == "ok":
+                x = kr.get("truth_over_kernel")
+                cells += [f"{kr['median_us'] / 1000:.2f}", f"{x:.1f}x" if x else ""]
+            else:
+                cells += [kr["status"], kr.get("reason", "")[:60]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def add_arguments(p) -> None:
     from .argcheck import nonneg_int, positive_int
 
-    p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True, metavar="NAME")
+    p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
+                   help="kernels to time (required without --oracle; with --oracle default fa3)")
+    p.add_argument("--oracle", action="store_true",
+                   help="time the float64 truth (causal B1 H8 D128 S=4k..128k unless --shape) next to the kernels")
+    p.add_argument("--unskipped", action="store_true", help="with --oracle: also time the truth without block skipping")
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   help="with --oracle: where the truth runs (default cuda if present, else cpu)")
     p.add_argument("--shape", action="append", metavar="B,H,S,D", help="default: 4,32,512,128 and 2,32,2048,128")
     p.add_argument("--dtype", action="append", choices=("float16", "bfloat16"))
     p.add_argument("--no-causal", action="store_true")
     p.add_argument("--gqa-kv", type=positive_int, default=8, help="key/value heads of the GQA variant")
     p.add_argument("--repeats", type=positive_int, default=20)
     p.add_argument("--warmup", type=nonneg_int, default=3)
+    p.add_argument("--oracle-repeats", type=positive_int, default=1,
+                   help="with --oracle: timed truth calls per shape (min kept)")
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--markdown", help="write a markdown table here")
+
+
+def _shapes(a, default):
+    from .argcheck import UsageError
+
+    if not a.shape:
+        return default
+    try:
+        shapes = tuple(tuple(int(x) for x in s.split(",")) for s in a.shape)
+    except ValueError:
+        raise UsageError(f"--shape {a.shape!r}: allowed B,H,S,D integers, e.g. 4,32,512,128") from None
+    if any(len(s) != 4 or min(s) < 1 for s in shapes):
+        raise UsageError(f"--shape {a.shape!r}: allowed exactly four integers B,H,S,D, each >= 1")
+    return shapes
+
+
+def _env(a) -> dict:
+    env = {"torch": torch.__version__, "argv": sys.argv[1:]}
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name()
+    return env
+
+
+def oracle_command(a) -> int:
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("difftest bench --oracle: --device cuda needs a CUDA device", file=sys.stderr)
+        return 2
+    rows = run_oracle_bench(_shapes(a, ORACLE_SHAPES), tuple(a.kernels or ("fa3",)), (a.dtype or ["bfloat16"])[0],
+                            a.device, a.oracle_repeats, a.repeats, a.unskipped)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"env": _env(a), "rows": rows}, f, indent=1)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(oracle_markdown(rows) + "\n")
+    return 0 if all(r["truth"]["status"] == "ok" for r in rows) else 1
 
 
 def command(a) -> int:
     from .argcheck import UsageError
 
+    if a.oracle:
+        return oracle_command(a)
+    if not a.kernels:
+        raise UsageError("--kernel/-k: required (a registered kernel name), unless --oracle")
     if not torch.cuda.is_available():
         print("difftest bench: needs a CUDA device", file=sys.stderr)
         return 2
-    shapes = DEFAULT_SHAPES
-    if a.shape:
-        try:
-            shapes = tuple(tuple(int(x) for x in s.split(",")) for s in a.shape)
-        except ValueError:
-            raise UsageError("--shape: allowed B,H,S,D integers, e.g. 4,32,512,128") from None
-        if any(len(s) != 4 for s in shapes):
-            raise UsageError("--shape: allowed exactly four integers B,H,S,D")
+    shapes = _shapes(a, DEFAULT_SHAPES)
     problems = shape_problems(shapes, tuple(a.dtype or ("float16", "bfloat16")), not a.no_causal, a.gqa_kv)
     rows = run_bench(a.kernels, problems, a.repeats, a.warmup)
-    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "argv": sys.argv[1:]}
+    env = _env(a)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"env": env, "rows": rows}, f, indent=1)

@@ -20,6 +20,7 @@ from difftest.outputs import Outputs
 from difftest.problem import Problem
 from difftest.oracles import (allowed_mask, chunk_rows, chunked_reference, reference, rows_allowed, score_elements,
                      truth)
+from difftest.oracles.chunked import DEFAULT_MAX_CHUNK_ELEMENTS, auto_chunk_elements, chunk_plan
 
 S = dict(head_dim_qk=6, head_dim_v=5)  # small, with head_dim_v != head_dim_qk
 
@@ -238,6 +239,87 @@ def test_chunked_many_small_chunks_long_keys():
     ch = chunked_reference(x, max_chunk_elements=4 * 120 * 5)
     errs = max_err(reference(x), ch)
     assert max(errs.values()) < 1e-6, errs
+
+
+# ------------------------------------------------------------------ block skipping
+SKIP_CASES = {**CASES,
+              "long_causal": Problem(seqlen_q=300, seqlen_k=300, heads_q=4, heads_kv=1, causal=True, head_dim_qk=16,
+                                     head_dim_v=8, dtype="float16"),
+              "long_window_varlen": Problem(batch=3, seqlen_q=(0, 130, 200), seqlen_k=(40, 0, 190), heads_q=2,
+                                            heads_kv=2, window_left=9, window_right=4, sinks=True, head_dim_qk=8,
+                                            head_dim_v=8, pad_tail=3)}
+
+
+def _close_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal up to GEMM summation order: 8 float64 ulps of the largest element."""
+    if a.numel() == 0:
+        return b.numel() == 0
+    tol = 8 * torch.finfo(torch.float64).eps * max(1.0, a.double().abs().max().item())
+    return a.shape == b.shape and bool(((a.double() - b.double()).abs() <= tol).all())
+
+
+@pytest.mark.parametrize("name", list(SKIP_CASES))
+@pytest.mark.parametrize("chunk", [1, 3, None])
+def test_block_skipping_gives_the_values_of_the_full_walk(name, chunk):
+    """Skipping the fully masked key blocks leaves out exact zeros only: the same LSE bit
+    for bit, the same magnitudes, and O/dQ/dK/dV/dSink equal to the last float64 bits
+    (a shorter GEMM may add the same terms in another order)."""
+    x = make_inputs(SKIP_CASES[name])
+    skip = chunked_reference(x, chunk=chunk, magnitudes=True)
+    full = chunked_reference(x, chunk=chunk, magnitudes=True, skip_masked=False)
+    assert torch.equal(skip.lse, full.lse)
+    for n, t in full.items():
+        if n != "lse":
+            assert _close_bits(skip.get(n), t), (n, (skip.get(n).double() - t.double()).abs().max().item())
+    for n, m in full.magnitude.items():
+        assert skip.magnitude[n] == pytest.approx(m, rel=1e-14, abs=1e-300), n
+
+
+@pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "causal_bottom_right_sq_gt_sk",
+                                  "window_both_top_left", "varlen_empty_q_and_k"])
+def test_chunk_plan_covers_every_allowed_key_and_skips_the_masked_blocks(name):
+    p = SKIP_CASES[name]
+    for sq, sk in zip(p.seqlens_q, p.seqlens_k):
+        mask = allowed_mask(p, sq, sk)
+        for rows in (1, 7, None):
+            plan = chunk_plan(p, sq, sk, budget=p.heads_q * 32 * max(1, sk), rows=rows)
+            assert [r0 for r0, *_ in plan] == list(range(0, sq, rows or 1))[:len(plan)] or rows is None
+            assert sum(r1 - r0 for r0, r1, _, _ in plan) == sq
+            inside = torch.zeros_like(mask)
+            for r0, r1, lo, hi in plan:
+                assert 0 <= lo <= hi <= sk
+                inside[r0:r1, lo:hi] = True
+            assert not (mask & ~inside).any()  # no allowed score left out
+
+
+def test_chunk_plan_computes_about_the_causal_half_and_the_window_band():
+    s = 4096
+    causal = Problem(seqlen_q=s, seqlen_k=s, heads_q=8, heads_kv=8, causal=True, head_dim_qk=128, head_dim_v=128)
+    window = causal.replace(causal=False, window_left=100, window_right=20)
+
+    def area(p, **kw):
+        return sum((r1 - r0) * (hi - lo) for r0, r1, lo, hi in chunk_plan(p, s, s, DEFAULT_MAX_CHUNK_ELEMENTS, **kw))
+
+    assert area(causal) < 0.55 * s * s  # the masked half is not computed
+    assert area(window) < 0.1 * s * s
+    assert area(causal, skip_masked=False) == area(window, skip_masked=False) == s * s
+
+
+def test_chunk_plan_respects_the_element_budget():
+    p = SKIP_CASES["long_causal"]
+    for budget in (1, 4 * 300, 4 * 300 * 37, 10**9):
+        for r0, r1, lo, hi in chunk_plan(p, 300, 300, budget):
+            assert r1 - r0 == 1 or p.heads_q * (r1 - r0) * max(1, hi - lo) <= budget
+    assert auto_chunk_elements("cpu") == DEFAULT_MAX_CHUNK_ELEMENTS
+
+
+def test_magnitudes_do_not_depend_on_the_chunking():
+    """dK/dV/dSink term sums run over every query row, whatever the chunk size."""
+    x = make_inputs(SKIP_CASES["long_window_varlen"])
+    whole = chunked_reference(x, magnitudes=True).magnitude
+    for chunk in (1, 5):
+        parts = chunked_reference(x, chunk=chunk, magnitudes=True).magnitude
+        assert parts == pytest.approx(whole, rel=1e-12)
 
 
 def test_rows_allowed_equals_allowed_mask_slices():

