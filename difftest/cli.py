@@ -236,7 +236,7 @@ COMMANDS = {
     "list": "list known kernels (--check: whether they can run here)",
     "mutants": "run the mutant catalogue (detection power)",
     "calibrate": "measure k_needed over correct kernels",
-    "bench": "time kernels' backward (CUDA events)",
+    "bench": "time kernels' backward (CUDA events); --oracle: the float64 truth next to FA3",
     "merge": "join reports (the shards of a campaign) into one",
     "gate": "compare a candidate report with a baseline (CI gating)",
     "report": "render a report.json (HTML)",
