@@ -7,6 +7,7 @@ compile, so strategies can reuse compiled configurations.
 
 from dataclasses import dataclass, fields, replace
 
+from .layouts import LAYOUTS
 from .problem import ALIGNS, DTYPES, OUTPUTS, VALUE_KINDS, Problem
 
 
@@ -34,6 +35,10 @@ class Capability:
     sinks: bool = True
     softmax_scale: bool = True  # accepts a custom softmax scale
     values: tuple[str, ...] | None = None  # value distributions to draw (None: all)
+    # memory layouts of q/k/v/dO the kernel's interface accepts (difftest/layouts.py);
+    # contiguous only unless the adapter declares more, so no adapter meets a stride it
+    # never claimed
+    layouts: tuple[str, ...] = ("contiguous",)
     outputs: tuple[str, ...] = OUTPUTS  # outputs the kernel produces
     deterministic: bool = False  # claims bitwise run-to-run determinism
     poison: bool = False  # accepts pre-allocated (NaN-poisoned) output buffers
@@ -89,6 +94,8 @@ class Capability:
             return "custom softmax scale unsupported"
         if self.values is not None and p.values not in self.values:
             return f"value distribution {p.values} not in {self.values}"
+        if p.layout.kind not in self.layouts:
+            return f"layout {p.layout.kind} not in {self.layouts}"
         return None
 
     def narrowed(self, **changes) -> "Capability":
@@ -148,6 +155,9 @@ class Capability:
         bad = [a for a in self.aligns if a not in ALIGNS]
         if bad:
             raise ValueError(f"Capability.aligns has {bad}: allowed {ALIGNS}")
+        bad = [k for k in self.layouts if k not in LAYOUTS]
+        if bad or not self.layouts:
+            raise ValueError(f"Capability.layouts has {bad or 'nothing'}: allowed a non-empty subset of {LAYOUTS}")
         bad = [o for o in self.outputs if o not in OUTPUTS]
         if bad:
             raise ValueError(f"Capability.outputs has {bad}: allowed {OUTPUTS}")

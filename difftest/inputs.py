@@ -4,7 +4,11 @@ Tensors are drawn in float64 on the CPU from a generator seeded by the Problem, 
 cast to the Problem's dtype and moved: the same Problem gives the same bytes on every
 run and machine (``Inputs.digest()`` proves it in reports). All tensors use the packed
 THD layout (tokens of all sequences concatenated); ``bshd()`` views a dense problem as
-[batch, seq, heads, dim].
+[batch, seq, heads, dim] and ``rows(name, b)`` gives one sequence's rows.
+
+These are the logical, contiguous tensors. The kernel receives them re-materialised in
+the Problem's memory layout (``difftest.layouts.lay_out``: same values, other strides,
+offsets or storage); ``bshd()`` and ``rows()`` are then views of the laid-out memory.
 """
 
 import hashlib
@@ -31,6 +35,9 @@ class Inputs:
     sink: torch.Tensor | None  # [heads_q] float32 sink logits, None without sinks
     cu_seqlens_q: torch.Tensor  # [batch + 1] int32
     cu_seqlens_k: torch.Tensor
+    # dense problems under a layout (difftest/layouts.py): name -> the laid-out
+    # [B, S, H, D] view, which the packed field above may only copy (head-major, B > 1)
+    dense: dict | None = None
 
     TENSORS = ("q", "k", "v", "do", "sink", "cu_seqlens_q", "cu_seqlens_k")
 
@@ -51,13 +58,25 @@ class Inputs:
         return Inputs(problem=self.problem, **kw)
 
     def bshd(self, name: str) -> torch.Tensor:
-        """A dense problem's packed tensor viewed as [batch, seq, heads, dim]."""
+        """A dense problem's tensor as [batch, seq, heads, dim]: a view of the memory the
+        kernel receives (the laid-out one under a layout)."""
         p = self.problem
         if p.varlen:
             raise ValueError("bshd() needs a dense problem; varlen problems use the packed layout")
+        if self.dense and name in self.dense:
+            return self.dense[name]
         t = getattr(self, name)
         s = p.seqlen_q if name in ("q", "do") else p.seqlen_k
         return t.view(p.batch, s, *t.shape[1:])
+
+    def rows(self, name: str, b: int) -> torch.Tensor:
+        """Sequence ``b``'s rows of q/do (queries) or k/v (keys), [len, heads, dim]: a view
+        of the memory the kernel receives, whatever the layout."""
+        p = self.problem
+        if not p.varlen:
+            return self.bshd(name)[b]
+        cu = p.cu_seqlens_q if name in ("q", "do") else p.cu_seqlens_k
+        return getattr(self, name)[cu[b]:cu[b + 1]]
 
     def digest(self) -> str:
         h = hashlib.sha256()

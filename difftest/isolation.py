@@ -33,6 +33,7 @@ def _worker_main(conn, env):
     faulthandler.enable()  # a segfault prints the kernel's stack to stderr before the worker dies
     from . import adapter as registry
     from .inputs import make_inputs
+    from .layouts import lay_out
     from .outputs import Outputs
 
     adapters = {}
@@ -48,7 +49,7 @@ def _worker_main(conn, env):
             kernel = adapters.get(spec) or registry.get(spec)
             adapters[spec] = kernel
             problem = Problem.from_json(problem_json)
-            inputs = make_inputs(problem, device)
+            inputs = lay_out(make_inputs(problem, device))  # the Problem's memory layout
             results = []
             for _ in range(runs):
                 out = None

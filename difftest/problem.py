@@ -17,6 +17,10 @@ Layout conventions used throughout difftest:
   dSink_h = -sum_i P_sink_i * Delta_i, the gradient of the loss w.r.t. the sink logit.
 - LSE is the natural-log sum-exp of the scaled logits (sink included). A row with no
   visible key and no sink has LSE = -inf, O = 0 and zero gradients.
+- ``layout`` (a ``difftest.layouts.Layout``; JSON: its kind as a string) says how the
+  kernel receives q, k, v and dO in memory (contiguous, head-major, strided slices,
+  offsets, stride-0 K/V). It never changes a value: the references see the same
+  logical tensors whatever the layout (see difftest/layouts.py).
 """
 
 import dataclasses
@@ -24,6 +28,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from .layouts import CONTIGUOUS, Layout
 
 DTYPES = ("float16", "bfloat16", "float32")
 ALIGNS = ("top_left", "bottom_right")
@@ -85,6 +91,7 @@ class Problem:
     value_scale: float = 1.0
     pad_tail: int = 0
     seed: int = 0
+    layout: Layout = CONTIGUOUS
 
     def __post_init__(self):
         # Accept lists (JSON) for the varlen lengths but store tuples (frozen, hashable).
@@ -92,6 +99,9 @@ class Problem:
             v = getattr(self, name)
             if isinstance(v, list):
                 object.__setattr__(self, name, tuple(v))
+        # Accept a layout's kind (JSON's form) or its dict; store the Layout value.
+        if not isinstance(self.layout, Layout):
+            object.__setattr__(self, "layout", Layout.coerce(self.layout))
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> "Problem":
@@ -152,6 +162,9 @@ class Problem:
             raise ProblemError("pad_tail", self.pad_tail, "0 unless the problem is varlen (lists of lengths)")
         if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
             raise ProblemError("seed", self.seed, "an int in 0..2**63-1")
+        why = self.layout.unfit(self)
+        if why:
+            raise ProblemError("layout", self.layout.kind, why)
         return self
 
     # ---------------------------------------------------------------- derived
@@ -231,6 +244,7 @@ class Problem:
         for name in ("seqlen_q", "seqlen_k"):
             if isinstance(d[name], tuple):
                 d[name] = list(d[name])
+        d["layout"] = self.layout.to_json()
         return d
 
     def to_json(self) -> str:
@@ -267,6 +281,8 @@ class Problem:
             parts.append(f"{self.values}x{self.value_scale:g}")
         if self.pad_tail:
             parts.append(f"pad{self.pad_tail}")
+        if self.layout != CONTIGUOUS:
+            parts.append(f"layout:{self.layout.kind}")
         return " ".join(parts)
 
 

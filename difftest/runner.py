@@ -21,6 +21,7 @@ from .adapter import KernelAdapter, KernelUnavailable
 from .determinism import determinism_verdicts
 from .gates import GateConfig, Verdict, check_outputs, check_second_reference
 from .inputs import make_inputs
+from .layouts import lay_out
 from .outputs import Outputs
 from .problem import Problem
 
@@ -142,9 +143,10 @@ def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison
         spec = getattr(kernel, "spec", None) or kernel.name
         return shared_worker().run(spec, problem, device, poison, runs, config.timeout_s)
     results = []
+    laid_out = lay_out(inputs)  # the kernel sees the Problem's memory layout; references do not
     for _ in range(runs):
         out = Outputs.poisoned(problem, inputs.q.dtype, device) if poison else None
-        results.append(kernel.run(inputs, out))
+        results.append(kernel.run(laid_out, out))
     return results
 
 

@@ -8,12 +8,13 @@ still fails the same way and is strictly simpler, until none is.
 
 Simpler means a smaller ``complexity`` tuple, compared in the shrink order the project
 wants: fewer sequences, fewer heads, shorter sequences, no mask, no sinks, plain values,
-smaller head dims, seed 0.
+smaller head dims, the contiguous layout, seed 0.
 """
 
 import time
 
 from .capability import Capability
+from .layouts import CONTIGUOUS, LAYOUTS
 from .problem import Problem, ProblemError
 
 
@@ -21,7 +22,7 @@ def complexity(p: Problem) -> tuple:
     return (p.batch, p.heads_q, p.heads_kv, p.max_seqlen_q + p.max_seqlen_k, sum(p.seqlens_q) + sum(p.seqlens_k),
             int(p.varlen), p.pad_tail, int(p.causal) + (p.window_left is not None) + (p.window_right is not None),
             int(p.sinks), abs(p.sink_center), int(p.values != "normal"), p.value_scale, int(p.softmax_scale is not None),
-            p.head_dim_qk + p.head_dim_v, p.seed)
+            p.head_dim_qk + p.head_dim_v, LAYOUTS.index(p.layout.kind) if p.layout.kind in LAYOUTS else 0, p.seed)
 
 
 def _lengths(n: int, least: int = 1) -> list[int]:
@@ -100,6 +101,8 @@ def neighbours(p: Problem, cap: Capability | None = None):
     for d in dims_v:
         if d < p.head_dim_v:
             yield p.replace(head_dim_v=d)
+    if p.layout != CONTIGUOUS:
+        yield p.replace(layout=CONTIGUOUS)
     if p.seed:
         yield p.replace(seed=0)
 

@@ -18,11 +18,12 @@ and Delta=0 so they contribute nothing, padded key columns are masked out.
 Every Problem feature is supported: causal (both alignments), sliding windows,
 GQA/MQA (dK/dV summed over each group of query heads), varlen with zero-length
 sequences and unused tail tokens, sinks, custom softmax scale, float32/float16/bfloat16
-(computed in float32, outputs cast). Outputs are written into the given (poisoned)
+(computed in float32, outputs cast), and every memory layout of difftest/layouts.py
+(inputs are read through their own strides and storage offset, never copied first). Outputs are written into the given (poisoned)
 buffers, every element of them, and the result is bitwise deterministic.
 
 Hook points: each step a real kernel can get wrong is one small method
-(``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,
+(``load``, ``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,
 ``stats_for_backward``, ``delta_pad_value``, ``dq_workspace``, ``reduce_dq``,
 ``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ``store_lse``, ...).
 ``kernels/mutants.py`` builds its fault-injected kernels by overriding exactly one or
@@ -36,6 +37,7 @@ import torch
 from difftest.adapter import KernelAdapter
 from difftest.capability import Capability
 from difftest.inputs import Inputs, torch_dtype
+from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 
@@ -68,6 +70,7 @@ CAPABILITY = Capability(
     device="cpu",
     block_m=BLOCK_M,
     block_n=BLOCK_N,
+    layouts=LAYOUTS,
 )
 
 F32 = torch.float32
@@ -122,6 +125,13 @@ class BlockwiseAttention(KernelAdapter):
         self.block_n = block_n
 
     # ------------------------------------------------------------------ hooks
+    def load(self, inputs: Inputs, name: str, b: int) -> torch.Tensor:
+        """Sequence ``b``'s rows of q, k, v or do, [len, heads, dim] in the input dtype, read
+        from the memory the kernel was handed through its own strides and storage offset
+        (any layout of difftest/layouts.py: head-major, head-dim slices, offsets, stride-0
+        K/V heads, which then carry heads_q heads that all read the one stored head)."""
+        return inputs.rows(name, b)
+
     def kv_head_index(self, p: Problem, device) -> torch.Tensor:
         """[heads_q] long: the key/value head each query head reads (GQA groups)."""
         return torch.arange(p.heads_q, device=device) // p.group
@@ -261,9 +271,9 @@ class BlockwiseAttention(KernelAdapter):
         for b, q0, sq, k0, sk in self.sequences(p):
             if self.skip_sequence(p, sq, sk) or sq == 0:
                 continue
-            q = inputs.q[q0:q0 + sq].to(F32).transpose(0, 1)  # [Hq, sq, D]
-            k = inputs.k[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)  # [Hq, sk, D]
-            v = inputs.v[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
+            q = self.load(inputs, "q", b).to(F32).transpose(0, 1)  # [Hq, sq, D]
+            k = self.load(inputs, "k", b).to(F32)[:, idx].transpose(0, 1)  # [Hq, sk, D]
+            v = self.load(inputs, "v", b).to(F32)[:, idx].transpose(0, 1)
             o, lse, m, logl, rows = self._forward_sequence(p, q, k, v, sink, sq, sk)
             stats[q0:q0 + sq][rows] = torch.stack([m, logl], dim=-1).transpose(0, 1)[rows]
             o_buf[q0:q0 + sq][rows] = o.transpose(0, 1)[rows].to(dt)
@@ -339,13 +349,13 @@ class BlockwiseAttention(KernelAdapter):
         ws = self.dq_workspace((p.heads_q, max(1, sum(padded)), p.head_dim_qk), dev)
         off = 0
         for (b, q0, sq, k0, sk), mp in zip(seqs, padded):
-            q = inputs.q[q0:q0 + sq].to(F32).transpose(0, 1)
-            do = inputs.do[q0:q0 + sq].to(F32).transpose(0, 1)
+            q = self.load(inputs, "q", b).to(F32).transpose(0, 1)
+            do = self.load(inputs, "do", b).to(F32).transpose(0, 1)
             o = fwd.o[q0:q0 + sq].to(F32).transpose(0, 1)
             st = self.stats_rows(stats, q0, sq, b).to(F32).transpose(0, 1)  # [Hq, sq, 2]
             m, logl = self.stats_for_backward(st[..., 0], st[..., 1])
-            k = inputs.k[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
-            v = inputs.v[k0:k0 + sk].to(F32)[:, idx].transpose(0, 1)
+            k = self.load(inputs, "k", b).to(F32)[:, idx].transpose(0, 1)
+            v = self.load(inputs, "v", b).to(F32)[:, idx].transpose(0, 1)
             delta = self.preprocess_delta(p, q, k, v, do, o, m, logl, sq, sk)  # [Hq, sq]
             if sink is not None and sq:
                 n = min(self.dsink_rows(sq), sq)

@@ -46,6 +46,7 @@ BUG_CLASSES = {
     "second-call": "faults that appear only on the second call",
     "some-heads": "faults that appear only for some heads",
     "dtype-limits": "an intermediate overflows the input dtype before the result does",
+    "layout": "memory layouts assumed away: strides, storage offsets, alignment, stride-0 heads",
 }
 
 
@@ -416,6 +417,89 @@ class DqCastBeforeScale(BlockwiseAttention):
 
     def dq_postprocess(self, acc, p):
         return acc.to(torch_dtype(p.dtype)).to(torch.float32) * self.grad_scale(p, "dq")
+
+
+# ----------------------------------------------------------------------------- layouts
+def _handed(inputs, name):
+    """The whole tensor the kernel was handed for ``name``: dense [B, S, H, D] or packed."""
+    return getattr(inputs, name) if inputs.problem.varlen else inputs.bshd(name)
+
+
+def _sequence(full, inputs, name, b):
+    """Sequence ``b``'s rows of ``full`` (a tensor shaped like ``_handed``)."""
+    p = inputs.problem
+    if not p.varlen:
+        return full[b]
+    cu = p.cu_seqlens_q if name in ("q", "do") else p.cu_seqlens_k
+    return full[cu[b]:cu[b + 1]]
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(1, n)
+    return tuple(reversed(strides))
+
+
+@mutant("layout", Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, layout="bhsd"))
+class ContiguousStridesAssumed(BlockwiseAttention):
+    """Loads compute addresses as if every input were contiguous (data pointer plus the
+    row-major index), ignoring the strides it was given: a head-major, sliced or stride-0
+    input is read as garbage (or past its storage)."""
+
+    name = "contiguous-strides-assumed"
+
+    def load(self, inputs, name, b):
+        full = _handed(inputs, name)
+        flat = torch.as_strided(full, full.shape, _contiguous_strides(full.shape), full.storage_offset())
+        return _sequence(flat, inputs, name, b)
+
+
+@mutant("layout", Problem(seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, layout="offset"))
+class StorageOffsetIgnored(BlockwiseAttention):
+    """Loads start at the base of the input's storage, not at its data pointer: a view
+    with a non-zero storage offset is read from the wrong place."""
+
+    name = "storage-offset-ignored"
+
+    def load(self, inputs, name, b):
+        full = _handed(inputs, name)
+        return _sequence(torch.as_strided(full, full.shape, full.stride(), 0), inputs, name, b)
+
+
+@mutant("layout", Problem(seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, layout="misaligned"))
+class AlignedBaseAssumed(BlockwiseAttention):
+    """Vectorised loads round the data pointer down to 16 bytes: an input whose data
+    pointer is not 16-byte aligned is read shifted."""
+
+    name = "aligned-base-assumed"
+
+    def load(self, inputs, name, b):
+        full = _handed(inputs, name)
+        per = max(1, 16 // full.element_size())
+        off = full.storage_offset() - full.storage_offset() % per
+        return _sequence(torch.as_strided(full, full.shape, full.stride(), off), inputs, name, b)
+
+
+@mutant("layout", Problem(seqlen_q=6, seqlen_k=6, heads_q=2, heads_kv=2, layout="do_transposed"))
+class StrideBlindKernelCache(BlockwiseAttention):
+    """Compiled load kernels are cached by (shape, dtype) only, and each bakes in the
+    strides of the tensor it was first compiled for: a later tensor of the same shape
+    with other strides (dO transposed where Q was not, or a new layout of a shape seen
+    before) is read with the stale strides."""
+
+    name = "stride-blind-kernel-cache"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._compiled = {}
+
+    def load(self, inputs, name, b):
+        full = _handed(inputs, name)
+        strides = self._compiled.setdefault((tuple(full.shape), full.dtype), full.stride())
+        view = torch.as_strided(full, full.shape, strides, full.storage_offset())
+        return _sequence(view, inputs, name, b)
 
 
 # ----------------------------------------------------------------------------- catalogue

@@ -1,8 +1,9 @@
 """Which bug-class features a Problem exercises, and a coverage table over many draws.
 
 The features follow ../shared/notes/anchors.md (varlen, GQA/MQA, causal alignment, tails,
-sinks, value-dependent bugs). ``expected_features`` lists those a capability and profile
-make reachable, so a test can demand that a fixed budget of draws hits every one.
+sinks, value-dependent bugs), plus the memory layouts (``layout:<kind>``).
+``expected_features`` lists those a capability and profile make reachable, so a test can
+demand that a fixed budget of draws hits every one.
 """
 
 from collections import Counter
@@ -11,6 +12,7 @@ from math import sqrt
 from difftest.capability import Capability
 from difftest.problem import Problem
 
+from .layouts import declared
 from .profiles import get_profile
 from .shapes import SHORT, min_lengths
 from .values import DTYPE_ORDER, value_kinds
@@ -118,6 +120,7 @@ def features(p: Problem, c: Capability) -> set[str]:
         f.add("lse:very_negative")
     if p.softmax_scale is not None:
         f.add("softmax_scale:custom")
+    f.add(f"layout:{p.layout.kind}")
     return f
 
 
@@ -174,6 +177,7 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e.add("lse:very_negative")
     if c.softmax_scale:
         e.add("softmax_scale:custom")
+    e |= {f"layout:{k}" for k in declared(c) if k != "kv_broadcast" or (c.gqa and H >= 2)}
     return e
 
 

@@ -5,7 +5,7 @@ covering the corners that fixed grids in other suites are built around: tile edg
 seqlen_q != seqlen_k both ways with each causal alignment, fully masked rows, GQA/MQA,
 head_dim_qk != head_dim_v, every dtype, empty and padded varlen batches, every window
 shape, sinks far above and below the logits, and every value distribution at its
-largest scale. Each corner is adapted to the capability (clamped, lifted to its minimum
+largest scale, and every declared memory layout. Each corner is adapted to the capability (clamped, lifted to its minimum
 sequence lengths, aligned, made dense or non-empty as needed) and dropped only if it still
 falls outside.
 """
@@ -13,6 +13,7 @@ falls outside.
 from difftest.capability import Capability
 from difftest.problem import Problem, ProblemError
 
+from .layouts import declared
 from .masks import UNMASKED_ALIGN
 from .profiles import get_profile
 from .shapes import min_lengths
@@ -65,6 +66,20 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
     for hq, hkv in ((2, 1), (4, 2), (4, 1), (H, 1), (H, max(1, H // 2))):
         if hq <= H and hq % hkv == 0:
             add(base.replace(heads_q=hq, heads_kv=hkv, seqlen_q=1, seqlen_k=min(S, bn + 1)))
+
+    # memory layouts: each declared one once, each after the same problem laid out
+    # contiguously (a kernel that caches per shape and ignores strides then meets new
+    # strides on a shape it has seen); batch 2 and sq != sk so batch, head and token
+    # strides all differ; kv_broadcast on the MQA form of that problem
+    kinds = declared(c)
+    if len(kinds) > 1:
+        lay = base.replace(batch=min(B, 2), heads_q=min(H, 2), heads_kv=min(H, 2), seqlen_q=min(S, bn + 1),
+                           seqlen_k=min(S, bn + 3))
+        mqa = lay.replace(heads_kv=1)
+        add(lay)
+        add(mqa)
+        for kind in kinds[1:]:
+            add((mqa if kind == "kv_broadcast" else lay).replace(layout=kind))
 
     # head dims: largest, qk != v, every dim that is not a multiple of 16
     add(base.replace(head_dim_qk=qk_dims[-1], head_dim_v=qk_dims[-1], seqlen_q=3, seqlen_k=mid))
@@ -148,6 +163,8 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
         p = p.replace(align=c.aligns[0])
     if p.pad_tail and not c.pad_tail:
         p = p.replace(pad_tail=0)
+    if p.layout.kind not in c.layouts:
+        p = p.replace(layout=declared(c)[0])
     if p.heads_q > H:
         return None
     try:

@@ -3,7 +3,8 @@ a kernel declares it supports.
 
 Composed from the strategies in shapes.py, masks.py, values.py and compile.py, drawn in
 shrink-priority order so a failure shrinks to: fewer batches, fewer heads, shorter
-sequences, no mask, standard-normal values, smaller head dims (then float32, seed 0).
+sequences, no mask, standard-normal values, smaller head dims, the contiguous memory
+layout (then float32, seed 0).
 Every Problem is legal by construction (no ``.filter``) and inside the capability.
 
 Knobs (keyword arguments):
@@ -21,6 +22,7 @@ from difftest.capability import Capability
 from difftest.problem import Problem
 
 from .compile import compile_pins, warm_problems
+from .layouts import layouts
 from .masks import masks
 from .profiles import get_profile
 from .shapes import VARLEN_PATTERNS, dense_seqlens, head_counts, head_dims, seqlen_cap, varlen_seqlens
@@ -107,6 +109,9 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
         scores = per_batch * sum(a * b for a, b in zip(seqs_q, seqs_k))
         max_dim = min(prof.max_head_dim, prof.budget // max(1, scores * f["heads_q"]))
         f["head_dim_qk"], f["head_dim_v"] = draw(head_dims(c, max_dim))
+
+    # 6. memory layout (contiguous first), inside what the interface accepts
+    f["layout"] = draw(layouts(c, f["heads_q"], f["heads_kv"]))
 
     f["seed"] = pin["seed"] if "seed" in pin else draw(st.integers(0, SEED_MAX))
     return Problem(**f).validate()

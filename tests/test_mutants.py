@@ -18,6 +18,7 @@ from difftest import grid as grid_mod
 from difftest import mutants as mutants_cmd
 from difftest.adapter import KernelAdapter
 from difftest.inputs import make_inputs
+from difftest.layouts import lay_out
 from difftest.problem import Problem
 from difftest.runner import run_case
 from difftest.kernels import mutants as catalogue
@@ -58,7 +59,7 @@ def test_each_fault_is_real(name):
     assert bad.status == "failed", bad.render()
     # and the mutant computes something different from the clean kernel (over three calls:
     # a second-call or reduction-order fault shows on a later call)
-    x = make_inputs(p)
+    x = lay_out(make_inputs(p))  # what a kernel receives: the Problem's memory layout
     ref = BlockwiseAttention().run(x)
     k = m.make()
     differs = False

@@ -50,6 +50,8 @@ INVALID = [
     ("pad_tail", 3, {}, "0 unless the problem is varlen"),
     ("seed", -1, {}, "an int in 0..2**63-1"),
     ("seed", 2**63, {}, "an int in 0..2**63-1"),
+    ("layout", "bshd_strided", {}, "one of ('contiguous', "),
+    ("layout", "kv_broadcast", dict(heads_q=4, heads_kv=2), "only with heads_kv=1 and heads_q >= 2"),
 ]
 
 

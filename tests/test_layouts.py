@@ -1,0 +1,290 @@
+"""Memory layouts (difftest/layouts.py): each materialisation keeps every value and has
+the strides, offsets and alignment its name says; the kernel receives the laid-out
+tensors while the references keep the logical ones; strategies draw every declared
+layout and shrink to contiguous; the edge corpus and coverage name each layout; a
+reproducer round-trips it; and the layout mutants are killed while the clean kernel
+passes every layout."""
+
+import json
+
+import pytest
+import torch
+from hypothesis import Phase, find, given, settings
+
+from difftest import mutants as mutants_cmd
+from difftest.capability import Capability
+from difftest.inputs import make_inputs
+from difftest.layouts import ALIGNED_OFFSET, CONTIGUOUS, DIM_PAD, LAYOUTS, MISALIGNED_OFFSET, Layout, lay_out
+from difftest.outputs import is_poison
+from difftest.problem import Problem, ProblemError
+from difftest.reproducer import load, write_reproducer
+from difftest.runner import RunConfig, run_case
+from difftest.simplify import simplify
+from difftest.strategies import edge_problems, expected_features, features, problems
+from difftest.kernels import mutants as catalogue
+from difftest.kernels.blockwise import BlockwiseAttention
+
+DENSE = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=8,
+                dtype="float16")
+VARLEN = Problem(batch=3, seqlen_q=(4, 0, 6), seqlen_k=(0, 3, 5), heads_q=3, heads_kv=1, head_dim_qk=8,
+                 head_dim_v=8, pad_tail=2, sinks=True)
+ALL = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16, 32), max_heads=4, layouts=LAYOUTS)
+
+
+def _laid(p: Problem, kind: str):
+    p = p.replace(layout=kind).validate()
+    x = make_inputs(p)
+    return p, x, lay_out(x)
+
+
+def _handed(inp, name):
+    return getattr(inp, name) if inp.problem.varlen else inp.bshd(name)
+
+
+@pytest.mark.parametrize("base", [DENSE, VARLEN], ids=["dense", "varlen"])
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_materialisation_keeps_every_value(base, kind):
+    p, x, y = _laid(base, kind)
+    if kind != "kv_broadcast":  # the digest reads values and shapes, whatever the memory
+        assert y.digest() == x.digest()
+    for name in ("q", "k", "v", "do"):
+        got, want = _handed(y, name), _handed(x, name)
+        if kind == "kv_broadcast" and name in ("k", "v"):
+            assert got.shape[-2] == p.heads_q and want.shape[-2] == 1
+            want = want.expand_as(got)
+        assert torch.equal(got, want), (kind, name)
+        for b in range(p.batch):  # one sequence's rows, as a kernel walks them
+            rows, ref = y.rows(name, b), x.rows(name, b)
+            assert torch.equal(rows, ref.expand_as(rows)), (kind, name, b)
+    assert y.sink is x.sink and y.cu_seqlens_q is x.cu_seqlens_q
+
+
+@pytest.mark.parametrize("base", [DENSE, VARLEN], ids=["dense", "varlen"])
+def test_each_layout_has_the_strides_offsets_and_alignment_it_names(base):
+    mqa, base = base, base.replace(heads_kv=base.heads_q)  # every head dim > 1: strides all matter
+    _, x, y = _laid(base, "contiguous")
+    assert y is x  # today's layout: nothing re-materialised
+
+    p, x, y = _laid(base, "bhsd")
+    for name in ("q", "k", "v", "do"):
+        t = _handed(y, name)
+        n, h, d = t.shape[-3:]
+        assert t.stride()[-3:] == (d, n * d, 1), (name, t.stride())  # head-major memory
+        if not p.varlen:
+            assert t.stride(0) == h * n * d  # BHSD: batch outermost
+    # a dense head-major tensor with batch > 1 has no packed view: the packed field copies
+    assert not y.q.is_contiguous() if p.varlen else y.q.is_contiguous()
+
+    p, x, y = _laid(base, "do_transposed")
+    assert all(_handed(y, n).is_contiguous() for n in ("q", "k", "v"))
+    t = _handed(y, "do")
+    assert not t.is_contiguous() and t.stride(-2) == t.shape[-3] * t.shape[-1]
+
+    p, x, y = _laid(base, "dim_slice")
+    for name in ("q", "k", "v", "do"):
+        t = _handed(y, name)
+        d = t.shape[-1]
+        assert t.stride(-1) == 1 and t.stride(-2) == d + DIM_PAD
+        wide = torch.as_strided(t, (*t.shape[:-1], d + DIM_PAD), t.stride(), t.storage_offset())
+        assert is_poison(wide[..., d:]).all()  # the rest of the allocation is marked, never zero
+
+    for kind, offset, aligned in (("offset", ALIGNED_OFFSET, True), ("misaligned", MISALIGNED_OFFSET, False)):
+        p, x, y = _laid(base, kind)
+        for name in ("q", "k", "v", "do"):
+            t = _handed(y, name)
+            assert t.is_contiguous() and t.storage_offset() == offset
+            assert (t.data_ptr() % 16 == 0) is aligned, (kind, name, t.data_ptr() % 16)
+            before = torch.as_strided(t, (offset,), (1,), 0)
+            assert is_poison(before).all()
+
+    p, x, y = _laid(mqa, "kv_broadcast")
+    for name in ("k", "v"):
+        t = _handed(y, name)
+        assert t.shape[-2] == p.heads_q and t.stride(-2) == 0  # expand of the single head
+        assert t.untyped_storage().nbytes() == _handed(x, name).untyped_storage().nbytes()
+    assert _handed(y, "q").is_contiguous() and _handed(y, "do").is_contiguous()
+
+
+def test_kv_broadcast_needs_one_kv_head_and_several_query_heads():
+    with pytest.raises(ProblemError, match="heads_kv=1 and heads_q >= 2"):
+        Problem(heads_q=4, heads_kv=2, layout="kv_broadcast").validate()
+    with pytest.raises(ProblemError, match="heads_kv=1 and heads_q >= 2"):
+        Problem(heads_q=1, heads_kv=1, layout="kv_broadcast").validate()
+    with pytest.raises(ProblemError, match="one of"):
+        Problem(layout="strided").validate()
+
+
+def test_layout_round_trips_through_json_and_names_itself():
+    for kind in LAYOUTS:
+        p = DENSE.replace(layout=kind).validate()
+        assert isinstance(p.layout, Layout) and p.layout.kind == kind
+        d = json.loads(p.to_json())
+        assert d["layout"] == kind
+        assert Problem.from_json(p.to_json()) == p
+        assert (f"layout:{kind}" in p.short()) is (kind != "contiguous")
+    old = json.loads(DENSE.to_json())
+    del old["layout"]  # a reproducer written before layouts existed
+    assert Problem.from_dict(old).layout == CONTIGUOUS
+    assert Problem(layout={"kind": "bhsd"}).layout == Layout("bhsd")
+
+
+def test_capability_declares_layouts_contiguous_only_by_default():
+    default = Capability()
+    assert default.layouts == ("contiguous",)
+    assert "layout bhsd not in ('contiguous',)" in default.excludes(Problem(layout="bhsd"))
+    assert ALL.excludes(Problem(head_dim_qk=8, head_dim_v=8, layout="bhsd")) is None
+    narrowed = ALL.narrowed(layouts=("contiguous", "offset"))
+    assert narrowed.excludes(Problem(head_dim_qk=8, head_dim_v=8, layout="bhsd"))
+    with pytest.raises(ValueError, match="layouts"):
+        default.narrowed(layouts=("bhsd",))
+    with pytest.raises(ValueError, match="Capability.layouts"):
+        Capability(layouts=("strided",))
+    run = run_case(BlockwiseAttention(), Problem(layout="bhsd"))  # blockwise declares them all
+    assert run.status == "passed"
+    outside = run_case(catalogue.MUTANTS["dsink-missing"].make(), Problem(layout="bhsd"))
+    assert outside.status == "passed"  # mutants inherit the clean kernel's capability
+
+
+# ----------------------------------------------------------------------------- strategies
+def _draw(strategy, n):
+    out = []
+
+    @settings(max_examples=n, database=None, derandomize=True, deadline=None, phases=[Phase.generate])
+    @given(strategy)
+    def collect(p):
+        out.append(p)
+
+    collect()
+    return out
+
+
+def test_strategies_draw_every_declared_layout_inside_the_capability():
+    ps = _draw(problems(ALL, "ci"), 300)
+    kinds = {p.layout.kind for p in ps}
+    assert kinds == set(LAYOUTS), set(LAYOUTS) - kinds
+    share = sum(p.layout == CONTIGUOUS for p in ps) / len(ps)
+    assert 0.3 < share < 0.8  # half the draws keep the simplest layout
+    for p in ps:
+        assert ALL.excludes(p) is None, (p.short(), ALL.excludes(p))
+    some = ALL.narrowed(layouts=("contiguous", "dim_slice"))
+    assert {p.layout.kind for p in _draw(problems(some, "quick"), 100)} == {"contiguous", "dim_slice"}
+    # an adapter that declares nothing keeps getting contiguous tensors only
+    plain = Capability(dtypes=("float32",), head_dims_qk=(8,))
+    assert {p.layout.kind for p in _draw(problems(plain, "quick"), 100)} == {"contiguous"}
+
+
+def test_layout_draws_shrink_toward_contiguous():
+    s = problems(ALL, "quick")
+    cfg = settings(database=None, max_examples=500, phases=[Phase.generate, Phase.shrink])
+    assert find(s, lambda p: True, settings=cfg).layout == CONTIGUOUS
+    # a failure that needs a non-contiguous layout shrinks to the earliest kind in LAYOUTS
+    assert find(s, lambda p: p.layout != CONTIGUOUS, settings=cfg).layout.kind == LAYOUTS[1]
+    smallest = find(s, lambda p: p.layout.kind == "kv_broadcast", settings=cfg)
+    assert (smallest.heads_q, smallest.heads_kv) == (2, 1)  # the smallest problem that can take it
+    # difftest's own shrinking finishes there too: a layout-blind failure drops the layout
+    p = Problem(batch=2, seqlen_q=9, seqlen_k=9, head_dim_qk=16, head_dim_v=16, layout="dim_slice")
+    best, _ = simplify(p, lambda c: c.seqlen_q >= 2, ALL, time_budget=30)
+    assert best.layout == CONTIGUOUS and best.seqlen_q == 2
+
+
+def test_edge_corpus_covers_each_declared_layout_once_after_its_contiguous_twin():
+    edges = edge_problems(ALL)
+    laid = [p for p in edges if p.layout != CONTIGUOUS]
+    assert sorted(p.layout.kind for p in laid) == sorted(LAYOUTS[1:])
+    for p in laid:
+        twin = p.replace(layout=CONTIGUOUS)
+        assert twin in edges and edges.index(twin) < edges.index(p)
+        assert p.batch == 2 and p.seqlen_q != p.seqlen_k
+    assert all(p.layout == CONTIGUOUS for p in edge_problems(Capability()))
+
+
+def test_coverage_counts_layout_features():
+    e = expected_features(ALL)
+    assert {f"layout:{k}" for k in LAYOUTS} <= e
+    assert {f for f in expected_features(Capability()) if "layout" in f} == {"layout:contiguous"}
+    no_gqa = Capability(gqa=False, layouts=LAYOUTS)
+    assert "layout:kv_broadcast" not in expected_features(no_gqa)
+    assert "layout:misaligned" in features(DENSE.replace(layout="misaligned"), ALL)
+
+
+# ----------------------------------------------------------------------------- runner, reproducers
+class Spy(BlockwiseAttention):
+    """The clean kernel, recording what memory it was handed."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def load(self, inputs, name, b):
+        t = _handed(inputs, name)
+        self.seen.append((name, t.stride(), t.storage_offset()))
+        return super().load(inputs, name, b)
+
+
+def test_kernel_receives_the_laid_out_tensors_and_references_the_logical_ones():
+    p = DENSE.replace(heads_kv=4, layout="bhsd")
+    spy = Spy()
+    case = run_case(spy, p)
+    assert case.status == "passed", case.render()
+    strides = {n: s for n, s, _ in spy.seen}
+    assert strides["q"] == (4 * 5 * 16, 16, 5 * 16, 1) and strides["do"] == (4 * 5 * 8, 8, 5 * 8, 1)
+    assert case.input_digest == run_case(BlockwiseAttention(), p.replace(layout=CONTIGUOUS)).input_digest
+    spy = Spy()
+    assert run_case(spy, p.replace(layout="offset"), RunConfig(isolate=False)).status == "passed"
+    assert {o for _, _, o in spy.seen} == {ALIGNED_OFFSET}
+
+
+def test_isolated_worker_lays_out_the_inputs_too():
+    case = run_case(catalogue.MUTANTS["storage-offset-ignored"].make(), DENSE.replace(layout="offset"),
+                    RunConfig(isolate=True, timeout_s=120))
+    assert case.status == "failed", case.render()
+
+
+def test_reproducer_records_the_layout(tmp_path):
+    m = catalogue.MUTANTS["contiguous-strides-assumed"]
+    case = run_case(m.make(), m.example)
+    assert case.status == "failed"
+    paths = write_reproducer(m.make(), case, RunConfig(), tmp_path)
+    spec, problem, _ = load(paths["json"])
+    assert problem == m.example and problem.layout.kind == "bhsd"
+    spec_py, problem_py, _ = load(paths["py"])
+    assert (spec_py, problem_py) == (spec, problem)
+    assert "layout:bhsd" in open(paths["py"]).read()  # the header names it for a reader
+
+
+# ----------------------------------------------------------------------------- kernels
+CLEAN_CASES = [
+    Problem(batch=2, seqlen_q=20, seqlen_k=37, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=8,
+            dtype="float16", causal=True),
+    Problem(batch=3, seqlen_q=(4, 0, 36), seqlen_k=(0, 3, 35), heads_q=2, heads_kv=1, head_dim_qk=24,
+            head_dim_v=24, pad_tail=2, sinks=True, dtype="bfloat16", window_left=5),
+]
+
+
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_clean_kernel_passes_every_layout(kind):
+    for p in CLEAN_CASES:
+        case = run_case(BlockwiseAttention(), p.replace(layout=kind))
+        assert case.status == "passed", case.render()
+
+
+LAYOUT_MUTANTS = sorted(n for n, m in catalogue.MUTANTS.items() if m.bug_class == "layout")
+
+
+def test_layout_mutants_cover_strides_offsets_alignment_and_the_stride_blind_cache():
+    assert {"contiguous-strides-assumed", "storage-offset-ignored", "aligned-base-assumed",
+            "stride-blind-kernel-cache"} <= set(LAYOUT_MUTANTS)
+    for name in LAYOUT_MUTANTS:  # each one is invisible to a campaign that never varies layouts
+        m = catalogue.MUTANTS[name]
+        assert run_case(m.make(), m.example.replace(layout=CONTIGUOUS)).status == "passed", name
+
+
+@pytest.mark.parametrize("name", LAYOUT_MUTANTS)
+def test_ci_profile_kills_each_layout_mutant(name, tmp_path):
+    """The ci campaign (edge corpus first, then seeded draws) kills it, and the kill is
+    genuine: the shrunk failing Problem passes on the clean kernel."""
+    row = mutants_cmd.run_mutant(catalogue.MUTANTS[name], "ci", per_mutant_budget=60, shrink_budget=10,
+                                 out_dir=tmp_path, database=None)
+    assert row.status == "killed", (row.status, row.reason)
+    assert row.clean_passes is True
+    assert "layout:" in row.problem  # what killed it is a layout
