@@ -175,7 +175,8 @@ def test_strategies_draw_every_declared_layout_inside_the_capability():
 
 def test_layout_draws_shrink_toward_contiguous():
     s = problems(ALL, "quick")
-    cfg = settings(database=None, max_examples=500, phases=[Phase.generate, Phase.shrink])
+    cfg = settings(database=None, max_examples=5000, deadline=None, derandomize=True,
+                   phases=[Phase.generate, Phase.shrink])
     assert find(s, lambda p: True, settings=cfg).layout == CONTIGUOUS
     # a failure that needs a non-contiguous layout shrinks to the earliest kind in LAYOUTS
     assert find(s, lambda p: p.layout != CONTIGUOUS, settings=cfg).layout.kind == LAYOUTS[1]
