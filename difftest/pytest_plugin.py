@@ -5,6 +5,8 @@
 - Options: ``--difftest-profile`` (default: $DIFFTEST_PROFILE or "ci"),
   ``--difftest-out``, ``--difftest-gpu-per-worker`` (under pytest-xdist, pins
   CUDA_VISIBLE_DEVICES to one GPU per worker, by worker number).
+- ``--difftest-kernel NAME`` (repeatable): a test per kernel and per output without a
+  test file (difftest/pytest_items.py); ``--difftest-seed N``, ``--difftest-max-examples N``.
 - Marker ``gpu``: skipped where CUDA is unavailable, so CPU CI stays green.
 - A terminal summary table of every campaign run in the session (xdist workers
   included: each writes its part under the output directory).
@@ -29,6 +31,24 @@ def pytest_addoption(parser):
     g.addoption("--difftest-out", default=DEFAULT_OUT, help=f"directory for reports and reproducers (default {DEFAULT_OUT})")
     g.addoption("--difftest-gpu-per-worker", action="store_true",
                 help="with pytest-xdist, give each worker one GPU (CUDA_VISIBLE_DEVICES by worker number)")
+    g.addoption("--difftest-kernel", action="append", default=[], metavar="NAME",
+                help="collect a test per kernel and per output, no test file needed (repeatable)")
+    g.addoption("--difftest-seed", type=_seed, default=None, metavar="N",
+                help="fix every campaign's search (a baseline and a candidate then draw the same problems)")
+    g.addoption("--difftest-max-examples", type=_positive, default=None, metavar="N",
+                help="generated examples per campaign (overrides the profile)")
+
+
+def _seed(text):
+    if not text.isdigit():
+        raise ValueError(f"--difftest-seed {text!r}: allowed an integer >= 0")
+    return int(text)
+
+
+def _positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"--difftest-max-examples {text!r}: allowed an integer >= 1")
+    return int(text)
 
 
 def _gpu_ids() -> list[str]:
@@ -53,6 +73,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "slow: long-running (excluded from the default CI run)")
     config.stash[_RESULTS_KEY] = []
+    if config.getoption("--difftest-kernel"):
+        from .pytest_items import KernelCollector
+
+        config.pluginmanager.register(KernelCollector(config.getoption("--difftest-kernel")), "difftest-kernels")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if config.getoption("--difftest-gpu-per-worker") and worker:
         gpu = worker_gpu(worker, _gpu_ids())  # before anything initialises CUDA
@@ -84,6 +108,8 @@ def difftest_campaign(request):
     def run(kernel, *, expect_failure: bool = False, **kw):
         kw.setdefault("profile", config.getoption("--difftest-profile"))
         kw.setdefault("out_dir", out)
+        if config.getoption("--difftest-seed") is not None:
+            kw.setdefault("seed", config.getoption("--difftest-seed"))
         res = run_campaign(kernel, **kw)
         config.stash[_RESULTS_KEY].append(res)
         if res.status == "unavailable":
