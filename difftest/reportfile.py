@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 from .problem import OUTPUTS
+from .safeio import atomic_write_text as write_text_atomic  # noqa: F401  (the project's one atomic writer)
 
 RATIO_CAP = 1e6
 
@@ -123,11 +124,3 @@ def output_stats(cases: list) -> dict:
 
 def error_cases(campaign: dict) -> list:
     return [c for c in campaign.get("cases", []) if c.get("status") == "error"]
-
-
-def write_text_atomic(path, text: str) -> Path:
-    """Write through a temporary file in the same folder and rename it into place, so a
-    reader never sees half a file and a kill leaves the old one (``safeio``)."""
-    from .safeio import atomic_write_text
-
-    return atomic_write_text(path, text)
