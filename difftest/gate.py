@@ -14,7 +14,11 @@ gate fails (exit 1) on:
   (also for kernels that do not claim determinism, when A measured it);
 - **coverage lost**: B covers less than A: a kernel of A absent or unavailable in B, a
   coverage feature hit in A and not in B, an output x gate checked in A and not in B, a
-  Problem run in A and skipped in B.
+  Problem run in A and skipped in B;
+- **settings**: B was judged by other gates than A (k, standards, floors, poison, second
+  reference) or drawn inside another narrowing: a looser ``--k`` must not pass a regression.
+
+Different shards of one kernel (or a shard against a whole campaign) are refused: merge first.
 
 A gate that fails in both is a *known failure*: listed, not blocking (it is not this
 change's doing). A report compared with itself passes. The JUnit file has one testcase
@@ -42,7 +46,7 @@ class Finding:
     kernel: str
     output: str  # an output name, "all" or "coverage"
     gate: str
-    kind: str  # regression | ratio | determinism | coverage | known
+    kind: str  # regression | ratio | determinism | coverage | settings | known
     message: str
     case: dict | None = None  # B's failing case record (shrunk when ``shrunk``)
     shrunk: bool = False
@@ -54,8 +58,9 @@ class Finding:
 
     @property
     def testcase(self) -> tuple[str, str]:
-        return self.kernel, ("coverage" if self.kind == "coverage" and self.output == "coverage"
-                             else f"{self.output}:{self.gate}")
+        if self.output == "coverage":
+            return self.kernel, "settings" if self.kind == "settings" else "coverage"
+        return self.kernel, f"{self.output}:{self.gate}"
 
 
 @dataclass
@@ -145,6 +150,16 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
         if A is not None and (sa.get("seed") is None or sa.get("seed") != sb.get("seed")):
             res.notes.append(f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
                              f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N")
+        if A is not None and sa.get("shard") != sb.get("shard"):
+            raise ReportError(f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
+                              f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
+                              f"(join shards with `difftest merge` first)")
+        if A is not None:
+            diffs = settings_differences(sa, sb)
+            if diffs:
+                add(Finding(kernel, "coverage", "settings", "settings",
+                            f"{kernel}: the candidate ran with other gate settings ({'; '.join(diffs)}): its verdicts "
+                            f"are not comparable with the baseline's; run both sides with the same options"))
         ga = _gates_with_run(A) if a_up else {}
         gb = _gates_with_run(B)
         keys = sorted(set(ga) | set(gb), key=lambda k: (OUTPUTS.index(k[0]) if k[0] in OUTPUTS else -1, k[1]))
@@ -226,7 +241,32 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
     for kernel in cb:
         if cb[kernel].get("status") != "unavailable" or kernel in ca:
             res.testcases.setdefault((kernel, "coverage"), [])
+        if kernel in ca:
+            res.testcases.setdefault((kernel, "settings"), [])
     return res
+
+
+_COMPARED = ("gates", "poison", "second_reference")  # what a verdict depends on (operational knobs left out)
+
+
+def _leaves(d, prefix=""):
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from _leaves(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], d
+
+
+def settings_differences(sa: dict, sb: dict) -> list[str]:
+    """Gate settings that differ between two campaigns (keys one engine version lacks are
+    not compared), and a different narrowing: each as 'name old -> new'."""
+    ca, cb = sa.get("config") or {}, sb.get("config") or {}
+    la = dict(_leaves({k: ca[k] for k in _COMPARED if k in ca}))
+    lb = dict(_leaves({k: cb[k] for k in _COMPARED if k in cb}))
+    out = [f"{k} {la[k]!r} -> {lb[k]!r}" for k in la if k in lb and la[k] != lb[k]]
+    if (sa.get("narrowed") or None) != (sb.get("narrowed") or None):
+        out.append(f"narrowed {sa.get('narrowed')!r} -> {sb.get('narrowed')!r}")
+    return out
 
 
 def _first_gate(case: dict) -> tuple[str, str]:

@@ -173,3 +173,23 @@ def test_seed_draws_the_same_problems_in_an_unseeded_profile(tmp_path):
     assert problems(11) == problems(11) != problems(12)
     r = _difftest("run", "-k", "tests.kernels_for_tests:RefKernel", "--seed", "-1", cwd=tmp_path)
     assert r.returncode == 2 and "--seed" in r.stderr
+
+
+def test_looser_gates_other_narrowing_or_another_shard_are_not_compared(baseline):
+    from difftest.reportfile import ReportError
+
+    _, a = baseline
+    b = copy.deepcopy(a)
+    b["campaigns"][0]["settings"]["config"]["gates"]["k"]["dq"] = 100.0  # a looser budget hides regressions
+    res = compare(a, b)
+    assert not res.passed and [f.kind for f in res.findings] == ["settings"]
+    assert "gates.k.dq 3.0 -> 100.0" in res.findings[0].message
+    assert ET.fromstring(junit_xml(res)).find(".//testcase[@name='settings']/failure") is not None
+    b = copy.deepcopy(a)
+    b["campaigns"][0]["settings"]["narrowed"] = {"sinks": False}
+    res = compare(a, b)
+    assert [f.kind for f in res.findings] == ["settings"] and "narrowed None -> {'sinks': False}" in res.findings[0].message
+    b = copy.deepcopy(a)
+    b["campaigns"][0]["settings"]["shard"] = "0/2"
+    with pytest.raises(ReportError, match="merge"):
+        compare(a, b)
