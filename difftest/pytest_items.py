@@ -80,6 +80,7 @@ def campaign_record(config, kernel: str) -> dict:
         config.stash[_RESULTS_KEY].append(res)
         rec = record(res)
         rec["pytest_worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        rec["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")  # --difftest-gpu-per-worker's pick
         write_text_atomic(path, json.dumps(rec, default=str))
         return rec
 

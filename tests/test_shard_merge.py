@@ -103,3 +103,22 @@ def test_in_shard_partitions_problems():
         owners = [[i for i in range(n) if in_shard(p, (i, n))] for p in ps]
         assert all(len(o) == 1 for o in owners)
     assert len({shard_of(p, 3) for p in ps}) == 3
+
+
+def test_merge_puts_kernels_side_by_side_and_refuses_one_kernel_twice():
+    from difftest.merge import merge_reports
+    from difftest.reportfile import ReportError
+
+    def doc(kernel, status="passed"):
+        case = {"kernel": kernel, "problem": {"batch": 1, "seqlen_q": 3}, "status": status, "verdicts": [
+            {"output": "dq", "gate": "budget", "passed": status == "passed", "numbers": {"ratio": 0.5}}]}
+        return {"difftest_report": 1, "campaigns": [{"kernel": kernel, "profile": "ci", "status": status,
+                                                     "cases": [case], "coverage": {"hit": {"f": 1}, "missing": []},
+                                                     "settings": {"seed": 0}}]}
+
+    m = merge_reports([("a.json", doc("k1")), ("b.json", doc("k2", "failed"))])
+    assert [(c["kernel"], c["status"], c["examples"]) for c in m["campaigns"]] == [("k1", "passed", 1),
+                                                                                  ("k2", "failed", 1)]
+    assert m["campaigns"][1]["outputs"]["dq"] == {"cases": 1, "passed": 0, "failed": 1, "worst_ratio": 0.5}
+    with pytest.raises(ReportError, match="without --shard"):
+        merge_reports([("a.json", doc("k1")), ("b.json", doc("k1"))])
