@@ -56,7 +56,7 @@ def config_from_args(a):
     return RunConfig(gates=gates, device=a.device, poison=not a.no_poison, determinism_runs=a.determinism,
                      second_reference=a.second_reference, isolate=a.isolate,
                      timeout_s=DEFAULT_TIMEOUT_S if a.timeout is None else a.timeout,
-                     chunk_threshold=a.chunk_threshold)
+                     chunk_threshold=a.chunk_threshold, truth=getattr(a, "truth", "float64"))
 
 
 def add_run_arguments(p):
@@ -83,6 +83,9 @@ def add_run_arguments(p):
     p.add_argument("--standard", action="append", metavar="OUTPUT:SPEC",
                    help="elementwise standard, e.g. dq:atol=1e-2,rtol=1e-2,ratio=0.999 (OUTPUT may be 'all')")
     p.add_argument("--second-reference", metavar="KERNEL", help="a second reference kernel, e.g. fa3")
+    p.add_argument("--truth", choices=("float64", "float32"), default="float64",
+                   help="the reference --standard is judged against (float32: autograd in float32, as teams "
+                        "state their standards); the error budget always uses the float64 truth")
     p.add_argument("--chunk-threshold", type=nonneg_int, help="score elements above which the chunked oracle is used")
     p.add_argument("--no-poison", action="store_true", help="do not NaN-poison output buffers")
     p.add_argument("--narrow", action="append", metavar="FIELD=VALUES",

@@ -23,6 +23,10 @@ from pathlib import Path
 
 from .runner import RunConfig, run_case
 
+# How far each profile's search reaches: a mutant whose catalogue ``profile`` reaches further
+# than the run's is run and shown but not counted as a survivor.
+PROFILE_REACH = {"quick": 0, "ci": 0, "nightly": 1, "gpu": 1}
+
 # Per-mutant budgets by profile: (search seconds, shrink seconds, total budget seconds).
 # The ci total must fit CI's 90 minutes with everything else and keep the default CI run
 # under 20 minutes; the catalogue normally needs a small fraction of it.
@@ -54,6 +58,8 @@ class MutantRow:
     grid_seconds: float | None = None
     grid_gates: list = field(default_factory=list)
     grid_cases: int = 0
+    expected_of: str = "ci"  # the smallest profile expected to kill it (the catalogue entry's ``profile``)
+    expected: bool = True  # whether this run's profile is expected to kill it
 
     @property
     def killed(self) -> bool:
@@ -77,7 +83,12 @@ class MutantReport:
 
     @property
     def survivors(self) -> list:
-        return [r for r in self.rows if r.status in ("survived", "spurious", "error")]
+        return [r for r in self.rows if r.status in ("survived", "spurious", "error") and r.expected]
+
+    @property
+    def beyond_profile(self) -> list:
+        """Rows not expected of this run's profile (shown, never counted as survivors)."""
+        return [r for r in self.rows if not r.expected]
 
     @property
     def kills(self) -> int:
@@ -203,6 +214,8 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
         except Exception as e:  # an engine crash on one mutant is that mutant's row, not the run's end
             row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), "error",
                             elapsed=time.perf_counter() - t1, reason=f"{type(e).__name__}: {e}")
+        row.expected_of = getattr(entry, "profile", "ci")
+        row.expected = PROFILE_REACH.get(row.expected_of, 0) <= PROFILE_REACH.get(profile, 0)
         report.rows.append(row)
         if progress:
             progress(row)
@@ -226,7 +239,8 @@ def render_markdown(report: MutantReport) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in report.rows:
         gates = ", ".join(r.gates[:3]) + (" ..." if len(r.gates) > 3 else "")
-        cells = [r.name, r.bug_class, r.status, _fmt_n(r.examples), _fmt_s(r.seconds), gates or "-",
+        status = r.status if r.expected else f"{r.status} (expected of {r.expected_of})"
+        cells = [r.name, r.bug_class, status, _fmt_n(r.examples), _fmt_s(r.seconds), gates or "-",
                  _fmt_n(r.size), f"`{r.problem}`" if r.problem else (r.reason or "-")]
         if report.grid:
             gg = ", ".join(r.grid_gates[:2]) + (" ..." if len(r.grid_gates) > 2 else "")
@@ -235,6 +249,9 @@ def render_markdown(report: MutantReport) -> str:
     n = len(report.rows)
     lines.append("")
     lines.append(f"difftest: {report.kills}/{n} killed, median time to kill {_fmt_s(report.median_kill_seconds())} s")
+    if report.beyond_profile:
+        lines.append("not expected of the " + report.profile + " profile (not counted as survivors): " + ", ".join(
+            f"{r.name} {r.status}" for r in report.beyond_profile))
     if report.grid:
         lines.append(f"grid baseline: {report.grid_kills}/{n} killed, median time to kill "
                      f"{_fmt_s(report.median_kill_seconds(grid=True))} s (same {report.per_mutant_budget:g} s budget per mutant)")

@@ -18,6 +18,7 @@ import torch
 from . import adapter as registry
 from . import triage
 from .adapter import KernelAdapter, KernelUnavailable
+from .attribution import attribute
 from .determinism import determinism_verdicts
 from .gates import GateConfig, Verdict, check_outputs, check_second_reference
 from .inputs import make_inputs
@@ -39,6 +40,7 @@ class RunConfig:
     isolate: bool = False  # run the kernel in a worker process (crash/hang safe)
     timeout_s: float = 600.0  # per kernel call, with isolate
     chunk_threshold: int | None = None  # score elements above which the chunked truth is used
+    truth: str = "float64"  # the reference of the elementwise standard: float64 or float32 (the budget keeps float64)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -136,6 +138,20 @@ def _references(inputs, config, notes):
     return truth, ref, flash
 
 
+TRUTHS = ("float64", "float32")
+
+
+def _standard_truth(inputs, config):
+    """The reference a team's elementwise standard is stated against (``--truth``):
+    autograd in that precision, dense or chunked above the threshold."""
+    from difftest import oracles
+
+    if config.truth not in TRUTHS:
+        raise ValueError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
+    threshold = oracles.DEFAULT_CHUNK_THRESHOLD if config.chunk_threshold is None else config.chunk_threshold
+    return oracles.truth(inputs, config.truth, threshold)
+
+
 def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison, runs, config) -> list:
     if config.isolate:
         from .isolation import shared_worker
@@ -184,13 +200,18 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     got = got_runs[0]
     try:
         truth, ref, flash = _references(inputs, config, result.notes)
+        standard_truth = None
+        if config.truth != "float64" and config.gates.standards:
+            standard_truth = _standard_truth(inputs, config)
     except Exception as e:  # a bug of difftest's own, reported as such without ending the campaign
         result.status = "error"
         result.reason = f"internal: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4)
         result.seconds = time.perf_counter() - t0
         return result
     result.verdicts = check_outputs(problem, got, truth, ref, config.gates, poisoned=poison,
-                                    expected=cap.outputs, yardstick=flash)
+                                    expected=cap.outputs, yardstick=flash, standard_truth=standard_truth,
+                                    standard_label=f"{config.truth} truth")
+    attribute(problem, inputs, got, truth, result.verdicts)
     if runs > 1:
         dv = determinism_verdicts(problem, got_runs)
         if not cap.deterministic:  # reported, but a kernel that never claimed it is not failed

@@ -25,7 +25,8 @@ buffers, every element of them, and the result is bitwise deterministic.
 Hook points: each step a real kernel can get wrong is one small method
 (``load``, ``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,
 ``stats_for_backward``, ``delta_pad_value``, ``dq_workspace``, ``reduce_dq``,
-``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ``store_lse``, ...).
+``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ``store_lse``,
+``forward_sink``, ...).
 ``kernels/mutants.py`` builds its fault-injected kernels by overriding exactly one or
 two of them, so every mutant is a small, named deviation from this file.
 """
@@ -232,6 +233,10 @@ class BlockwiseAttention(KernelAdapter):
         """[heads_q] sink logit of each query head."""
         return sink
 
+    def forward_sink(self, sink: torch.Tensor | None) -> torch.Tensor | None:
+        """The sink logits the forward's softmax (O and the saved LSE) includes: all of them."""
+        return sink
+
     def dsink_rows(self, sq: int) -> int:
         """How many rows of a sequence the dSink reduction covers."""
         return sq
@@ -267,7 +272,7 @@ class BlockwiseAttention(KernelAdapter):
         idx = self.kv_head_index(p, dev)
         sink = None
         if p.sinks:
-            sink = self.sink_for_heads(inputs.sink.to(F32), p)
+            sink = self.forward_sink(self.sink_for_heads(inputs.sink.to(F32), p))
         for b, q0, sq, k0, sk in self.sequences(p):
             if self.skip_sequence(p, sq, sk) or sq == 0:
                 continue

@@ -47,6 +47,7 @@ BUG_CLASSES = {
     "some-heads": "faults that appear only for some heads",
     "dtype-limits": "an intermediate overflows the input dtype before the result does",
     "layout": "memory layouts assumed away: strides, storage offsets, alignment, stride-0 heads",
+    "partial-tile": "only part of an MMA tile computed (seed 001: the first 16 rows of dQ)",
 }
 
 
@@ -59,6 +60,10 @@ class Mutant:
     example: Problem | None = None  # a hand-picked Problem that triggers the fault
     source: str = "blockwise"
     clean: Callable[[], KernelAdapter] | None = None  # the correct kernel it deviates from
+    # the smallest campaign profile expected to kill it: "ci", or "gpu" for a fault whose
+    # trigger lies beyond what the ci profile draws (values near a dtype's limit, many tiles);
+    # ``difftest mutants -p ci`` still runs it and shows the outcome, but does not fail on it
+    profile: str = "ci"
 
     def make_clean(self) -> KernelAdapter:
         return (self.clean or BlockwiseAttention)()
@@ -70,18 +75,23 @@ class Mutant:
 _CATALOGUE: list[Mutant] = []
 
 
-def mutant(bug_class: str, example: Problem):
+PROFILES = ("ci", "gpu")  # Mutant.profile values, in the order of the search's reach
+
+
+def mutant(bug_class: str, example: Problem, profile: str = "ci"):
     """Register a BlockwiseAttention subclass as a mutant named after its ``name``; the
-    class docstring's first line is its description."""
+    class docstring's first line is its description. ``profile``: see ``Mutant.profile``."""
     if bug_class not in BUG_CLASSES:
         raise ValueError(f"bug_class={bug_class!r}: allowed {sorted(BUG_CLASSES)}")
+    if profile not in PROFILES:
+        raise ValueError(f"profile={profile!r}: allowed {PROFILES}")
 
     def wrap(cls):
         doc = (cls.__doc__ or "").strip().splitlines()
         cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
         cls.spec = f"mutant:{cls.name}"  # reproducers name the kernel by this catalogue key
         _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls, example.validate(),
-                                 clean=BlockwiseAttention))
+                                 clean=BlockwiseAttention, profile=profile))
         return cls
 
     return wrap
@@ -281,6 +291,17 @@ class SinkIndexedByKvHead(BlockwiseAttention):
         return sink[torch.arange(p.heads_q) // p.group]
 
 
+@mutant("sinks", Problem(seqlen_q=8, seqlen_k=8, heads_q=2, heads_kv=1, sinks=True, sink_center=1.0))
+class SinkMissingInForward(BlockwiseAttention):
+    """The forward's softmax leaves the sink out of the row sum: O and the saved LSE are
+    those of attention without a sink, and the backward (correct) works from them."""
+
+    name = "sink-missing-in-forward"
+
+    def forward_sink(self, sink):
+        return None
+
+
 # ----------------------------------------------------------------------------- padding
 @mutant("padding", Problem(seqlen_q=20, seqlen_k=8))
 class DeltaPadUninitialised(BlockwiseAttention):
@@ -407,7 +428,7 @@ class OddLastHeadDropped(BlockwiseAttention):
 
 # ----------------------------------------------------------------------------- dtype limits
 @mutant("dtype-limits", Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=64, head_dim_v=64, dtype="float16",
-                                values="mixed_do", value_scale=4.4, seed=1))
+                                values="mixed_do", value_scale=4.4, seed=1), profile="gpu")
 class DqCastBeforeScale(BlockwiseAttention):
     """The dQ postprocess stores the unscaled float32 accumulator in the input dtype and
     applies the softmax scale afterwards: dQ / scale overflows (fp16: inf) while the true
@@ -500,6 +521,18 @@ class StrideBlindKernelCache(BlockwiseAttention):
         strides = self._compiled.setdefault((tuple(full.shape), full.dtype), full.stride())
         view = torch.as_strided(full, full.shape, strides, full.storage_offset())
         return _sequence(view, inputs, name, b)
+
+
+# ----------------------------------------------------------------------------- partial tiles
+@mutant("partial-tile", Problem(seqlen_q=40, seqlen_k=24, head_dim_qk=16, head_dim_v=16, dtype="float16"))
+class DqFirst16RowsPerTile(BlockwiseAttention):
+    """Only the first 16 rows (one MMA M-tile) of each query tile's dQ are accumulated; the
+    other rows keep the zeroed workspace (seed 001: dQ within tolerance on 0.1% of elements)."""
+
+    name = "dq-first-16-rows"
+
+    def reduce_dq(self, acc, parts):
+        super().reduce_dq(acc, [(r0, min(r1, r0 + 16), part[:, :16]) for r0, r1, part in parts])
 
 
 # ----------------------------------------------------------------------------- catalogue

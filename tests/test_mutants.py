@@ -218,3 +218,17 @@ def test_ci_gate_whole_catalogue_zero_survivors_within_budget(tmp_path):
     survivors = [(r.name, r.status, r.reason) for r in report.survivors]
     assert not survivors, mutants_cmd.render_markdown(report)
     print(f"\nwhole catalogue: {elapsed:.0f} s (budget {CI_TOTAL_BUDGET_S} s; not asserted: wall clock)")
+
+
+
+def test_mutant_beyond_the_profile_is_shown_but_not_a_survivor():
+    """A mutant the catalogue expects of the gpu profile (its trigger lies beyond what ci
+    draws) runs under ci and shows its outcome, without failing the ci gate."""
+    assert catalogue.MUTANTS["dq-cast-before-scale"].profile == "gpu"
+    report = mutants_cmd.run_mutants(["dq-cast-before-scale"], "quick", per_mutant_budget=3, shrink_budget=3)
+    row = report.rows[0]
+    assert not row.expected and row.expected_of == "gpu" and report.survivors == []
+    if not row.killed:
+        assert "survived (expected of gpu)" in mutants_cmd.render_markdown(report)
+    with pytest.raises(ValueError, match="allowed"):
+        catalogue.mutant("sinks", Problem(), profile="nightly")
