@@ -27,19 +27,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from . import adapter as registry
+from .profiles import get_profile
 from .reports import CaseLog, Progress
 from .reproducer import write_reproducer
 from .runner import CaseResult, RunConfig, run_case
 from .workdir import DEFAULT_DB, DEFAULT_OUT
 
-PROFILES = {
-    # examples: generated examples; budget: wall-clock seconds for the search;
-    # shrink: extra seconds for shrinking once a failure is found
-    "quick": {"examples": 12, "budget": 60.0, "shrink": 30.0, "seed": 0},
-    "ci": {"examples": 40, "budget": 150.0, "shrink": 60.0, "seed": 0},
-    "nightly": {"examples": 1000, "budget": 3600.0, "shrink": 600.0, "seed": None},
-    "gpu": {"examples": 200, "budget": 900.0, "shrink": 180.0, "seed": None},
-}
 
 
 class CaseFailed(AssertionError):
@@ -71,12 +64,6 @@ class CampaignResult:
         return self.status == "failed"
 
 
-def profile_settings(profile: str) -> dict:
-    if profile not in PROFILES:
-        raise ValueError(f"profile={profile!r}: allowed {sorted(PROFILES)}")
-    return dict(PROFILES[profile])
-
-
 def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None, time_budget: float | None = None,
                  shrink_budget: float | None = None, strategy=None, out_dir=None, config: RunConfig | None = None,
                  progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
@@ -90,14 +77,14 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
 
     if isinstance(kernel, str):
         kernel = registry.get(kernel)
-    prof = profile_settings(profile)
-    n_examples = max_examples if max_examples is not None else prof["examples"]
-    budget = time_budget if time_budget is not None else prof["budget"]
-    shrink_s = shrink_budget if shrink_budget is not None else prof["shrink"]
-    seed = prof["seed"] if seed == -1 else seed  # None: a fresh random search each run
+    prof = get_profile(profile)
+    n_examples = max_examples if max_examples is not None else prof.examples
+    budget = time_budget if time_budget is not None else prof.search_s
+    shrink_s = shrink_budget if shrink_budget is not None else prof.shrink_s
+    seed = prof.seed if seed == -1 else seed  # None: a fresh random search each run
     config = config or RunConfig()
     spec = getattr(kernel, "spec", None) or kernel.name  # the registry name that rebuilds it
-    res = CampaignResult(kernel.name, profile, settings={
+    res = CampaignResult(kernel.name, prof.name, settings={
         "max_examples": n_examples, "time_budget_s": budget, "shrink_budget_s": shrink_s, "seed": seed,
         "database": database, "config": config.to_dict(), "spec": spec, "shard": shard_label(shard),
         **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
@@ -109,11 +96,11 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     from difftest import strategies
 
     if strategy is None:
-        strategy = strategies.problems(kernel.capability, profile)
+        strategy = strategies.problems(kernel.capability, prof)
     out = Path(out_dir) if out_dir else None
     log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
     saved = [p for p in load_failures(database, spec) if kernel.capability.covers(p)]
-    edge = list(strategies.edge_problems(kernel.capability, profile)) if edge_cases else []
+    edge = list(strategies.edge_problems(kernel.capability, prof)) if edge_cases else []
     edge = [p for p in saved + [p for p in edge if p not in saved] if in_shard(p, shard)]  # saved failures first
     res.settings["edge_cases"] = len(edge)  # explicit corners run first; the other cases are drawn
     res.settings["replayed_failures"] = len(saved)
@@ -157,7 +144,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         if case.failed and same_failure(res.first_failure, case):  # other failures stay in res.cases
             raise CaseFailed(case)
 
-    prop._hypothesis_internal_add_digest = f"difftest:{kernel.name}:{profile}".encode()
+    prop._hypothesis_internal_add_digest = f"difftest:{kernel.name}:{prof.name}".encode()
     test = given(strategy)(prop)
     for p in reversed(edge):
         test = example(p)(test)
@@ -186,7 +173,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
             log.close()
         res.elapsed = time.perf_counter() - t0
         res.compile_keys = len(keys)
-        res.coverage = _coverage(res.cases, kernel.capability, profile)
+        res.coverage = _coverage(res.cases, kernel.capability, prof)
         if counting:
             stats1 = kernel.compile_stats()
             res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}

@@ -60,7 +60,7 @@ def config_from_args(a):
 
 
 def add_run_arguments(p):
-    from .campaign import PROFILES
+    from .profiles import PROFILES
 
     p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")

@@ -21,22 +21,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .profiles import PROFILES, get_profile
 from .runner import RunConfig, run_case
-
-# How far each profile's search reaches: a mutant whose catalogue ``profile`` reaches further
-# than the run's is run and shown but not counted as a survivor.
-PROFILE_REACH = {"quick": 0, "ci": 0, "nightly": 1, "gpu": 1}
-
-# Per-mutant budgets by profile: (search seconds, shrink seconds, total budget seconds).
-# The ci total must fit CI's 90 minutes with everything else and keep the default CI run
-# under 20 minutes; the catalogue normally needs a small fraction of it.
-BUDGETS = {
-    "quick": (10.0, 5.0, 600.0),
-    "ci": (90.0, 20.0, 900.0),
-    "nightly": (120.0, 60.0, 7200.0),
-    "gpu": (120.0, 60.0, 7200.0),
-}
-
 
 @dataclass
 class MutantRow:
@@ -131,6 +117,11 @@ class MutantReport:
         return d
 
 
+def _reach(profile: str) -> int:
+    """How far a catalogue entry's ``profile`` reaches (an unknown name: as far as ci)."""
+    return PROFILES[profile].mutant_reach if profile in PROFILES else 0
+
+
 def _clean_kernel(entry):
     """The correct kernel a mutant deviates from (None: unknown, kill not verified)."""
     clean = getattr(entry, "clean", None)
@@ -143,9 +134,9 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
     """One mutant: a campaign (and the grid) with fresh adapters, judged the same way."""
     from .campaign import run_campaign
 
-    search_s, shrink_s, _ = BUDGETS.get(profile, BUDGETS["ci"])
-    search_s = per_mutant_budget if per_mutant_budget is not None else search_s
-    shrink_s = shrink_budget if shrink_budget is not None else shrink_s
+    prof = get_profile(profile)
+    search_s = per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s
+    shrink_s = shrink_budget if shrink_budget is not None else prof.mutant_shrink_s
     row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), "survived")
     t0 = time.perf_counter()
     kernel = entry.make()
@@ -193,10 +184,10 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
     from .adapter import catalogue as catalogue_for
 
     catalogue = catalogue_for("mutant")
-    search_s, shrink_s, total_s = BUDGETS.get(profile, BUDGETS["ci"])
-    report = MutantReport(profile, per_mutant_budget if per_mutant_budget is not None else search_s,
-                          shrink_budget if shrink_budget is not None else shrink_s,
-                          time_budget if time_budget is not None else total_s, grid=grid,
+    prof = get_profile(profile)
+    report = MutantReport(profile, per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s,
+                          shrink_budget if shrink_budget is not None else prof.mutant_shrink_s,
+                          time_budget if time_budget is not None else prof.mutant_total_s, grid=grid,
                           skipped_sources=catalogue.skipped())
     entries = catalogue.entries()
     if names:
@@ -215,7 +206,7 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
             row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), "error",
                             elapsed=time.perf_counter() - t1, reason=f"{type(e).__name__}: {e}")
         row.expected_of = getattr(entry, "profile", "ci")
-        row.expected = PROFILE_REACH.get(row.expected_of, 0) <= PROFILE_REACH.get(profile, 0)
+        row.expected = _reach(row.expected_of) <= prof.mutant_reach
         report.rows.append(row)
         if progress:
             progress(row)
@@ -278,7 +269,7 @@ def write_results(report: MutantReport, path, command: str = "") -> None:
 def add_arguments(p) -> None:
     from .argcheck import nonneg_float, positive_float, positive_int
 
-    p.add_argument("--profile", default="ci", choices=sorted(BUDGETS), help="campaign profile (default ci)")
+    p.add_argument("--profile", default="ci", choices=sorted(PROFILES), help="campaign profile (default ci)")
     p.add_argument("--time-budget", type=positive_float, default=None,
                    help="seconds for the whole run; exceeding it fails (default: per profile, ci 900)")
     p.add_argument("--per-mutant-budget", type=positive_float, default=None,

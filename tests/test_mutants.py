@@ -20,12 +20,13 @@ from difftest.adapter import KernelAdapter
 from difftest.inputs import make_inputs
 from difftest.layouts import lay_out
 from difftest.problem import Problem
+from difftest.profiles import get_profile
 from difftest.runner import run_case
 from difftest.kernels import mutants as catalogue
 from difftest.kernels.blockwise import BlockwiseAttention
 
 NAMES = sorted(catalogue.MUTANTS)
-CI_TOTAL_BUDGET_S = mutants_cmd.BUDGETS["ci"][2]
+CI_TOTAL_BUDGET_S = get_profile("ci").mutant_total_s
 
 
 def test_catalogue_has_20_plus_mutants_covering_every_bug_class():
