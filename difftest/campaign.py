@@ -32,6 +32,7 @@ from .reports import CaseLog, Progress
 from .reproducer import write_reproducer
 from .runner import CaseResult, RunConfig, run_case
 from .workdir import DEFAULT_DB, DEFAULT_OUT
+from .vocab import CampaignStatus, FailureKind, Status
 
 
 
@@ -45,7 +46,7 @@ class CaseFailed(AssertionError):
 class CampaignResult:
     kernel: str
     profile: str
-    status: str = "passed"  # passed | failed | unavailable
+    status: CampaignStatus = CampaignStatus.PASSED
     reason: str = ""
     cases: list = field(default_factory=list)
     failure: CaseResult | None = None  # the shrunk failing case
@@ -59,9 +60,12 @@ class CampaignResult:
     elapsed: float = 0.0
     settings: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        self.status = CampaignStatus(self.status)
+
     @property
     def failed(self) -> bool:
-        return self.status == "failed"
+        return self.status == CampaignStatus.FAILED
 
 
 def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None, time_budget: float | None = None,
@@ -90,7 +94,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
     why = kernel.available()
     if why:
-        res.status, res.reason = "unavailable", why
+        res.status, res.reason = CampaignStatus.UNAVAILABLE, why
         return res
 
     from difftest import strategies
@@ -162,7 +166,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
         test()
     except CaseFailed as e:
         res.failure = e.case
-        res.status = "failed"
+        res.status = CampaignStatus.FAILED
         # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
         # explicit edge corpus; walk down through simpler Problems that fail the same way
         res.failure = _simplify(kernel, config, res.failure, seen, res, log,
@@ -219,28 +223,14 @@ def save_failures(database: str | None, spec: str, problems) -> None:
                 f.write(p.to_json() + "\n")
 
 
-_WRAPPERS = {"RuntimeError", "Exception", "Error"}
-
-
-def error_signature(reason: str) -> str:
-    """The kind of a kernel error, from a case's reason: the first exception-like name after
-    generic wrappers ("RuntimeError: RuntimeError: TileOPs: OpNotAvailableError: ..." ->
-    "OpNotAvailableError"; "RuntimeError: AcceleratorError: CUDA error: ..." ->
-    "AcceleratorError"), else the first wrapper, else the first words."""
-    first = (reason or "").strip().splitlines()[0] if (reason or "").strip() else ""
-    tokens = [t.strip() for t in first.split(":")]
-    names = [t for t in tokens if t.isidentifier() and t.endswith(("Error", "Exception", "Crashed", "Timeout"))]
-    specific = [t for t in names if t not in _WRAPPERS]
-    return (specific or names or [first[:60]])[0]
-
-
 def same_failure(a: CaseResult, b: CaseResult) -> bool:
-    """b fails the way a does: errors of the same kind (``error_signature``), or at least
-    one failed gate in common. Shrinking follows only the first failure's kind, so an
-    MLIR build error does not slip into an unrelated illegal memory access."""
-    if a.status == "error":
-        return b.status == "error" and error_signature(a.reason) == error_signature(b.reason)
-    return b.status == "failed" and bool(set(a.failed_gates) & set(b.failed_gates))
+    """b fails the way a does: errors of the same exception type (``CaseResult.error_type``,
+    recorded where the exception was caught), or at least one failed gate in common.
+    Shrinking follows only the first failure's kind, so an MLIR build error does not slip
+    into an unrelated illegal memory access."""
+    if a.failure_kind == FailureKind.ERROR:
+        return b.failure_kind == FailureKind.ERROR and a.error_type == b.error_type
+    return b.failure_kind == FailureKind.GATE and bool(set(a.failed_gates) & set(b.failed_gates))
 
 
 def _simplify(kernel, config, failure: CaseResult, seen: dict, res, log, budget: float) -> CaseResult:
@@ -267,7 +257,7 @@ def _coverage(cases, capability, profile) -> dict:
 
     hit = Counter()
     for c in cases:
-        if c.status != "skipped":
+        if c.status != Status.SKIPPED:
             hit.update(features(c.problem, capability))
     return {"hit": dict(sorted(hit.items())),
             "missing": sorted(expected_features(capability, profile) - set(hit))}

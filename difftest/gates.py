@@ -42,10 +42,10 @@ import torch
 
 from .outputs import is_poison
 from .problem import OUTPUTS, Problem
+from .vocab import Gate
 
 DEFAULT_K = {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dsink": 3.0}
 EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23}
-GATES = ("budget", "elementwise", "nonfinite", "poison", "determinism", "second_reference")
 
 
 @dataclass(frozen=True)
@@ -119,12 +119,15 @@ class GateConfig:
 @dataclass
 class Verdict:
     output: str
-    gate: str
+    gate: Gate
     passed: bool
     numbers: dict = field(default_factory=dict)
     worst: dict | None = None  # {"seq", "token", "head", "dim", "got", "truth"}
     message: str = ""
     reference: str = ""  # what the output was judged against ("float64 truth", "float32 truth", ...)
+
+    def __post_init__(self):
+        self.gate = Gate(self.gate)  # a name read back from a report must be one of ours
 
     @property
     def label(self) -> str:
@@ -215,7 +218,7 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
     return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
 
 
-def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate="budget",
+def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate=Gate.BUDGET,
                 ref_label="same-dtype ref", logit_scale=0.0, terms=0.0, *, limited=None,
                 reference=TRUTH, bounds: dict | None = None) -> Verdict:
     """``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
@@ -266,7 +269,7 @@ def elementwise_gate(problem, name, got, truth, std: Standard, *, reference=TRUT
         msg += f" vs the {reference}"
     if not passed:
         msg += _fmt_loc(worst)
-    return Verdict(name, "elementwise", passed,
+    return Verdict(name, Gate.ELEMENTWISE, passed,
                    {"within_ratio": ratio, "required_ratio": std.required_ratio, "err": err, "atol": std.atol,
                     "rtol": std.rtol, "max_abs": std.max_abs}, worst, msg, reference)
 
@@ -333,7 +336,7 @@ def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, r
     numbers = {"mismatched": n_bad, "nan_in_kernel": n_nan}
     if n_lim_all:
         numbers["overflow_limited"] = n_lim_all
-    return Verdict(name, "nonfinite", passed, numbers, worst, msg, reference)
+    return Verdict(name, Gate.NONFINITE, passed, numbers, worst, msg, reference)
 
 
 def poison_gate(problem, name, got_raw) -> Verdict:
@@ -352,12 +355,12 @@ def poison_gate(problem, name, got_raw) -> Verdict:
     if n:
         where = ", ".join(f"{k}={worst[k]}" for k in ("seq", "token", "head", "dim") if k in worst)
         msg += f"; first at ({where})"
-    return Verdict(name, "poison", n == 0, {"unwritten": n, "elements": t.numel()}, worst, msg, "poison pattern")
+    return Verdict(name, Gate.POISON, n == 0, {"unwritten": n, "elements": t.numel()}, worst, msg, "poison pattern")
 
 
 def shape_verdict(problem, name, got, expected_shape) -> Verdict | None:
     if tuple(got.shape) != tuple(expected_shape):
-        return Verdict(name, "shape", False, {"got": list(got.shape), "expected": list(expected_shape)}, None,
+        return Verdict(name, Gate.SHAPE, False, {"got": list(got.shape), "expected": list(expected_shape)}, None,
                        f"{name}: shape {tuple(got.shape)} != expected {tuple(expected_shape)}", "declared shapes")
     return None
 
@@ -401,7 +404,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         g_raw = got.get(name)
         if g_raw is None:
             if expected is not None and name in expected:
-                verdicts.append(Verdict(name, "missing", False, {}, None,
+                verdicts.append(Verdict(name, Gate.MISSING, False, {}, None,
                                         f"{name}: declared by the kernel but not returned", "declared outputs"))
             continue
         bad_shape = shape_verdict(problem, name, g_raw, shapes[name])
@@ -447,7 +450,7 @@ def check_second_reference(problem: Problem, got, truth, second, config: GateCon
         dev = t.device
         g, t, s = _prep(problem, name, g, dev), _prep(problem, name, t, dev), _prep(problem, name, s, dev)
         v = budget_gate(problem, name, g, t, s, config.second_reference_k.get(name, DEFAULT_K[name]),
-                        config.floor_ulps, config.floor_magnitude, gate="second_reference", ref_label=label,
+                        config.floor_ulps, config.floor_magnitude, gate=Gate.SECOND_REFERENCE, ref_label=label,
                         logit_scale=logit_magnitude(problem, truth), terms=_terms(truth, name),
                         reference=f"{TRUTH} (yardstick: {label})")
         verdicts.append(v)

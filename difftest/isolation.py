@@ -6,7 +6,8 @@ restarted after a crash or a timeout, and after an error that leaves the CUDA co
 unusable (an illegal memory access or device-side assert is sticky: every later call in
 that process would fail too, and the campaign would blame the next Problems for it).
 Kernels are named by their registry spec, and the worker rebuilds the same inputs from
-the Problem (inputs are deterministic).
+the Problem (inputs are deterministic). A kernel's exception comes back as a RuntimeError
+carrying the worker's message and, in ``error_type``, the original exception's class name.
 """
 
 import multiprocessing as mp
@@ -59,10 +60,11 @@ def _worker_main(conn, env):
             conn.send(("ok", results))
         except BaseException as e:  # report everything, keep serving
             msg = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+            kind = getattr(e, "error_type", None) or type(e).__name__
             if context_broken(e):
-                conn.send(("error_fatal", msg))
+                conn.send(("error_fatal", (kind, msg)))
                 return  # a fresh process serves the next case
-            conn.send(("error", msg))
+            conn.send(("error", (kind, msg)))
 
 
 STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure",
@@ -138,9 +140,10 @@ class Worker:
             raise KernelCrashed(f"kernel process died: {describe_exit(code)}") from None
         if status == "error_fatal":
             self.kill()
-            raise RuntimeError(payload + "\n(the CUDA context is unusable after this error: worker restarted)")
+            kind, msg = payload
+            raise _kernel_error(kind, msg + "\n(the CUDA context is unusable after this error: worker restarted)")
         if status == "error":
-            raise RuntimeError(payload)
+            raise _kernel_error(*payload)
         return payload
 
     def kill(self):
@@ -159,6 +162,14 @@ class Worker:
             except (BrokenPipeError, OSError):
                 pass
         self.kill()
+
+
+def _kernel_error(error_type: str, message: str) -> RuntimeError:
+    """The worker's error, raised here: a RuntimeError (so a case's reason reads as it always
+    did) that names the exception it stands for."""
+    e = RuntimeError(message)
+    e.error_type = error_type
+    return e
 
 
 _WORKERS: dict = {}

@@ -23,13 +23,14 @@ from pathlib import Path
 
 from .profiles import PROFILES, get_profile
 from .runner import RunConfig, run_case
+from .vocab import MutantStatus, Status
 
 @dataclass
 class MutantRow:
     name: str
     bug_class: str
     source: str
-    status: str  # killed | survived | spurious (clean kernel fails too) | error (engine crash) | unavailable
+    status: MutantStatus
     examples: int | None = None
     seconds: float | None = None
     gates: list = field(default_factory=list)
@@ -39,7 +40,7 @@ class MutantRow:
     clean_passes: bool | None = None
     elapsed: float = 0.0
     reason: str = ""
-    grid_status: str | None = None  # killed | survived | None (grid not run)
+    grid_status: MutantStatus | None = None  # killed | survived | None (grid not run)
     grid_examples: int | None = None
     grid_seconds: float | None = None
     grid_gates: list = field(default_factory=list)
@@ -47,13 +48,17 @@ class MutantRow:
     expected_of: str = "ci"  # the smallest profile expected to kill it (the catalogue entry's ``profile``)
     expected: bool = True  # whether this run's profile is expected to kill it
 
+    def __post_init__(self):
+        self.status = MutantStatus(self.status)
+        self.grid_status = None if self.grid_status is None else MutantStatus(self.grid_status)
+
     @property
     def killed(self) -> bool:
-        return self.status == "killed"
+        return self.status == MutantStatus.KILLED
 
     @property
     def grid_killed(self) -> bool:
-        return self.grid_status == "killed"
+        return self.grid_status == MutantStatus.KILLED
 
 
 @dataclass
@@ -69,7 +74,7 @@ class MutantReport:
 
     @property
     def survivors(self) -> list:
-        return [r for r in self.rows if r.status in ("survived", "spurious", "error") and r.expected]
+        return [r for r in self.rows if r.status in (MutantStatus.SURVIVED, MutantStatus.SPURIOUS, MutantStatus.ERROR) and r.expected]
 
     @property
     def beyond_profile(self) -> list:
@@ -137,12 +142,12 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
     prof = get_profile(profile)
     search_s = per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s
     shrink_s = shrink_budget if shrink_budget is not None else prof.mutant_shrink_s
-    row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), "survived")
+    row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), MutantStatus.SURVIVED)
     t0 = time.perf_counter()
     kernel = entry.make()
     why = kernel.available()
     if why:
-        row.status, row.reason = "unavailable", why
+        row.status, row.reason = MutantStatus.UNAVAILABLE, why
         return row
     res = run_campaign(kernel, profile, max_examples=max_examples, time_budget=search_s, shrink_budget=shrink_s,
                        out_dir=None if out_dir is None else Path(out_dir) / entry.name, config=config,
@@ -155,9 +160,9 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
         clean = _clean_kernel(entry)
         if clean is not None:
             c = run_case(clean, f.problem, config)
-            row.clean_passes = c.status == "passed"
-        row.status = "killed" if row.clean_passes is not False else "spurious"
-        if row.status == "spurious":
+            row.clean_passes = c.status == Status.PASSED
+        row.status = MutantStatus.KILLED if row.clean_passes is not False else MutantStatus.SPURIOUS
+        if row.status == MutantStatus.SPURIOUS:
             row.reason = f"the clean kernel fails the shrunk Problem too ({', '.join(c.failed_gates)})"
     else:
         row.reason = f"{len(res.cases)} cases in {res.elapsed:.1f}s found nothing"
@@ -168,11 +173,11 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
         g = run_grid(entry.make(), search_s, config=config)
         row.grid_cases = len(g.cases)
         if g.failure is not None:
-            row.grid_status = "killed"
+            row.grid_status = MutantStatus.KILLED
             row.grid_examples, row.grid_seconds = g.examples_to_fail, g.seconds_to_fail
             row.grid_gates = g.failure.failed_gates or ["error"]
         else:
-            row.grid_status = "survived"
+            row.grid_status = MutantStatus.SURVIVED
     return row
 
 
@@ -203,7 +208,7 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
                              shrink_budget=report.shrink_budget, max_examples=max_examples, grid=grid,
                              out_dir=out_dir, database=database, config=config)
         except Exception as e:  # an engine crash on one mutant is that mutant's row, not the run's end
-            row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), "error",
+            row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), MutantStatus.ERROR,
                             elapsed=time.perf_counter() - t1, reason=f"{type(e).__name__}: {e}")
         row.expected_of = getattr(entry, "profile", "ci")
         row.expected = _reach(row.expected_of) <= prof.mutant_reach

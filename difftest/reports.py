@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import triage
 from .problem import OUTPUTS
+from .vocab import Gate, Status
 
 
 class CaseLog:
@@ -45,7 +46,7 @@ def output_stats(cases) -> dict:
     """Per output: cases checked, passed, failed, worst budget ratio."""
     stats = {}
     for c in cases:
-        if c.status == "skipped":
+        if c.status == Status.SKIPPED:
             continue
         for name in OUTPUTS:
             vs = [v for v in c.verdicts if v.output == name]
@@ -57,13 +58,13 @@ def output_stats(cases) -> dict:
                 s["passed"] += 1
             else:
                 s["failed"] += 1
-            r = max((v.numbers.get("ratio", 0.0) for v in vs if v.gate == "budget"), default=0.0)
+            r = max((v.numbers.get("ratio", 0.0) for v in vs if v.gate == Gate.BUDGET), default=0.0)
             s["worst_ratio"] = max(s["worst_ratio"], r if math.isfinite(r) else 1e6)
     return stats
 
 
 def campaign_record(res) -> dict:
-    counts = {s: sum(1 for c in res.cases if c.status == s) for s in ("passed", "failed", "error", "skipped")}
+    counts = {s: sum(1 for c in res.cases if c.status == s) for s in Status}
     return {
         "kernel": res.kernel, "profile": res.profile, "status": res.status, "reason": res.reason,
         "examples": len(res.cases), "counts": counts, "elapsed_s": round(res.elapsed, 3),
@@ -95,9 +96,9 @@ def write_json(results, path, extra: dict | None = None) -> Path:
 def _rows(results):
     rows = []
     for r in results:
-        counts = {s: sum(1 for c in r.cases if c.status == s) for s in ("passed", "failed", "error", "skipped")}
+        counts = {s: sum(1 for c in r.cases if c.status == s) for s in Status}
         rows.append((r.kernel, "(all)", len(r.cases), counts["passed"], counts["failed"] + counts["error"],
-                     counts["skipped"], max((c.worst_ratio for c in r.cases if c.status != "skipped"), default=0.0),
+                     counts["skipped"], max((c.worst_ratio for c in r.cases if c.status != Status.SKIPPED), default=0.0),
                      r.status, triage.describe(triage.summarize(r.cases))))
         limited = triage.summarize(r.cases)["overflow_limited"]
         for name, s in output_stats(r.cases).items():

@@ -5,7 +5,8 @@ is unavailable here; otherwise runs the kernel (optionally in an isolated worker
 process), the float64 truth and the same-dtype reference, applies every gate, and
 optionally repeats the call for the determinism gate and checks a second reference
 (FA3). A kernel exception, crash or timeout is a case with status "error", never a
-crash of the campaign.
+crash of the campaign; the exception's type is recorded where it is caught
+(``CaseResult.error_type``), so shrinking can follow it without re-reading the text.
 """
 
 import math
@@ -25,8 +26,8 @@ from .inputs import make_inputs
 from .layouts import lay_out
 from .outputs import Outputs
 from .problem import Problem
+from .vocab import FailureKind, Gate, Status
 
-STATUSES = ("passed", "failed", "error", "skipped")
 RATIO_CAP = 1e6  # a non-finite or huge ratio is reported as this (hypothesis.target needs finite)
 
 
@@ -58,17 +59,27 @@ class RunConfig:
 class CaseResult:
     kernel: str
     problem: Problem
-    status: str
+    status: Status
     reason: str = ""
     verdicts: list = field(default_factory=list)
     seconds: float = 0.0
     kernel_seconds: float = 0.0
     notes: list = field(default_factory=list)
     input_digest: str = ""
+    error_type: str = ""  # with status "error": the exception's class name where it was caught ("internal:..." for ours)
+
+    def __post_init__(self):
+        self.status = Status(self.status)
 
     @property
     def failed(self) -> bool:
-        return self.status in ("failed", "error")
+        return self.status.failed
+
+    @property
+    def failure_kind(self) -> FailureKind | None:
+        if self.status == Status.ERROR:
+            return FailureKind.ERROR
+        return FailureKind.GATE if self.status == Status.FAILED else None
 
     @property
     def failed_gates(self) -> list[str]:
@@ -77,28 +88,30 @@ class CaseResult:
     @property
     def worst_ratio(self) -> float:
         """Largest budget ratio over outputs (1.0 = at the limit's k=1 point)."""
-        ratios = [v.numbers.get("ratio", 0.0) for v in self.verdicts if v.gate in ("budget", "second_reference")]
+        ratios = [v.numbers.get("ratio", 0.0) for v in self.verdicts if v.gate in (Gate.BUDGET, Gate.SECOND_REFERENCE)]
         r = max(ratios, default=0.0)
-        if self.status == "error" or not math.isfinite(r):
+        if self.status == Status.ERROR or not math.isfinite(r):
             return RATIO_CAP
         return min(r, RATIO_CAP)
 
     def ratios(self) -> dict:
-        return {v.output: v.numbers["ratio"] for v in self.verdicts if v.gate == "budget"}
+        return {v.output: v.numbers["ratio"] for v in self.verdicts if v.gate == Gate.BUDGET}
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "problem": self.problem.to_dict(), "status": self.status, "reason": self.reason,
                 "failed_gates": self.failed_gates, "worst_ratio": self.worst_ratio, "seconds": round(self.seconds, 4),
                 "kernel_seconds": round(self.kernel_seconds, 4), "notes": self.notes, "input_digest": self.input_digest,
                 "triage": str(triage.classify(self)), "overflow_limited": triage.overflow_limited(self),
-                "verdicts": [v.to_dict() for v in self.verdicts]}
+                "verdicts": [v.to_dict() for v in self.verdicts],
+                **({"error_type": self.error_type} if self.error_type else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseResult":
         return cls(kernel=d["kernel"], problem=Problem.from_dict(d["problem"]), status=d["status"],
                    reason=d.get("reason", ""), verdicts=[Verdict(**v) for v in d.get("verdicts", [])],
                    seconds=d.get("seconds", 0.0), kernel_seconds=d.get("kernel_seconds", 0.0),
-                   notes=d.get("notes", []), input_digest=d.get("input_digest", ""))
+                   notes=d.get("notes", []), input_digest=d.get("input_digest", ""),
+                   error_type=d.get("error_type", ""))
 
     def render(self, verbose: bool = False) -> str:
         lines = [f"[{self.status.upper()}] {self.kernel} on {self.problem.short()}"]
@@ -152,6 +165,12 @@ def _standard_truth(inputs, config):
     return oracles.truth(inputs, config.truth, threshold)
 
 
+def error_type(e: BaseException) -> str:
+    """The class name of the exception ``e`` stands for: an exception raised on behalf of
+    another (a worker process's error re-raised here) names it in ``e.error_type``."""
+    return getattr(e, "error_type", None) or type(e).__name__
+
+
 def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison, runs, config) -> list:
     if config.isolate:
         from .isolation import shared_worker
@@ -172,13 +191,13 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     cap = kernel.capability
     why = cap.excludes(problem)
     if why:
-        return CaseResult(kernel.name, problem, "skipped", f"outside capability: {why}")
+        return CaseResult(kernel.name, problem, Status.SKIPPED, f"outside capability: {why}")
     why = kernel.available()
     if why:
-        return CaseResult(kernel.name, problem, "skipped", f"unavailable: {why}")
+        return CaseResult(kernel.name, problem, Status.SKIPPED, f"unavailable: {why}")
     device = config.device or cap.device
     inputs = make_inputs(problem, device)
-    result = CaseResult(kernel.name, problem, "passed", input_digest=inputs.digest())
+    result = CaseResult(kernel.name, problem, Status.PASSED, input_digest=inputs.digest())
     poison = config.poison and cap.poison
     runs = config.determinism_runs if config.determinism_runs is not None else (2 if cap.deterministic else 1)
     runs = max(1, runs)
@@ -186,12 +205,13 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     try:
         got_runs = _call_kernel(kernel, problem, inputs, device, poison, runs, config)
     except KernelUnavailable as e:
-        result.status, result.reason = "skipped", f"unavailable: {e}"
+        result.status, result.reason = Status.SKIPPED, f"unavailable: {e}"
         result.seconds = time.perf_counter() - t0
         return result
     except Exception as e:  # the kernel's own failure is a case result
-        result.status = "error"
+        result.status = Status.ERROR
         result.reason = f"{type(e).__name__}: {e}"
+        result.error_type = error_type(e)
         if not config.isolate:
             result.reason += "\n" + "".join(traceback.format_exc(limit=4))
         result.seconds = time.perf_counter() - t0
@@ -204,7 +224,7 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
         if config.truth != "float64" and config.gates.standards:
             standard_truth = _standard_truth(inputs, config)
     except Exception as e:  # a bug of difftest's own, reported as such without ending the campaign
-        result.status = "error"
+        result.status, result.error_type = Status.ERROR, f"internal:{error_type(e)}"
         result.reason = f"internal: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4)
         result.seconds = time.perf_counter() - t0
         return result
@@ -212,16 +232,12 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
                                     expected=cap.outputs, yardstick=flash, standard_truth=standard_truth,
                                     standard_label=f"{config.truth} truth")
     attribute(problem, inputs, got, truth, result.verdicts)
-    if runs > 1:
-        dv = determinism_verdicts(problem, got_runs)
-        if not cap.deterministic:  # reported, but a kernel that never claimed it is not failed
-            for v in dv:
-                v.passed, v.gate = True, "determinism_info"
-        result.verdicts += dv
+    if runs > 1:  # a kernel that never claimed determinism gets it reported, not failed
+        result.verdicts += determinism_verdicts(problem, got_runs, claimed=cap.deterministic)
     if config.second_reference:
         result.verdicts += _second_reference(problem, inputs, got, truth, config, result.notes)
     if any(not v.passed for v in result.verdicts):
-        result.status = "failed"
+        result.status = Status.FAILED
     result.seconds = time.perf_counter() - t0
     return result
 

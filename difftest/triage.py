@@ -57,7 +57,13 @@ def _verdicts(case) -> list[dict]:
     return out
 
 
-def _error_kind(reason: str) -> Kind:
+def _error_kind(reason: str, error_type: str = "") -> Kind:
+    """From the exception type the runner recorded (``CaseResult.error_type``); reports
+    written before it was recorded are read from the reason's text."""
+    if error_type:
+        if error_type.startswith("internal:"):
+            return Kind.INTERNAL
+        return {"KernelTimeout": Kind.HANG, "KernelCrashed": Kind.CRASH}.get(error_type, Kind.CONTRACT_VIOLATION)
     text = (reason or "").strip()
     if text.startswith("internal:"):
         return Kind.INTERNAL
@@ -86,7 +92,7 @@ def classify(case) -> Kind:
     if status == "skipped":
         return Kind.SKIPPED
     if status == "error":
-        return _error_kind(_get(case, "reason", ""))
+        return _error_kind(_get(case, "reason", ""), _get(case, "error_type", "") or "")
     failed = [v for v in _verdicts(case) if not v.get("passed", True)]
     if status == "failed" or failed:
         if failed and all(v.get("gate") in _DETERMINISM for v in failed):

@@ -110,7 +110,9 @@ class Worker:
             send(self.proc.stdin, req)
             rep = recv(self.proc.stdout)
         if "error" in rep:
-            raise RuntimeError(f"TileOPs: {rep['error']}")
+            e = RuntimeError(f"TileOPs: {rep['error']}")
+            e.error_type = rep.get("error_type", "RuntimeError")  # the worker's exception (runner.error_type)
+            raise e
         return rep
 
     def close(self):
@@ -255,7 +257,7 @@ def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU
             else:
                 rep = {"error": f"unknown request op {kind!r}"}
         except Exception as e:  # noqa: BLE001
-            rep = {"error": f"{type(e).__name__}: {e}"}
+            rep = {"error": f"{type(e).__name__}: {e}", "error_type": type(e).__name__}
         send(proto, rep)
 
 

@@ -127,6 +127,14 @@ class Flaky(RefKernel):
         return out
 
 
+class AcceleratorError(RuntimeError):
+    """Stands for torch's sticky CUDA error type."""
+
+
+class MLIRError(RuntimeError):
+    """Stands for a CuTe DSL build error."""
+
+
 class TwoKindsOfError(RefKernel):
     """Two different kernel errors: a sticky-CUDA-like error for heads_q >= 3, a build
     error for head_dim 16 (with fewer heads). A shrink must stay with the first kind."""
@@ -137,9 +145,9 @@ class TwoKindsOfError(RefKernel):
     def corrupt(self, inputs, out):
         p = inputs.problem
         if p.heads_q >= 3:
-            raise RuntimeError("AcceleratorError: CUDA error: an illegal memory access was encountered")
+            raise AcceleratorError("CUDA error: an illegal memory access was encountered")
         if p.head_dim_qk == 16:
-            raise RuntimeError("MLIRError: Operation creation failed")
+            raise MLIRError("Operation creation failed")
         return out
 
 

@@ -107,30 +107,47 @@ def test_failure_database_replays_the_saved_failure_first(tmp_path):
     assert load_failures(None, WrongDkForLongGqa.spec) == []
 
 
-def test_error_signature_names_the_kind_of_error():
-    from difftest.campaign import error_signature
+def test_error_type_is_recorded_where_the_exception_is_caught():
+    """In process, the exception's class; through the worker, the class of the exception the
+    worker caught (the reason still reads 'RuntimeError: MLIRError: ...' as it always did);
+    an adapter that re-raises a worker's error names the original (TileOPs)."""
+    from difftest.runner import run_case
+    from tests.kernels_for_tests import TwoKindsOfError
 
-    assert error_signature("RuntimeError: RuntimeError: TileOPs: OpNotAvailableError: no implementation") == \
-        "OpNotAvailableError"
-    assert error_signature("RuntimeError: MLIRError: Operation creation failed:\nerror: ...") == "MLIRError"
-    assert error_signature("RuntimeError: AcceleratorError: CUDA error: an illegal memory access") == "AcceleratorError"
-    assert error_signature("KernelTimeout: kernel did not return within 5 s") == "KernelTimeout"
-    assert error_signature("RuntimeError: boom") == "RuntimeError"
-    assert error_signature("") == ""
+    mlir = Problem(heads_q=1, heads_kv=1, head_dim_qk=16, head_dim_v=8, seqlen_q=4, seqlen_k=4)
+    cuda = Problem(heads_q=4, heads_kv=4, head_dim_qk=8, head_dim_v=8, seqlen_q=4, seqlen_k=4)
+    assert run_case(TwoKindsOfError(), mlir).error_type == "MLIRError"
+    assert run_case(TwoKindsOfError(), cuda).error_type == "AcceleratorError"
+    assert run_case(RefKernel(), mlir).error_type == ""
+
+    class Wrapping(RefKernel):
+        def corrupt(self, inputs, out):
+            e = RuntimeError("TileOPs: OpNotAvailableError: no implementation")
+            e.error_type = "OpNotAvailableError"
+            raise e
+
+    c = run_case(Wrapping(), mlir)
+    assert c.status == "error" and c.error_type == "OpNotAvailableError"
+    assert c.reason.startswith("RuntimeError: TileOPs: OpNotAvailableError")
+    try:
+        c = run_case(TwoKindsOfError(), mlir, RunConfig(isolate=True, timeout_s=120))
+    finally:
+        close_all()
+    assert c.error_type == "MLIRError" and c.reason.startswith("RuntimeError: MLIRError: Operation creation failed")
+    assert type(c).from_dict(json.loads(json.dumps(c.to_dict()))).error_type == "MLIRError"
 
 
 def test_shrinking_stays_with_the_first_kind_of_error(tmp_path):
     """Found on the H200: an FA4 build error (MLIRError) 'shrank' into an unrelated illegal
     memory access because every error counted as the same failure."""
-    from difftest.campaign import error_signature
     from tests.kernels_for_tests import TwoKindsOfError
 
     for seed in (0, 1, 2):
         r = run_campaign(TwoKindsOfError(), "quick", database=None, out_dir=tmp_path / str(seed), seed=seed,
                          shrink_budget=20, config=RunConfig(isolate=False))
         assert r.status == "failed"
-        kinds = {error_signature(c.reason) for c in r.cases if c.status == "error"}
-        first, final = error_signature(r.first_failure.reason), error_signature(r.failure.reason)
+        kinds = {c.error_type for c in r.cases if c.status == "error"}
+        first, final = r.first_failure.error_type, r.failure.error_type
         assert final == first, (seed, first, final, kinds)
         if first == "MLIRError":
             assert r.failure.problem.head_dim_qk == 16 and r.failure.problem.heads_q < 3

@@ -39,7 +39,7 @@ def test_kernel_exception_is_an_error_case():
 def test_crash_in_isolated_worker_costs_one_case():
     cfg = RunConfig(isolate=True, timeout_s=120)
     r = run_case(CrashOnLongQ(), P.replace(seqlen_q=30), cfg)
-    assert r.status == "error" and "died" in r.reason
+    assert r.status == "error" and "died" in r.reason and r.error_type == "KernelCrashed"
     # the next case gets a fresh worker and passes
     assert run_case(CrashOnLongQ(), P, cfg).status == "passed"
 
@@ -49,6 +49,7 @@ def test_hang_in_isolated_worker_times_out():
     run_case(HangOnGqa(), P.replace(heads_q=1), cfg)  # warm the worker (imports) first
     r = run_case(HangOnGqa(), P, cfg)
     assert r.status == "error" and "did not return within 20" in r.reason  # the timeout, not the hang, ended it
+    assert r.error_type == "KernelTimeout"
     assert run_case(HangOnGqa(), P.replace(heads_q=1), cfg).status == "passed"
 
 

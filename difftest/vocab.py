@@ -1,0 +1,64 @@
+"""The words verdicts are made of: case and campaign statuses, gate names, failure kinds
+and mutant outcomes, as ``enum.StrEnum``.
+
+Each member *is* its string ("passed", "budget", ...): JSON reports, reproducers and
+comparisons with plain strings stay byte-for-byte what they were, while the engine gets
+one list of the allowed values, a typo that fails at import instead of a check that is
+never true, and a clear error for an unknown value read back from a report.
+"""
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """What one case (a kernel on one Problem) came to."""
+
+    PASSED = "passed"
+    FAILED = "failed"  # a gate failed
+    ERROR = "error"  # the kernel raised, crashed or hung (or, marked "internal:", a reference did)
+    SKIPPED = "skipped"  # outside the kernel's capability, or the kernel is unavailable here
+
+    @property
+    def failed(self) -> bool:
+        return self in (Status.FAILED, Status.ERROR)
+
+
+class CampaignStatus(StrEnum):
+    """What one kernel's campaign came to."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    UNAVAILABLE = "unavailable"  # the kernel cannot run here (reason given)
+
+
+class Gate(StrEnum):
+    """Gate names on a Verdict (``gates.py``, ``determinism.py``)."""
+
+    BUDGET = "budget"  # error against the float64 truth within k x the same-dtype reference's (+ floor)
+    ELEMENTWISE = "elementwise"  # a kernel team's atol/rtol standard
+    NONFINITE = "nonfinite"  # NaN/Inf parity with the truth
+    POISON = "poison"  # an output element the kernel never wrote
+    SHAPE = "shape"  # an output of the wrong shape
+    MISSING = "missing"  # a declared output not returned
+    DETERMINISM = "determinism"  # bitwise-equal repeated calls, for a kernel that claims determinism
+    DETERMINISM_INFO = "determinism_info"  # the same measurement for a kernel that does not claim it: never fails
+    SECOND_REFERENCE = "second_reference"  # the budget gate against a second reference kernel (e.g. FA3)
+
+
+class FailureKind(StrEnum):
+    """How a failing case fails; shrinking keeps to the first failure's kind (``campaign.same_failure``):
+    a gate failure shrinks into Problems failing one of the same gates, an error into errors of the same
+    exception type (``CaseResult.error_type``)."""
+
+    GATE = "gate"
+    ERROR = "error"
+
+
+class MutantStatus(StrEnum):
+    """A mutant's row in ``difftest mutants``."""
+
+    KILLED = "killed"
+    SURVIVED = "survived"
+    SPURIOUS = "spurious"  # "killed" on a Problem the clean kernel fails too: counts as a survivor
+    ERROR = "error"  # the engine crashed on this mutant
+    UNAVAILABLE = "unavailable"
