@@ -3,6 +3,16 @@
 Strategies draw only inside a capability; the runner skips (with the reason) a Problem
 outside it. ``compile_key`` names the Problem fields whose change forces a new JIT
 compile, so strategies can reuse compiled configurations.
+
+The defaults claim the basics only: dense batches (every sequence the same length,
+seqlen_q may differ from seqlen_k), one key/value head per query head, head_dim_v ==
+head_dim_qk, no mask, no sinks, no varlen, any softmax scale. Every feature beyond
+(``gqa``, ``causal``/``window`` and their ``aligns``, ``varlen``/``empty_seqs``/``pad_tail``,
+``sinks``, unequal head dims) is opted in, so a kernel is never tested on something its
+author did not claim. ``aligns`` defaults to FlashAttention's bottom-right diagonal; a
+failure that needs a field left at its default is reported as a possible declaration
+problem naming that field (difftest/declaration.py). docs/adapters.md has the table of
+every field.
 """
 
 from dataclasses import dataclass, fields, replace
@@ -16,7 +26,7 @@ class Capability:
     dtypes: tuple[str, ...] = ("float32", "float16")
     head_dims_qk: tuple[int, ...] = (16, 32, 64)  # allowed head_dim_qk values
     head_dims_v: tuple[int, ...] | None = None  # None: same set as head_dims_qk
-    equal_head_dims: bool = False  # True: head_dim_v must equal head_dim_qk
+    equal_head_dims: bool = True  # True: head_dim_v must equal head_dim_qk (False: may differ)
     max_batch: int = 4
     max_seqlen: int = 256
     # the shortest non-empty query / key sequence the kernel serves (a dense Problem's one
@@ -24,15 +34,15 @@ class Capability:
     min_seqlen_q: int = 1
     min_seqlen_k: int = 1
     max_heads: int = 8
-    gqa: bool = True  # heads_kv < heads_q allowed
+    gqa: bool = False  # heads_kv < heads_q allowed (GQA/MQA)
     seqlen_q_ne_k: bool = True  # seqlen_q != seqlen_k allowed
-    causal: bool = True
-    aligns: tuple[str, ...] = ALIGNS  # alignments supported for causal/window masks
-    window: bool = True
-    varlen: bool = True
-    empty_seqs: bool = True  # zero-length sequences in varlen
-    pad_tail: bool = True  # packed buffers longer than the last cu_seqlens offset
-    sinks: bool = True
+    causal: bool = False  # causal mask
+    aligns: tuple[str, ...] = ("bottom_right",)  # mask diagonal(s) when seqlen_q != seqlen_k
+    window: bool = False  # sliding window (window_left/window_right)
+    varlen: bool = False  # per-sequence lengths (cu_seqlens)
+    empty_seqs: bool = False  # zero-length sequences in varlen
+    pad_tail: bool = False  # packed buffers longer than the last cu_seqlens offset
+    sinks: bool = False  # one sink logit per query head (and dsink)
     softmax_scale: bool = True  # accepts a custom softmax scale
     values: tuple[str, ...] | None = None  # value distributions to draw (None: all)
     # memory layouts of q/k/v/dO the kernel's interface accepts (difftest/layouts.py);
@@ -152,6 +162,10 @@ class Capability:
         bad = [d for d in self.dtypes if d not in DTYPES]
         if bad:
             raise ValueError(f"Capability.dtypes has {bad}: allowed {DTYPES}")
+        if self.equal_head_dims and self.head_dims_v is not None and set(self.head_dims_v) != set(self.head_dims_qk):
+            raise ValueError(f"Capability.head_dims_v={self.head_dims_v} differs from head_dims_qk={self.head_dims_qk} "
+                             f"while equal_head_dims=True (the default): set equal_head_dims=False to draw "
+                             f"head_dim_v != head_dim_qk, or leave head_dims_v=None")
         bad = [a for a in self.aligns if a not in ALIGNS]
         if bad:
             raise ValueError(f"Capability.aligns has {bad}: allowed {ALIGNS}")

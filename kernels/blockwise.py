@@ -60,6 +60,7 @@ CAPABILITY = Capability(
     gqa=True,
     seqlen_q_ne_k=True,
     causal=True,
+    aligns=("top_left", "bottom_right"),
     window=True,
     varlen=True,
     empty_seqs=True,

@@ -28,7 +28,7 @@ _DIMS = (32, 64, 96, 128, 192, 256)
 
 def _capability(deterministic: bool) -> Capability:
     return Capability(
-        dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, head_dims_v=_DIMS, max_batch=8,
+        dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, head_dims_v=_DIMS, equal_head_dims=False, max_batch=8,
         max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
         window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True,
         outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=deterministic,

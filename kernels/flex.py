@@ -27,7 +27,8 @@ from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse
 _COMMON = dict(
     dtypes=("float16", "bfloat16", "float32"), head_dims_qk=(16, 32, 64, 128, 192, 256),
     head_dims_v=(16, 32, 64, 128, 192, 256), max_batch=4, max_seqlen=2048, max_heads=16,
-    causal=True, window=True, outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False,
+    equal_head_dims=False, causal=True, aligns=("top_left", "bottom_right"), window=True,
+    outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False,
     device="cuda", block_m=128, block_n=128,
     compile_key=("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv"),
 )

@@ -49,13 +49,13 @@ REPO_ROOT = str(Path(__file__).resolve().parents[1])
 GQA_CAPABILITY = Capability(
     dtypes=("float16", "bfloat16"), head_dims_qk=(128,), equal_head_dims=True, max_batch=8,
     max_seqlen=4096, min_seqlen_q=2, min_seqlen_k=2, max_heads=32, gqa=True, seqlen_q_ne_k=False,
-    causal=True, window=False, varlen=False, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
-    outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
+    causal=True, aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False,
+    sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
     block_m=64, block_n=64, compile_key=("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv"),
 )
 
 MLA_CAPABILITY = Capability(
-    dtypes=("float16", "bfloat16"), head_dims_qk=(192,), head_dims_v=(128,), max_batch=4,
+    dtypes=("float16", "bfloat16"), head_dims_qk=(192,), head_dims_v=(128,), equal_head_dims=False, max_batch=4,
     max_seqlen=4096, max_heads=32, gqa=False, seqlen_q_ne_k=True, causal=True,
     aligns=("bottom_right",), window=False, varlen=False, empty_seqs=False, pad_tail=False,
     sinks=False, outputs=("dq", "dk", "dv"), deterministic=False, device="cuda",

@@ -11,7 +11,19 @@ import torch
 from difftest import Capability, KernelAdapter
 from difftest.oracles.reference import reference
 
-SMALL = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2)
+# Every opt-in feature (what Capability() claimed before its defaults became the basics):
+# the engine's own test kernels serve them all.
+ALL_FEATURES = dict(equal_head_dims=False, gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=True,
+                    varlen=True, empty_seqs=True, pad_tail=True, sinks=True)
+
+
+def full_capability(**kw) -> Capability:
+    """A Capability that opts in to every feature, then ``kw``."""
+    return Capability(**{**ALL_FEATURES, **kw})
+
+
+SMALL = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2,
+                   **ALL_FEATURES)
 
 
 class RefKernel(KernelAdapter):
@@ -89,7 +101,7 @@ class PoisonAware(RefKernel):
     name = "test-unwritten"
     spec = "tests.kernels_for_tests:PoisonAware"
     capability = Capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2,
-                            poison=True)
+                            poison=True, **ALL_FEATURES)
     skip_last_head = True
 
     def corrupt(self, inputs, out):
@@ -120,7 +132,7 @@ class Flaky(RefKernel):
     name = "test-nondeterministic"
     spec = "tests.kernels_for_tests:Flaky"
     capability = Capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2,
-                            deterministic=True)
+                            deterministic=True, **ALL_FEATURES)
 
     def corrupt(self, inputs, out):
         out.dq = out.dq + torch.randn_like(out.dq) * 1e-7 * out.dq.abs()

@@ -12,18 +12,18 @@ from difftest.capability import Capability
 from difftest.simplify import neighbours, simplify
 from difftest.strategies import edge_problems, problems
 from difftest.strategies.shapes import key_length, lengths
-from tests.kernels_for_tests import RefKernel
+from tests.kernels_for_tests import RefKernel, full_capability
 
 MIN_Q, MIN_K = 3, 5
-DENSE = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
-                   min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K, varlen=False, empty_seqs=False, pad_tail=False)
-VARLEN = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
-                    min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K)
-VARLEN_NO_EMPTY = Capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
-                             min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K, empty_seqs=False)
-SQUARE = Capability(dtypes=("float16",), head_dims_qk=(16,), max_seqlen=160, max_heads=4, seqlen_q_ne_k=False,
-                    varlen=False, empty_seqs=False, pad_tail=False, min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K,
-                    compile_key=("dtype", "causal"))  # TileOPs-like: square, compile pins
+DENSE = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
+                        min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K, varlen=False, empty_seqs=False, pad_tail=False)
+VARLEN = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
+                         min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K)
+VARLEN_NO_EMPTY = full_capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
+                                  min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K, empty_seqs=False)
+SQUARE = full_capability(dtypes=("float16",), head_dims_qk=(16,), max_seqlen=160, max_heads=4, seqlen_q_ne_k=False,
+                         varlen=False, empty_seqs=False, pad_tail=False, min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K,
+                         compile_key=("dtype", "causal"))  # TileOPs-like: square, compile pins
 CAPS = {"dense": DENSE, "varlen": VARLEN, "varlen_no_empty": VARLEN_NO_EMPTY, "square": SQUARE}
 
 
@@ -105,7 +105,7 @@ def test_excludes_names_the_field():
     assert "zero-length" in VARLEN_NO_EMPTY.excludes(vl)
     assert "min_seqlen_k" in VARLEN.excludes(vl.replace(seqlen_k=(5, 0, 4)))
     assert "min_seqlen_q" in VARLEN.excludes(vl.replace(seqlen_q=(1, 3, 7)))
-    assert Capability().excludes(base.replace(seqlen_q=1, seqlen_k=1)) is None  # default minimum: 1
+    assert full_capability().excludes(base.replace(seqlen_q=1, seqlen_k=1)) is None  # default minimum: 1
 
 
 @pytest.mark.parametrize("kw, says", [
@@ -155,8 +155,8 @@ class RaisesOnCausalMin(RefKernel):
 
     name = "test-raises-min"
     spec = "tests.test_min_seqlen:RaisesOnCausalMin"
-    capability = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4,
-                            max_batch=2, min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K)
+    capability = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4,
+                                 max_batch=2, min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K)
 
     def corrupt(self, inputs, out):
         if inputs.problem.causal:

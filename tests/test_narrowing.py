@@ -10,10 +10,11 @@ import pytest
 from difftest import adapter as registry
 from difftest.campaign import run_campaign
 from difftest.capability import NARROWABLE, Capability, parse_narrowing
+from tests.kernels_for_tests import full_capability
 
 
 def test_narrowed_capability_covers_less():
-    c = Capability()
+    c = full_capability()
     n = c.narrowed(**parse_narrowing(["head_dims_qk=16,32", "sinks=false", "max_seqlen=64",
                                       "values=normal", "aligns=top_left"]))
     assert n.head_dims_qk == (16, 32) and n.sinks is False and n.max_seqlen == 64
@@ -32,7 +33,7 @@ def test_narrowed_capability_covers_less():
 ])
 def test_widening_or_malformed_narrowing_is_a_clear_error(item, says):
     with pytest.raises(ValueError) as e:
-        Capability().narrowed(**parse_narrowing([item]))
+        full_capability().narrowed(**parse_narrowing([item]))
     assert says in str(e.value) and item.split("=")[0] in str(e.value)
 
 

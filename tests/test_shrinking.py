@@ -22,9 +22,10 @@ from difftest.problem import Problem
 from difftest.simplify import simplify
 from difftest.oracles.reference import allowed_mask, reference
 from difftest.strategies import problems
+from tests.kernels_for_tests import full_capability
 
-CAP = Capability(dtypes=("float32", "float16"), head_dims_qk=(16, 32), max_batch=4, max_seqlen=128, max_heads=4,
-                 block_m=64, block_n=64)
+CAP = full_capability(dtypes=("float32", "float16"), head_dims_qk=(16, 32), max_batch=4, max_seqlen=128, max_heads=4,
+                      block_m=64, block_n=64)
 BLOCK = CAP.block_n
 
 

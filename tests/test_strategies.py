@@ -10,21 +10,22 @@ from difftest.strategies import (compile_keys, coverage_table, edge_problems, ex
                         problems)
 from difftest.strategies.compile import warm_problems
 from difftest.strategies.shapes import edge_lengths
+from tests.kernels_for_tests import full_capability
 
 # broad CPU kernel (like the torch blockwise one): every feature, odd head dims, qk != v
-BROAD = Capability(dtypes=("float32", "float16", "bfloat16"), head_dims_qk=(8, 16, 24, 32, 59, 64),
-                   max_batch=8, max_seqlen=256, max_heads=8, varlen=True, sinks=True, block_m=64, block_n=64)
+BROAD = full_capability(dtypes=("float32", "float16", "bfloat16"), head_dims_qk=(8, 16, 24, 32, 59, 64),
+                        max_batch=8, max_seqlen=256, max_heads=8, varlen=True, sinks=True, block_m=64, block_n=64)
 # SDPA-CPU-like: no sinks, causal top-left only, equal head dims
-SDPA_LIKE = Capability(dtypes=("float32", "bfloat16"), head_dims_qk=(16, 32, 64), equal_head_dims=True,
-                       aligns=("top_left",), sinks=False, block_m=32, block_n=128)
+SDPA_LIKE = full_capability(dtypes=("float32", "bfloat16"), head_dims_qk=(16, 32, 64), equal_head_dims=True,
+                            aligns=("top_left",), sinks=False, block_m=32, block_n=128)
 # narrow: float16, head dim 128, causal, no varlen
-NARROW = Capability(dtypes=("float16",), head_dims_qk=(128,), varlen=False, empty_seqs=False, pad_tail=False,
-                    window=False, sinks=False, softmax_scale=False, gqa=False, max_heads=4, block_m=128,
-                    block_n=64)
+NARROW = full_capability(dtypes=("float16",), head_dims_qk=(128,), varlen=False, empty_seqs=False, pad_tail=False,
+                         window=False, sinks=False, softmax_scale=False, gqa=False, max_heads=4, block_m=128,
+                         block_n=64)
 CAPS = {"broad": BROAD, "sdpa_like": SDPA_LIKE, "narrow": NARROW}
 # a JIT kernel that recompiles per dtype, head dims, causal, sinks and head counts (FA4-like)
-JIT = Capability(dtypes=("float16", "bfloat16"), head_dims_qk=(64, 96, 128), max_heads=8,
-                 compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv"))
+JIT = full_capability(dtypes=("float16", "bfloat16"), head_dims_qk=(64, 96, 128), max_heads=8,
+                      compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv"))
 
 DRAWS = {"broad": 2000, "sdpa_like": 800, "narrow": 500}
 
@@ -205,7 +206,7 @@ def test_capability_without_alignments_gets_square_masked_corners_only():
     from difftest.capability import Capability
     from difftest.strategies import edge_problems
 
-    c = Capability(aligns=())
+    c = full_capability(aligns=())
     corners = edge_problems(c)
     assert corners and all(c.covers(p) for p in corners)
     assert any(p.masked for p in corners)

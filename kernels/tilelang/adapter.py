@@ -31,17 +31,23 @@ TILES = {
 }
 
 
+# Every mask and layout feature, both devices: GQA, unequal head dims, causal and windows in
+# both alignments, varlen with empty sequences and unused tail tokens, sinks.
+FEATURES = dict(equal_head_dims=False, gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=True,
+                varlen=True, empty_seqs=True, pad_tail=True, sinks=True)
+
+
 def capability_for(device: str, deterministic: bool) -> Capability:
     t = TILES[device]
     if device == "cpu":
         return Capability(
             dtypes=("float32", "float16"), head_dims_qk=(16, 32, 64), head_dims_v=(16, 32, 64),
             max_batch=4, max_seqlen=256, max_heads=8, deterministic=True,  # CPU atomics are serial
-            device="cpu", block_m=t["block_m"], block_n=t["block_n"], compile_key=COMPILE_KEY)
+            device="cpu", block_m=t["block_m"], block_n=t["block_n"], compile_key=COMPILE_KEY, **FEATURES)
     return Capability(
         dtypes=("float16", "bfloat16"), head_dims_qk=(64, 128, 192), head_dims_v=(64, 128),
         max_batch=16, max_seqlen=8192, max_heads=64, deterministic=deterministic,
-        device="cuda", block_m=t["block_m"], block_n=t["block_n"], compile_key=COMPILE_KEY)
+        device="cuda", block_m=t["block_m"], block_n=t["block_n"], compile_key=COMPILE_KEY, **FEATURES)
 
 
 def _default_device() -> str:

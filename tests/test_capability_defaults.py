@@ -1,0 +1,53 @@
+"""Capability defaults claim the basics only (issue 15); every built-in kernel opted in
+explicitly to what it used to get by default, so its resolved capability and the
+coverage features it expects are exactly what they were before the change
+(tests/data/capabilities.json, recorded on the old defaults by tests/capability_snapshot.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from difftest import Capability, Problem
+
+SNAPSHOT = Path(__file__).parent / "data" / "capabilities.json"
+
+
+@pytest.fixture(scope="module")
+def now():
+    from tests.capability_snapshot import resolved
+
+    return resolved()
+
+
+def test_every_builtin_kernel_resolves_to_its_recorded_capability(now):
+    before = json.loads(SNAPSHOT.read_text())
+    for name, rec in before.items():
+        assert name in now, f"{name} no longer resolves"
+        cap = now[name]["capability"]
+        changed = {f: (v, cap.get(f)) for f, v in rec["capability"].items() if cap.get(f) != v}
+        assert not changed, f"{name}: capability fields changed (before, now): {changed}"
+
+
+def test_every_builtin_kernel_expects_the_same_coverage_features(now):
+    before = json.loads(SNAPSHOT.read_text())
+    for name, rec in before.items():
+        assert now[name]["expected_features"] == rec["expected_features"], name
+
+
+def test_the_defaults_claim_the_basics_only():
+    c = Capability()
+    assert not (c.gqa or c.causal or c.window or c.varlen or c.empty_seqs or c.pad_tail or c.sinks)
+    assert c.equal_head_dims and c.aligns == ("bottom_right",) and c.seqlen_q_ne_k and c.softmax_scale
+    dense = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, head_dim_qk=16, head_dim_v=16)
+    assert c.excludes(dense) is None
+    for change, why in ((dict(heads_kv=1), "GQA"), (dict(causal=True), "causal"), (dict(window_left=2), "window"),
+                        (dict(sinks=True), "sinks"), (dict(head_dim_v=32), "head_dim"),
+                        (dict(batch=1, seqlen_q=(3,), seqlen_k=(4,)), "varlen")):
+        assert why in (c.excludes(dense.replace(**change).validate()) or ""), change
+
+
+def test_unequal_head_dim_sets_need_the_opt_in():
+    with pytest.raises(ValueError, match="equal_head_dims=False"):
+        Capability(head_dims_qk=(192,), head_dims_v=(128,))
+    assert Capability(head_dims_qk=(192,), head_dims_v=(128,), equal_head_dims=False).v_dims == (128,)
