@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from . import adapter as registry
+from .declaration import claim_record
 from .profiles import get_profile
 from .reports import CaseLog, Progress
 from .reproducer import write_reproducer
@@ -59,6 +60,7 @@ class CampaignResult:
     compile_stats: dict | None = None  # builds/cache hits during the campaign, for kernels that count them
     elapsed: float = 0.0
     settings: dict = field(default_factory=dict)
+    declaration: list = field(default_factory=list)  # declaration problems behind the failure (declaration.py)
 
     def __post_init__(self):
         self.status = CampaignStatus(self.status)
@@ -91,6 +93,7 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
     res = CampaignResult(kernel.name, prof.name, settings={
         "max_examples": n_examples, "time_budget_s": budget, "shrink_budget_s": shrink_s, "seed": seed,
         "database": database, "config": config.to_dict(), "spec": spec, "shard": shard_label(shard),
+        "capability": claim_record(kernel.capability),
         **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
     why = kernel.available()
     if why:
@@ -182,6 +185,9 @@ def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None
             stats1 = kernel.compile_stats()
             res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
     if res.failure is not None:
+        from .declaration import diagnose
+
+        res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, config))
         res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path(DEFAULT_OUT)) / "repro")
         save_failures(database, spec, [res.failure.problem, res.first_failure.problem])
     return res

@@ -157,6 +157,9 @@ def cmd_run(a) -> int:
     t0 = time.perf_counter()
     try:
         for k in kernels:
+            from .declaration import claim_line
+
+            print(claim_line(k.name, k.capability), flush=True)
             r = run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget,
                              shrink_budget=a.shrink_budget, out_dir=out,
                              config=config, progress=not a.quiet, edge_cases=not a.no_edge_cases,
@@ -171,6 +174,8 @@ def cmd_run(a) -> int:
             print(line, flush=True)
             if r.failure is not None:
                 print(r.failure.render())
+                for d in r.declaration:
+                    print(f"  {d}")
                 print(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
                       f"shrunk reproducer: {r.reproducer['py']}")
     finally:

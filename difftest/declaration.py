@@ -84,7 +84,7 @@ def diagnose(kernel, failure, run) -> list[str]:
     cap = kernel.capability
     out = []
     for v in failure.verdicts:
-        if v.gate == "declaration" and not v.passed:
+        if v.gate == "missing" and not v.passed:
             out.append(v.message)
     p = failure.problem
     for name, used, without, how in CHECKS:

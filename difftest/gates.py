@@ -404,8 +404,10 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         g_raw = got.get(name)
         if g_raw is None:
             if expected is not None and name in expected:
+                from .declaration import missing_output_message
+
                 verdicts.append(Verdict(name, Gate.MISSING, False, {}, None,
-                                        f"{name}: declared by the kernel but not returned", "declared outputs"))
+                                        missing_output_message(name, expected), "declared outputs"))
             continue
         bad_shape = shape_verdict(problem, name, g_raw, shapes[name])
         if bad_shape:

@@ -70,7 +70,7 @@ def campaign_record(res) -> dict:
         "examples": len(res.cases), "counts": counts, "elapsed_s": round(res.elapsed, 3),
         "examples_to_fail": res.examples_to_fail, "seconds_to_fail": res.seconds_to_fail,
         "compile_keys": res.compile_keys, "compile_stats": res.compile_stats, "coverage": res.coverage, "outputs": output_stats(res.cases),
-        "triage": triage.summarize(res.cases),
+        "triage": triage.summarize(res.cases), "declaration": getattr(res, "declaration", []),
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
     }
@@ -137,6 +137,7 @@ def markdown_summary(results) -> str:
                        f"reproducer: `{(r.reproducer or {}).get('py', '-')}`")
             out.append("```")
             out.append(r.failure.render())
+            out.extend(f"  {d}" for d in getattr(r, "declaration", []))
             out.append("```")
     return "\n".join(out)
 

@@ -6,6 +6,8 @@ so saved reports can be re-triaged):
 - ``wrong result``: an output failed a value gate (budget, elementwise, nonfinite,
   poison, shape, missing, second reference);
 - ``nondeterminism``: only the determinism gate failed (a kernel that claims it);
+- ``declaration problem``: only declared-but-not-returned outputs failed (the capability's
+  ``outputs`` is wrong, not the kernel's maths: difftest/declaration.py);
 - ``contract violation``: the kernel raised (assertion, build error, launch failure,
   NotImplementedError/ValueError/RuntimeError about unsupported arguments) on a Problem
   its declared capability accepts: the runner skips what the capability excludes, so
@@ -30,6 +32,7 @@ class Kind(StrEnum):
     OVERFLOW_LIMITED = "overflow-limited"
     WRONG_RESULT = "wrong result"
     NONDETERMINISM = "nondeterminism"
+    DECLARATION = "declaration problem"
     CONTRACT_VIOLATION = "contract violation"
     CRASH = "crash"
     HANG = "hang"
@@ -37,7 +40,7 @@ class Kind(StrEnum):
     SKIPPED = "skipped"
 
 
-FINDINGS = (Kind.WRONG_RESULT, Kind.NONDETERMINISM, Kind.CONTRACT_VIOLATION, Kind.CRASH, Kind.HANG)
+FINDINGS = (Kind.WRONG_RESULT, Kind.NONDETERMINISM, Kind.DECLARATION, Kind.CONTRACT_VIOLATION, Kind.CRASH, Kind.HANG)
 _DETERMINISM = ("determinism",)
 
 
@@ -95,6 +98,8 @@ def classify(case) -> Kind:
         return _error_kind(_get(case, "reason", ""), _get(case, "error_type", "") or "")
     failed = [v for v in _verdicts(case) if not v.get("passed", True)]
     if status == "failed" or failed:
+        if failed and all(v.get("gate") == "missing" for v in failed):
+            return Kind.DECLARATION  # an output declared but never returned (difftest/declaration.py)
         if failed and all(v.get("gate") in _DETERMINISM for v in failed):
             return Kind.NONDETERMINISM
         return Kind.WRONG_RESULT

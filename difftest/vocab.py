@@ -39,7 +39,7 @@ class Gate(StrEnum):
     NONFINITE = "nonfinite"  # NaN/Inf parity with the truth
     POISON = "poison"  # an output element the kernel never wrote
     SHAPE = "shape"  # an output of the wrong shape
-    MISSING = "missing"  # a declared output not returned
+    MISSING = "missing"  # a declared output not returned: a declaration problem (declaration.py)
     DETERMINISM = "determinism"  # bitwise-equal repeated calls, for a kernel that claims determinism
     DETERMINISM_INFO = "determinism_info"  # the same measurement for a kernel that does not claim it: never fails
     SECOND_REFERENCE = "second_reference"  # the budget gate against a second reference kernel (e.g. FA3)

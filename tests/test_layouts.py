@@ -23,12 +23,13 @@ from difftest.simplify import simplify
 from difftest.strategies import edge_problems, expected_features, features, problems
 from difftest.kernels import mutants as catalogue
 from difftest.kernels.blockwise import BlockwiseAttention
+from tests.kernels_for_tests import full_capability
 
 DENSE = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=8,
                 dtype="float16")
 VARLEN = Problem(batch=3, seqlen_q=(4, 0, 6), seqlen_k=(0, 3, 5), heads_q=3, heads_kv=1, head_dim_qk=8,
                  head_dim_v=8, pad_tail=2, sinks=True)
-ALL = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16, 32), max_heads=4, layouts=LAYOUTS)
+ALL = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16, 32), max_heads=4, layouts=LAYOUTS)
 
 
 def _laid(p: Problem, kind: str):
