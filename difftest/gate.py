@@ -207,19 +207,21 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             continue
         # problem by problem: the same Problem passed in A and fails (or is skipped) in B
         b_cases = {problem_key(c["problem"]): c for c in B.get("cases", [])}
-        common, skipped = 0, []
+        common, skipped, newly = 0, [], {}
         for ac in A.get("cases", []):
             bc = b_cases.get(problem_key(ac["problem"]))
             if bc is None:
                 continue
             common += 1
             if ac["status"] == "passed" and bc["status"] in ("failed", "error"):
-                out, gate = RUN if bc["status"] == "error" else _first_gate(bc)
-                add(_finding(kernel, B, out, gate, "regression",
-                             f"{kernel}: a problem that passed in the baseline {bc['status']} in the candidate: "
-                             f"{_failing_message(bc, out, gate)}", bc))
+                newly.setdefault(RUN if bc["status"] == "error" else _first_gate(bc), []).append(bc)
             elif ac["status"] != "skipped" and bc["status"] == "skipped":
                 skipped.append(bc)
+        for (out, gate), bcs in newly.items():  # one finding per output x gate, not one per problem
+            more = f" (and {len(bcs) - 1} more)" if len(bcs) > 1 else ""
+            add(_finding(kernel, B, out, gate, "regression",
+                         f"{kernel}: a problem that passed in the baseline {bcs[0]['status']} in the candidate{more}: "
+                         f"{_failing_message(bcs[0], out, gate)}", bcs[0]))
         if skipped:
             more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
             add(Finding(kernel, "coverage", "cases", "coverage",
