@@ -172,6 +172,8 @@ def cmd_run(a) -> int:
             if r.status == "unavailable":
                 line += f": {r.reason}"
             print(line, flush=True)
+            if r.status != "unavailable":
+                print(f"  not exercised: {', '.join(r.coverage.get('missing') or ()) or 'none (every expected feature ran)'}")
             if r.failure is not None:
                 print(r.failure.render())
                 for d in r.declaration:

@@ -129,6 +129,9 @@ def markdown_summary(results) -> str:
     out += ["", "Triage per kernel (cases): " + "; ".join(
         f"**{r.kernel}** " + (", ".join(f"{kind} {n}" for kind, n in triage.summarize(r.cases)["kinds"].items()) or "-")
         for r in results)]
+    out += ["", "Coverage: features the capability makes reachable that no case exercised:"]
+    out += [f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
+            for r in results if r.status != "unavailable"]
     for r in results:
         if r.failure is not None:
             out.append("")

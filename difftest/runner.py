@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import adapter as registry
-from . import triage
+from . import breakdown, triage
 from .adapter import KernelAdapter, KernelUnavailable
 from .attribution import attribute
 from .determinism import determinism_verdicts
@@ -232,6 +232,7 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
                                     expected=cap.outputs, yardstick=flash, standard_truth=standard_truth,
                                     standard_label=f"{config.truth} truth")
     attribute(problem, inputs, got, truth, result.verdicts)
+    breakdown.attach(problem, got, truth, result.verdicts, cap)  # which heads/sequences/tiles
     if runs > 1:  # a kernel that never claimed determinism gets it reported, not failed
         result.verdicts += determinism_verdicts(problem, got_runs, claimed=cap.deterministic)
     if config.second_reference:
