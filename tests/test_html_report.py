@@ -121,3 +121,13 @@ def test_chromium_renders_the_report(report):
     assert near((9, 105, 218)) > 200  # histogram bars within the limit (blue)
     assert near((207, 34, 46)) > 100  # the failing dK bar past the limit, the limit line, "failed" (red)
     assert counts.get((255, 255, 255), 0) < 0.97 * SIZE[0] * SIZE[1]  # not a blank page
+
+
+def test_report_command_refuses_bad_input_in_one_line(tmp_path):
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "cut.json").write_text('{"difftest_report": 1, "campaigns": [{"kern')
+    for src in ("missing.json", "list.json", "cut.json", "."):
+        r = subprocess.run([sys.executable, "-m", "difftest", "report", src, "--html", "out.html"], cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and src in r.stderr, (src, r.stderr)
+    assert not (tmp_path / "out.html").exists()
