@@ -29,6 +29,13 @@ Shared translation:
   (measured). The flash kernel reports LSE = 0 for such a row; difftest's convention is
   -inf, so the adapter maps LSE to -inf exactly for rows whose mask row is empty.
 - No sinks: SDPA has no sink logit (capability sinks=False).
+- Memory layouts: every kind of difftest/layouts.py. ``F.scaled_dot_product_attention``
+  documents no stride or alignment requirement and takes any strided tensor (torch 2.13
+  CPU, torch/nn/functional.py scaled_dot_product_attention; the CPU flash op is what it
+  dispatches to). The adapter hands the kernel the laid-out memory itself (autograd
+  leaves made with ``detach()``, which keeps strides, storage offset and stride-0 heads;
+  dense problems through their [B, S, H, D] views, dO included); a ``kv_broadcast`` K/V
+  is an MHA call whose per-head dK/dV the adapter sums to the one stored head.
 """
 
 import torch
@@ -37,6 +44,7 @@ import torch.nn.functional as F
 from difftest.adapter import KernelAdapter
 from difftest.capability import Capability
 from difftest.inputs import Inputs
+from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import DTYPES, Problem
 
@@ -85,23 +93,26 @@ class SdpaCpu(KernelAdapter):
         reason = self.capability.excludes(p)
         if reason is not None:
             raise ValueError(f"{self.name} does not support {p.short()}: {reason}")
-        q = inputs.q.detach().clone().requires_grad_(True)
-        k = inputs.k.detach().clone().requires_grad_(True)
-        v = inputs.v.detach().clone().requires_grad_(True)
+        # Leaves are the tensors difftest handed over, in their memory layout (detach()
+        # keeps strides, storage offset and stride-0 heads; clone() would not).
+        if p.varlen:
+            q, k, v = (leaf(inputs.q), leaf(inputs.k), leaf(inputs.v))
+        else:  # one [B, S, H, D] view per tensor: a head-major layout has no packed view
+            q, k, v = (leaf(inputs.bshd(n)) for n in ("q", "k", "v"))
         want_lse = "lse" in self.capability.outputs
         lse = torch.full((p.total_q, p.heads_q), float("-inf"), dtype=torch.float32)
         pieces = []  # packed O, in order, with zero filler for the unused tail
-        segments = [(0, 0, p.batch, p.seqlen_q, p.seqlen_k)] if not p.varlen else [
-            (p.cu_seqlens_q[b], p.cu_seqlens_k[b], 1, sq, sk)
-            for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k))]
-        for q0, k0, nb, sq, sk in segments:
-            qs = q[q0:q0 + nb * sq].view(nb, sq, p.heads_q, p.head_dim_qk).transpose(1, 2)
-            ks = k[k0:k0 + nb * sk].view(nb, sk, p.heads_kv, p.head_dim_qk).transpose(1, 2)
-            vs = v[k0:k0 + nb * sk].view(nb, sk, p.heads_kv, p.head_dim_v).transpose(1, 2)
+        if p.varlen:
+            segments = [(q[q0:q0 + sq].unsqueeze(0), k[k0:k0 + sk].unsqueeze(0), v[k0:k0 + sk].unsqueeze(0), q0, sq, sk)
+                        for q0, k0, sq, sk in zip(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlens_q, p.seqlens_k)]
+        else:
+            segments = [(q, k, v, 0, p.seqlen_q, p.seqlen_k)]
+        for qs, ks, vs, q0, sq, sk in segments:
+            nb = qs.shape[0]
             causal = _use_is_causal(p, sq, sk)
             allowed = visible_keys(p, sq, sk) if (p.masked and not causal) else None
-            o_s, lse_s = self._attend(qs, ks, vs, p, causal, allowed)
-            pieces.append(o_s.transpose(1, 2).reshape(nb * sq, p.heads_q, p.head_dim_v))
+            o_s, lse_s = self._attend(qs.transpose(1, 2), ks.transpose(1, 2), vs.transpose(1, 2), p, causal, allowed)
+            pieces.append(o_s.transpose(1, 2))  # [nb, sq, Hq, Dv]
             if want_lse and lse_s is not None:
                 lse_s = lse_s.float()
                 if allowed is not None:  # kernel convention (0) -> ours (-inf) for empty rows
@@ -109,18 +120,32 @@ class SdpaCpu(KernelAdapter):
                 if sk == 0:
                     lse_s = torch.full_like(lse_s, float("-inf"))
                 lse[q0:q0 + nb * sq] = lse_s.transpose(1, 2).reshape(nb * sq, p.heads_q)
-        used = sum(p.seqlens_q)
-        if p.total_q > used:
-            pieces.append(torch.zeros(p.total_q - used, p.heads_q, p.head_dim_v, dtype=q.dtype))
-        o = torch.cat(pieces, dim=0)
-        fwd = Outputs(o=o.detach(), lse=lse if want_lse else None)
+        if p.varlen:
+            used = sum(p.seqlens_q)
+            tail = [torch.zeros(p.total_q - used, p.heads_q, p.head_dim_v, dtype=q.dtype)] if p.total_q > used else []
+            o = torch.cat([x[0] for x in pieces] + tail, dim=0)  # packed [T, Hq, Dv]
+            o_thd = o.detach()
+        else:
+            o = pieces[0]  # [B, S, Hq, Dv]: the backward gets dO in this shape, laid out
+            o_thd = o.detach().reshape(p.total_q, p.heads_q, p.head_dim_v)
+        fwd = Outputs(o=o_thd, lse=lse if want_lse else None)
         return fwd, (q, k, v, o)
 
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+        p = inputs.problem
         q, k, v, o = ctx
-        grads = torch.autograd.grad(o, (q, k, v), inputs.do, allow_unused=True) if o.requires_grad else (None,) * 3
+        do = inputs.do if p.varlen else inputs.bshd("do")  # the laid-out dO, as the kernel's backward reads it
+        grads = torch.autograd.grad(o, (q, k, v), do, allow_unused=True) if o.requires_grad else (None,) * 3
         dq, dk, dv = (torch.zeros_like(t) if g is None else g for g, t in zip(grads, (q, k, v)))
+        dq, dk, dv = (g.reshape(-1, *g.shape[-2:]) for g in (dq, dk, dv))
+        if dk.shape[1] != p.heads_kv:  # kv_broadcast: the expanded heads' gradients go to the one stored head
+            dk, dv = dk.sum(dim=1, keepdim=True), dv.sum(dim=1, keepdim=True)
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv)
+
+
+def leaf(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as an autograd leaf, same memory (strides, offset, stride-0 heads kept)."""
+    return t.detach().requires_grad_(True)
 
 
 class SdpaCpuMath(SdpaCpu):
@@ -132,14 +157,14 @@ class SdpaCpuMath(SdpaCpu):
         max_batch=8, max_seqlen=1024, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True,
         aligns=("top_left", "bottom_right"), window=True, varlen=True, empty_seqs=True, pad_tail=True,
         sinks=False, softmax_scale=True, outputs=("o", "dq", "dk", "dv"), deterministic=True,
-        poison=False, device="cpu", block_m=64, block_n=64,
+        poison=False, device="cpu", block_m=64, block_n=64, layouts=LAYOUTS,
     )
 
     def _attend(self, q, k, v, p, is_causal, mask):
         from torch.nn.attention import SDPBackend, sdpa_kernel
         with sdpa_kernel(SDPBackend.MATH):
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale,
-                                               enable_gqa=p.heads_q != p.heads_kv)
+                                               enable_gqa=q.shape[1] != k.shape[1])
         return o, None
 
 
@@ -152,7 +177,7 @@ class SdpaCpuFlash(SdpaCpu):
         max_batch=8, max_seqlen=1024, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True,
         aligns=("top_left", "bottom_right"), window=True, varlen=True, empty_seqs=True, pad_tail=True,
         sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=True,
-        poison=False, device="cpu", block_m=32, block_n=512,
+        poison=False, device="cpu", block_m=32, block_n=512, layouts=LAYOUTS,
     )
 
     def available(self) -> str | None:
@@ -168,7 +193,7 @@ class SdpaCpuFlash(SdpaCpu):
             from torch.nn.attention import SDPBackend, sdpa_kernel
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                 o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale,
-                                                   enable_gqa=p.heads_q != p.heads_kv)
+                                                   enable_gqa=q.shape[1] != k.shape[1])
             return o, None
         additive = None
         if mask is not None:  # the op takes an additive mask in the query dtype

@@ -290,3 +290,24 @@ def test_ci_profile_kills_each_layout_mutant(name, tmp_path):
     assert row.status == "killed", (row.status, row.reason)
     assert row.clean_passes is True
     assert "layout:" in row.problem  # what killed it is a layout
+
+
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_sdpa_cpu_adapters_take_every_layout_and_get_the_laid_out_memory(kind):
+    from difftest.kernels.sdpa_cpu import SdpaCpuFlash, SdpaCpuMath
+
+    cases = [Problem(batch=2, seqlen_q=20, seqlen_k=37, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=16,
+                     dtype="float16", causal=True),
+             Problem(batch=3, seqlen_q=(4, 0, 36), seqlen_k=(0, 3, 35), heads_q=3, heads_kv=1, head_dim_qk=8,
+                     head_dim_v=8, pad_tail=2, window_left=3)]
+    for kernel in (SdpaCpuMath(), SdpaCpuFlash()):
+        assert kind in kernel.capability.layouts
+        for p in cases:
+            p = p.replace(layout=kind)
+            case = run_case(kernel, p)
+            assert case.status == "passed", case.render()
+            x = lay_out(make_inputs(p))
+            _, (q, k, v, _) = kernel.forward(x)
+            for name, leaf in (("q", q), ("k", k), ("v", v)):  # the very memory difftest laid out
+                t = _handed(x, name)
+                assert (leaf.data_ptr(), leaf.stride()) == (t.data_ptr(), t.stride()), (kernel.name, name)
