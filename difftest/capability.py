@@ -82,8 +82,8 @@ class Capability:
                 return f"{kind} sequence length {min(short)} < {name} {least}"
         if p.heads_q > self.max_heads:
             return f"heads_q {p.heads_q} > {self.max_heads}"
-        if p.heads_kv != p.heads_q and not self.gqa:
-            return "GQA/MQA unsupported"
+        if p.heads_kv != p.heads_q and not self.gqa and p.layout.kind != "kv_broadcast":
+            return "GQA/MQA unsupported"  # (kv_broadcast hands the kernel an MHA call)
         if not self.seqlen_q_ne_k and p.seqlens_q != p.seqlens_k:
             return "seqlen_q != seqlen_k unsupported"
         if p.causal and not self.causal:

@@ -96,3 +96,26 @@ def leaf(t: torch.Tensor | None) -> torch.Tensor | None:
         return None
     return t.detach().clone().requires_grad_(True)
 
+
+
+def laid_out_leaf(t: torch.Tensor | None) -> torch.Tensor | None:
+    """``t`` itself as an autograd leaf: the same memory difftest laid out (strides,
+    storage offset, stride-0 heads), never a copy (None stays None). A kernel that needs
+    another layout copies inside its own interface, where the copy is its choice."""
+    if t is None:
+        return None
+    return t.detach().requires_grad_(True)
+
+
+def laid_out(inputs: Inputs, name: str) -> torch.Tensor:
+    """The tensor a kernel's interface takes for ``name``: the packed [T, H, D] view for
+    a varlen problem, the [B, S, H, D] view for a dense one, in the Problem's layout."""
+    return getattr(inputs, name) if inputs.problem.varlen else inputs.bshd(name)
+
+
+def fold_kv_heads(grad: torch.Tensor, heads_kv: int) -> torch.Tensor:
+    """dK/dV of a ``kv_broadcast`` call (K/V expanded with stride 0 to every query head,
+    an MHA call to the kernel) summed back to the one stored head; other calls unchanged."""
+    if grad is None or grad.shape[-2] == heads_kv:
+        return grad
+    return grad.sum(dim=-2, keepdim=True)

@@ -23,14 +23,22 @@ import torch
 from difftest.adapter import KernelAdapter
 from difftest.capability import Capability
 from difftest.inputs import Inputs
+from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 
-from .cuda_common import cuda_reason, leaf, lse_bhs_to_thd, lse_ht_to_thd, module_reason, normalize_lse, sm_reason, thd
+from .cuda_common import cuda_reason, fold_kv_heads, laid_out, laid_out_leaf, leaf, lse_bhs_to_thd, lse_ht_to_thd, module_reason, normalize_lse, sm_reason, thd
 
 _DIMS = (32, 64, 96, 128, 192, 256)
 
 
+# Memory layouts: FA3's flash_attn_interface checks only that q/k/v have a contiguous last
+# dimension (hopper/flash_api.cpp, mha_fwd: `TORCH_CHECK(q.stride(-1) == 1, "Input tensor
+# must have contiguous last dimension")`, and its Python wrapper's maybe_contiguous makes a
+# copy only when stride(-1) != 1), which every layout of difftest/layouts.py has, so that
+# backend is handed the laid-out memory. dew takes JAX arrays, which have no strides: the
+# adapter must copy into a contiguous buffer for DLPack, so under dew only the contiguous
+# layout is declared (another layout would test our copy, not the kernel).
 def _capability(backend: str) -> Capability:
     # dew packs sequences "from 0 to T" (its docstring): no unused tail tokens. The H200
     # campaign found why it matters: dew's JAX dSink sums the kernel's LSE/O over every
@@ -40,7 +48,7 @@ def _capability(backend: str) -> Capability:
         max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
         window=True, varlen=True, empty_seqs=True, pad_tail=backend == "interface", sinks=backend == "dew",
         outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False, device="cuda",
-        block_m=64, block_n=128,
+        block_m=64, block_n=128, layouts=LAYOUTS if backend == "interface" else ("contiguous",),
     )
 
 
@@ -188,12 +196,11 @@ class Fa3Adapter(KernelAdapter):
         call = Fa3Call.of(p)
         kw = dict(softmax_scale=call.scale, causal=call.causal, window_size=call.window,
                   return_attn_probs=True)
+        q, k, v = (laid_out_leaf(laid_out(inputs, n)) for n in ("q", "k", "v"))  # the laid-out memory
         if p.varlen:
-            q, k, v = leaf(inputs.q), leaf(inputs.k), leaf(inputs.v)
             res = fa3.flash_attn_varlen_func(q, k, v, inputs.cu_seqlens_q, inputs.cu_seqlens_k,
                                              p.max_seqlen_q, p.max_seqlen_k, **kw)
         else:
-            q, k, v = (inputs.bshd(n).detach().clone().requires_grad_(True) for n in ("q", "k", "v"))
             res = fa3.flash_attn_func(q, k, v, **kw)
         o, lse = res[0], res[1]
         if p.varlen:
@@ -205,8 +212,8 @@ class Fa3Adapter(KernelAdapter):
     def _backward_interface(self, inputs: Inputs, fwd: Outputs, ctx):
         p = inputs.problem
         q, k, v, o = ctx
-        do = inputs.do if p.varlen else inputs.bshd("do")
-        dq, dk, dv = torch.autograd.grad(o, (q, k, v), do.contiguous(), retain_graph=True)
+        dq, dk, dv = torch.autograd.grad(o, (q, k, v), laid_out(inputs, "do"), retain_graph=True)
+        dk, dv = fold_kv_heads(dk, p.heads_kv), fold_kv_heads(dv, p.heads_kv)
         if not p.varlen:
             dq, dk, dv = thd(dq), thd(dk), thd(dv)
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv)

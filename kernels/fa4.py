@@ -1,7 +1,9 @@
 """FlashAttention 4 (``flash_attn.cute``, CuTe DSL), SM90 backward, through its public API.
 
 Dense problems call ``flash_attn_func`` on [B, S, H, D] views; varlen problems call
-``flash_attn_varlen_func`` on the packed tensors with cu_seqlens. Gradients come from
+``flash_attn_varlen_func`` on the packed tensors with cu_seqlens; either way the tensors
+are the laid-out memory of the Problem's layout (difftest/layouts.py), dO included, and a
+``kv_broadcast`` K/V reaches FA4 as an MHA call whose per-head dK/dV are summed here. Gradients come from
 torch autograd through FA4's own ``FlashAttnFunc.backward`` (the kernel under test).
 Conventions: causal and windows are bottom-right aligned (FlashAttention's rule), a
 window side of None is unbounded; learnable sinks are a float32 [H] tensor whose gradient
@@ -17,13 +19,34 @@ import torch
 from difftest.adapter import KernelAdapter
 from difftest.capability import Capability
 from difftest.inputs import Inputs
+from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 
-from .cuda_common import cuda_reason, leaf, lse_bhs_to_thd, lse_ht_to_thd, module_reason, normalize_lse, sm_reason, thd
+from .cuda_common import (cuda_reason, fold_kv_heads, laid_out, laid_out_leaf, leaf, lse_bhs_to_thd, lse_ht_to_thd,
+                          module_reason, normalize_lse, sm_reason, thd)
 
-# SM90: head dims 8..256, multiples of 8 (16 bytes of fp16/bf16); qk and v dims may differ.
-_DIMS = (32, 64, 96, 128, 192, 256)
+# The contract, as flash-attn-4 4.0.0b36's own code states it (paths under flash_attn/cute/
+# of the wheel; read for this capability, not inferred from runs):
+# - head dims: SM90 takes head_dim and head_dim_v each in 8..256 and divisible by
+#   16 / element_size = 8 for fp16/bf16, independently of each other (interface.py:121-133,
+#   `is_sm90_range` line 128; the alignment 16 // element_size at 847 and 2568).
+# - dtypes fp16/bf16 for the backward (interface.py:2547-2554); GQA/MQA any ratio
+#   num_head % num_head_kv == 0 (interface.py:846, 2567); masks bottom-right aligned
+#   (mask.py:1037); learnable_sink with dsink on SM90 (interface.py:2296-2298);
+#   varlen with empty sequences (interface.py:897-906, 2299-2310).
+# - not excluded, although the kernel refuses it late: the SM90 backward asserts "GQA
+#   backward requires head_dim == head_dim_v" (flash_bwd_sm90.py:115-117) while the
+#   interface accepts the call, so GQA with head_dim_qk != head_dim_v is a contract
+#   violation for a campaign to report (step around it with --narrow equal_head_dims=true).
+# - memory layouts: every q/k/v/dO goes through maybe_contiguous (interface.py:742, 2466;
+#   cute_dsl_utils.py:87-99): a contiguous tensor or a strided one with a 16-byte aligned
+#   pointer and strides is used as is (stride 0 included: `stride == 0 or ...` at
+#   cute_dsl_utils.py:84, kept static per interface.py:1382), anything else FA4 copies
+#   itself. So the interface takes every layout of difftest/layouts.py; the adapter hands
+#   over the laid-out memory and FA4 decides what to copy.
+# - max_seqlen / max_heads / max_batch below are campaign bounds (GPU time), not FA4's.
+_DIMS = tuple(range(8, 257, 8))
 
 
 def _capability(deterministic: bool) -> Capability:
@@ -32,7 +55,7 @@ def _capability(deterministic: bool) -> Capability:
         max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
         window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True,
         outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=deterministic,
-        device="cuda", block_m=64, block_n=128,
+        device="cuda", block_m=64, block_n=128, layouts=LAYOUTS,
         compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv"),
     )
 
@@ -74,15 +97,14 @@ class Fa4Adapter(KernelAdapter):
         p = inputs.problem
         call = Fa4Call.of(p, self.deterministic)
         sink = leaf(inputs.sink)
+        q, k, v = (laid_out_leaf(laid_out(inputs, n)) for n in ("q", "k", "v"))  # the laid-out memory
         if p.varlen:
-            q, k, v = leaf(inputs.q), leaf(inputs.k), leaf(inputs.v)
             o, lse = flash_attn_varlen_func(
                 q, k, v, cu_seqlens_q=inputs.cu_seqlens_q, cu_seqlens_k=inputs.cu_seqlens_k,
                 max_seqlen_q=p.max_seqlen_q, max_seqlen_k=p.max_seqlen_k, learnable_sink=sink,
                 return_lse=True, **call.kwargs())
             o_thd, lse_thd = o.detach(), lse_ht_to_thd(lse.detach(), p.total_q)
         else:
-            q, k, v = (inputs.bshd(n).detach().clone().requires_grad_(True) for n in ("q", "k", "v"))
             o, lse = flash_attn_func(q, k, v, learnable_sink=sink, return_lse=True, **call.kwargs())
             o_thd, lse_thd = thd(o.detach()), lse_bhs_to_thd(lse.detach())
         fwd = Outputs(o=o_thd, lse=normalize_lse(lse_thd, p))
@@ -91,10 +113,9 @@ class Fa4Adapter(KernelAdapter):
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
         p = inputs.problem
         q, k, v, sink, o = ctx
-        do = inputs.do if p.varlen else inputs.bshd("do")
         wrt = (q, k, v) + ((sink,) if sink is not None else ())
-        grads = torch.autograd.grad(o, wrt, do.contiguous(), retain_graph=True, allow_unused=True)
-        dq, dk, dv = grads[:3]
+        grads = torch.autograd.grad(o, wrt, laid_out(inputs, "do"), retain_graph=True, allow_unused=True)
+        dq, dk, dv = grads[0], fold_kv_heads(grads[1], p.heads_kv), fold_kv_heads(grads[2], p.heads_kv)
         dsink = grads[3].float() if sink is not None and grads[3] is not None else None
         if not p.varlen:
             dq, dk, dv = thd(dq), thd(dk), thd(dv)

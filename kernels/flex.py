@@ -19,17 +19,31 @@ import torch
 from difftest.adapter import KernelAdapter
 from difftest.capability import Capability
 from difftest.inputs import Inputs
+from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 
-from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse
+from .cuda_common import cuda_reason, fold_kv_heads, laid_out, lse_bhs_to_thd, normalize_lse
 
+# The contract (torch 2.13's source; the H200 runs 2.11): flex_attention validates q/k/v
+# as SDPA inputs of one device (torch/nn/attention/flex_attention.py:2315-2318), q and k
+# with the same embedding dim and v's free (_validate_embed_dim, :2067), 4-D tensors, GQA
+# with enable_gqa when Hq % Hkv == 0 (:2320-2333); the compiled lowering refuses head dims
+# below 16 ("NYI: embedding dimension ... must be at least 16",
+# torch/_inductor/kernel/flex/flex_attention.py:160) and handles non-power-of-2 dims by
+# masking (SAFE_HEAD_DIM, _inductor/kernel/flex/common.py:416-419). So every head dim from
+# 16 (256 here is a campaign bound, not flex's), qk and v independent. Memory layouts: no
+# stride requirement outside fp8 (_enforce_mem_layouts acts on fp8 dtypes only), so every
+# layout of difftest/layouts.py; the compiled kernel specialises on strides (dynamic=False:
+# a new layout is a recompile). With sinks the adapter appends the sink's key column to K
+# and V (a concatenated copy), so under a layout only q and dO reach the kernel laid out.
+_DIMS = tuple(range(16, 257))
 _COMMON = dict(
-    dtypes=("float16", "bfloat16", "float32"), head_dims_qk=(16, 32, 64, 128, 192, 256),
-    head_dims_v=(16, 32, 64, 128, 192, 256), max_batch=4, max_seqlen=2048, max_heads=16,
+    dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_DIMS,
+    head_dims_v=_DIMS, max_batch=4, max_seqlen=2048, max_heads=16,
     equal_head_dims=False, causal=True, aligns=("top_left", "bottom_right"), window=True,
     outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False,
-    device="cuda", block_m=128, block_n=128,
+    device="cuda", block_m=128, block_n=128, layouts=LAYOUTS,
     compile_key=("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv"),
 )
 # Measured on the H200 (torch 2.11, results/h200/phase1.md): with enable_gqa=True and a
@@ -156,11 +170,11 @@ class FlexAdapter(KernelAdapter):
             def lay(t):  # [T, H, D] -> [1, H, T, D]
                 return t.transpose(0, 1).unsqueeze(0)
         else:
-            def lay(t):  # [B*S, H, D] -> [B, H, S, D]
-                return t.view(p.batch, -1, *t.shape[1:]).transpose(1, 2)
-        q = lay(inputs.q).detach().clone().requires_grad_(grad)
-        k = lay(inputs.k).detach().clone().requires_grad_(grad)
-        v = lay(inputs.v).detach().clone().requires_grad_(grad)
+            def lay(t):  # [B, S, H, D] -> [B, H, S, D]
+                return t.transpose(1, 2)
+        # leaves: the laid-out memory itself (packed, or dense [B, S, H, D] views), never a copy
+        leaves = tuple(laid_out(inputs, n).detach().requires_grad_(grad) for n in ("q", "k", "v"))
+        q, k, v = (lay(t) for t in leaves)
         mask_mod, n_keys = make_mask_mod(p, dev)
         sink = None
         score_mod = None
@@ -179,7 +193,7 @@ class FlexAdapter(KernelAdapter):
         if p.masked or p.varlen or p.sinks:
             block_mask = create_block_mask(mask_mod, B, None, Lq, Lk, device=str(dev))
         fn = _flex_fn(dev.type)
-        o, lse = _call(fn, q, kk, vv, score_mod, block_mask, p.scale, p.heads_q != p.heads_kv)
+        o, lse = _call(fn, q, kk, vv, score_mod, block_mask, p.scale, q.shape[1] != kk.shape[1])
         if p.varlen:
             o_thd = o.detach()[0].transpose(0, 1)
             lse_thd = lse.detach()[0].transpose(0, 1)
@@ -187,20 +201,19 @@ class FlexAdapter(KernelAdapter):
             o_thd = o.detach().transpose(1, 2).reshape(p.total_q, p.heads_q, p.head_dim_v)
             lse_thd = lse_bhs_to_thd(lse.detach())
         fwd = Outputs(o=o_thd.contiguous(), lse=normalize_lse(lse_thd, p).contiguous())
-        return fwd, (q, k, v, sink, o, lay)
+        return fwd, (*leaves, sink, o, lay)
 
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
         p = inputs.problem
         q, k, v, sink, o, lay = ctx
         wrt = (q, k, v) + ((sink,) if sink is not None else ())
-        grads = torch.autograd.grad(o, wrt, lay(inputs.do), retain_graph=True, allow_unused=True)
+        grads = torch.autograd.grad(o, wrt, lay(laid_out(inputs, "do")), retain_graph=True, allow_unused=True)
 
-        def back(t):
-            if p.varlen:
-                return t[0].transpose(0, 1).contiguous()
-            return t.transpose(1, 2).reshape(-1, t.shape[1], t.shape[-1]).contiguous()
+        def back(t):  # gradients come in the leaves' shape: [T, H, D] or [B, S, H, D]
+            return t.reshape(-1, t.shape[-2], t.shape[-1]).contiguous()
 
-        dq, dk, dv = (back(g) for g in grads[:3])
+        dq = back(grads[0])
+        dk, dv = (back(fold_kv_heads(g, p.heads_kv)) for g in grads[1:3])
         dsink = None
         if sink is not None and grads[3] is not None:
             dsink = grads[3].float()

@@ -46,6 +46,9 @@ REPO_ROOT = str(Path(__file__).resolve().parents[1])
 # dispatcher's only LSE-returning Hopper kernel, GQADenseWSKernel, refuses max_seqlen_q == 1
 # ("does not serve this call"), which killed an H200 campaign on its first edge case,
 # b1 sq1 sk1 d128; lengths >= 2 are served (S=128 ran in the earlier H200 checks).
+# Memory layouts: contiguous only (the Capability default) for both adapters. Tensors cross
+# into the TileOPs worker process pickled as contiguous CPU copies (``_cpu``), so no layout
+# could reach the kernel, and TileOPs' ops are TileLang kernels over contiguous BSHD buffers.
 GQA_CAPABILITY = Capability(
     dtypes=("float16", "bfloat16"), head_dims_qk=(128,), equal_head_dims=True, max_batch=8,
     max_seqlen=4096, min_seqlen_q=2, min_seqlen_k=2, max_heads=32, gqa=True, seqlen_q_ne_k=False,

@@ -311,3 +311,58 @@ def test_sdpa_cpu_adapters_take_every_layout_and_get_the_laid_out_memory(kind):
             for name, leaf in (("q", q), ("k", k), ("v", v)):  # the very memory difftest laid out
                 t = _handed(x, name)
                 assert (leaf.data_ptr(), leaf.stride()) == (t.data_ptr(), t.stride()), (kernel.name, name)
+
+
+# ----------------------------------------------------------------------------- GPU adapters' translation, on the CPU
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_gpu_adapters_hand_the_laid_out_memory_and_translate_back(kind):
+    """SDPA's math backend runs on the CPU, and FlexAttention's forward does: the GPU
+    adapters' layout translation (laid-out leaves, dO in its layout, kv_broadcast folded)
+    gives the float64 truth's values for every layout."""
+    from difftest.oracles.reference import reference
+    from difftest.kernels.flex import FlexAdapter
+    from difftest.kernels.sdpa_cuda import SdpaAdapter
+
+    dense = Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=16,
+                    causal=True, align="top_left", layout=kind).validate()
+    x = make_inputs(dense)
+    truth = reference(x, "float64")
+    sdpa = SdpaAdapter("math")
+    got = sdpa.run(lay_out(x))
+    for n in ("o", "dq", "dk", "dv"):
+        assert got.get(n).shape == truth.get(n).shape, n
+        assert (got.get(n) - truth.get(n)).abs().max() < 1e-4, (kind, n)
+    y = lay_out(x)
+    _, ctx = sdpa.forward(y)
+    assert (ctx[0].data_ptr(), ctx[0].stride()) == (y.bshd("q").data_ptr(), y.bshd("q").stride())
+    varlen = Problem(batch=2, seqlen_q=(4, 6), seqlen_k=(9, 2), heads_q=2, heads_kv=1, head_dim_qk=16,
+                     head_dim_v=16, window_left=2, window_right=0, layout=kind).validate()
+    for p in (dense, varlen):
+        x = make_inputs(p)
+        fwd, _ = FlexAdapter().translate(lay_out(x), grad=False)
+        truth = reference(x, "float64")
+        for got, want in ((fwd.o, truth.o), (fwd.lse, truth.lse)):  # equal infinities (-inf LSE rows) match
+            err = torch.where(got.double() == want, 0.0, (got.double() - want).abs())
+            assert err.max() < 1e-4, (kind, p.short())
+
+
+def test_production_capabilities_state_the_interface_contract():
+    """Capabilities follow the packages' own validation code (cited in each adapter)."""
+    from difftest import adapter as registry
+
+    fa4 = registry.get("fa4").capability
+    assert fa4.head_dims_qk == fa4.v_dims == tuple(range(8, 257, 8)) and not fa4.equal_head_dims
+    assert set(fa4.layouts) == set(LAYOUTS)
+    base = Problem(seqlen_q=8, seqlen_k=8, head_dim_qk=40, head_dim_v=248, dtype="bfloat16")
+    assert fa4.excludes(base) is None and "head_dim_qk 12" in fa4.excludes(base.replace(head_dim_qk=12))
+    eff = registry.get("sdpa-efficient").capability
+    assert "misaligned" not in eff.layouts and "offset" in eff.layouts  # storage_offset * size % 16
+    mqa = Problem(seqlen_q=8, seqlen_k=8, heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16)
+    assert eff.excludes(mqa.replace(dtype="float16")) == "GQA/MQA unsupported"
+    assert eff.excludes(mqa.replace(dtype="float16", layout="kv_broadcast")) is None  # an MHA call to the kernel
+    cudnn = registry.get("sdpa-cudnn").capability
+    assert max(cudnn.head_dims_qk) == 128 and all(d % 8 == 0 for d in cudnn.head_dims_qk + cudnn.v_dims)
+    flex = registry.get("flex").capability
+    assert min(flex.head_dims_qk) == 16 and 17 in flex.head_dims_qk  # flex lowers any dim >= 16
+    for name in ("tilelang", "tileops-gqa"):  # interfaces that only take contiguous buffers
+        assert registry.get(name).capability.layouts == ("contiguous",)

@@ -37,6 +37,10 @@ FEATURES = dict(equal_head_dims=False, gqa=True, causal=True, aligns=("top_left"
                 varlen=True, empty_seqs=True, pad_tail=True, sinks=True)
 
 
+# Memory layouts: contiguous only (the Capability default). Our TileLang kernels are
+# compiled for packed [T, H, D] buffers with row-major strides (source.py's T.Tensor
+# arguments carry no stride parameters), so the interface takes contiguous tensors alone;
+# the adapter's .contiguous() calls only matter for tensors it made itself.
 def capability_for(device: str, deterministic: bool) -> Capability:
     t = TILES[device]
     if device == "cpu":
