@@ -120,7 +120,7 @@ def read_json(path) -> dict:
 
 _CONFIG_TYPES = {"device": (str, type(None)), "poison": (bool,), "determinism_runs": (int, type(None)),
                  "second_reference": (str, type(None)), "isolate": (bool,), "timeout_s": (int, float),
-                 "chunk_threshold": (int, type(None)), "gates": (dict,)}
+                 "chunk_threshold": (int, type(None)), "gates": (dict,), "truth": (str,)}
 
 
 def _check_config(path, cfg) -> dict:

@@ -247,11 +247,11 @@ def test_reproducer_records_the_layout(tmp_path):
     case = run_case(m.make(), m.example)
     assert case.status == "failed"
     paths = write_reproducer(m.make(), case, RunConfig(), tmp_path)
-    spec, problem, _ = load(paths["json"])
+    spec, problem, cfg = load(paths["json"])  # the checked JSON form replays it
     assert problem == m.example and problem.layout.kind == "bhsd"
-    spec_py, problem_py, _ = load(paths["py"])
-    assert (spec_py, problem_py) == (spec, problem)
-    assert "layout:bhsd" in open(paths["py"]).read()  # the header names it for a reader
+    assert run_case(m.make(), problem, RunConfig.from_dict(cfg)).status == "failed"
+    script = open(paths["py"]).read()
+    assert "layout:bhsd" in script and '"layout": "bhsd"' in script  # the standalone script carries it too
 
 
 # ----------------------------------------------------------------------------- kernels
