@@ -17,8 +17,10 @@ from .runner import RunConfig
 OPEN_K = 1e9
 
 
-def collect(kernels, profile="ci", max_examples=200, time_budget=None, seed=None) -> dict:
-    """{(dtype, output): [k_needed, ...]} over campaigns of (assumed correct) kernels."""
+def collect(kernels, profile="ci", max_examples=200, time_budget=None, seed=None, detail: list | None = None) -> dict:
+    """{(dtype, output): [k_needed, ...]} over campaigns of (assumed correct) kernels.
+    ``detail``: a list that gets one record per budget verdict (kernel, dtype, output,
+    k_needed, err, ref_err, floor, problem), to see which kernel and Problem set a maximum."""
     from .campaign import run_campaign
 
     data = defaultdict(list)
@@ -30,6 +32,10 @@ def collect(kernels, profile="ci", max_examples=200, time_budget=None, seed=None
             for v in c.verdicts:
                 if v.gate == "budget":
                     data[(c.problem.dtype, v.output)].append(v.numbers["k_needed"])
+                    if detail is not None:
+                        detail.append({"kernel": res.kernel, "dtype": c.problem.dtype, "output": v.output,
+                                       **{n: v.numbers.get(n) for n in ("k_needed", "err", "ref_err", "floor")},
+                                       "problem": c.problem.short(), "problem_json": c.problem.to_json()})
     return data
 
 
@@ -59,13 +65,24 @@ def add_arguments(p):
     p.add_argument("--max-examples", type=positive_int, default=200)
     p.add_argument("--time-budget", type=positive_float)
     p.add_argument("--json", help="write the raw k_needed samples here")
+    p.add_argument("--detail", help="write one record per case and output (kernel, Problem, numbers) here (JSON)")
 
 
 def command(a) -> int:
     from . import adapter as registry
 
-    data = collect([registry.get(n) for n in a.kernels], a.profile, a.max_examples, a.time_budget)
+    detail = [] if getattr(a, "detail", None) else None
+    data = collect([registry.get(n) for n in a.kernels], a.profile, a.max_examples, a.time_budget, detail=detail)
     print(table(data))
+    if detail is not None:
+        with open(a.detail, "w") as f:
+            json.dump(detail, f)
+        by_kernel = defaultdict(list)
+        for r in detail:
+            by_kernel[(r["kernel"], r["dtype"], r["output"])].append(r["k_needed"])
+        print("\nper kernel (max k_needed):")
+        for (kern, dt, out), xs in sorted(by_kernel.items()):
+            print(f"{kern:18} {dt:9} {out:6} {len(xs):5d} {max(xs):8.3g}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({f"{dt}:{o}": xs for (dt, o), xs in data.items()}, f)

@@ -356,6 +356,27 @@ class DqFp16Accumulation(BlockwiseAttention):
         return torch.zeros(shape, dtype=torch.float16, device=device)
 
 
+@mutant("fp16-accum", Problem(seqlen_q=8, seqlen_k=256, dtype="bfloat16", values="near_constant",
+                              value_scale=0.01), profile="gpu")
+class DeltaInputDtypeAccumulation(BlockwiseAttention):
+    """Delta = rowsum(P * dP) is accumulated in the input dtype across key tiles: its
+    rounding error grows with seqlen_k / block_n and reaches dQ and dK through
+    dS = P (dP - Delta)."""
+
+    name = "delta-input-dtype-accumulation"
+
+    def preprocess_delta(self, p, q, k, v, do, o, m, logl, sq, sk):
+        low = torch_dtype(p.dtype)
+        scale = self.logit_scale(p, "bwd")
+        qp, dop, kp, vp, mpad, logl_p = self._padded(q, k, v, do, m, logl, sq, sk)
+        delta = torch.zeros(q.shape[0], qp.shape[1], dtype=torch.float32)
+        for i0, i1 in self.query_tiles(sq, "bwd"):
+            for j0, j1 in self.key_tiles(sk, "bwd"):
+                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                delta[:, i0:i1] = (delta[:, i0:i1] + (pt * dp).sum(dim=-1)).to(low).to(torch.float32)
+        return delta[:, :sq]
+
+
 @mutant("nondeterminism", Problem(seqlen_q=8, seqlen_k=160))
 class DqRandomOrder(BlockwiseAttention):
     """dQ tile partials are added in a random order each call (atomics), while the

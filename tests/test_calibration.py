@@ -19,3 +19,38 @@ def test_wrong_kernel_needs_a_huge_k():
     worst = max(x for (dt, out), xs in data.items() if out == "dk" for x in xs)
     assert worst > 10 * DEFAULT_K["dk"]
     assert quantile([1, 2, 3, 4], 0.5) == 2 and quantile([5], 0.99) == 5
+
+
+def test_calibrated_k_is_per_dtype_and_an_explicit_k_applies_to_every_dtype():
+    from difftest.gates import DEFAULT_K_BY_DTYPE, GateConfig
+
+    cfg = GateConfig()
+    for dt, table in DEFAULT_K_BY_DTYPE.items():
+        for out, k in table.items():
+            assert cfg.k_for(dt, out) == k and 1.0 <= k <= DEFAULT_K[out]
+    assert GateConfig(k={**DEFAULT_K, "dq": 4.0}).k_for("float32", "dq") == 4.0
+
+
+def test_an_error_the_old_k_let_through_now_fails():
+    """An fp16 dQ error of ~2.2x the yardstick (above the floor) passed k=3 and fails the
+    calibrated fp16 dQ k of 1.5."""
+    import torch
+
+    from difftest import Problem, make_inputs
+    from difftest.gates import GateConfig, check_outputs
+    from difftest.oracles.reference import reference
+
+    p = Problem(batch=2, seqlen_q=24, seqlen_k=40, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=16,
+                dtype="float16", seed=3).validate()
+    x = make_inputs(p)
+    truth, ref, good = reference(x, "float64"), reference(x, "same"), reference(x, "float32")
+    v = next(v for v in check_outputs(p, good, truth, ref) if v.label == "dq:budget")
+    bad = good.clone()
+    i = (0, 0, 0)
+    bad.dq = good.dq.to(torch.float16)
+    bad.dq[i] = float(truth.dq[i]) + v.numbers["floor"] + 2.2 * v.numbers["ref_err"]
+    old = next(v for v in check_outputs(p, bad, truth, ref, GateConfig(k={**DEFAULT_K, "dq": 3.0}))
+               if v.label == "dq:budget")
+    new = next(v for v in check_outputs(p, bad, truth, ref) if v.label == "dq:budget")
+    assert 1.5 < new.numbers["k_needed"] < 3.0
+    assert old.passed and not new.passed and new.numbers["k"] == 1.5

@@ -183,7 +183,7 @@ def test_looser_gates_other_narrowing_or_another_shard_are_not_compared(baseline
     b["campaigns"][0]["settings"]["config"]["gates"]["k"]["dq"] = 100.0  # a looser budget hides regressions
     res = compare(a, b)
     assert not res.passed and [f.kind for f in res.findings] == ["settings"]
-    assert "gates.k.dq 3.0 -> 100.0" in res.findings[0].message
+    assert "gates.k.dq 1.5 -> 100.0" in res.findings[0].message
     assert ET.fromstring(junit_xml(res)).find(".//testcase[@name='settings']/failure") is not None
     b = copy.deepcopy(a)
     b["campaigns"][0]["settings"]["narrowed"] = {"sinks": False}
