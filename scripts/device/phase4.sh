@@ -26,9 +26,9 @@ pack() {
   tar -C /tmp/camp -cJf $OUT/$call-results.tar.xz $call
   for f in $L/*.log; do echo "== $f"; tail -n 6 $f; done | cut -c1-400
 }
-S="python3 scripts/device/survey.py"
-export LANE_SECONDS=${LANE_SECONDS:-500}
-T=${SURVEY_SECONDS:-400}
+S="python3 scripts/device/survey.py --shrink 25 --max-shrinks 2"
+export LANE_SECONDS=${LANE_SECONDS:-470}
+T=${SURVEY_SECONDS:-380}
 python3 -m difftest list > $L/list.txt 2>&1
 case $call in
 A)
