@@ -32,11 +32,13 @@ from .cuda_common import cuda_reason, fold_kv_heads, laid_out, laid_out_leaf, le
 _DIMS = (32, 64, 96, 128, 192, 256)
 
 
-# Memory layouts: FA3's flash_attn_interface checks only that q/k/v have a contiguous last
-# dimension (hopper/flash_api.cpp, mha_fwd: `TORCH_CHECK(q.stride(-1) == 1, "Input tensor
-# must have contiguous last dimension")`, and its Python wrapper's maybe_contiguous makes a
-# copy only when stride(-1) != 1), which every layout of difftest/layouts.py has, so that
-# backend is handed the laid-out memory. dew takes JAX arrays, which have no strides: the
+# Memory layouts: the FlashAttention C++ APIs check only that q/k/v have a contiguous last
+# dimension (`TORCH_CHECK(q.stride(-1) == 1, "Input tensor must have contiguous last
+# dimension")` in mha_fwd, and the Python wrappers' maybe_contiguous copies only when
+# stride(-1) != 1); every layout of difftest/layouts.py has it, so the interface backend
+# is handed the laid-out memory. (Read in FlashAttention's flash_api.cpp family; FA3's own
+# hopper/flash_api.cpp, and its head-dim rules, were not re-read for this capability: the
+# head dims below are still the measured list.) dew takes JAX arrays, which have no strides: the
 # adapter must copy into a contiguous buffer for DLPack, so under dew only the contiguous
 # layout is declared (another layout would test our copy, not the kernel).
 def _capability(backend: str) -> Capability:
