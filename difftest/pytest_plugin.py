@@ -1,7 +1,13 @@
 """pytest plugin (entry point ``pytest11: difftest``).
 
 - Fixture ``difftest_campaign(kernel, **kw)``: runs a campaign under the session's
-  profile and fails the test with the shrunk case and its reproducer path.
+  profile and fails the test with the shrunk case and its reproducer path. Kernels run
+  in a worker process, as the CLI runs them (``isolate=False`` or
+  ``--difftest-no-isolate`` to run in-process); each call adds JUnit properties
+  (kernel, profile, cases, status, absolute reproducer path).
+- Under pytest-xdist each worker limits torch's intra-op threads to
+  ``max(1, cpu_count // workers)`` (unless OMP_NUM_THREADS is set), so ``-n 2`` does not
+  oversubscribe the cores.
 - Options: ``--difftest-profile`` (default: $DIFFTEST_PROFILE or "ci"),
   ``--difftest-out``, ``--difftest-gpu-per-worker`` (under pytest-xdist, pins
   CUDA_VISIBLE_DEVICES to one GPU per worker, by worker number).
@@ -37,6 +43,26 @@ def pytest_addoption(parser):
                 help="fix every campaign's search (a baseline and a candidate then draw the same problems)")
     g.addoption("--difftest-max-examples", type=_positive, default=None, metavar="N",
                 help="generated examples per campaign (overrides the profile)")
+    g.addoption("--difftest-no-isolate", action="store_true",
+                help="run kernels in the test process instead of a worker process (a crash then ends the session)")
+
+
+def worker_threads(workers: int, cpus: int | None = None) -> int:
+    """torch intra-op threads for one of ``workers`` xdist workers sharing the cores."""
+    return max(1, (cpus or os.cpu_count() or 1) // max(1, workers))
+
+
+def _limit_threads() -> None:
+    """Under xdist: OMP_NUM_THREADS for this worker and its kernel processes, and torch's
+    own setting if torch is already imported (an explicit OMP_NUM_THREADS is kept)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or workers < 1:
+        return
+    n = int(os.environ.setdefault("OMP_NUM_THREADS", str(worker_threads(workers))))
+    import sys
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
 
 
 def _seed(text):
@@ -73,6 +99,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "slow: long-running (excluded from the default CI run)")
     config.stash[_RESULTS_KEY] = []
+    _limit_threads()
     if config.getoption("--difftest-kernel"):
         from .pytest_items import KernelCollector
 
@@ -99,19 +126,52 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def difftest_campaign(request):
-    """Run a campaign; fail the test with the shrunk case when the kernel fails."""
+    """Run a campaign; fail the test with the shrunk case when the kernel fails.
+
+    ``difftest_campaign(kernel, *, expect_failure=False, isolate=None, **kw)`` returns the
+    CampaignResult. ``kernel``: a registry name, ``"module:attr"``, or an adapter instance.
+    Keyword arguments:
+
+    - ``expect_failure``: return a failing result instead of failing the test;
+    - ``isolate``: run the kernel in a worker process, as the CLI does (default True, or
+      False with ``--difftest-no-isolate``); an adapter instance without a ``spec`` cannot
+      be rebuilt in a worker and runs in-process;
+    - everything else goes to ``difftest.campaign.run_campaign``: ``profile`` (default
+      ``--difftest-profile``), ``max_examples``, ``time_budget``, ``shrink_budget`` (seconds),
+      ``seed`` (default ``--difftest-seed``, else the profile's), ``database`` (failure store
+      and example database; None for none), ``edge_cases`` (the corner corpus first, default
+      True), ``strategy``, ``config`` (a RunConfig: gates, device, poison, timeout_s; its
+      ``isolate`` wins over the ``isolate`` argument), ``out_dir`` (default ``--difftest-out``).
+
+    Each call records JUnit properties on the test: difftest_kernel, difftest_profile,
+    difftest_cases, difftest_status and difftest_reproducer (absolute path, when it failed).
+    """
     from .campaign import run_campaign
 
     config = request.config
     out = Path(config.getoption("--difftest-out"))
 
-    def run(kernel, *, expect_failure: bool = False, **kw):
+    def run(kernel, *, expect_failure: bool = False, isolate: bool | None = None, **kw):
         kw.setdefault("profile", config.getoption("--difftest-profile"))
         kw.setdefault("out_dir", out)
         if config.getoption("--difftest-seed") is not None:
             kw.setdefault("seed", config.getoption("--difftest-seed"))
+        if config.getoption("--difftest-max-examples") is not None:
+            kw.setdefault("max_examples", config.getoption("--difftest-max-examples"))
+        if "config" not in kw:
+            from .runner import RunConfig
+
+            iso = not config.getoption("--difftest-no-isolate") if isolate is None else isolate
+            if iso and not isinstance(kernel, str) and getattr(kernel, "spec", None) is None:
+                iso = False  # an unregistered instance: a worker process could not rebuild it
+            kw["config"] = RunConfig(isolate=iso)
         res = run_campaign(kernel, **kw)
         config.stash[_RESULTS_KEY].append(res)
+        props = request.node.user_properties
+        props += [("difftest_kernel", res.kernel), ("difftest_profile", res.profile),
+                  ("difftest_cases", len(res.cases)), ("difftest_status", str(res.status))]
+        if res.reproducer:
+            props.append(("difftest_reproducer", str(Path(res.reproducer["py"]).resolve())))
         if res.status == "unavailable":
             pytest.skip(f"kernel {res.kernel} unavailable: {res.reason}")
         if res.failed and not expect_failure:
@@ -127,6 +187,10 @@ def _part_path(config, worker):
 
 
 def pytest_sessionfinish(session):
+    import sys
+
+    if "difftest.isolation" in sys.modules:  # the fixture's kernel worker processes
+        sys.modules["difftest.isolation"].close_all()
     results = session.config.stash.get(_RESULTS_KEY, [])
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and results:

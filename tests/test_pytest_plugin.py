@@ -58,3 +58,55 @@ def test_one_gpu_per_xdist_worker():
     assert worker_gpu("gw2", ["0", "1"]) == "0"
     assert worker_gpu("gw1", ["3", "5"]) == "5"
     assert worker_gpu("master", ["0"]) is None and worker_gpu("gw0", []) is None
+
+
+def test_fixture_isolates_kernels_and_reports_junit_properties(sub):
+    """A kernel that kills its own process fails its test only (the kernel ran in a
+    worker process, as in the CLI); JUnit entries carry kernel, profile, cases run and
+    the absolute reproducer path."""
+    import xml.etree.ElementTree as ET
+
+    sub.makepyfile(test_k="""
+        def test_crashing_kernel(difftest_campaign):
+            difftest_campaign("tests.kernels_for_tests:CrashOnLongQ", max_examples=12, database=None)
+
+        def test_after_the_crash(difftest_campaign):
+            r = difftest_campaign("tests.kernels_for_tests:RefKernel", max_examples=2, edge_cases=False,
+                                  database=None, isolate=False)
+            assert r.status == "passed" and r.settings["config"]["isolate"] is False
+    """)
+    junit = sub.path / "junit.xml"
+    res = sub.runpytest_subprocess("--difftest-profile", "quick", "--difftest-out", "out",
+                                   f"--junitxml={junit}", timeout=600)
+    res.assert_outcomes(passed=1, failed=1)
+    assert "KernelCrashed" in res.stdout.str()
+    cases = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+             for c in ET.parse(junit).getroot().iter("testcase")}
+    crash = cases["test_crashing_kernel"]
+    assert crash["difftest_kernel"] == "test-crash" and crash["difftest_profile"] == "quick"
+    assert int(crash["difftest_cases"]) >= 1 and crash["difftest_status"] == "failed"
+    assert os.path.isabs(crash["difftest_reproducer"]) and os.path.exists(crash["difftest_reproducer"])
+    assert crash["difftest_reproducer"].startswith(str(sub.path / "out"))
+    assert cases["test_after_the_crash"]["difftest_status"] == "passed"
+    assert "difftest_reproducer" not in cases["test_after_the_crash"]
+
+
+def test_xdist_workers_share_the_cores_between_their_torch_threads(sub, monkeypatch):
+    from difftest.pytest_plugin import worker_threads
+
+    assert worker_threads(2, 2) == 1 and worker_threads(2, 16) == 8 and worker_threads(4, 2) == 1
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    sub.makepyfile(test_t="""
+        import os
+        import torch
+
+        WANT = max(1, (os.cpu_count() or 1) // 2)
+
+        def test_a():
+            assert os.environ["OMP_NUM_THREADS"] == str(WANT) and torch.get_num_threads() == WANT
+
+        def test_b():
+            assert os.environ["OMP_NUM_THREADS"] == str(WANT) and torch.get_num_threads() == WANT
+    """)
+    res = sub.runpytest_subprocess("-n", "2", "-p", "xdist", timeout=300)
+    res.assert_outcomes(passed=2)
