@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 
 from .problem import OUTPUTS
 from .reportfile import RATIO_CAP, ReportError, gate_results, load_report, problem_key, ratio
+from .vocab import Gate
 
 DEFAULT_GROWTH = 1.0
 DEFAULT_MIN_RATIO = 0.05
 RUN = ("all", "run")  # the pseudo output x gate of kernel errors (crash, exception, timeout)
-RATIO_GATES = ("budget", "second_reference")
-DETERMINISM_GATES = ("determinism", "determinism_info")
+RATIO_GATES = (Gate.BUDGET, Gate.SECOND_REFERENCE)
+DETERMINISM_GATES = (Gate.DETERMINISM, Gate.DETERMINISM_INFO)
 
 
 @dataclass

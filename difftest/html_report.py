@@ -117,7 +117,7 @@ def _kernel_section(c: dict) -> str:
     counts = {st: sum(1 for x in cases if x.get("status") == st) for st in ("passed", "failed", "error", "skipped")}
     out = [f'<h2 id="{_e(k)}">{_e(k)} <span class="{_e(c.get("status"))}" data-k="{_e(k)}/status">'
            f'{_e(c.get("status"))}</span></h2>']
-    meta = [f"profile {c.get('profile')}", f"seed {s.get('seed')}", f"{c.get('elapsed_s', 0):.1f} s"]
+    meta = [f"profile {c.get('profile')}", f"seed {s.get('seed')}", f"{c.get('elapsed_s') or 0:.1f} s"]
     if s.get("shard"):
         meta.append(f"shard {s['shard']}")
     if s.get("shards"):

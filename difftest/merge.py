@@ -93,8 +93,8 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
                 compile_stats[k] = compile_stats.get(k, 0) + v
     settings = dict(recs[0].get("settings") or {})
     settings.update(shard=None, shards=len(parts) if shards[0] is not None else None,
-                    edge_cases=sum((c.get("settings") or {}).get("edge_cases", 0) for c in recs),
-                    replayed_failures=sum((c.get("settings") or {}).get("replayed_failures", 0) for c in recs),
+                    edge_cases=sum((c.get("settings") or {}).get("edge_cases") or 0 for c in recs),
+                    replayed_failures=sum((c.get("settings") or {}).get("replayed_failures") or 0 for c in recs),
                     duplicates_dropped=dropped, merged_from=[str(p) for p, _ in parts])
     return {
         "kernel": kernel, "profile": recs[0].get("profile"), "status": status,

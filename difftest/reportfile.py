@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .problem import OUTPUTS
 from .safeio import atomic_write_text
+from .vocab import CampaignStatus, Gate, Status
 
 RATIO_CAP = 1e6
 
@@ -42,29 +43,103 @@ def load_report(path) -> dict:
     return doc
 
 
+_NUM = (int, float)
+_NONE = type(None)
+
+
+def _expect(obj: dict, key: str, types, where: str, allowed: str, required: bool = False):
+    """obj[key] must be one of ``types`` (absent is fine unless ``required``)."""
+    if key not in obj:
+        if required:
+            raise ReportError(f"{where}: field {key!r} missing: allowed {allowed}")
+        return
+    v = obj[key]
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
+        raise ReportError(f"{where}: field {key!r} is {type(v).__name__} {str(v)[:40]!r}: allowed {allowed}")
+
+
+def _check_case(case, where: str) -> None:
+    if not isinstance(case, dict):
+        raise ReportError(f"{where}: is {type(case).__name__}: allowed an object (a case record)")
+    _expect(case, "problem", dict, where, "an object (a Problem)", required=True)
+    if case.get("status") not in tuple(Status):
+        raise ReportError(f"{where}: field 'status' is {str(case.get('status'))[:40]!r}: allowed "
+                          f"{'|'.join(Status)}")
+    _expect(case, "verdicts", list, where, "a list of verdicts")
+    _expect(case, "worst_ratio", _NUM, where, "a number")
+    _expect(case, "reason", (str, _NONE), where, "a string")
+    _expect(case, "failed_gates", list, where, "a list of 'output:gate' strings")
+    for n, v in enumerate(case.get("verdicts", [])):
+        w = f"{where} verdicts[{n}]"
+        if not isinstance(v, dict):
+            raise ReportError(f"{w}: is {type(v).__name__}: allowed an object (a verdict)")
+        _expect(v, "output", str, w, "an output name", required=True)
+        _expect(v, "gate", str, w, "a gate name", required=True)
+        _expect(v, "passed", bool, w, "true or false", required=True)
+        _expect(v, "numbers", dict, w, "an object of numbers")
+        _expect(v, "worst", (dict, _NONE), w, "an object or null")
+        _expect(v, "message", (str, _NONE), w, "a string")
+
+
 def check_report(doc, path="report") -> None:
+    """Every field the gate, merge and HTML report read has the type they expect, else a
+    ReportError naming the file, the place, the field and what is allowed."""
     if not isinstance(doc, dict) or "difftest_report" not in doc:
         raise ReportError(f"{path}: not a difftest report (no 'difftest_report' key at the top level)")
-    camps = doc.get("campaigns")
-    if not isinstance(camps, list):
-        raise ReportError(f"{path}: field 'campaigns' is {type(camps).__name__}: allowed a list of campaigns")
-    for i, c in enumerate(camps):
-        if not isinstance(c, dict) or not isinstance(c.get("kernel"), str):
-            raise ReportError(f"{path}: campaigns[{i}] has no 'kernel' name: allowed an object with 'kernel', "
-                              f"'status', 'cases'")
-        if not isinstance(c.get("cases", []), list):
-            raise ReportError(f"{path}: campaigns[{i}] ({c['kernel']}): field 'cases' is "
-                              f"{type(c['cases']).__name__}: allowed a list")
+    _expect(doc, "campaigns", list, str(path), "a list of campaigns", required=True)
+    for i, c in enumerate(doc["campaigns"]):
+        where = f"{path}: campaigns[{i}]"
+        if not isinstance(c, dict):
+            raise ReportError(f"{where}: is {type(c).__name__}: allowed an object (a campaign)")
+        _expect(c, "kernel", str, where, "a kernel name", required=True)
+        where = f"{path}: campaigns[{i}] ({c['kernel']})"
+        if "status" in c and c["status"] not in tuple(CampaignStatus):
+            raise ReportError(f"{where}: field 'status' is {str(c['status'])[:40]!r}: allowed "
+                              f"{'|'.join(CampaignStatus)}")
+        for key, types, allowed in (("cases", list, "a list of case records"), ("settings", (dict, _NONE), "an object"),
+                                    ("coverage", (dict, _NONE), "an object with 'hit' and 'missing'"),
+                                    ("failure", (dict, _NONE), "a case record or null"),
+                                    ("failures", (list, _NONE), "a list"), ("reproducer", (dict, _NONE), "an object"),
+                                    ("reason", (str, _NONE), "a string"), ("profile", (str, _NONE), "a profile name"),
+                                    ("elapsed_s", (_NUM, _NONE), "a number"),
+                                    ("compile_stats", (dict, _NONE), "an object"),
+                                    ("compile_keys", (int, _NONE), "an integer")):
+            _expect(c, key, types, where, allowed)
+        st = c.get("settings") or {}
+        for key, types, allowed in (("seed", (int, _NONE), "an integer or null"),
+                                    ("narrowed", (dict, _NONE), "an object or null"),
+                                    ("config", (dict, _NONE), "an object (the run config)"),
+                                    ("edge_cases", (int, _NONE), "an integer"),
+                                    ("replayed_failures", (int, _NONE), "an integer"),
+                                    ("shard", (str, _NONE), "I/N or null")):
+            _expect(st, key, types, f"{where} settings", allowed)
+        if st.get("shard") is not None:
+            from .shard import ShardError, parse_shard
+
+            try:
+                parse_shard(st["shard"])
+            except ShardError:
+                raise ReportError(f"{where} settings: field 'shard' is {st['shard'][:20]!r}: allowed I/N with "
+                                  f"0 <= I < N") from None
+        cov = c.get("coverage") or {}
+        _expect(cov, "hit", dict, f"{where} coverage", "an object feature -> cases")
+        _expect(cov, "missing", list, f"{where} coverage", "a list of features")
+        if not all(isinstance(n, int) for n in (cov.get("hit") or {}).values()):
+            raise ReportError(f"{where} coverage: 'hit' counts must be integers")
         for j, case in enumerate(c.get("cases", [])):
-            if not isinstance(case, dict) or not isinstance(case.get("problem"), dict) \
-                    or case.get("status") not in ("passed", "failed", "error", "skipped") \
-                    or not isinstance(case.get("verdicts", []), list):
-                raise ReportError(f"{path}: campaigns[{i}] ({c['kernel']}) cases[{j}]: allowed an object with "
-                                  f"'problem' (object), 'status' (passed|failed|error|skipped), 'verdicts' (list)")
-            for v in case.get("verdicts", []):
-                if not isinstance(v, dict) or not {"output", "gate", "passed"} <= set(v):
-                    raise ReportError(f"{path}: campaigns[{i}] ({c['kernel']}) cases[{j}]: a verdict lacks "
-                                      f"'output', 'gate' or 'passed'")
+            _check_case(case, f"{where} cases[{j}]")
+        fails = [c["failure"]] if c.get("failure") else []
+        for n, f in enumerate(c.get("failures") or []):
+            if not isinstance(f, dict):
+                raise ReportError(f"{where} failures[{n}]: is {type(f).__name__}: allowed an object")
+            _expect(f, "reproducer", (dict, _NONE), f"{where} failures[{n}]", "an object")
+            if f.get("failure"):
+                fails.append(f["failure"])
+        for f in fails:
+            _check_case(f, f"{where} failure")
+        for k, v in (c.get("reproducer") or {}).items():
+            if not isinstance(v, (str, _NONE)):
+                raise ReportError(f"{where} reproducer: field {k!r} is {type(v).__name__}: allowed a path")
 
 
 def problem_key(problem: dict) -> str:
@@ -98,9 +173,9 @@ def gate_results(campaign: dict) -> dict:
                 s["failed"] += 1
                 if s["first_failing"] is None:
                     s["first_failing"] = case
-            if v["gate"] in ("budget", "second_reference"):
+            if v["gate"] in (Gate.BUDGET, Gate.SECOND_REFERENCE):
                 s["worst_ratio"] = max(s["worst_ratio"], ratio(v))
-            if v["gate"] in ("determinism", "determinism_info") and (v.get("numbers") or {}).get("differing", 0):
+            if v["gate"] in (Gate.DETERMINISM, Gate.DETERMINISM_INFO) and (v.get("numbers") or {}).get("differing", 0):
                 s["differing_cases"] += 1
     return out
 
@@ -119,7 +194,7 @@ def output_stats(cases: list) -> dict:
             s = stats.setdefault(name, {"cases": 0, "passed": 0, "failed": 0, "worst_ratio": 0.0})
             s["cases"] += 1
             s["passed" if all(v["passed"] for v in vs) else "failed"] += 1
-            s["worst_ratio"] = max(s["worst_ratio"], max((ratio(v) for v in vs if v["gate"] == "budget"), default=0.0))
+            s["worst_ratio"] = max(s["worst_ratio"], max((ratio(v) for v in vs if v["gate"] == Gate.BUDGET), default=0.0))
     return stats
 
 

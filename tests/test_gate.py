@@ -193,3 +193,50 @@ def test_looser_gates_other_narrowing_or_another_shard_are_not_compared(baseline
     b["campaigns"][0]["settings"]["shard"] = "0/2"
     with pytest.raises(ReportError, match="merge"):
         compare(a, b)
+
+
+def test_ill_typed_reports_are_refused_or_handled_never_a_traceback(baseline):
+    """Every field the gate, merge and HTML report read, set to each wrong type: either the
+    loader refuses it (one ReportError line) or all three commands work on it."""
+    from difftest.html_report import render_html
+    from difftest.merge import merge_reports
+    from difftest.reportfile import ReportError, check_report
+
+    _, a = baseline
+    a = copy.deepcopy(a)
+    a["campaigns"][0]["cases"] = a["campaigns"][0]["cases"][:3]
+    paths = [("campaigns",), ("campaigns", 0)] + \
+        [("campaigns", 0, k) for k in ("kernel", "status", "cases", "settings", "coverage", "failure", "failures",
+                                       "reproducer", "reason", "profile", "elapsed_s", "compile_stats")] + \
+        [("campaigns", 0, "coverage", k) for k in ("hit", "missing")] + \
+        [("campaigns", 0, "settings", k) for k in ("shard", "seed", "narrowed", "config", "edge_cases")] + \
+        [("campaigns", 0, "cases", 0)] + \
+        [("campaigns", 0, "cases", 0, k) for k in ("problem", "status", "verdicts", "worst_ratio", "reason",
+                                                   "failed_gates")] + \
+        [("campaigns", 0, "cases", 0, "verdicts", 0, k) for k in ("output", "gate", "passed", "numbers", "worst",
+                                                                  "message")] + \
+        [("campaigns", 0, "cases", 0, "verdicts", 0, "numbers", "ratio")]
+    refused = 0
+    for path in paths:
+        for bad in (None, "x", 7, 1.5, True, [], {}, [1], {"a": 1}):
+            doc = copy.deepcopy(a)
+            node = doc
+            for p in path[:-1]:
+                node = node[p]
+            node[path[-1]] = bad
+            try:
+                check_report(doc, "r.json")
+            except ReportError as e:
+                assert "\n" not in str(e) and str(e).startswith("r.json")
+                refused += 1
+                continue
+            try:
+                res = compare(a, doc)
+                junit_xml(res), render(res), render_html(doc, gate=res)
+                compare(doc, a), compare(doc, doc)
+                merge_reports([("r.json", doc)])
+            except ReportError:
+                refused += 1
+            except Exception as e:  # noqa: BLE001 - the point of the test
+                raise AssertionError(f"{path} = {bad!r}: {type(e).__name__}: {e}") from e
+    assert refused > len(paths)  # most wrong types are refused up front
