@@ -177,7 +177,7 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e.add("lse:very_negative")
     if c.softmax_scale:
         e.add("softmax_scale:custom")
-    e |= {f"layout:{k}" for k in declared(c) if k != "kv_broadcast" or (c.gqa and H >= 2)}
+    e |= {f"layout:{k}" for k in declared(c) if k != "kv_broadcast" or H >= 2}
     return e
 
 

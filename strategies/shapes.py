@@ -105,7 +105,9 @@ def head_counts(draw, capability: Capability, max_heads: int):
     needing group > 1 shrinks to MQA 2/1, one needing several key heads to GQA 4/2."""
     h = max(1, min(capability.max_heads, max_heads))
     layouts = ["MHA"]
-    if capability.gqa and h >= 2:
+    # MQA also when the kernel takes only MHA calls but declares the kv_broadcast layout
+    # (one K/V head expanded with stride 0: an MHA call); strategies/layouts.py then pins it
+    if (capability.gqa or "kv_broadcast" in capability.layouts) and h >= 2:
         layouts.append("MQA")
     if capability.gqa and h >= 4:
         layouts.append("GQA")

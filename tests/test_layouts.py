@@ -169,6 +169,12 @@ def test_strategies_draw_every_declared_layout_inside_the_capability():
         assert ALL.excludes(p) is None, (p.short(), ALL.excludes(p))
     some = ALL.narrowed(layouts=("contiguous", "dim_slice"))
     assert {p.layout.kind for p in _draw(problems(some, "quick"), 100)} == {"contiguous", "dim_slice"}
+    # an MHA-only kernel that declares kv_broadcast gets its MQA draws as that layout only
+    mha = Capability(dtypes=("float32",), head_dims_qk=(8,), gqa=False, layouts=("contiguous", "kv_broadcast"))
+    drawn = _draw(problems(mha, "ci"), 200)
+    assert any(p.layout.kind == "kv_broadcast" for p in drawn)
+    assert all(p.layout.kind == "kv_broadcast" for p in drawn if p.heads_kv != p.heads_q)
+    assert all(mha.excludes(p) is None for p in drawn)
     # an adapter that declares nothing keeps getting contiguous tensors only
     plain = Capability(dtypes=("float32",), head_dims_qk=(8,))
     assert {p.layout.kind for p in _draw(problems(plain, "quick"), 100)} == {"contiguous"}
@@ -204,8 +210,9 @@ def test_coverage_counts_layout_features():
     e = expected_features(ALL)
     assert {f"layout:{k}" for k in LAYOUTS} <= e
     assert {f for f in expected_features(Capability()) if "layout" in f} == {"layout:contiguous"}
-    no_gqa = Capability(gqa=False, layouts=LAYOUTS)
-    assert "layout:kv_broadcast" not in expected_features(no_gqa)
+    no_gqa = Capability(gqa=False, layouts=LAYOUTS)  # an MHA-only kernel still meets broadcast K/V
+    assert "layout:kv_broadcast" in expected_features(no_gqa)
+    assert "layout:kv_broadcast" not in expected_features(Capability(gqa=False, layouts=LAYOUTS, max_heads=1))
     assert "layout:misaligned" in features(DENSE.replace(layout="misaligned"), ALL)
 
 
