@@ -1,4 +1,4 @@
-"""The difftest command line: ``difftest run | repro | list | mutants | calibrate | bench``.
+"""The difftest command line: ``difftest run | repro | list | new-adapter | mutants | calibrate | bench``.
 
 Each subcommand imports what it needs when it runs (torch takes seconds to import):
 ``difftest --help`` and ``difftest list`` never load torch, Hypothesis or a kernel module."""
@@ -239,11 +239,25 @@ def cmd_list(a) -> int:
 
 
 _MODULES = {"calibrate": "calibration", "report": "html_report"}  # subcommand -> module, where they differ
+def cmd_new_adapter(a) -> int:
+    from .scaffold import write_skeleton
+
+    try:
+        root = write_skeleton(a.name, a.dir)
+    except (ValueError, FileExistsError) as e:
+        print(f"difftest: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {root}/ (adapter, capability, pyproject.toml entry point, a pytest test)\n"
+          f"next: pip install --no-build-isolation -e {root} && difftest run -k {a.name} -p quick")
+    return 0
+
+
 # name -> (help, module holding add_arguments/command or None for the ones defined here)
 COMMANDS = {
     "run": "run property campaigns against kernels",
     "repro": "replay a .json reproducer (the .py is run with python, never by difftest)",
     "list": "list known kernels (--check: whether they can run here)",
+    "new-adapter": "write a skeleton adapter package for your own kernel",
     "mutants": "run the mutant catalogue (detection power)",
     "calibrate": "measure k_needed over correct kernels",
     "bench": "time kernels' backward (CUDA events); --oracle: the float64 truth next to FA3",
@@ -272,6 +286,10 @@ def _fill(name: str, sp) -> None:
         sp.add_argument("--check", action="store_true",
                         help="load every adapter: whether it can run here, device, dtypes (imports torch)")
         sp.set_defaults(func=cmd_list)
+    elif name == "new-adapter":
+        sp.add_argument("name", help="kernel name (the package is the name with '-' as '_')")
+        sp.add_argument("--dir", default=".", help="folder to create the package in (default: here)")
+        sp.set_defaults(func=cmd_new_adapter)
     else:
         import importlib
 
