@@ -58,7 +58,7 @@ def table(data) -> str:
 
 def add_arguments(p):
     from .argcheck import positive_float, positive_int
-    from .campaign import PROFILES
+    from .profiles import PROFILES
 
     p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True, help="a correct kernel (repeatable)")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES))
