@@ -1,16 +1,16 @@
 """Campaign: Hypothesis drives a strategy over a kernel's capability, every drawn
-Problem is a case (runner.run_case), failures are shrunk, saved in the failure store,
-and written as reproducers.
+Problem is a case (runner.run_case), failures are shrunk, saved in the failure store
+(``failure_store.py``) and written as reproducers.
 
-The failure store (``<database>/difftest-failures/<kernel>.jsonl``) keeps every shrunk
-failing Problem and its first failing Problem; the next campaign of that kernel runs them
-first, as explicit examples, whatever the seed. (Hypothesis's own example database in the
-same folder only works for unseeded searches: a seeded run neither reads nor writes it,
-and the quick and ci profiles are seeded.)
+``Campaign`` holds one kernel's settings (resolved from its Profile, overrides applied)
+and, while ``run()`` searches, the search's state: the cases seen, the compile keys, when
+the first failure came. ``run_campaign(...)`` builds one and runs it.
 
-Hypothesis is steered with ``hypothesis.target`` on the worst error ratio, so the
-search climbs toward the edge of the budget. The classic corners from
-``strategies.edge_problems`` run first as explicit examples in every run.
+Problems that failed in the kernel's earlier campaigns (the failure store) run first, as
+explicit examples, whatever the seed; then the classic corners from
+``strategies.edge_problems``; then drawn Problems. Hypothesis is steered with
+``hypothesis.target`` on the worst error ratio, so the search climbs toward the edge of
+the budget.
 
 Time budgets: Hypothesis has no wall-clock stop, so once a campaign's budget is spent
 new Problems are not run (they count as passing) while Problems already seen replay
@@ -27,14 +27,17 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from . import adapter as registry
+from .adapter import KernelAdapter
 from .declaration import claim_record
-from .profiles import get_profile
+from .failure_store import load_failures, safe_name, save_failures
+from .profiles import Profile, get_profile
 from .reports import CaseLog, Progress
 from .reproducer import write_reproducer
 from .runner import CaseResult, RunConfig, run_case
-from .workdir import DEFAULT_DB, DEFAULT_OUT
+from .shard import in_shard
+from .shard import label as shard_label
 from .vocab import CampaignStatus, FailureKind, Status
-
+from .workdir import DEFAULT_DB, DEFAULT_OUT
 
 
 class CaseFailed(AssertionError):
@@ -70,163 +73,196 @@ class CampaignResult:
         return self.status == CampaignStatus.FAILED
 
 
-def run_campaign(kernel, profile: str = "ci", *, max_examples: int | None = None, time_budget: float | None = None,
-                 shrink_budget: float | None = None, strategy=None, out_dir=None, config: RunConfig | None = None,
-                 progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
-                 seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None) -> CampaignResult:
-    """Run one kernel's campaign. ``kernel``: an adapter or a registry name.
-    ``database``: directory of Hypothesis's example database (None: none), so failures
-    found before are replayed first. ``seed``: fixes the search (profiles quick and ci
-    use 0, so CI sees the same cases every run); None searches afresh each run. ``out_dir``: where the case log and reproducers go.
-    ``shard``: (I, N) runs only the Problems of shard I of N (difftest.shard), drawn and corpus alike."""
-    from .shard import in_shard, label as shard_label
+@dataclass
+class Campaign:
+    """One kernel's search. The fields are its settings; ``run()`` searches once and
+    returns the CampaignResult. ``of(...)`` fills them from a Profile."""
 
-    if isinstance(kernel, str):
-        kernel = registry.get(kernel)
-    prof = get_profile(profile)
-    n_examples = max_examples if max_examples is not None else prof.examples
-    budget = time_budget if time_budget is not None else prof.search_s
-    shrink_s = shrink_budget if shrink_budget is not None else prof.shrink_s
-    seed = prof.seed if seed == -1 else seed  # None: a fresh random search each run
-    config = config or RunConfig()
-    spec = getattr(kernel, "spec", None) or kernel.name  # the registry name that rebuilds it
-    res = CampaignResult(kernel.name, prof.name, settings={
-        "max_examples": n_examples, "time_budget_s": budget, "shrink_budget_s": shrink_s, "seed": seed,
-        "database": database, "config": config.to_dict(), "spec": spec, "shard": shard_label(shard),
-        "capability": claim_record(kernel.capability),
-        **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
-    why = kernel.available()
-    if why:
-        res.status, res.reason = CampaignStatus.UNAVAILABLE, why
+    kernel: KernelAdapter
+    profile: Profile
+    max_examples: int
+    time_budget: float  # seconds of search
+    shrink_budget: float  # extra seconds once a failure is found
+    seed: int | None  # None: a fresh random search each run
+    config: RunConfig = field(default_factory=RunConfig)
+    strategy: object = None  # a Hypothesis strategy of Problems (None: strategies.problems for the kernel)
+    out_dir: Path | None = None  # case log and reproducers (None: no log; reproducers under DEFAULT_OUT)
+    database: str | None = DEFAULT_DB  # Hypothesis's example database and the failure store (None: neither)
+    edge_cases: bool = True  # run strategies.edge_problems first
+    progress: bool = False
+    on_case: object = None  # called with every new CaseResult
+    shard: tuple[int, int] | None = None  # (I, N): only the Problems of shard I of N (difftest.shard)
+    # the search's state, set by run()
+    result: CampaignResult | None = field(default=None, init=False, repr=False)
+    seen: dict = field(default_factory=dict, init=False, repr=False)  # Problem -> its CaseResult (replayed)
+    keys: set = field(default_factory=set, init=False, repr=False)  # compile signatures run
+    failed_at: float | None = field(default=None, init=False, repr=False)  # seconds in, at the first failure
+    t0: float = field(default=0.0, init=False, repr=False)
+    log: CaseLog | None = field(default=None, init=False, repr=False)
+    bar: Progress | None = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def of(cls, kernel, profile="ci", *, max_examples: int | None = None, time_budget: float | None = None,
+           shrink_budget: float | None = None, seed: int | None = -1, config: RunConfig | None = None,
+           out_dir=None, **settings) -> "Campaign":
+        """``kernel``: an adapter or a registry name; ``profile``: a name or a Profile. The
+        numbers left as None (``seed``: -1) come from the profile."""
+        if isinstance(kernel, str):
+            kernel = registry.get(kernel)
+        prof = get_profile(profile)
+        return cls(kernel, prof, prof.examples if max_examples is None else max_examples,
+                   prof.search_s if time_budget is None else time_budget,
+                   prof.shrink_s if shrink_budget is None else shrink_budget,
+                   prof.seed if seed == -1 else seed, config or RunConfig(),
+                   out_dir=Path(out_dir) if out_dir else None, **settings)
+
+    @property
+    def spec(self) -> str:
+        """The registry name that rebuilds the kernel (keys the failure store, reproducers)."""
+        return getattr(self.kernel, "spec", None) or self.kernel.name
+
+    def run(self) -> CampaignResult:
+        kernel, prof = self.kernel, self.profile
+        self.result = res = CampaignResult(kernel.name, prof.name, settings={
+            "max_examples": self.max_examples, "time_budget_s": self.time_budget,
+            "shrink_budget_s": self.shrink_budget, "seed": self.seed, "database": self.database,
+            "config": self.config.to_dict(), "spec": self.spec, "shard": shard_label(self.shard),
+            "capability": claim_record(kernel.capability),
+            **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
+        why = kernel.available()
+        if why:
+            res.status, res.reason = CampaignStatus.UNAVAILABLE, why
+            return res
+
+        from difftest import strategies
+
+        strategy = self.strategy if self.strategy is not None else strategies.problems(kernel.capability, prof)
+        self.log = CaseLog(self.out_dir / f"{safe_name(kernel.name)}.cases.jsonl") if self.out_dir else None
+        saved = [p for p in load_failures(self.database, self.spec) if kernel.capability.covers(p)]
+        edge = list(strategies.edge_problems(kernel.capability, prof)) if self.edge_cases else []
+        edge = [p for p in saved + [p for p in edge if p not in saved] if in_shard(p, self.shard)]  # saved first
+        res.settings["edge_cases"] = len(edge)  # explicit corners run first; the other cases are drawn
+        res.settings["replayed_failures"] = len(saved)
+        self.bar = Progress(kernel.name, self.max_examples + len(edge), self.progress)
+        self.seen, self.keys = {}, set()
+        # JIT kernels may count builds (compile_stats()); in a worker process the count is not ours to read
+        counting = hasattr(kernel, "compile_stats") and not self.config.isolate
+        stats0 = kernel.compile_stats() if counting else None
+        self.t0 = time.perf_counter()
+        self.failed_at = None
+        try:
+            self._search(strategy, edge)
+        except CaseFailed as e:
+            res.failure = e.case
+            res.status = CampaignStatus.FAILED
+            # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
+            # explicit edge corpus; walk down through simpler Problems that fail the same way
+            res.failure = self._simplify(res.failure, max(5.0, self.failed_at + self.shrink_budget - self._now()))
+        finally:
+            self.bar.close()
+            if self.log:
+                self.log.close()
+            res.elapsed = self._now()
+            res.compile_keys = len(self.keys)
+            res.coverage = _coverage(res.cases, kernel.capability, prof)
+            if counting:
+                stats1 = kernel.compile_stats()
+                res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
+        if res.failure is not None:
+            from .declaration import diagnose
+
+            res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, self.config))
+            res.reproducer = write_reproducer(kernel, res.failure, self.config,
+                                              (self.out_dir or Path(DEFAULT_OUT)) / "repro")
+            save_failures(self.database, self.spec, [res.failure.problem, res.first_failure.problem])
         return res
 
-    from difftest import strategies
+    def _now(self) -> float:
+        return time.perf_counter() - self.t0
 
-    if strategy is None:
-        strategy = strategies.problems(kernel.capability, prof)
-    out = Path(out_dir) if out_dir else None
-    log = CaseLog(out / f"{_safe(kernel.name)}.cases.jsonl") if out else None
-    saved = [p for p in load_failures(database, spec) if kernel.capability.covers(p)]
-    edge = list(strategies.edge_problems(kernel.capability, prof)) if edge_cases else []
-    edge = [p for p in saved + [p for p in edge if p not in saved] if in_shard(p, shard)]  # saved failures first
-    res.settings["edge_cases"] = len(edge)  # explicit corners run first; the other cases are drawn
-    res.settings["replayed_failures"] = len(saved)
-    bar = Progress(kernel.name, n_examples + len(edge), progress)
-    seen: dict = {}
-    keys = set()
-    # JIT kernels may count builds (compile_stats()); in a worker process the count is not ours to read
-    counting = hasattr(kernel, "compile_stats") and not config.isolate
-    stats0 = kernel.compile_stats() if counting else None
-    t0 = time.perf_counter()
-    state = {"failed_at": None}
+    def _over_budget(self) -> bool:
+        if self.failed_at is None:
+            return self._now() > self.time_budget
+        return self._now() > self.failed_at + self.shrink_budget
 
-    def over_budget() -> bool:
-        now = time.perf_counter() - t0
-        if state["failed_at"] is None:
-            return now > budget
-        return now > state["failed_at"] + shrink_s
+    def _case(self, problem) -> CaseResult:
+        """Run ``problem`` once and record it (every case lands in the result and the log)."""
+        case = self.seen[problem] = run_case(self.kernel, problem, self.config)
+        self.result.cases.append(case)
+        if self.log:
+            self.log.write(case)
+        return case
 
-    def prop(problem):
-        hypothesis.assume(in_shard(problem, shard))  # another shard's Problem: not ours to run
-        case = seen.get(problem)
+    def _property(self, problem) -> None:
+        """The Hypothesis test: a case per new Problem, failing on the first failure's kind."""
+        hypothesis.assume(in_shard(problem, self.shard))  # another shard's Problem: not ours to run
+        res = self.result
+        case = self.seen.get(problem)
         if case is None:
-            if over_budget():
+            if self._over_budget():
                 return
-            case = run_case(kernel, problem, config)
-            seen[problem] = case
-            res.cases.append(case)
-            keys.add(kernel.capability.compile_signature(problem))
-            if log:
-                log.write(case)
-            if on_case:
-                on_case(case)
-            if case.failed and state["failed_at"] is None:
-                state["failed_at"] = time.perf_counter() - t0
+            case = self._case(problem)
+            self.keys.add(self.kernel.capability.compile_signature(problem))
+            if self.on_case:
+                self.on_case(case)
+            if case.failed and self.failed_at is None:
+                self.failed_at = self._now()
                 res.first_failure = case
                 res.examples_to_fail = len(res.cases)
-                res.seconds_to_fail = state["failed_at"]
-            bar.update(len(res.cases), sum(c.failed for c in res.cases),
-                       max(c.worst_ratio for c in res.cases), "shrinking" if state["failed_at"] else "")
+                res.seconds_to_fail = self.failed_at
+            self.bar.update(len(res.cases), sum(c.failed for c in res.cases),
+                            max(c.worst_ratio for c in res.cases), "shrinking" if self.failed_at else "")
         hypothesis.target(min(case.worst_ratio, 1e6), label="worst error ratio")
         if case.failed and same_failure(res.first_failure, case):  # other failures stay in res.cases
             raise CaseFailed(case)
 
-    prop._hypothesis_internal_add_digest = f"difftest:{kernel.name}:{prof.name}".encode()
-    test = given(strategy)(prop)
-    for p in reversed(edge):
-        test = example(p)(test)
-    test = settings(
-        max_examples=n_examples, deadline=None,
-        database=DirectoryBasedExampleDatabase(database) if database else None,
-        # each example runs a kernel and two references: seconds, by design
-        # a shard rejects the other shards' Problems: (N-1)/N of the draws, by design
-        suppress_health_check=[HealthCheck.too_slow] + ([HealthCheck.filter_too_much] if shard else []),
-        report_multiple_bugs=False, print_blob=False, verbosity=hypothesis.Verbosity.quiet,
-    )(test)
-    if seed is not None:
-        test = hypothesis.seed(seed)(test)
-    try:
+    def _search(self, strategy, edge: list) -> None:
+        def prop(problem):  # Hypothesis wraps a plain function
+            self._property(problem)
+
+        prop._hypothesis_internal_add_digest = f"difftest:{self.kernel.name}:{self.profile.name}".encode()
+        test = given(strategy)(prop)
+        for p in reversed(edge):
+            test = example(p)(test)
+        test = settings(
+            max_examples=self.max_examples, deadline=None,
+            database=DirectoryBasedExampleDatabase(self.database) if self.database else None,
+            # each example runs a kernel and two references: seconds, by design
+            # a shard rejects the other shards' Problems: (N-1)/N of the draws, by design
+            suppress_health_check=[HealthCheck.too_slow] + ([HealthCheck.filter_too_much] if self.shard else []),
+            report_multiple_bugs=False, print_blob=False, verbosity=hypothesis.Verbosity.quiet,
+        )(test)
+        if self.seed is not None:
+            test = hypothesis.seed(self.seed)(test)
         test()
-    except CaseFailed as e:
-        res.failure = e.case
-        res.status = CampaignStatus.FAILED
-        # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
-        # explicit edge corpus; walk down through simpler Problems that fail the same way
-        res.failure = _simplify(kernel, config, res.failure, seen, res, log,
-                                max(5.0, state["failed_at"] + shrink_s - (time.perf_counter() - t0)))
-    finally:
-        bar.close()
-        if log:
-            log.close()
-        res.elapsed = time.perf_counter() - t0
-        res.compile_keys = len(keys)
-        res.coverage = _coverage(res.cases, kernel.capability, prof)
-        if counting:
-            stats1 = kernel.compile_stats()
-            res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
-    if res.failure is not None:
-        from .declaration import diagnose
 
-        res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, config))
-        res.reproducer = write_reproducer(kernel, res.failure, config, (out or Path(DEFAULT_OUT)) / "repro")
-        save_failures(database, spec, [res.failure.problem, res.first_failure.problem])
-    return res
+    def _simplify(self, failure: CaseResult, budget: float) -> CaseResult:
+        from .simplify import simplify
+
+        def still_fails(p):
+            case = self.seen.get(p)
+            if case is None:
+                case = self._case(p)
+            return same_failure(failure, case)
+
+        best, _ = simplify(failure.problem, still_fails, self.kernel.capability, time_budget=budget)
+        return self.seen.get(best, failure)
 
 
-def failure_store(database: str | None, spec: str) -> Path | None:
-    return Path(database) / "difftest-failures" / f"{_safe(spec)}.jsonl" if database else None
-
-
-def load_failures(database: str | None, spec: str) -> list:
-    """Problems that failed in earlier campaigns of ``spec`` (shrunk first), oldest first;
-    a line that no longer parses as a Problem is skipped."""
-    from .problem import Problem, ProblemError
-
-    path = failure_store(database, spec)
-    if path is None or not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            p = Problem.from_json(line)
-        except (ValueError, TypeError, ProblemError):
-            continue
-        if p not in out:
-            out.append(p)
-    return out
-
-
-def save_failures(database: str | None, spec: str, problems) -> None:
-    path = failure_store(database, spec)
-    if path is None:
-        return
-    known = load_failures(database, spec)
-    new = [p for p in dict.fromkeys(problems) if p is not None and p not in known]
-    if new:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
-            for p in new:
-                f.write(p.to_json() + "\n")
+def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_budget: float | None = None,
+                 shrink_budget: float | None = None, strategy=None, out_dir=None, config: RunConfig | None = None,
+                 progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
+                 seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None) -> CampaignResult:
+    """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a
+    registry name. ``database``: directory of Hypothesis's example database and the
+    failure store (None: neither), so failures found before are replayed first. ``seed``:
+    fixes the search (profiles quick and ci use 0, so CI sees the same cases every run);
+    None searches afresh each run. ``out_dir``: where the case log and reproducers go.
+    ``shard``: (I, N) runs only the Problems of shard I of N (difftest.shard), drawn and corpus alike."""
+    return Campaign.of(kernel, profile, max_examples=max_examples, time_budget=time_budget,
+                       shrink_budget=shrink_budget, seed=seed, config=config, out_dir=out_dir, strategy=strategy,
+                       progress=progress, edge_cases=edge_cases, database=database, on_case=on_case,
+                       shard=shard).run()
 
 
 def same_failure(a: CaseResult, b: CaseResult) -> bool:
@@ -237,22 +273,6 @@ def same_failure(a: CaseResult, b: CaseResult) -> bool:
     if a.failure_kind == FailureKind.ERROR:
         return b.failure_kind == FailureKind.ERROR and a.error_type == b.error_type
     return b.failure_kind == FailureKind.GATE and bool(set(a.failed_gates) & set(b.failed_gates))
-
-
-def _simplify(kernel, config, failure: CaseResult, seen: dict, res, log, budget: float) -> CaseResult:
-    from .simplify import simplify
-
-    def still_fails(p):
-        case = seen.get(p)
-        if case is None:
-            case = seen[p] = run_case(kernel, p, config)
-            res.cases.append(case)
-            if log:
-                log.write(case)
-        return same_failure(failure, case)
-
-    best, _ = simplify(failure.problem, still_fails, kernel.capability, time_budget=budget)
-    return seen.get(best, failure)
 
 
 def _coverage(cases, capability, profile) -> dict:
@@ -267,7 +287,3 @@ def _coverage(cases, capability, profile) -> dict:
             hit.update(features(c.problem, capability))
     return {"hit": dict(sorted(hit.items())),
             "missing": sorted(expected_features(capability, profile) - set(hit))}
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

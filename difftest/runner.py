@@ -2,7 +2,8 @@
 
 Skips with the reason when the kernel's capability excludes the Problem or the kernel
 is unavailable here; otherwise runs the kernel (optionally in an isolated worker
-process), the float64 truth and the same-dtype reference, applies every gate, and
+process) and the references (``oracles.references``: the float64 truth and the
+same-dtype yardsticks), applies every gate, and
 optionally repeats the call for the determinism gate and checks a second reference
 (FA3). A kernel exception, crash or timeout is a case with status "error", never a
 crash of the campaign; the exception's type is recorded where it is caught
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import adapter as registry
-from . import breakdown, triage
+from . import breakdown, oracles, triage
 from .adapter import KernelAdapter, KernelUnavailable
 from .attribution import attribute
 from .determinism import determinism_verdicts
@@ -127,42 +128,7 @@ class CaseResult:
         return "\n".join(lines)
 
 
-def _references(inputs, config, notes):
-    """(float64 truth, same-dtype references, the flash-style one among them).
-
-    The truth is the float64 FlashAttention-formula oracle (oracles/chunked.py, checked
-    against autograd and gradcheck in tests/test_oracles.py): memory-bounded at any
-    length, faster than the autograd graph, and it records the term magnitudes the
-    budget floor needs. The budget's yardstick is the larger error of the naive
-    same-dtype autograd reference and the flash-style one (rounds where a correct flash
-    kernel rounds, chunked); above the chunk threshold (score elements) the naive one's
-    dense graph would not fit, and the flash-style one is the yardstick alone."""
-    from difftest import oracles
-    from difftest.oracles.flash_style import flash_style_reference
-
-    truth = oracles.chunked_reference(inputs, "float64", magnitudes=True)
-    threshold = oracles.DEFAULT_CHUNK_THRESHOLD if config.chunk_threshold is None else config.chunk_threshold
-    flash = flash_style_reference(inputs)
-    if oracles.score_elements(inputs) <= threshold:
-        ref = [oracles.reference(inputs, "same"), flash]
-    else:
-        ref = flash
-        notes.append("long problem: error budget measured against the flash-style reference alone")
-    return truth, ref, flash
-
-
-TRUTHS = ("float64", "float32")
-
-
-def _standard_truth(inputs, config):
-    """The reference a team's elementwise standard is stated against (``--truth``):
-    autograd in that precision, dense or chunked above the threshold."""
-    from difftest import oracles
-
-    if config.truth not in TRUTHS:
-        raise ValueError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
-    threshold = oracles.DEFAULT_CHUNK_THRESHOLD if config.chunk_threshold is None else config.chunk_threshold
-    return oracles.truth(inputs, config.truth, threshold)
+TRUTHS = ("float64", "float32")  # what a team's elementwise standard may be stated against
 
 
 def error_type(e: BaseException) -> str:
@@ -219,24 +185,27 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     result.kernel_seconds = (time.perf_counter() - t1) / runs
     got = got_runs[0]
     try:
-        truth, ref, flash = _references(inputs, config, result.notes)
-        standard_truth = None
-        if config.truth != "float64" and config.gates.standards:
-            standard_truth = _standard_truth(inputs, config)
+        # the standard's own truth only when a standard is judged against another than float64
+        standard = config.truth if config.gates.standards and config.truth != "float64" else None
+        if standard is not None and standard not in TRUTHS:
+            raise ValueError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
+        refs = oracles.references(inputs, config.chunk_threshold, standard=standard)
     except Exception as e:  # a bug of difftest's own, reported as such without ending the campaign
         result.status, result.error_type = Status.ERROR, f"internal:{error_type(e)}"
         result.reason = f"internal: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4)
         result.seconds = time.perf_counter() - t0
         return result
-    result.verdicts = check_outputs(problem, got, truth, ref, config.gates, poisoned=poison,
-                                    expected=cap.outputs, yardstick=flash, standard_truth=standard_truth,
+    if refs.note:
+        result.notes.append(refs.note)
+    result.verdicts = check_outputs(problem, got, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
+                                    expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
                                     standard_label=f"{config.truth} truth")
-    attribute(problem, inputs, got, truth, result.verdicts)
-    breakdown.attach(problem, got, truth, result.verdicts, cap)  # which heads/sequences/tiles
+    attribute(problem, inputs, got, refs.truth, result.verdicts)
+    breakdown.attach(problem, got, refs.truth, result.verdicts, cap)  # which heads/sequences/tiles
     if runs > 1:  # a kernel that never claimed determinism gets it reported, not failed
         result.verdicts += determinism_verdicts(problem, got_runs, claimed=cap.deterministic)
     if config.second_reference:
-        result.verdicts += _second_reference(problem, inputs, got, truth, config, result.notes)
+        result.verdicts += _second_reference(problem, inputs, got, refs.truth, config, result.notes)
     if any(not v.passed for v in result.verdicts):
         result.status = Status.FAILED
     result.seconds = time.perf_counter() - t0

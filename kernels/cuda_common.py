@@ -14,8 +14,9 @@ import importlib.util
 import torch
 
 from difftest.inputs import Inputs
-from difftest.oracles.reference import allowed_mask
 from difftest.problem import Problem
+
+from .masking import visible_keys
 
 
 def cuda_reason() -> str | None:
@@ -51,7 +52,7 @@ def rows_without_keys(problem: Problem, device="cpu") -> torch.Tensor:
     for b, (sq, sk) in enumerate(zip(problem.seqlens_q, problem.seqlens_k)):
         q0 = problem.cu_seqlens_q[b]
         if sq and sk:
-            empty[q0:q0 + sq] = ~allowed_mask(problem, sq, sk, device).any(dim=1)
+            empty[q0:q0 + sq] = ~visible_keys(problem, sq, sk, device).any(dim=1)
     return empty
 
 

@@ -20,7 +20,7 @@ Two adapters, one per CPU backend:
 Shared translation:
 - Masks: top-left causal without a window (or seqlen_q == seqlen_k) uses the kernel's
   own ``is_causal``; bottom-right causal with seqlen_q != seqlen_k and every window go in
-  as an explicit mask built here from problem.py's rule (not from the oracle's code).
+  as an explicit mask from problem.py's rule (``masking.visible_keys``, not the oracle's code).
 - Varlen: one dense call per sequence, zero-length sequences included (the empty
   tensors go through F.sdpa, which answers them without the backend kernel; the raw
   CPU flash op crashes the process with SIGFPE on them). Tail tokens past the last sequence are never given to
@@ -48,28 +48,13 @@ from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import DTYPES, Problem
 
+from .masking import visible_keys
+
 # Head dims drawn for these kernels (both take any size; this list keeps CPU cases
 # cheap while covering tails: 1, odd sizes and non-multiples of 8/16).
 HEAD_DIMS = (1, 8, 16, 24, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 256)
 
 _FLASH_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-
-
-def visible_keys(problem: Problem, sq: int, sk: int) -> torch.Tensor:
-    """[sq, sk] bool: query i may attend key j, from the half-open range rule
-    lo_i <= j < hi_i (problem.py's docstring), written independently of the oracle."""
-    off = problem.mask_offset(sq, sk)
-    i = torch.arange(sq).unsqueeze(1) + off
-    hi = torch.full_like(i, sk)
-    lo = torch.zeros_like(i)
-    if problem.causal:
-        hi = torch.minimum(hi, i + 1)
-    if problem.window_right is not None:
-        hi = torch.minimum(hi, i + problem.window_right + 1)
-    if problem.window_left is not None:
-        lo = torch.maximum(lo, i - problem.window_left)
-    j = torch.arange(sk).unsqueeze(0)
-    return (j >= lo) & (j < hi)
 
 
 def _use_is_causal(p: Problem, sq: int, sk: int) -> bool:

@@ -5,7 +5,8 @@ backend or fails with its own "no available kernel" error (never a silent fallba
 SDPA takes [B, H, S, D] tensors, dense only. Masks:
 - ``is_causal=True`` is SDPA's only built-in mask and it is top-left aligned;
 - any other mask (bottom-right causal when seqlen_q != seqlen_k, sliding windows) is
-  passed as a boolean ``attn_mask`` built from the Problem's rule, which the flash
+  passed as a boolean ``attn_mask`` built from the Problem's rule (``masking.visible_keys``,
+  independent of the oracle's mask), which the flash
   backend refuses (so its capability excludes those problems).
 SDPA's public call returns no LSE and has no sinks, so those outputs are not checked.
 GQA goes through ``enable_gqa=True`` (the backend's own GQA path, K/V not expanded here).
@@ -24,9 +25,9 @@ from difftest.inputs import Inputs
 from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import Problem
-from difftest.oracles.reference import allowed_mask
 
 from .cuda_common import cuda_reason, fold_kv_heads, laid_out_leaf
+from .masking import visible_keys
 
 BACKENDS = ("flash", "efficient", "cudnn", "math")
 
@@ -99,7 +100,7 @@ class SdpaCall:
     """How one Problem is handed to SDPA (the part of the translation that needs no GPU)."""
 
     is_causal: bool  # SDPA's built-in top-left causal mask
-    bool_mask: bool  # pass allowed_mask() as attn_mask instead
+    bool_mask: bool  # pass masking.visible_keys() as attn_mask instead
     enable_gqa: bool
     scale: float
 
@@ -155,7 +156,7 @@ class SdpaAdapter(KernelAdapter):
         q, k, v = (t.transpose(1, 2) for t in leaves)
         mask = None
         if call.bool_mask:
-            mask = allowed_mask(p, p.seqlen_q, p.seqlen_k, q.device)
+            mask = visible_keys(p, p.seqlen_q, p.seqlen_k, q.device)
         from torch.nn.attention import sdpa_kernel
 
         with sdpa_kernel([_backend_enum(self.backend)]):

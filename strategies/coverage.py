@@ -1,9 +1,9 @@
 """Which bug-class features a Problem exercises, and a coverage table over many draws.
 
-The features follow ../shared/notes/anchors.md (varlen, GQA/MQA, causal alignment, tails,
-sinks, value-dependent bugs), plus the memory layouts (``layout:<kind>``).
-``expected_features`` lists those a capability and profile make reachable, so a test can
-demand that a fixed budget of draws hits every one.
+The features are the classes of bugs attention backward kernels are known to have (varlen,
+GQA/MQA, causal alignment, tails, sinks, value-dependent bugs), plus the memory layouts
+(``layout:<kind>``). ``expected_features`` lists those a capability and profile make
+reachable, so a test can demand that a fixed budget of draws hits every one.
 """
 
 from collections import Counter

@@ -89,7 +89,7 @@ def test_time_budget_stops_the_search(tmp_path):
 def test_failure_database_replays_the_saved_failure_first(tmp_path):
     """A failure found once runs first next time, seeded (the ci default) or not: the
     failure store keeps the shrunk Problem (Hypothesis's own database ignores seeded runs)."""
-    from difftest.campaign import load_failures
+    from difftest.failure_store import load_failures
 
     db = str(tmp_path / "db")
     first = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,

@@ -18,8 +18,8 @@ import torch
 from difftest.inputs import Inputs, make_inputs
 from difftest.outputs import Outputs
 from difftest.problem import Problem
-from difftest.oracles import (allowed_mask, chunk_rows, chunked_reference, reference, rows_allowed, score_elements,
-                     truth)
+from difftest.oracles import (allowed_mask, chunk_rows, chunked_reference, flash_style_reference, reference,
+                              references, rows_allowed, score_elements)
 from difftest.oracles.chunked import DEFAULT_MAX_CHUNK_ELEMENTS, auto_chunk_elements, chunk_plan
 
 S = dict(head_dim_qk=6, head_dim_v=5)  # small, with head_dim_v != head_dim_qk
@@ -332,19 +332,44 @@ def test_rows_allowed_equals_allowed_mask_slices():
                 assert torch.equal(rows_allowed(p, r0, r1, sq, sk, "cpu"), full[r0:r1])
 
 
-def test_truth_switches_to_chunked_above_threshold():
+def test_dense_and_chunked_truths_agree():
     x = make_inputs(CASES["gqa"])
     n = score_elements(x)
     assert n == sum(a * b for a, b in zip(x.problem.seqlens_q, x.problem.seqlens_k)) * x.problem.heads_q
-    dense, chunked = truth(x, chunk_threshold=n), truth(x, chunk_threshold=n - 1)
+    dense, chunked = reference(x, "float64"), chunked_reference(x, "float64")
     assert max(max_err(dense, chunked).values()) < 1e-13
     assert dense.o.grad_fn is None and chunked.o.grad_fn is None
-    with pytest.raises(ValueError, match="allowed"):
-        truth(x, "same")
     with pytest.raises(ValueError, match="precision"):
         chunked_reference(x, "float16")
     with pytest.raises(ValueError, match="chunk"):
         chunked_reference(x, chunk=0)
+
+
+def test_references_is_the_one_policy():
+    """The float64 chunked truth with magnitudes always; the yardsticks are the naive
+    same-dtype reference and the flash-style one, the flash-style one alone (with a note)
+    above the threshold."""
+    x = make_inputs(CASES["gqa"].replace(dtype="float16"))
+    n = score_elements(x)
+    small, large = references(x, chunk_threshold=n), references(x, chunk_threshold=n - 1)
+    for r in (small, large):
+        assert r.truth.o.dtype == torch.float64 and r.truth.magnitude["dq"] > 0
+        assert max(max_err(r.truth, chunked_reference(x, "float64")).values()) == 0
+        assert r.flash is r.yardsticks[-1] and torch.equal(r.flash.dq, flash_style_reference(x).dq)
+    assert len(small.yardsticks) == 2 and small.note == ""
+    assert torch.equal(small.yardsticks[0].dq, reference(x, "same").dq) and small.yardsticks[0].dq.dtype == torch.float16
+    assert len(large.yardsticks) == 1 and "flash-style reference alone" in large.note
+    assert len(references(x).yardsticks) == 2  # the default threshold is far above this problem
+    with pytest.raises(ValueError, match="chunk_threshold"):
+        references(x, chunk_threshold=-1)
+    # a standard stated against float32: autograd in float32, dense or chunked by the same threshold
+    assert small.standard is None and references(x, n, standard="float64").standard is None
+    dense32, chunked32 = references(x, n, standard="float32").standard, references(x, n - 1, standard="float32").standard
+    assert dense32.dq.dtype == chunked32.dq.dtype == torch.float32
+    assert torch.equal(dense32.dq, reference(x, "float32").dq)
+    assert torch.equal(chunked32.dq, chunked_reference(x, "float32").dq)
+    with pytest.raises(ValueError, match="standard"):
+        references(x, standard="same")
 
 
 # ------------------------------------------------------------------ fully masked rows

@@ -11,7 +11,8 @@ from difftest.inputs import make_inputs
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 from difftest.runner import run_case
-from difftest.kernels.sdpa_cpu import SdpaCpuFlash, SdpaCpuMath, visible_keys
+from difftest.kernels.masking import visible_keys
+from difftest.kernels.sdpa_cpu import SdpaCpuFlash, SdpaCpuMath
 from difftest.oracles import allowed_mask, reference
 from difftest.strategies import problems
 
@@ -200,6 +201,24 @@ def test_visible_keys_matches_the_oracle_mask():
                 p = Problem(causal=causal, align=align, window_left=wl, window_right=wr)
                 for sq, sk in ((5, 9), (9, 5), (6, 6), (0, 3), (3, 0)):
                     assert torch.equal(visible_keys(p, sq, sk), allowed_mask(p, sq, sk))
+
+
+def test_adapters_build_masks_without_the_oracle():
+    """One visible-key helper for every adapter, and none takes the oracle's mask: a bug
+    shared with the oracle would put the same wrong mask in the kernel call and the truth."""
+    import ast
+    from pathlib import Path
+
+    kernels = Path(__file__).resolve().parents[1] / "kernels"
+    users = set()
+    for path in kernels.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = {a.name for a in node.names}
+                assert "allowed_mask" not in names and "rows_allowed" not in names, path
+                if "visible_keys" in names:
+                    users.add(path.name)
+    assert {"sdpa_cpu.py", "sdpa_cuda.py", "cuda_common.py"} <= users
 
 
 def test_registered():

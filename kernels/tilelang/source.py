@@ -17,7 +17,7 @@ Mask rule (problem.py): query i of a sequence sees key j iff
 Sinks join the softmax denominator: the forward starts its running max at the sink logit
 with running sum 1, so the online softmax includes it without a special case.
 
-Target switch (see /work/shared/notes/tilelang-cpu.md): on the CPU fragments become
+Target switch (TileLang's CPU backend takes only some GPU forms): on the CPU fragments become
 ``alloc_local``, shared memory uses scope ``"shared"``, ``T.Parallel`` becomes ``T.grid``
 and vectorisation is off; the CUDA build keeps the GPU forms. Both come from the same
 function bodies below (closure variables ``frag``, ``SH``, ``Par``).
