@@ -10,6 +10,7 @@ crash of the campaign; the exception's type is recorded where it is caught
 (``CaseResult.error_type``), so shrinking can follow it without re-reading the text.
 """
 
+import dataclasses
 import math
 import time
 import traceback
@@ -24,7 +25,7 @@ from .attribution import attribute
 from .determinism import determinism_verdicts
 from .gates import GateConfig, Verdict, check_outputs, check_second_reference
 from .inputs import make_inputs
-from .layouts import lay_out
+from .layouts import CONTIGUOUS, lay_out
 from .outputs import Outputs
 from .problem import Problem
 from .vocab import FailureKind, Gate, Status
@@ -214,12 +215,14 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
 
 def _second_reference(problem, inputs, got, truth, config, notes) -> list:
     second = registry.get(config.second_reference)
-    why = second.capability.excludes(problem) or second.available()
+    # a yardstick, not the kernel under test: it runs the same values laid out contiguously
+    logical = problem.replace(layout=CONTIGUOUS)
+    why = second.capability.excludes(logical) or second.available()
     if why:
         notes.append(f"second reference {second.name} cannot run this case ({why}); judged against the float64 truth only")
         return []
     try:
-        ref2 = second.run(inputs.to(second.capability.device))
+        ref2 = second.run(dataclasses.replace(inputs, problem=logical).to(second.capability.device))
     except Exception as e:
         notes.append(f"second reference {second.name} raised {type(e).__name__}: {e}; float64 truth only")
         return []
