@@ -54,3 +54,11 @@ def test_an_error_the_old_k_let_through_now_fails():
     new = next(v for v in check_outputs(p, bad, truth, ref) if v.label == "dq:budget")
     assert 1.5 < new.numbers["k_needed"] < 3.0
     assert old.passed and not new.passed and new.numbers["k"] == 1.5
+
+
+def test_calibrate_command_parses():
+    from difftest.cli import build_parser
+
+    argv = ["calibrate", "-k", "torch-blockwise", "-p", "quick", "--detail", "d.json"]
+    a = build_parser(argv).parse_args(argv)
+    assert a.kernels == ["torch-blockwise"] and a.detail == "d.json"
