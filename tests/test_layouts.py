@@ -12,7 +12,7 @@ import torch
 from hypothesis import Phase, find, given, settings
 
 from difftest import mutants as mutants_cmd
-from difftest.capability import Capability
+from difftest.capability import Capability, parse_narrowing
 from difftest.inputs import make_inputs
 from difftest.layouts import ALIGNED_OFFSET, CONTIGUOUS, DIM_PAD, LAYOUTS, MISALIGNED_OFFSET, Layout, lay_out
 from difftest.outputs import is_poison
@@ -134,6 +134,7 @@ def test_capability_declares_layouts_contiguous_only_by_default():
     assert default.layouts == ("contiguous",)
     assert "layout bhsd not in ('contiguous',)" in default.excludes(Problem(layout="bhsd"))
     assert ALL.excludes(Problem(head_dim_qk=8, head_dim_v=8, layout="bhsd")) is None
+    assert parse_narrowing(["layouts=contiguous,offset"]) == {"layouts": ("contiguous", "offset")}  # --narrow
     narrowed = ALL.narrowed(layouts=("contiguous", "offset"))
     assert narrowed.excludes(Problem(head_dim_qk=8, head_dim_v=8, layout="bhsd"))
     with pytest.raises(ValueError, match="layouts"):
