@@ -45,7 +45,7 @@ def claim_line(name: str, cap: Capability) -> str:
     dims += "" if cap.equal_head_dims else f" (v: {','.join(map(str, cap.v_dims))}, may differ)"
     return (f"{name} claims: {cap.device} {','.join(cap.dtypes)}; head dims {dims}; batch<={cap.max_batch} "
             f"seqlen {cap.min_seqlen_q}/{cap.min_seqlen_k}..{cap.max_seqlen} heads<={cap.max_heads}; "
-            f"{', '.join(feats) or 'dense MHA only'}; outputs {','.join(cap.outputs)}")
+            f"{', '.join(feats) or 'dense MHA only'}; layouts {','.join(cap.layouts)}; outputs {','.join(cap.outputs)}")
 
 
 def missing_output_message(name: str, expected) -> str:

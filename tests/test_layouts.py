@@ -393,3 +393,10 @@ def test_second_reference_runs_the_same_values_contiguously():
     assert case.status == "passed", case.render()
     assert not any("cannot run" in n for n in case.notes), case.notes
     assert any(str(v.gate) == "second_reference" for v in case.verdicts)
+
+
+def test_a_run_states_the_layouts_a_kernel_claims():
+    from difftest.declaration import claim_line
+
+    assert "layouts contiguous,do_transposed,bhsd" in claim_line("torch-blockwise", BlockwiseAttention.capability)
+    assert "layouts contiguous;" in claim_line("plain", Capability())
