@@ -85,7 +85,7 @@ def key_band(problem: Problem, r0: int, r1: int, sq: int, sk: int) -> tuple[int,
     """[lo, hi): the keys some query row r0..r1-1 of a (sq, sk) sequence may see (every
     key outside is masked for all of them); lo == hi when none sees any."""
     lo = min(sk, problem.key_range(r0, sq, sk)[0])
-    hi = max(lo, problem.key_range(r1 - 1, sq, sk)[1])
+    hi = max(lo, min(sk, problem.key_range(r1 - 1, sq, sk)[1]))  # a top-left row past the keys starts beyond sk
     return lo, hi
 
 

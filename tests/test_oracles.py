@@ -247,7 +247,14 @@ SKIP_CASES = {**CASES,
                                      head_dim_v=8, dtype="float16"),
               "long_window_varlen": Problem(batch=3, seqlen_q=(0, 130, 200), seqlen_k=(40, 0, 190), heads_q=2,
                                             heads_kv=2, window_left=9, window_right=4, sinks=True, head_dim_qk=8,
-                                            head_dim_v=8, pad_tail=3)}
+                                            head_dim_v=8, pad_tail=3),
+              # top-left rows past the last key: their key range starts beyond sk (H200: a band
+              # reaching past the keys broke the chunk's score view, "difftest error" on 18 cases)
+              "rows_past_the_keys": Problem(batch=2, seqlen_q=(40, 9), seqlen_k=(8, 30), heads_q=4, heads_kv=1,
+                                            causal=True, align="top_left", window_left=0, sinks=True,
+                                            head_dim_qk=8, head_dim_v=8),
+              "window_past_the_keys": Problem(seqlen_q=37, seqlen_k=6, heads_q=2, heads_kv=2, align="top_left",
+                                              window_left=2, window_right=1, head_dim_qk=8, head_dim_v=8)}
 
 
 def _close_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -276,7 +283,8 @@ def test_block_skipping_gives_the_values_of_the_full_walk(name, chunk):
 
 
 @pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "causal_bottom_right_sq_gt_sk",
-                                  "window_both_top_left", "varlen_empty_q_and_k"])
+                                  "window_both_top_left", "varlen_empty_q_and_k", "rows_past_the_keys",
+                                  "window_past_the_keys"])
 def test_chunk_plan_covers_every_allowed_key_and_skips_the_masked_blocks(name):
     p = SKIP_CASES[name]
     for sq, sk in zip(p.seqlens_q, p.seqlens_k):
