@@ -171,7 +171,8 @@ class Campaign:
         if res.failure is not None:
             from .declaration import diagnose
 
-            res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, self.config))
+            res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, self.config),
+                                       res.first_failure)
             res.reproducer = write_reproducer(kernel, res.failure, self.config,
                                               (self.out_dir or Path(DEFAULT_OUT)) / "repro")
             save_failures(self.database, self.spec, [res.failure.problem, res.first_failure.problem])

@@ -74,11 +74,15 @@ CHECKS = (
 )
 
 
-def diagnose(kernel, failure, run) -> list[str]:
+def diagnose(kernel, failure, run, first=None) -> list[str]:
     """Declaration problems behind a (shrunk) failing case: an output declared but never
-    returned, or a feature claimed only by default without which the case passes.
-    ``run(kernel, problem) -> CaseResult`` runs one case (the campaign's runner), with a
-    widened capability for the alignment check (the other alignment is not claimed)."""
+    returned, or a feature claimed only by default without which the case passes, and
+    so does ``first`` (the failure as first found, when it uses the feature too: a tiny
+    shrunk case can pass without a feature by coincidence, e.g. an off-by-one diagonal
+    that equals the other alignment at sq = sk + 1; a first failure that does not use the
+    feature shows the bug without it). ``run(kernel, problem) ->
+    CaseResult`` runs one case (the campaign's runner), with a widened capability for the
+    alignment check (the other alignment is not claimed)."""
     if failure is None or failure.status not in ("failed", "error"):
         return []
     cap = kernel.capability
@@ -87,23 +91,27 @@ def diagnose(kernel, failure, run) -> list[str]:
         if v.gate == "missing" and not v.passed:
             out.append(v.message)
     p = failure.problem
+    others = [first.problem] if first is not None and first.problem != p else []
     for name, used, without, how in CHECKS:
         if not defaulted(cap, name) or not used(p):
             continue
-        try:
-            q = without(p).validate()
-        except ValueError:
-            continue
-        probe = kernel
-        if name == "aligns":  # try the other diagonal, which the kernel does not claim
-            import copy
-            from dataclasses import replace
 
-            probe = copy.copy(kernel)
-            probe.capability = replace(cap, aligns=(q.align,))
-        if probe.capability.excludes(q) is not None:
-            continue
-        if run(probe, q).status == "passed":
+        def passes_without(x) -> bool:
+            try:
+                q = without(x).validate()
+            except ValueError:
+                return False
+            probe = kernel
+            if name == "aligns":  # try the other diagonal, which the kernel does not claim
+                import copy
+                from dataclasses import replace
+
+                probe = copy.copy(kernel)
+                probe.capability = replace(cap, aligns=(q.align,))
+            return probe.capability.excludes(q) is None and run(probe, q).status == "passed"
+
+        # the first failure too must need the feature (else the bug shows without it)
+        if passes_without(p) and all(used(x) and passes_without(x) for x in others):
             out.append(f"declaration problem? the case passes without {name} (left at its default, "
                        f"{getattr(cap, name)!r}): declare {how}; if the kernel does serve it, this is a kernel bug")
     return out

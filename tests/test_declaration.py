@@ -38,6 +38,22 @@ class TopLeftOnly(RefKernel):
         return reference(top_left, "float32"), None
 
 
+class CausalOneKeyTooMany(RefKernel):
+    """A causal bug (every query sees one key past the diagonal), declared causal=True with
+    the default aligns: a kernel bug, not a declaration problem, although at sq = sk + 1
+    it coincides with the top-left diagonal."""
+
+    name = "test-causal-plus-one"
+    spec = "tests.test_declaration:CausalOneKeyTooMany"
+    capability = TopLeftOnly.capability
+
+    def forward(self, inputs, out=None):
+        p = inputs.problem
+        if p.causal:
+            p = p.replace(causal=False, window_right=1)
+        return reference(dataclasses.replace(inputs, problem=p), "float32"), None
+
+
 def test_declared_output_never_returned_is_a_declaration_problem_naming_the_field(tmp_path):
     res = run_campaign(NoDsink(), "quick", max_examples=4, out_dir=tmp_path, database=None, edge_cases=False)
     assert res.failed
@@ -71,3 +87,10 @@ def test_claim_line_and_record_show_what_was_left_at_default():
     rec = claim_record(c)
     assert "gqa" not in rec["defaulted"] and "sinks" in rec["defaulted"] and rec["fields"]["causal"] is True
     assert defaulted(c, "aligns") and not defaulted(c, "causal")
+
+
+def test_a_mask_bug_is_not_blamed_on_the_declaration(tmp_path):
+    res = run_campaign(CausalOneKeyTooMany(), "quick", max_examples=30, out_dir=tmp_path, database=None)
+    assert res.failed and res.failure.problem.causal
+    assert not any("aligns" in d for d in res.declaration), (res.failure.problem.short(),
+                                                             res.first_failure.problem.short(), res.declaration)
