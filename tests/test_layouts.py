@@ -363,6 +363,9 @@ def test_production_capabilities_state_the_interface_contract():
     assert set(fa4.layouts) == set(LAYOUTS)
     base = Problem(seqlen_q=8, seqlen_k=8, head_dim_qk=40, head_dim_v=248, dtype="bfloat16")
     assert fa4.excludes(base) is None and "head_dim_qk 12" in fa4.excludes(base.replace(head_dim_qk=12))
+    # GQA with unequal dims: the interface accepts it and the SM90 backward asserts late, so it
+    # stays inside the capability, for a campaign to report as a contract violation
+    assert fa4.excludes(base.replace(heads_q=4, heads_kv=2)) is None
     eff = registry.get("sdpa-efficient").capability
     assert "misaligned" not in eff.layouts and "offset" in eff.layouts  # storage_offset * size % 16
     mqa = Problem(seqlen_q=8, seqlen_k=8, heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16)
