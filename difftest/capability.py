@@ -33,10 +33,14 @@ class Capability:
     # length, every non-zero varlen length; zero-length varlen sequences are ``empty_seqs``)
     min_seqlen_q: int = 1
     min_seqlen_k: int = 1
+    # every non-empty sequence length a multiple of this (a kernel whose tiles have no
+    # tail handling, e.g. jvp-flash-attention's backward asserts N_CTX % 32 == 0)
+    seqlen_multiple: int = 1
     max_heads: int = 8
     gqa: bool = False  # heads_kv < heads_q allowed (GQA/MQA)
     seqlen_q_ne_k: bool = True  # seqlen_q != seqlen_k allowed
     causal: bool = False  # causal mask
+    causal_required: bool = False  # every problem causal (a kernel that is causal-only)
     aligns: tuple[str, ...] = ("bottom_right",)  # mask diagonal(s) when seqlen_q != seqlen_k
     window: bool = False  # sliding window (window_left/window_right)
     varlen: bool = False  # per-sequence lengths (cu_seqlens)
@@ -80,6 +84,10 @@ class Capability:
             short = [n for n in lens if 0 < n < least]
             if short:
                 return f"{kind} sequence length {min(short)} < {name} {least}"
+        if self.seqlen_multiple > 1:
+            odd = [n for n in p.seqlens_q + p.seqlens_k if n % self.seqlen_multiple]
+            if odd:
+                return f"sequence length {odd[0]} not a multiple of seqlen_multiple {self.seqlen_multiple}"
         if p.heads_q > self.max_heads:
             return f"heads_q {p.heads_q} > {self.max_heads}"
         if p.heads_kv != p.heads_q and not self.gqa and p.layout.kind != "kv_broadcast":
@@ -88,6 +96,8 @@ class Capability:
             return "seqlen_q != seqlen_k unsupported"
         if p.causal and not self.causal:
             return "causal unsupported"
+        if self.causal_required and not p.causal:
+            return "non-causal unsupported (causal_required)"
         if (p.window_left is not None or p.window_right is not None) and not self.window:
             return "sliding window unsupported"
         if p.masked and p.align not in self.aligns and p.seqlens_q != p.seqlens_k:
@@ -131,8 +141,14 @@ class Capability:
                 extra = [x for x in new if x not in old]
                 if not new or extra:
                     raise ValueError(f"narrow {name}={new}: allowed a non-empty subset of {old}")
+            elif name == "seqlen_multiple":
+                if not _is_int(new) or new < 1 or new % old:
+                    raise ValueError(f"narrow {name}={new}: allowed a multiple of {old}")
             elif isinstance(old, bool):
-                if name == "equal_head_dims":
+                if name == "causal_required":
+                    if old and not new:
+                        raise ValueError(f"narrow {name}=False: the kernel is causal-only")
+                elif name == "equal_head_dims":
                     if old and not new:
                         raise ValueError(f"narrow {name}=False: the kernel requires equal head dims")
                 elif name != "deterministic" and new and not old:
@@ -184,6 +200,14 @@ class Capability:
             if not _is_int(v) or not 1 <= v <= self.max_seqlen:
                 raise ValueError(f"Capability.{name}={v!r}: allowed an int in 1..{self.max_seqlen} "
                                  f"(1..max_seqlen)")
+        m = self.seqlen_multiple
+        if not _is_int(m) or m < 1:
+            raise ValueError(f"Capability.seqlen_multiple={m!r}: allowed an int >= 1")
+        if -(-max(self.min_seqlen_q, self.min_seqlen_k) // m) * m > self.max_seqlen:
+            raise ValueError(f"Capability.seqlen_multiple={m}: no multiple of it between the minimum sequence "
+                             f"length and max_seqlen={self.max_seqlen}")
+        if self.causal_required and not self.causal:
+            raise ValueError("Capability.causal_required=True needs causal=True")
         bad = [f for f in self.compile_key if f not in Problem.__dataclass_fields__]
         if bad:
             raise ValueError(f"Capability.compile_key has {bad}: allowed Problem fields")

@@ -25,18 +25,22 @@ def complexity(p: Problem) -> tuple:
             p.head_dim_qk + p.head_dim_v, LAYOUTS.index(p.layout.kind) if p.layout.kind in LAYOUTS else 0, p.seed)
 
 
-def _lengths(n: int, least: int = 1) -> list[int]:
+def _lengths(n: int, least: int = 1, multiple: int = 1) -> list[int]:
     """Shorter lengths to try for a sequence of ``n``: empty, the shortest the kernel
     serves (``least``, its minimum; 1 without one) and the next, half, one less. None in
-    1..least-1: the capability would refuse them anyway."""
-    return sorted({x for x in (0, least, least + 1, 1, 2, n // 2, n - 1)
-                   if 0 <= x < n and (x == 0 or x >= least)})
+    1..least-1: the capability would refuse them anyway. With ``multiple`` (the
+    capability's ``seqlen_multiple``) only its multiples, the candidates rounded down to one."""
+    m = max(1, multiple)
+    least = -(-max(1, least) // m) * m
+    return sorted({x // m * m for x in (0, least, least + m, 1, 2, n // 2, n - 1)
+                   if 0 <= x // m * m < n and (x // m * m == 0 or x // m * m >= least)})
 
 
 def neighbours(p: Problem, cap: Capability | None = None):
     """Simpler variants of ``p``, most valuable first (not yet validated). With ``cap``,
     shorter sequences stop at its minimum lengths (``min_seqlen_q``/``min_seqlen_k``)."""
     least_q, least_k = (cap.min_seqlen_q, cap.min_seqlen_k) if cap else (1, 1)
+    m = cap.seqlen_multiple if cap else 1
     if p.varlen:
         sq, sk = list(p.seqlen_q), list(p.seqlen_k)
         for i in range(p.batch):  # drop a sequence
@@ -46,23 +50,23 @@ def neighbours(p: Problem, cap: Capability | None = None):
         if p.batch == 1 and sq[0] >= 1 and sk[0] >= 1:  # one sequence: dense
             yield p.replace(seqlen_q=sq[0], seqlen_k=sk[0], pad_tail=0)
         for i in range(p.batch):
-            for L in _lengths(sq[i], least_q):
+            for L in _lengths(sq[i], least_q, m):
                 yield p.replace(seqlen_q=tuple(sq[:i] + [L] + sq[i + 1:]))
-            for L in _lengths(sk[i], least_k):
+            for L in _lengths(sk[i], least_k, m):
                 yield p.replace(seqlen_k=tuple(sk[:i] + [L] + sk[i + 1:]))
     else:
         if p.batch > 1:
             yield p.replace(batch=1)
-        for L in _lengths(p.seqlen_q, least_q):
+        for L in _lengths(p.seqlen_q, least_q, m):
             if L >= 1:
                 yield p.replace(seqlen_q=L)
-        for L in _lengths(p.seqlen_k, least_k):
+        for L in _lengths(p.seqlen_k, least_k, m):
             if L >= 1:
                 yield p.replace(seqlen_k=L)
         if p.seqlen_q != p.seqlen_k:
             yield p.replace(seqlen_k=p.seqlen_q)
         else:  # both at once: the only way down for a kernel that takes square problems only
-            for L in _lengths(p.seqlen_q, max(least_q, least_k)):
+            for L in _lengths(p.seqlen_q, max(least_q, least_k), m):
                 if L >= 1:
                     yield p.replace(seqlen_q=L, seqlen_k=L)
     if p.pad_tail:

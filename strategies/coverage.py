@@ -129,7 +129,7 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
     prof = get_profile(profile)
     S = min(c.max_seqlen, prof.max_seqlen)
     H = min(c.max_heads, prof.max_heads)
-    e = {"batch=1", "heads:MHA", "mask:none", "sq==sk"}
+    e = {"batch=1", "heads:MHA", "sq==sk"} | (set() if c.causal_required else {"mask:none"})
     e |= {f"dtype:{d}" for d in DTYPE_ORDER if d in c.dtypes}
     e |= {f"values:{k}" for k in value_kinds(c)}
     dims = [d for d in c.head_dims_qk if d <= prof.max_head_dim] or [min(c.head_dims_qk)]
@@ -146,7 +146,8 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e.add("dims:not_multiple_of_16")
     least_q, least_k = min_lengths(c)  # the shortest lengths drawn
     for prefix, block, least in (("sq", c.block_m, least_q), ("sk", c.block_n, least_k)):
-        e |= _len_features(prefix, [x for x in (1, block - 1, block, block + 1, 64, 65, 128, 129) if least <= x <= S],
+        e |= _len_features(prefix, [x for x in (1, block - 1, block, block + 1, 64, 65, 128, 129)
+                                          if least <= x <= S and x % c.seqlen_multiple == 0],
                            block)
     if c.seqlen_q_ne_k:
         e |= {"sq>sk", "sq<sk"}

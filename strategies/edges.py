@@ -151,6 +151,10 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
     else:
         ch["seqlen_q"] = max(least_q, min(S, p.seqlen_q))
         ch["seqlen_k"] = max(least_k, min(S, p.seqlen_k))
+    m = c.seqlen_multiple  # a length off the kernel's multiple goes up to the next one
+    ch = {n: (tuple(-(-x // m) * m for x in v) if isinstance(v, tuple) else -(-v // m) * m) for n, v in ch.items()}
+    if c.causal_required:
+        ch["causal"] = True  # a causal-only kernel meets each corner with its causal mask
     p = p.replace(**ch)
     if not c.seqlen_q_ne_k and p.seqlen_q != p.seqlen_k:
         p = p.replace(seqlen_k=p.seqlen_q)

@@ -15,6 +15,7 @@ WINDOW_SIDES = ("left", "right", "both")
 
 
 def mask_kinds(capability: Capability) -> tuple[str, ...]:
+    """The mask kinds to draw; a causal-only kernel (``causal_required``) gets causal ones only."""
     kinds = ["none"]
     if capability.causal:
         kinds.append("causal")
@@ -22,6 +23,8 @@ def mask_kinds(capability: Capability) -> tuple[str, ...]:
         kinds.append("window")
     if capability.causal and capability.window:
         kinds.append("causal_window")
+    if capability.causal_required:
+        kinds = [k for k in kinds if k.startswith("causal")]
     return tuple(kinds)
 
 

@@ -30,49 +30,56 @@ def edge_lengths(lo: int, hi: int, blocks=(64, 128)) -> list[int]:
     return sorted(x for x in cands if lo <= x <= hi)
 
 
-def _index_space(lo: int, hi: int, least: int):
+def _index_space(lo: int, hi: int, least: int, multiple: int = 1):
     """Legal lengths in [lo, hi] when a non-empty length must be >= ``least``
-    (``Capability.min_seqlen_q``/``min_seqlen_k``): 0 (only when ``lo`` is 0) and
+    (``Capability.min_seqlen_q``/``min_seqlen_k``) and a multiple of ``multiple``
+    (``Capability.seqlen_multiple``): 0 (only when ``lo`` is 0) and the multiples in
     ``least..hi``. They are drawn as indices with no gap: index 0 is length 0 and index
-    i >= 1 is length i + least - 1, so no draw is ever rejected, an index shrinks toward
-    the shortest legal length, and with ``least`` 1 index and length coincide (the draws
-    of a capability without a minimum are unchanged). A dense, a varlen and a no-empty
-    varlen length take the same index for the same length. ``least`` wins over ``hi``
-    (as ``lo`` does). Returns (lo, hi, to_length, to_index)."""
-    least = max(1, least)
-    gap = least - 1
-    lo = 0 if lo <= 0 else max(lo, least)
-    hi = max(hi, lo)
-    if 0 < hi < least:
-        hi = least
+    i >= 1 is the i-th legal length, so no draw is ever rejected, an index shrinks toward
+    the shortest legal length, and with ``least`` and ``multiple`` 1 index and length
+    coincide (the draws of a capability without a minimum are unchanged). A dense, a
+    varlen and a no-empty varlen length take the same index for the same length.
+    ``least`` wins over ``hi`` (as ``lo`` does). Returns (lo, hi, to_length, to_index)."""
+    m = max(1, multiple)
+    first = -(-max(1, least) // m) * m  # the shortest legal non-empty length
+    lo = 0 if lo <= 0 else max(-(-lo // m) * m, first)
+    hi = max(hi // m * m, lo)
+    if 0 < hi < first:
+        hi = first
 
     def to_length(i: int) -> int:
-        return i + gap if i > 0 else 0
+        return first + (i - 1) * m if i > 0 else 0
 
-    def to_index(n: int) -> int:
-        return n - gap if n > 0 else 0
+    def to_index(n: int) -> int:  # a length between two legal ones takes the next one's index
+        return -(-(n - first) // m) + 1 if n > 0 else 0
 
     return lo, hi, to_length, to_index
 
 
-def _edges(lo: int, hi: int, least: int, blocks) -> list[int]:
-    """``edge_lengths`` that are legal under ``least`` (the minimum itself is one)."""
-    if least <= 1 or lo >= least:
-        return edge_lengths(lo, hi, blocks)
-    return sorted({0} | set(edge_lengths(least, hi, blocks)))
+def _edges(lo: int, hi: int, least: int, blocks, multiple: int = 1) -> list[int]:
+    """``edge_lengths`` that are legal under ``least`` and ``multiple`` (the minimum
+    legal length itself is one); ``lo``/``hi`` as ``_index_space`` returns them."""
+    if multiple <= 1:
+        if least <= 1 or lo >= least:
+            return edge_lengths(lo, hi, blocks)
+        return sorted({0} | set(edge_lengths(least, hi, blocks)))
+    first = -(-max(1, least) // multiple) * multiple
+    out = {e for e in edge_lengths(max(lo, first), hi, blocks) if e % multiple == 0 and e > 0}
+    out |= {max(lo, first), hi} | ({0} if lo == 0 else set())
+    return sorted(x for x in out if lo <= x <= hi)
 
 
-def lengths(lo: int, hi: int, blocks=(64, 128), least: int = 1) -> st.SearchStrategy[int]:
+def lengths(lo: int, hi: int, blocks=(64, 128), least: int = 1, multiple: int = 1) -> st.SearchStrategy[int]:
     """A sequence length in [lo, hi]: half the time any value, half the time a tile edge.
     A non-zero length is at least ``least`` (see ``_index_space``). Shrinks toward ``lo``
-    (the plain-integer branch comes first)."""
-    lo, hi, to_length, to_index = _index_space(lo, hi, least)
+    (the plain-integer branch comes first); and a multiple of ``multiple``."""
+    lo, hi, to_length, to_index = _index_space(lo, hi, least, multiple)
     if hi <= lo:
         return st.just(lo)
-    if least <= 1:  # no gap: plain integers, exactly the draws of before the minimums
+    if least <= 1 and multiple <= 1:  # no gap: plain integers, exactly the draws of before the minimums
         return st.one_of(st.integers(lo, hi), st.sampled_from(edge_lengths(lo, hi, blocks)))
     return st.one_of(st.integers(to_index(lo), to_index(hi)).map(to_length),
-                     st.sampled_from(_edges(lo, hi, least, blocks)))
+                     st.sampled_from(_edges(lo, hi, least, blocks, multiple)))
 
 
 def blocks_of(capability: Capability) -> tuple[int, int]:
@@ -91,7 +98,7 @@ def seqlen_cap(capability: Capability, profile: Profile, batch: int, heads_q: in
     dmin = min(capability.head_dims_qk)
     by_budget = isqrt(profile.budget // max(1, batch * heads_q * dmin))
     reach = max(capability.block_m, capability.block_n) + 1
-    least = max(capability.min_seqlen_q, capability.min_seqlen_k)  # <= capability.max_seqlen
+    least = max(min_lengths(capability))  # <= capability.max_seqlen
     return max(least, min(hard, max(by_budget, reach)))
 
 
@@ -147,7 +154,8 @@ def head_dims(draw, capability: Capability, max_dim: int):
     return qk, others[min(draw(st.integers(0, len(others) - 1)), fit - 1)]
 
 
-def key_length(sq: int, lo: int, hi: int, blocks=(64, 128), least: int = 1) -> st.SearchStrategy[int]:
+def key_length(sq: int, lo: int, hi: int, blocks=(64, 128), least: int = 1,
+               multiple: int = 1) -> st.SearchStrategy[int]:
     """A key length in [lo, hi] for a query length ``sq``, drawn as ``sq + delta``; a
     non-zero key length is at least ``least`` (``Capability.min_seqlen_k``: the delta is
     counted in ``_index_space``, and "equal" means the legal length nearest ``sq``).
@@ -156,17 +164,17 @@ def key_length(sq: int, lo: int, hi: int, blocks=(64, 128), least: int = 1) -> s
     tile edge. Drawing a delta (shrink target 0: equal lengths) rather than a second
     length lets the shrinker trade length between the two (seqlen_q=65, seqlen_k=65 ->
     seqlen_q=1, seqlen_k=65) when only the key length matters."""
-    lo, hi, to_length, to_index = _index_space(lo, hi, least)
+    lo, hi, to_length, to_index = _index_space(lo, hi, least, multiple)
     if hi <= lo:
         return st.just(lo)
     sq = min(max(sq, lo), hi)
     if 0 < sq < least:
         sq = least
-    i = to_index(sq)  # with least 1 (no gap) i == sq: the deltas of before the minimums
+    i = min(to_index(sq), to_index(hi))  # with least 1 (no gap) i == sq: the deltas of before the minimums
     deltas = st.one_of(
         st.integers(to_index(lo) - i, to_index(hi) - i),
         st.sampled_from((0, 0)),
-        st.sampled_from([to_index(e) - i for e in _edges(lo, hi, least, blocks)]),
+        st.sampled_from([to_index(e) - i for e in _edges(lo, hi, least, blocks, multiple)]),
     )
     return deltas.map(lambda d: to_length(i + d))
 
@@ -179,19 +187,22 @@ def dense_seqlens(draw, capability: Capability, cap_len: int):
     the shortest seqlen_q first."""
     blocks = blocks_of(capability)
     least_q, least_k = min_lengths(capability)
-    sq = draw(lengths(least_q, cap_len, blocks, least_q))
+    m = capability.seqlen_multiple
+    sq = draw(lengths(least_q, cap_len, blocks, least_q, m))
     if not capability.seqlen_q_ne_k:
         return sq, sq
-    return sq, draw(key_length(sq, least_k, cap_len, blocks, least_k))
+    return sq, draw(key_length(sq, least_k, cap_len, blocks, least_k, m))
 
 
 def min_lengths(capability: Capability) -> tuple[int, int]:
     """The shortest non-empty (query, key) lengths to draw: the capability's minimums,
-    each raised to the other's when the two lengths must be equal."""
+    each raised to the other's when the two lengths must be equal, and up to a multiple
+    of ``seqlen_multiple``."""
     q, k = capability.min_seqlen_q, capability.min_seqlen_k
     if not capability.seqlen_q_ne_k:
         q = k = max(q, k)
-    return q, k
+    m = capability.seqlen_multiple
+    return -(-q // m) * m, -(-k // m) * m
 
 
 VARLEN_PATTERNS = ("short", "mixed", "one_long")
@@ -229,7 +240,8 @@ def varlen_seqlens(draw, capability: Capability, batch: int, cap_len: int, patte
     sq, sk = [], []
     for i in range(batch):
         a, b = bounds(i)
-        q = draw(lengths(a, b, blocks, least_q))
+        m = capability.seqlen_multiple
+        q = draw(lengths(a, b, blocks, least_q, m))
         sq.append(q)
-        sk.append(draw(key_length(q, a, b, blocks, least_k)) if capability.seqlen_q_ne_k else q)
+        sk.append(draw(key_length(q, a, b, blocks, least_k, m)) if capability.seqlen_q_ne_k else q)
     return tuple(sq), tuple(sk)
