@@ -72,6 +72,10 @@ def campaign_record(config, kernel: str) -> dict:
             kw["seed"] = config.getoption("--difftest-seed")
         if config.getoption("--difftest-max-examples") is not None:
             kw["max_examples"] = config.getoption("--difftest-max-examples")
+        from .runner import RunConfig
+
+        # a worker process per kernel, as the CLI and the fixture run it (--difftest-no-isolate: in-process)
+        kw["config"] = RunConfig(isolate=not config.getoption("--difftest-no-isolate"))
         res = run_campaign(kernel, config.getoption("--difftest-profile"),
                            out_dir=Path(config.getoption("--difftest-out")), **kw)
         from .pytest_plugin import _RESULTS_KEY
@@ -80,8 +84,9 @@ def campaign_record(config, kernel: str) -> dict:
         rec = record(res)
         rec["pytest_worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
         rec["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")  # --difftest-gpu-per-worker's pick
-        write_text_atomic(path, json.dumps(rec, default=str))
-        return rec
+        text = json.dumps(rec, default=str)
+        write_text_atomic(path, text)
+        return json.loads(text)  # plain JSON values (no enums) for every worker alike
 
 
 def _case_text(case: dict, output: str | None = None) -> str:
@@ -111,6 +116,11 @@ class KernelItem(pytest.Item):
         if self.error:
             raise DifftestFailure(f"--difftest-kernel {self.kernel}: {self.error}")
         rec = campaign_record(self.config, self.kernel)
+        self.user_properties += [("difftest_kernel", str(rec["kernel"])), ("difftest_profile", str(rec.get("profile"))),
+                                 ("difftest_cases", int(rec.get("examples") or 0)),
+                                 ("difftest_status", str(rec.get("status")))]
+        if (rec.get("reproducer") or {}).get("py"):
+            self.user_properties.append(("difftest_reproducer", str(Path(rec["reproducer"]["py"]).resolve())))
         if rec["status"] == "unavailable":
             pytest.skip(f"kernel {self.kernel} unavailable: {rec.get('reason', '')}")
         repro = (rec.get("reproducer") or {}).get("py")

@@ -49,9 +49,16 @@ def test_kernel_option_collects_tests_without_a_test_file(sub):
 
 
 def test_kernel_tests_under_xdist_run_each_campaign_once(sub):
-    res = sub.runpytest_subprocess(*_args(sub, "-n", "2"), timeout=600)
+    import xml.etree.ElementTree as ET
+
+    res = sub.runpytest_subprocess(*_args(sub, "-n", "2", "--junitxml", str(sub.path / "j.xml")), timeout=600)
     recs = _check(res, sub)
     assert {r["pytest_worker"] for r in recs.values()} <= {"gw0", "gw1"}
+    assert all(r["settings"]["config"]["isolate"] for r in recs.values())  # kernels in a worker process, as the CLI
+    props = {(tc.get("classname") + "::" + tc.get("name"), p.get("name")): p.get("value")
+             for tc in ET.parse(sub.path / "j.xml").iter("testcase") for p in tc.iter("property")}
+    dk = next(k for k, _ in props if "WrongDkForLongGqa" in k and k.endswith("::dk"))
+    assert props[(dk, "difftest_status")] == "failed" and props[(dk, "difftest_reproducer")].endswith(".py")
 
 
 def test_unknown_kernel_fails_its_test_in_one_line(sub):
