@@ -12,7 +12,6 @@ import importlib
 import os
 import sys
 from importlib.metadata import entry_points
-
 from typing import TYPE_CHECKING
 
 from .capability import Capability

@@ -145,7 +145,8 @@ def markdown(rows: list[dict]) -> str:
         if r["status"] == "ok":
             dev = (f"{r['device_us']:.1f} | {r['kernels']:.0f}" if "device_us" in r
                    else f"n/a | {r.get('device_error', 'timed in its worker')[:80]}")
-            lines.append(f"| {r['kernel']} | {r['problem']} | {r['median_us']:.1f} | {r['min_us']:.1f} | {dev} | {r['how']} |")
+            lines.append(f"| {r['kernel']} | {r['problem']} | {r['median_us']:.1f} | {r['min_us']:.1f} | {dev} "
+                         f"| {r['how']} |")
         else:
             lines.append(f"| {r['kernel']} | {r['problem']} | {r['status']} | | | | {r.get('reason', '')[:120]} |")
     return "\n".join(lines)

@@ -60,7 +60,8 @@ def add_arguments(p):
     from .argcheck import positive_float, positive_int
     from .profiles import PROFILES
 
-    p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True, help="a correct kernel (repeatable)")
+    p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True,
+                   help="a correct kernel (repeatable)")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES))
     p.add_argument("--max-examples", type=positive_int, default=200)
     p.add_argument("--time-budget", type=positive_float)

@@ -9,8 +9,17 @@ import time
 from pathlib import Path
 
 from . import adapter as registry
-from .argcheck import (OneLineParser, UsageError, check_device, check_outputs, k_item, nonneg_float, nonneg_int,
-                       positive_float, positive_int)
+from .argcheck import (
+    OneLineParser,
+    UsageError,
+    check_device,
+    check_outputs,
+    k_item,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 from .problem import OUTPUTS
 from .workdir import DEFAULT_DB, DEFAULT_OUT, WORKDIR
 
@@ -67,7 +76,8 @@ def add_run_arguments(p):
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
     p.add_argument("--max-examples", type=positive_int, help="generated examples per kernel (overrides the profile)")
     p.add_argument("--time-budget", type=positive_float, help="seconds of search per kernel (overrides the profile)")
-    p.add_argument("--shrink-budget", type=nonneg_float, help="seconds of shrinking once a failure is found (overrides the profile)")
+    p.add_argument("--shrink-budget", type=nonneg_float,
+                   help="seconds of shrinking once a failure is found (overrides the profile)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory: reports, case logs, reproducers "
                                                        f"(default {DEFAULT_OUT})")
     p.add_argument("--report", help="JSON report path (default OUT/report.json)")
@@ -76,10 +86,12 @@ def add_run_arguments(p):
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                    help="run kernels in a worker process so a crash or hang costs one case (default on)")
     p.add_argument("--timeout", type=positive_float, default=None,
-                   help=f"seconds per kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g}; needs --isolate)")
+                   help=f"seconds per kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g}; "
+                        "needs --isolate)")
     p.add_argument("--determinism", type=positive_int, metavar="N",
                    help="calls per case for the bitwise determinism gate (default 2 for kernels claiming determinism)")
-    p.add_argument("--k", action="append", type=k_item, metavar="OUTPUT=K", help="error-budget multiplier for an output")
+    p.add_argument("--k", action="append", type=k_item, metavar="OUTPUT=K",
+                   help="error-budget multiplier for an output")
     p.add_argument("--standard", action="append", metavar="OUTPUT:SPEC",
                    help="elementwise standard, e.g. dq:atol=1e-2,rtol=1e-2,ratio=0.999 (OUTPUT may be 'all')")
     p.add_argument("--second-reference", metavar="KERNEL", help="a second reference kernel, e.g. fa3")
@@ -173,7 +185,8 @@ def cmd_run(a) -> int:
                 line += f": {r.reason}"
             print(line, flush=True)
             if r.status != "unavailable":
-                print(f"  not exercised: {', '.join(r.coverage.get('missing') or ()) or 'none (every expected feature ran)'}")
+                missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
+                print(f"  not exercised: {missing}")
             if r.failure is not None:
                 print(r.failure.render())
                 for d in r.declaration:

@@ -133,7 +133,8 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
     for kernel in list(ca) + [k for k in cb if k not in ca]:
         A, B = ca.get(kernel), cb.get(kernel)
         if B is None:
-            add(Finding(kernel, "coverage", "kernel", "coverage", f"{kernel}: in the baseline, absent from the candidate"))
+            add(Finding(kernel, "coverage", "kernel", "coverage",
+                        f"{kernel}: in the baseline, absent from the candidate"))
             continue
         a_up = A is not None and A.get("status") != "unavailable"
         b_up = B.get("status") != "unavailable"
@@ -169,21 +170,23 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             verdict = "ok"
             if y is None or not y["checked"]:
                 add(Finding(kernel, output, gate, "coverage",
-                            f"{kernel} {output}:{gate}: checked in {x['checked']} baseline cases, none in the candidate"))
+                            f"{kernel} {output}:{gate}: checked in {x['checked']} baseline cases, "
+                            "none in the candidate"))
                 verdict = "COVERAGE LOST"
             elif y["failed"]:
                 case = y["first_failing"]
                 msg = _failing_message(case, output, gate)
                 if x and x["failed"]:
                     add(_finding(kernel, B, output, gate, "known",
-                                 f"{kernel} {output}:{gate}: fails in the baseline too ({x['failed']} of {x['checked']} "
-                                 f"cases; candidate {y['failed']} of {y['checked']}): {msg}", case))
+                                 f"{kernel} {output}:{gate}: fails in the baseline too "
+                                 f"({x['failed']} of {x['checked']} cases; candidate {y['failed']} of "
+                                 f"{y['checked']}): {msg}", case))
                     verdict = "known failure"
                 else:
                     add(_finding(kernel, B, output, gate, "regression",
                                  f"{kernel} {output}:{gate}: {y['failed']} of {y['checked']} candidate cases fail, "
-                                 f"{'0 of ' + str(x['checked']) + ' in the baseline' if x else 'not run in the baseline'}"
-                                 f": {msg}", case))
+                                 + (f"0 of {x['checked']} in the baseline" if x else "not run in the baseline")
+                                 + f": {msg}", case))
                     verdict = "REGRESSION"
             if x and y and gate in RATIO_GATES and y["checked"]:
                 wa, wb = x["worst_ratio"], y["worst_ratio"]
@@ -197,7 +200,8 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             if x and y and gate in DETERMINISM_GATES and x["checked"] and not x["differing_cases"] \
                     and y["differing_cases"]:
                 add(_finding(kernel, B, output, gate, "determinism",
-                             f"{kernel} {output}: determinism lost: bitwise equal in all {x['checked']} baseline cases, "
+                             f"{kernel} {output}: determinism lost: bitwise equal in all {x['checked']} "
+                             "baseline cases, "
                              f"differs in {y['differing_cases']} of {y['checked']} candidate cases",
                              _first_differing(B, output, gate)))
                 verdict = "DETERMINISM LOST" if verdict == "ok" else verdict

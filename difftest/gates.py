@@ -271,7 +271,8 @@ def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1
     passed = err <= limit
     worst = _worst(problem, name, diff.reshape(-1), g, t, shape) if err > 0 else None
     msg = (f"{name}: {gate} {'ok' if passed else 'FAILED'}: max|err|={err:.3g} vs {ref_label} "
-           f"{ref_err:.3g} (limit {k:g}x + floor {floor:.3g} = {limit:.3g}, ratio {ratio:.3g}, k needed {k_needed:.3g})")
+           f"{ref_err:.3g} (limit {k:g}x + floor {floor:.3g} = {limit:.3g}, ratio {ratio:.3g}, "
+           f"k needed {k_needed:.3g})")
     if n_lim:
         msg += f"; {n_lim} overflow-limited elements left out"
     if not passed:

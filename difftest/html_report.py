@@ -159,8 +159,9 @@ def _kernel_section(c: dict) -> str:
         n_failed = sum(1 for x in cases if x.get("status") != "skipped" and any(
             v["output"] == o and not v["passed"] for v in x.get("verdicts", [])))
         row_cls = ' class="bad"' if failing else ""
-        out.append(f"<tr{row_cls}><td>{_e(o)}</td>" + _num(checked, f"{k}/{o}/cases") + _num(n_failed, f"{k}/{o}/failed")
-                   + _num(max(ratios.get(o, [0.0])), f"{k}/{o}/worst") + f"<td>{_e(', '.join(failing))}</td></tr>")
+        out.append(f"<tr{row_cls}><td>{_e(o)}</td>" + _num(checked, f"{k}/{o}/cases")
+                   + _num(n_failed, f"{k}/{o}/failed") + _num(max(ratios.get(o, [0.0])), f"{k}/{o}/worst")
+                   + f"<td>{_e(', '.join(failing))}</td></tr>")
     out.append("</table>")
     # worst cases
     ranked = sorted((x for x in cases if x.get("status") in ("passed", "failed")),
@@ -208,8 +209,9 @@ def _kernel_section(c: dict) -> str:
     else:
         runs = max((v.get("numbers") or {}).get("runs", 0) for x in cases for v in x.get("verdicts", [])
                    if v["gate"] in ("determinism", "determinism_info"))
+        claimed = any(key[1] == "determinism" for key in det)
         out.append(f"<p>{runs} calls per case; "
-                   f"{'claimed by the kernel (a gate)' if any(key[1] == 'determinism' for key in det) else 'measured, not claimed'}"
+                   f"{'claimed by the kernel (a gate)' if claimed else 'measured, not claimed'}"
                    "</p><table><tr><th>output</th><th>cases</th><th>cases differing</th></tr>")
         for (o, _), g in sorted(det.items(), key=lambda kv: OUTPUTS.index(kv[0][0]) if kv[0][0] in OUTPUTS else 99):
             bad = ' class="bad"' if g["differing_cases"] else ""

@@ -12,7 +12,7 @@ offsets or storage); ``bshd()`` and ``rows()`` are then views of the laid-out me
 """
 
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 

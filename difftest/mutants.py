@@ -25,6 +25,7 @@ from .profiles import PROFILES, get_profile
 from .runner import RunConfig, run_case
 from .vocab import MutantStatus, Status
 
+
 @dataclass
 class MutantRow:
     name: str
@@ -74,7 +75,8 @@ class MutantReport:
 
     @property
     def survivors(self) -> list:
-        return [r for r in self.rows if r.status in (MutantStatus.SURVIVED, MutantStatus.SPURIOUS, MutantStatus.ERROR) and r.expected]
+        failing = (MutantStatus.SURVIVED, MutantStatus.SPURIOUS, MutantStatus.ERROR)
+        return [r for r in self.rows if r.status in failing and r.expected]
 
     @property
     def beyond_profile(self) -> list:
@@ -116,9 +118,9 @@ class MutantReport:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(difftest_elapsed=self.difftest_elapsed, kills=self.kills, grid_kills=self.grid_kills, median_kill_s=self.median_kill_seconds(),
-                 grid_median_kill_s=self.median_kill_seconds(grid=True), beats_grid=self.beats_grid(),
-                 over_budget=self.over_budget, ok=self.ok)
+        d.update(difftest_elapsed=self.difftest_elapsed, kills=self.kills, grid_kills=self.grid_kills,
+                 median_kill_s=self.median_kill_seconds(), grid_median_kill_s=self.median_kill_seconds(grid=True),
+                 beats_grid=self.beats_grid(), over_budget=self.over_budget, ok=self.ok)
         return d
 
 
@@ -250,7 +252,8 @@ def render_markdown(report: MutantReport) -> str:
             f"{r.name} {r.status}" for r in report.beyond_profile))
     if report.grid:
         lines.append(f"grid baseline: {report.grid_kills}/{n} killed, median time to kill "
-                     f"{_fmt_s(report.median_kill_seconds(grid=True))} s (same {report.per_mutant_budget:g} s budget per mutant)")
+                     f"{_fmt_s(report.median_kill_seconds(grid=True))} s "
+                     f"(same {report.per_mutant_budget:g} s budget per mutant)")
         lines.append(f"difftest beats the grid: {'yes' if report.beats_grid() else 'NO'}")
     lines.append(f"profile {report.profile}; per mutant: {report.per_mutant_budget:g} s search + "
                  f"{report.shrink_budget:g} s shrink; difftest total {report.difftest_elapsed:.0f} s of a "
@@ -280,7 +283,8 @@ def add_arguments(p) -> None:
     p.add_argument("--per-mutant-budget", type=positive_float, default=None,
                    help="search seconds per mutant, also the grid's budget (default: per profile, ci 90)")
     p.add_argument("--shrink-budget", type=nonneg_float, default=None, help="shrink seconds per mutant (ci 20)")
-    p.add_argument("--max-examples", type=positive_int, default=None, help="examples per campaign (default: the profile's)")
+    p.add_argument("--max-examples", type=positive_int, default=None,
+                   help="examples per campaign (default: the profile's)")
     p.add_argument("--only", nargs="+", metavar="NAME", default=None, help="run only these mutants")
     p.add_argument("--grid", dest="grid", action="store_true", default=False,
                    help="also run the FlashAttention-style grid baseline, side by side")

@@ -26,7 +26,7 @@ Layout conventions used throughout difftest:
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .layouts import CONTIGUOUS, Layout

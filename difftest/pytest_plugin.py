@@ -34,7 +34,8 @@ def pytest_addoption(parser):
     g = parser.getgroup("difftest")
     g.addoption("--difftest-profile", default=os.environ.get("DIFFTEST_PROFILE", "ci"),
                 help="campaign profile for difftest_campaign (quick, ci, nightly, gpu)")
-    g.addoption("--difftest-out", default=DEFAULT_OUT, help=f"directory for reports and reproducers (default {DEFAULT_OUT})")
+    g.addoption("--difftest-out", default=DEFAULT_OUT,
+                help=f"directory for reports and reproducers (default {DEFAULT_OUT})")
     g.addoption("--difftest-gpu-per-worker", action="store_true",
                 help="with pytest-xdist, give each worker one GPU (CUDA_VISIBLE_DEVICES by worker number)")
     g.addoption("--difftest-kernel", action="append", default=[], metavar="NAME",

@@ -54,7 +54,8 @@ def _expect(obj: dict, key: str, types, where: str, allowed: str, required: bool
             raise ReportError(f"{where}: field {key!r} missing: allowed {allowed}")
         return
     v = obj[key]
-    if not isinstance(v, types) or (isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
+    allowed_types = types if isinstance(types, tuple) else (types,)
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in allowed_types):
         raise ReportError(f"{where}: field {key!r} is {type(v).__name__} {str(v)[:40]!r}: allowed {allowed}")
 
 
@@ -194,7 +195,8 @@ def output_stats(cases: list) -> dict:
             s = stats.setdefault(name, {"cases": 0, "passed": 0, "failed": 0, "worst_ratio": 0.0})
             s["cases"] += 1
             s["passed" if all(v["passed"] for v in vs) else "failed"] += 1
-            s["worst_ratio"] = max(s["worst_ratio"], max((ratio(v) for v in vs if v["gate"] == Gate.BUDGET), default=0.0))
+            worst = max((ratio(v) for v in vs if v["gate"] == Gate.BUDGET), default=0.0)
+            s["worst_ratio"] = max(s["worst_ratio"], worst)
     return stats
 
 

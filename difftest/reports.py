@@ -69,7 +69,8 @@ def campaign_record(res) -> dict:
         "kernel": res.kernel, "profile": res.profile, "status": res.status, "reason": res.reason,
         "examples": len(res.cases), "counts": counts, "elapsed_s": round(res.elapsed, 3),
         "examples_to_fail": res.examples_to_fail, "seconds_to_fail": res.seconds_to_fail,
-        "compile_keys": res.compile_keys, "compile_stats": res.compile_stats, "coverage": res.coverage, "outputs": output_stats(res.cases),
+        "compile_keys": res.compile_keys, "compile_stats": res.compile_stats, "coverage": res.coverage,
+        "outputs": output_stats(res.cases),
         "triage": triage.summarize(res.cases), "declaration": getattr(res, "declaration", []),
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
@@ -98,7 +99,8 @@ def _rows(results):
     for r in results:
         counts = {s: sum(1 for c in r.cases if c.status == s) for s in Status}
         rows.append((r.kernel, "(all)", len(r.cases), counts["passed"], counts["failed"] + counts["error"],
-                     counts["skipped"], max((c.worst_ratio for c in r.cases if c.status != Status.SKIPPED), default=0.0),
+                     counts["skipped"],
+                     max((c.worst_ratio for c in r.cases if c.status != Status.SKIPPED), default=0.0),
                      r.status, triage.describe(triage.summarize(r.cases))))
         limited = triage.summarize(r.cases)["overflow_limited"]
         for name, s in output_stats(r.cases).items():

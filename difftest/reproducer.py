@@ -70,8 +70,9 @@ def write_reproducer(kernel, case, config, out_dir) -> dict:
     atomic_write_text(jpath, json.dumps(record, indent=1, default=str))
     ppath = out / f"{stem}.py"
     gates = ", ".join(case.failed_gates) or (case.reason.splitlines() or ["-"])[0]
-    atomic_write_text(ppath, SCRIPT.format(kernel=spec, short=case.problem.short(), gates=gates, name=ppath.name, problem_json=case.problem.to_json(),
-                                   config_json=json.dumps(cfg)), mode=0o755)
+    atomic_write_text(ppath, SCRIPT.format(kernel=spec, short=case.problem.short(), gates=gates, name=ppath.name,
+                                           problem_json=case.problem.to_json(), config_json=json.dumps(cfg)),
+                      mode=0o755)
     return {"json": str(jpath), "py": str(ppath)}
 
 
@@ -141,7 +142,8 @@ def _check_config(path, cfg) -> dict:
     for key in ("determinism_runs", "chunk_threshold"):
         v = cfg.get(key)
         if v is not None and v < (1 if key == "determinism_runs" else 0):
-            _fail(path, f"config field {key!r} = {v!r}: allowed null or an int >= {1 if key == 'determinism_runs' else 0}")
+            least = 1 if key == "determinism_runs" else 0
+            _fail(path, f"config field {key!r} = {v!r}: allowed null or an int >= {least}")
     from .runner import RunConfig
 
     try:

@@ -16,8 +16,6 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-import torch
-
 from . import adapter as registry
 from . import breakdown, oracles, triage
 from .adapter import KernelAdapter, KernelUnavailable
@@ -68,7 +66,7 @@ class CaseResult:
     kernel_seconds: float = 0.0
     notes: list = field(default_factory=list)
     input_digest: str = ""
-    error_type: str = ""  # with status "error": the exception's class name where it was caught ("internal:..." for ours)
+    error_type: str = ""  # status "error": the exception's class name where it was caught ("internal:..." for ours)
 
     def __post_init__(self):
         self.status = Status(self.status)
@@ -219,7 +217,8 @@ def _second_reference(problem, inputs, got, truth, config, notes) -> list:
     logical = problem.replace(layout=CONTIGUOUS)
     why = second.capability.excludes(logical) or second.available()
     if why:
-        notes.append(f"second reference {second.name} cannot run this case ({why}); judged against the float64 truth only")
+        notes.append(f"second reference {second.name} cannot run this case ({why}); "
+                     "judged against the float64 truth only")
         return []
     try:
         ref2 = second.run(dataclasses.replace(inputs, problem=logical).to(second.capability.device))

@@ -21,8 +21,9 @@ from .problem import Problem, ProblemError
 def complexity(p: Problem) -> tuple:
     return (p.batch, p.heads_q, p.heads_kv, p.max_seqlen_q + p.max_seqlen_k, sum(p.seqlens_q) + sum(p.seqlens_k),
             int(p.varlen), p.pad_tail, int(p.causal) + (p.window_left is not None) + (p.window_right is not None),
-            int(p.sinks), abs(p.sink_center), int(p.values != "normal"), p.value_scale, int(p.softmax_scale is not None),
-            p.head_dim_qk + p.head_dim_v, LAYOUTS.index(p.layout.kind) if p.layout.kind in LAYOUTS else 0, p.seed)
+            int(p.sinks), abs(p.sink_center), int(p.values != "normal"), p.value_scale,
+            int(p.softmax_scale is not None), p.head_dim_qk + p.head_dim_v,
+            LAYOUTS.index(p.layout.kind) if p.layout.kind in LAYOUTS else 0, p.seed)
 
 
 def _lengths(n: int, least: int = 1, multiple: int = 1) -> list[int]:

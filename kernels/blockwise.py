@@ -19,8 +19,9 @@ Every Problem feature is supported: causal (both alignments), sliding windows,
 GQA/MQA (dK/dV summed over each group of query heads), varlen with zero-length
 sequences and unused tail tokens, sinks, custom softmax scale, float32/float16/bfloat16
 (computed in float32, outputs cast), and every memory layout of difftest/layouts.py
-(inputs are read through their own strides and storage offset, never copied first). Outputs are written into the given (poisoned)
-buffers, every element of them, and the result is bitwise deterministic.
+(inputs are read through their own strides and storage offset, never copied first).
+Outputs are written into the given (poisoned) buffers, every element of them, and the
+result is bitwise deterministic.
 
 Hook points: each step a real kernel can get wrong is one small method
 (``load``, ``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,

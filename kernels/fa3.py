@@ -27,7 +27,18 @@ from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 
-from .cuda_common import cuda_reason, fold_kv_heads, laid_out, laid_out_leaf, leaf, lse_bhs_to_thd, lse_ht_to_thd, module_reason, normalize_lse, sm_reason, thd
+from .cuda_common import (
+    cuda_reason,
+    fold_kv_heads,
+    laid_out,
+    laid_out_leaf,
+    lse_bhs_to_thd,
+    lse_ht_to_thd,
+    module_reason,
+    normalize_lse,
+    sm_reason,
+    thd,
+)
 
 _DIMS = (32, 64, 96, 128, 192, 256)
 
@@ -91,8 +102,8 @@ def _dew_fns():
     """dew's forward/backward pair under jax.jit (compiled once per static config)."""
     if not _JITTED:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-        import jax
         import dew_flash_attn as dew
+        import jax
 
         def backward(longest, scale, causal, window, residuals, grad):
             # dew's vjp also returns float0 cotangents for the offsets: not jit outputs we need

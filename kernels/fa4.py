@@ -23,8 +23,19 @@ from difftest.layouts import LAYOUTS
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 
-from .cuda_common import (cuda_reason, fold_kv_heads, laid_out, laid_out_leaf, leaf, lse_bhs_to_thd, lse_ht_to_thd,
-                          module_reason, normalize_lse, sm_reason, thd)
+from .cuda_common import (
+    cuda_reason,
+    fold_kv_heads,
+    laid_out,
+    laid_out_leaf,
+    leaf,
+    lse_bhs_to_thd,
+    lse_ht_to_thd,
+    module_reason,
+    normalize_lse,
+    sm_reason,
+    thd,
+)
 
 # The contract, as flash-attn-4 4.0.0b36's own code states it (paths under flash_attn/cute/
 # of the wheel; read for this capability, not inferred from runs):

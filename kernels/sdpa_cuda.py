@@ -89,7 +89,8 @@ CAPABILITIES = {
     "math": Capability(
         dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_ANY,
         head_dims_v=_ANY, equal_head_dims=False, max_batch=4, max_seqlen=2048, max_heads=16,
-        gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=True, varlen=False, empty_seqs=False, pad_tail=False,
+        gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=True, varlen=False, empty_seqs=False,
+        pad_tail=False,
         sinks=False, outputs=("o", "dq", "dk", "dv"), deterministic=True, device="cuda", layouts=LAYOUTS,
     ),
 }

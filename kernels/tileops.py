@@ -145,7 +145,8 @@ class TileOpsAdapter(KernelAdapter):
         self.op = op
         self.name = f"tileops-{op}"
         self.capability = GQA_CAPABILITY if op == "gqa" else MLA_CAPABILITY
-        self.description = f"TileOPs 0.1.0 {'GQADenseBwdOp' if op == 'gqa' else 'MLADenseBwdOp'} (subprocess, tilelang 0.1.12)"
+        op_class = "GQADenseBwdOp" if op == "gqa" else "MLADenseBwdOp"
+        self.description = f"TileOPs 0.1.0 {op_class} (subprocess, tilelang 0.1.12)"
 
     def available(self) -> str | None:
         r = cuda_reason()
@@ -209,8 +210,8 @@ def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
     stdin = sys.stdin.buffer
     try:
-        import tileops
         import tilelang
+        import tileops
         from tileops.attention import GQADenseBwdOp, GQADenseWithLSEFwdOp, MLADenseBwdOp
     except Exception as e:  # noqa: BLE001
         send(proto, {"ok": False, "error": f"{type(e).__name__}: {e}"})

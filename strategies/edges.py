@@ -5,9 +5,9 @@ covering the corners that fixed grids in other suites are built around: tile edg
 seqlen_q != seqlen_k both ways with each causal alignment, fully masked rows, GQA/MQA,
 head_dim_qk != head_dim_v, every dtype, empty and padded varlen batches, every window
 shape, sinks far above and below the logits, and every value distribution at its
-largest scale, and every declared memory layout. Each corner is adapted to the capability (clamped, lifted to its minimum
-sequence lengths, aligned, made dense or non-empty as needed) and dropped only if it still
-falls outside.
+largest scale, and every declared memory layout. Each corner is adapted to the capability
+(clamped, lifted to its minimum sequence lengths, aligned, made dense or non-empty as
+needed) and dropped only if it still falls outside.
 """
 
 from difftest.capability import Capability

@@ -40,7 +40,6 @@ class RefKernel(KernelAdapter):
         return reference(inputs, "float32"), None
 
     def backward(self, inputs, fwd, ctx, out=None):
-        p = inputs.problem
         dt = inputs.q.dtype
         res = fwd.clone()
         for n in ("o", "dq", "dk", "dv"):

@@ -6,10 +6,10 @@ import torch
 
 from difftest import adapter
 from difftest.inputs import make_inputs, torch_dtype
+from difftest.kernels.blockwise import BLOCK_M, BLOCK_N, BlockwiseAttention
 from difftest.outputs import Outputs, is_poison
 from difftest.problem import Problem
 from difftest.runner import run_case
-from difftest.kernels.blockwise import BLOCK_M, BLOCK_N, BlockwiseAttention
 
 FEATURES = {
     "dense-fp32": Problem(batch=2, seqlen_q=37, seqlen_k=53, heads_q=2, heads_kv=2),

@@ -25,8 +25,8 @@ def test_calibrated_k_is_per_dtype_and_an_explicit_k_applies_to_every_dtype():
     from difftest.gates import DEFAULT_K_BY_DTYPE, GateConfig
 
     cfg = GateConfig()
-    for dt, table in DEFAULT_K_BY_DTYPE.items():
-        for out, k in table.items():
+    for dt, per_output in DEFAULT_K_BY_DTYPE.items():
+        for out, k in per_output.items():
             assert cfg.k_for(dt, out) == k and 1.0 <= k <= DEFAULT_K[out]
     assert GateConfig(k={**DEFAULT_K, "dq": 4.0}).k_for("float32", "dq") == 4.0
 

@@ -1,6 +1,5 @@
 """Each gate passes a correct result and FAILS a deliberately wrong one."""
 
-import math
 
 import pytest
 import torch
@@ -8,8 +7,8 @@ import torch
 from difftest import Problem, make_inputs
 from difftest.determinism import determinism_verdicts
 from difftest.gates import GateConfig, Standard, check_outputs, check_second_reference, locate
-from difftest.outputs import Outputs, is_poison
 from difftest.oracles.reference import reference
+from difftest.outputs import Outputs, is_poison
 
 
 def _case(**kw):

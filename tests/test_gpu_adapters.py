@@ -17,9 +17,9 @@ import torch
 
 from difftest import adapter as registry
 from difftest.inputs import make_inputs
+from difftest.oracles.reference import allowed_mask, reference
 from difftest.problem import Problem
 from difftest.runner import RunConfig, run_case
-from difftest.oracles.reference import allowed_mask, reference
 
 GPU_KERNELS = ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "flex", "flex-gqa", "fa4",
                "fa4-fast", "fa3", "tileops-gqa", "tileops-mla"]
@@ -239,9 +239,8 @@ def test_minimum_sequence_lengths_found_on_the_h200():
 
 
 def test_lse_conventions():
-    from difftest.kernels.cuda_common import lse_bhs_to_thd, lse_ht_to_thd, normalize_lse
-
     from difftest import Problem
+    from difftest.kernels.cuda_common import lse_bhs_to_thd, lse_ht_to_thd, normalize_lse
 
     lse = torch.tensor([[[1.0, float("inf")], [2.0, -float("inf")]]])  # [B=1, H=2, S=2]
     p = Problem(seqlen_q=(1,), seqlen_k=(1,), heads_q=2, heads_kv=2, pad_tail=1).validate()  # row 1 sees nothing

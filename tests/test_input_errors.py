@@ -81,7 +81,8 @@ def test_bad_run_option_is_one_line_and_exit_2(extra, expected, tmp_path, capsys
     monkeypatch.chdir(tmp_path)
     (tmp_path / "afile").write_text("x")
     (tmp_path / "adir").mkdir()
-    subs = {"UNDER_FILE": str(tmp_path / "afile" / "sub"), "FILE": str(tmp_path / "afile"), "DIR": str(tmp_path / "adir")}
+    subs = {"UNDER_FILE": str(tmp_path / "afile" / "sub"), "FILE": str(tmp_path / "afile"),
+            "DIR": str(tmp_path / "adir")}
 
     def sub(s):
         for k, v in subs.items():
@@ -107,19 +108,27 @@ REPRO_CASES = [
     ("not-an-object", "[1, 2]", "top level is a JSON list: allowed an object"),
     ("kernel-not-a-string", _record(kernel=5), "field 'kernel' = 5: allowed a kernel name"),
     ("problem-not-an-object", _record(problem="b1 sq4"), "field 'problem' is a str: allowed an object"),
-    ("problem-ill-typed", _record(problem={**P.to_dict(), "batch": "1"}), "Problem.batch='1' is invalid: allowed an int >= 1"),
-    ("problem-unknown-field", _record(problem={**P.to_dict(), "heads": 2}), "Problem.heads=2 is invalid: allowed known fields"),
-    ("pad-tail-huge", _record(problem={**VARLEN.to_dict(), "pad_tail": 10**7}), "Problem.pad_tail=10000000 is invalid: allowed an int in 0..4096"),
+    ("problem-ill-typed", _record(problem={**P.to_dict(), "batch": "1"}),
+     "Problem.batch='1' is invalid: allowed an int >= 1"),
+    ("problem-unknown-field", _record(problem={**P.to_dict(), "heads": 2}),
+     "Problem.heads=2 is invalid: allowed known fields"),
+    ("pad-tail-huge", _record(problem={**VARLEN.to_dict(), "pad_tail": 10**7}),
+     "Problem.pad_tail=10000000 is invalid: allowed an int in 0..4096"),
     ("problem-too-many-tokens", _record(problem={**VARLEN.to_dict(), "seqlen_q": [2000000], "seqlen_k": [5]}),
      "2000000 packed tokens (pad_tail 0 included): allowed at most"),
-    ("problem-too-many-scores", _record(problem={**P.to_dict(), "seqlen_q": 32768, "seqlen_k": 32768, "heads_q": 128, "heads_kv": 128}),
+    ("problem-too-many-scores",
+     _record(problem={**P.to_dict(), "seqlen_q": 32768, "seqlen_k": 32768, "heads_q": 128, "heads_kv": 128}),
      "score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most"),
     ("config-not-an-object", _record(config=[1]), "field 'config' is a list: allowed an object"),
     ("config-unknown-field", _record(config={"isolated": True}), "config field 'isolated' is unknown"),
-    ("config-timeout-zero", _record(config={"timeout_s": 0}), "config field 'timeout_s' = 0: allowed a finite number > 0"),
-    ("config-device", _record(config={"device": "tpu"}), "config field 'device' = 'tpu': allowed 'cpu', 'cuda' or null"),
-    ("config-determinism-ill-typed", _record(config={"determinism_runs": "2"}), "config field 'determinism_runs' = '2': allowed int or null"),
-    ("config-k-nan", _record(config={"gates": {"k": {"dq": float("nan")}}}), "k for dq = nan: allowed a finite number > 0"),
+    ("config-timeout-zero", _record(config={"timeout_s": 0}),
+     "config field 'timeout_s' = 0: allowed a finite number > 0"),
+    ("config-device", _record(config={"device": "tpu"}),
+     "config field 'device' = 'tpu': allowed 'cpu', 'cuda' or null"),
+    ("config-determinism-ill-typed", _record(config={"determinism_runs": "2"}),
+     "config field 'determinism_runs' = '2': allowed int or null"),
+    ("config-k-nan", _record(config={"gates": {"k": {"dq": float("nan")}}}),
+     "k for dq = nan: allowed a finite number > 0"),
     ("config-k-negative", _record(config={"gates": {"k": {"dq": -1}}}), "k for dq = -1: allowed a finite number > 0"),
     ("kernel-unknown", _record(kernel="no-such-kernel"), "unknown kernel 'no-such-kernel'"),
     ("kernel-import-spec", _record(kernel="os:getcwd"), "kernel 'os:getcwd' would import a module named by the file"),

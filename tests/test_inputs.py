@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from difftest.inputs import TORCH_DTYPES, Inputs, make_inputs
-from difftest.problem import Problem
 from difftest.oracles.reference import reference
+from difftest.problem import Problem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +49,8 @@ print(json.dumps([_fingerprint(make_inputs(Problem.from_json(s))) for s in json.
 
 def test_inputs_are_byte_identical_in_another_process():
     here = [_fingerprint(make_inputs(p)) for p in PROBLEMS]
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT)], input=json.dumps([p.to_json() for p in PROBLEMS]),
+    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT)],
+                         input=json.dumps([p.to_json() for p in PROBLEMS]),
                          capture_output=True, text=True, check=True, cwd=ROOT, timeout=120)
     there = json.loads(out.stdout)
     assert there == here

@@ -14,6 +14,8 @@ from hypothesis import Phase, find, given, settings
 from difftest import mutants as mutants_cmd
 from difftest.capability import Capability, parse_narrowing
 from difftest.inputs import make_inputs
+from difftest.kernels import mutants as catalogue
+from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.layouts import ALIGNED_OFFSET, CONTIGUOUS, DIM_PAD, LAYOUTS, MISALIGNED_OFFSET, Layout, lay_out
 from difftest.outputs import is_poison
 from difftest.problem import Problem, ProblemError
@@ -21,8 +23,6 @@ from difftest.reproducer import load, write_reproducer
 from difftest.runner import RunConfig, run_case
 from difftest.simplify import simplify
 from difftest.strategies import edge_problems, expected_features, features, problems
-from difftest.kernels import mutants as catalogue
-from difftest.kernels.blockwise import BlockwiseAttention
 from tests.kernels_for_tests import full_capability
 
 DENSE = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=8,
@@ -327,9 +327,9 @@ def test_gpu_adapters_hand_the_laid_out_memory_and_translate_back(kind):
     """SDPA's math backend runs on the CPU, and FlexAttention's forward does: the GPU
     adapters' layout translation (laid-out leaves, dO in its layout, kv_broadcast folded)
     gives the float64 truth's values for every layout."""
-    from difftest.oracles.reference import reference
     from difftest.kernels.flex import FlexAdapter
     from difftest.kernels.sdpa_cuda import SdpaAdapter
+    from difftest.oracles.reference import reference
 
     dense = Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=16,
                     causal=True, align="top_left", layout=kind).validate()

@@ -18,12 +18,12 @@ from difftest import grid as grid_mod
 from difftest import mutants as mutants_cmd
 from difftest.adapter import KernelAdapter
 from difftest.inputs import make_inputs
+from difftest.kernels import mutants as catalogue
+from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.layouts import lay_out
 from difftest.problem import Problem
 from difftest.profiles import get_profile
 from difftest.runner import run_case
-from difftest.kernels import mutants as catalogue
-from difftest.kernels.blockwise import BlockwiseAttention
 
 NAMES = sorted(catalogue.MUTANTS)
 CI_TOTAL_BUDGET_S = get_profile("ci").mutant_total_s

@@ -16,11 +16,19 @@ import pytest
 import torch
 
 from difftest.inputs import Inputs, make_inputs
+from difftest.oracles import (
+    allowed_mask,
+    chunk_rows,
+    chunked_reference,
+    flash_style_reference,
+    reference,
+    references,
+    rows_allowed,
+    score_elements,
+)
+from difftest.oracles.chunked import DEFAULT_MAX_CHUNK_ELEMENTS, auto_chunk_elements, chunk_plan
 from difftest.outputs import Outputs
 from difftest.problem import Problem
-from difftest.oracles import (allowed_mask, chunk_rows, chunked_reference, flash_style_reference, reference,
-                              references, rows_allowed, score_elements)
-from difftest.oracles.chunked import DEFAULT_MAX_CHUNK_ELEMENTS, auto_chunk_elements, chunk_plan
 
 S = dict(head_dim_qk=6, head_dim_v=5)  # small, with head_dim_v != head_dim_qk
 
@@ -365,14 +373,16 @@ def test_references_is_the_one_policy():
         assert max(max_err(r.truth, chunked_reference(x, "float64")).values()) == 0
         assert r.flash is r.yardsticks[-1] and torch.equal(r.flash.dq, flash_style_reference(x).dq)
     assert len(small.yardsticks) == 2 and small.note == ""
-    assert torch.equal(small.yardsticks[0].dq, reference(x, "same").dq) and small.yardsticks[0].dq.dtype == torch.float16
+    same = small.yardsticks[0]
+    assert torch.equal(same.dq, reference(x, "same").dq) and same.dq.dtype == torch.float16
     assert len(large.yardsticks) == 1 and "flash-style reference alone" in large.note
     assert len(references(x).yardsticks) == 2  # the default threshold is far above this problem
     with pytest.raises(ValueError, match="chunk_threshold"):
         references(x, chunk_threshold=-1)
     # a standard stated against float32: autograd in float32, dense or chunked by the same threshold
     assert small.standard is None and references(x, n, standard="float64").standard is None
-    dense32, chunked32 = references(x, n, standard="float32").standard, references(x, n - 1, standard="float32").standard
+    dense32 = references(x, n, standard="float32").standard
+    chunked32 = references(x, n - 1, standard="float32").standard
     assert dense32.dq.dtype == chunked32.dq.dtype == torch.float32
     assert torch.equal(dense32.dq, reference(x, "float32").dq)
     assert torch.equal(chunked32.dq, chunked_reference(x, "float32").dq)

@@ -7,8 +7,15 @@ import pytest
 from difftest import Problem
 from difftest.isolation import close_all
 from difftest.runner import RunConfig, run_case
-from tests.kernels_for_tests import (CrashOnLongQ, Flaky, HangOnGqa, PoisonAware, PoisonAwareCorrect,
-                                     RaisesOnCausal, RefKernel)
+from tests.kernels_for_tests import (
+    CrashOnLongQ,
+    Flaky,
+    HangOnGqa,
+    PoisonAware,
+    PoisonAwareCorrect,
+    RaisesOnCausal,
+    RefKernel,
+)
 
 P = Problem(batch=1, seqlen_q=8, seqlen_k=12, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8, seed=1).validate()
 

@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, given, settings
 
 from difftest.adapter import get
 from difftest.inputs import make_inputs
-from difftest.outputs import Outputs
-from difftest.problem import Problem
-from difftest.runner import run_case
 from difftest.kernels.masking import visible_keys
 from difftest.kernels.sdpa_cpu import SdpaCpuFlash, SdpaCpuMath
 from difftest.oracles import allowed_mask, reference
+from difftest.outputs import Outputs
+from difftest.problem import Problem
+from difftest.runner import run_case
 from difftest.strategies import problems
 
 KERNELS = ["sdpa-cpu-math", "sdpa-cpu-flash"]

@@ -6,7 +6,6 @@ adapter, so the same kernels can run through a campaign). Hypothesis is driven d
 with ``hypothesis.find``; the truth is ``oracles.reference.reference`` in float64.
 """
 
-import math
 import time
 
 import pytest
@@ -15,12 +14,11 @@ from hypothesis import HealthCheck, find, settings
 from hypothesis.errors import NoSuchExample
 
 from difftest.adapter import KernelAdapter
-from difftest.capability import Capability
 from difftest.inputs import Inputs, make_inputs
+from difftest.oracles.reference import allowed_mask, reference
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 from difftest.simplify import simplify
-from difftest.oracles.reference import allowed_mask, reference
 from difftest.strategies import problems
 from tests.kernels_for_tests import full_capability
 

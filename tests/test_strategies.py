@@ -6,8 +6,7 @@ import pytest
 from hypothesis import Phase, given, settings
 
 from difftest.capability import Capability
-from difftest.strategies import (compile_keys, coverage_table, edge_problems, expected_features, features,
-                        problems)
+from difftest.strategies import compile_keys, coverage_table, edge_problems, expected_features, features, problems
 from difftest.strategies.compile import warm_problems
 from difftest.strategies.shapes import edge_lengths
 from tests.kernels_for_tests import full_capability
@@ -203,7 +202,6 @@ def test_warm_configurations_come_from_the_edge_corpus():
 def test_capability_without_alignments_gets_square_masked_corners_only():
     """A kernel that masks only square problems declares aligns=(): the corpus must not crash
     on it and every corner must be inside it (found on the H200 with SDPA flash)."""
-    from difftest.capability import Capability
     from difftest.strategies import edge_problems
 
     c = full_capability(aligns=())

@@ -9,8 +9,7 @@ from difftest.isolation import KernelCrashed, KernelTimeout
 from difftest.reports import campaign_record, markdown_summary, summary_table
 from difftest.runner import CaseResult, RunConfig, run_case
 from difftest.triage import Kind, classify, overflow_limited, summarize
-from tests.kernels_for_tests import (CrashOnLongQ, Flaky, InfAtLargestDq, RaisesOnCausal, RefKernel,
-                                     WrongDkForLongGqa)
+from tests.kernels_for_tests import CrashOnLongQ, Flaky, InfAtLargestDq, RaisesOnCausal, RefKernel, WrongDkForLongGqa
 
 SMALL = Problem(seqlen_q=8, seqlen_k=8, head_dim_qk=8, head_dim_v=8, dtype="float16")
 OVERFLOW = Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="float16", values="mixed_do",
@@ -57,7 +56,8 @@ def test_internal_error_is_difftest_s_own():
     # a value failure together with a determinism failure is a wrong result first
     from difftest.gates import Verdict
 
-    both = CaseResult("k", SMALL, "failed", verdicts=[Verdict("dq", "determinism", False), Verdict("dq", "budget", False)])
+    both = CaseResult("k", SMALL, "failed",
+                      verdicts=[Verdict("dq", "determinism", False), Verdict("dq", "budget", False)])
     assert classify(both) == Kind.WRONG_RESULT
 
 

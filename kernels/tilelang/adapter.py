@@ -153,7 +153,6 @@ class TileLangAttention(KernelAdapter):
         x = ctx["x"]
         t = self.tiles
         q, k, v, do = (a.contiguous() for a in (x.q, x.k, x.v, x.do))
-        dt = q.dtype
         o, lse = fwd.o.contiguous(), fwd.lse.contiguous()
         dq = torch.zeros_like(q)
         dk = torch.zeros_like(k)

@@ -127,7 +127,8 @@ def _text(r: dict) -> str:
         extra += " stages " + " ".join(f"{k}={v:.0f}" for k, v in r["stages_median_us"].items())
         extra += f" first {r['first_call_s']}s"
     if "bitwise_equal" in r:
-        extra += f" bitwise x{r['determinism_runs']} " + ",".join(f"{k}={'Y' if v else 'N'}" for k, v in r["bitwise_equal"].items())
+        extra += f" bitwise x{r['determinism_runs']} " + ",".join(
+            f"{k}={'Y' if v else 'N'}" for k, v in r["bitwise_equal"].items())
     return f"{r['kernel']:14s} {r['problem']:55s} median {r['median_us']:9.1f} us  min {r['min_us']:9.1f} us{extra}"
 
 

@@ -6,8 +6,8 @@ module registers each as ``mutant:<name>``.
 """
 
 from difftest.adapter import register
-from difftest.problem import Problem
 from difftest.kernels.mutants import Mutant
+from difftest.problem import Problem
 
 from .adapter import TileLangAttention
 

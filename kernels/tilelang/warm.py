@@ -52,13 +52,16 @@ def configs(target: str, dtypes=None, dims=None) -> list[tuple[str, dict]]:
 def _build(kind: str, target: str, params: dict) -> tuple[float, str]:
     t0 = time.perf_counter()
     try:
-        from . import cache  # noqa: F401  (cache dir default)
-        from . import source
+        from . import (
+            cache,  # noqa: F401  (cache dir default)
+            source,
+        )
 
         source.build(kind, target, **params)
         return time.perf_counter() - t0, ""
     except Exception as e:
-        return time.perf_counter() - t0, f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
+        last = str(e).strip().splitlines()[-1][:300] if str(e).strip() else ""
+        return time.perf_counter() - t0, f"{type(e).__name__}: {last}"
 
 
 def warm(target: str, jobs: int, dtypes=None, dims=None, log=print) -> list[dict]:

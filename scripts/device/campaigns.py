@@ -94,7 +94,8 @@ def main(argv=None):
                          out_dir=out, config=config, progress=False, database=None, seed=a.seed)
         results.append(r)
         st = {s: sum(c.status == s for c in r.cases) for s in ("passed", "failed", "error", "skipped")}
-        print(f"{name}{' narrowed ' + narrowing if narrowing else ''}: {r.status} {len(r.cases)} cases {st} in {r.elapsed:.0f} s "
+        print(f"{name}{' narrowed ' + narrowing if narrowing else ''}: {r.status} {len(r.cases)} cases {st} "
+              f"in {r.elapsed:.0f} s "
               f"({r.compile_keys} compile keys){' second reference ' + second if second else ''}", flush=True)
         if r.failure is not None:
             print(r.failure.render(), flush=True)
@@ -108,8 +109,8 @@ def main(argv=None):
     from difftest.isolation import close_all
 
     close_all()
-    env = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu", "torch": torch.__version__, "argv": sys.argv,
-           "seconds": round(time.perf_counter() - t0, 1)}
+    env = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu", "torch": torch.__version__,
+           "argv": sys.argv, "seconds": round(time.perf_counter() - t0, 1)}
     write_json(results, out / "report.json", extra=env)
     (out / "summary.md").write_text(markdown_summary(results) + "\n")
     (out / "determinism.json").write_text(json.dumps(det, indent=1, default=str))

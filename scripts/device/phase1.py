@@ -16,8 +16,8 @@ import torch
 
 from difftest import adapter as registry
 from difftest.inputs import make_inputs
-from difftest.problem import Problem
 from difftest.oracles.reference import reference
+from difftest.problem import Problem
 
 P = Problem
 DEADLINE = time.time() + float(os.environ.get("PHASE_SECONDS", "1e9"))

@@ -9,7 +9,8 @@ def table(rows):
     for r in rows:
         cap = "no (probe)" if r.get("probe") else "yes"
         if r["status"] != "ok":
-            out.append(f"| {r['kernel']} | {r['case']} | {cap} | error | {r.get('error', '')[:110].replace('|', '/')} | |")
+            err = r.get("error", "")[:110].replace("|", "/")
+            out.append(f"| {r['kernel']} | {r['case']} | {cap} | error | {err} | |")
             continue
         errs = []
         for n in ("o", "lse", "dq", "dk", "dv", "dsink"):
