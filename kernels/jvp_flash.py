@@ -94,7 +94,8 @@ class JvpFlashAdapter(KernelAdapter):
         self.windows = windows
         self.name = "jvp-flash-mask" if windows else "jvp-flash"
         self.capability = _capability(windows)
-        self.description = "jvp-flash-attention 0.14.0 Triton backward" + (" (windows as a bool mask)" if windows else "")
+        self.description = ("jvp-flash-attention 0.14.0 Triton backward"
+                            + (" (windows as a bool mask)" if windows else ""))
 
     def available(self) -> str | None:
         return cuda_reason() or module_reason("jvp_flash_attention", WHEEL)

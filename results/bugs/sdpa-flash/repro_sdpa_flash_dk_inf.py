@@ -28,8 +28,8 @@ def grads(dtype, backend):
 
 
 truth = grads(torch.float64, SDPBackend.MATH)[1].transpose(1, 2)  # dK [B, S, Hkv, D]
-rows = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "truth_dk[17,0,58]": truth[0, 17, 0, 58].item(),
-        "truth_max_abs_dk": truth.abs().max().item()}
+rows = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+        "truth_dk[17,0,58]": truth[0, 17, 0, 58].item(), "truth_max_abs_dk": truth.abs().max().item()}
 for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
                  ("math_fp16", SDPBackend.MATH)):
     try:
