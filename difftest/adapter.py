@@ -150,18 +150,18 @@ def _import_attr(path: str, what: str):
 
 
 def is_import_spec(name: str) -> bool:
-    """True for a 'module:attr' spec (imports code), False for a registry or catalogue name."""
+    """True for a spec that imports code: a 'module:attr' path, or ``prefix:NAME`` of a
+    catalogue that declares ``imports_code`` (``tilelang-file:/path/kernel.py`` runs that
+    file); False for a registry name or an entry of a catalogue of built-in kernels."""
     _load_entry_points()
     if name in _IMPORT_SPECS:
         return True
-    if name in _REGISTRY or ":" not in name:
-        return False
-    prefix = name.split(":", 1)[0]
-    try:
-        catalogue(prefix)
-        return False
-    except KernelSpecError:
-        return True
+    if ":" in name:
+        try:
+            return bool(getattr(catalogue(name.split(":", 1)[0]), "imports_code", False))
+        except KernelSpecError:
+            pass
+    return name not in _REGISTRY and ":" in name
 
 
 def get(name: str) -> KernelAdapter:

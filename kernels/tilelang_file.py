@@ -1,0 +1,213 @@
+"""A TileLang attention kernel loaded from a file the user names at run time (seed 004:
+TileLang's ``example_gqa_bwd.py``, posted in an issue), never copied into the project.
+
+Spec forms: ``-k tilelang-file:/path/to/kernel.py`` (the catalogue ``tilelang-file``), or
+``-k tilelang-file`` with the path in ``$DIFFTEST_TILELANG_FILE``; either way the adapter's
+spec (what reproducers and worker processes record) is ``tilelang-file:<absolute path>``.
+Loading a file runs its code, so such a spec counts as an import spec
+(``difftest.adapter.is_import_spec``): ``difftest repro`` replays it only with
+``--allow-import``.
+
+The file must define the four ``@tilelang.jit`` functions of that example, with its
+signatures (checked by parsing the file, before anything is imported):
+``flashattn_fwd(batch, heads, seq_len, dim_qk, dim_v, is_causal, block_M, block_N, groups)``
+-> (O, lse) with out_idx [3, 4]; ``flashattn_bwd_preprocess(batch, heads, seq_len, dim_v)``
+-> Delta; ``flashattn_bwd(batch, heads, seq_len, dim_qk, dim_v, is_causal, block_M, block_N,
+groups)`` writing dQ (fp32, atomics), dK, dV (fp16, atomics) in place;
+``flashattn_bwd_postprocess(batch, heads, seq_len, dim_qk)`` -> dQ fp16. The adapter calls
+them as the example's own ``_attention`` does (forward tiles 128 x 64, backward 64 x 32;
+``_attention`` itself is not used: it is wrapped in ``torch.compile`` and hides the LSE).
+Every size is a compile-time constant, so each shape is compiled once per function with
+``tilelang.compile(prim, target="cuda", ...)`` and the file's own ``out_idx`` and
+``pass_configs`` (the decorators name no target and ``auto`` finds none off a GPU).
+
+Contract (the example's code, /work/scratch13/seed004_contract.md; line numbers of the
+posted file): fp16 only (``dtype = "float16"`` in every kernel, lines 18, 88, 127, 156);
+BSHD, one ``seq_len`` for queries and keys (seqlen_q == seqlen_k); GQA with ``heads % groups
+== 0`` and kv head ``q head // groups`` (lines 14, 153); dim_qk != dim_v allowed (defaults
+192/128); softmax scale fixed to 1/sqrt(dim_qk) (lines 13, 151-152: no custom scale);
+causal is top-left (``bx*bM+i >= k*bN+j``), which on square problems is either alignment;
+nothing asserts a sequence-length multiple (out-of-range tiles rely on TileLang's
+bounds legalisation: a campaign judges that). LSE: ``lse = log2(l) + m * scale`` with
+``scale = log2(e)/sqrt(d)``, i.e. base 2 of the scaled logits, [B, H, S] fp32: natural =
+lse * ln 2. dK/dV are fp16 atomics: not deterministic.
+"""
+
+import ast
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+
+import torch
+
+from difftest.adapter import KernelAdapter, KernelSpecError
+from difftest.capability import Capability
+from difftest.inputs import Inputs
+from difftest.outputs import Outputs
+
+from .bhsd import lse2_to_natural
+from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_lse, thd
+
+PREFIX = "tilelang-file"
+ENV = "DIFFTEST_TILELANG_FILE"
+FUNCTIONS = {  # name -> the positional parameters the adapter passes
+    "flashattn_fwd": ("batch", "heads", "seq_len", "dim_qk", "dim_v", "is_causal", "block_M", "block_N", "groups"),
+    "flashattn_bwd_preprocess": ("batch", "heads", "seq_len", "dim_v"),
+    "flashattn_bwd": ("batch", "heads", "seq_len", "dim_qk", "dim_v", "is_causal", "block_M", "block_N", "groups"),
+    "flashattn_bwd_postprocess": ("batch", "heads", "seq_len", "dim_qk"),
+}
+FWD_TILES = (128, 64)  # the example's _attention.forward
+BWD_TILES = (64, 32)  # the example's _attention.backward
+
+# Head dims: multiples of 16 (T.gemm tiles), up to 256; max_* bound the compile cost (every
+# new (batch, heads, seq_len, dims, causal, groups) is four TileLang compiles, ~60 s on an H200).
+CAPABILITY = Capability(
+    dtypes=("float16",), head_dims_qk=(16, 32, 64, 128, 192, 256), head_dims_v=(16, 32, 64, 128, 256),
+    equal_head_dims=False, max_batch=2, max_seqlen=1024, max_heads=8, gqa=True, seqlen_q_ne_k=False, causal=True,
+    aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False, sinks=False,
+    softmax_scale=False, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
+    block_m=BWD_TILES[0], block_n=FWD_TILES[1],
+    compile_key=("batch", "seqlen_q", "heads_q", "heads_kv", "head_dim_qk", "head_dim_v", "causal"),
+)
+
+
+def resolve(path: str) -> Path:
+    """The kernel file as an absolute path; a one-line KernelSpecError when it is no
+    readable Python file defining the example's four jit functions (parsed, not run)."""
+    if not path:
+        raise KernelSpecError(f"{PREFIX}: no file given (use -k {PREFIX}:/path/to/kernel.py or set ${ENV})")
+    p = Path(path).expanduser().resolve()
+    if not p.is_file():
+        raise KernelSpecError(f"{PREFIX}: {path!r} is not a file")
+    try:
+        tree = ast.parse(p.read_text(), filename=str(p))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError) as e:
+        raise KernelSpecError(f"{PREFIX}: cannot read {path!r} as Python: {type(e).__name__}: {e}") from None
+    defs = {n.name: [a.arg for a in n.args.args] for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for name, params in FUNCTIONS.items():
+        if name not in defs:
+            raise KernelSpecError(f"{PREFIX}: {path!r} defines no function {name!r} (needs {sorted(FUNCTIONS)})")
+        if tuple(defs[name][:len(params)]) != params:
+            raise KernelSpecError(f"{PREFIX}: {path!r}: {name}({', '.join(defs[name])}) does not take "
+                                  f"({', '.join(params)})")
+    return p
+
+
+_MODULES: dict[Path, object] = {}
+_LOCK = threading.Lock()
+
+
+def load(path: Path):
+    """Import the file once per process under a private module name (runs its code)."""
+    with _LOCK:
+        if path not in _MODULES:
+            name = "difftest_tilelang_file_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+            _MODULES[path] = mod
+        return _MODULES[path]
+
+
+class TileLangFileAdapter(KernelAdapter):
+    capability = CAPABILITY
+
+    def __init__(self, path: str):
+        self.path = resolve(path)
+        self.name = f"{PREFIX}-{self.path.stem}"  # no ":" or "/": it names report files
+        self.spec = f"{PREFIX}:{self.path}"
+        self.description = f"TileLang GQA backward from {self.path} (the example_gqa_bwd.py interface)"
+        self._kernels: dict[tuple, object] = {}
+
+    def available(self) -> str | None:
+        return cuda_reason() or module_reason("tilelang", "pip install tilelang")
+
+    def kernel(self, fn: str, *args):
+        """``fn`` of the file compiled for ``args`` (cached per process)."""
+        key = (fn,) + args
+        if key not in self._kernels:
+            import tilelang
+
+            jit = getattr(load(self.path), fn)
+            prim = jit.get_tir(*args)
+            self._kernels[key] = tilelang.compile(prim, out_idx=jit.out_idx, target="cuda",
+                                                  execution_backend=jit.execution_backend,
+                                                  pass_configs=jit.pass_configs, compile_flags=jit.compile_flags)
+        return self._kernels[key]
+
+    def forward(self, inputs: Inputs, out: Outputs | None = None):
+        p = inputs.problem
+        c = call_args(p)
+        q, k, v = (inputs.bshd(n).contiguous() for n in ("q", "k", "v"))
+        o, lse2 = self.kernel("flashattn_fwd", *c["fwd"])(q, k, v)
+        lse = normalize_lse(lse_bhs_to_thd(lse2_to_natural(lse2)), p)
+        return Outputs(o=thd(o), lse=lse), (q, k, v, o, lse2)
+
+    def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
+        p = inputs.problem
+        c = call_args(p)
+        q, k, v, o, lse2 = ctx
+        do = inputs.bshd("do").contiguous()
+        delta = self.kernel("flashattn_bwd_preprocess", *c["prep"])(o, do)
+        dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        dk = torch.zeros(k.shape, dtype=torch.float16, device=q.device)
+        dv = torch.zeros(v.shape, dtype=torch.float16, device=q.device)
+        self.kernel("flashattn_bwd", *c["bwd"])(q, k, v, do, lse2, delta, dq32, dk, dv)
+        dq = self.kernel("flashattn_bwd_postprocess", *c["post"])(dq32)
+        return Outputs(o=fwd.o, lse=fwd.lse, dq=thd(dq), dk=thd(dk), dv=thd(dv))
+
+
+def call_args(p) -> dict:
+    """The positional arguments of each jit function for Problem ``p`` (as the example's
+    ``_attention`` derives them from the tensor shapes)."""
+    if p.varlen or p.seqlen_q != p.seqlen_k or p.heads_q % p.heads_kv:
+        raise ValueError(f"{PREFIX}: dense square problems with heads_q % heads_kv == 0 only; got {p.short()}")
+    if p.softmax_scale is not None:
+        raise ValueError(f"{PREFIX}: the kernel's scale is fixed to 1/sqrt(head_dim_qk); got {p.softmax_scale}")
+    b, h, s, dqk, dv, g = p.batch, p.heads_q, p.seqlen_q, p.head_dim_qk, p.head_dim_v, p.heads_q // p.heads_kv
+    return {"fwd": (b, h, s, dqk, dv, p.causal, *FWD_TILES, g), "prep": (b, h, s, dv),
+            "bwd": (b, h, s, dqk, dv, p.causal, *BWD_TILES, g), "post": (b, h, s, dqk)}
+
+
+def from_env() -> TileLangFileAdapter:
+    """``-k tilelang-file``: the file named by $DIFFTEST_TILELANG_FILE."""
+    return TileLangFileAdapter(os.environ.get(ENV, ""))
+
+
+class _Entry:
+    def __init__(self, path: str):
+        self.path = path
+
+    def factory(self) -> TileLangFileAdapter:
+        return TileLangFileAdapter(self.path)
+
+
+class _AnyPath(dict):
+    """Entries keyed by any path: ``tilelang-file:PATH`` resolves PATH when the adapter is
+    built (a missing or unsuitable file is then a one-line KernelSpecError)."""
+
+    def __contains__(self, path) -> bool:
+        return isinstance(path, str) and bool(path)
+
+    def __getitem__(self, path) -> _Entry:
+        return _Entry(path)
+
+
+class Catalogue:
+    """``tilelang-file:PATH`` (entry-point group ``difftest.catalogues``). ``imports_code``:
+    a spec it serves runs the named file's code (``difftest.adapter.is_import_spec``)."""
+
+    imports_code = True
+
+    def entries(self) -> dict:
+        return _AnyPath()
+
+    def skipped(self) -> dict[str, str]:
+        return {}
+
+
+CATALOGUE = Catalogue()
