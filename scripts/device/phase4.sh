@@ -63,6 +63,7 @@ D)
   lane 0 tileops-gqa $S --out /tmp/camp/D --seconds $T --det-runs 20 tileops-gqa 200 &
   lane 1 tileops-mha $S --out /tmp/camp/D --seconds $T --det-runs 20 tileops-mha 200 &
   lane 1 seed004 env PYTHONPATH=/tmp/tileops_site:$PWD DIFFTEST_TILELANG_FILE=$PWD/.seed/seed004_kernel.py $S --out /tmp/camp/D --seconds $T --det-runs 20 tilelang-file 200 &
+  ( mkdir -p /tmp/camp/D/gate; OUT=/tmp/camp/D/gate timeout $LANE_SECONDS bash scripts/device/gate_gpu.sh > $L/gate.log 2>&1 ) &
   wait
   lane 0 bench python3 -m difftest bench -k tileops-gqa -k fa3 --json /tmp/camp/D/bench.json --markdown /tmp/camp/D/bench.md ;;
 *) echo "call: allowed A, B or C"; exit 2 ;;
