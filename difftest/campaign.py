@@ -19,6 +19,7 @@ the one that was measured (no flaky reports).
 """
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,11 +30,12 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from . import adapter as registry
 from .adapter import KernelAdapter
 from .declaration import claim_record
-from .failure_store import load_failures, safe_name, save_failures
+from .failure_store import load_failures, safe_name
+from .findings import Findings
 from .profiles import Profile, get_profile
 from .reports import CaseLog, Progress
-from .reproducer import write_reproducer
 from .runner import CaseResult, RunConfig, run_case
+from .runs import logged_cases
 from .shard import in_shard
 from .shard import label as shard_label
 from .vocab import CampaignStatus, FailureKind, Status
@@ -92,6 +94,8 @@ class Campaign:
     progress: bool = False
     on_case: object = None  # called with every new CaseResult
     shard: tuple[int, int] | None = None  # (I, N): only the Problems of shard I of N (difftest.shard)
+    run_id: str | None = None  # tags every case-log line, names this run's reproducer (None: a new uuid)
+    resume: bool = False  # out_dir's case log holds this run's finished cases (a killed run): never rerun
     # the search's state, set by run()
     result: CampaignResult | None = field(default=None, init=False, repr=False)
     seen: dict = field(default_factory=dict, init=False, repr=False)  # Problem -> its CaseResult (replayed)
@@ -100,6 +104,7 @@ class Campaign:
     t0: float = field(default=0.0, init=False, repr=False)
     log: CaseLog | None = field(default=None, init=False, repr=False)
     bar: Progress | None = field(default=None, init=False, repr=False)
+    findings: Findings | None = field(default=None, init=False, repr=False)  # reproducer + store, kept current
 
     @classmethod
     def of(cls, kernel, profile="ci", *, max_examples: int | None = None, time_budget: float | None = None,
@@ -122,11 +127,16 @@ class Campaign:
         return getattr(self.kernel, "spec", None) or self.kernel.name
 
     def run(self) -> CampaignResult:
+        """Search once. The first failure's reproducer and store entry are written when it
+        is found and at each shrink step (findings.py). On SIGINT/SIGTERM
+        (``KeyboardInterrupt``) it re-raises with ``.partial``, the result of what finished."""
         kernel, prof = self.kernel, self.profile
+        self.run_id = self.run_id or uuid.uuid4().hex
         self.result = res = CampaignResult(kernel.name, prof.name, settings={
             "max_examples": self.max_examples, "time_budget_s": self.time_budget,
             "shrink_budget_s": self.shrink_budget, "seed": self.seed, "database": self.database,
             "config": self.config.to_dict(), "spec": self.spec, "shard": shard_label(self.shard),
+            "run_id": self.run_id,
             "capability": claim_record(kernel.capability),
             **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
         why = kernel.available()
@@ -137,7 +147,12 @@ class Campaign:
         from difftest import strategies
 
         strategy = self.strategy if self.strategy is not None else strategies.problems(kernel.capability, prof)
-        self.log = CaseLog(self.out_dir / f"{safe_name(kernel.name)}.cases.jsonl") if self.out_dir else None
+        log_name = f"{safe_name(kernel.name)}.cases.jsonl"
+        prior = logged_cases(self.out_dir / log_name, self.run_id) if self.out_dir and self.resume else []
+        self.log = CaseLog(self.out_dir / log_name, self.run_id) if self.out_dir else None
+        res.settings["case_log"] = log_name if self.out_dir else None
+        self.findings = Findings(kernel, self.config, (self.out_dir or Path(DEFAULT_OUT)) / "repro",
+                                 self.database, self.spec, self.run_id)
         saved = [p for p in load_failures(self.database, self.spec) if kernel.capability.covers(p)]
         edge = list(strategies.edge_problems(kernel.capability, prof)) if self.edge_cases else []
         edge = [p for p in saved + [p for p in edge if p not in saved] if in_shard(p, self.shard)]  # saved first
@@ -150,14 +165,20 @@ class Campaign:
         stats0 = kernel.compile_stats() if counting else None
         self.t0 = time.perf_counter()
         self.failed_at = None
+        if prior:
+            self._resume_from(prior)
         try:
-            self._search(strategy, edge)
-        except CaseFailed as e:
-            res.failure = e.case
-            res.status = CampaignStatus.FAILED
-            # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
-            # explicit edge corpus; walk down through simpler Problems that fail the same way
-            res.failure = self._simplify(res.failure, max(5.0, self.failed_at + self.shrink_budget - self._now()))
+            try:
+                self._search(strategy, edge)
+            except CaseFailed as e:
+                res.failure = e.case
+                res.status = CampaignStatus.FAILED
+                # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
+                # explicit edge corpus; walk down through simpler Problems that fail the same way
+                res.failure = self._simplify(res.failure, max(5.0, self.failed_at + self.shrink_budget - self._now()))
+        except KeyboardInterrupt as e:  # SIGINT/SIGTERM (interrupt.py): hand back what finished
+            self._interrupted(e)
+            raise
         finally:
             self.bar.close()
             if self.log:
@@ -168,15 +189,51 @@ class Campaign:
             if counting:
                 stats1 = kernel.compile_stats()
                 res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
-        if res.failure is not None:
+        if res.failure is not None:  # the final shrunk case (usually written already at its shrink step)
             from .declaration import diagnose
 
-            res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, self.config),
-                                       res.first_failure)
-            res.reproducer = write_reproducer(kernel, res.failure, self.config,
-                                              (self.out_dir or Path(DEFAULT_OUT)) / "repro")
-            save_failures(self.database, self.spec, [res.failure.problem, res.first_failure.problem])
+            if self.findings.best is not res.failure:
+                self.findings.first = self.findings.first or res.first_failure
+                self.findings.write(res.failure)
+            res.reproducer = self.findings.reproducer
+            try:
+                res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, self.config),
+                                           res.first_failure)
+            except KeyboardInterrupt as e:
+                e.partial = res
+                raise
         return res
+
+    def _resume_from(self, prior: list) -> None:
+        """A resumed run: what finished before the kill counts as run and never runs again."""
+        res, findings = self.result, self.findings
+        for case in prior:
+            self.seen[case.problem] = case
+            res.cases.append(case)
+            self.keys.add(self.kernel.capability.compile_signature(case.problem))
+            if case.failed and res.first_failure is None:
+                self.failed_at = 0.0  # the shrink budget restarts now
+                res.first_failure, res.examples_to_fail = case, len(res.cases)
+                res.seconds_to_fail = sum(c.seconds for c in res.cases)
+            if res.first_failure is not None and case.failed and same_failure(res.first_failure, case):
+                findings.found(case, res.first_failure)
+        res.settings["resumed_cases"] = len(prior)
+        if self.seed is None:  # an unseeded search draws new Problems: only the rest of the examples
+            self.max_examples = max(1, self.max_examples - len(prior))
+        self.time_budget = max(0.0, self.time_budget - sum(c.seconds for c in prior))
+
+    def _interrupted(self, e: KeyboardInterrupt) -> None:
+        res, findings = self.result, self.findings
+        res.reason = f"interrupted by {getattr(e, 'name', 'SIGINT')}"
+        if res.first_failure is not None and (findings.best is None or findings.reproducer is None):
+            findings.first = findings.first or res.first_failure  # the signal cut its write short
+            findings.write(findings.best or res.first_failure)
+        if findings.best is not None:
+            res.status, res.failure = CampaignStatus.FAILED, findings.best
+        else:
+            res.status = CampaignStatus.INTERRUPTED
+        res.reproducer = findings.reproducer
+        e.partial = res
 
     def _now(self) -> float:
         return time.perf_counter() - self.t0
@@ -187,9 +244,21 @@ class Campaign:
         return self._now() > self.failed_at + self.shrink_budget
 
     def _case(self, problem) -> CaseResult:
-        """Run ``problem`` once and record it (every case lands in the result and the log)."""
+        """Run ``problem`` once and record it (every case lands in the result and the log;
+        a failure of the first failure's kind updates the reproducer and store first, so a
+        failure in the log always has them on disk)."""
+        if self.log and not self.config.isolate:
+            self.log.started(problem)  # in-process: a crash leaves this line naming the Problem
         case = self.seen[problem] = run_case(self.kernel, problem, self.config)
-        self.result.cases.append(case)
+        res = self.result
+        res.cases.append(case)
+        if case.failed and self.failed_at is None:
+            self.failed_at = self._now()
+            res.first_failure = case
+            res.examples_to_fail = len(res.cases)
+            res.seconds_to_fail = self.failed_at
+        if case.failed and same_failure(res.first_failure, case):
+            self.findings.found(case, res.first_failure)
         if self.log:
             self.log.write(case)
         return case
@@ -206,11 +275,6 @@ class Campaign:
             self.keys.add(self.kernel.capability.compile_signature(problem))
             if self.on_case:
                 self.on_case(case)
-            if case.failed and self.failed_at is None:
-                self.failed_at = self._now()
-                res.first_failure = case
-                res.examples_to_fail = len(res.cases)
-                res.seconds_to_fail = self.failed_at
             self.bar.update(len(res.cases), sum(c.failed for c in res.cases),
                             max(c.worst_ratio for c in res.cases), "shrinking" if self.failed_at else "")
         hypothesis.target(min(case.worst_ratio, 1e6), label="worst error ratio")
@@ -253,17 +317,20 @@ class Campaign:
 def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_budget: float | None = None,
                  shrink_budget: float | None = None, strategy=None, out_dir=None, config: RunConfig | None = None,
                  progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
-                 seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None) -> CampaignResult:
+                 seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None,
+                 run_id: str | None = None, resume: bool = False) -> CampaignResult:
     """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a
     registry name. ``database``: directory of Hypothesis's example database and the
     failure store (None: neither), so failures found before are replayed first. ``seed``:
     fixes the search (profiles quick and ci use 0, so CI sees the same cases every run);
     None searches afresh each run. ``out_dir``: where the case log and reproducers go.
-    ``shard``: (I, N) runs only the Problems of shard I of N (difftest.shard), drawn and corpus alike."""
+    ``shard``: (I, N) runs only the Problems of shard I of N (difftest.shard), drawn and corpus alike.
+    ``run_id``: tags every case-log line (default: a new uuid). ``resume``: the case log in
+    ``out_dir`` holds this run's finished cases (a killed run); they are never run again."""
     return Campaign.of(kernel, profile, max_examples=max_examples, time_budget=time_budget,
                        shrink_budget=shrink_budget, seed=seed, config=config, out_dir=out_dir, strategy=strategy,
                        progress=progress, edge_cases=edge_cases, database=database, on_case=on_case,
-                       shard=shard).run()
+                       shard=shard, run_id=run_id, resume=resume).run()
 
 
 def same_failure(a: CaseResult, b: CaseResult) -> bool:

@@ -112,6 +112,9 @@ def add_run_arguments(p):
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="run shard I of N disjoint problem streams (join the reports with `difftest merge`)")
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
+    p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
+                   help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
+                        "with its original arguments, without re-running its finished cases")
 
 
 def _seed(text):
@@ -134,11 +137,19 @@ def _shard(text):
 
 
 def cmd_run(a) -> int:
-    from .campaign import run_campaign
-    from .capability import parse_narrowing
-    from .reports import markdown_summary, summary_table, write_json
     from .workdir import claim_hypothesis_home
 
+    resume = None
+    if a.resume is not None:  # continue a killed run with its own arguments
+        from .runs import Run, RunError
+
+        try:
+            resume = Run.resume(a.out, a.resume or None)
+            argv = resume.meta()["argv"]
+        except (RunError, KeyError) as e:
+            raise UsageError(str(e)) from None
+        a = build_parser(argv).parse_args(argv)
+        a.argv = argv
     claim_hypothesis_home()
 
     names = a.kernels or list(DEFAULT_KERNELS)
@@ -149,6 +160,8 @@ def cmd_run(a) -> int:
     except KeyError as e:
         raise UsageError(e.args[0]) from None
     try:
+        from .capability import parse_narrowing
+
         changes = parse_narrowing(a.narrow)
         kernels = [registry.narrow(k, **changes) for k in kernels]
     except ValueError as e:
@@ -165,46 +178,97 @@ def cmd_run(a) -> int:
         if a.timeout is not None:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
                   "stopped): it is ignored with --no-isolate", file=sys.stderr)
+    return _run_campaigns(a, kernels, config, out, resume)
+
+
+def _run_campaigns(a, kernels, config, out, resume) -> int:
+    """Run (or resume) every kernel's campaign in this run's folder; on SIGINT/SIGTERM
+    keep what finished, write a partial report and exit 130/143 (1 if a failure was found)."""
+    from .campaign import run_campaign
+    from .interrupt import Interrupted, deferred, interruptible
+    from .reports import campaign_record, markdown_summary, summary_table, write_json
+    from .runs import Run, logged_cases, result_from_record
+
+    run = resume or Run.start(out, a.argv)
+    print(f"run {run.id}{' (resumed)' if resume else ''}: {run.dir}", file=sys.stderr, flush=True)
     results = []
+    interrupted = None
     t0 = time.perf_counter()
-    try:
-        for k in kernels:
-            from .declaration import claim_line
+    with interruptible():
+        try:
+            for k in kernels:
+                from .declaration import claim_line
 
-            print(claim_line(k.name, k.capability), flush=True)
-            r = run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget,
-                             shrink_budget=a.shrink_budget, out_dir=out,
-                             config=config, progress=not a.quiet, edge_cases=not a.no_edge_cases,
-                             database=None if a.db == "none" else a.db,
-                             seed=-1 if a.seed is None else a.seed, shard=a.shard)
-            results.append(r)
-            line = f"{k.name}: {r.status} ({len(r.cases)} cases, {r.elapsed:.1f} s"
-            line += f", {r.compile_keys} compile keys" if k.capability.compile_key else ""
-            line += f", {r.compile_stats})" if r.compile_stats else ")"
-            if r.status == "unavailable":
-                line += f": {r.reason}"
-            print(line, flush=True)
-            if r.status != "unavailable":
-                missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
-                print(f"  not exercised: {missing}")
-            if r.failure is not None:
-                print(r.failure.render())
-                for d in r.declaration:
-                    print(f"  {d}")
-                print(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
-                      f"shrunk reproducer: {r.reproducer['py']}")
-    finally:
-        from .isolation import close_all
+                print(claim_line(k.name, k.capability), flush=True)
+                rec = resume.finished_kernel(k.name) if resume else None
+                if rec is not None:  # finished before the kill: its record and logged cases
+                    r = result_from_record(rec, logged_cases(run.dir / rec["case_log"], run.id))
+                else:
+                    try:
+                        r = run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget,
+                                         shrink_budget=a.shrink_budget, out_dir=run.dir,
+                                         config=config, progress=not a.quiet, edge_cases=not a.no_edge_cases,
+                                         database=None if a.db == "none" else a.db,
+                                         seed=-1 if a.seed is None else a.seed, shard=a.shard,
+                                         run_id=run.id, resume=resume is not None)
+                    except Interrupted as e:
+                        interrupted = e
+                        if getattr(e, "partial", None) is not None:
+                            results.append(e.partial)
+                        break
+                    run.mark_kernel(k.name, {**campaign_record(r), "case_log": r.settings.get("case_log"),
+                                             "first_failure": r.first_failure.to_dict() if r.first_failure else None})
+                results.append(r)
+                _print_campaign(k, r)
+        except Interrupted as e:  # between campaigns
+            interrupted = e
+        finally:
+            from .isolation import close_all
 
-        close_all()
-    report = write_json(results, a.report or out / "report.json", extra={"argv": sys.argv[1:]})
-    md = Path(a.markdown or out / "summary.md")
-    md.write_text(markdown_summary(results) + "\n")
-    html = _write_html(report, a.html or out / "report.html")
+            close_all()
+    with deferred():  # a second signal must not cut the partial report in half
+        extra = {"argv": a.argv, "run_id": run.id, "interrupted": interrupted.name if interrupted else None}
+        report = write_json(results, run.dir / "report.json", extra=extra)
+        md = run.dir / "summary.md"
+        from .safeio import atomic_write_text
+
+        atomic_write_text(md, markdown_summary(results) + "\n")
+        html = _write_html(report, run.dir / "report.html")
+        for path, src in ((a.report, report), (a.markdown, md), (a.html, html)):
+            if path:  # the user's own paths get this run's files, finished or not
+                atomic_write_text(path, src.read_text())
+        run.set_status("interrupted" if interrupted else "finished", interrupted=extra["interrupted"])
+        if not interrupted:
+            run.publish()
     print()
     print(summary_table(results))
-    print(f"\nreport: {report}  summary: {md}  html: {html}  ({time.perf_counter() - t0:.1f} s)")
-    return 1 if any(r.failed for r in results) else 0
+    where = f"{out / 'report.json'} (run folder {run.dir})" if not interrupted else f"{report} (partial)"
+    print(f"\nreport: {where}  ({time.perf_counter() - t0:.1f} s)")
+    failed = any(r.failed for r in results)
+    if interrupted:
+        print(f"difftest: interrupted by {interrupted.name}: partial report {report}; "
+              f"continue with: difftest run --resume {run.id} --out {out}", file=sys.stderr)
+        return 1 if failed else interrupted.exit_code
+    return 1 if failed else 0
+
+
+def _print_campaign(k, r) -> None:
+    line = f"{k.name}: {r.status} ({len(r.cases)} cases, {r.elapsed:.1f} s"
+    line += f", {r.compile_keys} compile keys" if k.capability.compile_key else ""
+    line += f", {r.compile_stats})" if r.compile_stats else ")"
+    if r.status == "unavailable":
+        line += f": {r.reason}"
+    print(line, flush=True)
+    if r.status != "unavailable":
+        missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
+        print(f"  not exercised: {missing}")
+    if r.failure is not None:
+        print(r.failure.render())
+        for d in getattr(r, "declaration", ()):
+            print(f"  {d}")
+        print(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
+              f"shrunk reproducer: {r.reproducer['json']} (replay: difftest repro FILE; "
+              f"standalone: python {r.reproducer['py']})")
 
 
 def _write_html(report_path, html_path):
@@ -329,6 +393,7 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
+    args.argv = argv
     try:
         return args.func(args)
     except (UsageError, registry.KernelSpecError) as e:

@@ -54,3 +54,26 @@ def save_failures(database: str | None, spec: str, problems) -> None:
         with path.open("a") as f:
             for p in new:
                 f.write(p.to_json() + "\n")
+
+
+def keep_current(database: str | None, spec: str, problems, written: set) -> set:
+    """Make ``problems`` (in order) this campaign's entries for ``spec``: the entries in
+    ``written`` (what it stored before, e.g. a less simple failing Problem of an earlier
+    shrink step) are dropped, every other entry (earlier campaigns', another run's) stays
+    where it is; the file is replaced atomically. Returns the Problems this call added,
+    to pass back as ``written`` at the next step."""
+    from .safeio import atomic_write_text
+
+    path = store_path(database, spec)
+    if path is None:
+        return set()
+    known = load_failures(database, spec)
+    keep = [p for p in known if p not in written]
+    added = set()
+    for p in problems:
+        if p is not None and p not in keep:
+            keep.append(p)
+            added.add(p)
+    if keep != known:
+        atomic_write_text(path, "".join(p.to_json() + "\n" for p in keep))
+    return added

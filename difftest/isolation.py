@@ -32,6 +32,7 @@ def _worker_main(conn, env):
     import faulthandler
 
     faulthandler.enable()  # a segfault prints the kernel's stack to stderr before the worker dies
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (interrupt.py)
     from . import adapter as registry
     from .inputs import make_inputs
     from .layouts import lay_out

@@ -15,30 +15,47 @@ from .vocab import Gate, Status
 
 class CaseLog:
     """Appends one JSON line per finished case and flushes it, so the results survive
-    a campaign that is killed or crashes."""
+    a campaign that is killed or crashes. Every line carries the ``run_id``; a case line
+    has ``"event": "case"`` and the case's fields, and ``started(problem)`` (used when
+    kernels run in this process, where a crash leaves nothing else) writes an
+    ``"event": "started"`` line naming the Problem about to run."""
 
-    def __init__(self, path):
+    def __init__(self, path, run_id: str | None = None):
         self.path = Path(path)
+        self.run_id = run_id
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = self.path.open("a")
 
-    def write(self, case) -> None:
-        self._f.write(json.dumps(case.to_dict(), default=str) + "\n")
+    def _line(self, d: dict) -> None:
+        self._f.write(json.dumps(d, default=str) + "\n")
         self._f.flush()
+
+    def started(self, problem) -> None:
+        self._line({"run_id": self.run_id, "event": "started", "problem": problem.to_dict()})
+
+    def write(self, case) -> None:
+        self._line({"run_id": self.run_id, "event": "case", **case.to_dict()})
 
     def close(self):
         self._f.close()
 
 
-def read_case_log(path) -> list[dict]:
+def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dict]:
+    """The lines of a case log whose event is in ``events`` (lines written before events
+    existed count as cases), of ``run_id`` when given; a line cut by a kill is skipped."""
     out = []
     for line in Path(path).read_text().splitlines():
         line = line.strip()
         if line:
             try:
-                out.append(json.loads(line))
+                d = json.loads(line)
             except json.JSONDecodeError:  # a line cut by a kill: keep the rest
                 continue
+            if not isinstance(d, dict) or d.get("event", "case") not in events:
+                continue
+            if run_id is not None and d.get("run_id") != run_id:
+                continue
+            out.append(d)
     return out
 
 
@@ -82,16 +99,16 @@ def write_json(results, path, extra: dict | None = None) -> Path:
 
     import torch
 
+    from .safeio import atomic_write_text
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"difftest_report": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
            "campaigns": [campaign_record(r) for r in results]}
     if extra:
         doc.update(extra)
-    path.write_text(json.dumps(doc, indent=1, default=str))
-    return path
+    return atomic_write_text(path, json.dumps(doc, indent=1, default=str))
 
 
 def _rows(results):

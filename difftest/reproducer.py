@@ -54,15 +54,16 @@ def kernel_spec(kernel) -> str:
     return getattr(kernel, "spec", None) or kernel.name
 
 
-def write_reproducer(kernel, case, config, out_dir) -> dict:
-    """Write ``<kernel>-<hash>.json`` and ``.py`` under ``out_dir``; return their paths."""
+def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> dict:
+    """Write ``<kernel>-<hash>.json`` and ``.py`` under ``out_dir`` (or ``<stem>.json`` and
+    ``.py``: a campaign rewrites one pair at each shrink step); return their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     spec = kernel_spec(kernel)
     cfg = config.to_dict()
     cfg["isolate"] = False  # the reproducer runs the kernel in its own process already
     digest = hashlib.sha256((spec + case.problem.to_json()).encode()).hexdigest()[:10]
-    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in spec) + "-" + digest
+    stem = stem or "".join(c if c.isalnum() or c in "-_" else "_" for c in spec) + "-" + digest
     record = {"kernel": spec, "problem": case.problem.to_dict(), "config": cfg,
               "status": case.status, "failed_gates": case.failed_gates, "reason": case.reason,
               "verdicts": [v.to_dict() for v in case.verdicts]}
@@ -119,18 +120,40 @@ def read_json(path) -> dict:
     return d
 
 
-_CONFIG_TYPES = {"device": (str, type(None)), "poison": (bool,), "determinism_runs": (int, type(None)),
-                 "second_reference": (str, type(None)), "isolate": (bool,), "timeout_s": (int, float),
-                 "chunk_threshold": (int, type(None)), "gates": (dict,), "truth": (str,)}
+def _config_types() -> dict:
+    """RunConfig's fields and the JSON types each accepts, from its annotations (so a new
+    field is accepted, and type-checked, without an edit here)."""
+    import dataclasses
+    import types
+    import typing
+
+    from .runner import RunConfig
+
+    hints = typing.get_type_hints(RunConfig)
+    out = {}
+    for f in dataclasses.fields(RunConfig):
+        t = hints[f.name]
+        parts = typing.get_args(t) if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union else (t,)
+        allowed = []
+        for p in parts:
+            if p is type(None) or p in (bool, int, str):
+                allowed.append(p)
+            elif p is float:
+                allowed += [float, int]
+            else:  # a nested config (GateConfig): a JSON object
+                allowed.append(dict)
+        out[f.name] = tuple(dict.fromkeys(allowed))
+    return out
 
 
 def _check_config(path, cfg) -> dict:
     if not isinstance(cfg, dict):
         _fail(path, f"field 'config' is a {type(cfg).__name__}: allowed an object")
+    known = _config_types()
     for key, val in cfg.items():
-        if key not in _CONFIG_TYPES:
-            _fail(path, f"config field {key!r} is unknown: allowed {sorted(_CONFIG_TYPES)}")
-        types = _CONFIG_TYPES[key]
+        if key not in known:
+            _fail(path, f"config field {key!r} is unknown: allowed {sorted(known)}")
+        types = known[key]
         if not isinstance(val, types) or (isinstance(val, bool) and bool not in types):
             allowed = " or ".join("null" if t is type(None) else t.__name__ for t in types)
             _fail(path, f"config field {key!r} = {val!r}: allowed {allowed}")
@@ -144,8 +167,12 @@ def _check_config(path, cfg) -> dict:
         if v is not None and v < (1 if key == "determinism_runs" else 0):
             least = 1 if key == "determinism_runs" else 0
             _fail(path, f"config field {key!r} = {v!r}: allowed null or an int >= {least}")
+    from . import runner
     from .runner import RunConfig
 
+    truths = getattr(runner, "TRUTHS", None)
+    if truths and "truth" in cfg and cfg["truth"] not in truths:
+        _fail(path, f"config field 'truth' = {cfg['truth']!r}: allowed one of {truths}")
     try:
         RunConfig.from_dict(cfg)
     except (TypeError, ValueError) as e:

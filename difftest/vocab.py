@@ -29,6 +29,7 @@ class CampaignStatus(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     UNAVAILABLE = "unavailable"  # the kernel cannot run here (reason given)
+    INTERRUPTED = "interrupted"  # SIGINT/SIGTERM before it finished, no failure found (partial)
 
 
 class Gate(StrEnum):

@@ -127,6 +127,8 @@ REPRO_CASES = [
      "config field 'device' = 'tpu': allowed 'cpu', 'cuda' or null"),
     ("config-determinism-ill-typed", _record(config={"determinism_runs": "2"}),
      "config field 'determinism_runs' = '2': allowed int or null"),
+    ("config-truth", _record(config={"truth": "float16"}),
+     "config field 'truth' = 'float16': allowed one of"),
     ("config-k-nan", _record(config={"gates": {"k": {"dq": float("nan")}}}),
      "k for dq = nan: allowed a finite number > 0"),
     ("config-k-negative", _record(config={"gates": {"k": {"dq": -1}}}), "k for dq = -1: allowed a finite number > 0"),

@@ -1,0 +1,64 @@
+"""SIGINT and SIGTERM end a campaign cleanly: the signal becomes ``Interrupted`` (a
+KeyboardInterrupt, so Hypothesis and the runner let it through instead of recording it
+as a kernel error), the campaign returns what it finished, and the CLI writes a partial
+report and exits without a traceback.
+
+Exit codes (README): 1 when a failure was found before the signal (a finding outranks
+the interruption), else 128 + the signal: 130 for SIGINT, 143 for SIGTERM. A second
+signal while the partial report is being written is ignored; the worker process ignores
+SIGINT (a Ctrl-C reaches the whole process group) so it never turns the interrupt into
+a kernel error.
+"""
+
+import contextlib
+import signal
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run got SIGINT or SIGTERM."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def interruptible():
+    """Within the block, SIGINT/SIGTERM raise ``Interrupted`` once; later signals are
+    ignored until the block exits (so the partial report gets written). Yields a dict
+    whose ``"signum"`` is the first signal received (None if none)."""
+    state = {"signum": None}
+
+    def handler(signum, frame):
+        if state["signum"] is None:
+            state["signum"] = signum
+            raise Interrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield state
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def deferred():
+    """Hold SIGINT/SIGTERM while a write must finish (they are ignored inside)."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -1,0 +1,168 @@
+"""Nothing finished is lost: the CLI runs as a subprocess, is killed (SIGKILL) or
+interrupted (SIGINT/SIGTERM) once its case log shows the state wanted, and ``--resume``
+continues the run. Checked: no finished case runs again (the kernels record every call),
+the failure is in the report, the failure store and a reproducer, an interrupt exits
+cleanly (130/143, or 1 with a failure; no traceback), and with ``--no-isolate`` a segfault
+leaves a "started" line naming the Problem and faulthandler's stack.
+
+The kernels (tests/faulty_kernels.py) sleep per call so the kill lands mid-campaign;
+every wait is bounded."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ["run", "-p", "quick", "--max-examples", "10", "--no-edge-cases", "--out", "out", "--db", "db", "-q",
+       "--no-isolate"]
+
+
+def _env(tmp_path, sleep="0.3"):
+    return {**os.environ, "PYTHONPATH": str(ROOT), "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
+            "DIFFTEST_TEST_SLEEP": sleep, "OMP_NUM_THREADS": "1"}
+
+
+def _start(tmp_path, kernel, *extra):
+    return subprocess.Popen([sys.executable, "-m", "difftest", *RUN, "-k", f"tests.faulty_kernels:{kernel}", *extra],
+                            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _log_lines(tmp_path, event="case"):
+    out = []
+    for f in sorted((tmp_path / "out" / "runs").glob("*/*.cases.jsonl")):
+        for line in f.read_text().splitlines():
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if d.get("event") == event:
+                out.append(d)
+    return out
+
+
+def _wait_for(proc, tmp_path, pred, limit_s=300):
+    t0 = time.monotonic()
+    while not pred(_log_lines(tmp_path)):
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the run ended (rc {proc.returncode}) before the state wanted:\n{out}\n{err}")
+        assert time.monotonic() - t0 < limit_s, "the case log never reached the state wanted"
+        time.sleep(0.2)
+
+
+def _key(problem: dict) -> str:
+    return json.dumps(problem, sort_keys=True)
+
+
+def _calls(tmp_path) -> list[str]:
+    f = tmp_path / "calls"
+    return f.read_text().splitlines() if f.exists() else []
+
+
+def _resume(tmp_path, *extra):
+    return subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out", *extra],
+                          cwd=tmp_path, env=_env(tmp_path, "0"), capture_output=True, text=True, timeout=600)
+
+
+def _kill(proc, sig):
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+def _no_finished_case_reran(tmp_path, finished, calls_before):
+    again = {c for c in _calls(tmp_path)[calls_before:]} & finished
+    assert not again, f"{len(again)} finished cases ran again after --resume"
+
+
+def test_sigkill_during_search_then_resume(tmp_path):
+    proc = _start(tmp_path, "SlowRef")
+    _wait_for(proc, tmp_path, lambda cases: len(cases) >= 3)
+    _kill(proc, signal.SIGKILL)
+    finished = {_key(c["problem"]) for c in _log_lines(tmp_path)}
+    calls_before = len(_calls(tmp_path))
+    run_id = {c["run_id"] for c in _log_lines(tmp_path)}
+    assert len(run_id) == 1 and None not in run_id
+    assert not (tmp_path / "out" / "report.json").exists()
+
+    r = _resume(tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    _no_finished_case_reran(tmp_path, finished, calls_before)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["run_id"] == run_id.pop() and report["interrupted"] is None
+    (camp,) = report["campaigns"]
+    assert camp["status"] == "passed" and camp["settings"]["resumed_cases"] == len(finished)
+    assert finished <= {_key(c["problem"]) for c in camp["cases"]}
+    assert (tmp_path / "out" / "latest").read_text().strip() == report["run_id"]
+
+
+def test_sigkill_while_shrinking_leaves_reproducer_and_store_then_resume(tmp_path):
+    proc = _start(tmp_path, "SlowWrongDk")
+
+    def shrinking(cases):
+        first = next((i for i, c in enumerate(cases) if c["status"] == "failed"), None)
+        return first is not None and len(cases) >= first + 3
+
+    _wait_for(proc, tmp_path, shrinking)
+    _kill(proc, signal.SIGKILL)
+    # written at the first failure and at each shrink step: there before any resume
+    (repro,) = (tmp_path / "out" / "runs").glob("*/repro/*.json")
+    rec = json.loads(repro.read_text())
+    assert rec["status"] == "failed" and rec["failed_gates"] == ["dk:budget"]
+    store = (tmp_path / "db" / "difftest-failures" / "tests.faulty_kernels_SlowWrongDk.jsonl").read_text()
+    assert _key(rec["problem"]) in {_key(json.loads(x)) for x in store.splitlines()}
+    finished = {_key(c["problem"]) for c in _log_lines(tmp_path)}
+    calls_before = len(_calls(tmp_path))
+
+    r = _resume(tmp_path)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    _no_finished_case_reran(tmp_path, finished, calls_before)
+    (camp,) = json.loads((tmp_path / "out" / "report.json").read_text())["campaigns"]
+    shrunk = camp["failure"]["problem"]
+    assert camp["status"] == "failed" and shrunk["seqlen_k"] == 17 and shrunk["heads_q"] == 1
+    assert json.loads((tmp_path / camp["reproducer"]["json"]).read_text())["problem"] == shrunk
+    store = (tmp_path / "db" / "difftest-failures" / "tests.faulty_kernels_SlowWrongDk.jsonl").read_text()
+    assert _key(shrunk) in {_key(json.loads(x)) for x in store.splitlines()}
+
+
+def test_sigterm_writes_a_partial_report_and_exits_143_then_resume(tmp_path):
+    proc = _start(tmp_path, "SlowRef")
+    _wait_for(proc, tmp_path, lambda cases: len(cases) >= 2)
+    rc, out, err = _kill(proc, signal.SIGTERM)
+    assert rc == 143 and "Traceback" not in err, err
+    assert "interrupted by SIGTERM" in err and "--resume" in err
+    (run_dir,) = (tmp_path / "out" / "runs").glob("*")
+    partial = json.loads((run_dir / "report.json").read_text())
+    assert partial["interrupted"] == "SIGTERM" and partial["campaigns"][0]["status"] == "interrupted"
+    assert len(partial["campaigns"][0]["cases"]) >= 2
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    assert not (tmp_path / "out" / "report.json").exists()  # only a finished run publishes
+    r = _resume(tmp_path)
+    assert r.returncode == 0 and (tmp_path / "out" / "report.json").exists(), r.stderr[-2000:]
+
+
+def test_sigint_after_a_failure_exits_1_with_the_failure_reported(tmp_path):
+    proc = _start(tmp_path, "SlowWrongDk")
+    _wait_for(proc, tmp_path, lambda cases: any(c["status"] == "failed" for c in cases))
+    rc, out, err = _kill(proc, signal.SIGINT)
+    assert rc == 1 and "Traceback" not in err, err
+    (run_dir,) = (tmp_path / "out" / "runs").glob("*")
+    (camp,) = json.loads((run_dir / "report.json").read_text())["campaigns"]
+    assert camp["status"] == "failed" and camp["failure"]["failed_gates"] == ["dk:budget"]
+    assert (tmp_path / camp["reproducer"]["json"]).exists() and "interrupted by SIGINT" in camp["reason"]
+
+
+def test_no_isolate_segfault_leaves_started_line_and_stack(tmp_path):
+    proc = _start(tmp_path, "Segfaults", "--timeout", "5")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGSEGV
+    assert "--timeout needs isolation" in err and "Segmentation fault" in err  # the warning; faulthandler
+    started = {_key(d["problem"]) for d in _log_lines(tmp_path, "started")}
+    done = {_key(d["problem"]) for d in _log_lines(tmp_path)}
+    (crashed,) = started - done
+    assert json.loads(crashed)["seqlen_k"] > 16
