@@ -8,7 +8,6 @@ written atomically; the store keeps the first failing Problem and the current si
 replacing the previous simplest in place (atomically) rather than appending every step.
 """
 
-from .safeio import atomic_write_text
 from .simplify import complexity
 
 
