@@ -77,7 +77,8 @@ class Run:
             if d.get("status") != "finished":
                 candidates.append((d.get("started_ns", 0), p.parent.name))
         if not candidates:
-            raise RunError(f"--resume: no unfinished run in {str(base)!r}: allowed after a run was killed or interrupted")
+            raise RunError(f"--resume: no unfinished run in {str(base)!r}: "
+                           "allowed after a run was killed or interrupted")
         return cls(out, max(candidates)[1])
 
     def mark_kernel(self, name: str, record: dict) -> None:
