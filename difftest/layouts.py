@@ -10,7 +10,7 @@ A layout never changes a value. ``make_inputs`` builds the logical, contiguous t
 exactly as always (the references and the digest use those), and ``lay_out`` copies the
 same values into the requested memory arrangement for the kernel alone. Storage a view
 does not cover (the padding of a head-dim slice, the elements before an offset) is
-filled with a marked NaN, so a kernel that reads outside the tensor it was given shows.
+filled with NaN, so a kernel that reads outside the tensor it was given shows.
 
 Kinds, in shrink order (the simplest first; strategies draw toward ``contiguous``):
 
@@ -97,9 +97,12 @@ CONTIGUOUS = Layout("contiguous")
 
 
 def _poison(shape, like):
-    from .outputs import poison_fill
+    """NaN-filled storage around a view. A plain NaN, not the output buffers' marked one
+    (outputs.poison_fill): a kernel that reads it and passes it on must fail the nonfinite
+    gate, not be mistaken for a kernel that left an output region unwritten."""
+    import torch  # here, so a Problem (which holds a Layout) loads without torch
 
-    return poison_fill(shape, like.dtype, like.device)
+    return torch.full(shape, float("nan"), dtype=like.dtype, device=like.device)
 
 
 def _head_major(x):
