@@ -7,9 +7,16 @@ process can import only one. So the adapter starts a worker (``python -m difftes
 and replies are pickled dicts of CPU tensors over the worker's stdin and a private copy of
 its original stdout; the worker's own prints (tilelang's logs) go to stderr.
 
-Two adapters:
+Adapters:
 - ``tileops-gqa``: ``GQADenseWithLSEFwdOp`` forward and ``GQADenseBwdOp`` backward, BSHD,
   S_q == S_kv, causal or not, GQA; no window, sinks, varlen (the backward op refuses them).
+- ``tileops-mha``: the same two ops on MHA calls (heads_kv == heads_q). TileOPs 0.1.0 has
+  no separate dense MHA backward op: ``GQADenseBwdOp`` serves MHA (its SM90 kernels'
+  docstrings: "causal or full GQA/MHA backward"); this adapter campaigns that half alone.
+- ``tileops-gqa-bwd``: ``GQADenseBwdOp`` alone at every head dim its SM90 backward serves.
+  Its O and LSE come from our float32 reference (O rounded to the Problem dtype, LSE
+  float32 natural log, what the op documents), because TileOPs' LSE-returning forward
+  serves d128 only on SM90; only dq, dk, dv are checked.
 - ``tileops-mla``: ``MLADenseBwdOp`` (MLA prefill backward after decompression: per-head
   keys, D_qk != D_v, bottom-right causal). TileOPs has no matching dense forward for
   arbitrary S_q != S_kv, so ``o`` and ``lse`` handed to it come from our float32 reference
@@ -23,6 +30,7 @@ import struct
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -56,6 +64,24 @@ GQA_CAPABILITY = Capability(
     sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
     block_m=64, block_n=64, compile_key=("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv"),
 )
+
+# The backward op alone (tileops 0.1.0 _ops/attention/gqa/bwd.py:25-140 and its SM90 kernels in
+# _kernels/attention/gqa/): GQABwdWSKernel serves head dim 128 with S % 128 == 0 only
+# (bwd_ws.py:708-722), otherwise GQABwdWGMMAPipelinedKernel serves any head dim that is a
+# multiple of 16 (bwd.py:574-592) and fits shared memory at its narrowest config
+# (768*d + 8704 bytes, bwd.py:615-622: d <= 288 in the H200's 227 KiB); fp16/bf16
+# (GQADenseBwdOp.forward docstring); no window or softcap (bwd.py:576-579); S_q == S_kv
+# (the op's own _attention_call takes one seq_len, bwd.py:84-101); any sm_scale; GQA and MHA.
+GQA_BWD_CAPABILITY = Capability(
+    dtypes=("float16", "bfloat16"), head_dims_qk=tuple(range(16, 257, 16)), equal_head_dims=True, max_batch=8,
+    max_seqlen=4096, max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True,
+    aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False,
+    sinks=False, softmax_scale=True, outputs=("dq", "dk", "dv"), deterministic=False, device="cuda",
+    block_m=64, block_n=64, compile_key=("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv"),
+)
+
+# MHA calls of the GQA ops (forward needs d128 on SM90, as GQA_CAPABILITY says).
+MHA_CAPABILITY = replace(GQA_CAPABILITY, gqa=False)
 
 MLA_CAPABILITY = Capability(
     dtypes=("float16", "bfloat16"), head_dims_qk=(192,), head_dims_v=(128,), equal_head_dims=False, max_batch=4,
@@ -138,15 +164,24 @@ def _cpu(t):
     return None if t is None else t.detach().contiguous().cpu()
 
 
+OPS = {  # adapter op -> (capability, worker op family, TileOPs forward used?)
+    "gqa": (GQA_CAPABILITY, "gqa", True),
+    "mha": (MHA_CAPABILITY, "gqa", True),
+    "gqa-bwd": (GQA_BWD_CAPABILITY, "gqa", False),
+    "mla": (MLA_CAPABILITY, "mla", False),
+}
+
+
 class TileOpsAdapter(KernelAdapter):
     def __init__(self, op: str):
-        if op not in ("gqa", "mla"):
-            raise ValueError(f"op={op!r}: allowed 'gqa' or 'mla'")
+        if op not in OPS:
+            raise ValueError(f"op={op!r}: allowed {sorted(OPS)}")
         self.op = op
         self.name = f"tileops-{op}"
-        self.capability = GQA_CAPABILITY if op == "gqa" else MLA_CAPABILITY
-        op_class = "GQADenseBwdOp" if op == "gqa" else "MLADenseBwdOp"
-        self.description = f"TileOPs 0.1.0 {op_class} (subprocess, tilelang 0.1.12)"
+        self.capability, self.wire, self.own_forward = OPS[op]
+        op_class = "GQADenseBwdOp" if self.wire == "gqa" else "MLADenseBwdOp"
+        ref = "" if self.own_forward else ", O/LSE from the reference"
+        self.description = f"TileOPs 0.1.0 {op_class} (subprocess, tilelang 0.1.12{ref})"
 
     def available(self) -> str | None:
         r = cuda_reason()
@@ -159,7 +194,7 @@ class TileOpsAdapter(KernelAdapter):
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         p = inputs.problem
-        if self.op == "gqa":
+        if self.own_forward:
             rep = get_worker().call({
                 "op": "gqa_fwd", "causal": p.causal, "scale": p.scale,
                 "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")), "v": _cpu(inputs.bshd("v"))})
@@ -178,7 +213,7 @@ class TileOpsAdapter(KernelAdapter):
         p = inputs.problem
         o, lse = ctx
         rep = get_worker().call({
-            "op": f"{self.op}_bwd", "causal": p.causal, "scale": p.scale,
+            "op": f"{self.wire}_bwd", "causal": p.causal, "scale": p.scale,
             "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")), "v": _cpu(inputs.bshd("v")),
             "do": _cpu(inputs.bshd("do")), "o": _cpu(o), "lse": _cpu(lse)})
         dq, dk, dv = (thd(rep[n].to(inputs.device)) for n in ("dq", "dk", "dv"))
@@ -189,7 +224,7 @@ class TileOpsAdapter(KernelAdapter):
         p = inputs.problem
         o, lse = ctx
         rep = get_worker().call({
-            "op": f"{self.op}_bench", "causal": p.causal, "scale": p.scale, "repeats": repeats,
+            "op": f"{self.wire}_bench", "causal": p.causal, "scale": p.scale, "repeats": repeats,
             "warmup": warmup, "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")),
             "v": _cpu(inputs.bshd("v")), "do": _cpu(inputs.bshd("do")), "o": _cpu(o), "lse": _cpu(lse)})
         return rep["times_us"]
@@ -201,6 +236,14 @@ def gqa():
 
 def mla():
     return TileOpsAdapter("mla")
+
+
+def mha():
+    return TileOpsAdapter("mha")
+
+
+def gqa_bwd():
+    return TileOpsAdapter("gqa-bwd")
 
 
 # ---------------------------------------------------------------- worker side
