@@ -37,6 +37,10 @@ DET_PROBLEMS = [
             head_dim_v=64, dtype="float16", causal=True),
     Problem(batch=2, seqlen_q=192, seqlen_k=192, heads_q=8, heads_kv=2, head_dim_qk=64, head_dim_v=64,
             dtype="bfloat16", causal=True, sinks=True),
+    # bf16 MHA d128 square: the one shape bf16-only MHA kernels (fastflash) and d128-only MHA
+    # calls (tileops-mha) take
+    Problem(batch=2, seqlen_q=256, seqlen_k=256, heads_q=8, heads_kv=8, head_dim_qk=128, head_dim_v=128,
+            dtype="bfloat16", causal=True),
 ]
 
 
