@@ -47,11 +47,16 @@ T=${LANE_SECONDS:-300}
 case $call in
 K1)
   SEED=${DIFFTEST_TILELANG_FILE:-$PWD/.device/seed004_kernel.py}
-  # campaign seconds leave room for shrinking (25 s), determinism and the report inside the lane
-  a=$((T * 45 / 100)); b=$((T * 20 / 100))
-  lane 0 ff $C --out /tmp/camp/K1-ff --det-runs 20 fastflash:400:$a fastflash-atomic:200:$b &
-  lane 0 jvp $C --out /tmp/camp/K1-jvp --det-runs 5 jvp-flash:400:$a jvp-flash-mask:200:$b &
-  lane 0 fat $C --out /tmp/camp/K1-fat --det-runs 20 flash-attention-triton:400:$a flash-attention-triton-fast:200:$b &
+  # Each package's whole claim first (its smallest head dims lead the edge corpus: fastflash
+  # claims d1..d8, flash-attention-triton d1/d3, jvp d256 in fp32; a failure there stops that
+  # campaign early and is a finding), then the same kernel narrowed to the tensor-core dims so
+  # the rest of its contract is still exercised. Campaign seconds leave room in the lane for
+  # shrinking (25 s each), determinism and the report.
+  a=$((T * 30 / 100)); b=$((T * 18 / 100)); c=$((T * 10 / 100)); N="head_dims_qk=16,32,64,128"
+  lane 0 ff $C --out /tmp/camp/K1-ff --det-runs 20 fastflash:400:$a fastflash:300:$b@$N fastflash-atomic:200:$c@$N &
+  lane 0 jvp $C --out /tmp/camp/K1-jvp --det-runs 5 jvp-flash:400:$a jvp-flash:300:$b@$N jvp-flash-mask:200:$c@$N &
+  lane 0 fat $C --out /tmp/camp/K1-fat --det-runs 20 flash-attention-triton:400:$a flash-attention-triton:300:$b@$N \
+    flash-attention-triton-fast:200:$c@$N &
   if [ -f "$SEED" ]; then
     export DIFFTEST_TILELANG_FILE=$SEED
     s=$((T * 70 / 100))
