@@ -5,7 +5,7 @@ passing cases first and shrinking has an edge to find (seqlen_k 17). Importable 
 ``module:attr`` spec so the isolation worker rebuilds them.
 
 ``SlowRef`` / ``SlowWrongDk`` sleep ``DIFFTEST_TEST_SLEEP`` seconds per call and append
-every Problem they run to ``DIFFTEST_TEST_CALLS`` (when set): the kill-and-resume tests
+every call (kernel name, Problem) to ``DIFFTEST_TEST_CALLS`` (when set): the kill-and-resume tests
 use it to see which cases actually ran in which process."""
 
 import ctypes
@@ -100,7 +100,7 @@ class SlowRef(RefKernel):
         calls = os.environ.get("DIFFTEST_TEST_CALLS")
         if calls:
             with open(calls, "a") as f:
-                f.write(inputs.problem.to_json() + "\n")
+                f.write(f"{self.name} {inputs.problem.to_json()}\n")
         time.sleep(float(os.environ.get("DIFFTEST_TEST_SLEEP", "0")))
         return out
 

@@ -76,7 +76,7 @@ def _kill(proc, sig):
 
 
 def _no_finished_case_reran(tmp_path, finished, calls_before):
-    again = {c for c in _calls(tmp_path)[calls_before:]} & finished
+    again = {c.split(" ", 1)[1] for c in _calls(tmp_path)[calls_before:]} & finished
     assert not again, f"{len(again)} finished cases ran again after --resume"
 
 
@@ -166,3 +166,19 @@ def test_no_isolate_segfault_leaves_started_line_and_stack(tmp_path):
     done = {_key(d["problem"]) for d in _log_lines(tmp_path)}
     (crashed,) = started - done
     assert json.loads(crashed)["seqlen_k"] > 16
+
+
+def test_sigkill_in_the_second_kernel_resumes_it_and_keeps_the_first(tmp_path):
+    """A kernel whose campaign finished before the kill is taken from its record: not one
+    call of it after --resume, and the report still holds both campaigns."""
+    proc = _start(tmp_path, "SlowWrongDk", "-k", "tests.faulty_kernels:SlowRef", "--shrink-budget", "3")
+    _wait_for(proc, tmp_path, lambda cases: sum(c["kernel"] == "slow-ref" for c in cases) >= 2)
+    _kill(proc, signal.SIGKILL)
+    calls_before = len(_calls(tmp_path))
+    r = _resume(tmp_path)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert not [c for c in _calls(tmp_path)[calls_before:] if c.startswith("slow-wrong-dk ")]
+    camps = {c["kernel"]: c for c in json.loads((tmp_path / "out" / "report.json").read_text())["campaigns"]}
+    assert camps["slow-wrong-dk"]["status"] == "failed" and camps["slow-wrong-dk"]["cases"]
+    assert camps["slow-wrong-dk"]["failure"]["failed_gates"] == ["dk:budget"]
+    assert camps["slow-ref"]["status"] == "passed" and camps["slow-ref"]["settings"]["resumed_cases"] >= 2
