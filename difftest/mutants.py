@@ -308,6 +308,11 @@ def command(args) -> int:
         for src, why in catalogue.skipped().items():
             print(f"(skipped {src}: {why})")
         return 0
+    unknown = sorted(set(args.only or ()) - set(catalogue.entries()))
+    if unknown:
+        from .argcheck import UsageError
+
+        raise UsageError(f"--only {' '.join(unknown)}: unknown mutants; allowed names from `difftest mutants --list`")
 
     def show(row):
         if not args.json:

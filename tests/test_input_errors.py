@@ -168,3 +168,18 @@ def test_reproducer_size_follows_the_chosen_profile(tmp_path, capsys):
     rc, err = _cli(["repro", str(f), "--profile", "quick"], capsys)
     _one_line_exit_2(rc, err, "100000000 score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most "
                               "16777216 under profile 'quick'")
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["mutants", "--only", "no-such-mutant"], "--only no-such-mutant: unknown mutants"),
+    (["mutants", "--max-examples", "0"], "--max-examples: '0': allowed an integer >= 1"),
+    (["calibrate", "-k", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
+    (["calibrate", "-k", "torch-blockwise", "--time-budget", "-1"], "--time-budget: '-1': allowed a finite number > 0"),
+    (["bench", "-k", "fa3", "--repeats", "0"], "--repeats: '0': allowed an integer >= 1"),
+    (["run", "--resume", "--out", "OUT"], "--resume: no unfinished run in"),
+    (["run", "--resume", "nope", "--out", "OUT"], "--resume nope: no such run in"),
+], ids=["mutants-only", "mutants-examples", "calibrate-kernel", "calibrate-budget", "bench-repeats",
+        "resume-nothing", "resume-unknown-id"])
+def test_other_subcommands_refuse_bad_input_in_one_line(argv, expected, tmp_path, capsys):
+    rc, err = _cli([x.replace("OUT", str(tmp_path / "out")) for x in argv], capsys)
+    _one_line_exit_2(rc, err, expected)
