@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from difftest.inputs import make_inputs
+from difftest.kernels import tileops
 from difftest.oracles.reference import reference
 from difftest.problem import Problem
-from difftest.kernels import tileops
 
 
 class FakeWorker:
