@@ -248,7 +248,7 @@ class Campaign:
         a failure of the first failure's kind updates the reproducer and store first, so a
         failure in the log always has them on disk)."""
         if self.log and not self.config.isolate:
-            self.log.started(problem)  # in-process: a crash leaves this line naming the Problem
+            self.log.started(problem, self.kernel.name)  # in-process: a crash leaves this line naming the Problem
         case = self.seen[problem] = run_case(self.kernel, problem, self.config)
         res = self.result
         res.cases.append(case)

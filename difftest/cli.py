@@ -172,9 +172,6 @@ def cmd_run(a) -> int:
     check_device(a.device)
     check_outputs(out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
     if not a.isolate:
-        import faulthandler
-
-        faulthandler.enable()  # a segfault in the kernel prints where it happened, not nothing
         if a.timeout is not None:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
                   "stopped): it is ignored with --no-isolate", file=sys.stderr)
@@ -187,10 +184,22 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
     from .campaign import run_campaign
     from .interrupt import Interrupted, deferred, interruptible
     from .reports import campaign_record, markdown_summary, summary_table, write_json
-    from .runs import Run, logged_cases, result_from_record
+    from .runs import CRASH_LOG, Run, logged_cases, record_crash, result_from_record
 
     run = resume or Run.start(out, a.argv)
     print(f"run {run.id}{' (resumed)' if resume else ''}: {run.dir}", file=sys.stderr, flush=True)
+    if resume:
+        crashed = record_crash(run)
+        if crashed:
+            print(f"difftest: the killed run crashed in-process on {crashed}: recorded as an error case",
+                  file=sys.stderr)
+    if not a.isolate:  # a crash in the kernel takes this process: faulthandler leaves its stack
+        import faulthandler
+
+        crash_log = (run.dir / CRASH_LOG).open("a")
+        faulthandler.enable(file=crash_log)
+        print(f"difftest: --no-isolate: a crash's stack is written to {run.dir / CRASH_LOG}; "
+              f"`--resume` records it as an error case", file=sys.stderr)
     results = []
     interrupted = None
     t0 = time.perf_counter()

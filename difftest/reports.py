@@ -30,8 +30,8 @@ class CaseLog:
         self._f.write(json.dumps(d, default=str) + "\n")
         self._f.flush()
 
-    def started(self, problem) -> None:
-        self._line({"run_id": self.run_id, "event": "started", "problem": problem.to_dict()})
+    def started(self, problem, kernel: str | None = None) -> None:
+        self._line({"run_id": self.run_id, "event": "started", "kernel": kernel, "problem": problem.to_dict()})
 
     def write(self, case) -> None:
         self._line({"run_id": self.run_id, "event": "case", **case.to_dict()})

@@ -19,6 +19,7 @@ from pathlib import Path
 from .safeio import atomic_write_text
 
 RUNS = "runs"
+CRASH_LOG = "crash.log"  # faulthandler's output with --no-isolate (a fatal signal in the kernel)
 PUBLISHED = ("report.json", "summary.md", "report.html")
 
 
@@ -135,3 +136,35 @@ def result_from_record(rec: dict, cases: list):
                          coverage=rec.get("coverage", {}), compile_stats=rec.get("compile_stats"),
                          elapsed=rec.get("elapsed_s", 0.0), settings=rec.get("settings", {}))
     return res
+
+
+def record_crash(run: Run) -> str | None:
+    """After an in-process crash (``--no-isolate``: faulthandler wrote ``crash.log``), the
+    case the killed process had started and not finished becomes an error case in its case
+    log, with faulthandler's first line as the reason, so ``--resume`` moves on instead of
+    crashing on it again. A run killed from outside (SIGKILL) leaves no crash.log: its
+    unfinished case simply runs again. Returns the crashed case's Problem, short form."""
+    from .problem import Problem
+    from .reports import CaseLog, read_case_log
+    from .runner import CaseResult
+
+    crash = run.dir / CRASH_LOG
+    text = crash.read_text().strip() if crash.exists() else ""
+    if not text:
+        return None
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    found = None
+    for path in sorted(run.dir.glob("*.cases.jsonl")):
+        lines = read_case_log(path, events=("started", "case"), run_id=run.id)
+        if lines and lines[-1].get("event") == "started":
+            d = lines[-1]
+            problem = Problem.from_dict(d["problem"])
+            case = CaseResult(d.get("kernel") or path.name.split(".cases")[0], problem, "error",
+                              reason=f"ProcessCrashed: the campaign process died running this case "
+                                     f"(--no-isolate): {first}", error_type="ProcessCrashed")
+            log = CaseLog(path, run.id)
+            log.write(case)
+            log.close()
+            found = problem.short()
+    crash.rename(run.dir / f"crash-{time.time_ns()}.log")  # kept for people; not read again
+    return found

@@ -157,15 +157,23 @@ def test_sigint_after_a_failure_exits_1_with_the_failure_reported(tmp_path):
     assert (tmp_path / camp["reproducer"]["json"]).exists() and "interrupted by SIGINT" in camp["reason"]
 
 
-def test_no_isolate_segfault_leaves_started_line_and_stack(tmp_path):
+def test_no_isolate_segfault_leaves_started_line_and_stack_then_resume_records_it(tmp_path):
     proc = _start(tmp_path, "Segfaults", "--timeout", "5")
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == -signal.SIGSEGV
-    assert "--timeout needs isolation" in err and "Segmentation fault" in err  # the warning; faulthandler
+    assert "--timeout needs isolation" in err  # the warning
+    (run_dir,) = (tmp_path / "out" / "runs").glob("*")
+    assert "Segmentation fault" in (run_dir / "crash.log").read_text()  # faulthandler's stack
     started = {_key(d["problem"]) for d in _log_lines(tmp_path, "started")}
     done = {_key(d["problem"]) for d in _log_lines(tmp_path)}
     (crashed,) = started - done
     assert json.loads(crashed)["seqlen_k"] > 16
+    # resume: the crashed case is an error case (not run again); each further crash is one more
+    r = _resume(tmp_path)
+    assert "recorded as an error case" in r.stderr
+    errors = [d for d in _log_lines(tmp_path) if d["status"] == "error"]
+    assert _key(errors[0]["problem"]) == crashed and "Segmentation fault" in errors[0]["reason"]
+    assert errors[0]["error_type"] == "ProcessCrashed"
 
 
 def test_sigkill_in_the_second_kernel_resumes_it_and_keeps_the_first(tmp_path):
