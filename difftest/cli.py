@@ -83,6 +83,9 @@ def add_run_arguments(p):
     p.add_argument("--report", help="JSON report path (default OUT/report.json)")
     p.add_argument("--markdown", help="also write a markdown summary here (default OUT/summary.md)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the kernel's own)")
+    p.add_argument("--prebuild", action=argparse.BooleanOptionalAction, default=True,
+                   help="build the JIT kernels the campaigns start with in parallel on every core, before "
+                        "the first campaign (default on; difftest/warmup.py)")
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                    help="run kernels in a worker process so a crash or hang costs one case (default on)")
     p.add_argument("--timeout", type=positive_float, default=None,
@@ -203,6 +206,14 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
     results = []
     interrupted = None
     t0 = time.perf_counter()
+    from . import warmup
+
+    db = None if a.db == "none" else a.db
+    prep = warmup.start(kernels, a.profile, db) if a.prebuild else warmup.Preparation()
+    prebuilt = {k.name: prep.wait(k) for k in kernels}  # before the first campaign: see warmup.py
+    for name, built in prebuilt.items():
+        if built:
+            print(f"{name}: prebuild {built}", flush=True)
     with interruptible():
         try:
             for k in kernels:
@@ -225,6 +236,8 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
                         if getattr(e, "partial", None) is not None:
                             results.append(e.partial)
                         break
+                    if prebuilt.get(k.name):
+                        r.settings["prebuild"] = prebuilt[k.name]
                     run.mark_kernel(k.name, {**campaign_record(r), "case_log": r.settings.get("case_log"),
                                              "first_failure": r.first_failure.to_dict() if r.first_failure else None})
                 results.append(r)

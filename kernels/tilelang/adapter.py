@@ -121,6 +121,45 @@ class TileLangAttention(KernelAdapter):
             raise KernelUnavailable(why)
         return cache.get_kernel(kind, self.target, **params)
 
+    def kernel_params(self, kind: str, p) -> dict:
+        """The build parameters of kernel ``kind`` for Problem ``p`` (one table, read by
+        forward/backward and by ``prepare``, so a prebuild builds exactly what a call asks for)."""
+        t = self.tiles
+        if kind == "fwd":
+            return dict(dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v, sinks=p.sinks,
+                        block_m=t["block_m"], block_n=t["block_n"], threads=t["fwd_threads"], stages=t["stages"])
+        if kind == "pre":
+            return dict(dtype=p.dtype, dim_v=p.head_dim_v, sinks=p.sinks, block_m=t["block_m"], mutant=self._m("pre"))
+        if kind == "main":
+            return dict(dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v, block_m=t["block_m"],
+                        block_n=t["block_n"], dq_mode=self.dq_mode, threads=t["bwd_threads"], stages=t["stages"],
+                        mutant=self._m("main"))
+        if kind == "post_det":
+            return dict(dtype=p.dtype, dim_qk=p.head_dim_qk, block_m=t["block_m"], block_n=t["block_n"])
+        if kind == "post":
+            return dict(dtype=p.dtype, dim_qk=p.head_dim_qk)
+        if kind == "dsink":
+            return {}
+        raise ValueError(f"kind={kind!r}: allowed fwd, pre, main, post, post_det, dsink")
+
+    def kernel_set(self, p) -> list[tuple[str, dict]]:
+        """Every (kind, params) a forward + backward of ``p`` may build."""
+        kinds = ["fwd", "pre", "main", "post_det" if self.dq_mode == "deterministic" else "post"]
+        return [(k, self.kernel_params(k, p)) for k in kinds + (["dsink"] if p.sinks else [])]
+
+    def prepare(self, problems, jobs: int | None = None, log=None, wait: bool = True):
+        """Build, in parallel, every kernel ``problems`` need that TileLang's disk cache does
+        not hold yet (warm.prebuild), so the campaign's own builds become cache loads.
+        ``wait=False``: start the builds and return the job (``.wait()`` -> counts)."""
+        from .warm import prebuild
+
+        requests = {}
+        if not self.available():
+            for p in problems:
+                for kind, params in self.kernel_set(p):
+                    requests[cache.cache_key(kind, self.target, **params)] = (kind, params)
+        return prebuild(self.target, list(requests.values()), jobs=jobs, log=log, wait=wait)
+
     def compile_stats(self) -> dict:
         """Builds and in-process cache hits so far (all our TileLang kernels of this process)."""
         return cache.stats().as_dict()
@@ -138,10 +177,7 @@ class TileLangAttention(KernelAdapter):
         mp, sc = mask_params(p, dev), scale_params(p, dev)
         cuq, cuk = x.cu_seqlens_q.to(torch.int32), x.cu_seqlens_k.to(torch.int32)
         if p.max_seqlen_q > 0:
-            t = self.tiles
-            fwd = self._kernel("fwd", dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v,
-                               sinks=p.sinks, block_m=t["block_m"], block_n=t["block_n"],
-                               threads=t["fwd_threads"], stages=t["stages"])
+            fwd = self._kernel("fwd", **self.kernel_params("fwd", p))
             fwd(q, k, v, cuq, cuk, mp, sc, sink.contiguous(), p.max_seqlen_q, o, lse)
         ctx = dict(x=x, mp=mp, sc=sc, sink=sink, cuq=cuq, cuk=cuk)
         return Outputs(o=o, lse=lse), ctx
@@ -162,8 +198,7 @@ class TileLangAttention(KernelAdapter):
             return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
         delta = torch.zeros(p.total_q, p.heads_q, dtype=torch.float32, device=dev)
         dsr = torch.zeros_like(delta)
-        pre = self._kernel("pre", dtype=p.dtype, dim_v=p.head_dim_v, sinks=p.sinks,
-                           block_m=t["block_m"], mutant=self._m("pre"))
+        pre = self._kernel("pre", **self.kernel_params("pre", p))
         self._mark("start")
         pre(o, do, lse, ctx["sink"], ctx["cuq"], p.max_seqlen_q, delta, dsr)
         if p.sinks:
@@ -178,18 +213,15 @@ class TileLangAttention(KernelAdapter):
                     dqa.fill_(float("nan"))
             else:
                 dqa = torch.zeros(p.total_q, p.heads_q, p.head_dim_qk, dtype=torch.float32, device=dev)
-            main = self._kernel("main", dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v,
-                                block_m=t["block_m"], block_n=t["block_n"], dq_mode=self.dq_mode,
-                                threads=t["bwd_threads"], stages=t["stages"], mutant=self._m("main"))
+            main = self._kernel("main", **self.kernel_params("main", p))
             main(q, k, v, do, lse, delta, ctx["cuq"], ctx["cuk"], ctx["mp"], ctx["sc"], p.max_seqlen_k,
                  dqa, dk, dv)
             self._mark("main")
             if det:
-                post = self._kernel("post_det", dtype=p.dtype, dim_qk=p.head_dim_qk, block_m=t["block_m"],
-                                    block_n=t["block_n"])
+                post = self._kernel("post_det", **self.kernel_params("post_det", p))
                 post(dqa, ctx["sc"], ctx["cuq"], ctx["cuk"], ctx["mp"], p.max_seqlen_q, dq)
             else:
-                post = self._kernel("post", dtype=p.dtype, dim_qk=p.head_dim_qk)
+                post = self._kernel("post", **self.kernel_params("post", p))
                 post(dqa, ctx["sc"], dq)
             self._mark("post")
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)

@@ -5,8 +5,17 @@ Two levels: TileLang's own disk cache (``TILELANG_CACHE_DIR``; we default it to
 keyed by everything that forces a new build (kernel kind, target and the compile
 parameters). ``stats()`` counts builds (first use in this process: a fresh compile or a
 disk-cache load) and hits, so a campaign can report how many compiles it paid for.
+
+Whether TileLang's disk cache already holds a kernel cannot be asked without lowering it
+(seconds), so every successful build also leaves a marker file named by a hash of
+(kind, target, params, TileLang's version, source.py's text) under
+``<TILELANG_CACHE_DIR>/difftest-built/``: ``is_built`` is one ``stat``, which lets a
+prebuild (warm.prebuild) skip what is there without starting a process. Editing source.py
+changes every hash, so a stale marker never hides a needed build. A build inside
+``get_kernel`` is charged to the "compile" phase of difftest's timer (difftest/timing.py).
 """
 
+import hashlib
 import os
 import threading
 import time
@@ -40,6 +49,42 @@ def cache_key(kind: str, target: str, **params) -> tuple:
     return (kind, target) + tuple(sorted(params.items()))
 
 
+def cache_dir() -> Path:
+    return Path(os.environ.get("TILELANG_CACHE_DIR") or DEFAULT_CACHE_DIR)
+
+
+_SOURCE_DIGEST: list = []
+
+
+def _source_digest() -> str:
+    if not _SOURCE_DIGEST:
+        try:
+            from importlib.metadata import version
+
+            tl = version("tilelang")
+        except Exception:  # not installed: no build will succeed anyway
+            tl = "none"
+        text = (Path(__file__).with_name("source.py")).read_bytes()
+        _SOURCE_DIGEST.append(hashlib.sha256(tl.encode() + b"\0" + text).hexdigest()[:16])
+    return _SOURCE_DIGEST[0]
+
+
+def built_marker(kind: str, target: str, **params) -> Path:
+    """The marker file of one kernel build (see the module docstring)."""
+    key = repr(cache_key(kind, target, **params)) + _source_digest()
+    return cache_dir() / "difftest-built" / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".ok")
+
+
+def is_built(kind: str, target: str, **params) -> bool:
+    return built_marker(kind, target, **params).exists()
+
+
+def mark_built(kind: str, target: str, **params) -> None:
+    m = built_marker(kind, target, **params)
+    m.parent.mkdir(parents=True, exist_ok=True)
+    m.write_text(repr(cache_key(kind, target, **params)) + "\n")
+
+
 def get_kernel(kind: str, target: str, **params):
     """The compiled kernel for (kind, target, params), built once per process."""
     from . import source
@@ -50,9 +95,13 @@ def get_kernel(kind: str, target: str, **params):
         if k is not None:
             _STATS.hits += 1
             return k
+        from difftest import timing
+
         t0 = time.perf_counter()
-        k = source.build(kind, target, **params)
+        with timing.phase("compile"):
+            k = source.build(kind, target, **params)
         _STATS.build_seconds += time.perf_counter() - t0
+        mark_built(kind, target, **params)
         _STATS.builds += 1
         _STATS.keys.append(key)
         _KERNELS[key] = k

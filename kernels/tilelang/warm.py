@@ -10,10 +10,16 @@ spread over the machine's cores, makes each later build a cache load (~0.1-0.5 s
 
 Kernels land in ``TILELANG_CACHE_DIR`` (cache.py's default when unset), which the
 campaign process must share.
+
+``prebuild(target, requests, jobs)`` is the same for the kernels a campaign is about to
+need (the adapter's ``prepare``, called by ``difftest run`` before the campaigns start):
+it skips what cache.is_built finds, and builds the rest on every core. On the CPU the
+build workers are forked (no second import of torch); on CUDA they are spawned.
 """
 
 import argparse
 import multiprocessing as mp
+import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -58,6 +64,7 @@ def _build(kind: str, target: str, params: dict) -> tuple[float, str]:
         )
 
         source.build(kind, target, **params)
+        cache.mark_built(kind, target, **params)
         return time.perf_counter() - t0, ""
     except Exception as e:
         last = str(e).strip().splitlines()[-1][:300] if str(e).strip() else ""
@@ -80,6 +87,52 @@ def warm(target: str, jobs: int, dtypes=None, dims=None, log=print) -> list[dict
     log(f"built {len(rows) - len(bad)}/{len(rows)} kernels for target={target} in "
         f"{time.perf_counter() - t0:.0f} s with {jobs} jobs")
     return rows
+
+
+class Prebuild:
+    """Builds under way in a process pool; ``wait()`` collects them (counts and seconds)."""
+
+    def __init__(self, target: str, requests, jobs: int | None = None, log=None):
+        from . import cache
+
+        self.t0 = time.perf_counter()
+        self.log = log
+        todo = [(k, p) for k, p in requests if not cache.is_built(k, target, **p)]
+        self.result = {"requested": len(requests), "cached": len(requests) - len(todo), "built": 0, "failed": 0,
+                       "seconds": 0.0, "jobs": 0}
+        self.futures, self.ex = [], None
+        if todo:
+            jobs = max(1, min(len(todo), jobs or os.cpu_count() or 1))
+            self.result["jobs"] = jobs
+            # the CPU target forks (no CUDA state to inherit, no second torch import); the
+            # pool forks all its workers here, on the calling thread, before any work runs
+            ctx = mp.get_context("fork" if target == "c" and sys.platform == "linux" else "spawn")
+            self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+            # the largest first: fwd and main take longest, so every core stays busy to the end
+            for kind, params in sorted(todo, key=lambda kp: kp[0] not in ("fwd", "main")):
+                self.futures.append((kind, params, self.ex.submit(_build, kind, target, params)))
+
+    def wait(self) -> dict:
+        for kind, params, f in self.futures:
+            secs, err = f.result()
+            self.result["failed" if err else "built"] += 1
+            if self.log:
+                self.log(f"prebuild {kind:8s} {params} {secs:6.1f}s {'ok' if not err else 'FAIL ' + err}")
+        self.futures = []
+        if self.ex is not None:
+            self.ex.shutdown()
+            self.ex = None
+            self.result["seconds"] = round(time.perf_counter() - self.t0, 2)
+        return self.result
+
+
+def prebuild(target: str, requests, jobs: int | None = None, log=None, wait: bool = True):
+    """Build the (kind, params) ``requests`` that are not built yet, ``jobs`` at a time
+    (default: every core). A failed build is only counted here: the campaign meets it
+    again as the kernel's own error on the case that needs it. ``wait=False`` returns the
+    ``Prebuild`` under way (its ``wait()`` gives the counts) instead of the counts."""
+    job = Prebuild(target, requests, jobs, log)
+    return job.wait() if wait else job
 
 
 def main(argv=None) -> int:

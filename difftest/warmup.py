@@ -1,0 +1,59 @@
+"""Prepare JIT kernels before their campaigns start (issue 12: the CPU main job's cold
+run was dominated by TileLang builds, one at a time inside the campaign).
+
+An adapter may offer ``prepare(problems, wait=False)``: start building, on every core,
+what those Problems need, and return a job whose ``wait()`` gives counts and seconds.
+``start`` calls it for each kernel of a run with the Problems its campaign is known to
+run first (saved failures and the edge corpus, which hold the configurations most drawn
+Problems reuse: strategies/compile.py) before any campaign begins, so the builds overlap
+the campaigns of the kernels that come first; ``wait(kernel)`` joins them just before
+that kernel's own campaign. A kernel without ``prepare`` is left alone.
+"""
+
+import time
+
+
+class Preparation:
+    def __init__(self):
+        self.jobs: dict = {}  # kernel name -> job with wait()
+        self.results: dict = {}  # kernel name -> counts (after wait)
+
+    def wait(self, kernel) -> dict | None:
+        """Join ``kernel``'s builds (None when it had nothing to prepare)."""
+        name = getattr(kernel, "name", kernel)
+        job = self.jobs.pop(name, None)
+        if job is not None:
+            t0 = time.perf_counter()
+            res = dict(job.wait())
+            res["waited_s"] = round(time.perf_counter() - t0, 2)
+            self.results[name] = res
+        return self.results.get(name)
+
+    def close(self) -> None:
+        for name in list(self.jobs):
+            self.wait(name)
+
+
+def campaign_problems(kernel, profile: str, database: str | None) -> list:
+    """The Problems a campaign of ``kernel`` runs before drawing: saved failures, edge corpus."""
+    from difftest import strategies
+
+    from .campaign import load_failures
+
+    spec = getattr(kernel, "spec", None) or kernel.name
+    saved = [p for p in load_failures(database, spec) if kernel.capability.covers(p)]
+    return saved + list(strategies.edge_problems(kernel.capability, profile))
+
+
+def start(kernels, profile: str, database: str | None = None, log=None) -> Preparation:
+    """Start every ``prepare``-able kernel's builds (in the calling thread, before any
+    campaign runs: the build pool forks here)."""
+    prep = Preparation()
+    for k in kernels:
+        if not hasattr(k, "prepare") or k.available():
+            continue
+        try:
+            prep.jobs[k.name] = k.prepare(campaign_problems(k, profile, database), log=log, wait=False)
+        except Exception as e:  # a prebuild is an optimisation: the campaign builds what it needs
+            prep.results[k.name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    return prep
