@@ -8,12 +8,22 @@ that process would fail too, and the campaign would blame the next Problems for 
 Kernels are named by their registry spec, and the worker rebuilds the same inputs from
 the Problem (inputs are deterministic). A kernel's exception comes back as a RuntimeError
 carrying the worker's message and, in ``error_type``, the original exception's class name.
+
+A new worker reports "ready" once its imports are done, and ``timeout_s`` starts only
+then: a loaded machine's slow interpreter start (tens of seconds for torch) is not a hung
+kernel (it waits up to STARTUP_TIMEOUT_S). Each reply carries the worker's phase seconds
+(difftest/timing.py: inputs, compile, kernel, determinism reruns, the copy to the CPU);
+the parent adds them to its timer and charges the rest of the round trip (pickling, the
+pipe) to "transfer". CPU tensors already cross the pipe through shared memory (torch
+registers its reductions with multiprocessing's pickler: file descriptors, no copy of the
+data); CUDA outputs are copied to the CPU once in the worker.
 """
 
 import multiprocessing as mp
 import os
 import signal
 import sys
+import time
 import traceback
 
 from .problem import Problem
@@ -34,10 +44,12 @@ def _worker_main(conn, env):
     faulthandler.enable()  # a segfault prints the kernel's stack to stderr before the worker dies
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (interrupt.py)
     from . import adapter as registry
+    from . import timing
     from .inputs import make_inputs
     from .layouts import lay_out
     from .outputs import Outputs
 
+    conn.send(("ready", None))
     adapters = {}
     while True:
         try:
@@ -47,25 +59,43 @@ def _worker_main(conn, env):
         if msg is None:
             return
         spec, problem_json, device, poison, runs = msg
+        timer = timing.PhaseTimer()
         try:
-            kernel = adapters.get(spec) or registry.get(spec)
-            adapters[spec] = kernel
-            problem = Problem.from_json(problem_json)
-            inputs = lay_out(make_inputs(problem, device))  # the Problem's memory layout
-            results = []
-            for _ in range(runs):
-                out = None
-                if poison:
-                    out = Outputs.poisoned(problem, inputs.q.dtype, device)
-                results.append(kernel.run(inputs, out).to("cpu"))
-            conn.send(("ok", results))
+            with timing.collect(timer):
+                with timing.phase("worker_start"):  # importing an adapter the first time
+                    kernel = adapters.get(spec) or registry.get(spec)
+                adapters[spec] = kernel
+                problem = Problem.from_json(problem_json)
+                with timing.phase("inputs"):
+                    inputs = lay_out(make_inputs(problem, device))  # the Problem's memory layout
+                results = []
+                for i in range(runs):
+                    out = None
+                    if poison:
+                        with timing.phase("inputs"):
+                            out = Outputs.poisoned(problem, inputs.q.dtype, device)
+                    with timing.phase("kernel" if i == 0 else "determinism"):
+                        got = kernel.run(inputs, out)
+                        _sync(device)  # the kernel's GPU time, not the copy's
+                    with timing.phase("transfer"):
+                        results.append(got.to("cpu"))
+            conn.send(("ok", results, timer.seconds))
         except BaseException as e:  # report everything, keep serving
             msg = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
             kind = getattr(e, "error_type", None) or type(e).__name__
             if context_broken(e):
-                conn.send(("error_fatal", (kind, msg)))
+                conn.send(("error_fatal", (kind, msg), timer.seconds))
                 return  # a fresh process serves the next case
-            conn.send(("error", (kind, msg)))
+            conn.send(("error", (kind, msg), timer.seconds))
+
+
+def _sync(device) -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and str(device).startswith("cuda") and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+STARTUP_TIMEOUT_S = 600.0  # a worker's imports, before any kernel call
 
 
 STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure",
@@ -111,34 +141,62 @@ class Worker:
         self.conn = None
 
     def _start(self):
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, self.env), daemon=True)
-        self.proc.start()
-        child.close()
-        self.conn = parent
+        from . import timing
+
+        with timing.phase("worker_start"):
+            ctx = mp.get_context("spawn")
+            parent, child = ctx.Pipe()
+            self.proc = ctx.Process(target=_worker_main, args=(child, self.env), daemon=True)
+            self.proc.start()
+            child.close()
+            self.conn = parent
+            ok = parent.poll(STARTUP_TIMEOUT_S)
+            try:
+                ready = parent.recv() if ok else None
+            except (EOFError, ConnectionResetError, OSError):
+                ready = None
+            if not ready or ready[0] != "ready":
+                self.proc.join(10 if ok else 0)
+                code = self.proc.exitcode
+                self.kill()
+                why = describe_exit(code) if ok else f"not ready within {STARTUP_TIMEOUT_S:g} s"
+                raise KernelCrashed(f"kernel process failed to start: {why}")
 
     def run(self, spec: str, problem: Problem, device: str, poison: bool, runs: int, timeout_s: float):
+        from . import timing
+
         msg = (spec, problem.to_json(), device, poison, runs)
         if self.proc is None or not self.proc.is_alive():
             self._start()
+        t0 = time.perf_counter()
         try:
             self.conn.send(msg)
         except (BrokenPipeError, ConnectionResetError, OSError):  # died between cases: a fresh one
             self.kill()
             self._start()
+            t0 = time.perf_counter()
             self.conn.send(msg)
+        timer = timing.current()
         if not self.conn.poll(timeout_s):
             self.kill()
+            if timer:
+                timer.add({"kernel": time.perf_counter() - t0})
             raise KernelTimeout(f"kernel did not return within {timeout_s:g} s (worker killed)")
         try:
-            status, payload = self.conn.recv()
+            reply = self.conn.recv()
+            status, payload = reply[0], reply[1]
         except (EOFError, ConnectionResetError, OSError):
             # the pipe closes a moment before the process is reaped: wait for its exit status
             self.proc.join(10)
             code = self.proc.exitcode
             self.kill()
+            if timer:
+                timer.add({"kernel": time.perf_counter() - t0})
             raise KernelCrashed(f"kernel process died: {describe_exit(code)}") from None
+        if timer:
+            worker = reply[2] if len(reply) > 2 else {}
+            timer.add(worker)
+            timer.add({"transfer": max(0.0, time.perf_counter() - t0 - sum(worker.values()))})
         if status == "error_fatal":
             self.kill()
             kind, msg = payload

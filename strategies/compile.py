@@ -86,3 +86,23 @@ def compile_keys(problems, capability: Capability) -> Counter:
     """How many of ``problems`` fall in each compile configuration of ``capability``
     (``len()`` of the result is the number of distinct compiles a campaign needs)."""
     return Counter(capability.compile_signature(p) for p in problems)
+
+
+def compile_reuse(cases, capability: Capability) -> dict | None:
+    """How many run cases reused a compiled kernel: a case whose compile configuration an
+    earlier case of the same campaign already used (so the kernel was in memory, or in the
+    disk cache a prebuild filled). ``fraction`` = reusing / cases; None when the capability
+    declares no ``compile_key``. Skipped cases run nothing and are not counted."""
+    if not capability.compile_key:
+        return None
+    seen, reusing, n = set(), 0, 0
+    for c in cases:
+        if c.status == "skipped":
+            continue
+        n += 1
+        sig = capability.compile_signature(c.problem)
+        if sig in seen:
+            reusing += 1
+        seen.add(sig)
+    return {"cases": n, "reusing": reusing, "configurations": len(seen),
+            "fraction": round(reusing / n, 4) if n else 0.0}
