@@ -27,7 +27,10 @@ import hypothesis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from difftest.strategies.compile import compile_reuse
+
 from . import adapter as registry
+from . import timing
 from .adapter import KernelAdapter
 from .declaration import claim_record
 from .failure_store import load_failures, safe_name
@@ -64,6 +67,8 @@ class CampaignResult:
     coverage: dict = field(default_factory=dict)  # {"hit": {feature: cases}, "missing": [features]}
     compile_stats: dict | None = None  # builds/cache hits during the campaign, for kernels that count them
     elapsed: float = 0.0
+    timing: dict | None = None  # where the wall time went (difftest/timing.py: PhaseTimer.finish)
+    compile_reuse: dict | None = None  # cases reusing a compiled configuration (strategies.compile_reuse)
     settings: dict = field(default_factory=dict)
     declaration: list = field(default_factory=list)  # declaration problems behind the failure (declaration.py)
 
@@ -163,19 +168,21 @@ class Campaign:
         # JIT kernels may count builds (compile_stats()); in a worker process the count is not ours to read
         counting = hasattr(kernel, "compile_stats") and not self.config.isolate
         stats0 = kernel.compile_stats() if counting else None
+        timer = timing.PhaseTimer()
         self.t0 = time.perf_counter()
         self.failed_at = None
         if prior:
             self._resume_from(prior)
         try:
-            try:
-                self._search(strategy, edge)
-            except CaseFailed as e:
-                res.failure = e.case
-                res.status = CampaignStatus.FAILED
-                # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
-                # explicit edge corpus; walk down through simpler Problems that fail the same way
-                res.failure = self._simplify(res.failure, max(5.0, self.failed_at + self.shrink_budget - self._now()))
+            with timing.collect(timer):
+                try:
+                    self._search(strategy, edge)
+                except CaseFailed as e:
+                    res.failure = e.case
+                    res.status = CampaignStatus.FAILED
+                    # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
+                    # explicit edge corpus; walk down through simpler Problems that fail the same way
+                    res.failure = self._simplify(res.failure, max(5.0, self.failed_at + self.shrink_budget - self._now()))
         except KeyboardInterrupt as e:  # SIGINT/SIGTERM (interrupt.py): hand back what finished
             self._interrupted(e)
             raise
@@ -185,6 +192,8 @@ class Campaign:
                 self.log.close()
             res.elapsed = self._now()
             res.compile_keys = len(self.keys)
+            res.timing = timer.finish(res.elapsed)
+            res.compile_reuse = compile_reuse(res.cases, kernel.capability)
             res.coverage = _coverage(res.cases, kernel.capability, prof)
             if counting:
                 stats1 = kernel.compile_stats()

@@ -281,6 +281,14 @@ def _print_campaign(k, r) -> None:
     if r.status == "unavailable":
         line += f": {r.reason}"
     print(line, flush=True)
+    if getattr(r, "timing", None) and r.cases:
+        from .timing import render
+
+        print(render(r.timing), flush=True)
+    cr = getattr(r, "compile_reuse", None)
+    if cr:
+        print(f"  compile reuse: {cr['reusing']}/{cr['cases']} cases ({100 * cr['fraction']:.0f}%) reused one "
+              f"of {cr['configurations']} compiled configurations", flush=True)
     if r.status != "unavailable":
         missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
         print(f"  not exercised: {missing}")

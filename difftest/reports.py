@@ -89,6 +89,7 @@ def campaign_record(res) -> dict:
         "compile_keys": res.compile_keys, "compile_stats": res.compile_stats, "coverage": res.coverage,
         "outputs": output_stats(res.cases),
         "triage": triage.summarize(res.cases), "declaration": getattr(res, "declaration", []),
+        "timing": getattr(res, "timing", None), "compile_reuse": getattr(res, "compile_reuse", None),
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
     }

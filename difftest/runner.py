@@ -26,6 +26,7 @@ from .inputs import make_inputs
 from .layouts import CONTIGUOUS, lay_out
 from .outputs import Outputs
 from .problem import Problem
+from .timing import phase
 from .vocab import FailureKind, Gate, Status
 
 RATIO_CAP = 1e6  # a non-finite or huge ratio is reported as this (hypothesis.target needs finite)
@@ -143,10 +144,15 @@ def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison
         spec = getattr(kernel, "spec", None) or kernel.name
         return shared_worker().run(spec, problem, device, poison, runs, config.timeout_s)
     results = []
-    laid_out = lay_out(inputs)  # the kernel sees the Problem's memory layout; references do not
-    for _ in range(runs):
-        out = Outputs.poisoned(problem, inputs.q.dtype, device) if poison else None
-        results.append(kernel.run(laid_out, out))
+    with phase("inputs"):
+        laid_out = lay_out(inputs)  # the kernel sees the Problem's memory layout; references do not
+    for i in range(runs):
+        with phase("inputs"):
+            out = Outputs.poisoned(problem, inputs.q.dtype, device) if poison else None
+        with phase("kernel" if i == 0 else "determinism"):
+            results.append(kernel.run(laid_out, out))
+            if inputs.q.is_cuda:
+                torch.cuda.synchronize()  # the kernel's own GPU time
     return results
 
 
@@ -161,7 +167,8 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     if why:
         return CaseResult(kernel.name, problem, Status.SKIPPED, f"unavailable: {why}")
     device = config.device or cap.device
-    inputs = make_inputs(problem, device)
+    with phase("inputs"):
+        inputs = make_inputs(problem, device)
     result = CaseResult(kernel.name, problem, Status.PASSED, input_digest=inputs.digest())
     poison = config.poison and cap.poison
     runs = config.determinism_runs if config.determinism_runs is not None else (2 if cap.deterministic else 1)
@@ -196,15 +203,17 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
         return result
     if refs.note:
         result.notes.append(refs.note)
-    result.verdicts = check_outputs(problem, got, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
-                                    expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
-                                    standard_label=f"{config.truth} truth")
-    attribute(problem, inputs, got, refs.truth, result.verdicts)
-    breakdown.attach(problem, got, refs.truth, result.verdicts, cap)  # which heads/sequences/tiles
-    if runs > 1:  # a kernel that never claimed determinism gets it reported, not failed
-        result.verdicts += determinism_verdicts(problem, got_runs, claimed=cap.deterministic)
+    with phase("gates"):
+        result.verdicts = check_outputs(problem, got, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
+                                        expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
+                                        standard_label=f"{config.truth} truth")
+        attribute(problem, inputs, got, refs.truth, result.verdicts)
+        breakdown.attach(problem, got, refs.truth, result.verdicts, cap)  # which heads/sequences/tiles
+        if runs > 1:  # a kernel that never claimed determinism gets it reported, not failed
+            result.verdicts += determinism_verdicts(problem, got_runs, claimed=cap.deterministic)
     if config.second_reference:
-        result.verdicts += _second_reference(problem, inputs, got, refs.truth, config, result.notes)
+        with phase("second_ref"):
+            result.verdicts += _second_reference(problem, inputs, got, refs.truth, config, result.notes)
     if any(not v.passed for v in result.verdicts):
         result.status = Status.FAILED
     result.seconds = time.perf_counter() - t0

@@ -54,14 +54,21 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
         raise ValueError(f"chunk_threshold={chunk_threshold!r}: allowed an int >= 0 or None")
     if standard is not None and standard not in CHUNK_PRECISIONS:
         raise ValueError(f"standard={standard!r}: allowed {CHUNK_PRECISIONS} or None")
+    from difftest.timing import phase  # the campaign's time split: truth / yardsticks
+
     dense = score_elements(inputs) <= threshold
-    truth = chunked_reference(inputs, "float64", magnitudes=True)
-    flash = flash_style_reference(inputs)
+    with phase("truth"):
+        truth = chunked_reference(inputs, "float64", magnitudes=True)
+    with phase("yardsticks"):
+        flash = flash_style_reference(inputs)
     std = None
     if standard not in (None, "float64"):
-        std = reference(inputs, standard) if dense else chunked_reference(inputs, standard)
+        with phase("truth"):
+            std = reference(inputs, standard) if dense else chunked_reference(inputs, standard)
     if dense:
-        return References(truth, [reference(inputs, "same"), flash], flash, standard=std)
+        with phase("yardsticks"):
+            same = reference(inputs, "same")
+        return References(truth, [same, flash], flash, standard=std)
     return References(truth, [flash], flash,
                       "long problem: error budget measured against the flash-style reference alone", std)
 

@@ -84,3 +84,22 @@ def test_compile_reuse_counts_cases_after_the_first_of_each_configuration():
     r = compile_reuse(cases, cap)
     assert r == {"cases": 5, "reusing": 2, "configurations": 3, "fraction": 0.4}
     assert compile_reuse(cases, Capability()) is None
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_campaign_reports_its_time_split(isolate, tmp_path):
+    from difftest.campaign import run_campaign
+    from difftest.reports import campaign_record
+    from difftest.runner import RunConfig
+
+    res = run_campaign("torch-blockwise", "quick", max_examples=3, edge_cases=False, database=None,
+                       config=RunConfig(isolate=isolate), out_dir=tmp_path)
+    assert res.status == "passed" and res.cases
+    split = campaign_record(res)["timing"]
+    phases = split["phases_s"]
+    for name in ("inputs", "kernel", "truth", "yardsticks", "gates", "search"):
+        assert phases[name] > 0, (name, phases)
+    assert (phases["transfer"] > 0) == isolate
+    assert sum(phases.values()) == pytest.approx(split["wall_s"], rel=1e-3, abs=1e-3)
+    assert 0 < split["overhead_share"] < 1
+    assert campaign_record(res)["compile_reuse"] is None  # torch-blockwise compiles nothing
