@@ -40,7 +40,7 @@ def campaign_problems(kernel, profile: str, database: str | None) -> list:
     """The Problems a campaign of ``kernel`` runs before drawing: saved failures, edge corpus."""
     from difftest import strategies
 
-    from .campaign import load_failures
+    from .failure_store import load_failures
 
     spec = getattr(kernel, "spec", None) or kernel.name
     saved = [p for p in load_failures(database, spec) if kernel.capability.covers(p)]
