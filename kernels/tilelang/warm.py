@@ -106,7 +106,9 @@ class Prebuild:
             self.result["jobs"] = jobs
             # the CPU target forks (no CUDA state to inherit, no second torch import); the
             # pool forks all its workers here, on the calling thread, before any work runs
-            ctx = mp.get_context("fork" if target == "c" and sys.platform == "linux" else "spawn")
+            torch = sys.modules.get("torch")
+            cuda_up = torch is not None and torch.cuda.is_initialized()  # a forked child must not inherit it
+            ctx = mp.get_context("fork" if target == "c" and sys.platform == "linux" and not cuda_up else "spawn")
             self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
             # the largest first: fwd and main take longest, so every core stays busy to the end
             for kind, params in sorted(todo, key=lambda kp: kp[0] not in ("fwd", "main")):
