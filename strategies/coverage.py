@@ -167,7 +167,9 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e |= {"window:left_only", "window:right_only", "window:both", "window:zero", "window:wider_than_seq"}
         if c.causal:
             e.add("window+causal")
-    if (c.causal and "bottom_right" in c.aligns and c.seqlen_q_ne_k) or c.window or (c.varlen and c.empty_seqs):
+    # a square problem's diagonal is visible under every causal/window rule: only sq != sk
+    # (or an empty key sequence) leaves a row with no key
+    if (c.seqlen_q_ne_k and ((c.causal and "bottom_right" in c.aligns) or c.window)) or (c.varlen and c.empty_seqs):
         e.add("fully_masked_row")
     if c.sinks:
         e |= {"sinks", "sink:far_above", "sink:far_below"}

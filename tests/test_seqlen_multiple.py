@@ -122,3 +122,18 @@ def test_campaign_draws_and_shrinks_inside_both_fields(tmp_path):
     assert r.failed and r.failure.status == "error"
     p = r.failure.problem
     assert p.causal and max(p.seqlens_q) == 48 and all(n % M == 0 for n in p.seqlens_q + p.seqlens_k), p.short()
+
+
+@pytest.mark.parametrize("spec", ["difftest.kernels.jvp_flash:masked", "difftest.kernels.flash_attention_triton:fast"])
+def test_new_adapters_draws_reach_every_expected_feature(spec):
+    """The real capabilities of the two kernels that need the new fields: draws (edge corpus
+    first, as a campaign runs them) stay inside and reach what coverage expects."""
+    from difftest import adapter as registry
+    from difftest.strategies.coverage import features
+
+    cap = registry.get(spec).capability.narrowed(head_dims_qk=(16, 32), max_heads=4)
+    ps = edge_problems(cap, "ci") + draw_many(problems(cap, "ci"), 250)
+    assert all(cap.excludes(p) is None for p in ps)
+    seen = set().union(*(features(p, cap) for p in ps))
+    missing = expected_features(cap, "ci") - seen
+    assert not missing, sorted(missing)
