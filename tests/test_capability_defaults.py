@@ -27,7 +27,9 @@ def now():
 def test_every_builtin_kernel_resolves_to_its_recorded_capability(now):
     before = json.loads(SNAPSHOT.read_text())
     for name, rec in before.items():
-        assert name in now, f"{name} no longer resolves"
+        if isinstance(rec, str):  # did not resolve when recorded (its package missing there)
+            continue
+        assert isinstance(now.get(name), dict), f"{name} no longer resolves: {now.get(name)}"
         cap = now[name]["capability"]
         changed = {f: (v, cap.get(f)) for f, v in rec["capability"].items() if cap.get(f) != v}
         assert not changed, (f"{name}: capability fields changed (recorded, now): {changed}; if deliberate, "
@@ -42,6 +44,7 @@ def test_every_builtin_kernel_expects_the_same_coverage_features(now):
     """Feature families added to strategies/coverage.py after the recording (e.g. layouts)
     cannot be compared and are left out; every recorded family must match exactly."""
     before = json.loads(SNAPSHOT.read_text())
+    before = {name: rec for name, rec in before.items() if not isinstance(rec, str)}
     known = {_family(f) for rec in before.values() for fs in rec["expected_features"].values() for f in fs}
     for name, rec in before.items():
         for profile, feats in rec["expected_features"].items():
