@@ -222,3 +222,24 @@ def test_forward_and_backward_follow_the_examples_calls(tmp_path, monkeypatch):
     assert compiled[0][1] == tf.call_args(p)["fwd"] and compiled[2][1] == tf.call_args(p)["bwd"]
     k.run(x)
     assert len(compiled) == 4  # compiled once per shape
+
+
+def test_warm_builds_the_edge_corpus_shapes_once_each(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    built = []
+
+    def compile(prim, **kw):
+        built.append((prim[0], prim[1], kw["target"]))
+        return prim[2]
+
+    monkeypatch.setitem(sys.modules, "tilelang", types.SimpleNamespace(compile=compile))
+    f = tmp_path / "fake_gqa_bwd.py"
+    f.write_text(FAKE_FILE)
+    shapes = tf.warm_shapes("gpu")
+    assert len(shapes) == len(set(shapes)) >= 4 and shapes[0][0] == "flashattn_fwd"
+    assert tf.warm(str(f), "gpu", jobs=1) == []
+    assert [(fn, args) for fn, args, _ in built] == shapes and {t for *_, t in built} == {"cuda"}
+    with pytest.raises(KernelSpecError):
+        tf.warm(str(tmp_path / "missing.py"), "gpu", jobs=1)
