@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
 # Issue 13 on ONE H200 (kind nvidia-h200): the new production-kernel adapters, campaigned in
 # parallel lanes on GPU 0 (16 cores, 139 GB: Triton/TileLang compiles overlap), bounded by
-# seconds. Two calls, because the bundles do not fit one carry (64 MiB): K1 carries tilelang +
-# fa3 (fa3 stays unpacked in /tmp/site for K2 while the machine is warm), K2 carries tileops.
+# seconds. Two calls, because the bundles do not fit one carry (64 MiB): K1 carries tilelang
+# (32 MiB) + the wheels + the seed file, K2 tileops (32 MiB) + fa3 (15 MiB) for the bench.
 #
 # Before K1, on this machine (the seed's kernel is NOT part of the project; .device/ is ignored):
 #   sed -n 45,431p ../shared/seeds/004_c522d0269232d8c7.txt > .device/seed004_kernel.py
 #   (= /work/scratch13/seed004_kernel.py; the posted example_gqa_bwd.py, lines 45-431 of the seed)
 #
-#   K1: carry .whl .device/tilelang.tar.xz .device/fa3.tar.xz .device/seed004_kernel.py
+#   K1: carry .whl .device/tilelang.tar.xz .device/seed004_kernel.py
 #       lanes: fastflash (+ det 20) then fastflash-atomic; jvp-flash then jvp-flash-mask;
 #       flash-attention-triton (+ det 20) then -fast; seed 004 via tilelang-file: its edge-corpus
 #       shapes built in parallel first (every shape is 4 TileLang compiles, ~60 s serially), then
 #       two lanes with different seeds
-#   K2: carry .device/tileops.tar.xz   (same warm machine, right after K1)
+#   K2: carry .device/tileops.tar.xz .device/fa3.tar.xz   (right after K1)
 #       `difftest bench -k tileops-gqa -k fa3` alone first (timings without lane contention),
 #       then lanes: tileops-gqa, tileops-mha (det 20 each), tileops-gqa-bwd (every head dim)
 #
 #   run(kind="nvidia-h200", timeout_s=420, carry=[...K1...],
 #       command="LANE_SECONDS=300 bash scripts/device/kernels13.sh K1")
-#   run(timeout_s=420, carry=[".device/tileops.tar.xz"],
+#   run(timeout_s=420, carry=[".device/tileops.tar.xz", ".device/fa3.tar.xz"],
 #       command="LANE_SECONDS=230 BENCH_SECONDS=100 bash scripts/device/kernels13.sh K2")
 # Each lane writes /tmp/camp/<call>-<lane>/{report.json,summary.md,determinism.json,repro/};
 # everything comes back as $OUT/<call>-results.tgz plus $OUT/<call>-<lane>.log.
