@@ -182,7 +182,8 @@ class Campaign:
                     res.status = CampaignStatus.FAILED
                     # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
                     # explicit edge corpus; walk down through simpler Problems that fail the same way
-                    res.failure = self._simplify(res.failure, max(5.0, self.failed_at + self.shrink_budget - self._now()))
+                    left = max(5.0, self.failed_at + self.shrink_budget - self._now())
+                    res.failure = self._simplify(res.failure, left)
         except KeyboardInterrupt as e:  # SIGINT/SIGTERM (interrupt.py): hand back what finished
             self._interrupted(e)
             raise

@@ -16,6 +16,8 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+import torch
+
 from . import adapter as registry
 from . import breakdown, oracles, triage
 from .adapter import KernelAdapter, KernelUnavailable
