@@ -27,12 +27,12 @@ import torch
 from difftest.adapter import KernelAdapter
 from difftest.capability import Capability
 from difftest.inputs import Inputs
-from difftest.oracles.reference import allowed_mask
 from difftest.outputs import Outputs
 from difftest.problem import Problem
 
 from .bhsd import bhsd_do, bhsd_leaf, bhsd_to_thd, lse2_to_natural
 from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_lse
+from .masking import visible_keys
 
 WHEEL = "pip install --no-deps jvp_flash_attention-0.14.0-py3-none-any.whl"
 
@@ -81,7 +81,7 @@ class JvpCall:
         if not windows:
             raise ValueError("windows go through the jvp-flash-mask adapter (a boolean attn_mask)")
         # causal together with a mask is refused (jvp_attention.py:2574): the mask carries both
-        return JvpCall(causal=False, mask=allowed_mask(p, p.seqlen_q, p.seqlen_k, device), sm_scale=p.scale)
+        return JvpCall(causal=False, mask=visible_keys(p, p.seqlen_q, p.seqlen_k, device), sm_scale=p.scale)
 
     def args(self, q, k, v, p: Problem) -> tuple:
         mask = None if self.mask is None else self.mask.expand(p.batch, p.heads_q, *self.mask.shape).contiguous()
