@@ -105,7 +105,7 @@ def pytest_configure(config):
         from .pytest_items import KernelCollector
 
         config.pluginmanager.register(KernelCollector(config.getoption("--difftest-kernel")), "difftest-kernels")
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    worker = _worker_id(config) or ""
     if config.getoption("--difftest-gpu-per-worker") and worker:
         gpu = worker_gpu(worker, _gpu_ids())  # before anything initialises CUDA
         if gpu is not None:
@@ -183,6 +183,13 @@ def difftest_campaign(request):
     return run
 
 
+def _worker_id(config) -> str | None:
+    """This process's xdist worker id, from the config xdist gives its workers (not the
+    environment, which a pytest run started inside an xdist worker inherits)."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput.get("workerid") if workerinput else None
+
+
 def _part_path(config, worker):
     return Path(config.getoption("--difftest-out")) / f"pytest-summary-{worker}.json"
 
@@ -193,7 +200,7 @@ def pytest_sessionfinish(session):
     if "difftest.isolation" in sys.modules:  # the fixture's kernel worker processes
         sys.modules["difftest.isolation"].close_all()
     results = session.config.stash.get(_RESULTS_KEY, [])
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    worker = _worker_id(session.config)
     if worker and results:
         from .reports import campaign_record
 
@@ -207,7 +214,7 @@ def pytest_terminal_summary(terminalreporter, config):
     results = config.stash.get(_RESULTS_KEY, [])
     rows = [(r.kernel, r.profile, len(r.cases), r.status, r.examples_to_fail) for r in results]
     out = Path(config.getoption("--difftest-out"))
-    if not os.environ.get("PYTEST_XDIST_WORKER") and out.exists():
+    if not _worker_id(config) and out.exists():
         for part in sorted(out.glob("pytest-summary-gw*.json")):
             for rec in json.loads(part.read_text()):
                 rows.append((rec["kernel"], rec["profile"], rec["examples"], rec["status"], rec["examples_to_fail"]))
