@@ -319,13 +319,9 @@ def diff_table(res: GateResult, everything: bool = False) -> str:
     for kernel, output, gate, a, b, ra, rb, verdict in res.rows:
         if everything or gate in RATIO_GATES or verdict != "ok" or a != b:
             rows.append((kernel, output, gate, a, b, _r(ra), _r(rb), verdict))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
-    lines = []
-    for j, r in enumerate(rows):
-        lines.append("  ".join(x.ljust(widths[i]) for i, x in enumerate(r)).rstrip())
-        if j == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    from .reports import text_table
+
+    return text_table(rows)
 
 
 def render(res: GateResult) -> str:

@@ -131,9 +131,13 @@ HEAD = ("kernel", "output", "cases", "passed", "failed", "skipped", "worst ratio
 
 
 def summary_table(results) -> str:
-    rows = [HEAD] + [(k, o, str(n), str(p), str(f), str(s), f"{w:.3g}", v, t)
-                     for k, o, n, p, f, s, w, v, t in _rows(results)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
+    return text_table([HEAD] + [(k, o, str(n), str(p), str(f), str(s), f"{w:.3g}", v, t)
+                                for k, o, n, p, f, s, w, v, t in _rows(results)])
+
+
+def text_table(rows) -> str:
+    """Left-aligned columns of strings, the first row a header underlined with dashes."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for j, r in enumerate(rows):
         lines.append("  ".join(x.ljust(widths[i]) for i, x in enumerate(r)).rstrip())
