@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Wave 2, stop 10 on nvidia-h200-x2 (two H200s): issue 16 (shards, pytest per-worker GPUs),
+# issue 12 (200-case gpu campaigns with their time split; float64 truth next to FA3),
+# issue 13 (TileOPs GQA/MHA, seed 004), issue 10 (surveys still short of 200 cases, the
+# gpu-profile mutants). Three calls chained while the machine is warm (bundles unpacked in
+# /tmp/site stay between calls); every step is bounded so a call ends well inside its limit,
+# and a background packer refreshes $OUT/$call-results.tar.xz every 40 s, so a call that runs
+# out of time still returns what it had.
+#   P1: carry .device/tilelang.tar.xz .device/fa3.tar.xz .seed                     (~520 s)
+#       GPU0: TileLang CUDA warm-up, then ONE shard: tilelang-det gpu, 200 examples, unseeded
+#       GPU1: seed 004 (tilelang-file: warm its edge shapes, survey 200 with 20-run determinism),
+#             flex survey 200 (beside it)
+#       then GPU0+GPU1: the same campaign as TWO shards (100 examples each), merged
+#   P2: carry .device/tileops.tar.xz .device/fa3.tar.xz                            (~520 s)
+#       GPU0: tileops-gqa survey 200 + det 20, then difftest bench --oracle -k fa3 (S = 4k..128k)
+#       GPU1: tileops-mha survey 200 + det 20, then bench tileops-gqa vs fa3
+#       then pytest -m gpu: -n 1 (GPU0) and -n 2 --difftest-gpu-per-worker (GPU0, GPU1)
+#   P3: carry .device/fa4.tar.xz .whl                                              (~520 s)
+#       GPU0: fa4 gpu campaign, 200 examples (time split)
+#       GPU1: fa4-fast survey 200, FA4 standalone reproducers, sdpa-cudnn + flex-gqa surveys
+#       host CPU: difftest mutants -p gpu on the fp16-accumulation / dtype-limit mutants
+# Usage: bash scripts/device/x2.sh P1|P2|P3
+set -o pipefail
+call=${1:?P1, P2 or P3}
+source scripts/device/setup.sh > /dev/null
+R=/tmp/camp/$call; L=$R/logs; mkdir -p $L
+python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
+ls .whl/*.whl > /dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+  .whl/*.whl >> $L/pip.log 2>&1
+cp $OUT/env.txt $L/
+pack() { tar -C /tmp/camp -cJf $OUT/.$call-results.tar.xz $call 2>/dev/null && mv $OUT/.$call-results.tar.xz $OUT/$call-results.tar.xz; }
+( while sleep 40; do pack; done ) &
+PACKER=$!
+stamp() { echo "$(date -u +%T) $*" | tee -a $L/timeline.txt; }
+S="python3 scripts/device/survey.py --shrink 25 --max-shrinks 2"
+# a difftest run, timed: NAME GPU TIMEOUT args...
+timed_run() {
+  local name=$1 gpu=$2 t=$3; shift 3
+  local t0=$(date +%s.%N)
+  CUDA_VISIBLE_DEVICES=$gpu timeout $t python3 -m difftest run --device cuda "$@" > $L/$name.log 2>&1
+  local rc=$?
+  stamp "$name exit $rc wall $(python3 -c "import time;print(round(time.time()-$t0,1))") s"
+}
+stamp "start $call"
+case $call in
+P1)
+  SEED=$PWD/.seed/seed004_kernel.py
+  ( export CUDA_VISIBLE_DEVICES=1 DIFFTEST_TILELANG_FILE=$SEED TILELANG_CACHE_DIR=/tmp/tlc-seed004
+    timeout 150 python3 -m difftest.kernels.tilelang_file --warm "$SEED" --jobs 10 > $L/seed004-warm.log 2>&1
+    stamp "seed004 warm exit $?"
+    timeout 200 $S --out $R --seconds 165 --det-runs 20 tilelang-file 200 > $L/seed004.log 2>&1
+    stamp "seed004 survey exit $?" ) &
+  ( CUDA_VISIBLE_DEVICES=1 timeout 330 $S --out $R --seconds 290 flex 200 > $L/flex.log 2>&1
+    stamp "flex survey exit $?" ) &
+  CUDA_VISIBLE_DEVICES=0 timeout 110 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 \
+    > $L/tilelang-warm.log 2>&1
+  stamp "tilelang warm exit $?"
+  timed_run one-shard 0 230 -k tilelang-det -p gpu --max-examples 200 --time-budget 200 --shrink-budget 20 \
+    --out $R/one --db none
+  wait $(jobs -p | grep -v "^$PACKER$")
+  stamp "GPU1 lanes done"
+  timed_run shard0 0 150 -k tilelang-det -p gpu --max-examples 100 --time-budget 120 --shrink-budget 20 \
+    --shard 0/2 --out $R/s0 --db none &
+  timed_run shard1 1 150 -k tilelang-det -p gpu --max-examples 100 --time-budget 120 --shrink-budget 20 \
+    --shard 1/2 --out $R/s1 --db none &
+  wait $(jobs -p | grep -v "^$PACKER$")
+  python3 -m difftest merge $R/s0/report.json $R/s1/report.json -o $R/merged.json > $L/merge.log 2>&1
+  stamp "merge exit $?"
+  python3 scripts/device/shard_check.py $R/one/report.json $R/s0/report.json $R/s1/report.json $R/merged.json \
+    > $L/shard_check.txt 2>&1; cat $L/shard_check.txt ;;
+P2)
+  ( CUDA_VISIBLE_DEVICES=0 timeout 250 $S --out $R --seconds 210 --det-runs 20 tileops-gqa 200 > $L/tileops-gqa.log 2>&1
+    stamp "tileops-gqa exit $?"
+    CUDA_VISIBLE_DEVICES=0 timeout 150 python3 -m difftest bench --oracle -k fa3 --json $R/oracle.json \
+      --markdown $R/oracle.md > $L/oracle.log 2>&1
+    stamp "oracle exit $?" ) &
+  ( CUDA_VISIBLE_DEVICES=1 timeout 250 $S --out $R --seconds 210 --det-runs 20 tileops-mha 200 > $L/tileops-mha.log 2>&1
+    stamp "tileops-mha exit $?"
+    CUDA_VISIBLE_DEVICES=1 timeout 120 python3 -m difftest bench -k tileops-gqa -k fa3 --json $R/bench.json \
+      --markdown $R/bench.md > $L/bench.log 2>&1
+    stamp "bench exit $?" ) &
+  wait $(jobs -p | grep -v "^$PACKER$")
+  export DIFFTEST_GPU_CAMPAIGN_SECONDS=10
+  T="tests/test_gpu_adapters.py tests/test_tilelang.py tests/test_oracles.py tests/test_pytest_plugin.py"
+  t0=$(date +%s)
+  CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider $T --difftest-out $R/pytest-n1 \
+    --junitxml $R/pytest-n1.xml > $L/pytest-n1.log 2>&1
+  stamp "pytest -n 1 exit $? wall $(( $(date +%s) - t0 )) s"
+  t0=$(date +%s)
+  timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider -n 2 --difftest-gpu-per-worker $T \
+    --difftest-out $R/pytest-n2 --junitxml $R/pytest-n2.xml > $L/pytest-n2.log 2>&1
+  stamp "pytest -n 2 exit $? wall $(( $(date +%s) - t0 )) s" ;;
+P3)
+  timed_run fa4 0 330 -k fa4 -p gpu --max-examples 200 --time-budget 290 --shrink-budget 25 --out $R/fa4 --db none &
+  ( CUDA_VISIBLE_DEVICES=1 timeout 250 $S --out $R --seconds 220 fa4-fast 200 > $L/fa4-fast.log 2>&1
+    stamp "fa4-fast exit $?"
+    cd results/bugs/fa4 && for c in d8 d16_8 d64_ok sink_lse; do
+      CUDA_VISIBLE_DEVICES=1 timeout 60 python3 repro_fa4.py $c 2>&1 | tail -n 3; done > $L/fa4-repro.log 2>&1
+    stamp "fa4 repro done" ) &
+  ( CUDA_VISIBLE_DEVICES=1 timeout 300 $S --out $R --seconds 260 sdpa-cudnn 200 > $L/sdpa-cudnn.log 2>&1
+    stamp "sdpa-cudnn exit $?" ) &
+  ( CUDA_VISIBLE_DEVICES=1 timeout 300 $S --out $R --seconds 260 flex-gqa 200 > $L/flex-gqa.log 2>&1
+    stamp "flex-gqa exit $?" ) &
+  ( OMP_NUM_THREADS=4 timeout 420 python3 -m difftest mutants -p gpu --no-grid --per-mutant-budget 150 \
+      --only delta-input-dtype-accumulation dq-cast-before-scale dq-fp16-accumulation \
+      --out $R/mutants-gpu.md --out-dir $R/mutants > $L/mutants.log 2>&1
+    stamp "mutants exit $?" ) &
+  wait $(jobs -p | grep -v "^$PACKER$") ;;
+*) echo "call: allowed P1, P2 or P3"; exit 2 ;;
+esac
+stamp "end $call"
+kill $PACKER 2> /dev/null; pack
+for f in $L/*.log; do echo "== $f"; tail -n 4 $f; done | cut -c1-300
+cat $L/timeline.txt
