@@ -87,7 +87,7 @@ P3)
     ( cd results/bugs/fa4 && for c in d8 d64_ok sink_lse; do timeout 60 python3 repro_fa4.py $c 2>&1 | tail -n 4; done )
     timeout 60 python3 results/bugs/fastflash/repro_fastflash_small_hdim.py 2>&1 | tail -n 8
     timeout 60 python3 results/bugs/sdpa-flash/repro_sdpa_flash_dk_inf.py 2>&1 | tail -n 8 ) > $L/standalone.log 2>&1 &
-  ( OMP_NUM_THREADS=8 timeout 230 python3 -m difftest mutants -p gpu --no-grid --per-mutant-budget 60 --shrink-budget 10 \
+  ( OMP_NUM_THREADS=8 timeout 230 python3 -m difftest mutants --profile gpu --no-grid --per-mutant-budget 60 --shrink-budget 10 \
       --only delta-input-dtype-accumulation dq-cast-before-scale dq-fp16-accumulation \
       --out $R/mutants-gpu.md --out-dir $R/mutants > $L/mutants.log 2>&1
     stamp "mutants exit $?" ) &
