@@ -243,3 +243,53 @@ def test_warm_builds_the_edge_corpus_shapes_once_each(tmp_path, monkeypatch):
     assert [(fn, args) for fn, args, _ in built] == shapes and {t for *_, t in built} == {"cuda"}
     with pytest.raises(KernelSpecError):
         tf.warm(str(tmp_path / "missing.py"), "gpu", jobs=1)
+
+
+# The example's make_dq_layout addresses ceil(seq_len/8)*8 rows per batch of the caller's
+# seq_len-row dQ (results/bugs/tilelang-example/REPORT-dq-layout-overrun.md); this fake does
+# the same with a plain row-padded view over dQ's storage, in flashattn_bwd and the postprocess.
+OVERRUN_FILE = FAKE_FILE.replace(
+    '        dq += torch.einsum("bhqk,bkhd->bqhd", ds, kx)\n',
+    '        padded_rows(dq)[:, :seq_len] += torch.einsum("bhqk,bkhd->bqhd", ds, kx)\n',
+).replace(
+    "    return lambda dq: dq.half()\n",
+    "    return lambda dq: padded_rows(dq)[:, :seq_len].half()\n",
+) + '''
+
+def padded_rows(dq):
+    b, s, h, d = dq.shape
+    s8 = -(-s // 8) * 8
+    return torch.as_strided(dq, (b, s8, h, d), (s8 * h * d, h * d, d, 1), dq.storage_offset())
+'''
+
+
+def test_a_dq_layout_overrun_reads_nan_and_spares_dk(tmp_path, monkeypatch):
+    """A kernel whose dQ layout runs past the end of dQ (seq_len % 8 != 0) gets the NaN guard:
+    exactly the over-run elements come back NaN on every run (the nonfinite gate then fails them),
+    the in-bounds dQ and dK/dV are right. With a bare torch.zeros dQ the over-run leaves the
+    tensor (here: as_strided refuses; on a GPU: into dK or the allocator's slack)."""
+    import sys
+    import types
+
+    import torch
+
+    from difftest.inputs import make_inputs
+    from difftest.oracles.reference import reference
+
+    monkeypatch.setitem(sys.modules, "tilelang", types.SimpleNamespace(compile=lambda prim, **kw: prim[2]))
+    f = tmp_path / "overrun_gqa_bwd.py"
+    f.write_text(OVERRUN_FILE)
+    k = tf.TileLangFileAdapter(str(f))
+    b, s, h, d = 2, 13, 4, 32  # 13 rows per batch, 16 addressed: batch 1's rows 10-12 lie past the end
+    p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=2, dtype="float16", head_dim_qk=d,
+                head_dim_v=16, causal=True).validate()
+    x = make_inputs(p)
+    got, ref = k.run(x), reference(x, "float64")
+    offset = torch.arange(b).view(b, 1) * 16 + torch.arange(s).view(1, s)  # the row each (batch, token) is stored at
+    past = (offset >= b * s).view(b * s)  # THD rows
+    dq = got.dq.double()
+    assert past.sum() == 3 and dq[past].isnan().all() and not dq[~past].isnan().any()
+    assert torch.allclose(dq[~past], ref.dq.double()[~past], atol=2e-2, rtol=2e-2)
+    for n in ("o", "lse", "dk", "dv"):
+        assert torch.allclose(getattr(got, n).double(), getattr(ref, n).double(), atol=2e-2, rtol=2e-2), n
+    assert k.run(x).dq.double()[past].isnan().all()  # the same on a second run
