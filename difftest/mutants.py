@@ -277,7 +277,7 @@ def write_results(report: MutantReport, path, command: str = "") -> None:
 def add_arguments(p) -> None:
     from .argcheck import nonneg_float, positive_float, positive_int
 
-    p.add_argument("--profile", default="ci", choices=sorted(PROFILES), help="campaign profile (default ci)")
+    p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile (default ci)")
     p.add_argument("--time-budget", type=positive_float, default=None,
                    help="seconds for the whole run; exceeding it fails (default: per profile, ci 900)")
     p.add_argument("--per-mutant-budget", type=positive_float, default=None,

@@ -233,3 +233,15 @@ def test_mutant_beyond_the_profile_is_shown_but_not_a_survivor():
         assert "survived (expected of gpu)" in mutants_cmd.render_markdown(report)
     with pytest.raises(ValueError, match="allowed"):
         catalogue.mutant("sinks", Problem(), profile="nightly")
+
+
+def test_mutants_takes_the_same_profile_flag_as_run():
+    """`difftest run -p gpu` and `difftest mutants -p gpu` spell the profile alike (the short
+    form was refused by mutants: an H200 call lost its mutant run to it)."""
+    import argparse
+
+    from difftest.mutants import add_arguments
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    assert p.parse_args(["-p", "gpu"]).profile == "gpu"
