@@ -405,31 +405,53 @@ def _terms(truth, name) -> float:
     return float(mag.get(name, 0.0))
 
 
-def logit_magnitude(problem, truth) -> float:
-    """max |LSE| over rows that see something: the size of the largest logits (LSE lies
-    within log(seqlen_k) of each row's maximum logit)."""
+def logit_magnitude(problem, truth, inputs=None) -> float:
+    """The size of the logits' rounding, in logit units per eps32: the larger of max |LSE|
+    over rows that see something (LSE lies within log(seqlen_k) of each row's maximum
+    logit) and, given the inputs, the size of the terms a logit sums (``logit_terms``).
+
+    A kernel's float32 logit S = scale * sum_d q_d k_d carries rounding of order eps32 times
+    the sum of the |terms|, not times |S|: with large, cancelling q and k (|S| ~ 1e6 from
+    terms ~ 1e7) a correct flash kernel, whose backward recomputes S in another summation
+    order than the forward that stored the LSE, gets P = exp(S - LSE) a few fp32 ulps of
+    1e7 off — tens of percent — and so do its gradients (torch's CPU flash kernel in bf16,
+    results/calibration.md: dV 38.8 off where the |LSE|-only floor allowed 33.8)."""
+    terms = logit_terms(problem, inputs) if inputs is not None else 0.0
     if truth.lse is None:
-        return 0.0
+        return terms
     lse = truth.lse[: used_rows(problem, "lse")].double()
     lse = lse[torch.isfinite(lse)]
-    return float(lse.abs().max()) if lse.numel() else 0.0
+    return max(float(lse.abs().max()) if lse.numel() else 0.0, terms)
+
+
+def logit_terms(problem, inputs) -> float:
+    """scale * max_i |q_i|_2 * max_j |k_j|_2 over every token and head: by Cauchy-Schwarz at
+    least scale * sum_d |q_id| |k_jd| for any query/key pair, the absolute size of the terms
+    one logit sums (one host sync)."""
+    q, k = inputs.q, inputs.k
+    if q is None or k is None or q.numel() == 0 or k.numel() == 0:
+        return 0.0
+    qn = torch.linalg.vector_norm(q.double(), dim=-1).max()
+    kn = torch.linalg.vector_norm(k.double(), dim=-1).max()
+    return float(qn * kn) * problem.scale
 
 
 def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,
                   poisoned: bool = False, expected: tuple[str, ...] | None = None, yardstick=None,
-                  standard_truth=None, standard_label: str = TRUTH) -> list[Verdict]:
+                  standard_truth=None, standard_label: str = TRUTH, inputs=None) -> list[Verdict]:
     """Every gate on every output the kernel produced (``expected``: outputs it declared).
     ``ref``: the same-dtype reference Outputs, or a list of them (largest error wins).
     ``yardstick``: the flash-style same-dtype reference, for the dtype-limit rule
     (``dtype_limited``); None: only |truth| + budget counts. ``standard_truth``: the
     reference the elementwise standard is judged against (``--truth float32``), named
-    ``standard_label``; None: the float64 truth, which the budget always uses."""
+    ``standard_label``; None: the float64 truth, which the budget always uses.
+    ``inputs``: the problem's Inputs, for the size of the logits' terms (``logit_magnitude``)."""
     from .outputs import Outputs
 
     config = config or GateConfig()
     shapes = Outputs.shapes(problem)
     verdicts = []
-    logit_scale = logit_magnitude(problem, truth)
+    logit_scale = logit_magnitude(problem, truth, inputs)
     for name in OUTPUTS:
         t_truth = truth.get(name)
         if t_truth is None or name not in shapes:

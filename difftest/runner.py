@@ -208,7 +208,7 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     with phase("gates"):
         result.verdicts = check_outputs(problem, got, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
                                         expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
-                                        standard_label=f"{config.truth} truth")
+                                        standard_label=f"{config.truth} truth", inputs=inputs)
         attribute(problem, inputs, got, refs.truth, result.verdicts)
         breakdown.attach(problem, got, refs.truth, result.verdicts, cap)  # which heads/sequences/tiles
         if runs > 1:  # a kernel that never claimed determinism gets it reported, not failed
