@@ -114,6 +114,10 @@ def add_run_arguments(p):
                         "a baseline and a candidate run with the same seed draw the same problems")
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="run shard I of N disjoint problem streams (join the reports with `difftest merge`)")
+    p.add_argument("--threads", type=_threads, metavar="N",
+                   help="CPU threads of this run (0: every core). Default: $DIFFTEST_THREADS, else an "
+                        "OMP_NUM_THREADS you set, else with --shard I/N the cores divided by N (shards side "
+                        "by side on one host), else torch's default (difftest/threads.py)")
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
@@ -128,6 +132,15 @@ def _seed(text):
     if v < 0:
         raise argparse.ArgumentTypeError(f"--seed {text!r} is invalid: allowed an integer >= 0")
     return v
+
+
+def _threads(text):
+    from .threads import ThreadsError, parse_threads
+
+    try:
+        return parse_threads(text)
+    except ThreadsError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _shard(text):
@@ -174,6 +187,15 @@ def cmd_run(a) -> int:
     # everything the campaign will write is checked before the first case runs
     check_device(a.device)
     check_outputs(out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
+    from . import threads
+
+    try:
+        n_threads, why = threads.choose(getattr(a, "threads", None), a.shard)
+    except threads.ThreadsError as e:
+        raise UsageError(str(e)) from None
+    threads.apply(n_threads)
+    if n_threads is not None:
+        print(f"difftest: {n_threads} CPU threads ({why})", file=sys.stderr)
     if not a.isolate:
         if a.timeout is not None:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "

@@ -1,8 +1,26 @@
 """Deterministic input tensors for a Problem.
 
-Tensors are drawn in float64 on the CPU from a generator seeded by the Problem, then
-cast to the Problem's dtype and moved: the same Problem gives the same bytes on every
-run and machine (``Inputs.digest()`` proves it in reports). All tensors use the packed
+The same Problem gives the same bytes on every run, machine and device
+(``Inputs.digest()``, recorded as ``input_digest`` in reports, proves it). Values are
+drawn in float64, shaped by the value mode (``Problem.values``), then rounded once to
+the Problem's dtype. Which generator draws them is ``Problem.input_version``:
+
+- 2 (every Problem built in code): the counter-based generator of
+  difftest/counter_rng.py, run where the tensors live (on the GPU for a CUDA campaign;
+  numpy threads on the CPU). Element i of each tensor is a pure function of (seed,
+  tensor, i), every step is exact integer or exact float64 arithmetic, so CPU and GPU
+  give identical bytes and nothing is drawn serially or copied from the host. On the
+  H200 the old serial draw was half of a campaign's wall time (results/speed.md).
+- 1 (JSON written before 2026-11-30, which lacks the field): the original serial
+  float64 CPU ``torch.Generator``, kept unchanged so old reproducers, reports and
+  failure-store entries replay their recorded bytes.
+
+Each value mode means the same under both versions (``VALUE_KINDS`` in problem.py);
+version 2 draws each tensor from its own stream, so a mode that changes one tensor
+leaves the others' bytes alone, and builds mixed_do's row magnitudes 2^n (1 + f)
+(t = n + f spread uniformly over +-value_scale decades), an exact piecewise-linear
+stand-in for 2^t: the same spread of 10^(+-value_scale), without ``pow``, whose last
+bit differs between devices. All tensors use the packed
 THD layout (tokens of all sequences concatenated); ``bshd()`` views a dense problem as
 [batch, seq, heads, dim] and ``rows(name, b)`` gives one sequence's rows.
 
@@ -16,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import counter_rng
 from .problem import Problem
 
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -91,8 +110,71 @@ class Inputs:
 
 
 def make_inputs(problem: Problem, device="cpu") -> Inputs:
-    """Draw the inputs of ``problem`` (validated first)."""
+    """Draw the inputs of ``problem`` (validated first) on ``device``."""
     p = problem.validate()
+    if p.input_version == 1:
+        q, k, v, do, sink = _draw_v1(p)
+    else:
+        q, k, v, do, sink = _draw_v2(p, torch.device(device))
+    dt = torch_dtype(p.dtype)
+    # rounded where drawn (version 1: on the CPU, as it always was), then moved
+    return Inputs(
+        problem=p,
+        q=q.to(dt).to(device), k=k.to(dt).to(device), v=v.to(dt).to(device), do=do.to(dt).to(device),
+        sink=None if sink is None else sink.to(torch.float32).to(device),
+        cu_seqlens_q=torch.tensor(p.cu_seqlens_q, dtype=torch.int32, device=device),
+        cu_seqlens_k=torch.tensor(p.cu_seqlens_k, dtype=torch.int32, device=device),
+    )
+
+
+LOG2_10 = 3.321928094887362  # log2(10) as a literal: the same double everywhere
+
+
+def _draw_v2(p: Problem, device: torch.device):
+    """Float64 q, k, v, dO and sink of input version 2, on ``device`` (counter_rng)."""
+    def normal(stream, *shape):
+        return counter_rng.normal(p.seed, stream, shape, device)
+
+    Tq, Tk = p.total_q, p.total_k
+    q = normal("q", Tq, p.heads_q, p.head_dim_qk)
+    k = normal("k", Tk, p.heads_kv, p.head_dim_qk)
+    v = normal("v", Tk, p.heads_kv, p.head_dim_v)
+    do = normal("do", Tq, p.heads_q, p.head_dim_v)
+    s = p.value_scale
+    if p.values == "scaled":
+        q, k = q.mul_(s), k.mul_(s)
+    elif p.values == "near_constant":
+        c = 1e-3 * s
+        k = normal("base_k", 1, p.heads_kv, p.head_dim_qk) + k.mul_(c)
+        v = normal("base_v", 1, p.heads_kv, p.head_dim_v) + v.mul_(c)
+    elif p.values == "outlier_channels":
+        n_out = max(1, p.head_dim_qk // 16)
+        ch = torch.tensor(counter_rng.permutation_keys(p.seed, "outlier_channels", p.head_dim_qk)[:n_out],
+                          device=device)
+        q[..., ch] *= s
+        k[..., ch] *= s
+    elif p.values == "negative_lse":
+        # q and k aligned against one shared direction: every logit ~ -s^2 * d * scale
+        u = normal("lse_direction", 1, 1, p.head_dim_qk).sign()
+        q = (s * u) + q.mul_(0.1)
+        k = (-s * u) + k.mul_(0.1)
+    elif p.values == "mixed_do":
+        u = counter_rng.uniform(p.seed, "do_magnitude", (Tq, p.heads_q, 1), device)
+        t = u.mul_(2.0).sub_(1.0).mul_(s * LOG2_10)  # uniform in +-s decades, in powers of 2
+        n = torch.floor(t)
+        f = t.sub_(n)
+        e = n.to(torch.int64).clamp_(-1022, 1023).add_(1023)
+        two_n = e.bitwise_left_shift_(52).view(torch.float64)  # 2^n built from its bits: exact
+        do = do.mul_(f.add_(1.0).mul_(two_n))
+    sink = None
+    if p.sinks:
+        sink = normal("sink", p.heads_q).add_(p.sink_center)
+    return q, k, v, do, sink
+
+
+def _draw_v1(p: Problem):
+    """Input version 1, unchanged: one serial float64 CPU generator (JSON written before
+    input_version existed replays these bytes)."""
     g = torch.Generator(device="cpu").manual_seed(p.seed)
     f64 = torch.float64
 
@@ -118,7 +200,6 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
         q[..., ch] *= s
         k[..., ch] *= s
     elif p.values == "negative_lse":
-        # q and k aligned against one shared direction: every logit ~ -s^2 * d * scale
         u = randn(1, 1, p.head_dim_qk).sign()
         q = s * u + 0.1 * q
         k = -s * u + 0.1 * k
@@ -128,11 +209,4 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
     sink = None
     if p.sinks:
         sink = (p.sink_center + randn(p.heads_q)).to(torch.float32)
-    dt = torch_dtype(p.dtype)
-    return Inputs(
-        problem=p,
-        q=q.to(dt).to(device), k=k.to(dt).to(device), v=v.to(dt).to(device), do=do.to(dt).to(device),
-        sink=None if sink is None else sink.to(device),
-        cu_seqlens_q=torch.tensor(p.cu_seqlens_q, dtype=torch.int32, device=device),
-        cu_seqlens_k=torch.tensor(p.cu_seqlens_k, dtype=torch.int32, device=device),
-    )
+    return q, k, v, do, sink

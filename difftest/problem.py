@@ -17,6 +17,12 @@ Layout conventions used throughout difftest:
   dSink_h = -sum_i P_sink_i * Delta_i, the gradient of the loss w.r.t. the sink logit.
 - LSE is the natural-log sum-exp of the scaled logits (sink included). A row with no
   visible key and no sink has LSE = -inf, O = 0 and zero gradients.
+- ``input_version`` names the generator that draws the inputs (difftest/inputs.py):
+  2, the counter-based one (difftest/counter_rng.py: the same bytes on CPU and GPU,
+  drawn on the device), is the default of every Problem built in code; 1, the serial
+  float64 CPU ``torch.Generator`` used before 2026-11-30, is what JSON without the field
+  means (``from_dict``), so an older reproducer, report or failure-store line replays
+  its original bytes. A hand-written JSON Problem gets version 1 unless it says 2.
 - ``layout`` (a ``difftest.layouts.Layout``; JSON: its kind as a string) says how the
   kernel receives q, k, v and dO in memory (contiguous, head-major, strided slices,
   offsets, stride-0 K/V). It never changes a value: the references see the same
@@ -46,6 +52,8 @@ MAX_HEAD_DIM = 512
 # only allocates (pad_tail 10^7 on a 16-token problem once took 5.3 GB)
 MAX_PAD_TAIL = 4096
 OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
+INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field); 2: counter-based
+LEGACY_INPUT_VERSION = 1
 
 
 class ProblemError(ValueError):
@@ -92,6 +100,7 @@ class Problem:
     pad_tail: int = 0
     seed: int = 0
     layout: Layout = CONTIGUOUS
+    input_version: int = 2
 
     def __post_init__(self):
         # Accept lists (JSON) for the varlen lengths but store tuples (frozen, hashable).
@@ -162,6 +171,8 @@ class Problem:
             raise ProblemError("pad_tail", self.pad_tail, "0 unless the problem is varlen (lists of lengths)")
         if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
             raise ProblemError("seed", self.seed, "an int in 0..2**63-1")
+        if self.input_version not in INPUT_VERSIONS or not _is_int(self.input_version):
+            raise ProblemError("input_version", self.input_version, f"one of {INPUT_VERSIONS}")
         why = self.layout.unfit(self)
         if why:
             raise ProblemError("layout", self.layout.kind, why)
@@ -256,6 +267,8 @@ class Problem:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ProblemError(unknown[0], d[unknown[0]], f"known fields only: {sorted(known)}")
+        if "input_version" not in d:  # written before the field existed: the old generator's bytes
+            d = {**d, "input_version": LEGACY_INPUT_VERSION}
         return cls(**d).validate()
 
     @classmethod
@@ -283,6 +296,8 @@ class Problem:
             parts.append(f"pad{self.pad_tail}")
         if self.layout != CONTIGUOUS:
             parts.append(f"layout:{self.layout.kind}")
+        if self.input_version != 2:
+            parts.append(f"inputs-v{self.input_version}")
         return " ".join(parts)
 
 

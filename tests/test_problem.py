@@ -52,6 +52,8 @@ INVALID = [
     ("seed", 2**63, {}, "an int in 0..2**63-1"),
     ("layout", "bshd_strided", {}, "one of ('contiguous', "),
     ("layout", "kv_broadcast", dict(heads_q=4, heads_kv=2), "only with heads_kv=1 and heads_q >= 2"),
+    ("input_version", 3, {}, "one of (1, 2)"),
+    ("input_version", True, {}, "one of (1, 2)"),
 ]
 
 
@@ -99,6 +101,7 @@ ROUND_TRIP = [
             sinks=True, sink_center=-1.5, softmax_scale=0.125, values="mixed_do", value_scale=2.5,
             pad_tail=5, seed=2**62 + 7),
     Problem(batch=1, seqlen_q=(0,), seqlen_k=(0,), pad_tail=1),
+    Problem(input_version=1, seed=9),
 ]
 
 
@@ -167,3 +170,15 @@ def test_short_names_the_features():
     for part in ("b3", "h6/2", "d40/24", "float16", "causal-top_left", "win(3,0)", "sinks@-1.5", "mixed_dox2.5",
                  "pad5"):
         assert part in s
+
+
+def test_json_without_input_version_means_the_old_generator():
+    """Reproducers, reports and failure-store lines written before input_version existed
+    lack the field: they must replay with the generator that drew their bytes (1), while
+    a Problem built in code uses the counter-based one (2) and says so in its JSON."""
+    assert Problem().input_version == 2
+    assert json.loads(Problem().to_json())["input_version"] == 2
+    old = {k: v for k, v in Problem(seed=3).to_dict().items() if k != "input_version"}
+    assert Problem.from_dict(old).input_version == 1
+    assert "inputs-v1" in Problem.from_dict(old).short() and "inputs-v" not in Problem().short()
+    assert Problem.from_dict({**old, "input_version": 2}) == Problem(seed=3)

@@ -1,0 +1,168 @@
+"""Input generators: version 2 (counter-based) gives the same bytes from either of its
+implementations (numpy on the CPU; torch int64, which CUDA runs, here run on the CPU),
+in any thread split, and a sane normal distribution; version 1 files written before the
+field existed replay the digests recorded on the H200."""
+
+import json
+import lzma
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from difftest import counter_rng
+from difftest.inputs import Inputs, make_inputs
+from difftest.problem import VALUE_KINDS, Problem
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_numpy_and_device_paths_give_identical_bytes():
+    # sizes around the CPU chunk (2^15) and the thread threshold (2^18)
+    for n in (1, 7, counter_rng.CHUNK - 1, counter_rng.CHUNK + 3, counter_rng.PARALLEL_MIN + 11):
+        for kind in (counter_rng.normal, counter_rng.uniform):
+            a = kind(123, "q", (n,))
+            b = kind(123, "q", (n,), force_torch=True)
+            assert a.dtype == b.dtype == torch.float64
+            assert torch.equal(a, b), (kind.__name__, n)
+
+
+def test_counter_past_two_to_the_32_uses_the_high_word():
+    start = (1 << 32) - 4  # a range straddling the 2^32 boundary, both implementations
+    k0, k1 = counter_rng.stream_keys(5, "k")
+    lo = counter_rng._bits_np(start, 1 << 32, k0, k1).tolist()
+    hi = counter_rng._bits_np(1 << 32, (1 << 32) + 4, k0, k1).tolist()
+    assert lo == counter_rng._bits_t(start, 1 << 32, k0, k1, "cpu").tolist()
+    assert hi == counter_rng._bits_t(1 << 32, (1 << 32) + 4, k0, k1, "cpu").tolist()
+    first = counter_rng._bits_np(0, 4, k0, k1).tolist()
+    assert hi != first  # element 2^32 + i is not element i again
+    assert list(counter_rng._chunks((1 << 32) + 5, 1 << 31)) == [
+        (0, 1 << 31), (1 << 31, 1 << 32), (1 << 32, (1 << 32) + 5)]
+
+
+def test_bytes_do_not_depend_on_threads(monkeypatch):
+    n = counter_rng.PARALLEL_MIN * 2 + 5
+    monkeypatch.setattr(counter_rng, "_threads", lambda: 1)
+    one = counter_rng.normal(9, "v", (n,))
+    monkeypatch.setattr(counter_rng, "_threads", lambda: 3)
+    three = counter_rng.normal(9, "v", (n,))
+    assert torch.equal(one, three)
+
+
+def test_normal_statistics():
+    x = counter_rng.normal(0, "q", (1 << 20,)).numpy()
+    assert abs(x.mean()) < 5e-3 and abs(x.std() - 1.0) < 5e-3
+    # quantiles of N(0, 1): 0.5, 0.8413 (1 sigma), 0.9772 (2 sigma), 0.99865 (3 sigma)
+    for z, p in ((0.0, 0.5), (1.0, 0.8413), (2.0, 0.9772), (3.0, 0.99865)):
+        assert abs((x < z).mean() - p) < 3e-3
+    assert 4.0 < np.abs(x).max() <= 4.33  # tails reach past 4 sigma, bounded by the table
+    # no visible dependence between neighbours or between streams
+    y = counter_rng.normal(0, "k", (1 << 20,)).numpy()
+    assert abs(np.corrcoef(x[:-1], x[1:])[0, 1]) < 5e-3
+    assert abs(np.corrcoef(x, y)[0, 1]) < 5e-3
+    u = counter_rng.uniform(0, "u", (1 << 20,)).numpy()
+    assert 0.0 < u.min() and u.max() < 1.0 and abs(u.mean() - 0.5) < 2e-3
+
+
+def test_streams_and_seeds_differ():
+    a = counter_rng.normal(1, "q", (64,))
+    assert not torch.equal(a, counter_rng.normal(2, "q", (64,)))
+    assert not torch.equal(a, counter_rng.normal(1, "k", (64,)))
+    # a prefix is stable: a longer tensor starts with the shorter one's values
+    assert torch.equal(counter_rng.normal(1, "q", (200,))[:64], a)
+
+
+def test_the_quantile_table_is_checked():
+    t, d = counter_rng._table()
+    assert len(t) == (1 << counter_rng.TABLE_BITS) + 1 and np.array_equal(t, -t[::-1])
+    assert np.all(d > 0)  # increasing: the interpolation is monotone in the hash
+
+
+# ------------------------------------------------------------------ make_inputs, version 2
+PROBLEMS = [
+    Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8,
+            dtype="float16", seed=3),
+    Problem(batch=3, seqlen_q=(4, 0, 6), seqlen_k=(0, 3, 5), heads_q=3, heads_kv=1, head_dim_qk=8,
+            head_dim_v=8, dtype="bfloat16", sinks=True, sink_center=-1.0, pad_tail=3, seed=12345),
+] + [Problem(seqlen_q=9, seqlen_k=11, head_dim_qk=32, values=kind, value_scale=3.0, seed=2**40 + 1)
+     for kind in VALUE_KINDS]
+
+
+@pytest.mark.parametrize("p", PROBLEMS, ids=lambda p: p.short())
+def test_version_2_same_problem_same_digest_on_both_paths(p, monkeypatch):
+    assert p.input_version == 2
+    first, second = make_inputs(p), make_inputs(p)
+    assert first.digest() == second.digest()
+    # the device path (what CUDA runs) run here on the CPU gives the same bytes
+    real = counter_rng._use_numpy
+    monkeypatch.setattr(counter_rng, "_use_numpy", lambda device, force: False)
+    via_torch = make_inputs(p)
+    monkeypatch.setattr(counter_rng, "_use_numpy", real)
+    for n in Inputs.TENSORS:
+        a, b = getattr(first, n), getattr(via_torch, n)
+        assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), n
+    assert via_torch.digest() == first.digest()
+    # and the version selects the generator
+    assert make_inputs(p.replace(input_version=1)).digest() != first.digest()
+
+
+def test_version_2_mixed_do_spreads_magnitudes_exactly_as_powers_of_two():
+    p = Problem(seqlen_q=256, seqlen_k=8, heads_q=2, values="mixed_do", value_scale=3.0, seed=4)
+    x, base = make_inputs(p), make_inputs(p.replace(values="normal"))
+    ratio = (x.do.double() / base.do.double()).flatten()
+    # per row one magnitude in [10^-3, 10^3] (2^n (1 + f) approximates 10^t within 6%)
+    assert ratio.min().item() >= 1e-3 * 0.94 and ratio.max().item() <= 1e3
+    assert ratio.max().item() / ratio.min().item() > 1e4
+    assert torch.equal(x.q, base.q) and torch.equal(x.k, base.k)
+
+
+# ------------------------------------------------------------------ version 1 replays
+# Reproducer files written on the H200 before input_version existed, with the
+# input_digest their campaign's report recorded for that Problem (the reports in the same
+# folder, report.json.xz / *.cases.jsonl.xz, computed on the GPU).
+RECORDED = {
+    "results/h200/phase2/P1/repro/fa3-9b3872ddb0.json": "ffc14e0a2a2ae798",
+    "results/h200/phase2/Q0/repro/fa4-216df212ee.json": "9499a8e20389dc82",
+    "results/h200/phase3/Q3-1/repro/fa4-949f9061dd.json": "94a5a60afc644894",
+    "results/h200/phase3/R3-0/repro/tileops-gqa-23b2327f90.json": "2b349964c96feb44",
+    "results/h200/phase3/S3-1/repro/tilelang-det-95a110ee22.json": "c395972a71bc27c0",
+    "results/h200/phase4/C/repro/jvp-flash-68836b0a42.json": "b37b190438076aed",
+    "results/h200/phase5/P1/repro/tilelang-file__work_main__seed_seed004_kernel_py-65d05f3f97.json":
+        "0daed27cb68e87e9",
+}
+
+
+@pytest.mark.parametrize("path", sorted(RECORDED))
+def test_old_reproducer_files_replay_their_recorded_digest(path):
+    from difftest.reproducer import read_json
+
+    rec = read_json(ROOT / path)
+    p = Problem.from_dict(rec["problem"])
+    assert p.input_version == 1  # no field in the file: the generator that drew it
+    assert make_inputs(p).digest() == RECORDED[path]
+
+
+def test_old_case_records_replay_every_value_mode():
+    """Every value mode of an H200 report (flex, phase 4) replays its recorded digest."""
+    f = ROOT / "results/h200/phase4/A/flex.cases.jsonl.xz"
+    checked = set()
+    with lzma.open(f, "rt") as fh:
+        for line in fh:
+            r = json.loads(line)
+            p = Problem.from_dict(r["problem"])
+            if not r.get("input_digest") or p.values in checked or p.total_q * p.heads_q * p.head_dim_qk > 50000:
+                continue
+            assert make_inputs(p).digest() == r["input_digest"], p.short()
+            checked.add(p.values)
+    assert checked == set(VALUE_KINDS)
+
+
+def test_every_stored_reproducer_reads_as_version_1():
+    files = list((ROOT / "results").glob("**/repro/*.json")) + list((ROOT / "results/bugs").glob("**/*.json"))
+    assert files
+    for f in files:
+        rec = json.loads(f.read_text())
+        if isinstance(rec, dict) and isinstance(rec.get("problem"), dict) and "input_version" not in rec["problem"]:
+            assert Problem.from_dict(rec["problem"]).input_version == 1, os.fspath(f)
