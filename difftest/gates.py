@@ -199,21 +199,46 @@ def locate(problem: Problem, name: str, flat_index: int, shape) -> dict:
 
 def _prep(problem, name, t, device):
     """The used rows of ``t`` in float64 on ``device``: the truth's device, so on a GPU
-    the comparisons run there (on the host they cost seconds per case at long lengths)."""
+    the comparisons run there (on the host they cost seconds per case at long lengths).
+    Moved in its own dtype, then widened where it lands: a CPU output bound for the GPU
+    crosses the bus at 2 bytes per element instead of being widened by the host's
+    threads and sent at 8."""
     t = t.detach()
     if name != "dsink":
         t = t[: used_rows(problem, name)]
-    return t.to(device, torch.float64)
+    return t.to(device).to(torch.float64)
+
+
+def _read(*scalars) -> list[float]:
+    """0-dim tensors (or numbers) read to the host in ONE transfer: each ``float()`` or
+    ``.item()`` of a CUDA tensor is a device synchronisation, and a case ran ~90 of them
+    before (issue 12). Values go through float64 (indices exact below 2^53)."""
+    ts = [x for x in scalars if isinstance(x, torch.Tensor)]
+    if not ts:
+        return [float(x) for x in scalars]
+    dev = ts[0].device
+    vals = iter(torch.stack([x.detach().reshape(()).to(device=dev, dtype=torch.float64) for x in ts]).tolist())
+    return [next(vals) if isinstance(x, torch.Tensor) else float(x) for x in scalars]
+
+
+def _at_max(x: torch.Tensor, got, truth) -> tuple:
+    """(max of x, its first flat index, got and truth there) as 0-dim tensors, unread."""
+    flat = x.reshape(-1)
+    i = torch.argmax(torch.nan_to_num(flat, nan=float("inf")))
+    return flat[i], i, got.reshape(-1)[i], truth.reshape(-1)[i]
+
+
+def _loc(problem, name, shape, i, got_v, truth_v) -> dict:
+    loc = locate(problem, name, int(i), shape)
+    loc["got"], loc["truth"] = got_v, truth_v
+    return loc
 
 
 def _worst(problem, name, diff, got, truth, shape):
     if diff.numel() == 0:
         return None
-    i = int(torch.argmax(torch.nan_to_num(diff, nan=float("inf"))).item())
-    loc = locate(problem, name, i, shape)
-    loc["got"] = float(got.reshape(-1)[i])
-    loc["truth"] = float(truth.reshape(-1)[i])
-    return loc
+    _, i, g, t = _read(*_at_max(diff, got, truth))
+    return _loc(problem, name, shape, i, g, t)
 
 
 def _fmt_loc(loc):
@@ -237,11 +262,12 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
     ``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
     Returns {"limit", "ref_err", "floor", "scale"} (scale: max|truth| over finite elements)."""
     t = torch.where(torch.isfinite(truth), truth, 0.0)
-    ref_err = 0.0
+    errs = []
     for one in (ref if isinstance(ref, (list, tuple)) else [ref]):
         r, t2 = _finite_pair(one, truth)
-        ref_err = max(ref_err, float((r - t2).abs().max()) if r.numel() else 0.0)
-    scale = float(t.abs().max()) if t.numel() else 0.0
+        errs.append((r - t2).abs().max() if r.numel() else 0.0)
+    *errs, scale = _read(*errs, t.abs().max() if t.numel() else 0.0)  # one host read
+    ref_err = max([0.0] + errs)
     # the dtype's rounding of the result, plus float32 rounding of P = exp(S - LSE)
     # (relative error (1 + |S|) * eps32 whatever the dtype) carried by the terms that
     # form each element: their absolute sum ``terms`` can dwarf a result that cancels
@@ -258,18 +284,20 @@ def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1
     left out of the error and counted as ``overflow_limited``. ``bounds``: ``budget_limit``'s
     result when the caller already has it."""
     shape = got.shape
-    n_lim = int(limited.sum()) if limited is not None else 0
-    if n_lim:
+    if limited is not None:
         got = torch.where(limited, truth, got)
     g, t = _finite_pair(got, truth)
     diff = (g - t).abs()
-    err = float(diff.max()) if diff.numel() else 0.0
     b = bounds or budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude, logit_scale, terms)
+    # the count, the error and where it is largest: one host read
+    n_lim, err, i, g_i, t_i = _read(limited.sum() if limited is not None else 0,
+                                    *(_at_max(diff, g, t) if diff.numel() else (0.0, 0, 0.0, 0.0)))
+    n_lim = int(n_lim)
     ref_err, floor, limit, scale = b["ref_err"], b["floor"], b["limit"], b["scale"]
     ratio = err / limit
     k_needed = max(0.0, err - floor) / ref_err if ref_err > 0 else (0.0 if err <= floor else float("inf"))
     passed = err <= limit
-    worst = _worst(problem, name, diff.reshape(-1), g, t, shape) if err > 0 else None
+    worst = _loc(problem, name, shape, i, g_i, t_i) if err > 0 else None
     msg = (f"{name}: {gate} {'ok' if passed else 'FAILED'}: max|err|={err:.3g} vs {ref_label} "
            f"{ref_err:.3g} (limit {k:g}x + floor {floor:.3g} = {limit:.3g}, ratio {ratio:.3g}, "
            f"k needed {k_needed:.3g})")
@@ -290,12 +318,13 @@ def elementwise_gate(problem, name, got, truth, std: Standard, *, reference=TRUT
     diff = (g - t).abs()
     tol = std.atol + std.rtol * t.abs()
     n = diff.numel()
-    within = int((diff <= tol).sum()) if n else 0
-    ratio = within / n if n else 1.0
-    err = float(diff.max()) if n else 0.0
-    passed = ratio >= std.required_ratio and err <= std.max_abs
     excess = (diff - tol).reshape(-1)
-    worst = _worst(problem, name, excess, g, t, shape) if n and not passed else None
+    within, err, _, i, g_i, t_i = _read((diff <= tol).sum(), diff.max(), *_at_max(excess, g, t)) if n else (
+        0, 0.0, 0.0, 0, 0.0, 0.0)  # one host read
+    within = int(within)
+    ratio = within / n if n else 1.0
+    passed = ratio >= std.required_ratio and err <= std.max_abs
+    worst = _loc(problem, name, shape, i, g_i, t_i) if n and not passed else None
     msg = (f"{name}: elementwise {'ok' if passed else 'FAILED'}: {ratio:.4%} within atol={std.atol:g}+rtol={std.rtol:g}"
            f" (need {std.required_ratio:.4%}), max|err|={err:.3g} (limit {std.max_abs:g})")
     if reference != TRUTH:
@@ -325,7 +354,7 @@ def dtype_limited(got, truth, yardstick, out_dtype, limit: float) -> torch.Tenso
     A NaN where truth and yardstick are finite is never accepted."""
     fmax = overflow_threshold(out_dtype)
     cand = torch.isfinite(truth) & (~torch.isfinite(got) | (got.abs() >= fmax))
-    if not bool(cand.any()):
+    if not cand.is_cuda and not bool(cand.any()):  # a shortcut on the host; on a GPU the read costs more
         return cand
     ok = cand & ~torch.isnan(got) & (torch.sign(got) == torch.sign(truth)) & (truth.abs() + limit >= fmax)
     if yardstick is not None:
@@ -348,16 +377,14 @@ def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, r
     same = (torch.isinf(got) & torch.isinf(truth) & (torch.sign(got) == torch.sign(truth))) | (
         torch.isnan(got) & torch.isnan(truth))
     bad = ~(gf & tf) & ~same & ~limited  # non-finite on either side, unless both hold the same value
-    n_bad = int(bad.sum())
-    n_nan = int(torch.isnan(got).sum())
-    n_lim = int((limited & ~(gf & tf)).sum())  # the saturated finite ones are counted by the budget gate too
-    n_lim_all = int(limited.sum())
+    # n_lim: the saturated finite ones are counted by the budget gate too; one host read for all
+    counts = _read(bad.sum(), torch.isnan(got).sum(), (limited & ~(gf & tf)).sum(), limited.sum())
+    n_bad, n_nan, n_lim, n_lim_all = (int(c) for c in counts)
     passed = n_bad == 0
     worst = None
-    if not passed:
-        i = int(torch.nonzero(bad.reshape(-1))[0])
-        worst = locate(problem, name, i, shape)
-        worst["got"], worst["truth"] = float(got.reshape(-1)[i]), float(truth.reshape(-1)[i])
+    if not passed:  # a second read, on failures only
+        i = torch.argmax(bad.reshape(-1).to(torch.uint8))
+        worst = _loc(problem, name, shape, *_read(i, got.reshape(-1)[i], truth.reshape(-1)[i]))
     msg = f"{name}: nonfinite {'ok' if passed else 'FAILED'}: {n_bad} elements non-finite in one of kernel/truth only"
     if n_lim_all:
         thr = overflow_threshold(out_dtype) if out_dtype is not None else float("nan")
@@ -377,13 +404,12 @@ def poison_gate(problem, name, got_raw) -> Verdict:
     t = got_raw.detach()
     if name != "dsink":
         t = t[: used_rows(problem, name)]
-    mask = is_poison(t.cpu())
-    n = int(mask.sum())
+    mask = is_poison(t)  # where the output lies: no copy of it to the host
+    n = int(_read(mask.sum())[0])
     worst = None
-    if n:
-        i = int(torch.nonzero(mask.reshape(-1))[0])
-        worst = locate(problem, name, i, t.shape)
-        worst["got"], worst["truth"] = float("nan"), float("nan")
+    if n:  # a second read, on failures only
+        i = _read(torch.argmax(mask.reshape(-1).to(torch.uint8)))[0]
+        worst = _loc(problem, name, t.shape, i, float("nan"), float("nan"))
     msg = f"{name}: poison {'ok' if not n else 'FAILED'}: {n} of {t.numel()} elements never written"
     if n:
         where = ", ".join(f"{k}={worst[k]}" for k in ("seq", "token", "head", "dim") if k in worst)
@@ -420,8 +446,10 @@ def logit_magnitude(problem, truth, inputs=None) -> float:
     if truth.lse is None:
         return terms
     lse = truth.lse[: used_rows(problem, "lse")].double()
-    lse = lse[torch.isfinite(lse)]
-    return max(float(lse.abs().max()) if lse.numel() else 0.0, terms)
+    if not lse.numel():
+        return terms
+    # no boolean-mask indexing (a sync of its own): one host read
+    return max(_read(torch.where(torch.isfinite(lse), lse.abs(), 0.0).max())[0], terms)
 
 
 def logit_terms(problem, inputs) -> float:
@@ -433,7 +461,7 @@ def logit_terms(problem, inputs) -> float:
         return 0.0
     qn = torch.linalg.vector_norm(q.double(), dim=-1).max()
     kn = torch.linalg.vector_norm(k.double(), dim=-1).max()
-    return float(qn * kn) * problem.scale
+    return _read(qn * kn)[0] * problem.scale
 
 
 def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,

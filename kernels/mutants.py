@@ -90,7 +90,10 @@ def mutant(bug_class: str, example: Problem, profile: str = "ci"):
         doc = (cls.__doc__ or "").strip().splitlines()
         cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
         cls.spec = f"mutant:{cls.name}"  # reproducers name the kernel by this catalogue key
-        _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls, example.validate(),
+        # examples were hand-picked against input version 1's values (difftest/inputs.py): a
+        # trigger such as a dO row near 10^4.4 is a property of those bytes, so they keep them
+        _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls,
+                                 example.replace(input_version=1).validate(),
                                  clean=BlockwiseAttention, profile=profile))
         return cls
 
