@@ -21,6 +21,11 @@ Adapters:
   keys, D_qk != D_v, bottom-right causal). TileOPs has no matching dense forward for
   arbitrary S_q != S_kv, so ``o`` and ``lse`` handed to it come from our float32 reference
   (rounded to the Problem dtype) and only dq, dk, dv are checked.
+
+Every new shape is a TileLang build (``COMPILE_KEY``), ~10-40 s on the H200, one at a time in
+a campaign. ``python -m difftest.kernels.tileops --warm OP --jobs N`` builds the edge corpus's
+compile configurations first, N workers at once, into TileLang's disk cache
+(``TILELANG_CACHE_DIR``: give the campaign the same one).
 """
 
 import io
@@ -30,6 +35,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,14 +43,24 @@ import torch
 
 from difftest.adapter import KernelAdapter, KernelUnavailable
 from difftest.capability import Capability
-from difftest.inputs import Inputs
+from difftest.inputs import Inputs, make_inputs
 from difftest.outputs import Outputs
+from difftest.problem import Problem
 
 from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse, thd
 
 SITE_ENV = "DIFFTEST_TILEOPS_SITE"
 DEFAULT_SITE = "/tmp/tileops_site"
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
+
+# What makes TileOPs compile again: its kernels take every shape as a compile-time constant
+# (tileops 0.1.0 GQABwdPreprocessKernel.entry_for: batch, heads, seq_len, dim, dtype, sm_scale;
+# GQABwdWGMMAPipelinedKernel.entry_for adds heads_kv and is_causal; each new tuple is a new
+# TileLang build, ~10-40 s on the H200). The compile-aware strategy (strategies/compile.py)
+# then draws most problems in shapes the campaign (and ``--warm``) already built; declaring
+# only dtype/dims/heads had let every drawn batch, length or scale be a new build (P2: 7.6 s
+# per case). The softmax scale enters as a constant too (``scale = sm_scale * LOG2E``).
+COMPILE_KEY = ("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv", "batch", "seqlen_q", "softmax_scale")
 
 # Head dim 128 only: on sm90 TileOPs' forward that returns the LSE serves d128 alone
 # (its own refusal on the H200: "GQADensePersistentWSKernel: returns the log-sum-exp only
@@ -62,7 +78,7 @@ GQA_CAPABILITY = Capability(
     max_seqlen=4096, min_seqlen_q=2, min_seqlen_k=2, max_heads=32, gqa=True, seqlen_q_ne_k=False,
     causal=True, aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False,
     sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
-    block_m=64, block_n=64, compile_key=("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv"),
+    block_m=64, block_n=64, compile_key=COMPILE_KEY,
 )
 
 # The backward op alone (tileops 0.1.0 _ops/attention/gqa/bwd.py:25-140 and its SM90 kernels in
@@ -77,7 +93,7 @@ GQA_BWD_CAPABILITY = Capability(
     max_seqlen=4096, max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True,
     aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False,
     sinks=False, softmax_scale=True, outputs=("dq", "dk", "dv"), deterministic=False, device="cuda",
-    block_m=64, block_n=64, compile_key=("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv"),
+    block_m=64, block_n=64, compile_key=COMPILE_KEY,
 )
 
 # MHA calls of the GQA ops (forward needs d128 on SM90, as GQA_CAPABILITY says).
@@ -88,7 +104,8 @@ MLA_CAPABILITY = Capability(
     max_seqlen=4096, max_heads=32, gqa=False, seqlen_q_ne_k=True, causal=True,
     aligns=("bottom_right",), window=False, varlen=False, empty_seqs=False, pad_tail=False,
     sinks=False, outputs=("dq", "dk", "dv"), deterministic=False, device="cuda",
-    block_m=64, block_n=64, compile_key=("dtype", "causal"),
+    block_m=64, block_n=64,
+    compile_key=("dtype", "causal", "batch", "heads_q", "seqlen_q", "seqlen_k", "softmax_scale"),
 )
 
 
@@ -151,9 +168,13 @@ class Worker:
 
 
 _WORKERS: dict[str, Worker] = {}
+_LOCAL = threading.local()  # a thread's own worker (``warm`` runs one per thread)
 
 
 def get_worker() -> Worker:
+    own = getattr(_LOCAL, "worker", None)
+    if own is not None:
+        return own
     site = os.environ.get(SITE_ENV, DEFAULT_SITE)
     if site not in _WORKERS:
         _WORKERS[site] = Worker(site)
@@ -308,8 +329,106 @@ def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU
         send(proto, rep)
 
 
-if __name__ == "__main__":
+# ---------------------------------------------------------------- warming the disk cache
+def warm_problems(op: str, profile: str = "gpu", extra=()) -> list[Problem]:
+    """One Problem per distinct compile configuration (``COMPILE_KEY``) of the edge corpus a
+    campaign of ``op`` runs first, in its order, then of ``extra`` (those the op covers)."""
+    from difftest.strategies import edge_problems
+
+    if op not in OPS:
+        raise ValueError(f"op={op!r}: allowed {sorted(OPS)}")
+    cap = OPS[op][0]
+    out, seen = [], set()
+    for p in [*edge_problems(cap, profile), *extra]:
+        sig = cap.compile_signature(p)
+        if sig not in seen and cap.excludes(p) is None:
+            seen.add(sig)
+            out.append(p)
+    return out
+
+
+def warm(op: str, jobs: int = 8, profile: str = "gpu", extra=(), log=print) -> list[str]:
+    """Run ``op`` once on each of ``warm_problems`` through ``jobs`` TileOPs workers at once, so
+    every TileLang build lands in its disk cache (``TILELANG_CACHE_DIR``, shared by the
+    campaign's workers) and a campaign's serial builds become loads. Returns the errors
+    (one line each; a shape that does not build is reported, the rest still build)."""
+    adapter = TileOpsAdapter(op)
+    todo = warm_problems(op, profile, extra)
+    site = os.environ.get(SITE_ENV, DEFAULT_SITE)
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def lane(chunk):
+        try:
+            _LOCAL.worker = Worker(site)
+        except Exception as e:  # noqa: BLE001
+            with lock:
+                errors.extend(f"{p.short()}: worker did not start: {type(e).__name__}: {e}" for p in chunk)
+            return
+        try:
+            for p in chunk:
+                t0 = time.perf_counter()
+                try:
+                    adapter.run(make_inputs(p))
+                    msg = f"warm tileops-{op} {p.short()} {time.perf_counter() - t0:.1f} s"
+                except Exception as e:  # noqa: BLE001
+                    msg = f"{p.short()}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                    with lock:
+                        errors.append(msg)
+                log(msg)
+        finally:
+            _LOCAL.worker.close()
+            _LOCAL.worker = None
+
+    n = max(1, min(jobs, len(todo)))
+    threads = [threading.Thread(target=lane, args=(todo[i::n],)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def parse_warm_args(argv):
+    """``--warm OP [--jobs N] [--profile P] [--problem JSON ...]``; bad input exits 2 with one line."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m difftest.kernels.tileops",
+                                 description="build a TileOPs op's edge-corpus shapes in parallel")
+    ap.add_argument("--warm", required=True, choices=sorted(OPS), metavar="OP", help=f"one of {sorted(OPS)}")
+    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--profile", default="gpu")
+    ap.add_argument("--problem", action="append", default=[], metavar="JSON",
+                    help="also warm this Problem (difftest's Problem.to_dict JSON); repeatable")
+    a = ap.parse_args(argv)
+    if a.jobs < 1:
+        ap.error(f"--jobs={a.jobs}: allowed an integer >= 1")
+    try:
+        a.extra = [Problem.from_dict(json.loads(j)).validate() for j in a.problem]
+    except Exception as e:  # noqa: BLE001
+        ap.error(f"--problem: {type(e).__name__}: {e}; allowed a Problem as JSON (Problem.to_dict)")
+    return a
+
+
+def _warm_main(argv) -> int:
+    a = parse_warm_args(argv)
+    site = os.environ.get(SITE_ENV, DEFAULT_SITE)
+    if not Path(site, "tileops").is_dir():
+        print(f"TileOPs site folder {site}/tileops missing (set ${SITE_ENV})", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    n = len(warm_problems(a.warm, a.profile, a.extra))
+    errors = warm(a.warm, a.jobs, a.profile, a.extra, log=lambda m: print(m, flush=True))
+    print(f"warmed {n - len(errors)}/{n} tileops-{a.warm} shapes in {time.perf_counter() - t0:.0f} s "
+          f"with {min(a.jobs, n)} workers", flush=True)
+    for e in errors:
+        print("  did not build:", e, flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # --serve (the worker), or --warm OP [--jobs N]
     if "--serve" in sys.argv:
         _serve()
     else:
-        print(__doc__)
+        sys.exit(_warm_main(sys.argv[1:]))

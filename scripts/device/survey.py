@@ -4,7 +4,8 @@ first failure and spends the rest on shrinking it; a survey keeps drawing, so a 
 can say "N cases, these failures, of these kinds" for a kernel with a known finding.
 
     python3 scripts/device/survey.py --out DIR [--seconds S] [--shrink S] [--second-reference fa3]
-                                     [--narrow FIELD=VALUES ...] [--seed N] KERNEL CASES
+                                     [--narrow FIELD=VALUES ...] [--seed N]
+                                     [--new-compile-p P --warm-configs N] KERNEL CASES
 
 Unseeded by default (each run draws afresh, as a new user's would). Writes DIR/KERNEL.cases.jsonl
 (one line per case as it finishes), DIR/KERNEL.survey.json (counts per status and triage, worst
@@ -28,6 +29,7 @@ from difftest.reproducer import write_reproducer
 from difftest.runner import RunConfig, run_case
 from difftest.simplify import simplify
 from difftest.strategies import edge_problems, problems
+from difftest.strategies.compile import compile_reuse
 
 
 def triage_of(case) -> str:
@@ -58,9 +60,16 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--profile", default="gpu")
     ap.add_argument("--det-runs", type=int, default=0, help="also N bitwise-repeated calls on fixed problems")
+    ap.add_argument("--new-compile-p", type=float, default=0.1,
+                    help="probability a draw opens a new compile configuration (strategies/compile.py)")
+    ap.add_argument("--warm-configs", type=int, default=4,
+                    help="edge-corpus compile configurations drawn problems reuse (all of them after a --warm)")
     ap.add_argument("kernel")
     ap.add_argument("cases", type=int)
     a = ap.parse_args(argv)
+    if not 0.0 <= a.new_compile_p <= 1.0 or a.warm_configs < 1:
+        ap.error(f"--new-compile-p={a.new_compile_p} / --warm-configs={a.warm_configs}: allowed a probability "
+                 "in [0, 1] and an integer >= 1")
     out = Path(a.out)
     (out / "repro").mkdir(parents=True, exist_ok=True)
     kernel = registry.narrow(registry.get(a.kernel), **parse_narrowing(a.narrow))
@@ -96,7 +105,7 @@ def main(argv=None) -> int:
 
     @settings(max_examples=a.cases * 3, database=None, deadline=None, phases=[Phase.generate, Phase.target],
               suppress_health_check=list(HealthCheck), derandomize=False)
-    @given(problems(kernel.capability, a.profile))
+    @given(problems(kernel.capability, a.profile, new_compile_p=a.new_compile_p, warm_configs=a.warm_configs))
     def draw(p):
         if drawn[0] >= a.cases or time.perf_counter() - t0 > a.seconds:
             return
@@ -134,7 +143,8 @@ def main(argv=None) -> int:
             worst[o] = max(worst[o], r)
     summary = {"kernel": a.kernel, "spec": getattr(kernel, "spec", a.kernel), "narrowed": a.narrow,
                "second_reference": a.second_reference, "seed": a.seed, "cases": len(cases), "edge": n_edge,
-               "drawn": drawn[0], "search_seconds": round(search_s, 1),
+               "drawn": drawn[0], "search_seconds": round(search_s, 1), "new_compile_p": a.new_compile_p,
+               "warm_configs": a.warm_configs, "compile_reuse": compile_reuse(cases, kernel.capability),
                "seconds": round(time.perf_counter() - t0, 1),
                "status": dict(Counter(str(c.status) for c in cases)),
                "triage": dict(Counter(triage_of(c) for c in cases if c.failed)),
