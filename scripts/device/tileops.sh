@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Issue 13 part 1 on ONE H200 (kind nvidia-h200), one call of <= 330 s: TileOPs GQA backward.
+#   1. results/bugs/tileops/repro_tileops_nan_dq.py, the standalone NaN-dQ reproducer (7 cases in
+#      parallel processes, <= 85 s), with only the TileOPs bundle on PYTHONPATH (not our tilelang);
+#   2. beside it (niced, so the reproducer keeps its cores): `python -m difftest.kernels.tileops
+#      --warm gqa` builds the edge corpus's 21 compile configurations plus the determinism
+#      problems on 9 workers into one TileLang disk cache (<= 90 s);
+#   3. scripts/device/survey.py tileops-gqa 200 with 20-run determinism: drawn cases reuse the
+#      warmed shapes (new_compile_p 0.02, every edge configuration warm), so cases are cache
+#      loads instead of one 10-40 s build each (P2: 24 cases in 220 s).
+# A background packer refreshes $OUT/P5-results.tar.xz every 30 s, so a call cut short still
+# returns what it had. Everything lands under /tmp/camp/P5 (logs/, repro/, *.cases.jsonl, ...).
+#
+#   run(kind="nvidia-h200", timeout_s=360, carry=[".device/tileops.tar.xz", ".device/fa3.tar.xz"],
+#       command="bash scripts/device/tileops.sh")
+set -o pipefail
+source scripts/device/setup.sh > /dev/null
+R=/tmp/camp/P5; L=$R/logs; mkdir -p $L
+export TILELANG_CACHE_DIR=/tmp/tlc-tileops CUDA_VISIBLE_DEVICES=0
+mkdir -p $TILELANG_CACHE_DIR
+T0=$(date +%s)
+stamp() { echo "$(date -u +%T) +$(( $(date +%s) - T0 ))s $*" | tee -a $L/timeline.txt; }
+python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
+cp $OUT/env.txt $L/
+pack() { tar -C /tmp/camp -cJf $OUT/.P5-results.tar.xz P5 2>/dev/null && mv $OUT/.P5-results.tar.xz $OUT/P5-results.tar.xz; }
+( while sleep 30; do pack; done ) &
+PACKER=$!
+stamp "start (setup done)"
+
+# 1. the standalone reproducer: TileOPs' bundle alone on the path, as a user would run it
+( PYTHONPATH=/tmp/tileops_site REPRO_CASE_TIMEOUT_S=80 timeout 88 \
+    python3 results/bugs/tileops/repro_tileops_nan_dq.py > $L/repro.jsonl 2> $L/repro.err
+  stamp "repro exit $?" ) &
+REPRO=$!
+
+# 2. warm-up beside it: edge corpus + the determinism problems (survey --det-runs runs them)
+WARM_ARGS=()
+while read -r j; do WARM_ARGS+=(--problem "$j"); done < <(python3 - <<'PY'
+import json, sys
+sys.path.insert(0, "scripts/device")
+from campaigns import DET_PROBLEMS
+for p in DET_PROBLEMS:
+    print(json.dumps(p.to_dict()))
+PY
+)
+nice -n 10 timeout 90 python3 -m difftest.kernels.tileops --warm gqa --jobs 9 "${WARM_ARGS[@]}" \
+  > $L/warm.log 2>&1
+stamp "warm exit $? ($(tail -n 1 $L/warm.log | cut -c1-120))"
+wait $REPRO
+
+# 3. the survey: what is left of 330 s, less shrinking, determinism and packing
+LEFT=$(( 330 - ($(date +%s) - T0) - 15 ))
+SECS=$(( LEFT - 45 )); [ $SECS -lt 40 ] && SECS=40
+stamp "survey: ${LEFT}s left, drawing for ${SECS}s"
+timeout $LEFT python3 scripts/device/survey.py --out $R --seconds $SECS --shrink 15 --max-shrinks 1 \
+  --det-runs 20 --new-compile-p 0.02 --warm-configs 64 tileops-gqa 200 > $L/tileops-gqa.log 2>&1
+stamp "tileops-gqa survey exit $?"
+
+kill $PACKER 2> /dev/null; pack
+echo "== repro"; cut -c1-400 $L/repro.jsonl; tail -n 3 $L/repro.err
+echo "== warm"; tail -n 4 $L/warm.log | cut -c1-300
+echo "== survey"; tail -n 6 $L/tileops-gqa.log | cut -c1-600
+cat $L/timeline.txt
