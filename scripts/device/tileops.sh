@@ -13,25 +13,33 @@
 #
 #   run(kind="nvidia-h200", timeout_s=360, carry=[".device/tileops.tar.xz", ".device/fa3.tar.xz"],
 #       command="bash scripts/device/tileops.sh")
+# OP=mha (or gqa-bwd) campaigns that op instead (then under /tmp/camp/P5-mha, $OUT/P5-mha-results.tar.xz);
+# REPRO=0 skips step 1 (then the warm-up runs alone, with all 16 jobs).
 set -o pipefail
+T0=$(date +%s)  # the 330 s budget counts from here, unpacking included
 source scripts/device/setup.sh > /dev/null
-R=/tmp/camp/P5; L=$R/logs; mkdir -p $L
+OP=${OP:-gqa}; REPRO=${REPRO:-1}
+NAME=P5; [ "$OP" != gqa ] && NAME=P5-$OP
+R=/tmp/camp/$NAME; L=$R/logs; mkdir -p $L
 export TILELANG_CACHE_DIR=/tmp/tlc-tileops CUDA_VISIBLE_DEVICES=0
 mkdir -p $TILELANG_CACHE_DIR
-T0=$(date +%s)
 stamp() { echo "$(date -u +%T) +$(( $(date +%s) - T0 ))s $*" | tee -a $L/timeline.txt; }
 python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
 cp $OUT/env.txt $L/
-pack() { tar -C /tmp/camp -cJf $OUT/.P5-results.tar.xz P5 2>/dev/null && mv $OUT/.P5-results.tar.xz $OUT/P5-results.tar.xz; }
+pack() { tar -C /tmp/camp -cJf $OUT/.$NAME-results.tar.xz $NAME 2>/dev/null && mv $OUT/.$NAME-results.tar.xz $OUT/$NAME-results.tar.xz; }
 ( while sleep 30; do pack; done ) &
 PACKER=$!
 stamp "start (setup done)"
 
 # 1. the standalone reproducer: TileOPs' bundle alone on the path, as a user would run it
-( PYTHONPATH=/tmp/tileops_site REPRO_CASE_TIMEOUT_S=80 timeout 88 \
-    python3 results/bugs/tileops/repro_tileops_nan_dq.py > $L/repro.jsonl 2> $L/repro.err
-  stamp "repro exit $?" ) &
-REPRO=$!
+JOBS=16
+if [ "$REPRO" = 1 ]; then
+  JOBS=9
+  ( PYTHONPATH=/tmp/tileops_site REPRO_CASE_TIMEOUT_S=80 timeout 88 \
+      python3 results/bugs/tileops/repro_tileops_nan_dq.py > $L/repro.jsonl 2> $L/repro.err
+    stamp "repro exit $?" ) &
+  RPID=$!
+fi
 
 # 2. warm-up beside it: edge corpus + the determinism problems (survey --det-runs runs them)
 WARM_ARGS=()
@@ -43,21 +51,22 @@ for p in DET_PROBLEMS:
     print(json.dumps(p.to_dict()))
 PY
 )
-nice -n 10 timeout 90 python3 -m difftest.kernels.tileops --warm gqa --jobs 9 "${WARM_ARGS[@]}" \
+nice -n 10 timeout 90 python3 -m difftest.kernels.tileops --warm $OP --jobs $JOBS "${WARM_ARGS[@]}" \
   > $L/warm.log 2>&1
-stamp "warm exit $? ($(tail -n 1 $L/warm.log | cut -c1-120))"
-wait $REPRO
+stamp "warm exit $? ($(grep '^warmed' $L/warm.log | cut -c1-120))"
+[ -n "$RPID" ] && wait $RPID
 
-# 3. the survey: what is left of 330 s, less shrinking, determinism and packing
-LEFT=$(( 330 - ($(date +%s) - T0) - 15 ))
-SECS=$(( LEFT - 45 )); [ $SECS -lt 40 ] && SECS=40
+# 3. the survey: what is left of 330 s; 60 s of it for one shrink (10 s + a build it may start),
+#    20-run determinism on the two warmed det problems (a fresh worker) and the summary
+LEFT=$(( 330 - ($(date +%s) - T0) - 10 ))
+SECS=$(( LEFT - 60 )); [ $SECS -lt 40 ] && SECS=40 && LEFT=100
 stamp "survey: ${LEFT}s left, drawing for ${SECS}s"
-timeout $LEFT python3 scripts/device/survey.py --out $R --seconds $SECS --shrink 15 --max-shrinks 1 \
-  --det-runs 20 --new-compile-p 0.02 --warm-configs 64 tileops-gqa 200 > $L/tileops-gqa.log 2>&1
-stamp "tileops-gqa survey exit $?"
+timeout $LEFT python3 scripts/device/survey.py --out $R --seconds $SECS --shrink 10 --max-shrinks 1 \
+  --det-runs 20 --new-compile-p 0.02 --warm-configs 64 tileops-$OP 200 > $L/tileops-$OP.log 2>&1
+stamp "tileops-$OP survey exit $?"
 
 kill $PACKER 2> /dev/null; pack
-echo "== repro"; cut -c1-400 $L/repro.jsonl; tail -n 3 $L/repro.err
+[ -f $L/repro.jsonl ] && { echo "== repro"; cut -c1-400 $L/repro.jsonl; tail -n 3 $L/repro.err; }
 echo "== warm"; tail -n 4 $L/warm.log | cut -c1-300
-echo "== survey"; tail -n 6 $L/tileops-gqa.log | cut -c1-600
+echo "== survey"; tail -n 6 $L/tileops-$OP.log | cut -c1-600
 cat $L/timeline.txt
