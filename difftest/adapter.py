@@ -9,6 +9,8 @@ adapter, or an adapter class).
 
 import copy
 import importlib
+import importlib.machinery
+import importlib.util
 import os
 import sys
 from importlib.metadata import entry_points
@@ -129,17 +131,38 @@ def describe(name: str) -> str:
     return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__name__)}"
 
 
+def _import_module(mod: str):
+    """``mod`` imported; only if it is found nowhere else, from the current directory (`-k
+    mymodule:MyAdapter` finds modules there, as ``python -m`` does), loaded from there
+    WITHOUT putting the current directory on sys.path: a folder there named like an
+    installed package (a ``difftest/`` checkout beside the user's files) would otherwise be
+    taken, in every spawned worker, for an empty namespace package (``from difftest import
+    Capability`` an ImportError in every case)."""
+    try:
+        return importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        top = mod.split(".")[0]
+        spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) if e.name == top else None
+        if spec is None or spec.origin is None or spec.loader is None:  # none there, or only a bare folder
+            raise
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[top] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(top, None)
+            raise
+        return importlib.import_module(mod)
+
+
 def _import_attr(path: str, what: str):
     mod, _, attr = path.partition(":")
     if mod.split(".")[0] in LEGACY_TOP_LEVEL:
         mod = "difftest." + mod  # written before these folders installed as difftest.kernels etc.
     if not mod or not attr:
         raise KernelSpecError(f"{what}: {path!r} is not a 'module:attr' path")
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.append(cwd)  # `-k mymodule:MyAdapter` finds modules in the current directory, as python -m does
     try:
-        module = importlib.import_module(mod)
+        module = _import_module(mod)
     except ModuleNotFoundError as e:
         hint = "" if e.name != mod.split(".")[0] else " (is it installed, or on PYTHONPATH / in the current directory?)"
         raise KernelSpecError(f"{what}: cannot import module {e.name!r}{hint}") from None

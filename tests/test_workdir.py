@@ -86,3 +86,20 @@ def test_module_attr_import_failure_is_one_line_naming_module_and_fix(tmp_path):
     (tmp_path / "mine_mod.py").write_text(MODULE)
     r = _difftest("run", "-k", "mine_mod:Nope", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "has no attribute 'Nope'" in r.stderr
+
+
+def test_a_difftest_folder_in_the_current_directory_does_not_shadow_the_package(tmp_path):
+    """A user's module beside a `difftest/` folder (their checkout), the package installed (not on
+    PYTHONPATH; -P: no current directory on the path, as the `difftest` script runs). Finding the
+    module used to append the current directory to sys.path; the spawned worker inherited it and
+    took `difftest/` for an empty namespace package: `from difftest import Capability` failed in
+    every case."""
+    import os
+
+    (tmp_path / "difftest").mkdir()
+    (tmp_path / "mine_mod.py").write_text(MODULE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-P", "-m", "difftest", "run", "-k", "mine_mod:Mine", "-p", "quick",
+                        "--max-examples", "2", "--no-edge-cases", "-q"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600, env={**env, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and "mine: passed" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
