@@ -43,3 +43,31 @@ def test_oracle_rows_render_as_markdown():
     assert text.count("\n") == 2 and "cpu" in text
     if not torch.cuda.is_available():
         assert "skipped" in text
+
+
+class _Capped:
+    """A stand-in kernel: capability up to 8192 keys, bfloat16 only; ``available`` says
+    what time_backward would do next (it needs CUDA, so the test stops there)."""
+    name = "capped"
+
+    def __init__(self):
+        from difftest.capability import Capability
+        self.capability = Capability(dtypes=("bfloat16",), head_dims_qk=(128,), max_seqlen=8192, max_heads=8,
+                                     causal=True, device="cuda")
+
+    def available(self):
+        return "reached the timing"
+
+
+def test_oracle_bench_times_a_kernel_past_its_max_seqlen_but_nothing_else():
+    from difftest.bench import time_backward
+    from difftest.problem import Problem
+
+    k = _Capped()
+    p = Problem(seqlen_q=16384, seqlen_k=16384, heads_q=8, heads_kv=8, head_dim_qk=128, head_dim_v=128,
+                dtype="bfloat16", causal=True)
+    # the plain bench keeps the campaign's limit
+    assert time_backward(k, p)["reason"] == "sequence longer than 8192"
+    # the oracle bench passes the length check (and only it)
+    assert time_backward(k, p, beyond_max_seqlen=True)["reason"] == "reached the timing"
+    assert "float16" in time_backward(k, p.replace(dtype="float16"), beyond_max_seqlen=True)["reason"]
