@@ -17,7 +17,8 @@ backward call launched, summed per call, as CUPTI records it through ``torch.pro
 GPU activities one call launched. That column compares the kernels themselves.
 
 ``--oracle`` times the float64 truth exactly as the runner calls it
-(``chunked_reference(inputs, "float64", magnitudes=True)``, oracles/chunked.py) on causal
+(``chunked_reference(inputs, "float64", magnitudes=True)``, oracles/chunked.py; float32
+magnitudes unless ``--magnitudes-dtype float64``) on causal
 B,H,S,D shapes, with its peak memory on CUDA (``torch.cuda.max_memory_allocated`` above
 what the inputs already held), and, in the same run, the backward of the kernels named
 with ``-k`` (default ``fa3``) on the same Problem, so the row's ``x_kernel`` is
@@ -171,7 +172,8 @@ def markdown(rows: list[dict]) -> str:
 ORACLE_SHAPES = tuple((1, 8, s, 128) for s in (4096, 16384, 32768, 65536, 131072))
 
 
-def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bool = True) -> dict:
+def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bool = True,
+                magnitudes_dtype: str = "float32") -> dict:
     """Seconds (min over ``repeats``) and peak extra memory of the float64 truth."""
     from difftest.oracles.chunked import auto_chunk_elements, chunk_plan, chunked_reference
 
@@ -188,7 +190,8 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
             base = torch.cuda.memory_allocated()
         t0 = time.perf_counter()
         try:
-            out = chunked_reference(inputs, "float64", magnitudes=True, skip_masked=skip_masked)
+            out = chunked_reference(inputs, "float64", magnitudes=True, skip_masked=skip_masked,
+                                    magnitudes_dtype=magnitudes_dtype)
             if cuda:
                 torch.cuda.synchronize()
         except torch.OutOfMemoryError as e:
@@ -198,14 +201,14 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
             peak = (torch.cuda.max_memory_allocated() - base) / 2**30
         del out
     row = {"status": "ok", "seconds": min(times), "repeats": repeats, "chunks": chunks,
-           "chunk_elements": budget, "skip_masked": skip_masked}
+           "chunk_elements": budget, "skip_masked": skip_masked, "magnitudes_dtype": magnitudes_dtype}
     if peak is not None:
         row["peak_gib"] = peak
     return row
 
 
 def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, repeats=1, kernel_repeats=10,
-                     unskipped=False, log=print) -> list[dict]:
+                     unskipped=False, log=print, magnitudes_dtype="float32") -> list[dict]:
     """One row per shape: the truth (and, with ``unskipped``, the walk without block
     skipping) next to each kernel's backward on the same Problem."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -216,9 +219,10 @@ def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, re
         p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim_qk=d, head_dim_v=d,
                     dtype=dtype, causal=True).validate()
         row = {"problem": p.short(), "shape": [b, h, s, d], "device": device,
-               "truth": time_oracle(p, device, repeats)}
+               "truth": time_oracle(p, device, repeats, magnitudes_dtype=magnitudes_dtype)}
         if unskipped:
-            row["truth_unskipped"] = time_oracle(p, device, repeats, skip_masked=False)
+            row["truth_unskipped"] = time_oracle(p, device, repeats, skip_masked=False,
+                                                 magnitudes_dtype=magnitudes_dtype)
         row["kernels"] = {}
         for name in kernels:
             if torch.device(device).type != "cuda":
@@ -300,6 +304,8 @@ def add_arguments(p) -> None:
     p.add_argument("--oracle", action="store_true",
                    help="time the float64 truth (causal B1 H8 D128 S=4k..128k unless --shape) next to the kernels")
     p.add_argument("--unskipped", action="store_true", help="with --oracle: also time the truth without block skipping")
+    p.add_argument("--magnitudes-dtype", choices=("float32", "float64"), default="float32",
+                   help="with --oracle: precision of the truth's error-budget magnitudes (the runner's: float32)")
     p.add_argument("--device", choices=("cpu", "cuda"),
                    help="with --oracle: where the truth runs (default cuda if present, else cpu)")
     p.add_argument("--shape", action="append", metavar="B,H,S,D", help="default: 4,32,512,128 and 2,32,2048,128")
@@ -340,7 +346,7 @@ def oracle_command(a) -> int:
         print("difftest bench --oracle: --device cuda needs a CUDA device", file=sys.stderr)
         return 2
     rows = run_oracle_bench(_shapes(a, ORACLE_SHAPES), tuple(a.kernels or ("fa3",)), (a.dtype or ["bfloat16"])[0],
-                            a.device, a.oracle_repeats, a.repeats, a.unskipped)
+                            a.device, a.oracle_repeats, a.repeats, a.unskipped, magnitudes_dtype=a.magnitudes_dtype)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"env": _env(a), "rows": rows}, f, indent=1)

@@ -29,7 +29,13 @@ to the device (``auto_chunk_elements``: free CUDA memory from ``torch.cuda.mem_g
 so causal chunks grow as their band narrows. Every head is in one batched GEMM per step
 (tensors laid out [heads_kv, rows x group, dim] once per sequence), the softmax and dS are
 computed in place, and the term magnitudes stay on the device until the end (no host
-synchronisation inside the loop).
+synchronisation inside the loop). Per chunk, the score-sized float64 work is the six GEMMs
+of the formulas above and as few elementwise passes as eager PyTorch allows: the softmax
+scale multiplies the small Q chunk, only the partially masked columns are filled with -inf
+(causal: the diagonal block, not the band), P is never normalised in place (1 / rowsum is
+applied to the [rows, dim] operands and results), and the error-budget magnitudes (sums of
+non-negative terms, which only set the gates' floors) are computed in float32, with TF32
+GEMMs on CUDA, instead of four more float64 GEMMs (``magnitudes_dtype``).
 """
 
 import torch
@@ -128,6 +134,7 @@ def _fully_allowed(problem: Problem, r0: int, r1: int, lo: int, hi: int, sq: int
 def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                       max_chunk_elements: int | None = None,
                       chunk: int | None = None, magnitudes: bool = False,
+                      magnitudes_dtype: str = "float32",
                       flash_rounding: bool = False, skip_masked: bool = True) -> Outputs:
     """O, LSE, dQ, dK, dV (and dSink) for ``inputs`` in ``precision``, computed in query
     chunks. ``chunk`` fixes the rows per chunk (tests use it to force many chunks);
@@ -137,12 +144,18 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     absolute terms that forms one element (e.g. for dQ, scale * sum_j P_ij (|dP_ij| +
     |Delta_i|) |K_j|): the size of what a kernel rounds while computing it, which can be
     far above the result's own size when terms cancel (see gates.budget_gate); the sums of
-    dK, dV and dSink run over every query row, accumulated across chunks. ``flash_rounding`` (float32
+    dK, dV and dSink run over every query row, accumulated across chunks.
+    ``magnitudes_dtype``: the precision of those sums of non-negative terms (no
+    cancellation, so float32 is within ~1e-6 relative of float64, and TF32 GEMMs on CUDA
+    within ~1e-3: ``MAGNITUDE_TF32``); "float64" computes them like the values (twice the
+    float64 GEMMs). They only scale the budget floor, never a value. ``flash_rounding`` (float32
     only): round where a correct flash kernel must (oracles/flash_style.py): P and dS to
     the input dtype before the GEMMs that consume them, O to the input dtype before
     Delta = rowsum(O * dO) (the stored O), and every output to the input dtype."""
     if precision not in CHUNK_PRECISIONS:
         raise ValueError(f"precision={precision!r}: allowed {CHUNK_PRECISIONS}")
+    if magnitudes_dtype not in CHUNK_PRECISIONS:
+        raise ValueError(f"magnitudes_dtype={magnitudes_dtype!r}: allowed {CHUNK_PRECISIONS}")
     if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
         raise ValueError(f"chunk={chunk!r}: allowed None or an int >= 1")
     if max_chunk_elements is not None and (not isinstance(max_chunk_elements, int) or max_chunk_elements < 1):
@@ -151,6 +164,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         raise ValueError(f"flash_rounding with precision={precision!r}: allowed only 'float32'")
     p = inputs.problem
     dt = getattr(torch, precision)
+    # the magnitudes never in a finer precision than the values
+    mdt = torch.float32 if precision == "float32" else getattr(torch, magnitudes_dtype)
     low = inputs.q.dtype
 
     def rnd(t):  # what a flash kernel stores or feeds to the MMA in the input dtype
@@ -169,7 +184,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     dv = torch.zeros(p.total_k, Hkv, Dv, dtype=dt, device=dev)
     sink = None if x.sink is None else x.sink.to(dt).view(Hkv, 1, G)  # [Hkv, 1, G]
     dsink = None if sink is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
-    zero = torch.zeros((), dtype=dt, device=dev)
+    zero = torch.zeros((), dtype=torch.float64, device=dev)
     mag = {n: zero for n in ("o", "dq", "dk", "dv", "dsink")} if magnitudes else None
     dsink_terms = None if sink is None or mag is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
 
@@ -184,19 +199,18 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         vh = x.v[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
         dkh = torch.zeros_like(kh)
         dvh = torch.zeros_like(vh)
-        if mag is not None:
-            kabs, vabs, qabs, doabs = kh.abs(), vh.abs(), qh.abs(), doh.abs()
-            dk_terms, dv_terms = torch.zeros_like(kh), torch.zeros_like(vh)
+        if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
+            kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
+            dk_terms, dv_terms = torch.zeros_like(kabs), torch.zeros_like(vabs)
         for r0, r1, lo, hi in chunk_plan(p, sq, sk, budget, chunk, skip_masked):
             c, w = r1 - r0, hi - lo
             qc = qh[:, r0:r1].reshape(Hkv, c * G, D)
             doc = doh[:, r0:r1].reshape(Hkv, c * G, Dv)
             kb, vb = kh[:, lo:hi], vh[:, lo:hi]
             if w:
-                s = torch.bmm(qc, kb.transpose(1, 2)).mul_(scale).view(Hkv, c, G, w)
-                if not _fully_allowed(p, r0, r1, lo, hi, sq, sk):
-                    allowed = allowed_mask(p, sq, sk, dev, rows=(r0, r1))[:, lo:hi]
-                    s.masked_fill_(~allowed.view(1, c, 1, w), float("-inf"))
+                # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
+                s = torch.bmm(qc * scale, kb.transpose(1, 2)).view(Hkv, c, G, w)
+                _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
                 m = s.amax(dim=-1)  # [Hkv, c, G]
             else:
                 s = torch.empty(Hkv, c, G, 0, dtype=dt, device=dev)
@@ -204,32 +218,47 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             if sink is not None:
                 m = torch.maximum(m, sink)
             m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-            pr = s.sub_(m_safe.unsqueeze(-1)).exp_()  # unnormalised, in place of S
+            e = s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
             del s
-            total = pr.sum(dim=-1)
+            total = e.sum(dim=-1)
             if sink is not None:
                 total = total + torch.exp(sink - m_safe)
             row_lse = m_safe + torch.log(total)  # -inf where the row sees nothing
             seen = torch.isfinite(row_lse)
-            pr.div_(torch.where(seen, total, torch.ones_like(total)).unsqueeze(-1))  # P
-            pr2 = pr.view(Hkv, c * G, w)
-            pr_mma = rnd(pr2)  # P as the PV and dV GEMMs consume it
-            oc = rnd(torch.bmm(pr_mma, vb))  # [Hkv, c*G, Dv]
+            # P = E / total. The division is applied to the small [rows, dim] operands and
+            # results instead of the score-sized E (P V = (E V) / t, P^T dO = E^T (dO / t),
+            # dS = E (dP - Delta) / t); flash_rounding must round P itself, so it divides E.
+            inv = torch.where(seen, 1.0 / torch.where(seen, total, torch.ones_like(total)), torch.zeros_like(total))
+            e2 = e.view(Hkv, c * G, w)
+            inv2 = inv.view(Hkv, c * G, 1)
+            if flash_rounding:
+                e2.mul_(inv2)  # P
+                inv2 = None
+
+            def nrm(t):  # t / total per row (t's rows are the chunk's query rows)
+                return t if inv2 is None else t * inv2
+
+            p_mma = rnd(e2)  # P (or E) as the PV and dV GEMMs consume it
+            oc = rnd(nrm(torch.bmm(p_mma, vb)))  # [Hkv, c*G, Dv]
             delta = (doc * oc).sum(dim=-1)  # [Hkv, c*G]
-            dvh[:, lo:hi].baddbmm_(pr_mma.transpose(1, 2), doc)
-            del pr_mma
+            dvh[:, lo:hi].baddbmm_(p_mma.transpose(1, 2), nrm(doc))
+            del p_mma
             dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hkv, c*G, w]
             if mag is not None:
-                terms = dp.abs().add_(delta.abs().unsqueeze(-1)).mul_(pr2)  # P (|dP| + |Delta|)
-                mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pr2, vabs[:, lo:hi])))
-                dv_terms[:, lo:hi].baddbmm_(pr2.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
-                mag["dq"] = torch.maximum(mag["dq"], _top(torch.bmm(terms, kabs[:, lo:hi])) * scale)
-                dk_terms[:, lo:hi].baddbmm_(terms.transpose(1, 2), qabs[:, r0:r1].reshape(Hkv, c * G, D))
-                del terms
-            ds = rnd(dp.sub_(delta.unsqueeze(-1)).mul_(pr2))  # dS
-            del pr, pr2, dp
-            dqc = torch.bmm(ds, kb).mul_(scale)  # [Hkv, c*G, D]
-            dkh[:, lo:hi].baddbmm_(ds.transpose(1, 2), qc, alpha=scale)
+                with _tf32(dev, mdt):
+                    pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(e2.shape, dtype=mdt,
+                                                                                            device=dev))  # P
+                    mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
+                    dv_terms[:, lo:hi].baddbmm_(pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
+                    terms = dp.to(mdt, copy=True).abs_().add_(delta.abs().to(mdt).unsqueeze(-1)).mul_(pm)  # P(|dP|+|Delta|)
+                    del pm
+                    mag["dq"] = torch.maximum(mag["dq"], _top(torch.bmm(terms, kabs[:, lo:hi])) * scale)
+                    dk_terms[:, lo:hi].baddbmm_(terms.transpose(1, 2), qabs[:, r0:r1].reshape(Hkv, c * G, D))
+                    del terms
+            ds = rnd(dp.sub_(delta.unsqueeze(-1)).mul_(e2))  # dS (times total unless flash_rounding)
+            del e, e2, dp
+            dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hkv, c*G, D]
+            dkh[:, lo:hi].baddbmm_(ds.transpose(1, 2), nrm(qc), alpha=scale)
             del ds
             if sink is not None:
                 lse_safe = torch.where(seen, row_lse, torch.zeros_like(row_lse))
@@ -254,6 +283,52 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     out = Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
     out.magnitude = None if mag is None else {n: float(t) for n, t in mag.items()}  # one sync, at the end
     return out
+
+
+def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int) -> None:
+    """-inf into the masked scores of s [Hkv, rows r0..r1-1, G, keys lo..hi-1]. Each row
+    sees one contiguous key range whose ends only grow with the row, so the columns
+    [lo(r1 - 1), hi(r0)) are visible to every row of the chunk: only the columns left and
+    right of them are masked (for causal, the chunk's diagonal block instead of its band)."""
+    if _fully_allowed(p, r0, r1, lo, hi, sq, sk):
+        return
+    a0 = min(hi, max(lo, p.key_range(r1 - 1, sq, sk)[0]))
+    a1 = max(a0, min(hi, p.key_range(r0, sq, sk)[1]))
+    allowed = allowed_mask(p, sq, sk, s.device, rows=(r0, r1))
+    c = r1 - r0
+    for x0, x1 in ((lo, a0), (a1, hi)) if a1 > a0 else ((lo, hi),):
+        if x1 > x0:
+            s[..., x0 - lo:x1 - lo].masked_fill_(~allowed[:, x0:x1].view(1, c, 1, x1 - x0), float("-inf"))
+
+
+# TF32 for the float32 magnitude GEMMs on CUDA: their operands are non-negative, so TF32's
+# 10-bit rounding of P and the terms moves each sum by at most ~2^-10 relative (inputs from
+# float16/bfloat16 are exact in TF32); 8x the float32 (and float64) GEMM rate on an H100/H200.
+MAGNITUDE_TF32 = True
+
+
+class _tf32:
+    """Context: TF32 float32 matmuls on ``device`` when it is CUDA and ``dtype`` float32;
+    restores the previous setting (new-style ``fp32_precision`` API, never the legacy flag:
+    mixing the two raises in torch >= 2.9). Does nothing where unsupported."""
+
+    def __init__(self, device, dtype):
+        self.on = MAGNITUDE_TF32 and dtype == torch.float32 and torch.device(device).type == "cuda"
+        self.old = None
+
+    def __enter__(self):
+        if self.on:
+            try:
+                self.old = torch.backends.cuda.matmul.fp32_precision
+                torch.backends.cuda.matmul.fp32_precision = "tf32"
+            except (AttributeError, RuntimeError):
+                self.old = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            torch.backends.cuda.matmul.fp32_precision = self.old
+        return False
 
 
 def _top(t: torch.Tensor) -> torch.Tensor:

@@ -280,8 +280,8 @@ def test_block_skipping_gives_the_values_of_the_full_walk(name, chunk):
     for bit, the same magnitudes, and O/dQ/dK/dV/dSink equal to the last float64 bits
     (a shorter GEMM may add the same terms in another order)."""
     x = make_inputs(SKIP_CASES[name])
-    skip = chunked_reference(x, chunk=chunk, magnitudes=True)
-    full = chunked_reference(x, chunk=chunk, magnitudes=True, skip_masked=False)
+    skip = chunked_reference(x, chunk=chunk, magnitudes=True, magnitudes_dtype="float64")
+    full = chunked_reference(x, chunk=chunk, magnitudes=True, magnitudes_dtype="float64", skip_masked=False)
     assert torch.equal(skip.lse, full.lse)
     for n, t in full.items():
         if n != "lse":
@@ -332,10 +332,37 @@ def test_chunk_plan_respects_the_element_budget():
 def test_magnitudes_do_not_depend_on_the_chunking():
     """dK/dV/dSink term sums run over every query row, whatever the chunk size."""
     x = make_inputs(SKIP_CASES["long_window_varlen"])
-    whole = chunked_reference(x, magnitudes=True).magnitude
-    for chunk in (1, 5):
-        parts = chunked_reference(x, chunk=chunk, magnitudes=True).magnitude
-        assert parts == pytest.approx(whole, rel=1e-12)
+    for mdt, rel in (("float64", 1e-12), ("float32", 1e-5)):
+        whole = chunked_reference(x, magnitudes=True, magnitudes_dtype=mdt).magnitude
+        for chunk in (1, 5):
+            parts = chunked_reference(x, chunk=chunk, magnitudes=True, magnitudes_dtype=mdt).magnitude
+            assert parts == pytest.approx(whole, rel=rel), mdt
+
+
+MAGNITUDE_CASES = {**SKIP_CASES,
+                   # terms that cancel: |dP| and |Delta| far above dS, the case the magnitudes exist for
+                   "mixed_do_large_logits": Problem(batch=2, seqlen_q=70, seqlen_k=90, heads_q=4, heads_kv=2,
+                                                    causal=True, softmax_scale=1.5, values="mixed_do",
+                                                    value_scale=3.0, sinks=True, head_dim_qk=16, head_dim_v=8)}
+
+
+@pytest.mark.parametrize("name", list(MAGNITUDE_CASES))
+def test_float32_magnitudes_are_the_float64_ones(name):
+    """The runner's magnitudes are sums of non-negative terms computed in float32 (TF32 GEMMs
+    on CUDA): no cancellation, so they stay within float32 rounding of the float64 sums
+    (1e-5 relative here on the CPU), and the values do not depend on the magnitudes' dtype."""
+    x = make_inputs(MAGNITUDE_CASES[name])
+    for chunk in (3, None):
+        m64 = chunked_reference(x, chunk=chunk, magnitudes=True, magnitudes_dtype="float64")
+        m32 = chunked_reference(x, chunk=chunk, magnitudes=True)  # the default, as the runner calls it
+        assert set(m32.magnitude) == set(m64.magnitude)
+        for n, m in m64.magnitude.items():
+            assert m32.magnitude[n] == pytest.approx(m, rel=1e-5, abs=1e-300), (n, m32.magnitude[n], m)
+        assert max(m64.magnitude.values()) > 0 or x.problem.total_q == 0 or max(x.problem.seqlens_q) == 0
+        for n, t in m64.items():
+            assert torch.equal(t, m32.get(n)), n
+    with pytest.raises(ValueError, match="magnitudes_dtype"):
+        chunked_reference(x, magnitudes=True, magnitudes_dtype="float16")
 
 
 def test_rows_allowed_equals_allowed_mask_slices():
