@@ -225,14 +225,17 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 total = total + torch.exp(sink - m_safe)
             row_lse = m_safe + torch.log(total)  # -inf where the row sees nothing
             seen = torch.isfinite(row_lse)
-            # P = E / total. The division is applied to the small [rows, dim] operands and
-            # results instead of the score-sized E (P V = (E V) / t, P^T dO = E^T (dO / t),
-            # dS = E (dP - Delta) / t); flash_rounding must round P itself, so it divides E.
-            inv = torch.where(seen, 1.0 / torch.where(seen, total, torch.ones_like(total)), torch.zeros_like(total))
+            # P = E / total. In float64 the division is applied to the small [rows, dim]
+            # operands and results instead of the score-sized E (P V = (E V) / t,
+            # P^T dO = E^T (dO / t), dS = E (dP - Delta) / t). float32 (the flash-style
+            # yardstick) divides E in place: flash_rounding must round P itself, and without
+            # it float32 inputs give the same bits as with it.
             e2 = e.view(Hkv, c * G, w)
-            inv2 = inv.view(Hkv, c * G, 1)
-            if flash_rounding:
-                e2.mul_(inv2)  # P
+            if precision == "float64":
+                inv = torch.where(seen, 1.0 / torch.where(seen, total, torch.ones_like(total)), torch.zeros_like(total))
+                inv2 = inv.view(Hkv, c * G, 1)
+            else:
+                e2.div_(torch.where(seen, total, torch.ones_like(total)).view(Hkv, c * G, 1))  # P
                 inv2 = None
 
             def nrm(t):  # t / total per row (t's rows are the chunk's query rows)
@@ -255,7 +258,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                     mag["dq"] = torch.maximum(mag["dq"], _top(torch.bmm(terms, kabs[:, lo:hi])) * scale)
                     dk_terms[:, lo:hi].baddbmm_(terms.transpose(1, 2), qabs[:, r0:r1].reshape(Hkv, c * G, D))
                     del terms
-            ds = rnd(dp.sub_(delta.unsqueeze(-1)).mul_(e2))  # dS (times total unless flash_rounding)
+            ds = rnd(dp.sub_(delta.unsqueeze(-1)).mul_(e2))  # dS (times total in float64)
             del e, e2, dp
             dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hkv, c*G, D]
             dkh[:, lo:hi].baddbmm_(ds.transpose(1, 2), nrm(qc), alpha=scale)
