@@ -25,7 +25,8 @@ Adapters:
 Every new shape is a TileLang build (``COMPILE_KEY``), ~10-40 s on the H200, one at a time in
 a campaign. ``python -m difftest.kernels.tileops --warm OP --jobs N`` builds the edge corpus's
 compile configurations first, N workers at once, into TileLang's disk cache
-(``TILELANG_CACHE_DIR``: give the campaign the same one).
+(``TILELANG_CACHE_DIR``: give the campaign the same one). ``difftest run`` does the same for
+a campaign's saved failures and edge corpus through ``TileOpsAdapter.prepare`` (difftest.warmup).
 """
 
 import io
@@ -240,6 +241,14 @@ class TileOpsAdapter(KernelAdapter):
         dq, dk, dv = (thd(rep[n].to(inputs.device)) for n in ("dq", "dk", "dv"))
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv)
 
+    def prepare(self, problems, jobs: int | None = None, log=None, wait: bool = True):
+        """Build the compile configurations of ``problems`` (a campaign's saved failures and
+        edge corpus: difftest.warmup) on ``jobs`` TileOPs workers at once (default: all cores
+        but two). ``wait=False`` returns the job under way (its ``wait()`` gives counts)."""
+        todo = distinct_configs(self.capability, problems)
+        job = WarmJob(self, todo, jobs or max(1, (os.cpu_count() or 2) - 2), log)
+        return job.wait() if wait else job
+
     def bench_backward(self, inputs: Inputs, ctx, repeats: int = 20, warmup: int = 3) -> list[float]:
         """Backward times in microseconds measured inside the worker with CUDA events."""
         p = inputs.problem
@@ -330,63 +339,83 @@ def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU
 
 
 # ---------------------------------------------------------------- warming the disk cache
-def warm_problems(op: str, profile: str = "gpu", extra=()) -> list[Problem]:
-    """One Problem per distinct compile configuration (``COMPILE_KEY``) of the edge corpus a
-    campaign of ``op`` runs first, in its order, then of ``extra`` (those the op covers)."""
-    from difftest.strategies import edge_problems
-
-    if op not in OPS:
-        raise ValueError(f"op={op!r}: allowed {sorted(OPS)}")
-    cap = OPS[op][0]
+def distinct_configs(capability: Capability, problems) -> list[Problem]:
+    """The first Problem of each compile configuration (``COMPILE_KEY``) among ``problems``,
+    in their order, leaving out those ``capability`` does not cover."""
     out, seen = [], set()
-    for p in [*edge_problems(cap, profile), *extra]:
-        sig = cap.compile_signature(p)
-        if sig not in seen and cap.excludes(p) is None:
+    for p in problems:
+        sig = capability.compile_signature(p)
+        if sig not in seen and capability.excludes(p) is None:
             seen.add(sig)
             out.append(p)
     return out
 
 
-def warm(op: str, jobs: int = 8, profile: str = "gpu", extra=(), log=print) -> list[str]:
-    """Run ``op`` once on each of ``warm_problems`` through ``jobs`` TileOPs workers at once, so
-    every TileLang build lands in its disk cache (``TILELANG_CACHE_DIR``, shared by the
-    campaign's workers) and a campaign's serial builds become loads. Returns the errors
-    (one line each; a shape that does not build is reported, the rest still build)."""
-    adapter = TileOpsAdapter(op)
-    todo = warm_problems(op, profile, extra)
-    site = os.environ.get(SITE_ENV, DEFAULT_SITE)
-    errors: list[str] = []
-    lock = threading.Lock()
+def warm_problems(op: str, profile: str = "gpu", extra=()) -> list[Problem]:
+    """One Problem per compile configuration of the edge corpus a campaign of ``op`` runs
+    first, in its order, then of ``extra`` (those the op covers)."""
+    from difftest.strategies import edge_problems
 
-    def lane(chunk):
+    if op not in OPS:
+        raise ValueError(f"op={op!r}: allowed {sorted(OPS)}")
+    cap = OPS[op][0]
+    return distinct_configs(cap, [*edge_problems(cap, profile), *extra])
+
+
+class WarmJob:
+    """Runs ``adapter`` once on each of ``todo`` through ``jobs`` TileOPs workers at once (one
+    thread each), so every TileLang build lands in its disk cache (``TILELANG_CACHE_DIR``,
+    shared by the campaign's worker) and a campaign's serial builds become loads. A shape
+    that does not build is one line in ``errors``; the rest still build."""
+
+    def __init__(self, adapter: "TileOpsAdapter", todo: list[Problem], jobs: int, log=None):
+        self.adapter, self.todo, self.log = adapter, todo, log or (lambda m: None)
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+        self.t0 = time.perf_counter()
+        self.jobs = max(1, min(jobs, len(todo))) if todo else 0
+        self.threads = [threading.Thread(target=self._lane, args=(todo[i::self.jobs],), daemon=True)
+                        for i in range(self.jobs)]
+        for t in self.threads:
+            t.start()
+
+    def _lane(self, chunk):
+        site = os.environ.get(SITE_ENV, DEFAULT_SITE)
         try:
             _LOCAL.worker = Worker(site)
         except Exception as e:  # noqa: BLE001
-            with lock:
-                errors.extend(f"{p.short()}: worker did not start: {type(e).__name__}: {e}" for p in chunk)
+            with self.lock:
+                self.errors.extend(f"{p.short()}: worker did not start: {type(e).__name__}: {e}" for p in chunk)
             return
         try:
             for p in chunk:
                 t0 = time.perf_counter()
                 try:
-                    adapter.run(make_inputs(p))
-                    msg = f"warm tileops-{op} {p.short()} {time.perf_counter() - t0:.1f} s"
+                    self.adapter.run(make_inputs(p))
+                    msg = f"warm {self.adapter.name} {p.short()} {time.perf_counter() - t0:.1f} s"
                 except Exception as e:  # noqa: BLE001
                     msg = f"{p.short()}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-                    with lock:
-                        errors.append(msg)
-                log(msg)
+                    with self.lock:
+                        self.errors.append(msg)
+                self.log(msg)
         finally:
             _LOCAL.worker.close()
             _LOCAL.worker = None
 
-    n = max(1, min(jobs, len(todo)))
-    threads = [threading.Thread(target=lane, args=(todo[i::n],)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
+    def wait(self) -> dict:
+        """Join the workers; counts as ``difftest.warmup`` reports them."""
+        for t in self.threads:
+            t.join()
+        n = len(self.todo)
+        return {"requested": n, "cached": 0, "built": n - len(self.errors), "failed": len(self.errors),
+                "seconds": round(time.perf_counter() - self.t0, 2), "jobs": self.jobs}
+
+
+def warm(op: str, jobs: int = 8, profile: str = "gpu", extra=(), log=print) -> list[str]:
+    """Build ``warm_problems(op, profile, extra)`` on ``jobs`` workers; returns the errors."""
+    job = WarmJob(TileOpsAdapter(op), warm_problems(op, profile, extra), jobs, log)
+    job.wait()
+    return job.errors
 
 
 def parse_warm_args(argv):

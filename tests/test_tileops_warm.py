@@ -130,3 +130,16 @@ WARM_SHAPES = {shape(p) for p in tileops.warm_problems("gqa", "gpu")}
 @given(problems(tileops.OPS["gqa"][0], "gpu", new_compile_p=0.0, warm_configs=64))
 def test_drawn_problems_fall_in_warmed_shapes(p):
     assert shape(p) in WARM_SHAPES
+
+
+def test_prepare_builds_each_campaign_configuration_once(monkeypatch):
+    """difftest.warmup calls prepare(problems, log=..., wait=False) before `difftest run`'s campaigns."""
+    monkeypatch.setattr(tileops, "Worker", FakeWorker)
+    FakeWorker.seen, FakeWorker.fail_seqlen = [], None
+    k = tileops.gqa()
+    same_shape = P.replace(values="negative_lse", value_scale=16.0, seed=5)  # run-time data only: no new build
+    d64 = P.replace(head_dim_qk=64, head_dim_v=64).validate()  # outside tileops-gqa
+    job = k.prepare([P, same_shape, P.replace(seqlen_q=10, seqlen_k=10).validate(), d64], jobs=2, wait=False)
+    counts = job.wait()
+    assert counts["requested"] == counts["built"] == 2 and counts["failed"] == 0 and counts["jobs"] == 2
+    assert sorted(r[2] for r in FakeWorker.seen if r[0] == "gqa_fwd") == [9, 10]
