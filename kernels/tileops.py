@@ -371,28 +371,35 @@ class WarmJob:
     def __init__(self, adapter: "TileOpsAdapter", todo: list[Problem], jobs: int, log=None):
         self.adapter, self.todo, self.log = adapter, todo, log or (lambda m: None)
         self.errors: list[str] = []
+        self.built = 0
         self.lock = threading.Lock()
         self.t0 = time.perf_counter()
         self.jobs = max(1, min(jobs, len(todo))) if todo else 0
-        self.threads = [threading.Thread(target=self._lane, args=(todo[i::self.jobs],), daemon=True)
-                        for i in range(self.jobs)]
+        self.queue = iter(todo)  # shared: a free worker takes the next shape, in the corpus's order
+        self.threads = [threading.Thread(target=self._lane, daemon=True) for _ in range(self.jobs)]
         for t in self.threads:
             t.start()
 
-    def _lane(self, chunk):
+    def _next(self):
+        with self.lock:
+            return next(self.queue, None)
+
+    def _lane(self):
         site = os.environ.get(SITE_ENV, DEFAULT_SITE)
         try:
             _LOCAL.worker = Worker(site)
         except Exception as e:  # noqa: BLE001
-            with self.lock:
-                self.errors.extend(f"{p.short()}: worker did not start: {type(e).__name__}: {e}" for p in chunk)
+            with self.lock:  # no shape is lost: another worker may still take them
+                self.errors.append(f"a worker did not start: {type(e).__name__}: {e}")
             return
         try:
-            for p in chunk:
+            while (p := self._next()) is not None:
                 t0 = time.perf_counter()
                 try:
                     self.adapter.run(make_inputs(p))
                     msg = f"warm {self.adapter.name} {p.short()} {time.perf_counter() - t0:.1f} s"
+                    with self.lock:
+                        self.built += 1
                 except Exception as e:  # noqa: BLE001
                     msg = f"{p.short()}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
                     with self.lock:
@@ -406,8 +413,12 @@ class WarmJob:
         """Join the workers; counts as ``difftest.warmup`` reports them."""
         for t in self.threads:
             t.join()
+        left = sum(1 for _ in self.queue)  # only when no worker started
+        if left:
+            self.errors.append(f"{left} shapes not built: no TileOPs worker started")
         n = len(self.todo)
-        return {"requested": n, "cached": 0, "built": n - len(self.errors), "failed": len(self.errors),
+        failed = n - self.built
+        return {"requested": n, "cached": 0, "built": self.built, "failed": failed,
                 "seconds": round(time.perf_counter() - self.t0, 2), "jobs": self.jobs}
 
 
@@ -446,12 +457,12 @@ def _warm_main(argv) -> int:
     if not Path(site, "tileops").is_dir():
         print(f"TileOPs site folder {site}/tileops missing (set ${SITE_ENV})", file=sys.stderr)
         return 2
-    t0 = time.perf_counter()
-    n = len(warm_problems(a.warm, a.profile, a.extra))
-    errors = warm(a.warm, a.jobs, a.profile, a.extra, log=lambda m: print(m, flush=True))
-    print(f"warmed {n - len(errors)}/{n} tileops-{a.warm} shapes in {time.perf_counter() - t0:.0f} s "
-          f"with {min(a.jobs, n)} workers", flush=True)
-    for e in errors:
+    job = WarmJob(TileOpsAdapter(a.warm), warm_problems(a.warm, a.profile, a.extra), a.jobs,
+                  log=lambda m: print(m, flush=True))
+    c = job.wait()
+    print(f"warmed {c['built']}/{c['requested']} tileops-{a.warm} shapes in {c['seconds']:.0f} s "
+          f"with {c['jobs']} workers", flush=True)
+    for e in job.errors:
         print("  did not build:", e, flush=True)
     return 0
 

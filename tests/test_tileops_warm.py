@@ -143,3 +143,34 @@ def test_prepare_builds_each_campaign_configuration_once(monkeypatch):
     counts = job.wait()
     assert counts["requested"] == counts["built"] == 2 and counts["failed"] == 0 and counts["jobs"] == 2
     assert sorted(r[2] for r in FakeWorker.seen if r[0] == "gqa_fwd") == [9, 10]
+
+
+def test_a_worker_that_does_not_start_loses_no_shape(monkeypatch):
+    class Flaky(FakeWorker):
+        starts = 0
+
+        def __init__(self, site):
+            with FakeWorker.lock:
+                Flaky.starts += 1
+                first = Flaky.starts == 1
+            if first:
+                raise RuntimeError("no GPU for you")
+            super().__init__(site)
+
+    monkeypatch.setattr(tileops, "Worker", Flaky)
+    FakeWorker.seen, FakeWorker.fail_seqlen = [], None
+    warm = tileops.warm_problems("gqa", "gpu")
+    job = tileops.WarmJob(tileops.gqa(), warm, jobs=3)
+    c = job.wait()
+    assert c["built"] == c["requested"] == len(warm) and c["failed"] == 0  # the two others took every shape
+    assert job.errors == ["a worker did not start: RuntimeError: no GPU for you"]
+
+    class Dead(FakeWorker):
+        def __init__(self, site):
+            raise RuntimeError("no site")
+
+    monkeypatch.setattr(tileops, "Worker", Dead)
+    job = tileops.WarmJob(tileops.gqa(), warm, jobs=2)
+    c = job.wait()
+    assert c["built"] == 0 and c["failed"] == len(warm)
+    assert job.errors[-1] == f"{len(warm)} shapes not built: no TileOPs worker started"
