@@ -54,7 +54,7 @@ LIVE_SCORE_TENSORS = 4  # P, dP/dS, the magnitudes' |terms|, one elementwise tem
 # On CUDA: at most this share of the free memory, and at most this many elements (larger
 # chunks no longer make the GEMMs faster, and leave room for the kernel under test).
 CUDA_FREE_SHARE = 0.5
-CUDA_MAX_CHUNK_ELEMENTS = 2**28
+CUDA_MAX_CHUNK_ELEMENTS = 2**29
 # A masked problem is cut into at least this many chunks per sequence (a causal walk in n
 # chunks computes (n + 1) / 2n of the score square), of at least MIN_SKIP_ROWS rows each
 # (smaller GEMMs lose more to overhead than the skipped blocks save).
@@ -253,11 +253,25 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                                                                                             device=dev))  # P
                     mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
                     dv_terms[:, lo:hi].baddbmm_(pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
-                    terms = dp.to(mdt, copy=True).abs_().add_(delta.abs().to(mdt).unsqueeze(-1)).mul_(pm)  # P(|dP|+|Delta|)
-                    del pm
-                    mag["dq"] = torch.maximum(mag["dq"], _top(torch.bmm(terms, kabs[:, lo:hi])) * scale)
-                    dk_terms[:, lo:hi].baddbmm_(terms.transpose(1, 2), qabs[:, r0:r1].reshape(Hkv, c * G, D))
-                    del terms
+                    dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
+                    qa = qabs[:, r0:r1].reshape(Hkv, c * G, D)
+                    kab = kabs[:, lo:hi]
+                    if SPLIT_TERMS.get(dev.type, False):
+                        # sum_j P (|dP| + |Delta|) |K_j| = sum_j (P |dP|) |K_j| + |Delta| sum_j P |K_j|
+                        # (all terms >= 0): one score-sized pass for P |dP| instead of three,
+                        # for two more GEMMs (TF32 on CUDA: cheaper than the passes)
+                        f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
+                        dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm, kab))
+                        dk_terms[:, lo:hi].baddbmm_(f.transpose(1, 2), qa)
+                        del f
+                        dk_terms[:, lo:hi].baddbmm_(pm.transpose(1, 2), qa * dabs)
+                    else:  # the CPU: GEMMs cost more than passes
+                        terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm)  # P (|dP| + |Delta|)
+                        dq_terms = torch.bmm(terms, kab)
+                        dk_terms[:, lo:hi].baddbmm_(terms.transpose(1, 2), qa)
+                        del terms
+                    mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * scale)
+                    del pm, dq_terms
             ds = rnd(dp.sub_(delta.unsqueeze(-1)).mul_(e2))  # dS (times total in float64)
             del e, e2, dp
             dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hkv, c*G, D]
@@ -303,6 +317,11 @@ def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int
         if x1 > x0:
             s[..., x0 - lo:x1 - lo].masked_fill_(~allowed[:, x0:x1].view(1, c, 1, x1 - x0), float("-inf"))
 
+
+# Per device type: form dQ/dK's magnitude terms P (|dP| + |Delta|) as one tensor (three
+# elementwise passes, two GEMMs) or split them into P |dP| and |Delta| P (one pass, four
+# GEMMs). Same sums of non-negative terms either way (tests/test_oracles.py checks both).
+SPLIT_TERMS = {"cuda": True, "cpu": False}
 
 # TF32 for the float32 magnitude GEMMs on CUDA: their operands are non-negative, so TF32's
 # 10-bit rounding of P and the terms moves each sum by at most ~2^-10 relative (inputs from

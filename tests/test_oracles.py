@@ -347,10 +347,15 @@ MAGNITUDE_CASES = {**SKIP_CASES,
 
 
 @pytest.mark.parametrize("name", list(MAGNITUDE_CASES))
-def test_float32_magnitudes_are_the_float64_ones(name):
+@pytest.mark.parametrize("split", [False, True])
+def test_float32_magnitudes_are_the_float64_ones(name, split, monkeypatch):
     """The runner's magnitudes are sums of non-negative terms computed in float32 (TF32 GEMMs
     on CUDA): no cancellation, so they stay within float32 rounding of the float64 sums
-    (1e-5 relative here on the CPU), and the values do not depend on the magnitudes' dtype."""
+    (1e-5 relative here on the CPU), and the values do not depend on the magnitudes' dtype.
+    ``split``: dQ/dK's terms formed as on CUDA (P |dP| and |Delta| P apart) or as on the CPU."""
+    import difftest.oracles.chunked as chunked
+
+    monkeypatch.setitem(chunked.SPLIT_TERMS, "cpu", split)
     x = make_inputs(MAGNITUDE_CASES[name])
     for chunk in (3, None):
         m64 = chunked_reference(x, chunk=chunk, magnitudes=True, magnitudes_dtype="float64")
