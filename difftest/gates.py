@@ -4,15 +4,17 @@ Verdict per output, each carrying the measured numbers.
 - ``budget``: max|got - truth| <= k * max|ref - truth| + floor, where ref is the same
   computation done naively in the Problem's dtype (how much error rounding alone
   makes, FlashAttention's rule) and
-      floor = floor_ulps * (eps(dtype) * max(max|truth|, 1) + eps32 * (1 + |S|) * T)
+      floor = floor_ulps * eps(dtype) * max(max|truth|, 1) + expm1(floor_ulps * eps32 * (1 + |S|)) * T
   The first term is FA3's "2x the dtype's rounding at the reference's magnitude" (held
   at magnitude >= 1: a truth of exactly 0, e.g. dQ with one visible key, still comes
   from O(1) terms). The second is what no correct kernel avoids when it recomputes
-  P = exp(S - LSE) in float32 from a stored LSE: relative error (1 + |S|) eps32 for
-  logits of size |S|, carried by T, the largest absolute sum of the terms forming one
-  element (e.g. scale * sum_j P_ij (|dP_ij| + |Delta_i|) |K_j| for dQ), which dwarfs
-  the result when terms cancel (mixed-magnitude dO, saturated softmax). It dominates
-  float32 problems and large logits, and is negligible for fp16/bf16 at normal values.
+  P = exp(S - LSE) in float32 from a stored LSE: S - LSE off by (1 + |S|) eps32 logit
+  units for logits of size |S| (|S|: the larger of |LSE| and the size of the terms a
+  logit sums, ``logit_magnitude``), so P off by the factor exp of that, carried by T,
+  the largest absolute sum of the terms forming one element (e.g. scale * sum_j P_ij
+  (|dP_ij| + |Delta_i|) |K_j| for dQ), which dwarfs the result when terms cancel
+  (mixed-magnitude dO, saturated softmax). It dominates float32 problems and large
+  logits, and is negligible for fp16/bf16 at normal values.
   Reported: ``ratio`` = error / limit (> 1 fails; campaigns climb it with
   hypothesis.target) and ``k_needed``, the smallest k that would pass, so k can be set
   from data rather than guessed (``difftest calibrate``).
@@ -268,11 +270,13 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
         errs.append((r - t2).abs().max() if r.numel() else 0.0)
     *errs, scale = _read(*errs, t.abs().max() if t.numel() else 0.0)  # one host read
     ref_err = max([0.0] + errs)
-    # the dtype's rounding of the result, plus float32 rounding of P = exp(S - LSE)
-    # (relative error (1 + |S|) * eps32 whatever the dtype) carried by the terms that
-    # form each element: their absolute sum ``terms`` can dwarf a result that cancels
-    floor = floor_ulps * (EPS[problem.dtype] * max(scale, floor_magnitude)
-                          + EPS["float32"] * (1.0 + logit_scale) * max(terms, scale))
+    # the dtype's rounding of the result, plus float32 rounding of P = exp(S - LSE), carried
+    # by the terms that form each element (their absolute sum ``terms`` can dwarf a result
+    # that cancels): S - LSE off by delta = floor_ulps * eps32 * (1 + |S|) logit units makes
+    # P off by a factor e^delta, a relative error expm1(delta): delta at ordinary logits, far
+    # more at |S| ~ 1e7 in float32, where one ulp of S is a whole logit unit
+    delta = min(floor_ulps * EPS["float32"] * (1.0 + logit_scale), 50.0)
+    floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude) + math.expm1(delta) * max(terms, scale)
     return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
 
 

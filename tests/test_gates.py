@@ -259,3 +259,19 @@ def test_a_correct_flash_kernel_at_large_cancelling_logits_passes():
     bad.dv = bad.dv * 1.25
     verdicts = check_outputs(normal, bad, truth, reference(inp, "same"), G(), inputs=inp)
     assert [v.gate for v in verdicts if not v.passed and v.output == "dv"] == ["budget"]
+
+
+def test_float32_logits_of_1e7_leave_p_unknown_by_a_factor_and_the_floor_says_so():
+    """float32, softmax_scale 10, outlier channels x256: logits ~1e7, where one float32 ulp of S
+    is a whole logit unit. torch's CPU flash kernel (correct; it recomputes S in the backward)
+    returns dV 45 off where max|dV| is 6.4: P = exp(S - LSE) off by e^2. The linear floor
+    (2 eps32 (1 + |S|) T = 22) failed it (a calibration run found it); the floor is now
+    expm1(that) * T."""
+    from difftest import adapter as registry
+    from difftest.runner import RunConfig, run_case
+
+    p = Problem(seqlen_q=129, seqlen_k=129, heads_q=3, heads_kv=3, head_dim_qk=80, head_dim_v=80,
+                dtype="float32", window_left=3, window_right=2, softmax_scale=10.0, values="outlier_channels",
+                value_scale=256.0, seed=778923)
+    res = run_case(registry.get("sdpa-cpu-flash"), p, RunConfig())
+    assert res.status == "passed", res.render(verbose=True)
