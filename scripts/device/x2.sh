@@ -18,7 +18,10 @@
 #       GPU0: fa4 gpu campaign, 200 examples (time split)
 #       GPU1: fa4-fast survey 200, the standalone bug scripts (FA4, fastflash, SDPA flash)
 #       host CPU: difftest mutants -p gpu on the fp16-accumulation / dtype-limit mutants
-# Usage: bash scripts/device/x2.sh P1|P2|P3
+#   P4: carry .device/tilelang.tar.xz .seed                                         (~330 s)
+#       GPU1: seed 004 standalone scripts; GPU0: warm-up, ONE shard (200 examples); then TWO shards
+#       side by side; then pytest -m gpu over tests/test_gpu_adapters.py, -n 1 vs -n 2 per-worker GPUs
+# Usage: bash scripts/device/x2.sh P1|P2|P3|P4
 set -o pipefail
 call=${1:?P1, P2 or P3}
 source scripts/device/setup.sh > /dev/null
@@ -92,7 +95,42 @@ P3)
       --out $R/mutants-gpu.md --out-dir $R/mutants > $L/mutants.log 2>&1
     stamp "mutants exit $?" ) &
   wait $(jobs -p | grep -v "^$PACKER$") ;;
-*) echo "call: allowed P1, P2 or P3"; exit 2 ;;
+P4)
+  # GPU1: the seed 004 standalone scripts (no difftest imported); GPU0: warm-up, then ONE shard
+  SEED=$PWD/.seed/seed004_kernel.py
+  ( export CUDA_VISIBLE_DEVICES=1
+    timeout 75 python3 results/bugs/tilelang-example/repro_tail_keys.py $SEED > $L/repro_tail_keys.log 2>&1
+    stamp "repro_tail_keys exit $?"
+    timeout 60 python3 results/bugs/tilelang-example/repro_dq_layout_overrun.py $SEED > $L/repro_dq_overrun.log 2>&1
+    stamp "repro_dq_overrun exit $?" ) &
+  CUDA_VISIBLE_DEVICES=0 timeout 50 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 20 \
+    > $L/tilelang-warm.log 2>&1
+  stamp "tilelang warm exit $?"
+  timed_run one-shard 0 110 -k tilelang-det -p gpu --max-examples 200 --time-budget 80 --shrink-budget 15 \
+    --out $R/one --db none
+  wait $(jobs -p | grep -v "^$PACKER$")
+  # TWO shards side by side (threads: cores / 2 each, the --shard default)
+  timed_run shard0 0 95 -k tilelang-det -p gpu --max-examples 100 --time-budget 55 --shrink-budget 15 \
+    --shard 0/2 --out $R/s0 --db none &
+  timed_run shard1 1 95 -k tilelang-det -p gpu --max-examples 100 --time-budget 55 --shrink-budget 15 \
+    --shard 1/2 --out $R/s1 --db none &
+  wait $(jobs -p | grep -v "^$PACKER$")
+  python3 -m difftest merge $R/s0/report.json $R/s1/report.json -o $R/merged.json > $L/merge.log 2>&1
+  python3 scripts/device/shard_check.py $R/one/report.json $R/s0/report.json $R/s1/report.json $R/merged.json \
+    > $L/shard_check.txt 2>&1; cat $L/shard_check.txt
+  # pytest over the GPU tests of tests/test_gpu_adapters.py (Flex excluded: a compile per shape),
+  # -n 1 on GPU0, then -n 2 with one GPU per worker
+  export DIFFTEST_GPU_CAMPAIGN_SECONDS=4
+  PT=(-m gpu -q -p no:cacheprovider tests/test_gpu_adapters.py -k "not flex")
+  t0=$(date +%s)
+  CUDA_VISIBLE_DEVICES=0 timeout 65 python3 -m pytest "${PT[@]}" -n 1 --difftest-out $R/pytest-n1 \
+    --junitxml $R/pytest-n1.xml > $L/pytest-n1.log 2>&1
+  stamp "pytest -n 1 exit $? wall $(( $(date +%s) - t0 )) s"
+  t0=$(date +%s)
+  timeout 50 python3 -m pytest "${PT[@]}" -n 2 --difftest-gpu-per-worker --difftest-out $R/pytest-n2 \
+    --junitxml $R/pytest-n2.xml > $L/pytest-n2.log 2>&1
+  stamp "pytest -n 2 exit $? wall $(( $(date +%s) - t0 )) s" ;;
+*) echo "call: allowed P1, P2, P3 or P4"; exit 2 ;;
 esac
 stamp "end $call"
 kill $PACKER 2> /dev/null; pack
