@@ -198,6 +198,10 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         kh = x.k[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, D]
         vh = x.v[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
         dkh = torch.zeros_like(kh)
+        khn = k1 = None
+        if precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False) and sk:  # see _shift_bound
+            khn = kh.norm(dim=-1)  # [Hkv, sk]
+            k1 = torch.cat([kh, kh.new_ones(Hkv, sk, 1), kh.new_zeros(Hkv, sk, SHIFT_PAD - 1)], -1)
         dvh = torch.zeros_like(vh)
         if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
             kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
@@ -207,18 +211,27 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             qc = qh[:, r0:r1].reshape(Hkv, c * G, D)
             doc = doh[:, r0:r1].reshape(Hkv, c * G, Dv)
             kb, vb = kh[:, lo:hi], vh[:, lo:hi]
-            if w:
-                # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
-                s = torch.bmm(qc * scale, kb.transpose(1, 2)).view(Hkv, c, G, w)
+            m = _shift_bound(p, qh, khn, kh, r0, r1, lo, hi, sq, sk, scale, sink) if khn is not None and w else None
+            if m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
+                qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
+                s = torch.bmm(qa, k1[:, lo:hi].transpose(1, 2)).view(Hkv, c, G, w)
+                del qa
                 _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
-                m = s.amax(dim=-1)  # [Hkv, c, G]
+                m_safe = m
+                e = s.exp_()
             else:
-                s = torch.empty(Hkv, c, G, 0, dtype=dt, device=dev)
-                m = torch.full((Hkv, c, G), float("-inf"), dtype=dt, device=dev)
-            if sink is not None:
-                m = torch.maximum(m, sink)
-            m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-            e = s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
+                if w:
+                    # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
+                    s = torch.bmm(qc * scale, kb.transpose(1, 2)).view(Hkv, c, G, w)
+                    _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
+                    m = s.amax(dim=-1)  # [Hkv, c, G]
+                else:
+                    s = torch.empty(Hkv, c, G, 0, dtype=dt, device=dev)
+                    m = torch.full((Hkv, c, G), float("-inf"), dtype=dt, device=dev)
+                if sink is not None:
+                    m = torch.maximum(m, sink)
+                m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+                e = s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
             del s
             total = e.sum(dim=-1)
             if sink is not None:
@@ -302,6 +315,42 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     return out
 
 
+# float64: the softmax shift m_i enters the QK^T GEMM as one more (padded) column, so S - m
+# comes out of the GEMM and neither the row maximum (a read of S) nor the subtraction (a
+# read and a write) is a pass over the scores. m_i is then not the row maximum M_i but the
+# Cauchy-Schwarz bound U_i = scale |q_i| max_j |k_j| >= M_i, used only where U_i is within
+# SHIFT_SPAN of a score the row sees (so exp(M_i - U_i) >= e^-SHIFT_SPAN: no underflow of
+# what matters, no overflow since S - U <= 0); otherwise the chunk takes the maximum.
+# Per device type: on the CPU the GEMMs dominate and 8 more K columns cost more than the
+# two passes save (measured: ~5% slower at D=64), so it is off there (tests force it on).
+SHIFT_IN_GEMM = {"cuda": True, "cpu": False}
+SHIFT_SPAN = 300.0
+SHIFT_PAD = 8  # the extra K columns: [-m, 0 x 7] keeps the GEMM's K a multiple of 8
+
+
+def _shift_bound(p, qh, khn, kh, r0, r1, lo, hi, sq, sk, scale, sink):
+    """m [Hkv, rows, G] for rows r0..r1-1 against keys lo..hi-1: U_i (max(U_i, sink) with
+    sinks), or None when a row's U_i is more than SHIFT_SPAN above the score of a key every
+    row of the chunk sees (or no such key exists). One host sync per chunk."""
+    a0, a1 = _common_columns(p, r0, r1, lo, hi, sq, sk)
+    if a1 <= a0:
+        return None
+    qc = qh[:, r0:r1]  # [Hkv, c, G, D]
+    u = qc.norm(dim=-1).mul_(khn[:, lo:hi].amax(dim=-1).view(-1, 1, 1) * scale)
+    seen = (qc * kh[:, a0].unsqueeze(1).unsqueeze(1)).sum(dim=-1).mul_(scale)  # S_{i, a0} <= M_i
+    if not bool((u - seen).amax() <= SHIFT_SPAN):
+        return None
+    return u if sink is None else torch.maximum(u, sink)
+
+
+def _common_columns(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int) -> tuple[int, int]:
+    """[a0, a1): the keys of [lo, hi) that every row r0..r1-1 sees (a1 <= a0: none). Each
+    row sees one contiguous key range whose ends only grow with the row, so it is
+    [lo(r1 - 1), hi(r0))."""
+    a0 = min(hi, max(lo, p.key_range(r1 - 1, sq, sk)[0]))
+    return a0, max(a0, min(hi, p.key_range(r0, sq, sk)[1]))
+
+
 def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int) -> None:
     """-inf into the masked scores of s [Hkv, rows r0..r1-1, G, keys lo..hi-1]. Each row
     sees one contiguous key range whose ends only grow with the row, so the columns
@@ -309,8 +358,7 @@ def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int
     right of them are masked (for causal, the chunk's diagonal block instead of its band)."""
     if _fully_allowed(p, r0, r1, lo, hi, sq, sk):
         return
-    a0 = min(hi, max(lo, p.key_range(r1 - 1, sq, sk)[0]))
-    a1 = max(a0, min(hi, p.key_range(r0, sq, sk)[1]))
+    a0, a1 = _common_columns(p, r0, r1, lo, hi, sq, sk)
     allowed = allowed_mask(p, sq, sk, s.device, rows=(r0, r1))
     c = r1 - r0
     for x0, x1 in ((lo, a0), (a1, hi)) if a1 > a0 else ((lo, hi),):

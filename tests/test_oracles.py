@@ -505,3 +505,57 @@ def test_chunked_on_cuda_equals_dense_on_cpu(name):
     errs = max_err(dense, ch.to("cpu"))
     assert errs.pop("lse") < 1e-6 and errs.pop("dsink", 0.0) < 1e-5
     assert max(errs.values()) < 1e-12, errs
+
+
+@pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "sinks", "custom_scale_large_logits", "gqa",
+                                  "huge_logits"])
+def test_softmax_shift_in_the_gemm_gives_the_values_of_the_row_maximum(name, monkeypatch):
+    """float64 on CUDA takes S - m straight from the QK^T GEMM with m a Cauchy-Schwarz bound
+    of the row maximum (oracles/chunked.py, _shift_bound; forced on here), and falls back to the maximum where the
+    bound is too far above the scores (here: logits in the thousands). Both ways equal the
+    dense reference and the walk that always takes the maximum; each way is really taken."""
+    import difftest.oracles.chunked as chunked
+
+    cases = {**SKIP_CASES, "huge_logits": Problem(seqlen_q=40, seqlen_k=50, heads_q=2, heads_kv=1, causal=True,
+                                                  values="scaled", value_scale=40.0, sinks=True,
+                                                  head_dim_qk=16, head_dim_v=8)}
+    x = make_inputs(cases[name])
+    taken = []
+    bound = chunked._shift_bound
+    monkeypatch.setattr(chunked, "_shift_bound", lambda *a: taken.append(bound(*a)) or taken[-1])
+    monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", True)  # as on CUDA
+    shifted = chunked_reference(x, chunk=7)
+    used = sum(t is not None for t in taken)
+    monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", False)
+    plain = chunked_reference(x, chunk=7)
+    dense = reference(x, "float64")
+    for n, t in dense.items():
+        tol = (1e-6 if n in ("lse", "dsink") else 1e-13) * max(1.0, t.double()[torch.isfinite(t)].abs().max().item()
+                                                               if t.numel() else 1.0)
+        for other in (shifted, plain):
+            assert max_err(Outputs(**{n: t}), Outputs(**{n: other.get(n)}))[n] <= tol, n
+    if name == "huge_logits":
+        assert used < len(taken)  # the bound is far above the scores: the maximum is taken
+    elif x.problem.total_q:
+        assert used > 0
+
+
+@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("chunk", [3, None])
+def test_the_cuda_configuration_equals_dense_float64(name, chunk, monkeypatch):
+    """The choices made per device type (shift in the GEMM, split magnitude terms: on for
+    CUDA, off for the CPU) forced to CUDA's here: the values still equal the dense float64
+    reference and the magnitudes the CPU configuration's."""
+    import difftest.oracles.chunked as chunked
+
+    x = make_inputs(CASES[name])
+    cpu = chunked_reference(x, "float64", chunk=chunk, magnitudes=True)
+    monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", True)
+    monkeypatch.setitem(chunked.SPLIT_TERMS, "cpu", True)
+    ch = chunked_reference(x, "float64", chunk=chunk, magnitudes=True)
+    errs = max_err(reference(x, "float64"), ch)
+    assert errs.pop("lse") < 1e-6, errs
+    if "dsink" in errs:
+        assert errs.pop("dsink") < 1e-6 * max(1.0, ch.dsink.abs().max().item()), errs
+    assert max(errs.values(), default=0.0) < 1e-13, errs
+    assert ch.magnitude == pytest.approx(cpu.magnitude, rel=1e-5, abs=1e-300)
