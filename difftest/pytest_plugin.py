@@ -170,7 +170,9 @@ def difftest_campaign(request):
         config.stash[_RESULTS_KEY].append(res)
         props = request.node.user_properties
         props += [("difftest_kernel", res.kernel), ("difftest_profile", res.profile),
-                  ("difftest_cases", len(res.cases)), ("difftest_status", str(res.status))]
+                  ("difftest_cases", len(res.cases)), ("difftest_status", str(res.status)),
+                  ("difftest_worker", _worker_id(config) or "main"),  # which xdist worker, on which GPUs
+                  ("difftest_cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))]
         if res.reproducer:
             props.append(("difftest_reproducer", str(Path(res.reproducer["py"]).resolve())))
         if res.status == "unavailable":
@@ -206,22 +208,28 @@ def pytest_sessionfinish(session):
 
         path = _part_path(session.config, worker)
         path.parent.mkdir(parents=True, exist_ok=True)
-        recs = [{k: v for k, v in campaign_record(r).items() if k != "cases"} for r in results]
+        gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        recs = [{**{k: v for k, v in campaign_record(r).items() if k != "cases"}, "pytest_worker": worker,
+                 "cuda_visible_devices": gpus} for r in results]
         path.write_text(json.dumps(recs, default=str))
 
 
 def pytest_terminal_summary(terminalreporter, config):
     results = config.stash.get(_RESULTS_KEY, [])
-    rows = [(r.kernel, r.profile, len(r.cases), r.status, r.examples_to_fail) for r in results]
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
+    rows = [(r.kernel, r.profile, len(r.cases), r.status, r.examples_to_fail, None, gpus) for r in results]
     out = Path(config.getoption("--difftest-out"))
     if not _worker_id(config) and out.exists():
         for part in sorted(out.glob("pytest-summary-gw*.json")):
             for rec in json.loads(part.read_text()):
-                rows.append((rec["kernel"], rec["profile"], rec["examples"], rec["status"], rec["examples_to_fail"]))
+                rows.append((rec["kernel"], rec["profile"], rec["examples"], rec["status"], rec["examples_to_fail"],
+                             rec.get("pytest_worker"), rec.get("cuda_visible_devices") or None))
             part.unlink()
     if not rows:
         return
     terminalreporter.section("difftest campaigns")
-    for kernel, profile, n, status, to_fail in rows:
+    for kernel, profile, n, status, to_fail, worker, gpu in rows:
         extra = f", failed after {to_fail} examples" if to_fail else ""
-        terminalreporter.write_line(f"{kernel} [{profile}]: {status}, {n} cases{extra}")
+        where = ", ".join(x for x in (worker and f"worker {worker}", gpu and f"CUDA_VISIBLE_DEVICES={gpu}") if x)
+        where = f" ({where})" if where else ""
+        terminalreporter.write_line(f"{kernel} [{profile}]: {status}, {n} cases{extra}{where}")

@@ -110,3 +110,29 @@ def test_xdist_workers_share_the_cores_between_their_torch_threads(sub, monkeypa
     """)
     res = sub.runpytest_subprocess("-n", "2", "-p", "xdist", timeout=300)
     res.assert_outcomes(passed=2)
+
+
+def test_gpu_per_worker_records_each_workers_gpus(sub, monkeypatch):
+    """`-n 2 --difftest-gpu-per-worker`: each campaign's JUnit entry and the summary line say which
+    worker ran it on which GPUs (gw0 -> the first listed, gw1 -> the second)."""
+    import xml.etree.ElementTree as ET
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    sub.makepyfile(test_g="""
+        import pytest
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_campaign(difftest_campaign, i):
+            difftest_campaign("tests.kernels_for_tests:RefKernel", max_examples=1, edge_cases=False,
+                              database=None, isolate=False)
+    """)
+    junit = sub.path / "junit.xml"
+    res = sub.runpytest_subprocess("-n", "2", "-p", "xdist", "--difftest-gpu-per-worker", "--difftest-profile",
+                                   "quick", "--difftest-out", "out", f"--junitxml={junit}", timeout=600)
+    res.assert_outcomes(passed=4)
+    seen = {}
+    for c in ET.parse(junit).getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in c.iter("property")}
+        seen[props["difftest_worker"]] = props["difftest_cuda_visible_devices"]
+    assert seen and all(seen[w] == {"gw0": "3", "gw1": "5"}[w] for w in seen), seen
+    assert "(worker gw" in res.stdout.str() and "CUDA_VISIBLE_DEVICES=" in res.stdout.str()
