@@ -56,9 +56,9 @@ nice -n 10 timeout 90 python3 -m difftest.kernels.tileops --warm $OP --jobs $JOB
 stamp "warm exit $? ($(grep '^warmed' $L/warm.log | cut -c1-120))"
 [ -n "$RPID" ] && wait $RPID
 
-# 3. the survey: what is left of 330 s; 60 s of it for one shrink (10 s + a build it may start),
+# 3. the survey: what is left of the budget ($BUDGET, default 330 s); 60 s of it for one shrink (10 s + a build it may start),
 #    20-run determinism on the two warmed det problems (a fresh worker) and the summary
-LEFT=$(( 330 - ($(date +%s) - T0) - 10 ))
+LEFT=$(( ${BUDGET:-330} - ($(date +%s) - T0) - 10 ))
 SECS=$(( LEFT - 60 )); [ $SECS -lt 40 ] && SECS=40 && LEFT=100
 stamp "survey: ${LEFT}s left, drawing for ${SECS}s"
 timeout $LEFT python3 scripts/device/survey.py --out $R --seconds $SECS --shrink 10 --max-shrinks 1 \

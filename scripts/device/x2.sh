@@ -21,7 +21,10 @@
 #   P4: carry .device/tilelang.tar.xz .seed                                         (~330 s)
 #       GPU1: seed 004 standalone scripts; GPU0: warm-up, ONE shard (200 examples); then TWO shards
 #       side by side; then pytest -m gpu over tests/test_gpu_adapters.py, -n 1 vs -n 2 per-worker GPUs
-# Usage: bash scripts/device/x2.sh P1|P2|P3|P4
+#   P5: carry .device/tileops.tar.xz .device/fa3.tar.xz                            (~320 s)
+#       GPU0: scripts/device/tileops.sh (NaN-dQ reproducer, warm-up, tileops-gqa survey + det 20);
+#       GPU1: scripts/device/oracle.sh (truth vs FA3); then pytest -n 2 per-worker GPUs again (GPU ids)
+# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5
 set -o pipefail
 call=${1:?P1, P2 or P3}
 source scripts/device/setup.sh > /dev/null
@@ -130,7 +133,21 @@ P4)
   timeout 50 python3 -m pytest "${PT[@]}" -n 2 --difftest-gpu-per-worker --difftest-out $R/pytest-n2 \
     --junitxml $R/pytest-n2.xml > $L/pytest-n2.log 2>&1
   stamp "pytest -n 2 exit $? wall $(( $(date +%s) - t0 )) s" ;;
-*) echo "call: allowed P1, P2, P3 or P4"; exit 2 ;;
+P5)
+  # GPU1: the float64 truth next to FA3 (scripts/device/oracle.sh); GPU0: TileOPs (scripts/device/tileops.sh:
+  # the standalone NaN-dQ reproducer, warm-up, survey of tileops-gqa with 20-run determinism)
+  ( export CUDA_VISIBLE_DEVICES=1; mkdir -p $R/oracle
+    OUT=$R/oracle timeout 130 bash scripts/device/oracle.sh > $L/oracle.log 2>&1; stamp "oracle exit $?" ) &
+  BUDGET=255 bash scripts/device/tileops.sh > $L/tileops-call.log 2>&1
+  stamp "tileops.sh exit $?"
+  wait $(jobs -p | grep -v "^$PACKER$")
+  export DIFFTEST_GPU_CAMPAIGN_SECONDS=4
+  t0=$(date +%s)
+  timeout 45 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_adapters.py -k "not flex" -n 2 \
+    --difftest-gpu-per-worker --difftest-out $R/pytest-n2 --junitxml $R/pytest-n2.xml > $L/pytest-n2.log 2>&1
+  stamp "pytest -n 2 exit $? wall $(( $(date +%s) - t0 )) s"
+  tail -n 12 $L/pytest-n2.log ;;
+*) echo "call: allowed P1 to P5"; exit 2 ;;
 esac
 stamp "end $call"
 kill $PACKER 2> /dev/null; pack
