@@ -507,6 +507,24 @@ def test_chunked_on_cuda_equals_dense_on_cpu(name):
     assert max(errs.values()) < 1e-12, errs
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "sinks", "mixed_do_large_logits"])
+def test_cuda_truth_as_the_runner_calls_it(name):
+    """On CUDA (shift in the GEMM, split terms, TF32 magnitude GEMMs): values within 1e-12
+    of the dense CPU float64 reference, magnitudes within 2e-3 of the CPU float64 ones, and
+    the TF32 setting restored afterwards."""
+    x = make_inputs(MAGNITUDE_CASES[name])
+    before = torch.backends.cuda.matmul.fp32_precision
+    ch = chunked_reference(x.to("cuda"), "float64", magnitudes=True)
+    assert torch.backends.cuda.matmul.fp32_precision == before
+    errs = max_err(reference(x, "float64"), ch.to("cpu"))
+    assert errs.pop("lse") < 1e-6 and errs.pop("dsink", 0.0) < 1e-5
+    assert max(errs.values()) < 1e-12 * max(1.0, ch.dq.abs().max().item()), errs
+    m64 = chunked_reference(x, "float64", magnitudes=True, magnitudes_dtype="float64").magnitude
+    assert ch.magnitude == pytest.approx(m64, rel=2e-3, abs=1e-300)
+
+
 @pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "sinks", "custom_scale_large_logits", "gqa",
                                   "huge_logits"])
 def test_softmax_shift_in_the_gemm_gives_the_values_of_the_row_maximum(name, monkeypatch):
