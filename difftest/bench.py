@@ -31,10 +31,10 @@ is a row with status "oom", not a crash.
 """
 
 import json
-from dataclasses import replace
 import statistics
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
@@ -57,7 +57,8 @@ def shape_problems(shapes=DEFAULT_SHAPES, dtypes=("float16", "bfloat16"), causal
     return out
 
 
-def time_backward(kernel, problem: Problem, repeats: int = 20, warmup: int = 3, beyond_max_seqlen: bool = False) -> dict:
+def time_backward(kernel, problem: Problem, repeats: int = 20, warmup: int = 3,
+                  beyond_max_seqlen: bool = False) -> dict:
     """Median/min backward microseconds of one kernel on one Problem (GPU).
     ``beyond_max_seqlen`` (the oracle bench): time a Problem longer than the capability's
     ``max_seqlen`` anyway (every other field of the capability still applies); the row says

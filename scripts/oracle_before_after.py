@@ -122,7 +122,8 @@ def main(argv=None) -> int:
               f"magnitudes {max(mag_diff.values()):.1e}", flush=True)
         del outs, x
     if a.json:
-        Path(a.json).write_text(json.dumps({"rev": a.rev or str(a.file or DEFAULT_BEFORE.name), "torch": torch.__version__, "rows": rows}, indent=1))
+        before = a.rev or str(a.file or DEFAULT_BEFORE.name)
+        Path(a.json).write_text(json.dumps({"rev": before, "torch": torch.__version__, "rows": rows}, indent=1))
     return 0
 
 
