@@ -357,11 +357,14 @@ def _coverage(cases, capability, profile) -> dict:
     """Which bug-class features (strategies.coverage) the cases actually ran."""
     from collections import Counter
 
+    from difftest.strategies.compile import compile_coverage
     from difftest.strategies.coverage import expected_features, features
 
     hit = Counter()
-    for c in cases:
-        if c.status != Status.SKIPPED:
-            hit.update(features(c.problem, capability))
+    ran = [c.problem for c in cases if c.status != Status.SKIPPED]
+    for p in ran:
+        hit.update(features(p, capability))
+    compile_expected, compile_hit = compile_coverage(ran, capability, profile)  # compile:new_configuration
+    hit.update(compile_hit)
     return {"hit": dict(sorted(hit.items())),
-            "missing": sorted(expected_features(capability, profile) - set(hit))}
+            "missing": sorted((expected_features(capability, profile) | compile_expected) - set(hit))}

@@ -37,6 +37,12 @@ class Profile:
     search_s: float = 150.0  # wall-clock seconds of search
     shrink_s: float = 60.0  # extra seconds of shrinking once a failure is found
     seed: int | None = 0  # None: a fresh random search each run
+    # compile configurations a JIT kernel on a CPU target may draw (strategies/compile.py):
+    # "open" draws a fresh one with probability 0.1; "corpus" only the edge corpus's plus one
+    # per compile-key value it lacks, all built before the campaign by `difftest run`'s
+    # prebuild (CPU builds take seconds each); a campaign then reports the feature
+    # compile:new_configuration as not exercised
+    cpu_compile_configs: str = "open"
     # --- difftest mutants (per mutant: search and shrink seconds; the whole catalogue's total)
     mutant_search_s: float = 90.0
     mutant_shrink_s: float = 20.0
@@ -67,7 +73,7 @@ PROFILES = {
     # minutes; the catalogue normally needs a small fraction of it.
     "ci": Profile("ci", max_batch=3, max_varlen_batch=6, max_heads=4, max_seqlen=160,
                   max_head_dim=256, budget=2**22, max_pad_tail=16, max_tokens=2**14, max_score_elements=2**26,
-                  examples=40, search_s=150.0, shrink_s=60.0, seed=0,
+                  examples=40, search_s=150.0, shrink_s=60.0, seed=0, cpu_compile_configs="corpus",
                   mutant_search_s=90.0, mutant_shrink_s=20.0, mutant_total_s=900.0),
     "nightly": Profile("nightly", max_batch=8, max_varlen_batch=16, max_heads=16, max_seqlen=1024,
                        max_head_dim=512, budget=2**28, max_pad_tail=64, max_tokens=2**17, max_score_elements=2**30,

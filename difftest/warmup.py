@@ -5,7 +5,8 @@ An adapter may offer ``prepare(problems, wait=False)``: start building, on every
 what those Problems need, and return a job whose ``wait()`` gives counts and seconds.
 ``start`` calls it for each kernel of a run with the Problems its campaign is known to
 run first (saved failures and the edge corpus, which hold the configurations most drawn
-Problems reuse: strategies/compile.py); every kernel's builds run at once, and
+Problems reuse: strategies/compile.py) and, under the ci profile on a CPU target, one per
+configuration its draws may take (all of them: ``corpus_configs``); every kernel's builds run at once, and
 ``wait(kernel)`` joins them. ``difftest run`` joins all of them before the first campaign:
 campaigns have wall-clock budgets, and builds running beside the CPU campaigns took their
 CPU (measured on the 2-core machine: torch-blockwise ran 58 cases in its 150 s instead of
@@ -37,14 +38,20 @@ class Preparation:
 
 
 def campaign_problems(kernel, profile: str, database: str | None) -> list:
-    """The Problems a campaign of ``kernel`` runs before drawing: saved failures, edge corpus."""
+    """The Problems whose configurations a campaign of ``kernel`` compiles: saved failures,
+    the edge corpus and, where its draws keep to the corpus (the ci profile on a CPU
+    target: strategies/compile.py ``corpus_only``), one per configuration they may take,
+    so such a campaign compiles nothing the prebuild did not build."""
     from difftest import strategies
+    from difftest.strategies.compile import corpus_configs, corpus_only
 
     from .failure_store import load_failures
 
     spec = getattr(kernel, "spec", None) or kernel.name
-    saved = [p for p in load_failures(database, spec) if kernel.capability.covers(p)]
-    return saved + list(strategies.edge_problems(kernel.capability, profile))
+    c = kernel.capability
+    saved = [p for p in load_failures(database, spec) if c.covers(p)]
+    drawn = corpus_configs(c, profile) if corpus_only(c, profile) else []
+    return saved + list(strategies.edge_problems(c, profile)) + drawn
 
 
 def start(kernels, profile: str, database: str | None = None, log=None) -> Preparation:

@@ -10,6 +10,16 @@ The choice is a Hypothesis draw, not state kept between examples, so a failing e
 replays and shrinks exactly (shrinking moves toward warm configuration 0). It is a biased
 coin (``Coin``): a uniform integer would not do, because Hypothesis over-samples simple
 values (0 alone is ~17% of draws of integers(0, 999)), which halved the measured rate.
+
+Corpus mode (``corpus_only``: a profile whose ``cpu_compile_configs`` is "corpus", the ci
+profile, and a CPU capability whose compile key holds only dtype, head dims and sinks): a
+TileLang build on the CPU costs seconds of CPU each, so ci draws never open a fresh
+configuration. Every draw takes one of ``corpus_configs``: the edge corpus's
+configurations, then one per compile-key value the corpus lacks (so every dtype, head dim
+and sinks setting the profile reaches still runs). ``difftest run`` builds exactly these
+before the first campaign (difftest/warmup.py), on every core. What ci then never runs,
+a configuration outside that set, is the coverage feature ``compile:new_configuration``
+(``compile_coverage``), listed as missing; nightly and gpu keep drawing fresh ones.
 """
 
 from collections import Counter
@@ -18,7 +28,14 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from difftest.capability import Capability
-from difftest.problem import Problem
+from difftest.problem import Problem, ProblemError
+
+from .profiles import get_profile
+
+NEW_CONFIG = "compile:new_configuration"  # a case compiled in a configuration outside corpus_configs
+# compile-key fields whose every value corpus_configs can reach (each has a finite domain in
+# the capability); a key with shape fields (batch, seqlen) keeps drawing fresh configurations
+ENUMERABLE = ("dtype", "head_dim_qk", "head_dim_v", "sinks")
 
 # Fields drawn together: pinning one pins the rest so the Problem stays legal.
 GROUPS = (
@@ -70,13 +87,72 @@ def warm_problems(capability: Capability, profile, count: int) -> list[Problem]:
     return warm
 
 
+def corpus_only(capability: Capability, profile) -> bool:
+    """Whether draws under ``profile`` keep to ``corpus_configs`` (see the module docstring)."""
+    key = capability.compile_key
+    return (bool(key) and capability.device == "cpu" and get_profile(profile).cpu_compile_configs == "corpus"
+            and set(key) <= set(ENUMERABLE))
+
+
+def _domains(c: Capability, prof) -> dict:
+    """Each enumerable compile-key field's values that draws under ``prof`` reach."""
+    qk = [d for d in c.head_dims_qk if d <= prof.max_head_dim] or [min(c.head_dims_qk)]
+    v = [d for d in c.v_dims if d <= prof.max_head_dim] or [min(c.v_dims)]
+    return {"dtype": list(c.dtypes), "head_dim_qk": qk, "head_dim_v": v,
+            "sinks": [False, True] if c.sinks else [False]}
+
+
+def corpus_configs(capability: Capability, profile) -> list[Problem]:
+    """One Problem per compile configuration of the edge corpus (its order), then, for each
+    value of a compile-key field (dtype, head dims, sinks) that none of them has, the first
+    corpus Problem with that value (head dims kept equal where the capability demands it)."""
+    from .edges import edge_problems
+
+    c, prof = capability, get_profile(profile)
+    seen, out = set(), []
+    for p in edge_problems(c, prof):
+        sig = c.compile_signature(p)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(p)
+    if not out:
+        return out
+    for f, values in _domains(c, prof).items():
+        if f not in c.compile_key:
+            continue
+        for v in values:
+            if any(getattr(p, f) == v for p in out):
+                continue
+            change = {f: v}
+            if c.equal_head_dims and f in ("head_dim_qk", "head_dim_v"):
+                change = {"head_dim_qk": v, "head_dim_v": v}
+            try:
+                p = out[0].replace(**change).validate()
+            except (ProblemError, ValueError):
+                continue
+            if c.excludes(p) is None and c.compile_signature(p) not in seen:
+                seen.add(c.compile_signature(p))
+                out.append(p)
+    return out
+
+
+def compile_coverage(problems, capability: Capability, profile) -> tuple[set, Counter]:
+    """(expected, hit) of the feature ``NEW_CONFIG``: expected of every kernel with a
+    compile key, hit by each Problem whose configuration is outside ``corpus_configs``."""
+    if not capability.compile_key:
+        return set(), Counter()
+    corpus = {capability.compile_signature(p) for p in corpus_configs(capability, profile)}
+    n = sum(capability.compile_signature(p) not in corpus for p in problems)
+    return {NEW_CONFIG}, Counter({NEW_CONFIG: n} if n else {})
+
+
 @st.composite
 def compile_pins(draw, capability: Capability, warm: list[Problem], new_compile_p: float):
     """A dict of field -> value to impose on the Problem ({} = a new configuration).
     ``warm`` comes from ``warm_problems`` (computed once per strategy, not per draw)."""
     if not capability.compile_key or new_compile_p >= 1.0 or not warm:
         return {}
-    if draw(Coin(new_compile_p)):
+    if new_compile_p > 0.0 and draw(Coin(new_compile_p)):
         return {}
     w = draw(st.sampled_from(warm))
     return {f: getattr(w, f) for f in pinned_fields(capability.compile_key)}

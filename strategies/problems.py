@@ -12,7 +12,9 @@ Knobs (keyword arguments):
       override the profile's size bounds (the capability's own limits still bind);
       ``budget`` bounds Problem.size(), the cost of the CPU reference.
   new_compile_p   probability that a draw opens a new compile configuration when the
-                  capability declares ``compile_key`` (default 0.1; 1.0 = always new).
+                  capability declares ``compile_key`` (default 0.1; 1.0 = always new; left
+                  as None, a CPU capability under a profile whose ``cpu_compile_configs``
+                  is "corpus", the ci profile, draws only ``compile.corpus_configs``).
   warm_configs    how many compile configurations count as already compiled (default 4).
 """
 
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 from difftest.capability import Capability
 from difftest.problem import Problem
 
-from .compile import compile_pins, warm_problems
+from .compile import compile_pins, corpus_configs, corpus_only, warm_problems
 from .layouts import layouts
 from .masks import masks
 from .profiles import get_profile
@@ -31,18 +33,23 @@ from .values import clamp_scale, dtypes, sink_settings, softmax_scales, value_se
 SEED_MAX = 2**32 - 1
 
 
-def problems(capability: Capability, profile="ci", *, new_compile_p: float = 0.1, warm_configs: int = 4,
+def problems(capability: Capability, profile="ci", *, new_compile_p: float | None = None, warm_configs: int = 4,
              **size_knobs) -> st.SearchStrategy[Problem]:
     """A strategy of valid Problems inside ``capability``, sized by ``profile``
     ("quick", "ci", "nightly", "gpu"); see the module docstring for the knobs."""
     if not isinstance(capability, Capability):
         raise TypeError(f"capability must be a difftest Capability, got {type(capability).__name__}")
     prof = get_profile(profile).with_knobs(**size_knobs)
-    if not isinstance(new_compile_p, (int, float)) or not 0.0 <= new_compile_p <= 1.0:
-        raise ValueError(f"new_compile_p={new_compile_p!r} is invalid: allowed a probability in [0, 1]")
+    if new_compile_p is not None and (not isinstance(new_compile_p, (int, float))
+                                      or not 0.0 <= new_compile_p <= 1.0):
+        raise ValueError(f"new_compile_p={new_compile_p!r} is invalid: allowed a probability in [0, 1] or None")
     if not isinstance(warm_configs, int) or warm_configs < 1:
         raise ValueError(f"warm_configs={warm_configs!r} is invalid: allowed an int >= 1")
-    warm = warm_problems(capability, prof, warm_configs) if capability.compile_key else []
+    if new_compile_p is None and corpus_only(capability, prof):
+        warm, new_compile_p = corpus_configs(capability, prof), 0.0
+    else:
+        warm = warm_problems(capability, prof, warm_configs) if capability.compile_key else []
+        new_compile_p = 0.1 if new_compile_p is None else new_compile_p
     return _problems(capability, prof, warm, float(new_compile_p))
 
 
