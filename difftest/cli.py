@@ -169,6 +169,11 @@ def cmd_run(a) -> int:
     claim_hypothesis_home()
 
     names = a.kernels or list(DEFAULT_KERNELS)
+    if a.isolate:  # the worker's imports (torch, the kernels' modules) run beside ours
+        from .isolation import prestart, share_cores
+
+        share_cores()  # references here and the kernel there run at once: half the cores each
+        prestart(names)
     try:
         kernels = [registry.get(n) for n in names]
         if a.second_reference:

@@ -8,6 +8,11 @@ optionally repeats the call for the determinism gate and checks a second referen
 (FA3). A kernel exception, crash or timeout is a case with status "error", never a
 crash of the campaign; the exception's type is recorded where it is caught
 (``CaseResult.error_type``), so shrinking can follow it without re-reading the text.
+
+Isolated, the case is handed to the worker and the references are computed here while the
+kernel runs there: the two processes use both cores of a small machine (the CPU main job),
+and the outcome is the same as in sequence (a kernel error still makes the case an error;
+a failed reference is reported only when the kernel succeeded, as before).
 """
 
 import dataclasses
@@ -140,11 +145,7 @@ def error_type(e: BaseException) -> str:
 
 
 def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison, runs, config) -> list:
-    if config.isolate:
-        from .isolation import shared_worker
-
-        spec = getattr(kernel, "spec", None) or kernel.name
-        return shared_worker().run(spec, problem, device, poison, runs, config.timeout_s)
+    """The kernel's runs in this process (run_case sends isolated cases to the worker itself)."""
     results = []
     with phase("inputs"):
         laid_out = lay_out(inputs)  # the kernel sees the Problem's memory layout; references do not
@@ -156,6 +157,19 @@ def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison
             if inputs.q.is_cuda:
                 torch.cuda.synchronize()  # the kernel's own GPU time
     return results
+
+
+def _references(inputs, config: RunConfig):
+    """(references, None), or (None, (error_type, reason)) when a reference fails."""
+    try:
+        # the standard's own truth only when a standard is judged against another than float64
+        standard = config.truth if config.gates.standards and config.truth != "float64" else None
+        if standard is not None and standard not in TRUTHS:
+            raise ValueError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
+        return oracles.references(inputs, config.chunk_threshold, standard=standard), None
+    except Exception as e:
+        return None, (f"internal:{error_type(e)}",
+                      f"internal: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4))
 
 
 def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None = None) -> CaseResult:
@@ -176,8 +190,18 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     runs = config.determinism_runs if config.determinism_runs is not None else (2 if cap.deterministic else 1)
     runs = max(1, runs)
     t1 = time.perf_counter()
+    refs = refs_error = None
     try:
-        got_runs = _call_kernel(kernel, problem, inputs, device, poison, runs, config)
+        if config.isolate:  # the kernel runs in the worker while this process computes the references
+            from .isolation import shared_worker
+
+            worker = shared_worker()
+            sent = worker.send(getattr(kernel, "spec", None) or kernel.name, problem, device, poison, runs)
+            refs, refs_error = _references(inputs, config)
+            got_runs = worker.receive(sent, config.timeout_s, waited_from=time.perf_counter())
+            t1 = time.perf_counter() - sum(worker.last_seconds.values())  # the worker's own seconds
+        else:
+            got_runs = _call_kernel(kernel, problem, inputs, device, poison, runs, config)
     except KernelUnavailable as e:
         result.status, result.reason = Status.SKIPPED, f"unavailable: {e}"
         result.seconds = time.perf_counter() - t0
@@ -192,15 +216,10 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
         return result
     result.kernel_seconds = (time.perf_counter() - t1) / runs
     got = got_runs[0]
-    try:
-        # the standard's own truth only when a standard is judged against another than float64
-        standard = config.truth if config.gates.standards and config.truth != "float64" else None
-        if standard is not None and standard not in TRUTHS:
-            raise ValueError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
-        refs = oracles.references(inputs, config.chunk_threshold, standard=standard)
-    except Exception as e:  # a bug of difftest's own, reported as such without ending the campaign
-        result.status, result.error_type = Status.ERROR, f"internal:{error_type(e)}"
-        result.reason = f"internal: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4)
+    if refs is None and refs_error is None:
+        refs, refs_error = _references(inputs, config)
+    if refs_error is not None:  # a bug of difftest's own, reported as such without ending the campaign
+        result.status, result.error_type, result.reason = Status.ERROR, *refs_error
         result.seconds = time.perf_counter() - t0
         return result
     if refs.note:
