@@ -4,7 +4,8 @@
         [--report results/h200/phase5/P1/one/report.json.xz] [--rev 853e832] [--json F] [--markdown F]
 
 Problems: the cases of a ``gpu``-profile campaign report (default: the H200 tilelang-det run
-of 2026-11-30 whose inputs phase was 52% of its wall time), the first ``--limit`` whose
+of 2026-11-30 whose inputs phase was 52% of its wall time; ``--stride K``: every K-th
+case), the first ``--limit`` whose
 q/k/v/dO hold at most ``--max-elements`` values (the CPU here cannot draw 10^9 values
 twice in a benchmark). For each Problem, best of ``--repeats``, before and after in turn
 (which goes first alternates from one Problem to the next):
@@ -79,12 +80,12 @@ def load_gates(rev: str):
     return mod
 
 
-def problems(report: Path, limit: int, max_elements: int) -> list:
+def problems(report: Path, limit: int, max_elements: int, stride: int = 1) -> list:
     with (lzma.open(report, "rt") if report.suffix == ".xz" else open(report)) as f:
         r = json.load(f)
     out = []
     for c in r["campaigns"]:
-        for case in c.get("cases") or []:
+        for case in (c.get("cases") or [])[::stride]:
             p = Problem.from_dict(case["problem"]).replace(input_version=2)
             if elements(p) <= max_elements:
                 out.append(p)
@@ -135,12 +136,13 @@ def main(argv=None) -> int:
     ap.add_argument("--got-device", default="cpu", help="where the kernel's outputs lie (cpu: isolated worker)")
     ap.add_argument("--limit", type=int, default=40)
     ap.add_argument("--max-elements", type=int, default=4 * 10**6)
+    ap.add_argument("--stride", type=int, default=1, help="every STRIDE-th case of the report (a sample of it)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rev", default="853e832", help="git revision whose gates.py is 'before'")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     a = ap.parse_args(argv)
-    ps = problems(a.report, a.limit, a.max_elements)
+    ps = problems(a.report, a.limit, a.max_elements, a.stride)
     if not ps:
         print(f"bench_inputs: no Problem of {a.report} has <= {a.max_elements} elements", file=sys.stderr)
         return 2

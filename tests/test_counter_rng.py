@@ -166,3 +166,38 @@ def test_every_stored_reproducer_reads_as_version_1():
         rec = json.loads(f.read_text())
         if isinstance(rec, dict) and isinstance(rec.get("problem"), dict) and "input_version" not in rec["problem"]:
             assert Problem.from_dict(rec["problem"]).input_version == 1, os.fspath(f)
+
+
+# ------------------------------------------------------------------ on a GPU: the guarantee itself
+GPU_PROBLEMS = PROBLEMS + [
+    Problem(batch=2, seqlen_q=300, seqlen_k=257, heads_q=8, heads_kv=2, head_dim_qk=128, head_dim_v=64,
+            dtype=dt, values=kind, value_scale=scale, sinks=True, sink_center=-30.0, seed=2**62 + 5)
+    for dt in ("float16", "bfloat16", "float32")
+    for kind, scale in (("normal", 1.0), ("scaled", 64.0), ("near_constant", 0.01), ("outlier_channels", 64.0),
+                        ("negative_lse", 16.0), ("mixed_do", 4.0))]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_and_cpu_draw_identical_bytes():
+    """The same Problem drawn on the GPU (torch int64 path, cast on the GPU) and on the CPU
+    (numpy path, cast on the CPU): identical bytes, every dtype and value mode."""
+    for p in GPU_PROBLEMS:
+        cpu, gpu = make_inputs(p, "cpu"), make_inputs(p, "cuda")
+        for n in Inputs.TENSORS:
+            a, b = getattr(cpu, n), getattr(gpu, n)
+            assert (a is None) == (b is None), (n, p.short())
+            if a is not None:
+                assert torch.equal(a.view(torch.uint8) if a.dtype.is_floating_point and a.numel() else a,
+                                   b.cpu().view(torch.uint8) if b.dtype.is_floating_point and b.numel() else b.cpu()
+                                   ), (n, p.short())
+        assert gpu.digest() == cpu.digest(), p.short()
+
+
+def test_device_path_on_the_cpu_matches_for_the_gpu_problems(monkeypatch):
+    """The GPU test's Problems, device path (torch int64) run on the CPU against the numpy path."""
+    for p in GPU_PROBLEMS[len(PROBLEMS):]:
+        want = make_inputs(p).digest()
+        monkeypatch.setattr(counter_rng, "_use_numpy", lambda device, force: False)
+        assert make_inputs(p).digest() == want, p.short()
+        monkeypatch.undo()

@@ -4,9 +4,10 @@
 # campaign as results/h200/phase5/P1/one (tilelang-det, gpu profile, 200 examples,
 # unseeded, --db none), its time split printed next to P1's, then make_inputs v1/v2 and
 # check_outputs on the GPU over P1's own Problems (scripts/bench_inputs.py).
-# One H200, carry .device/tilelang.tar.xz; every step has a timeout (sum 240 s + pip).
+# First tests/test_counter_rng.py, whose gpu test checks that CPU and GPU draw identical bytes.
+# One H200, carry .device/tilelang.tar.xz; every step has a timeout (sum 245 s + pip; typically ~170 s).
 #   bash scripts/device/overhead.sh          (after: source scripts/device/setup.sh)
-# Writes under $OUT: overhead/report.json, overhead.log, warm.log, bench.{json,md,log}.
+# Writes under $OUT: identity.log, overhead/report.json, overhead.log, warm.log, bench.{json,md,log}.
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p $OUT
@@ -39,13 +40,16 @@ print("  compile reuse", json.dumps(now.get("compile_reuse")))
 PY
 }
 stamp "start; threads: $(nproc) cores"
-timeout 60 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $OUT/warm.log 2>&1
+# the guarantee first: the same Problem gives the same bytes on the GPU and the CPU (every dtype and value mode)
+timeout 25 python3 -m pytest -q -p no:cacheprovider tests/test_counter_rng.py > $OUT/identity.log 2>&1
+stamp "inputs CPU/GPU identity (tests/test_counter_rng.py, incl. the gpu test) exit $?"; tail -n 3 $OUT/identity.log
+timeout 40 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $OUT/warm.log 2>&1
 stamp "tilelang warm exit $?"
-timeout 145 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 115 \
+timeout 135 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 105 \
     --shrink-budget 20 --out $OUT/overhead --db none > $OUT/overhead.log 2>&1
 stamp "campaign exit $?"
 grep -v "^tilelang-det  *[a-z]" $OUT/overhead.log | tail -n 22
 split $OUT/overhead/report.json results/h200/phase5/P1/one/report.json.xz
-timeout 35 python3 scripts/bench_inputs.py --device cuda --limit 60 --max-elements 60000000 --repeats 1 \
+timeout 45 python3 scripts/bench_inputs.py --device cuda --stride 4 --limit 236 --max-elements 60000000 --repeats 1 \
     --json $OUT/bench.json --markdown $OUT/bench.md > $OUT/bench.log 2>&1
 stamp "bench exit $?"; cat $OUT/bench.log
