@@ -27,6 +27,10 @@ What (input version 2, ``Problem.input_version``):
   give other bytes.
 - ``uniform``: (2h + 1) / 2^33, exact, in (0, 1).
 
+``make_inputs`` then rounds float64 -> float32 -> the Problem's dtype explicitly, each step
+round-to-nearest-even on every device (not whatever path torch takes from float64 to a
+16-bit type on each backend).
+
 Two implementations of the same function: numpy ``uint32`` (wrap-around multiply is
 defined for unsigned integers) in cache-sized chunks, split across threads for large
 tensors, for the CPU; torch ``int64`` on the device, holding 32-bit values and

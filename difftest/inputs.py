@@ -117,10 +117,16 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
     else:
         q, k, v, do, sink = _draw_v2(p, torch.device(device))
     dt = torch_dtype(p.dtype)
-    # rounded where drawn (version 1: on the CPU, as it always was), then moved
+    if p.input_version == 1:  # rounded on the CPU, as it always was, then moved
+        def rnd(t):
+            return t.to(dt).to(device)
+    else:  # float64 -> float32 -> dtype, each step round-to-nearest-even as IEEE defines it on
+        # every device, rather than whatever path torch takes from float64 to a 16-bit type
+        def rnd(t):
+            return t.to(torch.float32).to(dt)
     return Inputs(
         problem=p,
-        q=q.to(dt).to(device), k=k.to(dt).to(device), v=v.to(dt).to(device), do=do.to(dt).to(device),
+        q=rnd(q), k=rnd(k), v=rnd(v), do=rnd(do),
         sink=None if sink is None else sink.to(torch.float32).to(device),
         cu_seqlens_q=torch.tensor(p.cu_seqlens_q, dtype=torch.int32, device=device),
         cu_seqlens_k=torch.tensor(p.cu_seqlens_k, dtype=torch.int32, device=device),
