@@ -115,9 +115,10 @@ def add_run_arguments(p):
     p.add_argument("--shard", type=_shard, metavar="I/N",
                    help="run shard I of N disjoint problem streams (join the reports with `difftest merge`)")
     p.add_argument("--threads", type=_threads, metavar="N",
-                   help="CPU threads of this run (0: every core). Default: $DIFFTEST_THREADS, else an "
-                        "OMP_NUM_THREADS you set, else with --shard I/N the cores divided by N (shards side "
-                        "by side on one host), else torch's default (difftest/threads.py)")
+                   help="CPU threads of this run, halved between it and its kernel worker (0: every core). "
+                        "Default: $DIFFTEST_THREADS, else an OMP_NUM_THREADS you set, else with --shard I/N the "
+                        "cores divided by N (shards side by side on one host), else half the cores each "
+                        "(difftest/threads.py)")
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
@@ -169,11 +170,25 @@ def cmd_run(a) -> int:
     claim_hypothesis_home()
 
     names = a.kernels or list(DEFAULT_KERNELS)
+    from . import threads
+
+    try:  # before the worker starts: it inherits OMP_NUM_THREADS
+        n_threads, why = threads.choose(getattr(a, "threads", None), a.shard)
+    except threads.ThreadsError as e:
+        raise UsageError(str(e)) from None
     if a.isolate:  # the worker's imports (torch, the kernels' modules) run beside ours
         from .isolation import prestart, share_cores
 
-        share_cores()  # references here and the kernel there run at once: half the cores each
+        if n_threads is None:
+            share_cores()  # references here and the kernel there run at once: half the cores each
+        else:  # the run's share of the host, halved the same way between this process and its worker
+            n_threads, why = threads.per_process(n_threads, isolate=True), f"{why}, halved with the kernel worker"
+            threads.apply(n_threads)
         prestart(names)
+    else:
+        threads.apply(n_threads)
+    if n_threads is not None:
+        print(f"difftest: {n_threads} CPU threads per process ({why})", file=sys.stderr)
     try:
         kernels = [registry.get(n) for n in names]
         if a.second_reference:
@@ -192,15 +207,6 @@ def cmd_run(a) -> int:
     # everything the campaign will write is checked before the first case runs
     check_device(a.device)
     check_outputs(out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
-    from . import threads
-
-    try:
-        n_threads, why = threads.choose(getattr(a, "threads", None), a.shard)
-    except threads.ThreadsError as e:
-        raise UsageError(str(e)) from None
-    threads.apply(n_threads)
-    if n_threads is not None:
-        print(f"difftest: {n_threads} CPU threads ({why})", file=sys.stderr)
     if not a.isolate:
         if a.timeout is not None:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "

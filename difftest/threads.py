@@ -14,9 +14,13 @@ Rule, first that applies:
 4. with ``--shard I/N``: the usable cores divided by N (at least 1), because the README's
    scale-out runs the N shards of a campaign side by side on one host; shards on separate
    hosts should pass ``--threads 0``;
-5. otherwise nothing is changed.
-The number is exported as OMP_NUM_THREADS (so the isolated kernel worker, started later,
-inherits it) and set with ``torch.set_num_threads``. ``difftest run`` prints the choice.
+5. otherwise ``isolation.share_cores`` (half the cores each for the run and its worker;
+   nothing changed without isolation).
+The number is the run's share of the host. With isolation (the default) the run and its
+kernel worker compute at once (references here, the kernel there), so each gets half of it
+(``per_process``), as ``isolation.share_cores`` does with the whole host when no rule above
+applies. It is exported as OMP_NUM_THREADS before the worker starts (the worker inherits
+it) and set with ``torch.set_num_threads``. ``difftest run`` prints the choice.
 """
 
 import os
@@ -62,6 +66,12 @@ def choose(threads: int | None = None, shard: tuple[int, int] | None = None, env
     if shard is not None and shard[1] > 1:
         return max(1, cpus // shard[1]), f"--shard {shard[0]}/{shard[1]}: {cpus} cores / {shard[1]} shards"
     return None, "torch's default"
+
+
+def per_process(n: int, isolate: bool) -> int:
+    """Threads for each process of a run whose share is ``n``: half each for the run and its
+    isolated worker (at least 1), all of it without a worker."""
+    return max(1, n // 2) if isolate else n
 
 
 def apply(n: int | None) -> None:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from difftest.cli import build_parser
-from difftest.threads import ThreadsError, choose, parse_threads
+from difftest.threads import ThreadsError, choose, parse_threads, per_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,5 +50,10 @@ def test_run_applies_the_shard_default_to_itself_and_its_worker(tmp_path):
                           "--max-examples", "1", "--no-edge-cases", "--no-isolate", "--shard", "1/4", "-q",
                           "--db", "none", "--out", str(tmp_path / "o"), "--no-prebuild"],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
-    assert "difftest: 2 CPU threads (--shard 1/4: 8 cores / 4 shards)" in out.stderr, out.stderr[-2000:]
+    assert "difftest: 2 CPU threads per process (--shard 1/4: 8 cores / 4 shards)" in out.stderr, out.stderr[-2000:]
     assert "OMP 2" in out.stdout
+
+
+def test_an_isolated_run_halves_its_share_with_the_kernel_worker():
+    assert per_process(16, isolate=True) == 8 and per_process(1, isolate=True) == 1
+    assert per_process(16, isolate=False) == 16
