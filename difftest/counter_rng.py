@@ -36,9 +36,10 @@ defined for unsigned integers) in cache-sized chunks, split across threads for l
 tensors, for the CPU; torch ``int64`` on the device, holding 32-bit values and
 splitting each multiply so no product reaches 2^63 (exact integer arithmetic, the same
 on CUDA and CPU). tests/test_counter_rng.py checks that both give identical bytes.
-Measured (results/speed.md, "input generation"): the numpy path is about 2x faster than
-``torch.randn`` per core and scales with threads; on a GPU the draw costs milliseconds
-and nothing crosses the PCIe bus.
+Measured (results/speed.md section 7, 215 Problems of an H200 gpu campaign on the 2-core
+CPU box): ``make_inputs`` 1.4-1.9x faster than with the serial generator per core. On a
+GPU nothing is drawn on the host nor copied over PCIe (scripts/device/overhead.sh
+measures it there).
 
 Alternatives considered: chunked CPU generation with per-chunk ``torch.Generator``s
 (parallel, but still a host-to-device copy of every tensor and still the host's cores
