@@ -244,7 +244,7 @@ def test_campaign_shrinks_the_planted_fault_through_the_engine(tmp_path):
     """The same fault through difftest.campaign (runner, gates, reproducer): ~25 s."""
     from difftest.campaign import run_campaign
 
-    res = run_campaign(Planted(tail_and_gqa), "quick", max_examples=60, edge_cases=False, database=None,
+    res = run_campaign(Planted(tail_and_gqa), "quick", max_examples=200, edge_cases=False, database=None,
                        out_dir=tmp_path, time_budget=60, shrink_budget=60)
     assert res.failed, res.status
     p = res.failure.problem
