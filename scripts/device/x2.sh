@@ -46,6 +46,24 @@ timed_run() {
   local rc=$?
   stamp "$name exit $rc wall $(python3 -c "import time;print(round(time.time()-$t0,1))") s"
 }
+# issue 16: ONE shard of the unseeded tilelang-det gpu campaign on GPU0 (200 examples), after the
+# other lanes, TWO shards side by side on GPU0/GPU1 (100 examples each), merged and checked:
+#   one_vs_two_shards TIMEOUT1 BUDGET1 TIMEOUT2 BUDGET2 SHRINK
+one_vs_two_shards() {
+  timed_run one-shard 0 $1 -k tilelang-det -p gpu --max-examples 200 --time-budget $2 --shrink-budget $5 \
+    --out $R/one --db none
+  wait $(jobs -p | grep -v "^$PACKER$")
+  stamp "other lanes done"
+  for i in 0 1; do  # threads: cores / 2 each, the --shard default
+    timed_run shard$i $i $3 -k tilelang-det -p gpu --max-examples 100 --time-budget $4 --shrink-budget $5 \
+      --shard $i/2 --out $R/s$i --db none &
+  done
+  wait $(jobs -p | grep -v "^$PACKER$")
+  python3 -m difftest merge $R/s0/report.json $R/s1/report.json -o $R/merged.json > $L/merge.log 2>&1
+  stamp "merge exit $?"
+  python3 scripts/device/shard_check.py $R/one/report.json $R/s0/report.json $R/s1/report.json $R/merged.json \
+    > $L/shard_check.txt 2>&1; cat $L/shard_check.txt
+}
 stamp "start $call"
 case $call in
 P1)
@@ -60,19 +78,7 @@ P1)
   CUDA_VISIBLE_DEVICES=0 timeout 110 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 \
     > $L/tilelang-warm.log 2>&1
   stamp "tilelang warm exit $?"
-  timed_run one-shard 0 230 -k tilelang-det -p gpu --max-examples 200 --time-budget 200 --shrink-budget 20 \
-    --out $R/one --db none
-  wait $(jobs -p | grep -v "^$PACKER$")
-  stamp "GPU1 lanes done"
-  timed_run shard0 0 150 -k tilelang-det -p gpu --max-examples 100 --time-budget 120 --shrink-budget 20 \
-    --shard 0/2 --out $R/s0 --db none &
-  timed_run shard1 1 150 -k tilelang-det -p gpu --max-examples 100 --time-budget 120 --shrink-budget 20 \
-    --shard 1/2 --out $R/s1 --db none &
-  wait $(jobs -p | grep -v "^$PACKER$")
-  python3 -m difftest merge $R/s0/report.json $R/s1/report.json -o $R/merged.json > $L/merge.log 2>&1
-  stamp "merge exit $?"
-  python3 scripts/device/shard_check.py $R/one/report.json $R/s0/report.json $R/s1/report.json $R/merged.json \
-    > $L/shard_check.txt 2>&1; cat $L/shard_check.txt ;;
+  one_vs_two_shards 230 200 150 120 20 ;;
 P2)
   ( CUDA_VISIBLE_DEVICES=0 timeout 170 python3 -m difftest bench --oracle -k fa3 --json $R/oracle.json \
       --markdown $R/oracle.md > $L/oracle.log 2>&1
@@ -109,18 +115,7 @@ P4)
   CUDA_VISIBLE_DEVICES=0 timeout 50 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 20 \
     > $L/tilelang-warm.log 2>&1
   stamp "tilelang warm exit $?"
-  timed_run one-shard 0 110 -k tilelang-det -p gpu --max-examples 200 --time-budget 80 --shrink-budget 15 \
-    --out $R/one --db none
-  wait $(jobs -p | grep -v "^$PACKER$")
-  # TWO shards side by side (threads: cores / 2 each, the --shard default)
-  timed_run shard0 0 95 -k tilelang-det -p gpu --max-examples 100 --time-budget 55 --shrink-budget 15 \
-    --shard 0/2 --out $R/s0 --db none &
-  timed_run shard1 1 95 -k tilelang-det -p gpu --max-examples 100 --time-budget 55 --shrink-budget 15 \
-    --shard 1/2 --out $R/s1 --db none &
-  wait $(jobs -p | grep -v "^$PACKER$")
-  python3 -m difftest merge $R/s0/report.json $R/s1/report.json -o $R/merged.json > $L/merge.log 2>&1
-  python3 scripts/device/shard_check.py $R/one/report.json $R/s0/report.json $R/s1/report.json $R/merged.json \
-    > $L/shard_check.txt 2>&1; cat $L/shard_check.txt
+  one_vs_two_shards 110 80 95 55 15
   # pytest over the GPU tests of tests/test_gpu_adapters.py (Flex excluded: a compile per shape),
   # -n 1 on GPU0, then -n 2 with one GPU per worker
   export DIFFTEST_GPU_CAMPAIGN_SECONDS=4
