@@ -72,18 +72,19 @@ def pinned_fields(compile_key) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def warm_problems(capability: Capability, profile, count: int) -> list[Problem]:
-    """Problems with the first ``count`` distinct compile signatures of the edge corpus."""
+def warm_problems(capability: Capability, profile, count: int | None) -> list[Problem]:
+    """Problems with the first ``count`` (None: every) distinct compile signatures of the edge
+    corpus, in its order."""
     from .edges import edge_problems
 
     seen, warm = set(), []
     for p in edge_problems(capability, profile):
+        if count is not None and len(warm) >= count:
+            break
         sig = capability.compile_signature(p)
         if sig not in seen:
             seen.add(sig)
             warm.append(p)
-        if len(warm) >= count:
-            break
     return warm
 
 
@@ -106,15 +107,9 @@ def corpus_configs(capability: Capability, profile) -> list[Problem]:
     """One Problem per compile configuration of the edge corpus (its order), then, for each
     value of a compile-key field (dtype, head dims, sinks) that none of them has, the first
     corpus Problem with that value (head dims kept equal where the capability demands it)."""
-    from .edges import edge_problems
-
     c, prof = capability, get_profile(profile)
-    seen, out = set(), []
-    for p in edge_problems(c, prof):
-        sig = c.compile_signature(p)
-        if sig not in seen:
-            seen.add(sig)
-            out.append(p)
+    out = warm_problems(c, prof, None)
+    seen = {c.compile_signature(p) for p in out}
     if not out:
         return out
     for f, values in _domains(c, prof).items():
