@@ -9,7 +9,7 @@ import json
 
 import pytest
 import torch
-from hypothesis import Phase, find, given, settings
+from hypothesis import Phase, find, settings
 
 from difftest import mutants as mutants_cmd
 from difftest.capability import Capability, parse_narrowing
@@ -23,6 +23,7 @@ from difftest.reproducer import load, write_reproducer
 from difftest.runner import RunConfig, run_case
 from difftest.simplify import simplify
 from difftest.strategies import edge_problems, expected_features, features, problems
+from tests.drawing import draw_many
 from tests.kernels_for_tests import full_capability
 
 DENSE = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=8,
@@ -149,20 +150,8 @@ def test_capability_declares_layouts_contiguous_only_by_default():
 
 
 # ----------------------------------------------------------------------------- strategies
-def _draw(strategy, n):
-    out = []
-
-    @settings(max_examples=n, database=None, derandomize=True, deadline=None, phases=[Phase.generate])
-    @given(strategy)
-    def collect(p):
-        out.append(p)
-
-    collect()
-    return out
-
-
 def test_strategies_draw_every_declared_layout_inside_the_capability():
-    ps = _draw(problems(ALL, "ci"), 300)
+    ps = draw_many(problems(ALL, "ci"), 300)
     kinds = {p.layout.kind for p in ps}
     assert kinds == set(LAYOUTS), set(LAYOUTS) - kinds
     share = sum(p.layout == CONTIGUOUS for p in ps) / len(ps)
@@ -170,16 +159,16 @@ def test_strategies_draw_every_declared_layout_inside_the_capability():
     for p in ps:
         assert ALL.excludes(p) is None, (p.short(), ALL.excludes(p))
     some = ALL.narrowed(layouts=("contiguous", "dim_slice"))
-    assert {p.layout.kind for p in _draw(problems(some, "quick"), 100)} == {"contiguous", "dim_slice"}
+    assert {p.layout.kind for p in draw_many(problems(some, "quick"), 100)} == {"contiguous", "dim_slice"}
     # an MHA-only kernel that declares kv_broadcast gets its MQA draws as that layout only
     mha = Capability(dtypes=("float32",), head_dims_qk=(8,), gqa=False, layouts=("contiguous", "kv_broadcast"))
-    drawn = _draw(problems(mha, "ci"), 200)
+    drawn = draw_many(problems(mha, "ci"), 200)
     assert any(p.layout.kind == "kv_broadcast" for p in drawn)
     assert all(p.layout.kind == "kv_broadcast" for p in drawn if p.heads_kv != p.heads_q)
     assert all(mha.excludes(p) is None for p in drawn)
     # an adapter that declares nothing keeps getting contiguous tensors only
     plain = Capability(dtypes=("float32",), head_dims_qk=(8,))
-    assert {p.layout.kind for p in _draw(problems(plain, "quick"), 100)} == {"contiguous"}
+    assert {p.layout.kind for p in draw_many(problems(plain, "quick"), 100)} == {"contiguous"}
 
 
 def test_layout_draws_shrink_toward_contiguous():

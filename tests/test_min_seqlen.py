@@ -4,7 +4,6 @@ length of 1 on the H200). Draws, the edge corpus and shrinking all stay at or ab
 minimums; empty varlen sequences stay governed by ``empty_seqs``."""
 
 import pytest
-from hypothesis import Phase, given, settings
 
 from difftest import Problem
 from difftest.campaign import run_campaign
@@ -12,6 +11,7 @@ from difftest.capability import Capability
 from difftest.simplify import neighbours, simplify
 from difftest.strategies import edge_problems, problems
 from difftest.strategies.shapes import key_length, lengths
+from tests.drawing import draw_many
 from tests.kernels_for_tests import RefKernel, full_capability
 
 MIN_Q, MIN_K = 3, 5
@@ -27,17 +27,6 @@ SQUARE = full_capability(dtypes=("float16",), head_dims_qk=(16,), max_seqlen=160
 CAPS = {"dense": DENSE, "varlen": VARLEN, "varlen_no_empty": VARLEN_NO_EMPTY, "square": SQUARE}
 
 
-def draw_many(strategy, n: int) -> list:
-    """``n`` examples of ``strategy``, the same on every run (derandomized, no database)."""
-    out = []
-
-    @settings(max_examples=n, database=None, derandomize=True, deadline=None, phases=[Phase.generate])
-    @given(strategy)
-    def collect(p):
-        out.append(p)
-
-    collect()
-    return out
 
 
 @pytest.mark.parametrize("name", sorted(CAPS))

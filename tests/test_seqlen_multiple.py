@@ -5,7 +5,6 @@ corpus, shrinking and coverage stay inside them, so every problem is legal by
 construction instead of skipped."""
 
 import pytest
-from hypothesis import Phase, given, settings
 
 from difftest import Problem
 from difftest.campaign import run_campaign
@@ -13,6 +12,7 @@ from difftest.capability import Capability
 from difftest.simplify import neighbours, simplify
 from difftest.strategies import edge_problems, problems
 from difftest.strategies.coverage import expected_features
+from tests.drawing import draw_many
 from tests.kernels_for_tests import RefKernel, full_capability
 
 M = 16
@@ -25,16 +25,6 @@ CAUSAL_ONLY = full_capability(dtypes=("float32",), head_dims_qk=(8,), max_seqlen
                               causal_required=True, aligns=("top_left",))
 
 
-def draw_many(strategy, n: int) -> list:
-    out = []
-
-    @settings(max_examples=n, database=None, derandomize=True, deadline=None, phases=[Phase.generate])
-    @given(strategy)
-    def collect(p):
-        out.append(p)
-
-    collect()
-    return out
 
 
 @pytest.mark.parametrize("cap", [MULT, SQUARE_MULT], ids=["varlen", "square"])

@@ -3,12 +3,12 @@ draws reaches every bug-class feature, the edge corpus stays inside the capabili
 the budget and compile-reuse knobs do what they say."""
 
 import pytest
-from hypothesis import Phase, given, settings
 
 from difftest.capability import Capability
 from difftest.strategies import compile_keys, coverage_table, edge_problems, expected_features, features, problems
 from difftest.strategies.compile import warm_problems
 from difftest.strategies.shapes import edge_lengths
+from tests.drawing import draw_many
 from tests.kernels_for_tests import full_capability
 
 # broad CPU kernel (like the torch blockwise one): every feature, odd head dims, qk != v
@@ -29,17 +29,6 @@ JIT = full_capability(dtypes=("float16", "bfloat16"), head_dims_qk=(64, 96, 128)
 DRAWS = {"broad": 2000, "sdpa_like": 800, "narrow": 500}
 
 
-def draw_many(strategy, n: int) -> list:
-    """``n`` examples of ``strategy``, the same on every run (derandomized, no database)."""
-    out = []
-
-    @settings(max_examples=n, database=None, derandomize=True, deadline=None, phases=[Phase.generate])
-    @given(strategy)
-    def collect(p):
-        out.append(p)
-
-    collect()
-    return out
 
 
 _CACHE = {}
