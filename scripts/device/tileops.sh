@@ -14,25 +14,27 @@
 #   run(kind="nvidia-h200", timeout_s=360, carry=[".device/tileops.tar.xz", ".device/fa3.tar.xz"],
 #       command="bash scripts/device/tileops.sh")
 # OP=mha (or gqa-bwd) campaigns that op instead (then under /tmp/camp/P5-mha, $OUT/P5-mha-results.tar.xz);
-# REPRO=0 skips step 1 (then the warm-up runs alone, with all 16 jobs).
+# REPRO=0 skips step 1 (then the warm-up runs alone, with all $JOBS jobs, default 16).
+# GPU=N runs on that GPU (default 0); WARM_S bounds the warm-up (default 90 s); NAME names the
+# result folder. Called from x2.sh (environment already set up): setup and install are skipped.
 set -o pipefail
 T0=$(date +%s)  # the 330 s budget counts from here, unpacking included
-source scripts/device/setup.sh > /dev/null
+SETUP=0; [ -n "$DIFFTEST_TILEOPS_SITE" ] || { source scripts/device/setup.sh > /dev/null; SETUP=1; }
 OP=${OP:-gqa}; REPRO=${REPRO:-1}
-NAME=P5; [ "$OP" != gqa ] && NAME=P5-$OP
+[ -z "$NAME" ] && { NAME=P5; [ "$OP" != gqa ] && NAME=P5-$OP; }
 R=/tmp/camp/$NAME; L=$R/logs; mkdir -p $L
-export TILELANG_CACHE_DIR=/tmp/tlc-tileops CUDA_VISIBLE_DEVICES=0
+export TILELANG_CACHE_DIR=/tmp/tlc-tileops-$OP CUDA_VISIBLE_DEVICES=${GPU:-0}
 mkdir -p $TILELANG_CACHE_DIR
 stamp() { echo "$(date -u +%T) +$(( $(date +%s) - T0 ))s $*" | tee -a $L/timeline.txt; }
-python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
+[ $SETUP = 1 ] && { python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }; }
 cp $OUT/env.txt $L/
 pack() { tar -C /tmp/camp -cJf $OUT/.$NAME-results.tar.xz $NAME 2>/dev/null && mv $OUT/.$NAME-results.tar.xz $OUT/$NAME-results.tar.xz; }
-( while sleep 30; do pack; done ) &
-PACKER=$!
+PACKER=
+[ $SETUP = 1 ] && { ( while sleep 30; do pack; done ) & PACKER=$!; }  # x2.sh packs for its calls
 stamp "start (setup done)"
 
 # 1. the standalone reproducer: TileOPs' bundle alone on the path, as a user would run it
-JOBS=16
+JOBS=${JOBS:-16}
 if [ "$REPRO" = 1 ]; then
   JOBS=9
   ( PYTHONPATH=/tmp/tileops_site REPRO_CASE_TIMEOUT_S=80 timeout 88 \
@@ -51,7 +53,7 @@ for p in DET_PROBLEMS:
     print(json.dumps(p.to_dict()))
 PY
 )
-nice -n 10 timeout 90 python3 -m difftest.kernels.tileops --warm $OP --jobs $JOBS "${WARM_ARGS[@]}" \
+nice -n 10 timeout ${WARM_S:-90} python3 -m difftest.kernels.tileops --warm $OP --jobs $JOBS "${WARM_ARGS[@]}" \
   > $L/warm.log 2>&1
 stamp "warm exit $? ($(grep '^warmed' $L/warm.log | cut -c1-120))"
 [ -n "$RPID" ] && wait $RPID
@@ -65,7 +67,7 @@ timeout $LEFT python3 scripts/device/survey.py --out $R --seconds $SECS --shrink
   --det-runs 20 --new-compile-p 0.02 --warm-configs 64 tileops-$OP 200 > $L/tileops-$OP.log 2>&1
 stamp "tileops-$OP survey exit $?"
 
-kill $PACKER 2> /dev/null; pack
+[ -n "$PACKER" ] && { kill $PACKER 2> /dev/null; pack; }
 [ -f $L/repro.jsonl ] && { echo "== repro"; cut -c1-400 $L/repro.jsonl; tail -n 3 $L/repro.err; }
 echo "== warm"; tail -n 4 $L/warm.log | cut -c1-300
 echo "== survey"; tail -n 6 $L/tileops-$OP.log | cut -c1-600

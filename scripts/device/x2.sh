@@ -24,16 +24,21 @@
 #   P5: carry .device/tileops.tar.xz .device/fa3.tar.xz                            (~320 s)
 #       GPU0: scripts/device/tileops.sh (NaN-dQ reproducer, warm-up, tileops-gqa survey + det 20);
 #       GPU1: scripts/device/oracle.sh (truth vs FA3); then pytest -n 2 per-worker GPUs again (GPU ids)
-# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5
+# Wave 2, stop 11 (2026-12-01):
+#   Q1: carry .device/tileops.tar.xz .device/fa3.tar.xz                             (~560 s)
+#       GPU0: tileops.sh OP=gqa, GPU1: tileops.sh OP=mha (warm-up of the edge corpus and the
+#       determinism problems on 14 jobs each, then the survey with 20-run determinism);
+#       GPU1 during the warm-ups: difftest bench TileOPs GQA/MHA next to FA3 (one shape)
+# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5|Q1
 set -o pipefail
-call=${1:?P1, P2 or P3}
+call=${1:?P1..P5 or Q1}
 source scripts/device/setup.sh > /dev/null
 R=/tmp/camp/$call; L=$R/logs; mkdir -p $L
 python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
 ls .whl/*.whl > /dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
   .whl/*.whl >> $L/pip.log 2>&1
 cp $OUT/env.txt $L/
-pack() { tar -C /tmp/camp -cJf $OUT/.$call-results.tar.xz $call 2>/dev/null && mv $OUT/.$call-results.tar.xz $OUT/$call-results.tar.xz; }
+pack() { tar -C /tmp/camp -cJf $OUT/.$call-results.tar.xz $(cd /tmp/camp && ls -d $call $call-* 2>/dev/null) && mv $OUT/.$call-results.tar.xz $OUT/$call-results.tar.xz; }
 ( while sleep 40; do pack; done ) &
 PACKER=$!
 stamp() { echo "$(date -u +%T) $*" | tee -a $L/timeline.txt; }
@@ -142,7 +147,19 @@ P5)
     --difftest-gpu-per-worker --difftest-out $R/pytest-n2 --junitxml $R/pytest-n2.xml > $L/pytest-n2.log 2>&1
   stamp "pytest -n 2 exit $? wall $(( $(date +%s) - t0 )) s"
   tail -n 12 $L/pytest-n2.log ;;
-*) echo "call: allowed P1 to P5"; exit 2 ;;
+Q1)
+  ( CUDA_VISIBLE_DEVICES=1 timeout 150 python3 -m difftest bench -k tileops-gqa -k tileops-mha -k fa3 \
+      --shape 2,32,2048,128 --dtype bfloat16 --gqa-kv 8 --json $R/bench.json --markdown $R/bench.md \
+      > $L/bench.log 2>&1
+    stamp "bench exit $?" ) &
+  for op in gqa mha; do
+    g=0; [ $op = mha ] && g=1
+    ( GPU=$g OP=$op NAME=$call-$op REPRO=0 JOBS=14 WARM_S=150 BUDGET=${BUDGET:-510} \
+        bash scripts/device/tileops.sh > $L/tileops-$op.log 2>&1
+      stamp "tileops $op exit $?" ) &
+  done
+  wait $(jobs -p | grep -v "^$PACKER$") ;;
+*) echo "call: allowed P1 to P5, Q1"; exit 2 ;;
 esac
 stamp "end $call"
 kill $PACKER 2> /dev/null; pack
