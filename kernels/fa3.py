@@ -40,24 +40,48 @@ from .cuda_common import (
     thd,
 )
 
-_DIMS = (32, 64, 96, 128, 192, 256)
+# The contract, as each backend's own code states it (read for this capability, not inferred
+# from runs):
+# - dew (dew-flash-attn-cu13 0.3.6, dew_flash_attn/__init__.py; what the H200 runs): the
+#   public flash_mha / flash_mha_varlen take bf16/fp16 of one dtype (:296-298), q/k/v of one
+#   width, key heads dividing the query's, heads up to 256 wide (:302-308), one sink a query
+#   head (:309-310); any width up to 256 is accepted because _forward3/_backward3 pad the last
+#   axis to a multiple of 8 (:84-87) before FA3's C++ (whose own checks are head_size % 8 and
+#   <= 256: flash_api.cpp mha_bwd in the flash-attention commit below). So every head dim
+#   1..256, equal for q/k and v. Explicit exclusions, from dew's own text: head_dim_v !=
+#   head_dim_qk (`query.shape[-1] != key.shape[-1]` with `key.shape != value.shape`,
+#   :302-304); unused tail tokens, because flash_mha_varlen's offsets run "from 0 to T"
+#   (:330) -- the H200 campaign found why it matters: dew's JAX dSink sums the kernel's
+#   LSE/O over every packed row, tail rows included, and returned NaN dSink
+#   (results/h200/phase2.md). Empty sequences are documented ("a sequence may be empty",
+#   :331); dense seqlen_q != seqlen_k is not checked (:302-305), varlen keys take their own
+#   offsets (key_cu_seqlens, :326-345); window (-1 unbounded) and causal bottom-right (the
+#   flash_mha docstring, :315-318); any softmax scale. The adapter runs dew's _check on every
+#   call (the public functions' validation) before the custom_vjp pair behind them.
+# - interface (flash_attn_interface, FlashAttention's hopper/, __init__ 3.0.0, read at
+#   Dao-AILab/flash-attention commit 0251105a2fb19d2957484b7f023cd8c115286ced; not in the
+#   device bundle): mha_bwd takes fp16/bf16 (flash_api.cpp:1301-1302), head_size and
+#   head_size_v multiples of 8 with max(head_size, head_size_v) <= 256 (:1349-1352), GQA with
+#   num_heads % num_heads_k == 0 (:1353). Explicit exclusion: head_dim_v != head_dim_qk, which
+#   mha_fwd takes only for Q/K in (128, 192] with V in (96, 128], or Q/K <= 64 (:782-788), a
+#   paired rule a Capability (independent head-dim sets) cannot state; declaring the sets
+#   independently would draw pairs the interface refuses up front.
+# - max_seqlen / max_heads / max_batch below are campaign bounds (GPU time), not FA3's.
+_DEW_DIMS = tuple(range(1, 257))
+_INTERFACE_DIMS = tuple(range(8, 257, 8))
 
 
 # Memory layouts: the FlashAttention C++ APIs check only that q/k/v have a contiguous last
-# dimension (`TORCH_CHECK(q.stride(-1) == 1, "Input tensor must have contiguous last
-# dimension")` in mha_fwd, and the Python wrappers' maybe_contiguous copies only when
-# stride(-1) != 1); every layout of difftest/layouts.py has it, so the interface backend
-# is handed the laid-out memory. (Read in FlashAttention's flash_api.cpp family; FA3's own
-# hopper/flash_api.cpp, and its head-dim rules, were not re-read for this capability: the
-# head dims below are still the measured list.) dew takes JAX arrays, which have no strides: the
-# adapter must copy into a contiguous buffer for DLPack, so under dew only the contiguous
-# layout is declared (another layout would test our copy, not the kernel).
+# dimension (`TORCH_CHECK(q.stride(-1) == 1, ...)`, flash_api.cpp:1311-1315 in mha_bwd, and
+# the Python wrappers' maybe_contiguous copies only when stride(-1) != 1); every layout of
+# difftest/layouts.py has it, so the interface backend is handed the laid-out memory. dew
+# takes JAX arrays, which have no strides: the adapter must copy into a contiguous buffer for
+# DLPack, so under dew only the contiguous layout is declared (another layout would test our
+# copy, not the kernel).
 def _capability(backend: str) -> Capability:
-    # dew packs sequences "from 0 to T" (its docstring): no unused tail tokens. The H200
-    # campaign found why it matters: dew's JAX dSink sums the kernel's LSE/O over every
-    # packed row, tail rows included, and returned NaN dSink (results/h200/phase2.md).
     return Capability(
-        dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, equal_head_dims=True, max_batch=8,
+        dtypes=("float16", "bfloat16"), head_dims_qk=_DEW_DIMS if backend == "dew" else _INTERFACE_DIMS,
+        equal_head_dims=True, max_batch=8,
         max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
         window=True, varlen=True, empty_seqs=True, pad_tail=backend == "interface", sinks=backend == "dew",
         outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False, device="cuda",
@@ -171,6 +195,11 @@ class Fa3Adapter(KernelAdapter):
         torch.cuda.synchronize()
         jq, jk, jv = to_jax(q), to_jax(k), to_jax(v)
         jsink = to_jax(inputs.sink)
+        import dew_flash_attn as dew
+
+        # the public functions' own validation (flash_mha / flash_mha_varlen call it first)
+        dew._check("flash_mha_varlen" if p.varlen else "flash_mha", 3 if p.varlen else 4, jq, jk, jv, jsink,
+                   own_keys=p.varlen)
         o, residuals = fwd_fn(jq, jk, jv, jsink, starts, call.longest, call.scale, call.causal, call.window)
         raw_lse = to_torch(residuals[-1])
         o_t = to_torch(o)

@@ -196,6 +196,27 @@ def test_fa_capabilities_exclude_what_the_kernels_refuse():
     assert fa4.capability.deterministic and not registry.get("fa4-fast").capability.deterministic
 
 
+def test_fa3_capability_is_each_backends_interface_contract():
+    """dew's flash_mha takes any width up to 256 (it pads to a multiple of 8) but one width for
+    q/k/v and no unused tail; FA3's C++ behind flash_attn_interface takes multiples of 8 only."""
+    from difftest.kernels.fa3 import Fa3Adapter
+
+    dew, interface = Fa3Adapter("dew").capability, Fa3Adapter("interface").capability
+    base = Problem(batch=2, seqlen_q=(3, 0), seqlen_k=(5, 4), heads_q=4, heads_kv=2, head_dim_qk=44,
+                   head_dim_v=44, dtype="bfloat16", causal=True, window_left=2)
+    assert dew.excludes(base) is None and dew.excludes(base.replace(head_dim_qk=1, head_dim_v=1)) is None
+    assert dew.excludes(base.replace(head_dim_qk=256, head_dim_v=256)) is None
+    assert "head_dim_qk" in interface.excludes(base)
+    assert interface.excludes(base.replace(head_dim_qk=40, head_dim_v=40)) is None
+    for cap in (dew, interface):
+        assert "head_dim" in cap.excludes(base.replace(head_dim_qk=264, head_dim_v=264))
+        assert "head_dim_qk != head_dim_v" in cap.excludes(base.replace(head_dim_qk=64, head_dim_v=32))
+        assert "dtype" in cap.excludes(base.replace(dtype="float32", head_dim_qk=64, head_dim_v=64))
+    assert "tail" in dew.excludes(base.replace(pad_tail=2))
+    assert interface.excludes(base.replace(head_dim_qk=40, head_dim_v=40, pad_tail=2)) is None
+    assert dew.sinks and not interface.sinks
+
+
 def test_capabilities_exclude_limits_found_on_the_h200():
     """Each limit below was a refusal or a documented contract seen in results/h200/."""
     base = Problem(batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=64, head_dim_v=64,
