@@ -16,7 +16,7 @@
 # OP=mha (or gqa-bwd) campaigns that op instead (then under /tmp/camp/P5-mha, $OUT/P5-mha-results.tar.xz);
 # REPRO=0 skips step 1 (then the warm-up runs alone, with all $JOBS jobs, default 16).
 # GPU=N runs on that GPU (default 0); WARM_S bounds the warm-up (default 90 s); NAME names the
-# result folder. Called from x2.sh (environment already set up): setup and install are skipped.
+# result folder; CASE_TIMEOUT bounds a case (default 300 s: a hang costs that much). Called from x2.sh (environment already set up): setup and install are skipped.
 set -o pipefail
 T0=$(date +%s)  # the 330 s budget counts from here, unpacking included
 SETUP=0; [ -n "$DIFFTEST_TILEOPS_SITE" ] || { source scripts/device/setup.sh > /dev/null; SETUP=1; }
@@ -64,7 +64,7 @@ LEFT=$(( ${BUDGET:-330} - ($(date +%s) - T0) - 10 ))
 SECS=$(( LEFT - 60 )); [ $SECS -lt 40 ] && SECS=40 && LEFT=100
 stamp "survey: ${LEFT}s left, drawing for ${SECS}s"
 timeout $LEFT python3 scripts/device/survey.py --out $R --seconds $SECS --shrink 10 --max-shrinks 1 \
-  --det-runs 20 --new-compile-p 0.02 --warm-configs 64 tileops-$OP 200 > $L/tileops-$OP.log 2>&1
+  --det-runs 20 --new-compile-p 0.02 --warm-configs 64 --timeout ${CASE_TIMEOUT:-300} tileops-$OP 200 > $L/tileops-$OP.log 2>&1
 stamp "tileops-$OP survey exit $?"
 
 [ -n "$PACKER" ] && { kill $PACKER 2> /dev/null; pack; }

@@ -29,9 +29,13 @@
 #       GPU0: tileops.sh OP=gqa, GPU1: tileops.sh OP=mha (warm-up of the edge corpus and the
 #       determinism problems on 14 jobs each, then the survey with 20-run determinism);
 #       GPU1 during the warm-ups: difftest bench TileOPs GQA/MHA next to FA3 (one shape)
-# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5|Q1
+#   Q2: carry .device/tileops.tar.xz .device/fa3.tar.xz .whl                        (~430 s)
+#       GPU1: results/bugs/tileops/repro_tileops_hang.py (Q1's sq64 hang, no difftest), then
+#       tileops.sh OP=mha; GPU0: the CPU/GPU input byte identity and CUDA truth tests, the
+#       flash-attention-triton survey, tileops.sh OP=gqa (cases bounded at 70 s: Q1 lost 300 s to the hang)
+# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5|Q1|Q2
 set -o pipefail
-call=${1:?P1..P5 or Q1}
+call=${1:?P1..P5, Q1 or Q2}
 source scripts/device/setup.sh > /dev/null
 R=/tmp/camp/$call; L=$R/logs; mkdir -p $L
 python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
@@ -159,7 +163,24 @@ Q1)
       stamp "tileops $op exit $?" ) &
   done
   wait $(jobs -p | grep -v "^$PACKER$") ;;
-*) echo "call: allowed P1 to P5, Q1"; exit 2 ;;
+Q2)
+  ( CUDA_VISIBLE_DEVICES=1 PYTHONPATH=/tmp/tileops_site REPRO_CASE_TIMEOUT_S=150 timeout 170 \
+      python3 results/bugs/tileops/repro_tileops_hang.py > $L/repro_hang.jsonl 2> $L/repro_hang.err
+    stamp "repro_tileops_hang exit $?" ) &
+  ( export CUDA_VISIBLE_DEVICES=0
+    timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_counter_rng.py tests/test_oracles.py \
+      > $L/gpu-tests.log 2>&1
+    stamp "gpu tests (byte identity, CUDA truth) exit $?"
+    timeout 250 $S --out $R --seconds 210 --timeout 60 flash-attention-triton 200 > $L/fat.log 2>&1
+    stamp "flash-attention-triton survey exit $?" ) &
+  for op in gqa mha; do
+    g=0; [ $op = mha ] && g=1
+    ( GPU=$g OP=$op NAME=$call-$op REPRO=0 JOBS=10 WARM_S=150 BUDGET=${BUDGET:-380} CASE_TIMEOUT=70 \
+        bash scripts/device/tileops.sh > $L/tileops-$op.log 2>&1
+      stamp "tileops $op exit $?" ) &
+  done
+  wait $(jobs -p | grep -v "^$PACKER$") ;;
+*) echo "call: allowed P1 to P5, Q1, Q2"; exit 2 ;;
 esac
 stamp "end $call"
 kill $PACKER 2> /dev/null; pack
