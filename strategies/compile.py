@@ -46,6 +46,9 @@ GROUPS = (
     ("sinks", "sink_center"),
     ("values", "value_scale"),
 )
+# One-way dependencies: pinning the key's field pins these too (a pinned ``kv_broadcast``
+# layout is legal only with the heads it was drawn with), not the other way round.
+DEPENDS = {"layout": ("heads_q", "heads_kv")}
 
 
 class Coin(SearchStrategy):
@@ -64,8 +67,11 @@ class Coin(SearchStrategy):
 
 
 def pinned_fields(compile_key) -> tuple[str, ...]:
-    """The compile-key fields plus every field drawn in a group with one of them."""
+    """The compile-key fields, the fields they depend on (``DEPENDS``), and every field
+    drawn in a group with one of them."""
     out = set(compile_key)
+    for f in compile_key:
+        out.update(DEPENDS.get(f, ()))
     for group in GROUPS:
         if out.intersection(group):
             out.update(group)

@@ -118,7 +118,7 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
         f["head_dim_qk"], f["head_dim_v"] = draw(head_dims(c, max_dim))
 
     # 6. memory layout (contiguous first), inside what the interface accepts
-    f["layout"] = draw(layouts(c, f["heads_q"], f["heads_kv"]))
+    f["layout"] = pin["layout"] if "layout" in pin else draw(layouts(c, f["heads_q"], f["heads_kv"]))
 
     f["seed"] = pin["seed"] if "seed" in pin else draw(st.integers(0, SEED_MAX))
     return Problem(**f).validate()
