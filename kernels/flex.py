@@ -38,13 +38,27 @@ from .cuda_common import cuda_reason, fold_kv_heads, laid_out, lse_bhs_to_thd, n
 # a new layout is a recompile). With sinks the adapter appends the sink's key column to K
 # and V (a concatenated copy), so under a layout only q and dO reach the kernel laid out.
 _DIMS = tuple(range(16, 257))
+# What makes dynamo recompile the adapter's ``torch.compile(flex_attention, dynamic=False)``
+# call, measured through dynamo's guards on the CPU with a counting backend
+# (tests/test_flex_compile_key.py replays drawn problems through ``translate`` and checks
+# every recompile comes with a new signature): every tensor shape (dtype, batch,
+# seqlen_q/seqlen_k, heads, head dims; for varlen the packed totals, so pad_tail; the sink
+# column), q/k/v strides (layout: bhsd, dim_slice, kv_broadcast recompile; offset,
+# misaligned and do_transposed did not, kept anyway as Inductor may treat alignment
+# apart), and the Python constants the call and its mask_mod/score_mod capture: the scale
+# (softmax_scale, or head_dim_qk through its default), causal, align, every window_left /
+# window_right value, sinks. What never recompiles: seed, values, value_scale and
+# sink_center (tensor contents), and varlen splits with the same totals (the key is
+# conservative there: seqlen_q/seqlen_k tuples split configurations dynamo would share).
+COMPILE_KEY = ("dtype", "batch", "seqlen_q", "seqlen_k", "pad_tail", "heads_q", "heads_kv", "head_dim_qk",
+               "head_dim_v", "softmax_scale", "causal", "align", "window_left", "window_right", "sinks",
+               "layout")
 _COMMON = dict(
     dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_DIMS,
     head_dims_v=_DIMS, max_batch=4, max_seqlen=2048, max_heads=16,
     equal_head_dims=False, causal=True, aligns=("top_left", "bottom_right"), window=True,
     outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False,
-    device="cuda", block_m=128, block_n=128, layouts=LAYOUTS,
-    compile_key=("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv"),
+    device="cuda", block_m=128, block_n=128, layouts=LAYOUTS, compile_key=COMPILE_KEY,
 )
 # Measured on the H200 (torch 2.11, results/h200/phase1.md): with enable_gqa=True and a
 # query length different from the key length (sq != sk, or the extra sink column), the
@@ -118,20 +132,29 @@ def make_mask_mod(p: Problem, device="cpu"):
     return mask_mod, n_keys
 
 
+def compiled_flex(backend="inductor"):
+    """``flex_attention`` compiled as the adapter runs it on CUDA (``dynamic=False``: every
+    new shape, stride or captured constant is a recompile; ``COMPILE_KEY`` names them).
+    ``backend`` is there for tests/test_flex_compile_key.py, which counts dynamo's compiles
+    on the CPU with a counting backend through this same call."""
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import flex_attention
+
+    # A campaign draws many shapes; without room for them dynamo would fall back to
+    # the eager path after 8 recompiles and we would no longer test the Triton kernels.
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 512)
+    if hasattr(torch._dynamo.config, "recompile_limit"):
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
+    return torch.compile(flex_attention, dynamic=False, backend=backend)
+
+
 def _flex_fn(device_type: str):
     from torch.nn.attention.flex_attention import flex_attention
 
     if device_type != "cuda":
         return flex_attention
     if "compiled" not in _CACHE:
-        import torch._dynamo
-
-        # A campaign draws many shapes; without room for them dynamo would fall back to
-        # the eager path after 8 recompiles and we would no longer test the Triton kernels.
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 512)
-        if hasattr(torch._dynamo.config, "recompile_limit"):
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
-        _CACHE["compiled"] = torch.compile(flex_attention, dynamic=False)
+        _CACHE["compiled"] = compiled_flex()
     return _CACHE["compiled"]
 
 
@@ -159,9 +182,10 @@ class FlexAdapter(KernelAdapter):
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         return self.translate(inputs, grad=True)
 
-    def translate(self, inputs: Inputs, grad: bool = True):
+    def translate(self, inputs: Inputs, grad: bool = True, flex_fn=None):
         """Forward on whatever device ``inputs`` live on. ``grad=False`` skips autograd, so
-        the CPU (where FlexAttention has no backward) can check the translation."""
+        the CPU (where FlexAttention has no backward) can check the translation. ``flex_fn``
+        replaces the flex_attention callable (default: compiled on CUDA, eager elsewhere)."""
         from torch.nn.attention.flex_attention import create_block_mask
 
         p = inputs.problem
@@ -192,7 +216,7 @@ class FlexAdapter(KernelAdapter):
         block_mask = None
         if p.masked or p.varlen or p.sinks:
             block_mask = create_block_mask(mask_mod, B, None, Lq, Lk, device=str(dev))
-        fn = _flex_fn(dev.type)
+        fn = flex_fn if flex_fn is not None else _flex_fn(dev.type)
         o, lse = _call(fn, q, kk, vv, score_mod, block_mask, p.scale, q.shape[1] != kk.shape[1])
         if p.varlen:
             o_thd = o.detach()[0].transpose(0, 1)

@@ -5,12 +5,17 @@ can say "N cases, these failures, of these kinds" for a kernel with a known find
 
     python3 scripts/device/survey.py --out DIR [--seconds S] [--shrink S] [--second-reference fa3]
                                      [--narrow FIELD=VALUES ...] [--seed N]
-                                     [--new-compile-p P --warm-configs N] KERNEL CASES
+                                     [--new-compile-p P --warm-configs N] [--edge-seconds S] KERNEL CASES
 
 Unseeded by default (each run draws afresh, as a new user's would). Writes DIR/KERNEL.cases.jsonl
 (one line per case as it finishes), DIR/KERNEL.survey.json (counts per status and triage, worst
 ratio per output, the distinct failures with their shrunk problem and reproducer) and
 reproducers under DIR/repro/.
+
+``--edge-seconds`` caps the edge-corpus phase, for a kernel that compiles per configuration
+(flex: 300 edge problems, 277 configurations at ~2.6 s each on the H200, so the corpus alone
+outlasts a 250 s survey and no drawn case ever ran). Drawn problems then reuse only the
+configurations the edge phase actually compiled (``--warm-configs`` is capped to them).
 """
 
 import argparse
@@ -64,9 +69,13 @@ def main(argv=None) -> int:
                     help="probability a draw opens a new compile configuration (strategies/compile.py)")
     ap.add_argument("--warm-configs", type=int, default=4,
                     help="edge-corpus compile configurations drawn problems reuse (all of them after a --warm)")
+    ap.add_argument("--edge-seconds", type=float, default=None,
+                    help="stop the edge corpus after this many seconds (default: --seconds)")
     ap.add_argument("kernel")
     ap.add_argument("cases", type=int)
     a = ap.parse_args(argv)
+    if a.edge_seconds is not None and a.edge_seconds < 0:
+        ap.error(f"--edge-seconds={a.edge_seconds}: allowed a number of seconds >= 0")
     if not 0.0 <= a.new_compile_p <= 1.0 or a.warm_configs < 1:
         ap.error(f"--new-compile-p={a.new_compile_p} / --warm-configs={a.warm_configs}: allowed a probability "
                  "in [0, 1] and an integer >= 1")
@@ -95,17 +104,22 @@ def main(argv=None) -> int:
         log.flush()
         return c
 
+    edge_s = a.seconds if a.edge_seconds is None else min(a.seconds, a.edge_seconds)
     for p in edge_problems(kernel.capability, a.profile):
-        if time.perf_counter() - t0 > a.seconds:
+        if time.perf_counter() - t0 > edge_s:
             break
         judge(p, "edge")
     n_edge = len(cases)
+    # the edge phase ran a prefix of the corpus, so its first distinct configurations are
+    # exactly the ones warm_problems hands the strategy: reuse no more than were compiled
+    compiled = len({kernel.capability.compile_signature(c.problem) for c in cases})
+    warm_configs = max(1, min(a.warm_configs, compiled)) if kernel.capability.compile_key else a.warm_configs
 
     drawn = [0]
 
     @settings(max_examples=a.cases * 3, database=None, deadline=None, phases=[Phase.generate, Phase.target],
               suppress_health_check=list(HealthCheck), derandomize=False)
-    @given(problems(kernel.capability, a.profile, new_compile_p=a.new_compile_p, warm_configs=a.warm_configs))
+    @given(problems(kernel.capability, a.profile, new_compile_p=a.new_compile_p, warm_configs=warm_configs))
     def draw(p):
         if drawn[0] >= a.cases or time.perf_counter() - t0 > a.seconds:
             return
@@ -144,7 +158,8 @@ def main(argv=None) -> int:
     summary = {"kernel": a.kernel, "spec": getattr(kernel, "spec", a.kernel), "narrowed": a.narrow,
                "second_reference": a.second_reference, "seed": a.seed, "cases": len(cases), "edge": n_edge,
                "drawn": drawn[0], "search_seconds": round(search_s, 1), "new_compile_p": a.new_compile_p,
-               "warm_configs": a.warm_configs, "compile_reuse": compile_reuse(cases, kernel.capability),
+               "warm_configs": warm_configs, "edge_seconds": a.edge_seconds,
+               "compile_reuse": compile_reuse(cases, kernel.capability),
                "seconds": round(time.perf_counter() - t0, 1),
                "status": dict(Counter(str(c.status) for c in cases)),
                "triage": dict(Counter(triage_of(c) for c in cases if c.failed)),
