@@ -183,3 +183,20 @@ def compile_reuse(cases, capability: Capability) -> dict | None:
         seen.add(sig)
     return {"cases": n, "reusing": reusing, "configurations": len(seen),
             "fraction": round(reusing / n, 4) if n else 0.0}
+
+
+def key_violations(events, compile_key) -> list[str]:
+    """Check a declared ``compile_key`` against observed JIT behaviour. ``events``: (Problem,
+    whether running it compiled anew), in run order. Returns one line per recompile under a
+    signature seen before (the key misses a field; the line names the fields that changed).
+    A new signature that compiles nothing is no violation: a key may be conservative."""
+    from dataclasses import fields
+
+    seen, bad = {}, []
+    for p, recompiled in events:
+        sig = tuple((f, getattr(p, f)) for f in compile_key)
+        if recompiled and sig in seen:
+            changed = [f.name for f in fields(Problem) if getattr(p, f.name) != getattr(seen[sig], f.name)]
+            bad.append(f"{p.short()} recompiled under the signature of {seen[sig].short()} (changed: {changed})")
+        seen.setdefault(sig, p)
+    return bad

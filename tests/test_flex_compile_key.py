@@ -12,8 +12,6 @@ guard fails. FlexAttention refuses a CPU backward, so this traces the forward
 case.
 """
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -23,7 +21,7 @@ from difftest.kernels.flex import CAPABILITY, COMPILE_KEY, GQA_CAPABILITY, FlexA
 from difftest.layouts import LAYOUTS, lay_out
 from difftest.problem import Problem
 from difftest.strategies import problems
-from difftest.strategies.compile import compile_keys, pinned_fields, warm_problems
+from difftest.strategies.compile import compile_keys, key_violations, pinned_fields, warm_problems
 from tests.drawing import draw_many
 
 OLD_KEY = ("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv")  # before issue 10.7
@@ -55,20 +53,6 @@ class Recorder:
             except (RuntimeError, IndexError) as e:
                 self.errors.append(f"{p.short()}: {e!r}")
         return self.compiles > before
-
-
-def key_violations(events, key) -> list[str]:
-    """Each recompile under a signature seen before: the key misses a field that changed
-    (one line naming the fields). A new signature that compiles nothing is no violation:
-    a key may be conservative (varlen splits with equal totals share a graph)."""
-    seen, bad = {}, []
-    for p, recompiled in events:
-        sig = tuple((f, getattr(p, f)) for f in key)
-        if recompiled and sig in seen:
-            changed = [f.name for f in dataclasses.fields(Problem) if getattr(p, f.name) != getattr(seen[sig], f.name)]
-            bad.append(f"{p.short()} recompiled under the signature of {seen[sig].short()} (changed: {changed})")
-        seen.setdefault(sig, p)
-    return bad
 
 
 @pytest.fixture(scope="module")
