@@ -16,6 +16,9 @@ reproducers under DIR/repro/.
 (flex: 300 edge problems, 277 configurations at ~2.6 s each on the H200, so the corpus alone
 outlasts a 250 s survey and no drawn case ever ran). Drawn problems then reuse only the
 configurations the edge phase actually compiled (``--warm-configs`` is capped to them).
+For flex: ``--seconds 270 --edge-seconds 50 --new-compile-p 0.03 --warm-configs 16 flex 200``
+(its key pins nearly every field, so the effective rate of new configurations is several
+times ``--new-compile-p``: see strategies/compile.py).
 """
 
 import argparse
