@@ -63,41 +63,50 @@ REPO_ROOT = str(Path(__file__).resolve().parents[1])
 # per case). The softmax scale enters as a constant too (``scale = sm_scale * LOG2E``).
 COMPILE_KEY = ("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv", "batch", "seqlen_q", "softmax_scale")
 
-# Head dim 128 only: on sm90 TileOPs' forward that returns the LSE serves d128 alone
-# (its own refusal on the H200: "GQADensePersistentWSKernel: returns the log-sum-exp only
-# at head dimension 128"; the d64 prefill kernel is built for sm89). d64 ran at S=128 but
-# was refused at S=1, and the capability cannot say "d64 only for long sequences".
-# No sequence of length 1 either (min_seqlen_q/k=2; S_q == S_kv, so both): the forward
-# dispatcher's only LSE-returning Hopper kernel, GQADenseWSKernel, refuses max_seqlen_q == 1
-# ("does not serve this call"), which killed an H200 campaign on its first edge case,
-# b1 sq1 sk1 d128; lengths >= 2 are served (S=128 ran in the earlier H200 checks).
+# The contract, as tileops 0.1.0's own code states it (paths under tileops/ of the wheel; read
+# for this capability, not inferred from runs). An op serves a call when any of its kernels'
+# refusal() returns None (_ops/op_base.py:688-695), so the union of the kernels counts.
+# - forward, GQADenseWithLSEFwdOp: "on SM90 for prefill (S_q > 1) without a window"
+#   (_ops/attention/gqa/dense.py:263-264). GQADensePersistentWSKernel returns the LSE at head dim
+#   128 only (_kernels/attention/gqa/dense.py:2204), but GQADenseWSKernel serves any S_q > 1
+#   without window or sinks-with-LSE at every head dim its tensor cores step through, a multiple
+#   of 16 (dense.py:785-789, _kernels/attention/call_spec.py:151-154). The H200 matched this:
+#   d64 ran at S=128 and was refused only at S=1. So every multiple of 16, min_seqlen 2 (S=1,
+#   dense.py:785: an H200 campaign died on b1 sq1 sk1 d128).
+# - backward, GQADenseBwdOp: a square call, S_q == S_kv (its docstring, _ops/attention/gqa/bwd.py:28,
+#   and _attention_call takes one seq_len, bwd.py:84-101: an evidenced exclusion of
+#   seqlen_q != seqlen_k); no window, no softcap (bwd.py:32-35); fp16/bf16 (bwd.py:117-119);
+#   GQABwdWGMMAPipelinedKernel serves any head dim that is a multiple of 16 (_kernels/attention/
+#   gqa/bwd.py:580-581) and fits shared memory at its narrowest default, 64x64x1 stage
+#   (bwd.py:566-571, 582-591; bytes 768*d + 8704, bwd.py:615-622): d <= 291 in the H200's
+#   227 KiB, so multiples of 16 up to 288 (GQABwdWSKernel, d128 with S % 128 == 0, is one more
+#   server, bwd_ws.py).
+# - both ops therefore: multiples of 16 in 16..288, what the pair accepts (a late refusal or
+#   build failure inside it, e.g. the forward's shared memory at d288, is a contract violation
+#   for the campaign to report). Every new head dim is another TileLang build (COMPILE_KEY).
 # Memory layouts: contiguous only (the Capability default) for both adapters. Tensors cross
 # into the TileOPs worker process pickled as contiguous CPU copies (``_cpu``), so no layout
 # could reach the kernel, and TileOPs' ops are TileLang kernels over contiguous BSHD buffers.
+_DIMS16 = tuple(range(16, 289, 16))
 GQA_CAPABILITY = Capability(
-    dtypes=("float16", "bfloat16"), head_dims_qk=(128,), equal_head_dims=True, max_batch=8,
+    dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS16, equal_head_dims=True, max_batch=8,
     max_seqlen=4096, min_seqlen_q=2, min_seqlen_k=2, max_heads=32, gqa=True, seqlen_q_ne_k=False,
     causal=True, aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False,
     sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
     block_m=64, block_n=64, compile_key=COMPILE_KEY,
 )
 
-# The backward op alone (tileops 0.1.0 _ops/attention/gqa/bwd.py:25-140 and its SM90 kernels in
-# _kernels/attention/gqa/): GQABwdWSKernel serves head dim 128 with S % 128 == 0 only
-# (bwd_ws.py:708-722), otherwise GQABwdWGMMAPipelinedKernel serves any head dim that is a
-# multiple of 16 (bwd.py:574-592) and fits shared memory at its narrowest config
-# (768*d + 8704 bytes, bwd.py:615-622: d <= 288 in the H200's 227 KiB); fp16/bf16
-# (GQADenseBwdOp.forward docstring); no window or softcap (bwd.py:576-579); S_q == S_kv
-# (the op's own _attention_call takes one seq_len, bwd.py:84-101); any sm_scale; GQA and MHA.
+# The backward op alone: the backward half of the contract above; its O and LSE come from our
+# float32 reference, so the forward's S_q > 1 does not bind it.
 GQA_BWD_CAPABILITY = Capability(
-    dtypes=("float16", "bfloat16"), head_dims_qk=tuple(range(16, 257, 16)), equal_head_dims=True, max_batch=8,
+    dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS16, equal_head_dims=True, max_batch=8,
     max_seqlen=4096, max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True,
     aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False,
     sinks=False, softmax_scale=True, outputs=("dq", "dk", "dv"), deterministic=False, device="cuda",
     block_m=64, block_n=64, compile_key=COMPILE_KEY,
 )
 
-# MHA calls of the GQA ops (forward needs d128 on SM90, as GQA_CAPABILITY says).
+# MHA calls of the GQA ops (the same contract, heads_kv == heads_q).
 MHA_CAPABILITY = replace(GQA_CAPABILITY, gqa=False)
 
 MLA_CAPABILITY = Capability(

@@ -229,8 +229,8 @@ def test_capabilities_exclude_limits_found_on_the_h200():
         padded = base.replace(batch=2, seqlen_q=(3, 4), seqlen_k=(3, 4), pad_tail=2)
         assert "tail" in fa3.excludes(padded)
     tileops = registry.get("tileops-gqa").capability
-    assert "head_dim" in tileops.excludes(base)
-    assert tileops.excludes(base.replace(head_dim_qk=128, head_dim_v=128)) is None
+    assert "head_dim" in tileops.excludes(base.replace(head_dim_qk=40, head_dim_v=40))
+    assert tileops.excludes(base) is None and tileops.excludes(base.replace(head_dim_qk=128, head_dim_v=128)) is None
     assert "seqlen_q != seqlen_k" in tileops.excludes(base.replace(head_dim_qk=128, head_dim_v=128, seqlen_k=65))
 
 

@@ -67,12 +67,17 @@ def test_mha_uses_tileops_forward_and_is_mha_only(monkeypatch):
     assert torch.allclose(out.lse.double(), ref.lse.double(), atol=1e-3) and out.o is not None
     c = tileops.mha().capability
     assert "GQA" in c.excludes(p.replace(heads_kv=1).validate())
-    assert c.excludes(p) is None and c.head_dims_qk == (128,)
+    assert c.excludes(p) is None and c.head_dims_qk == tuple(range(16, 289, 16))
+    # the forward's GQADenseWSKernel and the backward serve every multiple of 16 (tileops 0.1.0)
+    assert c.excludes(p.replace(head_dim_qk=48, head_dim_v=48).validate()) is None
+    for d in (40, 304):
+        assert "head_dim_qk" in c.excludes(p.replace(head_dim_qk=d, head_dim_v=d).validate())
+    assert "min_seqlen_q" in c.excludes(p.replace(seqlen_q=1, seqlen_k=1).validate())
 
 
 def test_backward_only_capability_is_the_ops_contract():
     c = tileops.gqa_bwd().capability
-    assert c.head_dims_qk == tuple(range(16, 257, 16)) and c.outputs == ("dq", "dk", "dv")
+    assert c.head_dims_qk == tuple(range(16, 289, 16)) and c.outputs == ("dq", "dk", "dv")
     assert c.excludes(GQA) is None and c.gqa and not c.seqlen_q_ne_k
     assert "head_dim_qk" in c.excludes(GQA.replace(head_dim_qk=40, head_dim_v=40).validate())
     assert "window" in c.excludes(GQA.replace(window_left=3).validate())

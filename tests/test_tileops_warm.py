@@ -46,8 +46,8 @@ def test_warm_problems_are_the_edge_corpus_distinct_compile_keys():
                     {cap.compile_signature(q) for q in edge[:i]}]  # first of each, in corpus order
     det = Problem(batch=2, seqlen_q=333, seqlen_k=333, heads_q=8, heads_kv=2, head_dim_qk=128, head_dim_v=128,
                   dtype="bfloat16").validate()
-    d64 = det.replace(head_dim_qk=64, head_dim_v=64).validate()  # outside tileops-gqa (d128 only)
-    assert tileops.warm_problems("gqa", "gpu", [det, d64]) == warm + [det]
+    d40 = det.replace(head_dim_qk=40, head_dim_v=40).validate()  # outside tileops-gqa (multiples of 16)
+    assert tileops.warm_problems("gqa", "gpu", [det, d40]) == warm + [det]
     with pytest.raises(ValueError, match="allowed"):
         tileops.warm_problems("mqa")
 
@@ -138,8 +138,8 @@ def test_prepare_builds_each_campaign_configuration_once(monkeypatch):
     FakeWorker.seen, FakeWorker.fail_seqlen = [], None
     k = tileops.gqa()
     same_shape = P.replace(values="negative_lse", value_scale=16.0, seed=5)  # run-time data only: no new build
-    d64 = P.replace(head_dim_qk=64, head_dim_v=64).validate()  # outside tileops-gqa
-    job = k.prepare([P, same_shape, P.replace(seqlen_q=10, seqlen_k=10).validate(), d64], jobs=2, wait=False)
+    d40 = P.replace(head_dim_qk=40, head_dim_v=40).validate()  # outside tileops-gqa (multiples of 16)
+    job = k.prepare([P, same_shape, P.replace(seqlen_q=10, seqlen_k=10).validate(), d40], jobs=2, wait=False)
     counts = job.wait()
     assert counts["requested"] == counts["built"] == 2 and counts["failed"] == 0 and counts["jobs"] == 2
     assert sorted(r[2] for r in FakeWorker.seen if r[0] == "gqa_fwd") == [9, 10]
