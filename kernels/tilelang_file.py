@@ -72,10 +72,23 @@ FWD_TILES = (128, 64)  # the example's _attention.forward
 BWD_TILES = (64, 32)  # the example's _attention.backward
 GUARD_ROWS = 64  # NaN rows per batch after dQ: room for any layout rounding rows up to a 64-row tile
 
-# Head dims: multiples of 16 (T.gemm tiles), up to 256; max_* bound the compile cost (every
-# new (batch, heads, seq_len, dims, causal, groups) is four TileLang compiles, ~60 s on an H200).
+# The contract, as the seed-004 example file states it (/work/main/.seed/seed004_kernel.py, the
+# TileLang example flash-attention backward with GQA and dim_qk != dim_v): its jit functions take
+# batch, heads, seq_len, dim_qk, dim_v, is_causal and groups as free ints (:12, :87, :126, :150)
+# and neither they nor the example's attention() assert anything on them. Its structure states
+# the rest: fp16 only (dtype = "float16" in every function, :18, :88, :127), one seq_len for Q and
+# K/V (seqlen_q == seqlen_k), the scale 1/sqrt(dim_qk) computed inside (no custom scale), GQA as
+# heads // groups (:14), causal top-left == bottom-right on the square call, no window, varlen or
+# sinks. Head dims: every multiple of 16 for qk and v independently -- dim_qk and dim_v are the
+# contraction of T.gemm (:58, :69, :206), which steps by the fp16 MMA k-slice of 16 (the rule
+# TileOPs 0.1.0 states for its TileLang kernels, _kernels/attention/call_spec.py:151-154); the
+# old list (16/32/64/128/192/256, v without 192) was what had been seen working. A dim the file
+# then fails to build or computes wrong (e.g. the preprocess's 32-wide dim_v tiles, :91-107, at
+# dim_v 48) is a finding. 256 and max_* are campaign bounds on the compile cost (every new
+# (batch, heads, seq_len, dims, causal, groups) is four TileLang compiles, ~60 s on an H200).
+_DIMS16 = tuple(range(16, 257, 16))
 CAPABILITY = Capability(
-    dtypes=("float16",), head_dims_qk=(16, 32, 64, 128, 192, 256), head_dims_v=(16, 32, 64, 128, 256),
+    dtypes=("float16",), head_dims_qk=_DIMS16, head_dims_v=_DIMS16,
     equal_head_dims=False, max_batch=2, max_seqlen=1024, max_heads=8, gqa=True, seqlen_q_ne_k=False, causal=True,
     aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False, sinks=False,
     softmax_scale=False, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",

@@ -102,6 +102,8 @@ def test_capability_is_the_examples_contract():
     ok = Problem(batch=2, seqlen_q=65, seqlen_k=65, heads_q=8, heads_kv=2, dtype="float16", head_dim_qk=192,
                  head_dim_v=128, causal=True).validate()
     assert c.excludes(ok) is None
+    for d_qk, d_v in ((48, 80), (80, 48), (256, 16)):  # every multiple of 16, qk and v apart
+        assert c.excludes(ok.replace(head_dim_qk=d_qk, head_dim_v=d_v).validate()) is None
     for bad, why in ((ok.replace(dtype="bfloat16"), "dtype"), (ok.replace(seqlen_k=64), "seqlen_q != seqlen_k"),
                      (ok.replace(softmax_scale=0.5), "custom softmax scale"),
                      (ok.replace(head_dim_qk=100), "head_dim_qk")):
