@@ -254,6 +254,13 @@ def uniform(seed: int, stream: str, shape, device="cpu", force_torch: bool = Fal
     return _draw("uniform", seed, stream, shape, device, force_torch)
 
 
+def normal_bound() -> float:
+    """A strict bound on |normal(...)|: the table's largest quantile (4.3249...). The
+    interpolation never reaches the end of the last cell, so every value lies below it;
+    a generator that scales normals can keep them finite in a dtype with it."""
+    return float(_table()[0][-1])
+
+
 def permutation_keys(seed: int, stream: str, n: int) -> list[int]:
     """0..n-1 ordered by their hash in ``stream``: a seeded permutation (small n)."""
     k0, k1 = stream_keys(seed, stream)

@@ -30,6 +30,7 @@ offsets or storage); ``bshd()`` and ``rows()`` are then views of the laid-out me
 """
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 import torch
@@ -136,6 +137,28 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
 LOG2_10 = 3.321928094887362  # log2(10) as a literal: the same double everywhere
 
 
+def _pow2(t):
+    """2^n (1 + f), t = n + f (n = floor(t)): the exact piecewise-linear stand-in for 2^t
+    (within 6% of it, increasing, equal at integers), built from the float's bits so no
+    ``pow`` (whose last bit differs between devices and libms) is involved. ``t``: a
+    float64 tensor (consumed) or a Python float."""
+    if not isinstance(t, torch.Tensor):
+        n = math.floor(t)
+        return math.ldexp(1.0 + (t - n), n)
+    n = torch.floor(t)
+    f = t.sub_(n)
+    e = n.to(torch.int64).clamp_(-1022, 1023).add_(1023)
+    return f.add_(1.0).mul_(e.bitwise_left_shift_(52).view(torch.float64))
+
+
+def large_do_top(dtype: str, value_scale: float) -> float:
+    """The largest dO row magnitude of ``values="large_do"``: ~10^value_scale (``_pow2``),
+    held at max finite(dtype) / ``counter_rng.normal_bound()`` so that no dO element, a
+    bounded normal times its row's magnitude, rounds to an infinity in ``dtype``."""
+    safe = float(torch.finfo(torch_dtype(dtype)).max) / counter_rng.normal_bound()
+    return min(_pow2(value_scale * LOG2_10), safe)
+
+
 def _draw_v2(p: Problem, device: torch.device):
     """Float64 q, k, v, dO and sink of input version 2, on ``device`` (counter_rng)."""
     def normal(stream, *shape):
@@ -167,11 +190,13 @@ def _draw_v2(p: Problem, device: torch.device):
     elif p.values == "mixed_do":
         u = counter_rng.uniform(p.seed, "do_magnitude", (Tq, p.heads_q, 1), device)
         t = u.mul_(2.0).sub_(1.0).mul_(s * LOG2_10)  # uniform in +-s decades, in powers of 2
-        n = torch.floor(t)
-        f = t.sub_(n)
-        e = n.to(torch.int64).clamp_(-1022, 1023).add_(1023)
-        two_n = e.bitwise_left_shift_(52).view(torch.float64)  # 2^n built from its bits: exact
-        do = do.mul_(f.add_(1.0).mul_(two_n))
+        do = do.mul_(_pow2(t))
+    elif p.values == "large_do":
+        # row magnitudes top * 2^t, t uniform over the s decades below 0: (top 10^-s, top),
+        # top = ~10^s, or the dtype's largest finite value over the normal's bound; every
+        # |dO| < bound * top <= max finite, so no input is infinite, at any scale
+        u = counter_rng.uniform(p.seed, "do_magnitude", (Tq, p.heads_q, 1), device)
+        do = do.mul_(_pow2(u.mul_(-s * LOG2_10)).mul_(large_do_top(p.dtype, s)))
     sink = None
     if p.sinks:
         sink = normal("sink", p.heads_q).add_(p.sink_center)

@@ -46,7 +46,11 @@ VALUE_KINDS = (
     "outlier_channels",  # a few head-dim channels of q and k multiplied by value_scale
     "negative_lse",  # every logit strongly negative: LSE very negative
     "mixed_do",  # dO rows with magnitudes spread over 10^(+-value_scale)
+    "large_do",  # dO rows spread over value_scale decades, up to the dtype's largest finite value
 )
+# kinds that only input version 2 draws (added after version 1 was frozen): a version-1
+# Problem (JSON without input_version) cannot name them
+V2_ONLY_KINDS = ("large_do",)
 MAX_HEAD_DIM = 512
 # unused tail tokens: a few of the largest tiles is all a tail can test; an unbounded one
 # only allocates (pad_tail 10^7 on a 16-token problem once took 5.3 GB)
@@ -173,6 +177,10 @@ class Problem:
             raise ProblemError("seed", self.seed, "an int in 0..2**63-1")
         if self.input_version not in INPUT_VERSIONS or not _is_int(self.input_version):
             raise ProblemError("input_version", self.input_version, f"one of {INPUT_VERSIONS}")
+        if self.values in V2_ONLY_KINDS and self.input_version < 2:
+            raise ProblemError("values", self.values,
+                               f"one of {tuple(k for k in VALUE_KINDS if k not in V2_ONLY_KINDS)} under "
+                               f"input_version {self.input_version} ({self.values} needs input_version 2)")
         why = self.layout.unfit(self)
         if why:
             raise ProblemError("layout", self.layout.kind, why)

@@ -6,15 +6,22 @@ The problems are crafted (fp16, dO magnitudes spread over 10^+-4.4, bisected sof
 scale) so that the true dQ peaks just below fp16's threshold (65459.9), far below it
 (39676.6) or above it (70000.0)."""
 
+import math
+
+import pytest
 import torch
 
-from difftest import Problem, make_inputs
+from difftest import Capability, Problem, make_inputs
 from difftest.gates import dtype_limited, overflow_threshold
+from difftest.inputs import large_do_top
 from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.kernels.mutants import MUTANTS
 from difftest.oracles.chunked import chunked_reference
 from difftest.oracles.flash_style import flash_style_reference
+from difftest.problem import ProblemError
 from difftest.runner import run_case
+from difftest.strategies.values import SCALES, value_settings
+from tests.drawing import draw_many
 from tests.kernels_for_tests import InfAtLargestDq, NanAtLargestDq, RefKernel, SaturatedLargestDq
 
 FP16_MAX = 65504.0
@@ -106,3 +113,63 @@ def test_yardstick_rule():
     # yardstick's: not; the same sign: accepted; NaN where the yardstick is finite: not
     assert mask.tolist() == [True, False, True, False]
     assert dtype_limited(got, truth, None, torch.float16, 10.0).tolist() == [False] * 4
+
+
+# ----------------------------------------------------------------------------- large_do
+# values="large_do" (input version 2): dO rows spread over value_scale decades up to the
+# largest magnitude whose bounded normals stay finite in the dtype, so the gradients
+# straddle fp16's threshold without any input being infinite (mixed_do had to stop at
+# 10^4 in fp16, where dq-cast-before-scale survived the gpu profile).
+
+NEAR = Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="float16", values="large_do",
+               value_scale=5.0, seed=13).validate()
+
+
+def test_large_do_inputs_stay_finite_at_every_scale_of_every_dtype():
+    ladder, rng = SCALES["large_do"]
+    for dt in ("float16", "bfloat16", "float32"):
+        fmax = torch.finfo(getattr(torch, dt)).max
+        for s in ladder + rng + (4.18, 37.9, 40.0, 300.0):
+            p = Problem(seqlen_q=300, seqlen_k=5, heads_q=4, head_dim_qk=8, head_dim_v=64, dtype=dt,
+                        values="large_do", value_scale=s, seed=7)
+            x = make_inputs(p)
+            for n in ("q", "k", "v", "do"):
+                assert torch.isfinite(getattr(x, n)).all(), (dt, s, n)
+            assert x.do.abs().max() < fmax
+    # fp16 from 4.18 decades up: the largest dO element reaches close to 65504
+    top = make_inputs(NEAR.replace(seqlen_q=300, head_dim_v=64)).do.abs().max().item()
+    assert 0.6 * FP16_MAX < top <= FP16_MAX
+    assert large_do_top("float16", 8.0) == large_do_top("float16", 4.5) < FP16_MAX / 4.3
+
+
+def test_large_do_needs_input_version_2():
+    with pytest.raises(ProblemError, match="input_version 2"):
+        NEAR.replace(input_version=1).validate()
+
+
+def test_strategy_draws_large_do_for_16_bit_dtypes_up_to_the_top():
+    for dt in ("float16", "bfloat16"):
+        got = draw_many(value_settings(Capability(dtypes=(dt,)), dt), 300)
+        scales = [s for kind, s in got if kind == "large_do"]
+        assert scales and max(scales) >= 4.18, dt  # fp16: the top row at 65504 / 4.32
+
+
+def test_budget_stays_finite_on_large_do_at_the_top():
+    for dt in ("float16", "bfloat16"):
+        case = run_case(BlockwiseAttention(), NEAR.replace(dtype=dt, value_scale=8.0))
+        assert case.status == "passed", case.render()
+        for v in case.verdicts:
+            if v.gate == "budget":
+                assert math.isfinite(v.numbers["limit"]) and math.isfinite(v.numbers["floor"]), v.message
+
+
+def test_correct_kernels_pass_and_cast_before_scale_fails_near_the_threshold():
+    x = make_inputs(NEAR)
+    truth, yard = chunked_reference(x).dq, flash_style_reference(x).dq
+    # some true dQ is representable but dQ / scale is not, and the yardstick holds it finite
+    window = (truth.abs() > NEAR.scale * FP16_MAX) & (truth.abs() < FP16_MAX) & torch.isfinite(yard)
+    assert window.any() and torch.isfinite(x.do).all()
+    for kernel in (BlockwiseAttention(), RefKernel()):
+        assert run_case(kernel, NEAR).status == "passed"
+    case = run_case(MUTANTS["dq-cast-before-scale"].make(), NEAR)
+    assert case.status == "failed" and not _dq(case, "nonfinite").passed
