@@ -33,9 +33,13 @@
 #       GPU1: results/bugs/tileops/repro_tileops_hang.py (Q1's sq64 hang, no difftest), then
 #       tileops.sh OP=mha; GPU0: the CPU/GPU input byte identity and CUDA truth tests, the
 #       flash-attention-triton survey, tileops.sh OP=gqa (cases bounded at 70 s: Q1 lost 300 s to the hang)
-# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5|Q1|Q2
+#   Q3: carry .device/fa4.tar.xz                                                    (~420 s)
+#       GPU0: results/bugs/fa4/repro_fa4_dv.py (the dV candidate, no difftest), then an fa4 survey
+#       narrowed around its known findings (head dims >= 24, equal); GPU1: the byte identity with
+#       values=large_do, flex_recompiles.py (the new compile key under Inductor), a flex survey
+# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5|Q1|Q2|Q3
 set -o pipefail
-call=${1:?P1..P5, Q1 or Q2}
+call=${1:?P1..P5, Q1..Q3}
 source scripts/device/setup.sh > /dev/null
 R=/tmp/camp/$call; L=$R/logs; mkdir -p $L
 python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
@@ -180,7 +184,24 @@ Q2)
       stamp "tileops $op exit $?" ) &
   done
   wait $(jobs -p | grep -v "^$PACKER$") ;;
-*) echo "call: allowed P1 to P5, Q1, Q2"; exit 2 ;;
+Q3)
+  ( export CUDA_VISIBLE_DEVICES=0
+    ( cd results/bugs/fa4 && timeout 100 python3 repro_fa4_dv.py ) > $L/repro_fa4_dv.jsonl 2> $L/repro_fa4_dv.err
+    stamp "repro_fa4_dv exit $?"
+    D="24,32,40,48,56,64,72,80,96,112,128,160,192,224,256"
+    timeout 260 $S --out $R --seconds 220 --timeout 90 --narrow head_dims_qk=$D --narrow head_dims_v=$D \
+      --narrow equal_head_dims=true fa4 200 > $L/fa4.log 2>&1
+    stamp "fa4 survey exit $?" ) &
+  ( export CUDA_VISIBLE_DEVICES=1
+    timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_counter_rng.py > $L/identity.log 2>&1
+    stamp "byte identity exit $?"
+    timeout 110 python3 scripts/device/flex_recompiles.py --out $R --kernel flex 40 > $L/flex_recompiles.log 2>&1
+    stamp "flex_recompiles exit $?"
+    timeout 220 $S --out $R --seconds 190 --edge-seconds 40 --new-compile-p 0.03 --warm-configs 16 --timeout 90 \
+      flex 200 > $L/flex.log 2>&1
+    stamp "flex survey exit $?" ) &
+  wait $(jobs -p | grep -v "^$PACKER$") ;;
+*) echo "call: allowed P1 to P5, Q1, Q2, Q3"; exit 2 ;;
 esac
 stamp "end $call"
 kill $PACKER 2> /dev/null; pack
