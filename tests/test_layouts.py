@@ -151,9 +151,13 @@ def test_capability_declares_layouts_contiguous_only_by_default():
 
 # ----------------------------------------------------------------------------- strategies
 def test_strategies_draw_every_declared_layout_inside_the_capability():
-    ps = draw_many(problems(ALL, "ci"), 600)  # derandomized: 300 missed kv_broadcast once large_do came
-    kinds = {p.layout.kind for p in ps}
-    assert kinds == set(LAYOUTS), set(LAYOUTS) - kinds
+    # Every declared kind is reachable: a search for it succeeds (a fixed count of draws was fragile: the
+    # rare kv_broadcast, which needs heads_kv == 1, fell out of 600 draws on a fresh clone under xdist).
+    for kind in LAYOUTS:
+        found = find(problems(ALL, "ci"), lambda p, kind=kind: p.layout.kind == kind,
+                     settings=settings(max_examples=2000, database=None, derandomize=True, deadline=None))
+        assert found.layout.kind == kind and ALL.excludes(found) is None, (kind, found.short())
+    ps = draw_many(problems(ALL, "ci"), 300)
     share = sum(p.layout == CONTIGUOUS for p in ps) / len(ps)
     assert 0.3 < share < 0.8  # half the draws keep the simplest layout
     for p in ps:
