@@ -37,9 +37,12 @@
 #       GPU0: results/bugs/fa4/repro_fa4_dv.py (the dV candidate, no difftest), then an fa4 survey
 #       narrowed around its known findings (head dims >= 24, equal); GPU1: the byte identity with
 #       values=large_do, flex_recompiles.py (the new compile key under Inductor), a flex survey
-# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5|Q1|Q2|Q3
+#   Q4: carry .device/tileops.tar.xz .device/fa3.tar.xz                             (~230 s)
+#       GPU0: fa3 survey over its widened contract (every head dim 1..256); GPU1: the TileOPs s64
+#       hang script with faulthandler stacks (where it waits), then flex_recompiles.py
+# Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5|Q1..Q4
 set -o pipefail
-call=${1:?P1..P5, Q1..Q3}
+call=${1:?P1..P5, Q1..Q4}
 source scripts/device/setup.sh > /dev/null
 R=/tmp/camp/$call; L=$R/logs; mkdir -p $L
 python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
@@ -201,7 +204,17 @@ Q3)
       flex 200 > $L/flex.log 2>&1
     stamp "flex survey exit $?" ) &
   wait $(jobs -p | grep -v "^$PACKER$") ;;
-*) echo "call: allowed P1 to P5, Q1, Q2, Q3"; exit 2 ;;
+Q4)
+  ( CUDA_VISIBLE_DEVICES=0 timeout 200 $S --out $R --seconds 170 --timeout 60 fa3 200 > $L/fa3.log 2>&1
+    stamp "fa3 survey exit $?" ) &
+  ( export CUDA_VISIBLE_DEVICES=1
+    PYTHONPATH=/tmp/tileops_site REPRO_CASE_TIMEOUT_S=80 REPRO_CASES=s64_fp16,control_s128_fp16 timeout 95 \
+      python3 results/bugs/tileops/repro_tileops_hang.py > $L/repro_hang.jsonl 2> $L/repro_hang.err
+    stamp "repro_tileops_hang exit $?"
+    timeout 110 python3 scripts/device/flex_recompiles.py --out $R --kernel flex 25 > $L/flex_recompiles.log 2>&1
+    stamp "flex_recompiles exit $?" ) &
+  wait $(jobs -p | grep -v "^$PACKER$") ;;
+*) echo "call: allowed P1 to P5, Q1 to Q4"; exit 2 ;;
 esac
 stamp "end $call"
 kill $PACKER 2> /dev/null; pack

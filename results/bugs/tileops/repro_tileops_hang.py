@@ -19,6 +19,7 @@ before `built` or `called` hangs in the build. Needs torch and tileops 0.1.0 (it
     python3 repro_tileops_hang.py CASE PART   # one: CASE from CASES, PART fwd or bwd
 Exit 1 when a part of a non-control case timed out (the hang reproduces), 0 otherwise, 2 on bad usage.
 """
+import faulthandler
 import json
 import os
 import subprocess
@@ -40,6 +41,9 @@ CASES = {
 }
 HEAD_DIM = 128
 TIMEOUT_S = float(os.environ.get("REPRO_CASE_TIMEOUT_S", "150"))
+# REPRO_CASES=a,b limits the run to those cases; a hung process dumps its Python stack (faulthandler) 15 s
+# before the timeout, and the parent prints where it was: in the TileLang build or waiting on the GPU
+SELECTED = [c for c in os.environ.get("REPRO_CASES", "").split(",") if c] or list(CASES)
 
 
 def say(row, phase, t0):
@@ -72,6 +76,7 @@ def run(case, part):
     row = {"case": case, "part": part, "problem": {"batch": b, "seq_len": s, "heads_q": h, "heads_kv": hkv,
                                                    "head_dim": HEAD_DIM, "dtype": dt_name, "causal": causal},
            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+    faulthandler.dump_traceback_later(max(5.0, TIMEOUT_S - 15), exit=False)
     t0 = time.time()
     if part == "fwd":
         op = GQADenseWithLSEFwdOp(is_causal=causal)
@@ -105,7 +110,7 @@ def main(argv):
         return 2
     procs = {(c, p): subprocess.Popen([sys.executable, os.path.abspath(__file__), c, p], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
-             for c in CASES for p in ("fwd", "bwd")}
+             for c in SELECTED for p in ("fwd", "bwd")}
     deadline, hung = time.time() + TIMEOUT_S, []
     for (c, p), proc in procs.items():
         try:
@@ -118,6 +123,9 @@ def main(argv):
         lines = [x for x in out.splitlines() if x.startswith("{")]
         row = json.loads(lines[-1]) if lines else {"case": c, "part": p, "phase": "started"}
         row["timed_out"] = timed_out
+        if timed_out:  # the innermost frames of the stack faulthandler dumped
+            frames = [x.strip() for x in err.splitlines() if x.strip().startswith("File ")]
+            row["stack_innermost_first"] = frames[:12]
         if not timed_out and proc.returncode:
             row["raised"] = (err.strip().splitlines() or ["?"])[-1][:300]
         print(json.dumps(row), flush=True)
