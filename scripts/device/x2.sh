@@ -43,38 +43,20 @@
 # Usage: bash scripts/device/x2.sh P1|P2|P3|P4|P5|Q1..Q4
 set -o pipefail
 call=${1:?P1..P5, Q1..Q4}
-source scripts/device/setup.sh > /dev/null
-R=/tmp/camp/$call; L=$R/logs; mkdir -p $L
-python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
-ls .whl/*.whl > /dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .whl/*.whl >> $L/pip.log 2>&1
-cp $OUT/env.txt $L/
-pack() { tar -C /tmp/camp -cJf $OUT/.$call-results.tar.xz $(cd /tmp/camp && ls -d $call $call-* 2>/dev/null) && mv $OUT/.$call-results.tar.xz $OUT/$call-results.tar.xz; }
-( while sleep 40; do pack; done ) &
-PACKER=$!
-stamp() { echo "$(date -u +%T) $*" | tee -a $L/timeline.txt; }
-S="python3 scripts/device/survey.py --shrink 25 --max-shrinks 2"
-# a difftest run, timed: NAME GPU TIMEOUT args...
-timed_run() {
-  local name=$1 gpu=$2 t=$3; shift 3
-  local t0=$(date +%s.%N)
-  CUDA_VISIBLE_DEVICES=$gpu timeout $t python3 -m difftest run --device cuda "$@" > $L/$name.log 2>&1
-  local rc=$?
-  stamp "$name exit $rc wall $(python3 -c "import time;print(round(time.time()-$t0,1))") s"
-}
+source scripts/device/common.sh
 # issue 16: ONE shard of the unseeded tilelang-det gpu campaign on GPU0 (200 examples), after the
 # other lanes, TWO shards side by side on GPU0/GPU1 (100 examples each), merged and checked:
 #   one_vs_two_shards TIMEOUT1 BUDGET1 TIMEOUT2 BUDGET2 SHRINK
 one_vs_two_shards() {
   timed_run one-shard 0 $1 -k tilelang-det -p gpu --max-examples 200 --time-budget $2 --shrink-budget $5 \
     --out $R/one --db none
-  wait $(jobs -p | grep -v "^$PACKER$")
+  lanes_done
   stamp "other lanes done"
   for i in 0 1; do  # threads: cores / 2 each, the --shard default
     timed_run shard$i $i $3 -k tilelang-det -p gpu --max-examples 100 --time-budget $4 --shrink-budget $5 \
       --shard $i/2 --out $R/s$i --db none &
   done
-  wait $(jobs -p | grep -v "^$PACKER$")
+  lanes_done
   python3 -m difftest merge $R/s0/report.json $R/s1/report.json -o $R/merged.json > $L/merge.log 2>&1
   stamp "merge exit $?"
   python3 scripts/device/shard_check.py $R/one/report.json $R/s0/report.json $R/s1/report.json $R/merged.json \
@@ -106,7 +88,7 @@ P2)
     stamp "tileops-gqa exit $?" ) &
   ( CUDA_VISIBLE_DEVICES=1 timeout 260 $S --out $R --seconds 220 --det-runs 20 tileops-mha 200 > $L/tileops-mha.log 2>&1
     stamp "tileops-mha exit $?" ) &
-  wait $(jobs -p | grep -v "^$PACKER$") ;;
+  lanes_done ;;
 P3)
   timed_run fa4 0 240 -k fa4 -p gpu --max-examples 200 --time-budget 200 --shrink-budget 20 --out $R/fa4 --db none &
   ( CUDA_VISIBLE_DEVICES=1 timeout 220 $S --out $R --seconds 185 fa4-fast 200 > $L/fa4-fast.log 2>&1
@@ -119,7 +101,7 @@ P3)
       --only delta-input-dtype-accumulation dq-cast-before-scale dq-fp16-accumulation \
       --out $R/mutants-gpu.md --out-dir $R/mutants > $L/mutants.log 2>&1
     stamp "mutants exit $?" ) &
-  wait $(jobs -p | grep -v "^$PACKER$") ;;
+  lanes_done ;;
 P4)
   # GPU1: the seed 004 standalone scripts (no difftest imported); GPU0: warm-up, then ONE shard
   SEED=$PWD/.seed/seed004_kernel.py
@@ -151,7 +133,7 @@ P5)
     OUT=$R/oracle timeout 130 bash scripts/device/oracle.sh > $L/oracle.log 2>&1; stamp "oracle exit $?" ) &
   BUDGET=255 bash scripts/device/tileops.sh > $L/tileops-call.log 2>&1
   stamp "tileops.sh exit $?"
-  wait $(jobs -p | grep -v "^$PACKER$")
+  lanes_done
   export DIFFTEST_GPU_CAMPAIGN_SECONDS=4
   t0=$(date +%s)
   timeout 45 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_adapters.py -k "not flex" -n 2 \
@@ -169,7 +151,7 @@ Q1)
         bash scripts/device/tileops.sh > $L/tileops-$op.log 2>&1
       stamp "tileops $op exit $?" ) &
   done
-  wait $(jobs -p | grep -v "^$PACKER$") ;;
+  lanes_done ;;
 Q2)
   ( CUDA_VISIBLE_DEVICES=1 PYTHONPATH=/tmp/tileops_site REPRO_CASE_TIMEOUT_S=150 timeout 170 \
       python3 results/bugs/tileops/repro_tileops_hang.py > $L/repro_hang.jsonl 2> $L/repro_hang.err
@@ -186,7 +168,7 @@ Q2)
         bash scripts/device/tileops.sh > $L/tileops-$op.log 2>&1
       stamp "tileops $op exit $?" ) &
   done
-  wait $(jobs -p | grep -v "^$PACKER$") ;;
+  lanes_done ;;
 Q3)
   ( export CUDA_VISIBLE_DEVICES=0
     ( cd results/bugs/fa4 && timeout 100 python3 repro_fa4_dv.py ) > $L/repro_fa4_dv.jsonl 2> $L/repro_fa4_dv.err
@@ -203,7 +185,7 @@ Q3)
     timeout 220 $S --out $R --seconds 190 --edge-seconds 40 --new-compile-p 0.03 --warm-configs 16 --timeout 90 \
       flex 200 > $L/flex.log 2>&1
     stamp "flex survey exit $?" ) &
-  wait $(jobs -p | grep -v "^$PACKER$") ;;
+  lanes_done ;;
 Q4)
   ( CUDA_VISIBLE_DEVICES=0 timeout 200 $S --out $R --seconds 170 --timeout 60 fa3 200 > $L/fa3.log 2>&1
     stamp "fa3 survey exit $?" ) &
@@ -213,10 +195,7 @@ Q4)
     stamp "repro_tileops_hang exit $?"
     timeout 110 python3 scripts/device/flex_recompiles.py --out $R --kernel flex 25 > $L/flex_recompiles.log 2>&1
     stamp "flex_recompiles exit $?" ) &
-  wait $(jobs -p | grep -v "^$PACKER$") ;;
+  lanes_done ;;
 *) echo "call: allowed P1 to P5, Q1 to Q4"; exit 2 ;;
 esac
-stamp "end $call"
-kill $PACKER 2> /dev/null; pack
-for f in $L/*.log; do echo "== $f"; tail -n 4 $f; done | cut -c1-300
-cat $L/timeline.txt
+finish

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Wave 2, stop 12 (2026-12-01) on ONE H200 (kind nvidia-h200): every lane shares GPU 0, each
+# bounded so the call ends inside its 600 s limit (common.sh packs results every 40 s).
+#   R1: carry .device/tileops.tar.xz .device/fa3.tar.xz .whl                        (~540 s)
+#       issue 13: tileops.sh OP=gqa and OP=mha side by side (warm-up on 6 jobs each, survey with
+#       20-run determinism, cases bounded at 90 s: the s64 hang costs 90 s, a build 11-41 s);
+#       beside them the flash-attention-triton survey (Q2 left it at 166 cases, 200 asked)
+# Usage: bash scripts/device/one.sh R1
+set -o pipefail
+call=${1:?R1}
+source scripts/device/common.sh
+stamp "start $call"
+case $call in
+R1)
+  ( timeout 420 $S --out $R --seconds 380 --timeout 60 flash-attention-triton 200 > $L/fat.log 2>&1
+    stamp "flash-attention-triton survey exit $?" ) &
+  for op in gqa mha; do
+    ( GPU=0 OP=$op NAME=$call-$op REPRO=0 JOBS=6 WARM_S=120 BUDGET=${BUDGET:-490} CASE_TIMEOUT=90 \
+        bash scripts/device/tileops.sh > $L/tileops-$op.log 2>&1
+      stamp "tileops $op exit $?" ) &
+  done
+  lanes_done ;;
+*) echo "call: allowed R1"; exit 2 ;;
+esac
+finish
