@@ -5,9 +5,14 @@
 #       issue 13: tileops.sh OP=gqa and OP=mha side by side (warm-up on 6 jobs each, survey with
 #       20-run determinism, cases bounded at 90 s: the s64 hang costs 90 s, a build 11-41 s);
 #       beside them the flash-attention-triton survey (Q2 left it at 166 cases, 200 asked)
-# Usage: bash scripts/device/one.sh R1
+#   R2: carry .device/tileops.tar.xz                                                 (~440 s)
+#       issue 13 / 10.3: results/bugs/tileops/repro_tileops_head_dims.py (no difftest: which multiples
+#       of 16 in 16..288 the forward and backward serve; R1 met a late refusal at d288) beside
+#       tileops-gqa (20-run determinism FIRST, then the survey) and tileops-mha surveys, no warm-up,
+#       d288 narrowed away (the known late refusal), cases bounded at 150 s (builds on a loaded host)
+# Usage: bash scripts/device/one.sh R1|R2
 set -o pipefail
-call=${1:?R1}
+call=${1:?R1|R2}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -20,6 +25,18 @@ R1)
       stamp "tileops $op exit $?" ) &
   done
   lanes_done ;;
-*) echo "call: allowed R1"; exit 2 ;;
+R2)
+  ( PYTHONPATH=/tmp/tileops_site SWEEP_JOBS=8 SWEEP_TIMEOUT_S=200 timeout 330 \
+      python3 results/bugs/tileops/repro_tileops_head_dims.py > $L/head_dims.jsonl 2> $L/head_dims.err
+    stamp "repro_tileops_head_dims exit $?" ) &
+  D=$(seq -s, 16 16 272)
+  for op in gqa mha; do
+    DET=; [ $op = gqa ] && DET=--det-first
+    ( GPU=0 OP=$op NAME=$call-$op REPRO=0 WARM_S=0 BUDGET=${BUDGET:-420} CASE_TIMEOUT=150 \
+        SURVEY_ARGS="$DET --narrow head_dims_qk=$D" bash scripts/device/tileops.sh > $L/tileops-$op.log 2>&1
+      stamp "tileops $op exit $?" ) &
+  done
+  lanes_done ;;
+*) echo "call: allowed R1, R2"; exit 2 ;;
 esac
 finish

@@ -68,6 +68,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--profile", default="gpu")
     ap.add_argument("--det-runs", type=int, default=0, help="also N bitwise-repeated calls on fixed problems")
+    ap.add_argument("--det-first", action="store_true",
+                    help="run the --det-runs calls before the survey, not after it (a lane cut short by its "
+                         "timeout still has them)")
     ap.add_argument("--new-compile-p", type=float, default=0.1,
                     help="probability a draw opens a new compile configuration (strategies/compile.py)")
     ap.add_argument("--warm-configs", type=int, default=4,
@@ -90,6 +93,8 @@ def main(argv=None) -> int:
         print(f"{a.kernel}: unavailable: {why}", flush=True)
         (out / f"{a.kernel}.survey.json").write_text(json.dumps({"kernel": a.kernel, "unavailable": why}))
         return 0
+    if a.det_runs > 1 and a.det_first:
+        run_determinism(kernel, a.det_runs, out)
     config = RunConfig(isolate=True, second_reference=a.second_reference, timeout_s=a.timeout)
     log = open(out / f"{a.kernel}.cases.jsonl", "a")
     cases, seen = [], set()
@@ -175,13 +180,18 @@ def main(argv=None) -> int:
     from difftest.isolation import close_all
 
     close_all()
-    if a.det_runs > 1:
-        sys.path.insert(0, str(Path(__file__).parent))
-        from campaigns import determinism
-
-        rows = determinism(kernel, a.det_runs)
-        (out / f"{a.kernel}.determinism.json").write_text(json.dumps(rows, indent=1, default=str))
+    if a.det_runs > 1 and not a.det_first:
+        run_determinism(kernel, a.det_runs, out)
     return 0
+
+
+def run_determinism(kernel, runs: int, out: Path) -> None:
+    """``runs`` bitwise-repeated calls on campaigns.DET_PROBLEMS, written to KERNEL.determinism.json."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from campaigns import determinism
+
+    rows = determinism(kernel, runs)
+    (out / f"{kernel.name}.determinism.json").write_text(json.dumps(rows, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@
 # OP=mha (or gqa-bwd) campaigns that op instead (then under /tmp/camp/P5-mha, $OUT/P5-mha-results.tar.xz);
 # REPRO=0 skips step 1 (then the warm-up runs alone, with all $JOBS jobs, default 16).
 # GPU=N runs on that GPU (default 0); WARM_S bounds the warm-up (default 90 s); NAME names the
-# result folder; CASE_TIMEOUT bounds a case (default 300 s: a hang costs that much). Called from x2.sh (environment already set up): setup and install are skipped.
+# result folder; CASE_TIMEOUT bounds a case (default 300 s: a hang costs that much);
+# SURVEY_ARGS adds survey.py options (e.g. --det-first, --narrow ...); WARM_S=0 skips the warm-up. Called from x2.sh (environment already set up): setup and install are skipped.
 set -o pipefail
 T0=$(date +%s)  # the 330 s budget counts from here, unpacking included
 SETUP=0; [ -n "$DIFFTEST_TILEOPS_SITE" ] || { source scripts/device/setup.sh > /dev/null; SETUP=1; }
@@ -53,9 +54,11 @@ for p in DET_PROBLEMS:
     print(json.dumps(p.to_dict()))
 PY
 )
-nice -n 10 timeout ${WARM_S:-90} python3 -m difftest.kernels.tileops --warm $OP --jobs $JOBS "${WARM_ARGS[@]}" \
-  > $L/warm.log 2>&1
-stamp "warm exit $? ($(grep '^warmed' $L/warm.log | cut -c1-120))"
+if [ "${WARM_S:-90}" != 0 ]; then  # WARM_S=0: no warm-up (the survey builds what it draws)
+  nice -n 10 timeout ${WARM_S:-90} python3 -m difftest.kernels.tileops --warm $OP --jobs $JOBS "${WARM_ARGS[@]}" \
+    > $L/warm.log 2>&1
+  stamp "warm exit $? ($(grep '^warmed' $L/warm.log | cut -c1-120))"
+fi
 [ -n "$RPID" ] && wait $RPID
 
 # 3. the survey: what is left of the budget ($BUDGET, default 330 s); 60 s of it for one shrink (10 s + a build it may start),
@@ -64,7 +67,8 @@ LEFT=$(( ${BUDGET:-330} - ($(date +%s) - T0) - 10 ))
 SECS=$(( LEFT - 60 )); [ $SECS -lt 40 ] && SECS=40 && LEFT=100
 stamp "survey: ${LEFT}s left, drawing for ${SECS}s"
 timeout $LEFT python3 scripts/device/survey.py --out $R --seconds $SECS --shrink 10 --max-shrinks 1 \
-  --det-runs 20 --new-compile-p 0.02 --warm-configs 64 --timeout ${CASE_TIMEOUT:-300} tileops-$OP 200 > $L/tileops-$OP.log 2>&1
+  --det-runs 20 --new-compile-p 0.02 --warm-configs 64 --timeout ${CASE_TIMEOUT:-300} $SURVEY_ARGS tileops-$OP 200 \
+  > $L/tileops-$OP.log 2>&1
 stamp "tileops-$OP survey exit $?"
 
 [ -n "$PACKER" ] && { kill $PACKER 2> /dev/null; pack; }
