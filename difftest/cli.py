@@ -27,6 +27,7 @@ from .workdir import DEFAULT_DB, DEFAULT_OUT, WORKDIR
 # TileLang kernel (deterministic dQ) compiled for the CPU when tilelang is installed.
 DEFAULT_KERNELS = ("torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash", "tilelang-det")
 DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_COMPILE_TIMEOUT_S = 1800.0
 
 
 def _k_items(items):
@@ -65,6 +66,7 @@ def config_from_args(a):
     return RunConfig(gates=gates, device=a.device, poison=not a.no_poison, determinism_runs=a.determinism,
                      second_reference=a.second_reference, isolate=a.isolate,
                      timeout_s=DEFAULT_TIMEOUT_S if a.timeout is None else a.timeout,
+                     compile_timeout_s=getattr(a, "compile_timeout", None) or DEFAULT_COMPILE_TIMEOUT_S,
                      chunk_threshold=a.chunk_threshold, truth=getattr(a, "truth", "float64"))
 
 
@@ -90,7 +92,10 @@ def add_run_arguments(p):
                    help="run kernels in a worker process so a crash or hang costs one case (default on)")
     p.add_argument("--timeout", type=positive_float, default=None,
                    help=f"seconds per kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g}; "
-                        "needs --isolate)")
+                        "needs --isolate; JIT builds the adapter reports are not counted: --compile-timeout)")
+    p.add_argument("--compile-timeout", type=positive_float, default=None,
+                   help=f"seconds of a case's JIT builds before it counts as a build timeout, not a hang "
+                        f"(default {DEFAULT_COMPILE_TIMEOUT_S:g}; needs --isolate)")
     p.add_argument("--determinism", type=positive_int, metavar="N",
                    help="calls per case for the bitwise determinism gate (default 2 for kernels claiming determinism)")
     p.add_argument("--k", action="append", type=k_item, metavar="OUTPUT=K",
@@ -208,9 +213,9 @@ def cmd_run(a) -> int:
     check_device(a.device)
     check_outputs(out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
     if not a.isolate:
-        if a.timeout is not None:
+        if a.timeout is not None or getattr(a, "compile_timeout", None) is not None:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
-                  "stopped): it is ignored with --no-isolate", file=sys.stderr)
+                  "stopped): it is ignored with --no-isolate, as is --compile-timeout", file=sys.stderr)
     return _run_campaigns(a, kernels, config, out, resume)
 
 

@@ -17,6 +17,15 @@ the parent adds them to its timer and charges the rest of the round trip (pickli
 pipe) to "transfer". CPU tensors already cross the pipe through shared memory (torch
 registers its reductions with multiprocessing's pickler: file descriptors, no copy of the
 data); CUDA outputs are copied to the CPU once in the worker.
+
+Builds have their own bound. A JIT build inside ``kernel.run`` (the adapter marks it
+``timing.phase("compile")``: TileLang's cache, TileOPs' first call of a shape) takes tens of
+seconds, more on a loaded host, and is not the kernel hanging. The worker tells the parent
+when a case enters and leaves its outermost compile phase (``("compile", True|False,
+perf_counter())`` before the reply; every other message is unchanged), and ``receive``
+charges the time between the two to ``compile_timeout_s`` instead of ``timeout_s``. A case
+killed while building raises BuildTimeout (triage: "build timeout"); one killed after its
+build finished is a KernelTimeout (a hang) whose message says how long each took.
 """
 
 import multiprocessing as mp
@@ -35,6 +44,10 @@ class KernelCrashed(RuntimeError):
 
 class KernelTimeout(RuntimeError):
     pass
+
+
+class BuildTimeout(RuntimeError):
+    """The case's JIT build did not finish within ``compile_timeout_s``: the kernel never ran."""
 
 
 def _worker_main(conn, env, preload=()):
@@ -64,7 +77,7 @@ def _worker_main(conn, env, preload=()):
         if msg is None:
             return
         spec, problem_json, device, poison, runs = msg
-        timer = timing.PhaseTimer()
+        timer = timing.PhaseTimer(on_compile=lambda entering: conn.send(("compile", entering, time.perf_counter())))
         try:
             with timing.collect(timer):
                 with timing.phase("worker_start"):  # importing an adapter the first time
@@ -101,6 +114,7 @@ def _sync(device) -> None:
 
 
 STARTUP_TIMEOUT_S = 600.0  # a worker's imports, before any kernel call
+COMPILE_TIMEOUT_S = 1800.0  # a case's JIT builds together (RunConfig.compile_timeout_s)
 
 
 STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure",
@@ -138,7 +152,7 @@ def describe_exit(code: int | None) -> str:
 
 
 class Worker:
-    """One worker process; ``run`` raises KernelCrashed / KernelTimeout."""
+    """One worker process; ``run`` raises KernelCrashed / KernelTimeout / BuildTimeout."""
 
     def __init__(self, env: dict | None = None):
         self.env = dict(env or {})
@@ -181,8 +195,10 @@ class Worker:
                 raise KernelCrashed(f"kernel process failed to start: {why}")
             self.ready = True
 
-    def run(self, spec: str, problem: Problem, device: str, poison: bool, runs: int, timeout_s: float):
-        return self.receive(self.send(spec, problem, device, poison, runs), timeout_s)
+    def run(self, spec: str, problem: Problem, device: str, poison: bool, runs: int, timeout_s: float,
+            compile_timeout_s: float = COMPILE_TIMEOUT_S):
+        return self.receive(self.send(spec, problem, device, poison, runs), timeout_s,
+                            compile_timeout_s=compile_timeout_s)
 
     def send(self, spec: str, problem: Problem, device: str, poison: bool, runs: int) -> float:
         """Hand the worker one case (starting a worker if none is alive) and return at once,
@@ -201,32 +217,48 @@ class Worker:
             self.conn.send(msg)
         return t0
 
-    def receive(self, t0: float, timeout_s: float, waited_from: float | None = None):
-        """The reply to the case sent at ``t0``; ``timeout_s`` counts from ``t0``. Raises
-        KernelCrashed / KernelTimeout / the kernel's error. ``waited_from``: when the caller
-        started waiting, having worked since ``t0``; the worker's phase seconds are then
-        charged to the caller's timer only for that wait (scaled down; the rest ran beside
-        the caller's own phases), so a campaign's phases still add up to its wall time."""
+    def receive(self, t0: float, timeout_s: float, waited_from: float | None = None,
+                compile_timeout_s: float = COMPILE_TIMEOUT_S):
+        """The reply to the case sent at ``t0``; ``timeout_s`` counts from ``t0``, less the
+        time the worker reported building (bounded by ``compile_timeout_s`` in all). Raises
+        KernelCrashed / KernelTimeout / BuildTimeout / the kernel's error. ``waited_from``:
+        when the caller started waiting, having worked since ``t0``; the worker's phase
+        seconds are then charged to the caller's timer only for that wait (scaled down; the
+        rest ran beside the caller's own phases), so a campaign's phases still add up to its
+        wall time."""
         from . import timing
 
         timer = timing.current()
         waited_from = t0 if waited_from is None else waited_from
-        if not self.conn.poll(max(0.0, timeout_s - (time.perf_counter() - t0))):
-            self.kill()
-            if timer:
-                timer.add({"kernel": time.perf_counter() - waited_from})
-            raise KernelTimeout(f"kernel did not return within {timeout_s:g} s (worker killed)")
-        try:
-            reply = self.conn.recv()
-            status, payload = reply[0], reply[1]
-        except (EOFError, ConnectionResetError, OSError):
-            # the pipe closes a moment before the process is reaped: wait for its exit status
-            self.proc.join(10)
-            code = self.proc.exitcode
-            self.kill()
-            if timer:
-                timer.add({"kernel": time.perf_counter() - waited_from})
-            raise KernelCrashed(f"kernel process died: {describe_exit(code)}") from None
+        built, building = 0.0, None  # seconds of finished builds; when the build under way began
+        while True:
+            now = time.perf_counter()
+            if building is None:
+                left = timeout_s - (now - t0 - built)
+            else:
+                left = compile_timeout_s - (built + now - building)
+            if left <= 0 or not self.conn.poll(left):
+                self._timed_out(timer, waited_from, timeout_s, compile_timeout_s, t0, built, building)
+            try:
+                reply = self.conn.recv()
+                status, payload = reply[0], reply[1]
+            except (EOFError, ConnectionResetError, OSError):
+                # the pipe closes a moment before the process is reaped: wait for its exit status
+                self.proc.join(10)
+                code = self.proc.exitcode
+                self.kill()
+                if timer:
+                    timer.add({"kernel": time.perf_counter() - waited_from})
+                raise KernelCrashed(f"kernel process died: {describe_exit(code)}") from None
+            if status != "compile":
+                break
+            # the worker's clock (perf_counter is system-wide on Linux), kept within this wait:
+            # the parent may read both messages late, after computing the references
+            at = min(max(float(reply[2]), t0, building or t0), time.perf_counter())
+            if payload and building is None:
+                building = at
+            elif not payload and building is not None:
+                built, building = built + (at - building), None
         self.last_seconds = worker = reply[2] if len(reply) > 2 else {}
         if timer:
             now = time.perf_counter()
@@ -241,6 +273,21 @@ class Worker:
         if status == "error":
             raise _kernel_error(*payload)
         return payload
+
+    def _timed_out(self, timer, waited_from, timeout_s, compile_timeout_s, t0, built, building):
+        """Kill the worker and raise BuildTimeout (it was building) or KernelTimeout."""
+        self.kill()
+        now = time.perf_counter()
+        building_s = built + (now - building if building is not None else 0.0)
+        if timer:
+            waited = now - waited_from
+            timer.add({"compile": min(building_s, waited), "kernel": max(0.0, waited - building_s)})
+        if building is not None:
+            raise BuildTimeout(f"kernel build did not finish within {compile_timeout_s:g} s (worker killed after "
+                               f"{building_s:.1f} s of building and {now - t0 - building_s:.1f} s outside builds): "
+                               "a slow build, not a hung kernel (RunConfig.compile_timeout_s, --compile-timeout)")
+        how = f"; its build took {built:.1f} s, then the kernel ran {now - t0 - built:.1f} s" if built else ""
+        raise KernelTimeout(f"kernel did not return within {timeout_s:g} s (worker killed{how})")
 
     def kill(self):
         if self.proc is not None:

@@ -47,7 +47,8 @@ class RunConfig:
     determinism_runs: int | None = None  # None: 2 for kernels that claim determinism, else 1
     second_reference: str | None = None  # registry name of a second reference kernel (e.g. "fa3")
     isolate: bool = False  # run the kernel in a worker process (crash/hang safe)
-    timeout_s: float = 600.0  # per kernel call, with isolate
+    timeout_s: float = 600.0  # per kernel call, with isolate (JIT builds excluded: compile_timeout_s)
+    compile_timeout_s: float = 1800.0  # a case's JIT builds in all, with isolate (isolation.BuildTimeout)
     chunk_threshold: int | None = None  # score elements above which the chunked truth is used
     truth: str = "float64"  # the reference of the elementwise standard: float64 or float32 (the budget keeps float64)
 
@@ -198,7 +199,8 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
             worker = shared_worker()
             sent = worker.send(getattr(kernel, "spec", None) or kernel.name, problem, device, poison, runs)
             refs, refs_error = _references(inputs, config)
-            got_runs = worker.receive(sent, config.timeout_s, waited_from=time.perf_counter())
+            got_runs = worker.receive(sent, config.timeout_s, waited_from=time.perf_counter(),
+                                          compile_timeout_s=config.compile_timeout_s)
             t1 = time.perf_counter() - sum(worker.last_seconds.values())  # the worker's own seconds
         else:
             got_runs = _call_kernel(kernel, problem, inputs, device, poison, runs, config)

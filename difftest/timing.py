@@ -24,6 +24,11 @@ Phases (``PHASES``):
   search       the rest of the campaign's wall time: Hypothesis drawing and shrinking
                Problems, the edge corpus, logging, reproducers (``finish`` computes it)
 
+A timer may be given ``on_compile`` (a callable of one bool): it is told when the code
+enters its outermost "compile" phase (True) and leaves it (False). The isolation worker
+installs one that tells its parent, so a build is bounded by ``RunConfig.compile_timeout_s``
+and never counted against the kernel's ``timeout_s`` (a slow build is not a hung kernel).
+
 Framework overhead is everything except ``compile``, ``kernel`` and ``determinism``
 (the kernel's own calls): ``overhead_share``.
 """
@@ -42,10 +47,11 @@ class PhaseTimer:
     """Exclusive per-phase seconds. Not thread-safe: one timer per process (the campaign
     and the worker each have their own)."""
 
-    def __init__(self):
+    def __init__(self, on_compile=None):
         self.seconds: dict[str, float] = {}
         self._stack: list[str] = []
         self._mark = 0.0
+        self.on_compile = on_compile  # told True/False entering/leaving the outermost "compile"
 
     def _charge(self, now: float) -> None:
         if self._stack:
@@ -57,11 +63,15 @@ class PhaseTimer:
         if name not in PHASES:
             raise ValueError(f"phase={name!r}: allowed {PHASES}")
         self._charge(_clock())
+        if name == "compile" and self.on_compile is not None and "compile" not in self._stack:
+            self.on_compile(True)
         self._stack.append(name)
 
     def exit(self) -> None:
         self._charge(_clock())
-        self._stack.pop()
+        name = self._stack.pop()
+        if name == "compile" and self.on_compile is not None and "compile" not in self._stack:
+            self.on_compile(False)
 
     def add(self, seconds: dict) -> None:
         """Add phase seconds measured elsewhere (the worker's)."""

@@ -13,7 +13,10 @@ so saved reports can be re-triaged):
   its declared capability accepts: the runner skips what the capability excludes, so
   every kernel exception of a case that ran is one;
 - ``crash``: the worker process died (a signal); ``hang``: it did not return within
-  the timeout (both need ``--isolate``, the default of campaigns);
+  the timeout (both need ``--isolate``, the default of campaigns); ``build timeout``: it
+  was killed while its JIT build was still running (past ``--compile-timeout``; the build
+  is not counted against ``--timeout``): the kernel never got to hang, so this is not
+  one, but a build that long is still a finding to look at (or a loaded host);
 - ``difftest error``: difftest's own reference failed (never the kernel's fault);
 - ``overflow-limited``: passed, with elements accepted at the dtype's limits
   (gates.dtype_limited), counted per output, never hidden;
@@ -36,11 +39,13 @@ class Kind(StrEnum):
     CONTRACT_VIOLATION = "contract violation"
     CRASH = "crash"
     HANG = "hang"
+    BUILD_TIMEOUT = "build timeout"
     INTERNAL = "difftest error"
     SKIPPED = "skipped"
 
 
-FINDINGS = (Kind.WRONG_RESULT, Kind.NONDETERMINISM, Kind.DECLARATION, Kind.CONTRACT_VIOLATION, Kind.CRASH, Kind.HANG)
+FINDINGS = (Kind.WRONG_RESULT, Kind.NONDETERMINISM, Kind.DECLARATION, Kind.CONTRACT_VIOLATION, Kind.CRASH, Kind.HANG,
+            Kind.BUILD_TIMEOUT)
 _DETERMINISM = ("determinism",)
 
 
@@ -66,13 +71,16 @@ def _error_kind(reason: str, error_type: str = "") -> Kind:
     if error_type:
         if error_type.startswith("internal:"):
             return Kind.INTERNAL
-        return {"KernelTimeout": Kind.HANG, "KernelCrashed": Kind.CRASH}.get(error_type, Kind.CONTRACT_VIOLATION)
+        return {"KernelTimeout": Kind.HANG, "KernelCrashed": Kind.CRASH,
+                "BuildTimeout": Kind.BUILD_TIMEOUT}.get(error_type, Kind.CONTRACT_VIOLATION)
     text = (reason or "").strip()
     if text.startswith("internal:"):
         return Kind.INTERNAL
     head = text.splitlines()[0] if text else ""
     if head.startswith("KernelTimeout") or "KernelTimeout:" in head:
         return Kind.HANG
+    if head.startswith("BuildTimeout") or "BuildTimeout:" in head:
+        return Kind.BUILD_TIMEOUT
     if head.startswith("KernelCrashed") or "KernelCrashed:" in head:
         return Kind.CRASH
     return Kind.CONTRACT_VIOLATION

@@ -65,7 +65,9 @@ def main(argv=None) -> int:
     ap.add_argument("--second-reference", default=None)
     ap.add_argument("--narrow", action="append", default=[])
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds of a case's kernel calls (builds excluded)")
+    ap.add_argument("--compile-timeout", type=float, default=1800.0,
+                    help="seconds of a case's JIT builds before it is a 'build timeout' (not a hang)")
     ap.add_argument("--profile", default="gpu")
     ap.add_argument("--det-runs", type=int, default=0, help="also N bitwise-repeated calls on fixed problems")
     ap.add_argument("--det-first", action="store_true",
@@ -82,6 +84,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.edge_seconds is not None and a.edge_seconds < 0:
         ap.error(f"--edge-seconds={a.edge_seconds}: allowed a number of seconds >= 0")
+    if not a.compile_timeout > 0:
+        ap.error(f"--compile-timeout={a.compile_timeout}: allowed a number of seconds > 0")
     if not 0.0 <= a.new_compile_p <= 1.0 or a.warm_configs < 1:
         ap.error(f"--new-compile-p={a.new_compile_p} / --warm-configs={a.warm_configs}: allowed a probability "
                  "in [0, 1] and an integer >= 1")
@@ -95,7 +99,8 @@ def main(argv=None) -> int:
         return 0
     if a.det_runs > 1 and a.det_first:
         run_determinism(kernel, a.det_runs, out)
-    config = RunConfig(isolate=True, second_reference=a.second_reference, timeout_s=a.timeout)
+    config = RunConfig(isolate=True, second_reference=a.second_reference, timeout_s=a.timeout,
+                       compile_timeout_s=a.compile_timeout)
     log = open(out / f"{a.kernel}.cases.jsonl", "a")
     cases, seen = [], set()
     t0 = time.perf_counter()

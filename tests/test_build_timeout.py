@@ -1,0 +1,119 @@
+"""A JIT build inside an isolated kernel call has its own bound (RunConfig.compile_timeout_s),
+so a slow build on a loaded host is not a false "hang": the worker tells the parent when a
+case enters and leaves its compile phase (difftest/timing.py's ``on_compile``), and only the
+kernel's own time counts against ``timeout_s``. A case killed while building is a "build
+timeout"; one killed after its build finished is still a "hang", and says how long each took.
+
+The adapters below build (sleep inside ``timing.phase("compile")``) the first time a
+process meets a long Problem (seqlen_k > 16), as a JIT cache does; short Problems are
+"cached", so each test first warms the worker on one (its imports are not the kernel's time).
+"""
+
+import json
+import time
+
+import pytest
+
+from difftest import Problem, timing
+from difftest.campaign import CampaignResult
+from difftest.isolation import close_all
+from difftest.reports import campaign_record, markdown_summary, summary_table
+from difftest.runner import CaseResult, RunConfig, run_case
+from difftest.triage import Kind, classify, summarize
+from tests.kernels_for_tests import RefKernel
+
+CACHED = Problem(batch=1, seqlen_q=5, seqlen_k=8, head_dim_qk=8, head_dim_v=8, seed=1).validate()
+NEW_SHAPE = CACHED.replace(seqlen_k=17)
+WARM = RunConfig(isolate=True, timeout_s=120)
+_BUILT: set = set()  # this process's "JIT cache"
+
+
+class Builds(RefKernel):
+    """Correct; builds ``build_s`` seconds on a new long shape, then runs ``run_s`` seconds."""
+
+    name = "test-builds"
+    spec = "tests.test_build_timeout:Builds"
+    build_s, run_s = 5.0, 0.0
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.max_seqlen_k > 16:
+            key = (self.name, p.to_json())
+            if key not in _BUILT:
+                with timing.phase("compile"):
+                    time.sleep(self.build_s)
+                _BUILT.add(key)
+            time.sleep(self.run_s)
+        return out
+
+
+class BuildsForever(Builds):
+    name = "test-builds-forever"
+    spec = "tests.test_build_timeout:BuildsForever"
+    build_s = 120.0
+
+
+class HangsAfterBuild(Builds):
+    name = "test-hangs-after-build"
+    spec = "tests.test_build_timeout:HangsAfterBuild"
+    build_s, run_s = 1.0, 120.0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _workers():
+    yield
+    close_all()
+
+
+def _warm(kernel):
+    assert run_case(kernel, CACHED, WARM).status == "passed"  # worker started, adapter imported
+
+
+def test_a_build_longer_than_the_timeout_is_not_a_hang():
+    """Fails on the code before compile_timeout_s: the 5 s build counted against the 3 s
+    timeout and the case was triaged "hang" though the kernel never ran."""
+    _warm(Builds())
+    r = run_case(Builds(), NEW_SHAPE, RunConfig(isolate=True, timeout_s=3, compile_timeout_s=120))
+    assert r.status == "passed" and classify(r) == Kind.PASSED, r.render()
+
+
+def test_a_build_past_compile_timeout_is_a_build_timeout_not_a_hang():
+    _warm(BuildsForever())
+    r = run_case(BuildsForever(), NEW_SHAPE, RunConfig(isolate=True, timeout_s=120, compile_timeout_s=2))
+    assert r.status == "error" and r.error_type == "BuildTimeout", r.render()
+    assert classify(r) == Kind.BUILD_TIMEOUT
+    assert "build did not finish within 2 s" in r.reason and "not a hung kernel" in r.reason
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["triage"] == "build timeout" and classify(d) == Kind.BUILD_TIMEOUT  # saved reports re-triage
+    assert classify({"status": "error", "reason": r.reason}) == Kind.BUILD_TIMEOUT  # from the text alone
+    assert run_case(BuildsForever(), CACHED, WARM).status == "passed"  # a fresh worker serves the next case
+    # every report surface names it
+    res = CampaignResult("test-builds-forever", "quick", status="failed", cases=[r, CaseResult.from_dict(d)])
+    s = summarize(res.cases)
+    assert s["kinds"] == {"build timeout": 2} and s["findings"] == 2
+    assert campaign_record(res)["triage"]["kinds"] == {"build timeout": 2}
+    assert "build timeout 2" in summary_table([res])
+    assert "build timeout 2" in markdown_summary([res])
+    assert "triage: build timeout" in r.render()
+
+
+def test_a_kernel_stuck_after_its_build_is_a_hang_that_says_both_times():
+    _warm(HangsAfterBuild())
+    r = run_case(HangsAfterBuild(), NEW_SHAPE, RunConfig(isolate=True, timeout_s=3, compile_timeout_s=120))
+    assert r.status == "error" and r.error_type == "KernelTimeout", r.render()
+    assert classify(r) == Kind.HANG
+    assert "did not return within 3 s" in r.reason
+    assert "its build took" in r.reason and "then the kernel ran" in r.reason
+
+
+def test_the_timer_reports_only_the_outermost_compile_phase():
+    told = []
+    with timing.collect(timing.PhaseTimer(on_compile=told.append)):
+        with timing.phase("kernel"):
+            with timing.phase("compile"):
+                with timing.phase("compile"):  # a build inside a build: one phase
+                    pass
+                assert told == [True]
+            with timing.phase("compile"):
+                pass
+    assert told == [True, False, True, False]
