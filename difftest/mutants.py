@@ -72,6 +72,7 @@ class MutantReport:
     skipped_sources: dict = field(default_factory=dict)
     elapsed: float = 0.0
     grid: bool = False
+    device: str | None = None  # every campaign's device (None: each mutant's own capability device)
 
     @property
     def survivors(self) -> list:
@@ -195,7 +196,7 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
     report = MutantReport(profile, per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s,
                           shrink_budget if shrink_budget is not None else prof.mutant_shrink_s,
                           time_budget if time_budget is not None else prof.mutant_total_s, grid=grid,
-                          skipped_sources=catalogue.skipped())
+                          skipped_sources=catalogue.skipped(), device=config.device if config else None)
     entries = catalogue.entries()
     if names:
         unknown = [n for n in names if n not in entries]
@@ -255,7 +256,8 @@ def render_markdown(report: MutantReport) -> str:
                      f"{_fmt_s(report.median_kill_seconds(grid=True))} s "
                      f"(same {report.per_mutant_budget:g} s budget per mutant)")
         lines.append(f"difftest beats the grid: {'yes' if report.beats_grid() else 'NO'}")
-    lines.append(f"profile {report.profile}; per mutant: {report.per_mutant_budget:g} s search + "
+    device = f"device {report.device} for every mutant" if report.device else "each mutant on its own device"
+    lines.append(f"{device}; profile {report.profile}; per mutant: {report.per_mutant_budget:g} s search + "
                  f"{report.shrink_budget:g} s shrink; difftest total {report.difftest_elapsed:.0f} s of a "
                  f"{report.time_budget:g} s budget{' (OVER BUDGET)' if report.over_budget else ''}; "
                  f"whole run {report.elapsed:.0f} s")
@@ -294,6 +296,9 @@ def add_arguments(p) -> None:
     p.add_argument("--database", default=None,
                    help="Hypothesis example database (default none: every run searches afresh)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="run every mutant and its clean kernel on this device (default: each mutant's own; the "
+                        "blockwise catalogue is device-agnostic torch, so --device cuda runs it on the GPU)")
     p.add_argument("--list", action="store_true", help="list the catalogue and exit")
 
 
@@ -320,10 +325,16 @@ def command(args) -> int:
             print(f"{row.name:32s} {row.status:9s} {_fmt_n(row.examples):>4s} ex {_fmt_s(row.seconds):>6s} s  "
                   f"{', '.join(row.gates[:2])}{extra}", file=sys.stderr, flush=True)
 
+    device = getattr(args, "device", None)
+    if device:
+        from .argcheck import check_device
+
+        check_device(device)
     report = run_mutants(args.only, args.profile, per_mutant_budget=args.per_mutant_budget,
                          shrink_budget=args.shrink_budget, time_budget=args.time_budget,
                          max_examples=args.max_examples, grid=args.grid, out_dir=args.out_dir,
-                         database=args.database, progress=show)
+                         database=args.database, progress=show,
+                         config=RunConfig(device=device) if device else None)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1))
     else:

@@ -245,3 +245,40 @@ def test_mutants_takes_the_same_profile_flag_as_run():
     p = argparse.ArgumentParser()
     add_arguments(p)
     assert p.parse_args(["-p", "gpu"]).profile == "gpu"
+
+
+def test_mutants_device_reaches_every_campaign_and_the_table(monkeypatch, tmp_path):
+    """`difftest mutants --device cpu` hands the device to the campaigns (the H200 run uses
+    --device cuda to run the blockwise catalogue on the GPU) and the table says which device."""
+    import argparse
+
+    seen = []
+    real = mutants_cmd.run_mutant
+
+    def spy(entry, profile, **kw):
+        seen.append(kw["config"].device if kw.get("config") else None)
+        return real(entry, profile, **kw)
+
+    monkeypatch.setattr(mutants_cmd, "run_mutant", spy)
+    p = argparse.ArgumentParser()
+    mutants_cmd.add_arguments(p)
+    out = tmp_path / "m.md"
+    args = p.parse_args(["--only", "dk-missing-scale", "--device", "cpu", "--per-mutant-budget", "30",
+                         "--shrink-budget", "5", "--out", str(out)])
+    assert mutants_cmd.command(args) == 0
+    assert seen == ["cpu"]
+    assert "device cpu for every mutant" in out.read_text()
+
+
+def test_mutants_device_cuda_without_cuda_is_a_usage_error(monkeypatch):
+    import argparse
+
+    import torch
+
+    from difftest.argcheck import UsageError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    p = argparse.ArgumentParser()
+    mutants_cmd.add_arguments(p)
+    with pytest.raises(UsageError, match="--device cuda"):
+        mutants_cmd.command(p.parse_args(["--only", "dk-missing-scale", "--device", "cuda"]))

@@ -10,9 +10,14 @@
 #       of 16 in 16..288 the forward and backward serve; R1 met a late refusal at d288) beside
 #       tileops-gqa (20-run determinism FIRST, then the survey) and tileops-mha surveys, no warm-up,
 #       d288 narrowed away (the known late refusal), cases bounded at 150 s (builds on a loaded host)
-# Usage: bash scripts/device/one.sh R1|R2
+#   R3: carry .device/tilelang.tar.xz                                                (~450 s)
+#       issue 12: scripts/device/overhead.sh ALONE (the 200-case tilelang-det gpu campaign's time
+#       split after the CPU-side changes, next to phase 5's P1); then, side by side, issue 10.2:
+#       `difftest mutants -p gpu --device cuda` (the blockwise tile-growth and dtype-limit mutants
+#       run on the GPU; the TileLang mutants are CUDA builds) and tilelang-det on values=large_do
+# Usage: bash scripts/device/one.sh R1|R2|R3
 set -o pipefail
-call=${1:?R1|R2}
+call=${1:?R1|R2|R3}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -37,6 +42,18 @@ R2)
       stamp "tileops $op exit $?" ) &
   done
   lanes_done ;;
-*) echo "call: allowed R1, R2"; exit 2 ;;
+R3)
+  mkdir -p $R/overhead
+  OUT=$R/overhead timeout 250 bash scripts/device/overhead.sh > $L/overhead.log 2>&1
+  stamp "overhead.sh exit $?"
+  ( timeout 190 python3 -m difftest mutants -p gpu --device cuda --no-grid --per-mutant-budget 40 --shrink-budget 8 \
+      --only delta-input-dtype-accumulation dq-cast-before-scale dq-fp16-accumulation dq-first-16-rows \
+      stride-blind-kernel-cache tl-causal-off-by-one tl-dsink-sign tl-tail-block-skipped tl-gqa-head-map \
+      --out $R/mutants-gpu-cuda.md --out-dir $R/mutants > $L/mutants.log 2>&1
+    stamp "mutants exit $?" ) &
+  ( timeout 180 $S --out $R --seconds 150 --timeout 60 --narrow values=large_do tilelang-det 200 > $L/large_do.log 2>&1
+    stamp "tilelang-det large_do survey exit $?" ) &
+  lanes_done ;;
+*) echo "call: allowed R1, R2, R3"; exit 2 ;;
 esac
 finish
