@@ -27,8 +27,24 @@ a campaign. ``python -m difftest.kernels.tileops --warm OP --jobs N`` builds the
 compile configurations first, N workers at once, into TileLang's disk cache
 (``TILELANG_CACHE_DIR``: give the campaign the same one). ``difftest run`` does the same for
 a campaign's saved failures and edge corpus through ``TileOpsAdapter.prepare`` (difftest.warmup).
+
+A build is charged to difftest's "compile" phase, not to the kernel (difftest/isolation.py
+bounds it by ``compile_timeout_s``, so a slow build on a loaded host is not a "hang"). The
+build happens lazily inside the op's first call of a shape, but TileLang separates it:
+``JITImpl.compile`` (tilelang 0.1.12, tilelang/jit/__init__.py: lowering, the build or a
+disk-cache load, returning a ``JITKernel``) builds, the ``JITKernel``'s ``__call__`` runs
+(where the seq_len-64 backward hangs: results/bugs/tileops/REPORT-bwd-hang-seqlen64.md). So
+the worker wraps ``JITImpl.compile`` and the module-level ``compile`` (``report_builds``) and
+sends ``{"building": True}`` / ``{"building": False}`` around each outermost build before the
+reply; ``Worker.call`` turns them into ``timing.phase("compile")``. We did not mark the whole
+first call of a new compile signature as compile: that would turn the seq_len-64 hang into a
+build timeout. A TileLang without these names sends nothing (``Worker.reports_builds`` is
+False) and builds count as kernel time, as before.
 """
 
+import contextlib
+import functools
+import importlib
 import io
 import os
 import pickle
@@ -42,6 +58,7 @@ from pathlib import Path
 
 import torch
 
+from difftest import timing
 from difftest.adapter import KernelAdapter, KernelUnavailable
 from difftest.capability import Capability
 from difftest.inputs import Inputs, make_inputs
@@ -158,13 +175,14 @@ class Worker:
             self.close()
             raise KernelUnavailable(f"TileOPs worker could not start: {hello.get('error')}")
         self.versions = hello.get("versions", {})
+        self.reports_builds = bool(hello.get("reports_builds"))  # sends {"building": ...} (report_builds)
 
     def call(self, req: dict) -> dict:
         with self.lock:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"TileOPs worker exited with code {self.proc.returncode}")
             send(self.proc.stdin, req)
-            rep = recv(self.proc.stdout)
+            rep = read_reply(self.proc.stdout)
         if "error" in rep:
             e = RuntimeError(f"TileOPs: {rep['error']}")
             e.error_type = rep.get("error_type", "RuntimeError")  # the worker's exception (runner.error_type)
@@ -175,6 +193,24 @@ class Worker:
         if self.proc.poll() is None:
             self.proc.stdin.close()
             self.proc.wait(timeout=30)
+
+
+def read_reply(stream) -> dict:
+    """The reply to one request; the worker's build notices before it (``{"building": bool}``)
+    enter and leave ``timing.phase("compile")``, on the main thread only: difftest's timer is
+    one per process and not thread-safe, and ``warm`` calls from threads of its own."""
+    charge = threading.current_thread() is threading.main_thread()
+    with contextlib.ExitStack() as building:
+        while True:
+            rep = recv(stream)
+            if set(rep) != {"building"}:
+                return rep
+            if not charge:
+                continue
+            if rep["building"]:
+                building.enter_context(timing.phase("compile"))
+            else:
+                building.close()
 
 
 _WORKERS: dict[str, Worker] = {}
@@ -286,6 +322,35 @@ def gqa_bwd():
 
 
 # ---------------------------------------------------------------- worker side
+def report_builds(proto, jit) -> bool:
+    """Make TileLang's builds announce themselves on ``proto``: wrap ``jit.JITImpl.compile``
+    and ``jit.compile`` (``jit``: the ``tilelang.jit`` module) so the outermost build of a call
+    sends ``{"building": True}`` before and ``{"building": False}`` after (see the module
+    docstring). False, changing nothing, when this TileLang lacks either name."""
+    impl = getattr(jit, "JITImpl", None)
+    if impl is None or not callable(getattr(impl, "compile", None)) or not callable(getattr(jit, "compile", None)):
+        return False
+    depth = [0]
+
+    def announcing(build):
+        @functools.wraps(build)
+        def wrapper(*args, **kwargs):
+            depth[0] += 1
+            if depth[0] == 1:
+                send(proto, {"building": True})
+            try:
+                return build(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    send(proto, {"building": False})
+        return wrapper
+
+    impl.compile = announcing(impl.compile)
+    jit.compile = announcing(jit.compile)
+    return True
+
+
 def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU machine
     proto = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed from here on (tilelang logs) goes to stderr
@@ -298,9 +363,14 @@ def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU
     except Exception as e:  # noqa: BLE001
         send(proto, {"ok": False, "error": f"{type(e).__name__}: {e}"})
         return
-    send(proto, {"ok": True, "versions": {"tileops": getattr(tileops, "__version__", "?"),
-                                          "tilelang": getattr(tilelang, "__version__", "?"),
-                                          "torch": torch.__version__}})
+    jit = importlib.import_module("tilelang.jit")  # the module (``tilelang.jit`` is also its decorator)
+    public = getattr(tilelang, "compile", None) is getattr(jit, "compile", None)
+    reports = report_builds(proto, jit)
+    if reports and public:
+        tilelang.compile = jit.compile  # the same wrapper under its public name
+    send(proto, {"ok": True, "reports_builds": reports,
+                 "versions": {"tileops": getattr(tileops, "__version__", "?"),
+                              "tilelang": getattr(tilelang, "__version__", "?"), "torch": torch.__version__}})
     ops: dict = {}
 
     def op(kind, causal, scale):

@@ -1,0 +1,92 @@
+"""The TileOPs worker announces TileLang's builds and the adapter charges them to the
+"compile" phase (kernels/tileops.py: ``report_builds`` on the worker side, ``read_reply`` on
+the adapter's), so the isolation worker bounds them by compile_timeout_s, not timeout_s, and
+the kernel's own call after its build (where GQADenseBwdOp hangs at seq_len 64) stays kernel
+time. No TileOPs here: a stand-in ``tilelang.jit`` module with TileLang 0.1.12's two names
+(``JITImpl.compile`` calls the module's ``compile``) writes into the same framing."""
+
+import io
+import threading
+import types
+
+from difftest import timing
+from difftest.kernels import tileops
+
+
+def fake_jit(log):
+    jit = types.ModuleType("tilelang.jit")
+
+    def compile(func=None):  # the module-level build, called from JITImpl.compile as in 0.1.12
+        log.append("build")
+        if func == "bad":
+            raise RuntimeError("nvcc failed")
+        return "kernel"
+
+    class JITImpl:
+        def compile(self, func):
+            log.append("lower")
+            return jit.compile(func)  # looked up at call time, as TileLang's global is
+
+    jit.compile, jit.JITImpl = compile, JITImpl
+    return jit
+
+
+def frames(stream) -> list:
+    stream.seek(0)
+    out = []
+    while True:
+        try:
+            out.append(tileops.recv(stream))
+        except EOFError:
+            return out
+
+
+def test_the_outermost_build_is_announced_once_even_when_it_fails():
+    log, proto = [], io.BytesIO()
+    jit = fake_jit(log)
+    assert tileops.report_builds(proto, jit)
+    assert jit.JITImpl().compile("ok") == "kernel"  # JITImpl.compile -> compile: one build
+    assert jit.compile("ok") == "kernel"  # a direct tilelang.compile: one build
+    try:
+        jit.JITImpl().compile("bad")
+    except RuntimeError:
+        pass
+    assert log == ["lower", "build", "build", "lower", "build"]
+    assert frames(proto) == [{"building": True}, {"building": False}] * 3
+
+
+def test_a_tilelang_without_the_names_is_left_alone():
+    jit = types.ModuleType("tilelang.jit")
+    jit.compile = lambda f: f
+    assert not tileops.report_builds(io.BytesIO(), jit)
+    assert jit.compile(1) == 1
+
+
+def _reply_after_a_build():
+    stream = io.BytesIO()
+    jit = fake_jit([])
+    tileops.report_builds(stream, jit)
+    jit.JITImpl().compile("ok")  # what the worker sends while serving a request ...
+    tileops.send(stream, {"dq": 1})  # ... then its reply
+    stream.seek(0)
+    return stream
+
+
+def test_the_adapter_charges_the_build_to_compile_and_returns_the_reply():
+    told = []
+    with timing.collect(timing.PhaseTimer(on_compile=told.append)) as t:
+        with timing.phase("kernel"):
+            assert tileops.read_reply(_reply_after_a_build()) == {"dq": 1}
+    assert told == [True, False]  # what the isolation worker tells its parent
+    assert "compile" in t.seconds and t._stack == []
+
+
+def test_a_warm_thread_never_touches_the_process_timer():
+    told, got = [], []
+    with timing.collect(timing.PhaseTimer(on_compile=told.append)) as t:
+        with timing.phase("truth"):
+            th = threading.Thread(target=lambda: got.append(tileops.read_reply(_reply_after_a_build())))
+            th.start()
+            th.join()
+            assert t._stack == ["truth"]
+    assert got == [{"dq": 1}] and told == []
