@@ -19,7 +19,7 @@ registers its reductions with multiprocessing's pickler: file descriptors, no co
 data); CUDA outputs are copied to the CPU once in the worker.
 
 Builds have their own bound. A JIT build inside ``kernel.run`` (the adapter marks it
-``timing.phase("compile")``: TileLang's cache, TileOPs' first call of a shape) takes tens of
+``timing.phase("compile")``: TileLang's cache, TileOPs' TileLang builds) takes tens of
 seconds, more on a loaded host, and is not the kernel hanging. The worker tells the parent
 when a case enters and leaves its outermost compile phase (``("compile", True|False,
 perf_counter())`` before the reply; every other message is unchanged), and ``receive``

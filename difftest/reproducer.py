@@ -159,9 +159,10 @@ def _check_config(path, cfg) -> dict:
             _fail(path, f"config field {key!r} = {val!r}: allowed {allowed}")
     if cfg.get("device") not in (None, "cpu", "cuda"):
         _fail(path, f"config field 'device' = {cfg['device']!r}: allowed 'cpu', 'cuda' or null")
-    t = cfg.get("timeout_s", 1.0)
-    if not (math.isfinite(t) and t > 0):
-        _fail(path, f"config field 'timeout_s' = {t!r}: allowed a finite number > 0")
+    for key in ("timeout_s", "compile_timeout_s"):
+        t = cfg.get(key, 1.0)
+        if not (math.isfinite(t) and t > 0):
+            _fail(path, f"config field {key!r} = {t!r}: allowed a finite number > 0")
     for key in ("determinism_runs", "chunk_threshold"):
         v = cfg.get(key)
         if v is not None and v < (1 if key == "determinism_runs" else 0):
