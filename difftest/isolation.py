@@ -237,7 +237,7 @@ class Worker:
                 left = timeout_s - (now - t0 - built)
             else:
                 left = compile_timeout_s - (built + now - building)
-            if left <= 0 or not self.conn.poll(left):
+            if not self.conn.poll(max(0.0, left)):  # what is already there is read, even late
                 self._timed_out(timer, waited_from, timeout_s, compile_timeout_s, t0, built, building)
             try:
                 reply = self.conn.recv()

@@ -117,3 +117,30 @@ def test_the_timer_reports_only_the_outermost_compile_phase():
             with timing.phase("compile"):
                 pass
     assert told == [True, False, True, False]
+
+
+class _Pipe:
+    """A worker's end of the pipe, already holding its messages (the parent reads late)."""
+
+    def __init__(self, messages):
+        self.messages, self.polls = list(messages), []
+
+    def poll(self, timeout):
+        self.polls.append(timeout)
+        return bool(self.messages)
+
+    def recv(self):
+        return self.messages.pop(0)
+
+
+def test_build_notices_read_late_are_timed_by_the_worker_s_clock():
+    """The parent computes the references while the worker builds, and reads the notices only
+    afterwards: the build's seconds are the worker's timestamps, not the reading times."""
+    from difftest.isolation import KernelTimeout, Worker
+
+    t0 = time.perf_counter() - 10.0  # sent 10 s ago; built from 1 s to 9 s after
+    w = Worker()
+    w.conn = pipe = _Pipe([("compile", True, t0 + 1.0), ("compile", False, t0 + 9.0)])
+    with pytest.raises(KernelTimeout, match=r"within 3 s .*its build took 8\.0 s, then the kernel ran 2\.0 s"):
+        w.receive(t0, 3.0, compile_timeout_s=60.0)
+    assert 0.5 < pipe.polls[-1] <= 1.0  # of the 3 s, 2 were the kernel's: it waited the last one
