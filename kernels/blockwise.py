@@ -127,6 +127,13 @@ class BlockwiseAttention(KernelAdapter):
         self.block_m = block_m
         self.block_n = block_n
 
+    def run(self, inputs: Inputs, out=None):
+        """The kernel on ``inputs``' device: tensors the tiles create (masks, accumulators,
+        index ranges) default to it, so the same code (and every mutant of it) runs on a GPU
+        (``difftest mutants --device cuda``; the H200 run met CPU masks against CUDA scores)."""
+        with torch.device(inputs.device):
+            return super().run(inputs, out)
+
     # ------------------------------------------------------------------ hooks
     def load(self, inputs: Inputs, name: str, b: int) -> torch.Tensor:
         """Sequence ``b``'s rows of q, k, v or do, [len, heads, dim] in the input dtype, read

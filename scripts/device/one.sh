@@ -15,9 +15,14 @@
 #       split after the CPU-side changes, next to phase 5's P1); then, side by side, issue 10.2:
 #       `difftest mutants -p gpu --device cuda` (the blockwise tile-growth and dtype-limit mutants
 #       run on the GPU; the TileLang mutants are CUDA builds) and tilelang-det on values=large_do
-# Usage: bash scripts/device/one.sh R1|R2|R3
+#   R4: carry .device/fa4.tar.xz                                                     (~320 s)
+#       issue 12: the fa4 gpu campaign, 200 examples, narrowed around FA4's known findings (head dims
+#       8/16/48/72/80 wrong, 104 refused late, GQA with unequal dims refused, sink LSE +inf), its time
+#       split; beside it issue 10.2: the blockwise tile-growth, dtype-limit, partial-tile and layout-cache
+#       mutants with --device cuda (R3 found the blockwise kernel made CPU masks; fixed)
+# Usage: bash scripts/device/one.sh R1|R2|R3|R4
 set -o pipefail
-call=${1:?R1|R2|R3}
+call=${1:?R1|R2|R3|R4}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -54,6 +59,15 @@ R3)
   ( timeout 180 $S --out $R --seconds 150 --timeout 60 --narrow values=large_do tilelang-det 200 > $L/large_do.log 2>&1
     stamp "tilelang-det large_do survey exit $?" ) &
   lanes_done ;;
-*) echo "call: allowed R1, R2, R3"; exit 2 ;;
+R4)
+  D=24,32,40,56,64,96,112,128,160,192,224,256
+  timed_run fa4 0 250 -k fa4 -p gpu --max-examples 200 --time-budget 200 --shrink-budget 20 --out $R/fa4 --db none \
+    --narrow head_dims_qk=$D --narrow head_dims_v=$D --narrow equal_head_dims=true --narrow sinks=false &
+  ( timeout 240 python3 -m difftest mutants -p gpu --device cuda --no-grid --per-mutant-budget 35 --shrink-budget 8 \
+      --only delta-input-dtype-accumulation dq-cast-before-scale dq-fp16-accumulation dq-first-16-rows \
+      stride-blind-kernel-cache --out $R/mutants-gpu-cuda.md --out-dir $R/mutants > $L/mutants.log 2>&1
+    stamp "mutants exit $?" ) &
+  lanes_done ;;
+*) echo "call: allowed R1, R2, R3, R4"; exit 2 ;;
 esac
 finish
