@@ -158,7 +158,34 @@ def worker_env(site: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([site, REPO_ROOT])
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env.pop(PARENT_ENV, None)
+    if threading.current_thread() is threading.main_thread():  # see die_with_parent
+        env[PARENT_ENV] = str(os.getpid())
     return env
+
+
+PARENT_ENV = "DIFFTEST_TILEOPS_PARENT"
+
+
+def die_with_parent() -> None:
+    """Linux: have the kernel SIGKILL this TileOPs worker when the process that started it
+    (pid ``$DIFFTEST_TILEOPS_PARENT``) dies. The isolation worker running the adapter is
+    SIGKILLed on a timeout and cannot close its TileOPs worker, which would go on building for
+    nobody on a loaded host, or, stuck on the GPU (the seq_len-64 backward), hold the device
+    for the rest of the campaign. Only for a worker started from a main thread: the signal
+    follows the starting *thread*, and a thread's end must not kill a shared worker."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # it died before the prctl
+        os._exit(1)
 
 
 class Worker:
@@ -352,6 +379,7 @@ def report_builds(proto, jit) -> bool:
 
 
 def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU machine
+    die_with_parent()
     proto = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed from here on (tilelang logs) goes to stderr
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)

@@ -6,8 +6,16 @@ time. No TileOPs here: a stand-in ``tilelang.jit`` module with TileLang 0.1.12's
 (``JITImpl.compile`` calls the module's ``compile``) writes into the same framing."""
 
 import io
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 import types
+from pathlib import Path
+
+import pytest
 
 from difftest import timing
 from difftest.kernels import tileops
@@ -90,3 +98,48 @@ def test_a_warm_thread_never_touches_the_process_timer():
             th.join()
             assert t._stack == ["truth"]
     assert got == [{"dq": 1}] and told == []
+
+
+MIDDLE = r"""
+import os, subprocess, sys, time
+from difftest.kernels import tileops
+child = subprocess.Popen([sys.executable, "-c", "from difftest.kernels import tileops; tileops.die_with_parent(); "
+                          "print('armed', flush=True); import time; time.sleep(300)"],
+                         env=tileops.worker_env(sys.argv[1]), stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline().strip() == "armed"
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie not yet reaped is dead
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_tileops_worker_dies_with_the_killed_isolation_worker():
+    """The isolation worker is SIGKILLed on a timeout; its TileOPs worker must not live on
+    (building for nobody, or hung on the GPU). Stand-ins: a 'middle' process starts a child
+    with the TileOPs worker's environment and arming; killing the middle kills the child."""
+    repo = str(Path(__file__).resolve().parents[1])
+    middle = subprocess.Popen([sys.executable, "-c", MIDDLE, repo], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": repo})
+    try:
+        pid = int(middle.stdout.readline())
+        assert not _gone(pid)
+        middle.kill()
+        middle.wait()
+        for _ in range(300):  # the kernel delivers the signal at once; allow a loaded machine
+            if _gone(pid):
+                break
+            time.sleep(0.1)
+        alive = not _gone(pid)
+        if alive:
+            os.kill(pid, signal.SIGKILL)
+        assert not alive, "the child outlived its killed parent"
+    finally:
+        middle.kill()
