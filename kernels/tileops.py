@@ -99,8 +99,15 @@ COMPILE_KEY = ("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv", "batch",
 #   227 KiB, so multiples of 16 up to 288 (GQABwdWSKernel, d128 with S % 128 == 0, is one more
 #   server, bwd_ws.py).
 # - both ops therefore: multiples of 16 in 16..288, what the pair accepts (a late refusal or
-#   build failure inside it, e.g. the forward's shared memory at d288, is a contract violation
-#   for the campaign to report). Every new head dim is another TileLang build (COMPILE_KEY).
+#   build failure inside it is a contract violation for the campaign to report). Every new head
+#   dim is another TileLang build (COMPILE_KEY).
+# - Measured on the H200 (results/h200/phase7.md, R2, repro_tileops_head_dims.py without
+#   difftest): the forward's GQADenseWSKernel cannot launch at head dims 160..288 (it asks for
+#   1536 x D bytes of shared memory, the refusal check does not bound it): a contract violation,
+#   results/bugs/tileops/REPORT-fwd-head-dim-160-smem.md. The backward serves all of 16..288. The
+#   capability keeps stating the interface; campaigns step around the finding with
+#   `--narrow head_dims_qk=16,32,48,64,80,96,112,128,144` (tileops-gqa-bwd, whose O/LSE come from
+#   the reference, needs no narrowing).
 # Memory layouts: contiguous only (the Capability default) for both adapters. Tensors cross
 # into the TileOPs worker process pickled as contiguous CPU copies (``_cpu``), so no layout
 # could reach the kernel, and TileOPs' ops are TileLang kernels over contiguous BSHD buffers.
