@@ -241,7 +241,7 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
         faulthandler.enable(file=crash_log)
         print(f"difftest: --no-isolate: a crash's stack is written to {run.dir / CRASH_LOG}; "
               f"`--resume` records it as an error case", file=sys.stderr)
-    results = []
+    results, records = [], {}
     interrupted = None
     t0 = time.perf_counter()
     from . import warmup
@@ -276,7 +276,8 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
                         break
                     if prebuilt.get(k.name):
                         r.settings["prebuild"] = prebuilt[k.name]
-                    run.mark_kernel(k.name, {**campaign_record(r), "case_log": r.settings.get("case_log"),
+                    records[id(r)] = campaign_record(r)  # once: the run state and report.json share it
+                    run.mark_kernel(k.name, {**records[id(r)], "case_log": r.settings.get("case_log"),
                                              "first_failure": r.first_failure.to_dict() if r.first_failure else None})
                 results.append(r)
                 _print_campaign(k, r)
@@ -288,7 +289,7 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
             close_all()
     with deferred():  # a second signal must not cut the partial report in half
         extra = {"argv": a.argv, "run_id": run.id, "interrupted": interrupted.name if interrupted else None}
-        report = write_json(results, run.dir / "report.json", extra=extra)
+        report = write_json(results, run.dir / "report.json", extra=extra, records=records)
         md = run.dir / "summary.md"
         from .safeio import atomic_write_text
 

@@ -95,7 +95,8 @@ def campaign_record(res) -> dict:
     }
 
 
-def write_json(results, path, extra: dict | None = None) -> Path:
+def write_json(results, path, extra: dict | None = None, records: dict | None = None) -> Path:
+    """report.json of ``results``; ``records``: campaign_record(r) already made, by id(r)."""
     import platform
 
     import torch
@@ -106,7 +107,7 @@ def write_json(results, path, extra: dict | None = None) -> Path:
     doc = {"difftest_report": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-           "campaigns": [campaign_record(r) for r in results]}
+           "campaigns": [(records or {}).get(id(r)) or campaign_record(r) for r in results]}
     if extra:
         doc.update(extra)
     return atomic_write_text(path, json.dumps(doc, indent=1, default=str))
