@@ -20,9 +20,14 @@
 #       8/16/48/72/80 wrong, 104 refused late, GQA with unequal dims refused, sink LSE +inf), its time
 #       split; beside it issue 10.2: the blockwise tile-growth, dtype-limit, partial-tile and layout-cache
 #       mutants with --device cuda (R3 found the blockwise kernel made CPU masks; fixed)
-# Usage: bash scripts/device/one.sh R1|R2|R3|R4
+#   R6: carry .device/fa4.tar.xz                                                     (~120 s)
+#       the FA4 findings still without a standalone run, each script made by scripts/bug_report.py
+#       from difftest's own inputs (no difftest imported): head dim 40 dQ (varlen, window),
+#       head dim 112 build failure (offset layout; the script passes contiguous tensors), the sink
+#       LSE +inf (phase 4's d24 and phase 6's d24 reproducers)
+# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R6
 set -o pipefail
-call=${1:?R1|R2|R3|R4}
+call=${1:?R1|R2|R3|R4|R6}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -68,6 +73,12 @@ R4)
       stride-blind-kernel-cache --out $R/mutants-gpu-cuda.md --out-dir $R/mutants > $L/mutants.log 2>&1
     stamp "mutants exit $?" ) &
   lanes_done ;;
-*) echo "call: allowed R1, R2, R3, R4"; exit 2 ;;
+R6)
+  ( cd results/bugs/fa4
+    for f in repro_fa4_d40_varlen_window repro_fa4_d112_offset repro_fa4_sink_lse_inf repro_fa4_sink_lse_inf_d24; do
+      echo "== $f"; timeout 100 python3 $f.py; echo "exit $?"
+    done ) > $L/fa4-standalone.log 2>&1
+  stamp "fa4 standalone scripts done"; cat $L/fa4-standalone.log | grep -v Warning | cut -c1-400 ;;
+*) echo "call: allowed R1, R2, R3, R4, R6"; exit 2 ;;
 esac
 finish
