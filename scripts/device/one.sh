@@ -20,14 +20,19 @@
 #       8/16/48/72/80 wrong, 104 refused late, GQA with unequal dims refused, sink LSE +inf), its time
 #       split; beside it issue 10.2: the blockwise tile-growth, dtype-limit, partial-tile and layout-cache
 #       mutants with --device cuda (R3 found the blockwise kernel made CPU masks; fixed)
+#   R5: carry .device/fa3jax (the flash-attn3-jax 0.2.3 cp312 wheel and einops, its one        (~500 s)
+#       dependency the device may lack), issue 13.3: both installed into /tmp/site, then side by
+#       side scripts/device/fa3jax_smoke.py (no difftest: import under the device's JAX, public
+#       forward+backward vs float64 torch at b1 s128 h2/1 d128 bf16 causal, plus d64, d192, s100 and
+#       varlen probes; R/fa3jax-smoke.jsonl) and the fa3-jax survey, 200 cases, 20-run determinism
 #   R6: carry .device/fa4.tar.xz                                                     (~120 s)
 #       the FA4 findings still without a standalone run, each script made by scripts/bug_report.py
 #       from difftest's own inputs (no difftest imported): head dim 40 dQ (varlen, window),
 #       head dim 112 build failure (offset layout; the script passes contiguous tensors), the sink
 #       LSE +inf (phase 4's d24 and phase 6's d24 reproducers)
-# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R6
+# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6
 set -o pipefail
-call=${1:?R1|R2|R3|R4|R6}
+call=${1:?R1|R2|R3|R4|R5|R6}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -73,12 +78,22 @@ R4)
       stride-blind-kernel-cache --out $R/mutants-gpu-cuda.md --out-dir $R/mutants > $L/mutants.log 2>&1
     stamp "mutants exit $?" ) &
   lanes_done ;;
+R5)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
+  stamp "fa3jax wheels install exit $?"
+  export XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX beside torch on one GPU
+  ( timeout 240 python3 scripts/device/fa3jax_smoke.py > $R/fa3jax-smoke.jsonl 2> $L/smoke.log
+    stamp "fa3jax smoke exit $?" ) &
+  ( timeout 470 python3 scripts/device/survey.py --out $R --seconds 300 --timeout 120 --det-runs 20 fa3-jax 200 \
+      > $L/fa3-jax.log 2>&1
+    stamp "fa3-jax survey exit $?" ) &
+  lanes_done ;;
 R6)
   ( cd results/bugs/fa4
     for f in repro_fa4_d40_varlen_window repro_fa4_d112_offset repro_fa4_sink_lse_inf repro_fa4_sink_lse_inf_d24; do
       echo "== $f"; timeout 100 python3 $f.py; echo "exit $?"
     done ) > $L/fa4-standalone.log 2>&1
   stamp "fa4 standalone scripts done"; cat $L/fa4-standalone.log | grep -v Warning | cut -c1-400 ;;
-*) echo "call: allowed R1, R2, R3, R4, R6"; exit 2 ;;
+*) echo "call: allowed R1, R2, R3, R4, R5, R6"; exit 2 ;;
 esac
 finish
