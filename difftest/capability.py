@@ -170,7 +170,7 @@ class Capability:
         return self.excludes(p) is None
 
     def compile_signature(self, p: Problem) -> tuple:
-        return tuple((n, getattr(p, n)) for n in self.compile_key)
+        return compile_signature(p, self.compile_key)
 
     def __post_init__(self):
         if not self.dtypes or not self.head_dims_qk or not self.v_dims:
@@ -211,6 +211,11 @@ class Capability:
         bad = [f for f in self.compile_key if f not in Problem.__dataclass_fields__]
         if bad:
             raise ValueError(f"Capability.compile_key has {bad}: allowed Problem fields")
+
+
+def compile_signature(p: Problem, compile_key) -> tuple:
+    """The (field, value) pairs of ``p`` that a kernel with this ``compile_key`` compiles for."""
+    return tuple((n, getattr(p, n)) for n in compile_key)
 
 
 def _is_int(v) -> bool:

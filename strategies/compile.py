@@ -197,9 +197,11 @@ def key_violations(events, compile_key) -> list[str]:
     A new signature that compiles nothing is no violation: a key may be conservative."""
     from dataclasses import fields
 
+    from difftest.capability import compile_signature
+
     seen, bad = {}, []
     for p, recompiled in events:
-        sig = tuple((f, getattr(p, f)) for f in compile_key)
+        sig = compile_signature(p, compile_key)
         if recompiled and sig in seen:
             changed = [f.name for f in fields(Problem) if getattr(p, f.name) != getattr(seen[sig], f.name)]
             bad.append(f"{p.short()} recompiled under the signature of {seen[sig].short()} (changed: {changed})")
