@@ -1,10 +1,14 @@
 """The flash-attn3-jax adapter (kernels/fa3_jax.py) on CPU: its capability is the package's
 contract, it says why it cannot run here, and its pure conversions (the package's LSE
 buffers to difftest's packed natural-log LSE, FA3's window and causal arguments) are exact.
-The kernels themselves run only on an H200 (scripts/device/one.sh R5)."""
+With the package (and jax.jit / jax.eval_shape) faked by exact float64 torch in the package's
+conventions, the adapter's whole forward+backward matches difftest's reference, and a
+translation that loses the window is caught. The kernels themselves run only on an H200
+(scripts/device/one.sh R5)."""
 
 import sys
 import tomllib
+import types
 from pathlib import Path
 
 import pytest
@@ -104,3 +108,157 @@ def test_window_causal_and_scale_are_fa3s_arguments():
     assert c.causal and c.window == (-1, -1) and c.longest == (4, 5)
     with pytest.raises(ValueError, match="align"):
         call_for(Problem(seqlen_q=8, seqlen_k=12, causal=True, align="top_left", **D).validate())
+
+
+# ---------------------------------------------------------------- the whole translation, faked
+# flash_attn3_jax (and the two jax calls the adapter makes) replaced by exact float64 torch with
+# the package's conventions: BSHD / packed THD arrays, FA3's bottom-right causal and (left,
+# right) windows with -1 unbounded, natural-log LSE with +inf for a row that sees no key,
+# dense [B, H, S], varlen written as [H, total_q] from the start of a [B, H, max_seqlen_q]
+# buffer whose rest is NaN. The adapter's outputs must match difftest's reference.
+def _attend(q, k, v, scale, causal, window):
+    """One sequence, [S, H, D] -> o [Sq, Hq, D], lse [Hq, Sq] (+inf where no key), FA3 masks."""
+    hq, hk = q.shape[1], k.shape[1]
+    qd, kd, vd = (x.double().transpose(0, 1) for x in (q, k, v))
+    kd, vd = kd.repeat_interleave(hq // hk, 0), vd.repeat_interleave(hq // hk, 0)
+    s = qd @ kd.transpose(-1, -2) * scale
+    sq, sk = s.shape[-2:]
+    i, j = torch.arange(sq)[:, None] + (sk - sq), torch.arange(sk)[None, :]
+    left, right = window
+    allow = torch.ones(sq, sk, dtype=torch.bool)
+    if left >= 0:
+        allow &= j >= i - left
+    if right >= 0:
+        allow &= j <= i + right
+    if causal:
+        allow &= j <= i
+    s = s.masked_fill(~allow, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    o = (torch.exp(s - lse[..., None]).nan_to_num(0.0) @ vd).transpose(0, 1)
+    return o, torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
+
+
+def _packed(q, k, v, cu_q, cu_k, scale, causal, window):
+    outs, lses = [], []
+    for b in range(len(cu_q) - 1):
+        o, lse = _attend(q[cu_q[b]:cu_q[b + 1]], k[cu_k[b]:cu_k[b + 1]], v[cu_k[b]:cu_k[b + 1]], scale, causal, window)
+        outs.append(o)
+        lses.append(lse)
+    return torch.cat(outs), torch.cat(lses, dim=1)  # [T, H, D], [H, T]
+
+
+def _grads(fn, q, k, v, do):
+    leaves = [x.detach().double().requires_grad_(True) for x in (q, k, v)]
+    o = fn(*leaves)
+    return [g.to(q.dtype) for g in torch.autograd.grad(o, leaves, do.double())]
+
+
+@pytest.fixture
+def fake_package(monkeypatch):
+    from difftest.kernels import fa3_jax
+
+    calls = []
+
+    def dense(q, k, v, scale, causal, window):
+        b = q.shape[0]
+        o, lse = zip(*(_attend(q[i], k[i], v[i], scale, causal, window) for i in range(b)))
+        return torch.stack(o), torch.stack(lse).float()
+
+    def _flash_mha_fwd(q, k, v, softmax_scale, is_causal, window_size):
+        calls.append(("dense", is_causal, window_size, softmax_scale))
+        o, lse = dense(q, k, v, softmax_scale, is_causal, window_size)
+        return o.to(q.dtype), lse
+
+    def _flash_mha_bwd(dout, q, k, v, out, lse, softmax_scale, is_causal, window_size):
+        return _grads(lambda a, b, c: dense(a, b, c, softmax_scale, is_causal, window_size)[0], q, k, v, dout)
+
+    def flash_mha(q, k, v, softmax_scale=None, is_causal=False, window_size=(-1, -1)):
+        assert q.dim() == 4 and type(softmax_scale) is float  # flash.py:252-258
+
+    def cfg_args(c):
+        return c["softmax_scale"], c["is_causal"], c["window_size"]
+
+    def vjp_fwd(q, k, v, cu_q, cu_k, seqused_k, config):
+        calls.append(("varlen", config["is_causal"], config["window_size"], config["max_seqlen_q"],
+                      config["max_seqlen_k"]))
+        cq, ck = cu_q.tolist(), cu_k.tolist()
+        o, lse = _packed(q, k, v, cq, ck, *cfg_args(config))
+        buf = torch.full((len(cq) - 1, q.shape[1], config["max_seqlen_q"]), float("nan"))
+        buf.view(-1)[:lse.numel()] = lse.float().reshape(-1)
+        o = o.to(q.dtype)
+        return o, (q, k, v, cu_q, cu_k, seqused_k, o, buf)
+
+    def vjp_bwd(config, pack, dout):
+        q, k, v, cu_q, cu_k = pack[:5]
+        cq, ck = cu_q.tolist(), cu_k.tolist()
+        grads = _grads(lambda a, b, c: _packed(a, b, c, cq, ck, *cfg_args(config))[0], q, k, v, dout)
+        return (*grads, None, None, None)
+
+    def flash_mha_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, seqused_k=None, max_seqlen_q=-1,
+                         max_seqlen_k=-1, softmax_scale=None, is_causal=False, window_size=(-1, -1)):
+        assert q.dim() == 3 and cu_seqlens_q.shape == cu_seqlens_k.shape
+
+    pkg = types.ModuleType("flash_attn3_jax")
+    pkg.flash = types.SimpleNamespace(_flash_mha_fwd=_flash_mha_fwd, _flash_mha_bwd=_flash_mha_bwd)
+    pkg.varlen = types.SimpleNamespace(_flash_mha_varlen_vjp_fwd=vjp_fwd, _flash_mha_varlen_vjp_bwd=vjp_bwd)
+    pkg.flash_mha, pkg.flash_mha_varlen = flash_mha, flash_mha_varlen
+    jax = types.ModuleType("jax")
+    jax.jit = lambda f, static_argnums=(): f
+    jax.eval_shape = lambda f, *args: f(*args)
+    monkeypatch.setitem(sys.modules, "flash_attn3_jax", pkg)
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    monkeypatch.setattr(fa3_jax, "_JITTED", {})
+    monkeypatch.setattr(fa3_jax, "to_jax", lambda t: None if t is None else t.detach().contiguous())
+    monkeypatch.setattr(fa3_jax, "to_torch", lambda a: a)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    return calls
+
+
+def _close(a, b):
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=2e-2, rtol=2e-2)
+
+
+TRANSLATED = [
+    # GQA, bottom-right causal with more queries than keys: the first rows see no key
+    Problem(batch=2, seqlen_q=7, seqlen_k=4, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=16,
+            causal=True, dtype="bfloat16", softmax_scale=0.3),
+    Problem(batch=1, seqlen_q=9, seqlen_k=12, heads_q=2, heads_kv=1, head_dim_qk=24, head_dim_v=24,
+            window_left=3, window_right=1, dtype="float16"),
+    Problem(batch=3, seqlen_q=(3, 8, 1), seqlen_k=(5, 4, 6), heads_q=4, heads_kv=1, head_dim_qk=8,
+            head_dim_v=8, causal=True, window_left=2, dtype="bfloat16"),
+]
+
+
+@pytest.mark.parametrize("p", TRANSLATED, ids=lambda p: p.short())
+def test_translation_matches_the_reference(fake_package, p):
+    from difftest.inputs import make_inputs
+    from difftest.kernels.fa3_jax import adapter
+    from difftest.oracles.reference import reference
+
+    p = p.validate()
+    assert adapter().capability.excludes(p) is None
+    inputs = make_inputs(p)
+    got = adapter().run(inputs)
+    ref = reference(inputs, "float64")
+    bad = [n for n in ("o", "lse", "dq", "dk", "dv") if not _close(getattr(got, n), getattr(ref, n))]
+    assert bad == []
+    assert fake_package[0][0] == ("varlen" if p.varlen else "dense")
+    if p.varlen:
+        assert fake_package[0][3:] == (p.max_seqlen_q, p.max_seqlen_k)
+    empty = torch.isneginf(ref.lse)
+    assert torch.equal(torch.isneginf(got.lse), empty) and not torch.isposinf(got.lse).any()
+
+
+def test_a_dropped_window_is_caught(fake_package, monkeypatch):
+    """The gate of the test above: an adapter that loses the window fails it."""
+    from difftest.inputs import make_inputs
+    from difftest.kernels import fa3_jax
+    from difftest.kernels.fa3 import Fa3Call
+    from difftest.oracles.reference import reference
+
+    p = TRANSLATED[1].validate()
+    monkeypatch.setattr(fa3_jax, "call_for", lambda q: Fa3Call(causal=False, window=(-1, -1), scale=q.scale,
+                                                                longest=None))
+    inputs = make_inputs(p)
+    got, ref = fa3_jax.adapter().run(inputs), reference(inputs, "float64")
+    assert not _close(got.o, ref.o)
