@@ -33,14 +33,16 @@ PACKAGES = {  # kernel spec prefix -> (results/bugs folder, package line)
     "tilelang-file": ("tilelang-file", "tilelang (a user's TileLang kernel file)"),
 }
 
-COMMON = r'''
+IMPORTS = '''
 import json
 import math
 import sys
 from pathlib import Path
 
 import torch
+'''
 
+COMMON = r'''
 DT = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[P["dtype"]]
 X = torch.load(Path(__file__).with_suffix(".inputs.pt"))  # q, k, v, do [T, H, D]; sink [H]; cu_seqlens
 DEV = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU serves torch's own backends only
@@ -409,17 +411,19 @@ def render(rec: dict) -> tuple[str, str]:
     if why:
         raise ValueError(f"kernel {spec!r}: {why}")
     folder, package = next(v for k, v in PACKAGES.items() if spec == k or spec.startswith(k))
-    lines = [f'"""Standalone reproducer: {package}, difftest kernel {spec!r}.',
+    lines = [f'"""Standalone reproducer: {package}; difftest kernel spec in KERNEL.',
              "",
              "Needs torch and the package only (no difftest). Inputs: the .inputs.pt file beside this",
              "script (the exact tensors difftest drew). Prints one JSON line per output: the package's",
              "max |error| against a float64 reference, what plain PyTorch at the same dtype costs, their",
              "ratio; then a verdict line. Exit 1 on a mismatch (ratio > 8, non-finite values, or a row",
              "that sees no key not left at -inf) or an exception.",
-             *([f"difftest laid the inputs out as {p['layout']!r}; this script hands the package contiguous "
-                "tensors (if it passes, the layout is the trigger)."] if p.get("layout", "contiguous") != "contiguous"
-               else []),
+             *([f"difftest laid the inputs out as {p['layout']!r}; this script hands the package",
+                "contiguous tensors (if it passes, the layout is the trigger)."]
+               if p.get("layout", "contiguous") != "contiguous" else []),
              '"""',
+             IMPORTS,  # before the constants: the script passes our own lint (E402)
+             f"KERNEL = {spec!r}" + ("  # noqa: E501" if len(repr(spec)) > 100 else ""),
              f"P = {pprint.pformat(p, width=100, sort_dicts=False)}"]
     lines += [f"{k} = {v!r}" for k, v in consts.items()]
     if kind == "sdpa":

@@ -21,7 +21,8 @@ import bug_report  # noqa: E402
 SPECS = {
     "fa4": Problem(batch=2, seqlen_q=(5, 0), seqlen_k=(3, 4), heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16,
                    dtype="bfloat16", sinks=True, sink_center=30.0),
-    "fa4-fast": Problem(seqlen_q=9, seqlen_k=7, causal=True, head_dim_qk=16, head_dim_v=8, dtype="float16"),
+    "fa4-fast": Problem(seqlen_q=9, seqlen_k=7, causal=True, head_dim_qk=16, head_dim_v=8, dtype="float16",
+                        layout="do_transposed"),  # the docstring names a non-contiguous layout
     "fa3": Problem(seqlen_q=9, seqlen_k=7, window_left=2, head_dim_qk=16, head_dim_v=16, dtype="float16"),
     "sdpa-cudnn": Problem(seqlen_q=9, seqlen_k=7, causal=True, head_dim_qk=16, head_dim_v=16, dtype="float16"),
     "flex": Problem(seqlen_q=9, seqlen_k=7, window_right=1, head_dim_qk=16, head_dim_v=16, dtype="float16"),
@@ -55,6 +56,10 @@ def test_generated_script_compiles_and_imports_no_difftest(tmp_path, spec):
     assert not re.search(r"^\s*(import|from)\s+difftest", text, re.M) and "difftest." not in text.replace(
         "difftest kernel", "")
     assert (tmp_path / "r.inputs.pt").is_file()
+    # committed under results/bugs/, so it must pass the project's own lint (tests/test_lint.py)
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "E,W,F,I",
+                           "--line-length", "120", str(script)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
     import torch
 
     x = torch.load(tmp_path / "r.inputs.pt")

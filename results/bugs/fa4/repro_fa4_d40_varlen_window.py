@@ -1,4 +1,4 @@
-"""Standalone reproducer: flash-attn-4 (flash_attn.cute), difftest kernel 'fa4'.
+"""Standalone reproducer: flash-attn-4 (flash_attn.cute); difftest kernel spec in KERNEL.
 
 Needs torch and the package only (no difftest). Inputs: the .inputs.pt file beside this
 script (the exact tensors difftest drew). Prints one JSON line per output: the package's
@@ -6,6 +6,15 @@ max |error| against a float64 reference, what plain PyTorch at the same dtype co
 ratio; then a verdict line. Exit 1 on a mismatch (ratio > 8, non-finite values, or a row
 that sees no key not left at -inf) or an exception.
 """
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+KERNEL = 'fa4'
 P = {'batch': 6,
  'seqlen_q': [2, 2, 0, 3, 3, 7],
  'seqlen_k': [2, 8, 1, 3, 7, 7],
@@ -28,13 +37,6 @@ P = {'batch': 6,
  'layout': 'contiguous',
  'input_version': 2}
 DETERMINISTIC = True
-
-import json
-import math
-import sys
-from pathlib import Path
-
-import torch
 
 DT = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[P["dtype"]]
 X = torch.load(Path(__file__).with_suffix(".inputs.pt"))  # q, k, v, do [T, H, D]; sink [H]; cu_seqlens
