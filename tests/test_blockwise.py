@@ -128,3 +128,31 @@ def test_other_tile_sizes_agree():
     p = FEATURES["varlen-empty-pad-sinks"]
     case = run_case(BlockwiseAttention(block_m=7, block_n=5), p)
     assert case.status == "passed", case.render()
+
+
+def test_tensors_the_kernel_creates_follow_its_inputs_device():
+    """The blockwise kernel (and every mutant of it) builds masks and accumulators with torch
+    factory calls; they must land on the inputs' device, or `difftest mutants --device cuda`
+    errors on CPU masks against CUDA scores (found on the H200, phase 7 R3). Checked with the
+    'meta' device, the one non-CPU device this machine has: the hooks record where a fresh
+    tensor lands while the kernel runs."""
+    import types
+
+    import torch
+
+    from difftest.kernels.blockwise import BlockwiseAttention
+
+    seen = []
+
+    class Probe(BlockwiseAttention):
+        def forward(self, inputs, out=None):
+            seen.append(torch.zeros(1).device.type)
+            return None, None
+
+        def backward(self, inputs, fwd, ctx, out=None):
+            seen.append(torch.arange(3).device.type)
+            return fwd
+
+    Probe().run(types.SimpleNamespace(device=torch.device("meta")))
+    assert seen == ["meta", "meta"]
+    assert torch.zeros(1).device.type == "cpu"  # the default is restored after the call
