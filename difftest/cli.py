@@ -20,6 +20,7 @@ from .argcheck import (
     positive_float,
     positive_int,
 )
+from .isolation import COMPILE_TIMEOUT_S
 from .problem import OUTPUTS
 from .workdir import DEFAULT_DB, DEFAULT_OUT, WORKDIR
 
@@ -27,7 +28,7 @@ from .workdir import DEFAULT_DB, DEFAULT_OUT, WORKDIR
 # TileLang kernel (deterministic dQ) compiled for the CPU when tilelang is installed.
 DEFAULT_KERNELS = ("torch-blockwise", "sdpa-cpu-math", "sdpa-cpu-flash", "tilelang-det")
 DEFAULT_TIMEOUT_S = 600.0
-DEFAULT_COMPILE_TIMEOUT_S = 1800.0
+DEFAULT_COMPILE_TIMEOUT_S = COMPILE_TIMEOUT_S  # isolation's default, named once there
 
 
 def _k_items(items):

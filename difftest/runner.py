@@ -30,6 +30,7 @@ from .attribution import attribute
 from .determinism import determinism_verdicts
 from .gates import GateConfig, Verdict, check_outputs, check_second_reference
 from .inputs import make_inputs
+from .isolation import COMPILE_TIMEOUT_S
 from .layouts import CONTIGUOUS, lay_out
 from .outputs import Outputs
 from .problem import Problem
@@ -48,7 +49,7 @@ class RunConfig:
     second_reference: str | None = None  # registry name of a second reference kernel (e.g. "fa3")
     isolate: bool = False  # run the kernel in a worker process (crash/hang safe)
     timeout_s: float = 600.0  # per kernel call, with isolate (JIT builds excluded: compile_timeout_s)
-    compile_timeout_s: float = 1800.0  # a case's JIT builds in all, with isolate (isolation.BuildTimeout)
+    compile_timeout_s: float = COMPILE_TIMEOUT_S  # a case's JIT builds in all, with isolate (isolation.BuildTimeout)
     chunk_threshold: int | None = None  # score elements above which the chunked truth is used
     truth: str = "float64"  # the reference of the elementwise standard: float64 or float32 (the budget keeps float64)
 

@@ -33,6 +33,7 @@ from hypothesis import seed as hseed
 
 from difftest import adapter as registry
 from difftest.capability import parse_narrowing
+from difftest.isolation import COMPILE_TIMEOUT_S
 from difftest.reproducer import write_reproducer
 from difftest.runner import RunConfig, run_case
 from difftest.simplify import simplify
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--narrow", action="append", default=[])
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds of a case's kernel calls (builds excluded)")
-    ap.add_argument("--compile-timeout", type=float, default=1800.0,
+    ap.add_argument("--compile-timeout", type=float, default=COMPILE_TIMEOUT_S,
                     help="seconds of a case's JIT builds before it is a 'build timeout' (not a hang)")
     ap.add_argument("--profile", default="gpu")
     ap.add_argument("--det-runs", type=int, default=0, help="also N bitwise-repeated calls on fixed problems")
