@@ -130,6 +130,7 @@ def _fns():
     and shape)."""
     if not _JITTED:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        import flash_attn3_jax
         import jax
         from flash_attn3_jax import flash, varlen
 
@@ -150,9 +151,21 @@ def _fns():
         def varlen_bwd(longest, scale, causal, window, residuals, do):
             return varlen._flash_mha_varlen_vjp_bwd(config(longest, scale, causal, window), residuals, do)[:3]
 
-        _JITTED["dense"] = (jax.jit(dense_fwd, static_argnums=(3, 4, 5)), jax.jit(dense_bwd, static_argnums=(0, 1, 2)))
+        def dense_grads(q, k, v, do, scale, causal, window):
+            _, pull = jax.vjp(lambda q, k, v: flash_attn3_jax.flash_mha(
+                q, k, v, softmax_scale=scale, is_causal=causal, window_size=window), q, k, v)
+            return pull(do)
+
+        def varlen_grads(q, k, v, do, cu_q, cu_k, longest, scale, causal, window):
+            _, pull = jax.vjp(lambda q, k, v: flash_attn3_jax.flash_mha_varlen(
+                q, k, v, cu_q, cu_k, None, longest[0], longest[1], scale, causal, window), q, k, v)
+            return pull(do)
+
+        _JITTED["dense"] = (jax.jit(dense_fwd, static_argnums=(3, 4, 5)), jax.jit(dense_bwd, static_argnums=(0, 1, 2)),
+                            jax.jit(dense_grads, static_argnums=(4, 5, 6)))
         _JITTED["varlen"] = (jax.jit(varlen_fwd, static_argnums=(5, 6, 7, 8)),
-                             jax.jit(varlen_bwd, static_argnums=(0, 1, 2, 3)))
+                             jax.jit(varlen_bwd, static_argnums=(0, 1, 2, 3)),
+                             jax.jit(varlen_grads, static_argnums=(6, 7, 8, 9)))
     return _JITTED
 
 
@@ -172,10 +185,22 @@ def _public_checks(p: Problem, call: Fa3Call, jq, jk, jv, cu_q=None, cu_k=None) 
 
 
 class Fa3JaxAdapter(KernelAdapter):
-    name = "fa3-jax"
+    """``path="public"`` (fa3-jax): the gradients come from ``jax.vjp`` of ``flash_mha`` /
+    ``flash_mha_varlen`` under ``jax.jit``, the call a user's training step makes; O and the
+    LSE from the forward rule (the public function does not return the LSE).
+    ``path="rules"`` (fa3-jax-rules): the backward rule is called on the forward rule's
+    residuals. Both run the same FFI kernels, but XLA places the backward's buffers
+    differently, and the package's scratch-buffer overflow (results/bugs/fa3-jax/) corrupts
+    whatever lies next to them: on the H200 it showed through the public path in every
+    affected sweep configuration but one, through the rules in 1 of 7 affected cases (R5)."""
+
     description = "flash-attn3-jax 0.2.3 (kyutai-labs): FlashAttention-3 Hopper backward via XLA FFI"
 
-    def __init__(self):
+    def __init__(self, path: str = "public"):
+        if path not in ("public", "rules"):
+            raise ValueError(f"path={path!r}: allowed 'public' (jax.vjp of flash_mha) or 'rules'")
+        self.path = path
+        self.name = "fa3-jax" if path == "public" else "fa3-jax-rules"
         self.capability = _capability()
 
     def available(self) -> str | None:
@@ -214,13 +239,20 @@ class Fa3JaxAdapter(KernelAdapter):
         p = inputs.problem
         call = call_for(p)
         residuals, _ = ctx
-        bwd_fn = _fns()["varlen" if p.varlen else "dense"][1]
         do = inputs.do if p.varlen else inputs.bshd("do")
         torch.cuda.synchronize()
-        if p.varlen:
-            grads = bwd_fn(call.longest, call.scale, call.causal, call.window, residuals, to_jax(do))
+        if self.path == "public":  # jax.vjp of the public function under jit: a user's training step
+            names = ("q", "k", "v")
+            q, k, v = (getattr(inputs, n) for n in names) if p.varlen else (inputs.bshd(n) for n in names)
+            grads_fn = _fns()["varlen" if p.varlen else "dense"][2]
+            args = [to_jax(x) for x in (q, k, v, do)]
+            if p.varlen:
+                args += [to_jax(inputs.cu_seqlens_q), to_jax(inputs.cu_seqlens_k), call.longest]
+            grads = grads_fn(*args, call.scale, call.causal, call.window)
+        elif p.varlen:
+            grads = _fns()["varlen"][1](call.longest, call.scale, call.causal, call.window, residuals, to_jax(do))
         else:
-            grads = bwd_fn(call.scale, call.causal, call.window, residuals, to_jax(do))
+            grads = _fns()["dense"][1](call.scale, call.causal, call.window, residuals, to_jax(do))
         dq, dk, dv = (to_torch(x).clone() for x in grads)
         if not p.varlen:
             dq, dk, dv = thd(dq), thd(dk), thd(dv)
@@ -228,4 +260,8 @@ class Fa3JaxAdapter(KernelAdapter):
 
 
 def adapter():
-    return Fa3JaxAdapter()
+    return Fa3JaxAdapter("public")
+
+
+def rules():
+    return Fa3JaxAdapter("rules")

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from difftest import adapter as registry
+from difftest.kernels.fa3_jax import Fa3JaxAdapter
 from difftest.problem import Problem
 
 D = dict(heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128, dtype="bfloat16")
@@ -49,7 +50,11 @@ def test_registered_and_says_why_it_cannot_run(monkeypatch):
     eps = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["entry-points"]
     registry.register("fa3-jax", eps["difftest.kernels"]["fa3-jax"])
     k = registry.get("fa3-jax")
-    assert k.name == "fa3-jax"
+    assert k.name == "fa3-jax" and k.path == "public"
+    registry.register("fa3-jax-rules", eps["difftest.kernels"]["fa3-jax-rules"])
+    assert registry.get("fa3-jax-rules").name == "fa3-jax-rules"
+    with pytest.raises(ValueError, match="allowed 'public'"):
+        Fa3JaxAdapter("vjp")
     from difftest.kernels import cuda_common
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -174,6 +179,8 @@ def fake_package(monkeypatch):
 
     def flash_mha(q, k, v, softmax_scale=None, is_causal=False, window_size=(-1, -1)):
         assert q.dim() == 4 and type(softmax_scale) is float  # flash.py:252-258
+        calls.append(("public dense", is_causal, window_size, softmax_scale))
+        return dense(q, k, v, softmax_scale, is_causal, window_size)[0].to(q.dtype)
 
     def cfg_args(c):
         return c["softmax_scale"], c["is_causal"], c["window_size"]
@@ -197,6 +204,14 @@ def fake_package(monkeypatch):
     def flash_mha_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, seqused_k=None, max_seqlen_q=-1,
                          max_seqlen_k=-1, softmax_scale=None, is_causal=False, window_size=(-1, -1)):
         assert q.dim() == 3 and cu_seqlens_q.shape == cu_seqlens_k.shape
+        calls.append(("public varlen", is_causal, window_size, max_seqlen_q, max_seqlen_k))
+        return _packed(q, k, v, cu_seqlens_q.tolist(), cu_seqlens_k.tolist(), softmax_scale, is_causal,
+                       window_size)[0].to(q.dtype)
+
+    def vjp(f, *primals):  # jax.vjp through torch autograd, in float64
+        leaves = [x.detach().double().requires_grad_(True) for x in primals]
+        out = f(*leaves)
+        return out, lambda ct: tuple(g.to(primals[0].dtype) for g in torch.autograd.grad(out, leaves, ct.double()))
 
     pkg = types.ModuleType("flash_attn3_jax")
     pkg.flash = types.SimpleNamespace(_flash_mha_fwd=_flash_mha_fwd, _flash_mha_bwd=_flash_mha_bwd)
@@ -205,6 +220,7 @@ def fake_package(monkeypatch):
     jax = types.ModuleType("jax")
     jax.jit = lambda f, static_argnums=(): f
     jax.eval_shape = lambda f, *args: f(*args)
+    jax.vjp = vjp
     monkeypatch.setitem(sys.modules, "flash_attn3_jax", pkg)
     monkeypatch.setitem(sys.modules, "jax", jax)
     monkeypatch.setattr(fa3_jax, "_JITTED", {})
@@ -229,22 +245,29 @@ TRANSLATED = [
 ]
 
 
+@pytest.mark.parametrize("path", ["public", "rules"])
 @pytest.mark.parametrize("p", TRANSLATED, ids=lambda p: p.short())
-def test_translation_matches_the_reference(fake_package, p):
+def test_translation_matches_the_reference(fake_package, p, path):
     from difftest.inputs import make_inputs
-    from difftest.kernels.fa3_jax import adapter
+    from difftest.kernels.fa3_jax import Fa3JaxAdapter
     from difftest.oracles.reference import reference
 
     p = p.validate()
+    adapter = lambda: Fa3JaxAdapter(path)  # noqa: E731
     assert adapter().capability.excludes(p) is None
     inputs = make_inputs(p)
     got = adapter().run(inputs)
+    # both paths trace the public function once (its checks); the public path's gradients come
+    # from a second call, under jax.vjp (a user's call)
+    kind = "varlen" if p.varlen else "dense"
+    assert [c[0] for c in fake_package].count("public " + kind) == (2 if path == "public" else 1)
+    rule_calls = [c for c in fake_package if not c[0].startswith("public")]
     ref = reference(inputs, "float64")
     bad = [n for n in ("o", "lse", "dq", "dk", "dv") if not _close(getattr(got, n), getattr(ref, n))]
     assert bad == []
-    assert fake_package[0][0] == ("varlen" if p.varlen else "dense")
+    assert rule_calls[0][0] == kind
     if p.varlen:
-        assert fake_package[0][3:] == (p.max_seqlen_q, p.max_seqlen_k)
+        assert rule_calls[0][3:] == (p.max_seqlen_q, p.max_seqlen_k)
     empty = torch.isneginf(ref.lse)
     assert torch.equal(torch.isneginf(got.lse), empty) and not torch.isposinf(got.lse).any()
 
