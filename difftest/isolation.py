@@ -20,8 +20,10 @@ data); CUDA outputs are copied to the CPU once in the worker.
 
 Builds have their own bound. A JIT build inside ``kernel.run`` (the adapter marks it
 ``timing.phase("compile")``: TileLang's cache, TileOPs' TileLang builds) takes tens of
-seconds, more on a loaded host, and is not the kernel hanging. The worker tells the parent
-when a case enters and leaves its outermost compile phase (``("compile", True|False,
+seconds, more on a loaded host, and is not the kernel hanging; nor is an adapter starting a
+process of its own (``timing.phase("worker_start")``: TileOPs' worker imports torch,
+TileLang and TileOPs, seconds to tens of seconds). The worker tells the parent when a case
+enters and leaves its outermost such phase (``timing.UNTIMED``; ``("compile", True|False,
 perf_counter())`` before the reply; every other message is unchanged), and ``receive``
 charges the time between the two to ``compile_timeout_s`` instead of ``timeout_s``. A case
 killed while building raises BuildTimeout (triage: "build timeout"); one killed after its
@@ -286,7 +288,7 @@ class Worker:
             raise BuildTimeout(f"kernel build did not finish within {compile_timeout_s:g} s (worker killed after "
                                f"{building_s:.1f} s of building and {now - t0 - building_s:.1f} s outside builds): "
                                "a slow build, not a hung kernel (RunConfig.compile_timeout_s, --compile-timeout)")
-        how = f"; its build took {built:.1f} s, then the kernel ran {now - t0 - built:.1f} s" if built else ""
+        how = f"; its build/setup took {built:.1f} s, then the kernel ran {now - t0 - built:.1f} s" if built else ""
         raise KernelTimeout(f"kernel did not return within {timeout_s:g} s (worker killed{how})")
 
     def kill(self):

@@ -25,9 +25,12 @@ Phases (``PHASES``):
                Problems, the edge corpus, logging, reproducers (``finish`` computes it)
 
 A timer may be given ``on_compile`` (a callable of one bool): it is told when the code
-enters its outermost "compile" phase (True) and leaves it (False). The isolation worker
-installs one that tells its parent, so a build is bounded by ``RunConfig.compile_timeout_s``
-and never counted against the kernel's ``timeout_s`` (a slow build is not a hung kernel).
+enters its outermost set-up phase (``UNTIMED``: "compile", or "worker_start" when an adapter
+starts a process of its own, as TileOPs' does) (True) and leaves it (False). The isolation
+worker installs one that tells its parent, so a build or an adapter's process start is
+bounded by ``RunConfig.compile_timeout_s`` and never counted against the kernel's
+``timeout_s`` (a slow build, or a slow interpreter start on a loaded host, is not a hung
+kernel).
 
 Framework overhead is everything except ``compile``, ``kernel`` and ``determinism``
 (the kernel's own calls): ``overhead_share``.
@@ -39,6 +42,7 @@ from contextlib import contextmanager
 PHASES = ("inputs", "compile", "kernel", "determinism", "truth", "yardsticks", "gates", "second_ref",
           "transfer", "worker_start", "search")
 KERNEL_PHASES = ("compile", "kernel", "determinism")
+UNTIMED = ("compile", "worker_start")  # set-up inside a kernel call: not the kernel's timeout_s
 
 _clock = time.perf_counter
 
@@ -51,7 +55,7 @@ class PhaseTimer:
         self.seconds: dict[str, float] = {}
         self._stack: list[str] = []
         self._mark = 0.0
-        self.on_compile = on_compile  # told True/False entering/leaving the outermost "compile"
+        self.on_compile = on_compile  # told True/False entering/leaving the outermost UNTIMED phase
 
     def _charge(self, now: float) -> None:
         if self._stack:
@@ -63,15 +67,18 @@ class PhaseTimer:
         if name not in PHASES:
             raise ValueError(f"phase={name!r}: allowed {PHASES}")
         self._charge(_clock())
-        if name == "compile" and self.on_compile is not None and "compile" not in self._stack:
+        if name in UNTIMED and self.on_compile is not None and not self._setting_up():
             self.on_compile(True)
         self._stack.append(name)
 
     def exit(self) -> None:
         self._charge(_clock())
         name = self._stack.pop()
-        if name == "compile" and self.on_compile is not None and "compile" not in self._stack:
+        if name in UNTIMED and self.on_compile is not None and not self._setting_up():
             self.on_compile(False)
+
+    def _setting_up(self) -> bool:
+        return any(n in UNTIMED for n in self._stack)
 
     def add(self, seconds: dict) -> None:
         """Add phase seconds measured elsewhere (the worker's)."""

@@ -257,7 +257,11 @@ def get_worker() -> Worker:
         return own
     site = os.environ.get(SITE_ENV, DEFAULT_SITE)
     if site not in _WORKERS:
-        _WORKERS[site] = Worker(site)
+        # its interpreter start (torch, TileLang, TileOPs imports) is set-up, not the kernel:
+        # outside the case's timeout_s (timing.UNTIMED), like a build
+        main = threading.current_thread() is threading.main_thread()
+        with timing.phase("worker_start") if main else contextlib.nullcontext():
+            _WORKERS[site] = Worker(site)
     return _WORKERS[site]
 
 

@@ -143,3 +143,26 @@ def test_the_tileops_worker_dies_with_the_killed_isolation_worker():
         assert not alive, "the child outlived its killed parent"
     finally:
         middle.kill()
+
+
+def test_starting_the_tileops_worker_is_set_up_time_not_the_kernel_s(monkeypatch):
+    """The TileOPs worker's interpreter start (torch, TileLang, TileOPs imports) happens inside
+    the first kernel call: it is charged to "worker_start", which the isolation worker reports
+    like a build (timing.UNTIMED), so a loaded host's slow start is not a hang (R9 triaged a
+    fresh worker's start past a 5 s timeout as "hang")."""
+    seen = []
+
+    class Started:
+        def __init__(self, site):
+            seen.append(list(timing.current()._stack))
+
+    monkeypatch.setattr(tileops, "Worker", Started)
+    monkeypatch.setattr(tileops, "_WORKERS", {})
+    told = []
+    with timing.collect(timing.PhaseTimer(on_compile=told.append)) as t:
+        with timing.phase("kernel"):
+            tileops.get_worker()
+            tileops.get_worker()  # started once
+    assert seen == [["kernel", "worker_start"]] and told == [True, False]
+    assert "worker_start" in t.seconds
+
