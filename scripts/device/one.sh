@@ -30,9 +30,23 @@
 #       from difftest's own inputs (no difftest imported): head dim 40 dQ (varlen, window),
 #       head dim 112 build failure (offset layout; the script passes contiguous tensors), the sink
 #       LSE +inf (phase 4's d24 and phase 6's d24 reproducers)
-# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6
+#   R7: carry .device/fa3jax .device/tileops.tar.xz                                  (~520 s)
+#       issue 13: results/bugs/fa3-jax/repro_fa3jax_bwd_scratch_overflow.py (no difftest: R5's smoke
+#       found dQ/dK/dV ~100x wrong at s100 unmasked; the sweep over seqlens, twice, then
+#       compute-sanitizer memcheck with XLA's platform allocator at s100 and the s80 control);
+#       beside it the TileOPs gqa/mha surveys topped up (R1's settings, head dims 16..144: the
+#       forward refuses 160+ at launch, already reported)
+#   R8: carry .device/fa4.tar.xz                                                     (~520 s)
+#       R6's standalone FA4 scripts first, then issue 12.2: the fa4 gpu campaign, 200 examples,
+#       narrowed around every FA4 finding so far (R4 stopped at its first, d40, after 80 cases;
+#       d112 offset is a build failure), alone on the machine, for its time split
+#   R9: carry .device/fa3jax .device/tileops.tar.xz                                  (~260 s)
+#       issue 13 / detection: the fa3-jax adapter's two paths (public jax.vjp, the rules on the
+#       forward's residuals) surveyed side by side, one seed, narrowed to the overflow's class
+#       (dense, unmasked, seqlen <= 400); beside them scripts/device/build_vs_hang.py (issue 10)
+# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9
 set -o pipefail
-call=${1:?R1|R2|R3|R4|R5|R6}
+call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -90,12 +104,47 @@ R5)
     stamp "fa3-jax survey exit $?" ) &
   lanes_done
   cut -c1-900 $R/fa3jax-smoke.jsonl ;;
-R6)
+R6|R8)
   ( cd results/bugs/fa4
     for f in repro_fa4_d40_varlen_window repro_fa4_d112_offset repro_fa4_sink_lse_inf repro_fa4_sink_lse_inf_d24; do
       echo "== $f"; timeout 100 python3 $f.py; echo "exit $?"
     done ) > $L/fa4-standalone.log 2>&1
-  stamp "fa4 standalone scripts done"; cat $L/fa4-standalone.log | grep -v Warning | cut -c1-400 ;;
-*) echo "call: allowed R1, R2, R3, R4, R5, R6"; exit 2 ;;
+  stamp "fa4 standalone scripts done"; cat $L/fa4-standalone.log | grep -v Warning | cut -c1-400
+  if [ $call = R8 ]; then
+    D=24,32,56,64,96,128,160,192,224,256
+    timed_run fa4 0 380 -k fa4 -p gpu --max-examples 200 --time-budget 340 --shrink-budget 20 --out $R/fa4 --db none \
+      --narrow head_dims_qk=$D --narrow head_dims_v=$D --narrow equal_head_dims=true --narrow sinks=false
+    grep -E "cases|overhead|compile|kernel|truth|search" $L/fa4.log | tail -n 25 | cut -c1-200
+  fi ;;
+R7)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
+  stamp "fa3jax wheels install exit $?"
+  ( cd results/bugs/fa3-jax; F=repro_fa3jax_bwd_scratch_overflow.py
+    timeout 200 python3 $F --repeats 2 > $L/fa3jax-sweep.jsonl 2> $L/fa3jax-sweep.err; stamp "fa3jax sweep exit $?"
+    for s in 100 80; do
+      XLA_PYTHON_CLIENT_ALLOCATOR=platform timeout 120 compute-sanitizer --tool memcheck --print-limit 4 \
+        python3 $F --one $s > $L/fa3jax-memcheck-s$s.log 2>&1; stamp "fa3jax memcheck s$s exit $?"
+    done ) &
+  D=$(seq -s, 16 16 144)
+  for op in gqa mha; do
+    ( GPU=0 OP=$op NAME=$call-$op REPRO=0 JOBS=6 WARM_S=100 BUDGET=${BUDGET:-470} CASE_TIMEOUT=90 \
+        SURVEY_ARGS="--narrow head_dims_qk=$D" bash scripts/device/tileops.sh > $L/tileops-$op.log 2>&1
+      stamp "tileops $op exit $?" ) &
+  done
+  lanes_done
+  cut -c1-300 $L/fa3jax-sweep.jsonl; grep -h -E "Invalid|ERROR SUMMARY|wrong" $L/fa3jax-memcheck-s*.log | head -20 ;;
+R9)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
+  stamp "fa3jax wheels install exit $?"
+  for k in fa3-jax fa3-jax-rules; do
+    ( timeout 200 $S --out $R --seconds 140 --timeout 60 --seed 7 --narrow causal=false --narrow window=false \
+        --narrow varlen=false --narrow max_seqlen=400 $k 200 > $L/$k.log 2>&1
+      stamp "$k survey exit $?" ) &
+  done
+  ( timeout 240 python3 scripts/device/build_vs_hang.py --out $R/build_vs_hang > $L/build_vs_hang.log 2>&1
+    stamp "build_vs_hang exit $?" ) &
+  lanes_done
+  for k in fa3-jax fa3-jax-rules; do tail -n 3 $L/$k.log | cut -c1-600; done; tail -n 4 $L/build_vs_hang.log ;;
+*) echo "call: allowed R1..R9"; exit 2 ;;
 esac
 finish
