@@ -125,6 +125,11 @@ def add_run_arguments(p):
                         "Default: $DIFFTEST_THREADS, else an OMP_NUM_THREADS you set, else with --shard I/N the "
                         "cores divided by N (shards side by side on one host), else half the cores each "
                         "(difftest/threads.py)")
+    p.add_argument("--jobs", "-j", type=_jobs, metavar="N",
+                   help="campaigns at once, each in its own process with its own kernel worker (default auto: "
+                        "one per campaign up to the usable cores on the CPU; 1 with --device cuda or "
+                        "--no-isolate; 1 = one after another). Findings are the same; blocks print as campaigns "
+                        "finish, reports keep the order of -k (difftest/lanes.py)")
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
@@ -147,6 +152,15 @@ def _threads(text):
     try:
         return parse_threads(text)
     except ThreadsError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _jobs(text):
+    from .lanes import JobsError, parse_jobs
+
+    try:
+        return parse_jobs(text)
+    except JobsError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
@@ -176,25 +190,14 @@ def cmd_run(a) -> int:
     claim_hypothesis_home()
 
     names = a.kernels or list(DEFAULT_KERNELS)
-    from . import threads
+    from . import lanes, threads
 
-    try:  # before the worker starts: it inherits OMP_NUM_THREADS
-        n_threads, why = threads.choose(getattr(a, "threads", None), a.shard)
-    except threads.ThreadsError as e:
+    try:
+        a.jobs, jobs_why = lanes.choose(getattr(a, "jobs", None), len(names), threads.usable_cpus(), a.isolate,
+                                        a.device)
+    except lanes.JobsError as e:
         raise UsageError(str(e)) from None
-    if a.isolate:  # the worker's imports (torch, the kernels' modules) run beside ours
-        from .isolation import prestart, share_cores
-
-        if n_threads is None:
-            share_cores()  # references here and the kernel there run at once: half the cores each
-        else:  # the run's share of the host, halved the same way between this process and its worker
-            n_threads, why = threads.per_process(n_threads, isolate=True), f"{why}, halved with the kernel worker"
-            threads.apply(n_threads)
-        prestart(names)
-    else:
-        threads.apply(n_threads)
-    if n_threads is not None:
-        print(f"difftest: {n_threads} CPU threads per process ({why})", file=sys.stderr)
+    _share_threads(a, names, a.jobs)  # before torch loads: it reads OMP_NUM_THREADS once
     try:
         kernels = [registry.get(n) for n in names]
         if a.second_reference:
@@ -208,6 +211,16 @@ def cmd_run(a) -> int:
         kernels = [registry.narrow(k, **changes) for k in kernels]
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if a.jobs > 1:
+        gpu = lanes.on_gpu(kernels, a.device)
+        if gpu and jobs_why != "--jobs":  # auto: campaigns on one GPU share its memory; one at a time
+            a.jobs, jobs_why = 1, f"{', '.join(gpu)} on CUDA: campaigns share the GPU, one at a time"
+            _share_threads(a, names, 1)
+        elif gpu:
+            print(f"difftest: warning: --jobs {a.jobs}: {', '.join(gpu)} run on CUDA side by side (they share "
+                  "the GPU's memory and time)", file=sys.stderr)
+        if a.jobs > 1:
+            print(f"difftest: {a.jobs} campaigns at once ({jobs_why})", file=sys.stderr)
     config = config_from_args(a)
     out = Path(a.out)
     # everything the campaign will write is checked before the first case runs
@@ -218,6 +231,45 @@ def cmd_run(a) -> int:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
                   "stopped): it is ignored with --no-isolate, as is --compile-timeout", file=sys.stderr)
     return _run_campaigns(a, kernels, config, out, resume)
+
+
+def _share_threads(a, names, jobs: int) -> None:
+    """CPU threads of this process and its kernel worker(s), set before any worker starts
+    (they inherit OMP_NUM_THREADS); with one campaign at a time the worker starts now.
+    With ``jobs`` > 1 the lanes get the threads (``a.lane_env``, set in each lane after
+    the fork) and this process, which only waits for them, runs single-threaded: a
+    process whose OpenMP pool ever started cannot fork safely (the child hangs in it)."""
+    import os
+
+    from . import threads
+
+    try:
+        n_threads, why = threads.choose(getattr(a, "threads", None), a.shard, jobs=jobs)
+    except threads.ThreadsError as e:
+        raise UsageError(str(e)) from None
+    if getattr(a, "lane_env", None) is not None:  # back to one campaign at a time (a CUDA kernel)
+        os.environ.update(a.lane_env)
+    if jobs > 1:
+        n = threads.per_process(n_threads, isolate=True) if n_threads is not None else None
+        a.lane_env = {"OMP_NUM_THREADS": str(n) if n else os.environ["OMP_NUM_THREADS"]}
+        os.environ["OMP_NUM_THREADS"] = "1"  # this process: torch not imported yet, so no pool ever starts
+        if n is not None:
+            print(f"difftest: {n} CPU threads per process ({why}, halved with the kernel worker)", file=sys.stderr)
+        return
+    if a.isolate:
+        from .isolation import prestart, share_cores
+
+        if n_threads is None:
+            share_cores()  # references here and the kernel there run at once: half the cores each
+        else:  # the run's share of the host, halved the same way between this process and its worker
+            n_threads, why = threads.per_process(n_threads, isolate=True), f"{why}, halved with the kernel worker"
+            threads.apply(n_threads)
+        if jobs == 1:  # the worker's imports (torch, the kernels' modules) run beside ours
+            prestart(names)
+    else:
+        threads.apply(n_threads)
+    if n_threads is not None:
+        print(f"difftest: {n_threads} CPU threads per process ({why})", file=sys.stderr)
 
 
 def _run_campaigns(a, kernels, config, out, resume) -> int:
@@ -243,7 +295,7 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
         print(f"difftest: --no-isolate: a crash's stack is written to {run.dir / CRASH_LOG}; "
               f"`--resume` records it as an error case", file=sys.stderr)
     results, records = [], {}
-    interrupted = None
+    interrupted, lost = None, []  # lost: campaigns whose process died (--jobs > 1, lanes.py)
     t0 = time.perf_counter()
     from . import warmup
 
@@ -253,33 +305,41 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
     for name, built in prebuilt.items():
         if built:
             print(f"{name}: prebuild {built}", flush=True)
+    from .declaration import claim_line
+
+    def run_one(k, progress):
+        return run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget,
+                            shrink_budget=a.shrink_budget, out_dir=run.dir,
+                            config=config, progress=progress, edge_cases=not a.no_edge_cases,
+                            database=None if a.db == "none" else a.db,
+                            seed=-1 if a.seed is None else a.seed, shard=a.shard,
+                            run_id=run.id, resume=resume is not None)
+
+    def finished(k, r):
+        if prebuilt.get(k.name):
+            r.settings["prebuild"] = prebuilt[k.name]
+        records[id(r)] = campaign_record(r)  # once: the run state and report.json share it
+        run.mark_kernel(k.name, {**records[id(r)], "case_log": r.settings.get("case_log"),
+                                 "first_failure": r.first_failure.to_dict() if r.first_failure else None})
+
     with interruptible():
         try:
-            for k in kernels:
-                from .declaration import claim_line
-
+            if a.jobs > 1:
+                results, interrupted, lost = _side_by_side(a, kernels, run, resume, run_one, finished)
+            for k in kernels if a.jobs == 1 else ():
                 print(claim_line(k.name, k.capability), flush=True)
                 rec = resume.finished_kernel(k.name) if resume else None
                 if rec is not None:  # finished before the kill: its record and logged cases
                     r = result_from_record(rec, logged_cases(run.dir / rec["case_log"], run.id))
                 else:
                     try:
-                        r = run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget,
-                                         shrink_budget=a.shrink_budget, out_dir=run.dir,
-                                         config=config, progress=not a.quiet, edge_cases=not a.no_edge_cases,
-                                         database=None if a.db == "none" else a.db,
-                                         seed=-1 if a.seed is None else a.seed, shard=a.shard,
-                                         run_id=run.id, resume=resume is not None)
+                        r = run_one(k, not a.quiet)
                     except Interrupted as e:
                         interrupted = e
                         if getattr(e, "partial", None) is not None:
                             results.append(e.partial)
                         break
-                    if prebuilt.get(k.name):
-                        r.settings["prebuild"] = prebuilt[k.name]
-                    records[id(r)] = campaign_record(r)  # once: the run state and report.json share it
-                    run.mark_kernel(k.name, {**records[id(r)], "case_log": r.settings.get("case_log"),
-                                             "first_failure": r.first_failure.to_dict() if r.first_failure else None})
+                    finished(k, r)
                 results.append(r)
                 _print_campaign(k, r)
         except Interrupted as e:  # between campaigns
@@ -289,7 +349,8 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
 
             close_all()
     with deferred():  # a second signal must not cut the partial report in half
-        extra = {"argv": a.argv, "run_id": run.id, "interrupted": interrupted.name if interrupted else None}
+        extra = {"argv": a.argv, "run_id": run.id, "interrupted": interrupted.name if interrupted else
+                 "campaign process died" if lost else None}
         report = write_json(results, run.dir / "report.json", extra=extra, records=records)
         md = run.dir / "summary.md"
         from .safeio import atomic_write_text
@@ -299,19 +360,70 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
         for path, src in ((a.report, report), (a.markdown, md), (a.html, html)):
             if path:  # the user's own paths get this run's files, finished or not
                 atomic_write_text(path, src.read_text())
-        run.set_status("interrupted" if interrupted else "finished", interrupted=extra["interrupted"])
-        if not interrupted:
+        run.set_status("interrupted" if extra["interrupted"] else "finished", interrupted=extra["interrupted"])
+        if not extra["interrupted"]:
             run.publish()
     print()
     print(summary_table(results))
-    where = f"{out / 'report.json'} (run folder {run.dir})" if not interrupted else f"{report} (partial)"
+    where = f"{out / 'report.json'} (run folder {run.dir})" if not extra["interrupted"] else f"{report} (partial)"
     print(f"\nreport: {where}  ({time.perf_counter() - t0:.1f} s)")
     failed = any(r.failed for r in results)
     if interrupted:
         print(f"difftest: interrupted by {interrupted.name}: partial report {report}; "
               f"continue with: difftest run --resume {run.id} --out {out}", file=sys.stderr)
         return 1 if failed else interrupted.exit_code
+    if lost:
+        print(f"difftest: the campaign process of {', '.join(lost)} died: partial report {report}; "
+              f"continue with: difftest run --resume {run.id} --out {out}", file=sys.stderr)
+        return 1
     return 1 if failed else 0
+
+
+def _side_by_side(a, kernels, run, resume, run_one, finished):
+    """``--jobs N`` > 1: the campaigns in N lanes (difftest/lanes.py). Each campaign's
+    block prints when it finishes; the results keep the order the kernels were named in.
+    Returns (results, the Interrupted or None)."""
+    from . import lanes
+    from .declaration import claim_line
+    from .runs import logged_cases, result_from_record
+
+    done: dict = {}
+    todo = []
+    for i, k in enumerate(kernels):
+        rec = resume.finished_kernel(k.name) if resume else None
+        if rec is not None:  # finished before the kill: its record and logged cases
+            done[i] = result_from_record(rec, logged_cases(run.dir / rec["case_log"], run.id))
+            print(claim_line(k.name, k.capability), flush=True)
+            _print_campaign(k, done[i])
+        else:
+            todo.append(i)
+    hazard = lanes.fork_hazard()
+    if hazard:
+        print(f"difftest: campaigns one at a time: {hazard}, so it cannot fork safely", file=sys.stderr)
+    names = [kernels[i].name for i in todo]
+    order = lanes.schedule(names, lanes.previous_times(run.out / "report.json"))
+
+    def on_result(j, r):
+        k = kernels[todo[j]]
+        finished(k, r)
+        done[todo[j]] = r
+        print(claim_line(k.name, k.capability), flush=True)
+        _print_campaign(k, r)
+
+    out = lanes.run_lanes([kernels[i] for i in todo], 1 if hazard else a.jobs, lambda k: run_one(k, False),
+                          on_result, order=order, env=a.lane_env)
+    for j, r in out["partial"].items():
+        done[todo[j]] = r
+    for j, why in out["lost"].items():  # its lane died: what its case log kept, as a partial result
+        k = kernels[todo[j]]
+        r = lanes.lost_result(k, a.profile, run, why)
+        print(f"difftest: {k.name}: {why.splitlines()[0]}; its {len(r.cases)} logged cases are kept as a "
+              f"partial result", file=sys.stderr)
+        if len(why.splitlines()) > 1:
+            print(why, file=sys.stderr)
+        done[todo[j]] = r
+    lost = [kernels[todo[j]].name for j in sorted(out["lost"])]
+    return [done[i] for i in sorted(done)], out["interrupted"], lost
 
 
 def _print_campaign(k, r) -> None:

@@ -13,7 +13,8 @@ Rule, first that applies:
 3. an ``OMP_NUM_THREADS`` already set by the user is kept (as the pytest plugin does);
 4. with ``--shard I/N``: the usable cores divided by N (at least 1), because the README's
    scale-out runs the N shards of a campaign side by side on one host; shards on separate
-   hosts should pass ``--threads 0``;
+   hosts should pass ``--threads 0``; with ``--jobs J`` (J campaigns at once, lanes.py)
+   divided by J as well, each campaign being one more process pair on the same cores;
 5. otherwise ``isolation.share_cores`` (half the cores each for the run and its worker;
    nothing changed without isolation).
 The number is the run's share of the host. With isolation (the default) the run and its
@@ -51,7 +52,7 @@ def parse_threads(text: str, source: str = "--threads") -> int:
 
 
 def choose(threads: int | None = None, shard: tuple[int, int] | None = None, env=None,
-           cpus: int | None = None) -> tuple[int | None, str]:
+           cpus: int | None = None, jobs: int = 1) -> tuple[int | None, str]:
     """(threads, why): the number of threads the rule above gives, None to leave the
     process as it is, and a phrase saying which rule decided."""
     env = os.environ if env is None else env
@@ -63,8 +64,11 @@ def choose(threads: int | None = None, shard: tuple[int, int] | None = None, env
         return (n or cpus), ENV
     if env.get("OMP_NUM_THREADS", "").strip():
         return None, "OMP_NUM_THREADS is set"
-    if shard is not None and shard[1] > 1:
-        return max(1, cpus // shard[1]), f"--shard {shard[0]}/{shard[1]}: {cpus} cores / {shard[1]} shards"
+    shards = shard[1] if shard is not None and shard[1] > 1 else 1
+    if shards > 1 or jobs > 1:
+        parts = ([f"{shards} shards"] if shards > 1 else []) + ([f"{jobs} campaigns at once"] if jobs > 1 else [])
+        where = f"--shard {shard[0]}/{shard[1]}: " if shards > 1 else "--jobs: "
+        return max(1, cpus // (shards * jobs)), f"{where}{cpus} cores / {' x '.join(parts)}"
     return None, "torch's default"
 
 

@@ -1,0 +1,185 @@
+"""``difftest run --jobs N``: campaigns side by side (difftest/lanes.py) change nothing but
+the wall time. Checked on the CLI as a subprocess: the report of ``--jobs 2`` equals the
+serial one case for case (same seed), in the order the kernels were named; a signal still
+gives a partial report with every campaign under way and ``--resume`` finishes it; a
+campaign whose process dies leaves the other campaign's findings and its own logged cases;
+bad values are one line and exit 2. No wall-clock assertion: every wait is bounded."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from difftest import lanes
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOW_REF, WRONG_DK = "tests.faulty_kernels:SlowRef", "tests.faulty_kernels:SlowWrongDk"
+BASE = ["run", "-p", "quick", "--max-examples", "8", "--seed", "3", "--no-edge-cases", "--db", "db", "-q",
+        "--out", "out", "--shrink-budget", "5"]
+
+
+def _env(tmp_path, sleep="0"):
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIFFTEST_THREADS")}
+    return {**env, "PYTHONPATH": str(ROOT), "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
+            "DIFFTEST_TEST_SLEEP": sleep}
+
+
+def _run(tmp_path, *args, sleep="0"):
+    return subprocess.run([sys.executable, "-m", "difftest", *BASE, *args], cwd=tmp_path, env=_env(tmp_path, sleep),
+                          capture_output=True, text=True, timeout=600)
+
+
+def _start(tmp_path, *args, sleep="0.3"):
+    return subprocess.Popen([sys.executable, "-m", "difftest", *BASE, *args], cwd=tmp_path,
+                            env=_env(tmp_path, sleep), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _logged(tmp_path) -> list:
+    out = []
+    for f in sorted((tmp_path / "out" / "runs").glob("*/*.cases.jsonl")):
+        for line in f.read_text().splitlines():
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if d.get("event") == "case":
+                out.append(d)
+    return out
+
+
+def _wait_for(proc, tmp_path, pred, limit_s=300):
+    t0 = time.monotonic()
+    while not pred(_logged(tmp_path)):
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the run ended (rc {proc.returncode}) before the state wanted:\n{out}\n{err}")
+        assert time.monotonic() - t0 < limit_s, "the case log never reached the state wanted"
+        time.sleep(0.2)
+
+
+def _cases(campaign) -> list:
+    """What a verdict is made of, without times."""
+    return [(c["problem"], c["status"], c.get("input_digest"), c.get("error_type"),
+             [(v["output"], v["gate"], v["passed"], v.get("max_abs_err"), v.get("limit")) for v in c["verdicts"]])
+            for c in campaign["cases"]]
+
+
+def _report(tmp_path) -> dict:
+    return json.loads((tmp_path / "out" / "report.json").read_text())
+
+
+def test_two_at_once_report_equals_the_serial_one_case_for_case(tmp_path):
+    kernels = ["-k", WRONG_DK, "-k", SLOW_REF, "-k", "torch-blockwise"]
+    serial, side = tmp_path / "serial", tmp_path / "side"
+    serial.mkdir(), side.mkdir()
+    r1 = _run(serial, *kernels, "--jobs", "1")
+    r2 = _run(side, *kernels, "--jobs", "2")
+    assert r1.returncode == r2.returncode == 1, r2.stdout[-3000:] + r2.stderr[-3000:]
+    assert "2 campaigns at once" in r2.stderr and "campaigns at once" not in r1.stderr
+    a, b = _report(serial), _report(side)
+    assert [c["kernel"] for c in b["campaigns"]] == ["slow-wrong-dk", "slow-ref", "torch-blockwise"]
+    for ca, cb in zip(a["campaigns"], b["campaigns"], strict=True):
+        assert ca["kernel"] == cb["kernel"] and ca["status"] == cb["status"]
+        assert _cases(ca) == _cases(cb) and ca["examples"] == cb["examples"] > 0
+        assert ca["counts"] == cb["counts"] and ca["coverage"] == cb["coverage"]
+        assert (ca["failure"] or {}).get("problem") == (cb["failure"] or {}).get("problem")
+    assert b["campaigns"][0]["failure"]["failed_gates"] == ["dk:budget"]
+    assert set(a) == set(b) and set(a["campaigns"][0]) == set(b["campaigns"][0])  # the same schema
+    # the summary table keeps the named order too; each campaign's block is printed once
+    table = r2.stdout[r2.stdout.index("output  cases"):]
+    assert table.index("slow-wrong-dk") < table.index("slow-ref") < table.index("torch-blockwise")
+    assert r2.stdout.count("slow-ref: passed (") == 1
+
+
+def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_path):
+    proc = _start(tmp_path, "-k", SLOW_REF, "-k", "tests.faulty_kernels:SlowRef", "--jobs", "2",
+                  "--max-examples", "30")
+    # the same kernel twice is two campaigns; wait until both lanes have logged cases
+    _wait_for(proc, tmp_path, lambda cases: len(cases) >= 4)
+    proc.send_signal(signal.SIGINT)  # the parent only: it forwards the signal to its lanes
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert "interrupted by SIGINT" in err and "--resume" in err
+    (run_dir,) = (tmp_path / "out" / "runs").glob("*")
+    partial = json.loads((run_dir / "report.json").read_text())
+    assert partial["interrupted"] == "SIGINT"
+    assert partial["campaigns"] and all(c["status"] == "interrupted" for c in partial["campaigns"])
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    assert not (tmp_path / "out" / "report.json").exists()
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+                       env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert all(c["status"] == "passed" for c in _report(tmp_path)["campaigns"])
+
+
+def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tmp_path):
+    """A lane killed from outside (as the OOM killer would) costs its campaign, not the run:
+    the other campaign finishes with its failure found, the dead one is a partial result of
+    its logged cases, the exit code is 1 and --resume can finish it."""
+    proc = _start(tmp_path, "-k", SLOW_REF, "-k", WRONG_DK, "--jobs", "2", "--max-examples", "20", sleep="0.2")
+    _wait_for(proc, tmp_path, lambda cases: sum(c["kernel"] == "slow-ref" for c in cases) >= 2)
+    lanes_of_run = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    assert len(lanes_of_run) == 2  # one lane per campaign, each with a campaign under way
+    os.kill(lanes_of_run[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out[-2000:] + err[-2000:]
+    assert "campaign process" in err and "died" in err and "Traceback" not in err
+    (run_dir,) = (tmp_path / "out" / "runs").glob("*")
+    camps = {c["kernel"]: c for c in json.loads((run_dir / "report.json").read_text())["campaigns"]}
+    assert set(camps) == {"slow-ref", "slow-wrong-dk"}
+    dead = [c for c in camps.values() if "died" in c["reason"]]
+    assert len(dead) == 1 and dead[0]["cases"], camps
+    alive = next(c for c in camps.values() if c is not dead[0])
+    assert alive["status"] in ("passed", "failed") and "died" not in alive["reason"]
+    if alive["kernel"] == "slow-wrong-dk":
+        assert alive["failure"]["failed_gates"] == ["dk:budget"]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+                       env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]  # slow-wrong-dk fails, by design
+    camps = {c["kernel"]: c for c in _report(tmp_path)["campaigns"]}
+    assert camps["slow-ref"]["status"] == "passed" and camps["slow-wrong-dk"]["status"] == "failed"
+
+
+@pytest.mark.parametrize("value,why", [("0", "allowed an integer >= 1"), ("x", "allowed an integer >= 1"),
+                                       ("-3", "allowed an integer >= 1")])
+def test_bad_jobs_is_one_line_and_exit_2(tmp_path, value, why):
+    r = _run(tmp_path, "-k", SLOW_REF, "--jobs", value)
+    assert r.returncode == 2 and f"--jobs {value!r} is invalid: {why}" in r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2  # argparse's usage line and the one error line
+
+
+def test_jobs_needs_isolation(tmp_path):
+    r = _run(tmp_path, "-k", SLOW_REF, "-k", WRONG_DK, "--jobs", "2", "--no-isolate")
+    assert r.returncode == 2 and "--jobs 2 needs isolation" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out" / "runs").exists()  # refused before the first case
+
+
+def test_auto_is_one_lane_per_campaign_up_to_the_cores_on_the_cpu_only():
+    assert lanes.choose(None, 4, 2, True, None) == (2, "auto: 4 campaigns, 2 cores")
+    assert lanes.choose(None, 4, 32, True, None)[0] == 4
+    assert lanes.choose(None, 1, 32, True, None)[0] == 1
+    assert lanes.choose(None, 4, 32, True, "cuda")[0] == 1  # one GPU: one campaign at a time
+    assert lanes.choose(None, 4, 32, False, None) == (1, "--no-isolate")
+    assert lanes.choose(3, 2, 32, True, None) == (2, "--jobs")  # never more lanes than campaigns
+    assert lanes.choose(1, 4, 32, True, None) == (1, "--jobs")
+
+
+def test_threads_split_between_campaigns_at_once():
+    from difftest.threads import choose
+
+    assert choose(None, None, env={}, cpus=2, jobs=2) == (1, "--jobs: 2 cores / 2 campaigns at once")
+    assert choose(None, None, env={}, cpus=32, jobs=4)[0] == 8
+    assert choose(None, (0, 2), env={}, cpus=32, jobs=4)[0] == 4  # shards and lanes share the host
+    assert choose(None, None, env={"OMP_NUM_THREADS": "3"}, cpus=32, jobs=4)[0] is None  # the user's kept
+
+
+def test_longest_previous_campaign_goes_first_unknown_ones_before_all():
+    names = ["a", "b", "c", "d"]
+    assert lanes.schedule(names, {"a": 2.0, "b": 9.0, "c": 4.0}) == [3, 1, 2, 0]
+    assert lanes.schedule(names, {}) == [0, 1, 2, 3]
