@@ -44,9 +44,13 @@
 #       issue 13 / detection: the fa3-jax adapter's two paths (public jax.vjp, the rules on the
 #       forward's residuals) surveyed side by side, one seed, narrowed to the overflow's class
 #       (dense, unmasked, seqlen <= 400); beside them scripts/device/build_vs_hang.py (issue 10)
-# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9
+#   R10: carry .device/fa3jax .device/tileops.tar.xz                                 (~260 s)
+#       after 34ad9c6 (an adapter's process start is set-up time): build_vs_hang.py again (R9's
+#       build case was a false "hang"); beside it the final fa3-jax adapter (public jax.vjp path,
+#       the corpus with every head dim) surveyed over its whole capability, 200 cases
+# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9|R10
 set -o pipefail
-call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9}
+call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9|R10}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -145,6 +149,14 @@ R9)
     stamp "build_vs_hang exit $?" ) &
   lanes_done
   for k in fa3-jax fa3-jax-rules; do tail -n 3 $L/$k.log | cut -c1-600; done; tail -n 4 $L/build_vs_hang.log ;;
-*) echo "call: allowed R1..R9"; exit 2 ;;
+R10)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
+  ( timeout 230 $S --out $R --seconds 170 --timeout 60 fa3-jax 200 > $L/fa3-jax.log 2>&1
+    stamp "fa3-jax survey exit $?" ) &
+  ( timeout 240 python3 scripts/device/build_vs_hang.py --out $R/build_vs_hang > $L/build_vs_hang.log 2>&1
+    stamp "build_vs_hang exit $?" ) &
+  lanes_done
+  tail -n 4 $L/fa3-jax.log | cut -c1-600; grep -E "^(build|hang):" $L/build_vs_hang.log ;;
+*) echo "call: allowed R1..R10"; exit 2 ;;
 esac
 finish
