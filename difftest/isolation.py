@@ -71,6 +71,7 @@ def _worker_main(conn, env, preload=()):
         except BaseException:  # noqa: BLE001 -- the case that asks for it meets the error again
             pass
     conn.send(("ready", None))
+    parent = os.getppid()
     while True:
         try:
             msg = conn.recv()
@@ -101,6 +102,8 @@ def _worker_main(conn, env, preload=()):
                         results.append(got.to("cpu"))
             conn.send(("ok", results, timer.seconds))
         except BaseException as e:  # report everything, keep serving
+            if isinstance(e, (BrokenPipeError, ConnectionResetError)) and os.getppid() != parent:
+                return  # the run that asked was killed: no one to report to (and no traceback on its terminal)
             msg = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
             kind = getattr(e, "error_type", None) or type(e).__name__
             if context_broken(e):
