@@ -2,6 +2,11 @@
 
 Only a kernel that claims determinism (``Capability.deterministic``) can fail it; for
 any other kernel the same measurement is reported under ``determinism_info`` and passes.
+
+Every run is an answer a user can get, so a rerun that differs from the first is judged
+like the first (``rerun_verdicts``): a nondeterministic kernel may differ from run to run,
+never be wrong on one of them. (flash-attn3-jax's backward writes past two buffers; 20 runs
+of one problem differed by up to +inf, phase 8 R5, while only the first run was judged.)
 """
 
 import torch
@@ -48,3 +53,34 @@ def determinism_verdicts(problem, runs: list, claimed: bool = True) -> list[Verd
                                 {"runs": len(runs), "differing": n, "elements": differ.numel(), "max_diff": max_diff},
                                 None, msg, "first run"))
     return verdicts
+
+
+def same_bits(a, b) -> bool:
+    """Whether two runs' Outputs are bitwise identical in every output both have."""
+    for name in OUTPUTS:
+        x, y = a.get(name), b.get(name)
+        if x is None or y is None:
+            continue
+        if x.shape != y.shape or not torch.equal(_bits(x), _bits(y)):
+            return False
+    return True
+
+
+def rerun_verdicts(runs: list, judge) -> list[Verdict]:
+    """The failing verdicts of the first rerun that differs from run 1 and fails ``judge``
+    (a callable: Outputs -> the verdicts the first run got), each message naming the run and
+    how many differing reruns failed; [] when every differing rerun passes. Bitwise copies
+    of run 1 are not judged again."""
+    failing, first = 0, []
+    for i, run in enumerate(runs[1:], 2):
+        if same_bits(run, runs[0]):
+            continue
+        bad = [v for v in judge(run) if not v.passed]
+        if bad:
+            failing += 1
+            first = first or [(i, v) for v in bad]
+    for i, v in first:
+        v.numbers = {**v.numbers, "run": i, "runs": len(runs), "failing_reruns": failing}
+        v.message = f"run {i} of {len(runs)} ({failing} failing rerun{'s' if failing != 1 else ''}): {v.message}"
+    return [v for _, v in first]
+

@@ -27,7 +27,7 @@ from . import adapter as registry
 from . import breakdown, oracles, triage
 from .adapter import KernelAdapter, KernelUnavailable
 from .attribution import attribute
-from .determinism import determinism_verdicts
+from .determinism import determinism_verdicts, rerun_verdicts
 from .gates import GateConfig, Verdict, check_outputs, check_second_reference
 from .inputs import make_inputs
 from .isolation import COMPILE_TIMEOUT_S
@@ -228,13 +228,17 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     if refs.note:
         result.notes.append(refs.note)
     with phase("gates"):
-        result.verdicts = check_outputs(problem, got, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
-                                        expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
-                                        standard_label=f"{config.truth} truth", inputs=inputs)
+        def judge(outputs):
+            return check_outputs(problem, outputs, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
+                                 expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
+                                 standard_label=f"{config.truth} truth", inputs=inputs)
+
+        result.verdicts = judge(got)
         attribute(problem, inputs, got, refs.truth, result.verdicts)
         breakdown.attach(problem, got, refs.truth, result.verdicts, cap)  # which heads/sequences/tiles
         if runs > 1:  # a kernel that never claimed determinism gets it reported, not failed
             result.verdicts += determinism_verdicts(problem, got_runs, claimed=cap.deterministic)
+            result.verdicts += rerun_verdicts(got_runs, judge)  # but every run must be right
     if config.second_reference:
         with phase("second_ref"):
             result.verdicts += _second_reference(problem, inputs, got, refs.truth, config, result.notes)

@@ -138,6 +138,22 @@ class Flaky(RefKernel):
         return out
 
 
+class WrongOnRerun(RefKernel):
+    """Claims no determinism; right on its first call in a process, then every other call
+    returns dQ with one NaN (a buffer overrun whose victim depends on placement)."""
+
+    name = "test-wrong-on-rerun"
+    spec = "tests.kernels_for_tests:WrongOnRerun"
+    calls = 0
+
+    def corrupt(self, inputs, out):
+        WrongOnRerun.calls += 1
+        if WrongOnRerun.calls % 2 == 0:
+            out.dq = out.dq.clone()
+            out.dq.view(-1)[0] = float("nan")
+        return out
+
+
 class AcceleratorError(RuntimeError):
     """Stands for torch's sticky CUDA error type."""
 

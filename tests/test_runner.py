@@ -15,6 +15,7 @@ from tests.kernels_for_tests import (
     PoisonAwareCorrect,
     RaisesOnCausal,
     RefKernel,
+    WrongOnRerun,
 )
 
 P = Problem(batch=1, seqlen_q=8, seqlen_k=12, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8, seed=1).validate()
@@ -80,6 +81,19 @@ def test_determinism_is_informational_for_kernels_that_do_not_claim_it():
     r = run_case(RefKernel(), P, RunConfig(determinism_runs=3))
     assert r.status == "passed"
     assert any(v.gate == "determinism_info" for v in r.verdicts)
+
+
+def test_every_run_of_a_nondeterministic_kernel_is_judged():
+    """Fails on the code that judged only the first run: the second run's NaN dQ was reported
+    as informational nondeterminism and the case passed."""
+    WrongOnRerun.calls = 0
+    r = run_case(WrongOnRerun(), P, RunConfig(determinism_runs=3))
+    assert r.status == "failed" and "dq:nonfinite" in r.failed_gates, r.render()
+    v = next(v for v in r.verdicts if v.label == "dq:nonfinite" and not v.passed)
+    assert v.numbers["run"] == 2 and v.numbers["failing_reruns"] == 1 and v.message.startswith("run 2 of 3")
+    assert any(v.gate == "determinism_info" for v in r.verdicts)  # still reported as nondeterminism
+    WrongOnRerun.calls = 0
+    assert run_case(WrongOnRerun(), P, RunConfig(determinism_runs=1)).status == "passed"  # one run: it was right
 
 
 def test_case_result_round_trips_through_json():
