@@ -22,11 +22,9 @@ import torch
 from difftest import adapter as registry
 from difftest.campaign import run_campaign
 from difftest.capability import parse_narrowing
-from difftest.determinism import determinism_verdicts
-from difftest.inputs import make_inputs
 from difftest.problem import Problem
 from difftest.reports import markdown_summary, summary_table, write_json
-from difftest.runner import RunConfig
+from difftest.runner import RunConfig, run_case
 
 DET_PROBLEMS = [
     Problem(batch=2, seqlen_q=256, seqlen_k=256, heads_q=8, heads_kv=8, head_dim_qk=64, head_dim_v=64,
@@ -45,24 +43,27 @@ DET_PROBLEMS = [
 
 
 def determinism(kernel, runs: int) -> list[dict]:
+    """``runs`` calls on each of DET_PROBLEMS through run_case: bitwise comparison, and every
+    call that differs from the first judged by the gates (a wrong rerun fails the row)."""
     rows = []
     for p in DET_PROBLEMS:
         why = kernel.capability.excludes(p) or kernel.available()
         if why:
             continue
-        x = make_inputs(p, kernel.capability.device)
-        try:
-            outs = [kernel.run(x).clone() for _ in range(runs)]
-        except Exception as e:  # noqa: BLE001
-            rows.append({"kernel": kernel.name, "problem": p.short(), "error": f"{type(e).__name__}: {e}"[:300]})
+        r = run_case(kernel, p, RunConfig(determinism_runs=runs, device=kernel.capability.device))
+        if r.status == "error":
+            rows.append({"kernel": kernel.name, "problem": p.short(), "error": (r.reason or "")[:300]})
             continue
-        vs = determinism_verdicts(p, outs)
+        vs = [v for v in r.verdicts if v.gate in ("determinism", "determinism_info")]
+        wrong = [v.label for v in r.verdicts if not v.passed and v.gate not in ("determinism", "determinism_info")]
         rows.append({"kernel": kernel.name, "problem": p.short(), "runs": runs,
                      "claims_deterministic": kernel.capability.deterministic,
-                     "bitwise_equal": all(v.passed for v in vs),
-                     "per_output": {v.output: v.numbers for v in vs}})
-        print(f"determinism {kernel.name} {p.short()}: "
-              + ", ".join(f"{v.output}:{'ok' if v.passed else str(v.numbers['differing']) + ' differ'}" for v in vs),
+                     "bitwise_equal": all(v.numbers.get("differing", 0) == 0 for v in vs),
+                     "per_output": {v.output: v.numbers for v in vs},
+                     "status": getattr(r.status, "value", r.status), "failed_gates": wrong})
+        per = [f"{v.output}:{v.numbers['differing']} differ" if v.numbers.get("differing") else f"{v.output}:ok"
+               for v in vs]
+        print(f"determinism {kernel.name} {p.short()}: " + ", ".join(per) + (f"; WRONG: {wrong}" if wrong else ""),
               flush=True)
     return rows
 
