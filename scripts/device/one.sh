@@ -48,9 +48,12 @@
 #       after 34ad9c6 (an adapter's process start is set-up time): build_vs_hang.py again (R9's
 #       build case was a false "hang"); beside it the final fa3-jax adapter (public jax.vjp path,
 #       the corpus with every head dim) surveyed over its whole capability, 200 cases
-# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9|R10
+#   R11: carry .device/fa3jax                                                        (~90 s)
+#       after 2395c24 (every differing rerun judged): the fa3-jax 20-run determinism rows again;
+#       R5's b2 sq333 h8/2 row differed by +inf and passed as informational
+# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11
 set -o pipefail
-call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9|R10}
+call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -157,6 +160,15 @@ R10)
     stamp "build_vs_hang exit $?" ) &
   lanes_done
   tail -n 4 $L/fa3-jax.log | cut -c1-600; grep -E "^(build|hang):" $L/build_vs_hang.log ;;
-*) echo "call: allowed R1..R10"; exit 2 ;;
+R11)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
+  ( cd scripts/device && timeout 150 python3 -c "
+import json, campaigns
+from difftest import adapter as registry
+rows = campaigns.determinism(registry.get('fa3-jax'), 20)
+json.dump(rows, open('$R/fa3-jax.determinism.json', 'w'), indent=1, default=str)" > $L/det.log 2>&1
+    stamp "fa3-jax determinism exit $?" )
+  grep "^determinism" $L/det.log | cut -c1-300 ;;
+*) echo "call: allowed R1..R11"; exit 2 ;;
 esac
 finish
