@@ -198,6 +198,8 @@ def cmd_run(a) -> int:
                                         a.device)
     except lanes.JobsError as e:
         raise UsageError(str(e)) from None
+    if a.jobs > 1 and len(set(names)) < len(names):
+        a.jobs, jobs_why = 1, "a kernel named twice: its campaigns share one case log"
     _share_threads(a, names, a.jobs)  # before torch loads: it reads OMP_NUM_THREADS once
     try:
         kernels = [registry.get(n) for n in names]
@@ -411,8 +413,12 @@ def _side_by_side(a, kernels, run, resume, run_one, finished):
         print(claim_line(k.name, k.capability), flush=True)
         _print_campaign(k, r)
 
+    def on_start(j):  # one line per campaign started; its block follows when it finishes
+        if not a.quiet:
+            print(f"{kernels[todo[j]].name}: running", flush=True)
+
     out = lanes.run_lanes([kernels[i] for i in todo], 1 if hazard else a.jobs, lambda k: run_one(k, False),
-                          on_result, order=order, env=a.lane_env)
+                          on_result, on_start=on_start, order=order, env=a.lane_env)
     for j, r in out["partial"].items():
         done[todo[j]] = r
     for j, why in out["lost"].items():  # its lane died: what its case log kept, as a partial result

@@ -106,12 +106,17 @@ def schedule(names: list, previous: dict) -> list:
 
 
 def previous_times(report_path) -> dict:
-    """kernel -> elapsed_s of the report at ``report_path`` ({} when there is none)."""
+    """kernel -> seconds its campaign took in the report at ``report_path``, less the start
+    of its worker (paid by whichever campaign a lane runs first); {} when there is none."""
     import json
 
     try:
         doc = json.loads(open(report_path).read())
-        return {c["kernel"]: float(c.get("elapsed_s") or 0.0) for c in doc.get("campaigns", [])}
+        out = {}
+        for c in doc.get("campaigns", []):
+            start = ((c.get("timing") or {}).get("phases_s") or {}).get("worker_start") or 0.0
+            out[c["kernel"]] = max(0.0, float(c.get("elapsed_s") or 0.0) - float(start))
+        return out
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 

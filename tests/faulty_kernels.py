@@ -116,3 +116,10 @@ class SlowWrongDk(SlowRef):
         if _faulty(inputs.problem):
             out.dk = out.dk * 1.05
         return out
+
+
+class SlowRefToo(SlowRef):
+    """SlowRef under another name: a second campaign beside SlowRef's (``--jobs 2``)."""
+
+    name = "slow-ref-too"
+    spec = "tests.faulty_kernels:SlowRefToo"

@@ -19,6 +19,8 @@ from difftest import lanes
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_REF, WRONG_DK = "tests.faulty_kernels:SlowRef", "tests.faulty_kernels:SlowWrongDk"
+SLOW_TOO = "tests.faulty_kernels:SlowRefToo"
+KS = ("slow-ref", "slow-ref-too")
 # budgets that never bind here: a campaign that hits a wall-clock budget (search or shrink) runs
 # fewer cases on a slower machine, serial or not; below them its cases depend on the seed alone
 BASE = ["run", "-p", "quick", "--max-examples", "8", "--seed", "3", "--no-edge-cases", "--db", "db", "-q",
@@ -99,10 +101,10 @@ def test_two_at_once_report_equals_the_serial_one_case_for_case(tmp_path):
 
 
 def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_path):
-    proc = _start(tmp_path, "-k", SLOW_REF, "-k", "tests.faulty_kernels:SlowRef", "--jobs", "2",
+    proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2",
                   "--max-examples", "30")
-    # the same kernel twice is two campaigns; wait until both lanes have logged cases
-    _wait_for(proc, tmp_path, lambda cases: len(cases) >= 4)
+    # wait until both lanes have logged cases
+    _wait_for(proc, tmp_path, lambda cases: min(sum(c["kernel"] == k for c in cases) for k in KS) >= 2)
     proc.send_signal(signal.SIGINT)  # the parent only: it forwards the signal to its lanes
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
@@ -110,7 +112,8 @@ def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_
     (run_dir,) = (tmp_path / "out" / "runs").glob("*")
     partial = json.loads((run_dir / "report.json").read_text())
     assert partial["interrupted"] == "SIGINT"
-    assert partial["campaigns"] and all(c["status"] == "interrupted" for c in partial["campaigns"])
+    assert [c["kernel"] for c in partial["campaigns"]] == list(KS)  # both partial, in the named order
+    assert all(c["status"] == "interrupted" and c["cases"] for c in partial["campaigns"])
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
     assert not (tmp_path / "out" / "report.json").exists()
     r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
@@ -146,6 +149,33 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]  # slow-wrong-dk fails, by design
     camps = {c["kernel"]: c for c in _report(tmp_path)["campaigns"]}
     assert camps["slow-ref"]["status"] == "passed" and camps["slow-wrong-dk"]["status"] == "failed"
+
+
+def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(tmp_path):
+    proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2",
+                  "--max-examples", "30")
+    _wait_for(proc, tmp_path, lambda cases: min(sum(c["kernel"] == k for c in cases) for k in KS) >= 2)
+    lanes_of_run = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    proc.kill()
+    proc.communicate(timeout=60)
+    t0 = time.monotonic()
+    while any(Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]
+              for p in lanes_of_run):  # nothing keeps running into the killed run's folder
+        assert time.monotonic() - t0 < 60, "a lane outlived its run"
+        time.sleep(0.2)
+    finished = {f"{c['kernel']} {json.dumps(c['problem'], sort_keys=True)}" for c in _logged(tmp_path)}
+    calls = tmp_path / "calls"
+    before = len(calls.read_text().splitlines())
+    assert finished <= set(calls.read_text().splitlines())  # the two name a case alike
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+                       env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "2 campaigns at once" in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    after = calls.read_text().splitlines()[before:]
+    assert after and finished and set(after) - finished  # the rest ran, named as the log names them
+    again = set(after) & finished
+    assert not again, f"{len(again)} finished cases ran again after --resume"
+    camps = _report(tmp_path)["campaigns"]
+    assert len(camps) == 2 and all(c["status"] == "passed" and c["settings"]["resumed_cases"] for c in camps)
 
 
 @pytest.mark.parametrize("value,why", [("0", "allowed an integer >= 1"), ("x", "allowed an integer >= 1"),
@@ -185,3 +215,15 @@ def test_longest_previous_campaign_goes_first_unknown_ones_before_all():
     names = ["a", "b", "c", "d"]
     assert lanes.schedule(names, {"a": 2.0, "b": 9.0, "c": 4.0}) == [3, 1, 2, 0]
     assert lanes.schedule(names, {}) == [0, 1, 2, 3]
+
+
+def test_previous_times_leave_out_the_worker_start(tmp_path):
+    f = tmp_path / "report.json"
+    f.write_text(json.dumps({"campaigns": [
+        {"kernel": "a", "elapsed_s": 9.0, "timing": {"phases_s": {"worker_start": 4.0}}},
+        {"kernel": "b", "elapsed_s": 6.0}]}))
+    assert lanes.previous_times(f) == {"a": 5.0, "b": 6.0}
+    assert lanes.schedule(["a", "b"], lanes.previous_times(f)) == [1, 0]
+    assert lanes.previous_times(tmp_path / "none.json") == {}
+    (tmp_path / "bad.json").write_text("{not json")
+    assert lanes.previous_times(tmp_path / "bad.json") == {}
