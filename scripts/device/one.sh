@@ -51,9 +51,12 @@
 #   R11: carry .device/fa3jax                                                        (~90 s)
 #       after 2395c24 (every differing rerun judged): the fa3-jax 20-run determinism rows again;
 #       R5's b2 sq333 h8/2 row differed by +inf and passed as informational
-# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11
+#   R12: carry .device/fa3jax                                                        (~170 s)
+#       after d13a8f6 (two calls per case on CUDA, each judged): R9's narrowed fa3-jax survey again,
+#       same seed, to count how many of the overflow's cases fail now
+# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11|R12
 set -o pipefail
-call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11}
+call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11|R12}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -169,6 +172,11 @@ rows = campaigns.determinism(registry.get('fa3-jax'), 20)
 json.dump(rows, open('$R/fa3-jax.determinism.json', 'w'), indent=1, default=str)" > $L/det.log 2>&1
     stamp "fa3-jax determinism exit $?" )
   grep "^determinism" $L/det.log | cut -c1-300 ;;
-*) echo "call: allowed R1..R11"; exit 2 ;;
+R12)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
+  timeout 200 $S --out $R --seconds 140 --timeout 60 --seed 7 --narrow causal=false --narrow window=false \
+    --narrow varlen=false --narrow max_seqlen=400 fa3-jax 200 > $L/fa3-jax.log 2>&1
+  stamp "fa3-jax survey exit $?"; tail -n 3 $L/fa3-jax.log | cut -c1-400 ;;
+*) echo "call: allowed R1..R12"; exit 2 ;;
 esac
 finish
