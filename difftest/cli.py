@@ -98,8 +98,7 @@ def add_run_arguments(p):
                    help=f"seconds of a case's JIT builds before it counts as a build timeout, not a hang "
                         f"(default {DEFAULT_COMPILE_TIMEOUT_S:g}; needs --isolate)")
     p.add_argument("--determinism", type=positive_int, metavar="N",
-                   help="calls per case for the bitwise determinism gate (default 2 on a CUDA device or for kernels "
-                        "claiming determinism, else 1); "
+                   help="calls per case for the bitwise determinism gate (default 2 for kernels claiming determinism); "
                         "every call that differs from the first is judged by the gates too")
     p.add_argument("--k", action="append", type=k_item, metavar="OUTPUT=K",
                    help="error-budget multiplier for an output")

@@ -45,7 +45,7 @@ class RunConfig:
     gates: GateConfig = field(default_factory=GateConfig)
     device: str | None = None  # None: the kernel's capability.device
     poison: bool = True  # NaN-poison output buffers when the kernel accepts them
-    determinism_runs: int | None = None  # None: default_runs (2 on CUDA or when determinism is claimed, else 1)
+    determinism_runs: int | None = None  # None: 2 for kernels that claim determinism, else 1
     second_reference: str | None = None  # registry name of a second reference kernel (e.g. "fa3")
     isolate: bool = False  # run the kernel in a worker process (crash/hang safe)
     timeout_s: float = 600.0  # per kernel call, with isolate (JIT builds excluded: compile_timeout_s)
@@ -174,15 +174,6 @@ def _references(inputs, config: RunConfig):
                       f"internal: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4))
 
 
-def default_runs(capability, device: str) -> int:
-    """Calls per case when the run does not say (``RunConfig.determinism_runs`` None): 2 for a
-    kernel that claims determinism (the gate needs a second call), and 2 on a CUDA device for
-    every kernel: atomics, races and out-of-bounds writes whose victim depends on memory
-    placement make a GPU kernel wrong on some calls only, and every differing call is judged
-    (determinism.rerun_verdicts; flash-attn3-jax, phase 8). 1 otherwise (CPU kernels)."""
-    return 2 if capability.deterministic or str(device).startswith("cuda") else 1
-
-
 def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None = None) -> CaseResult:
     config = config or RunConfig()
     t0 = time.perf_counter()
@@ -198,7 +189,7 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
         inputs = make_inputs(problem, device)
     result = CaseResult(kernel.name, problem, Status.PASSED, input_digest=inputs.digest())
     poison = config.poison and cap.poison
-    runs = config.determinism_runs if config.determinism_runs is not None else default_runs(cap, device)
+    runs = config.determinism_runs if config.determinism_runs is not None else (2 if cap.deterministic else 1)
     runs = max(1, runs)
     t1 = time.perf_counter()
     refs = refs_error = None
