@@ -11,8 +11,11 @@ set -o pipefail
 source scripts/device/setup.sh > /dev/null
 R=/tmp/camp/$call; L=$R/logs; mkdir -p $L
 python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
-ls .whl/*.whl > /dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .whl/*.whl >> $L/pip.log 2>&1
+# carried wheels: .whl/ (the Triton packages) and .device/fa3jax/ (flash-attn3-jax and einops)
+for w in .whl .device/fa3jax; do
+  ls $w/*.whl > /dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    $w/*.whl >> $L/pip.log 2>&1
+done
 cp $OUT/env.txt $L/
 pack() { tar -C /tmp/camp -cJf $OUT/.$call-results.tar.xz $(cd /tmp/camp && ls -d $call $call-* 2>/dev/null) && mv $OUT/.$call-results.tar.xz $OUT/$call-results.tar.xz; }
 ( while sleep 40; do pack; done ) &

@@ -103,8 +103,6 @@ R4)
     stamp "mutants exit $?" ) &
   lanes_done ;;
 R5)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
-  stamp "fa3jax wheels install exit $?"
   export XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX beside torch on one GPU
   ( timeout 240 python3 scripts/device/fa3jax_smoke.py > $R/fa3jax-smoke.jsonl 2> $L/smoke.log
     stamp "fa3jax smoke exit $?" ) &
@@ -127,8 +125,6 @@ R6|R8)
     grep -E "cases|overhead|compile|kernel|truth|search" $L/fa4.log | tail -n 25 | cut -c1-200
   fi ;;
 R7)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
-  stamp "fa3jax wheels install exit $?"
   ( cd results/bugs/fa3-jax; F=repro_fa3jax_bwd_scratch_overflow.py
     timeout 200 python3 $F --repeats 2 > $L/fa3jax-sweep.jsonl 2> $L/fa3jax-sweep.err; stamp "fa3jax sweep exit $?"
     for s in 100 80; do
@@ -144,8 +140,6 @@ R7)
   lanes_done
   cut -c1-300 $L/fa3jax-sweep.jsonl; grep -h -E "Invalid|ERROR SUMMARY|wrong" $L/fa3jax-memcheck-s*.log | head -20 ;;
 R9)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
-  stamp "fa3jax wheels install exit $?"
   for k in fa3-jax fa3-jax-rules; do
     ( timeout 200 $S --out $R --seconds 140 --timeout 60 --seed 7 --narrow causal=false --narrow window=false \
         --narrow varlen=false --narrow max_seqlen=400 $k 200 > $L/$k.log 2>&1
@@ -156,7 +150,6 @@ R9)
   lanes_done
   for k in fa3-jax fa3-jax-rules; do tail -n 3 $L/$k.log | cut -c1-600; done; tail -n 4 $L/build_vs_hang.log ;;
 R10)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
   ( timeout 230 $S --out $R --seconds 170 --timeout 60 fa3-jax 200 > $L/fa3-jax.log 2>&1
     stamp "fa3-jax survey exit $?" ) &
   ( timeout 240 python3 scripts/device/build_vs_hang.py --out $R/build_vs_hang > $L/build_vs_hang.log 2>&1
@@ -164,7 +157,6 @@ R10)
   lanes_done
   tail -n 4 $L/fa3-jax.log | cut -c1-600; grep -E "^(build|hang):" $L/build_vs_hang.log ;;
 R11)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
   ( cd scripts/device && timeout 150 python3 -c "
 import json, campaigns
 from difftest import adapter as registry
@@ -173,7 +165,6 @@ json.dump(rows, open('$R/fa3-jax.determinism.json', 'w'), indent=1, default=str)
     stamp "fa3-jax determinism exit $?" )
   grep "^determinism" $L/det.log | cut -c1-300 ;;
 R12)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/fa3jax/*.whl >> $L/pip.log 2>&1
   timeout 200 $S --out $R --seconds 140 --timeout 60 --seed 7 --narrow causal=false --narrow window=false \
     --narrow varlen=false --narrow max_seqlen=400 fa3-jax 200 > $L/fa3-jax.log 2>&1
   stamp "fa3-jax survey exit $?"; tail -n 3 $L/fa3-jax.log | cut -c1-400 ;;
