@@ -3,6 +3,7 @@ case results (never a crash of the campaign), runs the poison and determinism ga
 
 
 import pytest
+import torch
 
 from difftest import Problem
 from difftest.isolation import close_all
@@ -94,6 +95,19 @@ def test_every_run_of_a_nondeterministic_kernel_is_judged():
     assert any(v.gate == "determinism_info" for v in r.verdicts)  # still reported as nondeterminism
     WrongOnRerun.calls = 0
     assert run_case(WrongOnRerun(), P, RunConfig(determinism_runs=1)).status == "passed"  # one run: it was right
+
+
+def test_a_gate_run_1_already_failed_is_not_repeated_for_a_rerun():
+    class NoisyAndWrong(RefKernel):  # dK always 5% off, dQ different on every call
+        capability = Flaky.capability
+
+        def corrupt(self, inputs, out):
+            out.dk = out.dk * 1.05
+            out.dq = out.dq + torch.randn_like(out.dq) * 1e-7 * out.dq.abs()
+            return out
+
+    r = run_case(NoisyAndWrong(), P, RunConfig(determinism_runs=3))
+    assert r.status == "failed" and r.failed_gates.count("dk:budget") == 1, r.failed_gates
 
 
 def test_case_result_round_trips_through_json():
