@@ -54,9 +54,13 @@
 #   R12: carry .device/fa3jax                                                        (~170 s)
 #       after d13a8f6 (two calls per case on CUDA, each judged): R9's narrowed fa3-jax survey again,
 #       same seed, to count how many of the overflow's cases fail now
-# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11|R12
+#   R13: carry .device/fa3.tar.xz                                                    (~120 s)
+#       issue 12.3 on a quiet machine (P5's figures were taken beside TileOPs builds): the float64
+#       truth next to FA3's backward at S = 16k and 64k (B1 H8 D128 causal bf16), then one 16k truth
+#       call under torch.profiler (GEMMs vs elementwise passes)
+# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11|R12|R13
 set -o pipefail
-call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11|R12}
+call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11|R12|R13}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -168,6 +172,12 @@ R12)
   timeout 200 $S --out $R --seconds 140 --timeout 60 --seed 7 --narrow causal=false --narrow window=false \
     --narrow varlen=false --narrow max_seqlen=400 fa3-jax 200 > $L/fa3-jax.log 2>&1
   stamp "fa3-jax survey exit $?"; tail -n 3 $L/fa3-jax.log | cut -c1-400 ;;
-*) echo "call: allowed R1..R12"; exit 2 ;;
+R13)
+  timeout 100 python3 -m difftest bench --oracle -k fa3 --repeats 5 --oracle-repeats 2 --shape 1,8,16384,128 --shape 1,8,65536,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  timeout 60 python3 scripts/device/oracle_profile.py > $L/oracle-profile.log 2>&1
+  stamp "oracle profile exit $?"; cat $R/oracle.md; grep -v "^-" $L/oracle-profile.log | head -32 | cut -c1-200 ;;
+*) echo "call: allowed R1..R13"; exit 2 ;;
 esac
 finish
