@@ -52,7 +52,10 @@ class BuildTimeout(RuntimeError):
     """The case's JIT build did not finish within ``compile_timeout_s``: the kernel never ran."""
 
 
-def _worker_main(conn, env, preload=()):
+def _worker_main(conn, env, preload=(), inherited=()):
+    for c in inherited:  # forked (Worker.launch): the launcher's pipe ends are not ours to hold open
+        c.close()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked: not the launcher's handler (interrupt.py)
     os.environ.update(env)
     import faulthandler
 
@@ -166,13 +169,19 @@ class Worker:
         self.last_seconds: dict = {}  # the worker's phase seconds of the last reply
         self.ready = False  # the process reported "ready" (launched, it may still be importing)
 
-    def launch(self, preload=()):
+    def launch(self, preload=(), fork_closing=None):
         """Start the worker process without waiting for it: its imports (torch, and the
         adapters named in ``preload``, registry specs) run beside the caller's own start.
-        The first case (``send``) waits for it to be ready."""
-        ctx = mp.get_context("spawn")
+        The first case (``send``) waits for it to be ready.
+
+        ``fork_closing`` (connections): fork instead of spawn, closing those in the worker.
+        Only for a caller that has imported what the worker needs, is single-threaded and
+        has no CUDA context (a campaign lane at its start, lanes.py): the worker is then ready
+        at once instead of importing torch again. Every restart (``_start``) spawns."""
+        ctx = mp.get_context("spawn" if fork_closing is None else "fork")
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, self.env, tuple(preload)), daemon=True)
+        inherited = () if fork_closing is None else (parent, *fork_closing)
+        self.proc = ctx.Process(target=_worker_main, args=(child, self.env, tuple(preload), inherited), daemon=True)
         self.proc.start()
         child.close()
         self.conn = parent
@@ -344,12 +353,13 @@ def share_cores() -> int | None:
     return n
 
 
-def prestart(specs, key: str = "default") -> Worker:
+def prestart(specs, key: str = "default", fork_closing=None) -> Worker:
     """Launch the shared worker now, importing the adapters ``specs`` (``difftest run``
-    calls it first thing, so the worker's imports overlap the parent's own)."""
+    calls it first thing, so the worker's imports overlap the parent's own; a campaign
+    lane forks it: ``Worker.launch``)."""
     w = shared_worker(key)
     if w.proc is None:
-        w.launch(specs)
+        w.launch(specs, fork_closing=fork_closing)
     return w
 
 

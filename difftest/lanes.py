@@ -155,7 +155,9 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env):
                     break
                 i = order[pos]
                 k = kernels[i]
-                isolation.prestart([getattr(k, "spec", None) or k.name])  # its imports run beside ours
+                # the lane's worker: forked at its start (torch is here already), spawned on a restart
+                safe = isolation.shared_worker().proc is None and fork_hazard() is None
+                isolation.prestart([getattr(k, "spec", None) or k.name], fork_closing=(conn,) if safe else None)
                 with held():
                     conn.send(("start", i, None))
                 try:
