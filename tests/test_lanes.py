@@ -151,6 +151,18 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     assert camps["slow-ref"]["status"] == "passed" and camps["slow-wrong-dk"]["status"] == "failed"
 
 
+def test_a_segfaulting_kernel_beside_another_costs_its_cases_only(tmp_path):
+    """The kernel crashes in its lane's worker (forked at the lane's start; the restart after
+    the crash is spawned): its campaign fails on the crash and shrinks it, the other passes."""
+    r = _run(tmp_path, "-k", "tests.faulty_kernels:Segfaults", "-k", SLOW_TOO, "--jobs", "2", "--shrink-budget", "10")
+    assert r.returncode == 1 and "2 campaigns at once" in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    camps = {c["kernel"]: c for c in _report(tmp_path)["campaigns"]}
+    seg = camps["faulty-segfault"]
+    assert seg["status"] == "failed" and "SIGSEGV" in seg["failure"]["reason"]
+    assert seg["failure"]["problem"]["seqlen_k"] > 16 and seg["counts"]["passed"] > 0
+    assert camps["slow-ref-too"]["status"] == "passed" and camps["slow-ref-too"]["examples"] > 0
+
+
 def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(tmp_path):
     proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2",
                   "--max-examples", "30")
