@@ -79,15 +79,25 @@ def on_gpu(kernels, device: str | None) -> list:
     return [k.name for k in kernels if (device or k.capability.device) == "cuda"]
 
 
-def fork_hazard() -> str | None:
-    """Why forking the run now would be unsafe (None: safe): a second thread (its locks
-    would be copied held), or a CUDA context (not usable in a forked child)."""
+def _threads() -> int:
     try:
-        n = len(os.listdir("/proc/self/task"))
+        return len(os.listdir("/proc/self/task"))
     except OSError:
         import threading
 
-        n = threading.active_count()
+        return threading.active_count()
+
+
+def fork_hazard(settle_s: float = 2.0) -> str | None:
+    """Why forking the run now would be unsafe (None: safe): a second thread (its locks
+    would be copied held), or a CUDA context (not usable in a forked child). A thread that
+    was just joined (the prebuild's pool, warm.py) can still be listed for a moment while
+    the OS ends it: up to ``settle_s`` is given for that."""
+    import time
+
+    end = time.monotonic() + settle_s
+    while (n := _threads()) > 1 and time.monotonic() < end:
+        time.sleep(0.05)
     if n > 1:
         return f"the run has {n} threads"
     torch = sys.modules.get("torch")

@@ -239,3 +239,17 @@ def test_previous_times_leave_out_the_worker_start(tmp_path):
     assert lanes.previous_times(tmp_path / "none.json") == {}
     (tmp_path / "bad.json").write_text("{not json")
     assert lanes.previous_times(tmp_path / "bad.json") == {}
+
+
+def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
+    import threading
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert "threads" in lanes.fork_hazard(settle_s=0.2)  # a live second thread: no fork
+    finally:
+        stop.set()
+        t.join()
+    assert lanes.fork_hazard() is None  # joined: its OS thread may linger a moment, then it is safe
