@@ -223,6 +223,8 @@ def cmd_run(a) -> int:
             print(f"difftest: warning: --jobs {a.jobs}: {', '.join(gpu)} run on CUDA side by side (they share "
                   "the GPU's memory and time)", file=sys.stderr)
         if a.jobs > 1:
+            if a.lane_threads:
+                print(f"difftest: {a.lane_threads}", file=sys.stderr)
             print(f"difftest: {a.jobs} campaigns at once ({jobs_why})", file=sys.stderr)
     config = config_from_args(a)
     out = Path(a.out)
@@ -250,15 +252,20 @@ def _share_threads(a, names, jobs: int) -> None:
         n_threads, why = threads.choose(getattr(a, "threads", None), a.shard, jobs=jobs)
     except threads.ThreadsError as e:
         raise UsageError(str(e)) from None
-    if getattr(a, "lane_env", None) is not None:  # back to one campaign at a time (a CUDA kernel)
-        os.environ.update(a.lane_env)
+    if hasattr(a, "omp_before"):  # back to one campaign at a time (a CUDA kernel): as if never in lanes
+        if a.omp_before is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = a.omp_before
+        del a.omp_before
+        n_threads, why = threads.choose(getattr(a, "threads", None), a.shard, jobs=jobs)
     if jobs > 1:
         n = threads.per_process(n_threads, isolate=True) if n_threads is not None else None
+        a.omp_before = os.environ.get("OMP_NUM_THREADS")
         a.lane_env = {"OMP_NUM_THREADS": str(n) if n else os.environ["OMP_NUM_THREADS"]}
         os.environ["OMP_NUM_THREADS"] = "1"  # this process: torch not imported yet, so no pool ever starts
-        if n is not None:
-            print(f"difftest: {n} CPU threads per process ({why}, halved with the kernel worker)", file=sys.stderr)
-        return
+        a.lane_threads = f"{n} CPU threads per process ({why}, halved with the kernel worker)" if n else None
+        return  # printed once the kernels are loaded and the lanes confirmed (cmd_run)
     if a.isolate:
         from .isolation import prestart, share_cores
 
@@ -271,6 +278,9 @@ def _share_threads(a, names, jobs: int) -> None:
             prestart(names)
     else:
         threads.apply(n_threads)
+    torch = sys.modules.get("torch")  # imported under OMP_NUM_THREADS=1 when lanes were planned first
+    if torch is not None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if n_threads is not None:
         print(f"difftest: {n_threads} CPU threads per process ({why})", file=sys.stderr)
 

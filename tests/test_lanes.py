@@ -253,3 +253,20 @@ def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
         stop.set()
         t.join()
     assert lanes.fork_hazard() is None  # joined: its OS thread may linger a moment, then it is safe
+
+
+@pytest.mark.parametrize("omp", [None, "3"])
+def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp):
+    """Auto --jobs planned two lanes before loading the kernels; fa4 runs on CUDA, so the run
+    goes back to one campaign at a time with exactly the threads a serial run sets (this
+    process and its worker: half of 8 cores each, or the OMP_NUM_THREADS the user set)."""
+    env = {**_env(tmp_path), **({"OMP_NUM_THREADS": omp} if omp else {})}
+    code = ("import os, sys, torch; from difftest import cli, threads\n"
+            "os.sched_getaffinity = lambda pid: set(range(8))\n"  # an 8-core host, for threads.py and isolation.py
+            "rc = cli.main(sys.argv[1:])\n"
+            "print('OMP', os.environ.get('OMP_NUM_THREADS'), 'TORCH', torch.get_num_threads(), 'RC', rc)\n")
+    r = subprocess.run([sys.executable, "-c", code, *BASE, "-k", "fa4", "-k", SLOW_REF, "--max-examples", "1"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    want = omp or "4"
+    assert f"OMP {want} TORCH {want} RC 0" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "campaigns at once" not in r.stderr
