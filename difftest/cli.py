@@ -128,9 +128,9 @@ def add_run_arguments(p):
                         "(difftest/threads.py)")
     p.add_argument("--jobs", "-j", type=_jobs, metavar="N",
                    help="campaigns at once, each in its own process with its own kernel worker (default auto: "
-                        "one per campaign up to the usable cores on the CPU; 1 with --device cuda or "
-                        "--no-isolate; 1 = one after another). Findings are the same; blocks print as campaigns "
-                        "finish, reports keep the order of -k (difftest/lanes.py)")
+                        "one per campaign up to the usable cores on the CPU; 1 on a GPU (a CUDA kernel or "
+                        "--device cuda) or with --no-isolate; 1 = one after another). Findings are the same; "
+                        "blocks print as campaigns finish, reports keep the order of -k (difftest/lanes.py)")
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
@@ -338,7 +338,12 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
     with interruptible():
         try:
             if a.jobs > 1:
-                results, interrupted, lost = _side_by_side(a, kernels, run, resume, run_one, finished)
+                got = _side_by_side(a, kernels, run, resume, run_one, finished)
+                if got is None:  # one at a time after all, with the serial threads and worker
+                    a.jobs = 1
+                    _share_threads(a, [getattr(k, "spec", None) or k.name for k in kernels], 1)
+                else:
+                    results, interrupted, lost = got
             for k in kernels if a.jobs == 1 else ():
                 print(claim_line(k.name, k.capability), flush=True)
                 rec = resume.finished_kernel(k.name) if resume else None
@@ -395,11 +400,17 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
 def _side_by_side(a, kernels, run, resume, run_one, finished):
     """``--jobs N`` > 1: the campaigns in N lanes (difftest/lanes.py). Each campaign's
     block prints when it finishes; the results keep the order the kernels were named in.
-    Returns (results, the Interrupted or None)."""
+    Returns (results, the Interrupted or None, names of the campaigns whose process died),
+    or None when the run cannot fork safely (``lanes.fork_hazard``): then nothing ran."""
     from . import lanes
     from .declaration import claim_line
+    from .interrupt import Interrupted
     from .runs import logged_cases, result_from_record
 
+    hazard = lanes.fork_hazard()
+    if hazard:  # forking now could hang a lane: the campaigns run here, one at a time
+        print(f"difftest: campaigns one at a time: {hazard}, so it cannot fork safely", file=sys.stderr)
+        return None
     done: dict = {}
     todo = []
     for i, k in enumerate(kernels):
@@ -410,11 +421,10 @@ def _side_by_side(a, kernels, run, resume, run_one, finished):
             _print_campaign(k, done[i])
         else:
             todo.append(i)
-    hazard = lanes.fork_hazard()
-    if hazard:
-        print(f"difftest: campaigns one at a time: {hazard}, so it cannot fork safely", file=sys.stderr)
-    names = [kernels[i].name for i in todo]
-    order = lanes.schedule(names, lanes.previous_times(run.out / "report.json"))
+    try:
+        order = lanes.schedule([kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"))
+    except Interrupted as e:  # before any lane started: what finished before the kill is kept
+        return [done[i] for i in sorted(done)], e, []
 
     def on_result(j, r):
         k = kernels[todo[j]]
@@ -427,7 +437,7 @@ def _side_by_side(a, kernels, run, resume, run_one, finished):
         if not a.quiet:
             print(f"{kernels[todo[j]].name}: running", flush=True)
 
-    out = lanes.run_lanes([kernels[i] for i in todo], 1 if hazard else a.jobs, lambda k: run_one(k, False),
+    out = lanes.run_lanes([kernels[i] for i in todo], a.jobs, lambda k: run_one(k, False),
                           on_result, on_start=on_start, order=order, env=a.lane_env)
     for j, r in out["partial"].items():
         done[todo[j]] = r

@@ -270,3 +270,16 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
     want = omp or "4"
     assert f"OMP {want} TORCH {want} RC 0" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     assert "campaigns at once" not in r.stderr
+
+
+def test_a_run_that_cannot_fork_runs_its_campaigns_here_one_at_a_time(tmp_path):
+    code = ("import sys; from difftest import cli, lanes\n"
+            "lanes.fork_hazard = lambda: 'a test hazard'\n"
+            "lanes.run_lanes = lambda *a, **k: sys.exit(99)\n"  # not even one forked lane
+            "sys.exit(cli.main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", code, *BASE, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2"],
+                       cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "campaigns one at a time: a test hazard" in r.stderr
+    camps = _report(tmp_path)["campaigns"]
+    assert [c["kernel"] for c in camps] == list(KS) and all(c["status"] == "passed" and c["cases"] for c in camps)
