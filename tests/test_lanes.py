@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from difftest import lanes
+from tests.test_kill_resume import _log_lines, _wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_REF, WRONG_DK = "tests.faulty_kernels:SlowRef", "tests.faulty_kernels:SlowWrongDk"
@@ -41,29 +42,6 @@ def _run(tmp_path, *args, sleep="0"):
 def _start(tmp_path, *args, sleep="0.3"):
     return subprocess.Popen([sys.executable, "-m", "difftest", *BASE, *args], cwd=tmp_path,
                             env=_env(tmp_path, sleep), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _logged(tmp_path) -> list:
-    out = []
-    for f in sorted((tmp_path / "out" / "runs").glob("*/*.cases.jsonl")):
-        for line in f.read_text().splitlines():
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if d.get("event") == "case":
-                out.append(d)
-    return out
-
-
-def _wait_for(proc, tmp_path, pred, limit_s=300):
-    t0 = time.monotonic()
-    while not pred(_logged(tmp_path)):
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the run ended (rc {proc.returncode}) before the state wanted:\n{out}\n{err}")
-        assert time.monotonic() - t0 < limit_s, "the case log never reached the state wanted"
-        time.sleep(0.2)
 
 
 def _cases(campaign) -> list:
@@ -175,7 +153,7 @@ def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(t
               for p in lanes_of_run):  # nothing keeps running into the killed run's folder
         assert time.monotonic() - t0 < 60, "a lane outlived its run"
         time.sleep(0.2)
-    finished = {f"{c['kernel']} {json.dumps(c['problem'], sort_keys=True)}" for c in _logged(tmp_path)}
+    finished = {f"{c['kernel']} {json.dumps(c['problem'], sort_keys=True)}" for c in _log_lines(tmp_path)}
     calls = tmp_path / "calls"
     before = len(calls.read_text().splitlines())
     assert finished <= set(calls.read_text().splitlines())  # the two name a case alike
