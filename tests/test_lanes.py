@@ -220,17 +220,20 @@ def test_previous_times_leave_out_the_worker_start(tmp_path):
 
 
 def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
-    import threading
-
-    stop = threading.Event()
-    t = threading.Thread(target=stop.wait)
-    t.start()
-    try:
-        assert "threads" in lanes.fork_hazard(settle_s=0.2)  # a live second thread: no fork
-    finally:
-        stop.set()
-        t.join()
-    assert lanes.fork_hazard() is None  # joined: its OS thread may linger a moment, then it is safe
+    """In a fresh interpreter: a pytest worker that ran other tests may hold threads of theirs."""
+    code = ("import threading\n"
+            "from difftest import lanes\n"
+            "stop = threading.Event()\n"
+            "t = threading.Thread(target=stop.wait)\n"
+            "t.start()\n"
+            "live = lanes.fork_hazard(settle_s=0.2)\n"  # a live second thread: no fork
+            "stop.set()\n"
+            "t.join()\n"
+            "print(repr(live), repr(lanes.fork_hazard()))\n")  # joined: it may linger a moment, then safe
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.strip().splitlines()[-1]
+    assert out.startswith("'the run has 2 threads'") and out.endswith(" None"), out
 
 
 @pytest.mark.parametrize("omp", [None, "3"])
