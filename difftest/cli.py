@@ -274,8 +274,7 @@ def _share_threads(a, names, jobs: int) -> None:
         else:  # the run's share of the host, halved the same way between this process and its worker
             n_threads, why = threads.per_process(n_threads, isolate=True), f"{why}, halved with the kernel worker"
             threads.apply(n_threads)
-        if jobs == 1:  # the worker's imports (torch, the kernels' modules) run beside ours
-            prestart(names)
+        prestart(names)  # (jobs is 1 here) the worker's imports (torch, the kernels' modules) run beside ours
     else:
         threads.apply(n_threads)
     torch = sys.modules.get("torch")  # imported under OMP_NUM_THREADS=1 when lanes were planned first
