@@ -174,15 +174,20 @@ ORACLE_SHAPES = tuple((1, 8, s, 128) for s in (4096, 16384, 32768, 65536, 131072
 
 
 def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bool = True,
-                magnitudes_dtype: str = "float32") -> dict:
-    """Seconds (min over ``repeats``) and peak extra memory of the float64 truth."""
+                magnitudes_dtype: str = "float32", fused_passes: bool | None = None) -> dict:
+    """Seconds (min over ``repeats``) and peak extra memory of the float64 truth;
+    ``fused_passes`` as chunked_reference takes it (None: as the runner calls it)."""
+    from difftest.oracles import chunked
     from difftest.oracles.chunked import auto_chunk_elements, chunk_plan, chunked_reference
 
     inputs = make_inputs(problem, device)
     cuda = torch.device(device).type == "cuda"
     budget = auto_chunk_elements(device)
-    chunks = sum(len(chunk_plan(problem, sq, sk, budget, skip_masked=skip_masked))
-                 for sq, sk in zip(problem.seqlens_q, problem.seqlens_k))
+    plans = [chunk_plan(problem, sq, sk, budget, skip_masked=skip_masked)
+             for sq, sk in zip(problem.seqlens_q, problem.seqlens_k)]
+    chunks = sum(map(len, plans))
+    largest = max((problem.heads_q * (r1 - r0) * (hi - lo) for plan in plans for r0, r1, lo, hi in plan), default=0)
+    fused = chunked._fused_module(device, fused_passes) is not None and largest >= chunked.FUSED_MIN_SCORES
     times, peak = [], None
     for _ in range(repeats):
         if cuda:
@@ -192,7 +197,7 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
         t0 = time.perf_counter()
         try:
             out = chunked_reference(inputs, "float64", magnitudes=True, skip_masked=skip_masked,
-                                    magnitudes_dtype=magnitudes_dtype)
+                                    magnitudes_dtype=magnitudes_dtype, fused_passes=fused_passes)
             if cuda:
                 torch.cuda.synchronize()
         except torch.OutOfMemoryError as e:
@@ -202,19 +207,21 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
             peak = (torch.cuda.max_memory_allocated() - base) / 2**30
         del out
     row = {"status": "ok", "seconds": min(times), "repeats": repeats, "chunks": chunks,
-           "chunk_elements": budget, "skip_masked": skip_masked, "magnitudes_dtype": magnitudes_dtype}
+           "chunk_elements": budget, "skip_masked": skip_masked, "magnitudes_dtype": magnitudes_dtype,
+           "passes": "fused" if fused else "eager"}
     if peak is not None:
         row["peak_gib"] = peak
     return row
 
 
 def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, repeats=1, kernel_repeats=10,
-                     unskipped=False, log=print, magnitudes_dtype="float32") -> list[dict]:
+                     unskipped=False, log=print, magnitudes_dtype="float32", eager=False) -> list[dict]:
     """One row per shape: the truth (and, with ``unskipped``, the walk without block
-    skipping) next to each kernel's backward on the same Problem."""
+    skipping; with ``eager``, the truth with its elementwise passes unfused) next to each
+    kernel's backward on the same Problem."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if torch.device(device).type == "cuda":  # cuBLAS/handles initialised outside the timings
-        time_oracle(shape_problems([(1, 1, 128, 64)], (dtype,), True, 1)[0], device)
+    if torch.device(device).type == "cuda":  # cuBLAS/handles and the fused passes' JIT outside the timings
+        time_oracle(shape_problems([(1, 8, 4096, 128)], (dtype,), True, 1)[0], device)
     rows = []
     for (b, h, s, d) in shapes:
         p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim_qk=d, head_dim_v=d,
@@ -224,6 +231,8 @@ def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, re
         if unskipped:
             row["truth_unskipped"] = time_oracle(p, device, repeats, skip_masked=False,
                                                  magnitudes_dtype=magnitudes_dtype)
+        if eager:
+            row["truth_eager"] = time_oracle(p, device, repeats, magnitudes_dtype=magnitudes_dtype, fused_passes=False)
         row["kernels"] = {}
         for name in kernels:
             if torch.device(device).type != "cuda":
@@ -246,16 +255,21 @@ def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, re
     return rows
 
 
+# the truth's other timings a row may carry: (key, label)
+VARIANTS = (("truth_unskipped", "unskipped"), ("truth_eager", "eager"))
+
+
 def _oracle_text(row: dict) -> str:
     def truth(t, label):
         if t["status"] != "ok":
             return f"{label} {t['status']}: {t.get('reason', '')[:80]}"
         mem = f" peak {t['peak_gib']:.2f} GiB" if "peak_gib" in t else ""
-        return f"{label} {t['seconds']:8.3f} s ({t['chunks']} chunks){mem}"
+        return f"{label} {t['seconds']:8.3f} s ({t['chunks']} chunks, {t['passes']} passes){mem}"
 
     parts = [f"{row['problem']:<44}", truth(row["truth"], "truth")]
-    if "truth_unskipped" in row:
-        parts.append(truth(row["truth_unskipped"], "unskipped"))
+    for key, label in VARIANTS:
+        if key in row:
+            parts.append(truth(row[key], label))
     for name, r in row["kernels"].items():
         if r["status"] == "ok":
             parts.append(f"{name} {r['median_us'] / 1000:8.2f} ms  truth/{name} {r['truth_over_kernel']:6.1f}x"
@@ -269,22 +283,24 @@ def _oracle_text(row: dict) -> str:
 
 def oracle_markdown(rows: list[dict]) -> str:
     kernels = sorted({k for r in rows for k in r["kernels"]})
-    head = ["problem", "device", "truth s", "peak GiB", "chunks"]
-    if any("truth_unskipped" in r for r in rows):
-        head += ["unskipped s", "unskipped peak GiB"]
+    head = ["problem", "device", "truth s", "peak GiB", "chunks", "passes"]
+    variants = [(key, label) for key, label in VARIANTS if any(key in r for r in rows)]
+    for _, label in variants:
+        head += [f"{label} s", f"{label} peak GiB"]
     for k in kernels:
         head += [f"{k} bwd ms", f"truth / {k}"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
 
     def t_cells(t):
         if t["status"] != "ok":
-            return [t["status"], "", str(t.get("chunks", ""))]
-        return [f"{t['seconds']:.3f}", f"{t['peak_gib']:.2f}" if "peak_gib" in t else "n/a", str(t["chunks"])]
+            return [t["status"], "", str(t.get("chunks", "")), ""]
+        return [f"{t['seconds']:.3f}", f"{t['peak_gib']:.2f}" if "peak_gib" in t else "n/a", str(t["chunks"]),
+                t["passes"]]
 
     for r in rows:
         cells = [r["problem"], r["device"], *t_cells(r["truth"])]
-        if "truth_unskipped" in r:
-            cells += t_cells(r["truth_unskipped"])[:2]
+        for key, _ in variants:
+            cells += t_cells(r[key])[:2] if key in r else ["", ""]
         for k in kernels:
             kr = r["kernels"].get(k, {"status": "n/a"})
             if kr["status"] == "ok":
@@ -305,6 +321,8 @@ def add_arguments(p) -> None:
     p.add_argument("--oracle", action="store_true",
                    help="time the float64 truth (causal B1 H8 D128 S=4k..128k unless --shape) next to the kernels")
     p.add_argument("--unskipped", action="store_true", help="with --oracle: also time the truth without block skipping")
+    p.add_argument("--eager", action="store_true",
+                   help="with --oracle: also time the truth with its elementwise passes unfused (eager PyTorch)")
     p.add_argument("--magnitudes-dtype", choices=("float32", "float64"), default="float32",
                    help="with --oracle: precision of the truth's error-budget magnitudes (the runner's: float32)")
     p.add_argument("--device", choices=("cpu", "cuda"),
@@ -347,7 +365,8 @@ def oracle_command(a) -> int:
         print("difftest bench --oracle: --device cuda needs a CUDA device", file=sys.stderr)
         return 2
     rows = run_oracle_bench(_shapes(a, ORACLE_SHAPES), tuple(a.kernels or ("fa3",)), (a.dtype or ["bfloat16"])[0],
-                            a.device, a.oracle_repeats, a.repeats, a.unskipped, magnitudes_dtype=a.magnitudes_dtype)
+                            a.device, a.oracle_repeats, a.repeats, a.unskipped, magnitudes_dtype=a.magnitudes_dtype,
+                            eager=a.eager)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"env": _env(a), "rows": rows}, f, indent=1)

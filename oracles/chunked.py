@@ -135,7 +135,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                       max_chunk_elements: int | None = None,
                       chunk: int | None = None, magnitudes: bool = False,
                       magnitudes_dtype: str = "float32",
-                      flash_rounding: bool = False, skip_masked: bool = True) -> Outputs:
+                      flash_rounding: bool = False, skip_masked: bool = True,
+                      fused_passes: bool | None = None) -> Outputs:
     """O, LSE, dQ, dK, dV (and dSink) for ``inputs`` in ``precision``, computed in query
     chunks. ``chunk`` fixes the rows per chunk (tests use it to force many chunks);
     otherwise they follow ``max_chunk_elements`` (None: ``auto_chunk_elements``).
@@ -151,7 +152,10 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     float64 GEMMs). They only scale the budget floor, never a value. ``flash_rounding`` (float32
     only): round where a correct flash kernel must (oracles/flash_style.py): P and dS to
     the input dtype before the GEMMs that consume them, O to the input dtype before
-    Delta = rowsum(O * dO) (the stored O), and every output to the input dtype."""
+    Delta = rowsum(O * dO) (the stored O), and every output to the input dtype.
+    ``fused_passes`` (float64): the score-sized elementwise passes in two Triton kernels
+    (fused_passes.py) for chunks of at least FUSED_MIN_SCORES scores; None: where
+    ``FUSED_PASSES`` says for the device type (CUDA) and Triton imports; False: eager."""
     if precision not in CHUNK_PRECISIONS:
         raise ValueError(f"precision={precision!r}: allowed {CHUNK_PRECISIONS}")
     if magnitudes_dtype not in CHUNK_PRECISIONS:
@@ -176,6 +180,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     Hq, Hkv, G, D, Dv = p.heads_q, p.heads_kv, p.group, p.head_dim_qk, p.head_dim_v
     scale = p.scale
     budget = max_chunk_elements if max_chunk_elements is not None else auto_chunk_elements(dev, dt)
+    fz = _fused_module(dev, fused_passes) if precision == "float64" else None
+    split = SPLIT_TERMS.get(dev.type, False)
 
     o = torch.zeros(p.total_q, Hq, Dv, dtype=dt, device=dev)
     lse = torch.full((p.total_q, Hq), float("-inf"), dtype=torch.float32, device=dev)
@@ -212,13 +218,16 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             doc = doh[:, r0:r1].reshape(Hkv, c * G, Dv)
             kb, vb = kh[:, lo:hi], vh[:, lo:hi]
             m = _shift_bound(p, qh, khn, kh, r0, r1, lo, hi, sq, sk, scale, sink) if khn is not None and w else None
+            # the fused dS pass forms the split magnitude terms (P and P |dP|), not P (|dP| + |Delta|)
+            fused = fz is not None and w > 0 and Hkv * c * G * w >= FUSED_MIN_SCORES and (mag is None or split)
             if m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
                 qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
                 s = torch.bmm(qa, k1[:, lo:hi].transpose(1, 2)).view(Hkv, c, G, w)
                 del qa
                 _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
                 m_safe = m
-                e = s.exp_()
+                total = fz.exp_rowsum_(s) if fused else None
+                e = s if fused else s.exp_()
             else:
                 if w:
                     # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
@@ -231,9 +240,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 if sink is not None:
                     m = torch.maximum(m, sink)
                 m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-                e = s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
+                total = fz.exp_rowsum_(s, m_safe) if fused else None
+                e = s if fused else s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
             del s
-            total = e.sum(dim=-1)
+            if total is None:
+                total = e.sum(dim=-1)
             if sink is not None:
                 total = total + torch.exp(sink - m_safe)
             row_lse = m_safe + torch.log(total)  # -inf where the row sees nothing
@@ -260,20 +271,27 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             dvh[:, lo:hi].baddbmm_(p_mma.transpose(1, 2), nrm(doc))
             del p_mma
             dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hkv, c*G, w]
+            if fused:  # dS in place of dP (and P, P |dP| for the magnitudes) in one pass
+                terms = fz.ds_and_terms_(dp, e2, delta, inv2, None if mag is None else mdt)
             if mag is not None:
                 with _tf32(dev, mdt):
-                    pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(e2.shape, dtype=mdt,
-                                                                                            device=dev))  # P
+                    if fused:  # P and P |dP| from the fused pass
+                        pm, f = terms
+                        del terms
+                    else:
+                        pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(
+                            e2.shape, dtype=mdt, device=dev))  # P
                     mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
                     dv_terms[:, lo:hi].baddbmm_(pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
                     dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
                     qa = qabs[:, r0:r1].reshape(Hkv, c * G, D)
                     kab = kabs[:, lo:hi]
-                    if SPLIT_TERMS.get(dev.type, False):
+                    if split:
                         # sum_j P (|dP| + |Delta|) |K_j| = sum_j (P |dP|) |K_j| + |Delta| sum_j P |K_j|
                         # (all terms >= 0): one score-sized pass for P |dP| instead of three,
                         # for two more GEMMs (TF32 on CUDA: cheaper than the passes)
-                        f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
+                        if not fused:
+                            f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
                         dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm, kab))
                         dk_terms[:, lo:hi].baddbmm_(f.transpose(1, 2), qa)
                         del f
@@ -285,7 +303,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                         del terms
                     mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * scale)
                     del pm, dq_terms
-            ds = rnd(dp.sub_(delta.unsqueeze(-1)).mul_(e2))  # dS (times total in float64)
+            ds = dp if fused else rnd(dp.sub_(delta.unsqueeze(-1)).mul_(e2))  # dS (times total in float64)
             del e, e2, dp
             dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hkv, c*G, D]
             dkh[:, lo:hi].baddbmm_(ds.transpose(1, 2), nrm(qc), alpha=scale)
@@ -364,6 +382,33 @@ def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int
     for x0, x1 in ((lo, a0), (a1, hi)) if a1 > a0 else ((lo, hi),):
         if x1 > x0:
             s[..., x0 - lo:x1 - lo].masked_fill_(~allowed[:, x0:x1].view(1, c, 1, x1 - x0), float("-inf"))
+
+
+# Per device type: the score-sized elementwise passes of a float64 chunk fused into two Triton
+# kernels (fused_passes.py: exp and the row sum; dS with the split magnitude terms), for
+# chunks of at least FUSED_MIN_SCORES scores. Smaller chunks stay eager: their passes are
+# short, and a short campaign never JIT-compiles the kernels. Off on the CPU (no Triton
+# there; tests run the kernels under TRITON_INTERPRET=1).
+FUSED_PASSES = {"cuda": True, "cpu": False}
+FUSED_MIN_SCORES = 2**20
+_FUSED = {}  # the imported module, or None where Triton does not import
+
+
+def _fused_module(device, wanted: bool | None):
+    """oracles/fused_passes.py if the fused passes are used on ``device`` (``wanted``: None
+    follows FUSED_PASSES and quietly falls back to eager without Triton, True insists,
+    False: never), else None."""
+    if wanted is False or (wanted is None and not FUSED_PASSES.get(torch.device(device).type, False)):
+        return None
+    if "module" not in _FUSED:
+        try:
+            from . import fused_passes
+        except ImportError:
+            fused_passes = None
+        _FUSED["module"] = fused_passes
+    if wanted and _FUSED["module"] is None:
+        raise RuntimeError("fused_passes=True: Triton does not import here")
+    return _FUSED["module"]
 
 
 # Per device type: form dQ/dK's magnitude terms P (|dP| + |Delta|) as one tensor (three

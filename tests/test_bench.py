@@ -13,17 +13,19 @@ from difftest.cli import main
 def test_oracle_bench_times_the_truth_and_says_why_fa3_is_missing(tmp_path, capsys):
     out = tmp_path / "o.json"
     md = tmp_path / "o.md"
-    rc = main(["bench", "--oracle", "--device", "cpu", "--shape", "1,2,96,16", "--unskipped",
+    rc = main(["bench", "--oracle", "--device", "cpu", "--shape", "1,2,96,16", "--unskipped", "--eager",
                "--json", str(out), "--markdown", str(md)])
     assert rc == 0
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 1 and rows[0]["shape"] == [1, 2, 96, 16]
-    truth, full = rows[0]["truth"], rows[0]["truth_unskipped"]
-    assert truth["status"] == full["status"] == "ok" and truth["seconds"] > 0
+    truth, full, eager = rows[0]["truth"], rows[0]["truth_unskipped"], rows[0]["truth_eager"]
+    assert truth["status"] == full["status"] == eager["status"] == "ok" and truth["seconds"] > 0
     assert truth["skip_masked"] and not full["skip_masked"]
+    assert truth["passes"] == eager["passes"] == "eager"  # no fused passes on the CPU
     fa3 = rows[0]["kernels"]["fa3"]
     assert fa3["status"] == "skipped" and "CUDA" in fa3["reason"]
     assert "truth" in capsys.readouterr().out and "sq96" in md.read_text()
+    assert "| eager s | eager peak GiB |" in md.read_text()
 
 
 def test_oracle_bench_rejects_a_bad_shape_in_one_line(capsys):

@@ -58,9 +58,14 @@
 #       issue 12.3 on a quiet machine (P5's figures were taken beside TileOPs builds): the float64
 #       truth next to FA3's backward at S = 16k and 64k (B1 H8 D128 causal bf16), then one 16k truth
 #       call under torch.profiler (GEMMs vs elementwise passes)
-# Usage: bash scripts/device/one.sh R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11|R12|R13
+#   R14: carry .device/fa3.tar.xz                                                    (~240 s)
+#       issue 12.3 with the truth's elementwise passes fused (oracles/fused_passes.py): the compiled
+#       kernels against the eager truth and dense float64 (GPU tests), the truth fused and eager side
+#       by side next to FA3 at 16k..128k, the fused 16k call's profile, and Triton's float64 tl.dot
+#       rate next to cuBLAS (does a fully fused float64 kernel pay?)
+# Usage: bash scripts/device/one.sh R1|R2|...|R14
 set -o pipefail
-call=${1:?R1|R2|R3|R4|R5|R6|R7|R8|R9|R10|R11|R12|R13}
+call=${1:?R1|R2|...|R14}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -178,6 +183,19 @@ R13)
   stamp "oracle bench exit $?"
   timeout 60 python3 scripts/device/oracle_profile.py > $L/oracle-profile.log 2>&1
   stamp "oracle profile exit $?"; cat $R/oracle.md; grep -v "^-" $L/oracle-profile.log | head -32 | cut -c1-200 ;;
-*) echo "call: allowed R1..R13"; exit 2 ;;
+R14)
+  timeout 150 python3 -m pytest -q -p no:randomly tests/test_fused_passes.py -k cuda > $L/pytest-fused.log 2>&1
+  stamp "fused-pass GPU tests exit $?"
+  timeout 240 python3 -m difftest bench --oracle -k fa3 --eager --repeats 5 --oracle-repeats 2 --shape 1,8,16384,128 \
+    --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 --json $R/oracle.json --markdown $R/oracle.md \
+    > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  timeout 60 python3 scripts/device/oracle_profile.py > $L/oracle-profile.log 2>&1
+  stamp "oracle profile exit $?"
+  timeout 100 python3 scripts/device/f64_dot.py > $L/f64-dot.log 2>&1
+  stamp "f64 dot exit $?"
+  tail -3 $L/pytest-fused.log; cat $R/oracle.md; grep -v "^-" $L/oracle-profile.log | head -30 | cut -c1-200
+  cat $L/f64-dot.log ;;
+*) echo "call: allowed R1..R14"; exit 2 ;;
 esac
 finish
