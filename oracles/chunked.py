@@ -212,12 +212,13 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
             kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
             dk_terms, dv_terms = torch.zeros_like(kabs), torch.zeros_like(vabs)
-        for r0, r1, lo, hi in chunk_plan(p, sq, sk, budget, chunk, skip_masked):
+        plan = chunk_plan(p, sq, sk, budget, chunk, skip_masked)
+        shifts = _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) if khn is not None else [None] * len(plan)
+        for (r0, r1, lo, hi), m in zip(plan, shifts):
             c, w = r1 - r0, hi - lo
             qc = qh[:, r0:r1].reshape(Hkv, c * G, D)
             doc = doh[:, r0:r1].reshape(Hkv, c * G, Dv)
             kb, vb = kh[:, lo:hi], vh[:, lo:hi]
-            m = _shift_bound(p, qh, khn, kh, r0, r1, lo, hi, sq, sk, scale, sink) if khn is not None and w else None
             # the fused dS pass forms the split magnitude terms (P and P |dP|), not P (|dP| + |Delta|)
             fused = fz is not None and w > 0 and Hkv * c * G * w >= FUSED_MIN_SCORES and (mag is None or split)
             if m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
@@ -329,7 +330,10 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     if flash_rounding:  # the kernel's outputs are stored in the input dtype
         o, dq, dk, dv = (t.to(low) for t in (o, dq, dk, dv))
     out = Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
-    out.magnitude = None if mag is None else {n: float(t) for n, t in mag.items()}  # one sync, at the end
+    if mag is not None:  # one host read, at the end
+        out.magnitude = dict(zip(mag, torch.stack([t.to(torch.float64) for t in mag.values()]).tolist()))
+    else:
+        out.magnitude = None
     return out
 
 
@@ -347,18 +351,29 @@ SHIFT_PAD = 8  # the extra K columns: [-m, 0 x 7] keeps the GEMM's K a multiple 
 
 
 def _shift_bound(p, qh, khn, kh, r0, r1, lo, hi, sq, sk, scale, sink):
-    """m [Hkv, rows, G] for rows r0..r1-1 against keys lo..hi-1: U_i (max(U_i, sink) with
-    sinks), or None when a row's U_i is more than SHIFT_SPAN above the score of a key every
-    row of the chunk sees (or no such key exists). One host sync per chunk."""
+    """(m, gap) for rows r0..r1-1 against keys lo..hi-1: m [Hkv, rows, G] is U_i
+    (max(U_i, sink) with sinks), gap a 0-d tensor, the largest amount by which a row's U_i
+    exceeds the score of a key every row of the chunk sees; None when no such key exists.
+    The shift is used only where gap <= SHIFT_SPAN (read on the host by _shift_bounds)."""
     a0, a1 = _common_columns(p, r0, r1, lo, hi, sq, sk)
     if a1 <= a0:
         return None
     qc = qh[:, r0:r1]  # [Hkv, c, G, D]
     u = qc.norm(dim=-1).mul_(khn[:, lo:hi].amax(dim=-1).view(-1, 1, 1) * scale)
     seen = (qc * kh[:, a0].unsqueeze(1).unsqueeze(1)).sum(dim=-1).mul_(scale)  # S_{i, a0} <= M_i
-    if not bool((u - seen).amax() <= SHIFT_SPAN):
-        return None
-    return u if sink is None else torch.maximum(u, sink)
+    return (u if sink is None else torch.maximum(u, sink)), (u - seen).amax()
+
+
+def _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) -> list:
+    """Per chunk of ``plan``: its shift m (see _shift_bound), or None where it has no common
+    key or its gap exceeds SHIFT_SPAN (the chunk then takes the row maximum). Every chunk's
+    bound is queued first and the gaps are read in one host sync per sequence, not one per
+    chunk (a sync drains the GPU's queue before the chunk's GEMMs can be launched)."""
+    bounds = [_shift_bound(p, qh, khn, kh, r0, r1, lo, hi, sq, sk, scale, sink) if hi > lo else None
+              for r0, r1, lo, hi in plan]
+    gaps = [b[1] for b in bounds if b is not None]
+    ok = iter((torch.stack(gaps) <= SHIFT_SPAN).tolist() if gaps else [])
+    return [None if b is None or not next(ok) else b[0] for b in bounds]
 
 
 def _common_columns(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int) -> tuple[int, int]:

@@ -539,8 +539,8 @@ def test_softmax_shift_in_the_gemm_gives_the_values_of_the_row_maximum(name, mon
                                                   head_dim_qk=16, head_dim_v=8)}
     x = make_inputs(cases[name])
     taken = []
-    bound = chunked._shift_bound
-    monkeypatch.setattr(chunked, "_shift_bound", lambda *a: taken.append(bound(*a)) or taken[-1])
+    bounds = chunked._shift_bounds
+    monkeypatch.setattr(chunked, "_shift_bounds", lambda *a: taken.extend(bounds(*a)) or taken[-len(a[4]):])
     monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", True)  # as on CUDA
     shifted = chunked_reference(x, chunk=7)
     used = sum(t is not None for t in taken)
@@ -577,3 +577,24 @@ def test_the_cuda_configuration_equals_dense_float64(name, chunk, monkeypatch):
         assert errs.pop("dsink") < 1e-6 * max(1.0, ch.dsink.abs().max().item()), errs
     assert max(errs.values(), default=0.0) < 1e-13, errs
     assert ch.magnitude == pytest.approx(cpu.magnitude, rel=1e-5, abs=1e-300)
+
+
+def test_the_cuda_configuration_reads_the_host_once_per_sequence_not_per_chunk(monkeypatch):
+    """On a GPU each host read drains the queue before the next chunk's GEMMs are launched:
+    the shift decisions of all of a sequence's chunks are read together (one read per
+    sequence with keys, one for the magnitudes at the end), however many chunks."""
+    import difftest.oracles.chunked as chunked
+    from tests.test_gate_reads import HostReads
+
+    p = Problem(batch=3, seqlen_q=(90, 0, 70), seqlen_k=(90, 40, 0), heads_q=4, heads_kv=2, causal=True,
+                head_dim_qk=16, head_dim_v=16, dtype="float16", sinks=True).validate()
+    x = make_inputs(p)
+    monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", True)
+    monkeypatch.setitem(chunked.SPLIT_TERMS, "cpu", True)
+    with HostReads() as reads:
+        out = chunked_reference(x, "float64", chunk=8, magnitudes=True)
+    assert len(chunk_plan(p, 90, 90, 10**9, 8)) == 12
+    # the one sequence with queries and keys, and the magnitudes at the end
+    assert reads.calls == ["tolist", "tolist"], reads.calls
+    dense = reference(x, "float64")
+    assert max_err(Outputs(dq=dense.dq, dk=dense.dk), Outputs(dq=out.dq, dk=out.dk))["dq"] < 1e-13
