@@ -219,8 +219,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             qc = qh[:, r0:r1].reshape(Hkv, c * G, D)
             doc = doh[:, r0:r1].reshape(Hkv, c * G, Dv)
             kb, vb = kh[:, lo:hi], vh[:, lo:hi]
-            # the fused dS pass forms the split magnitude terms (P and P |dP|), not P (|dP| + |Delta|)
-            fused = fz is not None and w > 0 and Hkv * c * G * w >= FUSED_MIN_SCORES and (mag is None or split)
+            fused = fz is not None and w > 0 and Hkv * c * G * w >= FUSED_MIN_SCORES
             if m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
                 qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
                 s = torch.bmm(qa, k1[:, lo:hi].transpose(1, 2)).view(Hkv, c, G, w)
@@ -272,13 +271,12 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             dvh[:, lo:hi].baddbmm_(p_mma.transpose(1, 2), nrm(doc))
             del p_mma
             dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hkv, c*G, w]
-            if fused:  # dS in place of dP (and P, P |dP| for the magnitudes) in one pass
+            if fused:  # dS in place of dP (and P, P (|dP| + |Delta|) for the magnitudes) in one pass
                 terms = fz.ds_and_terms_(dp, e2, delta, inv2, None if mag is None else mdt)
             if mag is not None:
                 with _tf32(dev, mdt):
-                    if fused:  # P and P |dP| from the fused pass
-                        pm, f = terms
-                        del terms
+                    if fused:  # P and P (|dP| + |Delta|) from the fused pass
+                        pm, terms = terms
                     else:
                         pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(
                             e2.shape, dtype=mdt, device=dev))  # P
@@ -287,18 +285,18 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                     dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
                     qa = qabs[:, r0:r1].reshape(Hkv, c * G, D)
                     kab = kabs[:, lo:hi]
-                    if split:
+                    if split and not fused:
                         # sum_j P (|dP| + |Delta|) |K_j| = sum_j (P |dP|) |K_j| + |Delta| sum_j P |K_j|
                         # (all terms >= 0): one score-sized pass for P |dP| instead of three,
                         # for two more GEMMs (TF32 on CUDA: cheaper than the passes)
-                        if not fused:
-                            f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
+                        f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
                         dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm, kab))
                         dk_terms[:, lo:hi].baddbmm_(f.transpose(1, 2), qa)
                         del f
                         dk_terms[:, lo:hi].baddbmm_(pm.transpose(1, 2), qa * dabs)
-                    else:  # the CPU: GEMMs cost more than passes
-                        terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm)  # P (|dP| + |Delta|)
+                    else:  # the CPU (GEMMs cost more than passes), or the terms from the fused pass
+                        if not fused:
+                            terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm)  # P (|dP| + |Delta|)
                         dq_terms = torch.bmm(terms, kab)
                         dk_terms[:, lo:hi].baddbmm_(terms.transpose(1, 2), qa)
                         del terms
@@ -400,7 +398,7 @@ def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int
 
 
 # Per device type: the score-sized elementwise passes of a float64 chunk fused into two Triton
-# kernels (fused_passes.py: exp and the row sum; dS with the split magnitude terms), for
+# kernels (fused_passes.py: exp and the row sum; dS with the unsplit magnitude terms), for
 # chunks of at least FUSED_MIN_SCORES scores. Smaller chunks stay eager: their passes are
 # short, and a short campaign never JIT-compiles the kernels. Off on the CPU (no Triton
 # there; tests run the kernels under TRITON_INTERPRET=1).

@@ -82,7 +82,8 @@ def test_the_fused_truth_equals_the_eager_one_and_dense_float64(name, chunk, int
     if "dsink" in errs:
         assert errs.pop("dsink") < 1e-6 * _scale(fused.dsink), errs
     assert max(errs.values(), default=0.0) < 1e-13 * _scale(fused.dq), errs
-    assert fused.magnitude == pytest.approx(eager.magnitude, rel=1e-12, abs=1e-300)
+    # float32 sums of the same non-negative terms, formed unsplit (fused) or split (eager CUDA form)
+    assert fused.magnitude == pytest.approx(eager.magnitude, rel=1e-5, abs=1e-300)
 
 
 def test_the_fused_truth_without_magnitudes_equals_the_eager_one(interpreted):
@@ -102,10 +103,11 @@ def test_ds_and_the_terms_are_the_eager_expressions_bit_for_bit(interpreted):
     delta = torch.randn(3, 37, dtype=torch.float64, generator=g)
     inv = 1.0 / e.sum(-1, keepdim=True).clamp_min(1e-3)
     pm_eager = torch.mul(e, inv, out=torch.empty(e.shape, dtype=torch.float32))
-    f_eager = torch.mul(dp, pm_eager, out=torch.empty(dp.shape, dtype=torch.float32)).abs_()
+    dabs = delta.abs().to(torch.float32).unsqueeze(-1)
+    terms_eager = dp.to(torch.float32, copy=True).abs_().add_(dabs).mul_(pm_eager)  # chunked.py's CPU form
     ds_eager = (dp - delta.unsqueeze(-1)) * e
-    pm, f = interpreted.ds_and_terms_(dp, e, delta, inv, torch.float32)
-    assert torch.equal(pm, pm_eager) and torch.equal(f, f_eager) and torch.equal(dp, ds_eager)
+    pm, terms = interpreted.ds_and_terms_(dp, e, delta, inv, torch.float32)
+    assert torch.equal(pm, pm_eager) and torch.equal(terms, terms_eager) and torch.equal(dp, ds_eager)
 
 
 def test_exp_rowsum_matches_torch_on_masked_and_shifted_rows(interpreted):
@@ -189,5 +191,7 @@ def test_on_cuda_the_fused_truth_equals_the_eager_one_and_dense_float64(name, mo
     assert errs.pop("lse") < 1e-6, errs
     if "dsink" in errs:
         assert errs.pop("dsink") < 1e-6 * _scale(fused.dsink), errs
-    assert max(errs.values(), default=0.0) < 1e-13 * _scale(fused.dq), errs
-    assert fused.magnitude == pytest.approx(eager.magnitude, rel=1e-12, abs=1e-300)
+    # 1e-12: float64 rounding grows with the logits (R14: 3.5e-13 of dQ's size at logits ~1e3)
+    assert max(errs.values(), default=0.0) < 1e-12 * _scale(fused.dq), errs
+    # float32 sums of the same non-negative terms, formed unsplit (fused) or split (eager CUDA form)
+    assert fused.magnitude == pytest.approx(eager.magnitude, rel=1e-5, abs=1e-300)

@@ -9,7 +9,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, IEEE: tl.constexpr):
     pm, pn = tl.program_id(0), tl.program_id(1)
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
@@ -20,7 +20,10 @@ def _mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl
                     other=0.0)
         b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :], mask=(k0 + rk[:, None] < K) & (rn[None, :] < N),
                     other=0.0)
-        acc = tl.dot(a, b, acc)
+        if IEEE:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -38,6 +41,9 @@ def _time(fn, reps=5):
     return best
 
 
+FULL_ERROR_SHOWN = []
+
+
 def _row(M, N, K):
     a = torch.randn(M, K, dtype=torch.float64, device="cuda")
     b = torch.randn(K, N, dtype=torch.float64, device="cuda")
@@ -46,16 +52,22 @@ def _row(M, N, K):
     t = _time(lambda: torch.mm(a, b, out=c))
     ref = c.clone()
     print(f"M{M} N{N} K{K} cublas {flop / t / 1e12:6.1f} TFLOP/s")
-    for bm, bn, bk, warps, stages in ((64, 64, 16, 4, 3), (128, 64, 16, 4, 3), (64, 128, 32, 8, 3),
-                                      (128, 128, 16, 8, 2)):
-        try:
-            grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
-            t = _time(lambda: _mm[grid](a, b, c, M, N, K, BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages))
-            err = ((c - ref).abs().max() / ref.abs().max()).item()
-            print(f"M{M} N{N} K{K} triton {bm}x{bn}x{bk} w{warps} s{stages} {flop / t / 1e12:6.1f} TFLOP/s "
-                  f"rel err {err:.1e}")
-        except Exception as e:  # a configuration that does not compile is a line, not a crash
-            print(f"M{M} N{N} K{K} triton {bm}x{bn}x{bk}: {type(e).__name__}: {str(e)[:120]}")
+    for ieee in (False, True):
+        for bm, bn, bk, warps, stages in ((64, 64, 16, 4, 3), (128, 64, 16, 4, 3), (64, 128, 32, 8, 3),
+                                          (128, 128, 16, 8, 2)):
+            tag = f"M{M} N{N} K{K} triton {bm}x{bn}x{bk} w{warps} s{stages} ieee={ieee}"
+            try:
+                grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
+                t = _time(lambda: _mm[grid](a, b, c, M, N, K, BM=bm, BN=bn, BK=bk, IEEE=ieee, num_warps=warps,
+                                             num_stages=stages))
+                err = ((c - ref).abs().max() / ref.abs().max()).item()
+                print(f"{tag} {flop / t / 1e12:6.1f} TFLOP/s rel err {err:.1e}")
+            except Exception as e:  # a configuration that does not compile is a line, not a crash
+                msg = " | ".join(line.strip() for line in str(e).splitlines() if line.strip())
+                print(f"{tag}: {type(e).__name__}: ...{msg[-300:]}")
+                if not FULL_ERROR_SHOWN:
+                    FULL_ERROR_SHOWN.append(1)
+                    print(str(e))
 
 
 def main():
