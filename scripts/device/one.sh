@@ -63,9 +63,10 @@
 #       kernels against the eager truth and dense float64 (GPU tests), the truth fused and eager side
 #       by side next to FA3 at 16k..128k, the fused 16k call's profile, and Triton's float64 tl.dot
 #       rate next to cuBLAS (does a fully fused float64 kernel pay?)
-# Usage: bash scripts/device/one.sh R1|R2|...|R14
+#   R15: carry .device/fa3.tar.xz: R14 after 2 more commits, then a 40-example fa3 gpu campaign (~420 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R15
 set -o pipefail
-call=${1:?R1|R2|...|R14}
+call=${1:?R1|R2|...|R15}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -196,6 +197,10 @@ R14)
   stamp "f64 dot exit $?"
   tail -3 $L/pytest-fused.log; cat $R/oracle.md; grep -v "^-" $L/oracle-profile.log | head -30 | cut -c1-200
   cat $L/f64-dot.log ;;
-*) echo "call: allowed R1..R14"; exit 2 ;;
+R15)  # R14 again after the one-read-per-sequence shift and the unsplit fused terms, plus a short fa3 campaign
+  bash scripts/device/one.sh R14
+  timed_run fa3-gpu 0 200 -k fa3 -p gpu --max-examples 40 --time-budget 150 --shrink-budget 20 --out $R/fa3 --db none
+  tail -n 25 $L/fa3-gpu.log ;;
+*) echo "call: allowed R1..R15"; exit 2 ;;
 esac
 finish
