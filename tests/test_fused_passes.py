@@ -193,5 +193,6 @@ def test_on_cuda_the_fused_truth_equals_the_eager_one_and_dense_float64(name, mo
         assert errs.pop("dsink") < 1e-6 * _scale(fused.dsink), errs
     # 1e-12: float64 rounding grows with the logits (R14: 3.5e-13 of dQ's size at logits ~1e3)
     assert max(errs.values(), default=0.0) < 1e-12 * _scale(fused.dq), errs
-    # float32 sums of the same non-negative terms, formed unsplit (fused) or split (eager CUDA form)
-    assert fused.magnitude == pytest.approx(eager.magnitude, rel=1e-5, abs=1e-300)
+    # sums of the same non-negative terms, formed unsplit (fused) or split (eager), in TF32 GEMMs:
+    # operands rounded to 10 bits differ, R15 measured 1.7e-4 (chunked.MAGNITUDE_TF32)
+    assert fused.magnitude == pytest.approx(eager.magnitude, rel=2e-3, abs=1e-300)

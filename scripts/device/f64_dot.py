@@ -21,9 +21,9 @@ def _mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl
         b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :], mask=(k0 + rk[:, None] < K) & (rn[None, :] < N),
                     other=0.0)
         if IEEE:
-            acc = tl.dot(a, b, acc, input_precision="ieee")
+            acc = tl.dot(a, b, acc, input_precision="ieee", out_dtype=tl.float64)
         else:
-            acc = tl.dot(a, b, acc)
+            acc = tl.dot(a, b, acc, out_dtype=tl.float64)  # the default out_dtype, float32, is refused
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -67,7 +67,7 @@ def _row(M, N, K):
                 print(f"{tag}: {type(e).__name__}: ...{msg[-300:]}")
                 if not FULL_ERROR_SHOWN:
                     FULL_ERROR_SHOWN.append(1)
-                    print(str(e))
+                    print(str(e), "\ncause:", repr(e.__cause__))
 
 
 def main():

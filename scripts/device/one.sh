@@ -64,9 +64,10 @@
 #       by side next to FA3 at 16k..128k, the fused 16k call's profile, and Triton's float64 tl.dot
 #       rate next to cuBLAS (does a fully fused float64 kernel pay?)
 #   R15: carry .device/fa3.tar.xz: R14 after 2 more commits, then a 40-example fa3 gpu campaign (~420 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R15
+#   R16: carry .device/fa3.tar.xz: the GPU oracle tests, tl.dot float64 rate, 16k/64k with more repeats (~200 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R16
 set -o pipefail
-call=${1:?R1|R2|...|R15}
+call=${1:?R1|R2|...|R16}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -201,6 +202,17 @@ R15)  # R14 again after the one-read-per-sequence shift and the unsplit fused te
   bash scripts/device/one.sh R14
   timed_run fa3-gpu 0 200 -k fa3 -p gpu --max-examples 40 --time-budget 150 --shrink-budget 20 --out $R/fa3 --db none
   tail -n 25 $L/fa3-gpu.log ;;
-*) echo "call: allowed R1..R15"; exit 2 ;;
+R16)  # the GPU-marked oracle tests, Triton's float64 tl.dot with out_dtype=float64, the truth at 16k/64k repeated
+  timeout 200 python3 -m pytest -q -n 4 -p no:randomly tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles.log 2>&1
+  stamp "oracle tests exit $?"
+  timeout 100 python3 scripts/device/f64_dot.py > $L/f64-dot.log 2>&1
+  stamp "f64 dot exit $?"
+  timeout 150 python3 -m difftest bench --oracle -k fa3 --eager --repeats 30 --oracle-repeats 4 --shape 1,8,16384,128 \
+    --shape 1,8,65536,128 --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  tail -3 $L/pytest-oracles.log; grep -v "ieee=.*CompilationError" $L/f64-dot.log | head -40 | cut -c1-300
+  cat $R/oracle.md ;;
+*) echo "call: allowed R1..R16"; exit 2 ;;
 esac
 finish
