@@ -65,9 +65,10 @@
 #       rate next to cuBLAS (does a fully fused float64 kernel pay?)
 #   R15: carry .device/fa3.tar.xz: R14 after 2 more commits, then a 40-example fa3 gpu campaign (~420 s)
 #   R16: carry .device/fa3.tar.xz: the GPU oracle tests, tl.dot float64 rate, 16k/64k with more repeats (~200 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R16
+#   R17: carry nothing: the GPU-marked oracle tests alone (~60 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R17
 set -o pipefail
-call=${1:?R1|R2|...|R16}
+call=${1:?R1|R2|...|R17}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -213,6 +214,11 @@ R16)  # the GPU-marked oracle tests, Triton's float64 tl.dot with out_dtype=floa
   stamp "oracle bench exit $?"
   tail -3 $L/pytest-oracles.log; grep -v "ieee=.*CompilationError" $L/f64-dot.log | head -40 | cut -c1-300
   cat $R/oracle.md ;;
-*) echo "call: allowed R1..R16"; exit 2 ;;
+R17)  # R16's test step timed out in the CPU tests (-n 4 on a 16-core host): the GPU-marked oracle tests alone
+  timeout 200 python3 -m pytest -q -p no:randomly -m gpu -rA tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  grep -E "^(PASSED|FAILED|ERROR)|passed|failed" $L/pytest-oracles-gpu.log | tail -30 ;;
+*) echo "call: allowed R1..R17"; exit 2 ;;
 esac
 finish
