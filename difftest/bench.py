@@ -188,12 +188,13 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
     chunks = sum(map(len, plans))
     largest = max((problem.heads_q * (r1 - r0) * (hi - lo) for plan in plans for r0, r1, lo, hi in plan), default=0)
     fused = chunked._fused_module(device, fused_passes) is not None and largest >= chunked.FUSED_MIN_SCORES
-    times, peak = [], None
+    times, peak, mallocs = [], None, []
     for _ in range(repeats):
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
+            before = _allocator_counts()
         t0 = time.perf_counter()
         try:
             out = chunked_reference(inputs, "float64", magnitudes=True, skip_masked=skip_masked,
@@ -205,13 +206,22 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
         times.append(time.perf_counter() - t0)
         if cuda:
             peak = (torch.cuda.max_memory_allocated() - base) / 2**30
+            mallocs.append({k: v - before[k] for k, v in _allocator_counts().items()})
         del out
-    row = {"status": "ok", "seconds": min(times), "repeats": repeats, "chunks": chunks,
+    row = {"status": "ok", "seconds": min(times), "all_seconds": times, "repeats": repeats, "chunks": chunks,
            "chunk_elements": budget, "skip_masked": skip_masked, "magnitudes_dtype": magnitudes_dtype,
            "passes": "fused" if fused else "eager"}
     if peak is not None:
         row["peak_gib"] = peak
+        row["allocator"] = mallocs  # per repeat: cudaMalloc/cudaFree calls and retries inside the timed call
     return row
+
+
+def _allocator_counts() -> dict:
+    """The CUDA caching allocator's device allocations, frees and retries so far (a timed
+    call that maps new memory or frees the cache to retry pays for it in wall time)."""
+    st = torch.cuda.memory_stats()
+    return {k: int(st.get(k, 0)) for k in ("num_device_alloc", "num_device_free", "num_alloc_retries")}
 
 
 def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, repeats=1, kernel_repeats=10,

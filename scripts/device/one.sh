@@ -66,9 +66,10 @@
 #   R15: carry .device/fa3.tar.xz: R14 after 2 more commits, then a 40-example fa3 gpu campaign (~420 s)
 #   R16: carry .device/fa3.tar.xz: the GPU oracle tests, tl.dot float64 rate, 16k/64k with more repeats (~200 s)
 #   R17: carry nothing: the GPU-marked oracle tests alone (~60 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R17
+#   R18: carry .device/fa3.tar.xz: the 64k truth's wall time vs its kernels, allocator calls (~150 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R18
 set -o pipefail
-call=${1:?R1|R2|...|R17}
+call=${1:?R1|R2|...|R18}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -219,6 +220,17 @@ R17)  # R16's test step timed out in the CPU tests (-n 4 on a 16-core host): the
     > $L/pytest-oracles-gpu.log 2>&1
   stamp "GPU oracle tests exit $?"
   grep -E "^(PASSED|FAILED|ERROR)|passed|failed" $L/pytest-oracles-gpu.log | tail -30 ;;
-*) echo "call: allowed R1..R17"; exit 2 ;;
+R18)  # 64k: the truth's wall time is ~1.3x the sum of its kernels (R15): profile it, and count allocator calls
+  timeout 90 python3 -m difftest bench --oracle -k fa3 --repeats 10 --oracle-repeats 3 --shape 1,8,65536,128 \
+    --json $R/oracle.json > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 90 python3 -m difftest bench --oracle -k fa3 --repeats 10 \
+    --oracle-repeats 3 --shape 1,8,65536,128 --json $R/oracle-expandable.json > $L/oracle-expandable.log 2>&1
+  stamp "oracle bench, expandable segments, exit $?"
+  timeout 90 python3 scripts/device/oracle_profile.py --seqlen 65536 > $L/oracle-profile-64k.log 2>&1
+  stamp "oracle profile 64k exit $?"
+  for f in $R/oracle.json $R/oracle-expandable.json; do python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['rows'][0]['truth']; print(sys.argv[1], r['all_seconds'], r.get('allocator'))" $f; done
+  grep -v "^-" $L/oracle-profile-64k.log | head -22 | cut -c1-75,150-200 ;;
+*) echo "call: allowed R1..R18"; exit 2 ;;
 esac
 finish
