@@ -67,9 +67,10 @@
 #   R16: carry .device/fa3.tar.xz: the GPU oracle tests, tl.dot float64 rate, 16k/64k with more repeats (~200 s)
 #   R17: carry nothing: the GPU-marked oracle tests alone (~60 s)
 #   R18: carry .device/fa3.tar.xz: the 64k truth's wall time vs its kernels, allocator calls (~150 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R18
+#   R19: carry nothing: scripts/device/oracle_chunks.py, the truth's chunk cap x SKIP_CHUNKS (~300 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R19
 set -o pipefail
-call=${1:?R1|R2|...|R18}
+call=${1:?R1|R2|...|R19}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -231,6 +232,14 @@ R18)  # 64k: the truth's wall time is ~1.3x the sum of its kernels (R15): profil
   stamp "oracle profile 64k exit $?"
   for f in $R/oracle.json $R/oracle-expandable.json; do python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['rows'][0]['truth']; print(sys.argv[1], r['all_seconds'], r.get('allocator'))" $f; done
   grep -v "^-" $L/oracle-profile-64k.log | head -22 | cut -c1-75,150-200 ;;
-*) echo "call: allowed R1..R18"; exit 2 ;;
+R19)  # the truth's chunk size on the H200: cap x minimum chunks at 16k..64k, then 128k
+  timeout 250 python3 scripts/device/oracle_chunks.py --seqlen 16384 --seqlen 32768 --seqlen 65536 \
+    > $R/chunks.jsonl 2> $L/chunks.err
+  stamp "chunk sweep exit $?"
+  timeout 150 python3 scripts/device/oracle_chunks.py --seqlen 131072 --caps 29,30,31 --skip-chunks 16 \
+    >> $R/chunks.jsonl 2>> $L/chunks.err
+  stamp "chunk sweep 128k exit $?"
+  cat $R/chunks.jsonl; tail -3 $L/chunks.err ;;
+*) echo "call: allowed R1..R19"; exit 2 ;;
 esac
 finish
