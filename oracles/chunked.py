@@ -51,15 +51,20 @@ CHUNK_PRECISIONS = ("float64", "float32")
 # scores are 128 MiB, and a chunk keeps about LIVE_SCORE_TENSORS such tensors alive.
 DEFAULT_MAX_CHUNK_ELEMENTS = 2**24
 LIVE_SCORE_TENSORS = 4  # P, dP/dS, the magnitudes' |terms|, one elementwise temporary
-# On CUDA: at most this share of the free memory, and at most this many elements (larger
-# chunks no longer make the GEMMs faster, and leave room for the kernel under test).
+# On CUDA: at most this share of the free memory, and at most this many elements (the free
+# share leaves room for the kernel under test). 2**31: on the H200 (results/h200/phase9.md,
+# R19) the 128k truth took 4.41 s in 54 chunks against 4.96 s in 130 at 2**29; the
+# long-K GEMMs (P V, dS K) of small chunks ran on small cuBLAS tiles.
 CUDA_FREE_SHARE = 0.5
-CUDA_MAX_CHUNK_ELEMENTS = 2**29
+CUDA_MAX_CHUNK_ELEMENTS = 2**31
 # A masked problem is cut into at least this many chunks per sequence (a causal walk in n
 # chunks computes (n + 1) / 2n of the score square), of at least MIN_SKIP_ROWS rows each
-# (smaller GEMMs lose more to overhead than the skipped blocks save).
+# (smaller GEMMs lose more to overhead than the skipped blocks save) and at most
+# MAX_SKIP_ROWS (more rows no longer make the GEMMs faster, and the band keeps following the
+# mask: R19, 64k causal 1.02 s at 2048 rows per chunk against 1.11 s at 4096).
 SKIP_CHUNKS = 16
 MIN_SKIP_ROWS = 64
+MAX_SKIP_ROWS = 2048
 
 
 def rows_allowed(problem: Problem, r0: int, r1: int, sq: int, sk: int, device) -> torch.Tensor:
@@ -100,11 +105,11 @@ def chunk_plan(problem: Problem, sq: int, sk: int, budget: int, rows: int | None
     """(r0, r1, lo, hi) per chunk: query rows [r0, r1) against keys [lo, hi). ``rows``
     fixes the rows per chunk; otherwise each chunk takes the most rows whose
     heads_q x rows x band width stays within ``budget`` (at least one row), and a masked
-    problem's chunks at most max(MIN_SKIP_ROWS, sq / SKIP_CHUNKS) rows, so that its band
-    follows the mask."""
+    problem's chunks at most min(MAX_SKIP_ROWS, max(MIN_SKIP_ROWS, sq / SKIP_CHUNKS)) rows,
+    so that its band follows the mask."""
     h = problem.heads_q
     band = (lambda a, b: key_band(problem, a, b, sq, sk)) if skip_masked else (lambda a, b: (0, sk))
-    cap = max(MIN_SKIP_ROWS, -(-sq // SKIP_CHUNKS)) if skip_masked and problem.masked else sq
+    cap = min(MAX_SKIP_ROWS, max(MIN_SKIP_ROWS, -(-sq // SKIP_CHUNKS))) if skip_masked and problem.masked else sq
     plan, r0 = [], 0
     while r0 < sq:
         if rows is not None:

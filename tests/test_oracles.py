@@ -598,3 +598,20 @@ def test_the_cuda_configuration_reads_the_host_once_per_sequence_not_per_chunk(m
     assert reads.calls == ["tolist", "tolist"], reads.calls
     dense = reference(x, "float64")
     assert max_err(Outputs(dq=dense.dq, dk=dense.dk), Outputs(dq=out.dq, dk=out.dk))["dq"] < 1e-13
+
+
+def test_masked_chunks_keep_between_min_and_max_skip_rows():
+    """A masked problem's chunks follow its mask (at least SKIP_CHUNKS per sequence) but
+    stop growing at MAX_SKIP_ROWS rows: on the H200 larger chunks only widened the band
+    (results/h200/phase9.md, R19). An unmasked one takes what the budget allows."""
+    from difftest.oracles import chunked
+
+    causal = Problem(seqlen_q=65536, seqlen_k=65536, causal=True, head_dim_qk=8, head_dim_v=8)
+    plan = chunk_plan(causal, 65536, 65536, 2**40)
+    assert max(r1 - r0 for r0, r1, _, _ in plan) == chunked.MAX_SKIP_ROWS == 2048 and len(plan) == 32
+    mid = chunk_plan(causal.replace(seqlen_q=2000, seqlen_k=2000), 2000, 2000, 2**40)
+    assert len(mid) == chunked.SKIP_CHUNKS and max(r1 - r0 for r0, r1, _, _ in mid) == 125
+    short = chunk_plan(causal.replace(seqlen_q=300, seqlen_k=300), 300, 300, 2**40)
+    assert max(r1 - r0 for r0, r1, _, _ in short) == chunked.MIN_SKIP_ROWS == 64
+    dense = causal.replace(causal=False)
+    assert chunk_plan(dense, 65536, 65536, 2**40) == [(0, 65536, 0, 65536)]

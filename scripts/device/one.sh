@@ -68,9 +68,10 @@
 #   R17: carry nothing: the GPU-marked oracle tests alone (~60 s)
 #   R18: carry .device/fa3.tar.xz: the 64k truth's wall time vs its kernels, allocator calls (~150 s)
 #   R19: carry nothing: scripts/device/oracle_chunks.py, the truth's chunk cap x SKIP_CHUNKS (~300 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R19
+#   R20: carry .device/fa3.tar.xz: the committed chunking, GPU oracle tests and the bench 16k..128k (~200 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R20
 set -o pipefail
-call=${1:?R1|R2|...|R19}
+call=${1:?R1|R2|...|R20}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -240,6 +241,16 @@ R19)  # the truth's chunk size on the H200: cap x minimum chunks at 16k..64k, th
     >> $R/chunks.jsonl 2>> $L/chunks.err
   stamp "chunk sweep 128k exit $?"
   cat $R/chunks.jsonl; tail -3 $L/chunks.err ;;
-*) echo "call: allowed R1..R19"; exit 2 ;;
+R20)  # the committed chunking (cap 2**31, at most 2048 rows per masked chunk): GPU oracle tests, then the
+  # truth fused and eager next to FA3 at 16k..128k
+  timeout 120 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  timeout 240 python3 -m difftest bench --oracle -k fa3 --eager --repeats 20 --oracle-repeats 2 --shape 1,8,16384,128 \
+    --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 --json $R/oracle.json --markdown $R/oracle.md \
+    > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md ;;
+*) echo "call: allowed R1..R20"; exit 2 ;;
 esac
 finish
