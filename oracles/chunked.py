@@ -35,7 +35,9 @@ scale multiplies the small Q chunk, only the partially masked columns are filled
 (causal: the diagonal block, not the band), P is never normalised in place (1 / rowsum is
 applied to the [rows, dim] operands and results), and the error-budget magnitudes (sums of
 non-negative terms, which only set the gates' floors) are computed in float32, with TF32
-GEMMs on CUDA, instead of four more float64 GEMMs (``magnitudes_dtype``).
+GEMMs on CUDA, instead of four more float64 GEMMs (``magnitudes_dtype``). On CUDA the
+remaining passes of a large chunk (exp with the row sum; dS with the magnitude terms) are two
+Triton kernels, one pass each (fused_passes.py, ``FUSED_PASSES``).
 """
 
 import torch
