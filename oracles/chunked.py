@@ -40,6 +40,8 @@ remaining passes of a large chunk (exp with the row sum; dS with the magnitude t
 Triton kernels, one pass each (fused_passes.py, ``FUSED_PASSES``).
 """
 
+import warnings
+
 import torch
 
 from difftest.inputs import Inputs
@@ -226,14 +228,16 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             qc = qh[:, r0:r1].reshape(Hkv, c * G, D)
             doc = doh[:, r0:r1].reshape(Hkv, c * G, Dv)
             kb, vb = kh[:, lo:hi], vh[:, lo:hi]
-            fused = fz is not None and w > 0 and Hkv * c * G * w >= FUSED_MIN_SCORES
+            fused = (fz is not None and (fused_passes or not _FUSED.get("failed")) and w > 0
+                     and Hkv * c * G * w >= FUSED_MIN_SCORES)
             if m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
                 qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
                 s = torch.bmm(qa, k1[:, lo:hi].transpose(1, 2)).view(Hkv, c, G, w)
                 del qa
                 _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
                 m_safe = m
-                total = fz.exp_rowsum_(s) if fused else None
+                total = _fused_call(fz, fused_passes, "exp_rowsum_", s) if fused else FAILED
+                fused = total is not FAILED
                 e = s if fused else s.exp_()
             else:
                 if w:
@@ -247,10 +251,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 if sink is not None:
                     m = torch.maximum(m, sink)
                 m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-                total = fz.exp_rowsum_(s, m_safe) if fused else None
+                total = _fused_call(fz, fused_passes, "exp_rowsum_", s, m_safe) if fused else FAILED
+                fused = total is not FAILED
                 e = s if fused else s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
             del s
-            if total is None:
+            if not fused:
                 total = e.sum(dim=-1)
             if sink is not None:
                 total = total + torch.exp(sink - m_safe)
@@ -279,7 +284,9 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             del p_mma
             dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hkv, c*G, w]
             if fused:  # dS in place of dP (and P, P (|dP| + |Delta|) for the magnitudes) in one pass
-                terms = fz.ds_and_terms_(dp, e2, delta, inv2, None if mag is None else mdt)
+                terms = _fused_call(fz, fused_passes, "ds_and_terms_", dp, e2, delta, inv2,
+                                    None if mag is None else mdt)
+                fused = terms is not FAILED
             if mag is not None:
                 with _tf32(dev, mdt):
                     if fused:  # P and P (|dP| + |Delta|) from the fused pass
@@ -412,6 +419,26 @@ def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int
 FUSED_PASSES = {"cuda": True, "cpu": False}
 FUSED_MIN_SCORES = 2**20
 _FUSED = {}  # the imported module, or None where Triton does not import
+
+
+FAILED = object()  # what _fused_call returns when a fused pass could not run
+
+
+def _fused_call(fz, wanted: bool | None, name: str, *args):
+    """fz.<name>(*args), or FAILED when it raises and the fused passes were not insisted on
+    (``wanted`` None): they are then off for the rest of the process, with one warning, and
+    the chunk takes the eager passes. A Triton that cannot build the kernels for this GPU
+    fails at the launch, before either kernel writes, so the eager passes find their inputs
+    as they were."""
+    try:
+        return getattr(fz, name)(*args)
+    except Exception as e:
+        if wanted:
+            raise
+        _FUSED["failed"] = True
+        warnings.warn(f"the float64 truth's fused passes are off for this process, eager from here: "
+                      f"{type(e).__name__}: {e}"[:400], RuntimeWarning, stacklevel=2)
+        return FAILED
 
 
 def _fused_module(device, wanted: bool | None):

@@ -196,3 +196,31 @@ def test_on_cuda_the_fused_truth_equals_the_eager_one_and_dense_float64(name, mo
     # sums of the same non-negative terms, formed unsplit (fused) or split (eager), in TF32 GEMMs:
     # operands rounded to 10 bits differ, R15 measured 1.7e-4 (chunked.MAGNITUDE_TF32)
     assert fused.magnitude == pytest.approx(eager.magnitude, rel=2e-3, abs=1e-300)
+
+
+def test_a_fused_pass_that_cannot_run_falls_back_to_eager_once(interpreted, monkeypatch):
+    """A Triton that cannot build the kernels on some GPU must not take the truth down: the
+    chunk falls back to the eager passes (same values), the fused passes stay off for the
+    process with one warning; asked for explicitly (fused_passes=True), the error is raised."""
+    import difftest.oracles.chunked as chunked
+
+    class Unbuildable:
+        def __getitem__(self, grid):
+            def launch(*a, **k):
+                raise RuntimeError("no float64 on this GPU")
+            return launch
+
+    x = make_inputs(CASES["causal_gqa_fp16"])
+    eager = chunked_reference(x, "float64", chunk=16, magnitudes=True, fused_passes=False)
+    for kernel in ("_exp_rowsum_kernel", "_ds_terms_kernel"):  # the first or the second pass fails
+        monkeypatch.setattr(chunked, "_FUSED", {"module": interpreted})
+        with monkeypatch.context() as m:
+            m.setattr(interpreted, kernel, Unbuildable())
+            with pytest.warns(RuntimeWarning, match="fused passes are off.*no float64") as caught:
+                out = chunked_reference(x, "float64", chunk=16, magnitudes=True)
+            assert len(caught) == 1 and chunked._FUSED["failed"]
+            for n, t in eager.items():
+                assert max_err(Outputs(**{n: t}), Outputs(**{n: out.get(n)}))[n] <= 1e-14 * _scale(t), n
+            assert out.magnitude == pytest.approx(eager.magnitude, rel=1e-5, abs=1e-300)
+            with pytest.raises(RuntimeError, match="no float64"):  # insisted on: even after the fallback
+                chunked_reference(x, "float64", chunk=16, magnitudes=True, fused_passes=True)
