@@ -187,7 +187,8 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
              for sq, sk in zip(problem.seqlens_q, problem.seqlens_k)]
     chunks = sum(map(len, plans))
     largest = max((problem.heads_q * (r1 - r0) * (hi - lo) for plan in plans for r0, r1, lo, hi in plan), default=0)
-    fused = chunked._fused_module(device, fused_passes) is not None and largest >= chunked.FUSED_MIN_SCORES
+    fused = (chunked._fused_module(device, fused_passes) is not None and largest >= chunked.FUSED_MIN_SCORES
+             and (fused_passes or not chunked._FUSED.get("failed")))
     times, peak, mallocs = [], None, []
     for _ in range(repeats):
         if cuda:
