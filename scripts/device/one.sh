@@ -222,7 +222,7 @@ R17)  # R16's test step timed out in the CPU tests (-n 4 on a 16-core host): the
     > $L/pytest-oracles-gpu.log 2>&1
   stamp "GPU oracle tests exit $?"
   grep -E "^(PASSED|FAILED|ERROR)|passed|failed" $L/pytest-oracles-gpu.log | tail -30 ;;
-R18)  # 64k: the truth's wall time is ~1.3x the sum of its kernels (R15): profile it, and count allocator calls
+R18)  # 64k scaled worse than 16k (R15): is wall time lost outside the kernels? profile it, count allocator calls
   timeout 90 python3 -m difftest bench --oracle -k fa3 --repeats 10 --oracle-repeats 3 --shape 1,8,65536,128 \
     --json $R/oracle.json > $L/oracle.log 2>&1
   stamp "oracle bench exit $?"
