@@ -18,8 +18,8 @@ in one pass each:
 Same operations in the same order as the eager code, element by element, so dS and the
 terms (of the unsplit form) are the eager values bit for bit; E may differ from torch's exp
 in the last bit where the two libraries' exp differ (numpy's under the interpreter), and
-the row sums by summation order (tests/test_fused_passes.py: the truth with and without them within
-1e-14 relative, and both equal to the dense float64 autograd reference).
+the row sums by summation order (tests/test_fused_passes.py: the truth with and without
+them within 1e-14 relative, and both equal to the dense float64 autograd reference).
 
 chunked.py imports this module (and with it Triton) only when it uses it: the CPU path and
 machines without Triton never need it. With ``TRITON_INTERPRET=1`` set before this module is

@@ -4,6 +4,7 @@ float64 autograd reference, every problem class of tests/test_oracles.py, both s
 paths; the passes are really taken, and only where they are meant to be."""
 
 import importlib
+import os
 import sys
 
 import pytest
@@ -23,12 +24,12 @@ CUDA_LIKE = ("SHIFT_IN_GEMM", "SPLIT_TERMS")  # chunked.py's per-device choices,
 @pytest.fixture
 def interpreted(monkeypatch):
     """chunked.py as on CUDA, its fused passes run by Triton's interpreter on CPU tensors;
-    yields the fused_passes module with its two entry points counting calls."""
+    yields the fused_passes module with its two entry points counting calls. Afterwards the
+    module is decorated again without the interpreter, so a GPU test later in the same
+    process runs the compiled kernels."""
     import difftest.oracles.chunked as chunked
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    from difftest.oracles import fused_passes
-    fz = importlib.reload(fused_passes)  # re-decorated: interpreted kernels
+    fz = _interpret(monkeypatch)
     calls = {"exp_rowsum_": 0, "ds_and_terms_": 0}
     for name in calls:
         real = getattr(fz, name)
@@ -43,7 +44,21 @@ def interpreted(monkeypatch):
     monkeypatch.setattr(chunked, "FUSED_MIN_SCORES", 0)
     for flag in CUDA_LIKE:
         monkeypatch.setitem(getattr(chunked, flag), "cpu", True)
-    return fz
+    yield fz
+    _compiled(monkeypatch, fz)
+
+
+def _interpret(monkeypatch):
+    """oracles/fused_passes.py re-decorated with TRITON_INTERPRET set: interpreted kernels."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from difftest.oracles import fused_passes
+    return importlib.reload(fused_passes)
+
+
+def _compiled(monkeypatch, fz) -> None:
+    """The module re-decorated without the interpreter (its entry points the real ones again)."""
+    monkeypatch.delenv("TRITON_INTERPRET")
+    importlib.reload(fz)
 
 
 def _scale(t: torch.Tensor) -> float:
@@ -224,3 +239,17 @@ def test_a_fused_pass_that_cannot_run_falls_back_to_eager_once(interpreted, monk
             assert out.magnitude == pytest.approx(eager.magnitude, rel=1e-5, abs=1e-300)
             with pytest.raises(RuntimeError, match="no float64"):  # insisted on: even after the fallback
                 chunked_reference(x, "float64", chunk=16, magnitudes=True, fused_passes=True)
+
+
+def test_the_fixture_leaves_compiled_kernels_behind(monkeypatch):
+    """The interpreter's kernels do not outlive the tests that use them: a GPU test later in
+    the same process would otherwise run the interpreter on CUDA tensors, silently."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if os.environ.get("TRITON_INTERPRET"):
+        pytest.skip("the whole run is interpreted")
+    fz = _interpret(monkeypatch)
+    assert isinstance(fz._exp_rowsum_kernel, InterpretedFunction)
+    _compiled(monkeypatch, fz)
+    assert not isinstance(fz._exp_rowsum_kernel, InterpretedFunction)
+    assert not isinstance(fz._ds_terms_kernel, InterpretedFunction)
