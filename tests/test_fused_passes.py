@@ -194,8 +194,12 @@ GPU_CASES = {
 def test_on_cuda_the_fused_truth_equals_the_eager_one_and_dense_float64(name, monkeypatch):
     """The compiled kernels (not the interpreter) in the truth as the runner calls it on CUDA,
     every chunk fused: equal to the eager truth and to the dense float64 autograd reference."""
-    import difftest.oracles.chunked as chunked
+    from triton.runtime.interpreter import InterpretedFunction
 
+    import difftest.oracles.chunked as chunked
+    from difftest.oracles import fused_passes
+
+    assert not isinstance(fused_passes._exp_rowsum_kernel, InterpretedFunction)  # compiled, not interpreted
     monkeypatch.setattr(chunked, "FUSED_MIN_SCORES", 0)
     x = make_inputs(GPU_CASES[name], "cuda")
     eager = chunked_reference(x, "float64", magnitudes=True, fused_passes=False)

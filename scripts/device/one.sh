@@ -69,9 +69,10 @@
 #   R18: carry .device/fa3.tar.xz: the 64k truth's wall time vs its kernels, allocator calls (~150 s)
 #   R19: carry nothing: scripts/device/oracle_chunks.py, the truth's chunk cap x SKIP_CHUNKS (~300 s)
 #   R20: carry .device/fa3.tar.xz: the committed chunking, GPU oracle tests and the bench 16k..128k (~200 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R20
+#   R21: carry nothing: tests/test_fused_passes.py whole, in one process (~150 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R21
 set -o pipefail
-call=${1:?R1|R2|...|R20}
+call=${1:?R1|R2|...|R21}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -251,6 +252,10 @@ R20)  # the committed chunking (cap 2**31, at most 2048 rows per masked chunk): 
     > $L/oracle.log 2>&1
   stamp "oracle bench exit $?"
   tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md ;;
-*) echo "call: allowed R1..R20"; exit 2 ;;
+R21)  # the whole fused-pass test file in one process: interpreter tests first, then the compiled GPU ones
+  timeout 300 python3 -m pytest -q -p no:randomly -rA tests/test_fused_passes.py > $L/pytest-fused-all.log 2>&1
+  stamp "fused-pass tests exit $?"
+  grep -E "^(FAILED|ERROR)|test_on_cuda|passed|failed" $L/pytest-fused-all.log | tail -12 ;;
+*) echo "call: allowed R1..R21"; exit 2 ;;
 esac
 finish
