@@ -1,20 +1,21 @@
 """Capability defaults claim the basics only (issue 15); every built-in kernel opted in
 explicitly to what it used to get by default, so its resolved capability and the
 coverage features it expects are exactly what they were before the change
-(tests/data/capabilities.json, recorded on the old defaults by tests/capability_snapshot.py
+(tests/data/capabilities.json.xz, recorded on the old defaults by tests/capability_snapshot.py
 at d0559d8 and held by this test through the change, 64307f6). It keeps guarding every
 built-in kernel's claim: a deliberate change of an adapter's capability re-records it
-(``python3 tests/capability_snapshot.py > tests/data/capabilities.json``, in the same
+(``python3 tests/capability_snapshot.py | xz -9e > tests/data/capabilities.json.xz``, in the same
 commit, saying why); a change of a default must not move it."""
 
 import json
+import lzma
 from pathlib import Path
 
 import pytest
 
 from difftest import Capability, Problem
 
-SNAPSHOT = Path(__file__).parent / "data" / "capabilities.json"
+SNAPSHOT = Path(__file__).parent / "data" / "capabilities.json.xz"
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +26,15 @@ def now():
 
 
 def test_every_builtin_kernel_resolves_to_its_recorded_capability(now):
-    before = json.loads(SNAPSHOT.read_text())
+    before = json.loads(lzma.decompress(SNAPSHOT.read_bytes()))
     for name, rec in before.items():
         if isinstance(rec, str):  # did not resolve when recorded (its package missing there)
             continue
         assert isinstance(now.get(name), dict), f"{name} no longer resolves: {now.get(name)}"
         cap = now[name]["capability"]
         changed = {f: (v, cap.get(f)) for f, v in rec["capability"].items() if cap.get(f) != v}
-        assert not changed, (f"{name}: capability fields changed (recorded, now): {changed}; if deliberate, "
-                             f"re-record with python3 tests/capability_snapshot.py > tests/data/capabilities.json")
+        assert not changed, (f"{name}: capability fields changed (recorded, now): {changed}; if deliberate, re-record "
+                             f"with python3 tests/capability_snapshot.py | xz -9e > tests/data/capabilities.json.xz")
 
 
 def _family(feature: str) -> str:
@@ -43,7 +44,7 @@ def _family(feature: str) -> str:
 def test_every_builtin_kernel_expects_the_same_coverage_features(now):
     """Feature families added to strategies/coverage.py after the recording (e.g. layouts)
     cannot be compared and are left out; every recorded family must match exactly."""
-    before = json.loads(SNAPSHOT.read_text())
+    before = json.loads(lzma.decompress(SNAPSHOT.read_bytes()))
     before = {name: rec for name, rec in before.items() if not isinstance(rec, str)}
     known = {_family(f) for rec in before.values() for fs in rec["expected_features"].values() for f in fs}
     for name, rec in before.items():
