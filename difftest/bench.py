@@ -177,7 +177,6 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
                 magnitudes_dtype: str = "float32", fused_passes: bool | None = None) -> dict:
     """Seconds (min over ``repeats``) and peak extra memory of the float64 truth;
     ``fused_passes`` as chunked_reference takes it (None: as the runner calls it)."""
-    from difftest.oracles import chunked
     from difftest.oracles.chunked import auto_chunk_elements, chunk_plan, chunked_reference
 
     inputs = make_inputs(problem, device)
@@ -186,10 +185,7 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
     plans = [chunk_plan(problem, sq, sk, budget, skip_masked=skip_masked)
              for sq, sk in zip(problem.seqlens_q, problem.seqlens_k)]
     chunks = sum(map(len, plans))
-    largest = max((problem.heads_q * (r1 - r0) * (hi - lo) for plan in plans for r0, r1, lo, hi in plan), default=0)
-    fused = (chunked._fused_module(device, fused_passes) is not None and largest >= chunked.FUSED_MIN_SCORES
-             and (fused_passes or not chunked._FUSED.get("failed")))
-    times, peak, mallocs = [], None, []
+    times, peak, mallocs, fused = [], None, [], 0
     for _ in range(repeats):
         if cuda:
             torch.cuda.synchronize()
@@ -208,10 +204,11 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
         if cuda:
             peak = (torch.cuda.max_memory_allocated() - base) / 2**30
             mallocs.append({k: v - before[k] for k, v in _allocator_counts().items()})
+        fused = out.fused_chunks
         del out
     row = {"status": "ok", "seconds": min(times), "all_seconds": times, "repeats": repeats, "chunks": chunks,
            "chunk_elements": budget, "skip_masked": skip_masked, "magnitudes_dtype": magnitudes_dtype,
-           "passes": "fused" if fused else "eager"}
+           "passes": "fused" if fused else "eager", "fused_chunks": fused}
     if peak is not None:
         row["peak_gib"] = peak
         row["allocator"] = mallocs  # per repeat: cudaMalloc/cudaFree calls and retries inside the timed call
