@@ -17,8 +17,8 @@ backward call launched, summed per call, as CUPTI records it through ``torch.pro
 GPU activities one call launched. That column compares the kernels themselves.
 
 ``--oracle`` times the float64 truth exactly as the runner calls it
-(``chunked_reference(inputs, "float64", magnitudes=True)``, oracles/chunked.py; float32
-magnitudes unless ``--magnitudes-dtype float64``) on causal
+(``chunked_reference(inputs, "float64", magnitudes=True)``, oracles/chunked.py; magnitudes
+in chunked.MAGNITUDES_DTYPE unless ``--magnitudes-dtype``) on causal
 B,H,S,D shapes, with its peak memory on CUDA (``torch.cuda.max_memory_allocated`` above
 what the inputs already held), and, in the same run, the backward of the kernels named
 with ``-k`` (default ``fa3``) on the same Problem, so the row's ``x_kernel`` is
@@ -174,7 +174,8 @@ ORACLE_SHAPES = tuple((1, 8, s, 128) for s in (4096, 16384, 32768, 65536, 131072
 
 
 def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bool = True,
-                magnitudes_dtype: str = "float32", fused_passes: bool | None = None) -> dict:
+                magnitudes_dtype: str | None = None, fused_passes: bool | None = None,
+                fused_gemms: bool | None = None) -> dict:
     """Seconds (min over ``repeats``) and peak extra memory of the float64 truth;
     ``fused_passes`` as chunked_reference takes it (None: as the runner calls it)."""
     from difftest.oracles.chunked import auto_chunk_elements, chunk_plan, chunked_reference
@@ -185,7 +186,7 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
     plans = [chunk_plan(problem, sq, sk, budget, skip_masked=skip_masked)
              for sq, sk in zip(problem.seqlens_q, problem.seqlens_k)]
     chunks = sum(map(len, plans))
-    times, peak, mallocs, fused = [], None, [], 0
+    times, peak, mallocs, fused, gemms = [], None, [], 0, 0
     for _ in range(repeats):
         if cuda:
             torch.cuda.synchronize()
@@ -195,7 +196,8 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
         t0 = time.perf_counter()
         try:
             out = chunked_reference(inputs, "float64", magnitudes=True, skip_masked=skip_masked,
-                                    magnitudes_dtype=magnitudes_dtype, fused_passes=fused_passes)
+                                    magnitudes_dtype=magnitudes_dtype, fused_passes=fused_passes,
+                                    fused_gemms=fused_gemms)
             if cuda:
                 torch.cuda.synchronize()
         except torch.OutOfMemoryError as e:
@@ -204,11 +206,12 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
         if cuda:
             peak = (torch.cuda.max_memory_allocated() - base) / 2**30
             mallocs.append({k: v - before[k] for k, v in _allocator_counts().items()})
-        fused = out.fused_chunks
+        fused, gemms = out.fused_chunks, out.fused_gemm_chunks
         del out
     row = {"status": "ok", "seconds": min(times), "all_seconds": times, "repeats": repeats, "chunks": chunks,
            "chunk_elements": budget, "skip_masked": skip_masked, "magnitudes_dtype": magnitudes_dtype,
-           "passes": "fused" if fused else "eager", "fused_chunks": fused}
+           "passes": ("fused+gemms" if gemms else "fused") if fused else "eager", "fused_chunks": fused,
+           "fused_gemm_chunks": gemms}
     if peak is not None:
         row["peak_gib"] = peak
         row["allocator"] = mallocs  # per repeat: cudaMalloc/cudaFree calls and retries inside the timed call
@@ -223,10 +226,14 @@ def _allocator_counts() -> dict:
 
 
 def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, repeats=1, kernel_repeats=10,
-                     unskipped=False, log=print, magnitudes_dtype="float32", eager=False) -> list[dict]:
-    """One row per shape: the truth (and, with ``unskipped``, the walk without block
-    skipping; with ``eager``, the truth with its elementwise passes unfused) next to each
-    kernel's backward on the same Problem."""
+                     unskipped=False, log=print, magnitudes_dtype=None, eager=False,
+                     passes_only=False, float32_magnitudes=False) -> list[dict]:
+    """One row per shape: the truth next to each kernel's backward on the same Problem, and
+    the truth's VARIANTS asked for, timed right after it: ``unskipped`` (the walk without
+    block skipping), ``eager`` (elementwise passes unfused), ``passes_only`` (passes fused, the
+    Q K^T and dO V^T GEMMs not), ``float32_magnitudes`` (TF32 magnitude GEMMs)."""
+    wanted = {"truth_unskipped": unskipped, "truth_eager": eager, "truth_passes_only": passes_only,
+              "truth_float32_magnitudes": float32_magnitudes}
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if torch.device(device).type == "cuda":  # cuBLAS/handles and the fused passes' JIT outside the timings
         time_oracle(shape_problems([(1, 8, 4096, 128)], (dtype,), True, 1)[0], device)
@@ -236,11 +243,9 @@ def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, re
                     dtype=dtype, causal=True).validate()
         row = {"problem": p.short(), "shape": [b, h, s, d], "device": device,
                "truth": time_oracle(p, device, repeats, magnitudes_dtype=magnitudes_dtype)}
-        if unskipped:
-            row["truth_unskipped"] = time_oracle(p, device, repeats, skip_masked=False,
-                                                 magnitudes_dtype=magnitudes_dtype)
-        if eager:
-            row["truth_eager"] = time_oracle(p, device, repeats, magnitudes_dtype=magnitudes_dtype, fused_passes=False)
+        for key, _, how in VARIANTS:
+            if wanted[key]:
+                row[key] = time_oracle(p, device, repeats, **{"magnitudes_dtype": magnitudes_dtype, **how})
         row["kernels"] = {}
         for name in kernels:
             if torch.device(device).type != "cuda":
@@ -263,8 +268,11 @@ def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, re
     return rows
 
 
-# the truth's other timings a row may carry: (key, label)
-VARIANTS = (("truth_unskipped", "unskipped"), ("truth_eager", "eager"))
+# the truth's other timings a row may carry: (key, label, time_oracle's arguments)
+VARIANTS = (("truth_unskipped", "unskipped", {"skip_masked": False}),
+            ("truth_eager", "eager", {"fused_passes": False}),
+            ("truth_passes_only", "passes only", {"fused_gemms": False}),
+            ("truth_float32_magnitudes", "float32 magnitudes", {"magnitudes_dtype": "float32"}))
 
 
 def _oracle_text(row: dict) -> str:
@@ -275,7 +283,7 @@ def _oracle_text(row: dict) -> str:
         return f"{label} {t['seconds']:8.3f} s ({t['chunks']} chunks, {t['passes']} passes){mem}"
 
     parts = [f"{row['problem']:<44}", truth(row["truth"], "truth")]
-    for key, label in VARIANTS:
+    for key, label, _ in VARIANTS:
         if key in row:
             parts.append(truth(row[key], label))
     for name, r in row["kernels"].items():
@@ -292,7 +300,7 @@ def _oracle_text(row: dict) -> str:
 def oracle_markdown(rows: list[dict]) -> str:
     kernels = sorted({k for r in rows for k in r["kernels"]})
     head = ["problem", "device", "truth s", "peak GiB", "chunks", "passes"]
-    variants = [(key, label) for key, label in VARIANTS if any(key in r for r in rows)]
+    variants = [(key, label) for key, label, _ in VARIANTS if any(key in r for r in rows)]
     for _, label in variants:
         head += [f"{label} s", f"{label} peak GiB"]
     for k in kernels:
@@ -331,8 +339,13 @@ def add_arguments(p) -> None:
     p.add_argument("--unskipped", action="store_true", help="with --oracle: also time the truth without block skipping")
     p.add_argument("--eager", action="store_true",
                    help="with --oracle: also time the truth with its elementwise passes unfused (eager PyTorch)")
-    p.add_argument("--magnitudes-dtype", choices=("float32", "float64"), default="float32",
-                   help="with --oracle: precision of the truth's error-budget magnitudes (the runner's: float32)")
+    p.add_argument("--passes-only", action="store_true",
+                   help="with --oracle: also time the truth with its passes fused but not its Q K^T and dO V^T GEMMs")
+    p.add_argument("--float32-magnitudes", action="store_true",
+                   help="with --oracle: also time the truth with float32 (TF32 on CUDA) magnitudes")
+    p.add_argument("--magnitudes-dtype", choices=("bfloat16", "float32", "float64"),
+                   help="with --oracle: precision of the truth's error-budget magnitudes (default: the runner's, "
+                        "chunked.MAGNITUDES_DTYPE: bfloat16 on CUDA, float32 on the CPU)")
     p.add_argument("--device", choices=("cpu", "cuda"),
                    help="with --oracle: where the truth runs (default cuda if present, else cpu)")
     p.add_argument("--shape", action="append", metavar="B,H,S,D", help="default: 4,32,512,128 and 2,32,2048,128")
@@ -374,7 +387,8 @@ def oracle_command(a) -> int:
         return 2
     rows = run_oracle_bench(_shapes(a, ORACLE_SHAPES), tuple(a.kernels or ("fa3",)), (a.dtype or ["bfloat16"])[0],
                             a.device, a.oracle_repeats, a.repeats, a.unskipped, magnitudes_dtype=a.magnitudes_dtype,
-                            eager=a.eager)
+                            eager=a.eager, passes_only=a.passes_only,
+                            float32_magnitudes=a.float32_magnitudes)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"env": _env(a), "rows": rows}, f, indent=1)

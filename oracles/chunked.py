@@ -34,10 +34,12 @@ of the formulas above and as few elementwise passes as eager PyTorch allows: the
 scale multiplies the small Q chunk, only the partially masked columns are filled with -inf
 (causal: the diagonal block, not the band), P is never normalised in place (1 / rowsum is
 applied to the [rows, dim] operands and results), and the error-budget magnitudes (sums of
-non-negative terms, which only set the gates' floors) are computed in float32, with TF32
-GEMMs on CUDA, instead of four more float64 GEMMs (``magnitudes_dtype``). On CUDA the
-remaining passes of a large chunk (exp with the row sum; dS with the magnitude terms) are two
-Triton kernels, one pass each (fused_passes.py, ``FUSED_PASSES``).
+non-negative terms, which only set the gates' floors) are computed in float32 on the CPU and
+in bfloat16 GEMMs on CUDA, scaled up to bound the float64 sums (``MAGNITUDES_DTYPE``), instead
+of four more float64 GEMMs (``magnitudes_dtype``). On CUDA the remaining passes of a large
+chunk (exp with the row sum; dS with the magnitude terms) are Triton kernels, one pass each,
+with the Q K^T and dO V^T GEMMs inside them where the shift is the bound (fused_passes.py,
+``FUSED_PASSES``, ``FUSED_GEMMS``).
 """
 
 import warnings
@@ -51,6 +53,7 @@ from difftest.problem import Problem
 from .reference import allowed_mask
 
 CHUNK_PRECISIONS = ("float64", "float32")
+MAGNITUDE_DTYPES = ("float64", "float32", "bfloat16")
 # Score elements (heads_q x chunk x band width) one chunk may hold on the CPU: 2**24 float64
 # scores are 128 MiB, and a chunk keeps about LIVE_SCORE_TENSORS such tensors alive.
 DEFAULT_MAX_CHUNK_ELEMENTS = 2**24
@@ -86,12 +89,16 @@ def chunk_rows(problem: Problem, sk: int, max_chunk_elements: int = DEFAULT_MAX_
 
 def auto_chunk_elements(device, dtype=torch.float64) -> int:
     """The element budget of one chunk on ``device``: DEFAULT_MAX_CHUNK_ELEMENTS on the CPU;
-    on CUDA, CUDA_FREE_SHARE of the free memory over LIVE_SCORE_TENSORS score tensors of
-    ``dtype``, at most CUDA_MAX_CHUNK_ELEMENTS."""
+    on CUDA, CUDA_FREE_SHARE of the free memory (the device's and the allocator's unused
+    cache) over LIVE_SCORE_TENSORS score tensors of ``dtype``, at most CUDA_MAX_CHUNK_ELEMENTS."""
     device = torch.device(device)
     if device.type != "cuda":
         return DEFAULT_MAX_CHUNK_ELEMENTS
     free, _ = torch.cuda.mem_get_info(device)
+    # plus what PyTorch's allocator holds unused: after one large truth the cache keeps its chunks,
+    # which mem_get_info counts as taken, and the next call would otherwise plan smaller chunks
+    # (results/h200/phase10.md, R22: 61 chunks instead of 32 at 64k, 1.20 s instead of 0.92 s)
+    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     size = torch.empty((), dtype=dtype).element_size()
     return max(2**16, min(CUDA_MAX_CHUNK_ELEMENTS, int(free * CUDA_FREE_SHARE) // (size * LIVE_SCORE_TENSORS)))
 
@@ -143,9 +150,9 @@ def _fully_allowed(problem: Problem, r0: int, r1: int, lo: int, hi: int, sq: int
 def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                       max_chunk_elements: int | None = None,
                       chunk: int | None = None, magnitudes: bool = False,
-                      magnitudes_dtype: str = "float32",
+                      magnitudes_dtype: str | None = None,
                       flash_rounding: bool = False, skip_masked: bool = True,
-                      fused_passes: bool | None = None) -> Outputs:
+                      fused_passes: bool | None = None, fused_gemms: bool | None = None) -> Outputs:
     """O, LSE, dQ, dK, dV (and dSink) for ``inputs`` in ``precision``, computed in query
     chunks. ``chunk`` fixes the rows per chunk (tests use it to force many chunks);
     otherwise they follow ``max_chunk_elements`` (None: ``auto_chunk_elements``).
@@ -156,19 +163,22 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     far above the result's own size when terms cancel (see gates.budget_gate); the sums of
     dK, dV and dSink run over every query row, accumulated across chunks.
     ``magnitudes_dtype``: the precision of those sums of non-negative terms (no
-    cancellation, so float32 is within ~1e-6 relative of float64, and TF32 GEMMs on CUDA
-    within ~1e-3: ``MAGNITUDE_TF32``); "float64" computes them like the values (twice the
-    float64 GEMMs). They only scale the budget floor, never a value. ``flash_rounding`` (float32
+    cancellation, so float32 is within ~1e-6 relative of float64, TF32 GEMMs on CUDA within
+    ~1e-3: ``MAGNITUDE_TF32``, and "bfloat16" within ~1e-2, scaled up by MAGNITUDE_MARGIN);
+    None: ``MAGNITUDES_DTYPE`` for the device type; "float64" computes them like the values
+    (twice the float64 GEMMs). They only scale the budget floor, never a value. ``flash_rounding`` (float32
     only): round where a correct flash kernel must (oracles/flash_style.py): P and dS to
     the input dtype before the GEMMs that consume them, O to the input dtype before
     Delta = rowsum(O * dO) (the stored O), and every output to the input dtype.
     ``fused_passes`` (float64): the score-sized elementwise passes in two Triton kernels
     (fused_passes.py) for chunks of at least FUSED_MIN_SCORES scores; None: where
-    ``FUSED_PASSES`` says for the device type (CUDA) and Triton imports; False: eager."""
+    ``FUSED_PASSES`` says for the device type (CUDA) and Triton imports; False: eager.
+    ``fused_gemms`` (None: ``FUSED_GEMMS``): where the passes are fused and the shift is the
+    bound, S = Q K^T and dP = dO V^T computed inside them (never stored)."""
     if precision not in CHUNK_PRECISIONS:
         raise ValueError(f"precision={precision!r}: allowed {CHUNK_PRECISIONS}")
-    if magnitudes_dtype not in CHUNK_PRECISIONS:
-        raise ValueError(f"magnitudes_dtype={magnitudes_dtype!r}: allowed {CHUNK_PRECISIONS}")
+    if magnitudes_dtype is not None and magnitudes_dtype not in MAGNITUDE_DTYPES:
+        raise ValueError(f"magnitudes_dtype={magnitudes_dtype!r}: allowed None or one of {MAGNITUDE_DTYPES}")
     if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
         raise ValueError(f"chunk={chunk!r}: allowed None or an int >= 1")
     if max_chunk_elements is not None and (not isinstance(max_chunk_elements, int) or max_chunk_elements < 1):
@@ -178,7 +188,9 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     p = inputs.problem
     dt = getattr(torch, precision)
     # the magnitudes never in a finer precision than the values
-    mdt = torch.float32 if precision == "float32" else getattr(torch, magnitudes_dtype)
+    mdt = torch.float32 if precision == "float32" else getattr(torch, magnitudes_dtype or MAGNITUDES_DTYPE.get(
+        inputs.q.device.type, "float32"))
+    acc_dt = torch.float32 if mdt == torch.bfloat16 else mdt  # dK's and dV's sums across chunks
     low = inputs.q.dtype
 
     def rnd(t):  # what a flash kernel stores or feeds to the MMA in the input dtype
@@ -191,7 +203,9 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     budget = max_chunk_elements if max_chunk_elements is not None else auto_chunk_elements(dev, dt)
     fz = _fused_module(dev, fused_passes) if precision == "float64" else None
     split = SPLIT_TERMS.get(dev.type, False)
+    gemms = FUSED_GEMMS if fused_gemms is None else fused_gemms
     fused_chunks = 0  # chunks whose passes were both fused
+    gemm_chunks = 0  # of those, chunks whose Q K^T and dO V^T GEMMs were fused with them
 
     o = torch.zeros(p.total_q, Hq, Dv, dtype=dt, device=dev)
     lse = torch.full((p.total_q, Hq), float("-inf"), dtype=torch.float32, device=dev)
@@ -221,7 +235,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         dvh = torch.zeros_like(vh)
         if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
             kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
-            dk_terms, dv_terms = torch.zeros_like(kabs), torch.zeros_like(vabs)
+            dk_terms, dv_terms = torch.zeros_like(kabs, dtype=acc_dt), torch.zeros_like(vabs, dtype=acc_dt)
         plan = chunk_plan(p, sq, sk, budget, chunk, skip_masked)
         shifts = _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) if khn is not None else [None] * len(plan)
         for (r0, r1, lo, hi), m in zip(plan, shifts):
@@ -231,7 +245,16 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             kb, vb = kh[:, lo:hi], vh[:, lo:hi]
             fused = (fz is not None and (fused_passes or not _FUSED.get("failed")) and w > 0
                      and Hkv * c * G * w >= FUSED_MIN_SCORES)
-            if m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
+            gemm = FAILED
+            if m is not None and fused and gemms:  # E and the row sums from one kernel, S never stored
+                gemm = _fused_call(fz, fused_passes, "scores_exp", qc * scale, kb, m,
+                                   _mask_spec(p, r0, r1, lo, hi, sq, sk, G))
+                fused = gemm is not FAILED
+            if gemm is not FAILED:
+                e, total = gemm
+                total = total.view(Hkv, c, G)
+                m_safe = m
+            elif m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
                 qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
                 s = torch.bmm(qa, k1[:, lo:hi].transpose(1, 2)).view(Hkv, c, G, w)
                 del qa
@@ -240,6 +263,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 total = _fused_call(fz, fused_passes, "exp_rowsum_", s) if fused else FAILED
                 fused = total is not FAILED
                 e = s if fused else s.exp_()
+                del s
             else:
                 if w:
                     # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
@@ -255,7 +279,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 total = _fused_call(fz, fused_passes, "exp_rowsum_", s, m_safe) if fused else FAILED
                 fused = total is not FAILED
                 e = s if fused else s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
-            del s
+                del s
             if not fused:
                 total = e.sum(dim=-1)
             if sink is not None:
@@ -283,11 +307,18 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             delta = (doc * oc).sum(dim=-1)  # [Hkv, c*G]
             dvh[:, lo:hi].baddbmm_(p_mma.transpose(1, 2), nrm(doc))
             del p_mma
-            dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hkv, c*G, w]
-            if fused:  # dS in place of dP (and P, P (|dP| + |Delta|) for the magnitudes) in one pass
-                terms = _fused_call(fz, fused_passes, "ds_and_terms_", dp, e2, delta, inv2,
+            terms = FAILED
+            if gemm is not FAILED:  # dS in place of E, dP never stored (and P, P (|dP| + |Delta|))
+                terms = _fused_call(fz, fused_passes, "dp_ds_and_terms_", doc, vb, e2, delta, inv2,
                                     None if mag is None else mdt)
                 fused = terms is not FAILED
+                dp = e2
+            if terms is FAILED:
+                dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hkv, c*G, w]
+                if fused:  # dS in place of dP (and P, P (|dP| + |Delta|) for the magnitudes) in one pass
+                    terms = _fused_call(fz, fused_passes, "ds_and_terms_", dp, e2, delta, inv2,
+                                        None if mag is None else mdt)
+                    fused = terms is not FAILED
             if mag is not None:
                 with _tf32(dev, mdt):
                     if fused:  # P and P (|dP| + |Delta|) from the fused pass
@@ -296,7 +327,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                         pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(
                             e2.shape, dtype=mdt, device=dev))  # P
                     mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
-                    dv_terms[:, lo:hi].baddbmm_(pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
+                    _add_product(dv_terms[:, lo:hi], pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
                     dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
                     qa = qabs[:, r0:r1].reshape(Hkv, c * G, D)
                     kab = kabs[:, lo:hi]
@@ -306,19 +337,20 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                         # for two more GEMMs (TF32 on CUDA: cheaper than the passes)
                         f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
                         dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm, kab))
-                        dk_terms[:, lo:hi].baddbmm_(f.transpose(1, 2), qa)
+                        _add_product(dk_terms[:, lo:hi], f.transpose(1, 2), qa)
                         del f
-                        dk_terms[:, lo:hi].baddbmm_(pm.transpose(1, 2), qa * dabs)
+                        _add_product(dk_terms[:, lo:hi], pm.transpose(1, 2), qa * dabs)
                     else:  # the CPU (GEMMs cost more than passes), or the terms from the fused pass
                         if not fused:
                             terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm)  # P (|dP| + |Delta|)
                         dq_terms = torch.bmm(terms, kab)
-                        dk_terms[:, lo:hi].baddbmm_(terms.transpose(1, 2), qa)
+                        _add_product(dk_terms[:, lo:hi], terms.transpose(1, 2), qa)
                         del terms
                     mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * scale)
                     del pm, dq_terms
             ds = dp if fused else rnd(dp.sub_(delta.unsqueeze(-1)).mul_(e2))  # dS (times total in float64)
             fused_chunks += fused
+            gemm_chunks += fused and gemm is not FAILED
             del e, e2, dp
             dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hkv, c*G, D]
             dkh[:, lo:hi].baddbmm_(ds.transpose(1, 2), nrm(qc), alpha=scale)
@@ -345,8 +377,10 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         o, dq, dk, dv = (t.to(low) for t in (o, dq, dk, dv))
     out = Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
     out.fused_chunks = fused_chunks  # what the bench reports (its "passes")
+    out.fused_gemm_chunks = gemm_chunks
     if mag is not None:  # one host read, at the end
-        out.magnitude = dict(zip(mag, torch.stack([t.to(torch.float64) for t in mag.values()]).tolist()))
+        margin = MAGNITUDE_MARGIN.get(mdt, 1.0)
+        out.magnitude = dict(zip(mag, (torch.stack([t.to(torch.float64) for t in mag.values()]) * margin).tolist()))
     else:
         out.magnitude = None
     return out
@@ -414,6 +448,17 @@ def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int
             s[..., x0 - lo:x1 - lo].masked_fill_(~allowed[:, x0:x1].view(1, c, 1, x1 - x0), float("-inf"))
 
 
+def _mask_spec(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int, group: int):
+    """The mask of the chunk rows r0..r1-1 x keys lo..hi-1 as fused_passes.scores_exp takes
+    it: None where every row sees every key of the band, else (base, group, left, right):
+    chunk row r (query r0 + r // group) sees band key j iff -left <= j - (base + r // group)
+    < right, the key_range rule of problem.py shifted to the band (base = r0 + offset - lo)."""
+    if _fully_allowed(p, r0, r1, lo, hi, sq, sk):
+        return None
+    rights = [b for a, b in ((p.causal, 1), (p.window_right is not None, (p.window_right or 0) + 1)) if a]
+    return r0 + p.mask_offset(sq, sk) - lo, group, p.window_left, min(rights) if rights else None
+
+
 # Per device type: the score-sized elementwise passes of a float64 chunk fused into two Triton
 # kernels (fused_passes.py: exp and the row sum; dS with the unsplit magnitude terms), for
 # chunks of at least FUSED_MIN_SCORES scores. Smaller chunks stay eager: their passes are
@@ -421,6 +466,10 @@ def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int
 # there; tests run the kernels under TRITON_INTERPRET=1).
 FUSED_PASSES = {"cuda": True, "cpu": False}
 FUSED_MIN_SCORES = 2**20
+# Where the passes are fused and the softmax shift is the bound (SHIFT_IN_GEMM): the two GEMMs
+# whose inner dimension is the head dim (S = Q K^T, dP = dO V^T) run inside those kernels, so
+# neither S nor dP is written to memory and read back (fused_passes.scores_exp, dp_ds_and_terms_).
+FUSED_GEMMS = True
 _FUSED = {}  # the imported module, or None where Triton does not import
 
 
@@ -466,6 +515,16 @@ def _fused_module(device, wanted: bool | None):
 # GEMMs). Same sums of non-negative terms either way (tests/test_oracles.py checks both).
 SPLIT_TERMS = {"cuda": True, "cpu": False}
 
+# Per device type: the precision of the error-budget magnitudes (sums of non-negative terms that
+# only scale the gates' budget floor, never a value). On CUDA bfloat16: P, the terms and |inputs|
+# rounded to 8 bits (bfloat16 keeps float32's range: no overflow, no underflow that float32 would
+# not have), products summed in float32 by the tensor cores at twice TF32's rate, half the bytes
+# of the score-sized operands; each sum is then within ~3 x 2^-9 (three roundings) plus the
+# float32 accumulation of the float64 one, and MAGNITUDE_MARGIN scales the result up so that it
+# stays at or above it (tests/test_oracles.py). The CPU keeps float32 (no fast bfloat16 GEMMs).
+MAGNITUDES_DTYPE = {"cuda": "bfloat16", "cpu": "float32"}
+MAGNITUDE_MARGIN = {torch.bfloat16: 1 + 2**-6}
+
 # TF32 for the float32 magnitude GEMMs on CUDA: their operands are non-negative, so TF32's
 # 10-bit rounding of P and the terms moves each sum by at most ~2^-10 relative (inputs from
 # float16/bfloat16 are exact in TF32); 8x the float32 (and float64) GEMM rate on an H100/H200.
@@ -494,6 +553,14 @@ class _tf32:
         if self.old is not None:
             torch.backends.cuda.matmul.fp32_precision = self.old
         return False
+
+
+def _add_product(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """acc += a @ b (batched), in place; the product in a's dtype when acc's is wider."""
+    if acc.dtype == a.dtype:
+        acc.baddbmm_(a, b)
+    else:
+        acc.add_(torch.bmm(a, b))
 
 
 def _top(t: torch.Tensor) -> torch.Tensor:

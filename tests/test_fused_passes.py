@@ -14,11 +14,19 @@ from difftest.inputs import make_inputs
 from difftest.oracles import chunked_reference, reference
 from difftest.outputs import Outputs
 from difftest.problem import Problem
-from tests.test_oracles import SKIP_CASES, max_err
+from tests.test_oracles import MAGNITUDE_CASES, SKIP_CASES, assert_bound_from_above, max_err
 
 pytest.importorskip("triton", reason="the fused passes are Triton kernels (the test extra installs Triton)")
 
 CUDA_LIKE = ("SHIFT_IN_GEMM", "SPLIT_TERMS")  # chunked.py's per-device choices, CUDA's forced on the CPU
+# the first pass (E and the row sums), the second (dS and the terms): S and dP from torch or inside
+ENTRY_POINTS = ("exp_rowsum_", "ds_and_terms_", "scores_exp", "dp_ds_and_terms_")
+FIRST, SECOND = ("exp_rowsum_", "scores_exp"), ("ds_and_terms_", "dp_ds_and_terms_")
+# problems some of whose chunks take the bound as the softmax shift at both chunk sizes, so the
+# GEMMs are fused there when asked (the others: no key every row of a chunk sees, or huge logits)
+GEMM_CASES = ("no_mask", "causal_top_left", "causal_top_left_sq_gt_sk", "causal_bottom_right_sq_lt_sk", "window_left",
+              "window_right", "gqa", "mqa", "varlen_empty_q_and_k", "sinks", "sinks_varlen_empty_k", "pad_tail",
+              "custom_scale_large_logits", "causal_gqa_fp16")
 
 
 @pytest.fixture
@@ -30,7 +38,7 @@ def interpreted(monkeypatch):
     import difftest.oracles.chunked as chunked
 
     fz = _interpret(monkeypatch)
-    calls = {"exp_rowsum_": 0, "ds_and_terms_": 0}
+    calls = dict.fromkeys(ENTRY_POINTS, 0)
     for name in calls:
         real = getattr(fz, name)
 
@@ -80,16 +88,28 @@ CASES = {**{n: p for n, p in SKIP_CASES.items() if not n.startswith("long_")},
                                 value_scale=40.0, sinks=True, head_dim_qk=16, head_dim_v=8)}
 
 
+def _count(calls, names) -> int:
+    return sum(calls[n] for n in names)
+
+
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.parametrize("chunk", [7, None])
-def test_the_fused_truth_equals_the_eager_one_and_dense_float64(name, chunk, interpreted):
+@pytest.mark.parametrize("gemms", [True, False])
+def test_the_fused_truth_equals_the_eager_one_and_dense_float64(name, chunk, gemms, interpreted):
+    """Both fused forms: the passes alone, and the passes with the Q K^T and dO V^T GEMMs
+    inside them (where the chunk's softmax shift is the bound)."""
     x = make_inputs(CASES[name])
     eager = chunked_reference(x, "float64", chunk=chunk, magnitudes=True, fused_passes=False)
-    assert interpreted.calls == {"exp_rowsum_": 0, "ds_and_terms_": 0}
-    fused = chunked_reference(x, "float64", chunk=chunk, magnitudes=True)
+    assert interpreted.calls == dict.fromkeys(ENTRY_POINTS, 0)
+    fused = chunked_reference(x, "float64", chunk=chunk, magnitudes=True, fused_gemms=gemms)
     if any(a and b for a, b in zip(x.problem.seqlens_q, x.problem.seqlens_k)):
-        assert interpreted.calls["exp_rowsum_"] > 0 and interpreted.calls["ds_and_terms_"] > 0
-    assert eager.fused_chunks == 0 and (fused.fused_chunks > 0) == (interpreted.calls["ds_and_terms_"] > 0)
+        assert _count(interpreted.calls, FIRST) > 0 and _count(interpreted.calls, SECOND) > 0
+    assert eager.fused_chunks == 0 and (fused.fused_chunks > 0) == (_count(interpreted.calls, SECOND) > 0)
+    assert fused.fused_gemm_chunks == interpreted.calls["scores_exp"] == interpreted.calls["dp_ds_and_terms_"]
+    if not gemms:
+        assert fused.fused_gemm_chunks == 0
+    elif name in GEMM_CASES:
+        assert fused.fused_gemm_chunks > 0
     # float32 sums of the same non-negative terms, formed unsplit (fused) or split (eager CUDA form)
     _assert_agree(x, eager, fused, dense_rel=1e-13, magnitude_rel=1e-5)
 
@@ -108,11 +128,23 @@ def _assert_agree(x, eager, fused, dense_rel: float, magnitude_rel: float) -> No
     assert fused.magnitude == pytest.approx(eager.magnitude, rel=magnitude_rel, abs=1e-300)
 
 
+@pytest.mark.parametrize("name", ["causal_gqa_fp16", "window_varlen_sinks", "mixed_do_large_logits"])
+@pytest.mark.parametrize("gemms", [True, False])
+def test_fused_bfloat16_magnitudes_bound_the_float64_ones_from_above(name, gemms, interpreted):
+    """CUDA's bfloat16 magnitudes with the terms from the fused kernels: at or above the float64
+    sums, within 2^-5 (as tests/test_oracles.py checks them for the eager forms)."""
+    x = make_inputs({**CASES, **MAGNITUDE_CASES}[name])
+    m64 = chunked_reference(x, "float64", chunk=9, magnitudes=True, magnitudes_dtype="float64", fused_passes=False)
+    mb = chunked_reference(x, "float64", chunk=9, magnitudes=True, magnitudes_dtype="bfloat16", fused_gemms=gemms)
+    assert mb.fused_chunks > 0 and (mb.fused_gemm_chunks > 0) == gemms
+    assert_bound_from_above(mb.magnitude, m64.magnitude)
+
+
 def test_the_fused_truth_without_magnitudes_equals_the_eager_one(interpreted):
     x = make_inputs(CASES["window_varlen_sinks"])
     eager = chunked_reference(x, "float64", chunk=16, fused_passes=False)
     fused = chunked_reference(x, "float64", chunk=16)
-    assert interpreted.calls["ds_and_terms_"] > 0
+    assert _count(interpreted.calls, SECOND) > 0
     for n, t in eager.items():
         assert max_err(Outputs(**{n: t}), Outputs(**{n: fused.get(n)}))[n] <= 1e-14 * _scale(t), n
 
@@ -130,6 +162,71 @@ def test_ds_and_the_terms_are_the_eager_expressions_bit_for_bit(interpreted):
     ds_eager = (dp - delta.unsqueeze(-1)) * e
     pm, terms = interpreted.ds_and_terms_(dp, e, delta, inv, torch.float32)
     assert torch.equal(pm, pm_eager) and torch.equal(terms, terms_eager) and torch.equal(dp, ds_eager)
+
+
+def _masked_scores(q, k, mask):
+    """q k^T with every score the mask spec of scores_exp hides set to -inf (torch)."""
+    s = q @ k.transpose(1, 2)
+    if mask is not None:
+        base, group, left, right = mask
+        rel = torch.arange(k.shape[1]).view(1, -1) - (base + torch.arange(q.shape[1]) // group).view(-1, 1)
+        seen = torch.ones_like(rel, dtype=torch.bool)
+        if right is not None:
+            seen &= rel < right
+        if left is not None:
+            seen &= rel >= -left
+        s = s.masked_fill(~seen, float("-inf"))
+    return s
+
+
+@pytest.mark.parametrize("mask", [None, (0, 1, None, 1), (5, 3, None, 1), (-4, 2, 6, 3), (20, 1, 0, None),
+                                  (-70, 1, None, 1)])
+@pytest.mark.parametrize("dim", [16, 24, 40])
+def test_scores_exp_is_exp_of_the_masked_scores(mask, dim, interpreted):
+    """E = exp(q k^T - shift), masked scores 0, and the row sums, against torch: causal rows
+    (with a GQA group and a bottom-right offset), both window sides, rows that see nothing;
+    a head dim that is not a multiple of the K step, tiles past the rows and keys."""
+    g = torch.Generator().manual_seed(dim)
+    q = torch.randn(3, 70, dim, dtype=torch.float64, generator=g)
+    kk = torch.randn(3, 90, dim, dtype=torch.float64, generator=g)
+    k = kk[:, 5:85]  # a band of keys: a head stride longer than its rows
+    s = _masked_scores(q, k, mask)
+    shift = q.norm(dim=-1) * k.norm(dim=-1).amax(-1, keepdim=True)  # >= every score, as chunked's bound
+    want = (s - shift.unsqueeze(-1)).exp()
+    e, total = interpreted.scores_exp(q, k, shift, mask)
+    rtol = 4e-16 * shift.max().item()  # a score's rounding (its summation order) moves exp by that much
+    assert torch.allclose(e, want, rtol=rtol, atol=0) and torch.equal(e == 0, want == 0)
+    assert torch.allclose(total, want.sum(-1), rtol=rtol, atol=0)
+
+
+def test_dp_ds_and_terms_are_the_eager_expressions(interpreted):
+    """dS = (dO V^T - Delta) E in place of E, P and the terms, against the eager expressions
+    with dP from torch (the product's summation order differs: within 1e-15 of its size)."""
+    g = torch.Generator().manual_seed(5)
+    do = torch.randn(2, 37, 24, dtype=torch.float64, generator=g)
+    v = torch.randn(2, 100, 24, dtype=torch.float64, generator=g)[:, 10:90]
+    e = torch.rand(2, 37, 80, dtype=torch.float64, generator=g)
+    e[0, 2, 5:60] = 0.0  # masked scores
+    delta = torch.randn(2, 37, dtype=torch.float64, generator=g)
+    inv = 1.0 / e.sum(-1, keepdim=True)
+    dp = do @ v.transpose(1, 2)
+    ds_eager = (dp - delta.unsqueeze(-1)) * e
+    pm_eager = torch.mul(e, inv, out=torch.empty(e.shape, dtype=torch.float32))
+    terms_eager = dp.to(torch.float32).abs_().add_(delta.abs().to(torch.float32).unsqueeze(-1)).mul_(pm_eager)
+    ds = e.clone()
+    pm, terms = interpreted.dp_ds_and_terms_(do, v, ds, delta, inv, torch.float32)
+    assert torch.allclose(ds, ds_eager, rtol=0, atol=1e-15 * dp.abs().max().item()) and ds[0, 2, 5:60].eq(0).all()
+    assert torch.equal(pm, pm_eager) and torch.allclose(terms, terms_eager, rtol=2e-7, atol=0)
+    p64, g64 = e * inv, (dp.abs() + delta.abs().unsqueeze(-1)) * e * inv
+    for fn, args in ((interpreted.dp_ds_and_terms_, (do, v, e.clone())), (interpreted.ds_and_terms_, (dp.clone(), e))):
+        pb, gb = fn(*args, delta, inv, torch.bfloat16)  # bfloat16 terms: rounded once, to nearest
+        assert pb.dtype == gb.dtype == torch.bfloat16
+        assert torch.allclose(pb.double(), p64, rtol=2**-8, atol=0) and torch.allclose(gb.double(), g64, rtol=2**-8, atol=0)
+        assert pb.eq(0).sum() == p64.eq(0).sum() > 0
+    e2 = e.clone()
+    assert interpreted.dp_ds_and_terms_(do, v, e2, delta) is None and torch.equal(e2, ds)
+    with pytest.raises(ValueError, match="disagree"):
+        interpreted.dp_ds_and_terms_(do, v[:, :5], e.clone(), delta)
 
 
 def test_exp_rowsum_matches_torch_on_masked_and_shifted_rows(interpreted):
@@ -153,10 +250,10 @@ def test_small_chunks_stay_eager(interpreted, monkeypatch):
     x = make_inputs(CASES["causal_gqa_fp16"])  # 3 heads, 40 x 40
     monkeypatch.setattr(chunked, "FUSED_MIN_SCORES", 3 * 40 * 40 + 1)
     chunked_reference(x, "float64", magnitudes=True, max_chunk_elements=10**9, skip_masked=False)
-    assert interpreted.calls["exp_rowsum_"] == 0
+    assert _count(interpreted.calls, FIRST) == 0
     monkeypatch.setattr(chunked, "FUSED_MIN_SCORES", 3 * 40 * 40)
     chunked_reference(x, "float64", magnitudes=True, max_chunk_elements=10**9, skip_masked=False)
-    assert interpreted.calls["exp_rowsum_"] == 1
+    assert _count(interpreted.calls, FIRST) == 1
 
 
 def test_the_cpu_keeps_eager_passes_and_a_missing_triton_falls_back(monkeypatch):
@@ -177,13 +274,16 @@ def test_the_cpu_keeps_eager_passes_and_a_missing_triton_falls_back(monkeypatch)
 def test_the_oracle_bench_times_the_fused_truth_next_to_the_eager_one(interpreted):
     from difftest.bench import oracle_markdown, run_oracle_bench
 
-    rows = run_oracle_bench([(1, 2, 48, 8)], kernels=(), device="cpu", eager=True, log=lambda s: None)
-    assert rows[0]["truth"]["passes"] == "fused" and rows[0]["truth_eager"]["passes"] == "eager"
-    assert interpreted.calls["ds_and_terms_"] > 0
-    assert "| fused | " in oracle_markdown(rows)
+    rows = run_oracle_bench([(1, 2, 48, 8)], kernels=(), device="cpu", eager=True, passes_only=True,
+                            log=lambda s: None)
+    assert rows[0]["truth"]["passes"] == "fused+gemms" and rows[0]["truth_eager"]["passes"] == "eager"
+    assert rows[0]["truth_passes_only"]["passes"] == "fused" and rows[0]["truth"]["fused_gemm_chunks"] > 0
+    assert _count(interpreted.calls, SECOND) > 0
+    assert "| fused+gemms | " in oracle_markdown(rows)
 
 
 # ------------------------------------------------------------------ on a GPU: the compiled kernels
+KERNELS = ("_exp_rowsum_kernel", "_ds_terms_kernel", "_scores_exp_kernel", "_dp_ds_terms_kernel")
 GPU_CASES = {
     "causal_2k_gqa": Problem(seqlen_q=2048, seqlen_k=2048, heads_q=8, heads_kv=2, causal=True, head_dim_qk=128,
                              head_dim_v=128, dtype="bfloat16"),
@@ -206,16 +306,20 @@ def test_on_cuda_the_fused_truth_equals_the_eager_one_and_dense_float64(name, mo
     import difftest.oracles.chunked as chunked
     from difftest.oracles import fused_passes
 
-    assert not isinstance(fused_passes._exp_rowsum_kernel, InterpretedFunction)  # compiled, not interpreted
+    for kernel in KERNELS:  # compiled, not interpreted
+        assert not isinstance(getattr(fused_passes, kernel), InterpretedFunction), kernel
     monkeypatch.setattr(chunked, "FUSED_MIN_SCORES", 0)
     x = make_inputs(GPU_CASES[name], "cuda")
     eager = chunked_reference(x, "float64", magnitudes=True, fused_passes=False)
+    passes = chunked_reference(x, "float64", magnitudes=True, fused_passes=True, fused_gemms=False)
     fused = chunked_reference(x, "float64", magnitudes=True, fused_passes=True)
-    assert fused.fused_chunks > 0
+    assert passes.fused_chunks > 0 and passes.fused_gemm_chunks == 0
+    assert fused.fused_chunks > 0 and (fused.fused_gemm_chunks > 0) == (name != "huge_logits")
     # dense: 1e-12, float64 rounding grows with the logits (R14: 3.5e-13 of dQ's size at logits ~1e3);
-    # magnitudes: the same non-negative sums formed unsplit (fused) or split (eager) in TF32 GEMMs,
-    # operands rounded to 10 bits differ, R15 measured 1.7e-4 (chunked.MAGNITUDE_TF32)
-    _assert_agree(x, eager, fused, dense_rel=1e-12, magnitude_rel=2e-3)
+    # magnitudes: the same non-negative sums formed unsplit (fused) or split (eager) in bfloat16 GEMMs
+    # (chunked.MAGNITUDES_DTYPE), each within [1, 1 + 2^-5] of the float64 sums (tests/test_oracles.py)
+    for out in (passes, fused):
+        _assert_agree(x, eager, out, dense_rel=1e-12, magnitude_rel=2**-5)
 
 
 def test_a_fused_pass_that_cannot_run_falls_back_to_eager_once(interpreted, monkeypatch):
@@ -232,7 +336,10 @@ def test_a_fused_pass_that_cannot_run_falls_back_to_eager_once(interpreted, monk
 
     x = make_inputs(CASES["causal_gqa_fp16"])
     eager = chunked_reference(x, "float64", chunk=16, magnitudes=True, fused_passes=False)
-    for kernel in ("_exp_rowsum_kernel", "_ds_terms_kernel"):  # the first or the second pass fails
+    # the first or the second pass fails, with the GEMMs inside them or not
+    for kernel, gemms in (("_exp_rowsum_kernel", False), ("_ds_terms_kernel", False), ("_scores_exp_kernel", True),
+                          ("_dp_ds_terms_kernel", True)):
+        monkeypatch.setattr(chunked, "FUSED_GEMMS", gemms)
         monkeypatch.setattr(chunked, "_FUSED", {"module": interpreted})
         with monkeypatch.context() as m:
             m.setattr(interpreted, kernel, Unbuildable())
@@ -256,5 +363,5 @@ def test_the_fixture_leaves_compiled_kernels_behind(monkeypatch):
     fz = _interpret(monkeypatch)
     assert isinstance(fz._exp_rowsum_kernel, InterpretedFunction)
     _compiled(monkeypatch, fz)
-    assert not isinstance(fz._exp_rowsum_kernel, InterpretedFunction)
-    assert not isinstance(fz._ds_terms_kernel, InterpretedFunction)
+    for kernel in KERNELS:
+        assert not isinstance(getattr(fz, kernel), InterpretedFunction), kernel

@@ -329,6 +329,23 @@ def test_chunk_plan_respects_the_element_budget():
     assert auto_chunk_elements("cpu") == DEFAULT_MAX_CHUNK_ELEMENTS
 
 
+def test_cuda_chunk_budget_counts_the_allocators_unused_cache(monkeypatch):
+    """Memory PyTorch's allocator holds but does not use is free for the truth's chunks: after
+    one large truth the cache keeps its blocks (counted as taken by the driver), and the next
+    call must plan the same chunks, not smaller ones (R22: 61 chunks instead of 32 at 64k)."""
+    import difftest.oracles.chunked as chunked
+
+    gib = 2**30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 * gib, 140 * gib))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 100 * gib)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 20 * gib)
+    monkeypatch.setattr(chunked, "CUDA_MAX_CHUNK_ELEMENTS", 2**40)
+    want = int(90 * gib * chunked.CUDA_FREE_SHARE) // (8 * chunked.LIVE_SCORE_TENSORS)
+    assert auto_chunk_elements("cuda") == want
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 20 * gib)  # nothing cached
+    assert auto_chunk_elements("cuda") == want // 9
+
+
 def test_magnitudes_do_not_depend_on_the_chunking():
     """dK/dV/dSink term sums run over every query row, whatever the chunk size."""
     x = make_inputs(SKIP_CASES["long_window_varlen"])
@@ -368,6 +385,34 @@ def test_float32_magnitudes_are_the_float64_ones(name, split, monkeypatch):
             assert torch.equal(t, m32.get(n)), n
     with pytest.raises(ValueError, match="magnitudes_dtype"):
         chunked_reference(x, magnitudes=True, magnitudes_dtype="float16")
+
+
+def assert_bound_from_above(mag: dict, m64: dict, over: float = 2**-5) -> None:
+    """Every magnitude at or above the float64 one (within float64 rounding), at most ``over``
+    relative above it, zero exactly where it is zero."""
+    assert set(mag) == set(m64)
+    for n, m in m64.items():
+        assert m * (1 - 1e-12) <= mag[n] <= m * (1 + over), (n, mag[n], m)
+
+
+@pytest.mark.parametrize("name", list(MAGNITUDE_CASES))
+@pytest.mark.parametrize("split", [False, True])
+def test_bfloat16_magnitudes_bound_the_float64_ones_from_above(name, split, monkeypatch):
+    """CUDA's magnitudes (chunked.MAGNITUDES_DTYPE: P, the terms and |inputs| in bfloat16,
+    summed in float32, scaled up by MAGNITUDE_MARGIN) never fall below the float64 sums: a
+    budget floor they set is never tighter than the float64 one, and at most 2^-5 looser.
+    The values do not depend on the magnitudes' dtype."""
+    import difftest.oracles.chunked as chunked
+
+    monkeypatch.setitem(chunked.SPLIT_TERMS, "cpu", split)
+    x = make_inputs(MAGNITUDE_CASES[name])
+    for chunk in (3, None):
+        m64 = chunked_reference(x, chunk=chunk, magnitudes=True, magnitudes_dtype="float64")
+        mb = chunked_reference(x, chunk=chunk, magnitudes=True, magnitudes_dtype="bfloat16")
+        assert_bound_from_above(mb.magnitude, m64.magnitude)
+        for n, t in m64.items():
+            assert torch.equal(t, mb.get(n)), n
+    assert chunked.MAGNITUDES_DTYPE == {"cuda": "bfloat16", "cpu": "float32"}
 
 
 def test_rows_allowed_equals_allowed_mask_slices():
@@ -511,18 +556,21 @@ def test_chunked_on_cuda_equals_dense_on_cpu(name):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "sinks", "mixed_do_large_logits"])
 def test_cuda_truth_as_the_runner_calls_it(name):
-    """On CUDA (shift in the GEMM, split terms, TF32 magnitude GEMMs): values within 1e-12
-    of the dense CPU float64 reference, magnitudes within 2e-3 of the CPU float64 ones, and
-    the TF32 setting restored afterwards."""
+    """On CUDA (shift in the GEMM, split terms, bfloat16 magnitude GEMMs): values within 1e-12
+    of the dense CPU float64 reference, magnitudes bounding the CPU float64 ones from above
+    (within 2^-5), and with float32 magnitudes (TF32 GEMMs) within 2e-3 of them and the TF32
+    setting restored afterwards."""
     x = make_inputs(MAGNITUDE_CASES[name])
     before = torch.backends.cuda.matmul.fp32_precision
     ch = chunked_reference(x.to("cuda"), "float64", magnitudes=True)
+    tf32 = chunked_reference(x.to("cuda"), "float64", magnitudes=True, magnitudes_dtype="float32")
     assert torch.backends.cuda.matmul.fp32_precision == before
     errs = max_err(reference(x, "float64"), ch.to("cpu"))
     assert errs.pop("lse") < 1e-6 and errs.pop("dsink", 0.0) < 1e-5
     assert max(errs.values()) < 1e-12 * max(1.0, ch.dq.abs().max().item()), errs
     m64 = chunked_reference(x, "float64", magnitudes=True, magnitudes_dtype="float64").magnitude
-    assert ch.magnitude == pytest.approx(m64, rel=2e-3, abs=1e-300)
+    assert_bound_from_above(ch.magnitude, m64)
+    assert tf32.magnitude == pytest.approx(m64, rel=2e-3, abs=1e-300)
 
 
 @pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "sinks", "custom_scale_large_logits", "gqa",

@@ -70,9 +70,14 @@
 #   R19: carry nothing: scripts/device/oracle_chunks.py, the truth's chunk cap x SKIP_CHUNKS (~300 s)
 #   R20: carry .device/fa3.tar.xz: the committed chunking, GPU oracle tests and the bench 16k..128k (~200 s)
 #   R21: carry nothing: tests/test_fused_passes.py whole, in one process (~150 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R21
+# Wave 2, stop 15 (2026-12-01):
+#   R22: carry .device/fa3.tar.xz: Q K^T and dO V^T fused into the truth's passes, bfloat16 magnitudes: GPU
+#        oracle tests, the fused GEMMs' tile sweep, the bench with every variant side by side, a 64k profile (~420 s)
+#   R23: carry .device/fa3.tar.xz: after the allocator-aware chunk budget and E loaded before dO V^T: GPU oracle
+#        tests, each fused GEMM kernel's tile sweep alone (scripts/device/fused_gemm_tiles.py), the bench (~450 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R23
 set -o pipefail
-call=${1:?R1|R2|...|R21}
+call=${1:?R1|R2|...|R23}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -256,6 +261,39 @@ R21)  # the whole fused-pass test file in one process: interpreter tests first, 
   timeout 300 python3 -m pytest -q -p no:randomly -rA tests/test_fused_passes.py > $L/pytest-fused-all.log 2>&1
   stamp "fused-pass tests exit $?"
   grep -E "^(FAILED|ERROR)|test_on_cuda|passed|failed" $L/pytest-fused-all.log | tail -12 ;;
-*) echo "call: allowed R1..R21"; exit 2 ;;
+R22)  # the GEMMs fused into the passes and bfloat16 magnitudes: GPU tests, tiles, bench (all variants), profile
+  timeout 150 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  timeout 100 python3 scripts/device/fused_gemm_tiles.py > $R/tiles.jsonl 2> $L/tiles.err
+  stamp "tile sweep exit $?"
+  timeout 260 python3 -m difftest bench --oracle -k fa3 --eager --passes-only --float32-magnitudes --repeats 20 \
+    --oracle-repeats 2 --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  timeout 60 python3 scripts/device/oracle_profile.py --seqlen 65536 > $L/oracle-profile-64k.log 2>&1
+  stamp "oracle profile 64k exit $?"
+  tail -3 $L/pytest-oracles-gpu.log; cat $R/tiles.jsonl; tail -3 $L/tiles.err; cat $R/oracle.md
+  grep -v "^-" $L/oracle-profile-64k.log | head -24 | cut -c1-75,150-200 ;;
+R23)  # the fused GEMM kernels' tiles, each alone; the bench with its variants on an allocator-aware chunk budget
+  timeout 60 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  timeout 280 python3 scripts/device/fused_gemm_tiles.py > $R/tiles.jsonl 2> $L/tiles.err
+  stamp "tile sweep exit $?"
+  timeout 200 python3 -m difftest bench --oracle -k fa3 --passes-only --float32-magnitudes --repeats 20 \
+    --oracle-repeats 2 --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  tail -1 $L/pytest-oracles-gpu.log; grep -v '"tile"' $R/tiles.jsonl; tail -3 $L/tiles.err; cat $R/oracle.md
+  python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '\"tile\"' in l and '\"s\"' in l]
+for shape in ('16k', '64k'):
+    for k in ('scores_exp', 'dp_ds'):
+        r = sorted((x for x in rows if x['shape'] == shape and x['kernel'] == k), key=lambda x: x['s'])
+        for x in r[:4]: print(shape, k, round(x['s'] * 1e3, 2), 'ms', x['tile'])
+" $R/tiles.jsonl ;;
+*) echo "call: allowed R1..R23"; exit 2 ;;
 esac
 finish

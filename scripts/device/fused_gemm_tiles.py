@@ -1,0 +1,110 @@
+"""The tiles of the float64 truth's fused GEMM kernels (oracles/fused_passes.py, GEMM_TILES) on
+this GPU. Each kernel alone, per tile config, at the chunk shapes the truth of B1 H8 D128 causal
+runs (16k: 1024 rows x ~8k keys; 64k: 2048 rows x ~32k keys; 8 heads), CUDA events, best of
+``--repeats``, next to what it replaces (cuBLAS's float64 bmm, then the unfused pass); then the
+whole truth at 16k and 64k with the best tile of each kernel against the committed ones.
+One JSON line per measurement. ``python3 scripts/device/fused_gemm_tiles.py``"""
+
+import argparse
+import itertools
+import json
+
+import torch
+
+from difftest.inputs import make_inputs
+from difftest.oracles import fused_passes as fz
+from difftest.oracles.chunked import chunked_reference
+from difftest.problem import Problem
+
+SHAPES = {"16k": (8, 1024, 8192), "64k": (8, 2048, 32768)}  # heads, rows, keys of one chunk
+TILES = [dict(BM=bm, BN=bn, BK=bk, num_warps=wp, num_stages=st)
+         for bm, bn, bk, wp, st in itertools.product((32, 64), (32, 64), (8, 16), (2, 4), (2, 3))
+         if not (bm == 64 and bn == 64 and wp == 2)] + [dict(BM=64, BN=64, BK=16, num_warps=8, num_stages=3)]
+
+
+def _time(fn, repeats):
+    fn()
+    torch.cuda.synchronize()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+    best = float("inf")
+    for _ in range(repeats):
+        ev[0].record()
+        fn()
+        ev[1].record()
+        torch.cuda.synchronize()
+        best = min(best, ev[0].elapsed_time(ev[1]) / 1e3)
+    return best
+
+
+def _operands(h, m, w, d=128):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(h, m, d, dtype=torch.float64, device="cuda", generator=g) * 0.1
+    k = torch.randn(h, w, d, dtype=torch.float64, device="cuda", generator=g) * 0.1
+    shift = q.norm(dim=-1) * k.norm(dim=-1).amax(-1, keepdim=True)
+    delta = torch.randn(h, m, dtype=torch.float64, device="cuda", generator=g)
+    inv = torch.full((h, m, 1), 1.0 / w, dtype=torch.float64, device="cuda")
+    return q, k, shift, delta, inv
+
+
+def kernels(repeats):
+    best = {}
+    for label, (h, m, w) in SHAPES.items():
+        q, k, shift, delta, inv = _operands(h, m, w)
+        mask = (w - m, 1, None, 1)  # the causal diagonal at the band's end
+        e, _ = fz.scores_exp(q, k, shift, mask)
+        base = {"shape": label, "kernel": "baseline",
+                "bmm_s": _time(lambda: torch.bmm(q, k.transpose(1, 2)), repeats)}
+        s = torch.bmm(q, k.transpose(1, 2))
+        base["exp_rowsum_s"] = _time(lambda: fz.exp_rowsum_(s.clone()), repeats) - _time(lambda: s.clone(), repeats)
+        base["ds_and_terms_s"] = _time(lambda: fz.ds_and_terms_(s.clone(), e, delta, inv, torch.bfloat16),
+                                       repeats) - _time(lambda: s.clone(), repeats)
+        del s
+        print(json.dumps(base), flush=True)
+        for name in ("scores_exp", "dp_ds"):
+            committed = dict(fz.GEMM_TILES[name])
+            for tile in TILES:
+                fz.GEMM_TILES[name] = tile
+                row = {"shape": label, "kernel": name, "tile": tile}
+                try:
+                    if name == "scores_exp":
+                        row["s"] = _time(lambda: fz.scores_exp(q, k, shift, mask), repeats)
+                    else:
+                        ee = e.clone()
+                        row["s"] = _time(lambda: fz.dp_ds_and_terms_(q, k, ee, delta, inv, torch.bfloat16), repeats)
+                        del ee
+                except Exception as ex:  # a tile that does not compile is a row, not a crash
+                    row["error"] = f"{type(ex).__name__}: {ex}"[:200]
+                print(json.dumps(row), flush=True)
+                if "s" in row and label == "64k" and row["s"] < best.get(name, ({}, 9e9))[1]:
+                    best[name] = (tile, row["s"])
+            fz.GEMM_TILES[name] = committed
+        del q, k, e
+        torch.cuda.empty_cache()
+    return {n: t for n, (t, _) in best.items()}
+
+
+def truths(best, repeats):
+    committed = {n: dict(t) for n, t in fz.GEMM_TILES.items()}
+    for s in (16384, 65536):
+        p = Problem(seqlen_q=s, seqlen_k=s, heads_q=8, heads_kv=8, head_dim_qk=128, head_dim_v=128,
+                    dtype="bfloat16", causal=True).validate()
+        x = make_inputs(p, "cuda")
+        for which, tiles in (("committed", committed), ("best", {**committed, **best})):
+            fz.GEMM_TILES.update({n: dict(t) for n, t in tiles.items()})
+            torch.cuda.empty_cache()
+            t = _time(lambda: chunked_reference(x, "float64", magnitudes=True), repeats)
+            print(json.dumps({"truth_seqlen": s, "tiles": which, "s": t, "gemm_tiles": tiles}), flush=True)
+        fz.GEMM_TILES.update(committed)
+        del x
+        torch.cuda.empty_cache()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    truths(kernels(a.repeats), 2)
+
+
+if __name__ == "__main__":
+    main()
