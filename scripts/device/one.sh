@@ -75,9 +75,11 @@
 #        oracle tests, the fused GEMMs' tile sweep, the bench with every variant side by side, a 64k profile (~420 s)
 #   R23: carry .device/fa3.tar.xz: after the allocator-aware chunk budget and E loaded before dO V^T: GPU oracle
 #        tests, each fused GEMM kernel's tile sweep alone (scripts/device/fused_gemm_tiles.py), the bench (~450 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R23
+#   R24: carry .device/fa3.tar.xz: the committed truth (tuned tiles): GPU oracle tests, the bench with every
+#        variant side by side, a 64k profile, a 40-example fa3 gpu campaign judged by it (~420 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R24
 set -o pipefail
-call=${1:?R1|R2|...|R23}
+call=${1:?R1|R2|...|R24}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -294,6 +296,20 @@ for shape in ('16k', '64k'):
         r = sorted((x for x in rows if x['shape'] == shape and x['kernel'] == k), key=lambda x: x['s'])
         for x in r[:4]: print(shape, k, round(x['s'] * 1e3, 2), 'ms', x['tile'])
 " $R/tiles.jsonl ;;
-*) echo "call: allowed R1..R23"; exit 2 ;;
+R24)  # the committed truth: GPU tests, the bench with every variant, a 64k profile, a real campaign judged by it
+  timeout 60 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  timeout 300 python3 -m difftest bench --oracle -k fa3 --eager --passes-only --float32-magnitudes --repeats 20 \
+    --oracle-repeats 2 --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  timeout 60 python3 scripts/device/oracle_profile.py --seqlen 65536 > $L/oracle-profile-64k.log 2>&1
+  stamp "oracle profile 64k exit $?"
+  timed_run fa3-gpu 0 200 -k fa3 -p gpu --max-examples 40 --time-budget 150 --shrink-budget 20 --out $R/fa3 --db none
+  rm -rf $R/fa3/*.html
+  tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md; tail -5 $L/fa3-gpu.log
+  grep -v "^-" $L/oracle-profile-64k.log | head -24 | cut -c1-75,150-200 ;;
+*) echo "call: allowed R1..R24"; exit 2 ;;
 esac
 finish
