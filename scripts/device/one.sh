@@ -77,9 +77,10 @@
 #        tests, each fused GEMM kernel's tile sweep alone (scripts/device/fused_gemm_tiles.py), the bench (~450 s)
 #   R24: carry .device/fa3.tar.xz: the committed truth (tuned tiles): GPU oracle tests, the bench with every
 #        variant side by side, a 64k profile, a 40-example fa3 gpu campaign judged by it (~420 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R24
+#   R25: carry nothing: scripts/device/truth_streams.py, two truths at once on two streams vs one after the other (~120 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R25
 set -o pipefail
-call=${1:?R1|R2|...|R24}
+call=${1:?R1|R2|...|R25}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -310,6 +311,10 @@ R24)  # the committed truth: GPU tests, the bench with every variant, a 64k prof
   rm -rf $R/fa3/*.html
   tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md; tail -5 $L/fa3-gpu.log
   grep -v "^-" $L/oracle-profile-64k.log | head -24 | cut -c1-75,150-200 ;;
-*) echo "call: allowed R1..R24"; exit 2 ;;
+R25)  # does the truth gain from two streams? two independent half-size truths, sequential vs concurrent
+  timeout 200 python3 scripts/device/truth_streams.py --seqlen 16384 --seqlen 65536 > $R/streams.jsonl 2> $L/streams.err
+  stamp "streams exit $?"
+  cat $R/streams.jsonl; tail -3 $L/streams.err ;;
+*) echo "call: allowed R1..R25"; exit 2 ;;
 esac
 finish
