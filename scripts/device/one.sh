@@ -78,9 +78,11 @@
 #   R24: carry .device/fa3.tar.xz: the committed truth (tuned tiles): GPU oracle tests, the bench with every
 #        variant side by side, a 64k profile, a 40-example fa3 gpu campaign judged by it (~420 s)
 #   R25: carry nothing: scripts/device/truth_streams.py, two truths at once on two streams vs one after the other (~120 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R25
+#   R26: carry .device/tilelang.tar.xz: issue 12.2 for tilelang-det with a WARM cache: every configuration built
+#        first (warm, up to 200 s), then the 200-example gpu campaign and its time split (~400 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R26
 set -o pipefail
-call=${1:?R1|R2|...|R25}
+call=${1:?R1|R2|...|R26}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -315,6 +317,24 @@ R25)  # does the truth gain from two streams? two independent half-size truths, 
   timeout 200 python3 scripts/device/truth_streams.py --seqlen 16384 --seqlen 65536 > $R/streams.jsonl 2> $L/streams.err
   stamp "streams exit $?"
   cat $R/streams.jsonl; tail -3 $L/streams.err ;;
-*) echo "call: allowed R1..R25"; exit 2 ;;
+R26)  # tilelang-det's overhead with every TileLang configuration built before the campaign starts
+  timeout 200 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
+  stamp "tilelang warm exit $?"
+  timeout 160 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 130 \
+    --shrink-budget 20 --out $R/overhead --db none > $L/overhead.log 2>&1
+  stamp "campaign exit $?"
+  python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))['campaigns'][0]; t = c['timing']
+json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing', 'compile_reuse')},
+          open(sys.argv[2], 'w'), indent=1)
+print(c['status'], c['examples'], 'cases', c['elapsed_s'], 's; overhead', round(t['overhead_s'], 1), 's =',
+      round(100 * t['overhead_share'], 1), '% of', round(t['wall_s'], 1), 's')
+for n, v in sorted(t['phases_s'].items(), key=lambda kv: -kv[1]): print(' ', n, round(v, 2))
+print('compile reuse', json.dumps(c.get('compile_reuse')))
+" $R/overhead/report.json $R/timing.json
+  rm -rf $R/overhead/runs/*/report.html $R/overhead/report.html
+  tail -3 $L/warm.log ;;
+*) echo "call: allowed R1..R26"; exit 2 ;;
 esac
 finish
