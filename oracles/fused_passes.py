@@ -269,6 +269,7 @@ def dp_ds_and_terms_(do: torch.Tensor, v: torch.Tensor, e: torch.Tensor, delta: 
     g = torch.empty(e.shape, dtype=terms_dtype, device=e.device) if terms else e
     if h and m and w:
         iv = inv.contiguous() if terms else delta
-        _launch(_dp_ds_terms_kernel, GEMM_TILES["dp_ds"], h, m, w, do, v, e, delta.contiguous(), iv, *_terms_out(pm, g), m, w, d,
-                do_bs, v_bs, BD=triton.next_power_of_2(d), TERMS=terms, BF16=terms_dtype == torch.bfloat16)
+        _launch(_dp_ds_terms_kernel, GEMM_TILES["dp_ds"], h, m, w, do, v, e, delta.contiguous(), iv,
+                *_terms_out(pm, g), m, w, d, do_bs, v_bs, BD=triton.next_power_of_2(d), TERMS=terms,
+                BF16=terms_dtype == torch.bfloat16)
     return (pm, g) if terms else None

@@ -221,7 +221,8 @@ def test_dp_ds_and_terms_are_the_eager_expressions(interpreted):
     for fn, args in ((interpreted.dp_ds_and_terms_, (do, v, e.clone())), (interpreted.ds_and_terms_, (dp.clone(), e))):
         pb, gb = fn(*args, delta, inv, torch.bfloat16)  # bfloat16 terms: rounded once, to nearest
         assert pb.dtype == gb.dtype == torch.bfloat16
-        assert torch.allclose(pb.double(), p64, rtol=2**-8, atol=0) and torch.allclose(gb.double(), g64, rtol=2**-8, atol=0)
+        assert torch.allclose(pb.double(), p64, rtol=2**-8, atol=0)
+        assert torch.allclose(gb.double(), g64, rtol=2**-8, atol=0)
         assert pb.eq(0).sum() == p64.eq(0).sum() > 0
     e2 = e.clone()
     assert interpreted.dp_ds_and_terms_(do, v, e2, delta) is None and torch.equal(e2, ds)
