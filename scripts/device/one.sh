@@ -80,9 +80,11 @@
 #   R25: carry nothing: scripts/device/truth_streams.py, two truths at once on two streams vs one after the other (~120 s)
 #   R26: carry .device/tilelang.tar.xz: issue 12.2 for tilelang-det with a WARM cache: every configuration built
 #        first (warm, up to 200 s), then the 200-example gpu campaign and its time split (~400 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R26
+#   R27: carry .device/fa3.tar.xz .device/tilelang.tar.xz: every GPU-marked test (-n 4 on the one GPU, 25 s
+#        campaigns): the bfloat16 magnitudes change every CUDA verdict's budget floor (~540 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R27
 set -o pipefail
-call=${1:?R1|R2|...|R26}
+call=${1:?R1|R2|...|R27}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -335,6 +337,11 @@ print('compile reuse', json.dumps(c.get('compile_reuse')))
 " $R/overhead/report.json $R/timing.json
   rm -rf $R/overhead/runs/*/report.html $R/overhead/report.html
   tail -3 $L/warm.log ;;
-*) echo "call: allowed R1..R26"; exit 2 ;;
+R27)  # every GPU-marked test with the committed truth (real kernels' gates and campaigns judged by it)
+  DIFFTEST_GPU_CAMPAIGN_SECONDS=25 timeout 530 python3 -m pytest -q -p no:randomly -m gpu -n 4 -rfEs tests/ \
+    > $L/pytest-gpu.log 2>&1
+  stamp "GPU tests exit $?"
+  grep -E "^(FAILED|ERROR)|passed|failed" $L/pytest-gpu.log | tail -25 ;;
+*) echo "call: allowed R1..R27"; exit 2 ;;
 esac
 finish
