@@ -82,9 +82,10 @@
 #        first (warm, up to 200 s), then the 200-example gpu campaign and its time split (~400 s)
 #   R27: carry .device/fa3.tar.xz .device/tilelang.tar.xz: every GPU-marked test (-n 4 on the one GPU, 25 s
 #        campaigns): the bfloat16 magnitudes change every CUDA verdict's budget floor (~540 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R27
+#   R28: carry nothing: scripts/device/fused_gemm_split.py, a fused kernel's float64 product vs its epilogue (~60 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R28
 set -o pipefail
-call=${1:?R1|R2|...|R27}
+call=${1:?R1|R2|...|R28}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -342,6 +343,10 @@ R27)  # every GPU-marked test with the committed truth (real kernels' gates and 
     > $L/pytest-gpu.log 2>&1
   stamp "GPU tests exit $?"
   grep -E "^(FAILED|ERROR)|passed|failed" $L/pytest-gpu.log | tail -25 ;;
-*) echo "call: allowed R1..R27"; exit 2 ;;
+R28)  # a fused GEMM kernel's cost split: the Triton float64 product alone, then each part of the epilogue
+  timeout 120 python3 scripts/device/fused_gemm_split.py > $R/split.jsonl 2> $L/split.err
+  stamp "split exit $?"
+  cat $R/split.jsonl; tail -5 $L/split.err ;;
+*) echo "call: allowed R1..R28"; exit 2 ;;
 esac
 finish
