@@ -73,6 +73,10 @@ def main() -> None:
             BN=tile["BN"], BK=tile["BK"], BD=d, num_warps=tile["num_warps"], num_stages=tile["num_stages"]),
             a.repeats)
     rows["store_only_s"] = _time(lambda: out.fill_(1.0), a.repeats)
+    delta = torch.randn(h, m, dtype=torch.float64, device="cuda", generator=g)
+    inv = torch.full((h, m, 1), 1.0 / w, dtype=torch.float64, device="cuda")
+    e, _ = fz.scores_exp(q, k, shift, (w - m, 1, None, 1))
+    rows["dp_ds_and_terms_s"] = _time(lambda: fz.dp_ds_and_terms_(q, k, e, delta, inv, torch.bfloat16), a.repeats)
     print(json.dumps(rows), flush=True)
 
 

@@ -83,9 +83,11 @@
 #   R27: carry .device/fa3.tar.xz .device/tilelang.tar.xz: every GPU-marked test (-n 4 on the one GPU, 25 s
 #        campaigns): the bfloat16 magnitudes change every CUDA verdict's budget floor (~540 s)
 #   R28: carry nothing: scripts/device/fused_gemm_split.py, a fused kernel's float64 product vs its epilogue (~60 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R28
+#   R29: carry .device/fa3.tar.xz: after the fused kernels' strides are specialised: GPU oracle tests, the cost split,
+#        the tile sweep, the bench (truth and passes only next to FA3) (~300 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R29
 set -o pipefail
-call=${1:?R1|R2|...|R28}
+call=${1:?R1|R2|...|R29}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -347,6 +349,27 @@ R28)  # a fused GEMM kernel's cost split: the Triton float64 product alone, then
   timeout 120 python3 scripts/device/fused_gemm_split.py > $R/split.jsonl 2> $L/split.err
   stamp "split exit $?"
   cat $R/split.jsonl; tail -5 $L/split.err ;;
-*) echo "call: allowed R1..R28"; exit 2 ;;
+R29)  # the fused GEMM kernels with their strides specialised: tests, split, tiles, bench
+  timeout 60 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  timeout 60 python3 scripts/device/fused_gemm_split.py > $R/split.jsonl 2> $L/split.err
+  stamp "split exit $?"
+  timeout 200 python3 scripts/device/fused_gemm_tiles.py > $R/tiles.jsonl 2> $L/tiles.err
+  stamp "tile sweep exit $?"
+  timeout 200 python3 -m difftest bench --oracle -k fa3 --passes-only --repeats 20 --oracle-repeats 2 \
+    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  tail -1 $L/pytest-oracles-gpu.log; cat $R/split.jsonl; grep -v '"tile"' $R/tiles.jsonl; cat $R/oracle.md
+  python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '\"tile\"' in l and '\"s\"' in l]
+for shape in ('16k', '64k'):
+    for k in ('scores_exp', 'dp_ds'):
+        r = sorted((x for x in rows if x['shape'] == shape and x['kernel'] == k), key=lambda x: x['s'])
+        for x in r[:3]: print(shape, k, round(x['s'] * 1e3, 2), 'ms', x['tile'])
+" $R/tiles.jsonl ;;
+*) echo "call: allowed R1..R29"; exit 2 ;;
 esac
 finish
