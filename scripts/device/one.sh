@@ -85,9 +85,11 @@
 #   R28: carry nothing: scripts/device/fused_gemm_split.py, a fused kernel's float64 product vs its epilogue (~60 s)
 #   R29: carry .device/fa3.tar.xz: after the fused kernels' strides are specialised: GPU oracle tests, the cost split,
 #        the tile sweep, the bench (truth and passes only next to FA3) (~300 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R29
+#   R30: carry nothing: scripts/device/oracle_chunks.py, MAX_SKIP_ROWS 1024..8192 at 64k and 128k with the
+#        committed fused kernels (~120 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R30
 set -o pipefail
-call=${1:?R1|R2|...|R29}
+call=${1:?R1|R2|...|R30}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -370,6 +372,11 @@ for shape in ('16k', '64k'):
         r = sorted((x for x in rows if x['shape'] == shape and x['kernel'] == k), key=lambda x: x['s'])
         for x in r[:3]: print(shape, k, round(x['s'] * 1e3, 2), 'ms', x['tile'])
 " $R/tiles.jsonl ;;
-*) echo "call: allowed R1..R29"; exit 2 ;;
+R30)  # rows per masked chunk with the committed fused kernels
+  timeout 150 python3 scripts/device/oracle_chunks.py --seqlen 65536 --seqlen 131072 --caps 31 --skip-chunks 16 \
+    --max-rows 1024,2048,4096,8192 > $R/chunks.jsonl 2> $L/chunks.err
+  stamp "chunk sweep exit $?"
+  cat $R/chunks.jsonl; tail -3 $L/chunks.err ;;
+*) echo "call: allowed R1..R30"; exit 2 ;;
 esac
 finish
