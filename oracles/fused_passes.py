@@ -106,14 +106,13 @@ def _ds_terms_kernel(dp_ptr, e_ptr, delta_ptr, inv_ptr, pm_ptr, g_ptr, w, TERMS:
 # passes that consume their output, so the product never goes to memory: one tile of BM query
 # rows x BN keys per program, the head dim in steps of BK (a compile-time loop), float64 tl.dot
 # (float64 tensor cores on sm90: results/h200/phase9.md, R16, 94% of cuBLAS at these shapes).
-# On the H200 (R23) they are about as fast as cuBLAS's GEMM followed by the unfused pass (the
-# epilogue does not overlap the product: 5.6 ms against 3.4 + 2.6 ms, 7.7 against 3.4 + 4.1 ms
-# at the 64k chunk shape) and the truth is 5% faster at 64k; what they save is memory: neither
-# score-sized product is allocated (128k: 41 GiB peak against 57).
-# Tiles from the H200 sweep (results/h200/phase10.md, R23, scripts/device/fused_gemm_tiles.py: 29
-# configs, each kernel alone at the 64k truth's chunk shape): 5.57 ms and 7.70 ms there against
-# 5.65 and 8.3 for 64 x 64 x 16 with 4 warps; 64 x 128 and 128 x 64 tiles ran 3x slower (float64
-# accumulators spill); the truth at 64k 0.833 s against 0.927 s with 64 x 64.
+# On the H200 (results/h200/phase10.md, R29, the 64k chunk shape) they take 4.30 and 5.94 ms where
+# cuBLAS's GEMM and the unfused pass take 3.37 + 2.53 and 3.37 + 4.09 ms; the truth at 64k is 16%
+# faster than with the passes alone, and neither score-sized product is allocated (128k: 41 GiB
+# peak against 57).
+# Tiles from the H200 sweeps (results/h200/phase10.md, R23 and R29, scripts/device/fused_gemm_tiles.py:
+# 29 configs, each kernel alone at the 64k truth's chunk shape): 32 x 64 x 16 is the fastest or within
+# 2% of it for both kernels; 64 x 128 and 128 x 64 ran 3x slower (the float64 accumulators spill).
 GEMM_TILES = {"scores_exp": {"BM": 32, "BN": 64, "BK": 16, "num_warps": 2, "num_stages": 3},
               "dp_ds": {"BM": 32, "BN": 64, "BK": 16, "num_warps": 4, "num_stages": 3}}
 
@@ -135,9 +134,9 @@ def _qk_tile(a_ptr, b_ptr, rows, cols, M, w, D, BM: tl.constexpr, BN: tl.constex
 
 # The sizes and strides that address memory (D, w, a_bs, b_bs, nbn) are left to Triton's
 # specialisation, which compiles one variant per "divisible by 16" pattern and so knows when rows
-# are aligned enough for vector loads and stores: with them unspecialised too, the kernel took
-# 5.42 ms at the 64k chunk shape where the same code specialised took 4.11 (R28). Row counts and
-# mask offsets vary with every chunk and never address memory alone: one variant for all.
+# are aligned enough for vector loads and stores. With them unspecialised this kernel took 5.42 ms
+# at the 64k chunk shape, 4.30 ms specialised (R28, R29; dp_ds 7.7 -> 5.9 ms). Row counts and mask
+# offsets vary with every chunk and never address memory alone: one variant for all of them.
 @triton.jit(do_not_specialize=["M", "G", "base", "left", "right"])
 def _scores_exp_kernel(a_ptr, b_ptr, shift_ptr, e_ptr, part_ptr, M, w, D, G, nbn, a_bs, b_bs, base, left, right,
                        HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,

@@ -87,9 +87,11 @@
 #        the tile sweep, the bench (truth and passes only next to FA3) (~300 s)
 #   R30: carry nothing: scripts/device/oracle_chunks.py, MAX_SKIP_ROWS 1024..8192 at 64k and 128k with the
 #        committed fused kernels (~120 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R30
+#   R31: carry .device/fa3.tar.xz: the 40-example fa3 gpu campaign of R24 again, judged by the truth with the
+#        specialised kernels (~100 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R31
 set -o pipefail
-call=${1:?R1|R2|...|R30}
+call=${1:?R1|R2|...|R31}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -377,6 +379,16 @@ R30)  # rows per masked chunk with the committed fused kernels
     --max-rows 1024,2048,4096,8192 > $R/chunks.jsonl 2> $L/chunks.err
   stamp "chunk sweep exit $?"
   cat $R/chunks.jsonl; tail -3 $L/chunks.err ;;
-*) echo "call: allowed R1..R30"; exit 2 ;;
+R31)  # R24's campaign with the committed (specialised) fused kernels
+  timed_run fa3-gpu 0 200 -k fa3 -p gpu --max-examples 40 --time-budget 150 --shrink-budget 20 --out $R/fa3 --db none
+  python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))['campaigns'][0]
+json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing')}, open(sys.argv[2], 'w'), indent=1)
+print(c['status'], c['examples'], c['elapsed_s'], json.dumps(c['timing']['phases_s']))
+" $R/fa3/report.json $R/fa3-timing.json
+  rm -rf $R/fa3/*.html $R/fa3/runs/*/report.* $R/fa3/report.json $R/fa3/latest
+  tail -12 $L/fa3-gpu.log ;;
+*) echo "call: allowed R1..R31"; exit 2 ;;
 esac
 finish
