@@ -246,7 +246,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             fused = (fz is not None and (fused_passes or not _FUSED.get("failed")) and w > 0
                      and Hkv * c * G * w >= FUSED_MIN_SCORES)
             gemm = FAILED
-            if m is not None and fused and gemms:  # E and the row sums from one kernel, S never stored
+            if m is not None and fused and gemms and Hkv * c * G * w >= FUSED_GEMM_MIN_SCORES:  # S never stored
                 gemm = _fused_call(fz, fused_passes, "scores_exp", qc * scale, kb, m,
                                    _mask_spec(p, r0, r1, lo, hi, sq, sk, G))
                 fused = gemm is not FAILED
@@ -470,6 +470,13 @@ FUSED_MIN_SCORES = 2**20
 # whose inner dimension is the head dim (S = Q K^T, dP = dO V^T) run inside those kernels, so
 # neither S nor dP is written to memory and read back (fused_passes.scores_exp, dp_ds_and_terms_).
 FUSED_GEMMS = True
+# ... for chunks of at least this many scores. Those kernels are compiled per "divisible by 16"
+# pattern of their sizes and strides (fused_passes.py), and a campaign's varied problems meet many:
+# at 2**20, R31's 40-example fa3 gpu campaign spent 20.1 s in the truth against 2.8 s before
+# (R24), 10.9 s with Triton's cache warm from it (R32). Over R31's 339 problems, 17
+# specialisations at 2**20 and 2 at 2**26 (scripts/fused_gemm_variants.py); the bench's causal
+# 32k..128k truths keep over 99% of their scores in the fused GEMMs (16k: 79%).
+FUSED_GEMM_MIN_SCORES = 2**26
 _FUSED = {}  # the imported module, or None where Triton does not import
 
 

@@ -50,6 +50,7 @@ def interpreted(monkeypatch):
     monkeypatch.setitem(chunked._FUSED, "module", fz)
     monkeypatch.setitem(chunked.FUSED_PASSES, "cpu", True)
     monkeypatch.setattr(chunked, "FUSED_MIN_SCORES", 0)
+    monkeypatch.setattr(chunked, "FUSED_GEMM_MIN_SCORES", 0)
     for flag in CUDA_LIKE:
         monkeypatch.setitem(getattr(chunked, flag), "cpu", True)
     yield fz
@@ -257,6 +258,23 @@ def test_small_chunks_stay_eager(interpreted, monkeypatch):
     assert _count(interpreted.calls, FIRST) == 1
 
 
+def test_only_large_chunks_take_the_fused_gemms(interpreted, monkeypatch):
+    """Below FUSED_GEMM_MIN_SCORES scores a fused chunk takes its products from torch and the
+    passes alone (one compiled kernel for every chunk shape); at or above it, the kernels
+    with the products inside (compiled per size pattern: worth it only where the work is)."""
+    import difftest.oracles.chunked as chunked
+
+    x = make_inputs(CASES["causal_gqa_fp16"])  # 3 heads, 40 x 40, one chunk with the bound as its shift
+    monkeypatch.setattr(chunked, "FUSED_GEMM_MIN_SCORES", 3 * 40 * 40 + 1)
+    out = chunked_reference(x, "float64", magnitudes=True, max_chunk_elements=10**9, skip_masked=False)
+    assert out.fused_chunks == 1 and out.fused_gemm_chunks == 0
+    assert interpreted.calls["exp_rowsum_"] == 1 and interpreted.calls["scores_exp"] == 0
+    monkeypatch.setattr(chunked, "FUSED_GEMM_MIN_SCORES", 3 * 40 * 40)
+    out = chunked_reference(x, "float64", magnitudes=True, max_chunk_elements=10**9, skip_masked=False)
+    assert out.fused_chunks == 1 and out.fused_gemm_chunks == 1
+    assert interpreted.calls["scores_exp"] == 1 and interpreted.calls["dp_ds_and_terms_"] == 1
+
+
 def test_the_cpu_keeps_eager_passes_and_a_missing_triton_falls_back(monkeypatch):
     import difftest.oracles.chunked as chunked
 
@@ -310,6 +328,7 @@ def test_on_cuda_the_fused_truth_equals_the_eager_one_and_dense_float64(name, mo
     for kernel in KERNELS:  # compiled, not interpreted
         assert not isinstance(getattr(fused_passes, kernel), InterpretedFunction), kernel
     monkeypatch.setattr(chunked, "FUSED_MIN_SCORES", 0)
+    monkeypatch.setattr(chunked, "FUSED_GEMM_MIN_SCORES", 0)
     x = make_inputs(GPU_CASES[name], "cuda")
     eager = chunked_reference(x, "float64", magnitudes=True, fused_passes=False)
     passes = chunked_reference(x, "float64", magnitudes=True, fused_passes=True, fused_gemms=False)
