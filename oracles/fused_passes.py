@@ -136,7 +136,9 @@ def _qk_tile(a_ptr, b_ptr, rows, cols, M, w, D, BM: tl.constexpr, BN: tl.constex
 # specialisation, which compiles one variant per "divisible by 16" pattern and so knows when rows
 # are aligned enough for vector loads and stores. With them unspecialised this kernel took 5.42 ms
 # at the 64k chunk shape, 4.30 ms specialised (R28, R29; dp_ds 7.7 -> 5.9 ms). Row counts and mask
-# offsets vary with every chunk and never address memory alone: one variant for all of them.
+# offsets vary with every chunk and never address memory alone: one variant for all of them. A
+# campaign's varied problems still meet many patterns, so chunked.FUSED_GEMM_MIN_SCORES keeps these
+# kernels to chunks large enough to pay for their compiles.
 @triton.jit(do_not_specialize=["M", "G", "base", "left", "right"])
 def _scores_exp_kernel(a_ptr, b_ptr, shift_ptr, e_ptr, part_ptr, M, w, D, G, nbn, a_bs, b_bs, base, left, right,
                        HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
