@@ -6,6 +6,7 @@ over many key blocks). ``python3 scripts/device/f64_dot.py`` prints TFLOP/s per 
 import torch
 import triton
 import triton.language as tl
+from cuda_events import best_seconds  # scripts/device/, the script's own folder
 
 
 @triton.jit
@@ -27,20 +28,6 @@ def _mm(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def _time(fn, reps=5):
-    fn()
-    torch.cuda.synchronize()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    best = float("inf")
-    for _ in range(reps):
-        ev[0].record()
-        fn()
-        ev[1].record()
-        torch.cuda.synchronize()
-        best = min(best, ev[0].elapsed_time(ev[1]) / 1e3)
-    return best
-
-
 FULL_ERROR_SHOWN = []
 
 
@@ -49,7 +36,7 @@ def _row(M, N, K):
     b = torch.randn(K, N, dtype=torch.float64, device="cuda")
     c = torch.empty(M, N, dtype=torch.float64, device="cuda")
     flop = 2 * M * N * K
-    t = _time(lambda: torch.mm(a, b, out=c))
+    t = best_seconds(lambda: torch.mm(a, b, out=c))
     ref = c.clone()
     print(f"M{M} N{N} K{K} cublas {flop / t / 1e12:6.1f} TFLOP/s")
     for ieee in (False, True):
@@ -58,7 +45,7 @@ def _row(M, N, K):
             tag = f"M{M} N{N} K{K} triton {bm}x{bn}x{bk} w{warps} s{stages} ieee={ieee}"
             try:
                 grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
-                t = _time(lambda: _mm[grid](a, b, c, M, N, K, BM=bm, BN=bn, BK=bk, IEEE=ieee, num_warps=warps,
+                t = best_seconds(lambda: _mm[grid](a, b, c, M, N, K, BM=bm, BN=bn, BK=bk, IEEE=ieee, num_warps=warps,
                                              num_stages=stages))
                 err = ((c - ref).abs().max() / ref.abs().max()).item()
                 print(f"{tag} {flop / t / 1e12:6.1f} TFLOP/s rel err {err:.1e}")

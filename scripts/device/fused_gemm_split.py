@@ -11,6 +11,7 @@ import json
 import torch
 import triton
 import triton.language as tl
+from cuda_events import best_seconds  # scripts/device/, the script's own folder
 
 from difftest.oracles import fused_passes as fz
 from difftest.oracles.fused_passes import _add, _qk_tile
@@ -37,20 +38,6 @@ def _product(a_ptr, b_ptr, shift_ptr, out_ptr, part_ptr, M, w, D, a_bs, b_bs, ba
                  tl.reduce(x, 1, _add), mask=rows < M)
 
 
-def _time(fn, repeats):
-    fn()
-    torch.cuda.synchronize()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    best = float("inf")
-    for _ in range(repeats):
-        ev[0].record()
-        fn()
-        ev[1].record()
-        torch.cuda.synchronize()
-        best = min(best, ev[0].elapsed_time(ev[1]) / 1e3)
-    return best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -64,19 +51,20 @@ def main() -> None:
     tile = dict(fz.GEMM_TILES["scores_exp"])
     part = torch.empty(h, m, triton.cdiv(w, tile["BN"]), dtype=torch.float64, device="cuda")
     rows = {"shape": [h, m, w, d], "tile": tile,
-            "cublas_bmm_s": _time(lambda: torch.bmm(q, k.transpose(1, 2), out=out), a.repeats),
-            "scores_exp_s": _time(lambda: fz.scores_exp(q, k, shift, (w - m, 1, None, 1)), a.repeats)}
+            "cublas_bmm_s": best_seconds(lambda: torch.bmm(q, k.transpose(1, 2), out=out), a.repeats),
+            "scores_exp_s": best_seconds(lambda: fz.scores_exp(q, k, shift, (w - m, 1, None, 1)), a.repeats)}
     grid = (triton.cdiv(m, tile["BM"]), triton.cdiv(w, tile["BN"]), h)
     for stage, name in enumerate(("product", "shift", "exp", "mask", "rowsum")):
-        rows[f"{name}_s"] = _time(lambda: _product[grid](
+        rows[f"{name}_s"] = best_seconds(lambda: _product[grid](
             q, k, shift, out, part, m, w, d, q.stride(0), k.stride(0), w - m, STAGE=stage, BM=tile["BM"],
             BN=tile["BN"], BK=tile["BK"], BD=d, num_warps=tile["num_warps"], num_stages=tile["num_stages"]),
             a.repeats)
-    rows["store_only_s"] = _time(lambda: out.fill_(1.0), a.repeats)
+    rows["store_only_s"] = best_seconds(lambda: out.fill_(1.0), a.repeats)
     delta = torch.randn(h, m, dtype=torch.float64, device="cuda", generator=g)
     inv = torch.full((h, m, 1), 1.0 / w, dtype=torch.float64, device="cuda")
     e, _ = fz.scores_exp(q, k, shift, (w - m, 1, None, 1))
-    rows["dp_ds_and_terms_s"] = _time(lambda: fz.dp_ds_and_terms_(q, k, e, delta, inv, torch.bfloat16), a.repeats)
+    rows["dp_ds_and_terms_s"] = best_seconds(lambda: fz.dp_ds_and_terms_(q, k, e, delta, inv, torch.bfloat16),
+                                             a.repeats)
     print(json.dumps(rows), flush=True)
 
 

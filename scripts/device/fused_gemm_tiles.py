@@ -10,6 +10,7 @@ import itertools
 import json
 
 import torch
+from cuda_events import best_seconds  # scripts/device/, the script's own folder
 
 from difftest.inputs import make_inputs
 from difftest.oracles import fused_passes as fz
@@ -20,20 +21,6 @@ SHAPES = {"16k": (8, 1024, 8192), "64k": (8, 2048, 32768)}  # heads, rows, keys 
 TILES = [dict(BM=bm, BN=bn, BK=bk, num_warps=wp, num_stages=st)
          for bm, bn, bk, wp, st in itertools.product((32, 64), (32, 64), (8, 16), (2, 4), (2, 3))
          if not (bm == 64 and bn == 64 and wp == 2)] + [dict(BM=64, BN=64, BK=16, num_warps=8, num_stages=3)]
-
-
-def _time(fn, repeats):
-    fn()
-    torch.cuda.synchronize()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    best = float("inf")
-    for _ in range(repeats):
-        ev[0].record()
-        fn()
-        ev[1].record()
-        torch.cuda.synchronize()
-        best = min(best, ev[0].elapsed_time(ev[1]) / 1e3)
-    return best
 
 
 def _operands(h, m, w, d=128):
@@ -53,11 +40,12 @@ def kernels(repeats):
         mask = (w - m, 1, None, 1)  # the causal diagonal at the band's end
         e, _ = fz.scores_exp(q, k, shift, mask)
         base = {"shape": label, "kernel": "baseline",
-                "bmm_s": _time(lambda: torch.bmm(q, k.transpose(1, 2)), repeats)}
+                "bmm_s": best_seconds(lambda: torch.bmm(q, k.transpose(1, 2)), repeats)}
         s = torch.bmm(q, k.transpose(1, 2))
-        base["exp_rowsum_s"] = _time(lambda: fz.exp_rowsum_(s.clone()), repeats) - _time(lambda: s.clone(), repeats)
-        base["ds_and_terms_s"] = _time(lambda: fz.ds_and_terms_(s.clone(), e, delta, inv, torch.bfloat16),
-                                       repeats) - _time(lambda: s.clone(), repeats)
+        copy = best_seconds(lambda: s.clone(), repeats)  # each pass runs on a copy: its time is taken off
+        base["exp_rowsum_s"] = best_seconds(lambda: fz.exp_rowsum_(s.clone()), repeats) - copy
+        base["ds_and_terms_s"] = best_seconds(lambda: fz.ds_and_terms_(s.clone(), e, delta, inv, torch.bfloat16),
+                                              repeats) - copy
         s = None  # freed before the kernels run
         print(json.dumps(base), flush=True)
         for name in ("scores_exp", "dp_ds"):
@@ -67,10 +55,11 @@ def kernels(repeats):
                 row = {"shape": label, "kernel": name, "tile": tile}
                 try:
                     if name == "scores_exp":
-                        row["s"] = _time(lambda: fz.scores_exp(q, k, shift, mask), repeats)
+                        row["s"] = best_seconds(lambda: fz.scores_exp(q, k, shift, mask), repeats)
                     else:
                         ee = e.clone()
-                        row["s"] = _time(lambda: fz.dp_ds_and_terms_(q, k, ee, delta, inv, torch.bfloat16), repeats)
+                        row["s"] = best_seconds(lambda: fz.dp_ds_and_terms_(q, k, ee, delta, inv, torch.bfloat16),
+                                                repeats)
                         del ee
                 except Exception as ex:  # a tile that does not compile is a row, not a crash
                     row["error"] = f"{type(ex).__name__}: {ex}"[:200]
@@ -92,7 +81,7 @@ def truths(best, repeats):
         for which, tiles in (("committed", committed), ("best", {**committed, **best})):
             fz.GEMM_TILES.update({n: dict(t) for n, t in tiles.items()})
             torch.cuda.empty_cache()
-            t = _time(lambda: chunked_reference(x, "float64", magnitudes=True), repeats)
+            t = best_seconds(lambda: chunked_reference(x, "float64", magnitudes=True), repeats)
             print(json.dumps({"truth_seqlen": s, "tiles": which, "s": t, "gemm_tiles": tiles}), flush=True)
         fz.GEMM_TILES.update(committed)
         x = None
