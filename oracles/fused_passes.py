@@ -172,7 +172,7 @@ def _dp_ds_terms_kernel(a_ptr, b_ptr, e_ptr, delta_ptr, inv_ptr, pm_ptr, g_ptr, 
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
     inside = (rows[:, None] < M) & (cols[None, :] < w)
     at = (h * M + rows)[:, None].to(tl.int64) * w + cols[None, :]
-    e = tl.load(e_ptr + at, mask=inside, other=0.0)  # issued before the product, which hides its latency
+    e = tl.load(e_ptr + at, mask=inside, other=0.0)  # issued before the product, so its latency can overlap it
     dp = _qk_tile(a_ptr + h * a_bs, b_ptr + h * b_bs, rows, cols, M, w, D, BM, BN, BK, BD)
     d = tl.load(delta_ptr + h * M + rows, mask=rows < M, other=0.0)[:, None]
     tl.store(e_ptr + at, (dp - d) * e, mask=inside)  # dS in place of E
