@@ -473,8 +473,9 @@ FUSED_GEMMS = True
 # ... for chunks of at least this many scores. Those kernels are compiled per "divisible by 16"
 # pattern of their sizes and strides (fused_passes.py), and a campaign's varied problems meet many:
 # at 2**20, R31's 40-example fa3 gpu campaign spent 20.1 s in the truth against 2.8 s before
-# (R24), 10.9 s with Triton's cache warm from it (R32). Over R31's 339 problems, 17
-# specialisations at 2**20 and 2 at 2**26 (scripts/fused_gemm_variants.py); the bench's causal
+# (R24), 10.9 s with Triton's cache warm from it (R32). Over R31's 339 problems, 18
+# specialisations at 2**20 (3 before the strides were specialised) and 2 at 2**26
+# (scripts/fused_gemm_variants.py); the bench's causal
 # 32k..128k truths keep over 99% of their scores in the fused GEMMs (16k: 79%).
 FUSED_GEMM_MIN_SCORES = 2**26
 _FUSED = {}  # the imported module, or None where Triton does not import

@@ -1,21 +1,48 @@
 """How many specialisations of the float64 truth's fused GEMM kernels (oracles/fused_passes.py)
-would a campaign's problems compile? Triton compiles one variant per pattern of its integer
-arguments (each 1, divisible by 16, or neither) unless told not to specialise them; the fused
-GEMM kernels specialise their sizes and strides. For the problems of a campaign's cases file, this
-plans each problem's chunks as the truth does on an H200 (chunk cap 2**31) and counts the
-distinct patterns of the chunks at or above each threshold (an upper bound: chunks whose softmax
-shift is the row maximum take the plain passes). CPU only, no GPU needed.
-``python3 scripts/fused_gemm_variants.py CASES.jsonl [--log2 20 24 25 26]``"""
+would a campaign's problems compile? Triton compiles one variant per pattern of a kernel's
+integer arguments (each 1, divisible by 16, or neither) unless the kernel marks the argument
+``do_not_specialize``, and one per value of its compile-time flags. For the problems of a
+campaign's cases file, this plans each problem's chunks as the truth does on an H200 (chunk cap
+2**31), forms the arguments each kernel would get for the chunks at or above each threshold, and
+counts the distinct patterns, reading which arguments are specialised from the kernels
+themselves. An upper bound: chunks whose softmax shift is the row maximum take the plain passes.
+CPU only. ``python3 scripts/fused_gemm_variants.py CASES.jsonl [--log2 20 24 25 26]``"""
 
 import argparse
 import json
+import math
 
-from difftest.oracles import chunked
+from difftest.oracles import chunked, fused_passes
 from difftest.problem import Problem
 
 
-def _key(v: int) -> str:
+def _pattern(v) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
     return "1" if v == 1 else ("16" if v % 16 == 0 else "x")
+
+
+def kernel_args(p: Problem, sq: int, sk: int, r0: int, r1: int, lo: int, hi: int) -> dict:
+    """{kernel: {argument: value}}: the integer arguments and flags fused_passes passes for one chunk."""
+    m, w, g = (r1 - r0) * p.group, hi - lo, p.group
+    mask = chunked._mask_spec(p, r0, r1, lo, hi, sq, sk, g)
+    base, _, left, right = mask if mask is not None else (0, g, None, None)
+    d, dv = p.head_dim_qk, p.head_dim_v
+    bn = fused_passes.GEMM_TILES["scores_exp"]["BN"]
+    return {
+        fused_passes._scores_exp_kernel: dict(M=m, w=w, D=d, G=g, nbn=math.ceil(w / bn), a_bs=m * d, b_bs=sk * d,
+                                              base=base, left=left or 0, right=right or 0,
+                                              HAS_LEFT=left is not None, HAS_RIGHT=right is not None),
+        fused_passes._dp_ds_terms_kernel: dict(M=m, w=w, D=dv, a_bs=m * dv, b_bs=sk * dv, TERMS=True, BF16=True),
+    }
+
+
+def specialisation(kernel, args: dict) -> tuple:
+    """The part of a launch's arguments a compiled variant is keyed on: every flag, and the
+    pattern of every integer argument the kernel does not mark do_not_specialize."""
+    return (kernel.fn.__name__,) + tuple(
+        (q.name, _pattern(args[q.name])) for q in kernel.params
+        if q.name in args and (q.is_constexpr or not q.do_not_specialize))
 
 
 def variants(problems, threshold: int, budget: int = 2**31) -> tuple[int, int, int]:
@@ -27,13 +54,11 @@ def variants(problems, threshold: int, budget: int = 2**31) -> tuple[int, int, i
             if not sq:
                 continue
             for r0, r1, lo, hi in chunked.chunk_plan(p, sq, sk, budget):
-                m, w = (r1 - r0) * p.group, hi - lo
-                if w == 0 or p.heads_kv * m * w < threshold:
+                if hi == lo or p.heads_kv * (r1 - r0) * p.group * (hi - lo) < threshold:
                     continue
                 any_chunk, chunks = True, chunks + 1
-                d, dv = p.head_dim_qk, p.head_dim_v
-                keys.add(("scores_exp", _key(w), _key(d), _key(-(-w // 64)), _key(m * d), _key(sk * d)))
-                keys.add(("dp_ds", _key(w), _key(dv), _key(m * dv), _key(sk * dv)))
+                for kernel, args in kernel_args(p, sq, sk, r0, r1, lo, hi).items():
+                    keys.add(specialisation(kernel, args))
         hit += any_chunk
     return hit, chunks, len(keys)
 
