@@ -170,7 +170,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     only): round where a correct flash kernel must (oracles/flash_style.py): P and dS to
     the input dtype before the GEMMs that consume them, O to the input dtype before
     Delta = rowsum(O * dO) (the stored O), and every output to the input dtype.
-    ``fused_passes`` (float64): the score-sized elementwise passes in two Triton kernels
+    ``fused_passes`` (float64): the score-sized elementwise passes in Triton kernels
     (fused_passes.py) for chunks of at least FUSED_MIN_SCORES scores; None: where
     ``FUSED_PASSES`` says for the device type (CUDA) and Triton imports; False: eager.
     ``fused_gemms`` (None: ``FUSED_GEMMS``): where the passes are fused and the shift is the
@@ -475,8 +475,8 @@ FUSED_GEMMS = True
 # at 2**20, R31's 40-example fa3 gpu campaign spent 20.1 s in the truth against 2.8 s before
 # (R24), 10.9 s with Triton's cache warm from it (R32). Over R31's 339 problems, 18
 # specialisations at 2**20 (3 before the strides were specialised) and 2 at 2**26
-# (scripts/fused_gemm_variants.py); the bench's causal
-# 32k..128k truths keep over 99% of their scores in the fused GEMMs (16k: 79%).
+# (scripts/fused_gemm_variants.py); the bench's causal 32k..128k truths keep over 99% of their
+# scores in the fused GEMMs (16k: 79%).
 FUSED_GEMM_MIN_SCORES = 2**26
 _FUSED = {}  # the imported module, or None where Triton does not import
 
