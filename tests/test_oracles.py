@@ -425,6 +425,32 @@ def test_rows_allowed_equals_allowed_mask_slices():
                 assert torch.equal(rows_allowed(p, r0, r1, sq, sk, "cpu"), full[r0:r1])
 
 
+def test_the_fused_kernels_mask_is_allowed_mask():
+    """chunked._mask_spec restates problem.py's key-range rule as the two integers the fused
+    GEMM kernel masks with (shifted to the chunk's band, rows repeated per GQA group): for every
+    chunk of every problem class, at several chunk sizes, it hides exactly what allowed_mask
+    hides, so the rule cannot drift between the dense reference and the kernel."""
+    from difftest.oracles.chunked import _mask_spec
+
+    for p in {**CASES, **SKIP_CASES}.values():
+        for sq, sk in {*zip(p.seqlens_q, p.seqlens_k), (7, 4), (4, 7), (9, 9)}:
+            full = allowed_mask(p, sq, sk)
+            for rows in (1, 3, None):
+                for r0, r1, lo, hi in chunk_plan(p, sq, sk, 10**9, rows):
+                    spec = _mask_spec(p, r0, r1, lo, hi, sq, sk, p.group)
+                    want = full[r0:r1, lo:hi].repeat_interleave(p.group, dim=0)
+                    got = torch.ones_like(want)
+                    if spec is not None:
+                        base, group, left, right = spec
+                        query = base + torch.arange(want.shape[0]) // group
+                        rel = torch.arange(hi - lo).view(1, -1) - query.view(-1, 1)
+                        if right is not None:
+                            got &= rel < right
+                        if left is not None:
+                            got &= rel >= -left
+                    assert torch.equal(got, want), (p.short(), sq, sk, r0, r1, lo, hi, spec)
+
+
 def test_dense_and_chunked_truths_agree():
     x = make_inputs(CASES["gqa"])
     n = score_elements(x)
