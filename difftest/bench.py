@@ -178,7 +178,7 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
                 fused_gemms: bool | None = None) -> dict:
     """Seconds (min over ``repeats``) and peak extra memory of the float64 truth;
     ``fused_passes`` as chunked_reference takes it (None: as the runner calls it)."""
-    from difftest.oracles.chunked import auto_chunk_elements, chunk_plan, chunked_reference
+    from difftest.oracles.chunked import MAGNITUDES_DTYPE, auto_chunk_elements, chunk_plan, chunked_reference
 
     inputs = make_inputs(problem, device)
     cuda = torch.device(device).type == "cuda"
@@ -209,7 +209,8 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
         fused, gemms = out.fused_chunks, out.fused_gemm_chunks
         del out
     row = {"status": "ok", "seconds": min(times), "all_seconds": times, "repeats": repeats, "chunks": chunks,
-           "chunk_elements": budget, "skip_masked": skip_masked, "magnitudes_dtype": magnitudes_dtype,
+           "chunk_elements": budget, "skip_masked": skip_masked,
+           "magnitudes_dtype": magnitudes_dtype or MAGNITUDES_DTYPE.get(torch.device(device).type, "float32"),
            "passes": ("fused+gemms" if gemms else "fused") if fused else "eager", "fused_chunks": fused,
            "fused_gemm_chunks": gemms}
     if peak is not None:

@@ -297,6 +297,7 @@ def test_the_oracle_bench_times_the_fused_truth_next_to_the_eager_one(interprete
                             log=lambda s: None)
     assert rows[0]["truth"]["passes"] == "fused+gemms" and rows[0]["truth_eager"]["passes"] == "eager"
     assert rows[0]["truth_passes_only"]["passes"] == "fused" and rows[0]["truth"]["fused_gemm_chunks"] > 0
+    assert rows[0]["truth"]["magnitudes_dtype"] == "float32"  # the runner's on the CPU, named rather than None
     assert _count(interpreted.calls, SECOND) > 0
     assert "| fused+gemms | " in oracle_markdown(rows)
 
