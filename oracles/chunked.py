@@ -228,10 +228,10 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         kh = x.k[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, D]
         vh = x.v[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
         dkh = torch.zeros_like(kh)
-        khn = k1 = None
+        khn = None
+        k1 = []  # [K, 1, 0...] for the shift inside cuBLAS's Q K^T, built by the first chunk that takes that path
         if precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False) and sk:  # see _shift_bound
             khn = kh.norm(dim=-1)  # [Hkv, sk]
-            k1 = torch.cat([kh, kh.new_ones(Hkv, sk, 1), kh.new_zeros(Hkv, sk, SHIFT_PAD - 1)], -1)
         dvh = torch.zeros_like(vh)
         if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
             kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
@@ -256,7 +256,9 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 m_safe = m
             elif m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
                 qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
-                s = torch.bmm(qa, k1[:, lo:hi].transpose(1, 2)).view(Hkv, c, G, w)
+                if not k1:  # (the fused GEMMs never need it: 1.1 GB at 128k)
+                    k1.append(torch.cat([kh, kh.new_ones(Hkv, sk, 1), kh.new_zeros(Hkv, sk, SHIFT_PAD - 1)], -1))
+                s = torch.bmm(qa, k1[0][:, lo:hi].transpose(1, 2)).view(Hkv, c, G, w)
                 del qa
                 _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
                 m_safe = m

@@ -18,9 +18,14 @@ from difftest.oracles.chunked import chunked_reference
 from difftest.problem import Problem
 
 SHAPES = {"16k": (8, 1024, 8192), "64k": (8, 2048, 32768)}  # heads, rows, keys of one chunk
-TILES = [dict(BM=bm, BN=bn, BK=bk, num_warps=wp, num_stages=st)
-         for bm, bn, bk, wp, st in itertools.product((32, 64), (32, 64), (8, 16), (2, 4), (2, 3))
-         if not (bm == 64 and bn == 64 and wp == 2)] + [dict(BM=64, BN=64, BK=16, num_warps=8, num_stages=3)]
+
+
+def tiles(bks=(8, 16)) -> list[dict]:
+    """The swept configs with the head dim taken BK at a time (R23, R29: 8 and 16)."""
+    extra = [dict(BM=64, BN=64, BK=16, num_warps=8, num_stages=3)] if 16 in bks else []
+    return [dict(BM=bm, BN=bn, BK=bk, num_warps=wp, num_stages=st)
+            for bm, bn, bk, wp, st in itertools.product((32, 64), (32, 64), bks, (2, 4), (2, 3))
+            if not (bm == 64 and bn == 64 and wp == 2)] + extra
 
 
 def _operands(h, m, w, d=128):
@@ -33,9 +38,10 @@ def _operands(h, m, w, d=128):
     return q, k, shift, delta, inv
 
 
-def kernels(repeats):
+def kernels(repeats, bks=(8, 16), shapes=tuple(SHAPES)):
     best = {}
-    for label, (h, m, w) in SHAPES.items():
+    for label in shapes:
+        h, m, w = SHAPES[label]
         q, k, shift, delta, inv = _operands(h, m, w)
         mask = (w - m, 1, None, 1)  # the causal diagonal at the band's end
         e, _ = fz.scores_exp(q, k, shift, mask)
@@ -50,7 +56,7 @@ def kernels(repeats):
         print(json.dumps(base), flush=True)
         for name in ("scores_exp", "dp_ds"):
             committed = dict(fz.GEMM_TILES[name])
-            for tile in TILES:
+            for tile in tiles(bks):
                 fz.GEMM_TILES[name] = tile
                 row = {"shape": label, "kernel": name, "tile": tile}
                 try:
@@ -91,8 +97,13 @@ def truths(best, repeats):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--bk", type=int, action="append", help="the head dim's step (default: 8 and 16)")
+    ap.add_argument("--shape", action="append", choices=tuple(SHAPES), help="default: all")
+    ap.add_argument("--no-truth", action="store_true", help="the kernels alone, not the whole truth after them")
     a = ap.parse_args()
-    truths(kernels(a.repeats), 2)
+    best = kernels(a.repeats, tuple(a.bk or (8, 16)), tuple(a.shape or SHAPES))
+    if not a.no_truth:
+        truths(best, 2)
 
 
 if __name__ == "__main__":

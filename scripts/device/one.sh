@@ -89,9 +89,15 @@
 #        committed fused kernels (~120 s)
 #   R31: carry .device/fa3.tar.xz: the 40-example fa3 gpu campaign of R24 again, judged by the truth with the
 #        specialised kernels (~100 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R31
+# Wave 2, stop 16 (2026-12-01):
+#   R33: carry .device/fa3.tar.xz .device/tilelang.tar.xz: HEAD (fused GEMMs from 2^26 scores, K's shift copy built
+#        only when used): GPU oracle tests beside the TileLang warm-up, the bench 16k..128k (3 truth calls), a 128k
+#        profile, R31's fa3 campaign (its truth time), tilelang-det's gpu campaign in one process under cProfile
+#        (R26's 66 ms per case of unattributed "search" time, ten times the fa3 campaign's), the fused GEMM
+#        kernels with the head dim taken 32 at a time (R23/R29 swept 8 and 16) (~520 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R33
 set -o pipefail
-call=${1:?R1|R2|...|R31}
+call=${1:?R1|R2|...|R33}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -389,6 +395,41 @@ print(c['status'], c['examples'], c['elapsed_s'], json.dumps(c['timing']['phases
 " $R/fa3/report.json $R/fa3-timing.json
   rm -rf $R/fa3/*.html $R/fa3/runs/*/report.* $R/fa3/report.json $R/fa3/latest
   tail -12 $L/fa3-gpu.log ;;
-*) echo "call: allowed R1..R31"; exit 2 ;;
+R33)  # HEAD: tests, bench, the fa3 campaign's truth time, tilelang-det under cProfile, 128k profile, BK=32 tiles
+  ( timeout 200 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
+    stamp "tilelang warm exit $?" ) &
+  timeout 100 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  lanes_done
+  timeout 150 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
+    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  timed_run fa3-gpu 0 150 -k fa3 -p gpu --max-examples 40 --time-budget 120 --shrink-budget 20 --out $R/fa3 --db none
+  python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))['campaigns'][0]
+json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing')}, open(sys.argv[2], 'w'), indent=1)
+print(c['status'], c['examples'], c['elapsed_s'], json.dumps(c['timing']['phases_s']))
+" $R/fa3/report.json $R/fa3-timing.json
+  rm -rf $R/fa3
+  timeout 100 python3 -m cProfile -o $R/tl.prof -m difftest run -k tilelang-det -p gpu --device cuda --no-isolate \
+    --max-examples 60 --time-budget 45 --shrink-budget 10 --out $R/tl --db none > $L/tl.log 2>&1
+  stamp "tilelang-det under cProfile exit $?"
+  python3 -c "
+import pstats, sys
+st = pstats.Stats(sys.argv[1], stream=open(sys.argv[2], 'w'))
+st.sort_stats('cumulative').print_stats(60); st.sort_stats('tottime').print_stats(40)
+" $R/tl.prof $R/tl-prof.txt
+  rm -rf $R/tl/runs $R/tl/*.html
+  timeout 60 python3 scripts/device/oracle_profile.py --seqlen 131072 > $L/oracle-profile-128k.log 2>&1
+  stamp "oracle profile 128k exit $?"
+  timeout 80 python3 scripts/device/fused_gemm_tiles.py --bk 32 --shape 64k --no-truth > $R/tiles.jsonl 2> $L/tiles.err
+  stamp "BK=32 tile sweep exit $?"
+  tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md; tail -16 $L/tl.log; cat $R/tiles.jsonl | cut -c1-200
+  grep -v "^-" $L/oracle-profile-128k.log | head -24 | cut -c1-75,150-200
+  grep -A 45 "cumulative" $R/tl-prof.txt | head -60 | cut -c1-160 ;;
+*) echo "call: allowed R1..R33"; exit 2 ;;
 esac
 finish
