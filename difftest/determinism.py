@@ -17,8 +17,9 @@ from .vocab import Gate
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    """Integer view (NaN-safe bitwise comparison)."""
-    t = t.detach().cpu().contiguous()
+    """Integer view (NaN-safe bitwise comparison), on t's own device: a host copy of every
+    output of every run cost a CUDA case ~50 ms (results/h200/phase11.md, R33's profile)."""
+    t = t.detach().contiguous()
     itype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
     return t.view(itype)
 
@@ -36,15 +37,15 @@ def determinism_verdicts(problem, runs: list, claimed: bool = True) -> list[Verd
         n_rows = used_rows(problem, name)
         base = t0 if name == "dsink" else t0[:n_rows]
         b0 = _bits(base)
-        differ = torch.zeros(b0.shape, dtype=torch.bool)
+        differ = torch.zeros(b0.shape, dtype=torch.bool, device=b0.device)
         max_diff = 0.0
         for other in runs[1:]:
             t = other.get(name)
-            t = t if name == "dsink" else t[:n_rows]
+            t = (t if name == "dsink" else t[:n_rows]).to(b0.device)
             d = _bits(t) != b0
             differ |= d
-            if d.any():
-                a, b = t.detach().cpu().double()[d], base.detach().cpu().double()[d]
+            if d.any():  # a host read of one bool; only differing elements are read back
+                a, b = t.detach()[d].double(), base.detach()[d].double()
                 max_diff = max(max_diff, float(torch.nan_to_num((a - b).abs(), nan=float("inf")).max()))
         n = int(differ.sum())
         msg = (f"{name}: determinism {'FAILED' if n else 'ok'}: {n} of {differ.numel()} elements differ "
