@@ -187,7 +187,18 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
     device = config.device or cap.device
     with phase("inputs"):
         inputs = make_inputs(problem, device)
-    result = CaseResult(kernel.name, problem, Status.PASSED, input_digest=inputs.digest())
+        digest = inputs.digest_later()  # hashed beside the case, waited for at its end
+    result = CaseResult(kernel.name, problem, Status.PASSED)
+    try:
+        return _run(kernel, problem, config, inputs, result, device, t0)
+    finally:
+        result.input_digest = digest()
+
+
+def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, result: CaseResult, device,
+         t0: float) -> CaseResult:
+    """run_case after its inputs: the kernel's runs, the references, the gates."""
+    cap = kernel.capability
     poison = config.poison and cap.poison
     runs = config.determinism_runs if config.determinism_runs is not None else (2 if cap.deterministic else 1)
     runs = max(1, runs)

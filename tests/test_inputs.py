@@ -58,6 +58,18 @@ def test_inputs_are_byte_identical_in_another_process():
     assert len({f["digest"] for f in here}) == len(PROBLEMS)
 
 
+def test_the_digest_is_of_the_inputs_as_drawn_even_if_they_are_written_before_it_is_read():
+    """digest_later copies the bytes at once and hashes them beside the case (runner.run_case):
+    a kernel that writes into its inputs must not change the recorded digest."""
+    p = PROBLEMS[1]
+    x = make_inputs(p)
+    want = _fingerprint(x)["digest"]
+    pending = x.digest_later()
+    x.q.fill_(7.0)
+    x.sink.zero_()
+    assert pending() == want != x.digest()
+
+
 def test_same_problem_same_bytes_different_seed_different_bytes():
     p = PROBLEMS[0]
     a, b = make_inputs(p), make_inputs(p)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from difftest import Problem
+from difftest.inputs import make_inputs
 from difftest.isolation import close_all
 from difftest.runner import RunConfig, run_case
 from tests.kernels_for_tests import (
@@ -42,6 +43,7 @@ def test_outside_capability_is_skipped_with_reason():
 def test_kernel_exception_is_an_error_case():
     r = run_case(RaisesOnCausal(), P.replace(causal=True))
     assert r.status == "error" and "illegal memory access" in r.reason and r.failed
+    assert r.input_digest == make_inputs(P.replace(causal=True)).digest()  # an error case still names its bytes
     assert run_case(RaisesOnCausal(), P).status == "passed"
 
 
@@ -49,6 +51,7 @@ def test_crash_in_isolated_worker_costs_one_case():
     cfg = RunConfig(isolate=True, timeout_s=120)
     r = run_case(CrashOnLongQ(), P.replace(seqlen_q=30), cfg)
     assert r.status == "error" and "died" in r.reason and r.error_type == "KernelCrashed"
+    assert r.input_digest == make_inputs(P.replace(seqlen_q=30)).digest()
     # the next case gets a fresh worker and passes
     assert run_case(CrashOnLongQ(), P, cfg).status == "passed"
 
