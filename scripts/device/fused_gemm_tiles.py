@@ -38,7 +38,7 @@ def _operands(h, m, w, d=128):
     return q, k, shift, delta, inv
 
 
-def kernels(repeats, bks=(8, 16), shapes=tuple(SHAPES)):
+def kernels(repeats, bks=(8, 16), shapes=tuple(SHAPES), names=("scores_exp", "dp_ds")):
     best = {}
     for label in shapes:
         h, m, w = SHAPES[label]
@@ -54,7 +54,7 @@ def kernels(repeats, bks=(8, 16), shapes=tuple(SHAPES)):
                                               repeats) - copy
         s = None  # freed before the kernels run
         print(json.dumps(base), flush=True)
-        for name in ("scores_exp", "dp_ds"):
+        for name in names:
             committed = dict(fz.GEMM_TILES[name])
             for tile in tiles(bks):
                 fz.GEMM_TILES[name] = tile
@@ -78,9 +78,9 @@ def kernels(repeats, bks=(8, 16), shapes=tuple(SHAPES)):
     return {n: t for n, (t, _) in best.items()}
 
 
-def truths(best, repeats):
+def truths(best, repeats, seqlens=(16384, 65536)):
     committed = {n: dict(t) for n, t in fz.GEMM_TILES.items()}
-    for s in (16384, 65536):
+    for s in seqlens:
         p = Problem(seqlen_q=s, seqlen_k=s, heads_q=8, heads_kv=8, head_dim_qk=128, head_dim_v=128,
                     dtype="bfloat16", causal=True).validate()
         x = make_inputs(p, "cuda")
@@ -99,11 +99,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--bk", type=int, action="append", help="the head dim's step (default: 8 and 16)")
     ap.add_argument("--shape", action="append", choices=tuple(SHAPES), help="default: all")
+    ap.add_argument("--kernel", action="append", choices=("scores_exp", "dp_ds"), help="default: both")
     ap.add_argument("--no-truth", action="store_true", help="the kernels alone, not the whole truth after them")
+    ap.add_argument("--truth-seqlen", type=int, action="append", help="the whole truth's lengths (16k and 64k)")
     a = ap.parse_args()
-    best = kernels(a.repeats, tuple(a.bk or (8, 16)), tuple(a.shape or SHAPES))
+    names = tuple(a.kernel or ("scores_exp", "dp_ds"))
+    best = kernels(a.repeats, tuple(a.bk or (8, 16)), tuple(a.shape or SHAPES), names)
     if not a.no_truth:
-        truths(best, 2)
+        truths(best, a.repeats, tuple(a.truth_seqlen or (16384, 65536)))
 
 
 if __name__ == "__main__":

@@ -95,9 +95,13 @@
 #        profile, R31's fa3 campaign (its truth time), tilelang-det's gpu campaign in one process under cProfile
 #        (R26's 66 ms per case of unattributed "search" time, ten times the fa3 campaign's), the fused GEMM
 #        kernels with the head dim taken 32 at a time (R23/R29 swept 8 and 16) (~520 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R33
+#   R34: carry .device/fa3.tar.xz .device/tilelang.tar.xz: after the determinism gate compares on the device and the
+#        input digest hashes on a thread: R26's tilelang-det campaign (every configuration built first) and R33's fa3
+#        campaign, their time splits; beside the TileLang warm-up, dp_ds's BK=32 tiles and the whole truth at 16k,
+#        64k and 128k with the best of them against the committed tile; the bench again (run-to-run spread) (~330 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R34
 set -o pipefail
-call=${1:?R1|R2|...|R33}
+call=${1:?R1|R2|...|R34}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -430,6 +434,34 @@ st.sort_stats('cumulative').print_stats(60); st.sort_stats('tottime').print_stat
   tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md; tail -16 $L/tl.log; cat $R/tiles.jsonl | cut -c1-200
   grep -v "^-" $L/oracle-profile-128k.log | head -24 | cut -c1-75,150-200
   grep -A 45 "cumulative" $R/tl-prof.txt | head -60 | cut -c1-160 ;;
-*) echo "call: allowed R1..R33"; exit 2 ;;
+R34)  # the device-side determinism gate and the threaded digest: campaigns' time splits; dp_ds at BK=32; bench again
+  ( timeout 200 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
+    stamp "tilelang warm exit $?" ) &
+  timeout 120 python3 scripts/device/fused_gemm_tiles.py --bk 32 --kernel dp_ds --shape 64k --truth-seqlen 16384 \
+    --truth-seqlen 65536 --truth-seqlen 131072 > $R/tiles.jsonl 2> $L/tiles.err
+  stamp "dp_ds BK=32 tiles and truths exit $?"
+  lanes_done
+  timeout 160 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 130 \
+    --shrink-budget 20 --out $R/overhead --db none > $L/overhead.log 2>&1
+  stamp "tilelang-det campaign exit $?"
+  timed_run fa3-gpu 0 150 -k fa3 -p gpu --max-examples 40 --time-budget 120 --shrink-budget 20 --out $R/fa3 --db none
+  for c in overhead fa3; do python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))['campaigns'][0]; t = c['timing']
+json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing', 'compile_reuse')},
+          open(sys.argv[2], 'w'), indent=1)
+print(c['kernel'], c['status'], c['examples'], 'cases', c['elapsed_s'], 's; overhead', round(t['overhead_s'], 1), 's =',
+      round(100 * t['overhead_share'], 1), '% of', round(t['wall_s'], 1), 's')
+for n, v in sorted(t['phases_s'].items(), key=lambda kv: -kv[1]): print(' ', n, round(v, 2))
+print('compile reuse', json.dumps(c.get('compile_reuse')))
+" $R/$c/report.json $R/$c-timing.json; done
+  rm -rf $R/overhead $R/fa3
+  timeout 150 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
+    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  grep -v '"tile"' $R/tiles.jsonl | cut -c1-250; sort -t: -k5 $R/tiles.jsonl | grep '"tile"' | head -4 | cut -c1-200
+  cat $R/oracle.md; tail -3 $L/warm.log ;;
+*) echo "call: allowed R1..R34"; exit 2 ;;
 esac
 finish
