@@ -99,9 +99,13 @@
 #        input digest hashes on a thread: R26's tilelang-det campaign (every configuration built first) and R33's fa3
 #        campaign, their time splits; beside the TileLang warm-up, dp_ds's BK=32 tiles and the whole truth at 16k,
 #        64k and 128k with the best of them against the committed tile; the bench again (run-to-run spread) (~330 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R34
+#   R35: carry .device/fa3.tar.xz .device/tilelang.tar.xz .device/old_oracles (R29's tree's oracles, 7476208):
+#        scripts/device/truth_versions.py, HEAD's truth and R29's called alternately in one process (R33/R34's
+#        bench put HEAD 3-4% above R29 at every length); then every GPU-marked test (R27's command) beside the
+#        dq-nondeterministic-order mutant on CUDA (the determinism gate now compares on the device) (~380 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R35
 set -o pipefail
-call=${1:?R1|R2|...|R34}
+call=${1:?R1|R2|...|R35}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -462,6 +466,18 @@ print('compile reuse', json.dumps(c.get('compile_reuse')))
   stamp "oracle bench exit $?"
   grep -v '"tile"' $R/tiles.jsonl | cut -c1-250; sort -t: -k5 $R/tiles.jsonl | grep '"tile"' | head -4 | cut -c1-200
   cat $R/oracle.md; tail -3 $L/warm.log ;;
-*) echo "call: allowed R1..R34"; exit 2 ;;
+R35)  # HEAD's truth beside R29's in one process; every GPU-marked test; the nondeterminism mutant on CUDA
+  timeout 150 python3 scripts/device/truth_versions.py --other .device/old_oracles > $R/versions.jsonl 2> $L/versions.err
+  stamp "truth versions exit $?"
+  ( timeout 200 python3 -m difftest mutants -p gpu --device cuda --no-grid --per-mutant-budget 40 --shrink-budget 8 \
+      --only dq-nondeterministic-order --out $R/mutants-gpu-cuda.md --out-dir $R/mutants > $L/mutants.log 2>&1
+    stamp "mutants exit $?" ) &
+  DIFFTEST_GPU_CAMPAIGN_SECONDS=25 timeout 400 python3 -m pytest -q -p no:randomly -m gpu -n 4 -rfEs tests/ \
+    > $L/pytest-gpu.log 2>&1
+  stamp "GPU tests exit $?"
+  lanes_done
+  cut -c1-400 $R/versions.jsonl; tail -3 $L/versions.err; cat $R/mutants-gpu-cuda.md | head -30
+  grep -E "^(FAILED|ERROR)|passed|failed" $L/pytest-gpu.log | tail -25 ;;
+*) echo "call: allowed R1..R35"; exit 2 ;;
 esac
 finish
