@@ -103,9 +103,11 @@
 #        scripts/device/truth_versions.py, HEAD's truth and R29's called alternately in one process (R33/R34's
 #        bench put HEAD 3-4% above R29 at every length); then every GPU-marked test (R27's command) beside the
 #        dq-nondeterministic-order mutant on CUDA (the determinism gate now compares on the device) (~380 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R35
+#   R36: carry nothing: scripts/device/long_gemms.py, the truth's four long float64 GEMMs in other orientations and
+#        under cuBLAS and cuBLASLt at the 64k and 128k chunk widths, then the 64k truth under each library (~120 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R36
 set -o pipefail
-call=${1:?R1|R2|...|R35}
+call=${1:?R1|R2|...|R36}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -478,6 +480,10 @@ R35)  # HEAD's truth beside R29's in one process; every GPU-marked test; the non
   lanes_done
   cut -c1-400 $R/versions.jsonl; tail -3 $L/versions.err; cat $R/mutants-gpu-cuda.md | head -30
   grep -E "^(FAILED|ERROR)|passed|failed" $L/pytest-gpu.log | tail -25 ;;
-*) echo "call: allowed R1..R35"; exit 2 ;;
+R36)  # the long float64 GEMMs' orientations and BLAS libraries; the truth under each library
+  timeout 200 python3 scripts/device/long_gemms.py --truth 65536 > $R/long_gemms.jsonl 2> $L/long_gemms.err
+  stamp "long GEMMs exit $?"
+  cut -c1-300 $R/long_gemms.jsonl; tail -3 $L/long_gemms.err ;;
+*) echo "call: allowed R1..R36"; exit 2 ;;
 esac
 finish
