@@ -229,7 +229,6 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         vh = x.v[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
         dkh = torch.zeros_like(kh)
         khn = None
-        k1 = []  # [K, 1, 0...] for the shift inside cuBLAS's Q K^T, built by the first chunk that takes that path
         if precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False) and sk:  # see _shift_bound
             khn = kh.norm(dim=-1)  # [Hkv, sk]
         dvh = torch.zeros_like(vh)
@@ -256,10 +255,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 m_safe = m
             elif m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
                 qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
-                if not k1:  # (the fused GEMMs never need it: 1.1 GB at 128k)
-                    k1.append(torch.cat([kh, kh.new_ones(Hkv, sk, 1), kh.new_zeros(Hkv, sk, SHIFT_PAD - 1)], -1))
-                s = torch.bmm(qa, k1[0][:, lo:hi].transpose(1, 2)).view(Hkv, c, G, w)
-                del qa
+                # [K, 1, 0...] for this band only: a copy of K for the whole sequence stayed alive
+                # through every chunk, 1.1 GB at 128k, while the fused GEMMs, which take most chunks, never read it
+                k1 = torch.cat([kb, kb.new_ones(Hkv, w, 1), kb.new_zeros(Hkv, w, SHIFT_PAD - 1)], -1)
+                s = torch.bmm(qa, k1.transpose(1, 2)).view(Hkv, c, G, w)
+                del qa, k1
                 _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
                 m_safe = m
                 total = _fused_call(fz, fused_passes, "exp_rowsum_", s) if fused else FAILED
@@ -478,7 +478,9 @@ FUSED_GEMMS = True
 # (R24), 10.9 s with Triton's cache warm from it (R32). Over R31's 339 problems, 18
 # specialisations at 2**20 (3 before the strides were specialised) and 2 at 2**26
 # (scripts/fused_gemm_variants.py); the bench's causal 32k..128k truths keep over 99% of their
-# scores in the fused GEMMs (16k: 79%).
+# scores in the fused GEMMs (16k: 79%). At 2**26 the same campaign's truth took 7.4 s (R33, R34:
+# 352 cases each), and the bench's truths equal R29's at 2**20 within 2%, called alternately in one
+# process (R35, results/h200/phase11.md).
 FUSED_GEMM_MIN_SCORES = 2**26
 _FUSED = {}  # the imported module, or None where Triton does not import
 

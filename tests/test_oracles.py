@@ -674,6 +674,33 @@ def test_the_cuda_configuration_reads_the_host_once_per_sequence_not_per_chunk(m
     assert max(max_err(Outputs(dq=dense.dq, dk=dense.dk), Outputs(dq=out.dq, dk=out.dk)).values()) < 1e-13
 
 
+def test_the_shift_columns_copy_only_the_chunk_s_band_of_k(monkeypatch):
+    """The shift inside cuBLAS's Q K^T appends [1, 0...] columns to K. Built for the whole
+    sequence it stayed alive through every chunk (1.1 GB at 128k on the H200, where the fused
+    GEMMs take nearly every chunk and never read it); now each chunk that takes the path
+    builds it for its own band of keys, and the values are unchanged."""
+    import difftest.oracles.chunked as chunked
+
+    p = Problem(seqlen_q=96, seqlen_k=96, heads_q=2, heads_kv=2, causal=True, head_dim_qk=16, head_dim_v=16)
+    x = make_inputs(p)
+    plain = chunked_reference(x, "float64", chunk=16)
+    monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", True)
+    widest, cat = [], torch.cat
+
+    def watched(ts, dim=0, **k):
+        out = cat(ts, dim, **k)
+        if out.dim() == 3 and out.shape[-1] == 16 + chunked.SHIFT_PAD and bool((ts[1] == 1).all()):  # [K, 1, 0...]
+            widest.append(out.shape[1])
+        return out
+
+    monkeypatch.setattr(torch, "cat", watched)
+    shifted = chunked_reference(x, "float64", chunk=16)
+    bands = [hi - lo for _, _, lo, hi in chunk_plan(p, 96, 96, 10**9, 16)]
+    assert widest and max(widest) <= max(bands) and widest != [96]
+    assert sorted(widest) == sorted(b for b in bands if b)  # one copy per chunk, each its band
+    assert max(max_err(plain, shifted).values()) < 1e-13
+
+
 def test_masked_chunks_keep_between_min_and_max_skip_rows():
     """A masked problem's chunks follow its mask (at least SKIP_CHUNKS per sequence) but
     stop growing at MAX_SKIP_ROWS rows: on the H200 larger chunks only widened the band
