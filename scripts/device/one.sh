@@ -105,9 +105,10 @@
 #        dq-nondeterministic-order mutant on CUDA (the determinism gate now compares on the device) (~380 s)
 #   R36: carry nothing: scripts/device/long_gemms.py, the truth's four long float64 GEMMs in other orientations and
 #        under cuBLAS and cuBLASLt at the 64k and 128k chunk widths, then the 64k truth under each library (~120 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R36
+#   R37: carry .device/fa3.tar.xz: after the shift columns are built per chunk band: GPU oracle tests, the bench (~150 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R37
 set -o pipefail
-call=${1:?R1|R2|...|R36}
+call=${1:?R1|R2|...|R37}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -484,6 +485,15 @@ R36)  # the long float64 GEMMs' orientations and BLAS libraries; the truth under
   timeout 200 python3 scripts/device/long_gemms.py --truth 65536 > $R/long_gemms.jsonl 2> $L/long_gemms.err
   stamp "long GEMMs exit $?"
   cut -c1-300 $R/long_gemms.jsonl; tail -3 $L/long_gemms.err ;;
-*) echo "call: allowed R1..R36"; exit 2 ;;
+R37)  # the committed truth once more: GPU oracle tests and the bench
+  timeout 100 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  timeout 150 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
+    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md ;;
+*) echo "call: allowed R1..R37"; exit 2 ;;
 esac
 finish
