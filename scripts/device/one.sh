@@ -106,9 +106,11 @@
 #   R36: carry nothing: scripts/device/long_gemms.py, the truth's four long float64 GEMMs in other orientations and
 #        under cuBLAS and cuBLASLt at the 64k and 128k chunk widths, then the 64k truth under each library (~120 s)
 #   R37: carry .device/fa3.tar.xz: after the shift columns are built per chunk band: GPU oracle tests, the bench (~150 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R37
+#   R38: carry .device/fa4.tar.xz: phase 8's R8 fa4 gpu campaign (200 examples, narrowed away from FA4's findings)
+#        after the device-side determinism gate and the threaded digest, for its time split (issue 12.2) (~300 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R38
 set -o pipefail
-call=${1:?R1|R2|...|R37}
+call=${1:?R1|R2|...|R38}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -494,6 +496,22 @@ R37)  # the committed truth once more: GPU oracle tests and the bench
     --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
   stamp "oracle bench exit $?"
   tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md ;;
-*) echo "call: allowed R1..R37"; exit 2 ;;
+R38)  # the fa4 gpu campaign of R8 on the current engine
+  D=24,32,56,64,96,128,160,192,224,256
+  timed_run fa4 0 380 -k fa4 -p gpu --max-examples 200 --time-budget 340 --shrink-budget 20 --out $R/fa4 --db none \
+    --narrow head_dims_qk=$D --narrow head_dims_v=$D --narrow equal_head_dims=true --narrow sinks=false
+  python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))['campaigns'][0]; t = c['timing']
+json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing', 'compile_reuse')},
+          open(sys.argv[2], 'w'), indent=1)
+print(c['kernel'], c['status'], c['examples'], 'cases', c['elapsed_s'], 's; overhead', round(t['overhead_s'], 1), 's =',
+      round(100 * t['overhead_share'], 1), '% of', round(t['wall_s'], 1), 's')
+for n, v in sorted(t['phases_s'].items(), key=lambda kv: -kv[1]): print(' ', n, round(v, 2))
+print('compile reuse', json.dumps(c.get('compile_reuse')))
+" $R/fa4/report.json $R/fa4-timing.json
+  grep -E "^fa4 " $L/fa4.log | head -8
+  rm -rf $R/fa4 ;;
+*) echo "call: allowed R1..R38"; exit 2 ;;
 esac
 finish
