@@ -700,6 +700,49 @@ def test_the_shift_columns_copy_only_the_chunk_s_band_of_k(monkeypatch):
     assert max(max_err(plain, shifted).values()) < 1e-13
 
 
+def _sequence_alone(x: Inputs, b: int) -> Inputs:
+    """Sequence ``b`` of ``x`` as a problem of its own (same values)."""
+    p = x.problem
+    q0, q1, k0, k1 = p.cu_seqlens_q[b], p.cu_seqlens_q[b + 1], p.cu_seqlens_k[b], p.cu_seqlens_k[b + 1]
+    one = p.replace(batch=1, seqlen_q=(q1 - q0,), seqlen_k=(k1 - k0,)).validate()  # varlen: a length may be 0
+    return Inputs(problem=one, q=x.q[q0:q1], k=x.k[k0:k1], v=x.v[k0:k1], do=x.do[q0:q1], sink=x.sink,
+                  cu_seqlens_q=torch.tensor([0, q1 - q0], dtype=torch.int32),
+                  cu_seqlens_k=torch.tensor([0, k1 - k0], dtype=torch.int32))
+
+
+@pytest.mark.parametrize("cuda_like", [False, True])
+def test_sequences_of_equal_lengths_are_walked_together_and_each_equals_itself_alone(cuda_like, monkeypatch):
+    """The truth stacks the sequences of each distinct (seqlen_q, seqlen_k) along the heads and
+    walks their chunks together (one chunk plan per distinct pair, not per sequence: each chunk
+    is ~40 launches on a GPU). Every output row, dSink and every magnitude equals what the
+    sequences give one at a time, here with repeated, interleaved and empty lengths, GQA,
+    sinks, a causal window, and the CUDA configuration forced on or off."""
+    import difftest.oracles.chunked as chunked
+
+    p = Problem(batch=5, seqlen_q=(5, 3, 5, 0, 3), seqlen_k=(6, 4, 6, 2, 4), heads_q=4, heads_kv=2, causal=True,
+                window_left=3, sinks=True, head_dim_qk=8, head_dim_v=8, dtype="bfloat16").validate()
+    x = make_inputs(p)
+    monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", cuda_like)
+    monkeypatch.setitem(chunked.SPLIT_TERMS, "cpu", cuda_like)
+    plans, real = [], chunked.chunk_plan
+    monkeypatch.setattr(chunked, "chunk_plan", lambda *a, **k: plans.append(a[1:3]) or real(*a, **k))
+    whole = chunked_reference(x, "float64", chunk=2, magnitudes=True)
+    assert sorted(plans) == [(3, 4), (5, 6)]
+    alone = [chunked_reference(_sequence_alone(x, b), "float64", chunk=2, magnitudes=True) for b in range(p.batch)]
+    cq, ck = p.cu_seqlens_q, p.cu_seqlens_k
+    for n, cu in (("o", cq), ("lse", cq), ("dq", cq), ("dk", ck), ("dv", ck)):
+        got = whole.get(n)
+        for b, one in enumerate(alone):
+            part = got[cu[b]:cu[b + 1]]
+            assert torch.allclose(part, one.get(n), rtol=1e-13, atol=1e-15, equal_nan=True), (n, b)
+    assert torch.allclose(whole.dsink, sum(one.dsink for one in alone), rtol=1e-6, atol=1e-9)
+    for n in ("o", "dq", "dk", "dv"):
+        assert whole.magnitude[n] == pytest.approx(max(one.magnitude[n] for one in alone), rel=1e-12)
+    # dSink's terms add up over the sequences before their largest is taken
+    each = [one.magnitude["dsink"] for one in alone]
+    assert max(each) * (1 - 1e-12) <= whole.magnitude["dsink"] <= sum(each) * (1 + 1e-12)
+
+
 def test_masked_chunks_keep_between_min_and_max_skip_rows():
     """A masked problem's chunks follow its mask (at least SKIP_CHUNKS per sequence) but
     stop growing at MAX_SKIP_ROWS rows: on the H200 larger chunks only widened the band
