@@ -108,9 +108,11 @@
 #   R37: carry .device/fa3.tar.xz: after the shift columns are built per chunk band: GPU oracle tests, the bench (~150 s)
 #   R38: carry .device/fa4.tar.xz: phase 8's R8 fa4 gpu campaign (200 examples, narrowed away from FA4's findings)
 #        after the device-side determinism gate and the threaded digest, for its time split (issue 12.2) (~300 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R38
+#   R39: carry .device/fa3.tar.xz .device/tilelang.tar.xz: after the truth walks equal-length sequences together: GPU oracle tests beside
+#        the TileLang warm-up, R34's tilelang-det campaign (its truth per case), the bench (~220 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R39
 set -o pipefail
-call=${1:?R1|R2|...|R38}
+call=${1:?R1|R2|...|R39}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -512,6 +514,31 @@ print('compile reuse', json.dumps(c.get('compile_reuse')))
 " $R/fa4/report.json $R/fa4-timing.json
   grep -E "^fa4 " $L/fa4.log | head -8
   rm -rf $R/fa4 ;;
-*) echo "call: allowed R1..R38"; exit 2 ;;
+R39)  # the truth walking equal lengths together: GPU tests, tilelang-det's time split, the bench
+  ( timeout 150 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
+    stamp "tilelang warm exit $?" ) &
+  timeout 100 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
+    > $L/pytest-oracles-gpu.log 2>&1
+  stamp "GPU oracle tests exit $?"
+  lanes_done
+  timeout 100 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 60 \
+    --shrink-budget 10 --out $R/overhead --db none > $L/overhead.log 2>&1
+  stamp "tilelang-det campaign exit $?"
+  python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))['campaigns'][0]; t = c['timing']
+json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing', 'compile_reuse')},
+          open(sys.argv[2], 'w'), indent=1)
+print(c['kernel'], c['status'], c['examples'], 'cases', c['elapsed_s'], 's; overhead', round(t['overhead_s'], 1), 's =',
+      round(100 * t['overhead_share'], 1), '% of', round(t['wall_s'], 1), 's')
+for n, v in sorted(t['phases_s'].items(), key=lambda kv: -kv[1]): print(' ', n, round(v, 2))
+" $R/overhead/report.json $R/overhead-timing.json
+  rm -rf $R/overhead
+  timeout 100 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
+    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md ;;
+*) echo "call: allowed R1..R39"; exit 2 ;;
 esac
 finish
