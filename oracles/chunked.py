@@ -218,40 +218,29 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     mag = {n: zero for n in ("o", "dq", "dk", "dv", "dsink")} if magnitudes else None
     dsink_terms = None if sink is None or mag is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
 
-    # Sequences of equal lengths share their chunk plan, masks and shift decisions, so they are
-    # stacked along the heads and walked together: the chunk loop runs once per distinct
-    # (seqlen_q, seqlen_k), not once per sequence. On a GPU a chunk costs ~40 kernel launches
-    # whatever its size, and a drawn batch holds ~7 sequences of ~3.6 distinct lengths.
-    groups = {}
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
-        if sq:
-            groups.setdefault((sq, sk), []).append(b)
-    for (sq, sk), seqs in groups.items():
-        nb = len(seqs)
-        Hb = nb * Hkv  # the batched GEMMs' batch: sequence-major, then key/value head
-        q0s = [p.cu_seqlens_q[b] for b in seqs]
-        k0s = [p.cu_seqlens_k[b] for b in seqs]
-        # [Hb, rows, G, dim]: a chunk of rows is then a [Hb, rows x G, dim] view
-        qh = torch.cat([x.q[q0:q0 + sq].view(sq, Hkv, G, D).permute(1, 0, 2, 3) for q0 in q0s])
-        doh = torch.cat([x.do[q0:q0 + sq].view(sq, Hkv, G, Dv).permute(1, 0, 2, 3) for q0 in q0s])
-        kh = torch.cat([x.k[k0:k0 + sk].permute(1, 0, 2) for k0 in k0s])  # [Hb, sk, D]
-        vh = torch.cat([x.v[k0:k0 + sk].permute(1, 0, 2) for k0 in k0s])  # [Hb, sk, Dv]
-        sink_b = None if sink is None else sink.repeat(nb, 1, 1)  # [Hb, 1, G]
-        first_rows = torch.tensor(q0s, device=dev).view(nb, 1) if nb > 1 else None
+        q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
+        if sq == 0:
+            continue
+        # [Hkv, rows, G, dim]: a chunk of rows is then a [Hkv, rows x G, dim] view
+        qh = x.q[q0:q0 + sq].view(sq, Hkv, G, D).permute(1, 0, 2, 3).contiguous()
+        doh = x.do[q0:q0 + sq].view(sq, Hkv, G, Dv).permute(1, 0, 2, 3).contiguous()
+        kh = x.k[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, D]
+        vh = x.v[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
         dkh = torch.zeros_like(kh)
         khn = None
         if precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False) and sk:  # see _shift_bound
-            khn = kh.norm(dim=-1)  # [Hb, sk]
+            khn = kh.norm(dim=-1)  # [Hkv, sk]
         dvh = torch.zeros_like(vh)
         if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
             kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
             dk_terms, dv_terms = torch.zeros_like(kabs, dtype=acc_dt), torch.zeros_like(vabs, dtype=acc_dt)
-        plan = chunk_plan(p, sq, sk, max(1, budget // nb), chunk, skip_masked)  # nb sequences a chunk
-        shifts = _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink_b) if khn is not None else [None] * len(plan)
+        plan = chunk_plan(p, sq, sk, budget, chunk, skip_masked)
+        shifts = _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) if khn is not None else [None] * len(plan)
         for (r0, r1, lo, hi), m in zip(plan, shifts):
             c, w = r1 - r0, hi - lo
-            qc = qh[:, r0:r1].reshape(Hb, c * G, D)
-            doc = doh[:, r0:r1].reshape(Hb, c * G, Dv)
+            qc = qh[:, r0:r1].reshape(Hkv, c * G, D)
+            doc = doh[:, r0:r1].reshape(Hkv, c * G, Dv)
             kb, vb = kh[:, lo:hi], vh[:, lo:hi]
             fused = (fz is not None and (fused_passes or not _FUSED.get("failed")) and w > 0
                      and Hkv * c * G * w >= FUSED_MIN_SCORES)
@@ -262,14 +251,14 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 fused = gemm is not FAILED
             if gemm is not FAILED:
                 e, total = gemm
-                total = total.view(Hb, c, G)
+                total = total.view(Hkv, c, G)
                 m_safe = m
             elif m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
-                qa = torch.cat([qc * scale, -m.view(Hb, c * G, 1), qc.new_zeros(Hb, c * G, SHIFT_PAD - 1)], -1)
+                qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
                 # [K, 1, 0...] for this band only: a copy of K for the whole sequence stayed alive
                 # through every chunk, 1.1 GB at 128k, while the fused GEMMs, which take most chunks, never read it
-                k1 = torch.cat([kb, kb.new_ones(Hb, w, 1), kb.new_zeros(Hb, w, SHIFT_PAD - 1)], -1)
-                s = torch.bmm(qa, k1.transpose(1, 2)).view(Hb, c, G, w)
+                k1 = torch.cat([kb, kb.new_ones(Hkv, w, 1), kb.new_zeros(Hkv, w, SHIFT_PAD - 1)], -1)
+                s = torch.bmm(qa, k1.transpose(1, 2)).view(Hkv, c, G, w)
                 del qa, k1
                 _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
                 m_safe = m
@@ -280,14 +269,14 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             else:
                 if w:
                     # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
-                    s = torch.bmm(qc * scale, kb.transpose(1, 2)).view(Hb, c, G, w)
+                    s = torch.bmm(qc * scale, kb.transpose(1, 2)).view(Hkv, c, G, w)
                     _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
-                    m = s.amax(dim=-1)  # [Hb, c, G]
+                    m = s.amax(dim=-1)  # [Hkv, c, G]
                 else:
-                    s = torch.empty(Hb, c, G, 0, dtype=dt, device=dev)
-                    m = torch.full((Hb, c, G), float("-inf"), dtype=dt, device=dev)
-                if sink_b is not None:
-                    m = torch.maximum(m, sink_b)
+                    s = torch.empty(Hkv, c, G, 0, dtype=dt, device=dev)
+                    m = torch.full((Hkv, c, G), float("-inf"), dtype=dt, device=dev)
+                if sink is not None:
+                    m = torch.maximum(m, sink)
                 m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
                 total = _fused_call(fz, fused_passes, "exp_rowsum_", s, m_safe) if fused else FAILED
                 fused = total is not FAILED
@@ -295,8 +284,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 del s
             if not fused:
                 total = e.sum(dim=-1)
-            if sink_b is not None:
-                total = total + torch.exp(sink_b - m_safe)
+            if sink is not None:
+                total = total + torch.exp(sink - m_safe)
             row_lse = m_safe + torch.log(total)  # -inf where the row sees nothing
             seen = torch.isfinite(row_lse)
             # P = E / total. In float64 the division is applied to the small [rows, dim]
@@ -304,20 +293,20 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             # P^T dO = E^T (dO / t), dS = E (dP - Delta) / t). float32 (the flash-style
             # yardstick) divides E in place: flash_rounding must round P itself, and without
             # it float32 inputs give the same bits as with it.
-            e2 = e.view(Hb, c * G, w)
+            e2 = e.view(Hkv, c * G, w)
             if precision == "float64":
                 inv = torch.where(seen, 1.0 / torch.where(seen, total, torch.ones_like(total)), torch.zeros_like(total))
-                inv2 = inv.view(Hb, c * G, 1)
+                inv2 = inv.view(Hkv, c * G, 1)
             else:
-                e2.div_(torch.where(seen, total, torch.ones_like(total)).view(Hb, c * G, 1))  # P
+                e2.div_(torch.where(seen, total, torch.ones_like(total)).view(Hkv, c * G, 1))  # P
                 inv2 = None
 
             def nrm(t):  # t / total per row (t's rows are the chunk's query rows)
                 return t if inv2 is None else t * inv2
 
             p_mma = rnd(e2)  # P (or E) as the PV and dV GEMMs consume it
-            oc = rnd(nrm(torch.bmm(p_mma, vb)))  # [Hb, c*G, Dv]
-            delta = (doc * oc).sum(dim=-1)  # [Hb, c*G]
+            oc = rnd(nrm(torch.bmm(p_mma, vb)))  # [Hkv, c*G, Dv]
+            delta = (doc * oc).sum(dim=-1)  # [Hkv, c*G]
             dvh[:, lo:hi].baddbmm_(p_mma.transpose(1, 2), nrm(doc))
             del p_mma
             terms = FAILED
@@ -327,7 +316,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 fused = terms is not FAILED
                 dp = e2
             if terms is FAILED:
-                dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hb, c*G, w]
+                dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hkv, c*G, w]
                 if fused:  # dS in place of dP (and P, P (|dP| + |Delta|) for the magnitudes) in one pass
                     terms = _fused_call(fz, fused_passes, "ds_and_terms_", dp, e2, delta, inv2,
                                         None if mag is None else mdt)
@@ -340,9 +329,9 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                         pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(
                             e2.shape, dtype=mdt, device=dev))  # P
                     mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
-                    _add_product(dv_terms[:, lo:hi], pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hb, c * G, Dv))
-                    dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hb, c*G, 1]
-                    qa = qabs[:, r0:r1].reshape(Hb, c * G, D)
+                    _add_product(dv_terms[:, lo:hi], pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
+                    dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
+                    qa = qabs[:, r0:r1].reshape(Hkv, c * G, D)
                     kab = kabs[:, lo:hi]
                     if split and not fused:
                         # sum_j P (|dP| + |Delta|) |K_j| = sum_j (P |dP|) |K_j| + |Delta| sum_j P |K_j|
@@ -365,28 +354,21 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             fused_chunks += fused
             gemm_chunks += fused and gemm is not FAILED
             del e, e2, dp
-            dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hb, c*G, D]
+            dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hkv, c*G, D]
             dkh[:, lo:hi].baddbmm_(ds.transpose(1, 2), nrm(qc), alpha=scale)
             del ds
-            if sink_b is not None:
+            if sink is not None:
                 lse_safe = torch.where(seen, row_lse, torch.zeros_like(row_lse))
-                p_sink = torch.where(seen, torch.exp(sink_b - lse_safe), torch.zeros_like(lse_safe))
-                d3 = delta.view(Hb, c, G)
-                dsink -= (p_sink * d3).sum(dim=1).view(nb, Hkv, G).sum(0)
+                p_sink = torch.where(seen, torch.exp(sink - lse_safe), torch.zeros_like(lse_safe))
+                d3 = delta.view(Hkv, c, G)
+                dsink -= (p_sink * d3).sum(dim=1)
                 if mag is not None:
-                    dsink_terms += (p_sink * d3.abs()).sum(dim=1).view(nb, Hkv, G).sum(0)
-            oq = oc.view(nb, Hkv, c, G, Dv).permute(0, 2, 1, 3, 4).reshape(nb * c, Hq, Dv)
-            dqq = dqc.view(nb, Hkv, c, G, D).permute(0, 2, 1, 3, 4).reshape(nb * c, Hq, D)
-            lq = row_lse.view(nb, Hkv, c, G).permute(0, 2, 1, 3).reshape(nb * c, Hq).float()
-            if first_rows is None:
-                q0 = q0s[0]
-                o[q0 + r0:q0 + r1], dq[q0 + r0:q0 + r1], lse[q0 + r0:q0 + r1] = oq, dqq, lq
-            else:  # rows r0..r1-1 of each sequence, sequence-major like the stack
-                at = (first_rows + torch.arange(r0, r1, device=dev)).view(-1)
-                o[at], dq[at], lse[at] = oq, dqq, lq
-        for i, k0 in enumerate(k0s):
-            dk[k0:k0 + sk] = dkh[i * Hkv:(i + 1) * Hkv].permute(1, 0, 2)
-            dv[k0:k0 + sk] = dvh[i * Hkv:(i + 1) * Hkv].permute(1, 0, 2)
+                    dsink_terms += (p_sink * d3.abs()).sum(dim=1)
+            o[q0 + r0:q0 + r1] = oc.view(Hkv, c, G, Dv).permute(1, 0, 2, 3).reshape(c, Hq, Dv)
+            dq[q0 + r0:q0 + r1] = dqc.view(Hkv, c, G, D).permute(1, 0, 2, 3).reshape(c, Hq, D)
+            lse[q0 + r0:q0 + r1] = row_lse.permute(1, 0, 2).reshape(c, Hq).float()
+        dk[k0:k0 + sk] = dkh.permute(1, 0, 2)
+        dv[k0:k0 + sk] = dvh.permute(1, 0, 2)
         if mag is not None:
             mag["dk"] = torch.maximum(mag["dk"], _top(dk_terms) * scale)
             mag["dv"] = torch.maximum(mag["dv"], _top(dv_terms))

@@ -9,7 +9,6 @@ themselves. An upper bound: chunks whose softmax shift is the row maximum take t
 CPU only. ``python3 scripts/fused_gemm_variants.py CASES.jsonl [--log2 20 24 25 26]``"""
 
 import argparse
-import collections
 import json
 import math
 
@@ -51,11 +50,10 @@ def variants(problems, threshold: int, budget: int = 2**31) -> tuple[int, int, i
     keys, chunks, hit = set(), 0, 0
     for p in problems:
         any_chunk = False
-        # as the truth walks them: the sequences of one (seqlen_q, seqlen_k) together, sharing the budget
-        for (sq, sk), nb in collections.Counter(zip(p.seqlens_q, p.seqlens_k)).items():
+        for sq, sk in zip(p.seqlens_q, p.seqlens_k):
             if not sq:
                 continue
-            for r0, r1, lo, hi in chunked.chunk_plan(p, sq, sk, max(1, budget // nb)):
+            for r0, r1, lo, hi in chunked.chunk_plan(p, sq, sk, budget):
                 if hi == lo or p.heads_kv * (r1 - r0) * p.group * (hi - lo) < threshold:
                     continue
                 any_chunk, chunks = True, chunks + 1
