@@ -33,6 +33,7 @@ import hashlib
 import math
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import torch
@@ -102,7 +103,7 @@ class Inputs:
 
     def digest(self) -> str:
         """The first 16 hex digits of the SHA-256 of every tensor's name, shape and bytes."""
-        return self.digest_later()()
+        return _sha256(self._bytes(copy=False))  # hashed at once: nothing can write into them meanwhile
 
     def digest_later(self) -> Callable[[], str]:
         """digest() in two steps: the bytes are copied to the host now, so nothing written
@@ -110,32 +111,31 @@ class Inputs:
         hashed; the hash runs on a thread of its own (hashlib releases the GIL), and the
         returned call waits for it. On the H200 hashing in line took ~34 ms of a TileLang
         case's ~200 (results/h200/phase11.md, R33's profile); a case now overlaps it."""
-        parts = [(n, tuple(t.shape), t.detach().contiguous().to("cpu", copy=True).reshape(-1).view(torch.uint8))
-                 for n in self.TENSORS if (t := getattr(self, n)) is not None]
-        done = {}
+        parts, result = self._bytes(copy=True), Future()
 
         def work():
             try:
-                h = hashlib.sha256()
-                for n, shape, b in parts:
-                    h.update(n.encode())
-                    h.update(str(shape).encode())
-                    if b.numel():
-                        h.update(b.numpy())  # the buffer itself, no bytes copy
-                done["digest"] = h.hexdigest()[:16]
+                result.set_result(_sha256(parts))
             except BaseException as e:  # re-raised by the waiting call
-                done["error"] = e
+                result.set_exception(e)
 
-        thread = threading.Thread(target=work, name="difftest-input-digest", daemon=True)
-        thread.start()
+        threading.Thread(target=work, name="difftest-input-digest", daemon=True).start()
+        return result.result
 
-        def wait() -> str:
-            thread.join()
-            if "error" in done:
-                raise done["error"]
-            return done["digest"]
+    def _bytes(self, copy: bool) -> list:
+        """(name, shape, bytes as a flat uint8 host tensor) per tensor; ``copy``: never a view."""
+        return [(n, tuple(t.shape), t.detach().contiguous().to("cpu", copy=copy).reshape(-1).view(torch.uint8))
+                for n in self.TENSORS if (t := getattr(self, n)) is not None]
 
-        return wait
+
+def _sha256(parts: list) -> str:
+    h = hashlib.sha256()
+    for n, shape, b in parts:
+        h.update(n.encode())
+        h.update(str(shape).encode())
+        if b.numel():
+            h.update(b.numpy())  # the buffer itself, no bytes copy
+    return h.hexdigest()[:16]
 
 
 def make_inputs(problem: Problem, device="cpu") -> Inputs:
