@@ -13,6 +13,7 @@ import statistics
 import sys
 
 import torch
+from cuda_events import seconds  # scripts/device/, the script's own folder
 
 from difftest.inputs import make_inputs
 from difftest.oracles.chunked import chunked_reference
@@ -26,15 +27,6 @@ def load_other(path: str):
     sys.modules["other_oracles"] = pkg
     spec.loader.exec_module(pkg)
     return importlib.import_module("other_oracles.chunked").chunked_reference
-
-
-def seconds(fn) -> float:
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    ev[0].record()
-    fn()
-    ev[1].record()
-    torch.cuda.synchronize()
-    return ev[0].elapsed_time(ev[1]) / 1e3
 
 
 def main() -> None:
