@@ -52,6 +52,19 @@ class BuildTimeout(RuntimeError):
     """The case's JIT build did not finish within ``compile_timeout_s``: the kernel never ran."""
 
 
+class _ParentGone(Exception):
+    """The parent's end of the pipe is closed (it was killed, or closed it with a message
+    unread, which a socket reports as a reset): no one to report to, so the worker ends
+    quietly instead of printing a traceback on the terminal of a run that is over."""
+
+
+def _say(conn, *msg) -> None:
+    try:
+        conn.send(msg)
+    except (EOFError, OSError) as e:
+        raise _ParentGone from e
+
+
 def _worker_main(conn, env, preload=(), inherited=()):
     for c in inherited:  # forked (Worker.launch): the launcher's pipe ends are not ours to hold open
         c.close()
@@ -61,6 +74,13 @@ def _worker_main(conn, env, preload=(), inherited=()):
 
     faulthandler.enable()  # a segfault prints the kernel's stack to stderr before the worker dies
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (interrupt.py)
+    try:
+        _serve(conn, preload)
+    except _ParentGone:
+        return
+
+
+def _serve(conn, preload) -> None:
     from . import adapter as registry
     from . import timing
     from .inputs import make_inputs
@@ -73,17 +93,16 @@ def _worker_main(conn, env, preload=(), inherited=()):
             adapters[spec] = registry.get(spec)
         except BaseException:  # noqa: BLE001 -- the case that asks for it meets the error again
             pass
-    conn.send(("ready", None))
-    parent = os.getppid()
+    _say(conn, "ready", None)
     while True:
         try:
             msg = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return
         if msg is None:
             return
         spec, problem_json, device, poison, runs = msg
-        timer = timing.PhaseTimer(on_compile=lambda entering: conn.send(("compile", entering, time.perf_counter())))
+        timer = timing.PhaseTimer(on_compile=lambda entering: _say(conn, "compile", entering, time.perf_counter()))
         try:
             with timing.collect(timer):
                 with timing.phase("worker_start"):  # importing an adapter the first time
@@ -103,16 +122,16 @@ def _worker_main(conn, env, preload=(), inherited=()):
                         _sync(device)  # the kernel's GPU time, not the copy's
                     with timing.phase("transfer"):
                         results.append(got.to("cpu"))
-            conn.send(("ok", results, timer.seconds))
+            _say(conn, "ok", results, timer.seconds)  # in the try: an output that cannot be pickled is an error
+        except _ParentGone:
+            raise
         except BaseException as e:  # report everything, keep serving
-            if isinstance(e, (BrokenPipeError, ConnectionResetError)) and os.getppid() != parent:
-                return  # the run that asked was killed: no one to report to (and no traceback on its terminal)
             msg = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
             kind = getattr(e, "error_type", None) or type(e).__name__
             if context_broken(e):
-                conn.send(("error_fatal", (kind, msg), timer.seconds))
+                _say(conn, "error_fatal", (kind, msg), timer.seconds)
                 return  # a fresh process serves the next case
-            conn.send(("error", (kind, msg), timer.seconds))
+            _say(conn, "error", (kind, msg), timer.seconds)
 
 
 def _sync(device) -> None:

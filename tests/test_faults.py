@@ -65,3 +65,20 @@ def test_unbounded_allocation_in_process_is_an_error_case():
     r = run_case(fk.AllocatesWithoutBound(), BAD, RunConfig(isolate=False))
     assert r.status == "error" and "alloc" in r.reason.lower(), r.reason
     assert run_case(fk.AllocatesWithoutBound(), OK, RunConfig(isolate=False)).status == "passed"
+
+
+@pytest.mark.parametrize("unread", [True, False], ids=["reset", "eof"])
+def test_a_worker_whose_parent_closes_the_pipe_ends_quietly(unread):
+    """A campaign process killed from outside closes its end of the pipe, sometimes with the
+    worker's "ready" still unread, which the worker's socket reads as a reset, not an end of
+    file. Either way the worker ends with exit code 0, not a traceback on the run's terminal."""
+    from difftest.isolation import Worker
+
+    w = Worker()
+    w.launch()
+    assert w.conn.poll(120), "the worker never said ready"
+    if not unread:
+        assert w.conn.recv() == ("ready", None)
+    w.conn.close()
+    w.proc.join(60)
+    assert w.proc.exitcode == 0
