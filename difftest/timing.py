@@ -16,6 +16,8 @@ Phases (``PHASES``):
   kernel       the kernel's own calls: the first run of a case
   determinism  the reruns of the kernel for the determinism gate (kernel calls too)
   truth        the float64 truth (oracles/chunked.py)
+  truth_compile  the truth's Triton kernels compiled or loaded from Triton's disk cache, once per
+               specialisation and process (oracles/fused_passes.py): framework overhead, one-time
   yardsticks   the same-dtype references the budget is measured against
   gates        the gates and determinism comparisons
   second_ref   a second reference kernel (FA3), when configured
@@ -39,7 +41,7 @@ Framework overhead is everything except ``compile``, ``kernel`` and ``determinis
 import time
 from contextlib import contextmanager
 
-PHASES = ("inputs", "compile", "kernel", "determinism", "truth", "yardsticks", "gates", "second_ref",
+PHASES = ("inputs", "compile", "kernel", "determinism", "truth", "truth_compile", "yardsticks", "gates", "second_ref",
           "transfer", "worker_start", "search")
 KERNEL_PHASES = ("compile", "kernel", "determinism")
 UNTIMED = ("compile", "worker_start")  # set-up inside a kernel call: not the kernel's timeout_s

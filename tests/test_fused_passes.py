@@ -6,6 +6,7 @@ paths; the passes are really taken, and only where they are meant to be."""
 import importlib
 import os
 import sys
+import time
 
 import pytest
 import torch
@@ -302,6 +303,31 @@ def test_the_oracle_bench_times_the_fused_truth_next_to_the_eager_one(interprete
     assert "| fused+gemms | " in oracle_markdown(rows)
 
 
+def test_the_truths_kernel_builds_are_their_own_phase(interpreted, monkeypatch):
+    """A campaign's time split charges the truth's Triton builds (each kernel's warm-up, where a
+    new specialisation compiles) to "truth_compile", not to "truth": a build stands in here as
+    a warm-up that takes 0.1 s the first time each kernel meets it."""
+    from difftest import timing
+    from difftest.oracles import fused_passes
+
+    built = set()
+
+    def slow_first_build(kernel):
+        def warmup(*a, **k):
+            if kernel not in built:
+                built.add(kernel)
+                time.sleep(0.1)
+        return warmup
+
+    for kernel in KERNELS:
+        monkeypatch.setattr(getattr(fused_passes, kernel), "warmup", slow_first_build(kernel))
+    x = make_inputs(CASES["causal_gqa_fp16"])
+    with timing.collect() as t, timing.phase("truth"):
+        out = chunked_reference(x, "float64", magnitudes=True, max_chunk_elements=10**9, skip_masked=False)
+    assert out.fused_gemm_chunks == 1 and built == {"_scores_exp_kernel", "_dp_ds_terms_kernel"}
+    assert t.seconds.get("truth_compile", 0.0) >= 0.2
+
+
 # ------------------------------------------------------------------ on a GPU: the compiled kernels
 KERNELS = ("_exp_rowsum_kernel", "_ds_terms_kernel", "_scores_exp_kernel", "_dp_ds_terms_kernel")
 GPU_CASES = {
@@ -386,3 +412,31 @@ def test_the_fixture_leaves_compiled_kernels_behind(monkeypatch):
     _compiled(monkeypatch, fz)
     for kernel in KERNELS:
         assert not isinstance(getattr(fz, kernel), InterpretedFunction), kernel
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_warm_up_builds_every_kernel_before_its_launch(monkeypatch):
+    """Every build of the truth's kernels happens in the warm-up (the "truth_compile" phase),
+    none in the launch that follows it: the warm-up's arguments give the launch's key. The
+    kernels' in-memory caches are emptied first, so each is built (or loaded from disk) again."""
+    import triton
+
+    import difftest.oracles.chunked as chunked
+    from difftest.oracles import fused_passes
+
+    builds = []
+
+    def record(*, fn, is_manual_warmup, **_):
+        builds.append((fn.name, is_manual_warmup))
+
+    for kernel in KERNELS:
+        getattr(fused_passes, kernel).device_caches.clear()
+    monkeypatch.setattr(triton.knobs.runtime, "jit_post_compile_hook", record)
+    monkeypatch.setattr(chunked, "FUSED_MIN_SCORES", 0)
+    monkeypatch.setattr(chunked, "FUSED_GEMM_MIN_SCORES", 0)
+    x = make_inputs(GPU_CASES["bottom_right_window_sinks"], "cuda")
+    chunked_reference(x, "float64", magnitudes=True, fused_passes=True, fused_gemms=False)
+    chunked_reference(x, "float64", magnitudes=True, fused_passes=True)
+    assert {name for name, _ in builds} == set(KERNELS)
+    assert all(warm for _, warm in builds), builds

@@ -110,9 +110,13 @@
 #        after the device-side determinism gate and the threaded digest, for its time split (issue 12.2) (~300 s)
 #   R39: carry .device/fa3.tar.xz .device/tilelang.tar.xz: after the truth walks equal-length sequences together: GPU oracle tests beside
 #        the TileLang warm-up, R34's tilelang-det campaign (its truth per case), the bench (~220 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R39
+#   R40: carry .device/fa3.tar.xz .device/tilelang.tar.xz: after the isolation worker ends quietly when its parent's
+#        pipe end closes and the truth's Triton builds became their own phase ("truth_compile"): every GPU-marked test
+#        (the new warm-up test among them) beside tests/test_faults.py and tests/test_lanes.py on this machine; then
+#        R34's 40-example fa3 gpu campaign for its split of the truth's time (~480 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R40
 set -o pipefail
-call=${1:?R1|R2|...|R39}
+call=${1:?R1|R2|...|R40}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -514,6 +518,18 @@ print('compile reuse', json.dumps(c.get('compile_reuse')))
 " $R/fa4/report.json $R/fa4-timing.json
   grep -E "^fa4 " $L/fa4.log | head -8
   rm -rf $R/fa4 ;;
+R40)  # the worker and truth_compile changes: every GPU-marked test, the fault and lane tests; fa3's split
+  ( timeout 300 python3 -m pytest -q -p no:randomly -n 4 -rfE tests/test_faults.py tests/test_lanes.py \
+      > $L/pytest-faults-lanes.log 2>&1
+    stamp "fault and lane tests exit $?" ) &
+  DIFFTEST_GPU_CAMPAIGN_SECONDS=25 timeout 330 python3 -m pytest -q -p no:randomly -m gpu -n 4 -rfEs tests/ \
+    > $L/pytest-gpu.log 2>&1
+  stamp "GPU tests exit $?"
+  lanes_done
+  timed_run fa3-gpu 0 150 -k fa3 -p gpu --max-examples 40 --time-budget 120 --shrink-budget 20 --out $R/fa3 --db none
+  python3 scripts/device/campaign_split.py $R/fa3/report.json $R/fa3-timing.json
+  rm -rf $R/fa3
+  grep -E "^(FAILED|ERROR)|passed|failed" $L/pytest-gpu.log $L/pytest-faults-lanes.log | tail -25 ;;
 R39)  # the truth walking equal lengths together: GPU tests, tilelang-det's time split, the bench
   ( timeout 150 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
     stamp "tilelang warm exit $?" ) &
