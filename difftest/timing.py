@@ -143,7 +143,7 @@ def render(split: dict) -> str:
     lines = [f"time split of {wall:.1f} s:"]
     for n, s in sorted(split["phases_s"].items(), key=lambda kv: -kv[1]):
         if s > 0:
-            lines.append(f"  {n:<12} {s:8.2f} s  {100 * split['share'][n]:5.1f}%")
+            lines.append(f"  {n:<13} {s:8.2f} s  {100 * split['share'][n]:5.1f}%")
     lines.append(f"  framework overhead (all but compile and the kernel's calls): {split['overhead_s']:.2f} s, "
                  f"{100 * split['overhead_share']:.1f}% of the wall time")
     return "\n".join(lines)
