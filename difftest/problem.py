@@ -240,16 +240,21 @@ class Problem:
     def mask_offset(self, sq: int, sk: int) -> int:
         return sk - sq if self.align == "bottom_right" else 0
 
+    def key_bounds(self) -> tuple[int | None, int | None]:
+        """(left, right): query i of a sequence sees key j iff -left <= j - (i + mask_offset) < right,
+        None for no bound on that side. The one statement of the masking rule: key_range, the
+        oracles' allowed_mask and the truth's fused kernels (oracles/chunked.py) all read it."""
+        rights = [1] if self.causal else []
+        if self.window_right is not None:
+            rights.append(self.window_right + 1)
+        return self.window_left, (min(rights) if rights else None)
+
     def key_range(self, i: int, sq: int, sk: int) -> tuple[int, int]:
         """Half-open range [lo, hi) of keys query i of a (sq, sk) sequence may see."""
-        off = self.mask_offset(sq, sk)
-        lo, hi = 0, sk
-        if self.causal:
-            hi = min(hi, i + off + 1)
-        if self.window_right is not None:
-            hi = min(hi, i + off + self.window_right + 1)
-        if self.window_left is not None:
-            lo = max(lo, i + off - self.window_left)
+        at = i + self.mask_offset(sq, sk)
+        left, right = self.key_bounds()
+        lo = 0 if left is None else max(0, at - left)
+        hi = sk if right is None else min(sk, at + right)
         return lo, max(lo, hi)
 
     def size(self) -> int:

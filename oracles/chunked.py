@@ -454,11 +454,10 @@ def _mask_spec(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int,
     """The mask of the chunk rows r0..r1-1 x keys lo..hi-1 as fused_passes.scores_exp takes
     it: None where every row sees every key of the band, else (base, group, left, right):
     chunk row r (query r0 + r // group) sees band key j iff -left <= j - (base + r // group)
-    < right, the key_range rule of problem.py shifted to the band (base = r0 + offset - lo)."""
+    < right, Problem.key_bounds shifted to the band (base = r0 + offset - lo)."""
     if _fully_allowed(p, r0, r1, lo, hi, sq, sk):
         return None
-    rights = [b for a, b in ((p.causal, 1), (p.window_right is not None, (p.window_right or 0) + 1)) if a]
-    return r0 + p.mask_offset(sq, sk) - lo, group, p.window_left, min(rights) if rights else None
+    return r0 + p.mask_offset(sq, sk) - lo, group, *p.key_bounds()
 
 
 # Per device type: the score-sized elementwise passes of a float64 chunk fused into two Triton

@@ -18,18 +18,17 @@ PRECISIONS = ("float64", "float32", "same")
 
 
 def allowed_mask(problem: Problem, sq: int, sk: int, device="cpu", rows: tuple[int, int] | None = None) -> torch.Tensor:
-    """[sq, sk] bool: query i may attend key j (see problem.py for the rule); with
+    """[sq, sk] bool: query i may attend key j (``Problem.key_bounds``: the rule); with
     ``rows=(r0, r1)`` only query rows r0..r1-1, without building the full mask."""
     r0, r1 = rows if rows is not None else (0, sq)
     i = torch.arange(r0, r1, device=device).unsqueeze(1) + problem.mask_offset(sq, sk)
-    j = torch.arange(sk, device=device).unsqueeze(0)
+    rel = torch.arange(sk, device=device).unsqueeze(0) - i  # j - (i + offset)
     ok = torch.ones(r1 - r0, sk, dtype=torch.bool, device=device)
-    if problem.causal:
-        ok &= j <= i
-    if problem.window_right is not None:
-        ok &= j <= i + problem.window_right
-    if problem.window_left is not None:
-        ok &= j >= i - problem.window_left
+    left, right = problem.key_bounds()
+    if left is not None:
+        ok &= rel >= -left
+    if right is not None:
+        ok &= rel < right
     return ok
 
 

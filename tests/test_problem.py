@@ -1,5 +1,5 @@
 """Problem: each invalid field is named with its allowed values; JSON round trip;
-key_range (the documented mask rule) agrees with the oracle's allowed_mask."""
+key_range and the oracle's allowed_mask follow the documented mask rule."""
 
 import itertools
 import json
@@ -135,7 +135,15 @@ def test_derived_sizes():
 WINDOWS = (None, 0, 1, 3)
 
 
-def test_key_range_agrees_with_allowed_mask():
+def _sees(p: Problem, i: int, j: int, sq: int, sk: int) -> bool:
+    """The documented rule, written out apart from Problem.key_bounds (which key_range and
+    allowed_mask both read): query i sits at i + (sk - sq) when bottom-right aligned."""
+    at = i + (sk - sq if p.align == "bottom_right" else 0)
+    return ((not p.causal or j <= at) and (p.window_right is None or j <= at + p.window_right)
+            and (p.window_left is None or j >= at - p.window_left))
+
+
+def test_key_range_and_allowed_mask_follow_the_documented_rule():
     checked = 0
     for sq, sk, causal, align, wl, wr in itertools.product(range(0, 6), range(0, 6), (False, True), ALIGNS,
                                                            WINDOWS, WINDOWS):
@@ -145,8 +153,10 @@ def test_key_range_agrees_with_allowed_mask():
         for i in range(sq):
             lo, hi = p.key_range(i, sq, sk)
             assert lo <= hi
-            want = [lo <= j < hi for j in range(sk)]
-            assert m[i].tolist() == want, (p.short(), sq, sk, i, (lo, hi))
+            want = [_sees(p, i, j, sq, sk) for j in range(sk)]
+            assert [lo <= j < hi for j in range(sk)] == want, (p.short(), sq, sk, i, (lo, hi))
+            assert m[i].tolist() == want, (p.short(), sq, sk, i)
+            assert allowed_mask(p, sq, sk, rows=(i, i + 1))[0].tolist() == want
             checked += 1
     assert checked > 1000
 
