@@ -52,10 +52,12 @@ class BuildTimeout(RuntimeError):
     """The case's JIT build did not finish within ``compile_timeout_s``: the kernel never ran."""
 
 
-class _ParentGone(Exception):
+class _ParentGone(BaseException):
     """The parent's end of the pipe is closed (it was killed, or closed it with a message
     unread, which a socket reports as a reset): no one to report to, so the worker ends
-    quietly instead of printing a traceback on the terminal of a run that is over."""
+    quietly instead of printing a traceback on the terminal of a run that is over. A
+    BaseException, as SystemExit is: raised inside a kernel's build (the "compile" message),
+    an ``except Exception`` there does not swallow it."""
 
 
 def _say(conn, *msg) -> None:
