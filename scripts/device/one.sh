@@ -113,7 +113,8 @@
 #   R40: carry .device/fa3.tar.xz .device/tilelang.tar.xz: after the isolation worker ends quietly when its parent's
 #        pipe end closes and the truth's Triton builds became their own phase ("truth_compile"): every GPU-marked test
 #        (the new warm-up test among them) beside tests/test_faults.py and tests/test_lanes.py on this machine; then
-#        R34's 40-example fa3 gpu campaign for its split of the truth's time (~480 s)
+#        R34's 40-example fa3 gpu campaign for its split of the truth's time (~480 s). NOT RUN yet: stop 17 had no
+#        device time left; the next session's first call
 # Usage: bash scripts/device/one.sh R1|R2|...|R40
 set -o pipefail
 call=${1:?R1|R2|...|R40}
