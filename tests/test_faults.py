@@ -67,18 +67,22 @@ def test_unbounded_allocation_in_process_is_an_error_case():
     assert run_case(fk.AllocatesWithoutBound(), OK, RunConfig(isolate=False)).status == "passed"
 
 
-@pytest.mark.parametrize("unread", [True, False], ids=["reset", "eof"])
-def test_a_worker_whose_parent_closes_the_pipe_ends_quietly(unread):
-    """A campaign process killed from outside closes its end of the pipe, sometimes with the
+@pytest.mark.parametrize("when", ["ready unread", "ready read", "mid-case"])
+def test_a_worker_whose_parent_closes_the_pipe_ends_quietly(when):
+    """A campaign process killed from outside closes its end of the pipe: sometimes with the
     worker's "ready" still unread, which the worker's socket reads as a reset, not an end of
-    file. Either way the worker ends with exit code 0, not a traceback on the run's terminal."""
+    file; sometimes while a case runs, so the worker's reply meets a closed pipe. Each way the
+    worker ends with exit code 0, not a traceback on the run's terminal."""
     from difftest.isolation import Worker
 
-    w = Worker()
+    w = Worker(env={"DIFFTEST_TEST_SLEEP": "1"})
     w.launch()
     assert w.conn.poll(120), "the worker never said ready"
-    if not unread:
+    if when != "ready unread":
         assert w.conn.recv() == ("ready", None)
+        w.ready = True
+    if when == "mid-case":
+        w.send(fk.SlowRef.spec, OK, "cpu", poison=False, runs=1)  # sleeps 1 s, then replies
     w.conn.close()
     w.proc.join(60)
     assert w.proc.exitcode == 0
