@@ -94,8 +94,20 @@ def truths(best, repeats, seqlens=(16384, 65536)):
         torch.cuda.empty_cache()
 
 
+def fastest(path: str, top: int) -> None:
+    """The ``top`` fastest tiles per shape and kernel of a sweep's JSON lines (no GPU needed)."""
+    rows = [r for r in map(json.loads, open(path)) if "tile" in r and "s" in r]
+    for shape in SHAPES:
+        for kernel in ("scores_exp", "dp_ds"):
+            mine = sorted((r for r in rows if r["shape"] == shape and r["kernel"] == kernel), key=lambda r: r["s"])
+            for r in mine[:top]:
+                print(shape, kernel, round(r["s"] * 1e3, 2), "ms", r["tile"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fastest", metavar="JSONL", help="only print the fastest tiles of an earlier sweep's output")
+    ap.add_argument("--top", type=int, default=3, help="with --fastest: how many per shape and kernel")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--bk", type=int, action="append", help="the head dim's step (default: 8 and 16)")
     ap.add_argument("--shape", action="append", choices=tuple(SHAPES), help="default: all")
@@ -103,6 +115,9 @@ def main() -> None:
     ap.add_argument("--no-truth", action="store_true", help="the kernels alone, not the whole truth after them")
     ap.add_argument("--truth-seqlen", type=int, action="append", help="the whole truth's lengths (16k and 64k)")
     a = ap.parse_args()
+    if a.fastest:
+        fastest(a.fastest, a.top)
+        return
     names = tuple(a.kernel or ("scores_exp", "dp_ds"))
     best = kernels(a.repeats, tuple(a.bk or (8, 16)), tuple(a.shape or SHAPES), names)
     if not a.no_truth:

@@ -326,14 +326,7 @@ R23)  # the fused GEMM kernels' tiles, each alone; the bench with its variants o
     --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
   stamp "oracle bench exit $?"
   tail -1 $L/pytest-oracles-gpu.log; grep -v '"tile"' $R/tiles.jsonl; tail -3 $L/tiles.err; cat $R/oracle.md
-  python3 -c "
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '\"tile\"' in l and '\"s\"' in l]
-for shape in ('16k', '64k'):
-    for k in ('scores_exp', 'dp_ds'):
-        r = sorted((x for x in rows if x['shape'] == shape and x['kernel'] == k), key=lambda x: x['s'])
-        for x in r[:4]: print(shape, k, round(x['s'] * 1e3, 2), 'ms', x['tile'])
-" $R/tiles.jsonl ;;
+  python3 scripts/device/fused_gemm_tiles.py --fastest $R/tiles.jsonl --top 4 ;;
 R24)  # the committed truth: GPU tests, the bench with every variant, a 64k profile, a real campaign judged by it
   timeout 60 python3 -m pytest -q -p no:randomly -m gpu tests/test_fused_passes.py tests/test_oracles.py \
     > $L/pytest-oracles-gpu.log 2>&1
@@ -358,16 +351,7 @@ R26)  # tilelang-det's overhead with every TileLang configuration built before t
   timeout 160 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 130 \
     --shrink-budget 20 --out $R/overhead --db none > $L/overhead.log 2>&1
   stamp "campaign exit $?"
-  python3 -c "
-import json, sys
-c = json.load(open(sys.argv[1]))['campaigns'][0]; t = c['timing']
-json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing', 'compile_reuse')},
-          open(sys.argv[2], 'w'), indent=1)
-print(c['status'], c['examples'], 'cases', c['elapsed_s'], 's; overhead', round(t['overhead_s'], 1), 's =',
-      round(100 * t['overhead_share'], 1), '% of', round(t['wall_s'], 1), 's')
-for n, v in sorted(t['phases_s'].items(), key=lambda kv: -kv[1]): print(' ', n, round(v, 2))
-print('compile reuse', json.dumps(c.get('compile_reuse')))
-" $R/overhead/report.json $R/timing.json
+  python3 scripts/device/campaign_split.py $R/overhead/report.json $R/timing.json
   rm -rf $R/overhead/runs/*/report.html $R/overhead/report.html
   tail -3 $L/warm.log ;;
 R27)  # every GPU-marked test with the committed truth (real kernels' gates and campaigns judged by it)
@@ -392,14 +376,7 @@ R29)  # the fused GEMM kernels with their strides specialised: tests, split, til
     --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
   stamp "oracle bench exit $?"
   tail -1 $L/pytest-oracles-gpu.log; cat $R/split.jsonl; grep -v '"tile"' $R/tiles.jsonl; cat $R/oracle.md
-  python3 -c "
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '\"tile\"' in l and '\"s\"' in l]
-for shape in ('16k', '64k'):
-    for k in ('scores_exp', 'dp_ds'):
-        r = sorted((x for x in rows if x['shape'] == shape and x['kernel'] == k), key=lambda x: x['s'])
-        for x in r[:3]: print(shape, k, round(x['s'] * 1e3, 2), 'ms', x['tile'])
-" $R/tiles.jsonl ;;
+  python3 scripts/device/fused_gemm_tiles.py --fastest $R/tiles.jsonl --top 3 ;;
 R30)  # rows per masked chunk with the committed fused kernels
   timeout 150 python3 scripts/device/oracle_chunks.py --seqlen 65536 --seqlen 131072 --caps 31 --skip-chunks 16 \
     --max-rows 1024,2048,4096,8192 > $R/chunks.jsonl 2> $L/chunks.err
@@ -461,16 +438,7 @@ R34)  # the device-side determinism gate and the threaded digest: campaigns' tim
     --shrink-budget 20 --out $R/overhead --db none > $L/overhead.log 2>&1
   stamp "tilelang-det campaign exit $?"
   timed_run fa3-gpu 0 150 -k fa3 -p gpu --max-examples 40 --time-budget 120 --shrink-budget 20 --out $R/fa3 --db none
-  for c in overhead fa3; do python3 -c "
-import json, sys
-c = json.load(open(sys.argv[1]))['campaigns'][0]; t = c['timing']
-json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing', 'compile_reuse')},
-          open(sys.argv[2], 'w'), indent=1)
-print(c['kernel'], c['status'], c['examples'], 'cases', c['elapsed_s'], 's; overhead', round(t['overhead_s'], 1), 's =',
-      round(100 * t['overhead_share'], 1), '% of', round(t['wall_s'], 1), 's')
-for n, v in sorted(t['phases_s'].items(), key=lambda kv: -kv[1]): print(' ', n, round(v, 2))
-print('compile reuse', json.dumps(c.get('compile_reuse')))
-" $R/$c/report.json $R/$c-timing.json; done
+  for c in overhead fa3; do python3 scripts/device/campaign_split.py $R/$c/report.json $R/$c-timing.json; done
   rm -rf $R/overhead $R/fa3
   timeout 150 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
     --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
@@ -507,16 +475,7 @@ R38)  # the fa4 gpu campaign of R8 on the current engine
   D=24,32,56,64,96,128,160,192,224,256
   timed_run fa4 0 380 -k fa4 -p gpu --max-examples 200 --time-budget 340 --shrink-budget 20 --out $R/fa4 --db none \
     --narrow head_dims_qk=$D --narrow head_dims_v=$D --narrow equal_head_dims=true --narrow sinks=false
-  python3 -c "
-import json, sys
-c = json.load(open(sys.argv[1]))['campaigns'][0]; t = c['timing']
-json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing', 'compile_reuse')},
-          open(sys.argv[2], 'w'), indent=1)
-print(c['kernel'], c['status'], c['examples'], 'cases', c['elapsed_s'], 's; overhead', round(t['overhead_s'], 1), 's =',
-      round(100 * t['overhead_share'], 1), '% of', round(t['wall_s'], 1), 's')
-for n, v in sorted(t['phases_s'].items(), key=lambda kv: -kv[1]): print(' ', n, round(v, 2))
-print('compile reuse', json.dumps(c.get('compile_reuse')))
-" $R/fa4/report.json $R/fa4-timing.json
+  python3 scripts/device/campaign_split.py $R/fa4/report.json $R/fa4-timing.json
   grep -E "^fa4 " $L/fa4.log | head -8
   rm -rf $R/fa4 ;;
 R40)  # the worker and truth_compile changes: every GPU-marked test, the fault and lane tests; fa3's split
@@ -541,15 +500,7 @@ R39)  # the truth walking equal lengths together: GPU tests, tilelang-det's time
   timeout 100 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 60 \
     --shrink-budget 10 --out $R/overhead --db none > $L/overhead.log 2>&1
   stamp "tilelang-det campaign exit $?"
-  python3 -c "
-import json, sys
-c = json.load(open(sys.argv[1]))['campaigns'][0]; t = c['timing']
-json.dump({k: c.get(k) for k in ('kernel', 'status', 'examples', 'elapsed_s', 'timing', 'compile_reuse')},
-          open(sys.argv[2], 'w'), indent=1)
-print(c['kernel'], c['status'], c['examples'], 'cases', c['elapsed_s'], 's; overhead', round(t['overhead_s'], 1), 's =',
-      round(100 * t['overhead_share'], 1), '% of', round(t['wall_s'], 1), 's')
-for n, v in sorted(t['phases_s'].items(), key=lambda kv: -kv[1]): print(' ', n, round(v, 2))
-" $R/overhead/report.json $R/overhead-timing.json
+  python3 scripts/device/campaign_split.py $R/overhead/report.json $R/overhead-timing.json
   rm -rf $R/overhead
   timeout 100 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
     --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
