@@ -113,11 +113,13 @@
 #   R40: carry .device/fa3.tar.xz .device/tilelang.tar.xz: after the isolation worker ends quietly when its parent's
 #        pipe end closes and the truth's Triton builds became their own phase ("truth_compile"): every GPU-marked test
 #        (the new warm-up test among them) beside tests/test_faults.py and tests/test_lanes.py on this machine; then
-#        R34's 40-example fa3 gpu campaign for its split of the truth's time (~480 s). NOT RUN yet: stop 17 had no
-#        device time left; the next session's first call
-# Usage: bash scripts/device/one.sh R1|R2|...|R40
+#        R34's 40-example fa3 gpu campaign for its split of the truth's time (~480 s). Stop 17 had no device time;
+#        run first in stop 18
+#   R41: carry .device/fa3.tar.xz .device/tilelang.tar.xz: with truth_compile: R34's tilelang-det gpu campaign (its
+#        split, the truth's builds apart), then the bench 16k..128k (the warm-up's lookup per launch) (~260 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R41
 set -o pipefail
-call=${1:?R1|R2|...|R40}
+call=${1:?R1|R2|...|R41}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -507,6 +509,19 @@ R39)  # the truth walking equal lengths together: GPU tests, tilelang-det's time
     --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
   stamp "oracle bench exit $?"
   tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md ;;
-*) echo "call: allowed R1..R39"; exit 2 ;;
+R41)  # truth_compile in tilelang-det's split; the bench after the warm-up per launch
+  timeout 150 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
+  stamp "tilelang warm exit $?"
+  timeout 100 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 60 \
+    --shrink-budget 10 --out $R/overhead --db none > $L/overhead.log 2>&1
+  stamp "tilelang-det campaign exit $?"
+  python3 scripts/device/campaign_split.py $R/overhead/report.json $R/overhead-timing.json
+  rm -rf $R/overhead
+  timeout 100 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
+    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+  cat $R/oracle.md ;;
+*) echo "call: allowed R1..R41"; exit 2 ;;
 esac
 finish
