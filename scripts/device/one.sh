@@ -117,9 +117,12 @@
 #        run first in stop 18
 #   R41: carry .device/fa3.tar.xz .device/tilelang.tar.xz: with truth_compile: R34's tilelang-det gpu campaign (its
 #        split, the truth's builds apart), then the bench 16k..128k (the warm-up's lookup per launch) (~260 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R41
+#   R42: carry .device/fa3.tar.xz .device/tilelang.tar.xz .device/tree_2af68cd (`git archive 2af68cd difftest oracles
+#        kernels strategies`, R34's engine): R41's tilelang-det campaign took 305 ms a case against R34's 136: the draw
+#        (unseeded) or the engine? The same seeded campaign under HEAD and R34's tree, alternately, twice each (~300 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R42
 set -o pipefail
-call=${1:?R1|R2|...|R41}
+call=${1:?R1|R2|...|R42}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -522,6 +525,19 @@ R41)  # truth_compile in tilelang-det's split; the bench after the warm-up per l
     --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
   stamp "oracle bench exit $?"
   cat $R/oracle.md ;;
-*) echo "call: allowed R1..R41"; exit 2 ;;
+R42)  # the same seeded tilelang-det campaign under HEAD and R34's engine, alternately
+  timeout 150 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
+  stamp "tilelang warm exit $?"
+  for i in 1 2; do
+    for tree in head old; do
+      dir=$PWD; [ $tree = old ] && dir=$PWD/.device/tree_2af68cd
+      ( cd $dir && PYTHONPATH=$dir timeout 90 python3 -m difftest run -k tilelang-det -p gpu --device cuda --seed 7 \
+          --max-examples 120 --time-budget 75 --shrink-budget 10 --out $R/$tree$i --db none > $L/$tree$i.log 2>&1 )
+      stamp "$tree$i exit $?"
+      python3 scripts/device/campaign_split.py $R/$tree$i/report.json $R/$tree$i-timing.json
+      rm -rf $R/$tree$i
+    done
+  done ;;
+*) echo "call: allowed R1..R42"; exit 2 ;;
 esac
 finish
