@@ -531,7 +531,7 @@ R42)  # the same seeded tilelang-det campaign under HEAD and R34's engine, alter
   for i in 1 2; do
     for tree in head old; do
       dir=$PWD; [ $tree = old ] && dir=$PWD/.device/tree_2af68cd
-      ( cd $dir && PYTHONPATH=$dir timeout 90 python3 -m difftest run -k tilelang-det -p gpu --device cuda --seed 7 \
+      ( cd $dir && PYTHONPATH=$dir:$PYTHONPATH timeout 90 python3 -m difftest run -k tilelang-det -p gpu --device cuda --seed 7 \
           --max-examples 120 --time-budget 75 --shrink-budget 10 --out $R/$tree$i --db none > $L/$tree$i.log 2>&1 )
       stamp "$tree$i exit $?"
       python3 scripts/device/campaign_split.py $R/$tree$i/report.json $R/$tree$i-timing.json
