@@ -8,9 +8,11 @@ the first failure came. ``run_campaign(...)`` builds one and runs it.
 
 Problems that failed in the kernel's earlier campaigns (the failure store) run first, as
 explicit examples, whatever the seed; then the classic corners from
-``strategies.edge_problems``; then drawn Problems. Hypothesis is steered with
-``hypothesis.target`` on the worst error ratio, so the search climbs toward the edge of
-the budget.
+``strategies.edge_problems``; then drawn Problems. An unseeded search is steered with
+``hypothesis.target`` on the worst error ratio, so it climbs toward the edge of the budget;
+a seeded one draws from its seed alone, neither steered by the kernel's results nor fed
+the literals of local source code (``seeded_search.py``), so a baseline and a candidate
+draw the same Problems.
 
 Time budgets: Hypothesis has no wall-clock stop, so once a campaign's budget is spent
 new Problems are not run (they count as passing) while Problems already seen replay
@@ -39,6 +41,7 @@ from .profiles import Profile, get_profile
 from .reports import CaseLog, Progress
 from .runner import CaseResult, RunConfig, run_case
 from .runs import logged_cases
+from .seeded_search import local_constants_off
 from .shard import in_shard
 from .shard import label as shard_label
 from .vocab import CampaignStatus, FailureKind, Status
@@ -287,7 +290,8 @@ class Campaign:
                 self.on_case(case)
             self.bar.update(len(res.cases), sum(c.failed for c in res.cases),
                             max(c.worst_ratio for c in res.cases), "shrinking" if self.failed_at else "")
-        hypothesis.target(min(case.worst_ratio, 1e6), label="worst error ratio")
+        if self.seed is None:  # a seeded search must not follow the kernel's results (seeded_search.py)
+            hypothesis.target(min(case.worst_ratio, 1e6), label="worst error ratio")
         if case.failed and same_failure(res.first_failure, case):  # other failures stay in res.cases
             raise CaseFailed(case)
 
@@ -307,9 +311,11 @@ class Campaign:
             suppress_health_check=[HealthCheck.too_slow] + ([HealthCheck.filter_too_much] if self.shard else []),
             report_multiple_bugs=False, print_blob=False, verbosity=hypothesis.Verbosity.quiet,
         )(test)
-        if self.seed is not None:
-            test = hypothesis.seed(self.seed)(test)
-        test()
+        if self.seed is None:
+            test()
+            return
+        with local_constants_off():
+            hypothesis.seed(self.seed)(test)()
 
     def _simplify(self, failure: CaseResult, budget: float) -> CaseResult:
         from .simplify import simplify
