@@ -120,9 +120,12 @@
 #   R42: carry .device/fa3.tar.xz .device/tilelang.tar.xz .device/tree_2af68cd (`git archive 2af68cd difftest oracles
 #        kernels strategies`, R34's engine): R41's tilelang-det campaign took 305 ms a case against R34's 136: the draw
 #        (unseeded) or the engine? The same seeded campaign under HEAD and R34's tree, alternately, twice each (~300 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R42
+#   R43: carry .device/tilelang.tar.xz: a seeded search draws from its seed alone (f70dd0f): the atomic (nondeterministic
+#        dQ) TileLang kernel's seeded gpu campaign twice, then tilelang-det's twice: the same Problems in the same
+#        order (scripts/device/same_draws.py), and `difftest gate` of each second run against its first (~330 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R43
 set -o pipefail
-call=${1:?R1|R2|...|R42}
+call=${1:?R1|R2|...|R43}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -538,6 +541,21 @@ R42)  # the same seeded tilelang-det campaign under HEAD and R34's engine, alter
       rm -rf $R/$tree$i
     done
   done ;;
-*) echo "call: allowed R1..R42"; exit 2 ;;
+R43)  # a seeded search draws the same Problems run to run, for an atomic kernel too; the gate of a run against itself
+  timeout 150 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
+  stamp "tilelang warm exit $?"
+  for k in tilelang tilelang-det; do
+    for i in 1 2; do
+      timed_run $k$i 0 110 -k $k -p gpu --seed 11 --max-examples 80 --time-budget 100 --shrink-budget 10 \
+        --out $R/$k$i --db none
+    done
+    python3 scripts/device/same_draws.py $R/${k}1/report.json $R/${k}2/report.json | tee $R/$k-same-draws.txt
+    python3 -m difftest gate --baseline $R/${k}1/report.json --candidate $R/${k}2/report.json > $R/$k-gate.txt 2>&1
+    stamp "$k gate exit $?"
+    tail -4 $R/$k-gate.txt
+    for i in 1 2; do python3 scripts/device/campaign_split.py $R/$k$i/report.json $R/$k$i-timing.json > /dev/null; done
+    rm -rf $R/${k}1 $R/${k}2
+  done ;;
+*) echo "call: allowed R1..R43"; exit 2 ;;
 esac
 finish
