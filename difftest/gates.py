@@ -28,7 +28,9 @@ Verdict per output, each carrying the measured numbers.
   that element (NaN there, or an infinity of the yardstick's sign), or where it is an
   infinity or saturated value of the truth's sign and |truth| plus the output's error
   budget (the budget gate's limit) reaches the dtype's overflow threshold (largest
-  finite value: fp16 65504, bf16 ~3.39e38). Such elements are counted per output as
+  finite value: fp16 65504, bf16 ~3.39e38), or where a dS the element sums is at the
+  input dtype's overflow edge within a correct kernel's roundings (the yardstick's
+  ``overflow_edge``: dQ and dK rows). Such elements are counted per output as
   ``overflow_limited`` in the nonfinite and budget verdicts (never silently) and left
   out of the error measurement. A NaN where truth and yardstick are finite still fails.
 Every verdict names the reference it was judged against (``Verdict.reference``).
@@ -355,7 +357,7 @@ def overflow_threshold(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).max)
 
 
-def dtype_limited(got, truth, yardstick, out_dtype, limit: float) -> torch.Tensor:
+def dtype_limited(got, truth, yardstick, out_dtype, limit: float, edge=None) -> torch.Tensor:
     """Bool mask: elements where the kernel holds a non-finite or saturated (|got| >= the
     dtype's largest finite value) value, the truth is finite, and a correct kernel storing
     ``out_dtype`` can hold that value there:
@@ -363,8 +365,12 @@ def dtype_limited(got, truth, yardstick, out_dtype, limit: float) -> torch.Tenso
           element, and the kernel's value is NaN, the yardstick's is NaN, or both have the
           same sign; or
       (b) the kernel's value is an infinity or saturated value of the truth's sign (not
-          NaN) and |truth| + ``limit`` (the output's error budget) reaches the threshold.
-    A NaN where truth and yardstick are finite is never accepted."""
+          NaN) and |truth| + ``limit`` (the output's error budget) reaches the threshold; or
+      (c) ``edge`` (a bool mask broadcast to ``got``; None: not used) holds there: a dS this
+          element sums is at the input dtype's overflow edge within what a correct kernel's
+          roundings move it (the yardstick's ``overflow_edge``, oracles/chunked.py), so a
+          correct kernel may store an infinity there, of either sign, or NaN (inf - inf).
+    A NaN where truth and yardstick are finite and no dS is at the edge is never accepted."""
     fmax = overflow_threshold(out_dtype)
     cand = torch.isfinite(truth) & (~torch.isfinite(got) | (got.abs() >= fmax))
     if not cand.is_cuda and not bool(cand.any()):  # a shortcut on the host; on a GPU the read costs more
@@ -373,6 +379,8 @@ def dtype_limited(got, truth, yardstick, out_dtype, limit: float) -> torch.Tenso
     if yardstick is not None:
         y_bad = ~torch.isfinite(yardstick)
         ok |= cand & y_bad & (torch.isnan(got) | torch.isnan(yardstick) | (torch.sign(got) == torch.sign(yardstick)))
+    if edge is not None:
+        ok |= cand & edge
     return ok
 
 
@@ -404,7 +412,8 @@ def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, r
         thr = overflow_threshold(out_dtype) if out_dtype is not None else float("nan")
         msg += (f"; {n_lim_all} overflow-limited ({n_lim} non-finite, {n_lim_all - n_lim} saturated) accepted: "
                 f"a correct {str(out_dtype).replace('torch.', '')} kernel can store them (|truth| + budget "
-                f">= {thr:.6g}, or the flash-style yardstick is non-finite there)")
+                f">= {thr:.6g}, or the flash-style yardstick is non-finite there, or a dS they sum is at the "
+                f"dtype's overflow edge)")
     if not passed:
         msg += _fmt_loc(worst)
     numbers = {"mismatched": n_bad, "nan_in_kernel": n_nan}
@@ -521,7 +530,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         y = yardstick.get(name) if yardstick is not None else None
         y = _prep(problem, name, y, dev) if y is not None else None
         bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms)
-        limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"])
+        limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
         if config.check_nonfinite:
             verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype, limited=limited))
         verdicts.append(budget_gate(problem, name, g, t, r, k, config.floor_ulps, config.floor_magnitude,
@@ -537,6 +546,13 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
                 verdicts.append(elementwise_gate(problem, name, torch.where(limited, st, g), st,
                                                  config.standards[name], reference=standard_label))
     return verdicts
+
+
+def _edge(problem, name, yardstick, device):
+    """The yardstick's ``overflow_edge`` rows of ``name`` (dq, dk), as a mask over its used
+    rows broadcast across the head dim; None where it has none."""
+    rows = (getattr(yardstick, "overflow_edge", None) or {}).get(name)
+    return None if rows is None else rows[: used_rows(problem, name)].to(device).unsqueeze(-1)
 
 
 def check_second_reference(problem: Problem, got, truth, second, config: GateConfig, label: str) -> list[Verdict]:

@@ -169,7 +169,9 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     (twice the float64 GEMMs). They only scale the budget floor, never a value. ``flash_rounding`` (float32
     only): round where a correct flash kernel must (oracles/flash_style.py): P and dS to
     the input dtype before the GEMMs that consume them, O to the input dtype before
-    Delta = rowsum(O * dO) (the stored O), and every output to the input dtype.
+    Delta = rowsum(O * dO) (the stored O), and every output to the input dtype; the
+    result then also carries ``overflow_edge`` (``_overflow_edge``): the rows of dQ and dK
+    where a correct kernel's dS may round to an infinity though this one's does not.
     ``fused_passes`` (float64): the score-sized elementwise passes in Triton kernels
     (fused_passes.py) for chunks of at least FUSED_MIN_SCORES scores; None: where
     ``FUSED_PASSES`` says for the device type (CUDA) and Triton imports; False: eager.
@@ -217,6 +219,10 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     zero = torch.zeros((), dtype=torch.float64, device=dev)
     mag = {n: zero for n in ("o", "dq", "dk", "dv", "dsink")} if magnitudes else None
     dsink_terms = None if sink is None or mag is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
+    # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of 16-bit inputs)
+    edge_at = _overflow_edge_at(low) if flash_rounding else None
+    edge = None if edge_at is None else {"dq": torch.zeros(p.total_q, Hq, dtype=torch.bool, device=dev),
+                                         "dk": torch.zeros(p.total_k, Hkv, dtype=torch.bool, device=dev)}
 
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
@@ -232,6 +238,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         if precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False) and sk:  # see _shift_bound
             khn = kh.norm(dim=-1)  # [Hkv, sk]
         dvh = torch.zeros_like(vh)
+        dk_edge = None if edge is None else torch.zeros(Hkv, sk, dtype=torch.bool, device=dev)
         if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
             kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
             dk_terms, dv_terms = torch.zeros_like(kabs, dtype=acc_dt), torch.zeros_like(vabs, dtype=acc_dt)
@@ -350,7 +357,15 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                         del terms
                     mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * scale)
                     del pm, dq_terms
-            ds = dp if fused else rnd(dp.sub_(delta.unsqueeze(-1)).mul_(e2))  # dS (times total in float64)
+            if fused:
+                ds = dp
+            else:
+                ds = dp.sub_(delta.unsqueeze(-1)).mul_(e2)  # dS (times total in float64)
+                if edge is not None:
+                    rows_edge, cols_edge = _overflow_edge(ds, e2, oc, doc, vb, edge_at, low)
+                    edge["dq"][q0 + r0:q0 + r1] = rows_edge.view(Hkv, c, G).permute(1, 0, 2).reshape(c, Hq)
+                    dk_edge[:, lo:hi] |= cols_edge
+                ds = rnd(ds)
             fused_chunks += fused
             gemm_chunks += fused and gemm is not FAILED
             del e, e2, dp
@@ -369,6 +384,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             lse[q0 + r0:q0 + r1] = row_lse.permute(1, 0, 2).reshape(c, Hq).float()
         dk[k0:k0 + sk] = dkh.permute(1, 0, 2)
         dv[k0:k0 + sk] = dvh.permute(1, 0, 2)
+        if dk_edge is not None:
+            edge["dk"][k0:k0 + sk] = dk_edge.permute(1, 0)
         if mag is not None:
             mag["dk"] = torch.maximum(mag["dk"], _top(dk_terms) * scale)
             mag["dv"] = torch.maximum(mag["dv"], _top(dv_terms))
@@ -378,6 +395,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     if flash_rounding:  # the kernel's outputs are stored in the input dtype
         o, dq, dk, dv = (t.to(low) for t in (o, dq, dk, dv))
     out = Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
+    out.overflow_edge = edge
     out.fused_chunks = fused_chunks  # what the bench reports (its "passes")
     out.fused_gemm_chunks = gemm_chunks
     if mag is not None:  # one host read, at the end
@@ -386,6 +404,41 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     else:
         out.magnitude = None
     return out
+
+
+# Flash rounding of 16-bit inputs: a flash kernel stores dS in the input dtype, so a |dS| at or
+# above the dtype's rounding edge (fp16: 65520, halfway past the largest finite 65504) becomes an
+# infinity and so does every dQ row and dK row it feeds, while the true gradient can be small (the
+# large dS terms cancel). Whether a correct kernel's dS crosses the edge depends on roundings this
+# yardstick makes one way: chiefly the stored O behind Delta = rowsum(O * dO). Two correct kernels'
+# stored O differ by up to an ulp (2u |O| relative, u the dtype's unit roundoff), so their Delta by up
+# to 2u sum_d |O dO|, and their dS by P times that (plus the float32 sums of dP and Delta, Dv 2^-24
+# of their terms). On the H200 (results/h200/phase12.md, R43) our TileLang kernel stored an infinity
+# where the exact |dS| was 65532, this yardstick's 65506.6 and that band 158 wide: a correct kernel's
+# result, which the gate called wrong. ``_overflow_edge`` marks the dQ and dK rows where
+# |dS| + band reaches the edge; the gate accepts a non-finite value there (gates.dtype_limited).
+def _overflow_edge_at(dtype: torch.dtype) -> float | None:
+    """The magnitude from which a float rounds to an infinity in 16-bit ``dtype`` (its largest
+    finite value plus half an ulp); None for wider dtypes (no dS edge modelled there)."""
+    if torch.finfo(dtype).bits > 16:
+        return None
+    fmax = torch.tensor(torch.finfo(dtype).max, dtype=dtype)
+    below = torch.nextafter(fmax, torch.zeros((), dtype=dtype))
+    return float(fmax) + (float(fmax) - float(below)) / 2
+
+
+def _overflow_edge(ds, p, o, do, v, at: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows [heads, rows], cols [heads, keys]): where |dS| plus the band by which a correct
+    kernel's dS may differ from this one (see above) reaches ``at`` (``_overflow_edge_at`` of
+    the input ``dtype``), reduced over the keys (the dQ rows it feeds) and over the rows (the dK
+    rows). ``ds``, ``p`` [heads, rows, keys] float32 (P normalised), ``o`` the stored O and
+    ``do`` [heads, rows, Dv], ``v`` [heads, keys, Dv]."""
+    u = torch.finfo(dtype).eps / 2  # the input dtype's unit roundoff
+    acc = do.shape[-1] * 2.0**-24  # float32 sums of Dv terms
+    od = (o.abs() * do.abs()).sum(-1, keepdim=True)  # sum_d |O dO|: what Delta sums
+    band = p * (od * (2 * u + acc) + acc * do.abs().sum(-1, keepdim=True) * v.abs().amax(-1).unsqueeze(1))
+    hit = band.add_(ds.abs()) >= at
+    return hit.any(-1), hit.any(1)
 
 
 # float64: the softmax shift m_i enters the QK^T GEMM as one more (padded) column, so S - m

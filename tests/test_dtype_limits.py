@@ -173,3 +173,45 @@ def test_correct_kernels_pass_and_cast_before_scale_fails_near_the_threshold():
         assert run_case(kernel, NEAR).status == "passed"
     case = run_case(MUTANTS["dq-cast-before-scale"].make(), NEAR)
     assert case.status == "failed" and not _dq(case, "nonfinite").passed
+
+
+# ----------------------------------------------------------------------------- dS at the overflow edge
+# A flash kernel stores dS in the input dtype, so a |dS| at fp16's rounding edge (65520) makes the
+# dK row it feeds infinite though the true dK is small. Found on the H200 (results/h200/phase12.md,
+# R43): our TileLang kernel's dK row was inf where the exact |dS| was 65532 and the flash-style
+# yardstick's 65506.6 (finite), and the gate called a correct kernel wrong. Crafted here: one query,
+# two keys with equal scores (P = 1/2 exactly), V rows of ones and zeros (O = 1/2 exactly), dO
+# summing to 262048: dS = +-65512 exactly, stored as 65504 by this rounding, as +-inf by a correct
+# kernel whose stored O is one ulp lower (Delta 64 smaller). Halving dO halves dS: far from the edge.
+
+EDGE = Problem(seqlen_q=1, seqlen_k=2, head_dim_qk=8, head_dim_v=8, dtype="float16").validate()
+
+
+def _edge_inputs(do_scale: float):
+    import dataclasses
+
+    x = make_inputs(EDGE)
+    h = torch.float16
+    do = torch.tensor([32768.0] * 7 + [32672.0], dtype=h) * do_scale
+    v = torch.stack([torch.ones(8, dtype=h), torch.zeros(8, dtype=h)])
+    return dataclasses.replace(x, q=torch.full_like(x.q, 0.0625), k=torch.full_like(x.k, 0.5), v=v.view(2, 1, 8),
+                               do=do.view(1, 1, 8))
+
+
+@pytest.mark.parametrize("do_scale, at_edge", [(1.0, True), (0.5, False)], ids=["dS-at-the-edge", "dS-half-of-it"])
+def test_an_infinite_dk_row_is_accepted_only_where_a_correct_kernels_ds_may_overflow(do_scale, at_edge):
+    from difftest.gates import check_outputs
+    from difftest.oracles import references
+
+    x = _edge_inputs(do_scale)
+    refs = references(x)
+    assert torch.isfinite(refs.flash.dk).all() and torch.isfinite(refs.truth.dk).all()
+    assert float(refs.truth.dk.abs().max()) < FP16_MAX / 40  # dK is far from the threshold, its dS at it
+    got = refs.flash.clone()
+    got.dk[0] = float("inf")  # the row a dS of +-65512 (32756) feeds, as a kernel storing that dS as inf has it
+    verdicts = check_outputs(EDGE, got, refs.truth, refs.yardsticks, yardstick=refs.flash, inputs=x)
+    nf = next(v for v in verdicts if v.output == "dk" and v.gate == "nonfinite")
+    assert nf.passed == at_edge, nf.message
+    if at_edge:
+        assert nf.numbers["overflow_limited"] == 8 and "overflow edge" in nf.message
+    assert refs.flash.overflow_edge["dk"].view(-1).tolist() == [at_edge, at_edge]  # both keys' dS: +-65512
