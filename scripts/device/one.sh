@@ -123,9 +123,11 @@
 #   R43: carry .device/tilelang.tar.xz: a seeded search draws from its seed alone (f70dd0f): the atomic (nondeterministic
 #        dQ) TileLang kernel's seeded gpu campaign twice, then tilelang-det's twice: the same Problems in the same
 #        order (scripts/device/same_draws.py), and `difftest gate` of each second run against its first (~330 s)
-# Usage: bash scripts/device/one.sh R1|R2|...|R43
+#   R44: carry .device/tilelang.tar.xz: R43's seeded campaigns (seed 11) once each after the gate accepts a non-finite
+#        dK/dQ row where a correct kernel's dS may overflow (c605f8e); any failure's reproducer JSONs kept (~250 s)
+# Usage: bash scripts/device/one.sh R1|R2|...|R44
 set -o pipefail
-call=${1:?R1|R2|...|R43}
+call=${1:?R1|R2|...|R44}
 source scripts/device/common.sh
 stamp "start $call"
 case $call in
@@ -556,6 +558,16 @@ R43)  # a seeded search draws the same Problems run to run, for an atomic kernel
     for i in 1 2; do python3 scripts/device/campaign_split.py $R/$k$i/report.json $R/$k$i-timing.json > /dev/null; done
     rm -rf $R/${k}1 $R/${k}2
   done ;;
-*) echo "call: allowed R1..R43"; exit 2 ;;
+R44)  # R43's seeded campaigns after the dS overflow-edge rule
+  timeout 150 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
+  stamp "tilelang warm exit $?"
+  for k in tilelang-det tilelang; do
+    timed_run $k 0 110 -k $k -p gpu --seed 11 --max-examples 80 --time-budget 100 --shrink-budget 10 --out $R/$k --db none
+    python3 scripts/device/campaign_split.py $R/$k/report.json $R/$k-timing.json > /dev/null
+    mkdir -p $R/$k-repro && cp $R/$k/runs/*/repro/*.json $R/$k-repro/ 2> /dev/null
+    rm -rf $R/$k
+  done
+  grep -h -A3 "FAILED\]\|passed (\|failed (" $L/tilelang*.log | cut -c1-400 ;;
+*) echo "call: allowed R1..R44"; exit 2 ;;
 esac
 finish
