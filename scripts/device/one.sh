@@ -130,6 +130,21 @@ set -o pipefail
 call=${1:?R1|R2|...|R44}
 source scripts/device/common.sh
 stamp "start $call"
+# R34's tilelang-det gpu campaign (200 examples, 60 s of search), its time split kept, its report dropped
+tl_campaign_split() {
+  timeout 100 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 60 \
+    --shrink-budget 10 --out $R/overhead --db none > $L/overhead.log 2>&1
+  stamp "tilelang-det campaign exit $?"
+  python3 scripts/device/campaign_split.py $R/overhead/report.json $R/overhead-timing.json
+  rm -rf $R/overhead
+}
+# the float64 truth next to FA3's backward, B1 H8 D128 causal at 16k..128k (issue 12.3)
+oracle_bench() {
+  timeout 100 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
+    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
+    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
+  stamp "oracle bench exit $?"
+}
 case $call in
 R1)
   ( timeout 420 $S --out $R --seconds 380 --timeout 60 flash-attention-triton 200 > $L/fat.log 2>&1
@@ -507,28 +522,14 @@ R39)  # the truth walking equal lengths together: GPU tests, tilelang-det's time
     > $L/pytest-oracles-gpu.log 2>&1
   stamp "GPU oracle tests exit $?"
   lanes_done
-  timeout 100 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 60 \
-    --shrink-budget 10 --out $R/overhead --db none > $L/overhead.log 2>&1
-  stamp "tilelang-det campaign exit $?"
-  python3 scripts/device/campaign_split.py $R/overhead/report.json $R/overhead-timing.json
-  rm -rf $R/overhead
-  timeout 100 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
-    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
-    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
-  stamp "oracle bench exit $?"
+  tl_campaign_split
+  oracle_bench
   tail -1 $L/pytest-oracles-gpu.log; cat $R/oracle.md ;;
 R41)  # truth_compile in tilelang-det's split; the bench after the warm-up per launch
   timeout 150 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
   stamp "tilelang warm exit $?"
-  timeout 100 python3 -m difftest run -k tilelang-det -p gpu --device cuda --max-examples 200 --time-budget 60 \
-    --shrink-budget 10 --out $R/overhead --db none > $L/overhead.log 2>&1
-  stamp "tilelang-det campaign exit $?"
-  python3 scripts/device/campaign_split.py $R/overhead/report.json $R/overhead-timing.json
-  rm -rf $R/overhead
-  timeout 100 python3 -m difftest bench --oracle -k fa3 --repeats 20 --oracle-repeats 3 \
-    --shape 1,8,16384,128 --shape 1,8,32768,128 --shape 1,8,65536,128 --shape 1,8,131072,128 \
-    --json $R/oracle.json --markdown $R/oracle.md > $L/oracle.log 2>&1
-  stamp "oracle bench exit $?"
+  tl_campaign_split
+  oracle_bench
   cat $R/oracle.md ;;
 R42)  # the same seeded tilelang-det campaign under HEAD and R34's engine, alternately
   timeout 150 python3 -m difftest.kernels.tilelang.warm --target cuda --jobs 14 > $L/warm.log 2>&1
