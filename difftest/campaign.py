@@ -65,6 +65,7 @@ class CampaignResult:
     first_failure: CaseResult | None = None  # the first failing case seen, before shrinking
     examples_to_fail: int | None = None
     seconds_to_fail: float | None = None
+    unrun: int = 0  # Problems drawn after the search budget was spent: not run (difftest gate reads it)
     reproducer: dict | None = None
     compile_keys: int = 0
     coverage: dict = field(default_factory=dict)  # {"hit": {feature: cases}, "missing": [features]}
@@ -283,6 +284,7 @@ class Campaign:
         case = self.seen.get(problem)
         if case is None:
             if self._over_budget():
+                res.unrun += self.failed_at is None  # the search's budget, not the shrink's
                 return
             case = self._case(problem)
             self.keys.add(self.kernel.capability.compile_signature(problem))

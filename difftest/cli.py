@@ -470,6 +470,8 @@ def _print_campaign(k, r) -> None:
     if r.status != "unavailable":
         missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
         print(f"  not exercised: {missing}")
+    if getattr(r, "unrun", 0):
+        print(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
     if r.failure is not None:
         print(r.failure.render())
         for d in getattr(r, "declaration", ()):

@@ -21,7 +21,11 @@ gate fails (exit 1) on:
 Different shards of one kernel (or a shard against a whole campaign) are refused: merge first.
 
 A gate that fails in both is a *known failure*: listed, not blocking (it is not this
-change's doing). A report compared with itself passes. The JUnit file has one testcase
+change's doing). Coverage the candidate lacks only because its search budget ran out first
+(it left drawn Problems unrun, and every Problem it ran the baseline ran too: the same
+seeded stream, stopped earlier, e.g. on a loaded runner or behind cold kernel builds) is
+*incomplete*: listed with what was not reached, not blocking. A report compared with
+itself passes. The JUnit file has one testcase
 per kernel x output x gate (plus ``all:run`` for kernel errors and ``coverage`` per kernel);
 a failing testcase carries the shrunk problem and the reproducer path when B's campaign
 shrank that failure, else the first failing Problem, marked as not shrunk.
@@ -40,6 +44,7 @@ DEFAULT_MIN_RATIO = 0.05
 RUN = ("all", "run")  # the pseudo output x gate of kernel errors (crash, exception, timeout)
 RATIO_GATES = (Gate.BUDGET, Gate.SECOND_REFERENCE)
 DETERMINISM_GATES = (Gate.DETERMINISM, Gate.DETERMINISM_INFO)
+NOT_BLOCKING = ("known", "incomplete")  # failing in the baseline too; not reached in the candidate's budget
 
 
 @dataclass
@@ -47,7 +52,7 @@ class Finding:
     kernel: str
     output: str  # an output name, "all" or "coverage"
     gate: str
-    kind: str  # regression | ratio | determinism | coverage | settings | known
+    kind: str  # regression | ratio | determinism | coverage | settings | known | incomplete
     message: str
     case: dict | None = None  # B's failing case record (shrunk when ``shrunk``)
     shrunk: bool = False
@@ -55,7 +60,7 @@ class Finding:
 
     @property
     def blocking(self) -> bool:
-        return self.kind != "known"
+        return self.kind not in NOT_BLOCKING
 
     @property
     def testcase(self) -> tuple[str, str]:
@@ -164,15 +169,17 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
                             f"are not comparable with the baseline's; run both sides with the same options"))
         ga = _gates_with_run(A) if a_up else {}
         gb = _gates_with_run(B)
+        cut = _cut_short(A, B) if a_up else None
+        lost = "incomplete" if cut else "coverage"
         keys = sorted(set(ga) | set(gb), key=lambda k: (OUTPUTS.index(k[0]) if k[0] in OUTPUTS else -1, k[1]))
         for output, gate in keys:
             x, y = ga.get((output, gate)), gb.get((output, gate))
             verdict = "ok"
             if y is None or not y["checked"]:
-                add(Finding(kernel, output, gate, "coverage",
+                add(Finding(kernel, output, gate, lost,
                             f"{kernel} {output}:{gate}: checked in {x['checked']} baseline cases, "
-                            "none in the candidate"))
-                verdict = "COVERAGE LOST"
+                            "none in the candidate" + (f" ({cut})" if cut else "")))
+                verdict = "NOT REACHED" if cut else "COVERAGE LOST"
             elif y["failed"]:
                 case = y["first_failing"]
                 msg = _failing_message(case, output, gate)
@@ -238,9 +245,9 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
         hit_a = set(((A.get("coverage") or {}).get("hit") or {}))
         hit_b = set(((B.get("coverage") or {}).get("hit") or {}))
         if hit_a - hit_b:
-            add(Finding(kernel, "coverage", "features", "coverage",
+            add(Finding(kernel, "coverage", "features", lost,
                         f"{kernel}: coverage features hit in the baseline, not in the candidate: "
-                        f"{', '.join(sorted(hit_a - hit_b))}"))
+                        f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({cut})" if cut else "")))
     for f in res.findings:
         res.testcases.setdefault(f.testcase, []).append(f)
     for kernel, output, gate, *_ in res.rows:
@@ -251,6 +258,24 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
         if kernel in ca:
             res.testcases.setdefault((kernel, "settings"), [])
     return res
+
+
+def _cut_short(a: dict, b: dict) -> str | None:
+    """Why the candidate ``b`` covers less than ``a`` without covering differently, or None:
+    its search budget ran out (``unrun`` drawn Problems not run), its edge corpus was as large,
+    and it ran no Problem the baseline did not (the same seeded stream, stopped earlier). A
+    candidate that draws otherwise (a narrower capability, another seed) has another corpus or
+    runs Problems the baseline never did."""
+    unrun = b.get("unrun") or 0
+    corpus = [(x.get("settings") or {}).get("edge_cases") for x in (a, b)]
+    if not unrun or corpus[0] != corpus[1]:
+        return None
+    ran_a = {problem_key(c["problem"]) for c in a.get("cases", [])}
+    cases_b = b.get("cases", [])
+    if any(problem_key(c["problem"]) not in ran_a for c in cases_b):
+        return None
+    return (f"not reached: the candidate's search budget ran out after {len(cases_b)} of the baseline's "
+            f"{len(ran_a)} problems, {unrun} drawn problems left unrun; rerun it with a larger --time-budget")
 
 
 _COMPARED = ("gates", "poison", "second_reference")  # what a verdict depends on (operational knobs left out)
@@ -329,7 +354,7 @@ def render(res: GateResult) -> str:
     for n in res.notes:
         lines.append(f"note: {n}")
     for f in res.findings:
-        tag = "known failure" if f.kind == "known" else f.kind.upper()
+        tag = {"known": "known failure", "incomplete": "not reached"}.get(f.kind, f.kind.upper())
         lines.append(f"{tag}: {f.message}")
         if f.blocking and f.case:
             from .problem import Problem, ProblemError
@@ -343,7 +368,9 @@ def render(res: GateResult) -> str:
                 lines.append(f"  reproducer: {f.reproducer}")
     blocking = [f for f in res.findings if f.blocking]
     lines.append("")
-    lines.append("gate: PASSED" + (f" ({len(res.findings)} known failures)" if res.findings else "")
+    listed = [f"{n} {what}" for what, n in (("known failures", sum(f.kind == "known" for f in res.findings)),
+                                             ("not reached", sum(f.kind == "incomplete" for f in res.findings))) if n]
+    lines.append("gate: PASSED" + (f" ({', '.join(listed)})" if listed else "")
                  if res.passed else f"gate: FAILED ({len(blocking)} findings)")
     return "\n".join(lines)
 

@@ -54,8 +54,9 @@ def junit_xml(res) -> str:
                 el.text = "\n\n".join(_detail(f) for f in blocking)
             elif known:
                 n_skip += 1
-                el = ET.SubElement(tc, "skipped", message=_clean("known failure (fails in the baseline too): "
-                                                         + known[0].message.splitlines()[0][:400]))
+                why = ("not reached in the candidate's search budget: " if known[0].kind == "incomplete"
+                       else "known failure (fails in the baseline too): ")
+                el = ET.SubElement(tc, "skipped", message=_clean(why + known[0].message.splitlines()[0][:400]))
                 el.text = "\n\n".join(_detail(f) for f in known)
         suite.set("tests", str(len(cases)))
         suite.set("failures", str(n_fail))

@@ -105,6 +105,7 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         "elapsed_s_total": round(sum((c.get("elapsed_s") or 0.0) for c in recs), 3),
         "examples_to_fail": failing[0].get("examples_to_fail") if failing else None,
         "seconds_to_fail": failing[0].get("seconds_to_fail") if failing else None,
+        "unrun": sum(c.get("unrun") or 0 for c in recs),
         "compile_keys": sum(c.get("compile_keys") or 0 for c in recs),
         "compile_stats": compile_stats or None,
         "coverage": {"hit": dict(sorted(hit.items())), "missing": sorted(missing or ())},

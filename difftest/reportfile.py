@@ -104,7 +104,8 @@ def check_report(doc, path="report") -> None:
                                     ("reason", (str, _NONE), "a string"), ("profile", (str, _NONE), "a profile name"),
                                     ("elapsed_s", (_NUM, _NONE), "a number"),
                                     ("compile_stats", (dict, _NONE), "an object"),
-                                    ("compile_keys", (int, _NONE), "an integer")):
+                                    ("compile_keys", (int, _NONE), "an integer"),
+                                    ("unrun", (int, _NONE), "an integer (drawn problems left unrun)")):
             _expect(c, key, types, where, allowed)
         st = c.get("settings") or {}
         for key, types, allowed in (("seed", (int, _NONE), "an integer or null"),

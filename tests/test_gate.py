@@ -4,6 +4,7 @@ lost determinism and lost coverage fail; known failures do not block; bad input 
 line and exit code 2. `--seed` makes two runs draw the same problems."""
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -147,6 +148,51 @@ def test_less_coverage_fails(baseline):
     assert [f.kind for f in res.findings] == ["coverage"] and "absent from the candidate" in res.findings[0].message
     res = compare(b, a)  # B covers more: fine
     assert res.passed
+
+
+class NoSinksRef(RefKernel):
+    """The candidate: the same kernel, claiming no sinks (a narrower capability)."""
+    capability = dataclasses.replace(RefKernel.capability, sinks=False)
+
+
+def _cut_after(n):
+    """Campaign._over_budget as if the search budget ran out once n cases have run."""
+    return lambda self: self.failed_at is None and len(self.result.cases) >= n
+
+
+def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tmp_path, monkeypatch):
+    """The same seeded stream, stopped by the candidate's search budget (a loaded runner, cold
+    builds of a changed kernel): what it did not reach is no coverage loss. The old gate failed
+    it; a narrower candidate cut as short still fails."""
+    from difftest.campaign import Campaign
+
+    _, a = baseline
+    monkeypatch.setattr(Campaign, "_over_budget", _cut_after(6))
+    _, b = _report(tmp_path, "cut", RefKernel(), config=RunConfig(determinism_runs=2))
+    cb = b["campaigns"][0]
+    assert len(cb["cases"]) == 6 and cb["unrun"] > 0
+    res = compare(a, b)
+    assert res.passed, render(res)
+    assert res.findings and {f.kind for f in res.findings} == {"incomplete"}
+    assert "not reached" in render(res) and "search budget ran out after 6 of the baseline's" in render(res)
+    xml = junit_xml(res)
+    assert "<failure" not in xml and "not reached in the candidate's search budget" in xml
+    _, n = _report(tmp_path, "narrow", NoSinksRef(), config=RunConfig(determinism_runs=2))
+    assert n["campaigns"][0]["unrun"] > 0
+    res = compare(a, n)
+    assert not res.passed and "coverage" in {f.kind for f in res.findings}, render(res)
+
+
+def test_a_campaign_cut_by_its_budget_says_so(monkeypatch, capsys):
+    from difftest.campaign import Campaign
+    from difftest.cli import _print_campaign
+
+    monkeypatch.setattr(Campaign, "_over_budget", _cut_after(3))
+    kernel = RefKernel()
+    res = run_campaign(kernel, "quick", max_examples=10, edge_cases=False, database=None, seed=3)
+    assert len(res.cases) == 3 and res.unrun > 0
+    _print_campaign(kernel, res)
+    assert f"search budget spent: {res.unrun} drawn problems not run" in capsys.readouterr().out
 
 
 def test_bad_input_is_one_line_and_exit_2(baseline, tmp_path):
