@@ -229,7 +229,7 @@ def _gate_section(res) -> str:
     if res.findings:
         out.append("<table><tr><th>kind</th><th>finding</th></tr>")
         for f in res.findings:
-            cls = "known" if f.kind == "known" else "REGRESSION"
+            cls = "REGRESSION" if f.blocking else "known"  # known failures and not reached: listed, not blocking
             extra = f"\nreproducer: {f.reproducer}" if f.reproducer else ""
             out.append(f'<tr><td class="{cls}">{_e(f.kind)}</td><td>{_e(f.message + extra)}</td></tr>')
         out.append("</table>")
