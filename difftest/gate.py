@@ -24,8 +24,8 @@ A gate that fails in both is a *known failure*: listed, not blocking (it is not 
 change's doing). Coverage the candidate lacks only because its search budget ran out first
 (it left drawn Problems unrun, and every Problem it ran the baseline ran too: the same
 seeded stream, stopped earlier, e.g. on a loaded runner or behind cold kernel builds) is
-*incomplete*: listed with what was not reached, not blocking. A report compared with
-itself passes. The JUnit file has one testcase
+*not reached* (kind ``incomplete``): listed, not blocking. A report compared with itself
+passes. The JUnit file has one testcase
 per kernel x output x gate (plus ``all:run`` for kernel errors and ``coverage`` per kernel);
 a failing testcase carries the shrunk problem and the reproducer path when B's campaign
 shrank that failure, else the first failing Problem, marked as not shrunk.
@@ -274,7 +274,7 @@ def _cut_short(a: dict, b: dict) -> str | None:
     cases_b = b.get("cases", [])
     if any(problem_key(c["problem"]) not in ran_a for c in cases_b):
         return None
-    return (f"not reached: the candidate's search budget ran out after {len(cases_b)} of the baseline's "
+    return (f"the candidate's search budget ran out after {len(cases_b)} of the baseline's "
             f"{len(ran_a)} problems, {unrun} drawn problems left unrun; rerun it with a larger --time-budget")
 
 
