@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from difftest.campaign import run_campaign
+from difftest.campaign import Campaign, run_campaign
 from difftest.gate import compare, render
 from difftest.junit import junit_xml
 from difftest.reports import write_json
@@ -164,8 +164,6 @@ def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tm
     """The same seeded stream, stopped by the candidate's search budget (a loaded runner, cold
     builds of a changed kernel): what it did not reach is no coverage loss. The old gate failed
     it; a narrower candidate cut as short still fails."""
-    from difftest.campaign import Campaign
-
     _, a = baseline
     monkeypatch.setattr(Campaign, "_over_budget", _cut_after(6))
     _, b = _report(tmp_path, "cut", RefKernel(), config=RunConfig(determinism_runs=2))
@@ -184,7 +182,6 @@ def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tm
 
 
 def test_a_campaign_cut_by_its_budget_says_so(monkeypatch, capsys):
-    from difftest.campaign import Campaign
     from difftest.cli import _print_campaign
 
     monkeypatch.setattr(Campaign, "_over_budget", _cut_after(3))

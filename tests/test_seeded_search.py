@@ -33,8 +33,8 @@ class Noisy(RefKernel):
         return out
 
 
-def _drawn(kernel, seed=5, profile="quick"):
-    res = run_campaign(kernel, profile, max_examples=EXAMPLES, edge_cases=False, database=None, seed=seed,
+def _drawn(kernel):
+    res = run_campaign(kernel, "quick", max_examples=EXAMPLES, edge_cases=False, database=None, seed=5,
                        time_budget=1e4)
     assert res.status == "passed", res.reason
     return [c.problem for c in res.cases]
