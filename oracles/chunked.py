@@ -171,7 +171,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     the input dtype before the GEMMs that consume them, O to the input dtype before
     Delta = rowsum(O * dO) (the stored O), and every output to the input dtype; the
     result then also carries ``overflow_edge`` (``_overflow_edge``): the rows of dQ and dK
-    where a correct kernel's dS may round to an infinity though this one's does not.
+    where a correct kernel's dS may round to an infinity though this one's does not (None
+    where no dS edge is in float32's finite range: bfloat16 and float32 inputs).
     ``fused_passes`` (float64): the score-sized elementwise passes in Triton kernels
     (fused_passes.py) for chunks of at least FUSED_MIN_SCORES scores; None: where
     ``FUSED_PASSES`` says for the device type (CUDA) and Triton imports; False: eager.
@@ -219,7 +220,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     zero = torch.zeros((), dtype=torch.float64, device=dev)
     mag = {n: zero for n in ("o", "dq", "dk", "dv", "dsink")} if magnitudes else None
     dsink_terms = None if sink is None or mag is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
-    # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of 16-bit inputs)
+    # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of fp16 inputs)
     edge_at = _overflow_edge_at(low) if flash_rounding else None
     edge = None if edge_at is None else {"dq": torch.zeros(p.total_q, Hq, dtype=torch.bool, device=dev),
                                          "dk": torch.zeros(p.total_k, Hkv, dtype=torch.bool, device=dev)}
@@ -418,9 +419,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
 # result, which the gate called wrong. ``_overflow_edge`` marks the dQ and dK rows where
 # |dS| + band reaches the edge; the gate accepts a non-finite value there (gates.dtype_limited).
 def _overflow_edge_at(dtype: torch.dtype) -> float | None:
-    """The magnitude from which a float rounds to an infinity in 16-bit ``dtype`` (its largest
-    finite value plus half an ulp); None for wider dtypes (no dS edge modelled there)."""
-    if torch.finfo(dtype).bits > 16:
+    """The magnitude from which a float rounds to an infinity in ``dtype`` (its largest finite
+    value plus half an ulp), where float32's dS can reach it finitely: fp16. None for bfloat16
+    (its edge is float32's own range: a dS there is already non-finite in this yardstick, which
+    the gate's rule (a) covers) and wider dtypes, so their yardsticks skip the band's passes."""
+    if torch.finfo(dtype).max > torch.finfo(torch.float32).max / 2:
         return None
     fmax = torch.tensor(torch.finfo(dtype).max, dtype=dtype)
     below = torch.nextafter(fmax, torch.zeros((), dtype=dtype))

@@ -215,3 +215,13 @@ def test_an_infinite_dk_row_is_accepted_only_where_a_correct_kernels_ds_may_over
     if at_edge:
         assert nf.numbers["overflow_limited"] == 8 and "overflow edge" in nf.message
     assert refs.flash.overflow_edge["dk"].view(-1).tolist() == [at_edge, at_edge]  # both keys' dS: +-65512
+
+
+def test_the_ds_edge_is_modelled_for_fp16_only():
+    """bfloat16's edge is float32's own range (a dS there is non-finite in the yardstick already):
+    its yardstick skips the band's score-sized passes."""
+    import dataclasses
+
+    for dtype, modelled in (("float16", True), ("bfloat16", False), ("float32", False)):
+        p = dataclasses.replace(EDGE, dtype=dtype).validate()
+        assert (flash_style_reference(make_inputs(p)).overflow_edge is not None) == modelled, dtype
