@@ -13,8 +13,9 @@ features of Hypothesis break that promise, and a seeded campaign turns both off:
 - **Local constants** (Hypothesis >= 6.131): with a small probability per draw, integers,
   floats and strings are taken from the literals of every imported module outside
   site-packages and the standard library: the kernel under test, its repository, an
-  editable difftest. A kernel change that edits one literal (a tile size) changed the draws
-  from the 123rd Problem on in the same measurement. ``local_constants_off()`` gives a
+  editable difftest. Importing a module of new literals (tile sizes) between two runs changed
+  the draws from the 123rd Problem on (ci, 300 examples, targeting off; results/seeded_search.md).
+  ``local_constants_off()`` gives a
   seeded search none. Hypothesis has no setting for this yet (HypothesisWorks/hypothesis
   issue 4627), so it replaces the module's internal collector for the duration;
   tests/test_seeded_search.py fails if a Hypothesis upgrade moves it.

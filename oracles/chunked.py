@@ -415,7 +415,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
 # stored O differ by up to an ulp (2u |O| relative, u the dtype's unit roundoff), so their Delta by up
 # to 2u sum_d |O dO|, and their dS by P times that (plus the float32 sums of dP and Delta, Dv 2^-24
 # of their terms). On the H200 (results/h200/phase12.md, R43) our TileLang kernel stored an infinity
-# where the exact |dS| was 65532, this yardstick's 65506.6 and that band 158 wide: a correct kernel's
+# where the float64 |dS| was 65524.4, this yardstick's 65506.6 and that band 118.6 wide: a correct kernel's
 # result, which the gate called wrong. ``_overflow_edge`` marks the dQ and dK rows where
 # |dS| + band reaches the edge; the gate accepts a non-finite value there (gates.dtype_limited).
 def _overflow_edge_at(dtype: torch.dtype) -> float | None:
