@@ -15,11 +15,12 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__))
         _os.path.isfile(_os.path.join(_ROOT, d, "__init__.py")) for d in ("kernels", "strategies", "oracles")):
     __path__.append(_ROOT)  # noqa: F821 -- a package's own __path__
 
-# Top-level names load on first use (PEP 562): ``import difftest.cli`` and ``difftest
+# Top-level names load on first use (PEP 562): ``import difftest.commands.cli`` and ``difftest
 # --help`` must not pay for torch (seconds) before a subcommand needs it.
-_EXPORTS = {"KernelAdapter": "adapter", "KernelUnavailable": "adapter", "register": "adapter",
-            "Capability": "capability", "Inputs": "inputs", "make_inputs": "inputs", "Outputs": "outputs",
-            "Problem": "problem", "ProblemError": "problem"}
+_EXPORTS = {"KernelAdapter": "execute.adapter", "KernelUnavailable": "execute.adapter",
+            "register": "execute.adapter", "Capability": "model.capability", "Inputs": "model.inputs",
+            "make_inputs": "model.inputs", "Outputs": "model.outputs", "Problem": "model.problem",
+            "ProblemError": "model.problem"}
 __all__ = sorted(_EXPORTS)
 
 

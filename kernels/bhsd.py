@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from difftest.inputs import Inputs
+from difftest.model.inputs import Inputs
 
 LN2 = math.log(2.0)
 

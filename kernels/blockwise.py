@@ -18,7 +18,7 @@ and Delta=0 so they contribute nothing, padded key columns are masked out.
 Every Problem feature is supported: causal (both alignments), sliding windows,
 GQA/MQA (dK/dV summed over each group of query heads), varlen with zero-length
 sequences and unused tail tokens, sinks, custom softmax scale, float32/float16/bfloat16
-(computed in float32, outputs cast), and every memory layout of difftest/layouts.py
+(computed in float32, outputs cast), and every memory layout of difftest/model/layouts.py
 (inputs are read through their own strides and storage offset, never copied first).
 Outputs are written into the given (poisoned) buffers, every element of them, and the
 result is bitwise deterministic.
@@ -36,12 +36,12 @@ import contextlib
 
 import torch
 
-from difftest.adapter import KernelAdapter
-from difftest.capability import Capability
-from difftest.inputs import Inputs, torch_dtype
-from difftest.layouts import LAYOUTS
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs, torch_dtype
+from difftest.model.layouts import LAYOUTS
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 BLOCK_M = 32  # query rows per tile
 BLOCK_N = 16  # keys per tile
@@ -138,7 +138,7 @@ class BlockwiseAttention(KernelAdapter):
     def load(self, inputs: Inputs, name: str, b: int) -> torch.Tensor:
         """Sequence ``b``'s rows of q, k, v or do, [len, heads, dim] in the input dtype, read
         from the memory the kernel was handed through its own strides and storage offset
-        (any layout of difftest/layouts.py: head-major, head-dim slices, offsets, stride-0
+        (any layout of difftest/model/layouts.py: head-major, head-dim slices, offsets, stride-0
         K/V heads, which then carry heads_q heads that all read the one stored head)."""
         return inputs.rows(name, b)
 

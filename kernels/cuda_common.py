@@ -1,6 +1,6 @@
 """Layout and convention helpers shared by the GPU adapters (SDPA, Flex, FA3, FA4, TileOPs).
 
-difftest's conventions (see difftest/problem.py and difftest/outputs.py): packed THD
+difftest's conventions (see difftest/model/problem.py and difftest/model/outputs.py): packed THD
 tensors, LSE in natural log with the sink included, -inf for a row that sees nothing.
 Production kernels differ: BSHD or BHSD layouts, LSE shaped [B, H, S] or [H, T], +inf for
 empty rows (FlashAttention 2/3), log2 in some kernels. These helpers convert, and only
@@ -13,8 +13,8 @@ import importlib.util
 
 import torch
 
-from difftest.inputs import Inputs
-from difftest.problem import Problem
+from difftest.model.inputs import Inputs
+from difftest.model.problem import Problem
 
 from .masking import visible_keys
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import torch
 
-from difftest.adapter import KernelAdapter
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.layouts import LAYOUTS
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.layouts import LAYOUTS
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 from .cuda_common import (
     cuda_reason,
@@ -74,7 +74,7 @@ _INTERFACE_DIMS = tuple(range(8, 257, 8))
 # Memory layouts: the FlashAttention C++ APIs check only that q/k/v have a contiguous last
 # dimension (`TORCH_CHECK(q.stride(-1) == 1, ...)`, flash_api.cpp:1311-1315 in mha_bwd, and
 # the Python wrappers' maybe_contiguous copies only when stride(-1) != 1); every layout of
-# difftest/layouts.py has it, so the interface backend is handed the laid-out memory. dew
+# difftest/model/layouts.py has it, so the interface backend is handed the laid-out memory. dew
 # takes JAX arrays, which have no strides: the adapter must copy into a contiguous buffer for
 # DLPack, so under dew only the contiguous layout is declared (another layout would test our
 # copy, not the kernel).

@@ -36,11 +36,11 @@ import os
 
 import torch
 
-from difftest.adapter import KernelAdapter
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 from .cuda_common import cuda_reason, lse_bhs_to_thd, lse_ht_to_thd, module_reason, normalize_lse, sm_reason, thd
 from .fa3 import Fa3Call, to_jax, to_torch

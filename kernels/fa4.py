@@ -2,7 +2,7 @@
 
 Dense problems call ``flash_attn_func`` on [B, S, H, D] views; varlen problems call
 ``flash_attn_varlen_func`` on the packed tensors with cu_seqlens; either way the tensors
-are the laid-out memory of the Problem's layout (difftest/layouts.py), dO included, and a
+are the laid-out memory of the Problem's layout (difftest/model/layouts.py), dO included, and a
 ``kv_broadcast`` K/V reaches FA4 as an MHA call whose per-head dK/dV are summed here. Gradients come from
 torch autograd through FA4's own ``FlashAttnFunc.backward`` (the kernel under test).
 Conventions: causal and windows are bottom-right aligned (FlashAttention's rule), a
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import torch
 
-from difftest.adapter import KernelAdapter
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.layouts import LAYOUTS
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.layouts import LAYOUTS
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 from .cuda_common import (
     cuda_reason,
@@ -54,7 +54,7 @@ from .cuda_common import (
 #   cute_dsl_utils.py:87-99): a contiguous tensor or a strided one with a 16-byte aligned
 #   pointer and strides is used as is (stride 0 included: `stride == 0 or ...` at
 #   cute_dsl_utils.py:84, kept static per interface.py:1382), anything else FA4 copies
-#   itself. So the interface takes every layout of difftest/layouts.py; the adapter hands
+#   itself. So the interface takes every layout of difftest/model/layouts.py; the adapter hands
 #   over the laid-out memory and FA4 decides what to copy.
 # - max_seqlen / max_heads / max_batch below are campaign bounds (GPU time), not FA4's.
 _DIMS = tuple(range(8, 257, 8))

@@ -16,12 +16,12 @@ LSE comes back natural-log, [B, H, S], -inf for an empty row.
 
 import torch
 
-from difftest.adapter import KernelAdapter
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.layouts import LAYOUTS
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.layouts import LAYOUTS
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 from .cuda_common import cuda_reason, fold_kv_heads, laid_out, lse_bhs_to_thd, normalize_lse
 
@@ -34,7 +34,7 @@ from .cuda_common import cuda_reason, fold_kv_heads, laid_out, lse_bhs_to_thd, n
 # masking (SAFE_HEAD_DIM, _inductor/kernel/flex/common.py:416-419). So every head dim from
 # 16 (256 here is a campaign bound, not flex's), qk and v independent. Memory layouts: no
 # stride requirement outside fp8 (_enforce_mem_layouts acts on fp8 dtypes only), so every
-# layout of difftest/layouts.py; the compiled kernel specialises on strides (dynamic=False:
+# layout of difftest/model/layouts.py; the compiled kernel specialises on strides (dynamic=False:
 # a new layout is a recompile). With sinks the adapter appends the sink's key column to K
 # and V (a concatenated copy), so under a layout only q and dO reach the kernel laid out.
 _DIMS = tuple(range(16, 257))

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import torch
 
-from difftest.adapter import KernelAdapter
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 from .bhsd import bhsd_do, bhsd_leaf, bhsd_to_thd, lse2_to_natural
 from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_lse

@@ -9,7 +9,7 @@ the gates could not see it. tests/test_sdpa_cpu.py checks that the two agree.
 
 import torch
 
-from difftest.problem import Problem
+from difftest.model.problem import Problem
 
 
 def visible_keys(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tensor:

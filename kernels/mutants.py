@@ -22,9 +22,9 @@ from typing import Callable
 
 import torch
 
-from difftest.adapter import KernelAdapter
-from difftest.inputs import torch_dtype
-from difftest.problem import Problem
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.inputs import torch_dtype
+from difftest.model.problem import Problem
 
 from .blockwise import BlockwiseAttention
 
@@ -90,7 +90,7 @@ def mutant(bug_class: str, example: Problem, profile: str = "ci"):
         doc = (cls.__doc__ or "").strip().splitlines()
         cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
         cls.spec = f"mutant:{cls.name}"  # reproducers name the kernel by this catalogue key
-        # examples were hand-picked against input version 1's values (difftest/inputs.py): a
+        # examples were hand-picked against input version 1's values (difftest/model/inputs.py): a
         # trigger such as a dO row near 10^4.4 is a property of those bytes, so they keep them
         _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls,
                                  example.replace(input_version=1).validate(),
@@ -597,7 +597,7 @@ def skipped_sources() -> dict[str, str]:
 
 class Catalogue:
     """What the engine sees of the catalogue (entry-point group ``difftest.catalogues``,
-    prefix ``mutant``): ``difftest.adapter.get("mutant:NAME")`` builds ``entries()[NAME]``."""
+    prefix ``mutant``): ``difftest.execute.adapter.get("mutant:NAME")`` builds ``entries()[NAME]``."""
 
     prefix = "mutant"
 

@@ -29,7 +29,7 @@ Shared translation:
   (measured). The flash kernel reports LSE = 0 for such a row; difftest's convention is
   -inf, so the adapter maps LSE to -inf exactly for rows whose mask row is empty.
 - No sinks: SDPA has no sink logit (capability sinks=False).
-- Memory layouts: every kind of difftest/layouts.py. ``F.scaled_dot_product_attention``
+- Memory layouts: every kind of difftest/model/layouts.py. ``F.scaled_dot_product_attention``
   documents no stride or alignment requirement and takes any strided tensor (torch 2.13
   CPU, torch/nn/functional.py scaled_dot_product_attention; the CPU flash op is what it
   dispatches to). The adapter hands the kernel the laid-out memory itself (autograd
@@ -41,12 +41,12 @@ Shared translation:
 import torch
 import torch.nn.functional as F
 
-from difftest.adapter import KernelAdapter
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.layouts import LAYOUTS
-from difftest.outputs import Outputs
-from difftest.problem import DTYPES, Problem
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.layouts import LAYOUTS
+from difftest.model.outputs import Outputs
+from difftest.model.problem import DTYPES, Problem
 
 from .masking import visible_keys
 

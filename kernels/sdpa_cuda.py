@@ -10,7 +10,7 @@ SDPA takes [B, H, S, D] tensors, dense only. Masks:
   backend refuses (so its capability excludes those problems).
 SDPA's public call returns no LSE and has no sinks, so those outputs are not checked.
 GQA goes through ``enable_gqa=True`` (the backend's own GQA path, K/V not expanded here).
-The tensors are the laid-out memory of the Problem's layout (difftest/layouts.py), dO
+The tensors are the laid-out memory of the Problem's layout (difftest/model/layouts.py), dO
 included; a ``kv_broadcast`` K/V is an MHA call whose per-head dK/dV are summed here.
 """
 
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from difftest.adapter import KernelAdapter, KernelUnavailable
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.layouts import LAYOUTS
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.execute.adapter import KernelAdapter, KernelUnavailable
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.layouts import LAYOUTS
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 from .cuda_common import cuda_reason, fold_kv_heads, laid_out_leaf
 from .masking import visible_keys
@@ -42,7 +42,7 @@ _MULT8_128 = tuple(range(8, 129, 8))
 # A refusal there is SDPA's "No available kernel" under a pinned backend; what the
 # dispatcher accepts and the kernel then fails is a contract violation a campaign reports.
 # Every backend requires stride(-1) == 1 of q/k/v only (check_last_dim_stride_equals_1_dense),
-# which every layout of difftest/layouts.py has: each backend takes the laid-out memory.
+# which every layout of difftest/model/layouts.py has: each backend takes the laid-out memory.
 # flash (can_use_flash_attention): fp16/bf16 (check_dtypes_flash_attention), q/k/v head dims
 #   equal and <= 256, any size (check_head_dim_size_flash), GQA (supports_gqa=true); no
 #   attn_mask (check_for_attn_mask), is_causal refused when seqlen_q != seqlen_k

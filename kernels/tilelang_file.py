@@ -5,7 +5,7 @@ Spec forms: ``-k tilelang-file:/path/to/kernel.py`` (the catalogue ``tilelang-fi
 ``-k tilelang-file`` with the path in ``$DIFFTEST_TILELANG_FILE``; either way the adapter's
 spec (what reproducers and worker processes record) is ``tilelang-file:<absolute path>``.
 Loading a file runs its code, so such a spec counts as an import spec
-(``difftest.adapter.is_import_spec``): ``difftest repro`` replays it only with
+(``difftest.execute.adapter.is_import_spec``): ``difftest repro`` replays it only with
 ``--allow-import``.
 
 The file must define the four ``@tilelang.jit`` functions of that example, with its
@@ -52,10 +52,10 @@ from pathlib import Path
 
 import torch
 
-from difftest.adapter import KernelAdapter, KernelSpecError
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
+from difftest.execute.adapter import KernelAdapter, KernelSpecError
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
 
 from .bhsd import lse2_to_natural
 from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_lse, thd
@@ -233,7 +233,7 @@ class _AnyPath(dict):
 
 class Catalogue:
     """``tilelang-file:PATH`` (entry-point group ``difftest.catalogues``). ``imports_code``:
-    a spec it serves runs the named file's code (``difftest.adapter.is_import_spec``)."""
+    a spec it serves runs the named file's code (``difftest.execute.adapter.is_import_spec``)."""
 
     imports_code = True
 

@@ -26,9 +26,9 @@ Every new shape is a TileLang build (``COMPILE_KEY``), ~10-40 s on the H200, one
 a campaign. ``python -m difftest.kernels.tileops --warm OP --jobs N`` builds the edge corpus's
 compile configurations first, N workers at once, into TileLang's disk cache
 (``TILELANG_CACHE_DIR``: give the campaign the same one). ``difftest run`` does the same for
-a campaign's saved failures and edge corpus through ``TileOpsAdapter.prepare`` (difftest.warmup).
+a campaign's saved failures and edge corpus through ``TileOpsAdapter.prepare`` (difftest.run.prebuild).
 
-A build is charged to difftest's "compile" phase, not to the kernel (difftest/isolation.py
+A build is charged to difftest's "compile" phase, not to the kernel (difftest/execute/isolation.py
 bounds it by ``compile_timeout_s``, so a slow build on a loaded host is not a "hang"). The
 build happens lazily inside the op's first call of a shape, but TileLang separates it:
 ``JITImpl.compile`` (tilelang 0.1.12, tilelang/jit/__init__.py: lowering, the build or a
@@ -58,12 +58,12 @@ from pathlib import Path
 
 import torch
 
-from difftest import timing
-from difftest.adapter import KernelAdapter, KernelUnavailable
-from difftest.capability import Capability
-from difftest.inputs import Inputs, make_inputs
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.execute import timing
+from difftest.execute.adapter import KernelAdapter, KernelUnavailable
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs, make_inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse, thd
 
@@ -326,7 +326,7 @@ class TileOpsAdapter(KernelAdapter):
 
     def prepare(self, problems, jobs: int | None = None, log=None, wait: bool = True):
         """Build the compile configurations of ``problems`` (a campaign's saved failures and
-        edge corpus: difftest.warmup) on ``jobs`` TileOPs workers at once (default: all cores
+        edge corpus: difftest.run.prebuild) on ``jobs`` TileOPs workers at once (default: all cores
         but two). ``wait=False`` returns the job under way (its ``wait()`` gives counts)."""
         todo = distinct_configs(self.capability, problems)
         job = WarmJob(self, todo, jobs or max(1, (os.cpu_count() or 2) - 2), log)
@@ -528,7 +528,7 @@ class WarmJob:
             _LOCAL.worker = None
 
     def wait(self) -> dict:
-        """Join the workers; counts as ``difftest.warmup`` reports them."""
+        """Join the workers; counts as ``difftest.run.prebuild`` reports them."""
         for t in self.threads:
             t.join()
         left = sum(1 for _ in self.queue)  # only when no worker started

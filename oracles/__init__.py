@@ -17,8 +17,8 @@
 
 from typing import NamedTuple
 
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
 
 from .chunked import CHUNK_PRECISIONS, DEFAULT_MAX_CHUNK_ELEMENTS, chunk_rows, chunked_reference, rows_allowed
 from .flash_style import flash_style_reference
@@ -54,7 +54,7 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
         raise ValueError(f"chunk_threshold={chunk_threshold!r}: allowed an int >= 0 or None")
     if standard is not None and standard not in CHUNK_PRECISIONS:
         raise ValueError(f"standard={standard!r}: allowed {CHUNK_PRECISIONS} or None")
-    from difftest.timing import phase  # the campaign's time split: truth / yardsticks
+    from difftest.execute.timing import phase  # the campaign's time split: truth / yardsticks
 
     dense = score_elements(inputs) <= threshold
     with phase("truth"):

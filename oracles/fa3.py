@@ -13,9 +13,9 @@ module decides when FA3 can serve and runs it:
   raised).
 """
 
-from difftest import adapter as registry
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
+from difftest.execute import adapter as registry
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
 
 NAME = "fa3"
 

@@ -13,8 +13,8 @@ It is the chunked oracle (oracles/chunked.py) computed in float32 with
 reference's dense graph does not fit, keep the same yardstick.
 """
 
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
 
 from .chunked import chunked_reference
 

@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from difftest import timing
+from difftest.execute import timing
 
 BLOCK = 1024  # columns of one row per program (a row's sum: one partial sum per block, then torch)
 

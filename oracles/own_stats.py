@@ -1,7 +1,7 @@
 """The backward a correct kernel makes from GIVEN forward statistics (float64).
 
 Seed 001's golden recomputes the backward from the kernel's own LSE and Delta to tell a
-wrong forward from a wrong backward; difftest/attribution.py does the same with this
+wrong forward from a wrong backward; difftest/judge/attribution.py does the same with this
 oracle. From a kernel's packed O [total_q, Hq, Dv] and LSE [total_q, Hq] it computes, with
 the FlashAttention formulas (oracles/chunked.py) in float64,
 
@@ -17,8 +17,8 @@ expanded per sequence). O and LSE come back as given.
 
 import torch
 
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
 
 from .chunked import DEFAULT_MAX_CHUNK_ELEMENTS, chunk_rows
 from .reference import allowed_mask

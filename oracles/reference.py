@@ -10,9 +10,9 @@ Gradients come from torch autograd of a plain softmax(QK^T) V, one sequence at a
 
 import torch
 
-from difftest.inputs import Inputs, torch_dtype
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.model.inputs import Inputs, torch_dtype
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 PRECISIONS = ("float64", "float32", "same")
 

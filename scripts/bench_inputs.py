@@ -11,7 +11,7 @@ twice in a benchmark). For each Problem, best of ``--repeats``, before and after
 (which goes first alternates from one Problem to the next):
 
 - inputs: ``make_inputs`` with ``input_version=1`` (the serial float64 CPU generator, then
-  a copy to the device: the "before") and ``input_version=2`` (difftest/counter_rng.py, drawn
+  a copy to the device: the "before") and ``input_version=2`` (difftest/model/counter_rng.py, drawn
   on the device: the "after");
 - gates: ``check_outputs`` of ``gates.py`` at ``--rev`` (``git show``; skipped where the copy
   has no history) and of this checkout, on synthetic outputs of the Problem's shapes: a
@@ -42,11 +42,11 @@ from torch.overrides import TorchFunctionMode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from difftest import counter_rng  # noqa: E402
-from difftest import gates as gates_now  # noqa: E402
-from difftest.inputs import make_inputs, torch_dtype  # noqa: E402
-from difftest.outputs import Outputs  # noqa: E402
-from difftest.problem import Problem  # noqa: E402
+from difftest.judge import gates as gates_now  # noqa: E402
+from difftest.model import counter_rng  # noqa: E402
+from difftest.model.inputs import make_inputs, torch_dtype  # noqa: E402
+from difftest.model.outputs import Outputs  # noqa: E402
+from difftest.model.problem import Problem  # noqa: E402
 
 DEFAULT_REPORT = ROOT / "results/h200/phase5/P1/one/report.json.xz"
 READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__", "cpu", "numpy")
@@ -68,7 +68,7 @@ class HostReads(TorchFunctionMode):
 def load_gates(rev: str):
     """gates.py as it was at ``rev``, loaded inside the difftest package (None: no history)."""
     try:
-        src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:difftest/gates.py"], check=True,
+        src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:difftest/judge/gates.py"], check=True,
                              capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None

@@ -437,8 +437,8 @@ def save_inputs(rec: dict, path: Path) -> None:
     """The reproducer's inputs as difftest draws them, contiguous CPU tensors."""
     import torch
 
-    from difftest.inputs import make_inputs
-    from difftest.problem import Problem
+    from difftest.model.inputs import make_inputs
+    from difftest.model.problem import Problem
 
     x = make_inputs(Problem.from_dict(rec["problem"]).validate())
     torch.save({n: (None if getattr(x, n) is None else getattr(x, n).detach().contiguous().cpu())

@@ -6,10 +6,10 @@ ulp of the stored O moves it (P 2u sum|O dO|), and the dK rows the yardstick mar
 
 import torch
 
-from difftest.inputs import make_inputs
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles import flash_style_reference
 from difftest.oracles.reference import allowed_mask
-from difftest.problem import Problem
 
 PROBLEM = Problem(batch=12, seqlen_q=(110, 384, 176, 290, 255, 96, 83, 0, 414, 128, 192, 538),
                   seqlen_k=(110, 200, 65, 70, 239, 3, 90, 13, 161, 92, 385, 538), heads_q=62, heads_kv=62,

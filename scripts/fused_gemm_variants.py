@@ -12,8 +12,8 @@ import argparse
 import json
 import math
 
+from difftest.model.problem import Problem
 from difftest.oracles import chunked, fused_passes
-from difftest.problem import Problem
 
 
 def _pattern(v) -> str:

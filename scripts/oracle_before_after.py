@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from difftest.inputs import make_inputs
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.chunked import chunked_reference
-from difftest.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
 

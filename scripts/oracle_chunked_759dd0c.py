@@ -34,9 +34,9 @@ synchronisation inside the loop).
 
 import torch
 
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
-from difftest.problem import Problem
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 
 from .reference import allowed_mask
 

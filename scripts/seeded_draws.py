@@ -13,8 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from difftest.campaign import run_campaign
 from difftest.kernels.blockwise import BlockwiseAttention
+from difftest.search.campaign import run_campaign
 
 
 class Nudged(BlockwiseAttention):

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 sys.path.insert(0, str(Path(__file__).parent / "device"))
 from truth_versions import load_other  # noqa: E402
 
-from difftest.inputs import make_inputs  # noqa: E402
+from difftest.model.inputs import make_inputs  # noqa: E402
 from difftest.oracles import score_elements  # noqa: E402
 from difftest.oracles.chunked import chunked_reference  # noqa: E402
 from kernels.tilelang.adapter import TileLangAttention  # noqa: E402

@@ -22,7 +22,7 @@ TileLang build on the CPU costs seconds of CPU each, so ci draws never open a fr
 configuration. Every draw takes one of ``corpus_configs``: the edge corpus's
 configurations, then one per compile-key value the corpus lacks (so every dtype, head dim
 and sinks setting the profile reaches still runs). ``difftest run`` builds exactly these
-before the first campaign (difftest/warmup.py), on every core. What ci then never runs,
+before the first campaign (difftest/run/prebuild.py), on every core. What ci then never runs,
 a configuration outside that set, is the coverage feature ``compile:new_configuration``
 (``compile_coverage``), listed as missing; nightly and gpu keep drawing fresh ones.
 """
@@ -32,8 +32,8 @@ from collections import Counter
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from difftest.capability import Capability
-from difftest.problem import Problem, ProblemError
+from difftest.model.capability import Capability
+from difftest.model.problem import Problem, ProblemError
 
 from .profiles import get_profile
 
@@ -197,7 +197,7 @@ def key_violations(events, compile_key) -> list[str]:
     A new signature that compiles nothing is no violation: a key may be conservative."""
     from dataclasses import fields
 
-    from difftest.capability import compile_signature
+    from difftest.model.capability import compile_signature
 
     seen, bad = {}, []
     for p, recompiled in events:

@@ -9,8 +9,8 @@ reachable, so a test can demand that a fixed budget of draws hits every one.
 from collections import Counter
 from math import sqrt
 
-from difftest.capability import Capability
-from difftest.problem import Problem
+from difftest.model.capability import Capability
+from difftest.model.problem import Problem
 
 from .layouts import declared
 from .profiles import get_profile

@@ -10,8 +10,8 @@ largest scale, and every declared memory layout. Each corner is adapted to the c
 needed) and dropped only if it still falls outside.
 """
 
-from difftest.capability import Capability
-from difftest.problem import Problem, ProblemError
+from difftest.model.capability import Capability
+from difftest.model.problem import Problem, ProblemError
 
 from .layouts import declared
 from .masks import UNMASKED_ALIGN

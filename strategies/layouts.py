@@ -1,6 +1,6 @@
 """Layout strategy: the memory layout a kernel receives q, k, v and dO in.
 
-Drawn inside ``Capability.layouts`` (difftest/layouts.py names the kinds). Half the draws
+Drawn inside ``Capability.layouts`` (difftest/model/layouts.py names the kinds). Half the draws
 keep the simplest declared layout (``contiguous``) and half pick one of the others, so a
 failure that does not need a layout shrinks to contiguous (the coin shrinks to False) and
 one that does shrinks to the earliest kind in ``LAYOUTS`` order that still fails. Only kinds
@@ -11,8 +11,8 @@ kernel that takes MHA calls only but declares ``kv_broadcast`` gets its MQA draw
 
 from hypothesis import strategies as st
 
-from difftest.capability import Capability
-from difftest.layouts import LAYOUTS, Layout
+from difftest.model.capability import Capability
+from difftest.model.layouts import LAYOUTS, Layout
 
 
 def declared(capability: Capability) -> list[str]:

@@ -8,7 +8,7 @@ Shrinks toward no mask, then toward the narrowest window.
 
 from hypothesis import strategies as st
 
-from difftest.capability import Capability
+from difftest.model.capability import Capability
 
 UNMASKED_ALIGN = "bottom_right"  # Problem's default: what an unmasked Problem carries
 WINDOW_SIDES = ("left", "right", "both")

@@ -20,8 +20,8 @@ Knobs (keyword arguments):
 
 from hypothesis import strategies as st
 
-from difftest.capability import Capability
-from difftest.problem import Problem
+from difftest.model.capability import Capability
+from difftest.model.problem import Problem
 
 from .compile import compile_pins, corpus_configs, corpus_only, warm_problems
 from .layouts import layouts

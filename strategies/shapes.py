@@ -11,7 +11,7 @@ from math import isqrt
 
 from hypothesis import strategies as st
 
-from difftest.capability import Capability
+from difftest.model.capability import Capability
 
 from .profiles import Profile
 

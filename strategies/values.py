@@ -1,6 +1,6 @@
 """Value strategies: dtype, input value distribution and its scale, sinks, softmax scale.
 
-Value distributions are Problem.values / value_scale (see difftest/inputs.py). Each kind
+Value distributions are Problem.values / value_scale (see difftest/model/inputs.py). Each kind
 has a ladder of scales, mildest first, bounded per dtype so inputs stay representable
 while logits reach the dtype's safe range. Everything shrinks toward float32 (when
 allowed), standard-normal values, no sinks and the default softmax scale.
@@ -8,8 +8,8 @@ allowed), standard-normal values, no sinks and the default softmax scale.
 
 from hypothesis import strategies as st
 
-from difftest.capability import Capability
-from difftest.problem import VALUE_KINDS
+from difftest.model.capability import Capability
+from difftest.model.problem import VALUE_KINDS
 
 DTYPE_ORDER = ("float32", "float16", "bfloat16")  # shrink order: the simplest first
 

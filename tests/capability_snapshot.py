@@ -16,9 +16,9 @@ def _cap(c) -> dict:
 
 
 def resolved() -> dict:
-    from difftest import adapter as registry
-    from difftest.capability import Capability
+    from difftest.execute import adapter as registry
     from difftest.kernels.tilelang.adapter import capability_for
+    from difftest.model.capability import Capability
     from difftest.strategies.coverage import expected_features
     from tests import kernels_for_tests
 

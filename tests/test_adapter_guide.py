@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from difftest import Capability
-from difftest.campaign import run_campaign
+from difftest.search.campaign import run_campaign
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "adapters.md"

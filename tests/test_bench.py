@@ -6,8 +6,8 @@ import json
 
 import torch
 
-from difftest.bench import oracle_markdown, run_oracle_bench
-from difftest.cli import main
+from difftest.commands.cli import main
+from difftest.measure.bench import oracle_markdown, run_oracle_bench
 
 
 def test_oracle_bench_times_the_truth_and_says_why_fa3_is_missing(tmp_path, capsys):
@@ -53,7 +53,7 @@ class _Capped:
     name = "capped"
 
     def __init__(self):
-        from difftest.capability import Capability
+        from difftest.model.capability import Capability
         self.capability = Capability(dtypes=("bfloat16",), head_dims_qk=(128,), max_seqlen=8192, max_heads=8,
                                      causal=True, device="cuda")
 
@@ -62,8 +62,8 @@ class _Capped:
 
 
 def test_oracle_bench_times_a_kernel_past_its_max_seqlen_but_nothing_else():
-    from difftest.bench import time_backward
-    from difftest.problem import Problem
+    from difftest.measure.bench import time_backward
+    from difftest.model.problem import Problem
 
     k = _Capped()
     p = Problem(seqlen_q=16384, seqlen_k=16384, heads_q=8, heads_kv=8, head_dim_qk=128, head_dim_v=128,

@@ -4,12 +4,12 @@ same gates as any kernel; writes every poisoned element; bitwise deterministic."
 import pytest
 import torch
 
-from difftest import adapter
-from difftest.inputs import make_inputs, torch_dtype
+from difftest.execute import adapter
+from difftest.judge.runner import run_case
 from difftest.kernels.blockwise import BLOCK_M, BLOCK_N, BlockwiseAttention
-from difftest.outputs import Outputs, is_poison
-from difftest.problem import Problem
-from difftest.runner import run_case
+from difftest.model.inputs import make_inputs, torch_dtype
+from difftest.model.outputs import Outputs, is_poison
+from difftest.model.problem import Problem
 
 FEATURES = {
     "dense-fp32": Problem(batch=2, seqlen_q=37, seqlen_k=53, heads_q=2, heads_kv=2),

@@ -5,10 +5,10 @@ import json
 
 import torch
 
-from difftest import adapter as registry
-from difftest.breakdown import breakdown, render
-from difftest.problem import Problem
-from difftest.runner import run_case
+from difftest.execute import adapter as registry
+from difftest.judge.breakdown import breakdown, render
+from difftest.judge.runner import run_case
+from difftest.model.problem import Problem
 
 
 def test_gqa_head_map_bug_shows_heads_1_and_2_wrong_0_and_3_right():
@@ -57,8 +57,8 @@ def test_nonfinite_mismatch_counts_as_wrong_and_equal_infinities_as_right():
 
 
 def test_every_summary_lists_the_features_no_case_exercised():
-    from difftest.campaign import CampaignResult
-    from difftest.reports import markdown_summary
+    from difftest.report.write import markdown_summary
+    from difftest.search.campaign import CampaignResult
 
     passed = CampaignResult("k", "quick", coverage={"hit": {"heads:MHA": 3}, "missing": ["sinks", "varlen:empty_seq"]})
     full = CampaignResult("j", "quick", coverage={"hit": {"heads:MHA": 3}, "missing": []})

@@ -1,6 +1,6 @@
 """A JIT build inside an isolated kernel call has its own bound (RunConfig.compile_timeout_s),
 so a slow build on a loaded host is not a false "hang": the worker tells the parent when a
-case enters and leaves its compile phase (difftest/timing.py's ``on_compile``), and only the
+case enters and leaves its compile phase (difftest/execute/timing.py's ``on_compile``), and only the
 kernel's own time counts against ``timeout_s``. A case killed while building is a "build
 timeout"; one killed after its build finished is still a "hang", and says how long each took.
 
@@ -14,12 +14,13 @@ import time
 
 import pytest
 
-from difftest import Problem, timing
-from difftest.campaign import CampaignResult
-from difftest.isolation import close_all
-from difftest.reports import campaign_record, markdown_summary, summary_table
-from difftest.runner import CaseResult, RunConfig, run_case
-from difftest.triage import Kind, classify, summarize
+from difftest import Problem
+from difftest.execute import timing
+from difftest.execute.isolation import close_all
+from difftest.judge.runner import CaseResult, RunConfig, run_case
+from difftest.judge.triage import Kind, classify, summarize
+from difftest.report.write import campaign_record, markdown_summary, summary_table
+from difftest.search.campaign import CampaignResult
 from tests.kernels_for_tests import RefKernel
 
 CACHED = Problem(batch=1, seqlen_q=5, seqlen_k=8, head_dim_qk=8, head_dim_v=8, seed=1).validate()
@@ -170,7 +171,7 @@ class _Pipe:
 def test_build_notices_read_late_are_timed_by_the_worker_s_clock():
     """The parent computes the references while the worker builds, and reads the notices only
     afterwards: the build's seconds are the worker's timestamps, not the reading times."""
-    from difftest.isolation import KernelTimeout, Worker
+    from difftest.execute.isolation import KernelTimeout, Worker
 
     t0 = time.perf_counter() - 10.0  # sent 10 s ago; built from 1 s to 9 s after
     w = Worker()

@@ -1,8 +1,8 @@
 """difftest calibrate: k_needed measured over correct kernels sits below the default k,
 and a wrong kernel's k_needed is far above it (so calibrating on it would be visible)."""
 
-from difftest.calibration import collect, quantile, table
-from difftest.gates import DEFAULT_K
+from difftest.judge.gates import DEFAULT_K
+from difftest.measure.calibration import collect, quantile, table
 from tests.kernels_for_tests import RefKernel, WrongDkForLongGqa
 
 
@@ -22,7 +22,7 @@ def test_wrong_kernel_needs_a_huge_k():
 
 
 def test_calibrated_k_is_per_dtype_and_an_explicit_k_applies_to_every_dtype():
-    from difftest.gates import DEFAULT_K_BY_DTYPE, GateConfig
+    from difftest.judge.gates import DEFAULT_K_BY_DTYPE, GateConfig
 
     cfg = GateConfig()
     for dt, per_output in DEFAULT_K_BY_DTYPE.items():
@@ -37,7 +37,7 @@ def test_an_error_the_old_k_let_through_now_fails():
     import torch
 
     from difftest import Problem, make_inputs
-    from difftest.gates import GateConfig, check_outputs
+    from difftest.judge.gates import GateConfig, check_outputs
     from difftest.oracles.reference import reference
 
     p = Problem(batch=2, seqlen_q=24, seqlen_k=40, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=16,
@@ -57,7 +57,7 @@ def test_an_error_the_old_k_let_through_now_fails():
 
 
 def test_calibrate_command_parses():
-    from difftest.cli import build_parser
+    from difftest.commands.cli import build_parser
 
     argv = ["calibrate", "-k", "torch-blockwise", "-p", "quick", "--detail", "d.json"]
     a = build_parser(argv).parse_args(argv)

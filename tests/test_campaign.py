@@ -10,10 +10,10 @@ import sys
 from hypothesis import strategies as st
 
 from difftest import Problem
-from difftest.campaign import run_campaign
-from difftest.isolation import close_all
-from difftest.reports import read_case_log
-from difftest.runner import RunConfig
+from difftest.execute.isolation import close_all
+from difftest.judge.runner import RunConfig
+from difftest.report.write import read_case_log
+from difftest.search.campaign import run_campaign
 from tests.kernels_for_tests import CrashOnLongQ, RefKernel, WrongDkForLongGqa
 
 
@@ -89,7 +89,7 @@ def test_time_budget_stops_the_search(tmp_path):
 def test_failure_database_replays_the_saved_failure_first(tmp_path):
     """A failure found once runs first next time, seeded (the ci default) or not: the
     failure store keeps the shrunk Problem (Hypothesis's own database ignores seeded runs)."""
-    from difftest.failure_store import load_failures
+    from difftest.search.failure_store import load_failures
 
     db = str(tmp_path / "db")
     first = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
@@ -111,7 +111,7 @@ def test_error_type_is_recorded_where_the_exception_is_caught():
     """In process, the exception's class; through the worker, the class of the exception the
     worker caught (the reason still reads 'RuntimeError: MLIRError: ...' as it always did);
     an adapter that re-raises a worker's error names the original (TileOPs)."""
-    from difftest.runner import run_case
+    from difftest.judge.runner import run_case
     from tests.kernels_for_tests import TwoKindsOfError
 
     mlir = Problem(heads_q=1, heads_kv=1, head_dim_qk=16, head_dim_v=8, seqlen_q=4, seqlen_k=4)

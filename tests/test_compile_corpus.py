@@ -7,10 +7,10 @@ nightly and gpu profiles (and ci on a GPU) still open new configurations."""
 
 from collections import Counter
 
-from difftest import warmup
-from difftest.campaign import _coverage, run_campaign
-from difftest.capability import Capability
-from difftest.runner import CaseResult
+from difftest.judge.runner import CaseResult
+from difftest.model.capability import Capability
+from difftest.run import prebuild as warmup
+from difftest.search.campaign import _coverage, run_campaign
 from difftest.strategies import edge_problems, problems
 from difftest.strategies.compile import NEW_CONFIG, corpus_configs, corpus_only
 from difftest.vocab import Status

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from difftest import counter_rng
-from difftest.inputs import Inputs, make_inputs
-from difftest.problem import V2_ONLY_KINDS, VALUE_KINDS, Problem, ProblemError
+from difftest.model import counter_rng
+from difftest.model.inputs import Inputs, make_inputs
+from difftest.model.problem import V2_ONLY_KINDS, VALUE_KINDS, Problem, ProblemError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,7 +140,7 @@ RECORDED = {
 
 @pytest.mark.parametrize("path", sorted(RECORDED))
 def test_old_reproducer_files_replay_their_recorded_digest(path):
-    from difftest.reproducer import read_json
+    from difftest.search.reproducer import read_json
 
     rec = read_json(ROOT / path)
     p = Problem.from_dict(rec["problem"])

@@ -5,10 +5,10 @@ change; a run states the claim and the report stores it."""
 import dataclasses
 
 from difftest import Capability
-from difftest.campaign import run_campaign
-from difftest.declaration import claim_line, claim_record, defaulted
+from difftest.judge.declaration import claim_line, claim_record, defaulted
+from difftest.judge.triage import Kind, classify
 from difftest.oracles.reference import reference
-from difftest.triage import Kind, classify
+from difftest.search.campaign import run_campaign
 from tests.kernels_for_tests import RefKernel
 
 

@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from difftest import Capability, Problem, make_inputs
-from difftest.gates import dtype_limited, overflow_threshold
-from difftest.inputs import large_do_top
+from difftest.judge.gates import dtype_limited, overflow_threshold
+from difftest.judge.runner import run_case
 from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.kernels.mutants import MUTANTS
+from difftest.model.inputs import large_do_top
+from difftest.model.problem import ProblemError
 from difftest.oracles.chunked import chunked_reference
 from difftest.oracles.flash_style import flash_style_reference
-from difftest.problem import ProblemError
-from difftest.runner import run_case
 from difftest.strategies.values import SCALES, value_settings
 from tests.drawing import draw_many
 from tests.kernels_for_tests import InfAtLargestDq, NanAtLargestDq, RefKernel, SaturatedLargestDq
@@ -200,7 +200,7 @@ def _edge_inputs(do_scale: float):
 
 @pytest.mark.parametrize("do_scale, at_edge", [(1.0, True), (0.5, False)], ids=["dS-at-the-edge", "dS-half-of-it"])
 def test_an_infinite_dk_row_is_accepted_only_where_a_correct_kernels_ds_may_overflow(do_scale, at_edge):
-    from difftest.gates import check_outputs
+    from difftest.judge.gates import check_outputs
     from difftest.oracles import references
 
     x = _edge_inputs(do_scale)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from difftest import adapter as registry
+from difftest.execute import adapter as registry
 from difftest.kernels.fa3_jax import Fa3JaxAdapter
-from difftest.problem import Problem
+from difftest.model.problem import Problem
 
 D = dict(heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128, dtype="bfloat16")
 
@@ -248,8 +248,8 @@ TRANSLATED = [
 @pytest.mark.parametrize("path", ["public", "rules"])
 @pytest.mark.parametrize("p", TRANSLATED, ids=lambda p: p.short())
 def test_translation_matches_the_reference(fake_package, p, path):
-    from difftest.inputs import make_inputs
     from difftest.kernels.fa3_jax import Fa3JaxAdapter
+    from difftest.model.inputs import make_inputs
     from difftest.oracles.reference import reference
 
     p = p.validate()
@@ -274,9 +274,9 @@ def test_translation_matches_the_reference(fake_package, p, path):
 
 def test_a_dropped_window_is_caught(fake_package, monkeypatch):
     """The gate of the test above: an adapter that loses the window fails it."""
-    from difftest.inputs import make_inputs
     from difftest.kernels import fa3_jax
     from difftest.kernels.fa3 import Fa3Call
+    from difftest.model.inputs import make_inputs
     from difftest.oracles.reference import reference
 
     p = TRANSLATED[1].validate()

@@ -4,10 +4,10 @@ And the campaign object around it: settings resolved from the profile, the same 
 run_campaign."""
 
 from difftest import Problem
-from difftest.campaign import Campaign, run_campaign
-from difftest.failure_store import load_failures, safe_name, save_failures, store_path
-from difftest.profiles import PROFILES
-from difftest.runner import RunConfig
+from difftest.judge.runner import RunConfig
+from difftest.search.campaign import Campaign, run_campaign
+from difftest.search.failure_store import load_failures, safe_name, save_failures, store_path
+from difftest.search.profiles import PROFILES
 from tests.kernels_for_tests import RefKernel
 from tests.test_campaign import small
 

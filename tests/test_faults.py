@@ -5,8 +5,8 @@ the exit code, the timeout, the error), and the next case runs in a working proc
 import pytest
 
 from difftest import Problem
-from difftest.isolation import close_all, describe_exit
-from difftest.runner import RunConfig, run_case
+from difftest.execute.isolation import close_all, describe_exit
+from difftest.judge.runner import RunConfig, run_case
 from tests import faulty_kernels as fk
 
 OK = Problem(batch=1, seqlen_q=5, seqlen_k=8, head_dim_qk=8, head_dim_v=8, seed=1).validate()
@@ -42,7 +42,7 @@ def test_isolated_fault_costs_one_case_and_is_named(kernel, expected):
 
 
 def test_cuda_like_error_restarts_the_worker():
-    from difftest.isolation import shared_worker
+    from difftest.execute.isolation import shared_worker
 
     run_case(fk.CudaLikeError(), OK, ISOLATED)
     pid = shared_worker().proc.pid
@@ -73,7 +73,7 @@ def test_a_worker_whose_parent_closes_the_pipe_ends_quietly(when):
     worker's "ready" still unread, which the worker's socket reads as a reset, not an end of
     file; sometimes while a case runs, so the worker's reply meets a closed pipe. Each way the
     worker ends with exit code 0, not a traceback on the run's terminal."""
-    from difftest.isolation import Worker
+    from difftest.execute.isolation import Worker
 
     w = Worker(env={"DIFFTEST_TEST_SLEEP": "1"})
     w.launch()

@@ -15,11 +15,11 @@ case.
 import pytest
 import torch
 
-from difftest.capability import Capability
-from difftest.inputs import make_inputs
 from difftest.kernels.flex import CAPABILITY, COMPILE_KEY, GQA_CAPABILITY, FlexAdapter, compiled_flex
-from difftest.layouts import LAYOUTS, lay_out
-from difftest.problem import Problem
+from difftest.model.capability import Capability
+from difftest.model.inputs import make_inputs
+from difftest.model.layouts import LAYOUTS, lay_out
+from difftest.model.problem import Problem
 from difftest.strategies import problems
 from difftest.strategies.compile import compile_keys, key_violations, pinned_fields, warm_problems
 from tests.drawing import draw_many

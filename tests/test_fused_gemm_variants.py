@@ -6,8 +6,8 @@ and a higher threshold never compiles more."""
 import sys
 from pathlib import Path
 
+from difftest.model.problem import Problem
 from difftest.oracles import fused_passes
-from difftest.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import fused_gemm_variants as fgv  # noqa: E402

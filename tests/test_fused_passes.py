@@ -11,10 +11,10 @@ import time
 import pytest
 import torch
 
-from difftest.inputs import make_inputs
+from difftest.model.inputs import make_inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 from difftest.oracles import chunked_reference, reference
-from difftest.outputs import Outputs
-from difftest.problem import Problem
 from tests.test_oracles import MAGNITUDE_CASES, SKIP_CASES, assert_bound_from_above, max_err
 
 pytest.importorskip("triton", reason="the fused passes are Triton kernels (the test extra installs Triton)")
@@ -292,7 +292,7 @@ def test_the_cpu_keeps_eager_passes_and_a_missing_triton_falls_back(monkeypatch)
 
 
 def test_the_oracle_bench_times_the_fused_truth_next_to_the_eager_one(interpreted):
-    from difftest.bench import oracle_markdown, run_oracle_bench
+    from difftest.measure.bench import oracle_markdown, run_oracle_bench
 
     rows = run_oracle_bench([(1, 2, 48, 8)], kernels=(), device="cpu", eager=True, passes_only=True,
                             log=lambda s: None)
@@ -307,7 +307,7 @@ def test_the_truths_kernel_builds_are_their_own_phase(interpreted, monkeypatch):
     """A campaign's time split charges the truth's Triton builds (each kernel's warm-up, where a
     new specialisation compiles) to "truth_compile", not to "truth": a build stands in here as
     a warm-up that takes 0.1 s the first time each kernel meets it."""
-    from difftest import timing
+    from difftest.execute import timing
     from difftest.oracles import fused_passes
 
     built = set()

@@ -13,11 +13,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from difftest.campaign import Campaign, run_campaign
-from difftest.gate import compare, render
-from difftest.junit import junit_xml
-from difftest.reports import write_json
-from difftest.runner import RunConfig
+from difftest.judge.runner import RunConfig
+from difftest.report.ci_gate import compare, render
+from difftest.report.junit import junit_xml
+from difftest.report.write import write_json
+from difftest.search.campaign import Campaign, run_campaign
 from tests.kernels_for_tests import Flaky, RefKernel, WrongDkForLongGqa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -182,7 +182,7 @@ def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tm
 
 
 def test_a_campaign_cut_by_its_budget_says_so(monkeypatch, capsys):
-    from difftest.cli import _print_campaign
+    from difftest.commands.cli import _print_campaign
 
     monkeypatch.setattr(Campaign, "_over_budget", _cut_after(3))
     kernel = RefKernel()
@@ -219,7 +219,7 @@ def test_seed_draws_the_same_problems_in_an_unseeded_profile(tmp_path):
 
 
 def test_looser_gates_other_narrowing_or_another_shard_are_not_compared(baseline):
-    from difftest.reportfile import ReportError
+    from difftest.report.read import ReportError
 
     _, a = baseline
     b = copy.deepcopy(a)
@@ -242,9 +242,9 @@ def test_looser_gates_other_narrowing_or_another_shard_are_not_compared(baseline
 def test_ill_typed_reports_are_refused_or_handled_never_a_traceback(baseline):
     """Every field the gate, merge and HTML report read, set to each wrong type: either the
     loader refuses it (one ReportError line) or all three commands work on it."""
-    from difftest.html_report import render_html
-    from difftest.merge import merge_reports
-    from difftest.reportfile import ReportError, check_report
+    from difftest.report.html import render_html
+    from difftest.report.merge import merge_reports
+    from difftest.report.read import ReportError, check_report
 
     _, a = baseline
     a = copy.deepcopy(a)

@@ -8,9 +8,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from difftest import Problem, make_inputs
-from difftest.gates import check_outputs, nonfinite_gate, poison_gate
+from difftest.judge.gates import check_outputs, nonfinite_gate, poison_gate
+from difftest.model.outputs import Outputs
 from difftest.oracles.reference import reference
-from difftest.outputs import Outputs
 
 READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__", "cpu", "numpy", "nonzero")
 

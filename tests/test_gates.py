@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from difftest import Problem, make_inputs
-from difftest.determinism import determinism_verdicts
-from difftest.gates import GateConfig, Standard, check_outputs, check_second_reference, locate
+from difftest.judge.determinism import determinism_verdicts
+from difftest.judge.gates import GateConfig, Standard, check_outputs, check_second_reference, locate
+from difftest.model.outputs import Outputs, is_poison
 from difftest.oracles.reference import reference
-from difftest.outputs import Outputs, is_poison
 
 
 def _case(**kw):
@@ -205,7 +205,7 @@ def test_determinism_gate():
 def test_determinism_is_judged_where_the_outputs_live(monkeypatch):
     """No host copy of the runs' outputs: on CUDA one per output per run cost a deterministic
     TileLang case ~50 ms (results/h200/phase11.md, R33). Only the differing elements are read."""
-    from difftest.determinism import same_bits
+    from difftest.judge.determinism import same_bits
 
     p, x, truth, ref, good = _case()
     runs = [good.clone() for _ in range(3)]
@@ -251,7 +251,7 @@ LARGE_CANCELLING_LOGITS = Problem(
 
 
 def test_logit_terms_bound_the_absolute_terms_of_every_logit():
-    from difftest.gates import logit_terms
+    from difftest.judge.gates import logit_terms
 
     p = LARGE_CANCELLING_LOGITS
     inp = make_inputs(p)
@@ -266,13 +266,13 @@ def test_a_correct_flash_kernel_at_large_cancelling_logits_passes():
     its backward recomputes S in another order than the forward, so P = exp(S - LSE) is tens of
     percent off and dV 38.8 off where the truth is -4.99. No correct fp32-accumulating flash
     kernel does better; the old |LSE|-only floor (29) failed it (ratio 1.15)."""
-    from difftest import adapter as registry
-    from difftest.runner import RunConfig, run_case
+    from difftest.execute import adapter as registry
+    from difftest.judge.runner import RunConfig, run_case
 
     res = run_case(registry.get("sdpa-cpu-flash"), LARGE_CANCELLING_LOGITS, RunConfig())
     assert res.status == "passed", res.render(verbose=True)
     # at ordinary values the logits' terms are small and the floor stays tight: a dV 25% off fails
-    from difftest.gates import GateConfig as G
+    from difftest.judge.gates import GateConfig as G
 
     normal = LARGE_CANCELLING_LOGITS.replace(values="normal", value_scale=1.0, softmax_scale=None)
     inp = make_inputs(normal)
@@ -289,8 +289,8 @@ def test_float32_logits_of_1e7_leave_p_unknown_by_a_factor_and_the_floor_says_so
     returns dV 45 off where max|dV| is 6.4: P = exp(S - LSE) off by e^2. The linear floor
     (2 eps32 (1 + |S|) T = 22) failed it (a calibration run found it); the floor is now
     expm1(that) * T."""
-    from difftest import adapter as registry
-    from difftest.runner import RunConfig, run_case
+    from difftest.execute import adapter as registry
+    from difftest.judge.runner import RunConfig, run_case
 
     p = Problem(seqlen_q=129, seqlen_k=129, heads_q=3, heads_kv=3, head_dim_qk=80, head_dim_v=80,
                 dtype="float32", window_left=3, window_right=2, softmax_scale=10.0, values="outlier_channels",

@@ -15,11 +15,11 @@ import sys
 import pytest
 import torch
 
-from difftest import adapter as registry
-from difftest.inputs import make_inputs
+from difftest.execute import adapter as registry
+from difftest.judge.runner import RunConfig, run_case
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.reference import allowed_mask, reference
-from difftest.problem import Problem
-from difftest.runner import RunConfig, run_case
 
 GPU_KERNELS = ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "flex", "flex-gqa", "fa4",
                "fa4-fast", "fa3", "tileops-gqa", "tileops-mla"]
@@ -238,7 +238,7 @@ def test_minimum_sequence_lengths_found_on_the_h200():
     """cuDNN SDPA: "cudnn SDPA does not support key/value sequence length 1"; TileOPs GQA:
     its forward's only LSE-returning Hopper kernel refuses max_seqlen_q == 1. Both are
     plain Capability fields now, so draws, edge corners and shrinking respect them."""
-    from difftest.capability import Capability
+    from difftest.model.capability import Capability
     from difftest.strategies import edge_problems
 
     base = Problem(batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128,
@@ -302,7 +302,7 @@ def test_tileops_worker_env_drops_parent_pythonpath(monkeypatch):
 def test_tileops_worker_reports_a_missing_package_cleanly(tmp_path, monkeypatch):
     """A worker whose site folder lacks tileops says so through the protocol (its stdout
     is the protocol channel even though the import machinery may print)."""
-    from difftest.adapter import KernelUnavailable
+    from difftest.execute.adapter import KernelUnavailable
     from difftest.kernels import tileops
 
     monkeypatch.setenv(tileops.SITE_ENV, str(tmp_path))
@@ -313,7 +313,7 @@ def test_tileops_worker_reports_a_missing_package_cleanly(tmp_path, monkeypatch)
 
 # ---------------------------------------------------------------- bench and FA3 oracle helpers
 def test_bench_shapes_cover_mha_and_gqa():
-    from difftest.bench import shape_problems
+    from difftest.measure.bench import shape_problems
 
     ps = shape_problems()
     assert len(ps) == 8
@@ -327,7 +327,7 @@ def test_bench_device_time_counts_gpu_activities_only():
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    from difftest.bench import gpu_activity, markdown
+    from difftest.measure.bench import gpu_activity, markdown
 
     def ev(kind, us):
         return SimpleNamespace(device_type=kind, time_range=SimpleNamespace(elapsed_us=lambda: us))
@@ -434,8 +434,8 @@ def fa4_known(case) -> bool:
 
 
 def test_fa4_known_helper():
-    from difftest.gates import Verdict
-    from difftest.runner import CaseResult
+    from difftest.judge.gates import Verdict
+    from difftest.judge.runner import CaseResult
 
     def failing(*labels):
         return [Verdict(lb.split(":")[0], lb.split(":")[1], False, {}, None, lb) for lb in labels]

@@ -13,8 +13,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from difftest.campaign import run_campaign
-from difftest.reports import write_json
+from difftest.report.write import write_json
+from difftest.search.campaign import run_campaign
 from tests.kernels_for_tests import RefKernel, WrongDkForLongGqa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

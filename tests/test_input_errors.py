@@ -8,7 +8,7 @@ import json
 import pytest
 
 from difftest import Problem
-from difftest.cli import main
+from difftest.commands.cli import main
 
 SMALL_RUN = ["run", "-q", "-p", "quick", "--max-examples", "1", "--no-edge-cases", "-k", "torch-blockwise"]
 P = Problem(batch=1, seqlen_q=4, seqlen_k=5, head_dim_qk=8, head_dim_v=8).validate()

@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from difftest.inputs import TORCH_DTYPES, Inputs, make_inputs
+from difftest.model.inputs import TORCH_DTYPES, Inputs, make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.reference import reference
-from difftest.problem import Problem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,8 +40,8 @@ def _fingerprint(inp: Inputs) -> dict:
 _CHILD = """
 import json, sys
 sys.path.insert(0, {root!r})
-from difftest.inputs import make_inputs
-from difftest.problem import Problem
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from tests.test_inputs import _fingerprint
 print(json.dumps([_fingerprint(make_inputs(Problem.from_json(s))) for s in json.loads(sys.stdin.read())]))
 """
@@ -115,7 +115,7 @@ def test_bshd_views_dense_and_refuses_varlen():
 
 
 def test_make_inputs_validates():
-    from difftest.problem import ProblemError
+    from difftest.model.problem import ProblemError
     with pytest.raises(ProblemError) as info:
         make_inputs(Problem(heads_q=3, heads_kv=2))
     assert info.value.field == "heads_kv"

@@ -1,4 +1,4 @@
-"""``difftest run --jobs N``: campaigns side by side (difftest/lanes.py) change nothing but
+"""``difftest run --jobs N``: campaigns side by side (difftest/run/lanes.py) change nothing but
 the wall time. Checked on the CLI as a subprocess: the report of ``--jobs 2`` equals the
 serial one case for case (same seed), in the order the kernels were named; a signal still
 gives a partial report with every campaign under way and ``--resume`` finishes it; a
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest import lanes
+from difftest.run import lanes
 from tests.test_kill_resume import _log_lines, _wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,7 +193,7 @@ def test_auto_is_one_lane_per_campaign_up_to_the_cores_on_the_cpu_only():
 
 
 def test_threads_split_between_campaigns_at_once():
-    from difftest.threads import choose
+    from difftest.run.threads import choose
 
     assert choose(None, None, env={}, cpus=2, jobs=2) == (1, "--jobs: 2 cores / 2 campaigns at once")
     assert choose(None, None, env={}, cpus=32, jobs=4)[0] == 8

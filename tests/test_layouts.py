@@ -1,4 +1,4 @@
-"""Memory layouts (difftest/layouts.py): each materialisation keeps every value and has
+"""Memory layouts (difftest/model/layouts.py): each materialisation keeps every value and has
 the strides, offsets and alignment its name says; the kernel receives the laid-out
 tensors while the references keep the logical ones; strategies draw every declared
 layout and shrink to contiguous; the edge corpus and coverage name each layout; a
@@ -11,17 +11,17 @@ import pytest
 import torch
 from hypothesis import Phase, find, settings
 
-from difftest import mutants as mutants_cmd
-from difftest.capability import Capability, parse_narrowing
-from difftest.inputs import make_inputs
+from difftest.judge.runner import RunConfig, run_case
 from difftest.kernels import mutants as catalogue
 from difftest.kernels.blockwise import BlockwiseAttention
-from difftest.layouts import ALIGNED_OFFSET, CONTIGUOUS, DIM_PAD, LAYOUTS, MISALIGNED_OFFSET, Layout, lay_out
-from difftest.outputs import is_poison
-from difftest.problem import Problem, ProblemError
-from difftest.reproducer import load, write_reproducer
-from difftest.runner import RunConfig, run_case
-from difftest.simplify import simplify
+from difftest.measure import mutants as mutants_cmd
+from difftest.model.capability import Capability, parse_narrowing
+from difftest.model.inputs import make_inputs
+from difftest.model.layouts import ALIGNED_OFFSET, CONTIGUOUS, DIM_PAD, LAYOUTS, MISALIGNED_OFFSET, Layout, lay_out
+from difftest.model.outputs import is_poison
+from difftest.model.problem import Problem, ProblemError
+from difftest.search.reproducer import load, write_reproducer
+from difftest.search.shrinking import simplify
 from difftest.strategies import edge_problems, expected_features, features, problems
 from tests.drawing import draw_many
 from tests.kernels_for_tests import full_capability
@@ -350,7 +350,7 @@ def test_gpu_adapters_hand_the_laid_out_memory_and_translate_back(kind):
 
 def test_production_capabilities_state_the_interface_contract():
     """Capabilities follow the packages' own validation code (cited in each adapter)."""
-    from difftest import adapter as registry
+    from difftest.execute import adapter as registry
 
     fa4 = registry.get("fa4").capability
     assert fa4.head_dims_qk == fa4.v_dims == tuple(range(8, 257, 8)) and not fa4.equal_head_dims
@@ -378,7 +378,7 @@ def test_second_reference_runs_the_same_values_contiguously():
     the logical tensors instead of dropping out of every layout case."""
     from dataclasses import replace as dc_replace
 
-    from difftest import adapter as registry
+    from difftest.execute import adapter as registry
 
     class ContiguousOnly(BlockwiseAttention):
         name = "contiguous-yardstick"
@@ -393,7 +393,7 @@ def test_second_reference_runs_the_same_values_contiguously():
 
 
 def test_a_run_states_the_layouts_a_kernel_claims():
-    from difftest.declaration import claim_line
+    from difftest.judge.declaration import claim_line
 
     assert "layouts contiguous,do_transposed,bhsd" in claim_line("torch-blockwise", BlockwiseAttention.capability)
     assert "layouts contiguous;" in claim_line("plain", Capability())

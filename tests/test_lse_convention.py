@@ -6,7 +6,7 @@ the kernel returned it, where it fails."""
 import torch
 
 from difftest import Problem, make_inputs
-from difftest.gates import check_outputs
+from difftest.judge.gates import check_outputs
 from difftest.kernels.cuda_common import normalize_lse, rows_without_keys
 from difftest.oracles.reference import reference
 

@@ -6,9 +6,9 @@ minimums; empty varlen sequences stay governed by ``empty_seqs``."""
 import pytest
 
 from difftest import Problem
-from difftest.campaign import run_campaign
-from difftest.capability import Capability
-from difftest.simplify import neighbours, simplify
+from difftest.model.capability import Capability
+from difftest.search.campaign import run_campaign
+from difftest.search.shrinking import neighbours, simplify
 from difftest.strategies import edge_problems, problems
 from difftest.strategies.shapes import key_length, lengths
 from tests.drawing import draw_many
@@ -163,7 +163,7 @@ def test_campaign_draws_and_shrinks_inside_the_minimum(tmp_path):
 
 
 def test_coverage_does_not_expect_lengths_below_the_minimum():
-    from difftest import adapter as registry
+    from difftest.execute import adapter as registry
     from difftest.strategies.coverage import expected_features
 
     cudnn = expected_features(registry.get("sdpa-cudnn").capability, "gpu")

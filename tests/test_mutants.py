@@ -14,16 +14,16 @@ import types
 import pytest
 import torch
 
-from difftest import grid as grid_mod
-from difftest import mutants as mutants_cmd
-from difftest.adapter import KernelAdapter
-from difftest.inputs import make_inputs
+from difftest.execute.adapter import KernelAdapter
+from difftest.judge.runner import run_case
 from difftest.kernels import mutants as catalogue
 from difftest.kernels.blockwise import BlockwiseAttention
-from difftest.layouts import lay_out
-from difftest.problem import Problem
-from difftest.profiles import get_profile
-from difftest.runner import run_case
+from difftest.measure import grid as grid_mod
+from difftest.measure import mutants as mutants_cmd
+from difftest.model.inputs import make_inputs
+from difftest.model.layouts import lay_out
+from difftest.model.problem import Problem
+from difftest.search.profiles import get_profile
 
 NAMES = sorted(catalogue.MUTANTS)
 CI_TOTAL_BUDGET_S = get_profile("ci").mutant_total_s
@@ -90,7 +90,7 @@ def test_fault_stays_hidden_outside_its_trigger():
 
 
 def _one_run():
-    from difftest.runner import RunConfig
+    from difftest.judge.runner import RunConfig
 
     return RunConfig(determinism_runs=1)
 
@@ -240,7 +240,7 @@ def test_mutants_takes_the_same_profile_flag_as_run():
     form was refused by mutants: an H200 call lost its mutant run to it)."""
     import argparse
 
-    from difftest.mutants import add_arguments
+    from difftest.measure.mutants import add_arguments
 
     p = argparse.ArgumentParser()
     add_arguments(p)
@@ -275,7 +275,7 @@ def test_mutants_device_cuda_without_cuda_is_a_usage_error(monkeypatch):
 
     import torch
 
-    from difftest.argcheck import UsageError
+    from difftest.commands.argcheck import UsageError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     p = argparse.ArgumentParser()

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from difftest import adapter as registry
-from difftest.campaign import run_campaign
-from difftest.capability import NARROWABLE, Capability, parse_narrowing
+from difftest.execute import adapter as registry
+from difftest.model.capability import NARROWABLE, Capability, parse_narrowing
+from difftest.search.campaign import run_campaign
 from tests.kernels_for_tests import full_capability
 
 

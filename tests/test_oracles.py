@@ -15,7 +15,9 @@ import math
 import pytest
 import torch
 
-from difftest.inputs import Inputs, make_inputs
+from difftest.model.inputs import Inputs, make_inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 from difftest.oracles import (
     allowed_mask,
     chunk_rows,
@@ -27,8 +29,6 @@ from difftest.oracles import (
     score_elements,
 )
 from difftest.oracles.chunked import DEFAULT_MAX_CHUNK_ELEMENTS, auto_chunk_elements, chunk_plan
-from difftest.outputs import Outputs
-from difftest.problem import Problem
 
 S = dict(head_dim_qk=6, head_dim_v=5)  # small, with head_dim_v != head_dim_qk
 

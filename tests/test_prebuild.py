@@ -7,12 +7,12 @@ import pytest
 
 pytest.importorskip("tilelang", reason="tilelang is not installed: our TileLang kernels cannot build")
 
-from difftest import warmup  # noqa: E402
-from difftest.inputs import make_inputs  # noqa: E402
 from difftest.kernels.tilelang import cache  # noqa: E402
 from difftest.kernels.tilelang.adapter import TileLangAttention  # noqa: E402
 from difftest.kernels.tilelang.warm import prebuild  # noqa: E402
-from difftest.problem import Problem  # noqa: E402
+from difftest.model.inputs import make_inputs  # noqa: E402
+from difftest.model.problem import Problem  # noqa: E402
+from difftest.run import prebuild as warmup  # noqa: E402
 
 BASE = Problem(batch=1, seqlen_q=24, seqlen_k=24, heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16)
 

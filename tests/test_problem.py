@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from difftest.model.problem import ALIGNS, DTYPES, MAX_HEAD_DIM, VALUE_KINDS, Problem, ProblemError
 from difftest.oracles.reference import allowed_mask
-from difftest.problem import ALIGNS, DTYPES, MAX_HEAD_DIM, VALUE_KINDS, Problem, ProblemError
 
 VARLEN = dict(batch=2, seqlen_q=(3, 0), seqlen_k=(0, 5))
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from difftest import mutants as mutants_cmd
 from difftest import strategies
-from difftest.campaign import run_campaign
 from difftest.kernels import mutants as catalogue
 from difftest.kernels.blockwise import BlockwiseAttention
-from difftest.profiles import PROFILES, Profile, get_profile
+from difftest.measure import mutants as mutants_cmd
+from difftest.search.campaign import run_campaign
+from difftest.search.profiles import PROFILES, Profile, get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,10 +18,10 @@ import types
 import pytest
 import torch
 
-from difftest import adapter as registry
-from difftest.inputs import make_inputs
+from difftest.execute import adapter as registry
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.reference import reference
-from difftest.problem import Problem
 from difftest.strategies import edge_problems
 
 LOG2E = 1.0 / math.log(2.0)

@@ -4,12 +4,12 @@ forward-or-backward attribution of a failing backward output."""
 import torch
 
 from difftest import Problem, make_inputs
-from difftest.gates import GateConfig, Standard
+from difftest.judge.gates import GateConfig, Standard
+from difftest.judge.runner import RunConfig, run_case
 from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.kernels.mutants import MUTANTS
 from difftest.oracles.chunked import chunked_reference
 from difftest.oracles.own_stats import own_stats_backward
-from difftest.runner import RunConfig, run_case
 from tests.kernels_for_tests import RefKernel
 
 # seed 001 (TileLang PR 1640's precision standard, /work/shared/seeds/001_*.txt): fp16
@@ -101,7 +101,7 @@ def test_without_forward_statistics_the_source_is_unknown():
 
 
 def test_cli_truth_option_reaches_the_run_config():
-    from difftest.cli import build_parser, config_from_args
+    from difftest.commands.cli import build_parser, config_from_args
 
     argv = ["run", "--truth", "float32", "--standard", "dq:atol=6.1e-5,rtol=1.95e-3,ratio=0.99,max_abs=0.1"]
     cfg = config_from_args(build_parser(argv).parse_args(argv))

@@ -5,7 +5,7 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from difftest import adapter
+from difftest.execute import adapter
 
 
 def test_builtin_kernels_are_registered():

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from difftest import Problem
-from difftest.cli import main
+from difftest.commands.cli import main
 
 P = Problem(batch=1, seqlen_q=4, seqlen_k=5, head_dim_qk=8, head_dim_v=8).validate()
 
@@ -80,8 +80,8 @@ def test_written_reproducer_pair_replays_from_json_and_runs_standalone(tmp_path)
     """The campaign's .py still works for people; difftest replays the .json beside it."""
     import subprocess
 
-    from difftest.reproducer import load, write_reproducer
-    from difftest.runner import RunConfig, run_case
+    from difftest.judge.runner import RunConfig, run_case
+    from difftest.search.reproducer import load, write_reproducer
     from tests.kernels_for_tests import WrongDkForLongGqa
 
     k = WrongDkForLongGqa()

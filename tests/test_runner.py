@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from difftest import Problem
-from difftest.inputs import make_inputs
-from difftest.isolation import close_all
-from difftest.runner import RunConfig, run_case
+from difftest.execute.isolation import close_all
+from difftest.judge.runner import RunConfig, run_case
+from difftest.model.inputs import make_inputs
 from tests.kernels_for_tests import (
     CrashOnLongQ,
     Flaky,
@@ -114,7 +114,7 @@ def test_a_gate_run_1_already_failed_is_not_repeated_for_a_rerun():
 
 
 def test_case_result_round_trips_through_json():
-    from difftest.runner import CaseResult
+    from difftest.judge.runner import CaseResult
 
     r = run_case(PoisonAware(), P)
     back = CaseResult.from_dict(r.to_dict())
@@ -131,7 +131,7 @@ NEAR_CONSTANT_MQA = Problem(batch=2, seqlen_q=(96, 40), seqlen_k=(64, 33), heads
 
 
 def test_long_problem_yardstick_rounds_where_a_flash_kernel_rounds():
-    from difftest import adapter as registry
+    from difftest.execute import adapter as registry
 
     cfg = RunConfig(isolate=False, chunk_threshold=0)
     good = run_case(registry.get("torch-blockwise"), NEAR_CONSTANT_MQA, cfg)
@@ -147,7 +147,7 @@ def test_long_problem_yardstick_rounds_where_a_flash_kernel_rounds():
 def test_chunked_flash_rounding_is_chunk_invariant_and_rounds_outputs():
     import torch
 
-    from difftest.inputs import make_inputs
+    from difftest.model.inputs import make_inputs
     from difftest.oracles import chunked_reference
 
     x = make_inputs(NEAR_CONSTANT_MQA.replace(sinks=True))
@@ -165,7 +165,7 @@ def test_chunked_flash_rounding_is_chunk_invariant_and_rounds_outputs():
 
 
 def test_sticky_cuda_error_restarts_the_worker_so_the_next_case_is_not_blamed():
-    from difftest.isolation import shared_worker
+    from difftest.execute.isolation import shared_worker
     from tests.kernels_for_tests import TwoKindsOfError
 
     k = TwoKindsOfError()

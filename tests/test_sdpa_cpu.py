@@ -6,14 +6,14 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 
-from difftest.adapter import get
-from difftest.inputs import make_inputs
+from difftest.execute.adapter import get
+from difftest.judge.runner import run_case
 from difftest.kernels.masking import visible_keys
 from difftest.kernels.sdpa_cpu import SdpaCpuFlash, SdpaCpuMath
+from difftest.model.inputs import make_inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 from difftest.oracles import allowed_mask, reference
-from difftest.outputs import Outputs
-from difftest.problem import Problem
-from difftest.runner import run_case
 from difftest.strategies import problems
 
 KERNELS = ["sdpa-cpu-math", "sdpa-cpu-flash"]

@@ -1,5 +1,5 @@
 """A seeded search draws the same Problems whatever the kernel returns and whatever local
-code is imported (difftest/seeded_search.py): what `--seed` promises CI and `difftest gate`."""
+code is imported (difftest/search/seeded.py): what `--seed` promises CI and `difftest gate`."""
 
 import importlib
 import sys
@@ -8,8 +8,8 @@ import hypothesis
 import pytest
 import torch
 
-from difftest.campaign import run_campaign
-from difftest.seeded_search import local_constants_off
+from difftest.search.campaign import run_campaign
+from difftest.search.seeded import local_constants_off
 from tests.kernels_for_tests import RefKernel
 
 # enough drawn examples for Hypothesis to start targeting (it does after half of them)

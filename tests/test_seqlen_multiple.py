@@ -7,9 +7,9 @@ construction instead of skipped."""
 import pytest
 
 from difftest import Problem
-from difftest.campaign import run_campaign
-from difftest.capability import Capability
-from difftest.simplify import neighbours, simplify
+from difftest.model.capability import Capability
+from difftest.search.campaign import run_campaign
+from difftest.search.shrinking import neighbours, simplify
 from difftest.strategies import edge_problems, problems
 from difftest.strategies.coverage import expected_features
 from tests.drawing import draw_many
@@ -118,7 +118,7 @@ def test_campaign_draws_and_shrinks_inside_both_fields(tmp_path):
 def test_new_adapters_draws_reach_every_expected_feature(spec):
     """The real capabilities of the two kernels that need the new fields: draws (edge corpus
     first, as a campaign runs them) stay inside and reach what coverage expects."""
-    from difftest import adapter as registry
+    from difftest.execute import adapter as registry
     from difftest.strategies.coverage import features
 
     cap = registry.get(spec).capability.narrowed(head_dims_qk=(16, 32), max_heads=4)

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from difftest import adapter as registry
-from difftest.campaign import _coverage
-from difftest.problem import Problem
-from difftest.shard import ShardError, in_shard, parse_shard, shard_of
+from difftest.execute import adapter as registry
+from difftest.model.problem import Problem
+from difftest.search.campaign import _coverage
+from difftest.search.shard import ShardError, in_shard, parse_shard, shard_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = "torch-blockwise"
@@ -71,7 +71,7 @@ def test_two_shards_side_by_side_merge_into_one_campaign(shards):
     assert corpus and all(p in ran for p in corpus)
     assert m["settings"]["edge_cases"] == len(corpus)
     # the merged coverage is the coverage of the union, as one campaign would compute it
-    from difftest.runner import CaseResult
+    from difftest.judge.runner import CaseResult
 
     cases = [CaseResult.from_dict(c) for c in m["cases"]]
     assert m["coverage"] == _coverage(cases, kernel.capability, "quick")
@@ -106,8 +106,8 @@ def test_in_shard_partitions_problems():
 
 
 def test_merge_puts_kernels_side_by_side_and_refuses_one_kernel_twice():
-    from difftest.merge import merge_reports
-    from difftest.reportfile import ReportError
+    from difftest.report.merge import merge_reports
+    from difftest.report.read import ReportError
 
     def doc(kernel, status="passed"):
         case = {"kernel": kernel, "problem": {"batch": 1, "seqlen_q": 3}, "status": status, "verdicts": [

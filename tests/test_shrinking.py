@@ -13,12 +13,12 @@ import torch
 from hypothesis import HealthCheck, find, settings
 from hypothesis.errors import NoSuchExample
 
-from difftest.adapter import KernelAdapter
-from difftest.inputs import Inputs, make_inputs
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.inputs import Inputs, make_inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
 from difftest.oracles.reference import allowed_mask, reference
-from difftest.outputs import Outputs
-from difftest.problem import Problem
-from difftest.simplify import simplify
+from difftest.search.shrinking import simplify
 from difftest.strategies import problems
 from tests.kernels_for_tests import full_capability
 
@@ -146,7 +146,7 @@ def differs(got: Outputs, truth: Outputs) -> bool:
 
 
 def shrink(fn, capability=CAP, profile="quick", max_examples=500):
-    """The minimal Problem (Hypothesis, then difftest.simplify) on which ``fn`` differs."""
+    """The minimal Problem (Hypothesis, then difftest.search.shrinking) on which ``fn`` differs."""
     kernel = Planted(fn, capability)
 
     def fails(p: Problem) -> bool:
@@ -241,8 +241,8 @@ def test_correct_kernel_is_never_reported():
 
 @pytest.mark.slow
 def test_campaign_shrinks_the_planted_fault_through_the_engine(tmp_path):
-    """The same fault through difftest.campaign (runner, gates, reproducer): ~25 s."""
-    from difftest.campaign import run_campaign
+    """The same fault through difftest.search.campaign (runner, gates, reproducer): ~25 s."""
+    from difftest.search.campaign import run_campaign
 
     res = run_campaign(Planted(tail_and_gqa), "quick", max_examples=200, edge_cases=False, database=None,
                        out_dir=tmp_path, time_budget=60, shrink_budget=60)

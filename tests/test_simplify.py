@@ -1,9 +1,9 @@
-"""difftest.simplify finishes shrinking where Hypothesis stalls, and shrinks failures of
+"""difftest.search.shrinking finishes shrinking where Hypothesis stalls, and shrinks failures of
 the explicit edge corpus, which Hypothesis never shrinks."""
 
 from difftest import Problem
-from difftest.campaign import run_campaign
-from difftest.simplify import complexity, neighbours, simplify
+from difftest.search.campaign import run_campaign
+from difftest.search.shrinking import complexity, neighbours, simplify
 from tests.kernels_for_tests import SMALL, RaisesOnCausal, WrongDkForLongGqa
 
 

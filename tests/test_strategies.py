@@ -4,7 +4,7 @@ the budget and compile-reuse knobs do what they say."""
 
 import pytest
 
-from difftest.capability import Capability
+from difftest.model.capability import Capability
 from difftest.strategies import compile_keys, coverage_table, edge_problems, expected_features, features, problems
 from difftest.strategies.compile import warm_problems
 from difftest.strategies.shapes import edge_lengths

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from difftest.cli import build_parser
-from difftest.threads import ThreadsError, choose, parse_threads, per_process
+from difftest.commands.cli import build_parser
+from difftest.run.threads import ThreadsError, choose, parse_threads, per_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

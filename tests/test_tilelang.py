@@ -12,13 +12,13 @@ pytest.importorskip("tilelang", reason="tilelang is not installed: our TileLang 
 
 import torch  # noqa: E402
 
-from difftest.adapter import get  # noqa: E402
-from difftest.campaign import run_campaign  # noqa: E402
-from difftest.inputs import make_inputs  # noqa: E402
+from difftest.execute.adapter import get  # noqa: E402
+from difftest.judge.runner import RunConfig, run_case  # noqa: E402
 from difftest.kernels.tilelang import cache  # noqa: E402
 from difftest.kernels.tilelang.adapter import COMPILE_KEY, TileLangAttention  # noqa: E402
-from difftest.problem import Problem  # noqa: E402
-from difftest.runner import RunConfig, run_case  # noqa: E402
+from difftest.model.inputs import make_inputs  # noqa: E402
+from difftest.model.problem import Problem  # noqa: E402
+from difftest.search.campaign import run_campaign  # noqa: E402
 
 # One compile key (float32, 16/16, no sinks) unless a test says otherwise.
 BASE = Problem(batch=1, seqlen_q=24, seqlen_k=24, heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16)

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from difftest import Problem
-from difftest import adapter as registry
-from difftest.adapter import KernelSpecError, is_import_spec
+from difftest.execute import adapter as registry
+from difftest.execute.adapter import KernelSpecError, is_import_spec
 from difftest.kernels import tilelang_file as tf
 from difftest.strategies import edge_problems
 
@@ -76,7 +76,7 @@ def test_env_form_records_the_path_spec(tmp_path, monkeypatch):
 
 
 def test_file_spec_is_an_import_spec_and_repro_refuses_it(tmp_path, capsys):
-    from difftest.cli import main
+    from difftest.commands.cli import main
 
     marker = tmp_path / "ran"
     f = kernel_file(tmp_path, marker=marker)
@@ -199,7 +199,7 @@ def test_forward_and_backward_follow_the_examples_calls(tmp_path, monkeypatch):
 
     import torch
 
-    from difftest.inputs import make_inputs
+    from difftest.model.inputs import make_inputs
     from difftest.oracles.reference import reference
 
     compiled = []
@@ -275,7 +275,7 @@ def test_a_dq_layout_overrun_reads_nan_and_spares_dk(tmp_path, monkeypatch):
 
     import torch
 
-    from difftest.inputs import make_inputs
+    from difftest.model.inputs import make_inputs
     from difftest.oracles.reference import reference
 
     monkeypatch.setitem(sys.modules, "tilelang", types.SimpleNamespace(compile=lambda prim, **kw: prim[2]))

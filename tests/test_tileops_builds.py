@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest import timing
+from difftest.execute import timing
 from difftest.kernels import tileops
 
 

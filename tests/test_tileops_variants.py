@@ -6,10 +6,10 @@ natural-log float32 [B, H, S]) and that the answer comes back in difftest's layo
 import pytest
 import torch
 
-from difftest.inputs import make_inputs
 from difftest.kernels import tileops
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.reference import reference
-from difftest.problem import Problem
 
 
 class FakeWorker:

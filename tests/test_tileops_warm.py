@@ -11,7 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from difftest.kernels import tileops
-from difftest.problem import Problem
+from difftest.model.problem import Problem
 from difftest.strategies import edge_problems, problems
 
 P = Problem(batch=1, seqlen_q=9, seqlen_k=9, heads_q=2, heads_kv=1, head_dim_qk=128, head_dim_v=128,
@@ -133,7 +133,7 @@ def test_drawn_problems_fall_in_warmed_shapes(p):
 
 
 def test_prepare_builds_each_campaign_configuration_once(monkeypatch):
-    """difftest.warmup calls prepare(problems, log=..., wait=False) before `difftest run`'s campaigns."""
+    """difftest.run.prebuild calls prepare(problems, log=..., wait=False) before `difftest run`'s campaigns."""
     monkeypatch.setattr(tileops, "Worker", FakeWorker)
     FakeWorker.seen, FakeWorker.fail_seqlen = [], None
     k = tileops.gqa()

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from difftest import timing
-from difftest.capability import Capability
-from difftest.problem import Problem
+from difftest.execute import timing
+from difftest.model.capability import Capability
+from difftest.model.problem import Problem
 from difftest.strategies.compile import compile_reuse
 
 
@@ -60,7 +60,7 @@ def test_worker_seconds_are_added_and_no_timer_means_no_cost(clock):
 
 
 def test_isolated_worker_reports_its_phases():
-    from difftest.isolation import Worker
+    from difftest.execute.isolation import Worker
 
     w = Worker()
     p = Problem(seqlen_q=8, seqlen_k=8, heads_q=2, heads_kv=2, head_dim_qk=8, head_dim_v=8)
@@ -88,9 +88,9 @@ def test_compile_reuse_counts_cases_after_the_first_of_each_configuration():
 
 @pytest.mark.parametrize("isolate", [False, True])
 def test_a_campaign_reports_its_time_split(isolate, tmp_path):
-    from difftest.campaign import run_campaign
-    from difftest.reports import campaign_record
-    from difftest.runner import RunConfig
+    from difftest.judge.runner import RunConfig
+    from difftest.report.write import campaign_record
+    from difftest.search.campaign import run_campaign
 
     res = run_campaign("torch-blockwise", "quick", max_examples=3, edge_cases=False, database=None,
                        config=RunConfig(isolate=isolate), out_dir=tmp_path)

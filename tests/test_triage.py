@@ -4,11 +4,11 @@ behaves that way, and campaigns report the counts in JSON, markdown and the tabl
 import json
 
 from difftest import Problem
-from difftest.campaign import CampaignResult
-from difftest.isolation import KernelCrashed, KernelTimeout
-from difftest.reports import campaign_record, markdown_summary, summary_table
-from difftest.runner import CaseResult, RunConfig, run_case
-from difftest.triage import Kind, classify, overflow_limited, summarize
+from difftest.execute.isolation import KernelCrashed, KernelTimeout
+from difftest.judge.runner import CaseResult, RunConfig, run_case
+from difftest.judge.triage import Kind, classify, overflow_limited, summarize
+from difftest.report.write import campaign_record, markdown_summary, summary_table
+from difftest.search.campaign import CampaignResult
 from tests.kernels_for_tests import CrashOnLongQ, Flaky, InfAtLargestDq, RaisesOnCausal, RefKernel, WrongDkForLongGqa
 
 SMALL = Problem(seqlen_q=8, seqlen_k=8, head_dim_qk=8, head_dim_v=8, dtype="float16")
@@ -55,7 +55,7 @@ def test_internal_error_is_difftest_s_own():
     case = CaseResult("k", SMALL, "error", "internal: the reference failed (RuntimeError: out of memory)")
     assert classify(case) == Kind.INTERNAL
     # a value failure together with a determinism failure is a wrong result first
-    from difftest.gates import Verdict
+    from difftest.judge.gates import Verdict
 
     both = CaseResult("k", SMALL, "failed",
                       verdicts=[Verdict("dq", "determinism", False), Verdict("dq", "budget", False)])

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from difftest import Problem
-from difftest.campaign import CampaignResult
-from difftest.determinism import determinism_verdicts
-from difftest.gates import Verdict
-from difftest.mutants import MutantRow
-from difftest.outputs import Outputs
-from difftest.runner import CaseResult, run_case
+from difftest.judge.determinism import determinism_verdicts
+from difftest.judge.gates import Verdict
+from difftest.judge.runner import CaseResult, run_case
+from difftest.measure.mutants import MutantRow
+from difftest.model.outputs import Outputs
+from difftest.search.campaign import CampaignResult
 from difftest.vocab import CampaignStatus, FailureKind, Gate, MutantStatus, Status
 from tests.kernels_for_tests import RefKernel
 

@@ -24,7 +24,7 @@ def _env():
 
 
 def test_importing_the_cli_and_building_help_and_list_parsers_imports_no_torch():
-    code = ("import sys, difftest, difftest.cli as c; c.build_parser(['--help']); c.build_parser(['list']); "
+    code = ("import sys, difftest, difftest.commands.cli as c; c.build_parser(['--help']); c.build_parser(['list']); "
             "print(sorted(m for m in ('torch', 'hypothesis', 'numpy') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env())
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

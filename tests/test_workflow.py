@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.cli import build_parser
+from difftest.commands.cli import build_parser
 
 WORKFLOW = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "difftest-gpu.yml"
 

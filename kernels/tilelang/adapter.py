@@ -13,10 +13,10 @@ import os
 
 import torch
 
-from difftest.adapter import KernelAdapter, KernelUnavailable
-from difftest.capability import Capability
-from difftest.inputs import Inputs
-from difftest.outputs import Outputs
+from difftest.execute.adapter import KernelAdapter, KernelUnavailable
+from difftest.model.capability import Capability
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
 
 from . import cache
 

@@ -3,7 +3,7 @@
     python -m difftest.kernels.tilelang.bench --json out.json --markdown out.md [--repeats 20]
         [--dtype float16 --dtype bfloat16] [--determinism 20] [--no-others]
 
-Shapes (difftest.bench.shape_problems): B,H,S,D = 4,32,512,128 and 2,32,2048,128,
+Shapes (difftest.measure.bench.shape_problems): B,H,S,D = 4,32,512,128 and 2,32,2048,128,
 causal, fp16 and bf16, each MHA and GQA with 8 kv heads. For ``tilelang`` (atomic dQ)
 and ``tilelang-det`` (deterministic dQ): the first call's seconds (compile or cache
 load), then ``repeats`` timed calls of ``backward`` with CUDA events around the call
@@ -11,7 +11,7 @@ load), then ``repeats`` timed calls of ``backward`` with CUDA events around the 
 main = dQ accumulator zero-fill + main kernel; post = dQ cast). ``--determinism N``
 reruns each backward N times and reports whether dQ/dK/dV (and dSink) are bitwise equal
 to the first run. FA3 (``fa3``) and FA4 (``fa4``, ``fa4-fast``) are timed by
-``difftest.bench.time_backward`` when their adapters are available here; otherwise the
+``difftest.measure.bench.time_backward`` when their adapters are available here; otherwise the
 row says why.
 """
 
@@ -23,9 +23,9 @@ import time
 
 import torch
 
-from difftest import adapter as registry
-from difftest.bench import shape_problems, time_backward
-from difftest.inputs import make_inputs
+from difftest.execute import adapter as registry
+from difftest.measure.bench import shape_problems, time_backward
+from difftest.model.inputs import make_inputs
 
 OURS = ("tilelang", "tilelang-det")
 OTHERS = ("fa3", "fa4", "fa4-fast")

@@ -12,7 +12,7 @@ Whether TileLang's disk cache already holds a kernel cannot be asked without low
 ``<TILELANG_CACHE_DIR>/difftest-built/``: ``is_built`` is one ``stat``, which lets a
 prebuild (warm.prebuild) skip what is there without starting a process. Editing source.py
 changes every hash, so a stale marker never hides a needed build. A build inside
-``get_kernel`` is charged to the "compile" phase of difftest's timer (difftest/timing.py).
+``get_kernel`` is charged to the "compile" phase of difftest's timer (difftest/execute/timing.py).
 """
 
 import hashlib
@@ -95,7 +95,7 @@ def get_kernel(kind: str, target: str, **params):
         if k is not None:
             _STATS.hits += 1
             return k
-        from difftest import timing
+        from difftest.execute import timing
 
         t0 = time.perf_counter()
         with timing.phase("compile"):

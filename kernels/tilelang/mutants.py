@@ -5,9 +5,9 @@ this ``MUTANTS`` dict into the catalogue (entries are its ``Mutant`` type); impo
 module registers each as ``mutant:<name>``.
 """
 
-from difftest.adapter import register
+from difftest.execute.adapter import register
 from difftest.kernels.mutants import Mutant
-from difftest.problem import Problem
+from difftest.model.problem import Problem
 
 from .adapter import TileLangAttention
 

@@ -1,5 +1,5 @@
 """On the GPU: a TileOPs build longer than --timeout is not a hang, and the real hang still is
-(issue 10, verdict trust; difftest/isolation.py's compile_timeout_s, kernels/tileops.py's
+(issue 10, verdict trust; difftest/execute/isolation.py's compile_timeout_s, kernels/tileops.py's
 build notices).
 
     source scripts/device/setup.sh   # DIFFTEST_TILEOPS_SITE
@@ -42,10 +42,10 @@ def main(argv=None) -> int:
     # an empty cache, set before the isolation worker (and its TileOPs process) starts
     os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tlc-", dir=out)
 
-    from difftest import adapter as registry
-    from difftest.isolation import close_all, shared_worker
-    from difftest.runner import RunConfig, run_case
-    from difftest.triage import classify
+    from difftest.execute import adapter as registry
+    from difftest.execute.isolation import close_all, shared_worker
+    from difftest.judge.runner import RunConfig, run_case
+    from difftest.judge.triage import classify
 
     kernel = registry.get(a.kernel)
     why = kernel.available()

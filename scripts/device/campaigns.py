@@ -7,7 +7,7 @@ calls, bitwise) on a few problems for each kernel, all through difftest's engine
            e.g. tilelang:200:240:fa3   fa4:200:150@head_dims_qk=32,64,96,128,192
     (@...: narrow the capability, as `difftest run --narrow`, e.g. around a known failure)
 
-Writes DIR/report.json and DIR/summary.md (difftest.reports), DIR/determinism.json, the
+Writes DIR/report.json and DIR/summary.md (difftest.report.write), DIR/determinism.json, the
 engine's case logs and shrunk reproducers under DIR.
 """
 
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch
 
-from difftest import adapter as registry
-from difftest.campaign import run_campaign
-from difftest.capability import parse_narrowing
-from difftest.problem import Problem
-from difftest.reports import markdown_summary, summary_table, write_json
-from difftest.runner import RunConfig, run_case
+from difftest.execute import adapter as registry
+from difftest.judge.runner import RunConfig, run_case
+from difftest.model.capability import parse_narrowing
+from difftest.model.problem import Problem
+from difftest.report.write import markdown_summary, summary_table, write_json
+from difftest.search.campaign import run_campaign
 
 DET_PROBLEMS = [
     Problem(batch=2, seqlen_q=256, seqlen_k=256, heads_q=8, heads_kv=8, head_dim_qk=64, head_dim_v=64,
@@ -106,12 +106,12 @@ def main(argv=None):
             print(r.failure.render(), flush=True)
             print(f"  first failure after {r.examples_to_fail} examples; reproducer {r.reproducer}", flush=True)
         if a.det_runs > 1 and r.status != "unavailable":
-            from difftest.isolation import close_all
+            from difftest.execute.isolation import close_all
 
             close_all()  # free the worker's GPU memory before the in-process determinism runs
             det += determinism(k, a.det_runs)
         torch.cuda.empty_cache()
-    from difftest.isolation import close_all
+    from difftest.execute.isolation import close_all
 
     close_all()
     env = {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu", "torch": torch.__version__,

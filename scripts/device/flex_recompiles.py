@@ -25,9 +25,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 
-from difftest import adapter as registry
-from difftest.inputs import make_inputs
-from difftest.layouts import lay_out
+from difftest.execute import adapter as registry
+from difftest.model.inputs import make_inputs
+from difftest.model.layouts import lay_out
 from difftest.strategies import problems
 from difftest.strategies.compile import key_violations
 

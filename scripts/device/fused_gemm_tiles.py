@@ -12,10 +12,10 @@ import json
 import torch
 from cuda_events import best_seconds  # scripts/device/, the script's own folder
 
-from difftest.inputs import make_inputs
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles import fused_passes as fz
 from difftest.oracles.chunked import chunked_reference
-from difftest.problem import Problem
 
 SHAPES = {"16k": (8, 1024, 8192), "64k": (8, 2048, 32768)}  # heads, rows, keys of one chunk
 

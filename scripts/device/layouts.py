@@ -20,9 +20,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from difftest import adapter as registry
-from difftest.layouts import CONTIGUOUS
-from difftest.runner import RunConfig, run_case
+from difftest.execute import adapter as registry
+from difftest.judge.runner import RunConfig, run_case
+from difftest.model.layouts import CONTIGUOUS
 from difftest.strategies import edge_problems
 
 KERNELS = ("fa4", "fa4-fast", "fa3", "flex", "flex-gqa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math")

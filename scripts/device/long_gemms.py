@@ -12,9 +12,9 @@ import json
 import torch
 from cuda_events import best_seconds  # scripts/device/, the script's own folder
 
-from difftest.inputs import make_inputs
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.chunked import chunked_reference
-from difftest.problem import Problem
 
 
 def variants(h, m, w, d, sk):

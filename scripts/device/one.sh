@@ -245,7 +245,7 @@ R10)
 R11)
   ( cd scripts/device && timeout 150 python3 -c "
 import json, campaigns
-from difftest import adapter as registry
+from difftest.execute import adapter as registry
 rows = campaigns.determinism(registry.get('fa3-jax'), 20)
 json.dump(rows, open('$R/fa3-jax.determinism.json', 'w'), indent=1, default=str)" > $L/det.log 2>&1
     stamp "fa3-jax determinism exit $?" )

@@ -10,7 +10,7 @@ at the price of more band (a causal walk in n chunks computes (n + 1) / 2n of th
 import argparse
 import json
 
-from difftest.bench import shape_problems, time_oracle
+from difftest.measure.bench import shape_problems, time_oracle
 from difftest.oracles import chunked
 
 

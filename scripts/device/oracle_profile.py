@@ -10,9 +10,9 @@ import argparse
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from difftest.inputs import make_inputs
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.chunked import chunked_reference
-from difftest.problem import Problem
 
 
 def main() -> None:

@@ -14,10 +14,10 @@ import traceback
 
 import torch
 
-from difftest import adapter as registry
-from difftest.inputs import make_inputs
+from difftest.execute import adapter as registry
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.reference import reference
-from difftest.problem import Problem
 
 P = Problem
 DEADLINE = time.time() + float(os.environ.get("PHASE_SECONDS", "1e9"))
@@ -79,7 +79,7 @@ def one(kernel, name, p):
         row["status"] = "ok"
         if not why:
             try:
-                from difftest.runner import RunConfig, run_case
+                from difftest.judge.runner import RunConfig, run_case
 
                 cr = run_case(kernel, p, RunConfig())
                 row["runner"] = {"status": cr.status, "failed_gates": cr.failed_gates,

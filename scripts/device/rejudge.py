@@ -14,10 +14,10 @@ import lzma
 import sys
 from pathlib import Path
 
-from difftest import adapter as registry
-from difftest.isolation import close_all
-from difftest.problem import Problem
-from difftest.runner import RunConfig, run_case
+from difftest.execute import adapter as registry
+from difftest.execute.isolation import close_all
+from difftest.judge.runner import RunConfig, run_case
+from difftest.model.problem import Problem
 
 
 def main(argv=None) -> int:

@@ -12,7 +12,7 @@ import json
 import sys
 from collections import Counter
 
-from difftest.reportfile import problem_key
+from difftest.report.read import problem_key
 
 
 def campaign(path):

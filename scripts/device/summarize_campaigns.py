@@ -86,7 +86,7 @@ def main(dirs):
             out.append(f"| {r['kernel']} | {r['problem']} | {r['runs']} | {r['claims_deterministic']} | "
                        f"{r['bitwise_equal']} | {diff} |")
     if bench:
-        from difftest.bench import markdown
+        from difftest.measure.bench import markdown
 
         out += ["", "## Backward time (median of 20 after 3 warm-up calls)", "", markdown(bench)]
     print("\n".join(out))

@@ -31,19 +31,19 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, settings, target
 from hypothesis import seed as hseed
 
-from difftest import adapter as registry
-from difftest.capability import parse_narrowing
-from difftest.isolation import COMPILE_TIMEOUT_S
-from difftest.reproducer import write_reproducer
-from difftest.runner import RunConfig, run_case
-from difftest.simplify import simplify
+from difftest.execute import adapter as registry
+from difftest.execute.isolation import COMPILE_TIMEOUT_S
+from difftest.judge.runner import RunConfig, run_case
+from difftest.model.capability import parse_narrowing
+from difftest.search.reproducer import write_reproducer
+from difftest.search.shrinking import simplify
 from difftest.strategies import edge_problems, problems
 from difftest.strategies.compile import compile_reuse
 
 
 def triage_of(case) -> str:
     try:
-        from difftest.triage import classify
+        from difftest.judge.triage import classify
     except ImportError:
         return str(case.status)
     return str(classify(case))
@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     for f in findings:
         print(f"  {f['cases']:4d} x {f['triage']:20s} {f['failed_gates']} first {f['first']}"
               f" -> {f.get('shrunk', '(not shrunk)')}", flush=True)
-    from difftest.isolation import close_all
+    from difftest.execute.isolation import close_all
 
     close_all()
     if a.det_runs > 1 and not a.det_first:

@@ -11,9 +11,9 @@ import time
 
 import torch
 
-from difftest.inputs import make_inputs
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.chunked import chunked_reference
-from difftest.problem import Problem
 
 BUDGET = 2**30  # the same chunks in both modes (the automatic budget would give each half of free memory)
 

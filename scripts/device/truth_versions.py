@@ -15,9 +15,9 @@ import sys
 import torch
 from cuda_events import seconds  # scripts/device/, the script's own folder
 
-from difftest.inputs import make_inputs
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
 from difftest.oracles.chunked import chunked_reference
-from difftest.problem import Problem
 
 
 def load_other(path: str):

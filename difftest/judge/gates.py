@@ -1,0 +1,572 @@
+"""Gates: pure functions from (kernel result, float64 truth, same-dtype reference) to a
+Verdict per output, each carrying the measured numbers.
+
+- ``budget``: max|got - truth| <= k * max|ref - truth| + floor, where ref is the same
+  computation done naively in the Problem's dtype (how much error rounding alone
+  makes, FlashAttention's rule) and
+      floor = floor_ulps * eps(dtype) * max(max|truth|, 1) + expm1(floor_ulps * eps32 * (1 + |S|)) * T
+  The first term is FA3's "2x the dtype's rounding at the reference's magnitude" (held
+  at magnitude >= 1: a truth of exactly 0, e.g. dQ with one visible key, still comes
+  from O(1) terms). The second is what no correct kernel avoids when it recomputes
+  P = exp(S - LSE) in float32 from a stored LSE: S - LSE off by (1 + |S|) eps32 logit
+  units for logits of size |S| (|S|: the larger of |LSE| and the size of the terms a
+  logit sums, ``logit_magnitude``), so P off by the factor exp of that, carried by T,
+  the largest absolute sum of the terms forming one element (e.g. scale * sum_j P_ij
+  (|dP_ij| + |Delta_i|) |K_j| for dQ), which dwarfs the result when terms cancel
+  (mixed-magnitude dO, saturated softmax). It dominates float32 problems and large
+  logits, and is negligible for fp16/bf16 at normal values.
+  Reported: ``ratio`` = error / limit (> 1 fails; campaigns climb it with
+  hypothesis.target) and ``k_needed``, the smallest k that would pass, so k can be set
+  from data rather than guessed (``difftest calibrate``).
+- ``elementwise``: the form kernel teams state: |got - truth| <= atol + rtol*|truth| on at
+  least ``required_ratio`` of the elements, and max|got - truth| <= max_abs.
+- ``nonfinite``: NaN/Inf parity: a non-finite value in the kernel where the truth is
+  finite fails, and the reverse (equal infinities match).
+- Dtype limits (``dtype_limited``): a non-finite or saturated (+-max finite) kernel value
+  where the truth is finite is judged against what a correct kernel in the output dtype
+  can produce. It is accepted where the flash-style same-dtype yardstick is non-finite at
+  that element (NaN there, or an infinity of the yardstick's sign), or where it is an
+  infinity or saturated value of the truth's sign and |truth| plus the output's error
+  budget (the budget gate's limit) reaches the dtype's overflow threshold (largest
+  finite value: fp16 65504, bf16 ~3.39e38), or where a dS the element sums is at the
+  input dtype's overflow edge within a correct kernel's roundings (the yardstick's
+  ``overflow_edge``: dQ and dK rows). Such elements are counted per output as
+  ``overflow_limited`` in the nonfinite and budget verdicts (never silently) and left
+  out of the error measurement. A NaN where truth and yardstick are finite still fails.
+Every verdict names the reference it was judged against (``Verdict.reference``).
+- ``poison``: outputs were pre-filled with a marked NaN; any survivor is a region the
+  kernel never wrote.
+Only the rows that belong to sequences are compared (unused tail tokens are ignored).
+"""
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from difftest.model.outputs import is_poison
+from difftest.model.problem import OUTPUTS, Problem
+from difftest.vocab import Gate
+
+# The budget's k per dtype and output, calibrated (results/calibration.md, 2026-11-30): the
+# largest k_needed measured over correct kernels (CPU: torch-blockwise, sdpa-cpu-math,
+# sdpa-cpu-flash; H200 phase 3: tilelang, tilelang-det, fa4, fa3, flex, sdpa-*), times a
+# margin of 2, at least 1 (a kernel may always err as much as the yardstick), rounded up
+# to 0.5. bfloat16 dK/dV were held at 3 until sdpa-cpu-flash's k_needed of 6 there was
+# triaged: a floor gap at huge logits (a logit's rounding scales with its terms, and P's
+# error with exp of that: ``logit_magnitude``, ``budget_limit``); with the floor fixed the
+# CPU runs measure bf16 dK <= 0.354, dV 0 (results/calibration.md, run 3), so 1. Almost
+# every measured k_needed is 0 (the error is under the floor): the floor decides most verdicts.
+DEFAULT_K_BY_DTYPE = {
+    "float16": {"o": 1.0, "lse": 1.0, "dq": 1.5, "dk": 1.5, "dv": 1.0, "dsink": 1.0},
+    "bfloat16": {"o": 1.0, "lse": 1.0, "dq": 1.5, "dk": 1.0, "dv": 1.0, "dsink": 1.0},
+    "float32": {"o": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "dsink": 1.0},
+}
+# per output: the loosest dtype's k (what a config without a dtype states)
+DEFAULT_K = {n: max(t[n] for t in DEFAULT_K_BY_DTYPE.values()) for n in OUTPUTS}
+# the second reference's k (FA3 as a yardstick) is not calibrated: the original defaults
+SECOND_REFERENCE_K = {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dsink": 3.0}
+EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23}
+
+
+@dataclass(frozen=True)
+class Standard:
+    """An elementwise tolerance as kernel teams state it."""
+
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    max_abs: float = float("inf")
+    required_ratio: float = 1.0
+
+    def __post_init__(self):
+        for n in ("atol", "rtol", "max_abs"):
+            if not getattr(self, n) >= 0:
+                raise ValueError(f"Standard.{n}={getattr(self, n)!r}: allowed a float >= 0")
+        if not 0.0 <= self.required_ratio <= 1.0:
+            raise ValueError(f"Standard.required_ratio={self.required_ratio!r}: allowed a float in [0, 1]")
+
+    @classmethod
+    def parse(cls, text: str) -> "Standard":
+        """'atol=1e-2,rtol=1e-2,max_abs=0.5,ratio=0.999' (any subset)."""
+        kw = {}
+        names = {"atol": "atol", "rtol": "rtol", "max_abs": "max_abs", "ratio": "required_ratio",
+                 "required_ratio": "required_ratio"}
+        for part in filter(None, (x.strip() for x in text.split(","))):
+            key, _, val = part.partition("=")
+            if key not in names or not val:
+                raise ValueError(f"standard item {part!r}: allowed keys {sorted(names)} as key=value")
+            kw[names[key]] = float(val)
+        return cls(**kw)
+
+
+@dataclass
+class GateConfig:
+    k: dict = field(default_factory=lambda: dict(DEFAULT_K))  # budget multiplier per output
+    floor_ulps: float = 2.0  # budget floor in units of eps(dtype) * max(max|truth|, floor_magnitude)
+    floor_magnitude: float = 1.0
+    standards: dict = field(default_factory=dict)  # output -> Standard (elementwise gate on)
+    check_nonfinite: bool = True
+    second_reference_k: dict = field(default_factory=lambda: dict(SECOND_REFERENCE_K))
+    # calibrated k per dtype and output; ``k`` entries that differ from DEFAULT_K (set by
+    # --k or a config) apply to every dtype instead (see ``k_for``)
+    k_by_dtype: dict = field(default_factory=lambda: {d: dict(t) for d, t in DEFAULT_K_BY_DTYPE.items()})
+
+    def k_for(self, dtype: str, name: str) -> float:
+        """The budget's k for output ``name`` of a ``dtype`` problem."""
+        k = self.k.get(name, DEFAULT_K[name])
+        if k != DEFAULT_K[name]:
+            return k
+        return self.k_by_dtype.get(dtype, {}).get(name, k)
+
+    def __post_init__(self):
+        for d in (self.k, self.standards, self.second_reference_k):
+            bad = [n for n in d if n not in OUTPUTS]
+            if bad:
+                raise ValueError(f"GateConfig keys {bad}: allowed outputs {OUTPUTS}")
+        for dt, d in self.k_by_dtype.items():
+            bad = [n for n in d if n not in OUTPUTS]
+            if dt not in EPS or bad:
+                raise ValueError(f"GateConfig.k_by_dtype[{dt!r}] keys {bad}: allowed dtypes {sorted(EPS)}, "
+                                 f"outputs {OUTPUTS}")
+        for what, d in (("k", self.k), ("second_reference_k", self.second_reference_k),
+                        *((f"k_by_dtype[{dt!r}]", t) for dt, t in self.k_by_dtype.items())):
+            for n, v in d.items():  # nan or <= 0 would fail every case (false alarms in the store)
+                if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+                    raise ValueError(f"{what} for {n} = {v!r}: allowed a finite number > 0")
+        for n in ("floor_ulps", "floor_magnitude"):
+            v = getattr(self, n)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"GateConfig.{n} = {v!r}: allowed a finite number >= 0")
+        for n, s in list(self.standards.items()):
+            if isinstance(s, str):
+                self.standards[n] = Standard.parse(s)
+            elif isinstance(s, dict):
+                self.standards[n] = Standard(**s)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["standards"] = {n: asdict(s) for n, s in self.standards.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GateConfig":
+        return cls(**d)
+
+
+@dataclass
+class Verdict:
+    output: str
+    gate: Gate
+    passed: bool
+    numbers: dict = field(default_factory=dict)
+    worst: dict | None = None  # {"seq", "token", "head", "dim", "got", "truth"}
+    message: str = ""
+    reference: str = ""  # what the output was judged against ("float64 truth", "float32 truth", ...)
+
+    def __post_init__(self):
+        self.gate = Gate(self.gate)  # a name read back from a report must be one of ours
+
+    @property
+    def label(self) -> str:
+        return f"{self.output}:{self.gate}"
+
+    def to_dict(self) -> dict:
+        # by hand, not dataclasses.asdict: asdict deep-copies every number, and a report
+        # serialises each verdict three times (case log, run state, report.json); the
+        # warm main job spent ~10% of its wall time there
+        return {"output": self.output, "gate": self.gate, "passed": self.passed, "numbers": dict(self.numbers),
+                "worst": None if self.worst is None else dict(self.worst), "message": self.message,
+                "reference": self.reference}
+
+
+# ------------------------------------------------------------------------- helpers
+def used_rows(problem: Problem, name: str) -> int:
+    """Rows of a packed output that belong to sequences (the rest is pad_tail)."""
+    if name in ("o", "lse", "dq"):
+        return problem.total_q - problem.pad_tail
+    if name in ("dk", "dv"):
+        return problem.total_k - problem.pad_tail
+    return problem.heads_q  # dsink
+
+
+def locate(problem: Problem, name: str, flat_index: int, shape) -> dict:
+    """Map a flat index of a packed output to (sequence, token, head, dim)."""
+    idx = []
+    for s in reversed(shape):
+        idx.append(flat_index % s)
+        flat_index //= s
+    idx = idx[::-1]
+    if name == "dsink":
+        return {"head": idx[0]}
+    row = idx[0]
+    cu = problem.cu_seqlens_q if name in ("o", "lse", "dq") else problem.cu_seqlens_k
+    seq = max(b for b in range(problem.batch) if cu[b] <= row) if row < cu[-1] else None
+    loc = {"seq": seq, "token": row - cu[seq] if seq is not None else row, "head": idx[1]}
+    if len(idx) > 2:
+        loc["dim"] = idx[2]
+    return loc
+
+
+def _prep(problem, name, t, device):
+    """The used rows of ``t`` in float64 on ``device``: the truth's device, so on a GPU
+    the comparisons run there (on the host they cost seconds per case at long lengths).
+    Moved in its own dtype, then widened where it lands: a CPU output bound for the GPU
+    crosses the bus at 2 bytes per element instead of being widened by the host's
+    threads and sent at 8."""
+    t = t.detach()
+    if name != "dsink":
+        t = t[: used_rows(problem, name)]
+    return t.to(device).to(torch.float64)
+
+
+def _read(*scalars) -> list[float]:
+    """0-dim tensors (or numbers) read to the host in ONE transfer: each ``float()`` or
+    ``.item()`` of a CUDA tensor is a device synchronisation, and a case ran ~90 of them
+    before (issue 12). Values go through float64 (indices exact below 2^53)."""
+    ts = [x for x in scalars if isinstance(x, torch.Tensor)]
+    if not ts:
+        return [float(x) for x in scalars]
+    dev = ts[0].device
+    vals = iter(torch.stack([x.detach().reshape(()).to(device=dev, dtype=torch.float64) for x in ts]).tolist())
+    return [next(vals) if isinstance(x, torch.Tensor) else float(x) for x in scalars]
+
+
+def _at_max(x: torch.Tensor, got, truth) -> tuple:
+    """(max of x, its first flat index, got and truth there) as 0-dim tensors, unread."""
+    flat = x.reshape(-1)
+    i = torch.argmax(torch.nan_to_num(flat, nan=float("inf"))).reshape(1)
+    # index_select, not t[i]: indexing with a tensor reads the index to the host (a sync)
+    return (flat.index_select(0, i), i, got.reshape(-1).index_select(0, i),
+            truth.reshape(-1).index_select(0, i))
+
+
+def _loc(problem, name, shape, i, got_v, truth_v) -> dict:
+    loc = locate(problem, name, int(i), shape)
+    loc["got"], loc["truth"] = got_v, truth_v
+    return loc
+
+
+def _worst(problem, name, diff, got, truth, shape):
+    if diff.numel() == 0:
+        return None
+    _, i, g, t = _read(*_at_max(diff, got, truth))
+    return _loc(problem, name, shape, i, g, t)
+
+
+def _fmt_loc(loc):
+    if not loc:
+        return ""
+    where = ", ".join(f"{k}={loc[k]}" for k in ("seq", "token", "head", "dim") if k in loc)
+    return f" worst at ({where}): got {loc['got']:.6g}, truth {loc['truth']:.6g}"
+
+
+def _finite_pair(got, truth):
+    both = torch.isfinite(got) & torch.isfinite(truth)
+    return torch.where(both, got, 0.0), torch.where(both, truth, 0.0)
+
+
+# ------------------------------------------------------------------------- gates
+TRUTH = "float64 truth"
+
+
+def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0) -> dict:
+    """The budget gate's limit for one output: k * (the yardstick's error vs truth) + floor.
+    ``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
+    Returns {"limit", "ref_err", "floor", "scale"} (scale: max|truth| over finite elements)."""
+    t = torch.where(torch.isfinite(truth), truth, 0.0)
+    errs = []
+    for one in (ref if isinstance(ref, (list, tuple)) else [ref]):
+        r, t2 = _finite_pair(one, truth)
+        errs.append((r - t2).abs().max() if r.numel() else 0.0)
+    *errs, scale = _read(*errs, t.abs().max() if t.numel() else 0.0)  # one host read
+    ref_err = max([0.0] + errs)
+    # the dtype's rounding of the result, plus float32 rounding of P = exp(S - LSE), carried
+    # by the terms that form each element (their absolute sum ``terms`` can dwarf a result
+    # that cancels): S - LSE off by delta = floor_ulps * eps32 * (1 + |S|) logit units makes
+    # P off by a factor e^delta, a relative error expm1(delta): delta at ordinary logits, far
+    # more at |S| ~ 1e7 in float32, where one ulp of S is a whole logit unit
+    delta = min(floor_ulps * EPS["float32"] * (1.0 + logit_scale), 50.0)
+    floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude) + math.expm1(delta) * max(terms, scale)
+    return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
+
+
+def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate=Gate.BUDGET,
+                ref_label="same-dtype ref", logit_scale=0.0, terms=0.0, *, limited=None,
+                reference=TRUTH, bounds: dict | None = None) -> Verdict:
+    """``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
+    ``limited``: bool mask of elements accepted at the dtype's limits (``dtype_limited``):
+    left out of the error and counted as ``overflow_limited``. ``bounds``: ``budget_limit``'s
+    result when the caller already has it."""
+    shape = got.shape
+    # on the host a test is cheaper than the pass; on a GPU the pass is cheaper than the sync
+    if limited is not None and (limited.is_cuda or bool(limited.any())):
+        got = torch.where(limited, truth, got)
+    g, t = _finite_pair(got, truth)
+    diff = (g - t).abs()
+    b = bounds or budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude, logit_scale, terms)
+    # the count, the error and where it is largest: one host read
+    n_lim, err, i, g_i, t_i = _read(limited.sum() if limited is not None else 0,
+                                    *(_at_max(diff, g, t) if diff.numel() else (0.0, 0, 0.0, 0.0)))
+    n_lim = int(n_lim)
+    ref_err, floor, limit, scale = b["ref_err"], b["floor"], b["limit"], b["scale"]
+    ratio = err / limit
+    k_needed = max(0.0, err - floor) / ref_err if ref_err > 0 else (0.0 if err <= floor else float("inf"))
+    passed = err <= limit
+    worst = _loc(problem, name, shape, i, g_i, t_i) if err > 0 else None
+    msg = (f"{name}: {gate} {'ok' if passed else 'FAILED'}: max|err|={err:.3g} vs {ref_label} "
+           f"{ref_err:.3g} (limit {k:g}x + floor {floor:.3g} = {limit:.3g}, ratio {ratio:.3g}, "
+           f"k needed {k_needed:.3g})")
+    if n_lim:
+        msg += f"; {n_lim} overflow-limited elements left out"
+    if not passed:
+        msg += _fmt_loc(worst)
+    numbers = {"err": err, "ref_err": ref_err, "floor": floor, "k": k, "limit": limit, "ratio": ratio,
+               "k_needed": k_needed, "logit_scale": logit_scale, "terms": terms, "max_abs_truth": scale}
+    if n_lim:
+        numbers["overflow_limited"] = n_lim
+    return Verdict(name, gate, passed, numbers, worst, msg, reference)
+
+
+def elementwise_gate(problem, name, got, truth, std: Standard, *, reference=TRUTH) -> Verdict:
+    shape = got.shape
+    g, t = _finite_pair(got, truth)
+    diff = (g - t).abs()
+    tol = std.atol + std.rtol * t.abs()
+    n = diff.numel()
+    excess = (diff - tol).reshape(-1)
+    within, err, _, i, g_i, t_i = _read((diff <= tol).sum(), diff.max(), *_at_max(excess, g, t)) if n else (
+        0, 0.0, 0.0, 0, 0.0, 0.0)  # one host read
+    within = int(within)
+    ratio = within / n if n else 1.0
+    passed = ratio >= std.required_ratio and err <= std.max_abs
+    worst = _loc(problem, name, shape, i, g_i, t_i) if n and not passed else None
+    msg = (f"{name}: elementwise {'ok' if passed else 'FAILED'}: {ratio:.4%} within atol={std.atol:g}+rtol={std.rtol:g}"
+           f" (need {std.required_ratio:.4%}), max|err|={err:.3g} (limit {std.max_abs:g})")
+    if reference != TRUTH:
+        msg += f" vs the {reference}"
+    if not passed:
+        msg += _fmt_loc(worst)
+    return Verdict(name, Gate.ELEMENTWISE, passed,
+                   {"within_ratio": ratio, "required_ratio": std.required_ratio, "err": err, "atol": std.atol,
+                    "rtol": std.rtol, "max_abs": std.max_abs}, worst, msg, reference)
+
+
+def overflow_threshold(dtype: torch.dtype) -> float:
+    """The largest finite value of ``dtype``: a true value within rounding of it may be
+    stored as an infinity (fp16 65504, bf16 ~3.39e38)."""
+    return float(torch.finfo(dtype).max)
+
+
+def dtype_limited(got, truth, yardstick, out_dtype, limit: float, edge=None) -> torch.Tensor:
+    """Bool mask: elements where the kernel holds a non-finite or saturated (|got| >= the
+    dtype's largest finite value) value, the truth is finite, and a correct kernel storing
+    ``out_dtype`` can hold that value there:
+      (a) the flash-style same-dtype ``yardstick`` (None: not used) is non-finite at that
+          element, and the kernel's value is NaN, the yardstick's is NaN, or both have the
+          same sign; or
+      (b) the kernel's value is an infinity or saturated value of the truth's sign (not
+          NaN) and |truth| + ``limit`` (the output's error budget) reaches the threshold; or
+      (c) ``edge`` (a bool mask broadcast to ``got``; None: not used) holds there: a dS this
+          element sums is at the input dtype's overflow edge within what a correct kernel's
+          roundings move it (the yardstick's ``overflow_edge``, oracles/chunked.py), so a
+          correct kernel may store an infinity there, of either sign, or NaN (inf - inf).
+    A NaN where truth and yardstick are finite and no dS is at the edge is never accepted."""
+    fmax = overflow_threshold(out_dtype)
+    cand = torch.isfinite(truth) & (~torch.isfinite(got) | (got.abs() >= fmax))
+    if not cand.is_cuda and not bool(cand.any()):  # a shortcut on the host; on a GPU the read costs more
+        return cand
+    ok = cand & ~torch.isnan(got) & (torch.sign(got) == torch.sign(truth)) & (truth.abs() + limit >= fmax)
+    if yardstick is not None:
+        y_bad = ~torch.isfinite(yardstick)
+        ok |= cand & y_bad & (torch.isnan(got) | torch.isnan(yardstick) | (torch.sign(got) == torch.sign(yardstick)))
+    if edge is not None:
+        ok |= cand & edge
+    return ok
+
+
+def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, reference=TRUTH) -> Verdict:
+    """Non-finite values must match: NaN for NaN, an infinity for one of the same sign.
+    ``limited``: elements accepted at the dtype's limits (``dtype_limited``), counted as
+    ``overflow_limited``. Without it, ``out_dtype`` (the dtype the kernel stores ``name``
+    in) accepts an infinity of the truth's sign where |truth| reaches the dtype's largest
+    finite value (found on the H200: fp16 dQ of 7e4 > 65504 stored as inf)."""
+    shape = got.shape
+    gf, tf = torch.isfinite(got), torch.isfinite(truth)
+    if limited is None:
+        limited = (dtype_limited(got, truth, None, out_dtype, 0.0) if out_dtype is not None
+                   else torch.zeros_like(gf))
+    same = (torch.isinf(got) & torch.isinf(truth) & (torch.sign(got) == torch.sign(truth))) | (
+        torch.isnan(got) & torch.isnan(truth))
+    bad = ~(gf & tf) & ~same & ~limited  # non-finite on either side, unless both hold the same value
+    # n_lim: the saturated finite ones are counted by the budget gate too; one host read for all
+    counts = _read(bad.sum(), torch.isnan(got).sum(), (limited & ~(gf & tf)).sum(), limited.sum())
+    n_bad, n_nan, n_lim, n_lim_all = (int(c) for c in counts)
+    passed = n_bad == 0
+    worst = None
+    if not passed:  # a second read, on failures only
+        i = torch.argmax(bad.reshape(-1).to(torch.uint8)).reshape(1)
+        worst = _loc(problem, name, shape,
+                     *_read(i, got.reshape(-1).index_select(0, i), truth.reshape(-1).index_select(0, i)))
+    msg = f"{name}: nonfinite {'ok' if passed else 'FAILED'}: {n_bad} elements non-finite in one of kernel/truth only"
+    if n_lim_all:
+        thr = overflow_threshold(out_dtype) if out_dtype is not None else float("nan")
+        msg += (f"; {n_lim_all} overflow-limited ({n_lim} non-finite, {n_lim_all - n_lim} saturated) accepted: "
+                f"a correct {str(out_dtype).replace('torch.', '')} kernel can store them (|truth| + budget "
+                f">= {thr:.6g}, or the flash-style yardstick is non-finite there, or a dS they sum is at the "
+                f"dtype's overflow edge)")
+    if not passed:
+        msg += _fmt_loc(worst)
+    numbers = {"mismatched": n_bad, "nan_in_kernel": n_nan}
+    if n_lim_all:
+        numbers["overflow_limited"] = n_lim_all
+    return Verdict(name, Gate.NONFINITE, passed, numbers, worst, msg, reference)
+
+
+def poison_gate(problem, name, got_raw) -> Verdict:
+    """``got_raw`` in the kernel's own dtype (the poison pattern is dtype-specific)."""
+    t = got_raw.detach()
+    if name != "dsink":
+        t = t[: used_rows(problem, name)]
+    mask = is_poison(t)  # where the output lies: no copy of it to the host
+    n = int(_read(mask.sum())[0])
+    worst = None
+    if n:  # a second read, on failures only
+        i = _read(torch.argmax(mask.reshape(-1).to(torch.uint8)))[0]
+        worst = _loc(problem, name, t.shape, i, float("nan"), float("nan"))
+    msg = f"{name}: poison {'ok' if not n else 'FAILED'}: {n} of {t.numel()} elements never written"
+    if n:
+        where = ", ".join(f"{k}={worst[k]}" for k in ("seq", "token", "head", "dim") if k in worst)
+        msg += f"; first at ({where})"
+    return Verdict(name, Gate.POISON, n == 0, {"unwritten": n, "elements": t.numel()}, worst, msg, "poison pattern")
+
+
+def shape_verdict(problem, name, got, expected_shape) -> Verdict | None:
+    if tuple(got.shape) != tuple(expected_shape):
+        return Verdict(name, Gate.SHAPE, False, {"got": list(got.shape), "expected": list(expected_shape)}, None,
+                       f"{name}: shape {tuple(got.shape)} != expected {tuple(expected_shape)}", "declared shapes")
+    return None
+
+
+def _terms(truth, name) -> float:
+    """Largest absolute sum of the terms forming one element of ``name`` (recorded by the
+    chunked oracle as ``truth.magnitude``; 0 when unknown: the result's size is used)."""
+    mag = getattr(truth, "magnitude", None) or {}
+    return float(mag.get(name, 0.0))
+
+
+def logit_magnitude(problem, truth, inputs=None) -> float:
+    """The size of the logits' rounding, in logit units per eps32: the larger of max |LSE|
+    over rows that see something (LSE lies within log(seqlen_k) of each row's maximum
+    logit) and, given the inputs, the size of the terms a logit sums (``logit_terms``).
+
+    A kernel's float32 logit S = scale * sum_d q_d k_d carries rounding of order eps32 times
+    the sum of the |terms|, not times |S|: with large, cancelling q and k (|S| ~ 1e6 from
+    terms ~ 1e7) a correct flash kernel, whose backward recomputes S in another summation
+    order than the forward that stored the LSE, gets P = exp(S - LSE) a few fp32 ulps of
+    1e7 off — tens of percent — and so do its gradients (torch's CPU flash kernel in bf16,
+    results/calibration.md: dV 38.8 off where the |LSE|-only floor allowed 33.8)."""
+    terms = logit_terms(problem, inputs) if inputs is not None else 0.0
+    if truth.lse is None:
+        return terms
+    lse = truth.lse[: used_rows(problem, "lse")].double()
+    if not lse.numel():
+        return terms
+    # no boolean-mask indexing (a sync of its own): one host read
+    return max(_read(torch.where(torch.isfinite(lse), lse.abs(), 0.0).max())[0], terms)
+
+
+def logit_terms(problem, inputs) -> float:
+    """scale * max_i |q_i|_2 * max_j |k_j|_2 over every token and head: by Cauchy-Schwarz at
+    least scale * sum_d |q_id| |k_jd| for any query/key pair, the absolute size of the terms
+    one logit sums (one host sync)."""
+    q, k = inputs.q, inputs.k
+    if q is None or k is None or q.numel() == 0 or k.numel() == 0:
+        return 0.0
+    qn = torch.linalg.vector_norm(q.double(), dim=-1).max()
+    kn = torch.linalg.vector_norm(k.double(), dim=-1).max()
+    return _read(qn * kn)[0] * problem.scale
+
+
+def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,
+                  poisoned: bool = False, expected: tuple[str, ...] | None = None, yardstick=None,
+                  standard_truth=None, standard_label: str = TRUTH, inputs=None) -> list[Verdict]:
+    """Every gate on every output the kernel produced (``expected``: outputs it declared).
+    ``ref``: the same-dtype reference Outputs, or a list of them (largest error wins).
+    ``yardstick``: the flash-style same-dtype reference, for the dtype-limit rule
+    (``dtype_limited``); None: only |truth| + budget counts. ``standard_truth``: the
+    reference the elementwise standard is judged against (``--truth float32``), named
+    ``standard_label``; None: the float64 truth, which the budget always uses.
+    ``inputs``: the problem's Inputs, for the size of the logits' terms (``logit_magnitude``)."""
+    from difftest.model.outputs import Outputs
+
+    config = config or GateConfig()
+    shapes = Outputs.shapes(problem)
+    verdicts = []
+    logit_scale = logit_magnitude(problem, truth, inputs)
+    for name in OUTPUTS:
+        t_truth = truth.get(name)
+        if t_truth is None or name not in shapes:
+            continue
+        g_raw = got.get(name)
+        if g_raw is None:
+            if expected is not None and name in expected:
+                from difftest.judge.declaration import missing_output_message
+
+                verdicts.append(Verdict(name, Gate.MISSING, False, {}, None,
+                                        missing_output_message(name, expected), "declared outputs"))
+            continue
+        bad_shape = shape_verdict(problem, name, g_raw, shapes[name])
+        if bad_shape:
+            verdicts.append(bad_shape)
+            continue
+        if poisoned:
+            verdicts.append(poison_gate(problem, name, g_raw))
+        dev = t_truth.device
+        g, t = _prep(problem, name, g_raw, dev), _prep(problem, name, t_truth, dev)
+        refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
+        r = [_prep(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or t
+        k = config.k_for(problem.dtype, name)
+        terms = _terms(truth, name)
+        y = yardstick.get(name) if yardstick is not None else None
+        y = _prep(problem, name, y, dev) if y is not None else None
+        bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms)
+        limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
+        if config.check_nonfinite:
+            verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype, limited=limited))
+        verdicts.append(budget_gate(problem, name, g, t, r, k, config.floor_ulps, config.floor_magnitude,
+                                    logit_scale=logit_scale, terms=terms, limited=limited, bounds=bounds,
+                                    reference=f"{TRUTH} (yardstick: same-dtype refs)"))
+        if name in config.standards:
+            st = standard_truth.get(name) if standard_truth is not None else None
+            if st is None:
+                verdicts.append(elementwise_gate(problem, name, torch.where(limited, t, g), t,
+                                                 config.standards[name]))
+            else:
+                st = _prep(problem, name, st, dev)
+                verdicts.append(elementwise_gate(problem, name, torch.where(limited, st, g), st,
+                                                 config.standards[name], reference=standard_label))
+    return verdicts
+
+
+def _edge(problem, name, yardstick, device):
+    """The yardstick's ``overflow_edge`` rows of ``name`` (dq, dk), as a mask over its used
+    rows broadcast across the head dim; None where it has none."""
+    rows = (getattr(yardstick, "overflow_edge", None) or {}).get(name)
+    return None if rows is None else rows[: used_rows(problem, name)].to(device).unsqueeze(-1)
+
+
+def check_second_reference(problem: Problem, got, truth, second, config: GateConfig, label: str) -> list[Verdict]:
+    """The kernel must also stay within k x (the second reference's error vs truth)."""
+    verdicts = []
+    for name in OUTPUTS:
+        g, t, s = got.get(name), truth.get(name), second.get(name)
+        if g is None or t is None or s is None:
+            continue
+        dev = t.device
+        g, t, s = _prep(problem, name, g, dev), _prep(problem, name, t, dev), _prep(problem, name, s, dev)
+        v = budget_gate(problem, name, g, t, s, config.second_reference_k.get(name, SECOND_REFERENCE_K[name]),
+                        config.floor_ulps, config.floor_magnitude, gate=Gate.SECOND_REFERENCE, ref_label=label,
+                        logit_scale=logit_magnitude(problem, truth), terms=_terms(truth, name),
+                        reference=f"{TRUTH} (yardstick: {label})")
+        verdicts.append(v)
+    return verdicts

@@ -1,0 +1,321 @@
+"""Problem: one frozen, JSON-serialisable description of an attention call.
+
+Everything a case needs is derived from a Problem (inputs, masks, expected shapes),
+so a reproducer is just a Problem.
+
+Layout conventions used throughout difftest:
+- Sequences are packed (THD): queries of all sequences are concatenated along the
+  token axis; ``cu_seqlens_q`` gives the offsets. A dense problem (``seqlen_q`` an int)
+  is the special case where every sequence has the same length, so BSHD is a reshape.
+- Masks: query i of a sequence (0-based) may attend key j iff
+    causal:  j <= i + offset
+    window:  i + offset - window_left <= j <= i + offset + window_right  (None = unbounded)
+  where offset = seqlen_k - seqlen_q for ``align="bottom_right"`` (FlashAttention's
+  convention) and 0 for ``align="top_left"`` (torch SDPA's ``is_causal``).
+- Sinks: one logit per query head joins the softmax denominator only (not scaled by
+  softmax_scale): P_ij = exp(s_ij - LSE_i), LSE_i = log(sum_j exp(s_ij) + exp(sink_h)).
+  dSink_h = -sum_i P_sink_i * Delta_i, the gradient of the loss w.r.t. the sink logit.
+- LSE is the natural-log sum-exp of the scaled logits (sink included). A row with no
+  visible key and no sink has LSE = -inf, O = 0 and zero gradients.
+- ``input_version`` names the generator that draws the inputs (difftest/model/inputs.py):
+  2, the counter-based one (difftest/model/counter_rng.py: the same bytes on CPU and GPU,
+  drawn on the device), is the default of every Problem built in code; 1, the serial
+  float64 CPU ``torch.Generator`` used before 2026-11-30, is what JSON without the field
+  means (``from_dict``), so an older reproducer, report or failure-store line replays
+  its original bytes. A hand-written JSON Problem gets version 1 unless it says 2.
+- ``layout`` (a ``difftest.model.layouts.Layout``; JSON: its kind as a string) says how the
+  kernel receives q, k, v and dO in memory (contiguous, head-major, strided slices,
+  offsets, stride-0 K/V). It never changes a value: the references see the same
+  logical tensors whatever the layout (see difftest/model/layouts.py).
+"""
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from difftest.model.layouts import CONTIGUOUS, Layout
+
+DTYPES = ("float16", "bfloat16", "float32")
+ALIGNS = ("top_left", "bottom_right")
+VALUE_KINDS = (
+    "normal",  # q, k, v, dO ~ N(0, 1)
+    "scaled",  # q, k ~ N(0, value_scale): large logits, peaked softmax
+    "near_constant",  # keys and values almost identical across tokens: flat softmax
+    "outlier_channels",  # a few head-dim channels of q and k multiplied by value_scale
+    "negative_lse",  # every logit strongly negative: LSE very negative
+    "mixed_do",  # dO rows with magnitudes spread over 10^(+-value_scale)
+    "large_do",  # dO rows spread over value_scale decades, up to the dtype's largest finite value
+)
+# kinds that only input version 2 draws (added after version 1 was frozen): a version-1
+# Problem (JSON without input_version) cannot name them
+V2_ONLY_KINDS = ("large_do",)
+MAX_HEAD_DIM = 512
+# unused tail tokens: a few of the largest tiles is all a tail can test; an unbounded one
+# only allocates (pad_tail 10^7 on a 16-token problem once took 5.3 GB)
+MAX_PAD_TAIL = 4096
+OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
+INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field); 2: counter-based
+LEGACY_INPUT_VERSION = 1
+
+
+class ProblemError(ValueError):
+    """A Problem field holds a value outside what is allowed."""
+
+    def __init__(self, field_name: str, value: Any, allowed: str):
+        self.field = field_name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"Problem.{field_name}={value!r} is invalid: allowed {allowed}")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_real(x) -> bool:
+    """An int or float, not a bool (True would silently mean 1.0)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One attention call. ``seqlen_q``/``seqlen_k`` are ints (dense, every sequence the
+    same length) or tuples of per-sequence lengths (varlen, zero allowed)."""
+
+    batch: int = 1
+    seqlen_q: int | tuple[int, ...] = 16
+    seqlen_k: int | tuple[int, ...] = 16
+    heads_q: int = 1
+    heads_kv: int = 1
+    head_dim_qk: int = 32
+    head_dim_v: int = 32
+    dtype: str = "float32"
+    causal: bool = False
+    align: str = "bottom_right"
+    window_left: int | None = None
+    window_right: int | None = None
+    sinks: bool = False
+    sink_center: float = 0.0
+    softmax_scale: float | None = None
+    values: str = "normal"
+    value_scale: float = 1.0
+    pad_tail: int = 0
+    seed: int = 0
+    layout: Layout = CONTIGUOUS
+    input_version: int = 2
+
+    def __post_init__(self):
+        # Accept lists (JSON) for the varlen lengths but store tuples (frozen, hashable).
+        for name in ("seqlen_q", "seqlen_k"):
+            v = getattr(self, name)
+            if isinstance(v, list):
+                object.__setattr__(self, name, tuple(v))
+        # Accept a layout's kind (JSON's form) or its dict; store the Layout value.
+        if not isinstance(self.layout, Layout):
+            object.__setattr__(self, "layout", Layout.coerce(self.layout))
+
+    # ---------------------------------------------------------------- validation
+    def validate(self) -> "Problem":
+        """Raise ProblemError naming the first bad field; return self when valid."""
+        if not _is_int(self.batch) or self.batch < 1:
+            raise ProblemError("batch", self.batch, "an int >= 1")
+        varlen_q = isinstance(self.seqlen_q, tuple)
+        varlen_k = isinstance(self.seqlen_k, tuple)
+        for name, v, vl in (("seqlen_q", self.seqlen_q, varlen_q), ("seqlen_k", self.seqlen_k, varlen_k)):
+            if vl:
+                if len(v) != self.batch:
+                    raise ProblemError(name, v, f"a list of exactly batch={self.batch} lengths")
+                if not all(_is_int(x) and x >= 0 for x in v):
+                    raise ProblemError(name, v, "per-sequence lengths that are ints >= 0")
+            elif not _is_int(v) or v < 1:
+                raise ProblemError(name, v, "an int >= 1 (dense) or a list of ints >= 0 (varlen)")
+        if varlen_q != varlen_k:
+            raise ProblemError("seqlen_k", self.seqlen_k,
+                               "the same form as seqlen_q: both ints (dense) or both lists (varlen)")
+        for name in ("heads_q", "heads_kv"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 1:
+                raise ProblemError(name, v, "an int >= 1")
+        if self.heads_q % self.heads_kv:
+            raise ProblemError("heads_kv", self.heads_kv,
+                               f"a divisor of heads_q={self.heads_q} (GQA/MQA groups)")
+        for name in ("head_dim_qk", "head_dim_v"):
+            v = getattr(self, name)
+            if not _is_int(v) or not 1 <= v <= MAX_HEAD_DIM:
+                raise ProblemError(name, v, f"an int in 1..{MAX_HEAD_DIM}")
+        if self.dtype not in DTYPES:
+            raise ProblemError("dtype", self.dtype, f"one of {DTYPES}")
+        if not isinstance(self.causal, bool):
+            raise ProblemError("causal", self.causal, "True or False")
+        if self.align not in ALIGNS:
+            raise ProblemError("align", self.align, f"one of {ALIGNS}")
+        for name in ("window_left", "window_right"):
+            v = getattr(self, name)
+            if v is not None and (not _is_int(v) or v < 0):
+                raise ProblemError(name, v, "None (unbounded) or an int >= 0")
+        if not isinstance(self.sinks, bool):
+            raise ProblemError("sinks", self.sinks, "True or False")
+        if not _is_real(self.sink_center) or not math.isfinite(self.sink_center):
+            raise ProblemError("sink_center", self.sink_center, "a finite float")
+        if self.softmax_scale is not None and (
+            not _is_real(self.softmax_scale) or not math.isfinite(self.softmax_scale)
+            or self.softmax_scale <= 0
+        ):
+            raise ProblemError("softmax_scale", self.softmax_scale, "None (1/sqrt(head_dim_qk)) or a finite float > 0")
+        if self.values not in VALUE_KINDS:
+            raise ProblemError("values", self.values, f"one of {VALUE_KINDS}")
+        if (not _is_real(self.value_scale) or not math.isfinite(self.value_scale)
+                or self.value_scale <= 0):
+            raise ProblemError("value_scale", self.value_scale, "a finite float > 0")
+        if not _is_int(self.pad_tail) or not 0 <= self.pad_tail <= MAX_PAD_TAIL:
+            raise ProblemError("pad_tail", self.pad_tail, f"an int in 0..{MAX_PAD_TAIL}")
+        if self.pad_tail and not self.varlen:
+            raise ProblemError("pad_tail", self.pad_tail, "0 unless the problem is varlen (lists of lengths)")
+        if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
+            raise ProblemError("seed", self.seed, "an int in 0..2**63-1")
+        if self.input_version not in INPUT_VERSIONS or not _is_int(self.input_version):
+            raise ProblemError("input_version", self.input_version, f"one of {INPUT_VERSIONS}")
+        if self.values in V2_ONLY_KINDS and self.input_version < 2:
+            raise ProblemError("values", self.values,
+                               f"one of {tuple(k for k in VALUE_KINDS if k not in V2_ONLY_KINDS)} under "
+                               f"input_version {self.input_version} ({self.values} needs input_version 2)")
+        why = self.layout.unfit(self)
+        if why:
+            raise ProblemError("layout", self.layout.kind, why)
+        return self
+
+    # ---------------------------------------------------------------- derived
+    @property
+    def varlen(self) -> bool:
+        return isinstance(self.seqlen_q, tuple)
+
+    @property
+    def seqlens_q(self) -> tuple[int, ...]:
+        return self.seqlen_q if self.varlen else (self.seqlen_q,) * self.batch
+
+    @property
+    def seqlens_k(self) -> tuple[int, ...]:
+        return self.seqlen_k if self.varlen else (self.seqlen_k,) * self.batch
+
+    @property
+    def cu_seqlens_q(self) -> tuple[int, ...]:
+        return _cumsum(self.seqlens_q)
+
+    @property
+    def cu_seqlens_k(self) -> tuple[int, ...]:
+        return _cumsum(self.seqlens_k)
+
+    @property
+    def total_q(self) -> int:
+        """Rows of the packed query buffer (unused tail tokens included)."""
+        return sum(self.seqlens_q) + self.pad_tail
+
+    @property
+    def total_k(self) -> int:
+        return sum(self.seqlens_k) + self.pad_tail
+
+    @property
+    def max_seqlen_q(self) -> int:
+        return max(self.seqlens_q)
+
+    @property
+    def max_seqlen_k(self) -> int:
+        return max(self.seqlens_k)
+
+    @property
+    def group(self) -> int:
+        """Query heads per key/value head (1 = MHA, heads_q = MQA)."""
+        return self.heads_q // self.heads_kv
+
+    @property
+    def scale(self) -> float:
+        return self.softmax_scale if self.softmax_scale is not None else 1.0 / math.sqrt(self.head_dim_qk)
+
+    @property
+    def masked(self) -> bool:
+        return self.causal or self.window_left is not None or self.window_right is not None
+
+    def mask_offset(self, sq: int, sk: int) -> int:
+        return sk - sq if self.align == "bottom_right" else 0
+
+    def key_bounds(self) -> tuple[int | None, int | None]:
+        """(left, right): query i of a sequence sees key j iff -left <= j - (i + mask_offset) < right,
+        None for no bound on that side. The one statement of the masking rule: key_range, the
+        oracles' allowed_mask and the truth's fused kernels (oracles/chunked.py) all read it."""
+        rights = [1] if self.causal else []
+        if self.window_right is not None:
+            rights.append(self.window_right + 1)
+        return self.window_left, (min(rights) if rights else None)
+
+    def key_range(self, i: int, sq: int, sk: int) -> tuple[int, int]:
+        """Half-open range [lo, hi) of keys query i of a (sq, sk) sequence may see."""
+        at = i + self.mask_offset(sq, sk)
+        left, right = self.key_bounds()
+        lo = 0 if left is None else max(0, at - left)
+        hi = sk if right is None else min(sk, at + right)
+        return lo, max(lo, hi)
+
+    def size(self) -> int:
+        """A rough cost (attention score elements), used to rank and bound cases."""
+        return sum(a * b for a, b in zip(self.seqlens_q, self.seqlens_k)) * self.heads_q * max(
+            self.head_dim_qk, self.head_dim_v)
+
+    # ---------------------------------------------------------------- (de)serialisation
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        for name in ("seqlen_q", "seqlen_k"):
+            if isinstance(d[name], tuple):
+                d[name] = list(d[name])
+        d["layout"] = self.layout.to_json()
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Problem":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ProblemError(unknown[0], d[unknown[0]], f"known fields only: {sorted(known)}")
+        if "input_version" not in d:  # written before the field existed: the old generator's bytes
+            d = {**d, "input_version": LEGACY_INPUT_VERSION}
+        return cls(**d).validate()
+
+    @classmethod
+    def from_json(cls, s: str) -> "Problem":
+        return cls.from_dict(json.loads(s))
+
+    def replace(self, **changes) -> "Problem":
+        return dataclasses.replace(self, **changes)
+
+    def short(self) -> str:
+        """One line for tables and logs."""
+        sq = list(self.seqlen_q) if self.varlen else self.seqlen_q
+        sk = list(self.seqlen_k) if self.varlen else self.seqlen_k
+        parts = [f"b{self.batch}", f"sq{sq}", f"sk{sk}", f"h{self.heads_q}/{self.heads_kv}",
+                 f"d{self.head_dim_qk}/{self.head_dim_v}", self.dtype]
+        if self.causal:
+            parts.append(f"causal-{self.align}")
+        if self.window_left is not None or self.window_right is not None:
+            parts.append(f"win({self.window_left},{self.window_right})-{self.align}")
+        if self.sinks:
+            parts.append(f"sinks@{self.sink_center:g}")
+        if self.values != "normal":
+            parts.append(f"{self.values}x{self.value_scale:g}")
+        if self.pad_tail:
+            parts.append(f"pad{self.pad_tail}")
+        if self.layout != CONTIGUOUS:
+            parts.append(f"layout:{self.layout.kind}")
+        if self.input_version != 2:
+            parts.append(f"inputs-v{self.input_version}")
+        return " ".join(parts)
+
+
+def _cumsum(xs) -> tuple[int, ...]:
+    out = [0]
+    for x in xs:
+        out.append(out[-1] + x)
+    return tuple(out)

@@ -1,0 +1,235 @@
+"""pytest plugin (entry point ``pytest11: difftest``).
+
+- Fixture ``difftest_campaign(kernel, **kw)``: runs a campaign under the session's
+  profile and fails the test with the shrunk case and its reproducer path. Kernels run
+  in a worker process, as the CLI runs them (``isolate=False`` or
+  ``--difftest-no-isolate`` to run in-process); each call adds JUnit properties
+  (kernel, profile, cases, status, absolute reproducer path).
+- Under pytest-xdist each worker limits torch's intra-op threads to
+  ``max(1, cpu_count // workers)`` (unless OMP_NUM_THREADS is set), so ``-n 2`` does not
+  oversubscribe the cores.
+- Options: ``--difftest-profile`` (default: $DIFFTEST_PROFILE or "ci"),
+  ``--difftest-out``, ``--difftest-gpu-per-worker`` (under pytest-xdist, pins
+  CUDA_VISIBLE_DEVICES to one GPU per worker, by worker number).
+- ``--difftest-kernel NAME`` (repeatable): a test per kernel and per output without a
+  test file (difftest/pytest_plugin/items.py); ``--difftest-seed N``, ``--difftest-max-examples N``.
+- Marker ``gpu``: skipped where CUDA is unavailable, so CPU CI stays green.
+- A terminal summary table of every campaign run in the session (xdist workers
+  included: each writes its part under the output directory).
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from difftest.workdir import DEFAULT_OUT
+
+_RESULTS_KEY = pytest.StashKey[list]()
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("difftest")
+    g.addoption("--difftest-profile", default=os.environ.get("DIFFTEST_PROFILE", "ci"),
+                help="campaign profile for difftest_campaign (quick, ci, nightly, gpu)")
+    g.addoption("--difftest-out", default=DEFAULT_OUT,
+                help=f"directory for reports and reproducers (default {DEFAULT_OUT})")
+    g.addoption("--difftest-gpu-per-worker", action="store_true",
+                help="with pytest-xdist, give each worker one GPU (CUDA_VISIBLE_DEVICES by worker number)")
+    g.addoption("--difftest-kernel", action="append", default=[], metavar="NAME",
+                help="collect a test per kernel and per output, no test file needed (repeatable)")
+    g.addoption("--difftest-seed", type=_seed, default=None, metavar="N",
+                help="fix every campaign's search (a baseline and a candidate then draw the same problems)")
+    g.addoption("--difftest-max-examples", type=_positive, default=None, metavar="N",
+                help="generated examples per campaign (overrides the profile)")
+    g.addoption("--difftest-no-isolate", action="store_true",
+                help="run kernels in the test process instead of a worker process (a crash then ends the session)")
+
+
+def worker_threads(workers: int, cpus: int | None = None) -> int:
+    """torch intra-op threads for one of ``workers`` xdist workers sharing the cores."""
+    return max(1, (cpus or os.cpu_count() or 1) // max(1, workers))
+
+
+def _limit_threads() -> None:
+    """Under xdist: OMP_NUM_THREADS for this worker and its kernel processes, and torch's
+    own setting if torch is already imported (an explicit OMP_NUM_THREADS is kept)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or workers < 1:
+        return
+    n = int(os.environ.setdefault("OMP_NUM_THREADS", str(worker_threads(workers))))
+    import sys
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
+
+
+def _seed(text):
+    if not text.isdigit():
+        raise ValueError(f"--difftest-seed {text!r}: allowed an integer >= 0")
+    return int(text)
+
+
+def _positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"--difftest-max-examples {text!r}: allowed an integer >= 1")
+    return int(text)
+
+
+def _gpu_ids() -> list[str]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env:
+        return [x for x in env.split(",") if x.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+
+
+def worker_gpu(worker_id: str, gpus: list[str]) -> str | None:
+    """gw0 -> gpus[0], gw1 -> gpus[1], ... (wrapping); None outside xdist or without GPUs."""
+    if not worker_id.startswith("gw") or not gpus:
+        return None
+    return gpus[int(worker_id[2:]) % len(gpus)]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
+    config.addinivalue_line("markers", "slow: long-running (excluded from the default CI run)")
+    config.stash[_RESULTS_KEY] = []
+    _limit_threads()
+    if config.getoption("--difftest-kernel"):
+        from difftest.pytest_plugin.items import KernelCollector
+
+        config.pluginmanager.register(KernelCollector(config.getoption("--difftest-kernel")), "difftest-kernels")
+    worker = _worker_id(config) or ""
+    if config.getoption("--difftest-gpu-per-worker") and worker:
+        gpu = worker_gpu(worker, _gpu_ids())  # before anything initialises CUDA
+        if gpu is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (marker gpu)")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def difftest_campaign(request):
+    """Run a campaign; fail the test with the shrunk case when the kernel fails.
+
+    ``difftest_campaign(kernel, *, expect_failure=False, isolate=None, **kw)`` returns the
+    CampaignResult. ``kernel``: a registry name, ``"module:attr"``, or an adapter instance.
+    Keyword arguments:
+
+    - ``expect_failure``: return a failing result instead of failing the test;
+    - ``isolate``: run the kernel in a worker process, as the CLI does (default True, or
+      False with ``--difftest-no-isolate``); an adapter instance without a ``spec`` cannot
+      be rebuilt in a worker and runs in-process;
+    - everything else goes to ``difftest.search.campaign.run_campaign``: ``profile`` (default
+      ``--difftest-profile``), ``max_examples``, ``time_budget``, ``shrink_budget`` (seconds),
+      ``seed`` (default ``--difftest-seed``, else the profile's), ``database`` (failure store
+      and example database; None for none), ``edge_cases`` (the corner corpus first, default
+      True), ``strategy``, ``config`` (a RunConfig: gates, device, poison, timeout_s; its
+      ``isolate`` wins over the ``isolate`` argument), ``out_dir`` (default ``--difftest-out``).
+
+    Each call records JUnit properties on the test: difftest_kernel, difftest_profile,
+    difftest_cases, difftest_status and difftest_reproducer (absolute path, when it failed).
+    """
+    from difftest.search.campaign import run_campaign
+
+    config = request.config
+    out = Path(config.getoption("--difftest-out"))
+
+    def run(kernel, *, expect_failure: bool = False, isolate: bool | None = None, **kw):
+        kw.setdefault("profile", config.getoption("--difftest-profile"))
+        kw.setdefault("out_dir", out)
+        if config.getoption("--difftest-seed") is not None:
+            kw.setdefault("seed", config.getoption("--difftest-seed"))
+        if config.getoption("--difftest-max-examples") is not None:
+            kw.setdefault("max_examples", config.getoption("--difftest-max-examples"))
+        if "config" not in kw:
+            from difftest.judge.runner import RunConfig
+
+            iso = not config.getoption("--difftest-no-isolate") if isolate is None else isolate
+            if iso and not isinstance(kernel, str) and getattr(kernel, "spec", None) is None:
+                iso = False  # an unregistered instance: a worker process could not rebuild it
+            kw["config"] = RunConfig(isolate=iso)
+        res = run_campaign(kernel, **kw)
+        config.stash[_RESULTS_KEY].append(res)
+        props = request.node.user_properties
+        props += [("difftest_kernel", res.kernel), ("difftest_profile", res.profile),
+                  ("difftest_cases", len(res.cases)), ("difftest_status", str(res.status)),
+                  ("difftest_worker", _worker_id(config) or "main"),  # which xdist worker, on which GPUs
+                  ("difftest_cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))]
+        if res.reproducer:
+            props.append(("difftest_reproducer", str(Path(res.reproducer["py"]).resolve())))
+        if res.status == "unavailable":
+            pytest.skip(f"kernel {res.kernel} unavailable: {res.reason}")
+        if res.failed and not expect_failure:
+            pytest.fail(f"{res.failure.render()}\nfirst failure after {res.examples_to_fail} examples; "
+                        f"reproducer: {res.reproducer['py']}", pytrace=False)
+        return res
+
+    return run
+
+
+def _worker_id(config) -> str | None:
+    """This process's xdist worker id, from the config xdist gives its workers (not the
+    environment, which a pytest run started inside an xdist worker inherits)."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput.get("workerid") if workerinput else None
+
+
+def _part_path(config, worker):
+    return Path(config.getoption("--difftest-out")) / f"pytest-summary-{worker}.json"
+
+
+def pytest_sessionfinish(session):
+    import sys
+
+    if "difftest.execute.isolation" in sys.modules:  # the fixture's kernel worker processes
+        sys.modules["difftest.execute.isolation"].close_all()
+    results = session.config.stash.get(_RESULTS_KEY, [])
+    worker = _worker_id(session.config)
+    if worker and results:
+        from difftest.report.write import campaign_record
+
+        path = _part_path(session.config, worker)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        recs = [{**{k: v for k, v in campaign_record(r).items() if k != "cases"}, "pytest_worker": worker,
+                 "cuda_visible_devices": gpus} for r in results]
+        path.write_text(json.dumps(recs, default=str))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    results = config.stash.get(_RESULTS_KEY, [])
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
+    rows = [(r.kernel, r.profile, len(r.cases), r.status, r.examples_to_fail, None, gpus) for r in results]
+    out = Path(config.getoption("--difftest-out"))
+    if not _worker_id(config) and out.exists():
+        for part in sorted(out.glob("pytest-summary-gw*.json")):
+            for rec in json.loads(part.read_text()):
+                rows.append((rec["kernel"], rec["profile"], rec["examples"], rec["status"], rec["examples_to_fail"],
+                             rec.get("pytest_worker"), rec.get("cuda_visible_devices") or None))
+            part.unlink()
+    if not rows:
+        return
+    terminalreporter.section("difftest campaigns")
+    for kernel, profile, n, status, to_fail, worker, gpu in rows:
+        extra = f", failed after {to_fail} examples" if to_fail else ""
+        where = ", ".join(x for x in (worker and f"worker {worker}", gpu and f"CUDA_VISIBLE_DEVICES={gpu}") if x)
+        where = f" ({where})" if where else ""
+        terminalreporter.write_line(f"{kernel} [{profile}]: {status}, {n} cases{extra}{where}")

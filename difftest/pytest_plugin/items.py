@@ -1,0 +1,178 @@
+"""``pytest --difftest-kernel NAME`` (repeatable): tests for a kernel without a test file.
+
+Each named kernel becomes one test for the whole campaign (``difftest::NAME``: fails on
+any failing case, kernel errors included, with the shrunk case and its reproducer) and
+one per output it produces (``difftest::NAME::dq``: fails when a case failed a gate of
+that output). ``-k dq`` or ``-k NAME`` select as usual.
+
+The campaign runs once per kernel per pytest session, whichever test needs it first;
+the others read its record. Under pytest-xdist (``-n auto``) the tests of one kernel may
+land on different workers, so the record is a file under ``--difftest-out`` keyed by the
+session's run id (xdist's ``testrunuid``, shared by all workers) and guarded by a file
+lock: one worker runs the campaign, the others wait for it. With
+``--difftest-gpu-per-worker`` each worker has its own GPU (pytest_plugin.pytest_configure).
+"""
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+_RUN_ID = pytest.StashKey[str]()
+
+
+class DifftestFailure(Exception):
+    pass
+
+
+def kernel_outputs(name: str) -> tuple[list[str], str | None]:
+    """The outputs a kernel declares (Capability.outputs; dsink only with sinks), and an error line
+    when the name does not resolve."""
+    from difftest.execute import adapter as registry
+
+    try:
+        kernel = registry.get(name)
+    except KeyError as e:
+        return [], str(e.args[0])
+    except Exception as e:  # an adapter that fails to import: the test says so
+        return [], f"{type(e).__name__}: {e}"
+    cap = kernel.capability
+    return [o for o in cap.outputs if o != "dsink" or cap.sinks], None
+
+
+def run_id(config) -> str:
+    if _RUN_ID not in config.stash:
+        workerinput = getattr(config, "workerinput", None)
+        config.stash[_RUN_ID] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    return config.stash[_RUN_ID]
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def campaign_record(config, kernel: str) -> dict:
+    """The kernel's campaign record (reports.campaign_record), run once per session."""
+    from filelock import FileLock
+
+    folder = Path(config.getoption("--difftest-out")) / "pytest-campaigns" / run_id(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{_safe(kernel)}.json"
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            return json.loads(path.read_text())
+        from difftest.report.read import write_text_atomic
+        from difftest.report.write import campaign_record as record
+        from difftest.search.campaign import run_campaign
+
+        kw = {}
+        if config.getoption("--difftest-seed") is not None:
+            kw["seed"] = config.getoption("--difftest-seed")
+        if config.getoption("--difftest-max-examples") is not None:
+            kw["max_examples"] = config.getoption("--difftest-max-examples")
+        from difftest.judge.runner import RunConfig
+
+        # a worker process per kernel, as the CLI and the fixture run it (--difftest-no-isolate: in-process)
+        kw["config"] = RunConfig(isolate=not config.getoption("--difftest-no-isolate"))
+        res = run_campaign(kernel, config.getoption("--difftest-profile"),
+                           out_dir=Path(config.getoption("--difftest-out")), **kw)
+        from difftest.pytest_plugin import _RESULTS_KEY
+
+        config.stash[_RESULTS_KEY].append(res)
+        rec = record(res)
+        rec["pytest_worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        rec["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")  # --difftest-gpu-per-worker's pick
+        text = json.dumps(rec, default=str)
+        write_text_atomic(path, text)
+        return json.loads(text)  # plain JSON values (no enums) for every worker alike
+
+
+def _case_text(case: dict, output: str | None = None) -> str:
+    from difftest.model.problem import Problem, ProblemError
+
+    try:
+        short = Problem.from_dict(case["problem"]).short()
+    except (ProblemError, TypeError, ValueError, KeyError):
+        short = json.dumps(case.get("problem"))
+    lines = [f"[{case.get('status', '?').upper()}] {case.get('kernel', '')} on {short}"]
+    if case.get("reason"):
+        lines.append(f"  reason: {case['reason'].strip()}")
+    lines += [f"  {v.get('message', '')}" for v in case.get("verdicts", [])
+              if not v["passed"] and (output is None or v["output"] == output)]
+    return "\n".join(lines)
+
+
+class KernelItem(pytest.Item):
+    """The whole campaign of one kernel (``output`` None) or one of its outputs."""
+
+    def __init__(self, *, kernel: str, output: str | None, error: str | None = None, **kw):
+        super().__init__(**kw)
+        self.kernel, self.output, self.error = kernel, output, error
+        self.extra_keyword_matches.update({kernel, "difftest"} | ({output} if output else set()))
+
+    def runtest(self):
+        if self.error:
+            raise DifftestFailure(f"--difftest-kernel {self.kernel}: {self.error}")
+        rec = campaign_record(self.config, self.kernel)
+        self.user_properties += [("difftest_kernel", str(rec["kernel"])), ("difftest_profile", str(rec.get("profile"))),
+                                 ("difftest_cases", int(rec.get("examples") or 0)),
+                                 ("difftest_status", str(rec.get("status")))]
+        if (rec.get("reproducer") or {}).get("py"):
+            self.user_properties.append(("difftest_reproducer", str(Path(rec["reproducer"]["py"]).resolve())))
+        if rec["status"] == "unavailable":
+            pytest.skip(f"kernel {self.kernel} unavailable: {rec.get('reason', '')}")
+        repro = (rec.get("reproducer") or {}).get("py")
+        failure = rec.get("failure")
+        if self.output is None:
+            if rec["status"] == "failed" or rec["counts"]["failed"] or rec["counts"]["error"]:
+                n = rec["counts"]["failed"] + rec["counts"]["error"]
+                text = [f"{self.kernel}: {n} of {rec['examples']} cases failed"]
+                if failure:
+                    text += [f"shrunk failure (after {rec.get('examples_to_fail')} examples):", _case_text(failure),
+                             f"reproducer: {repro}"]
+                raise DifftestFailure("\n".join(text))
+            return
+        stats = (rec.get("outputs") or {}).get(self.output)
+        if not stats or not stats["cases"]:
+            pytest.skip(f"no case of the campaign checked {self.output}")
+        if stats["failed"]:
+            text = [f"{self.kernel} {self.output}: {stats['failed']} of {stats['cases']} cases failed "
+                    f"(worst ratio {stats['worst_ratio']:.3g})"]
+            if failure and any(g.startswith(f"{self.output}:") for g in failure.get("failed_gates") or []):
+                text += ["shrunk failure:", _case_text(failure, self.output), f"reproducer: {repro}"]
+            else:
+                first = next(c for c in rec["cases"] if any(
+                    v["output"] == self.output and not v["passed"] for v in c.get("verdicts", [])))
+                text += ["first failing case (not shrunk):", _case_text(first, self.output)]
+            raise DifftestFailure("\n".join(text))
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, DifftestFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, self.nodeid
+
+
+class KernelCollector:
+    """Registered by pytest_plugin when --difftest-kernel is given: adds the items before
+    -k / -m selection sees them."""
+
+    def __init__(self, kernels: list[str]):
+        self.kernels = list(dict.fromkeys(kernels))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        new = []
+        for kernel in self.kernels:
+            outputs, error = kernel_outputs(kernel)
+            base = f"difftest::{kernel}"
+            new.append(KernelItem.from_parent(session, name=kernel, nodeid=base, kernel=kernel, output=None,
+                                              error=error))
+            for o in outputs:
+                new.append(KernelItem.from_parent(session, name=f"{kernel}::{o}", nodeid=f"{base}::{o}",
+                                                  kernel=kernel, output=o))
+        items[:0] = new

@@ -1,0 +1,419 @@
+"""``difftest gate --baseline A.json --candidate B.json``: does a kernel change make things worse?
+
+CI runs the same campaigns (same ``--seed``, so the same problems) on the target branch
+(A, the baseline) and on the change (B, the candidate) and compares the two reports. The
+gate fails (exit 1) on:
+
+- **regression**: a kernel x output x gate with no failing case in A has one in B (a
+  kernel that ran no case in A counts as passing nothing: its failures in B are new); a
+  Problem that passed in A fails or errors in B; a kernel with no errors in A errors in B;
+- **ratio growth**: a kernel x output's worst error ratio (budget / second reference)
+  grows by more than ``--max-ratio-growth`` F, i.e. B > (1 + F) x max(A, ``--min-ratio``);
+  the floor keeps ratios that are noise (1e-13 -> 1e-12) from counting;
+- **determinism lost**: an output bitwise deterministic in every case of A differs in B
+  (also for kernels that do not claim determinism, when A measured it);
+- **coverage lost**: B covers less than A: a kernel of A absent or unavailable in B, a
+  coverage feature hit in A and not in B, an output x gate checked in A and not in B, a
+  Problem run in A and skipped in B;
+- **settings**: B was judged by other gates than A (k, standards, floors, poison, second
+  reference) or drawn inside another narrowing: a looser ``--k`` must not pass a regression.
+
+Different shards of one kernel (or a shard against a whole campaign) are refused: merge first.
+
+A gate that fails in both is a *known failure*: listed, not blocking (it is not this
+change's doing). Coverage the candidate lacks only because its search budget ran out first
+(it left drawn Problems unrun, and every Problem it ran the baseline ran too: the same
+seeded stream, stopped earlier, e.g. on a loaded runner or behind cold kernel builds) is
+*not reached* (kind ``incomplete``): listed, not blocking. A report compared with itself
+passes. The JUnit file has one testcase
+per kernel x output x gate (plus ``all:run`` for kernel errors and ``coverage`` per kernel);
+a failing testcase carries the shrunk problem and the reproducer path when B's campaign
+shrank that failure, else the first failing Problem, marked as not shrunk.
+"""
+
+import json
+import sys
+from dataclasses import dataclass, field
+
+from difftest.model.problem import OUTPUTS
+from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, problem_key, ratio
+from difftest.vocab import Gate
+
+DEFAULT_GROWTH = 1.0
+DEFAULT_MIN_RATIO = 0.05
+RUN = ("all", "run")  # the pseudo output x gate of kernel errors (crash, exception, timeout)
+RATIO_GATES = (Gate.BUDGET, Gate.SECOND_REFERENCE)
+DETERMINISM_GATES = (Gate.DETERMINISM, Gate.DETERMINISM_INFO)
+NOT_BLOCKING = ("known", "incomplete")  # failing in the baseline too; not reached in the candidate's budget
+
+
+@dataclass
+class Finding:
+    kernel: str
+    output: str  # an output name, "all" or "coverage"
+    gate: str
+    kind: str  # regression | ratio | determinism | coverage | settings | known | incomplete
+    message: str
+    case: dict | None = None  # B's failing case record (shrunk when ``shrunk``)
+    shrunk: bool = False
+    reproducer: str | None = None
+
+    @property
+    def blocking(self) -> bool:
+        return self.kind not in NOT_BLOCKING
+
+    @property
+    def testcase(self) -> tuple[str, str]:
+        if self.output == "coverage":
+            return self.kernel, "settings" if self.kind == "settings" else "coverage"
+        return self.kernel, f"{self.output}:{self.gate}"
+
+
+@dataclass
+class GateResult:
+    findings: list = field(default_factory=list)
+    rows: list = field(default_factory=list)  # (kernel, output, gate, a, b, ratio_a, ratio_b, verdict)
+    notes: list = field(default_factory=list)
+    testcases: dict = field(default_factory=dict)  # (kernel, name) -> [Finding]
+
+    @property
+    def passed(self) -> bool:
+        return not any(f.blocking for f in self.findings)
+
+
+def _campaigns(doc, which) -> dict:
+    out = {}
+    for c in doc["campaigns"]:
+        if c["kernel"] in out:
+            raise ReportError(f"{which}: kernel {c['kernel']!r} appears twice: allowed once per kernel "
+                              f"(join shards with `difftest merge` first)")
+        out[c["kernel"]] = c
+    return out
+
+
+def _gates_with_run(c: dict) -> dict:
+    g = gate_results(c)
+    ran = [x for x in c.get("cases", []) if x.get("status") != "skipped"]
+    errors = [x for x in ran if x.get("status") == "error"]
+    if ran:
+        g[RUN] = {"checked": len(ran), "failed": len(errors), "worst_ratio": 0.0, "differing_cases": 0,
+                  "first_failing": errors[0] if errors else None}
+    return g
+
+
+def _shrunk(c: dict, output: str, gate: str):
+    """B's shrunk failure (and reproducer path) for this output x gate, if it shrank one."""
+    pairs = [(c.get("failure"), c.get("reproducer"))] + [(f.get("failure"), f.get("reproducer"))
+                                                          for f in c.get("failures") or []]
+    for failure, repro in pairs:
+        if not failure:
+            continue
+        hit = failure.get("status") == "error" if (output, gate) == RUN else \
+            f"{output}:{gate}" in (failure.get("failed_gates") or [])
+        if hit:
+            return failure, (repro or {}).get("py") or (repro or {}).get("json")
+    return None, None
+
+
+def _failing_message(case: dict, output: str, gate: str) -> str:
+    if (output, gate) == RUN:
+        return (case.get("reason") or "kernel error").strip().splitlines()[0]
+    for v in case.get("verdicts", []):
+        if v["output"] == output and v["gate"] == gate and not v["passed"]:
+            return v.get("message") or f"{output}:{gate} failed"
+    return f"{output}:{gate} failed"
+
+
+def _finding(kernel, c_b, output, gate, kind, message, case=None) -> Finding:
+    shrunk, repro = _shrunk(c_b, output, gate) if c_b else (None, None)
+    return Finding(kernel, output, gate, kind, message, case=shrunk or case, shrunk=shrunk is not None,
+                   reproducer=repro)
+
+
+def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
+            min_ratio: float = DEFAULT_MIN_RATIO) -> GateResult:
+    res = GateResult()
+    ca, cb = _campaigns(a, "baseline"), _campaigns(b, "candidate")
+    add = res.findings.append
+    for kernel in list(ca) + [k for k in cb if k not in ca]:
+        A, B = ca.get(kernel), cb.get(kernel)
+        if B is None:
+            add(Finding(kernel, "coverage", "kernel", "coverage",
+                        f"{kernel}: in the baseline, absent from the candidate"))
+            continue
+        a_up = A is not None and A.get("status") != "unavailable"
+        b_up = B.get("status") != "unavailable"
+        if a_up and not b_up:
+            add(Finding(kernel, "coverage", "kernel", "coverage",
+                        f"{kernel}: ran in the baseline, unavailable in the candidate: {B.get('reason', '')}"))
+            continue
+        if not b_up:
+            res.notes.append(f"{kernel}: unavailable in both ({B.get('reason', '')})")
+            continue
+        if not a_up:
+            res.notes.append(f"{kernel}: not run in the baseline ({'absent' if A is None else A.get('reason', '')}); "
+                             f"its failures in the candidate count as new")
+        sa, sb = (A or {}).get("settings") or {}, B.get("settings") or {}
+        if A is not None and (sa.get("seed") is None or sa.get("seed") != sb.get("seed")):
+            res.notes.append(f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
+                             f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N")
+        if A is not None and sa.get("shard") != sb.get("shard"):
+            raise ReportError(f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
+                              f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
+                              f"(join shards with `difftest merge` first)")
+        if A is not None:
+            diffs = settings_differences(sa, sb)
+            if diffs:
+                add(Finding(kernel, "coverage", "settings", "settings",
+                            f"{kernel}: the candidate ran with other gate settings ({'; '.join(diffs)}): its verdicts "
+                            f"are not comparable with the baseline's; run both sides with the same options"))
+        ga = _gates_with_run(A) if a_up else {}
+        gb = _gates_with_run(B)
+        cut = _cut_short(A, B) if a_up else None
+        lost = "incomplete" if cut else "coverage"
+        keys = sorted(set(ga) | set(gb), key=lambda k: (OUTPUTS.index(k[0]) if k[0] in OUTPUTS else -1, k[1]))
+        for output, gate in keys:
+            x, y = ga.get((output, gate)), gb.get((output, gate))
+            verdict = "ok"
+            if y is None or not y["checked"]:
+                add(Finding(kernel, output, gate, lost,
+                            f"{kernel} {output}:{gate}: checked in {x['checked']} baseline cases, "
+                            "none in the candidate" + (f" ({cut})" if cut else "")))
+                verdict = "NOT REACHED" if cut else "COVERAGE LOST"
+            elif y["failed"]:
+                case = y["first_failing"]
+                msg = _failing_message(case, output, gate)
+                if x and x["failed"]:
+                    add(_finding(kernel, B, output, gate, "known",
+                                 f"{kernel} {output}:{gate}: fails in the baseline too "
+                                 f"({x['failed']} of {x['checked']} cases; candidate {y['failed']} of "
+                                 f"{y['checked']}): {msg}", case))
+                    verdict = "known failure"
+                else:
+                    add(_finding(kernel, B, output, gate, "regression",
+                                 f"{kernel} {output}:{gate}: {y['failed']} of {y['checked']} candidate cases fail, "
+                                 + (f"0 of {x['checked']} in the baseline" if x else "not run in the baseline")
+                                 + f": {msg}", case))
+                    verdict = "REGRESSION"
+            if x and y and gate in RATIO_GATES and y["checked"]:
+                wa, wb = x["worst_ratio"], y["worst_ratio"]
+                if wb > (1.0 + max_ratio_growth) * max(wa, min_ratio):
+                    add(_finding(kernel, B, output, gate, "ratio",
+                                 f"{kernel} {output}:{gate}: worst error ratio grew {wa:.3g} -> {wb:.3g} "
+                                 f"(allowed up to {(1.0 + max_ratio_growth) * max(wa, min_ratio):.3g}: "
+                                 f"--max-ratio-growth {max_ratio_growth:g} over max(baseline, {min_ratio:g}))",
+                                 _worst_case(B, output, gate)))
+                    verdict = "RATIO GREW" if verdict == "ok" else verdict
+            if x and y and gate in DETERMINISM_GATES and x["checked"] and not x["differing_cases"] \
+                    and y["differing_cases"]:
+                add(_finding(kernel, B, output, gate, "determinism",
+                             f"{kernel} {output}: determinism lost: bitwise equal in all {x['checked']} "
+                             "baseline cases, "
+                             f"differs in {y['differing_cases']} of {y['checked']} candidate cases",
+                             _first_differing(B, output, gate)))
+                verdict = "DETERMINISM LOST" if verdict == "ok" else verdict
+            res.rows.append((kernel, output, gate, _cell(x), _cell(y),
+                             x["worst_ratio"] if x and gate in RATIO_GATES else None,
+                             y["worst_ratio"] if y and gate in RATIO_GATES else None, verdict))
+        if A is None or not a_up:
+            continue
+        # problem by problem: the same Problem passed in A and fails (or is skipped) in B
+        b_cases = {problem_key(c["problem"]): c for c in B.get("cases", [])}
+        common, skipped, newly = 0, [], {}
+        for ac in A.get("cases", []):
+            bc = b_cases.get(problem_key(ac["problem"]))
+            if bc is None:
+                continue
+            common += 1
+            if ac["status"] == "passed" and bc["status"] in ("failed", "error"):
+                newly.setdefault(RUN if bc["status"] == "error" else _first_gate(bc), []).append(bc)
+            elif ac["status"] != "skipped" and bc["status"] == "skipped":
+                skipped.append(bc)
+        for (out, gate), bcs in newly.items():  # one finding per output x gate, not one per problem
+            more = f" (and {len(bcs) - 1} more)" if len(bcs) > 1 else ""
+            add(_finding(kernel, B, out, gate, "regression",
+                         f"{kernel}: a problem that passed in the baseline {bcs[0]['status']} in the candidate{more}: "
+                         f"{_failing_message(bcs[0], out, gate)}", bcs[0]))
+        if skipped:
+            more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+            add(Finding(kernel, "coverage", "cases", "coverage",
+                        f"{kernel}: a problem run in the baseline is skipped in the candidate{more}: "
+                        f"{skipped[0].get('reason', '')}", case=skipped[0]))
+        n_a = len(A.get("cases", []))
+        res.notes.append(f"{kernel}: {common} of {n_a} baseline problems also ran in the candidate "
+                         f"({len(B.get('cases', []))} candidate cases)")
+        hit_a = set(((A.get("coverage") or {}).get("hit") or {}))
+        hit_b = set(((B.get("coverage") or {}).get("hit") or {}))
+        if hit_a - hit_b:
+            add(Finding(kernel, "coverage", "features", lost,
+                        f"{kernel}: coverage features hit in the baseline, not in the candidate: "
+                        f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({cut})" if cut else "")))
+    for f in res.findings:
+        res.testcases.setdefault(f.testcase, []).append(f)
+    for kernel, output, gate, *_ in res.rows:
+        res.testcases.setdefault((kernel, f"{output}:{gate}"), [])
+    for kernel in cb:
+        if cb[kernel].get("status") != "unavailable" or kernel in ca:
+            res.testcases.setdefault((kernel, "coverage"), [])
+        if kernel in ca:
+            res.testcases.setdefault((kernel, "settings"), [])
+    return res
+
+
+def _cut_short(a: dict, b: dict) -> str | None:
+    """Why the candidate ``b`` covers less than ``a`` without covering differently, or None:
+    its search budget ran out (``unrun`` drawn Problems not run), its edge corpus was as large,
+    and it ran no Problem the baseline did not (the same seeded stream, stopped earlier). A
+    candidate that draws otherwise (a narrower capability, another seed) has another corpus or
+    runs Problems the baseline never did."""
+    unrun = b.get("unrun") or 0
+    corpus = [(x.get("settings") or {}).get("edge_cases") for x in (a, b)]
+    if not unrun or corpus[0] != corpus[1]:
+        return None
+    ran_a = {problem_key(c["problem"]) for c in a.get("cases", [])}
+    cases_b = b.get("cases", [])
+    if any(problem_key(c["problem"]) not in ran_a for c in cases_b):
+        return None
+    return (f"the candidate's search budget ran out after {len(cases_b)} of the baseline's "
+            f"{len(ran_a)} problems, {unrun} drawn problems left unrun; rerun it with a larger --time-budget")
+
+
+_COMPARED = ("gates", "poison", "second_reference")  # what a verdict depends on (operational knobs left out)
+
+
+def _leaves(d, prefix=""):
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from _leaves(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], d
+
+
+def settings_differences(sa: dict, sb: dict) -> list[str]:
+    """Gate settings that differ between two campaigns (keys one engine version lacks are
+    not compared), and a different narrowing: each as 'name old -> new'."""
+    ca, cb = sa.get("config") or {}, sb.get("config") or {}
+    la = dict(_leaves({k: ca[k] for k in _COMPARED if k in ca}))
+    lb = dict(_leaves({k: cb[k] for k in _COMPARED if k in cb}))
+    out = [f"{k} {la[k]!r} -> {lb[k]!r}" for k in la if k in lb and la[k] != lb[k]]
+    if (sa.get("narrowed") or None) != (sb.get("narrowed") or None):
+        out.append(f"narrowed {sa.get('narrowed')!r} -> {sb.get('narrowed')!r}")
+    return out
+
+
+def _first_gate(case: dict) -> tuple[str, str]:
+    for v in case.get("verdicts", []):
+        if not v["passed"]:
+            return v["output"], v["gate"]
+    return RUN
+
+
+def _worst_case(c: dict, output: str, gate: str):
+    best, top = None, -1.0
+    for case in c.get("cases", []):
+        for v in case.get("verdicts", []):
+            if v["output"] == output and v["gate"] == gate and ratio(v) > top:
+                best, top = case, ratio(v)
+    return best
+
+
+def _first_differing(c: dict, output: str, gate: str):
+    for case in c.get("cases", []):
+        for v in case.get("verdicts", []):
+            if v["output"] == output and v["gate"] == gate and (v.get("numbers") or {}).get("differing", 0):
+                return case
+    return None
+
+
+def _cell(s) -> str:
+    if not s:
+        return "-"
+    return f"{s['checked'] - s['failed']}/{s['checked']} pass"
+
+
+def _r(x) -> str:
+    return "" if x is None else ("inf" if x >= RATIO_CAP else f"{x:.3g}")
+
+
+HEAD = ("kernel", "output", "gate", "baseline", "candidate", "ratio A", "ratio B", "verdict")
+
+
+def diff_table(res: GateResult, everything: bool = False) -> str:
+    """Budget rows always, other gates when something changed (``everything``: all rows)."""
+    rows = [HEAD]
+    for kernel, output, gate, a, b, ra, rb, verdict in res.rows:
+        if everything or gate in RATIO_GATES or verdict != "ok" or a != b:
+            rows.append((kernel, output, gate, a, b, _r(ra), _r(rb), verdict))
+    from difftest.report.write import text_table
+
+    return text_table(rows)
+
+
+def render(res: GateResult) -> str:
+    lines = [diff_table(res), ""]
+    for n in res.notes:
+        lines.append(f"note: {n}")
+    for f in res.findings:
+        tag = {"known": "known failure", "incomplete": "not reached"}.get(f.kind, f.kind.upper())
+        lines.append(f"{tag}: {f.message}")
+        if f.blocking and f.case:
+            from difftest.model.problem import Problem, ProblemError
+
+            try:
+                short = Problem.from_dict(f.case["problem"]).short()
+            except (ProblemError, TypeError, ValueError, KeyError):
+                short = json.dumps(f.case.get("problem"))
+            lines.append(f"  {'shrunk problem' if f.shrunk else 'problem (not shrunk)'}: {short}")
+            if f.reproducer:
+                lines.append(f"  reproducer: {f.reproducer}")
+    blocking = [f for f in res.findings if f.blocking]
+    lines.append("")
+    listed = [f"{n} {what}" for what, n in (("known failures", sum(f.kind == "known" for f in res.findings)),
+                                             ("not reached", sum(f.kind == "incomplete" for f in res.findings))) if n]
+    lines.append("gate: PASSED" + (f" ({', '.join(listed)})" if listed else "")
+                 if res.passed else f"gate: FAILED ({len(blocking)} findings)")
+    return "\n".join(lines)
+
+
+def add_arguments(p):
+    p.add_argument("--baseline", required=True, metavar="A.json", help="report of the target branch")
+    p.add_argument("--candidate", required=True, metavar="B.json", help="report of the change")
+    p.add_argument("--max-ratio-growth", type=float, default=DEFAULT_GROWTH, metavar="F",
+                   help=f"fail when a worst error ratio exceeds (1+F) x the baseline's (default {DEFAULT_GROWTH:g})")
+    p.add_argument("--min-ratio", type=float, default=DEFAULT_MIN_RATIO, metavar="R",
+                   help=f"baseline ratios below R count as R for growth (default {DEFAULT_MIN_RATIO:g})")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (one testcase per kernel x output x gate)")
+    p.add_argument("--html", metavar="FILE", help="write the candidate's HTML report with the gate on top")
+
+
+def command(a) -> int:
+    import math
+
+    from difftest.report.read import write_text_atomic
+
+    for name, v in (("--max-ratio-growth", a.max_ratio_growth), ("--min-ratio", a.min_ratio)):
+        if not math.isfinite(v) or v < 0:
+            print(f"difftest gate: {name} {v!r} is invalid: allowed a finite number >= 0", file=sys.stderr)
+            return 2
+    try:
+        base, cand = load_report(a.baseline), load_report(a.candidate)
+        res = compare(base, cand, a.max_ratio_growth, a.min_ratio)
+    except ReportError as e:
+        print(f"difftest gate: {e}", file=sys.stderr)
+        return 2
+    print(render(res))
+    try:
+        if a.junit:
+            from difftest.report.junit import junit_xml
+
+            write_text_atomic(a.junit, junit_xml(res))
+            print(f"junit: {a.junit}")
+        if a.html:
+            from difftest.report.html import render_html
+
+            write_text_atomic(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
+            print(f"html: {a.html}")
+    except OSError as e:
+        print(f"difftest gate: cannot write {e.filename}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    return 0 if res.passed else 1

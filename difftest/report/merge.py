@@ -1,0 +1,160 @@
+"""``difftest merge A.json B.json ... -o M.json``: join reports into one.
+
+The reports of the N shards of a campaign (``difftest run --shard I/N``) become one
+campaign per kernel: the cases of every shard (a Problem run by two shards is kept once
+and counted under ``settings.duplicates_dropped``), counts and per-output numbers
+recomputed from the cases, coverage hits summed and a feature missing only when every
+shard missed it, the first shard's failure as the failure (every shard's under
+``failures``). Reports of different kernels (one GPU per kernel) are simply put side by
+side. Refused, in one line: the same kernel twice without shards, shards of one kernel
+run with different settings (seed, profile, gates, narrowing, examples), a shard given
+twice, or a shard missing.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+from difftest.report.read import ReportError, load_report, output_stats, problem_key, write_text_atomic
+
+# settings that must agree between the shards of one campaign
+_SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "spec", "narrowed")
+
+
+def _shard(c: dict):
+    text = (c.get("settings") or {}).get("shard")
+    if not text:
+        return None
+    i, _, n = str(text).partition("/")
+    return int(i), int(n)
+
+
+def merge_campaigns(kernel: str, parts: list) -> dict:
+    """``parts``: [(source path, campaign record)] of one kernel."""
+    shards = [_shard(c) for _, c in parts]
+    if len(parts) > 1:
+        if None in shards:
+            srcs = ", ".join(str(p) for p, c in parts)
+            raise ReportError(f"kernel {kernel!r} appears in {srcs} without --shard: allowed once per kernel, "
+                              f"or once per shard I/N")
+        ns = {n for _, n in shards}
+        if len(ns) > 1:
+            raise ReportError(f"kernel {kernel!r}: shards of different counts {sorted(ns)}: allowed one N")
+        n = ns.pop()
+        idx = sorted(i for i, _ in shards)
+        if len(set(idx)) != len(idx):
+            dup = sorted({i for i in idx if idx.count(i) > 1})
+            raise ReportError(f"kernel {kernel!r}: shard {dup[0]}/{n} given twice: allowed each shard once")
+        if idx != list(range(n)):
+            missing = [f"{i}/{n}" for i in range(n) if i not in idx]
+            raise ReportError(f"kernel {kernel!r}: shard(s) {', '.join(missing)} missing: merge needs all {n}")
+        first = parts[0][1].get("settings") or {}
+        for src, c in parts[1:]:
+            s = c.get("settings") or {}
+            for k in _SAME:
+                if s.get(k) != first.get(k):
+                    raise ReportError(f"kernel {kernel!r}: {src} was run with {k}={s.get(k)!r}, "
+                                      f"{parts[0][0]} with {first.get(k)!r}: allowed shards of one campaign")
+            if c.get("profile") != parts[0][1].get("profile"):
+                raise ReportError(f"kernel {kernel!r}: {src} ran profile {c.get('profile')!r}, {parts[0][0]} "
+                                  f"{parts[0][1].get('profile')!r}: allowed shards of one campaign")
+    elif shards[0] is not None and shards[0][1] > 1:
+        i, n = shards[0]
+        missing = [f"{j}/{n}" for j in range(n) if j != i]
+        raise ReportError(f"kernel {kernel!r}: only shard {i}/{n} given, shard(s) {', '.join(missing)} missing: "
+                          f"merge needs all {n}")
+    order = sorted(range(len(parts)), key=lambda j: shards[j] or (0, 1))
+    parts = [parts[j] for j in order]
+    cases, seen, dropped = [], set(), 0
+    for _, c in parts:
+        for case in c.get("cases", []):
+            key = problem_key(case["problem"])
+            if key in seen:
+                dropped += 1
+                continue
+            seen.add(key)
+            cases.append(case)
+    recs = [c for _, c in parts]
+    available = [c for c in recs if c.get("status") != "unavailable"]
+    status = "unavailable" if not available else "failed" if any(c.get("status") == "failed" for c in recs) \
+        else "passed"
+    failing = [c for c in recs if c.get("failure")]
+    hit, missing = {}, None
+    for c in available:
+        cov = c.get("coverage") or {}
+        for f, n in (cov.get("hit") or {}).items():
+            hit[f] = hit.get(f, 0) + n
+        m = set(cov.get("missing") or ())
+        missing = m if missing is None else missing & m
+    compile_stats = {}
+    for c in recs:
+        for k, v in (c.get("compile_stats") or {}).items():
+            if isinstance(v, (int, float)):
+                compile_stats[k] = compile_stats.get(k, 0) + v
+    settings = dict(recs[0].get("settings") or {})
+    settings.update(shard=None, shards=len(parts) if shards[0] is not None else None,
+                    edge_cases=sum((c.get("settings") or {}).get("edge_cases") or 0 for c in recs),
+                    replayed_failures=sum((c.get("settings") or {}).get("replayed_failures") or 0 for c in recs),
+                    duplicates_dropped=dropped, merged_from=[str(p) for p, _ in parts])
+    return {
+        "kernel": kernel, "profile": recs[0].get("profile"), "status": status,
+        "reason": "; ".join(dict.fromkeys(c.get("reason", "") for c in recs if c.get("reason"))),
+        "examples": len(cases),
+        "counts": {s: sum(1 for c in cases if c.get("status") == s) for s in ("passed", "failed", "error", "skipped")},
+        "elapsed_s": max((c.get("elapsed_s") or 0.0) for c in recs),  # shards run side by side: the longest
+        "elapsed_s_total": round(sum((c.get("elapsed_s") or 0.0) for c in recs), 3),
+        "examples_to_fail": failing[0].get("examples_to_fail") if failing else None,
+        "seconds_to_fail": failing[0].get("seconds_to_fail") if failing else None,
+        "unrun": sum(c.get("unrun") or 0 for c in recs),
+        "compile_keys": sum(c.get("compile_keys") or 0 for c in recs),
+        "compile_stats": compile_stats or None,
+        "coverage": {"hit": dict(sorted(hit.items())), "missing": sorted(missing or ())},
+        "outputs": output_stats(cases),
+        "failure": failing[0]["failure"] if failing else None,
+        "reproducer": failing[0].get("reproducer") if failing else None,
+        "failures": [{"shard": (c.get("settings") or {}).get("shard"), "failure": c["failure"],
+                      "reproducer": c.get("reproducer")} for c in failing],
+        "settings": settings, "cases": cases,
+    }
+
+
+def merge_reports(docs: list) -> dict:
+    """``docs``: [(path, report dict)] -> one report dict."""
+    if not docs:
+        raise ReportError("merge: no reports given: allowed one or more report.json files")
+    by_kernel: dict = {}
+    for path, doc in docs:
+        for c in doc["campaigns"]:
+            by_kernel.setdefault(c["kernel"], []).append((path, c))
+    first = docs[0][1]
+    out = {k: first.get(k) for k in ("difftest_report", "host", "python", "torch", "cuda")}
+    out["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    out["merged_from"] = [str(p) for p, _ in docs]
+    out["campaigns"] = [merge_campaigns(k, parts) for k, parts in by_kernel.items()]
+    return out
+
+
+def add_arguments(p):
+    p.add_argument("reports", nargs="+", metavar="REPORT.json", help="reports to join (e.g. the shards of a campaign)")
+    p.add_argument("-o", "--output", required=True, metavar="M.json", help="where the merged report goes")
+
+
+def command(a) -> int:
+    import json
+
+    try:
+        doc = merge_reports([(p, load_report(p)) for p in a.reports])
+        out = Path(a.output)
+        if out.is_dir():
+            raise ReportError(f"-o {out}: is a directory: allowed a file path")
+        write_text_atomic(out, json.dumps(doc, indent=1, default=str))
+    except ReportError as e:
+        print(f"difftest merge: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"difftest merge: -o {a.output}: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 2
+    c = doc["campaigns"]
+    print(f"merged {len(a.reports)} reports: {len(c)} kernels, {sum(x['examples'] for x in c)} cases -> {a.output}")
+    return 0
+

@@ -1,0 +1,213 @@
+"""Reading report.json files back (for ``gate``, ``merge`` and ``report --html``), and the
+per-output numbers those commands recompute from a report's case records.
+
+A report is data written by ``reports.write_json``: ``{"difftest_report": 1, "campaigns":
+[{"kernel", "status", "cases": [case records], "coverage", "settings", ...}]}``. Files
+ending in ``.xz`` are read through lzma (the raw reports under results/ are compressed).
+Anything else is refused with a ``ReportError`` whose message is one line naming the
+file, the field and what is allowed.
+"""
+
+import json
+import lzma
+import math
+import os
+from pathlib import Path
+
+from difftest.model.problem import OUTPUTS
+from difftest.safeio import atomic_write_text
+from difftest.vocab import CampaignStatus, Gate, Status
+
+RATIO_CAP = 1e6
+
+
+class ReportError(ValueError):
+    pass
+
+
+def load_report(path) -> dict:
+    path = Path(path)
+    try:
+        raw = lzma.open(path).read() if path.suffix == ".xz" else path.read_bytes()
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file (allowed: a report.json written by `difftest run`)") from None
+    except IsADirectoryError:
+        raise ReportError(f"{path}: is a directory (allowed: a report.json written by `difftest run`)") from None
+    except (OSError, lzma.LZMAError) as e:
+        raise ReportError(f"{path}: cannot read: {e}") from None
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: not JSON ({e}); allowed: a report.json written by `difftest run`") from None
+    check_report(doc, path)
+    return doc
+
+
+_NUM = (int, float)
+_NONE = type(None)
+
+
+def _expect(obj: dict, key: str, types, where: str, allowed: str, required: bool = False):
+    """obj[key] must be one of ``types`` (absent is fine unless ``required``)."""
+    if key not in obj:
+        if required:
+            raise ReportError(f"{where}: field {key!r} missing: allowed {allowed}")
+        return
+    v = obj[key]
+    allowed_types = types if isinstance(types, tuple) else (types,)
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in allowed_types):
+        raise ReportError(f"{where}: field {key!r} is {type(v).__name__} {str(v)[:40]!r}: allowed {allowed}")
+
+
+def _check_case(case, where: str) -> None:
+    if not isinstance(case, dict):
+        raise ReportError(f"{where}: is {type(case).__name__}: allowed an object (a case record)")
+    _expect(case, "problem", dict, where, "an object (a Problem)", required=True)
+    if case.get("status") not in tuple(Status):
+        raise ReportError(f"{where}: field 'status' is {str(case.get('status'))[:40]!r}: allowed "
+                          f"{'|'.join(Status)}")
+    _expect(case, "verdicts", list, where, "a list of verdicts")
+    _expect(case, "worst_ratio", _NUM, where, "a number")
+    _expect(case, "reason", (str, _NONE), where, "a string")
+    _expect(case, "failed_gates", list, where, "a list of 'output:gate' strings")
+    for n, v in enumerate(case.get("verdicts", [])):
+        w = f"{where} verdicts[{n}]"
+        if not isinstance(v, dict):
+            raise ReportError(f"{w}: is {type(v).__name__}: allowed an object (a verdict)")
+        _expect(v, "output", str, w, "an output name", required=True)
+        _expect(v, "gate", str, w, "a gate name", required=True)
+        _expect(v, "passed", bool, w, "true or false", required=True)
+        _expect(v, "numbers", dict, w, "an object of numbers")
+        _expect(v, "worst", (dict, _NONE), w, "an object or null")
+        _expect(v, "message", (str, _NONE), w, "a string")
+
+
+def check_report(doc, path="report") -> None:
+    """Every field the gate, merge and HTML report read has the type they expect, else a
+    ReportError naming the file, the place, the field and what is allowed."""
+    if not isinstance(doc, dict) or "difftest_report" not in doc:
+        raise ReportError(f"{path}: not a difftest report (no 'difftest_report' key at the top level)")
+    _expect(doc, "campaigns", list, str(path), "a list of campaigns", required=True)
+    for i, c in enumerate(doc["campaigns"]):
+        where = f"{path}: campaigns[{i}]"
+        if not isinstance(c, dict):
+            raise ReportError(f"{where}: is {type(c).__name__}: allowed an object (a campaign)")
+        _expect(c, "kernel", str, where, "a kernel name", required=True)
+        where = f"{path}: campaigns[{i}] ({c['kernel']})"
+        if "status" in c and c["status"] not in tuple(CampaignStatus):
+            raise ReportError(f"{where}: field 'status' is {str(c['status'])[:40]!r}: allowed "
+                              f"{'|'.join(CampaignStatus)}")
+        for key, types, allowed in (("cases", list, "a list of case records"), ("settings", (dict, _NONE), "an object"),
+                                    ("coverage", (dict, _NONE), "an object with 'hit' and 'missing'"),
+                                    ("failure", (dict, _NONE), "a case record or null"),
+                                    ("failures", (list, _NONE), "a list"), ("reproducer", (dict, _NONE), "an object"),
+                                    ("reason", (str, _NONE), "a string"), ("profile", (str, _NONE), "a profile name"),
+                                    ("elapsed_s", (_NUM, _NONE), "a number"),
+                                    ("compile_stats", (dict, _NONE), "an object"),
+                                    ("compile_keys", (int, _NONE), "an integer"),
+                                    ("unrun", (int, _NONE), "an integer (drawn problems left unrun)")):
+            _expect(c, key, types, where, allowed)
+        st = c.get("settings") or {}
+        for key, types, allowed in (("seed", (int, _NONE), "an integer or null"),
+                                    ("narrowed", (dict, _NONE), "an object or null"),
+                                    ("config", (dict, _NONE), "an object (the run config)"),
+                                    ("edge_cases", (int, _NONE), "an integer"),
+                                    ("replayed_failures", (int, _NONE), "an integer"),
+                                    ("shard", (str, _NONE), "I/N or null")):
+            _expect(st, key, types, f"{where} settings", allowed)
+        if st.get("shard") is not None:
+            from difftest.search.shard import ShardError, parse_shard
+
+            try:
+                parse_shard(st["shard"])
+            except ShardError:
+                raise ReportError(f"{where} settings: field 'shard' is {st['shard'][:20]!r}: allowed I/N with "
+                                  f"0 <= I < N") from None
+        cov = c.get("coverage") or {}
+        _expect(cov, "hit", dict, f"{where} coverage", "an object feature -> cases")
+        _expect(cov, "missing", list, f"{where} coverage", "a list of features")
+        if not all(isinstance(n, int) for n in (cov.get("hit") or {}).values()):
+            raise ReportError(f"{where} coverage: 'hit' counts must be integers")
+        for j, case in enumerate(c.get("cases", [])):
+            _check_case(case, f"{where} cases[{j}]")
+        fails = [c["failure"]] if c.get("failure") else []
+        for n, f in enumerate(c.get("failures") or []):
+            if not isinstance(f, dict):
+                raise ReportError(f"{where} failures[{n}]: is {type(f).__name__}: allowed an object")
+            _expect(f, "reproducer", (dict, _NONE), f"{where} failures[{n}]", "an object")
+            if f.get("failure"):
+                fails.append(f["failure"])
+        for f in fails:
+            _check_case(f, f"{where} failure")
+        for k, v in (c.get("reproducer") or {}).items():
+            if not isinstance(v, (str, _NONE)):
+                raise ReportError(f"{where} reproducer: field {k!r} is {type(v).__name__}: allowed a path")
+
+
+def problem_key(problem: dict) -> str:
+    """A Problem record's identity (the same canonical JSON as Problem.to_json)."""
+    return json.dumps(problem, sort_keys=True)
+
+
+def ratio(v: dict) -> float:
+    r = (v.get("numbers") or {}).get("ratio", 0.0)
+    try:
+        r = float(r)
+    except (TypeError, ValueError):
+        return RATIO_CAP
+    return min(r, RATIO_CAP) if math.isfinite(r) else RATIO_CAP
+
+
+def gate_results(campaign: dict) -> dict:
+    """{(output, gate): {"checked", "failed", "worst_ratio", "first_failing": case}} over the
+    campaign's non-skipped cases. ``determinism_info`` (kernels that do not claim
+    determinism) counts differing elements in ``failed``'s place under "differing"."""
+    out = {}
+    for case in campaign.get("cases", []):
+        if case.get("status") == "skipped":
+            continue
+        for v in case.get("verdicts", []):
+            key = (v["output"], v["gate"])
+            s = out.setdefault(key, {"checked": 0, "failed": 0, "worst_ratio": 0.0, "differing_cases": 0,
+                                     "first_failing": None})
+            s["checked"] += 1
+            if not v["passed"]:
+                s["failed"] += 1
+                if s["first_failing"] is None:
+                    s["first_failing"] = case
+            if v["gate"] in (Gate.BUDGET, Gate.SECOND_REFERENCE):
+                s["worst_ratio"] = max(s["worst_ratio"], ratio(v))
+            if v["gate"] in (Gate.DETERMINISM, Gate.DETERMINISM_INFO) and (v.get("numbers") or {}).get("differing", 0):
+                s["differing_cases"] += 1
+    return out
+
+
+def output_stats(cases: list) -> dict:
+    """Per output, from case records: cases checked, passed, failed, worst budget ratio (the
+    numbers reports.output_stats gives for live cases)."""
+    stats = {}
+    for c in cases:
+        if c.get("status") == "skipped":
+            continue
+        for name in OUTPUTS:
+            vs = [v for v in c.get("verdicts", []) if v["output"] == name]
+            if not vs:
+                continue
+            s = stats.setdefault(name, {"cases": 0, "passed": 0, "failed": 0, "worst_ratio": 0.0})
+            s["cases"] += 1
+            s["passed" if all(v["passed"] for v in vs) else "failed"] += 1
+            worst = max((ratio(v) for v in vs if v["gate"] == Gate.BUDGET), default=0.0)
+            s["worst_ratio"] = max(s["worst_ratio"], worst)
+    return stats
+
+
+def error_cases(campaign: dict) -> list:
+    return [c for c in campaign.get("cases", []) if c.get("status") == "error"]
+
+
+def write_text_atomic(path, text: str) -> Path:
+    """The project's atomic writer (safeio), with the usual permissions (0666 less the
+    umask) instead of mkstemp's 0600: HTML, JUnit and merged reports are for others to read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return atomic_write_text(path, text, mode=0o666 & ~umask)

@@ -1,0 +1,300 @@
+"""Campaigns side by side: ``difftest run --jobs N`` runs N kernels' campaigns at once,
+each in a *lane*, a child process forked from the run after its setup (issue 12.4).
+
+Why processes, not threads: a campaign's own work (Hypothesis drawing, the references,
+the gates, the case log) is mostly Python and holds the GIL, so two campaigns in two
+threads of one process ran *slower* than one after another on the 2-core machine
+(prototype, results/speed.md section 10); and a campaign keeps per-process state (the
+PhaseTimer stack of timing.py, the shared isolation worker, torch's thread count, the
+SIGINT/SIGTERM handling of interrupt.py) that a lane gets for free. Why fork: the run has
+imported torch, Hypothesis and the adapters by then (seconds of CPU that a spawned lane
+would pay again); it is safe because the run is single-threaded at that point and has not
+touched CUDA (``fork_hazard`` checks both, and the run falls back to one lane otherwise).
+
+Each lane takes the next kernel from a shared counter (the longest campaigns of the
+previous run in ``--out`` first: ``schedule``), runs its campaign exactly as the serial
+loop would (same arguments, same seed: a campaign's cases depend on nothing another
+campaign does), with its own isolation worker, and sends the CampaignResult back over a
+pipe. The parent (``run_lanes``) only waits: it prints each campaign's block as it
+finishes, records it in the run state (runs.py: one writer, so ``--resume`` works as
+before) and keeps the results in the order the user named the kernels.
+
+Signals: SIGINT from a terminal reaches the lanes too; the parent forwards the signal it
+got to every lane (a second one is ignored there, interrupt.py), each lane's campaign
+hands back its partial result, and a lane that cannot answer within ``GRACE_S`` is killed.
+A lane that dies (the OOM killer, a bug of difftest's own; a crashing *kernel* only costs a
+case in its isolation worker) leaves its campaign as an interrupted, partial result built
+from its case log, with the reason; the other lanes go on. Lanes die with the parent
+(``PR_SET_PDEATHSIG``), so a killed run leaves nothing running into its folder.
+"""
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import sys
+import traceback
+from multiprocessing.connection import wait
+
+GRACE_S = 120.0  # after a signal, how long a lane may take to hand back its partial result
+
+
+class JobsError(ValueError):
+    """A bad ``--jobs`` value (one line)."""
+
+
+def parse_jobs(text: str):
+    """``--jobs`` value: an integer >= 1, or "auto" (None)."""
+    t = str(text).strip().lower()
+    if t == "auto":
+        return None
+    try:
+        n = int(t)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise JobsError(f"--jobs {text!r} is invalid: allowed an integer >= 1 (1: one campaign at a time) or 'auto'")
+    return n
+
+
+def choose(requested, n_kernels: int, cpus: int, isolate: bool, device: str | None) -> tuple[int, str]:
+    """(campaigns at once, why), decided before any kernel is loaded. ``requested``: the
+    ``--jobs`` value (None: auto). Auto is one lane per campaign up to the usable cores,
+    on the CPU; a GPU run (``--device cuda``) and ``--no-isolate`` run one at a time."""
+    if requested is not None:
+        if requested > 1 and not isolate:
+            raise JobsError(f"--jobs {requested} needs isolation: with --no-isolate a crashing kernel takes its "
+                            "campaign's process down; allowed --jobs 1 (or drop --no-isolate)")
+        return min(requested, max(1, n_kernels)), "--jobs"
+    if not isolate:
+        return 1, "--no-isolate"
+    if device == "cuda":
+        return 1, "--device cuda: campaigns share the GPU, one at a time"
+    n = max(1, min(n_kernels, cpus))
+    return n, f"auto: {n_kernels} campaigns, {cpus} cores"
+
+
+def on_gpu(kernels, device: str | None) -> list:
+    """Names of the kernels whose campaigns run on CUDA."""
+    return [k.name for k in kernels if (device or k.capability.device) == "cuda"]
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def fork_hazard(settle_s: float = 2.0) -> str | None:
+    """Why forking the run now would be unsafe (None: safe): a second thread (its locks
+    would be copied held), or a CUDA context (not usable in a forked child). A thread that
+    was just joined (the prebuild's pool, warm.py) can still be listed for a moment while
+    the OS ends it: up to ``settle_s`` is given for that."""
+    import time
+
+    end = time.monotonic() + settle_s
+    while (n := _threads()) > 1 and time.monotonic() < end:
+        time.sleep(0.05)
+    if n > 1:
+        return f"the run has {n} threads"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA is initialised in the run"
+    if "fork" not in mp.get_all_start_methods():
+        return "this platform cannot fork"
+    return None
+
+
+def schedule(names: list, previous: dict) -> list:
+    """Indices of ``names`` in the order lanes take them: longest previous campaign first
+    (``previous``: kernel -> elapsed seconds, from the last report in ``--out``); kernels
+    without a previous time first, in the user's order. Only the order of work changes."""
+    return sorted(range(len(names)), key=lambda i: (names[i] in previous, -previous.get(names[i], 0.0), i))
+
+
+def previous_times(report_path) -> dict:
+    """kernel -> seconds its campaign took in the report at ``report_path``, less the start
+    of its worker (paid by whichever campaign a lane runs first); {} when there is none."""
+    import json
+
+    try:
+        doc = json.loads(open(report_path).read())
+        out = {}
+        for c in doc.get("campaigns", []):
+            start = ((c.get("timing") or {}).get("phases_s") or {}).get("worker_start") or 0.0
+            out[c["kernel"]] = max(0.0, float(c.get("elapsed_s") or 0.0) - float(start))
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
+
+
+def _lane_main(conn, counter, order, run_one, kernels, parent, env):
+    """One lane: take the next kernel, run its campaign, send the result; until none is left
+    or a signal came (then the partial result of the campaign under way)."""
+    from difftest.execute import isolation
+    from difftest.execute.interrupt import Interrupted, interruptible
+
+    _die_with_parent(parent)
+    isolation._WORKERS.clear()  # the parent's (none is started when lanes run): never ours to use
+    os.environ.update(env)
+    torch = sys.modules.get("torch")
+    if torch is not None and env.get("OMP_NUM_THREADS", "").isdigit():
+        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+    with interruptible():
+        try:
+            while True:
+                with counter.get_lock():
+                    pos = counter.value
+                    counter.value += 1
+                if pos >= len(order):
+                    break
+                i = order[pos]
+                k = kernels[i]
+                # the lane's worker: forked at its start (torch is here already), spawned on a restart
+                safe = isolation.shared_worker().proc is None and fork_hazard() is None
+                isolation.prestart([getattr(k, "spec", None) or k.name], fork_closing=(conn,) if safe else None)
+                with held():
+                    conn.send(("start", i, None))
+                try:
+                    r = run_one(k)
+                except Interrupted as e:
+                    with held():
+                        conn.send(("interrupted", i, getattr(e, "partial", None)))
+                    break
+                except Exception as e:  # a bug of difftest's own: this campaign, not the others
+                    with held():
+                        conn.send(("error", i, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
+                    break
+                with held():
+                    conn.send(("done", i, r))
+        except Interrupted:  # between campaigns
+            pass
+        finally:
+            isolation.close_all()
+    conn.close()
+
+
+@contextlib.contextmanager
+def held():
+    """SIGINT/SIGTERM held back (pending, not lost) while a message is sent or read whole."""
+    from difftest.execute.interrupt import SIGNALS
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order=None, env=None) -> dict:
+    """Run ``run_one(kernel)`` for every kernel, ``jobs`` at once in forked lanes. Calls
+    ``on_start(i)`` when a lane starts kernel ``i`` and ``on_result(i, result)`` in this
+    process as each finishes. Returns {"interrupted": the Interrupted or None, "lost":
+    {i: why} for campaigns whose lane died or failed, "partial": {i: partial result}}.
+    ``env``: set in each lane after the fork (OMP_NUM_THREADS: its threads, and its worker's).
+    Raises Interrupted nowhere: the caller reads it from the return value."""
+    from difftest.execute.interrupt import Interrupted, deferred
+
+    ctx = mp.get_context("fork")
+    order = list(range(len(kernels))) if order is None else list(order)
+    counter = ctx.Value("i", 0)
+    lanes = []  # (process, connection)
+    running: dict = {}  # connection -> kernel index under way
+    out = {"interrupted": None, "lost": {}, "partial": {}}
+    me = os.getpid()
+    try:
+        for _ in range(min(jobs, len(order))):
+            parent_end, child_end = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_lane_main, args=(child_end, counter, order, run_one, kernels, me, env or {}),
+                            daemon=False)
+            p.start()
+            child_end.close()
+            lanes.append((p, parent_end))
+        _serve(lanes, running, out, on_result, on_start, deadline=None)
+    except Interrupted as e:
+        out["interrupted"] = e
+        with deferred():  # the partial results must come back whole
+            for p, _ in lanes:
+                if p.is_alive():
+                    try:
+                        os.kill(p.pid, e.signum)
+                    except ProcessLookupError:
+                        pass
+            import time
+
+            _serve(lanes, running, out, on_result, on_start, deadline=time.monotonic() + GRACE_S)
+    finally:
+        for p, c in lanes:
+            if p.is_alive():
+                p.kill()
+            p.join(10)
+            c.close()
+    for conn, i in running.items():  # a lane that died with a campaign under way
+        p = next(p for p, c in lanes if c is conn)
+        from difftest.execute.isolation import describe_exit
+
+        out["lost"].setdefault(i, f"its campaign process died: {describe_exit(p.exitcode)}")
+    return out
+
+
+def _serve(lanes, running, out, on_result, on_start, deadline) -> None:
+    import time
+
+    live = {c: p for p, c in lanes if not c.closed}
+    while live:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready = wait(list(live), timeout)
+        if not ready:  # past the grace period: the lanes left are killed by the caller
+            return
+        for conn in ready:
+            with held():  # a signal now would cut a result in half: it waits for the next loop
+                try:
+                    kind, i, payload = conn.recv()
+                except Exception:  # noqa: BLE001 -- EOF: the lane exited (or died); its campaign is settled below
+                    del live[conn]
+                    continue
+                if kind == "start":
+                    running[conn] = i
+                    if on_start:
+                        on_start(i)
+                    continue
+                running.pop(conn, None)
+                if kind == "done":
+                    on_result(i, payload)
+                elif kind == "interrupted":
+                    if payload is not None:
+                        out["partial"][i] = payload
+                else:  # "error"
+                    out["lost"][i] = payload
+
+
+def lost_result(kernel, profile: str, run, why: str):
+    """The campaign of ``kernel`` whose lane died: its finished cases, read back from its
+    case log, as an interrupted partial result naming why (``--resume`` runs the rest)."""
+    from difftest.run.folder import logged_cases
+    from difftest.search.campaign import CampaignResult
+    from difftest.search.failure_store import safe_name
+    from difftest.vocab import CampaignStatus
+
+    log = f"{safe_name(kernel.name)}.cases.jsonl"
+    cases = logged_cases(run.dir / log, run.id)
+    failed = next((c for c in cases if c.failed), None)  # its reproducer was written when it was found
+    return CampaignResult(kernel.name, profile, status=CampaignStatus.FAILED if failed else CampaignStatus.INTERRUPTED,
+                          reason=why.splitlines()[0] if why else "its campaign process died",
+                          cases=cases, failure=failed, first_failure=failed,
+                          settings={"case_log": log, "run_id": run.id})

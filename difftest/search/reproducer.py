@@ -1,0 +1,242 @@
+"""Reproducers: a failing case written as JSON and as a standalone Python script.
+
+The script needs difftest and the kernel, not Hypothesis: it rebuilds the Problem's
+inputs, runs the kernel and the references, prints every gate verdict and exits 1 when
+the case still fails. ``difftest repro FILE.json`` replays the JSON form only: a
+reproducer is data, and difftest never executes a ``.py`` nor imports a module a file
+names (a ``module:attr`` kernel in a file needs ``--allow-import``), so a reproducer
+from a CI artifact cannot run code on the machine that replays it. Both files are
+written atomically (temp file + os.replace).
+"""
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+from difftest.model.problem import Problem
+from difftest.safeio import atomic_write_text
+
+SCRIPT = '''#!/usr/bin/env python
+"""difftest reproducer.
+
+kernel:  {kernel}
+problem: {short}
+failed:  {gates}
+
+Run: python {name}   (exit 1 while the failure reproduces; needs difftest, not Hypothesis)
+"""
+import json
+import sys
+
+KERNEL = {kernel!r}
+PROBLEM = json.loads({problem_json!r})
+CONFIG = json.loads({config_json!r})
+
+
+def main():
+    from difftest.execute import adapter
+    from difftest.model.problem import Problem
+    from difftest.judge.runner import RunConfig, run_case
+
+    problem = Problem.from_dict(PROBLEM)
+    result = run_case(adapter.get(KERNEL), problem, RunConfig.from_dict(CONFIG))
+    print(result.render(verbose=True))
+    return 1 if result.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def kernel_spec(kernel) -> str:
+    return getattr(kernel, "spec", None) or kernel.name
+
+
+def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> dict:
+    """Write ``<kernel>-<hash>.json`` and ``.py`` under ``out_dir`` (or ``<stem>.json`` and
+    ``.py``: a campaign rewrites one pair at each shrink step); return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = kernel_spec(kernel)
+    cfg = config.to_dict()
+    cfg["isolate"] = False  # the reproducer runs the kernel in its own process already
+    digest = hashlib.sha256((spec + case.problem.to_json()).encode()).hexdigest()[:10]
+    stem = stem or "".join(c if c.isalnum() or c in "-_" else "_" for c in spec) + "-" + digest
+    record = {"kernel": spec, "problem": case.problem.to_dict(), "config": cfg,
+              "status": case.status, "failed_gates": case.failed_gates, "reason": case.reason,
+              "verdicts": [v.to_dict() for v in case.verdicts]}
+    jpath = out / f"{stem}.json"
+    atomic_write_text(jpath, json.dumps(record, indent=1, default=str))
+    ppath = out / f"{stem}.py"
+    gates = ", ".join(case.failed_gates) or (case.reason.splitlines() or ["-"])[0]
+    atomic_write_text(ppath, SCRIPT.format(kernel=spec, short=case.problem.short(), gates=gates, name=ppath.name,
+                                           problem_json=case.problem.to_json(), config_json=json.dumps(cfg)),
+                      mode=0o755)
+    return {"json": str(jpath), "py": str(ppath)}
+
+
+class ReproducerError(ValueError):
+    """A reproducer file that cannot be replayed; the message is one line naming the file,
+    what is wrong and what is allowed."""
+
+
+MAX_BYTES = 16 * 2**20  # a reproducer is a few kB; anything this large is not one
+
+
+def _fail(path, msg):
+    raise ReproducerError(f"reproducer {str(path)!r}: {msg}")
+
+
+def read_json(path) -> dict:
+    """The record of a ``.json`` reproducer, checked: present, not empty, complete JSON, an
+    object. Never executes anything from the file."""
+    path = Path(path)
+    if path.suffix == ".py":
+        _fail(path, f"difftest replays only the .json reproducer (the .py is a standalone script for "
+                    f"people: run it with python); pass {str(path.with_suffix('.json'))!r}")
+    if path.suffix != ".json":
+        _fail(path, "allowed a .json reproducer written by difftest")
+    if not path.exists():
+        _fail(path, "no such file")
+    if not path.is_file():
+        _fail(path, "not a regular file: allowed a .json reproducer")
+    size = path.stat().st_size
+    if size == 0:
+        _fail(path, "the file is empty: allowed a JSON reproducer written by difftest")
+    if size > MAX_BYTES:
+        _fail(path, f"{size} bytes: allowed at most {MAX_BYTES} (a reproducer is a few kB)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        _fail(path, f"cannot be read ({e}): allowed a UTF-8 JSON file")
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        _fail(path, f"not valid JSON (truncated or edited?): {e.msg} at line {e.lineno} column {e.colno}")
+    if not isinstance(d, dict):
+        _fail(path, f"top level is a JSON {type(d).__name__}: allowed an object with 'kernel' and 'problem'")
+    return d
+
+
+def _config_types() -> dict:
+    """RunConfig's fields and the JSON types each accepts, from its annotations (so a new
+    field is accepted, and type-checked, without an edit here)."""
+    import dataclasses
+    import types
+    import typing
+
+    from difftest.judge.runner import RunConfig
+
+    hints = typing.get_type_hints(RunConfig)
+    out = {}
+    for f in dataclasses.fields(RunConfig):
+        t = hints[f.name]
+        parts = typing.get_args(t) if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union else (t,)
+        allowed = []
+        for p in parts:
+            if p is type(None) or p in (bool, int, str):
+                allowed.append(p)
+            elif p is float:
+                allowed += [float, int]
+            else:  # a nested config (GateConfig): a JSON object
+                allowed.append(dict)
+        out[f.name] = tuple(dict.fromkeys(allowed))
+    return out
+
+
+def _check_config(path, cfg) -> dict:
+    if not isinstance(cfg, dict):
+        _fail(path, f"field 'config' is a {type(cfg).__name__}: allowed an object")
+    known = _config_types()
+    for key, val in cfg.items():
+        if key not in known:
+            _fail(path, f"config field {key!r} is unknown: allowed {sorted(known)}")
+        types = known[key]
+        if not isinstance(val, types) or (isinstance(val, bool) and bool not in types):
+            allowed = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            _fail(path, f"config field {key!r} = {val!r}: allowed {allowed}")
+    if cfg.get("device") not in (None, "cpu", "cuda"):
+        _fail(path, f"config field 'device' = {cfg['device']!r}: allowed 'cpu', 'cuda' or null")
+    for key in ("timeout_s", "compile_timeout_s"):
+        t = cfg.get(key, 1.0)
+        if not (math.isfinite(t) and t > 0):
+            _fail(path, f"config field {key!r} = {t!r}: allowed a finite number > 0")
+    for key in ("determinism_runs", "chunk_threshold"):
+        v = cfg.get(key)
+        if v is not None and v < (1 if key == "determinism_runs" else 0):
+            least = 1 if key == "determinism_runs" else 0
+            _fail(path, f"config field {key!r} = {v!r}: allowed null or an int >= {least}")
+    from difftest.judge import runner
+    from difftest.judge.runner import RunConfig
+
+    truths = getattr(runner, "TRUTHS", None)
+    if truths and "truth" in cfg and cfg["truth"] not in truths:
+        _fail(path, f"config field 'truth' = {cfg['truth']!r}: allowed one of {truths}")
+    try:
+        RunConfig.from_dict(cfg)
+    except (TypeError, ValueError) as e:
+        _fail(path, f"config field 'gates': {e}")
+    return cfg
+
+
+def load(path) -> tuple[str, Problem, dict]:
+    """(kernel spec, Problem, config dict) from a ``.json`` reproducer, every field checked;
+    raises ReproducerError (one line). Reads data only: a ``.py`` reproducer is refused,
+    never executed, and nothing the file names is imported here."""
+    from difftest.model.problem import ProblemError
+
+    d = read_json(path)
+    if "problem" not in d:  # a bare Problem
+        d = {"kernel": d.pop("kernel", ""), "problem": d}
+    kernel = d.get("kernel", "")
+    if not isinstance(kernel, str):
+        _fail(path, f"field 'kernel' = {kernel!r}: allowed a kernel name (string)")
+    if not isinstance(d["problem"], dict):
+        _fail(path, f"field 'problem' is a {type(d['problem']).__name__}: allowed an object of Problem fields")
+    try:
+        problem = Problem.from_dict(d["problem"])
+    except ProblemError as e:
+        _fail(path, str(e))
+    except TypeError as e:  # e.g. a field given the wrong kind of value
+        _fail(path, f"field 'problem': {e}")
+    return kernel, problem, _check_config(path, d.get("config", {}))
+
+
+def check_spec(path, field_name: str, spec: str, allow_import: bool) -> None:
+    """Refuse a ``module:attr`` spec read from a file unless the user allowed imports: a
+    name in a file resolves only through the registry, entry points and catalogues."""
+    from difftest.execute.adapter import is_import_spec
+
+    if spec and not allow_import and is_import_spec(spec):
+        _fail(path, f"{field_name} {spec!r} would import a module named by the file: allowed a registered kernel "
+                    f"name (see `difftest list`); pass --allow-import to trust this file, or --kernel NAME")
+
+
+def replay(path, kernel: str | None = None, *, allow_import: bool = False, profile: str | None = None):
+    """Run a reproducer again; ``kernel`` (the user's own choice, so it may be a
+    ``module:attr`` spec) overrides the recorded one. Names from the file resolve only
+    through the registry unless ``allow_import``. ``profile``: the size limits the
+    Problem must fit (default: the largest profile's)."""
+    from difftest.execute import adapter
+    from difftest.judge.runner import RunConfig, run_case
+    from difftest.search.limits import check_problem_size
+
+    spec, problem, cfg = load(path)
+    if kernel is None:
+        check_spec(path, "kernel", spec, allow_import)
+    check_spec(path, "config.second_reference", cfg.get("second_reference") or "", allow_import)
+    spec = kernel or spec
+    if not spec:
+        _fail(path, "names no kernel: pass one with --kernel")
+    why = check_problem_size(problem, profile)
+    if why:
+        _fail(path, why)
+    try:
+        k = adapter.get(spec)
+        if cfg.get("second_reference"):
+            adapter.get(cfg["second_reference"])
+    except adapter.KernelSpecError as e:
+        _fail(path, str(e))
+    return run_case(k, problem, RunConfig.from_dict(cfg) if cfg else RunConfig())
