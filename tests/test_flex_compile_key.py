@@ -17,8 +17,8 @@ import torch
 
 from difftest.kernels.flex import CAPABILITY, COMPILE_KEY, GQA_CAPABILITY, FlexAdapter, compiled_flex
 from difftest.model.capability import Capability
-from difftest.model.inputs import make_inputs
-from difftest.model.layouts import LAYOUTS, lay_out
+from difftest.model.inputs import lay_out, make_inputs
+from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import Problem
 from difftest.strategies import problems
 from difftest.strategies.compile import compile_keys, key_violations, pinned_fields, warm_problems
@@ -148,8 +148,8 @@ def test_compile_aware_draws_reuse_flex_configurations():
 def test_a_pinned_layout_keeps_its_heads():
     """A key with ``layout`` pins it (strategies/problems.py) and the heads it was drawn with
     (strategies/compile.py DEPENDS), so a warm kv_broadcast (heads_kv=1) stays legal."""
+    from difftest.model.profiles import get_profile
     from difftest.strategies.problems import _problems
-    from difftest.strategies.profiles import get_profile
 
     assert {"heads_q", "heads_kv", "layout"} <= set(pinned_fields(("layout",)))
     cap = Capability(dtypes=("float32",), head_dims_qk=(16,), gqa=True, layouts=LAYOUTS, compile_key=("layout",))

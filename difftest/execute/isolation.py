@@ -86,7 +86,7 @@ def _serve(conn, preload) -> None:
     from difftest.execute import adapter as registry
     from difftest.execute import timing
     from difftest.model.inputs import make_inputs
-    from difftest.model.layouts import lay_out
+    from difftest.model.inputs import lay_out
     from difftest.model.outputs import Outputs
 
     adapters = {}

@@ -32,8 +32,8 @@ from difftest.judge import breakdown, triage
 from difftest.judge.attribution import attribute
 from difftest.judge.determinism import determinism_verdicts, rerun_verdicts
 from difftest.judge.gates import GateConfig, Verdict, check_outputs, check_second_reference
-from difftest.model.inputs import make_inputs
-from difftest.model.layouts import CONTIGUOUS, lay_out
+from difftest.model.inputs import lay_out, make_inputs
+from difftest.model.layouts import CONTIGUOUS
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 from difftest.vocab import FailureKind, Gate, Status

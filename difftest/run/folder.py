@@ -104,23 +104,6 @@ class Run:
         atomic_write_text(self.out / "latest", self.id + "\n")
 
 
-def logged_cases(log_path, run_id: str) -> list:
-    """The finished cases of ``run_id`` in a case log, as CaseResults, in order."""
-    from difftest.judge.runner import CaseResult
-    from difftest.report.write import read_case_log
-
-    path = Path(log_path)
-    if not path.exists():
-        return []
-    out = []
-    for d in read_case_log(path, run_id=run_id):
-        try:
-            out.append(CaseResult.from_dict(d))
-        except (KeyError, TypeError, ValueError):  # a line from an older schema: run that case again
-            continue
-    return out
-
-
 def result_from_record(rec: dict, cases: list):
     """A CampaignResult rebuilt from a finished kernel's record and its logged cases."""
     from difftest.judge.runner import CaseResult
@@ -146,7 +129,7 @@ def record_crash(run: Run) -> str | None:
     unfinished case simply runs again. Returns the crashed case's Problem, short form."""
     from difftest.judge.runner import CaseResult
     from difftest.model.problem import Problem
-    from difftest.report.write import CaseLog, read_case_log
+    from difftest.search.case_log import CaseLog, read_case_log
 
     crash = run.dir / CRASH_LOG
     text = crash.read_text().strip() if crash.exists() else ""

@@ -286,8 +286,8 @@ def _serve(lanes, running, out, on_result, on_start, deadline) -> None:
 def lost_result(kernel, profile: str, run, why: str):
     """The campaign of ``kernel`` whose lane died: its finished cases, read back from its
     case log, as an interrupted partial result naming why (``--resume`` runs the rest)."""
-    from difftest.run.folder import logged_cases
     from difftest.search.campaign import CampaignResult
+    from difftest.search.case_log import logged_cases
     from difftest.search.failure_store import safe_name
     from difftest.vocab import CampaignStatus
 

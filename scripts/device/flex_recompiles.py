@@ -26,8 +26,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 
 from difftest.execute import adapter as registry
-from difftest.model.inputs import make_inputs
-from difftest.model.layouts import lay_out
+from difftest.model.inputs import lay_out, make_inputs
 from difftest.strategies import problems
 from difftest.strategies.compile import key_violations
 

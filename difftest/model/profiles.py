@@ -4,8 +4,8 @@ A Profile holds how large a drawn Problem may get (read by ``strategies``), how 
 examples a campaign draws, its search and shrink seconds and its seed (read by
 ``campaign``), and the per-mutant budgets of ``difftest mutants`` (read by ``mutants``).
 One table, so a name means the same run everywhere and an unknown name fails in one line
-(``get_profile``) instead of quietly becoming another profile. It lives in the engine,
-which ``strategies`` already imports, so neither side imports the other for it.
+(``get_profile``) instead of quietly becoming another profile. It lives in ``model``,
+below both ``strategies`` and ``search``, which read it.
 
 Sizes only ever narrow a kernel's Capability (``max_*`` there still bind). ``budget``
 bounds ``Problem.size()`` (score elements x head dim), the cost of the O(S^2) float64
