@@ -182,7 +182,7 @@ def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tm
 
 
 def test_a_campaign_cut_by_its_budget_says_so(monkeypatch, capsys):
-    from difftest.commands.cli import _print_campaign
+    from difftest.run.plan import print_campaign as _print_campaign
 
     monkeypatch.setattr(Campaign, "_over_budget", _cut_after(3))
     kernel = RefKernel()
