@@ -18,7 +18,9 @@ import math
 import sys
 
 from difftest.model.problem import OUTPUTS
-from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, ratio, write_text_atomic
+from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, ratio
+from difftest.report.write import diff_table
+from difftest.safeio import atomic_write_text
 
 LOG_MIN, LOG_MAX, BIN = -4.0, 2.0, 0.25  # histogram range (decades of ratio) and bin width
 
@@ -222,8 +224,6 @@ def _kernel_section(c: dict) -> str:
 
 
 def _gate_section(res) -> str:
-    from difftest.report.ci_gate import diff_table
-
     verdict = "PASSED" if res.passed else "FAILED"
     out = [f'<h2>Gate: <span class="{"passed" if res.passed else "failed"}" data-k="gate">{verdict}</span></h2>']
     if res.findings:
@@ -266,7 +266,7 @@ def add_arguments(p):
 def command(a) -> int:
     try:
         doc = load_report(a.report)
-        write_text_atomic(a.html, render_html(doc, title=f"difftest report: {a.report}"))
+        atomic_write_text(a.html, render_html(doc, title=f"difftest report: {a.report}"))
     except ReportError as e:
         print(f"difftest report: {e}", file=sys.stderr)
         return 2

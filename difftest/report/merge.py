@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from difftest.report.read import ReportError, load_report, output_stats, problem_key, write_text_atomic
+from difftest.report.read import ReportError, load_report, output_stats, problem_key
+from difftest.safeio import atomic_write_text
 
 # settings that must agree between the shards of one campaign
 _SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "spec", "narrowed")
@@ -147,7 +148,7 @@ def command(a) -> int:
         out = Path(a.output)
         if out.is_dir():
             raise ReportError(f"-o {out}: is a directory: allowed a file path")
-        write_text_atomic(out, json.dumps(doc, indent=1, default=str))
+        atomic_write_text(out, json.dumps(doc, indent=1, default=str))
     except ReportError as e:
         print(f"difftest merge: {e}", file=sys.stderr)
         return 2

@@ -11,11 +11,9 @@ file, the field and what is allowed.
 import json
 import lzma
 import math
-import os
 from pathlib import Path
 
 from difftest.model.problem import OUTPUTS
-from difftest.safeio import atomic_write_text
 from difftest.vocab import CampaignStatus, Gate, Status
 
 RATIO_CAP = 1e6
@@ -203,11 +201,3 @@ def output_stats(cases: list) -> dict:
 
 def error_cases(campaign: dict) -> list:
     return [c for c in campaign.get("cases", []) if c.get("status") == "error"]
-
-
-def write_text_atomic(path, text: str) -> Path:
-    """The project's atomic writer (safeio), with the usual permissions (0666 less the
-    umask) instead of mkstemp's 0600: HTML, JUnit and merged reports are for others to read."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return atomic_write_text(path, text, mode=0o666 & ~umask)
