@@ -15,7 +15,10 @@ from difftest.commands.argcheck import (
     positive_float,
     positive_int,
 )
+from difftest.commands.scaffold import write_skeleton
 from difftest.execute import adapter as registry
+from difftest.model.profiles import PROFILES
+from difftest.run.lanes import JobsError, parse_jobs
 from difftest.run.plan import (
     DEFAULT_COMPILE_TIMEOUT_S,
     DEFAULT_KERNELS,
@@ -24,6 +27,9 @@ from difftest.run.plan import (
     RunPlan,
     resumable,
 )
+from difftest.run.threads import ThreadsError, parse_threads
+from difftest.search.reproducer import ReproducerError, replay
+from difftest.search.shard import ShardError, parse_shard
 from difftest.workdir import DEFAULT_DB, DEFAULT_OUT, WORKDIR
 
 
@@ -33,8 +39,6 @@ def config_from_args(a):
 
 
 def add_run_arguments(p):
-    from difftest.model.profiles import PROFILES
-
     p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
@@ -109,8 +113,6 @@ def _seed(text):
 
 
 def _threads(text):
-    from difftest.run.threads import ThreadsError, parse_threads
-
     try:
         return parse_threads(text)
     except ThreadsError as e:
@@ -118,8 +120,6 @@ def _threads(text):
 
 
 def _jobs(text):
-    from difftest.run.lanes import JobsError, parse_jobs
-
     try:
         return parse_jobs(text)
     except JobsError as e:
@@ -127,8 +127,6 @@ def _jobs(text):
 
 
 def _shard(text):
-    from difftest.search.shard import ShardError, parse_shard
-
     try:
         return parse_shard(text)
     except ShardError as e:
@@ -146,8 +144,6 @@ def cmd_run(a) -> int:
 
 
 def cmd_repro(a) -> int:
-    from difftest.search.reproducer import ReproducerError, replay
-
     try:
         r = replay(a.file, kernel=a.kernel, allow_import=a.allow_import, profile=a.profile)
     except ReproducerError as e:
@@ -189,8 +185,6 @@ MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measure
 
 
 def cmd_new_adapter(a) -> int:
-    from difftest.commands.scaffold import write_skeleton
-
     try:
         root = write_skeleton(a.name, a.dir)
     except (ValueError, FileExistsError) as e:
@@ -222,8 +216,6 @@ def _fill(name: str, sp) -> None:
         add_run_arguments(sp)
         sp.set_defaults(func=cmd_run)
     elif name == "repro":
-        from difftest.model.profiles import PROFILES
-
         sp.add_argument("file", help="a .json reproducer written by difftest")
         sp.add_argument("--kernel", help="run it against another kernel (e.g. the fixed one)")
         sp.add_argument("--allow-import", action="store_true",

@@ -36,12 +36,22 @@ from pathlib import Path
 
 from difftest.commands.argcheck import UsageError, check_device, check_outputs
 from difftest.execute import adapter as registry
-from difftest.execute.isolation import COMPILE_TIMEOUT_S
+from difftest.execute.interrupt import Interrupted, deferred, interruptible
+from difftest.execute.isolation import COMPILE_TIMEOUT_S, close_all, prestart, share_cores
+from difftest.execute.timing import render
+from difftest.judge.declaration import claim_line
+from difftest.model.capability import parse_narrowing
 from difftest.model.problem import OUTPUTS
+from difftest.report.html import render_html
+from difftest.report.read import load_report
+from difftest.report.write import campaign_record, markdown_summary, summary_table, write_json
+from difftest.run import lanes, threads
+from difftest.run import prebuild as warmup
 from difftest.run.folder import CRASH_LOG, Run, RunError, record_crash, result_from_record
+from difftest.safeio import atomic_write_text
 from difftest.search.case_log import logged_cases
 from difftest.vocab import CampaignStatus, RunStatus
-from difftest.workdir import DEFAULT_DB, DEFAULT_OUT
+from difftest.workdir import DEFAULT_DB, DEFAULT_OUT, claim_hypothesis_home
 
 # The embedded default campaign: CPU kernels that run anywhere torch runs, and our
 # TileLang kernel (deterministic dQ) compiled for the CPU when tilelang is installed.
@@ -109,7 +119,7 @@ class RunOptions:
 
     def run_config(self):
         """The RunConfig every case of the run is judged with."""
-        from difftest.judge.gates import GateConfig
+        from difftest.judge.gates import GateConfig  # judge/ loads torch: not at `difftest --help`
         from difftest.judge.runner import RunConfig
 
         gates = GateConfig(k=dict(self.k), standards=_standards(self.standard))
@@ -121,7 +131,7 @@ class RunOptions:
 
 
 def _standards(items) -> dict:
-    from difftest.judge.gates import Standard
+    from difftest.judge.gates import Standard  # loads torch: not at `difftest --help`
 
     out = {}
     for it in items or ():
@@ -175,12 +185,9 @@ class RunPlan:
     # ------------------------------------------------------------------ difftest run
     def execute(self) -> int:
         """The whole ``difftest run``: plan, run every campaign, write the reports; the exit code."""
-        from difftest.workdir import claim_hypothesis_home
-
         o = self.options
         claim_hypothesis_home()
         names = o.names
-        from difftest.run import lanes, threads
 
         try:
             self.jobs, self.jobs_why = lanes.choose(o.jobs, len(names), threads.usable_cpus(), o.isolate, o.device)
@@ -220,8 +227,6 @@ class RunPlan:
         except KeyError as e:
             raise UsageError(e.args[0]) from None
         try:
-            from difftest.model.capability import parse_narrowing
-
             changes = parse_narrowing(list(o.narrow) or None)
             return [registry.narrow(k, **changes) for k in kernels]
         except ValueError as e:
@@ -233,8 +238,6 @@ class RunPlan:
         With ``jobs`` > 1 the lanes get the threads (``lane_env``, set in each lane after the
         fork) and this process, which only waits for them, runs single-threaded: a process
         whose OpenMP pool ever started cannot fork safely (the child hangs in it)."""
-        from difftest.run import threads
-
         o = self.options
         if self._in_lanes:  # back to one campaign at a time (a CUDA kernel): as if never in lanes
             if self._omp_before is None:
@@ -254,8 +257,6 @@ class RunPlan:
             self.lane_threads = f"{n} CPU threads per process ({why}, halved with the kernel worker)" if n else None
             return  # printed once the kernels are loaded and the lanes confirmed (execute)
         if o.isolate:
-            from difftest.execute.isolation import prestart, share_cores
-
             if n_threads is None:
                 share_cores()  # references here and the kernel there run at once: half the cores each
             else:  # the run's share of the host, halved the same way between this process and its worker
@@ -282,8 +283,6 @@ class RunPlan:
     def prebuild(self, kernels) -> dict:
         """Build the JIT kernels these campaigns start with (all at once, on every core) and
         wait for them: campaigns have wall-clock budgets. Returns kernel name -> counts."""
-        from difftest.run import prebuild as warmup
-
         todo = [k for k in kernels if k.name not in self.prebuilt]
         if not self.options.prebuild or not todo:
             return {k.name: self.prebuilt.get(k.name) for k in kernels}
@@ -298,7 +297,7 @@ class RunPlan:
         fixture's). ``kernel``: a registry name, "module:attr" or an adapter. ``isolate``
         overrides the options' (a ``config`` in ``kw`` wins over both); an adapter instance
         without a ``spec`` cannot be rebuilt in a worker process and runs here."""
-        from difftest.search.campaign import run_campaign
+        from difftest.search.campaign import run_campaign  # loads torch and Hypothesis: not at CLI start
 
         o = self.options
         run = self.open()
@@ -320,8 +319,6 @@ class RunPlan:
 
     def finished(self, name: str, r) -> None:
         """Kernel ``name``'s campaign finished: its record in the run folder (``--resume`` skips it)."""
-        from difftest.report.write import campaign_record
-
         self.results.append(r)
         if self.prebuilt.get(name):
             r.settings["prebuild"] = self.prebuilt[name]
@@ -333,10 +330,6 @@ class RunPlan:
         """report.json, summary.md and report.html in the run folder (the user's extra paths
         get copies), the run's status, and with ``publish`` the copies in OUT. Returns
         report.json's path."""
-        from difftest.execute.interrupt import deferred
-        from difftest.report.write import markdown_summary, write_json
-        from difftest.safeio import atomic_write_text
-
         o, run = self.options, self.run
         with deferred():  # a second signal must not cut the partial report in half
             extra = {"argv": list(o.argv if argv is None else argv), "run_id": run.id, "interrupted": interrupted}
@@ -356,10 +349,6 @@ class RunPlan:
     def _run_all(self, kernels) -> int:
         """Run (or resume) every kernel's campaign in this run's folder; on SIGINT/SIGTERM
         keep what finished, write a partial report and exit 130/143 (1 if a failure was found)."""
-        from difftest.execute.interrupt import Interrupted, interruptible
-        from difftest.judge.declaration import claim_line
-        from difftest.report.write import summary_table
-
         o, resume = self.options, self.resume
         out = Path(o.out)
         run = self.open(quiet=True)
@@ -411,8 +400,6 @@ class RunPlan:
             except Interrupted as e:  # between campaigns
                 interrupted = e
             finally:
-                from difftest.execute.isolation import close_all
-
                 close_all()
         why = interrupted.name if interrupted else "campaign process died" if lost else None
         report = self.write_reports(results, why)
@@ -436,10 +423,6 @@ class RunPlan:
         when it finishes; the results keep the order the kernels were named in. Returns
         (results, the Interrupted or None, names of the campaigns whose process died), or
         None when the run cannot fork safely (``lanes.fork_hazard``): then nothing ran."""
-        from difftest.execute.interrupt import Interrupted
-        from difftest.judge.declaration import claim_line
-        from difftest.run import lanes
-
         run, resume = self.run, self.resume
         hazard = lanes.fork_hazard()
         if hazard:  # forking now could hang a lane: the campaigns run here, one at a time
@@ -496,8 +479,6 @@ def print_campaign(k, r) -> None:
         line += f": {r.reason}"
     print(line, flush=True)
     if getattr(r, "timing", None) and r.cases:
-        from difftest.execute.timing import render
-
         print(render(r.timing), flush=True)
     cr = getattr(r, "compile_reuse", None)
     if cr:
@@ -518,9 +499,5 @@ def print_campaign(k, r) -> None:
 
 
 def _write_html(report_path, html_path):
-    from difftest.report.html import render_html
-    from difftest.report.read import load_report
-    from difftest.safeio import atomic_write_text
-
     return atomic_write_text(html_path, render_html(load_report(report_path),
                                                     title=f"difftest report: {report_path}"))
