@@ -138,8 +138,7 @@ def cmd_run(a) -> int:
     resume = None
     if a.resume is not None:  # continue a killed run with its own arguments
         resume, argv = resumable(a.out, a.resume or None)
-        a = build_parser(argv).parse_args(argv)
-        a.argv = argv
+        a = parse(argv)
     return RunPlan(RunOptions.from_args(a), resume=resume).execute()
 
 
@@ -254,10 +253,17 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
     return p
 
 
+def parse(argv: list) -> argparse.Namespace:
+    """``argv`` parsed; the Namespace carries the command line itself as ``argv`` (a run
+    records it for --resume) and is never written to afterwards."""
+    p = build_parser(argv)
+    p.set_defaults(argv=tuple(argv))
+    return p.parse_args(argv)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
-    args.argv = argv
+    args = parse(argv)
     try:
         return args.func(args)
     except (UsageError, registry.KernelSpecError) as e:
