@@ -297,7 +297,7 @@ class Worker:
                 self._timed_out(timer, waited_from, timeout_s, compile_timeout_s, t0, built, building)
             try:
                 reply = self.conn.recv()
-                status, payload = reply[0], reply[1]
+                tag, payload = reply[0], reply[1]
             except (EOFError, ConnectionResetError, OSError):
                 # the pipe closes a moment before the process is reaped: wait for its exit status
                 self.proc.join(10)
@@ -306,7 +306,7 @@ class Worker:
                 if timer:
                     timer.add({"kernel": time.perf_counter() - waited_from})
                 raise KernelCrashed(f"kernel process died: {describe_exit(code)}") from None
-            if status != "compile":
+            if tag != "compile":
                 break
             # the worker's clock (perf_counter is system-wide on Linux), kept within this wait:
             # the parent may read both messages late, after computing the references
@@ -322,11 +322,11 @@ class Worker:
             charged = {**worker, "transfer": max(0.0, rt - sum(worker.values()))}
             scale = min(1.0, (now - waited_from) / rt) if rt > 0 else 1.0
             timer.add({k: v * scale for k, v in charged.items()})
-        if status == "error_fatal":
+        if tag == "error_fatal":
             self.kill()
             kind, msg = payload
             raise _kernel_error(kind, msg + "\n(the CUDA context is unusable after this error: worker restarted)")
-        if status == "error":
+        if tag == "error":
             raise _kernel_error(*payload)
         return payload
 

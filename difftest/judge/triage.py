@@ -28,7 +28,7 @@ elements per output.
 
 from collections import Counter
 
-from difftest.vocab import ErrorOrigin, TriageKind
+from difftest.vocab import ErrorOrigin, Status, TriageKind
 
 Kind = TriageKind  # the name this module's readers use
 
@@ -104,14 +104,14 @@ def overflow_limited(case) -> dict[str, int]:
 def classify(case) -> Kind:
     """The kind of one case (see the module docstring)."""
     status = str(_get(case, "status", ""))
-    if status == "skipped":
+    if status == Status.SKIPPED:
         return Kind.SKIPPED
-    if status == "error":
+    if status == Status.ERROR:
         if error_origin(case) == ErrorOrigin.DIFFTEST:
             return Kind.INTERNAL
         return _error_kind(_get(case, "reason", ""), _get(case, "error_type", "") or "")
     failed = [v for v in _verdicts(case) if not v.get("passed", True)]
-    if status == "failed" or failed:
+    if status == Status.FAILED or failed:
         if failed and all(v.get("gate") == "missing" for v in failed):
             return Kind.DECLARATION  # an output declared but never returned (difftest/judge/declaration.py)
         if failed and all(v.get("gate") in _DETERMINISM for v in failed):

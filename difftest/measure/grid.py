@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from difftest.judge.runner import CaseResult, RunConfig, run_case
 from difftest.model.problem import Problem
+from difftest.vocab import Status
 
 DTYPES = ("float16", "bfloat16")
 MHA_TYPES = ("mha", "mqa", "gqa")
@@ -114,7 +115,7 @@ def run_grid(kernel, time_budget: float, *, problems: list[Problem] | None = Non
         if time.perf_counter() - t0 > time_budget:
             break
         case = run_case(kernel, p, config)
-        if case.status == "skipped":
+        if case.status == Status.SKIPPED:
             res.skipped += 1
             continue
         res.cases.append(case)

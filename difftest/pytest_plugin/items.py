@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from difftest.vocab import CampaignStatus
+
 _RUN_ID = pytest.StashKey[str]()
 
 
@@ -108,12 +110,12 @@ class KernelItem(pytest.Item):
                                  ("difftest_status", str(rec.get("status")))]
         if (rec.get("reproducer") or {}).get("py"):
             self.user_properties.append(("difftest_reproducer", str(Path(rec["reproducer"]["py"]).resolve())))
-        if rec["status"] == "unavailable":
+        if rec["status"] == CampaignStatus.UNAVAILABLE:
             pytest.skip(f"kernel {self.kernel} unavailable: {rec.get('reason', '')}")
         repro = (rec.get("reproducer") or {}).get("py")
         failure = rec.get("failure")
         if self.output is None:
-            if rec["status"] == "failed" or rec["counts"]["failed"] or rec["counts"]["error"]:
+            if rec["status"] == CampaignStatus.FAILED or rec["counts"]["failed"] or rec["counts"]["error"]:
                 n = rec["counts"]["failed"] + rec["counts"]["error"]
                 text = [f"{self.kernel}: {n} of {rec['examples']} cases failed"]
                 if failure:

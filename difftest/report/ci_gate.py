@@ -39,7 +39,7 @@ from difftest.model.problem import OUTPUTS
 from difftest.report.html import render_html
 from difftest.report.read import ReportError, gate_results, load_report, problem_key, ratio
 from difftest.report.write import diff_table
-from difftest.vocab import RATIO_GATES, FindingKind, Gate
+from difftest.vocab import RATIO_GATES, CampaignStatus, FindingKind, Gate, Status
 
 DEFAULT_GROWTH = 1.0
 DEFAULT_MIN_RATIO = 0.05
@@ -98,8 +98,8 @@ def _campaigns(doc, which) -> dict:
 
 def _gates_with_run(c: dict) -> dict:
     g = gate_results(c)
-    ran = [x for x in c.get("cases", []) if x.get("status") != "skipped"]
-    errors = [x for x in ran if x.get("status") == "error"]
+    ran = [x for x in c.get("cases", []) if x.get("status") != Status.SKIPPED]
+    errors = [x for x in ran if x.get("status") == Status.ERROR]
     if ran:
         g[RUN] = {"checked": len(ran), "failed": len(errors), "worst_ratio": 0.0, "differing_cases": 0,
                   "first_failing": errors[0] if errors else None}
@@ -113,7 +113,7 @@ def _shrunk(c: dict, output: str, gate: str):
     for failure, repro in pairs:
         if not failure:
             continue
-        hit = failure.get("status") == "error" if (output, gate) == RUN else \
+        hit = failure.get("status") == Status.ERROR if (output, gate) == RUN else \
             f"{output}:{gate}" in (failure.get("failed_gates") or [])
         if hit:
             return failure, (repro or {}).get("py") or (repro or {}).get("json")
@@ -146,8 +146,8 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             add(Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
                         f"{kernel}: in the baseline, absent from the candidate"))
             continue
-        a_up = A is not None and A.get("status") != "unavailable"
-        b_up = B.get("status") != "unavailable"
+        a_up = A is not None and A.get("status") != CampaignStatus.UNAVAILABLE
+        b_up = B.get("status") != CampaignStatus.UNAVAILABLE
         if a_up and not b_up:
             add(Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
                         f"{kernel}: ran in the baseline, unavailable in the candidate: {B.get('reason', '')}"))
@@ -230,9 +230,9 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             if bc is None:
                 continue
             common += 1
-            if ac["status"] == "passed" and bc["status"] in ("failed", "error"):
-                newly.setdefault(RUN if bc["status"] == "error" else _first_gate(bc), []).append(bc)
-            elif ac["status"] != "skipped" and bc["status"] == "skipped":
+            if ac["status"] == Status.PASSED and bc["status"] in (Status.FAILED, Status.ERROR):
+                newly.setdefault(RUN if bc["status"] == Status.ERROR else _first_gate(bc), []).append(bc)
+            elif ac["status"] != Status.SKIPPED and bc["status"] == Status.SKIPPED:
                 skipped.append(bc)
         for (out, gate), bcs in newly.items():  # one finding per output x gate, not one per problem
             more = f" (and {len(bcs) - 1} more)" if len(bcs) > 1 else ""
@@ -258,7 +258,7 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
     for kernel, output, gate, *_ in res.rows:
         res.testcases.setdefault((kernel, f"{output}:{gate}"), [])
     for kernel in cb:
-        if cb[kernel].get("status") != "unavailable" or kernel in ca:
+        if cb[kernel].get("status") != CampaignStatus.UNAVAILABLE or kernel in ca:
             res.testcases.setdefault((kernel, "coverage"), [])
         if kernel in ca:
             res.testcases.setdefault((kernel, "settings"), [])

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from difftest.report.read import ReportError, load_report, output_stats, problem_key
 from difftest.safeio import atomic_write_text
+from difftest.vocab import CampaignStatus
 
 # settings that must agree between the shards of one campaign
 _SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "spec", "narrowed")
@@ -76,9 +77,9 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
             seen.add(key)
             cases.append(case)
     recs = [c for _, c in parts]
-    available = [c for c in recs if c.get("status") != "unavailable"]
-    status = "unavailable" if not available else "failed" if any(c.get("status") == "failed" for c in recs) \
-        else "passed"
+    available = [c for c in recs if c.get("status") != CampaignStatus.UNAVAILABLE]
+    failed = any(c.get("status") == CampaignStatus.FAILED for c in recs)
+    status = CampaignStatus.UNAVAILABLE if not available else CampaignStatus.FAILED if failed else CampaignStatus.PASSED
     failing = [c for c in recs if c.get("failure")]
     hit, missing = {}, None
     for c in available:

@@ -162,7 +162,7 @@ def gate_results(campaign: dict) -> dict:
     determinism) counts differing elements in ``failed``'s place under "differing"."""
     out = {}
     for case in campaign.get("cases", []):
-        if case.get("status") == "skipped":
+        if case.get("status") == Status.SKIPPED:
             continue
         for v in case.get("verdicts", []):
             key = (v["output"], v["gate"])
@@ -185,7 +185,7 @@ def output_stats(cases: list) -> dict:
     numbers reports.output_stats gives for live cases)."""
     stats = {}
     for c in cases:
-        if c.get("status") == "skipped":
+        if c.get("status") == Status.SKIPPED:
             continue
         for name in OUTPUTS:
             vs = [v for v in c.get("verdicts", []) if v["output"] == name]
@@ -200,4 +200,4 @@ def output_stats(cases: list) -> dict:
 
 
 def error_cases(campaign: dict) -> list:
-    return [c for c in campaign.get("cases", []) if c.get("status") == "error"]
+    return [c for c in campaign.get("cases", []) if c.get("status") == Status.ERROR]

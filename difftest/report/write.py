@@ -10,7 +10,7 @@ from pathlib import Path
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
 from difftest.report.read import RATIO_CAP
-from difftest.vocab import RATIO_GATES, Gate, Status
+from difftest.vocab import RATIO_GATES, CampaignStatus, Gate, Status
 
 
 def output_stats(cases) -> dict:
@@ -111,7 +111,7 @@ def markdown_summary(results) -> str:
         for r in results)]
     out += ["", "Coverage: features the capability makes reachable that no case exercised:"]
     out += [f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
-            for r in results if r.status != "unavailable"]
+            for r in results if r.status != CampaignStatus.UNAVAILABLE]
     for r in results:
         if r.failure is not None:
             out.append("")

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from difftest.safeio import atomic_write_text
+from difftest.vocab import RunStatus
 
 RUNS = "runs"
 CRASH_LOG = "crash.log"  # faulthandler's output with --no-isolate (a fatal signal in the kernel)
@@ -53,7 +54,7 @@ class Run:
     def start(cls, out, argv: list) -> "Run":
         run = cls(out, uuid.uuid4().hex)
         run.dir.mkdir(parents=True, exist_ok=False)
-        run._write_meta(run_id=run.id, argv=list(argv), status="running", finished_kernels={},
+        run._write_meta(run_id=run.id, argv=list(argv), status=RunStatus.RUNNING, finished_kernels={},
                         started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), started_ns=time.time_ns())
         return run
 
@@ -66,7 +67,7 @@ class Run:
             if not run.meta_path.exists():
                 known = sorted(p.name for p in base.glob("*") if (p / "run.json").exists()) if base.exists() else []
                 raise RunError(f"--resume {run_id}: no such run in {str(base)!r}: known runs are {known}")
-            if run.meta().get("status") == "finished":
+            if run.meta().get("status") == RunStatus.FINISHED:
                 raise RunError(f"--resume {run_id}: that run finished; nothing to resume")
             return run
         candidates = []
@@ -75,7 +76,7 @@ class Run:
                 d = json.loads(p.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
-            if d.get("status") != "finished":
+            if d.get("status") != RunStatus.FINISHED:
                 candidates.append((d.get("started_ns", 0), p.parent.name))
         if not candidates:
             raise RunError(f"--resume: no unfinished run in {str(base)!r}: "
