@@ -182,3 +182,15 @@ def test_the_public_api_names_resolve():
 
     for name in difftest.__all__:
         assert getattr(difftest, name) is not None, name
+
+
+def test_every_package_installs_through_the_one_mapping():
+    """pyproject lists every package (difftest's own and kernels/, strategies/, oracles/ under
+    difftest.*, through package-dir: the one install mechanism; difftest/__init__.py's
+    __path__ line does the same for a source checkout), so an installed difftest lacks none."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {m for m, p in MODULES.items() if p.name == "__init__.py"}
+    assert set(conf["packages"]) == packages
+    assert conf["package-dir"] == {"difftest": "difftest", **{v: k for k, v in FOLDERS.items() if k != "difftest"}}
