@@ -48,6 +48,9 @@ def test_a_library_setting_its_variables_on_import_does_not_restart_the_worker(m
     assert not w.environment_differs()
     w.worker_env = dict(w.launch_env)  # its imports did not set it: the kernel would not see it
     assert w.environment_differs()
+    w.launch_env = w.worker_env = dict(os.environ)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test (call)")  # pytest's, between tests
+    assert not w.environment_differs()
     w.proc = None
 
 

@@ -243,7 +243,7 @@ class Worker:
         if self.proc is None:
             return False
         now, then = os.environ, self.launch_env
-        changed = [k for k in set(now) | set(then) if now.get(k) != then.get(k)]
+        changed = [k for k in set(now) | set(then) if now.get(k) != then.get(k) and k not in VOLATILE_ENV]
         if not changed:
             return False
         if not self.ready and self.proc.is_alive():
@@ -372,6 +372,8 @@ def _kernel_error(error_type: str, message: str) -> RuntimeError:
 
 
 _WORKERS: dict = {}
+# changed by the host process between tests, read by no kernel: no reason for a new worker
+VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 def share_cores() -> int | None:
