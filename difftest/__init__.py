@@ -5,7 +5,9 @@ The repository keeps the design card's layout: ``difftest/`` (the engine) beside
 top-level import name: installed, setuptools' package-dir mapping puts them under
 ``difftest.kernels``, ``difftest.strategies`` and ``difftest.oracles``; in a source
 checkout (or an editable install) the same names resolve to the sibling folders through
-``__path__`` below. Nothing else is added to the import path.
+``__path__`` below. Nothing else is added to the import path. Module paths recorded
+before this layout (a reproducer's ``kernels.x:Y``) are translated in one place,
+``difftest.execute.adapter.current_module``.
 """
 
 import os as _os
