@@ -4,7 +4,10 @@
   profile and fails the test with the shrunk case and its reproducer path. Kernels run
   in a worker process, as the CLI runs them (``isolate=False`` or
   ``--difftest-no-isolate`` to run in-process); each call adds JUnit properties
-  (kernel, profile, cases, status, absolute reproducer path).
+  (kernel, profile, cases, status, absolute reproducer path). Campaigns run through the
+  session's RunPlan (difftest/run/plan.py, as ``difftest run`` runs them: prebuild, run
+  folder ``--difftest-out``/pytest/runs/<id>/ with the session's reports, a kernel worker
+  started with the environment the campaign runs in).
 - Under pytest-xdist each worker limits torch's intra-op threads to
   ``max(1, cpu_count // workers)`` (unless OMP_NUM_THREADS is set), so ``-n 2`` does not
   oversubscribe the cores.
