@@ -1,4 +1,4 @@
-"""docs/adapters.md stays true (issue 15): its Capability table lists exactly the
+"""docs/adapters.md stays true: its Capability table lists exactly the
 dataclass's fields with their defaults; its worked example (examples/myattn) passes a
 campaign and its planted bug is found and named by head; ``difftest new-adapter`` writes a
 package that pip installs, registers through its entry point and passes out of the box."""

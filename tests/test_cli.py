@@ -5,7 +5,7 @@ import json
 
 
 def test_main_job_passes_and_writes_a_report(tmp_path, difftest_cli):
-    """Behaviour only: its time goal (issue 12) lives in results/speed.md, not in an
+    """Behaviour only: its time goal lives in results/speed.md, not in an
     assertion that two shared, noisy CI cores would fail at random."""
     r = difftest_cli("run", cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

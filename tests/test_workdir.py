@@ -1,4 +1,4 @@
-"""The CLI as a new user meets it (issue 15): ``difftest --help``/``list`` load no torch,
+"""The CLI as a new user meets it: ``difftest --help``/``list`` load no torch,
 ``list`` has a header, a run writes only under ``.difftest/``, and ``-k module:attr``
 finds a module in the current directory or fails in one line."""
 
