@@ -136,3 +136,22 @@ def test_tests_map_names_every_test_file():
     text = (ROOT / "tests" / "README.md").read_text()
     missing = [f.name for f in sorted((ROOT / "tests").glob("test_*.py")) if f"`{f.name}`" not in text]
     assert not missing, f"tests/README.md does not say where {missing} belong"
+
+
+# Pointers a reader of the code cannot follow: the project's issue numbers, seed files and notes,
+# labels of device runs and phase logs (kept on the branch lab-notebook, not in the product), and
+# paths on the machine the code was written on.
+OUTSIDE = re.compile(r"\bissue \d+|\bseed[ -]?00\d|anchors\.md|\bR\d{2}\b|\bphase ?\d+|results/h200|scripts/device"
+                     r"|/work/|\.seed/")
+
+
+def test_no_code_points_outside_the_repository():
+    hits = []
+    for folder in ("difftest", "kernels", "oracles", "strategies", "tests", "examples", "scripts"):
+        for f in sorted((ROOT / folder).rglob("*.py")):
+            if f == Path(__file__).resolve():
+                continue
+            for n, line in enumerate(f.read_text().splitlines(), 1):
+                if OUTSIDE.search(line):
+                    hits.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not hits, "\n".join(hits)
