@@ -132,6 +132,18 @@ def add_run_arguments(p):
                         "--device cuda) or with --no-isolate; 1 = one after another). Findings are the same; "
                         "blocks print as campaigns finish, reports keep the order of -k (difftest/run/lanes.py)")
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
+    hunt = p.add_mutually_exclusive_group()
+    hunt.add_argument("--hunt", dest="hunt", action="store_true", default=None,
+                      help="go on after a failure: each distinct bug becomes one finding with a signature, shrunk "
+                           "within a bound, and the search steers away from what a finding explains (default for "
+                           "the nightly and gpu profiles)")
+    hunt.add_argument("--first-failure", dest="hunt", action="store_false",
+                      help="stop at the first failure and shrink it (default for quick and ci, and what "
+                           "`difftest gate` baselines use: the same finding every run)")
+    p.add_argument("--known", action="append", metavar="FILE",
+                   help="findings known from an earlier run (its report.json or findings.json, or the failure "
+                        "store: a difftest-failures/*.jsonl or its database folder): replayed first, listed as "
+                        "known, not shrunk again, and the search goes on past them (repeatable)")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
                         "with its original arguments, without re-running its finished cases")
@@ -227,6 +239,7 @@ def cmd_run(a) -> int:
                 print(f"difftest: {a.lane_threads}", file=sys.stderr)
             print(f"difftest: {a.jobs} campaigns at once ({jobs_why})", file=sys.stderr)
     config = config_from_args(a)
+    a.known_entries = _known(a.known)
     out = Path(a.out)
     # everything the campaign will write is checked before the first case runs
     check_device(a.device)
@@ -236,6 +249,15 @@ def cmd_run(a) -> int:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
                   "stopped): it is ignored with --no-isolate, as is --compile-timeout", file=sys.stderr)
     return _run_campaigns(a, kernels, config, out, resume)
+
+
+def _known(files) -> list:
+    from difftest.search.signature import SignatureError, load_known
+
+    try:
+        return [k for f in files or () for k in load_known(f)]
+    except SignatureError as e:
+        raise UsageError(f"--known {e}") from None
 
 
 def _share_threads(a, names, jobs: int) -> None:
@@ -291,6 +313,7 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
     from difftest.report.write import campaign_record, markdown_summary, summary_table, write_json
     from difftest.run.folder import CRASH_LOG, Run, logged_cases, record_crash, result_from_record
     from difftest.search.campaign import run_campaign
+    from difftest.search.signature import known_for
 
     run = resume or Run.start(out, a.argv)
     print(f"run {run.id}{' (resumed)' if resume else ''}: {run.dir}", file=sys.stderr, flush=True)
@@ -325,7 +348,8 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
                             config=config, progress=progress, edge_cases=not a.no_edge_cases,
                             database=None if a.db == "none" else a.db,
                             seed=-1 if a.seed is None else a.seed, shard=a.shard,
-                            run_id=run.id, resume=resume is not None)
+                            run_id=run.id, resume=resume is not None, hunt=getattr(a, "hunt", None),
+                            known=known_for(getattr(a, "known_entries", ()), k))
 
     def finished(k, r):
         if prebuilt.get(k.name):
@@ -373,6 +397,9 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
         from difftest.safeio import atomic_write_text
 
         atomic_write_text(md, markdown_summary(results) + "\n")
+        from difftest.report.write import write_findings
+
+        write_findings(results, run.dir / "findings.json")
         html = _write_html(report, run.dir / "report.html")
         for path, src in ((a.report, report), (a.markdown, md), (a.html, html)):
             if path:  # the user's own paths get this run's files, finished or not
@@ -382,6 +409,11 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
             run.publish()
     print()
     print(summary_table(results))
+    from difftest.report.write import findings_table
+
+    table = findings_table(results)
+    if table:
+        print("\nfindings (one per distinct bug):\n" + table)
     where = f"{out / 'report.json'} (run folder {run.dir})" if not extra["interrupted"] else f"{report} (partial)"
     print(f"\nreport: {where}  ({time.perf_counter() - t0:.1f} s)")
     failed = any(r.failed for r in results)
@@ -472,6 +504,12 @@ def _print_campaign(k, r) -> None:
         print(f"  not exercised: {missing}")
     if getattr(r, "unrun", 0):
         print(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
+    for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
+        if isinstance(f, dict):
+            continue  # a resumed campaign's record: the findings table lists them
+        where = f.reproducer["json"] if f.reproducer else "replayed, not shrunk"
+        print(f"  finding {f.id} ({'known' if f.known else 'new'}): {f.signature.describe()}; "
+              f"{f.hits} cases, first at case {f.first_seen.get('case', '-')}; reproducer: {where}")
     if r.failure is not None:
         print(r.failure.render())
         for d in getattr(r, "declaration", ()):

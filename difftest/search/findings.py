@@ -105,3 +105,26 @@ class Finding:
                 "failure": self.best.to_dict() if self.best is not None else None,
                 "first_failure": self.first.problem.to_dict() if self.first is not None else None,
                 **({"source": self.source} if self.source else {})}
+
+
+def failure_message(res) -> str:
+    """What a failing campaign reports where one message must say it all (the pytest
+    fixture): every new finding, each with its signature, shrunk case, cases that hit it,
+    when first seen and reproducer; then the known findings it hit, one line each."""
+    new = [f for f in res.findings if not f.known] if res.findings else []
+    if not new:
+        repro = (res.reproducer or {}).get("py", "-")
+        return f"{res.failure.render()}\nfirst failure after {res.examples_to_fail} examples; reproducer: {repro}"
+    lines = [f"{res.kernel}: {len(new)} distinct finding{'s' * (len(new) != 1)}"
+             + (f" ({res.explained_skipped} drawn problems they explain not run)" if res.explained_skipped else "")]
+    for i, f in enumerate(new, 1):
+        seen = f.first_seen or {}
+        lines.append(f"--- finding {i}/{len(new)} [{f.id}] {f.signature.describe()}")
+        lines.append(f"  {f.hits} failing cases; first seen at case {seen.get('case', '-')} "
+                     f"({seen.get('seconds', 0.0):.1f} s in)")
+        lines += ["  " + x for x in f.best.render().splitlines()]
+        lines.append(f"  reproducer: {(f.reproducer or {}).get('py', '-')}")
+    for f in res.findings:
+        if f.known and f.hits:
+            lines.append(f"known [{f.id}] {f.signature.describe()}: {f.hits} cases")
+    return "\n".join(lines)

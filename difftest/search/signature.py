@@ -310,22 +310,26 @@ def unexplained_gates(signatures, case) -> set:
 
 
 def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None) -> bool:
-    """``b`` is ``a``'s bug: the same id; or, with the same triage kind, a gate in common
-    (or the same error type), ``b`` needs every switch ``a`` needs and ``b``'s shrunk
-    Problem has ``a``'s choices. Lower bounds are left out of this comparison: they are
-    where a shrinker stopped (a fault invisible at one key without sinks shrinks to two
-    keys, with sinks to one), not which bug it is."""
+    """``b`` is ``a``'s bug: the same id; or, with the same triage kind and a gate in common
+    (or the same error type), the switches one needs are among the other's (a fault on
+    dK under a causal mask, met again on a causal Problem with sinks, is the same fault:
+    no run can tell them apart), the choices both constrain overlap, and ``b``'s shrunk
+    Problem (when given) has ``a``'s choices. Lower bounds are left out of the
+    comparison: they are where a shrinker stopped (a fault invisible at one key without
+    sinks shrinks to two keys, with sinks to one), not which bug it is."""
     if a.id == b.id:
         return True
-    if a.kind != b.kind or a.error_type != b.error_type:
+    if a.kind != b.kind or a.error_type != b.error_type or not set(a.gates) & set(b.gates):
         return False
-    if not set(a.gates) & set(b.gates):
+    sa = {n for n, v in a.needs if n in SWITCHES}
+    sb = {n for n, v in b.needs if n in SWITCHES}
+    if not (sa <= sb or sb <= sa):
         return False
-    if problem_b is None:
+    ca = {n: set(v) for n, v in a.needs if n in CHOICES}
+    cb = {n: set(v) for n, v in b.needs if n in CHOICES}
+    if any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb)):
         return False
-    switches_b = {n for n, v in b.needs if n in SWITCHES}
-    loose = Signature(a.kind, a.gates, a.error_type, tuple((n, v) for n, v in a.needs if n not in BOUNDS))
-    return {n for n, v in a.needs if n in SWITCHES} <= switches_b and loose.explains_problem(problem_b)
+    return problem_b is None or all(_choice(problem_b, n) in v for n, v in ca.items() if n not in cb)
 
 
 # ---------------------------------------------------------------------------- known findings
