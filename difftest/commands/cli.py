@@ -563,7 +563,10 @@ def cmd_list(a) -> int:
     return 0
 
 
-_MODULES = {"calibrate": "calibration", "report": "html_report"}  # subcommand -> module, where they differ
+# subcommand -> the module holding its add_arguments/command (the engine's subpackages)
+_MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measure.calibration",
+            "bench": "difftest.measure.bench", "merge": "difftest.report.merge", "gate": "difftest.report.ci_gate",
+            "report": "difftest.report.html"}
 def cmd_new_adapter(a) -> int:
     from difftest.commands.scaffold import write_skeleton
 
@@ -618,7 +621,7 @@ def _fill(name: str, sp) -> None:
     else:
         import importlib
 
-        mod = importlib.import_module(f".{_MODULES.get(name, name)}", __package__)
+        mod = importlib.import_module(_MODULES[name])
         mod.add_arguments(sp)
         sp.set_defaults(func=mod.command)
 
