@@ -201,6 +201,7 @@ def cmd_run(a) -> int:
         a = build_parser(argv).parse_args(argv)
         a.argv = argv
     claim_hypothesis_home()
+    a.known_entries = _known(a.known)  # a bad --known file: one line, exit 2, before anything starts
 
     names = a.kernels or list(DEFAULT_KERNELS)
     from difftest.run import lanes, threads
@@ -239,7 +240,6 @@ def cmd_run(a) -> int:
                 print(f"difftest: {a.lane_threads}", file=sys.stderr)
             print(f"difftest: {a.jobs} campaigns at once ({jobs_why})", file=sys.stderr)
     config = config_from_args(a)
-    a.known_entries = _known(a.known)
     out = Path(a.out)
     # everything the campaign will write is checked before the first case runs
     check_device(a.device)

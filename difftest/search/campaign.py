@@ -398,6 +398,7 @@ class Campaign:
         if len(self.found) >= self.max_findings + sum(f.known for f in self.found) or self._now() > self._deadline():
             return None  # counted as unexplained at the end
         t = self._now()
+        self.result.settings["hunt_attempts"] = self.result.settings.get("hunt_attempts", 0) + 1
         n_new = sum(not f.known for f in self.found) + 1
         source = self.known_problems.get(case.problem)  # a known failure-store Problem: not shrunk again
         writer = None if source else Findings(self.kernel, self.config,
@@ -420,7 +421,7 @@ class Campaign:
             writer.write(best)
         f = Finding(sig, first=case, best=best, known=source is not None, source=source or "",
                     reproducer=writer.reproducer if writer else None,
-                    shrink={"calls": calls, "seconds": round(self._now() - t, 2)})
+                    shrink={} if source else {"calls": calls, "seconds": round(self._now() - t, 2)})
         self.found.append(f)
         if writer is not None and self.findings.best is None:
             self.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
@@ -492,6 +493,7 @@ class Campaign:
                                           shrink={"seconds": round(self._now() - (self.failed_at or 0.0), 2)}))
         self._count_hits()
         res.findings = list(self.found)
+        res.settings["searched"] = len(self.searched)  # cases the search ran; the rest shrank or signed
         if not self.hunting:
             return
         new = [f for f in self.found if not f.known]
