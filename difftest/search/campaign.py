@@ -14,6 +14,19 @@ a seeded one draws from its seed alone, neither steered by the kernel's results 
 the literals of local source code (``seeded_search.py``), so a baseline and a candidate
 draw the same Problems.
 
+Two modes. *First failure* (profiles quick and ci, and the gate's baselines): the first
+failure ends the search; Hypothesis and then ``shrinking.simplify`` shrink it, and it is
+signed (``signature.derive``) so reports and the gate name it as a hunt would. *Hunt*
+(nightly and gpu; ``hunt=True``): the property never raises. A failing case that the
+findings so far do not explain (``signature.unexplained_gates``) is shrunk right there,
+toward a failure none explains, within ``shrink_budget`` and ``finding_calls`` runs, then
+signed and kept as a ``Finding`` (or added to the finding whose bug it is), and Hypothesis
+goes on drawing. Drawn Problems a finding explains are skipped, all but 1 in
+``steer_every``, and counted (``explained_skipped``). The search's examples and seconds
+still bound it: no new Problem runs after ``time_budget``, and no shrink or variation after
+``time_budget + shrink_budget``. Known findings (``known``, from ``--known``) replay first,
+are listed, never shrunk, and neither stop nor fail the campaign.
+
 Time budgets: Hypothesis has no wall-clock stop, so once a campaign's budget is spent
 new Problems are not run (they count as passing) while Problems already seen replay
 their recorded outcome; the failure Hypothesis replays at the end is therefore always
