@@ -294,3 +294,12 @@ def test_the_gate_tells_a_new_bug_on_an_already_failing_output_from_the_known_on
     assert [f.kind for f in by_name[f"finding {old['id']}"]] == ["known"]
     # the baseline's one bug against itself: known, the gate passes
     assert compare(a, a).passed and compare(b, b).passed
+
+
+def test_failures_left_unsigned_still_fail_the_campaign(tmp_path):
+    """No finding may be kept (the cap, or a budget spent): the failing cases are counted,
+    the campaign fails, and the first of them is its unshrunk reproducer."""
+    r = _hunt(OneBug(), tmp_path, max_findings=0, max_examples=20)
+    assert r.findings == [] and r.unexplained >= 1 and r.status == "failed"
+    assert r.failure is r.first_failure and r.failure.failed and "no finding explains" in r.reason
+    assert json.loads(open(r.reproducer["json"]).read())["failed_gates"] == ["dk:budget"]

@@ -429,6 +429,8 @@ class Campaign:
             if any(same_identity(s, sig, best.problem) for s in f.signatures):
                 if sig not in f.signatures:
                     f.variants.append(sig)  # the same bug, reached from elsewhere: it explains this too
+                if writer is not None:
+                    writer.discard()  # its reproducer pair was only a candidate's
                 return f
         if writer is not None and writer.best is not best:
             writer.write(best)
@@ -515,6 +517,14 @@ class Campaign:
             res.failure, res.first_failure, res.reproducer = new[0].best, new[0].first, new[0].reproducer
             res.examples_to_fail = new[0].first_seen.get("case")
             res.seconds_to_fail = new[0].first_seen.get("seconds")
+        elif res.unexplained:  # failures the budget left unsigned still fail the campaign, unshrunk
+            first = next(c for c in res.cases if c.failed and unexplained_gates(self._signatures(), c))
+            res.status, res.failure, res.first_failure = CampaignStatus.FAILED, first, first
+            self.findings.first = first
+            self.findings.write(first)
+            res.reproducer = self.findings.reproducer
+            res.reason = f"{res.unexplained} failing cases no finding explains (the budget ran out before they " \
+                         f"were shrunk and signed); the first is reported unshrunk"
 
     def _search(self, strategy, edge: list) -> None:
         def prop(problem):  # Hypothesis wraps a plain function

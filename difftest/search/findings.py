@@ -53,6 +53,15 @@ class Findings:
         self._store(case)
         self.best = case
 
+    def discard(self) -> None:
+        """Remove the reproducer pair this writer wrote (a candidate that turned out to be
+        a finding already kept); its store entries stay: failing Problems to replay first."""
+        from pathlib import Path
+
+        for path in (self.reproducer or {}).values():
+            Path(path).unlink(missing_ok=True)
+        self.reproducer = None
+
     def _store(self, best) -> None:
         """The simplest failing Problem so far, then the first one (the simplest replays
         first in the next campaign); entries this run did not write stay in place."""
