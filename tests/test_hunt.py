@@ -303,3 +303,28 @@ def test_failures_left_unsigned_still_fail_the_campaign(tmp_path):
     assert r.findings == [] and r.unexplained >= 1 and r.status == "failed"
     assert r.failure is r.first_failure and r.failure.failed and "no finding explains" in r.reason
     assert json.loads(open(r.reproducer["json"]).read())["failed_gates"] == ["dk:budget"]
+
+
+class RaisesOnSinksWrongDkCausal(RefKernel):
+    """A kernel error and a wrong result at once: raises ValueError with sinks, dK 5% off
+    under a causal mask."""
+
+    name = "test-raise-and-wrong"
+    spec = "tests.test_hunt:RaisesOnSinksWrongDkCausal"
+
+    def corrupt(self, inputs, out):
+        if inputs.problem.sinks:
+            raise ValueError("sinks unsupported on this path")
+        if inputs.problem.causal:
+            out.dk = out.dk * 1.05
+        return out
+
+
+def test_a_kernel_error_and_a_wrong_result_are_two_findings(tmp_path):
+    r = _hunt(RaisesOnSinksWrongDkCausal(), tmp_path, max_examples=40)
+    kinds = sorted((f.signature.kind, f.signature.error_type) for f in r.findings)
+    assert kinds == [("contract violation", "ValueError"), ("wrong result", "")], \
+        [f.signature.describe() for f in r.findings]
+    err = next(f for f in r.findings if f.signature.error_type)
+    assert dict(err.signature.needs).get("sinks") is True and err.signature.gates == ("all:run",)
+    assert err.best.status == "error" and err.hits >= 1
