@@ -212,6 +212,11 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
         if A is not None and (sa.get("seed") is None or sa.get("seed") != sb.get("seed")):
             res.notes.append(f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
                              f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N")
+        if A is not None and bool(sa.get("hunt")) != bool(sb.get("hunt")):
+            mode = {True: "hunted", False: "stopped at its first failure"}
+            res.notes.append(f"{kernel}: the baseline {mode[bool(sa.get('hunt'))]}, the candidate "
+                             f"{mode[bool(sb.get('hunt'))]}: one side looked for more bugs than the other; run both "
+                             f"with the same --hunt/--first-failure")
         if A is not None and sa.get("shard") != sb.get("shard"):
             raise ReportError(f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
                               f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
