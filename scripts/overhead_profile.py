@@ -55,16 +55,16 @@ def main(argv=None) -> int:
         st = pstats.Stats(prof)
         total = sum(v[2] for v in st.stats.values())  # tottime over every function: the profiled CPU seconds
 
-        def cum(fragment: str) -> float:
-            return sum(v[3] for k, v in st.stats.items() if fragment in f"{k[0]}:{k[2]}")
+        def cum(path: str, func: str) -> float:  # cumulative CPU seconds of one function (outermost calls)
+            return sum(v[3] for k, v in st.stats.items() if k[0].endswith(path) and k[2] == func)
 
-        parts = {"the whole campaign (Campaign.run)": cum("search/campaign.py:run"),
-                 "run_case (inputs, kernel, truth, yardsticks, gates)": cum("judge/runner.py:run_case"),
-                 "  float64 truth (chunked_reference)": cum("oracles/chunked.py:chunked_reference"),
-                 "hypothesis: drawing Problems (ConjectureData.draw)": cum("conjecture/data.py:draw"),
-                 "case log lines (CaseLog.write)": cum("report/write.py:write"),
-                 "coverage features (_coverage)": cum("search/campaign.py:_coverage"),
-                 "compile reuse (compile_reuse)": cum("strategies/compile.py:compile_reuse")}
+        parts = {"the whole campaign (Campaign.run)": cum("search/campaign.py", "run"),
+                 "run_case (inputs, kernel, truth, yardsticks, gates)": cum("judge/runner.py", "run_case"),
+                 "  float64 truth (chunked_reference)": cum("oracles/chunked.py", "chunked_reference"),
+                 "hypothesis: drawing Problems (ConjectureData.draw)": cum("conjecture/data.py", "draw"),
+                 "case log lines (CaseLog.write)": cum("report/write.py", "write"),
+                 "coverage features (_coverage)": cum("search/campaign.py", "_coverage"),
+                 "compile reuse (compile_reuse)": cum("strategies/compile.py", "compile_reuse")}
         print(f"cProfile, CPU seconds of this process: {total:.2f} s profiled")
         for name, s in parts.items():
             print(f"  {name:<55} {s:7.2f} s  {1000 * s / n:7.1f} ms/case")
