@@ -526,6 +526,7 @@ def cmd_list(a) -> int:
 
 
 _MODULES = {"calibrate": "calibration", "report": "html_report"}  # subcommand -> module, where they differ
+_OUTSIDE = {"bisect": "difftest.measure.bisect", "probe": "difftest.measure.probe"}  # modules outside commands/
 def cmd_new_adapter(a) -> int:
     from difftest.commands.scaffold import write_skeleton
 
@@ -551,6 +552,8 @@ COMMANDS = {
     "merge": "join reports (the shards of a campaign) into one",
     "gate": "compare a candidate report with a baseline (CI gating)",
     "report": "render a report.json (HTML)",
+    "bisect": "replay a reproducer across versions (wheels, folders, a git range): first bad, last good",
+    "probe": "call a kernel across its capability's dimensions: served, refused, or accepted then wrong",
 }
 
 
@@ -580,7 +583,8 @@ def _fill(name: str, sp) -> None:
     else:
         import importlib
 
-        mod = importlib.import_module(f".{_MODULES.get(name, name)}", __package__)
+        mod = importlib.import_module(_OUTSIDE[name]) if name in _OUTSIDE else \
+            importlib.import_module(f".{_MODULES.get(name, name)}", __package__)
         mod.add_arguments(sp)
         sp.set_defaults(func=mod.command)
 
