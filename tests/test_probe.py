@@ -145,6 +145,18 @@ def test_an_adapter_that_checks_its_declaration_matches_it():
     assert set(draft.head_dims_qk) == set(DIMS)
 
 
+def test_past_adapter_checks_reaches_the_kernel():
+    """With the adapter's own check opened too, the kernel behind it (the reference,
+    which serves everything) shows through: what it serves beyond the declaration."""
+    k = ChecksItsDeclaration()
+    pts = P.probe(k, P.points(k.capability, ("head_dim", "sinks"), head_dim_step=8, max_head_dim=64), CONFIG,
+                  past_adapter_checks=True)
+    assert all(p.outcome == P.SERVED for p in pts), [(p.label, p.detail) for p in pts if p.outcome != P.SERVED]
+    draft, diffs = P.draft(k.capability, pts)
+    assert diffs["head_dims_qk"][1] == (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
+    assert "claims too little: 1, 2, 4, 8..56 step 16 served" == P.direction("head_dims_qk", *diffs["head_dims_qk"])
+
+
 def test_points_cover_every_dimension_inside_the_problem_model():
     cap = CAP
     pts = P.points(cap)

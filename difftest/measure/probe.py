@@ -198,6 +198,8 @@ def classify(result) -> tuple[str, str]:
     status = str(result.status)
     reason = (result.reason or "").strip().splitlines()
     first = reason[0][:200] if reason else ""
+    if first.startswith("RuntimeError: ") and (result.error_type or "") != "RuntimeError":
+        first = first[len("RuntimeError: "):]  # the worker's wrapper around the kernel's own exception
     if status == "passed":
         return SERVED, ""
     if status == "skipped":  # KernelUnavailable raised by the adapter for this call (in this process)
@@ -209,12 +211,39 @@ def classify(result) -> tuple[str, str]:
     return FAILED, ", ".join(result.failed_gates)
 
 
-def probe(kernel, pts: list[Point], config, progress=None) -> list[Point]:
-    """Run every point (the kernel in the shared worker process) and classify it."""
+UNBOUNDED = "unbounded:"  # module attribute prefix: ``difftest.measure.probe:unbounded:SPEC``
+
+
+def __getattr__(name):
+    """``unbounded:SPEC``: a factory of kernel SPEC with its capability opened
+    (``unbounded``), so an adapter that checks its own declaration lets the call through
+    to the kernel. A ``module:attr`` spec, so the isolated worker builds the same."""
+    if not name.startswith(UNBOUNDED):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def factory():
+        from difftest.execute import adapter as registry
+
+        k = copy.copy(registry.get(name[len(UNBOUNDED):]))
+        k.capability = unbounded(k.capability)
+        k.spec = f"{__name__}:{name}"
+        return k
+
+    return factory
+
+
+def probe(kernel, pts: list[Point], config, progress=None, past_adapter_checks: bool = False) -> list[Point]:
+    """Run every point (the kernel in the shared worker process) and classify it. The
+    adapter runs as registered, its own checks included, unless ``past_adapter_checks``:
+    then its capability is opened in the worker too, so the call reaches the kernel."""
+    from difftest.execute import adapter as registry
     from difftest.judge.runner import run_case
 
-    wide = copy.copy(kernel)
-    wide.capability = unbounded(kernel.capability)
+    if past_adapter_checks:
+        wide = registry.get(f"{__name__}:{UNBOUNDED}{getattr(kernel, 'spec', None) or kernel.name}")
+    else:
+        wide = copy.copy(kernel)
+        wide.capability = unbounded(kernel.capability)
     for i, pt in enumerate(pts):
         t0 = time.perf_counter()
         pt.outcome, pt.detail = classify(run_case(wide, pt.problem, config))
@@ -340,29 +369,46 @@ def undeclared_served(pts: list[Point]) -> list[str]:
 
 # ---------------------------------------------------------------- rendering
 def _ranges(xs) -> str:
-    xs = sorted(xs)
-    if not xs:
-        return "-"
-    runs, start, prev = [], xs[0], xs[0]
-    step = None
-    for x in xs[1:]:
-        if step is None and x - prev > 0:
-            step = x - prev
-        if x - prev == step:
-            prev = x
-            continue
-        runs.append((start, prev, step))
-        start, prev, step = x, x, None
-    runs.append((start, prev, step))
-    parts = []
-    for a, b, st in runs:
-        if a == b:
-            parts.append(str(a))
-        elif b - a == st:
-            parts.append(f"{a},{b}")
+    """``1, 2, 4, 8..56 step 8, 59``: runs of three or more with one step folded."""
+    xs = sorted(set(xs))
+    parts, i = [], 0
+    while i < len(xs):
+        j = i + 1
+        if j < len(xs):
+            step = xs[j] - xs[i]
+            while j + 1 < len(xs) and xs[j + 1] - xs[j] == step:
+                j += 1
+        if j - i >= 2:
+            parts.append(f"{xs[i]}..{xs[j]}" + (f" step {step}" if step != 1 else ""))
+            i = j + 1
         else:
-            parts.append(f"{a}..{b}" + (f" step {st}" if st != 1 else ""))
-    return ", ".join(parts)
+            parts.append(str(xs[i]))
+            i += 1
+    return ", ".join(parts) or "-"
+
+
+def direction(field: str, old, new) -> str:
+    """'claims too much' (the declaration covers what the kernel does not serve) or
+    'claims too little' (it serves more), or both, for one differing field."""
+    if isinstance(old, tuple) and isinstance(new, tuple):
+        less, more = [x for x in old if x not in new], [x for x in new if x not in old]
+        out = []
+        if less:
+            out.append(f"claims too much: {_values(less)} not served")
+        if more:
+            out.append(f"claims too little: {_values(more)} served")
+        return "; ".join(out)
+    if isinstance(old, bool):
+        wider = (new and not old) if field not in ("equal_head_dims", "causal_required") else (old and not new)
+    elif field.startswith("min_"):
+        wider = new < old
+    else:
+        wider = new > old
+    return "claims too little" if wider else "claims too much"
+
+
+def _values(xs) -> str:
+    return _ranges(xs) if all(isinstance(x, int) for x in xs) else ", ".join(map(str, xs))
 
 
 def render(kernel_name: str, cap: Capability, pts: list[Point]) -> str:
@@ -399,10 +445,11 @@ def render_draft(cap: Capability, pts: list[Point]) -> str:
     else:
         probed = sorted(diffs)
         lines.append("draft Capability (fields the probe measured that differ from the declaration):")
-        lines.append("    Capability(" + ", ".join(f"{k}={getattr(d, k)!r}" for k in probed) + ", ...declared rest)"
-                     if probed else "    identical to the declaration on every probed field")
+        body = ", ".join(f"{k}={getattr(d, k)!r}" for k in probed)
+        lines.append(f"    Capability({body}, <the rest as declared>)" if probed else
+                     "    identical to the declaration on every probed field")
     for k, (old, new) in sorted(diffs.items()):
-        lines.append(f"  {k}: declared {old!r}, probed {new!r}")
+        lines.append(f"  {k}: {direction(k, old, new)} (declared {_short(old)}, probed {_short(new)})")
     v = violations(pts)
     lines.append(f"contract violations: {len(v)}" + ("" if v else " (none)"))
     lines += [f"  - {x}" for x in v]
@@ -429,6 +476,10 @@ def add_arguments(p) -> None:
                    help=f"seconds per point's kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the kernel's own)")
     p.add_argument("--json", metavar="FILE", help="also write every point, the draft and the violations as JSON")
+    p.add_argument("--past-adapter-checks", action="store_true",
+                   help="open the adapter's own capability too, so an adapter that refuses what it does not declare "
+                        "lets the call reach the kernel (what the kernel serves, not what the adapter admits; a "
+                        "feature the adapter cannot pass on then shows as failed)")
     p.add_argument("--quiet", "-q", action="store_true", help="no line per point")
 
 
@@ -476,7 +527,7 @@ def command(a) -> int:
                   + (f": {pt.detail}" if pt.detail else ""), file=sys.stderr, flush=True)
 
     try:
-        probe(kernel, pts, config, progress)
+        probe(kernel, pts, config, progress, past_adapter_checks=a.past_adapter_checks)
     finally:
         close_all()
     print(render(a.kernel, cap, pts))
@@ -488,9 +539,13 @@ def command(a) -> int:
 
         atomic_write_text(a.json, json.dumps({
             "kernel": a.kernel, "points": [p.to_dict() for p in pts],
-            "differences": {k: [_jsonable(o), _jsonable(n)] for k, (o, n) in diffs.items()},
+            "differences": {k: [_jsonable(o), _jsonable(n), direction(k, o, n)] for k, (o, n) in diffs.items()},
             "violations": bad, "served_not_declared": undeclared_served(pts)}, indent=1) + "\n")
     return 1 if diffs or bad else 0
+
+
+def _short(v) -> str:
+    return f"({_values(v)})" if isinstance(v, tuple) and v and all(isinstance(x, int) for x in v) else repr(v)
 
 
 def _jsonable(v):
