@@ -87,6 +87,8 @@ def test_classify_against_the_documented_failure():
 def test_classify_errors_crashes_and_hangs():
     doc = B.documented_failure({"status": "error", "reason": "MLIRError: Operation creation failed"})
     assert doc == {"status": "error", "error": "MLIRError"}
+    wrapped = B.documented_failure({"status": "error", "reason": "RuntimeError: MLIRError: Operation failed"})
+    assert wrapped == doc  # a worker's wrapper names the kernel's own class inside
     assert B.classify(_rec(status="error", reason="RuntimeError: MLIRError: failed"), doc)[0] == X
     assert B.classify(_rec(status="error", reason="TypeError: got an unexpected keyword"), doc)[0] == U
     hang = B.documented_failure({"status": "error", "reason": "KernelTimeout: the backward never returns"})

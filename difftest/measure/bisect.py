@@ -365,9 +365,16 @@ def documented_failure(record: dict) -> dict | None:
             return {"status": "failed", "gates": list(gates)}
     if status == "error":
         reason = record.get("reason") if isinstance(record.get("reason"), str) else ""
-        m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*:", reason)
-        cls = m.group(1).split(".")[-1] if m else ""
-        return {"status": "error", "error": cls if cls.endswith(("Error", "Exception", "Timeout", "Crashed")) else ""}
+        cls = ""
+        while True:  # "RuntimeError: MLIRError: ...": the innermost class a wrapper names
+            m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*:", reason)
+            if not m:
+                break
+            name = m.group(1).split(".")[-1]
+            if name.endswith(("Error", "Exception", "Timeout", "Crashed")):
+                cls = name
+            reason = reason[m.end():]
+        return {"status": "error", "error": cls}
     return None
 
 
