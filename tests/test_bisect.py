@@ -311,6 +311,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         ([repro, "--range", "a..b", "--versions", good], "--range needs --git"),
         ([repro, "--versions", good, "--build", "make"], "--build and --path apply to"),
         ([repro, "--git", tmp_path, "--range", "a..b"], "not a git repository"),
+        ([repro, "--versions", good, "--work", repro], "--work"),
         ([repro, "--versions", good, "--timeout", "nan"], "timeout"),
     ]
     for args, words in cases:

@@ -666,6 +666,8 @@ def command(a) -> int:
     try:
         try:
             _check_subdir(a.path)
+            if a.work and Path(a.work).exists() and not Path(a.work).is_dir():
+                raise BisectError(f"--work {a.work!r} is not a directory: allowed a folder (created if missing)")
             if a.json and Path(a.json).is_dir():
                 raise BisectError(f"--json {a.json!r} is a directory: allowed a file path")
             versions = None if run_mode else _versions(a)
