@@ -192,7 +192,7 @@ def cmd_list(a) -> int:
 # subcommand -> the module holding its add_arguments/command (the others are defined here)
 MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measure.calibration",
            "bench": "difftest.measure.bench", "merge": "difftest.report.merge", "gate": "difftest.report.ci_gate",
-           "report": "difftest.report.html"}
+           "report": "difftest.report.html", "bisect": "difftest.measure.bisect", "probe": "difftest.measure.probe"}
 
 
 def cmd_new_adapter(a) -> int:
@@ -218,6 +218,8 @@ COMMANDS = {
     "merge": "join reports (the shards of a campaign) into one",
     "gate": "compare a candidate report with a baseline (CI gating)",
     "report": "render a report.json (HTML)",
+    "bisect": "replay a reproducer across versions (wheels, folders, a git range): first bad, last good",
+    "probe": "call a kernel across its capability's dimensions: served, refused, or accepted then wrong",
 }
 
 
