@@ -25,10 +25,17 @@ SCALES = {
     # scale) where dO's largest element stays finite: from 4.18 up every float16 scale puts
     # the top row at 65504 / 4.32, so the gradients straddle fp16's overflow threshold
     "large_do": ((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0), (0.5, 8.0)),
+    # structured kinds (docs/values.md); the first rung of each is the mildest
+    "low_rank": ((1.0, 2.0, 4.0, 8.0, 16.0, 32.0), (1.0, 32.0)),  # logits ~ scale^2
+    "qk_correlated": ((1.0, 2.0, 4.0, 8.0, 16.0, 32.0), (1.0, 32.0)),  # same-token logit ~ 2 scale
+    "massive_keys": ((10.0, 30.0, 100.0, 300.0, 1000.0), (10.0, 1000.0)),  # key norm ratio
+    "heavy_tailed": ((1.0, 2.0, 4.0, 8.0), (1.0, 8.0)),  # Student-t, round(8 / scale) degrees of freedom
+    "tied_keys": ((2.0, 4.0, 16.0, 64.0, 1024.0), (1.0, 64.0)),  # copies of each key row
+    "loss_do": ((1.0, 4.0, 16.0, 64.0), (1.0, 64.0)),  # size of the sparse target
 }
 # largest scale per dtype: float16 inputs and their logits must stay below 65504
 MAX_SCALE = {
-    "float16": {"scaled": 64.0, "outlier_channels": 64.0, "mixed_do": 4.0},
+    "float16": {"scaled": 64.0, "outlier_channels": 64.0, "mixed_do": 4.0, "low_rank": 16.0, "massive_keys": 300.0},
     "bfloat16": {},
     "float32": {},
 }

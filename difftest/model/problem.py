@@ -47,10 +47,19 @@ VALUE_KINDS = (
     "negative_lse",  # every logit strongly negative: LSE very negative
     "mixed_do",  # dO rows with magnitudes spread over 10^(+-value_scale)
     "large_do",  # dO rows spread over value_scale decades, up to the dtype's largest finite value
+    # structured kinds, like activations of a trained model (docs/values.md says why each exists)
+    "low_rank",  # q and k of rank 1..4 per head plus small noise, logits ~ value_scale^2
+    "qk_correlated",  # queries are copies of keys of the same (repeated) tokens: self-similar text
+    "massive_keys",  # a few tokens (each sequence's first) with keys value_scale times larger
+    "heavy_tailed",  # q, k, v Student-t with round(8 / value_scale) degrees of freedom
+    "tied_keys",  # key rows duplicated, value_scale copies of each on average: exactly equal logits
+    "loss_do",  # dO = O - target (O of the float64 forward, a sparse target of size value_scale)
 )
 # kinds that only input version 2 draws (added after version 1 was frozen): a version-1
 # Problem (JSON without input_version) cannot name them
-V2_ONLY_KINDS = ("large_do",)
+V2_ONLY_KINDS = ("large_do", "low_rank", "qk_correlated", "massive_keys", "heavy_tailed", "tied_keys", "loss_do")
+# the structured kinds (a subset of V2_ONLY_KINDS)
+STRUCTURED_KINDS = V2_ONLY_KINDS[1:]
 MAX_HEAD_DIM = 512
 # unused tail tokens: a few of the largest tiles is all a tail can test; an unbounded one
 # only allocates (pad_tail 10^7 on a 16-token problem once took 5.3 GB)
