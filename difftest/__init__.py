@@ -20,7 +20,7 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__))
 _EXPORTS = {"KernelAdapter": "execute.adapter", "KernelUnavailable": "execute.adapter",
             "register": "execute.adapter", "Capability": "model.capability", "Inputs": "model.inputs",
             "make_inputs": "model.inputs", "Outputs": "model.outputs", "Problem": "model.problem",
-            "ProblemError": "model.problem"}
+            "ProblemError": "model.problem", "capture": "model.capture"}
 __all__ = sorted(_EXPORTS)
 
 

@@ -114,6 +114,9 @@ def add_run_arguments(p):
                    help="draw inside less than the kernel's capability, e.g. head_dims_qk=64,128 or "
                         "sinks=false (repeatable; to focus a campaign or step around a known failure)")
     p.add_argument("--no-edge-cases", action="store_true", help="skip the explicit corner-case corpus")
+    p.add_argument("--values-from", metavar="FILE",
+                   help="draw q/k/v/dO as windows of activations captured with difftest.capture (a safetensors "
+                        "file); implies --no-edge-cases")
     p.add_argument("--db", default=DEFAULT_DB, help="Hypothesis example database directory ('none' to disable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--seed", type=_seed, metavar="N",
@@ -226,6 +229,18 @@ def cmd_run(a) -> int:
             if a.lane_threads:
                 print(f"difftest: {a.lane_threads}", file=sys.stderr)
             print(f"difftest: {a.jobs} campaigns at once ({jobs_why})", file=sys.stderr)
+    a.capture = None
+    if getattr(a, "values_from", None):
+        from difftest.model.capture import CaptureError, open_capture
+
+        from difftest.strategies.values import captured_problems
+
+        try:
+            a.capture = open_capture(a.values_from)
+            for k in kernels:  # a capture no kernel can take is refused before any case runs
+                captured_problems(a.capture, k.capability, a.profile)
+        except (CaptureError, ValueError) as e:
+            raise UsageError(f"--values-from: {e}") from None
     config = config_from_args(a)
     out = Path(a.out)
     # everything the campaign will write is checked before the first case runs
@@ -320,9 +335,14 @@ def _run_campaigns(a, kernels, config, out, resume) -> int:
     from difftest.judge.declaration import claim_line
 
     def run_one(k, progress):
+        strategy = None
+        if a.capture is not None:
+            from difftest.strategies.values import captured_problems
+
+            strategy = captured_problems(a.capture, k.capability, a.profile)
         return run_campaign(k, a.profile, max_examples=a.max_examples, time_budget=a.time_budget,
-                            shrink_budget=a.shrink_budget, out_dir=run.dir,
-                            config=config, progress=progress, edge_cases=not a.no_edge_cases,
+                            shrink_budget=a.shrink_budget, out_dir=run.dir, strategy=strategy,
+                            config=config, progress=progress, edge_cases=not a.no_edge_cases and strategy is None,
                             database=None if a.db == "none" else a.db,
                             seed=-1 if a.seed is None else a.seed, shard=a.shard,
                             run_id=run.id, resume=resume is not None)

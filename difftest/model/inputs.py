@@ -197,6 +197,11 @@ def _draw_v2(p: Problem, device: torch.device):
         return counter_rng.normal(p.seed, stream, shape, device)
 
     Tq, Tk = p.total_q, p.total_k
+    if p.capture is not None:  # values="captured": the window of a capture file (difftest/model/capture.py)
+        w = p.capture.window(p, device)
+        do = w["do"] if "do" in w else normal("do", Tq, p.heads_q, p.head_dim_v)
+        sink = normal("sink", p.heads_q).add_(p.sink_center) if p.sinks else None
+        return w["q"], w["k"], w["v"], do, sink
     q = normal("q", Tq, p.heads_q, p.head_dim_qk)
     k = normal("k", Tk, p.heads_kv, p.head_dim_qk)
     v = normal("v", Tk, p.heads_kv, p.head_dim_v)
