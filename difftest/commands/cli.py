@@ -232,7 +232,6 @@ def cmd_run(a) -> int:
     a.capture = None
     if getattr(a, "values_from", None):
         from difftest.model.capture import CaptureError, open_capture
-
         from difftest.strategies.values import captured_problems
 
         try:

@@ -435,7 +435,8 @@ class CaptureSlice:
                        + (n_q * p.head_dim_v if self.has_do else 0))
 
     def _shapes(self, p) -> dict:
-        s = {"q": (p.batch, p.heads_q, p.seqlen_q, p.head_dim_qk), "k": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk),
+        s = {"q": (p.batch, p.heads_q, p.seqlen_q, p.head_dim_qk),
+             "k": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk),
              "v": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v)}
         if self.has_do:
             s["do"] = (p.batch, p.heads_q, p.seqlen_q, p.head_dim_v)
