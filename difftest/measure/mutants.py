@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from difftest.judge.runner import RunConfig, run_case
-from difftest.search.profiles import PROFILES, get_profile
+from difftest.model.profiles import PROFILES, get_profile
 from difftest.vocab import MutantStatus, Status
 
 

@@ -25,7 +25,7 @@ THD layout (tokens of all sequences concatenated); ``bshd()`` views a dense prob
 [batch, seq, heads, dim] and ``rows(name, b)`` gives one sequence's rows.
 
 These are the logical, contiguous tensors. The kernel receives them re-materialised in
-the Problem's memory layout (``difftest.model.layouts.lay_out``: same values, other strides,
+the Problem's memory layout (``lay_out`` below, with difftest/model/layouts.py: same values, other strides,
 offsets or storage); ``bshd()`` and ``rows()`` are then views of the laid-out memory.
 """
 
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from difftest.model import counter_rng
+from difftest.model.layouts import materialise
 from difftest.model.problem import Problem
 
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -110,7 +111,7 @@ class Inputs:
         into these tensors later (a kernel that scribbles on its inputs) changes what is
         hashed; the hash runs on a thread of its own (hashlib releases the GIL), and the
         returned call waits for it. On the H200 hashing in line took ~34 ms of a TileLang
-        case's ~200 (results/h200/phase11.md, R33's profile); a case now overlaps it."""
+        case's ~200 (a profile of a gpu campaign); a case now overlaps it."""
         parts, result = self._bytes(copy=True), Future()
 
         def work():
@@ -525,3 +526,27 @@ def _draw_v1(p: Problem):
     if p.sinks:
         sink = (p.sink_center + randn(p.heads_q)).to(torch.float32)
     return q, k, v, do, sink
+
+
+def lay_out(inputs):
+    """The Inputs a kernel receives under ``inputs.problem.layout``: the tensors the layout
+    names re-materialised (same values, new strides/offsets/storage), the rest as given.
+    ``inputs`` are the logical contiguous tensors from ``make_inputs``; keep them for the
+    references. Dense problems also carry the [B, S, H, D] views (``Inputs.bshd``)."""
+    p = inputs.problem
+    layout = p.layout
+    if not layout.tensors:
+        return inputs
+    why = layout.unfit(p)
+    if why:
+        raise ValueError(f"Problem.layout={layout.kind!r} is invalid: allowed {why}")
+    kw = {n: getattr(inputs, n) for n in Inputs.TENSORS}
+    dense = None if p.varlen else {}
+    for name in layout.tensors:
+        if dense is None:
+            kw[name] = materialise(layout.kind, getattr(inputs, name), p.heads_q)
+        else:
+            y = materialise(layout.kind, inputs.bshd(name), p.heads_q)
+            dense[name] = y
+            kw[name] = y.reshape(-1, *y.shape[2:])  # a view where the memory allows, else a copy
+    return Inputs(problem=p, dense=dense, **kw)

@@ -18,7 +18,10 @@ import math
 import sys
 
 from difftest.model.problem import OUTPUTS
-from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, ratio, write_text_atomic
+from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, ratio
+from difftest.report.write import diff_table
+from difftest.safeio import atomic_write_text
+from difftest.vocab import CampaignStatus, Status
 
 LOG_MIN, LOG_MAX, BIN = -4.0, 2.0, 0.25  # histogram range (decades of ratio) and bin width
 
@@ -125,7 +128,7 @@ def _kernel_section(c: dict) -> str:
     if s.get("narrowed"):
         meta.append(f"narrowed {s['narrowed']}")
     out.append(f'<p class="meta">{_e(" · ".join(meta))}</p>')
-    if c.get("status") == "unavailable":
+    if c.get("status") == CampaignStatus.UNAVAILABLE:
         out.append(f"<p>Unavailable: {_e(c.get('reason', ''))}</p>")
         return "\n".join(out)
     out.append("<table><tr><th>cases</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr><tr>"
@@ -142,7 +145,7 @@ def _kernel_section(c: dict) -> str:
     # error ratio per output
     ratios = {}
     for x in cases:
-        if x.get("status") == "skipped":
+        if x.get("status") == Status.SKIPPED:
             continue
         for v in x.get("verdicts", []):
             if v["gate"] == "budget":
@@ -156,7 +159,7 @@ def _kernel_section(c: dict) -> str:
             continue
         checked = max((g["checked"] for key, g in gates.items() if key[0] == o), default=0)
         failing = [f"{key[1]} ({g['failed']})" for key, g in gates.items() if key[0] == o and g["failed"]]
-        n_failed = sum(1 for x in cases if x.get("status") != "skipped" and any(
+        n_failed = sum(1 for x in cases if x.get("status") != Status.SKIPPED and any(
             v["output"] == o and not v["passed"] for v in x.get("verdicts", [])))
         row_cls = ' class="bad"' if failing else ""
         out.append(f"<tr{row_cls}><td>{_e(o)}</td>" + _num(checked, f"{k}/{o}/cases")
@@ -164,7 +167,7 @@ def _kernel_section(c: dict) -> str:
                    + f"<td>{_e(', '.join(failing))}</td></tr>")
     out.append("</table>")
     # worst cases
-    ranked = sorted((x for x in cases if x.get("status") in ("passed", "failed")),
+    ranked = sorted((x for x in cases if x.get("status") in (Status.PASSED, Status.FAILED)),
                     key=lambda x: -float(x.get("worst_ratio") or 0.0))[:5]
     if ranked:
         out.append("<h3>Worst cases</h3><table><tr><th>problem</th><th>output</th><th>ratio</th>"
@@ -180,7 +183,7 @@ def _kernel_section(c: dict) -> str:
                        f"<td>{_e(where)}</td>{_num(w.get('got'))}{_num(w.get('truth'))}</tr>")
         out.append("</table>")
     # failures
-    failing = [x for x in cases if x.get("status") in ("failed", "error")]
+    failing = [x for x in cases if x.get("status") in (Status.FAILED, Status.ERROR)]
     out.append(f'<h3>Failures: <span data-k="{_e(k)}/failing_cases">{len(failing)}</span> failing cases</h3>')
     shrunk = [(c.get("failure"), c.get("reproducer"))] if c.get("failure") else []
     shrunk += [(f.get("failure"), f.get("reproducer")) for f in (c.get("failures") or [])[1:]]
@@ -222,8 +225,6 @@ def _kernel_section(c: dict) -> str:
 
 
 def _gate_section(res) -> str:
-    from difftest.report.ci_gate import diff_table
-
     verdict = "PASSED" if res.passed else "FAILED"
     out = [f'<h2>Gate: <span class="{"passed" if res.passed else "failed"}" data-k="gate">{verdict}</span></h2>']
     if res.findings:
@@ -246,7 +247,7 @@ def render_html(doc: dict, gate=None, title: str = "difftest report") -> str:
     rows = "".join(f'<tr><td><a href="#{_e(c["kernel"])}">{_e(c["kernel"])}</a></td>'
                    f'<td class="{_e(c.get("status"))}">{_e(c.get("status"))}</td>'
                    + _num(len(c.get("cases", []))) + _num(max((float(x.get("worst_ratio") or 0.0) for x in
-                                                               c.get("cases", []) if x.get("status") != "skipped"),
+                                                               c.get("cases", []) if x.get("status") != Status.SKIPPED),
                                                               default=None), f"{c['kernel']}/worst")
                    + "</tr>" for c in camps)
     body = [f"<h1>{_e(title)}</h1>", f'<p class="meta">{_e(" · ".join(head))}</p>']
@@ -266,7 +267,7 @@ def add_arguments(p):
 def command(a) -> int:
     try:
         doc = load_report(a.report)
-        write_text_atomic(a.html, render_html(doc, title=f"difftest report: {a.report}"))
+        atomic_write_text(a.html, render_html(doc, title=f"difftest report: {a.report}"))
     except ReportError as e:
         print(f"difftest report: {e}", file=sys.stderr)
         return 2

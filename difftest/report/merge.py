@@ -15,7 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from difftest.report.read import ReportError, load_report, output_stats, problem_key, write_text_atomic
+from difftest.report.read import ReportError, load_report, output_stats, problem_key
+from difftest.safeio import atomic_write_text
+from difftest.vocab import CampaignStatus
 
 # settings that must agree between the shards of one campaign
 _SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "spec", "narrowed")
@@ -75,9 +77,9 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
             seen.add(key)
             cases.append(case)
     recs = [c for _, c in parts]
-    available = [c for c in recs if c.get("status") != "unavailable"]
-    status = "unavailable" if not available else "failed" if any(c.get("status") == "failed" for c in recs) \
-        else "passed"
+    available = [c for c in recs if c.get("status") != CampaignStatus.UNAVAILABLE]
+    failed = any(c.get("status") == CampaignStatus.FAILED for c in recs)
+    status = CampaignStatus.UNAVAILABLE if not available else CampaignStatus.FAILED if failed else CampaignStatus.PASSED
     failing = [c for c in recs if c.get("failure")]
     hit, missing = {}, None
     for c in available:
@@ -147,7 +149,7 @@ def command(a) -> int:
         out = Path(a.output)
         if out.is_dir():
             raise ReportError(f"-o {out}: is a directory: allowed a file path")
-        write_text_atomic(out, json.dumps(doc, indent=1, default=str))
+        atomic_write_text(out, json.dumps(doc, indent=1, default=str))
     except ReportError as e:
         print(f"difftest merge: {e}", file=sys.stderr)
         return 2

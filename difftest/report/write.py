@@ -1,62 +1,16 @@
-"""Reports: a JSON-lines stream of cases (durable while a campaign runs), the JSON
-report (one record per case with the numbers), a terminal summary table per
-kernel x output, and a markdown summary."""
+"""Reports: the JSON report (one record per case with the numbers), a terminal summary
+table per kernel x output, and a markdown summary (the campaign's JSON-lines stream of
+cases is difftest/search/case_log.py)."""
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
-from difftest.vocab import Gate, Status
-
-
-class CaseLog:
-    """Appends one JSON line per finished case and flushes it, so the results survive
-    a campaign that is killed or crashes. Every line carries the ``run_id``; a case line
-    has ``"event": "case"`` and the case's fields, and ``started(problem)`` (used when
-    kernels run in this process, where a crash leaves nothing else) writes an
-    ``"event": "started"`` line naming the Problem about to run."""
-
-    def __init__(self, path, run_id: str | None = None):
-        self.path = Path(path)
-        self.run_id = run_id
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = self.path.open("a")
-
-    def _line(self, d: dict) -> None:
-        self._f.write(json.dumps(d, default=str) + "\n")
-        self._f.flush()
-
-    def started(self, problem, kernel: str | None = None) -> None:
-        self._line({"run_id": self.run_id, "event": "started", "kernel": kernel, "problem": problem.to_dict()})
-
-    def write(self, case) -> None:
-        self._line({"run_id": self.run_id, "event": "case", **case.to_dict()})
-
-    def close(self):
-        self._f.close()
-
-
-def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dict]:
-    """The lines of a case log whose event is in ``events`` (lines written before events
-    existed count as cases), of ``run_id`` when given; a line cut by a kill is skipped."""
-    out = []
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if line:
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:  # a line cut by a kill: keep the rest
-                continue
-            if not isinstance(d, dict) or d.get("event", "case") not in events:
-                continue
-            if run_id is not None and d.get("run_id") != run_id:
-                continue
-            out.append(d)
-    return out
+from difftest.report.read import RATIO_CAP
+from difftest.vocab import RATIO_GATES, CampaignStatus, Gate, Status
 
 
 def output_stats(cases) -> dict:
@@ -157,7 +111,7 @@ def markdown_summary(results) -> str:
         for r in results)]
     out += ["", "Coverage: features the capability makes reachable that no case exercised:"]
     out += [f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
-            for r in results if r.status != "unavailable"]
+            for r in results if r.status != CampaignStatus.UNAVAILABLE]
     for r in results:
         if r.failure is not None:
             out.append("")
@@ -171,32 +125,18 @@ def markdown_summary(results) -> str:
     return "\n".join(out)
 
 
-class Progress:
-    """A one-line progress display on stderr (a terminal only), shown once a campaign
-    runs longer than ``after`` seconds."""
+def _r(x) -> str:
+    return "" if x is None else ("inf" if x >= RATIO_CAP else f"{x:.3g}")
 
-    def __init__(self, label: str, total: int, enabled: bool, after: float = 3.0, stream=None):
-        self.stream = stream or sys.stderr
-        self.label, self.total, self.after = label, total, after
-        self.enabled = enabled and (stream is not None or self.stream.isatty())
-        self.t0 = time.perf_counter()
-        self.shown = False
 
-    def update(self, done: int, failed: int, worst: float, phase: str = ""):
-        if not self.enabled:
-            return
-        dt = time.perf_counter() - self.t0
-        if dt < self.after:
-            return
-        width = 24
-        frac = min(1.0, done / max(1, self.total))
-        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} failed={failed} "
-                          f"worst={worst:.3g} {dt:.0f}s {phase}   ")
-        self.stream.flush()
-        self.shown = True
+GATE_HEAD = ("kernel", "output", "gate", "baseline", "candidate", "ratio A", "ratio B", "verdict")
 
-    def close(self):
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
+
+def diff_table(res, everything: bool = False) -> str:
+    """A gate result's table (report/ci_gate.py): budget rows always, other gates when
+    something changed (``everything``: all rows)."""
+    rows = [GATE_HEAD]
+    for kernel, output, gate, a, b, ra, rb, verdict in res.rows:
+        if everything or gate in RATIO_GATES or verdict != "ok" or a != b:
+            rows.append((kernel, output, gate, a, b, _r(ra), _r(rb), verdict))
+    return text_table(rows)

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 from difftest.safeio import atomic_write_text
+from difftest.vocab import RunStatus
 
 RUNS = "runs"
 CRASH_LOG = "crash.log"  # faulthandler's output with --no-isolate (a fatal signal in the kernel)
@@ -53,7 +54,7 @@ class Run:
     def start(cls, out, argv: list) -> "Run":
         run = cls(out, uuid.uuid4().hex)
         run.dir.mkdir(parents=True, exist_ok=False)
-        run._write_meta(run_id=run.id, argv=list(argv), status="running", finished_kernels={},
+        run._write_meta(run_id=run.id, argv=list(argv), status=RunStatus.RUNNING, finished_kernels={},
                         started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), started_ns=time.time_ns())
         return run
 
@@ -66,7 +67,7 @@ class Run:
             if not run.meta_path.exists():
                 known = sorted(p.name for p in base.glob("*") if (p / "run.json").exists()) if base.exists() else []
                 raise RunError(f"--resume {run_id}: no such run in {str(base)!r}: known runs are {known}")
-            if run.meta().get("status") == "finished":
+            if run.meta().get("status") == RunStatus.FINISHED:
                 raise RunError(f"--resume {run_id}: that run finished; nothing to resume")
             return run
         candidates = []
@@ -75,7 +76,7 @@ class Run:
                 d = json.loads(p.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
-            if d.get("status") != "finished":
+            if d.get("status") != RunStatus.FINISHED:
                 candidates.append((d.get("started_ns", 0), p.parent.name))
         if not candidates:
             raise RunError(f"--resume: no unfinished run in {str(base)!r}: "
@@ -104,23 +105,6 @@ class Run:
         atomic_write_text(self.out / "latest", self.id + "\n")
 
 
-def logged_cases(log_path, run_id: str) -> list:
-    """The finished cases of ``run_id`` in a case log, as CaseResults, in order."""
-    from difftest.judge.runner import CaseResult
-    from difftest.report.write import read_case_log
-
-    path = Path(log_path)
-    if not path.exists():
-        return []
-    out = []
-    for d in read_case_log(path, run_id=run_id):
-        try:
-            out.append(CaseResult.from_dict(d))
-        except (KeyError, TypeError, ValueError):  # a line from an older schema: run that case again
-            continue
-    return out
-
-
 def result_from_record(rec: dict, cases: list):
     """A CampaignResult rebuilt from a finished kernel's record and its logged cases."""
     from difftest.judge.runner import CaseResult
@@ -146,7 +130,7 @@ def record_crash(run: Run) -> str | None:
     unfinished case simply runs again. Returns the crashed case's Problem, short form."""
     from difftest.judge.runner import CaseResult
     from difftest.model.problem import Problem
-    from difftest.report.write import CaseLog, read_case_log
+    from difftest.search.case_log import CaseLog, read_case_log
 
     crash = run.dir / CRASH_LOG
     text = crash.read_text().strip() if crash.exists() else ""

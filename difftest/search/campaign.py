@@ -34,11 +34,11 @@ from difftest.execute import timing
 from difftest.execute.adapter import KernelAdapter
 from difftest.judge.declaration import claim_record
 from difftest.judge.runner import CaseResult, RunConfig, run_case
-from difftest.report.write import CaseLog, Progress
-from difftest.run.folder import logged_cases
+from difftest.model.profiles import Profile, get_profile
+from difftest.search.case_log import CaseLog, logged_cases
 from difftest.search.failure_store import load_failures, safe_name
 from difftest.search.findings import Findings
-from difftest.search.profiles import Profile, get_profile
+from difftest.search.progress import Progress
 from difftest.search.seeded import local_constants_off
 from difftest.search.shard import in_shard
 from difftest.search.shard import label as shard_label
