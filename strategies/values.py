@@ -108,8 +108,7 @@ def captured_problems(cap, capability: Capability, profile="ci") -> st.SearchStr
     smallest windows. Raises ValueError when no call fits the kernel."""
     from difftest.model.capture import PROBLEM_DTYPES, CaptureSlice
     from difftest.model.problem import CAPTURED, Problem
-
-    from .profiles import get_profile
+    from difftest.model.profiles import get_profile
 
     prof = get_profile(profile)
     c = capability
