@@ -475,12 +475,14 @@ BFP_MANTISSA = 13  # bits kept below the shared exponent
 
 
 @mutant("structured-values", Problem(seqlen_q=8, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="bfloat16",
-                                     values="massive_keys", value_scale=1000.0))
+                                     values="massive_keys", value_scale=1000.0), profile="gpu")
 class KeysSharedExponent(BlockwiseAttention):
     """16-bit keys are read from a block-floating-point copy (a compressed K cache): every
     16 consecutive keys share one exponent per channel, the largest one's, with 13 bits of
     mantissa below it. Plenty for keys of similar size (normal, scaled, outlier channels);
-    one key 10^3 larger (an attention sink) rounds its block's other keys to 0."""
+    one key 10^3 larger (an attention sink) rounds its block's other keys to 0. Profile
+    gpu: the ci profile draws massive_keys in one case of ~20 and mostly float16 ones kill
+    it, so ci's 90 s per mutant does not reliably reach it (results/mutants.md)."""
 
     name = "keys-shared-exponent"
 
