@@ -79,6 +79,9 @@ def add_run_arguments(p):
                    help="draw inside less than the kernel's capability, e.g. head_dims_qk=64,128 or "
                         "sinks=false (repeatable; to focus a campaign or step around a known failure)")
     p.add_argument("--no-edge-cases", action="store_true", help="skip the explicit corner-case corpus")
+    p.add_argument("--values-from", metavar="FILE",
+                   help="draw q/k/v/dO as windows of activations captured with difftest.capture (a safetensors "
+                        "file); implies --no-edge-cases")
     p.add_argument("--db", default=DEFAULT_DB, help="Hypothesis example database directory ('none' to disable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--seed", type=_seed, metavar="N",

@@ -103,6 +103,7 @@ class RunOptions:
     jobs: int | None = None  # None: auto (lanes.choose)
     hunt: bool | None = None  # go on after a failure (None: the profile's; search/campaign.py)
     known: tuple = ()  # --known files: findings of earlier runs (search/signature.py's load_known)
+    values_from: str | None = None  # a capture file (difftest/model/capture.py): values drawn from it
     argv: tuple = ()  # the command line, kept in run.json for --resume
 
     @classmethod
@@ -117,7 +118,7 @@ class RunOptions:
                    narrow=tuple(a.narrow or ()), edge_cases=not a.no_edge_cases, db=a.db, quiet=a.quiet,
                    seed=a.seed, shard=a.shard, threads=a.threads, jobs=a.jobs,
                    hunt=getattr(a, "hunt", None), known=tuple(getattr(a, "known", None) or ()),
-                   argv=tuple(getattr(a, "argv", None) or ()))
+                   values_from=getattr(a, "values_from", None), argv=tuple(getattr(a, "argv", None) or ()))
 
     @property
     def names(self) -> list:
@@ -209,6 +210,7 @@ class RunPlan:
             self.jobs, self.jobs_why = 1, "a kernel named twice: its campaigns share one case log"
         self.share_threads(names)  # before torch loads: it reads OMP_NUM_THREADS once
         kernels = self.load_kernels(names)
+        self.open_capture(kernels)
         if self.jobs > 1:
             gpu = lanes.on_gpu(kernels, o.device)
             if gpu and self.jobs_why != "--jobs":  # auto: campaigns on one GPU share its memory; one at a time
@@ -243,6 +245,21 @@ class RunPlan:
             return [registry.narrow(k, **changes) for k in kernels]
         except ValueError as e:
             raise UsageError(str(e)) from None
+
+    def open_capture(self, kernels) -> None:
+        """``--values-from``: the capture, validated (a bad file, or one no kernel can take,
+        is one line and exit 2 before any case runs)."""
+        self.capture = None
+        if self.options.values_from:
+            from difftest.model.capture import CaptureError, open_capture
+            from difftest.strategies.values import captured_problems
+
+            try:
+                self.capture = open_capture(self.options.values_from)
+                for k in kernels:
+                    captured_problems(self.capture, k.capability, self.options.profile)
+            except (CaptureError, ValueError) as e:
+                raise UsageError(f"--values-from: {e}") from None
 
     def share_threads(self, names) -> None:
         """CPU threads of this process and its kernel worker(s), set before any worker starts
@@ -341,6 +358,10 @@ class RunPlan:
             from difftest.search.signature import known_for
 
             args["known"] = known_for(self.known_entries(), kernel)
+        if getattr(self, "capture", None) is not None and "strategy" not in kw:  # --values-from
+            from difftest.strategies.values import captured_problems
+
+            args.update(strategy=captured_problems(self.capture, kernel.capability, o.profile), edge_cases=False)
         args.update(kw)
         return run_campaign(kernel, **args)
 
