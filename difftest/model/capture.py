@@ -350,6 +350,15 @@ def cached_capture(path: str, sha256: str) -> Capture:
 
 
 # ------------------------------------------------------------------ the Problem's slice
+class CaptureSliceError(ValueError):
+    """A capture slice read from a file is malformed: ``Problem`` turns it into a ProblemError
+    (this module sits below problem.py and does not import it)."""
+
+    def __init__(self, value, expected: str):
+        super().__init__(expected)
+        self.value, self.expected = value, expected
+
+
 @dataclass(frozen=True)
 class CaptureSlice:
     """Where a Problem's window lies in a capture (see the module docstring)."""
@@ -370,24 +379,22 @@ class CaptureSlice:
     def coerce(cls, x) -> "CaptureSlice":
         if isinstance(x, CaptureSlice):
             return x
-        from difftest.model.problem import ProblemError
-
         if not isinstance(x, dict):
-            raise ProblemError("capture", x, "an object naming a capture file and a slice of it")
+            raise CaptureSliceError(x, "an object naming a capture file and a slice of it")
         need = {"file", "sha256", "call", "extents", "dtype", "has_do", "b0", "h0", "q0", "k0"}
         if not need <= set(x) or not set(x) <= need | {"data"}:
-            raise ProblemError("capture", x, f"the fields {sorted(need)} (and data)")
+            raise CaptureSliceError(x, f"the fields {sorted(need)} (and data)")
         ext = x["extents"]
         if (not isinstance(ext, list) or len(ext) != 7 or not all(_is_int(v) and v >= 1 for v in ext)
                 or not all(_is_int(x[n]) and x[n] >= 0 for n in ("call", "b0", "h0", "q0", "k0"))
                 or x["dtype"] not in DTYPES or not isinstance(x["has_do"], bool)
                 or not isinstance(x["file"], str) or not isinstance(x["sha256"], str)):
-            raise ProblemError("capture", x, "7 extents >= 1, offsets >= 0, a dtype of F16/BF16/F32")
+            raise CaptureSliceError(x, "7 extents >= 1, offsets >= 0, a dtype of F16/BF16/F32")
         data = x.get("data")
         if data is not None:
             if not isinstance(data, dict) or not isinstance(data.get("window"), list) or not all(
                     isinstance(data.get(n), str) for n in ("q", "k", "v")):
-                raise ProblemError("capture", x, "embedded data: window and base64 q, k, v (and do)")
+                raise CaptureSliceError(x, "embedded data: window and base64 q, k, v (and do)")
             data = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in data.items()))
         return cls(x["file"], x["sha256"], x["call"], tuple(ext), x["dtype"], x["has_do"], x["b0"], x["h0"],
                    x["q0"], x["k0"], data)

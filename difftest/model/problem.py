@@ -131,9 +131,12 @@ class Problem:
         if not isinstance(self.layout, Layout):
             object.__setattr__(self, "layout", Layout.coerce(self.layout))
         if self.capture is not None:
-            from difftest.model.capture import CaptureSlice
+            from difftest.model.capture import CaptureSlice, CaptureSliceError
 
-            object.__setattr__(self, "capture", CaptureSlice.coerce(self.capture))
+            try:
+                object.__setattr__(self, "capture", CaptureSlice.coerce(self.capture))
+            except CaptureSliceError as e:
+                raise ProblemError("capture", e.value, e.expected) from None
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> "Problem":
