@@ -171,6 +171,9 @@ def test_small_window_json_embeds_it_and_replays_without_the_file(captured, tmp_
     assert make_inputs(again).digest() == before
     with pytest.raises(CaptureError):  # a larger window needs the (now missing) file
         make_inputs(again.replace(seqlen_q=5))
+    del d["capture"]["data"]["do"]  # an embedded window missing a part is not used: the file is
+    with pytest.raises(CaptureError):
+        make_inputs(Problem.from_json(json.dumps(d)))
     # a Problem without a capture writes no capture key: older JSON and readers see no change
     assert "capture" not in Problem().to_dict()
 

@@ -66,7 +66,7 @@ def test_campaigns_kill_it_with_structured_kinds_only(name, tmp_path):
                             database=None, out_dir=out, seed=0)
 
     iid = campaign(IID_KINDS, tmp_path / "iid")
-    assert not iid.failed and len(iid.cases) >= 100
+    assert not iid.failed and len(iid.cases) >= 80
     structured = campaign(("massive_keys",), tmp_path / "structured")
     assert structured.failed
     assert structured.failure.problem.values in STRUCTURED_KINDS

@@ -453,7 +453,10 @@ class CaptureSlice:
         if self.data is None:
             return None
         d = dict(self.data)
-        return {n: d[n] for n in self._shapes(p) if n in d} if list(d["window"]) == self.window_key(p) else None
+        names = self._shapes(p)
+        if list(d["window"]) != self.window_key(p) or not all(isinstance(d.get(n), str) for n in names):
+            return None  # another window's bytes (the Problem shrank since), or a part missing: the file
+        return {n: d[n] for n in names}
 
     def _from_file(self, p) -> dict:
         cap = cached_capture(self.file, self.sha256)
