@@ -79,6 +79,9 @@ def add_run_arguments(p):
                    help="draw inside less than the kernel's capability, e.g. head_dims_qk=64,128 or "
                         "sinks=false (repeatable; to focus a campaign or step around a known failure)")
     p.add_argument("--no-edge-cases", action="store_true", help="skip the explicit corner-case corpus")
+    p.add_argument("--values-from", metavar="FILE",
+                   help="draw q/k/v/dO as windows of activations captured with difftest.capture (a safetensors "
+                        "file); implies --no-edge-cases")
     p.add_argument("--db", default=DEFAULT_DB, help="Hypothesis example database directory ('none' to disable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--seed", type=_seed, metavar="N",
@@ -97,6 +100,18 @@ def add_run_arguments(p):
                         "--device cuda) or with --no-isolate; 1 = one after another). Findings are the same; "
                         "blocks print as campaigns finish, reports keep the order of -k (difftest/run/lanes.py)")
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
+    hunt = p.add_mutually_exclusive_group()
+    hunt.add_argument("--hunt", dest="hunt", action="store_true", default=None,
+                      help="go on after a failure: each distinct bug becomes one finding with a signature, shrunk "
+                           "within a bound, and the search steers away from what a finding explains (default for "
+                           "the nightly and gpu profiles)")
+    hunt.add_argument("--first-failure", dest="hunt", action="store_false",
+                      help="stop at the first failure and shrink it (default for quick and ci, and what "
+                           "`difftest gate` baselines use: the same finding every run)")
+    p.add_argument("--known", action="append", metavar="FILE",
+                   help="findings known from an earlier run (its report.json or findings.json, or the failure "
+                        "store: a difftest-failures/*.jsonl or its database folder): replayed first, listed as "
+                        "known, not shrunk again, and the search goes on past them (repeatable)")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
                         "with its original arguments, without re-running its finished cases")
@@ -180,7 +195,7 @@ def cmd_list(a) -> int:
 # subcommand -> the module holding its add_arguments/command (the others are defined here)
 MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measure.calibration",
            "bench": "difftest.measure.bench", "merge": "difftest.report.merge", "gate": "difftest.report.ci_gate",
-           "report": "difftest.report.html"}
+           "report": "difftest.report.html", "bisect": "difftest.measure.bisect", "probe": "difftest.measure.probe"}
 
 
 def cmd_new_adapter(a) -> int:
@@ -206,6 +221,8 @@ COMMANDS = {
     "merge": "join reports (the shards of a campaign) into one",
     "gate": "compare a candidate report with a baseline (CI gating)",
     "report": "render a report.json (HTML)",
+    "bisect": "replay a reproducer across versions (wheels, folders, a git range): first bad, last good",
+    "probe": "call a kernel across its capability's dimensions: served, refused, or accepted then wrong",
 }
 
 

@@ -21,7 +21,7 @@ from difftest.vocab import RunStatus
 
 RUNS = "runs"
 CRASH_LOG = "crash.log"  # faulthandler's output with --no-isolate (a fatal signal in the kernel)
-PUBLISHED = ("report.json", "summary.md", "report.html")
+PUBLISHED = ("report.json", "summary.md", "report.html", "findings.json")
 
 
 class RunError(ValueError):
@@ -118,7 +118,9 @@ def result_from_record(rec: dict, cases: list):
                          examples_to_fail=rec.get("examples_to_fail"), seconds_to_fail=rec.get("seconds_to_fail"),
                          reproducer=rec.get("reproducer"), compile_keys=rec.get("compile_keys", 0),
                          coverage=rec.get("coverage", {}), compile_stats=rec.get("compile_stats"),
-                         elapsed=rec.get("elapsed_s", 0.0), settings=rec.get("settings", {}))
+                         elapsed=rec.get("elapsed_s", 0.0), settings=rec.get("settings", {}),
+                         hunt=bool(rec.get("hunt")), findings=list(rec.get("findings") or []),
+                         explained_skipped=rec.get("explained_skipped") or 0, unexplained=rec.get("unexplained") or 0)
     return res
 
 
