@@ -25,6 +25,8 @@ unused tail of a packed buffer, the keys of a sequence without queries) read as 
 convention for them; every row inside a sequence is what cuDNN wrote.
 """
 
+from dataclasses import dataclass
+
 import torch
 
 from difftest.execute import timing
@@ -36,35 +38,38 @@ from difftest.model.problem import Problem
 
 from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_lse, sm_reason
 
-# The contract, as cudnn-frontend 1.32.0's own code states it (paths in the NVIDIA/cudnn-frontend
-# repository; read for this capability, not inferred from runs). The installed backend on the
-# H200 is cuDNN 9.19 (torch 2.11's), sm90:
+# The contract, as nvidia-cudnn-frontend 1.32.0's own code states it (the wheel's headers,
+# include/cudnn_frontend/node/{scaled_dot_product_flash_attention.h, sdpa_support_surface.h};
+# the Python bindings' arguments in the NVIDIA/cudnn-frontend repository, python/pygraph/sdpa.cpp;
+# read for this capability, not inferred from runs). The backend on the H200 is cuDNN 9.19
+# (torch 2.11's), sm90:
 # - head dims (backward, Hopper): d_qk and d_v each <= 256 and a multiple of 8, independently
-#   (include/cudnn_frontend/node/scaled_dot_product_flash_attention.h, SDPABackwardNode
-#   pre_validate_node, "Num hidden_dim should be less than or equal to 256" at line 1143);
-#   forward: a multiple of 8 (node/sdpa_support_surface.h:221-222), no upper bound on 9.10+.
-# - dtypes: fp16/bf16 I/O (the HALF mma core mode, sdpa_support_surface.h:196); float32 I/O
-#   has no fused path (sdpa_support_surface.h:353-354, "Unsupported mma core mode").
-# - GQA/MQA: h_q % h_k == 0 and h_q % h_v == 0 (sdpa_support_surface.h:67-68; backward
-#   scaled_dot_product_flash_attention.h:1169).
-# - masks: diagonal bands with TOP_LEFT or BOTTOM_RIGHT alignment (python/pygraph/sdpa.cpp:1079-1081
-#   for sdpa, 1159-1161 for sdpa_backward); right_bound >= 0 (flash_attention.h:1257) and
-#   left_bound > 0 (flash_attention.h:1235); bottom-right masks and sliding windows need
-#   max_s_q <= max_s_kv unless the padding mask is on (flash_attention.h:1222 and 1243,
-#   sdpa_support_surface.h:234): the adapter then turns the padding mask on with the full
-#   lengths (the interface's own remedy), so the capability keeps s_q > s_kv.
-# - ragged/THD: ragged offsets need the padding mask (sdpa_support_surface.h:90), Hopper and
-#   newer (sdpa_support_surface.h:346-351); bounds with ragged only with the padding mask
-#   (flash_attention.h:1248). Zero-length sequences: the padding mask takes any length >= 0
-#   (cudnn's own test config, test/python/sdpa/fp16.py validate_config, asserts x >= 0).
-# - sinks: sink_token from cuDNN 9.13 (flash_attention.h:251-254), dSink_token in the backward
-#   (python/pygraph/sdpa.cpp:1169-1170); not with s_q == 1 (sdpa_support_surface.h:271-273,
-#   "decode only mode ... not supported with sink_token"): refused below.
-# - s_q == s_kv == 1 is refused by the backward (flash_attention.h:1106-1108): refused below.
+#   (scaled_dot_product_flash_attention.h:1385-1401, "Num hidden_dim should be less than or
+#   equal to 256"); the forward asks a multiple of 8 (sdpa_support_surface.h:309).
+# - dtypes: fp16/bf16 I/O (the HALF mma core mode); float32 I/O has no fused path
+#   (sdpa_support_surface.h:442, "Unsupported mma core mode").
+# - GQA/MQA: h_q % h_k == 0 and h_q % h_v == 0 (sdpa_support_surface.h:123; backward
+#   scaled_dot_product_flash_attention.h:1445).
+# - masks: diagonal bands with TOP_LEFT or BOTTOM_RIGHT alignment (pygraph/sdpa.cpp:1079-1081
+#   for sdpa, 1159-1161 for sdpa_backward); right_bound >= 0 (flash_attention.h:1535), left_bound
+#   > 0 (flash_attention.h:1513); bottom-right masks and sliding windows need max_s_q <= max_s_kv
+#   unless the padding mask is on (flash_attention.h:1500 and 1521, sdpa_support_surface.h:182
+#   and 323): the adapter then turns the padding mask on with the full lengths (the interface's
+#   own remedy), so the capability keeps s_q > s_kv.
+# - ragged/THD: ragged offsets need the padding mask (sdpa_support_surface.h:164), Hopper or
+#   newer (sdpa_support_surface.h:438); bounds with ragged only with the padding mask
+#   (flash_attention.h:1526). Zero-length sequences: the padding mask's lengths are any value
+#   >= 0 (cudnn-frontend's own test config, test/python/sdpa/fp16.py validate_config).
+# - sinks: sink_token from cuDNN 9.13 (flash_attention.h:339), dSink_token in the backward
+#   (pygraph/sdpa.cpp:1169-1170).
+# - the Stats tensor the backward reads must be packed BHSD below cuDNN 9.26 when not ragged
+#   (flash_attention.h:1570-1585): the adapter's dense stats buffer is [B, H, S, 1].
 # - use_deterministic_algorithm (pygraph/sdpa.cpp:1164) is restricted on Blackwell only
-#   (flash_attention.h:1269-1280); on Hopper the adapter asks for it and claims determinism.
+#   (flash_attention.h:1550); on Hopper the ``cudnn`` adapter asks for it and claims determinism.
 # - layouts: cuDNN takes 4-D dims and strides; ragged tensors need the packed THD strides.
 #   The adapter declares the contiguous layout only.
+# - combinations the Capability's fields cannot say are in ``refusal`` (each with its line) and
+#   excluded through ``CudnnCapability.excludes``, so a campaign skips them with the reason.
 # - max_seqlen / max_heads / max_batch below are campaign bounds (GPU time), not cuDNN's.
 _DIMS = tuple(range(8, 257, 8))
 
@@ -72,8 +77,16 @@ COMPILE_KEY = ("dtype", "batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", 
                "causal", "align", "window_left", "window_right", "sinks", "softmax_scale", "pad_tail")
 
 
+@dataclass(frozen=True)
+class CudnnCapability(Capability):
+    """The declared capability plus the interface's refusals of field combinations."""
+
+    def excludes(self, p: Problem) -> str | None:
+        return super().excludes(p) or refusal(p)
+
+
 def _capability(deterministic: bool) -> Capability:
-    return Capability(
+    return CudnnCapability(
         dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, head_dims_v=_DIMS, equal_head_dims=False,
         max_batch=8, max_seqlen=4096, max_heads=32, gqa=True, causal=True, aligns=("top_left", "bottom_right"),
         window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True,
@@ -83,12 +96,17 @@ def _capability(deterministic: bool) -> Capability:
 
 
 def refusal(p: Problem) -> str | None:
-    """Why cuDNN's interface refuses ``p`` although the capability's fields cannot say so
-    (the capability has no field for these two shapes), or None."""
+    """Why cuDNN's interface refuses ``p`` although the Capability's fields cannot say so, or None."""
     if p.max_seqlen_q == 1 and p.max_seqlen_k == 1:
-        return "cuDNN's SDPA backward refuses s_q == s_kv == 1 (scaled_dot_product_flash_attention.h:1106)"
+        return "cuDNN's SDPA backward refuses s_q == s_kv == 1 (scaled_dot_product_flash_attention.h:1353)"
     if p.sinks and p.max_seqlen_q == 1:
-        return "cuDNN refuses sink_token with s_q == 1 (decode only mode, sdpa_support_surface.h:271)"
+        return "cuDNN refuses sink_token with s_q == 1 (decode only mode, sdpa_support_surface.h:345-360)"
+    if p.sinks and p.varlen:
+        return ("cuDNN < 9.26 refuses the backward with ragged offsets and a sink token "
+                "(scaled_dot_product_flash_attention.h:1374-1379)")
+    if p.max_seqlen_q == 0 or p.max_seqlen_k == 0:
+        return ("every query or every key sequence empty: a graph dimension of 0, which crashed the "
+                "process (SIGFPE) on cuDNN 9.19 (results/bugs/cudnn/)")
     return None
 
 
@@ -172,7 +190,9 @@ class _Graphs:
             return t
 
         mask = dict(diagonal_band_left_bound=left, diagonal_band_right_bound=right, diagonal_alignment=align)
-        stats_dims = dict(dim=(b, hq, sq, 1), stride=(sq * hq, 1, hq, 1))  # [B, S, H] / [T, H] memory
+        # ragged: [T, H] memory with per-sequence offsets; dense: packed BHSD [B, H, S, 1], the only
+        # non-ragged Stats layout the backward reads below cuDNN 9.26 (flash_attention.h:1570-1585)
+        stats_dims = dict(dim=(b, hq, sq, 1), stride=(sq * hq, 1, hq, 1) if p.varlen else (hq * sq, sq, 1, 1))
 
         fg = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
         ft = make(fg, sinks_out=False)
@@ -283,7 +303,8 @@ class CudnnAdapter(KernelAdapter):
         t = gr.fwd_t
         q, k, v = (self._mem(inputs, n) for n in ("q", "k", "v"))
         o = torch.zeros(*q.shape[:-1], p.head_dim_v, dtype=q.dtype, device=q.device)
-        stats = torch.full(q.shape[:-1], float("-inf"), dtype=torch.float32, device=q.device)  # [B,S,H] / [T,H]
+        shape = (p.total_q, p.heads_q) if p.varlen else (p.batch, p.heads_q, p.seqlen_q)  # [T, H] / [B, H, S]
+        stats = torch.full(shape, float("-inf"), dtype=torch.float32, device=q.device)
         ws = torch.empty(max(gr.workspace, 1), dtype=torch.uint8, device=q.device)
         pack = self._common(inputs, t) | {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o, t["stats"]: stats}
         self._run(gr.fwd, pack, ws)
@@ -291,7 +312,7 @@ class CudnnAdapter(KernelAdapter):
             o_thd, lse_thd = o, stats
         else:
             o_thd = o.reshape(p.batch * p.seqlen_q, p.heads_q, p.head_dim_v)
-            lse_thd = lse_bhs_to_thd(stats.permute(0, 2, 1))  # [B, S, H] -> [B*S, H]
+            lse_thd = lse_bhs_to_thd(stats)  # [B, H, S] -> [B*S, H]
         fwd = Outputs(o=o_thd, lse=normalize_lse(lse_thd, p))
         return fwd, (o, stats)
 
