@@ -58,8 +58,11 @@ from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_l
 #   own remedy), so the capability keeps s_q > s_kv.
 # - ragged/THD: ragged offsets need the padding mask (sdpa_support_surface.h:164), Hopper or
 #   newer (sdpa_support_surface.h:438); bounds with ragged only with the padding mask
-#   (flash_attention.h:1526). Zero-length sequences: the padding mask's lengths are any value
-#   >= 0 (cudnn-frontend's own test config, test/python/sdpa/fp16.py validate_config).
+#   (flash_attention.h:1526). Zero-length sequences are not claimed: the frontend does not
+#   check them, but cudnn-frontend's own tests gate them on cuDNN >= 9.25 ("zero sequence
+#   length SDPA requires cuDNN >= 9.25.0", test_sdpa_edge_cases.py) and the H200 has 9.19; a
+#   batch whose every query sequence is empty killed the process there (SIGFPE in
+#   create_execution_plans, results/bugs/cudnn/REPORT-zero-seqlen-sigfpe.md).
 # - sinks: sink_token from cuDNN 9.13 (flash_attention.h:339), dSink_token in the backward
 #   (pygraph/sdpa.cpp:1169-1170).
 # - the Stats tensor the backward reads must be packed BHSD below cuDNN 9.26 when not ragged
@@ -89,7 +92,7 @@ def _capability(deterministic: bool) -> Capability:
     return CudnnCapability(
         dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, head_dims_v=_DIMS, equal_head_dims=False,
         max_batch=8, max_seqlen=4096, max_heads=32, gqa=True, causal=True, aligns=("top_left", "bottom_right"),
-        window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True,
+        window=True, varlen=True, empty_seqs=False, pad_tail=True, sinks=True,
         outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=deterministic, device="cuda",
         block_m=128, block_n=128, compile_key=COMPILE_KEY,
     )
@@ -104,9 +107,6 @@ def refusal(p: Problem) -> str | None:
     if p.sinks and p.varlen:
         return ("cuDNN < 9.26 refuses the backward with ragged offsets and a sink token "
                 "(scaled_dot_product_flash_attention.h:1374-1379)")
-    if p.max_seqlen_q == 0 or p.max_seqlen_k == 0:
-        return ("every query or every key sequence empty: a graph dimension of 0, which crashed the "
-                "process (SIGFPE) on cuDNN 9.19 (results/bugs/cudnn/)")
     return None
 
 
