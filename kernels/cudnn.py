@@ -22,7 +22,9 @@ Conventions, mapped here and nowhere else:
   included (the same reference) -- difftest's LSE as it is.
 Output buffers are zero-filled (LSE -inf) before each call, so rows cuDNN does not own (the
 unused tail of a packed buffer, the keys of a sequence without queries) read as difftest's
-convention for them; every row inside a sequence is what cuDNN wrote.
+convention for them; every row inside a sequence is what cuDNN wrote. A row cuDNN leaves
+unwritten therefore reads as zero, not as garbage (the adapter does not take difftest's
+NaN-poisoned buffers, ``Capability.poison`` stays False).
 """
 
 from dataclasses import dataclass
