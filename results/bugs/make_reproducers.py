@@ -32,6 +32,8 @@ HERE = Path(__file__).resolve().parent
 
 FA4 = "flash-attn-4 4.0.0b36 (flash_attn.cute), torch 2.11.0+cu130, NVIDIA H200 sm_90, driver 580.159.04"
 TILEOPS = "tileops 0.1.0 (tilelang 0.1.12), torch 2.11.0+cu130, NVIDIA H200 sm_90, driver 580.159.04"
+CUDNN = ("cuDNN 9.19.0 (torch 2.11.0+cu130's) through nvidia-cudnn-frontend 1.32.0 graphs, NVIDIA H200 sm_90, "
+         "driver 580.159.04")
 TILELANG_EXAMPLE = ("tilelang 0.1.15, examples/flash_attention/example_gqa_bwd.py as posted in tile-ai/tilelang#917 "
                     "(DIFFTEST_TILELANG_FILE names the file), torch 2.11.0+cu130, NVIDIA H200 sm_90")
 
@@ -185,6 +187,23 @@ ENTRIES = (
                   dtype="bfloat16", causal=False, softmax_scale=None, values="negative_lse", value_scale=16.0,
                   seed=0),
           "failed", ("dq:nonfinite",), seen_with=TILEOPS),
+    Entry("cudnn", "thd-gqa-decode-stats", "REPORT-thd-gqa-decode-stats.md", "cudnn",
+          Problem(batch=1, seqlen_q=(1,), seqlen_k=(2,), heads_q=22, heads_kv=1, head_dim_qk=8, head_dim_v=8,
+                  dtype="float16", values="normal", seed=0),
+          "failed", ("lse:nonfinite", "lse:budget", "dq:nonfinite", "dq:budget", "dk:nonfinite", "dv:nonfinite"),
+          seen_with=CUDNN),
+    Entry("cudnn", "thd-dqk-gt192-dv-mid", "REPORT-thd-dqk-gt192-dv-mid.md", "cudnn",
+          Problem(batch=1, seqlen_q=(1,), seqlen_k=(2,), heads_q=1, heads_kv=1, head_dim_qk=200, head_dim_v=72,
+                  dtype="float16", values="normal", seed=0),
+          "failed", ("dk:budget",), seen_with=CUDNN),
+    Entry("cudnn", "thd-dqk-gt192-dv-mid.neglse-d208-v88", "REPORT-thd-dqk-gt192-dv-mid.md", "cudnn",
+          Problem(batch=1, seqlen_q=(1,), seqlen_k=(182,), heads_q=1, heads_kv=1, head_dim_qk=208, head_dim_v=88,
+                  dtype="float16", values="negative_lse", value_scale=14.799644633607514, seed=3),
+          "failed", ("dq:nonfinite", "dk:budget", "dv:budget", "dq:determinism"), seen_with=CUDNN),
+    Entry("cudnn", "dsink-nondeterministic", "REPORT-dsink-nondeterministic.md", "cudnn",
+          Problem(batch=1, seqlen_q=3, seqlen_k=1, heads_q=3, heads_kv=3, head_dim_qk=8, head_dim_v=104,
+                  dtype="float16", sinks=True, sink_center=-4.4398495439060355, values="normal", seed=1),
+          "failed", ("dsink:determinism",), seen_with=CUDNN),
 )
 
 
