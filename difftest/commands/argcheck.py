@@ -13,9 +13,7 @@ import argparse
 import math
 import sys
 
-
-class UsageError(ValueError):
-    """Bad input from the user: one line, exit code 2."""
+from difftest.errors import UsageError  # noqa: F401 -- re-exported: argcheck.UsageError
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -134,7 +134,10 @@ def add_run_arguments(p):
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
-                        "with its original arguments, without re-running its finished cases")
+                        "with its original search arguments, without re-running its finished cases; outputs "
+                        "(--out, --report, --markdown, --html, --db) come from this command line")
+    p.add_argument("--allow-import", action="store_true",
+                   help="with --resume: trust a 'module:attr' kernel the resumed run's arguments name")
 
 
 def _seed(text):
@@ -178,15 +181,12 @@ def cmd_run(a) -> int:
     from difftest.workdir import claim_hypothesis_home
 
     resume = None
-    if a.resume is not None:  # continue a killed run with its own arguments
-        from difftest.run.folder import Run, RunError
+    if a.resume is not None:  # continue a killed run with its own search arguments (folder.py: what is trusted)
+        from difftest.run.folder import Run, resumed_args
 
-        try:
-            resume = Run.resume(a.out, a.resume or None)
-            argv = resume.meta()["argv"]
-        except (RunError, KeyError) as e:
-            raise UsageError(str(e)) from None
-        a = build_parser(argv).parse_args(argv)
+        resume = Run.resume(a.out, a.resume or None)  # RunError: one line, exit 2
+        argv = resume.meta()["argv"]
+        a = resumed_args(a, build_parser(argv).parse_args(argv), a.allow_import)
         a.argv = argv
     claim_hypothesis_home()
 
@@ -489,14 +489,17 @@ def _write_html(report_path, html_path):
 
 
 def cmd_repro(a) -> int:
-    from difftest.search.reproducer import ReproducerError, replay
+    from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED
+    from difftest.search.reproducer import replay
+    from difftest.vocab import Status
 
-    try:
-        r = replay(a.file, kernel=a.kernel, allow_import=a.allow_import, profile=a.profile)
-    except ReproducerError as e:
-        raise UsageError(str(e)) from None
+    r = replay(a.file, kernel=a.kernel, allow_import=a.allow_import, profile=a.profile)  # ReproducerError: exit 2
     print(r.render(verbose=True))
-    return 1 if r.failed else 0
+    if r.status == Status.SKIPPED:  # nothing was replayed: neither a pass nor a finding
+        print(f"difftest repro: skipped, nothing replayed: {(r.reason or '').splitlines()[0] if r.reason else ''}",
+              file=sys.stderr)
+        return EXIT_SKIPPED
+    return EXIT_FAILED if r.failed else EXIT_PASSED
 
 
 def cmd_list(a) -> int:
@@ -525,15 +528,16 @@ def cmd_list(a) -> int:
     return 0
 
 
-_MODULES = {"calibrate": "calibration", "report": "html_report"}  # subcommand -> module, where they differ
+_MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measure.calibration",  # subcommand -> module
+            "bench": "difftest.measure.bench", "merge": "difftest.report.merge", "gate": "difftest.report.ci_gate",
+            "report": "difftest.report.html"}
 def cmd_new_adapter(a) -> int:
     from difftest.commands.scaffold import write_skeleton
 
     try:
         root = write_skeleton(a.name, a.dir)
-    except (ValueError, FileExistsError) as e:
-        print(f"difftest: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, FileExistsError, NotADirectoryError) as e:
+        raise UsageError(str(e)) from None
     print(f"wrote {root}/ (adapter, capability, pyproject.toml entry point, a pytest test)\n"
           f"next: pip install --no-build-isolation -e {root} && difftest run -k {a.name} -p quick")
     return 0
@@ -567,7 +571,8 @@ def _fill(name: str, sp) -> None:
         sp.add_argument("--allow-import", action="store_true",
                         help="trust a 'module:attr' kernel named in the file (imports that module)")
         sp.add_argument("--profile", "-p", choices=sorted(PROFILES),
-                        help="size limits the problem must fit (default: the largest profile's)")
+                        help="size limits the problem must fit (default: the largest for the device it runs "
+                             "on: nightly on the CPU, gpu on CUDA)")
         sp.set_defaults(func=cmd_repro)
     elif name == "list":
         sp.add_argument("--check", action="store_true",
@@ -580,7 +585,7 @@ def _fill(name: str, sp) -> None:
     else:
         import importlib
 
-        mod = importlib.import_module(f".{_MODULES.get(name, name)}", __package__)
+        mod = importlib.import_module(_MODULES[name])
         mod.add_arguments(sp)
         sp.set_defaults(func=mod.command)
 
@@ -601,14 +606,27 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """The one place an input error becomes exit code 2 (difftest/errors.py, docs/exit-codes.md):
+    every ``InputError`` a subcommand raises, and an ``OSError`` (an unreadable input, an
+    unwritable output, a full disk) as one line on stderr. Child processes start with a safe
+    import path (``safe_child_path``: the working directory is not on their ``sys.path``)."""
+    from difftest.errors import EXIT_INPUT, InputError, one_line
+    from difftest.safeio import safe_child_path
+
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
-    args.argv = argv
-    try:
-        return args.func(args)
-    except (UsageError, registry.KernelSpecError) as e:
-        print(f"difftest: error: {e}", file=sys.stderr)
-        return 2
+    cmd = next((a for a in argv if a in COMMANDS), "")
+    with safe_child_path():
+        try:
+            args = build_parser(argv).parse_args(argv)
+            args.argv = argv
+            return args.func(args)
+        except InputError as e:
+            print(f"difftest{' ' + cmd if cmd else ''}: error: {one_line(e)}", file=sys.stderr)
+        except OSError as e:
+            where = f" {e.filename}" if e.filename else ""
+            print(f"difftest{' ' + cmd if cmd else ''}: error: cannot read or write{where}: "
+                  f"{one_line(e.strerror or e)}", file=sys.stderr)
+    return EXIT_INPUT
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import sys
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
+from difftest.errors import InputError
 from difftest.model.capability import Capability
 
 if TYPE_CHECKING:  # annotations only: the registry (``difftest list``) must not import torch
@@ -77,7 +78,7 @@ _LOADED_GROUPS: set[str] = set()
 _IMPORT_SPECS: set[str] = set()  # names that resolved as 'module:attr' imports
 
 
-class KernelSpecError(KeyError):
+class KernelSpecError(InputError, KeyError):
     """A kernel name or ``module:attr`` spec that does not resolve; the message is one line."""
 
     def __str__(self):

@@ -384,8 +384,9 @@ def _env(a) -> dict:
 
 def oracle_command(a) -> int:
     if a.device == "cuda" and not torch.cuda.is_available():
-        print("difftest bench --oracle: --device cuda needs a CUDA device", file=sys.stderr)
-        return 2
+        from difftest.commands.argcheck import UsageError
+
+        raise UsageError("--oracle --device cuda: no CUDA device is available here: allowed --device cpu")
     rows = run_oracle_bench(_shapes(a, ORACLE_SHAPES), tuple(a.kernels or ("fa3",)), (a.dtype or ["bfloat16"])[0],
                             a.device, a.oracle_repeats, a.repeats, a.unskipped, magnitudes_dtype=a.magnitudes_dtype,
                             eager=a.eager, passes_only=a.passes_only,
@@ -407,8 +408,7 @@ def command(a) -> int:
     if not a.kernels:
         raise UsageError("--kernel/-k: required (a registered kernel name), unless --oracle")
     if not torch.cuda.is_available():
-        print("difftest bench: needs a CUDA device", file=sys.stderr)
-        return 2
+        raise UsageError("needs a CUDA device (torch.cuda.is_available() is False): allowed --oracle --device cpu")
     shapes = _shapes(a, DEFAULT_SHAPES)
     problems = shape_problems(shapes, tuple(a.dtype or ("float16", "bfloat16")), not a.no_causal, a.gqa_kv)
     rows = run_bench(a.kernels, problems, a.repeats, a.warmup)

@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from difftest.errors import InputError
 from difftest.model.layouts import CONTIGUOUS, Layout
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -60,7 +61,7 @@ INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field
 LEGACY_INPUT_VERSION = 1
 
 
-class ProblemError(ValueError):
+class ProblemError(InputError):
     """A Problem field holds a value outside what is allowed."""
 
     def __init__(self, field_name: str, value: Any, allowed: str):

@@ -11,7 +11,6 @@ run with different settings (seed, profile, gates, narrowing, examples), a shard
 twice, or a shard missing.
 """
 
-import sys
 import time
 from pathlib import Path
 
@@ -142,18 +141,11 @@ def add_arguments(p):
 def command(a) -> int:
     import json
 
-    try:
-        doc = merge_reports([(p, load_report(p)) for p in a.reports])
-        out = Path(a.output)
-        if out.is_dir():
-            raise ReportError(f"-o {out}: is a directory: allowed a file path")
-        write_text_atomic(out, json.dumps(doc, indent=1, default=str))
-    except ReportError as e:
-        print(f"difftest merge: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"difftest merge: -o {a.output}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+    from difftest.commands.argcheck import check_outputs
+
+    doc = merge_reports([(p, load_report(p)) for p in a.reports])  # ReportError: one line, exit 2 (cli.main)
+    check_outputs(None, [("-o", a.output)])
+    write_text_atomic(Path(a.output), json.dumps(doc, indent=1, default=str, allow_nan=False))
     c = doc["campaigns"]
     print(f"merged {len(a.reports)} reports: {len(c)} kernels, {sum(x['examples'] for x in c)} cases -> {a.output}")
     return 0

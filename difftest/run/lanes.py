@@ -36,10 +36,12 @@ import sys
 import traceback
 from multiprocessing.connection import wait
 
+from difftest.errors import UsageError
+
 GRACE_S = 120.0  # after a signal, how long a lane may take to hand back its partial result
 
 
-class JobsError(ValueError):
+class JobsError(UsageError):
     """A bad ``--jobs`` value (one line)."""
 
 

@@ -26,11 +26,13 @@ it) and set with ``torch.set_num_threads``. ``difftest run`` prints the choice.
 
 import os
 
+from difftest.errors import UsageError
+
 ENV = "DIFFTEST_THREADS"
 
 
-class ThreadsError(ValueError):
-    pass
+class ThreadsError(UsageError):
+    """A bad ``--threads``, DIFFTEST_THREADS or OMP_NUM_THREADS value (one line)."""
 
 
 def usable_cpus() -> int:

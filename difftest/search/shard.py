@@ -13,9 +13,11 @@ one failure wherever it leads.
 
 import hashlib
 
+from difftest.errors import UsageError
 
-class ShardError(ValueError):
-    pass
+
+class ShardError(UsageError):
+    """A bad ``--shard`` value or shard field (one line)."""
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
