@@ -176,3 +176,26 @@ def parse_json(data, where: str, error, max_depth: int = MAX_JSON_DEPTH):
 def read_json(path, error, what: str = "JSON file", max_bytes: int = MAX_JSON_BYTES):
     """``read_capped`` + ``parse_json``: a file difftest wrote, or a one-line ``error``."""
     return parse_json(read_capped(path, max_bytes, error, what), str(path), error)
+
+
+NONFINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+
+
+def finite_json(obj):
+    """``obj`` with every non-finite float written as the string ``"inf"``, ``"-inf"`` or
+    ``"nan"``: ``json.dumps`` would write ``Infinity``/``NaN``, which is not JSON (other
+    tools refuse the file). ``report.read.load_report`` turns them back into floats."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else str(obj)
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def json_text(obj, **kw) -> str:
+    """Strict JSON text of ``obj`` (``finite_json``; other objects as ``str``)."""
+    import json
+
+    return json.dumps(finite_json(obj), allow_nan=False, default=str, **kw)

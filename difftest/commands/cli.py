@@ -13,11 +13,12 @@ from difftest.commands.argcheck import (
     UsageError,
     check_device,
     check_outputs,
+    chunk_threshold_int,
+    determinism_int,
+    examples_int,
     k_item,
     nonneg_float,
-    nonneg_int,
     positive_float,
-    positive_int,
 )
 from difftest.execute import adapter as registry
 from difftest.execute.isolation import COMPILE_TIMEOUT_S
@@ -46,6 +47,8 @@ def _standards(items):
     out = {}
     for it in items or ():
         name, _, spec = it.partition(":")
+        if not spec.strip():  # 'dq' alone used to become the default standard, unnoticed
+            raise UsageError(f"--standard {it!r}: no SPEC: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=..")
         names = OUTPUTS if name == "all" else (name,)
         if name != "all" and name not in OUTPUTS:
             raise UsageError(f"--standard {it!r}: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=.. "
@@ -77,7 +80,7 @@ def add_run_arguments(p):
     p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
-    p.add_argument("--max-examples", type=positive_int, help="generated examples per kernel (overrides the profile)")
+    p.add_argument("--max-examples", type=examples_int, help="generated examples per kernel (overrides the profile)")
     p.add_argument("--time-budget", type=positive_float, help="seconds of search per kernel (overrides the profile)")
     p.add_argument("--shrink-budget", type=nonneg_float,
                    help="seconds of shrinking once a failure is found (overrides the profile)")
@@ -97,7 +100,7 @@ def add_run_arguments(p):
     p.add_argument("--compile-timeout", type=positive_float, default=None,
                    help=f"seconds of a case's JIT builds before it counts as a build timeout, not a hang "
                         f"(default {DEFAULT_COMPILE_TIMEOUT_S:g}; needs --isolate)")
-    p.add_argument("--determinism", type=positive_int, metavar="N",
+    p.add_argument("--determinism", type=determinism_int, metavar="N",
                    help="calls per case for the bitwise determinism gate (default 2 for kernels claiming determinism); "
                         "every call that differs from the first is judged by the gates too")
     p.add_argument("--k", action="append", type=k_item, metavar="OUTPUT=K",
@@ -108,7 +111,8 @@ def add_run_arguments(p):
     p.add_argument("--truth", choices=("float64", "float32"), default="float64",
                    help="the reference --standard is judged against (float32: autograd in float32, as teams "
                         "state their standards); the error budget always uses the float64 truth")
-    p.add_argument("--chunk-threshold", type=nonneg_int, help="score elements above which the chunked oracle is used")
+    p.add_argument("--chunk-threshold", type=chunk_threshold_int,
+                   help="score elements above which the chunked oracle is used")
     p.add_argument("--no-poison", action="store_true", help="do not NaN-poison output buffers")
     p.add_argument("--narrow", action="append", metavar="FIELD=VALUES",
                    help="draw inside less than the kernel's capability, e.g. head_dims_qk=64,128 or "
@@ -141,12 +145,14 @@ def add_run_arguments(p):
 
 
 def _seed(text):
+    from difftest.commands.argcheck import MAX_SEED
+
     try:
-        v = int(text)
+        v = int(text) if len(str(text)) <= 40 else -1
     except ValueError:
         v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"--seed {text!r} is invalid: allowed an integer >= 0")
+    if not 0 <= v <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"--seed {str(text)[:40]!r} is invalid: allowed an integer in [0, 2**64-1]")
     return v
 
 

@@ -183,6 +183,7 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
+POLL_MAX_S = 3600.0  # the longest single wait on the pipe (a timeout of 1e7 s once raised OverflowError)
 STARTUP_TIMEOUT_S = 600.0  # a worker's imports, before any kernel call
 COMPILE_TIMEOUT_S = 1800.0  # a case's JIT builds together (RunConfig.compile_timeout_s)
 
@@ -316,7 +317,9 @@ class Worker:
                 left = timeout_s - (now - t0 - built)
             else:
                 left = compile_timeout_s - (built + now - building)
-            if not self.conn.poll(max(0.0, left)):  # what is already there is read, even late
+            if not self.conn.poll(min(max(0.0, left), POLL_MAX_S)):  # what is already there is read, even late
+                if left > POLL_MAX_S:  # a long timeout waits in slices: poll() overflows past ~2.1e6 s
+                    continue
                 self._timed_out(timer, waited_from, timeout_s, compile_timeout_s, t0, built, building)
             try:
                 reply = self.conn.recv()

@@ -139,13 +139,14 @@ def add_arguments(p):
 
 
 def command(a) -> int:
-    import json
 
     from difftest.commands.argcheck import check_outputs
 
     doc = merge_reports([(p, load_report(p)) for p in a.reports])  # ReportError: one line, exit 2 (cli.main)
     check_outputs(None, [("-o", a.output)])
-    write_text_atomic(Path(a.output), json.dumps(doc, indent=1, default=str, allow_nan=False))
+    from difftest.safeio import json_text
+
+    write_text_atomic(Path(a.output), json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
     c = doc["campaigns"]
     print(f"merged {len(a.reports)} reports: {len(c)} kernels, {sum(x['examples'] for x in c)} cases -> {a.output}")
     return 0

@@ -38,7 +38,31 @@ def load_report(path) -> dict:
     path = Path(path)
     doc = read_json(path, ReportError, "report.json written by `difftest run`", MAX_REPORT_BYTES)
     check_report(doc, path)
+    _nonfinite_back(doc)
     return doc
+
+
+def _nonfinite_back(doc: dict) -> None:
+    """The numbers ``safeio.finite_json`` wrote as "inf"/"-inf"/"nan" (strict JSON) are
+    floats again: a case's worst_ratio and its verdicts' numbers."""
+    from difftest.safeio import NONFINITE
+
+    def case(c):
+        if isinstance(c, dict):
+            if isinstance(c.get("worst_ratio"), str) and c["worst_ratio"] in NONFINITE:
+                c["worst_ratio"] = NONFINITE[c["worst_ratio"]]
+            for v in c.get("verdicts") or ():
+                nums = v.get("numbers") if isinstance(v, dict) else None
+                for k, x in (nums or {}).items():
+                    if isinstance(x, str) and x in NONFINITE:
+                        nums[k] = NONFINITE[x]
+
+    for c in doc.get("campaigns", []):
+        for x in c.get("cases") or ():
+            case(x)
+        case(c.get("failure"))
+        for f in c.get("failures") or ():
+            case(f.get("failure"))
 
 
 _NUM = (int, float)
@@ -65,7 +89,9 @@ def _check_case(case, where: str) -> None:
         raise ReportError(f"{where}: field 'status' is {str(case.get('status'))[:40]!r}: allowed "
                           f"{'|'.join(Status)}")
     _expect(case, "verdicts", list, where, "a list of verdicts")
-    _expect(case, "worst_ratio", _NUM, where, "a number")
+    _expect(case, "worst_ratio", _NUM + (str,), where, "a number")
+    if isinstance(case.get("worst_ratio"), str) and case["worst_ratio"] not in ("inf", "-inf", "nan"):
+        raise ReportError(f"{where}: field 'worst_ratio' is {case['worst_ratio'][:40]!r}: allowed a number")
     _expect(case, "reason", (str, _NONE), where, "a string")
     _expect(case, "failed_gates", list, where, "a list of 'output:gate' strings")
     for n, v in enumerate(case.get("verdicts", [])):

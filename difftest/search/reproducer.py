@@ -159,15 +159,16 @@ def _check_config(path, cfg) -> dict:
             _fail(path, f"config field {key!r} = {val!r}: allowed {allowed}")
     if cfg.get("device") not in (None, "cpu", "cuda"):
         _fail(path, f"config field 'device' = {cfg['device']!r}: allowed 'cpu', 'cuda' or null")
+    from difftest.commands.argcheck import MAX_CHUNK_THRESHOLD, MAX_DETERMINISM, MAX_SECONDS
+
     for key in ("timeout_s", "compile_timeout_s"):
         t = cfg.get(key, 1.0)
-        if not (math.isfinite(t) and t > 0):
-            _fail(path, f"config field {key!r} = {t!r}: allowed a finite number > 0")
-    for key in ("determinism_runs", "chunk_threshold"):
+        if not (math.isfinite(t) and 0 < t <= MAX_SECONDS):
+            _fail(path, f"config field {key!r} = {t!r}: allowed a finite number in (0, {MAX_SECONDS:g}]")
+    for key, least, most in (("determinism_runs", 1, MAX_DETERMINISM), ("chunk_threshold", 0, MAX_CHUNK_THRESHOLD)):
         v = cfg.get(key)
-        if v is not None and v < (1 if key == "determinism_runs" else 0):
-            least = 1 if key == "determinism_runs" else 0
-            _fail(path, f"config field {key!r} = {v!r}: allowed null or an int >= {least}")
+        if v is not None and not least <= v <= most:
+            _fail(path, f"config field {key!r} = {v!r}: allowed null or an int in [{least}, {most}]")
     from difftest.judge import runner
     from difftest.judge.runner import RunConfig
 
