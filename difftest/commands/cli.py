@@ -236,7 +236,7 @@ def cmd_run(a) -> int:
     out = Path(a.out)
     # everything the campaign will write is checked before the first case runs
     check_device(a.device)
-    check_outputs(out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
+    check_outputs(a.out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
     if not a.isolate:
         if a.timeout is not None or getattr(a, "compile_timeout", None) is not None:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
@@ -540,6 +540,8 @@ _MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measur
 def cmd_new_adapter(a) -> int:
     from difftest.commands.scaffold import write_skeleton
 
+    if not str(a.dir).strip() or (Path(a.dir).exists() and not Path(a.dir).is_dir()):
+        raise UsageError(f"--dir {a.dir!r}: not a folder: allowed a folder (existing or to be created)")
     try:
         root = write_skeleton(a.name, a.dir)
     except (ValueError, FileExistsError, NotADirectoryError) as e:
