@@ -36,15 +36,26 @@ def atomic_write_text(path, text: str, mode: int | None = None) -> Path:
 
 
 def check_writable_dir(path, what: str) -> str | None:
-    """None when ``path`` is a writable directory (created if missing: the campaign would
-    create it anyway), else one line naming ``what`` (e.g. '--out'), the path and why.
-    Writability is probed by creating a file, so it holds for root and read-only mounts."""
+    """None when ``path`` is a writable directory or can be created as one, else one line
+    naming ``what`` (e.g. '--out'), the path and why. Nothing is created: a refused command
+    leaves no folder behind. Writability is probed by creating (and removing) a temporary
+    file in ``path`` or its nearest existing ancestor, so it holds for root and read-only mounts."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         return f"{what} {str(path)!r} is a file: allowed a directory (existing or to be created)"
+    probe = path
+    while not probe.exists():
+        if probe.is_symlink():  # a dangling link: mkdir would fail
+            return f"{what} {str(path)!r} is not a writable directory (a dangling symbolic link): allowed a " \
+                   "writable directory"
+        parent = probe.parent
+        if parent == probe:
+            break
+        probe = parent
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
+        if not probe.is_dir():
+            raise NotADirectoryError(20, "Not a directory")
+        with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as e:
         return f"{what} {str(path)!r} is not a writable directory ({e.strerror or e}): allowed a writable directory"

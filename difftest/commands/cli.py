@@ -195,6 +195,10 @@ def cmd_run(a) -> int:
         a = resumed_args(a, build_parser(argv).parse_args(argv), a.allow_import)
         a.argv = argv
     claim_hypothesis_home()
+    # every output and flag is checked before anything starts (a worker, a lane) or is written
+    check_device(a.device)
+    check_outputs(a.out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
+    config = config_from_args(a)
 
     names = a.kernels or list(DEFAULT_KERNELS)
     from difftest.run import lanes, threads
@@ -232,11 +236,7 @@ def cmd_run(a) -> int:
             if a.lane_threads:
                 print(f"difftest: {a.lane_threads}", file=sys.stderr)
             print(f"difftest: {a.jobs} campaigns at once ({jobs_why})", file=sys.stderr)
-    config = config_from_args(a)
     out = Path(a.out)
-    # everything the campaign will write is checked before the first case runs
-    check_device(a.device)
-    check_outputs(a.out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
     if not a.isolate:
         if a.timeout is not None or getattr(a, "compile_timeout", None) is not None:
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
