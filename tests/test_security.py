@@ -265,3 +265,138 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return "\nState:\tZ" not in state
+
+
+# ---------------------------------------------------------------- bounded resources
+def test_a_huge_timeout_is_no_false_failure(tmp_path):
+    """poll() overflows past ~2.1e6 s: the worker waits in slices, the correct kernel passes."""
+    from difftest.execute.isolation import Worker
+
+    w = Worker(env={"OMP_NUM_THREADS": "1"})
+    try:
+        out = w.run("torch-blockwise", P, "cpu", False, 1, timeout_s=1e7, compile_timeout_s=1e7)
+    finally:
+        w.close()
+    assert len(out) == 1 and out[0].dq is not None
+
+
+def test_the_time_budget_is_a_hard_stop(monkeypatch):
+    """Past the budget the search draws no more Problems (it used to draw, and skip, all
+    max_examples of them); how many it left undrawn is reported as unrun."""
+    from difftest.judge.runner import RunConfig
+    from difftest.search import campaign
+
+    calls = []
+    real = campaign.Campaign._property
+    monkeypatch.setattr(campaign.Campaign, "_property", lambda self, p: (calls.append(p), real(self, p))[1])
+    r = campaign.run_campaign("torch-blockwise", "quick", max_examples=3000, time_budget=1e-3, edge_cases=False,
+                              database=None, config=RunConfig(isolate=False))
+    assert r.status == "passed" and r.unrun >= 3000 - len(r.cases) - 1
+    assert len(calls) <= len(r.cases) + 1, f"{len(calls)} draws for {len(r.cases)} cases"
+
+
+def test_strict_json_report_round_trip(tmp_path):
+    """report.json holds no Infinity/NaN (not JSON); reading it back gives the floats."""
+    import math
+
+    from difftest.report.read import load_report
+    from difftest.safeio import json_text
+
+    doc = {"difftest_report": 1, "campaigns": [{"kernel": "k", "status": "failed", "cases": [
+        {"problem": P.to_dict(), "status": "failed", "worst_ratio": float("inf"),
+         "verdicts": [{"output": "dq", "gate": "elementwise", "passed": False,
+                       "numbers": {"ratio": float("inf"), "max_abs": float("nan"), "n": 3}}]}]}]}
+    f = tmp_path / "report.json"
+    f.write_text(json_text(doc, indent=1))
+
+    def refuse(name):
+        raise ValueError(name)
+
+    json.loads(f.read_text(), parse_constant=refuse)  # strict: no Infinity / NaN tokens
+    back = load_report(f)["campaigns"][0]["cases"][0]
+    assert back["worst_ratio"] == math.inf
+    assert back["verdicts"][0]["numbers"]["ratio"] == math.inf and math.isnan(back["verdicts"][0]["numbers"]["max_abs"])
+
+
+# ---------------------------------------------------------------- malformed store and log lines
+def test_a_bad_failure_store_line_is_skipped_with_a_warning_naming_file_and_line(tmp_path, capsys):
+    from difftest.search.failure_store import load_failures, save_failures, store_path
+
+    good2 = Problem(batch=1, seqlen_q=3, seqlen_k=7, head_dim_qk=8, head_dim_v=8).validate()
+    path = store_path(str(tmp_path), "torch-blockwise")
+    path.parent.mkdir(parents=True)
+    lines = [P.to_json(), "{", "[" * 10000 + "]" * 10000, '{"batch": 1' + "0" * 5000 + "}", '{"dtype": "\\ud800"}',
+             "[]", json.dumps({**P.to_dict(), "batch": -1}), good2.to_json()]
+    path.write_text("\n".join(lines) + "\n")
+    assert load_failures(str(tmp_path), "torch-blockwise") == [P, good2]
+    err = capsys.readouterr().err
+    for n in range(2, 8):
+        assert f"{path}:{n}: failure-store line skipped" in err, err
+    assert len(err.strip().splitlines()) == 6
+    # a cut last line (a kill, a full disk) does not swallow the next entry
+    path.write_text(P.to_json() + "\n" + good2.to_json()[:20])
+    third = Problem(batch=2, seqlen_q=3, seqlen_k=7, head_dim_qk=8, head_dim_v=8).validate()
+    save_failures(str(tmp_path), "torch-blockwise", [third])
+    assert load_failures(str(tmp_path), "torch-blockwise") == [P, third]
+
+
+def test_case_log_cuts_an_incomplete_line_and_undoes_a_failed_write(tmp_path, monkeypatch):
+    import errno
+
+    from difftest.execute.interrupt import OutputFailed
+    from difftest.judge.runner import CaseResult
+    from difftest.report.write import CaseLog, read_case_log
+
+    path = tmp_path / "k.cases.jsonl"
+    case = CaseResult("k", P, "passed")
+    log = CaseLog(path, "r1")
+    log.write(case)
+    log.close()
+    with open(path, "ab") as f:
+        f.write(b'{"run_id": "r1", "event": "case", "problem": {"ba')  # a kill mid-write
+    log = CaseLog(path, "r1")  # a resumed run opens it: the cut line goes
+    assert path.read_bytes().endswith(b"}\n") and len(read_case_log(path)) == 1
+    real = CaseLog._write_all
+
+    def half_then_full(self, data):
+        real(self, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(CaseLog, "_write_all", half_then_full)
+    with pytest.raises(OutputFailed) as e:
+        log.write(case)
+    assert "No space left on device" in e.value.name and e.value.exit_code == 2
+    assert path.read_bytes().endswith(b"}\n") and len(read_case_log(path)) == 1  # no cut line left behind
+    log.close()
+
+
+def test_disk_full_stops_the_run_in_one_line_with_a_partial_report_and_resume_finishes_it(tmp_path, capsys,
+                                                                                           monkeypatch):
+    import errno
+
+    from difftest.report.write import CaseLog
+
+    monkeypatch.chdir(tmp_path)
+    real, n = CaseLog._write_all, []
+
+    def full_after_two(self, data):
+        n.append(1)
+        if len(n) > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, data)
+
+    monkeypatch.setattr(CaseLog, "_write_all", full_after_two)
+    argv = ["run", "-q", "-p", "quick", "--max-examples", "5", "--no-edge-cases", "--no-isolate", "--no-prebuild",
+            "-k", "torch-blockwise", "--out", "out", "--db", "none"]
+    rc, err = _cli(argv, capsys)
+    lines = [ln for ln in err.splitlines() if "No space left on device" in ln]
+    assert rc == 2 and len(lines) == 1 and "--resume" in lines[0] and "Traceback" not in err, err
+    run_dir = next((tmp_path / "out" / "runs").iterdir())
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    assert (run_dir / "report.json").exists()  # the partial report
+    monkeypatch.setattr(CaseLog, "_write_all", real)
+    rc, err = _cli(["run", "--resume", "--out", "out", "--db", "none"], capsys)
+    assert rc == 0, err
+    log = (run_dir / "torch-blockwise.cases.jsonl").read_text().splitlines()
+    assert all(json.loads(ln) for ln in log)  # every line whole
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"

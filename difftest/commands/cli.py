@@ -634,6 +634,9 @@ def main(argv=None) -> int:
             where = f" {e.filename}" if e.filename else ""
             print(f"difftest{' ' + cmd if cmd else ''}: error: cannot read or write{where}: "
                   f"{one_line(e.strerror or e)}", file=sys.stderr)
+        finally:
+            if "difftest.run.folder" in sys.modules:
+                sys.modules["difftest.run.folder"].release_locks()
     return EXIT_INPUT
 
 

@@ -176,6 +176,16 @@ def resumed_args(current, recorded, allow_import: bool):
     return recorded
 
 
+_HELD: list = []  # runs whose writer lock this process holds
+
+
+def release_locks() -> None:
+    """Release every run folder lock this process holds (``cli.main`` on return: a run
+    called in-process, from a test or a notebook, leaves its folder resumable)."""
+    for run in list(_HELD):
+        run.unlock()
+
+
 class Run:
     def __init__(self, out, run_id: str):
         self.out = Path(out)
@@ -215,12 +225,15 @@ class Run:
             raise RunError(f"--resume {self.id}: the run is in use by another difftest process (its folder "
                            f"{str(self.dir)!r} is locked): allowed once that process has ended") from None
         self._lock = fd
+        _HELD.append(self)
         return self
 
     def unlock(self) -> None:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+        if self in _HELD:
+            _HELD.remove(self)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
