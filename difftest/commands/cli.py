@@ -139,7 +139,7 @@ def add_run_arguments(p):
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
                         "with its original search arguments, without re-running its finished cases; outputs "
-                        "(--out, --report, --markdown, --html, --db) come from this command line")
+                        "(--out, --report, --markdown, --html) come from this command line, never from the run")
     p.add_argument("--allow-import", action="store_true",
                    help="with --resume: trust a 'module:attr' kernel the resumed run's arguments name")
 
@@ -192,13 +192,15 @@ def cmd_run(a) -> int:
 
         resume = Run.resume(a.out, a.resume or None)  # RunError: one line, exit 2
         argv = resume.meta()["argv"]
-        a = resumed_args(a, build_parser(argv).parse_args(argv), a.allow_import)
+        a = resumed_args(a, build_parser(argv).parse_args(argv), a.allow_import,
+                         defaults=build_parser(["run"]).parse_args(["run"]))
         a.argv = argv
     claim_hypothesis_home()
-    # every output and flag is checked before anything starts (a worker, a lane) or is written
+    # the outputs are checked before anything starts (a worker, a lane) or is written; the
+    # standards (config_from_args) after _share_threads: they import torch, which must see
+    # the OMP_NUM_THREADS chosen there
     check_device(a.device)
     check_outputs(a.out, [("--report", a.report), ("--markdown", a.markdown), ("--html", a.html)], a.db)
-    config = config_from_args(a)
 
     names = a.kernels or list(DEFAULT_KERNELS)
     from difftest.run import lanes, threads
@@ -236,6 +238,7 @@ def cmd_run(a) -> int:
             if a.lane_threads:
                 print(f"difftest: {a.lane_threads}", file=sys.stderr)
             print(f"difftest: {a.jobs} campaigns at once ({jobs_why})", file=sys.stderr)
+    config = config_from_args(a)
     out = Path(a.out)
     if not a.isolate:
         if a.timeout is not None or getattr(a, "compile_timeout", None) is not None:
@@ -618,7 +621,9 @@ def main(argv=None) -> int:
     every ``InputError`` a subcommand raises, and an ``OSError`` (an unreadable input, an
     unwritable output, a full disk) as one line on stderr. Child processes start with a safe
     import path (``safe_child_path``: the working directory is not on their ``sys.path``)."""
-    from difftest.errors import EXIT_INPUT, InputError, one_line
+    import signal
+
+    from difftest.errors import EXIT_INPUT, InputError, exit_interrupted, one_line
     from difftest.safeio import safe_child_path
 
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -630,6 +635,11 @@ def main(argv=None) -> int:
             return args.func(args)
         except InputError as e:
             print(f"difftest{' ' + cmd if cmd else ''}: error: {one_line(e)}", file=sys.stderr)
+        except KeyboardInterrupt as e:  # Ctrl-C in a subcommand without its own handling (run has interrupt.py)
+            code = getattr(e, "exit_code", None) or exit_interrupted(signal.SIGINT)
+            why = f" by {one_line(e.name)}" if hasattr(e, "name") else ""
+            print(f"difftest{' ' + cmd if cmd else ''}: interrupted{why}", file=sys.stderr)
+            return code
         except OSError as e:
             where = f" {e.filename}" if e.filename else ""
             print(f"difftest{' ' + cmd if cmd else ''}: error: cannot read or write{where}: "

@@ -372,6 +372,12 @@ def _shapes(a, default):
         raise UsageError(f"--shape {a.shape!r}: allowed B,H,S,D integers, e.g. 4,32,512,128") from None
     if any(len(s) != 4 or min(s) < 1 for s in shapes):
         raise UsageError(f"--shape {a.shape!r}: allowed exactly four integers B,H,S,D, each >= 1")
+    from difftest.model.problem import MAX_BATCH, MAX_HEAD_DIM, MAX_HEADS, MAX_SEQLEN
+
+    limits = (MAX_BATCH, MAX_HEADS, MAX_SEQLEN, MAX_HEAD_DIM)
+    if any(x > m for s in shapes for x, m in zip(s, limits)):
+        raise UsageError(f"--shape {a.shape!r}: allowed B <= {MAX_BATCH}, H <= {MAX_HEADS}, S <= {MAX_SEQLEN}, "
+                         f"D <= {MAX_HEAD_DIM}")
     return shapes
 
 

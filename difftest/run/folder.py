@@ -20,8 +20,9 @@ downloaded artifact), so ``--resume`` accepts only a run this user's difftest cr
   symlink) that resolves inside ``OUT/runs``;
 - ``run.json`` is size- and depth-limited before it is parsed, and its ``argv`` must be a
   short list of strings that starts with ``run``;
-- outputs (``--out``, ``--report``, ``--markdown``, ``--html``, ``--db``) come from the
-  current command line, never from the recorded ``argv`` (``CURRENT_ONLY``), and a
+- outputs (``--out``, ``--report``, ``--markdown``, ``--html``) come from the current
+  command line, never from the recorded ``argv`` (``CURRENT_ONLY``; ``--db`` and the
+  threads from it when given there), and a
   ``module:attr`` kernel in the recorded ``argv`` is imported only with ``--allow-import``;
 - one process at a time writes a run folder (``fcntl.flock`` on ``.lock``): a second
   ``--resume`` of a run under way is refused.
@@ -52,8 +53,8 @@ RUN_ID = re.compile(r"[0-9a-f]{32}")  # uuid.uuid4().hex
 MAX_META_BYTES = 16 * 2**20
 MAX_ARGV = 1000  # recorded arguments
 MAX_ARG_CHARS = 4096
-CURRENT_ONLY = ("out", "report", "markdown", "html", "db", "quiet", "resume", "allow_import", "jobs", "threads",
-                "prebuild")  # options a resumed run takes from the current command line, never from run.json
+CURRENT_ONLY = ("out", "report", "markdown", "html", "resume", "allow_import")  # never from run.json
+CURRENT_IF_GIVEN = ("db", "quiet", "jobs", "threads", "prebuild")  # from this command line when given here
 KEY_FILE = "run-key"
 STATE_ENV = "DIFFTEST_STATE_DIR"
 
@@ -158,15 +159,19 @@ def read_meta(path, run_id: str) -> dict:
     return d
 
 
-def resumed_args(current, recorded, allow_import: bool):
+def resumed_args(current, recorded, allow_import: bool, defaults=None):
     """The namespace a resumed run uses: the recorded run's search arguments with every
-    option of ``CURRENT_ONLY`` (outputs, the failure store, this host's threads) from the
-    current command line; refused (RunError) when the recorded arguments name a
-    ``module:attr`` kernel and the current command line has no ``--allow-import``."""
+    option of ``CURRENT_ONLY`` (the outputs) from the current command line, and those of
+    ``CURRENT_IF_GIVEN`` (the failure store, which the search reads, this host's threads
+    and lanes) from it when given there (differing from ``defaults``, the parser's);
+    refused (RunError) when the recorded arguments name a ``module:attr`` kernel and the
+    current command line has no ``--allow-import``."""
     from difftest.execute.adapter import is_import_spec
 
-    for attr in CURRENT_ONLY:
-        if hasattr(current, attr):
+    for attr in CURRENT_ONLY + CURRENT_IF_GIVEN:
+        if not hasattr(current, attr):
+            continue
+        if attr in CURRENT_ONLY or defaults is None or getattr(current, attr) != getattr(defaults, attr, None):
             setattr(recorded, attr, getattr(current, attr))
     specs = list(getattr(recorded, "kernels", None) or ()) + [getattr(recorded, "second_reference", None) or ""]
     for spec in specs:
