@@ -400,3 +400,15 @@ def test_disk_full_stops_the_run_in_one_line_with_a_partial_report_and_resume_fi
     log = (run_dir / "torch-blockwise.cases.jsonl").read_text().splitlines()
     assert all(json.loads(ln) for ln in log)  # every line whole
     assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+
+
+def test_a_planted_runs_link_is_refused_before_anything_is_written(tmp_path, capsys):
+    target = tmp_path / "target"
+    target.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "runs").symlink_to(target)
+    rc, err = _cli(["run", "-q", "-p", "quick", "--max-examples", "1", "--no-edge-cases", "--no-isolate",
+                    "-k", "torch-blockwise", "--out", str(out), "--db", "none"], capsys)
+    _one_line(rc, err, "is a symbolic link")
+    assert not any(target.iterdir())

@@ -244,6 +244,9 @@ class Run:
     @classmethod
     def start(cls, out, argv: list) -> "Run":
         run = cls(out, uuid.uuid4().hex)
+        if (run.out / RUNS).is_symlink():  # planted: the run would write wherever it points
+            raise RunError(f"--out {str(run.out)!r}: {str(run.out / RUNS)!r} is a symbolic link: allowed a folder "
+                           "difftest made (remove the link)")
         run.dir.mkdir(parents=True, exist_ok=False)
         run.lock()
         run._save(dict(run_id=run.id, argv=list(argv), status="running", finished_kernels={},

@@ -124,10 +124,11 @@ def schedule(names: list, previous: dict) -> list:
 def previous_times(report_path) -> dict:
     """kernel -> seconds its campaign took in the report at ``report_path``, less the start
     of its worker (paid by whichever campaign a lane runs first); {} when there is none."""
-    import json
 
     try:
-        doc = json.loads(open(report_path).read())
+        from difftest.safeio import read_json
+
+        doc = read_json(report_path, ValueError, "report.json")  # size- and depth-limited: OUT may be planted
         out = {}
         for c in doc.get("campaigns", []):
             start = ((c.get("timing") or {}).get("phases_s") or {}).get("worker_start") or 0.0
