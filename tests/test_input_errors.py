@@ -110,7 +110,7 @@ REPRO_CASES = [
     ("kernel-not-a-string", _record(kernel=5), "field 'kernel' = 5: allowed a kernel name"),
     ("problem-not-an-object", _record(problem="b1 sq4"), "field 'problem' is a str: allowed an object"),
     ("problem-ill-typed", _record(problem={**P.to_dict(), "batch": "1"}),
-     "Problem.batch='1' is invalid: allowed an int >= 1"),
+     "Problem.batch='1' is invalid: allowed an int in 1..65536"),
     ("problem-unknown-field", _record(problem={**P.to_dict(), "heads": 2}),
      "Problem.heads=2 is invalid: allowed known fields"),
     ("pad-tail-huge", _record(problem={**VARLEN.to_dict(), "pad_tail": 10**7}),

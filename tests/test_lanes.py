@@ -225,7 +225,7 @@ def test_previous_times_leave_out_the_worker_start(tmp_path):
 def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
     """In a fresh interpreter: a pytest worker that ran other tests may hold threads of theirs."""
     code = ("import threading\n"
-            "from difftest import lanes\n"
+            "from difftest.run import lanes\n"
             "stop = threading.Event()\n"
             "t = threading.Thread(target=stop.wait)\n"
             "t.start()\n"
@@ -245,7 +245,7 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
     goes back to one campaign at a time with exactly the threads a serial run sets (this
     process and its worker: half of 8 cores each, or the OMP_NUM_THREADS the user set)."""
     env = {**_env(tmp_path), **({"OMP_NUM_THREADS": omp} if omp else {})}
-    code = ("import os, sys, torch; from difftest import cli, threads\n"
+    code = ("import os, sys, torch; from difftest.commands import cli\nfrom difftest.run import threads\n"
             "os.sched_getaffinity = lambda pid: set(range(8))\n"  # an 8-core host, for threads.py and isolation.py
             "rc = cli.main(sys.argv[1:])\n"
             "print('OMP', os.environ.get('OMP_NUM_THREADS'), 'TORCH', torch.get_num_threads(), 'RC', rc)\n")
@@ -257,7 +257,7 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
 
 
 def test_a_run_that_cannot_fork_runs_its_campaigns_here_one_at_a_time(tmp_path):
-    code = ("import sys; from difftest import cli, lanes\n"
+    code = ("import sys; from difftest.commands import cli\nfrom difftest.run import lanes\n"
             "lanes.fork_hazard = lambda: 'a test hazard'\n"
             "lanes.run_lanes = lambda *a, **k: sys.exit(99)\n"  # not even one forked lane
             "sys.exit(cli.main(sys.argv[1:]))\n")

@@ -42,7 +42,7 @@ def test_bad_values_are_named():
 def test_run_applies_the_shard_default_to_itself_and_its_worker(tmp_path):
     """A real run: the message, and OMP_NUM_THREADS exported for the isolated worker."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIFFTEST_THREADS")}
-    code = ("import os, sys; from difftest import cli, threads\n"
+    code = ("import os, sys; from difftest.commands import cli\nfrom difftest.run import threads\n"
             "threads.usable_cpus = lambda: 8\n"
             "rc = cli.main(sys.argv[1:])\n"
             "print('OMP', os.environ.get('OMP_NUM_THREADS'))\n")
