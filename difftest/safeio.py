@@ -2,7 +2,10 @@
 
 ``atomic_write_text`` writes a temporary file next to the target and ``os.replace``s
 it, so a reader (or a campaign killed mid-write) only ever sees the old file or the new
-one, never half of one. ``check_writable_dir`` / ``check_writable_file`` let the CLI
+one, never half of one. It is difftest's one writer of files, with one permission policy:
+a file gets the mode a plain ``open(path, "w")`` would give it (0666 less the umask), not
+the 0600 of the temporary file, so reports, reproducers and logs read alike for whoever
+may read the folder. ``check_writable_dir`` / ``check_writable_file`` let the CLI
 refuse an unusable ``--out``, ``--report`` or ``--db`` before the first case runs,
 instead of after the whole campaign.
 """
@@ -13,8 +16,23 @@ import tempfile
 from pathlib import Path
 
 
+def default_mode() -> int:
+    """0666 less this process's umask: the mode ``open(path, "w")`` creates files with."""
+    try:  # Linux: read without changing it (os.umask would, for a moment, for every thread)
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_text(path, text: str, mode: int | None = None) -> Path:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder + os.replace)."""
+    """Write ``text`` to ``path`` atomically (temp file in the same folder + os.replace),
+    with ``mode`` (default: ``default_mode()``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -23,8 +41,7 @@ def atomic_write_text(path, text: str, mode: int | None = None) -> Path:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, default_mode() if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         try:

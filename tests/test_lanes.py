@@ -171,8 +171,8 @@ def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(t
     assert len(camps) == 2 and all(c["status"] == "passed" and c["settings"]["resumed_cases"] for c in camps)
 
 
-@pytest.mark.parametrize("value,why", [("0", "allowed an integer in [1, 256]"), ("x", "allowed an integer in [1, 256]"),
-                                       ("-3", "allowed an integer in [1, 256]")])
+@pytest.mark.parametrize("value,why", [("0", "allowed an integer >= 1"), ("x", "allowed an integer >= 1"),
+                                       ("-3", "allowed an integer >= 1")])
 def test_bad_jobs_is_one_line_and_exit_2(tmp_path, value, why):
     r = _run(tmp_path, "-k", SLOW_REF, "--jobs", value)
     assert r.returncode == 2 and f"--jobs {value!r} is invalid: {why}" in r.stderr
@@ -245,7 +245,7 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
     goes back to one campaign at a time with exactly the threads a serial run sets (this
     process and its worker: half of 8 cores each, or the OMP_NUM_THREADS the user set)."""
     env = {**_env(tmp_path), **({"OMP_NUM_THREADS": omp} if omp else {})}
-    code = ("import os, sys, torch; from difftest.commands import cli\nfrom difftest.run import threads\n"
+    code = ("import os, sys, torch; from difftest.commands import cli; from difftest.run import threads\n"
             "os.sched_getaffinity = lambda pid: set(range(8))\n"  # an 8-core host, for threads.py and isolation.py
             "rc = cli.main(sys.argv[1:])\n"
             "print('OMP', os.environ.get('OMP_NUM_THREADS'), 'TORCH', torch.get_num_threads(), 'RC', rc)\n")
@@ -257,7 +257,7 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
 
 
 def test_a_run_that_cannot_fork_runs_its_campaigns_here_one_at_a_time(tmp_path):
-    code = ("import sys; from difftest.commands import cli\nfrom difftest.run import lanes\n"
+    code = ("import sys; from difftest.commands import cli; from difftest.run import lanes\n"
             "lanes.fork_hazard = lambda: 'a test hazard'\n"
             "lanes.run_lanes = lambda *a, **k: sys.exit(99)\n"  # not even one forked lane
             "sys.exit(cli.main(sys.argv[1:]))\n")

@@ -54,6 +54,7 @@ INVALID = [
     ("layout", "kv_broadcast", dict(heads_q=4, heads_kv=2), "only with heads_kv=1 and heads_q >= 2"),
     ("input_version", 3, {}, "one of (1, 2)"),
     ("input_version", True, {}, "one of (1, 2)"),
+    ("capture", "acts.safetensors", {}, "an object naming a capture file"),
 ]
 
 

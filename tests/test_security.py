@@ -345,7 +345,7 @@ def test_case_log_cuts_an_incomplete_line_and_undoes_a_failed_write(tmp_path, mo
 
     from difftest.execute.interrupt import OutputFailed
     from difftest.judge.runner import CaseResult
-    from difftest.report.write import CaseLog, read_case_log
+    from difftest.search.case_log import CaseLog, read_case_log
 
     path = tmp_path / "k.cases.jsonl"
     case = CaseResult("k", P, "passed")
@@ -374,7 +374,7 @@ def test_disk_full_stops_the_run_in_one_line_with_a_partial_report_and_resume_fi
                                                                                            monkeypatch):
     import errno
 
-    from difftest.report.write import CaseLog
+    from difftest.search.case_log import CaseLog
 
     monkeypatch.chdir(tmp_path)
     real, n = CaseLog._write_all, []

@@ -25,7 +25,17 @@ if TYPE_CHECKING:  # annotations only: the registry (``difftest list``) must not
 
 ENTRY_POINT_GROUP = "difftest.kernels"
 CATALOGUE_GROUP = "difftest.catalogues"
-LEGACY_TOP_LEVEL = ("kernels", "strategies", "oracles")
+# The one translation of names written before a move: reproducers, failure stores and
+# command lines from before kernels/, strategies/ and oracles/ installed as difftest.kernels,
+# difftest.strategies and difftest.oracles name them as top-level packages ("kernels.x:Y").
+# Read only where a 'module:attr' spec is imported (``_import_attr``).
+MOVED_PACKAGES = {"kernels": "difftest.kernels", "strategies": "difftest.strategies", "oracles": "difftest.oracles"}
+
+
+def current_module(mod: str) -> str:
+    """``mod`` as it is importable now: a module of a package that moved, under its new name."""
+    top, dot, rest = mod.partition(".")
+    return MOVED_PACKAGES[top] + dot + rest if top in MOVED_PACKAGES else mod
 
 
 class KernelUnavailable(RuntimeError):
@@ -158,8 +168,7 @@ def _import_module(mod: str):
 
 def _import_attr(path: str, what: str):
     mod, _, attr = path.partition(":")
-    if mod.split(".")[0] in LEGACY_TOP_LEVEL:
-        mod = "difftest." + mod  # written before these folders installed as difftest.kernels etc.
+    mod = current_module(mod)
     if not mod or not attr:
         raise KernelSpecError(f"{what}: {path!r} is not a 'module:attr' path")
     try:

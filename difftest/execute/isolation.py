@@ -126,8 +126,7 @@ def _worker_main(conn, env, preload=(), inherited=(), parent=None, pdeathsig=Fal
 def _serve(conn, preload) -> None:
     from difftest.execute import adapter as registry
     from difftest.execute import timing
-    from difftest.model.inputs import make_inputs
-    from difftest.model.layouts import lay_out
+    from difftest.model.inputs import lay_out, make_inputs
     from difftest.model.outputs import Outputs
 
     adapters = {}
@@ -136,7 +135,7 @@ def _serve(conn, preload) -> None:
             adapters[spec] = registry.get(spec)
         except BaseException:  # noqa: BLE001 -- the case that asks for it meets the error again
             pass
-    _say(conn, "ready", None)
+    _say(conn, "ready", dict(os.environ))  # its environment, its own imports' changes included
     while True:
         try:
             msg = conn.recv()
@@ -231,6 +230,8 @@ class Worker:
         self.conn = None
         self.last_seconds: dict = {}  # the worker's phase seconds of the last reply
         self.ready = False  # the process reported "ready" (launched, it may still be importing)
+        self.launch_env: dict = {}  # os.environ here when the process was launched (it inherited it)
+        self.worker_env: dict | None = None  # the process's own environment when it was ready
 
     def launch(self, preload=(), fork_closing=None):
         """Start the worker process without waiting for it: its imports (torch, and the
@@ -242,6 +243,7 @@ class Worker:
         has no CUDA context (a campaign lane at its start, lanes.py): the worker is then ready
         at once instead of importing torch again. Every restart (``_start``) spawns."""
         ctx = mp.get_context("spawn" if fork_closing is None else "fork")
+        self.launch_env, self.worker_env = dict(os.environ), None
         parent, child = ctx.Pipe()
         inherited = () if fork_closing is None else (parent, *fork_closing)
         pdeathsig = threading.current_thread() is threading.main_thread()
@@ -274,6 +276,25 @@ class Worker:
                 why = describe_exit(code) if ok else f"not ready within {STARTUP_TIMEOUT_S:g} s"
                 raise KernelCrashed(f"kernel process failed to start: {why}")
             self.ready = True
+            self.worker_env = ready[1] if len(ready) > 1 and isinstance(ready[1], dict) else None
+
+    def environment_differs(self) -> bool:
+        """True when this process's environment changed since the worker was launched in a
+        way the worker does not share: a variable set, changed or removed here since then
+        that the worker's own imports did not set alike (an adapter module setting its
+        library's variables on import does so in both). Its kernel would then run in another
+        environment than the caller's (a ``monkeypatch.setenv`` switching the kernel's
+        behaviour between two campaigns of one pytest session)."""
+        if self.proc is None:
+            return False
+        now, then = os.environ, self.launch_env
+        changed = [k for k in set(now) | set(then) if now.get(k) != then.get(k) and k not in VOLATILE_ENV]
+        if not changed:
+            return False
+        if not self.ready and self.proc.is_alive():
+            self._start()  # a prestarted worker still importing: its environment once ready
+        seen = then if self.worker_env is None else self.worker_env
+        return any(now.get(k) != seen.get(k) for k in changed)
 
     def run(self, spec: str, problem: Problem, device: str, poison: bool, runs: int, timeout_s: float,
             compile_timeout_s: float = COMPILE_TIMEOUT_S):
@@ -323,7 +344,7 @@ class Worker:
                 self._timed_out(timer, waited_from, timeout_s, compile_timeout_s, t0, built, building)
             try:
                 reply = self.conn.recv()
-                status, payload = reply[0], reply[1]
+                tag, payload = reply[0], reply[1]
             except (EOFError, ConnectionResetError, OSError):
                 # the pipe closes a moment before the process is reaped: wait for its exit status
                 self.proc.join(10)
@@ -332,7 +353,7 @@ class Worker:
                 if timer:
                     timer.add({"kernel": time.perf_counter() - waited_from})
                 raise KernelCrashed(f"kernel process died: {describe_exit(code)}") from None
-            if status != "compile":
+            if tag != "compile":
                 break
             # the worker's clock (perf_counter is system-wide on Linux), kept within this wait:
             # the parent may read both messages late, after computing the references
@@ -348,11 +369,11 @@ class Worker:
             charged = {**worker, "transfer": max(0.0, rt - sum(worker.values()))}
             scale = min(1.0, (now - waited_from) / rt) if rt > 0 else 1.0
             timer.add({k: v * scale for k, v in charged.items()})
-        if status == "error_fatal":
+        if tag == "error_fatal":
             self.kill()
             kind, msg = payload
             raise _kernel_error(kind, msg + "\n(the CUDA context is unusable after this error: worker restarted)")
-        if status == "error":
+        if tag == "error":
             raise _kernel_error(*payload)
         return payload
 
@@ -398,6 +419,8 @@ def _kernel_error(error_type: str, message: str) -> RuntimeError:
 
 
 _WORKERS: dict = {}
+# changed by the host process between tests, read by no kernel: no reason for a new worker
+VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 def share_cores() -> int | None:
@@ -432,7 +455,13 @@ def prestart(specs, key: str = "default", fork_closing=None) -> Worker:
 
 
 def shared_worker(key: str = "default") -> Worker:
+    """The worker the cases of this process run in; a worker started in another environment
+    (``Worker.environment_differs``) is closed and a fresh one started with this one, so a
+    campaign never runs against a worker started for another environment."""
     w = _WORKERS.get(key)
+    if w is not None and w.environment_differs():
+        w.close()
+        w = None
     if w is None:
         w = _WORKERS[key] = Worker()
     return w

@@ -58,7 +58,7 @@ def table(data) -> str:
 
 def add_arguments(p):
     from difftest.commands.argcheck import positive_float, positive_int
-    from difftest.search.profiles import PROFILES
+    from difftest.model.profiles import PROFILES
 
     p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True,
                    help="a correct kernel (repeatable)")

@@ -10,12 +10,10 @@ file, the field and what is allowed.
 
 import json
 import math
-import os
 from pathlib import Path
 
 from difftest.errors import FileFormatError
 from difftest.model.problem import OUTPUTS
-from difftest.safeio import atomic_write_text
 from difftest.vocab import CampaignStatus, Gate, Status
 
 RATIO_CAP = 1e6
@@ -192,7 +190,7 @@ def gate_results(campaign: dict) -> dict:
     determinism) counts differing elements in ``failed``'s place under "differing"."""
     out = {}
     for case in campaign.get("cases", []):
-        if case.get("status") == "skipped":
+        if case.get("status") == Status.SKIPPED:
             continue
         for v in case.get("verdicts", []):
             key = (v["output"], v["gate"])
@@ -215,7 +213,7 @@ def output_stats(cases: list) -> dict:
     numbers reports.output_stats gives for live cases)."""
     stats = {}
     for c in cases:
-        if c.get("status") == "skipped":
+        if c.get("status") == Status.SKIPPED:
             continue
         for name in OUTPUTS:
             vs = [v for v in c.get("verdicts", []) if v["output"] == name]
@@ -230,12 +228,4 @@ def output_stats(cases: list) -> dict:
 
 
 def error_cases(campaign: dict) -> list:
-    return [c for c in campaign.get("cases", []) if c.get("status") == "error"]
-
-
-def write_text_atomic(path, text: str) -> Path:
-    """The project's atomic writer (safeio), with the usual permissions (0666 less the
-    umask) instead of mkstemp's 0600: HTML, JUnit and merged reports are for others to read."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return atomic_write_text(path, text, mode=0o666 & ~umask)
+    return [c for c in campaign.get("cases", []) if c.get("status") == Status.ERROR]

@@ -1,114 +1,17 @@
-"""Reports: a JSON-lines stream of cases (durable while a campaign runs), the JSON
-report (one record per case with the numbers), a terminal summary table per
-kernel x output, and a markdown summary."""
+"""Reports: the JSON report (one record per case with the numbers), a terminal summary
+table per kernel x output, the findings (one row per distinct bug: signature, cases that
+hit it, when first seen, reproducer), a findings file, and a markdown summary (the
+campaign's JSON-lines stream of cases is difftest/search/case_log.py)."""
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
-from difftest.vocab import Gate, Status
-
-
-class CaseLog:
-    """Appends one JSON line per finished case and flushes it, so the results survive
-    a campaign that is killed or crashes. Every line carries the ``run_id``; a case line
-    has ``"event": "case"`` and the case's fields, and ``started(problem)`` (used when
-    kernels run in this process, where a crash leaves nothing else) writes an
-    ``"event": "started"`` line naming the Problem about to run.
-
-    A line is whole or absent: opening the log cuts a last line left incomplete (a kill
-    mid-write, a full disk) so a resumed run never appends onto it, and a write that fails
-    (ENOSPC) is undone and raises ``OutputFailed``: the run stops like an interrupted one,
-    with a partial report and ``--resume``."""
-
-    def __init__(self, path, run_id: str | None = None):
-        import os
-
-        self.path = Path(path)
-        self.run_id = run_id
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
-        _cut_incomplete_line(self._fd)
-
-    def _write_all(self, data: bytes) -> None:
-        import os
-
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
-
-    def _line(self, d: dict) -> None:
-        import os
-
-        from difftest.execute.interrupt import OutputFailed
-
-        data = (json.dumps(d, default=str) + "\n").encode("utf-8", "backslashreplace")
-        end = os.lseek(self._fd, 0, os.SEEK_END)
-        try:
-            self._write_all(data)
-        except OSError as e:
-            try:
-                os.ftruncate(self._fd, end)  # no cut line left behind
-            except OSError:
-                pass
-            raise OutputFailed(self.path, e) from None
-
-    def started(self, problem, kernel: str | None = None) -> None:
-        self._line({"run_id": self.run_id, "event": "started", "kernel": kernel, "problem": problem.to_dict()})
-
-    def write(self, case) -> None:
-        self._line({"run_id": self.run_id, "event": "case", **case.to_dict()})
-
-    def close(self):
-        import os
-
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-def _cut_incomplete_line(fd: int) -> None:
-    """Truncate the file open at ``fd`` after its last newline (nothing when it ends in one)."""
-    import os
-
-    size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-        return
-    pos = size
-    while pos > 0:
-        start = max(0, pos - 65536)
-        chunk = os.pread(fd, pos - start, start)
-        i = chunk.rfind(b"\n")
-        if i >= 0:
-            os.ftruncate(fd, start + i + 1)
-            return
-        pos = start
-    os.ftruncate(fd, 0)
-
-
-def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dict]:
-    """The lines of a case log whose event is in ``events`` (lines written before events
-    existed count as cases), of ``run_id`` when given; a line cut by a kill is skipped."""
-    from difftest.safeio import parse_json
-
-    out = []
-    for line in Path(path).read_bytes().splitlines():
-        line = line.strip()
-        if line:
-            try:
-                d = parse_json(line, "line", ValueError)
-            except ValueError:  # a line cut by a kill (or not difftest's): keep the rest
-                continue
-            if not isinstance(d, dict) or d.get("event", "case") not in events:
-                continue
-            if run_id is not None and d.get("run_id") != run_id:
-                continue
-            out.append(d)
-    return out
+from difftest.report.read import RATIO_CAP
+from difftest.vocab import RATIO_GATES, CampaignStatus, Gate, Status
 
 
 def output_stats(cases) -> dict:
@@ -144,8 +47,54 @@ def campaign_record(res) -> dict:
         "triage": triage.summarize(res.cases), "declaration": getattr(res, "declaration", []),
         "timing": getattr(res, "timing", None), "compile_reuse": getattr(res, "compile_reuse", None),
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
+        "hunt": getattr(res, "hunt", False), "findings": finding_records(res),
+        "explained_skipped": getattr(res, "explained_skipped", 0), "unexplained": getattr(res, "unexplained", 0),
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
     }
+
+
+def finding_records(res) -> list[dict]:
+    """The campaign's findings as records (a result rebuilt from a record holds them so)."""
+    return [f if isinstance(f, dict) else f.to_dict() for f in getattr(res, "findings", None) or ()]
+
+
+def write_findings(results, path) -> Path:
+    """findings.json: every campaign's findings (what ``--known`` reads back)."""
+    from difftest.safeio import atomic_write_text
+
+    doc = {"difftest_findings": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "campaigns": [{"kernel": r.kernel, "settings": {"spec": (r.settings or {}).get("spec")},
+                          "findings": finding_records(r)} for r in results]}
+    return atomic_write_text(Path(path), json.dumps(doc, indent=1, default=str))
+
+
+def _finding_rows(results) -> list[tuple]:
+    rows = []
+    for r in results:
+        for f in finding_records(r):
+            sig = f.get("signature") or {}
+            seen = f.get("first_seen") or {}
+            first = f"case {seen['case']} ({seen.get('seconds', 0):.1f} s)" if seen.get("case") else "not hit"
+            repro = (f.get("reproducer") or {}).get("json") or ("replayed, not shrunk" if f.get("status") == "known"
+                                                                else "-")
+            rows.append((r.kernel, f.get("id", ""), f.get("status", ""), str(f.get("hits", 0)),
+                         str(f.get("skipped", 0)), first, sig.get("describe", ""), str(repro)))
+    return rows
+
+
+FINDINGS_HEAD = ("kernel", "finding", "status", "cases", "skipped", "first seen", "signature", "reproducer")
+
+
+def findings_table(results) -> str:
+    """One row per distinct finding of every campaign ('' when there is none)."""
+    rows = _finding_rows(results)
+    if not rows:
+        return ""
+    notes = [f"{r.kernel}: {r.explained_skipped} drawn problems not run (a finding explains them)"
+             for r in results if getattr(r, "explained_skipped", 0)]
+    notes += [f"{r.kernel}: {r.unexplained} failing cases no finding explains (findings cap or budget reached)"
+              for r in results if getattr(r, "unexplained", 0)]
+    return text_table([FINDINGS_HEAD] + rows) + "".join("\n" + n for n in notes)
 
 
 def write_json(results, path, extra: dict | None = None, records: dict | None = None) -> Path:
@@ -209,7 +158,14 @@ def markdown_summary(results) -> str:
         for r in results)]
     out += ["", "Coverage: features the capability makes reachable that no case exercised:"]
     out += [f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
-            for r in results if r.status != "unavailable"]
+            for r in results if r.status != CampaignStatus.UNAVAILABLE]
+    rows = _finding_rows(results)
+    if rows:
+        out += ["", "Findings (one per distinct bug; cases: failing cases it explains; skipped: drawn problems "
+                "not run because it explains them):", "",
+                "| " + " | ".join(FINDINGS_HEAD) + " |", "|" + "---|" * len(FINDINGS_HEAD)]
+        out += ["| " + " | ".join(x.replace("|", "\\|") if i != 7 else f"`{x}`" for i, x in enumerate(row)) + " |"
+                for row in rows]
     for r in results:
         if r.failure is not None:
             out.append("")
@@ -223,32 +179,18 @@ def markdown_summary(results) -> str:
     return "\n".join(out)
 
 
-class Progress:
-    """A one-line progress display on stderr (a terminal only), shown once a campaign
-    runs longer than ``after`` seconds."""
+def _r(x) -> str:
+    return "" if x is None else ("inf" if x >= RATIO_CAP else f"{x:.3g}")
 
-    def __init__(self, label: str, total: int, enabled: bool, after: float = 3.0, stream=None):
-        self.stream = stream or sys.stderr
-        self.label, self.total, self.after = label, total, after
-        self.enabled = enabled and (stream is not None or self.stream.isatty())
-        self.t0 = time.perf_counter()
-        self.shown = False
 
-    def update(self, done: int, failed: int, worst: float, phase: str = ""):
-        if not self.enabled:
-            return
-        dt = time.perf_counter() - self.t0
-        if dt < self.after:
-            return
-        width = 24
-        frac = min(1.0, done / max(1, self.total))
-        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} failed={failed} "
-                          f"worst={worst:.3g} {dt:.0f}s {phase}   ")
-        self.stream.flush()
-        self.shown = True
+GATE_HEAD = ("kernel", "output", "gate", "baseline", "candidate", "ratio A", "ratio B", "verdict")
 
-    def close(self):
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
+
+def diff_table(res, everything: bool = False) -> str:
+    """A gate result's table (report/ci_gate.py): budget rows always, other gates when
+    something changed (``everything``: all rows)."""
+    rows = [GATE_HEAD]
+    for kernel, output, gate, a, b, ra, rb, verdict in res.rows:
+        if everything or gate in RATIO_GATES or verdict != "ok" or a != b:
+            rows.append((kernel, output, gate, a, b, _r(ra), _r(rb), verdict))
+    return text_table(rows)

@@ -39,10 +39,11 @@ from pathlib import Path
 
 from difftest.errors import FileFormatError
 from difftest.safeio import atomic_write_text
+from difftest.vocab import RunStatus
 
 RUNS = "runs"
 CRASH_LOG = "crash.log"  # faulthandler's output with --no-isolate (a fatal signal in the kernel)
-PUBLISHED = ("report.json", "summary.md", "report.html")
+PUBLISHED = ("report.json", "summary.md", "report.html", "findings.json")
 
 
 class RunError(FileFormatError):
@@ -249,7 +250,7 @@ class Run:
                            "difftest made (remove the link)")
         run.dir.mkdir(parents=True, exist_ok=False)
         run.lock()
-        run._save(dict(run_id=run.id, argv=list(argv), status="running", finished_kernels={},
+        run._save(dict(run_id=run.id, argv=list(argv), status=RunStatus.RUNNING, finished_kernels={},
                        started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), started_ns=time.time_ns()))
         return run
 
@@ -269,7 +270,7 @@ class Run:
                 raise RunError(f"--resume {run_id}: {str(run.meta_path)!r} is not signed by this user's difftest "
                                f"(planted, edited, or made with another key than {str(state_dir() / KEY_FILE)!r}): "
                                "allowed a run this difftest started")
-            if d.get("status") == "finished":
+            if d.get("status") == RunStatus.FINISHED:
                 raise RunError(f"--resume {run_id}: that run finished; nothing to resume")
             return run.lock()
         candidates = []
@@ -281,7 +282,7 @@ class Run:
                 d = read_meta(p / "run.json", p.name)
             except RunError:
                 continue
-            if verified(d) and d.get("status") != "finished":
+            if verified(d) and d.get("status") != RunStatus.FINISHED:
                 candidates.append((d["started_ns"], p.name))
         if not candidates:
             raise RunError(f"--resume: no unfinished run in {str(base)!r} that this difftest started: "
@@ -310,23 +311,6 @@ class Run:
         atomic_write_text(self.out / "latest", self.id + "\n")
 
 
-def logged_cases(log_path, run_id: str) -> list:
-    """The finished cases of ``run_id`` in a case log, as CaseResults, in order."""
-    from difftest.judge.runner import CaseResult
-    from difftest.report.write import read_case_log
-
-    path = Path(log_path)
-    if not path.exists():
-        return []
-    out = []
-    for d in read_case_log(path, run_id=run_id):
-        try:
-            out.append(CaseResult.from_dict(d))
-        except (KeyError, TypeError, ValueError):  # a line from an older schema: run that case again
-            continue
-    return out
-
-
 def result_from_record(rec: dict, cases: list):
     """A CampaignResult rebuilt from a finished kernel's record and its logged cases."""
     from difftest.judge.runner import CaseResult
@@ -340,7 +324,9 @@ def result_from_record(rec: dict, cases: list):
                          examples_to_fail=rec.get("examples_to_fail"), seconds_to_fail=rec.get("seconds_to_fail"),
                          reproducer=rec.get("reproducer"), compile_keys=rec.get("compile_keys", 0),
                          coverage=rec.get("coverage", {}), compile_stats=rec.get("compile_stats"),
-                         elapsed=rec.get("elapsed_s", 0.0), settings=rec.get("settings", {}))
+                         elapsed=rec.get("elapsed_s", 0.0), settings=rec.get("settings", {}),
+                         hunt=bool(rec.get("hunt")), findings=list(rec.get("findings") or []),
+                         explained_skipped=rec.get("explained_skipped") or 0, unexplained=rec.get("unexplained") or 0)
     return res
 
 
@@ -352,7 +338,7 @@ def record_crash(run: Run) -> str | None:
     unfinished case simply runs again. Returns the crashed case's Problem, short form."""
     from difftest.judge.runner import CaseResult
     from difftest.model.problem import Problem
-    from difftest.report.write import CaseLog, read_case_log
+    from difftest.search.case_log import CaseLog, read_case_log
 
     crash = run.dir / CRASH_LOG
     text = crash.read_text().strip() if crash.exists() else ""

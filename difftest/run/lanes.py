@@ -1,5 +1,5 @@
 """Campaigns side by side: ``difftest run --jobs N`` runs N kernels' campaigns at once,
-each in a *lane*, a child process forked from the run after its setup (issue 12.4).
+each in a *lane*, a child process forked from the run after its setup.
 
 Why processes, not threads: a campaign's own work (Hypothesis drawing, the references,
 the gates, the case log) is mostly Python and holds the GIL, so two campaigns in two
@@ -297,8 +297,8 @@ def _serve(lanes, running, out, on_result, on_start, deadline) -> None:
 def lost_result(kernel, profile: str, run, why: str):
     """The campaign of ``kernel`` whose lane died: its finished cases, read back from its
     case log, as an interrupted partial result naming why (``--resume`` runs the rest)."""
-    from difftest.run.folder import logged_cases
     from difftest.search.campaign import CampaignResult
+    from difftest.search.case_log import logged_cases
     from difftest.search.failure_store import safe_name
     from difftest.vocab import CampaignStatus
 

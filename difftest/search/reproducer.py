@@ -32,15 +32,13 @@ CONFIG = RECORD["config"]
 
 
 def main():
-    from difftest.execute import adapter
-    from difftest.model.problem import Problem
-    from difftest.judge.runner import RunConfig, run_case
+    from difftest import Problem, RunConfig, get_kernel, run_case
 
     print("kernel: ", KERNEL)
     print("problem:", RECORD["short"])
     print("failed: ", RECORD["failed"])
     problem = Problem.from_dict(PROBLEM)
-    result = run_case(adapter.get(KERNEL), problem, RunConfig.from_dict(CONFIG))
+    result = run_case(get_kernel(KERNEL), problem, RunConfig.from_dict(CONFIG))
     print(result.render(verbose=True))
     return 1 if result.failed else 0
 

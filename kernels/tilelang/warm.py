@@ -24,7 +24,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from .adapter import TILES
+from .tiles import TILES
 
 
 def configs(target: str, dtypes=None, dims=None) -> list[tuple[str, dict]]:
