@@ -273,7 +273,13 @@ def _case_rows():
             ("run-report-under-file", ["--report", "in/good.json/r.json"], "its folder"),
             ("run-markdown-directory", ["--markdown", "in"], "--markdown 'in' is a directory"),
             ("run-html-directory", ["--html", "in"], "--html 'in' is a directory"),
-            ("run-jobs-no-isolate", ["--jobs", "2", "-k", "sdpa-cpu-math"], "needs isolation")]:
+            ("run-jobs-no-isolate", ["--jobs", "2", "-k", "sdpa-cpu-math"], "needs isolation"),
+            ("run-known-deep", ["--known", "in/report-deep.json"], "nested deeper than"),
+            ("run-known-big-int", ["--known", "in/report-big-int.json"], "4300"),
+            ("run-known-surrogate", ["--known", "in/report-lone-surrogate.json"], "unpaired surrogate"),
+            ("run-known-not-json", ["--known", "in/report-not-json.json"], "not valid JSON"),
+            ("run-known-list", ["--known", "in/report-list.json"], "not a difftest report or findings file"),
+            ("run-known-store-deep", ["--known", "in/store-deep.jsonl"], "not a Problem")]:
         add(case_id, [*run, *extra], expected)
     for case_id, env, expected in [
             ("env-omp-word", {"OMP_NUM_THREADS": "abc"}, "OMP_NUM_THREADS='abc' is invalid"),
@@ -391,6 +397,7 @@ def make_world(root: Path) -> None:
     _write(inp / "mid-repro.json", _rec(problem={**P.to_dict(), "seqlen_q": 1000, "seqlen_k": 1000,
                                                  "heads_q": 100, "heads_kv": 100}))
     _write(inp / "case.py", "raise SystemExit('ran')\n")
+    _write(inp / "store-deep.jsonl", DEEP + "\n")
     _write(inp / "case.txt", "{}")
     (inp / "dir.json").mkdir()
     with open(inp / "huge.json", "wb") as f:  # sparse: 17 MB that take no disk
