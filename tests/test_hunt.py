@@ -245,7 +245,7 @@ def test_known_from_the_failure_store_are_replayed_and_not_shrunk(tmp_path):
 
 
 @pytest.mark.parametrize("text, why", [
-    ("{not json", "not JSON"),
+    ("{not json", "not valid JSON"),
     ("[1, 2]", "not a difftest report or findings file"),
     ('{"difftest_report": 1, "campaigns": [7]}', "campaigns[0]"),
     ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "fine"}}]}]}',

@@ -325,6 +325,9 @@ def command(args) -> int:
             print(f"{row.name:32s} {row.status:9s} {_fmt_n(row.examples):>4s} ex {_fmt_s(row.seconds):>6s} s  "
                   f"{', '.join(row.gates[:2])}{extra}", file=sys.stderr, flush=True)
 
+    from difftest.commands.argcheck import check_outputs
+
+    check_outputs(args.out_dir, [("--out", args.out)])  # before the catalogue runs
     device = getattr(args, "device", None)
     if device:
         from difftest.commands.argcheck import check_device

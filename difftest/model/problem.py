@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from difftest.errors import InputError
 from difftest.model.layouts import CONTIGUOUS, Layout
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -67,12 +68,17 @@ MAX_HEAD_DIM = 512
 # unused tail tokens: a few of the largest tiles is all a tail can test; an unbounded one
 # only allocates (pad_tail 10^7 on a 16-token problem once took 5.3 GB)
 MAX_PAD_TAIL = 4096
+# hard bounds on any Problem, far above every profile's (a file's batch of 10^15 once made
+# Python build a 10^15-element tuple); a profile's own limits (search/limits.py) are smaller
+MAX_BATCH = 65536
+MAX_HEADS = 65536
+MAX_SEQLEN = 2**24
 OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
 INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field); 2: counter-based
 LEGACY_INPUT_VERSION = 1
 
 
-class ProblemError(ValueError):
+class ProblemError(InputError):
     """A Problem field holds a value outside what is allowed."""
 
     def __init__(self, field_name: str, value: Any, allowed: str):
@@ -141,25 +147,26 @@ class Problem:
     # ---------------------------------------------------------------- validation
     def validate(self) -> "Problem":
         """Raise ProblemError naming the first bad field; return self when valid."""
-        if not _is_int(self.batch) or self.batch < 1:
-            raise ProblemError("batch", self.batch, "an int >= 1")
+        if not _is_int(self.batch) or not 1 <= self.batch <= MAX_BATCH:
+            raise ProblemError("batch", self.batch, f"an int in 1..{MAX_BATCH}")
         varlen_q = isinstance(self.seqlen_q, tuple)
         varlen_k = isinstance(self.seqlen_k, tuple)
         for name, v, vl in (("seqlen_q", self.seqlen_q, varlen_q), ("seqlen_k", self.seqlen_k, varlen_k)):
             if vl:
                 if len(v) != self.batch:
                     raise ProblemError(name, v, f"a list of exactly batch={self.batch} lengths")
-                if not all(_is_int(x) and x >= 0 for x in v):
-                    raise ProblemError(name, v, "per-sequence lengths that are ints >= 0")
-            elif not _is_int(v) or v < 1:
-                raise ProblemError(name, v, "an int >= 1 (dense) or a list of ints >= 0 (varlen)")
+                if not all(_is_int(x) and 0 <= x <= MAX_SEQLEN for x in v):
+                    raise ProblemError(name, v, f"per-sequence lengths that are ints in 0..{MAX_SEQLEN}")
+            elif not _is_int(v) or not 1 <= v <= MAX_SEQLEN:
+                raise ProblemError(name, v, f"an int in 1..{MAX_SEQLEN} (dense) or a list of ints in "
+                                            f"0..{MAX_SEQLEN} (varlen)")
         if varlen_q != varlen_k:
             raise ProblemError("seqlen_k", self.seqlen_k,
                                "the same form as seqlen_q: both ints (dense) or both lists (varlen)")
         for name in ("heads_q", "heads_kv"):
             v = getattr(self, name)
-            if not _is_int(v) or v < 1:
-                raise ProblemError(name, v, "an int >= 1")
+            if not _is_int(v) or not 1 <= v <= MAX_HEADS:
+                raise ProblemError(name, v, f"an int in 1..{MAX_HEADS}")
         if self.heads_q % self.heads_kv:
             raise ProblemError("heads_kv", self.heads_kv,
                                f"a divisor of heads_q={self.heads_q} (GQA/MQA groups)")

@@ -37,7 +37,6 @@ shrank that failure, else the first failing Problem, marked as not shrunk.
 """
 
 import json
-import sys
 from dataclasses import dataclass, field
 
 from difftest.model.problem import OUTPUTS
@@ -458,29 +457,23 @@ def add_arguments(p):
 def command(a) -> int:
     import math
 
+    from difftest.commands.argcheck import UsageError, check_outputs
+    from difftest.errors import EXIT_FAILED, EXIT_PASSED
     from difftest.safeio import atomic_write_text
 
     for name, v in (("--max-ratio-growth", a.max_ratio_growth), ("--min-ratio", a.min_ratio)):
-        if not math.isfinite(v) or v < 0:
-            print(f"difftest gate: {name} {v!r} is invalid: allowed a finite number >= 0", file=sys.stderr)
-            return 2
-    try:
-        base, cand = load_report(a.baseline), load_report(a.candidate)
-        res = compare(base, cand, a.max_ratio_growth, a.min_ratio)
-    except ReportError as e:
-        print(f"difftest gate: {e}", file=sys.stderr)
-        return 2
+        if not math.isfinite(v) or v < 0 or v > 1e6:
+            raise UsageError(f"{name} {v!r} is invalid: allowed a finite number in [0, 1e6]")
+    base, cand = load_report(a.baseline), load_report(a.candidate)  # ReportError: exit 2 (cli.main)
+    check_outputs(None, [("--junit", a.junit), ("--html", a.html)])  # before writing either
+    res = compare(base, cand, a.max_ratio_growth, a.min_ratio)
     print(render(res))
-    try:
-        if a.junit:
-            from difftest.report.junit import junit_xml
+    if a.junit:
+        from difftest.report.junit import junit_xml
 
-            atomic_write_text(a.junit, junit_xml(res))
-            print(f"junit: {a.junit}")
-        if a.html:
-            atomic_write_text(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
-            print(f"html: {a.html}")
-    except OSError as e:
-        print(f"difftest gate: cannot write {e.filename}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    return 0 if res.passed else 1
+        atomic_write_text(a.junit, junit_xml(res))
+        print(f"junit: {a.junit}")
+    if a.html:
+        atomic_write_text(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
+        print(f"html: {a.html}")
+    return EXIT_PASSED if res.passed else EXIT_FAILED

@@ -15,10 +15,9 @@ script can read them back from the rendered page.
 
 import html
 import math
-import sys
 
 from difftest.model.problem import OUTPUTS
-from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, ratio
+from difftest.report.read import RATIO_CAP, gate_results, load_report, ratio
 from difftest.report.write import diff_table
 from difftest.safeio import atomic_write_text
 from difftest.vocab import CampaignStatus, Status
@@ -296,14 +295,10 @@ def add_arguments(p):
 
 
 def command(a) -> int:
-    try:
-        doc = load_report(a.report)
-        atomic_write_text(a.html, render_html(doc, title=f"difftest report: {a.report}"))
-    except ReportError as e:
-        print(f"difftest report: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"difftest report: --html {a.html}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+    from difftest.commands.argcheck import check_outputs
+
+    doc = load_report(a.report)  # ReportError: one line, exit 2 (cli.main)
+    check_outputs(None, [("--html", a.html)])
+    atomic_write_text(a.html, render_html(doc, title=f"difftest report: {a.report}"))
     print(f"html: {a.html}")
     return 0

@@ -13,7 +13,6 @@ different settings (seed, profile, gates, narrowing, examples), a shard given tw
 shard missing.
 """
 
-import sys
 import time
 from pathlib import Path
 
@@ -169,20 +168,13 @@ def add_arguments(p):
 
 
 def command(a) -> int:
-    import json
+    from difftest.commands.argcheck import check_outputs
 
-    try:
-        doc = merge_reports([(p, load_report(p)) for p in a.reports])
-        out = Path(a.output)
-        if out.is_dir():
-            raise ReportError(f"-o {out}: is a directory: allowed a file path")
-        atomic_write_text(out, json.dumps(doc, indent=1, default=str))
-    except ReportError as e:
-        print(f"difftest merge: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"difftest merge: -o {a.output}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+    doc = merge_reports([(p, load_report(p)) for p in a.reports])  # ReportError: one line, exit 2 (cli.main)
+    check_outputs(None, [("-o", a.output)])
+    from difftest.safeio import json_text
+
+    atomic_write_text(Path(a.output), json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
     c = doc["campaigns"]
     print(f"merged {len(a.reports)} reports: {len(c)} kernels, {sum(x['examples'] for x in c)} cases -> {a.output}")
     return 0

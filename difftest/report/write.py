@@ -103,7 +103,7 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
 
     import torch
 
-    from difftest.safeio import atomic_write_text
+    from difftest.safeio import atomic_write_text, json_text
 
     path = Path(path)
     doc = {"difftest_report": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -112,7 +112,7 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
            "campaigns": [(records or {}).get(id(r)) or campaign_record(r) for r in results]}
     if extra:
         doc.update(extra)
-    return atomic_write_text(path, json.dumps(doc, indent=1, default=str))
+    return atomic_write_text(path, json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
 
 
 def _rows(results):

@@ -147,6 +147,8 @@ def _standards(items) -> dict:
     out = {}
     for it in items or ():
         name, _, spec = it.partition(":")
+        if not spec.strip():  # 'dq' alone used to become the default standard, unnoticed
+            raise UsageError(f"--standard {it!r}: no SPEC: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=..")
         names = OUTPUTS if name == "all" else (name,)
         if name != "all" and name not in OUTPUTS:
             raise UsageError(f"--standard {it!r}: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=.. "
@@ -199,6 +201,10 @@ class RunPlan:
         """The whole ``difftest run``: plan, run every campaign, write the reports; the exit code."""
         o = self.options
         claim_hypothesis_home()
+        # the outputs are checked before anything starts (a worker, a lane) or is written (the
+        # path as typed: --out '' is refused, not taken for the working directory)
+        check_device(o.device)
+        check_outputs(o.out, [("--report", o.report), ("--markdown", o.markdown), ("--html", o.html)], o.db)
         self.known_entries()  # a bad --known file: one line, exit 2, before anything starts
         names = o.names
 
@@ -223,10 +229,7 @@ class RunPlan:
                 if self.lane_threads:
                     print(f"difftest: {self.lane_threads}", file=sys.stderr)
                 print(f"difftest: {self.jobs} campaigns at once ({self.jobs_why})", file=sys.stderr)
-        self.config = o.run_config()
-        # everything the campaign will write is checked before the first case runs
-        check_device(o.device)
-        check_outputs(Path(o.out), [("--report", o.report), ("--markdown", o.markdown), ("--html", o.html)], o.db)
+        self.config = o.run_config()  # the standards import torch: after share_threads chose its threads
         if not o.isolate and (o.timeout is not None or o.compile_timeout is not None):
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
                   "stopped): it is ignored with --no-isolate, as is --compile-timeout", file=sys.stderr)

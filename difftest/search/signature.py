@@ -29,6 +29,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from difftest.errors import FileFormatError
 from difftest.judge import triage
 from difftest.model.layouts import CONTIGUOUS
 from difftest.model.problem import Problem, ProblemError
@@ -40,7 +41,7 @@ RUN = "all:run"  # the label of a kernel error (it fails no gate)
 MAX_VARIATIONS = 24  # re-runs per signature, at most
 
 
-class SignatureError(ValueError):
+class SignatureError(FileFormatError):
     """A signature record that is not one (a hostile or damaged file): one line."""
 
 
@@ -352,7 +353,7 @@ class Known:
 def _problem(d, where: str) -> Problem:
     try:
         return Problem.from_dict(d).validate() if isinstance(d, dict) else Problem.from_json(d)
-    except (ValueError, TypeError, KeyError, ProblemError) as e:
+    except (ValueError, TypeError, KeyError, ProblemError, RecursionError) as e:
         raise SignatureError(f"{where}: not a Problem ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})"
                              ) from None
 
@@ -400,11 +401,9 @@ def load_known(path) -> list[Known]:
             if len(problems) > MAX_KNOWN_ENTRIES:
                 raise SignatureError(f"{path}: more than {MAX_KNOWN_ENTRIES} problems")
         return [Known(None, [p], path.stem, str(path)) for p in dict.fromkeys(problems)]
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SignatureError(f"{path}: not JSON ({e}): allowed a report.json, a findings.json or a failure-store "
-                             f".jsonl") from None
+    from difftest.safeio import parse_json
+
+    doc = parse_json(text, str(path), SignatureError)  # depth, huge integers, lone surrogates: one line
     if not isinstance(doc, dict) or not isinstance(doc.get("campaigns"), list) or not (
             "difftest_report" in doc or "difftest_findings" in doc):
         raise SignatureError(f"{path}: not a difftest report or findings file (no 'campaigns' list): allowed a "
