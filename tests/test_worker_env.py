@@ -85,12 +85,12 @@ def test_fixture_campaigns_see_the_environment_each_test_sets(sub):
             assert difftest_campaign(ENVK, **KW).status == "passed"
 
         def test_4_myattn_clean(difftest_campaign):
-            assert difftest_campaign(MYATTN, max_examples=10, database=None).status == "passed"
+            assert difftest_campaign(MYATTN, max_examples=10, database=None, profile="quick").status == "passed"
 
         @pytest.mark.parametrize("bug", ["gqa-head-map", "causal-offset"])
         def test_5_myattn_planted_bug_is_found(difftest_campaign, monkeypatch, bug):
             monkeypatch.setenv("MYATTN_BUG", bug)
-            r = difftest_campaign(MYATTN, max_examples=40, database=None, expect_failure=True)
+            r = difftest_campaign(MYATTN, max_examples=40, database=None, profile="quick", expect_failure=True)
             assert r.failed, bug
             p = r.failure.problem
             assert (p.heads_q > p.heads_kv) if bug == "gqa-head-map" else p.causal
