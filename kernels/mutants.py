@@ -2,8 +2,8 @@
 
 Each mutant is a small, named, documented deviation from the correct blockwise kernel
 (``kernels/blockwise.py``): a subclass overriding one hook (rarely two), reproducing a
-class of bug reported in real attention backward kernels (see the project notes,
-anchors.md). ``MUTANTS`` maps a name to a ``Mutant`` entry: its bug class, a one-line
+class of bug reported in real attention backward kernels (the classes in BUG_CLASSES
+below). ``MUTANTS`` maps a name to a ``Mutant`` entry: its bug class, a one-line
 description, a factory returning a fresh KernelAdapter, and a hand-picked Problem that
 triggers the fault (used by the tests to prove the fault is real).
 
@@ -28,7 +28,8 @@ from difftest.model.problem import Problem
 
 from .blockwise import BlockwiseAttention
 
-# Bug classes, in the words of anchors.md; every one has at least one mutant below.
+# Bug classes, as public bug reports against attention backward kernels name them; every one
+# has at least one mutant below.
 BUG_CLASSES = {
     "varlen": "varlen boundary bleed and empty sequences",
     "gqa": "GQA/MQA head mapping (and head_dim_qk != head_dim_v)",
@@ -47,7 +48,7 @@ BUG_CLASSES = {
     "some-heads": "faults that appear only for some heads",
     "dtype-limits": "an intermediate overflows the input dtype before the result does",
     "layout": "memory layouts assumed away: strides, storage offsets, alignment, stride-0 heads",
-    "partial-tile": "only part of an MMA tile computed (seed 001: the first 16 rows of dQ)",
+    "partial-tile": "only part of an MMA tile computed (e.g. only the first 16 rows of dQ)",
 }
 
 
@@ -551,7 +552,8 @@ class StrideBlindKernelCache(BlockwiseAttention):
 @mutant("partial-tile", Problem(seqlen_q=40, seqlen_k=24, head_dim_qk=16, head_dim_v=16, dtype="float16"))
 class DqFirst16RowsPerTile(BlockwiseAttention):
     """Only the first 16 rows (one MMA M-tile) of each query tile's dQ are accumulated; the
-    other rows keep the zeroed workspace (seed 001: dQ within tolerance on 0.1% of elements)."""
+    other rows keep the zeroed workspace (such a kernel's dQ was within tolerance on 0.1% of
+    its elements)."""
 
     name = "dq-first-16-rows"
 

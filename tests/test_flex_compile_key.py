@@ -3,8 +3,8 @@
 On CUDA the adapter runs ``torch.compile(flex_attention, dynamic=False)`` and every guard
 failure is a new Inductor/Triton build (~2.6 s each on the H200). ``Capability.compile_key``
 must name every Problem field whose change fails a guard, or the compile-aware strategies
-(strategies/compile.py) draw "warm" problems that recompile anyway (issue 10.7: a 290 s
-survey never reached a drawn case). The CPU cannot lower flex to Triton, but dynamo's guards
+(strategies/compile.py) draw "warm" problems that recompile anyway (a 290 s
+survey on the H200 never reached a drawn case). The CPU cannot lower flex to Triton, but dynamo's guards
 are decided before any backend runs: the adapter's own call (``compiled_flex``, the same
 ``torch.compile`` options) with a counting backend on CPU tensors recompiles exactly when a
 guard fails. FlexAttention refuses a CPU backward, so this traces the forward
@@ -24,7 +24,8 @@ from difftest.strategies import problems
 from difftest.strategies.compile import compile_keys, key_violations, pinned_fields, warm_problems
 from tests.drawing import draw_many
 
-OLD_KEY = ("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv")  # before issue 10.7
+# the key flex declared before it named every guarded field
+OLD_KEY = ("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv")
 
 
 class Recorder:
@@ -81,7 +82,7 @@ def test_same_compile_signature_never_recompiles(drawn_events, gqa):
 
 @pytest.mark.parametrize("gqa", [False, True], ids=["flex", "flex-gqa"])
 def test_the_old_key_is_caught_missing_fields(drawn_events, gqa):
-    """The check above fails on the key flex declared before issue 10.7."""
+    """The check above fails on the key flex declared before (OLD_KEY)."""
     assert key_violations(drawn_events[gqa], OLD_KEY)
 
 

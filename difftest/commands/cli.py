@@ -190,7 +190,7 @@ def cmd_new_adapter(a) -> int:
         print(f"difftest: {e}", file=sys.stderr)
         return 2
     print(f"wrote {root}/ (adapter, capability, pyproject.toml entry point, a pytest test)\n"
-          f"next: pip install --no-build-isolation -e {root} && difftest run -k {a.name} -p quick")
+          f"next: pip install -e {root} && difftest run -k {a.name} -p quick")
     return 0
 
 

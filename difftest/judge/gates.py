@@ -50,7 +50,7 @@ from difftest.vocab import Gate
 
 # The budget's k per dtype and output, calibrated (results/calibration.md, 2026-11-30): the
 # largest k_needed measured over correct kernels (CPU: torch-blockwise, sdpa-cpu-math,
-# sdpa-cpu-flash; H200 phase 3: tilelang, tilelang-det, fa4, fa3, flex, sdpa-*), times a
+# sdpa-cpu-flash; H200: tilelang, tilelang-det, fa4, fa3, flex, sdpa-*), times a
 # margin of 2, at least 1 (a kernel may always err as much as the yardstick), rounded up
 # to 0.5. bfloat16 dK/dV were held at 3 until sdpa-cpu-flash's k_needed of 6 there was
 # triaged: a floor gap at huge logits (a logit's rounding scales with its terms, and P's
@@ -240,7 +240,7 @@ def _prep(problem, name, t, device):
 def _read(*scalars) -> list[float]:
     """0-dim tensors (or numbers) read to the host in ONE transfer: each ``float()`` or
     ``.item()`` of a CUDA tensor is a device synchronisation, and a case ran ~90 of them
-    before (issue 12). Values go through float64 (indices exact below 2^53)."""
+    before. Values go through float64 (indices exact below 2^53)."""
     ts = [x for x in scalars if isinstance(x, torch.Tensor)]
     if not ts:
         return [float(x) for x in scalars]

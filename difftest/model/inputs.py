@@ -111,7 +111,7 @@ class Inputs:
         into these tensors later (a kernel that scribbles on its inputs) changes what is
         hashed; the hash runs on a thread of its own (hashlib releases the GIL), and the
         returned call waits for it. On the H200 hashing in line took ~34 ms of a TileLang
-        case's ~200 (results/h200/phase11.md, R33's profile); a case now overlaps it."""
+        case's ~200 (a profile of a gpu campaign); a case now overlaps it."""
         parts, result = self._bytes(copy=True), Future()
 
         def work():

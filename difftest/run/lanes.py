@@ -1,5 +1,5 @@
 """Campaigns side by side: ``difftest run --jobs N`` runs N kernels' campaigns at once,
-each in a *lane*, a child process forked from the run after its setup (issue 12.4).
+each in a *lane*, a child process forked from the run after its setup.
 
 Why processes, not threads: a campaign's own work (Hypothesis drawing, the references,
 the gates, the case log) is mostly Python and holds the GIL, so two campaigns in two

@@ -4,7 +4,7 @@ its kernel worker, and difftest's own input generation, difftest/model/counter_r
 Why: torch takes every core of the host by default. Two shards of a campaign side by side
 on one 32-core host (one per GPU) then run 2 x 32 threads on 32 cores, and every parallel
 CPU step of both (input generation, references, gates) slows down: measured on the H200
-host (2026-11-30, results/h200/phase5/P1) the inputs phase of two shards took 36.5 s for
+host (2026-11-30, two H200 shards of one gpu campaign) the inputs phase of two shards took 36.5 s for
 121 cases and 83.9 s for 99, against 49.5 s for 236 cases alone.
 
 Rule, first that applies:
