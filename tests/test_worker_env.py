@@ -29,7 +29,7 @@ def test_a_changed_environment_restarts_the_worker_and_reaches_the_kernel(monkey
         assert isolation.shared_worker() is first  # same environment: the same worker
         monkeypatch.setenv(EnvSwitchedDk.ENV, "dk")
         bad = run_case(EnvSwitchedDk(), p, cfg)
-        assert bad.status == "failed" and "dk:budget" in bad.failed_gates, bad.render()
+        assert bad.status == "failed" and {"dk:budget", "dv:budget"} <= set(bad.failed_gates), bad.render()
         assert isolation.shared_worker() is not first
         monkeypatch.delenv(EnvSwitchedDk.ENV)
         assert run_case(EnvSwitchedDk(), p, cfg).status == "passed"  # and back
@@ -71,7 +71,7 @@ def test_fixture_campaigns_see_the_environment_each_test_sets(sub):
 
         ENVK = "tests.kernels_for_tests:EnvSwitchedDk"
         MYATTN = "myattn.difftest_adapter:MyAttn"
-        KW = dict(max_examples=6, edge_cases=False, database=None, profile="quick")
+        KW = dict(max_examples=6, time_budget=600, edge_cases=False, database=None, profile="quick")
 
         def test_1_clean(difftest_campaign):
             assert difftest_campaign(ENVK, **KW).status == "passed"
@@ -79,18 +79,19 @@ def test_fixture_campaigns_see_the_environment_each_test_sets(sub):
         def test_2_switched_on(difftest_campaign, monkeypatch):
             monkeypatch.setenv("DIFFTEST_TEST_PLANTED_BUG", "dk")
             r = difftest_campaign(ENVK, expect_failure=True, **KW)
-            assert r.failed and "dk:budget" in r.failure.failed_gates
+            assert r.failed and {"dk:budget", "dv:budget"} & set(r.failure.failed_gates)
 
         def test_3_clean_again(difftest_campaign):
             assert difftest_campaign(ENVK, **KW).status == "passed"
 
         def test_4_myattn_clean(difftest_campaign):
-            assert difftest_campaign(MYATTN, max_examples=10, database=None).status == "passed"
+            assert difftest_campaign(MYATTN, max_examples=10, database=None, profile="quick").status == "passed"
 
         @pytest.mark.parametrize("bug", ["gqa-head-map", "causal-offset"])
         def test_5_myattn_planted_bug_is_found(difftest_campaign, monkeypatch, bug):
             monkeypatch.setenv("MYATTN_BUG", bug)
-            r = difftest_campaign(MYATTN, max_examples=40, database=None, expect_failure=True)
+            r = difftest_campaign(MYATTN, max_examples=40, time_budget=600, database=None, profile="quick",
+                                  expect_failure=True)
             assert r.failed, bug
             p = r.failure.problem
             assert (p.heads_q > p.heads_kv) if bug == "gqa-head-map" else p.causal
