@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from difftest.judge import triage
 from difftest.model.layouts import CONTIGUOUS
 from difftest.model.problem import Problem, ProblemError
+from difftest.vocab import Status
 
 SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "pad_tail", "dims_differ", "softmax_scale")
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
@@ -180,8 +181,8 @@ class Signature:
         if not case.failed:
             return False
         if self.error_type or self.gates == (RUN,):
-            return case.status == "error" and (case.error_type or "") == self.error_type
-        return case.status == "failed" and bool(set(case.failed_gates) & set(self.gates))
+            return case.status == Status.ERROR and (case.error_type or "") == self.error_type
+        return case.status == Status.FAILED and bool(set(case.failed_gates) & set(self.gates))
 
     def explains(self, case) -> bool:
         return self.fails_alike(case) and self.explains_problem(case.problem)
@@ -245,7 +246,7 @@ def _need_text(name, v) -> str:
 
 
 def gates_of(case) -> tuple[str, ...]:
-    return (RUN,) if case.status == "error" else tuple(sorted(case.failed_gates))
+    return (RUN,) if case.status == Status.ERROR else tuple(sorted(case.failed_gates))
 
 
 def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VARIATIONS, deadline=None) -> Signature:
@@ -255,7 +256,7 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     ``run(problem)`` returns the CaseResult of a Problem (run or replayed from what the
     campaign has seen); at most ``budget_calls`` variations run, none once ``deadline()``."""
     gates = tuple(sorted(gates)) if gates else gates_of(case)
-    base = Signature(str(triage.classify(case)), gates, case.error_type if case.status == "error" else "")
+    base = Signature(str(triage.classify(case)), gates, case.error_type if case.status == Status.ERROR else "")
     p = case.problem
     needs, calls = [], 0
 
@@ -303,7 +304,7 @@ def unexplained_gates(signatures, case) -> set:
     """The failing gates of ``case`` that none of the signatures explaining it covers
     (a kernel error: its label when nothing explains it)."""
     sigs = explaining(signatures, case)
-    if case.status == "error":
+    if case.status == Status.ERROR:
         return set() if sigs else {RUN}
     covered = set().union(*(set(s.gates) for s in sigs)) if sigs else set()
     return set(case.failed_gates) - covered
