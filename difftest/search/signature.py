@@ -314,10 +314,13 @@ def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None) 
     """``b`` is ``a``'s bug: the same id; or, with the same triage kind and a gate in common
     (or the same error type), the switches one needs are among the other's (a fault on
     dK under a causal mask, met again on a causal Problem with sinks, is the same fault:
-    no run can tell them apart), the choices both constrain overlap, and ``b``'s shrunk
-    Problem (when given) has ``a``'s choices. Lower bounds are left out of the
-    comparison: they are where a shrinker stopped (a fault invisible at one key without
-    sinks shrinks to two keys, with sinks to one), not which bug it is."""
+    no run can tell them apart), and no choice both constrain is disjoint (head dims
+    {8, 16} against {64} are two bugs). Lower bounds, and a choice only one of them
+    constrains, are left out: they are where a shrinker stopped and what made the fault
+    visible there (a fault invisible at one key without sinks shrinks to two keys, with
+    sinks to one; a 5% error hides inside float16's budget), not which bug it is.
+    ``problem_b`` (``b``'s shrunk Problem) is accepted for callers that have it; the
+    comparison needs only the two signatures."""
     if a.id == b.id:
         return True
     if a.kind != b.kind or a.error_type != b.error_type or not set(a.gates) & set(b.gates):
@@ -328,9 +331,7 @@ def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None) 
         return False
     ca = {n: set(v) for n, v in a.needs if n in CHOICES}
     cb = {n: set(v) for n, v in b.needs if n in CHOICES}
-    if any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb)):
-        return False
-    return problem_b is None or all(_choice(problem_b, n) in v for n, v in ca.items() if n not in cb)
+    return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
 
 
 # ---------------------------------------------------------------------------- known findings
