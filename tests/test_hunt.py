@@ -328,3 +328,25 @@ def test_a_kernel_error_and_a_wrong_result_are_two_findings(tmp_path):
     err = next(f for f in r.findings if f.signature.error_type)
     assert dict(err.signature.needs).get("sinks") is True and err.signature.gates == ("all:run",)
     assert err.best.status == "error" and err.hits >= 1
+
+
+def _sig(gates=("dk:budget",), kind="wrong result", **needs):
+    return Signature(kind, tuple(gates), "", tuple(sorted((n.replace("_ge", ">="), v) for n, v in needs.items())))
+
+
+def test_same_identity_compares_switches_and_shared_choices_not_bounds():
+    from difftest.search.signature import same_identity
+
+    causal = _sig(causal=True, seqlen_k_ge=2)
+    assert same_identity(causal, _sig(causal=True, sinks=True))  # nested switches: one fault, seen with sinks too
+    assert same_identity(_sig(causal=True, sinks=True), causal)
+    assert not same_identity(causal, _sig(sinks=True))  # two triggers on one output: two bugs
+    assert not same_identity(causal, _sig(gates=("dq:budget",), causal=True))  # another output
+    assert not same_identity(causal, _sig(kind="nondeterminism", causal=True))
+    dim8 = _sig(head_dim_qk=(8, 16))
+    assert not same_identity(dim8, _sig(head_dim_qk=(64,)))  # disjoint head dims: two bugs
+    assert same_identity(dim8, _sig(head_dim_qk=(16, 24)))
+    assert same_identity(_sig(sinks=True, values=("mixed_do",)), _sig(sinks=True, dtype=("float32",)))
+    # a signature survives its record
+    s = _sig(causal=True, seqlen_k_ge=33, head_dim_qk=(8, 16))
+    assert Signature.from_dict(json.loads(json.dumps(s.to_dict()))) == s

@@ -463,7 +463,7 @@ class Campaign:
             c = self._run_seen(p)
             if not c.failed or not (unexplained_gates(self._signatures(), c) & gates):
                 return False
-            if case.status == "error" and (c.status != "error" or c.error_type != case.error_type):
+            if case.status == Status.ERROR and (c.status != Status.ERROR or c.error_type != case.error_type):
                 return False
             writer.found(c, case)
             return True

@@ -33,6 +33,7 @@ from difftest.errors import FileFormatError
 from difftest.judge import triage
 from difftest.model.layouts import CONTIGUOUS
 from difftest.model.problem import Problem, ProblemError
+from difftest.vocab import Status
 
 SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "pad_tail", "dims_differ", "softmax_scale")
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
@@ -181,8 +182,8 @@ class Signature:
         if not case.failed:
             return False
         if self.error_type or self.gates == (RUN,):
-            return case.status == "error" and (case.error_type or "") == self.error_type
-        return case.status == "failed" and bool(set(case.failed_gates) & set(self.gates))
+            return case.status == Status.ERROR and (case.error_type or "") == self.error_type
+        return case.status == Status.FAILED and bool(set(case.failed_gates) & set(self.gates))
 
     def explains(self, case) -> bool:
         return self.fails_alike(case) and self.explains_problem(case.problem)
@@ -246,7 +247,7 @@ def _need_text(name, v) -> str:
 
 
 def gates_of(case) -> tuple[str, ...]:
-    return (RUN,) if case.status == "error" else tuple(sorted(case.failed_gates))
+    return (RUN,) if case.status == Status.ERROR else tuple(sorted(case.failed_gates))
 
 
 def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VARIATIONS, deadline=None) -> Signature:
@@ -256,7 +257,7 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     ``run(problem)`` returns the CaseResult of a Problem (run or replayed from what the
     campaign has seen); at most ``budget_calls`` variations run, none once ``deadline()``."""
     gates = tuple(sorted(gates)) if gates else gates_of(case)
-    base = Signature(str(triage.classify(case)), gates, case.error_type if case.status == "error" else "")
+    base = Signature(str(triage.classify(case)), gates, case.error_type if case.status == Status.ERROR else "")
     p = case.problem
     needs, calls = [], 0
 
@@ -304,7 +305,7 @@ def unexplained_gates(signatures, case) -> set:
     """The failing gates of ``case`` that none of the signatures explaining it covers
     (a kernel error: its label when nothing explains it)."""
     sigs = explaining(signatures, case)
-    if case.status == "error":
+    if case.status == Status.ERROR:
         return set() if sigs else {RUN}
     covered = set().union(*(set(s.gates) for s in sigs)) if sigs else set()
     return set(case.failed_gates) - covered
@@ -314,10 +315,13 @@ def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None) 
     """``b`` is ``a``'s bug: the same id; or, with the same triage kind and a gate in common
     (or the same error type), the switches one needs are among the other's (a fault on
     dK under a causal mask, met again on a causal Problem with sinks, is the same fault:
-    no run can tell them apart), the choices both constrain overlap, and ``b``'s shrunk
-    Problem (when given) has ``a``'s choices. Lower bounds are left out of the
-    comparison: they are where a shrinker stopped (a fault invisible at one key without
-    sinks shrinks to two keys, with sinks to one), not which bug it is."""
+    no run can tell them apart), and no choice both constrain is disjoint (head dims
+    {8, 16} against {64} are two bugs). Lower bounds, and a choice only one of them
+    constrains, are left out: they are where a shrinker stopped and what made the fault
+    visible there (a fault invisible at one key without sinks shrinks to two keys, with
+    sinks to one; a 5% error hides inside float16's budget), not which bug it is.
+    ``problem_b`` (``b``'s shrunk Problem) is accepted for callers that have it; the
+    comparison needs only the two signatures."""
     if a.id == b.id:
         return True
     if a.kind != b.kind or a.error_type != b.error_type or not set(a.gates) & set(b.gates):
@@ -328,9 +332,7 @@ def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None) 
         return False
     ca = {n: set(v) for n, v in a.needs if n in CHOICES}
     cb = {n: set(v) for n, v in b.needs if n in CHOICES}
-    if any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb)):
-        return False
-    return problem_b is None or all(_choice(problem_b, n) in v for n, v in ca.items() if n not in cb)
+    return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
 
 
 # ---------------------------------------------------------------------------- known findings
