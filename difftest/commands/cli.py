@@ -525,7 +525,7 @@ def cmd_list(a) -> int:
     return 0
 
 
-_MODULES = {"calibrate": "calibration", "report": "html_report"}  # subcommand -> module, where they differ
+_MODULES = {"calibrate": "calibration", "report": "html_report", "variants": ".measure.variants"}  # subcommand -> module, where they differ
 def cmd_new_adapter(a) -> int:
     from difftest.commands.scaffold import write_skeleton
 
@@ -546,6 +546,7 @@ COMMANDS = {
     "list": "list known kernels (--check: whether they can run here)",
     "new-adapter": "write a skeleton adapter package for your own kernel",
     "mutants": "run the mutant catalogue (detection power)",
+    "variants": "run the correct-variant catalogue (false alarms)",
     "calibrate": "measure k_needed over correct kernels",
     "bench": "time kernels' backward (CUDA events); --oracle: the float64 truth next to FA3",
     "merge": "join reports (the shards of a campaign) into one",
