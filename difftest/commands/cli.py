@@ -470,6 +470,8 @@ def _print_campaign(k, r) -> None:
     if r.status != "unavailable":
         missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
         print(f"  not exercised: {missing}")
+        if r.coverage.get("beyond_profile"):
+            print(f"  claimed but beyond profile {r.profile}: {'; '.join(r.coverage['beyond_profile'])}")
     if getattr(r, "unrun", 0):
         print(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
     if r.failure is not None:
@@ -525,7 +527,8 @@ def cmd_list(a) -> int:
     return 0
 
 
-_MODULES = {"calibrate": "calibration", "report": "html_report", "variants": ".measure.variants"}  # subcommand -> module, where they differ
+# subcommand -> module, where they differ
+_MODULES = {"calibrate": "calibration", "report": "html_report", "variants": ".measure.variants"}
 def cmd_new_adapter(a) -> int:
     from difftest.commands.scaffold import write_skeleton
 

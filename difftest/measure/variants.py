@@ -141,8 +141,8 @@ def rows_from_logs(paths) -> list[VariantRow]:
 
 
 def render_markdown(rows, profile: str = "") -> str:
-    lines = ["| variant | cases | false alarms | errors | worst ratio / k_needed per output and dtype | first failure |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| variant | cases | false alarms | errors | worst ratio / k_needed per output and dtype "
+             "| first failure |", "|---|---|---|---|---|---|"]
     for r in rows:
         per = "; ".join(f"{k} {s.worst_ratio:.3g}/{s.worst_k_needed:.3g}" + (f" ({s.failures} failed)" if s.failures
                                                                               else "")

@@ -30,6 +30,10 @@ class Profile:
     # store or a reproducer file): packed tokens incl. pad_tail, and score elements
     # sum(seqlen_q * seqlen_k) * heads_q; beyond them a Problem is refused with a message
     # (difftest/search/limits.py)
+    # GQA draws (heads_kv >= 2, group >= 2) reach this many query heads even where max_heads is
+    # lower: a dK/dV reduced over the wrong group shows only with group >= 3 and >= 2 KV heads
+    # (8/2), and a profile that capped GQA at 4/2 never drew it while calling every feature run
+    max_gqa_heads: int = 8
     max_tokens: int = 2**14
     max_score_elements: int = 2**26
     # --- a campaign (campaign.run_campaign)
