@@ -130,3 +130,43 @@ def test_variants_from_a_bad_log_is_one_line_exit_2(tmp_path, capsys):
     bad = tmp_path / "x.jsonl"
     bad.write_text("not json\n")
     assert main(["variants", "--from-logs", str(bad)]) == 2
+
+
+def test_a_backward_exact_for_its_stored_statistics_is_not_blamed_on_the_forward():
+    """The FA convention's Delta from the stored O: its dQ follows the stored O exactly, and the
+    O and LSE pass their gates, so a failing dQ (forced here) is the stored statistics'
+    rounding, never 'the forward statistics' (what the H200 verdicts said of FA3/FA4)."""
+    from difftest.judge.attribution import attribute
+    from difftest.judge.gates import check_outputs
+    from difftest.model.inputs import make_inputs
+    from difftest.oracles import references
+
+    p = Problem(**FA_SHAPE, seed=91)
+    x = make_inputs(p)
+    got = get("variant:delta-from-stored-o").run(x)
+    refs = references(x)
+    verdicts = check_outputs(p, got, refs.truth, refs.yardsticks, yardstick=refs.flash, inputs=x)
+    assert all(v.passed for v in verdicts if v.output in ("o", "lse"))
+    v = [v for v in verdicts if v.output == "dq" and v.gate == "budget"][0]
+    v.passed, v.numbers["limit"] = False, 0.5 * v.numbers["err"]
+    attribute(p, x, got, refs.truth, verdicts)
+    assert v.numbers["source"] == "stored-rounding", v.message
+    assert "no forward bug" in v.message and "the forward statistics" not in v.message
+
+
+def _failure(ratio, problem):
+    from difftest.judge.gates import Verdict
+    from difftest.judge.runner import CaseResult
+
+    return CaseResult("k", problem, "failed", verdicts=[Verdict("dq", "budget", False, {"ratio": ratio})])
+
+
+def test_a_rounding_sized_failure_gets_no_declaration_hint():
+    from difftest.judge.declaration import diagnose
+    from difftest.judge.runner import CaseResult
+
+    p = Problem(**FA_SHAPE, seed=91)
+    passes = lambda kernel, q: CaseResult("k", q, "passed")  # noqa: E731 - the case passes without the feature
+    assert diagnose(BlockwiseAttention(), _failure(1.2, p), passes) == []
+    hints = diagnose(BlockwiseAttention(), _failure(500.0, p), passes)
+    assert any("softmax_scale" in h for h in hints) and any("seqlen_q_ne_k" in h for h in hints)
