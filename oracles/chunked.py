@@ -56,13 +56,14 @@ CHUNK_PRECISIONS = ("float64", "float32")
 # The magnitudes a truth records (``magnitudes=True``), all sums of non-negative terms:
 # per output, the largest absolute sum of the terms forming one element (see chunked_reference),
 # and ROW_TERMS: for dQ, dK and dSink, the same sums with every row's |dP_ij - Delta_i| replaced
-# by r_i = sum_d |dO_id| (P |V|)_id + |dO_i|_1 max|V|, the absolute size of what Delta_i =
-# rowsum(dO * O) and the row's dP = dO V^T sum. An error of eta r_i in dP - Delta (Delta from an O
-# stored in the input dtype, eta its unit roundoff; float32 sums of Dv terms) moves dQ_i by at
+# by a row weight: "_rows" r_i = sum_d |dO_id| (P |V|)_id, the absolute size of what Delta_i =
+# rowsum(dO * O) sums (P |V| bounds |O| and the error O carries before it is stored), "_dp"
+# s_i = |dO_i|_1 max|V|, a bound on what the row's dP = dO V^T sums. An error of eta r_i in Delta
+# (Delta from an O stored in the input dtype, eta a few of its unit roundoffs) moves dQ_i by at
 # most eta scale sum_j P_ij r_i |K_j|, dK_j by eta scale sum_i P_ij r_i |Q_i|, dSink by eta sum_i
 # P_sink_i r_i: what the gates' design floor (gates.design_floor) charges for it. ``r_i`` can
 # dwarf |dP_ij - Delta_i| where dO's terms cancel (mixed-magnitude dO rows, a saturated softmax).
-ROW_TERMS = ("dq_rows", "dk_rows", "dsink_rows")
+ROW_TERMS = ("dq_rows", "dk_rows", "dsink_rows", "dq_dp", "dk_dp", "dsink_dp")
 MAGNITUDE_KEYS = ("o", "dq", "dk", "dv", "dsink", *ROW_TERMS)
 MAGNITUDE_DTYPES = ("float64", "float32", "bfloat16")
 # Score elements (heads_q x chunk x band width) one chunk may hold on the CPU: 2**24 float64
@@ -232,6 +233,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     mag = {n: zero for n in MAGNITUDE_KEYS} if magnitudes else None
     dsink_terms = None if sink is None or mag is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
     dsink_rows = None if dsink_terms is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
+    dsink_dp = None if dsink_terms is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
     # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of fp16 inputs)
     edge_at = _overflow_edge_at(low) if flash_rounding else None
     edge = None if edge_at is None else {"dq": torch.zeros(p.total_q, Hq, dtype=torch.bool, device=dev),
@@ -262,6 +264,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
             dk_terms, dv_terms = torch.zeros_like(kabs, dtype=acc_dt), torch.zeros_like(vabs, dtype=acc_dt)
             dk_rows = torch.zeros_like(kabs, dtype=acc_dt)  # sum_i P_ij r_i |Q_i| (see ROW_TERMS)
+            dk_dp = torch.zeros_like(kabs, dtype=acc_dt)  # sum_i P_ij s_i |Q_i|
         plan = chunk_plan(p, sq, sk, budget, chunk, skip_masked)
         shifts = _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) if khn is not None else [None] * len(plan)
         for (r0, r1, lo, hi), m in zip(plan, shifts):
@@ -357,11 +360,12 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                             e2.shape, dtype=mdt, device=dev))  # P
                     pv = torch.bmm(pm, vabs[:, lo:hi])  # P |V|: bounds |O| and the stored O's rounding
                     mag["o"] = torch.maximum(mag["o"], _top(pv))
-                    # r_i: the absolute size of what Delta_i and the row's dP sum (ROW_TERMS)
+                    # r_i, s_i: the absolute size of what Delta_i and the row's dP sum (ROW_TERMS)
                     doa = doabs[:, r0:r1].reshape(Hkv, c * G, Dv)
                     vmax = vabs[:, lo:hi].amax(dim=(1, 2)).view(Hkv, 1) if w else torch.zeros(
                         Hkv, 1, dtype=mdt, device=dev)
-                    row_r = (doa * pv).sum(-1) + doa.sum(-1) * vmax  # [Hkv, c*G]
+                    row_r = (doa * pv).sum(-1)  # [Hkv, c*G]
+                    row_s = doa.sum(-1) * vmax
                     del pv
                     _add_product(dv_terms[:, lo:hi], pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
                     dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
@@ -383,9 +387,12 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                         _add_product(dk_terms[:, lo:hi], terms.transpose(1, 2), qa)
                         del terms
                     mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * scale)
-                    mag["dq_rows"] = torch.maximum(mag["dq_rows"], _top(torch.bmm(pm, kab).mul_(
-                        row_r.unsqueeze(-1))) * scale)
+                    pk = torch.bmm(pm, kab)
+                    mag["dq_rows"] = torch.maximum(mag["dq_rows"], _top(pk * row_r.unsqueeze(-1)) * scale)
+                    mag["dq_dp"] = torch.maximum(mag["dq_dp"], _top(pk.mul_(row_s.unsqueeze(-1))) * scale)
+                    del pk
                     _add_product(dk_rows[:, lo:hi], pm.transpose(1, 2), qa * row_r.unsqueeze(-1))
+                    _add_product(dk_dp[:, lo:hi], pm.transpose(1, 2), qa * row_s.unsqueeze(-1))
                     del pm, dq_terms
             if fused:
                 ds = dp
@@ -412,6 +419,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 if mag is not None:
                     dsink_terms += (p_sink * d3.abs()).sum(dim=1)
                     dsink_rows += (p_sink * row_r.view(Hkv, c, G).to(dt)).sum(dim=1)
+                    dsink_dp += (p_sink * row_s.view(Hkv, c, G).to(dt)).sum(dim=1)
             o[q0 + r0:q0 + r1] = oc.view(Hkv, c, G, Dv).permute(1, 0, 2, 3).reshape(c, Hq, Dv)
             dq[q0 + r0:q0 + r1] = dqc.view(Hkv, c, G, D).permute(1, 0, 2, 3).reshape(c, Hq, D)
             lse[q0 + r0:q0 + r1] = row_lse.permute(1, 0, 2).reshape(c, Hq).float()
@@ -426,9 +434,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             mag["dk"] = torch.maximum(mag["dk"], _top(dk_terms) * scale)
             mag["dv"] = torch.maximum(mag["dv"], _top(dv_terms))
             mag["dk_rows"] = torch.maximum(mag["dk_rows"], _top(dk_rows) * scale)
+            mag["dk_dp"] = torch.maximum(mag["dk_dp"], _top(dk_dp) * scale)
     if dsink_terms is not None:
         mag["dsink"] = _top(dsink_terms)
         mag["dsink_rows"] = _top(dsink_rows)
+        mag["dsink_dp"] = _top(dsink_dp)
     dsink = None if dsink is None else dsink.reshape(Hq).float()
     if flash_rounding:  # the kernel's outputs are stored in the input dtype
         o, dq, dk, dv = (t.to(low) for t in (o, dq, dk, dv))

@@ -84,7 +84,9 @@ def test_design_floor_terms():
     mags = {"o": 2.0, "dq": 3.0, "dq_rows": 5.0, "dk": 7.0, "dk_rows": 11.0, "dv": 13.0}
     u = EPS["float16"] / 2
     assert design_floor(p, "o", mags) == pytest.approx((u + gamma(7)) * 2.0)
-    assert design_floor(p, "dq", mags) == pytest.approx((u + gamma(7)) * 3.0 + (2 * u + gamma(16) + gamma(7)) * 5.0)
+    mags["dq_dp"] = 17.0
+    assert design_floor(p, "dq", mags) == pytest.approx((u + gamma(7)) * 3.0 + (2 * u + gamma(16) + gamma(7)) * 5.0
+                                                         + gamma(16) * 17.0)
     assert design_floor(p, "dv", mags) == pytest.approx((2 * u + gamma(10)) * 13.0)
     assert design_floor(p, "dq", None) == 0.0
     assert gamma(10) == pytest.approx(10 * 2.0**-24 / (1 - 10 * 2.0**-24))

@@ -293,13 +293,14 @@ def design_floor(problem, name: str, magnitude: dict | None) -> float:
       lse    g_sk                  the row sum's order (an absolute error of its log)
       dv     (2u + g_sqG) T        P rounded for P^T dO; a per-head partial stored before the
                                    GQA group sum; sums over sq x group rows
-      dq     (u + g_sk) T + (2u + g_Dv + g_sk) R
-      dk     (2u + g_sqG) T + (2u + g_Dv + g_sk) R
-      dsink  g_sq T + (2u + g_Dv + g_sk) R
+      dq     (u + g_sk) T + (2u + g_Dv + g_sk) R + g_Dv R_dp
+      dk     (2u + g_sqG) T + (2u + g_Dv + g_sk) R + g_Dv R_dp
+      dsink  g_sq T + (2u + g_Dv + g_sk) R + g_Dv R_dp
 
-    where T for dQ/dK covers dS rounded before its GEMMs, and R covers Delta = rowsum(dO * O)
-    taken from the O stored in the input dtype (u for O's rounding, u + g_sk for the error O
-    carries before it) and the float32 sums of dP and Delta (g_Dv). This is the part of the
+    where T for dQ/dK covers dS rounded before its GEMMs, R (``NAME_rows``) covers Delta =
+    rowsum(dO * O) taken from the O stored in the input dtype (u for O's rounding, u + g_sk for
+    the error O carries before it, g_Dv for its float32 sum) and R_dp (``NAME_dp``) the float32
+    sums of dP = dO V^T. This is the part of the
     budget a single yardstick cannot carry: its error realises each rounding once, and a
     correct kernel rounding the same values in another order can land anywhere within the
     bound (results/variants.md). 0 without magnitudes."""
@@ -310,8 +311,8 @@ def design_floor(problem, name: str, magnitude: dict | None) -> float:
     sq = max(problem.seqlens_q, default=0)
     g_sk, g_sqg, g_dv = gamma(sk), gamma(sq * problem.group), gamma(problem.head_dim_v)
     t = float(magnitude.get(name, 0.0))
-    rows = float(magnitude.get(f"{name}_rows", 0.0))
-    r_coef = 2 * u + g_dv + g_sk
+    rows = (2 * u + g_dv + g_sk) * float(magnitude.get(f"{name}_rows", 0.0)) + g_dv * float(
+        magnitude.get(f"{name}_dp", 0.0))
     if name == "o":
         return (u + g_sk) * t
     if name == "lse":
@@ -319,11 +320,11 @@ def design_floor(problem, name: str, magnitude: dict | None) -> float:
     if name == "dv":
         return (2 * u + g_sqg) * t
     if name == "dq":
-        return (u + g_sk) * t + r_coef * rows
+        return (u + g_sk) * t + rows
     if name == "dk":
-        return (2 * u + g_sqg) * t + r_coef * rows
+        return (2 * u + g_sqg) * t + rows
     if name == "dsink":
-        return gamma(sq) * t + r_coef * rows
+        return gamma(sq) * t + rows
     return 0.0
 
 
