@@ -63,6 +63,8 @@ class Profile:
                 raise ValueError(f"unknown size knob {k!r}: allowed {sorted(SIZE_KNOBS)}")
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{k}={v!r} is invalid: allowed an int >= 1")
+        if "max_heads" in changes:  # an explicit head cap binds GQA draws too
+            changes["max_gqa_heads"] = min(self.max_gqa_heads, changes["max_heads"])
         return replace(self, **changes)
 
 
