@@ -180,6 +180,32 @@ class BlockwiseAttention(KernelAdapter):
         """Softmax scale applied to Q K^T when forming S (forward and backward)."""
         return p.scale
 
+    def gemm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Every tile GEMM (batched a @ b in float32): the CPU BLAS's summation order here;
+        ``kernels/variants.py`` swaps in a GPU GEMM's."""
+        return torch.matmul(a, b)
+
+    def operand(self, t: torch.Tensor, which: str) -> torch.Tensor:
+        """A float32 tile as the next GEMM consumes it (``which``: "p_fwd" for P V, "p_dv" for
+        P^T dO, "ds" for dS K and dS^T Q): unrounded here; a tensor-core kernel rounds it to
+        the input dtype (``kernels/variants.py``)."""
+        return t
+
+    def exp(self, x: torch.Tensor) -> torch.Tensor:
+        """The exponential of the softmax, in the base of ``LOG_BASE`` units (e: exp)."""
+        return torch.exp(x)
+
+    def log(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(x)
+
+    def to_log_units(self, x: torch.Tensor) -> torch.Tensor:
+        """Natural-log logits (the sink) in the units the softmax works in (here: as is)."""
+        return x
+
+    def lse_natural(self, lse: torch.Tensor) -> torch.Tensor:
+        """The LSE in the softmax's units -> the natural-log LSE the kernel returns."""
+        return lse
+
     def running_max(self, m: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         """Online-softmax running row max after seeing tile logits ``s``."""
         return torch.maximum(m, s.amax(dim=-1))
@@ -282,6 +308,7 @@ class BlockwiseAttention(KernelAdapter):
         sink = None
         if p.sinks:
             sink = self.forward_sink(self.sink_for_heads(inputs.sink.to(F32), p))
+            sink = None if sink is None else self.to_log_units(sink)
         for b, q0, sq, k0, sk in self.sequences(p):
             if self.skip_sequence(p, sq, sk) or sq == 0:
                 continue
@@ -292,7 +319,7 @@ class BlockwiseAttention(KernelAdapter):
             stats[q0:q0 + sq][rows] = torch.stack([m, logl], dim=-1).transpose(0, 1)[rows]
             o_buf[q0:q0 + sq][rows] = o.transpose(0, 1)[rows].to(dt)
             if self.store_lse(sk):
-                lse_buf[q0:q0 + sq][rows] = lse.transpose(0, 1)[rows]
+                lse_buf[q0:q0 + sq][rows] = self.lse_natural(lse).transpose(0, 1)[rows]
         tail = slice(p.cu_seqlens_q[-1], p.total_q)
         o_buf[tail] = 0
         self.write_lse_padding(lse_buf, tail)
@@ -321,20 +348,20 @@ class BlockwiseAttention(KernelAdapter):
                 l = torch.zeros(H, n, dtype=F32)
             acc = torch.zeros(H, n, dv, dtype=F32)
             for j0, j1 in k_tiles:
-                s = torch.matmul(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
+                s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "fwd"), float("-inf"))
                 m_new = self.running_max(m, s)
                 m_safe = torch.where(torch.isneginf(m_new), torch.zeros_like(m_new), m_new)
-                alpha = torch.exp(m - m_safe)
-                pt = torch.exp(s - m_safe.unsqueeze(-1))
+                alpha = self.exp(m - m_safe)
+                pt = self.exp(s - m_safe.unsqueeze(-1))
                 l = l * alpha + pt.sum(dim=-1)
-                acc = acc * alpha.unsqueeze(-1) + torch.matmul(pt, vp[:, j0:j1])
+                acc = acc * alpha.unsqueeze(-1) + self.gemm(self.operand(pt, "p_fwd"), vp[:, j0:j1])
                 m = m_new
             m_safe = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
             o[:, i0:i1] = self.normalise(acc, l)
-            lse[:, i0:i1] = torch.where(l > 0, m_safe + torch.log(l), torch.full_like(l, float("-inf")))
+            lse[:, i0:i1] = torch.where(l > 0, m_safe + self.log(l), torch.full_like(l, float("-inf")))
             m_out[:, i0:i1] = m_safe
-            logl[:, i0:i1] = torch.log(l)
+            logl[:, i0:i1] = self.log(l)
             rows[i0:min(i1, sq)] = True
         return o[:, :sq], lse[:, :sq], m_out[:, :sq], logl[:, :sq], rows
 
@@ -351,7 +378,7 @@ class BlockwiseAttention(KernelAdapter):
             out = Outputs.poisoned(p, dt, dev)
         dq_buf, dk_buf, dv_buf = out.dq, out.dk, out.dv
         idx = self.kv_head_index(p, dev)
-        sink = self.sink_for_heads(inputs.sink.to(F32), p) if p.sinks else None
+        sink = self.to_log_units(self.sink_for_heads(inputs.sink.to(F32), p)) if p.sinks else None
         if isinstance(ctx, dict) and "stats" in ctx:
             stats = ctx["stats"]
         else:  # called with another forward's outputs: fall back to (m, log l) = (LSE, 0)
@@ -373,7 +400,7 @@ class BlockwiseAttention(KernelAdapter):
             delta = self.preprocess_delta(p, q, k, v, do, o, m, logl, sq, sk)  # [Hq, sq]
             if sink is not None and sq:
                 n = min(self.dsink_rows(sq), sq)
-                p_sink = torch.exp((sink.view(-1, 1) - m[:, :n]) - logl[:, :n])
+                p_sink = self.exp((sink.view(-1, 1) - m[:, :n]) - logl[:, :n])
                 dsink += self.dsink_sign() * (p_sink * delta[:, :n]).sum(dim=-1)
             dk_h, dv_h = self._backward_sequence(p, q, k, v, do, m, logl, delta, ws[:, off:off + mp], sq, sk)
             acc = ws[:, off:off + sq]
@@ -424,10 +451,10 @@ class BlockwiseAttention(KernelAdapter):
 
     def _p_dp(self, p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk):
         """Recomputed P and dP = dO V^T of one (query tile, key tile) pair."""
-        s = torch.matmul(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
+        s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
         s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
-        pt = torch.exp((s - mpad[:, i0:i1].unsqueeze(-1)) - logl_p[:, i0:i1].unsqueeze(-1))
-        dp = torch.matmul(dop[:, i0:i1], vp[:, j0:j1].transpose(1, 2))
+        pt = self.exp((s - mpad[:, i0:i1].unsqueeze(-1)) - logl_p[:, i0:i1].unsqueeze(-1))
+        dp = self.gemm(dop[:, i0:i1], vp[:, j0:j1].transpose(1, 2))
         return pt, dp
 
     def _backward_sequence(self, p, q, k, v, do, m, logl, delta, ws, sq, sk):
@@ -443,10 +470,10 @@ class BlockwiseAttention(KernelAdapter):
         for j0, j1 in self.key_tiles(sk, "bwd"):
             for i0, i1 in self.query_tiles(sq, "bwd"):
                 pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
-                dv[:, j0:j1] += torch.matmul(pt.transpose(1, 2), dop[:, i0:i1])
-                ds = pt * (dp - deltap[:, i0:i1].unsqueeze(-1))
-                dk[:, j0:j1] += torch.matmul(ds.transpose(1, 2), qp[:, i0:i1]) * dk_scale
-                parts.append((i0, i1, torch.matmul(ds, kp[:, j0:j1])))
+                dv[:, j0:j1] += self.gemm(self.operand(pt, "p_dv").transpose(1, 2), dop[:, i0:i1])
+                ds = self.operand(pt * (dp - deltap[:, i0:i1].unsqueeze(-1)), "ds")
+                dk[:, j0:j1] += self.gemm(ds.transpose(1, 2), qp[:, i0:i1]) * dk_scale
+                parts.append((i0, i1, self.gemm(ds, kp[:, j0:j1])))
         self.reduce_dq(ws, parts)
         return dk[:, :sk], dv[:, :sk]
 

@@ -157,6 +157,19 @@ class GqaDkDvFirstHead(BlockwiseAttention):
         return torch.stack([grad_h[idx == g][0] for g in range(heads_kv)])
 
 
+@mutant("gqa", Problem(seqlen_q=12, seqlen_k=12, heads_q=8, heads_kv=2))
+class GqaDkDvWrongGroup(BlockwiseAttention):
+    """dK/dV of key/value head g sum query heads 2g .. 2g + group - 1 (a group base written
+    for groups of 2): right for MQA and group 2, wrong from group 3 with >= 2 KV heads."""
+
+    name = "gqa-dkdv-wrong-group"
+
+    def reduce_group(self, grad_h, idx, heads_kv):
+        group = grad_h.shape[0] // heads_kv
+        return torch.stack([grad_h[min(2 * g, grad_h.shape[0] - group):][:group].sum(dim=0)
+                            for g in range(heads_kv)])
+
+
 @mutant("gqa", Problem(seqlen_q=12, seqlen_k=12, head_dim_qk=32, head_dim_v=16))
 class DqHeadDimV(BlockwiseAttention):
     """The dQ epilogue stores head_dim_v columns: with head_dim_qk > head_dim_v the rest

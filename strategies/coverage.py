@@ -21,6 +21,9 @@ LARGE_LOGIT = 1000.0  # far past exp()'s float32 overflow (88.7) without max sub
 VERY_NEGATIVE_LSE = -100.0  # below exp()'s float32 underflow (-103) in magnitude
 
 
+GQA_WIDE = "gqa:group>=4,kv>=2"  # where a dK/dV summed over the wrong group shows
+
+
 def logit_scale(p: Problem) -> float:
     """Typical scaled logit of a visible pair (its standard deviation, or for
     ``negative_lse`` its mean, which is negative)."""
@@ -54,12 +57,17 @@ def _len_features(prefix: str, lens, block: int) -> set[str]:
 def features(p: Problem, c: Capability) -> set[str]:
     f = {"batch=1" if p.batch == 1 else "batch>1", f"dtype:{p.dtype}", f"values:{p.values}",
          f"dim_qk={p.head_dim_qk}"}
+    f.add(f"heads:{p.heads_q}/{p.heads_kv}")  # head counts as drawn
     if p.heads_q == p.heads_kv:
         f.add("heads:MHA")
     elif p.heads_kv == 1:
         f.add("heads:MQA")
+        f.add(f"gqa:group={p.group}")
     else:
         f.add("heads:GQA")
+        f.add(f"gqa:group={p.group}")
+        if p.group >= 4:
+            f.add(GQA_WIDE)
     if p.head_dim_qk != p.head_dim_v:
         f.add("dims:qk!=v")
     if p.head_dim_qk % 16 or p.head_dim_v % 16:
@@ -138,8 +146,11 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e.add("batch>1")
     if c.gqa and H >= 2:
         e.add("heads:MQA")
-    if c.gqa and H >= 4:
+    HG = min(c.max_heads, max(prof.max_heads, prof.max_gqa_heads))
+    if c.gqa and HG >= 4:
         e.add("heads:GQA")
+    if c.gqa and HG >= 8:
+        e.add(GQA_WIDE)
     if not c.equal_head_dims and len(set(c.head_dims_qk) | set(c.v_dims)) > 1:
         e.add("dims:qk!=v")
     if any(d % 16 for d in dims):
@@ -182,6 +193,26 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e.add("softmax_scale:custom")
     e |= {f"layout:{k}" for k in declared(c) if k != "kv_broadcast" or H >= 2}
     return e
+
+
+def beyond_profile(c: Capability, profile="ci") -> list[str]:
+    """What ``c`` claims that draws under ``profile`` never reach, one phrase each: a run
+    that reports every expected feature ran names these too, so a profile's cap is never a
+    silent miss."""
+    prof = get_profile(profile)
+    out = []
+    H, HG = min(c.max_heads, prof.max_heads), min(c.max_heads, max(prof.max_heads, prof.max_gqa_heads))
+    if c.max_heads > H:
+        out.append(f"heads {H + 1}..{c.max_heads} (MHA/MQA; GQA to {HG})" if HG > H else
+                   f"heads {H + 1}..{c.max_heads}")
+    if c.max_seqlen > prof.max_seqlen:
+        out.append(f"seqlen {prof.max_seqlen + 1}..{c.max_seqlen}")
+    if c.max_batch > max(prof.max_batch, prof.max_varlen_batch):
+        out.append(f"batch {max(prof.max_batch, prof.max_varlen_batch) + 1}..{c.max_batch}")
+    dims = sorted(d for d in set(c.head_dims_qk) if d > prof.max_head_dim)
+    if dims:
+        out.append("head dims " + ",".join(map(str, dims)))
+    return out
 
 
 def coverage_table(problems, c: Capability, profile="ci") -> str:

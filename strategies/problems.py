@@ -70,7 +70,7 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
     if "heads_q" in pin:
         f["heads_q"], f["heads_kv"] = pin["heads_q"], pin["heads_kv"]
     else:
-        f["heads_q"], f["heads_kv"] = draw(head_counts(c, prof.max_heads))
+        f["heads_q"], f["heads_kv"] = draw(head_counts(c, prof.max_heads, prof.max_gqa_heads))
 
     # 2. sequence lengths (shorter first), biased to the kernel's tile edges
     if layout_pinned:

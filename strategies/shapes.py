@@ -105,17 +105,20 @@ HEAD_LAYOUTS = ("MHA", "MQA", "GQA")  # shrink order: MQA (2/1) is smaller than 
 
 
 @st.composite
-def head_counts(draw, capability: Capability, max_heads: int):
+def head_counts(draw, capability: Capability, max_heads: int, max_gqa_heads: int = 0):
     """(heads_q, heads_kv), each legal ratio equally likely: MHA (group 1), MQA
     (heads_kv 1, group >= 2), GQA (heads_kv >= 2, group >= 2). Shrinks to (1, 1); a fault
-    needing group > 1 shrinks to MQA 2/1, one needing several key heads to GQA 4/2."""
+    needing group > 1 shrinks to MQA 2/1, one needing several key heads to GQA 4/2.
+    GQA draws reach ``max(max_heads, max_gqa_heads)`` query heads (within the capability):
+    a wrong group reduction needs group >= 3 with >= 2 KV heads (8/2) to show."""
     h = max(1, min(capability.max_heads, max_heads))
+    hg = max(h, min(capability.max_heads, max_gqa_heads))
     layouts = ["MHA"]
     # MQA also when the kernel takes only MHA calls but declares the kv_broadcast layout
     # (one K/V head expanded with stride 0: an MHA call); strategies/layouts.py then pins it
     if (capability.gqa or "kv_broadcast" in capability.layouts) and h >= 2:
         layouts.append("MQA")
-    if capability.gqa and h >= 4:
+    if capability.gqa and hg >= 4:
         layouts.append("GQA")
     layout = draw(st.sampled_from(layouts))
     if layout == "MHA":
@@ -123,8 +126,8 @@ def head_counts(draw, capability: Capability, max_heads: int):
         return n, n
     if layout == "MQA":
         return draw(st.integers(2, h)), 1
-    heads_kv = draw(st.integers(2, h // 2))
-    return heads_kv * draw(st.integers(2, h // heads_kv)), heads_kv
+    heads_kv = draw(st.integers(2, hg // 2))
+    return heads_kv * draw(st.integers(2, hg // heads_kv)), heads_kv
 
 
 @st.composite

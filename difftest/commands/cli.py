@@ -208,7 +208,8 @@ def cmd_list(a) -> int:
 # subcommand -> the module holding its add_arguments/command (the others are defined here)
 MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measure.calibration",
            "bench": "difftest.measure.bench", "merge": "difftest.report.merge", "gate": "difftest.report.ci_gate",
-           "report": "difftest.report.html", "bisect": "difftest.measure.bisect", "probe": "difftest.measure.probe"}
+           "report": "difftest.report.html", "bisect": "difftest.measure.bisect", "probe": "difftest.measure.probe",
+           "variants": "difftest.measure.variants"}
 
 
 def cmd_new_adapter(a) -> int:
@@ -232,6 +233,7 @@ COMMANDS = {
     "list": "list known kernels (--check: whether they can run here)",
     "new-adapter": "write a skeleton adapter package for your own kernel",
     "mutants": "run the mutant catalogue (detection power)",
+    "variants": "run the correct-variant catalogue (false alarms)",
     "calibrate": "measure k_needed over correct kernels",
     "bench": "time kernels' backward (CUDA events); --oracle: the float64 truth next to FA3",
     "merge": "join reports (the shards of a campaign) into one",

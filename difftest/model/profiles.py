@@ -30,6 +30,10 @@ class Profile:
     # store or a reproducer file): packed tokens incl. pad_tail, and score elements
     # sum(seqlen_q * seqlen_k) * heads_q; beyond them a Problem is refused with a message
     # (difftest/search/limits.py)
+    # GQA draws (heads_kv >= 2, group >= 2) reach this many query heads even where max_heads is
+    # lower: a dK/dV reduced over the wrong group shows only with group >= 3 and >= 2 KV heads
+    # (8/2), and a profile that capped GQA at 4/2 never drew it while calling every feature run
+    max_gqa_heads: int = 8
     max_tokens: int = 2**14
     max_score_elements: int = 2**26
     # --- a campaign (campaign.run_campaign)
@@ -62,6 +66,8 @@ class Profile:
                 raise ValueError(f"unknown size knob {k!r}: allowed {sorted(SIZE_KNOBS)}")
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{k}={v!r} is invalid: allowed an int >= 1")
+        if "max_heads" in changes:  # an explicit head cap binds GQA draws too
+            changes["max_gqa_heads"] = min(self.max_gqa_heads, changes["max_heads"])
         return replace(self, **changes)
 
 

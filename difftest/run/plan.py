@@ -542,6 +542,8 @@ def print_campaign(k, r) -> None:
     if r.status != CampaignStatus.UNAVAILABLE:
         missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
         print(f"  not exercised: {missing}")
+        if r.coverage.get("beyond_profile"):
+            print(f"  claimed but beyond profile {r.profile}: {'; '.join(r.coverage['beyond_profile'])}")
     if getattr(r, "unrun", 0):
         print(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():

@@ -612,7 +612,7 @@ def _coverage(cases, capability, profile) -> dict:
     from collections import Counter
 
     from difftest.strategies.compile import compile_coverage
-    from difftest.strategies.coverage import expected_features, features
+    from difftest.strategies.coverage import beyond_profile, expected_features, features
 
     hit = Counter()
     ran = [c.problem for c in cases if c.status != Status.SKIPPED]
@@ -621,4 +621,5 @@ def _coverage(cases, capability, profile) -> dict:
     compile_expected, compile_hit = compile_coverage(ran, capability, profile)  # compile:new_configuration
     hit.update(compile_hit)
     return {"hit": dict(sorted(hit.items())),
-            "missing": sorted((expected_features(capability, profile) | compile_expected) - set(hit))}
+            "missing": sorted((expected_features(capability, profile) | compile_expected) - set(hit)),
+            "beyond_profile": beyond_profile(capability, profile)}

@@ -1,0 +1,321 @@
+"""The variant catalogue: CORRECT attention kernels that round where real kernels round.
+
+The twin of the mutant catalogue (``kernels/mutants.py``): each variant is a small, named
+deviation of the blockwise kernel (``kernels/blockwise.py``) that a correct production
+kernel makes: a different place where a value is stored or fed to a GEMM in the input
+dtype, a different summation order, a different log base. None of them is a bug, so every
+verdict difftest gives one of them must pass; ``difftest variants`` runs each under a
+profile and counts false alarms (``difftest/measure/variants.py``), as ``difftest mutants``
+counts kills.
+
+``VARIANTS`` maps a name to a ``Variant``: what real kernels do it (``models``), a one-line
+description (the class docstring's first paragraph), a factory, and whether its result is
+bitwise deterministic (split-K atomics are not, and say so in their capability). Importing
+this module does not register anything: the engine reaches the catalogue through the
+entry-point group ``difftest.catalogues`` as ``variant:NAME``.
+"""
+
+import math
+import random
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import torch
+
+from difftest.execute.adapter import KernelAdapter
+from difftest.model.inputs import torch_dtype
+
+from .blockwise import F32, BlockwiseAttention
+
+LOG2E = 1.0 / math.log(2.0)
+LN2 = math.log(2.0)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    models: str  # which real kernels make this choice
+    description: str  # one line: the deviation
+    factory: Callable[[], KernelAdapter]
+    deterministic: bool = True
+
+
+_CATALOGUE: list[Variant] = []
+
+
+def variant(models: str):
+    """Register a BlockwiseAttention subclass as a correct variant named after its ``name``;
+    the class docstring's first paragraph is its description. A class whose capability
+    says ``deterministic=False`` is registered as non-deterministic."""
+
+    def wrap(cls):
+        doc = (cls.__doc__ or "").strip().splitlines()
+        cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
+        cls.spec = f"variant:{cls.name}"
+        _CATALOGUE.append(Variant(cls.name, models, cls.description, cls, cls.capability.deterministic))
+        return cls
+
+    return wrap
+
+
+def _round_to(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` rounded to ``dtype`` (round to nearest even) and widened back to float32."""
+    return t if dtype == F32 else t.to(dtype).to(F32)
+
+
+class _InputDtype(BlockwiseAttention):
+    """Knows the problem's input dtype during a call (what tensor cores are fed)."""
+
+    low = F32
+
+    def forward(self, inputs, out=None):
+        self.low = torch_dtype(inputs.problem.dtype)
+        return super().forward(inputs, out)
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        self.low = torch_dtype(inputs.problem.dtype)
+        return super().backward(inputs, fwd, ctx, out)
+
+
+# ----------------------------------------------------------------------------- Delta
+@variant("FlashAttention 2/3/4, TileLang, Triton tutorials: the backward preprocess")
+class DeltaFromStoredO(BlockwiseAttention):
+    """Delta = rowsum(dO * O) from the O the forward stored in the input dtype (the FA
+    preprocess), not rowsum(P * dP) recomputed in float32."""
+
+    name = "delta-from-stored-o"
+    delta_source = "o_do"
+
+
+# ----------------------------------------------------------------------------- tensor-core operands
+@variant("every tensor-core kernel (FA2/3/4, cuDNN, TileLang): MMA operands in the input dtype")
+class RoundedMmaOperands(_InputDtype):
+    """P rounded to the input dtype before the P V and P^T dO GEMMs, dS rounded before the
+    dS K and dS^T Q GEMMs (float32 accumulators)."""
+
+    name = "rounded-mma-operands"
+
+    def operand(self, t, which):
+        return _round_to(t, self.low)
+
+
+# ----------------------------------------------------------------------------- exp2 / log2
+@variant("FlashAttention 2/3/4, Triton: exp2 with log2(e) folded into the softmax scale")
+class Exp2FoldedScale(BlockwiseAttention):
+    """The softmax in base 2: S2 = Q K^T * (scale * log2 e), P = exp2(S2 - m2) / l, the
+    LSE kept in log2 units and multiplied by ln 2 on output."""
+
+    name = "exp2-folded-scale"
+
+    def logit_scale(self, p, phase):
+        return float(torch.tensor(p.scale * LOG2E, dtype=F32))  # folded once, in float32
+
+    def exp(self, x):
+        return torch.exp2(x)
+
+    def log(self, x):
+        return torch.log2(x)
+
+    def to_log_units(self, x):
+        return x * LOG2E
+
+    def lse_natural(self, lse):
+        return lse * LN2
+
+
+class _LseOnly(BlockwiseAttention):
+    """The backward reads only the stored float32 LSE (m = LSE, log l = 0), as every
+    production kernel does, instead of the (row max, log row sum) pair."""
+
+    def stats_from_lse(self, lse: torch.Tensor) -> torch.Tensor:
+        return lse.to(F32)
+
+    def stats_rows(self, stats, q0, sq, b):
+        lse = self._lse[q0:q0 + sq]
+        m = self.stats_from_lse(lse)
+        empty = torch.isneginf(lse)
+        return torch.stack([torch.where(empty, torch.zeros_like(m), m),
+                            torch.where(empty, torch.full_like(m, float("-inf")), torch.zeros_like(m))], dim=-1)
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        self._lse = fwd.lse
+        return super().backward(inputs, fwd, ctx, out)
+
+
+@variant("FlashAttention 2, TileLang examples, xformers: P = exp(S - LSE) from the stored LSE")
+class LseOnlyBackward(_LseOnly):
+    """The backward recomputes P = exp(S - LSE) from the stored float32 LSE alone (loses
+    |LSE| * eps32 at large logits), not from the forward's (max, log sum) pair."""
+
+    name = "lse-only-backward"
+
+
+@variant("FlashAttention 3/4: LSE kept in log2 units (softmax_lse_log2) between forward and backward")
+class LseLog2Stored(_LseOnly, Exp2FoldedScale):
+    """The forward keeps LSE2 = LSE * log2 e in float32 for the backward (P = exp2(S2 -
+    LSE2)) and returns LSE2 * ln 2, both rounded in float32."""
+
+    name = "lse-log2-stored"
+
+    def stats_from_lse(self, lse):
+        return lse.to(F32) * LOG2E  # the natural LSE the forward returned, back in log2 units
+
+
+# ----------------------------------------------------------------------------- split-K dQ
+@variant("FlashAttention 2/3/4 (non-deterministic mode), TileLang atomic: dQ by atomicAdd")
+class DqSplitKAtomics(BlockwiseAttention):
+    """dQ accumulated by split-K atomics: the key tiles' float32 partials are added in a
+    random order every call (declared non-deterministic)."""
+
+    name = "dq-splitk-atomics"
+    capability = replace(BlockwiseAttention.capability, deterministic=False)
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._rng = random.Random()  # OS entropy: a different order every process and call
+
+    def reduce_dq(self, acc, parts):
+        # one partial per (key tile, query tile); atomics land in any order per query tile
+        parts = list(parts)
+        self._rng.shuffle(parts)
+        for r0, r1, part in parts:
+            acc[:, r0:r1] += part
+
+
+# ----------------------------------------------------------------------------- GQA partials
+@variant("MHA kernels run on expanded or stride-0 K/V (SDPA efficient/flash under GQA), FA2 GQA dK/dV")
+class PerHeadPartialsStored(_InputDtype):
+    """Per-query-head dK and dV are stored in the input dtype before the GQA/broadcast
+    group sum (float32 sum of the rounded partials, then rounded): a partial beyond the
+    dtype's range is an infinity even where the group's sum is not."""
+
+    name = "per-head-partials-stored"
+
+    def reduce_group(self, grad_h, idx, heads_kv):
+        rounded = grad_h.to(self.low).to(F32) if self.low != F32 else grad_h
+        return torch.stack([rounded[idx == g].sum(dim=0) for g in range(heads_kv)])
+
+
+# ----------------------------------------------------------------------------- tile sizes
+@variant("tile shapes of real kernels: 64 x 128 (FA2 fwd on A100), 128 x 64 (FA3 bwd)")
+class Tiles64x128(BlockwiseAttention):
+    """Query tiles of 64 rows, key tiles of 128 keys: other accumulation orders for the
+    online softmax, dK/dV (over query tiles) and dQ (over key tiles)."""
+
+    name = "tiles-64x128"
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("block_m", 64)
+        kw.setdefault("block_n", 128)
+        super().__init__(*a, **kw)
+
+
+@variant("small tiles (sm80 head dim 256, Triton autotune minimums)")
+class Tiles16x8(BlockwiseAttention):
+    """Query tiles of 16 rows and key tiles of 8 keys: many short partial sums."""
+
+    name = "tiles-16x8"
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("block_m", 16)
+        kw.setdefault("block_n", 8)
+        super().__init__(*a, **kw)
+
+
+# ----------------------------------------------------------------------------- GPU GEMM order
+def sequential_gemm(a: torch.Tensor, b: torch.Tensor, chunk: int = 1) -> torch.Tensor:
+    """a @ b in float32 with a GPU GEMM's summation order: each output element accumulates
+    its K products one ``chunk`` at a time, in order, into one float32 register (a
+    thread's FFMA loop of an SGEMM), instead of the CPU BLAS's blocked/pairwise tree."""
+    n = a.shape[-1]
+    acc = torch.zeros(*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1],
+                      dtype=F32, device=a.device)
+    for k0 in range(0, n, chunk):
+        acc = acc + torch.matmul(a[..., k0:k0 + chunk], b[..., k0:k0 + chunk, :])
+    return acc
+
+
+@variant("cuBLAS/CUTLASS SGEMM, the sdpa math backend on CUDA: float32 FFMA accumulation")
+class SequentialFp32Gemm(BlockwiseAttention):
+    """Every tile GEMM accumulates its K products sequentially, one at a time, in float32
+    (a GPU SGEMM thread's order), not in the CPU BLAS's blocked order."""
+
+    name = "sequential-fp32-gemm"
+
+    def gemm(self, a, b):
+        return sequential_gemm(a, b)
+
+
+@variant("sdpa math on CUDA: one long K loop per output element over whole rows")
+class SequentialFp32GemmOneTile(SequentialFp32Gemm):
+    """The sequential float32 GEMM over whole rows at once (one tile as long as the
+    sequence): every sum a single sequential chain of up to 256 products."""
+
+    name = "sequential-fp32-gemm-one-tile"
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("block_m", 256)
+        kw.setdefault("block_n", 256)
+        super().__init__(*a, **kw)
+
+
+# ----------------------------------------------------------------------------- a whole FA2 convention
+@variant("FlashAttention 2 as a whole: the hand-written FA2-convention kernel of the field")
+class Fa2Convention(_LseOnly, _InputDtype):
+    """Everything a FlashAttention-2 kernel does at once: O stored in the input dtype and
+    Delta from it, P and dS rounded before their GEMMs, exp2 with the folded scale, P from
+    the stored LSE alone, dK/dV per query head stored before the group sum."""
+
+    name = "fa2-convention"
+    delta_source = "o_do"
+
+    def logit_scale(self, p, phase):
+        return float(torch.tensor(p.scale * LOG2E, dtype=F32))
+
+    def exp(self, x):
+        return torch.exp2(x)
+
+    def log(self, x):
+        return torch.log2(x)
+
+    def to_log_units(self, x):
+        return x * LOG2E
+
+    def lse_natural(self, lse):
+        return lse * LN2
+
+    def stats_from_lse(self, lse):
+        return lse.to(F32) * LOG2E
+
+    def operand(self, t, which):
+        return _round_to(t, self.low)
+
+    def reduce_group(self, grad_h, idx, heads_kv):
+        rounded = grad_h.to(self.low).to(F32) if self.low != F32 else grad_h
+        return torch.stack([rounded[idx == g].sum(dim=0) for g in range(heads_kv)])
+
+
+# ----------------------------------------------------------------------------- catalogue
+VARIANTS: dict[str, Variant] = {v.name: v for v in _CATALOGUE}
+
+
+class Catalogue:
+    """What the engine sees (entry-point group ``difftest.catalogues``, prefix ``variant``):
+    ``difftest.execute.adapter.get("variant:NAME")`` builds ``entries()[NAME]``."""
+
+    prefix = "variant"
+
+    def entries(self) -> dict[str, Variant]:
+        return dict(VARIANTS)
+
+    def skipped(self) -> dict[str, str]:
+        return {}
+
+
+CATALOGUE = Catalogue()
+
+
+def get(name: str) -> Variant:
+    if name not in VARIANTS:
+        raise KeyError(f"unknown variant {name!r}: known variants are {sorted(VARIANTS)}")
+    return VARIANTS[name]
