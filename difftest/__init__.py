@@ -35,6 +35,8 @@ _EXPORTS = {
     "problems": ("strategies", "problems"), "get_profile": "model.profiles",
     # whole campaigns
     "run_campaign": "search.campaign", "CampaignResult": "search.campaign",
+    # recording a model's attention inputs for ``difftest run --values-from`` (docs/values.md)
+    "capture": "model.capture",
 }
 __all__ = sorted(_EXPORTS)
 

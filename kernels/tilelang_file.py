@@ -288,7 +288,9 @@ def warm(path: str, profile: str = "gpu", jobs: int = 8) -> list[str]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
+    from difftest.safeio import safe_child_path
+
+    with safe_child_path(), ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
         return [e for e in ex.map(_build, [path] * len(todo), [fn for fn, _ in todo], [a for _, a in todo]) if e]
 
 

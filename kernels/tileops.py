@@ -165,6 +165,7 @@ def worker_env(site: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([site, REPO_ROOT])
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PYTHONSAFEPATH"] = "1"  # the cwd is never put on its sys.path (a planted module there)
     env.pop(PARENT_ENV, None)
     if threading.current_thread() is threading.main_thread():  # see die_with_parent
         env[PARENT_ENV] = str(os.getpid())

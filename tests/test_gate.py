@@ -89,7 +89,11 @@ def test_known_failure_does_not_block_but_a_newly_failing_problem_does(broken):
     res = compare(b, copy.deepcopy(b))
     assert res.passed and [f.kind for f in res.findings] == ["known"]
     root = ET.fromstring(junit_xml(res))
-    assert root.get("failures") == "0" and root.get("skipped") == "1"
+    # skipped: dk:budget, and the campaign's one finding as its own testcase
+    assert root.get("failures") == "0" and root.get("skipped") == "2"
+    fid = b["campaigns"][0]["findings"][0]["id"]
+    tc = next(t for t in root.iter("testcase") if t.get("name") == f"finding {fid}")
+    assert tc.find("skipped") is not None and "reproducer: " in tc.find("skipped").text
     # the same failing problem passed in a baseline: a case regression, even though dk:budget "already failed"
     a = copy.deepcopy(b)
     bad = next(c for c in a["campaigns"][0]["cases"] if c["status"] == "failed")

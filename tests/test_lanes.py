@@ -94,7 +94,8 @@ def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_
     assert all(c["status"] == "interrupted" and c["cases"] for c in partial["campaigns"])
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
     assert not (tmp_path / "out" / "report.json").exists()
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+                       cwd=tmp_path,
                        env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert all(c["status"] == "passed" for c in _report(tmp_path)["campaigns"])
@@ -122,7 +123,8 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     if alive["kernel"] == "slow-wrong-dk":
         assert alive["failure"]["failed_gates"] == ["dk:budget"]
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+                       cwd=tmp_path,
                        env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]  # slow-wrong-dk fails, by design
     camps = {c["kernel"]: c for c in _report(tmp_path)["campaigns"]}
@@ -157,7 +159,8 @@ def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(t
     calls = tmp_path / "calls"
     before = len(calls.read_text().splitlines())
     assert finished <= set(calls.read_text().splitlines())  # the two name a case alike
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+                       cwd=tmp_path,
                        env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "2 campaigns at once" in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
     after = calls.read_text().splitlines()[before:]
@@ -168,8 +171,8 @@ def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(t
     assert len(camps) == 2 and all(c["status"] == "passed" and c["settings"]["resumed_cases"] for c in camps)
 
 
-@pytest.mark.parametrize("value,why", [("0", "allowed an integer >= 1"), ("x", "allowed an integer >= 1"),
-                                       ("-3", "allowed an integer >= 1")])
+@pytest.mark.parametrize("value,why", [("0", "allowed an integer in [1, 256]"), ("x", "allowed an integer in [1, 256]"),
+                                       ("-3", "allowed an integer in [1, 256]")])
 def test_bad_jobs_is_one_line_and_exit_2(tmp_path, value, why):
     r = _run(tmp_path, "-k", SLOW_REF, "--jobs", value)
     assert r.returncode == 2 and f"--jobs {value!r} is invalid: {why}" in r.stderr

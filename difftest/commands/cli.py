@@ -9,11 +9,12 @@ import sys
 from difftest.commands.argcheck import (
     OneLineParser,
     UsageError,
+    chunk_threshold_int,
+    determinism_int,
+    examples_int,
     k_item,
     nonneg_float,
-    nonneg_int,
     positive_float,
-    positive_int,
 )
 from difftest.commands.scaffold import write_skeleton
 from difftest.execute import adapter as registry
@@ -28,7 +29,7 @@ from difftest.run.plan import (
     resumable,
 )
 from difftest.run.threads import ThreadsError, parse_threads
-from difftest.search.reproducer import ReproducerError, replay
+from difftest.search.reproducer import replay
 from difftest.search.shard import ShardError, parse_shard
 from difftest.workdir import DEFAULT_DB, DEFAULT_OUT, WORKDIR
 
@@ -42,7 +43,7 @@ def add_run_arguments(p):
     p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
-    p.add_argument("--max-examples", type=positive_int, help="generated examples per kernel (overrides the profile)")
+    p.add_argument("--max-examples", type=examples_int, help="generated examples per kernel (overrides the profile)")
     p.add_argument("--time-budget", type=positive_float, help="seconds of search per kernel (overrides the profile)")
     p.add_argument("--shrink-budget", type=nonneg_float,
                    help="seconds of shrinking once a failure is found (overrides the profile)")
@@ -62,7 +63,7 @@ def add_run_arguments(p):
     p.add_argument("--compile-timeout", type=positive_float, default=None,
                    help=f"seconds of a case's JIT builds before it counts as a build timeout, not a hang "
                         f"(default {DEFAULT_COMPILE_TIMEOUT_S:g}; needs --isolate)")
-    p.add_argument("--determinism", type=positive_int, metavar="N",
+    p.add_argument("--determinism", type=determinism_int, metavar="N",
                    help="calls per case for the bitwise determinism gate (default 2 for kernels claiming determinism); "
                         "every call that differs from the first is judged by the gates too")
     p.add_argument("--k", action="append", type=k_item, metavar="OUTPUT=K",
@@ -73,12 +74,16 @@ def add_run_arguments(p):
     p.add_argument("--truth", choices=("float64", "float32"), default="float64",
                    help="the reference --standard is judged against (float32: autograd in float32, as teams "
                         "state their standards); the error budget always uses the float64 truth")
-    p.add_argument("--chunk-threshold", type=nonneg_int, help="score elements above which the chunked oracle is used")
+    p.add_argument("--chunk-threshold", type=chunk_threshold_int,
+                   help="score elements above which the chunked oracle is used")
     p.add_argument("--no-poison", action="store_true", help="do not NaN-poison output buffers")
     p.add_argument("--narrow", action="append", metavar="FIELD=VALUES",
                    help="draw inside less than the kernel's capability, e.g. head_dims_qk=64,128 or "
                         "sinks=false (repeatable; to focus a campaign or step around a known failure)")
     p.add_argument("--no-edge-cases", action="store_true", help="skip the explicit corner-case corpus")
+    p.add_argument("--values-from", metavar="FILE",
+                   help="draw q/k/v/dO as windows of activations captured with difftest.capture (a safetensors "
+                        "file); implies --no-edge-cases")
     p.add_argument("--db", default=DEFAULT_DB, help="Hypothesis example database directory ('none' to disable)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--seed", type=_seed, metavar="N",
@@ -97,18 +102,35 @@ def add_run_arguments(p):
                         "--device cuda) or with --no-isolate; 1 = one after another). Findings are the same; "
                         "blocks print as campaigns finish, reports keep the order of -k (difftest/run/lanes.py)")
     p.add_argument("--html", help="HTML report path (default OUT/report.html)")
+    hunt = p.add_mutually_exclusive_group()
+    hunt.add_argument("--hunt", dest="hunt", action="store_true", default=None,
+                      help="go on after a failure: each distinct bug becomes one finding with a signature, shrunk "
+                           "within a bound, and the search steers away from what a finding explains (default for "
+                           "the nightly and gpu profiles)")
+    hunt.add_argument("--first-failure", dest="hunt", action="store_false",
+                      help="stop at the first failure and shrink it (default for quick and ci, and what "
+                           "`difftest gate` baselines use: the same finding every run)")
+    p.add_argument("--known", action="append", metavar="FILE",
+                   help="findings known from an earlier run (its report.json or findings.json, or the failure "
+                        "store: a difftest-failures/*.jsonl or its database folder): replayed first, listed as "
+                        "known, not shrunk again, and the search goes on past them (repeatable)")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="continue a killed or interrupted run in --out (default: the latest unfinished one) "
-                        "with its original arguments, without re-running its finished cases")
+                        "with its original search arguments, without re-running its finished cases; outputs "
+                        "(--out, --report, --markdown, --html) come from this command line, never from the run")
+    p.add_argument("--allow-import", action="store_true",
+                   help="with --resume: trust a 'module:attr' kernel the resumed run's arguments name")
 
 
 def _seed(text):
+    from difftest.commands.argcheck import MAX_SEED
+
     try:
-        v = int(text)
+        v = int(text) if len(str(text)) <= 40 else -1
     except ValueError:
         v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"--seed {text!r} is invalid: allowed an integer >= 0")
+    if not 0 <= v <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"--seed {str(text)[:40]!r} is invalid: allowed an integer in [0, 2**64-1]")
     return v
 
 
@@ -136,19 +158,25 @@ def _shard(text):
 def cmd_run(a) -> int:
     """``difftest run``: the parsed arguments become RunOptions; a RunPlan runs them."""
     resume = None
-    if a.resume is not None:  # continue a killed run with its own arguments
-        resume, argv = resumable(a.out, a.resume or None)
-        a = parse(argv)
+    if a.resume is not None:  # continue a killed run with its own search arguments (folder.py: what is trusted)
+        from difftest.run.folder import resumed_args
+
+        resume, argv = resumable(a.out, a.resume or None)  # RunError: one line, exit 2
+        a = resumed_args(a, parse(argv), a.allow_import, defaults=parse(["run"]))
     return RunPlan(RunOptions.from_args(a), resume=resume).execute()
 
 
 def cmd_repro(a) -> int:
-    try:
-        r = replay(a.file, kernel=a.kernel, allow_import=a.allow_import, profile=a.profile)
-    except ReproducerError as e:
-        raise UsageError(str(e)) from None
+    from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED
+    from difftest.vocab import Status
+
+    r = replay(a.file, kernel=a.kernel, allow_import=a.allow_import, profile=a.profile)  # ReproducerError: exit 2
     print(r.render(verbose=True))
-    return 1 if r.failed else 0
+    if r.status == Status.SKIPPED:  # nothing was replayed: neither a pass nor a finding
+        print(f"difftest repro: skipped, nothing replayed: {(r.reason or '').splitlines()[0] if r.reason else ''}",
+              file=sys.stderr)
+        return EXIT_SKIPPED
+    return EXIT_FAILED if r.failed else EXIT_PASSED
 
 
 def cmd_list(a) -> int:
@@ -180,15 +208,18 @@ def cmd_list(a) -> int:
 # subcommand -> the module holding its add_arguments/command (the others are defined here)
 MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measure.calibration",
            "bench": "difftest.measure.bench", "merge": "difftest.report.merge", "gate": "difftest.report.ci_gate",
-           "report": "difftest.report.html"}
+           "report": "difftest.report.html", "bisect": "difftest.measure.bisect", "probe": "difftest.measure.probe"}
 
 
 def cmd_new_adapter(a) -> int:
+    from pathlib import Path
+
+    if not str(a.dir).strip() or (Path(a.dir).exists() and not Path(a.dir).is_dir()):
+        raise UsageError(f"--dir {a.dir!r}: not a folder: allowed a folder (existing or to be created)")
     try:
         root = write_skeleton(a.name, a.dir)
-    except (ValueError, FileExistsError) as e:
-        print(f"difftest: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, FileExistsError, NotADirectoryError) as e:
+        raise UsageError(str(e)) from None
     print(f"wrote {root}/ (adapter, capability, pyproject.toml entry point, a pytest test)\n"
           f"next: pip install -e {root} && difftest run -k {a.name} -p quick")
     return 0
@@ -206,6 +237,8 @@ COMMANDS = {
     "merge": "join reports (the shards of a campaign) into one",
     "gate": "compare a candidate report with a baseline (CI gating)",
     "report": "render a report.json (HTML)",
+    "bisect": "replay a reproducer across versions (wheels, folders, a git range): first bad, last good",
+    "probe": "call a kernel across its capability's dimensions: served, refused, or accepted then wrong",
 }
 
 
@@ -220,7 +253,8 @@ def _fill(name: str, sp) -> None:
         sp.add_argument("--allow-import", action="store_true",
                         help="trust a 'module:attr' kernel named in the file (imports that module)")
         sp.add_argument("--profile", "-p", choices=sorted(PROFILES),
-                        help="size limits the problem must fit (default: the largest profile's)")
+                        help="size limits the problem must fit (default: the largest for the device it runs "
+                             "on: nightly on the CPU, gpu on CUDA)")
         sp.set_defaults(func=cmd_repro)
     elif name == "list":
         sp.add_argument("--check", action="store_true",
@@ -262,13 +296,36 @@ def parse(argv: list) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
+    """The one place an input error becomes exit code 2 (difftest/errors.py, docs/exit-codes.md):
+    every ``InputError`` a subcommand raises, and an ``OSError`` (an unreadable input, an
+    unwritable output, a full disk) as one line on stderr. Child processes start with a safe
+    import path (``safe_child_path``: the working directory is not on their ``sys.path``)."""
+    import signal
+
+    from difftest.errors import EXIT_INPUT, InputError, exit_interrupted, one_line
+    from difftest.safeio import safe_child_path
+
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse(argv)
-    try:
-        return args.func(args)
-    except (UsageError, registry.KernelSpecError) as e:
-        print(f"difftest: error: {e}", file=sys.stderr)
-        return 2
+    cmd = next((a for a in argv if a in COMMANDS), "")
+    with safe_child_path():
+        try:
+            args = parse(argv)
+            return args.func(args)
+        except InputError as e:
+            print(f"difftest{' ' + cmd if cmd else ''}: error: {one_line(e)}", file=sys.stderr)
+        except KeyboardInterrupt as e:  # Ctrl-C in a subcommand without its own handling (run has interrupt.py)
+            code = getattr(e, "exit_code", None) or exit_interrupted(signal.SIGINT)
+            why = f" by {one_line(e.name)}" if hasattr(e, "name") else ""
+            print(f"difftest{' ' + cmd if cmd else ''}: interrupted{why}", file=sys.stderr)
+            return code
+        except OSError as e:
+            where = f" {e.filename}" if e.filename else ""
+            print(f"difftest{' ' + cmd if cmd else ''}: error: cannot read or write{where}: "
+                  f"{one_line(e.strerror or e)}", file=sys.stderr)
+        finally:
+            if "difftest.run.folder" in sys.modules:
+                sys.modules["difftest.run.folder"].release_locks()
+    return EXIT_INPUT
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import sys
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
+from difftest.errors import InputError
 from difftest.model.capability import Capability
 
 if TYPE_CHECKING:  # annotations only: the registry (``difftest list``) must not import torch
@@ -87,7 +88,7 @@ _LOADED_GROUPS: set[str] = set()
 _IMPORT_SPECS: set[str] = set()  # names that resolved as 'module:attr' imports
 
 
-class KernelSpecError(KeyError):
+class KernelSpecError(InputError, KeyError):
     """A kernel name or ``module:attr`` spec that does not resolve; the message is one line."""
 
     def __str__(self):
@@ -225,9 +226,16 @@ def get(name: str) -> KernelAdapter:
             raise
     if isinstance(f, KernelAdapter):
         return f
-    adapter = f()
+    if not callable(f):
+        raise KernelSpecError(f"kernel {name!r} is a {type(f).__name__}: allowed a KernelAdapter or a factory of one")
+    try:
+        adapter = f()
+    except TypeError as e:
+        raise KernelSpecError(f"kernel {name!r}: its factory cannot be called without arguments ({e}): allowed "
+                              "a KernelAdapter class or a zero-argument factory") from None
     if not isinstance(adapter, KernelAdapter):
-        raise TypeError(f"kernel {name!r} factory returned {type(adapter).__name__}, not a KernelAdapter")
+        raise KernelSpecError(f"kernel {name!r} factory returned {type(adapter).__name__}, not a KernelAdapter: "
+                              "allowed a 'module:attr' naming a KernelAdapter class or a factory of one")
     if getattr(adapter, "spec", None) is None:
         adapter.spec = name  # how a worker process or a reproducer gets the same kernel back
     _REGISTRY[name] = adapter

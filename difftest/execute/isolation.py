@@ -28,27 +28,38 @@ perf_counter())`` before the reply; every other message is unchanged), and ``rec
 charges the time between the two to ``compile_timeout_s`` instead of ``timeout_s``. A case
 killed while building raises BuildTimeout (triage: "build timeout"); one killed after its
 build finished is a KernelTimeout (a hang) whose message says how long each took.
+
+Nothing the user did not name runs in the worker: a spawned worker starts with a safe import
+path (``PYTHONSAFEPATH=1``, as ``python -P``), so a ``multiprocessing.py`` or ``torch.py`` in
+the working directory is never imported (the worker finds difftest through the installed
+package). And the worker never outlives its parent: on Linux it asks for SIGKILL when the
+parent dies (``PR_SET_PDEATHSIG``, when the launcher is the main thread, whose end is the
+process's), and a watchdog thread ends it within ``ORPHAN_POLL_S`` once its parent is gone
+(a SIGKILLed ``difftest run`` leaves no kernel computing).
 """
 
 import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
+from difftest.errors import DifftestError
 from difftest.model.problem import Problem
+from difftest.safeio import safe_child_path
 
 
-class KernelCrashed(RuntimeError):
+class KernelCrashed(DifftestError, RuntimeError):
     pass
 
 
-class KernelTimeout(RuntimeError):
+class KernelTimeout(DifftestError, RuntimeError):
     pass
 
 
-class BuildTimeout(RuntimeError):
+class BuildTimeout(DifftestError, RuntimeError):
     """The case's JIT build did not finish within ``compile_timeout_s``: the kernel never ran."""
 
 
@@ -67,9 +78,39 @@ def _say(conn, *msg) -> None:
         raise _ParentGone from e
 
 
-def _worker_main(conn, env, preload=(), inherited=()):
+ORPHAN_POLL_S = 0.5  # how often a worker checks that its parent is alive
+
+
+def die_with_parent(parent: int, pdeathsig: bool = True) -> None:
+    """End this process when ``parent`` dies: SIGKILL from the kernel on Linux
+    (``PR_SET_PDEATHSIG``; only when the launching thread is the parent's main thread,
+    since the signal follows the thread), and everywhere a daemon thread that polls
+    ``os.getppid()`` (a kernel busy in C code that holds the GIL still dies by the signal)."""
+    if pdeathsig and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(ORPHAN_POLL_S)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="difftest-orphan-watchdog", daemon=True).start()
+
+
+def _worker_main(conn, env, preload=(), inherited=(), parent=None, pdeathsig=False):
     for c in inherited:  # forked (Worker.launch): the launcher's pipe ends are not ours to hold open
         c.close()
+    if parent is not None:
+        die_with_parent(parent, pdeathsig)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked: not the launcher's handler (interrupt.py)
     os.environ.update(env)
     import faulthandler
@@ -141,6 +182,7 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
+POLL_MAX_S = 3600.0  # the longest single wait on the pipe (a timeout of 1e7 s once raised OverflowError)
 STARTUP_TIMEOUT_S = 600.0  # a worker's imports, before any kernel call
 COMPILE_TIMEOUT_S = 1800.0  # a case's JIT builds together (RunConfig.compile_timeout_s)
 
@@ -204,8 +246,11 @@ class Worker:
         self.launch_env, self.worker_env = dict(os.environ), None
         parent, child = ctx.Pipe()
         inherited = () if fork_closing is None else (parent, *fork_closing)
-        self.proc = ctx.Process(target=_worker_main, args=(child, self.env, tuple(preload), inherited), daemon=True)
-        self.proc.start()
+        pdeathsig = threading.current_thread() is threading.main_thread()
+        self.proc = ctx.Process(target=_worker_main, daemon=True,
+                                args=(child, self.env, tuple(preload), inherited, os.getpid(), pdeathsig))
+        with safe_child_path():  # spawn: the new interpreter does not put the cwd on sys.path
+            self.proc.start()
         child.close()
         self.conn = parent
         self.ready = False
@@ -293,7 +338,9 @@ class Worker:
                 left = timeout_s - (now - t0 - built)
             else:
                 left = compile_timeout_s - (built + now - building)
-            if not self.conn.poll(max(0.0, left)):  # what is already there is read, even late
+            if not self.conn.poll(min(max(0.0, left), POLL_MAX_S)):  # what is already there is read, even late
+                if left > POLL_MAX_S:  # a long timeout waits in slices: poll() overflows past ~2.1e6 s
+                    continue
                 self._timed_out(timer, waited_from, timeout_s, compile_timeout_s, t0, built, building)
             try:
                 reply = self.conn.recv()

@@ -37,6 +37,9 @@ class Profile:
     search_s: float = 150.0  # wall-clock seconds of search
     shrink_s: float = 60.0  # extra seconds of shrinking once a failure is found
     seed: int | None = 0  # None: a fresh random search each run
+    # go on after a failure, one finding per distinct bug (campaign.py, signature.py); off: the
+    # first failure ends the search, as CI and the gate want (the same finding every run)
+    hunt: bool = False
     # compile configurations a JIT kernel on a CPU target may draw (strategies/compile.py):
     # "open" draws a fresh one with probability 0.1; "corpus" only the edge corpus's plus one
     # per compile-key value it lacks, all built before the campaign by `difftest run`'s
@@ -77,11 +80,11 @@ PROFILES = {
                   mutant_search_s=90.0, mutant_shrink_s=20.0, mutant_total_s=900.0),
     "nightly": Profile("nightly", max_batch=8, max_varlen_batch=16, max_heads=16, max_seqlen=1024,
                        max_head_dim=512, budget=2**28, max_pad_tail=64, max_tokens=2**17, max_score_elements=2**30,
-                       examples=1000, search_s=3600.0, shrink_s=600.0, seed=None,
+                       examples=1000, search_s=3600.0, shrink_s=600.0, seed=None, hunt=True,
                        mutant_search_s=120.0, mutant_shrink_s=60.0, mutant_total_s=7200.0, mutant_reach=1),
     "gpu": Profile("gpu", max_batch=16, max_varlen_batch=64, max_heads=64, max_seqlen=8192,
                    max_head_dim=512, budget=2**34, max_pad_tail=256, max_tokens=2**20, max_score_elements=2**36,
-                   examples=200, search_s=900.0, shrink_s=180.0, seed=None,
+                   examples=200, search_s=900.0, shrink_s=180.0, seed=None, hunt=True,
                    mutant_search_s=120.0, mutant_shrink_s=60.0, mutant_total_s=7200.0, mutant_reach=1),
 }
 

@@ -169,8 +169,9 @@ def difftest_campaign(request):
         if res.status == CampaignStatus.UNAVAILABLE:
             pytest.skip(f"kernel {res.kernel} unavailable: {res.reason}")
         if res.failed and not expect_failure:
-            pytest.fail(f"{res.failure.render()}\nfirst failure after {res.examples_to_fail} examples; "
-                        f"reproducer: {res.reproducer['py']}", pytrace=False)
+            from difftest.search.findings import failure_message
+
+            pytest.fail(failure_message(res), pytrace=False)
         return res
 
     return run

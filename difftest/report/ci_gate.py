@@ -21,7 +21,12 @@ gate fails (exit 1) on:
 Different shards of one kernel (or a shard against a whole campaign) are refused: merge first.
 
 A gate that fails in both is a *known failure*: listed, not blocking (it is not this
-change's doing). Coverage the candidate lacks only because its search budget ran out first
+change's doing), unless the candidate's finding on it is another bug: findings carry a
+signature (difftest/search/signature.py), and a candidate finding whose signature matches
+no baseline finding (``same_identity``) is a regression even where the baseline failed the
+same output x gate (two bugs on one output are two bugs). Each candidate finding is also a
+JUnit testcase ``finding <id>`` (failure when new, skipped when known).
+Coverage the candidate lacks only because its search budget ran out first
 (it left drawn Problems unrun, and every Problem it ran the baseline ran too: the same
 seeded stream, stopped earlier, e.g. on a loaded runner or behind cold kernel builds) is
 *not reached* (kind ``incomplete``): listed, not blocking. A report compared with itself
@@ -32,7 +37,6 @@ shrank that failure, else the first failing Problem, marked as not shrunk.
 """
 
 import json
-import sys
 from dataclasses import dataclass, field
 
 from difftest.model.problem import OUTPUTS
@@ -135,11 +139,62 @@ def _finding(kernel, c_b, output, gate, kind, message, case=None) -> Finding:
                    reproducer=repro)
 
 
+def _signed(c: dict | None) -> list:
+    """A campaign record's findings as (record, Signature, shrunk Problem or None); a finding
+    without a readable signature (an older or hand-edited report) is left out."""
+    from difftest.model.problem import Problem, ProblemError
+    from difftest.search.signature import Signature, SignatureError
+
+    out = []
+    for f in (c or {}).get("findings") or []:
+        if not isinstance(f, dict):
+            continue
+        try:
+            sig = Signature.from_dict(f.get("signature"))
+        except SignatureError:
+            continue
+        try:
+            prob = Problem.from_dict((f.get("failure") or {}).get("problem"))
+        except (ProblemError, TypeError, ValueError, KeyError, AttributeError):
+            prob = None
+        out.append((f, sig, prob))
+    return out
+
+
+def _matches(fb, known: list) -> bool:
+    """Candidate finding ``fb`` ((record, Signature, Problem)) is one of ``known``'s bugs."""
+    from difftest.search.signature import same_identity
+
+    _, sb, pb = fb
+    return any(same_identity(sa, sb, pb) or same_identity(sb, sa, pa) for _, sa, pa in known)
+
+
+def _finding_cases(res: GateResult, kernel: str, found_b: list, found_a: list, a_ran: bool, ga: dict) -> None:
+    """One JUnit testcase per candidate finding. Against a baseline without signed
+    findings (an older report), a finding is known where the baseline failed its gates."""
+    for fb in found_b:
+        rec, sig, _ = fb
+        if found_a:
+            known = a_ran and _matches(fb, found_a)
+        else:
+            known = a_ran and any((ga.get(tuple(label.split(":", 1))) or {}).get("failed") for label in sig.gates)
+        seen = rec.get("first_seen") if isinstance(rec.get("first_seen"), dict) else {}
+        msg = (f"{kernel} finding {sig.id}: {sig.describe()}; {rec.get('hits', '?')} failing cases, first seen at "
+               f"case {seen.get('case', '-')}" + ("; known (the baseline has it)" if known else "; new"))
+        repro = rec.get("reproducer") if isinstance(rec.get("reproducer"), dict) else {}
+        case = rec.get("failure") if isinstance(rec.get("failure"), dict) else None
+        kind = FindingKind.KNOWN if known else FindingKind.REGRESSION
+        res.testcases.setdefault((kernel, f"finding {sig.id}"), []).append(Finding(
+            kernel, "finding", sig.id, kind, msg, case=case, shrunk=case is not None,
+            reproducer=repro.get("py") or repro.get("json")))
+
+
 def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             min_ratio: float = DEFAULT_MIN_RATIO) -> GateResult:
     res = GateResult()
     ca, cb = _campaigns(a, "baseline"), _campaigns(b, "candidate")
     add = res.findings.append
+    finding_cases = []
     for kernel in list(ca) + [k for k in cb if k not in ca]:
         A, B = ca.get(kernel), cb.get(kernel)
         if B is None:
@@ -162,6 +217,11 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
         if A is not None and (sa.get("seed") is None or sa.get("seed") != sb.get("seed")):
             res.notes.append(f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
                              f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N")
+        if A is not None and bool(sa.get("hunt")) != bool(sb.get("hunt")):
+            mode = {True: "hunted", False: "stopped at its first failure"}
+            res.notes.append(f"{kernel}: the baseline {mode[bool(sa.get('hunt'))]}, the candidate "
+                             f"{mode[bool(sb.get('hunt'))]}: one side looked for more bugs than the other; run both "
+                             f"with the same --hunt/--first-failure")
         if A is not None and sa.get("shard") != sb.get("shard"):
             raise ReportError(f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
                               f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
@@ -174,6 +234,14 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
                             f"are not comparable with the baseline's; run both sides with the same options"))
         ga = _gates_with_run(A) if a_up else {}
         gb = _gates_with_run(B)
+        found_a, found_b = _signed(A) if a_up else [], _signed(B)
+        other_bug = {}  # output:gate -> candidate findings on it the baseline does not have
+        if found_a:
+            for fb in found_b:
+                if not _matches(fb, found_a):
+                    for label in fb[1].gates:
+                        other_bug.setdefault(label, []).append(fb[1])
+        finding_cases.append((kernel, found_b, found_a, a_up, ga))
         cut = _cut_short(A, B) if a_up else None
         lost = FindingKind.INCOMPLETE if cut else FindingKind.COVERAGE
         keys = sorted(set(ga) | set(gb), key=lambda k: (OUTPUTS.index(k[0]) if k[0] in OUTPUTS else -1, k[1]))
@@ -188,7 +256,13 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             elif y["failed"]:
                 case = y["first_failing"]
                 msg = _failing_message(case, output, gate)
-                if x and x["failed"]:
+                new_bugs = other_bug.get(f"{output}:{gate}", [])
+                if x and x["failed"] and new_bugs:
+                    add(_finding(kernel, B, output, gate, FindingKind.REGRESSION,
+                                 f"{kernel} {output}:{gate}: fails in the baseline too, but the candidate's finding "
+                                 f"{new_bugs[0].id} is another bug ({new_bugs[0].describe()}): {msg}", case))
+                    verdict = "REGRESSION (new bug)"
+                elif x and x["failed"]:
                     add(_finding(kernel, B, output, gate, FindingKind.KNOWN,
                                  f"{kernel} {output}:{gate}: fails in the baseline too "
                                  f"({x['failed']} of {x['checked']} cases; candidate {y['failed']} of "
@@ -255,6 +329,8 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
                         f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({cut})" if cut else "")))
     for f in res.findings:
         res.testcases.setdefault(f.testcase, []).append(f)
+    for kernel, found_b, found_a, a_up, ga in finding_cases:
+        _finding_cases(res, kernel, found_b, found_a, a_up, ga)
     for kernel, output, gate, *_ in res.rows:
         res.testcases.setdefault((kernel, f"{output}:{gate}"), [])
     for kernel in cb:
@@ -381,29 +457,23 @@ def add_arguments(p):
 def command(a) -> int:
     import math
 
+    from difftest.commands.argcheck import UsageError, check_outputs
+    from difftest.errors import EXIT_FAILED, EXIT_PASSED
     from difftest.safeio import atomic_write_text
 
     for name, v in (("--max-ratio-growth", a.max_ratio_growth), ("--min-ratio", a.min_ratio)):
-        if not math.isfinite(v) or v < 0:
-            print(f"difftest gate: {name} {v!r} is invalid: allowed a finite number >= 0", file=sys.stderr)
-            return 2
-    try:
-        base, cand = load_report(a.baseline), load_report(a.candidate)
-        res = compare(base, cand, a.max_ratio_growth, a.min_ratio)
-    except ReportError as e:
-        print(f"difftest gate: {e}", file=sys.stderr)
-        return 2
+        if not math.isfinite(v) or v < 0 or v > 1e6:
+            raise UsageError(f"{name} {v!r} is invalid: allowed a finite number in [0, 1e6]")
+    base, cand = load_report(a.baseline), load_report(a.candidate)  # ReportError: exit 2 (cli.main)
+    check_outputs(None, [("--junit", a.junit), ("--html", a.html)])  # before writing either
+    res = compare(base, cand, a.max_ratio_growth, a.min_ratio)
     print(render(res))
-    try:
-        if a.junit:
-            from difftest.report.junit import junit_xml
+    if a.junit:
+        from difftest.report.junit import junit_xml
 
-            atomic_write_text(a.junit, junit_xml(res))
-            print(f"junit: {a.junit}")
-        if a.html:
-            atomic_write_text(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
-            print(f"html: {a.html}")
-    except OSError as e:
-        print(f"difftest gate: cannot write {e.filename}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    return 0 if res.passed else 1
+        atomic_write_text(a.junit, junit_xml(res))
+        print(f"junit: {a.junit}")
+    if a.html:
+        atomic_write_text(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
+        print(f"html: {a.html}")
+    return EXIT_PASSED if res.passed else EXIT_FAILED

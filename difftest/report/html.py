@@ -15,10 +15,9 @@ script can read them back from the rendered page.
 
 import html
 import math
-import sys
 
 from difftest.model.problem import OUTPUTS
-from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, ratio
+from difftest.report.read import RATIO_CAP, gate_results, load_report, ratio
 from difftest.report.write import diff_table
 from difftest.safeio import atomic_write_text
 from difftest.vocab import CampaignStatus, Status
@@ -182,6 +181,7 @@ def _kernel_section(c: dict) -> str:
             out.append(f"<tr><td>{_e(_short(x['problem']))}</td><td>{_e(v['output'])}</td>{_num(ratio(v))}"
                        f"<td>{_e(where)}</td>{_num(w.get('got'))}{_num(w.get('truth'))}</tr>")
         out.append("</table>")
+    out += _findings_section(c)
     # failures
     failing = [x for x in cases if x.get("status") in (Status.FAILED, Status.ERROR)]
     out.append(f'<h3>Failures: <span data-k="{_e(k)}/failing_cases">{len(failing)}</span> failing cases</h3>')
@@ -222,6 +222,36 @@ def _kernel_section(c: dict) -> str:
                        + _num(g["checked"]) + _num(g["differing_cases"], f"{k}/{o}/nondeterministic") + "</tr>")
         out.append("</table>")
     return "\n".join(out)
+
+
+def _findings_section(c: dict) -> list[str]:
+    """One row per distinct finding: its signature, cases that hit it, first seen, reproducer."""
+    k = c["kernel"]
+    findings = [f for f in c.get("findings") or [] if isinstance(f, dict)]
+    if not findings:
+        return []
+    out = [f'<h3>Findings: <span data-k="{_e(k)}/findings">{len(findings)}</span> distinct '
+           f'({"hunt: the search went on after each" if c.get("hunt") else "first failure"})</h3>']
+    if c.get("explained_skipped"):
+        out.append(f'<p class="meta">{_e(c["explained_skipped"])} drawn problems not run: a finding explains them</p>')
+    if c.get("unexplained"):
+        out.append(f'<p class="meta">{_e(c["unexplained"])} failing cases no finding explains '
+                   f'(findings cap or budget reached)</p>')
+    out.append("<table><tr><th>finding</th><th>status</th><th>cases</th><th>first seen</th><th>signature</th>"
+               "<th>shrunk problem</th><th>reproducer</th></tr>")
+    for f in findings:
+        sig, seen, fail, rep = (f.get(x) if isinstance(f.get(x), dict) else {}  # a hand-edited report: no crash
+                                for x in ("signature", "first_seen", "failure", "reproducer"))
+        repro = rep.get("py") or rep.get("json") or ""
+        cls = "known" if f.get("status") == "known" else "REGRESSION"
+        out.append(f'<tr><td>{_e(f.get("id", ""))}</td><td class="{cls}">{_e(f.get("status", ""))}</td>'
+                   + _num(f.get("hits", 0), f"{k}/finding/{f.get('id', '')}/cases")
+                   + f'<td>{_e("case " + str(seen["case"]) if seen.get("case") else "not hit")}</td>'
+                   f'<td>{_e(sig.get("describe", ""))}</td>'
+                   f'<td>{_e(_short(fail["problem"]) if isinstance(fail.get("problem"), dict) else "")}</td>'
+                   f'<td>{_e(repro)}</td></tr>')
+    out.append("</table>")
+    return out
 
 
 def _gate_section(res) -> str:
@@ -265,14 +295,10 @@ def add_arguments(p):
 
 
 def command(a) -> int:
-    try:
-        doc = load_report(a.report)
-        atomic_write_text(a.html, render_html(doc, title=f"difftest report: {a.report}"))
-    except ReportError as e:
-        print(f"difftest report: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"difftest report: --html {a.html}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+    from difftest.commands.argcheck import check_outputs
+
+    doc = load_report(a.report)  # ReportError: one line, exit 2 (cli.main)
+    check_outputs(None, [("--html", a.html)])
+    atomic_write_text(a.html, render_html(doc, title=f"difftest report: {a.report}"))
     print(f"html: {a.html}")
     return 0

@@ -5,7 +5,10 @@ One ``<testsuite>`` per kernel, one ``<testcase>`` per kernel x output x gate (c
 ``coverage`` the kernel's coverage). A blocking finding is a ``<failure>`` whose text
 carries the problem (the shrunk one when the campaign shrank it) and the reproducer path;
 a known failure (failing in the baseline too) is ``<skipped>`` with the same text, so the
-file agrees with the gate's exit code without hiding anything.
+file agrees with the gate's exit code without hiding anything. Each of the candidate's
+findings (one per distinct bug) is its own testcase ``finding <id>``: its signature, the
+cases that hit it, when first seen, its shrunk problem and reproducer; a failure when the
+baseline does not have it, skipped when it does.
 """
 
 import json

@@ -5,13 +5,14 @@ campaign per kernel: the cases of every shard (a Problem run by two shards is ke
 and counted under ``settings.duplicates_dropped``), counts and per-output numbers
 recomputed from the cases, coverage hits summed and a feature missing only when every
 shard missed it, the first shard's failure as the failure (every shard's under
-``failures``). Reports of different kernels (one GPU per kernel) are simply put side by
-side. Refused, in one line: the same kernel twice without shards, shards of one kernel
-run with different settings (seed, profile, gates, narrowing, examples), a shard given
-twice, or a shard missing.
+``failures``), and the findings of every shard, each distinct bug once (signature.py's
+``same_identity``; the cases that hit it summed, the earliest shard's first sighting
+kept). Reports of different kernels (one GPU per kernel) are simply put side by side.
+Refused, in one line: the same kernel twice without shards, shards of one kernel run with
+different settings (seed, profile, gates, narrowing, examples), a shard given twice, or a
+shard missing.
 """
 
-import sys
 import time
 from pathlib import Path
 
@@ -116,8 +117,33 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         "reproducer": failing[0].get("reproducer") if failing else None,
         "failures": [{"shard": (c.get("settings") or {}).get("shard"), "failure": c["failure"],
                       "reproducer": c.get("reproducer")} for c in failing],
+        "hunt": any(c.get("hunt") for c in recs), "findings": merge_findings(recs),
+        "explained_skipped": sum(c.get("explained_skipped") or 0 for c in recs),
+        "unexplained": sum(c.get("unexplained") or 0 for c in recs),
         "settings": settings, "cases": cases,
     }
+
+
+def merge_findings(recs: list) -> list:
+    """The shards' findings, each bug once: a finding whose signature is one already kept
+    adds its cases and skips to it (and its shard to ``shards``)."""
+    from difftest.report.ci_gate import _signed
+    from difftest.search.signature import same_identity
+
+    kept = []  # (record, Signature, Problem)
+    for c in recs:
+        shard = (c.get("settings") or {}).get("shard")
+        for rec, sig, prob in _signed(c):
+            for k in kept:
+                if same_identity(k[1], sig, prob) or same_identity(sig, k[1], k[2]):
+                    for n in ("hits", "search_hits", "skipped"):
+                        if isinstance(rec.get(n), int) and isinstance(k[0].get(n), int):
+                            k[0][n] += rec[n]
+                    k[0]["shards"].append(shard)
+                    break
+            else:
+                kept.append(({**rec, "shards": [shard]}, sig, prob))
+    return [k[0] for k in kept]
 
 
 def merge_reports(docs: list) -> dict:
@@ -142,20 +168,13 @@ def add_arguments(p):
 
 
 def command(a) -> int:
-    import json
+    from difftest.commands.argcheck import check_outputs
 
-    try:
-        doc = merge_reports([(p, load_report(p)) for p in a.reports])
-        out = Path(a.output)
-        if out.is_dir():
-            raise ReportError(f"-o {out}: is a directory: allowed a file path")
-        atomic_write_text(out, json.dumps(doc, indent=1, default=str))
-    except ReportError as e:
-        print(f"difftest merge: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"difftest merge: -o {a.output}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+    doc = merge_reports([(p, load_report(p)) for p in a.reports])  # ReportError: one line, exit 2 (cli.main)
+    check_outputs(None, [("-o", a.output)])
+    from difftest.safeio import json_text
+
+    atomic_write_text(Path(a.output), json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
     c = doc["campaigns"]
     print(f"merged {len(a.reports)} reports: {len(c)} kernels, {sum(x['examples'] for x in c)} cases -> {a.output}")
     return 0

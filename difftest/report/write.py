@@ -1,6 +1,7 @@
 """Reports: the JSON report (one record per case with the numbers), a terminal summary
-table per kernel x output, and a markdown summary (the campaign's JSON-lines stream of
-cases is difftest/search/case_log.py)."""
+table per kernel x output, the findings (one row per distinct bug: signature, cases that
+hit it, when first seen, reproducer), a findings file, and a markdown summary (the
+campaign's JSON-lines stream of cases is difftest/search/case_log.py)."""
 
 import json
 import math
@@ -46,8 +47,54 @@ def campaign_record(res) -> dict:
         "triage": triage.summarize(res.cases), "declaration": getattr(res, "declaration", []),
         "timing": getattr(res, "timing", None), "compile_reuse": getattr(res, "compile_reuse", None),
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
+        "hunt": getattr(res, "hunt", False), "findings": finding_records(res),
+        "explained_skipped": getattr(res, "explained_skipped", 0), "unexplained": getattr(res, "unexplained", 0),
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
     }
+
+
+def finding_records(res) -> list[dict]:
+    """The campaign's findings as records (a result rebuilt from a record holds them so)."""
+    return [f if isinstance(f, dict) else f.to_dict() for f in getattr(res, "findings", None) or ()]
+
+
+def write_findings(results, path) -> Path:
+    """findings.json: every campaign's findings (what ``--known`` reads back)."""
+    from difftest.safeio import atomic_write_text
+
+    doc = {"difftest_findings": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "campaigns": [{"kernel": r.kernel, "settings": {"spec": (r.settings or {}).get("spec")},
+                          "findings": finding_records(r)} for r in results]}
+    return atomic_write_text(Path(path), json.dumps(doc, indent=1, default=str))
+
+
+def _finding_rows(results) -> list[tuple]:
+    rows = []
+    for r in results:
+        for f in finding_records(r):
+            sig = f.get("signature") or {}
+            seen = f.get("first_seen") or {}
+            first = f"case {seen['case']} ({seen.get('seconds', 0):.1f} s)" if seen.get("case") else "not hit"
+            repro = (f.get("reproducer") or {}).get("json") or ("replayed, not shrunk" if f.get("status") == "known"
+                                                                else "-")
+            rows.append((r.kernel, f.get("id", ""), f.get("status", ""), str(f.get("hits", 0)),
+                         str(f.get("skipped", 0)), first, sig.get("describe", ""), str(repro)))
+    return rows
+
+
+FINDINGS_HEAD = ("kernel", "finding", "status", "cases", "skipped", "first seen", "signature", "reproducer")
+
+
+def findings_table(results) -> str:
+    """One row per distinct finding of every campaign ('' when there is none)."""
+    rows = _finding_rows(results)
+    if not rows:
+        return ""
+    notes = [f"{r.kernel}: {r.explained_skipped} drawn problems not run (a finding explains them)"
+             for r in results if getattr(r, "explained_skipped", 0)]
+    notes += [f"{r.kernel}: {r.unexplained} failing cases no finding explains (findings cap or budget reached)"
+              for r in results if getattr(r, "unexplained", 0)]
+    return text_table([FINDINGS_HEAD] + rows) + "".join("\n" + n for n in notes)
 
 
 def write_json(results, path, extra: dict | None = None, records: dict | None = None) -> Path:
@@ -56,7 +103,7 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
 
     import torch
 
-    from difftest.safeio import atomic_write_text
+    from difftest.safeio import atomic_write_text, json_text
 
     path = Path(path)
     doc = {"difftest_report": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -65,7 +112,7 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
            "campaigns": [(records or {}).get(id(r)) or campaign_record(r) for r in results]}
     if extra:
         doc.update(extra)
-    return atomic_write_text(path, json.dumps(doc, indent=1, default=str))
+    return atomic_write_text(path, json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
 
 
 def _rows(results):
@@ -112,6 +159,13 @@ def markdown_summary(results) -> str:
     out += ["", "Coverage: features the capability makes reachable that no case exercised:"]
     out += [f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
             for r in results if r.status != CampaignStatus.UNAVAILABLE]
+    rows = _finding_rows(results)
+    if rows:
+        out += ["", "Findings (one per distinct bug; cases: failing cases it explains; skipped: drawn problems "
+                "not run because it explains them):", "",
+                "| " + " | ".join(FINDINGS_HEAD) + " |", "|" + "---|" * len(FINDINGS_HEAD)]
+        out += ["| " + " | ".join(x.replace("|", "\\|") if i != 7 else f"`{x}`" for i, x in enumerate(row)) + " |"
+                for row in rows]
     for r in results:
         if r.failure is not None:
             out.append("")

@@ -44,7 +44,14 @@ from difftest.model.capability import parse_narrowing
 from difftest.model.problem import OUTPUTS
 from difftest.report.html import render_html
 from difftest.report.read import load_report
-from difftest.report.write import campaign_record, markdown_summary, summary_table, write_json
+from difftest.report.write import (
+    campaign_record,
+    findings_table,
+    markdown_summary,
+    summary_table,
+    write_findings,
+    write_json,
+)
 from difftest.run import lanes, threads
 from difftest.run import prebuild as warmup
 from difftest.run.folder import CRASH_LOG, Run, RunError, record_crash, result_from_record
@@ -94,6 +101,9 @@ class RunOptions:
     shard: tuple | None = None
     threads: int | None = None
     jobs: int | None = None  # None: auto (lanes.choose)
+    hunt: bool | None = None  # go on after a failure (None: the profile's; search/campaign.py)
+    known: tuple = ()  # --known files: findings of earlier runs (search/signature.py's load_known)
+    values_from: str | None = None  # a capture file (difftest/model/capture.py): values drawn from it
     argv: tuple = ()  # the command line, kept in run.json for --resume
 
     @classmethod
@@ -107,7 +117,8 @@ class RunOptions:
                    truth=a.truth, chunk_threshold=a.chunk_threshold, poison=not a.no_poison,
                    narrow=tuple(a.narrow or ()), edge_cases=not a.no_edge_cases, db=a.db, quiet=a.quiet,
                    seed=a.seed, shard=a.shard, threads=a.threads, jobs=a.jobs,
-                   argv=tuple(getattr(a, "argv", None) or ()))
+                   hunt=getattr(a, "hunt", None), known=tuple(getattr(a, "known", None) or ()),
+                   values_from=getattr(a, "values_from", None), argv=tuple(getattr(a, "argv", None) or ()))
 
     @property
     def names(self) -> list:
@@ -136,6 +147,8 @@ def _standards(items) -> dict:
     out = {}
     for it in items or ():
         name, _, spec = it.partition(":")
+        if not spec.strip():  # 'dq' alone used to become the default standard, unnoticed
+            raise UsageError(f"--standard {it!r}: no SPEC: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=..")
         names = OUTPUTS if name == "all" else (name,)
         if name != "all" and name not in OUTPUTS:
             raise UsageError(f"--standard {it!r}: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=.. "
@@ -181,12 +194,18 @@ class RunPlan:
         self.prebuilt: dict = {}
         self.records: dict = {}
         self.results: list = []
+        self._known: list | None = None  # the --known entries, read once
 
     # ------------------------------------------------------------------ difftest run
     def execute(self) -> int:
         """The whole ``difftest run``: plan, run every campaign, write the reports; the exit code."""
         o = self.options
         claim_hypothesis_home()
+        # the outputs are checked before anything starts (a worker, a lane) or is written (the
+        # path as typed: --out '' is refused, not taken for the working directory)
+        check_device(o.device)
+        check_outputs(o.out, [("--report", o.report), ("--markdown", o.markdown), ("--html", o.html)], o.db)
+        self.known_entries()  # a bad --known file: one line, exit 2, before anything starts
         names = o.names
 
         try:
@@ -197,6 +216,7 @@ class RunPlan:
             self.jobs, self.jobs_why = 1, "a kernel named twice: its campaigns share one case log"
         self.share_threads(names)  # before torch loads: it reads OMP_NUM_THREADS once
         kernels = self.load_kernels(names)
+        self.open_capture(kernels)
         if self.jobs > 1:
             gpu = lanes.on_gpu(kernels, o.device)
             if gpu and self.jobs_why != "--jobs":  # auto: campaigns on one GPU share its memory; one at a time
@@ -209,10 +229,7 @@ class RunPlan:
                 if self.lane_threads:
                     print(f"difftest: {self.lane_threads}", file=sys.stderr)
                 print(f"difftest: {self.jobs} campaigns at once ({self.jobs_why})", file=sys.stderr)
-        self.config = o.run_config()
-        # everything the campaign will write is checked before the first case runs
-        check_device(o.device)
-        check_outputs(Path(o.out), [("--report", o.report), ("--markdown", o.markdown), ("--html", o.html)], o.db)
+        self.config = o.run_config()  # the standards import torch: after share_threads chose its threads
         if not o.isolate and (o.timeout is not None or o.compile_timeout is not None):
             print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
                   "stopped): it is ignored with --no-isolate, as is --compile-timeout", file=sys.stderr)
@@ -231,6 +248,21 @@ class RunPlan:
             return [registry.narrow(k, **changes) for k in kernels]
         except ValueError as e:
             raise UsageError(str(e)) from None
+
+    def open_capture(self, kernels) -> None:
+        """``--values-from``: the capture, validated (a bad file, or one no kernel can take,
+        is one line and exit 2 before any case runs)."""
+        self.capture = None
+        if self.options.values_from:
+            from difftest.model.capture import CaptureError, open_capture
+            from difftest.strategies.values import captured_problems
+
+            try:
+                self.capture = open_capture(self.options.values_from)
+                for k in kernels:
+                    captured_problems(self.capture, k.capability, self.options.profile)
+            except (CaptureError, ValueError) as e:
+                raise UsageError(f"--values-from: {e}") from None
 
     def share_threads(self, names) -> None:
         """CPU threads of this process and its kernel worker(s), set before any worker starts
@@ -272,6 +304,17 @@ class RunPlan:
             print(f"difftest: {n_threads} CPU threads per process ({why})", file=sys.stderr)
 
     # ------------------------------------------------------------------ shared by every front
+    def known_entries(self) -> list:
+        """The findings the ``known`` files hold (read once; a malformed file is a UsageError)."""
+        if self._known is None:
+            from difftest.search.signature import SignatureError, load_known
+
+            try:
+                self._known = [k for f in self.options.known for k in load_known(f)]
+            except SignatureError as e:
+                raise UsageError(f"--known {e}") from None
+        return self._known
+
     def open(self, argv=None, quiet: bool = False) -> Run:
         """The run folder: the resumed run's, or a new one (once)."""
         if self.run is None:
@@ -313,7 +356,15 @@ class RunPlan:
         args = dict(profile=o.profile, max_examples=o.max_examples, time_budget=o.time_budget,
                     shrink_budget=o.shrink_budget, out_dir=run.dir, progress=progress, edge_cases=o.edge_cases,
                     database=o.database, seed=-1 if o.seed is None else o.seed, shard=o.shard, run_id=run.id,
-                    resume=self.resume is not None)
+                    resume=self.resume is not None, hunt=o.hunt)
+        if self.options.known:
+            from difftest.search.signature import known_for
+
+            args["known"] = known_for(self.known_entries(), kernel)
+        if getattr(self, "capture", None) is not None and "strategy" not in kw:  # --values-from
+            from difftest.strategies.values import captured_problems
+
+            args.update(strategy=captured_problems(self.capture, kernel.capability, o.profile), edge_cases=False)
         args.update(kw)
         return run_campaign(kernel, **args)
 
@@ -336,6 +387,7 @@ class RunPlan:
             report = write_json(results, run.dir / "report.json", extra=extra, records=self.records)
             md = run.dir / "summary.md"
             atomic_write_text(md, markdown_summary(results) + "\n")
+            write_findings(results, run.dir / "findings.json")
             html = _write_html(report, run.dir / "report.html")
             for path, src in ((o.report, report), (o.markdown, md), (o.html, html)):
                 if path:  # the user's own paths get this run's files, finished or not
@@ -405,6 +457,9 @@ class RunPlan:
         report = self.write_reports(results, why)
         print()
         print(summary_table(results))
+        table = findings_table(results)
+        if table:
+            print("\nfindings (one per distinct bug):\n" + table)
         where = f"{out / 'report.json'} (run folder {run.dir})" if not why else f"{report} (partial)"
         print(f"\nreport: {where}  ({time.perf_counter() - t0:.1f} s)")
         failed = any(r.failed for r in results)
@@ -489,6 +544,12 @@ def print_campaign(k, r) -> None:
         print(f"  not exercised: {missing}")
     if getattr(r, "unrun", 0):
         print(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
+    for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
+        if isinstance(f, dict):
+            continue  # a resumed campaign's record: the findings table lists them
+        where = f.reproducer["json"] if f.reproducer else "replayed, not shrunk"
+        print(f"  finding {f.id} ({'known' if f.known else 'new'}): {f.signature.describe()}; "
+              f"{f.hits} cases, first at case {f.first_seen.get('case', '-')}; reproducer: {where}")
     if r.failure is not None:
         print(r.failure.render())
         for d in getattr(r, "declaration", ()):
