@@ -67,8 +67,12 @@ def _replaces(path) -> bool:
                for n in ast.walk(ast.parse(path.read_text())))
 
 
+# os.replace of a folder, not a file written: bisect moves an unpacked wheel's folder into place
+FOLDER_MOVES = {"difftest/measure/bisect.py"}
+
+
 def test_no_second_atomic_writer():
     """Only safeio replaces files: a second writer would bring a second policy."""
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "difftest").rglob("*.py")
-                 if p.name != "safeio.py" and _replaces(p)]
+                 if p.name != "safeio.py" and str(p.relative_to(ROOT)) not in FOLDER_MOVES and _replaces(p)]
     assert offenders == []
