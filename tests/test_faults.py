@@ -79,7 +79,8 @@ def test_a_worker_whose_parent_closes_the_pipe_ends_quietly(when):
     w.launch()
     assert w.conn.poll(120), "the worker never said ready"
     if when != "ready unread":
-        assert w.conn.recv() == ("ready", None)
+        msg = w.conn.recv()
+        assert msg[0] == "ready" and isinstance(msg[1], dict)  # the worker's environment once ready
         w.ready = True
     if when == "mid-case":
         w.send(fk.SlowRef.spec, OK, "cpu", poison=False, runs=1)  # sleeps 1 s, then replies

@@ -57,8 +57,22 @@ def test_a_run_writes_its_reports_and_state_with_one_mode(tmp_path, umask):
     assert {f.name: oct(_mode(f)) for f in files} == {f.name: oct(0o640) for f in files}
 
 
+def _replaces(path) -> bool:
+    """Whether the module's own code calls os.replace (a program it writes out as text for
+    another interpreter, e.g. bisect's child script, is not its code)."""
+    import ast
+
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "replace"
+               and isinstance(n.func.value, ast.Name) and n.func.value.id == "os"
+               for n in ast.walk(ast.parse(path.read_text())))
+
+
+# os.replace of a folder, not a file written: bisect moves an unpacked wheel's folder into place
+FOLDER_MOVES = {"difftest/measure/bisect.py"}
+
+
 def test_no_second_atomic_writer():
     """Only safeio replaces files: a second writer would bring a second policy."""
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "difftest").rglob("*.py")
-                 if p.name != "safeio.py" and "os.replace(" in p.read_text()]
+                 if p.name != "safeio.py" and str(p.relative_to(ROOT)) not in FOLDER_MOVES and _replaces(p)]
     assert offenders == []

@@ -19,13 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("base", ("difftest.vocab", "difftest.errors", "difftest.safeio", "difftest.workdir")),
     ("model", ("difftest.model",)),  # Problem, layouts, Capability, inputs, outputs, profiles
+    # argument checks (bounds, writable paths) every front, subcommand and file reader shares
+    ("argcheck", ("difftest.commands.argcheck",)),
     ("execute", ("difftest.execute",)),  # the adapter contract and registry, the kernel worker, timing
     ("oracles", ("difftest.oracles",)),  # the float64 truth and the yardsticks
     ("strategies", ("difftest.strategies",)),  # Hypothesis strategies drawing Problems
     ("judge", ("difftest.judge",)),  # one case: run, gates, determinism, attribution, triage
     ("search", ("difftest.search",)),  # the campaign: drawing, shrinking, case log, failure store
     ("report", ("difftest.report",)),  # report files: write, read, html, junit, merge, CI gate
-    ("argcheck", ("difftest.commands.argcheck",)),  # argument checks shared by every front and subcommand
     ("run", ("difftest.run",)),  # a run of campaigns: folder, threads, lanes, prebuild, the RunPlan
     ("measure", ("difftest.measure",)),  # calibration, mutants, grid, bench
     ("kernels", ("difftest.kernels",)),  # adapters: reach the engine only through entry points

@@ -53,6 +53,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from difftest.vocab import Status
+
 GOOD, BAD, UNTESTABLE = "good", "bad", "untestable"
 EXIT_FOUND, EXIT_NOT_FOUND = 0, 1
 RUN_EXIT = {GOOD: 0, BAD: 1, UNTESTABLE: 125}  # git bisect run's codes
@@ -359,11 +361,11 @@ def documented_failure(record: dict) -> dict | None:
     """What the reproducer says its failure is: status and gates or error class; None
     when it documents none (then any failure is bad)."""
     status = record.get("status")
-    if status == "failed" and record.get("failed_gates"):
+    if status == Status.FAILED and record.get("failed_gates"):
         gates = record["failed_gates"]
         if isinstance(gates, list) and all(isinstance(g, str) for g in gates):
             return {"status": "failed", "gates": list(gates)}
-    if status == "error":
+    if status == Status.ERROR:
         reason = record.get("reason") if isinstance(record.get("reason"), str) else ""
         cls = ""
         while True:  # "RuntimeError: MLIRError: ...": the innermost class a wrapper names
@@ -396,28 +398,28 @@ def classify(rec: dict, documented: dict | None, any_failure: bool = False) -> t
         status, gates, reason = rec.get("status"), rec.get("failed_gates", []), rec.get("reason", "")
         error = rec.get("error_type", "")
         used = rec.get("used", [])
-    if status == "skipped":
+    if status == Status.SKIPPED:
         return UNTESTABLE, f"skipped: {reason}"
     if used is not None and not used:
         return UNTESTABLE, (f"{status}, but nothing was imported from the version's folders: the replay did not use "
                             f"this version")
     uses = f"; used {', '.join(used)}" if used else ""
-    if status == "passed":
+    if status == Status.PASSED:
         return GOOD, f"passed{uses}"
-    got = f"failed {', '.join(gates)}" if status == "failed" else f"error: {reason}"
-    if status not in ("failed", "error"):
+    got = f"failed {', '.join(gates)}" if status == Status.FAILED else f"error: {reason}"
+    if status not in (Status.FAILED, Status.ERROR):
         return UNTESTABLE, f"unexpected status {status!r}"
     if documented is None or any_failure:
         return BAD, got + uses
-    if documented["status"] == "failed":
+    if documented["status"] == Status.FAILED:
         same = [g for g in gates if g in documented["gates"]]
-        if status == "failed" and same:
+        if status == Status.FAILED and same:
             return BAD, got + uses
-    elif status == "error":
+    elif status == Status.ERROR:
         cls = documented["error"]
         if not cls or re.search(rf"\b{re.escape(cls)}\b", f"{error} {reason}"):
             return BAD, got + uses
-    want = (f"failed {', '.join(documented['gates'])}" if documented["status"] == "failed"
+    want = (f"failed {', '.join(documented['gates'])}" if documented["status"] == Status.FAILED
             else f"error {documented['error'] or ''}".strip())
     return UNTESTABLE, f"fails differently ({got}; documented: {want}; --any-failure counts it as bad){uses}"
 

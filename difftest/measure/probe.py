@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 from difftest.model.capability import Capability
 from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import DTYPES, MAX_HEAD_DIM, Problem, ProblemError
+from difftest.vocab import Status
 
 SERVED, REFUSED, FAILED = "served", "refused", "failed"
 REFUSALS = ("ValueError", "NotImplementedError", "KernelUnavailable")
@@ -201,11 +202,11 @@ def classify(result) -> tuple[str, str]:
     first = reason[0][:200] if reason else ""
     if re.match(r"RuntimeError: [A-Za-z_][\w.]*(Error|Exception)\b", first):
         first = first[len("RuntimeError: "):]  # the worker's wrapper around the kernel's own exception
-    if status == "passed":
+    if status == Status.PASSED:
         return SERVED, ""
-    if status == "skipped":  # KernelUnavailable raised by the adapter for this call (in this process)
+    if status == Status.SKIPPED:  # KernelUnavailable raised by the adapter for this call (in this process)
         return REFUSED, first
-    if status == "error":
+    if status == Status.ERROR:
         if (result.error_type or "") in REFUSALS:
             return REFUSED, first
         return FAILED, first
