@@ -361,19 +361,14 @@ def _problem(d, where: str) -> Problem:
 
 
 def _read(path) -> str:
-    from pathlib import Path
+    """The text of ``path``, read at most ``MAX_KNOWN_BYTES`` (an ``.xz`` decompressed as a stream)."""
+    from difftest.safeio import read_capped
 
-    path = Path(path)
+    data = read_capped(path, MAX_KNOWN_BYTES, SignatureError, "report.json, findings.json or failure-store .jsonl")
     try:
-        if path.stat().st_size > MAX_KNOWN_BYTES:
-            raise SignatureError(f"{path}: {path.stat().st_size} bytes: allowed at most {MAX_KNOWN_BYTES}")
-        return path.read_text()
-    except FileNotFoundError:
-        raise SignatureError(f"{path}: no such file") from None
-    except UnicodeDecodeError:
-        raise SignatureError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise SignatureError(f"{path}: cannot read: {e.strerror or e}") from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SignatureError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
 def load_known(path) -> list[Known]:
