@@ -5,7 +5,9 @@ The repository keeps the design card's layout: ``difftest/`` (the engine) beside
 top-level import name: installed, setuptools' package-dir mapping puts them under
 ``difftest.kernels``, ``difftest.strategies`` and ``difftest.oracles``; in a source
 checkout (or an editable install) the same names resolve to the sibling folders through
-``__path__`` below. Nothing else is added to the import path.
+``__path__`` below. Nothing else is added to the import path. Module paths recorded
+before this layout (a reproducer's ``kernels.x:Y``) are translated in one place,
+``difftest.execute.adapter.current_module``.
 """
 
 import os as _os
@@ -15,12 +17,27 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__))
         _os.path.isfile(_os.path.join(_ROOT, d, "__init__.py")) for d in ("kernels", "strategies", "oracles")):
     __path__.append(_ROOT)  # noqa: F821 -- a package's own __path__
 
-# Top-level names load on first use (PEP 562): ``import difftest.commands.cli`` and ``difftest
-# --help`` must not pay for torch (seconds) before a subcommand needs it.
-_EXPORTS = {"KernelAdapter": "execute.adapter", "KernelUnavailable": "execute.adapter",
-            "register": "execute.adapter", "Capability": "model.capability", "Inputs": "model.inputs",
-            "make_inputs": "model.inputs", "Outputs": "model.outputs", "Problem": "model.problem",
-            "ProblemError": "model.problem"}
+# The public API: what adapters, reproducers and users' own tests import (``from difftest
+# import ...``); the engine's modules below it may move. Names load on first use (PEP 562):
+# ``import difftest.commands.cli`` and ``difftest --help`` must not pay for torch (seconds)
+# before a subcommand needs it.
+_EXPORTS = {
+    # writing an adapter
+    "KernelAdapter": "execute.adapter", "KernelUnavailable": "execute.adapter", "register": "execute.adapter",
+    "Capability": "model.capability", "Inputs": "model.inputs", "make_inputs": "model.inputs",
+    "Outputs": "model.outputs", "Problem": "model.problem", "ProblemError": "model.problem",
+    # the registry: a kernel by name (registry name, "prefix:NAME", "module:attr"), the names known
+    "get_kernel": ("execute.adapter", "get"), "kernel_names": ("execute.adapter", "names"),
+    # one case and its verdicts (reproducers; a user's own @given tests)
+    "run_case": "judge.runner", "RunConfig": "judge.runner", "CaseResult": "judge.runner",
+    "GateConfig": "judge.gates", "Standard": "judge.gates", "Verdict": "judge.gates",
+    # Hypothesis strategies: ``problems(capability, profile)`` draws Problems a kernel serves
+    "problems": ("strategies", "problems"), "get_profile": "model.profiles",
+    # whole campaigns
+    "run_campaign": "search.campaign", "CampaignResult": "search.campaign",
+    # recording a model's attention inputs for ``difftest run --values-from`` (docs/values.md)
+    "capture": "model.capture",
+}
 __all__ = sorted(_EXPORTS)
 
 
@@ -28,7 +45,8 @@ def __getattr__(name):
     if name in _EXPORTS:
         import importlib
 
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        module, attr = _EXPORTS[name] if isinstance(_EXPORTS[name], tuple) else (_EXPORTS[name], name)
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'difftest' has no attribute {name!r}")

@@ -1,5 +1,8 @@
+"""``python -m difftest``: the command line (difftest/commands/cli.py)."""
+
 import sys
 
 from difftest.commands.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

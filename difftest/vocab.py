@@ -15,7 +15,7 @@ class Status(StrEnum):
 
     PASSED = "passed"
     FAILED = "failed"  # a gate failed
-    ERROR = "error"  # the kernel raised, crashed or hung (or, marked "internal:", a reference did)
+    ERROR = "error"  # the kernel raised, crashed or hung (or a reference did: ``ErrorOrigin.DIFFTEST``)
     SKIPPED = "skipped"  # outside the kernel's capability, or the kernel is unavailable here
 
     @property
@@ -32,6 +32,14 @@ class CampaignStatus(StrEnum):
     INTERRUPTED = "interrupted"  # SIGINT/SIGTERM before it finished, no failure found (partial)
 
 
+class RunStatus(StrEnum):
+    """What a run (``OUT/runs/<id>/run.json``) came to; ``--resume`` continues any but FINISHED."""
+
+    RUNNING = "running"  # started; still running, or killed
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"  # SIGINT/SIGTERM or a lost campaign process: a partial report
+
+
 class Gate(StrEnum):
     """Gate names on a Verdict (``gates.py``, ``determinism.py``)."""
 
@@ -46,6 +54,9 @@ class Gate(StrEnum):
     SECOND_REFERENCE = "second_reference"  # the budget gate against a second reference kernel (e.g. FA3)
 
 
+RATIO_GATES = frozenset({Gate.BUDGET, Gate.SECOND_REFERENCE})  # gates whose number is an error ratio
+
+
 class FailureKind(StrEnum):
     """How a failing case fails; shrinking keeps to the first failure's kind (``campaign.same_failure``):
     a gate failure shrinks into Problems failing one of the same gates, an error into errors of the same
@@ -53,6 +64,41 @@ class FailureKind(StrEnum):
 
     GATE = "gate"
     ERROR = "error"
+
+
+class ErrorOrigin(StrEnum):
+    """Whose exception an error case is (``CaseResult.error_origin``)."""
+
+    KERNEL = "kernel"  # the kernel raised, crashed, hung or timed out building: a finding
+    DIFFTEST = "difftest"  # a reference or gate of difftest's own failed: difftest's bug, not the kernel's
+
+
+class TriageKind(StrEnum):
+    """What kind of finding a case is, as a kernel team sorts them (``judge/triage.py``)."""
+
+    PASSED = "passed"
+    OVERFLOW_LIMITED = "overflow-limited"
+    WRONG_RESULT = "wrong result"
+    NONDETERMINISM = "nondeterminism"
+    DECLARATION = "declaration problem"
+    CONTRACT_VIOLATION = "contract violation"
+    CRASH = "crash"
+    HANG = "hang"
+    BUILD_TIMEOUT = "build timeout"
+    INTERNAL = "difftest error"
+    SKIPPED = "skipped"
+
+
+class FindingKind(StrEnum):
+    """What ``difftest gate`` found comparing a candidate report with a baseline (``report/ci_gate.py``)."""
+
+    REGRESSION = "regression"  # a gate the baseline passed fails
+    RATIO = "ratio"  # a budget ratio grew past the allowed growth
+    DETERMINISM = "determinism"
+    COVERAGE = "coverage"  # the candidate checked less than the baseline
+    SETTINGS = "settings"  # the two were judged under different gate settings
+    KNOWN = "known"  # failing in both: listed, not blocking
+    INCOMPLETE = "incomplete"  # not reached: listed, not blocking
 
 
 class MutantStatus(StrEnum):

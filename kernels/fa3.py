@@ -52,10 +52,10 @@ from .cuda_common import (
 #   head_dim_qk (`query.shape[-1] != key.shape[-1]` with `key.shape != value.shape`,
 #   :302-304); unused tail tokens, because flash_mha_varlen's offsets run "from 0 to T"
 #   (:330) -- the H200 campaign found why it matters: dew's JAX dSink sums the kernel's
-#   LSE/O over every packed row, tail rows included, and returned NaN dSink
-#   (results/h200/phase2.md). Empty sequences are documented ("a sequence may be empty",
-#   :331); dense seqlen_q != seqlen_k is not checked (:302-305), varlen keys take their own
-#   offsets (key_cu_seqlens, :326-345); window (-1 unbounded) and causal bottom-right (the
+#   LSE/O over every packed row, tail rows included, and returned NaN dSink. Empty sequences
+#   are documented ("a sequence may be empty", :331); dense seqlen_q != seqlen_k is not
+#   checked (:302-305), varlen keys take their own offsets (key_cu_seqlens, :326-345); window
+#   (-1 unbounded) and causal bottom-right (the
 #   flash_mha docstring, :315-318); any softmax scale. The adapter runs dew's _check on every
 #   call (the public functions' validation) before the custom_vjp pair behind them.
 # - interface (flash_attn_interface, FlashAttention's hopper/, __init__ 3.0.0, read at

@@ -23,7 +23,7 @@ varlen: the package declares a [B, H, max_seqlen_q] buffer (varlen_fwd.py:99) bu
 writes the varlen LSE as [H, total_q] from the buffer's start (stride (1, total_q, 0),
 csrc/flash_attn/src/flash_fwd_launch_template.h:109,182), so its first H*total_q floats
 are read as [H, T]. FlashAttention's +inf LSE becomes -inf only on rows that see no key
-(issue 10.4, ``normalize_lse``); every other value passes through as returned. Masks are
+(``normalize_lse``); every other value passes through as returned. Masks are
 bottom-right aligned, window side -1 = unbounded (flash.cpp: window sides clamp to
 seqlen_k-1 / seqlen_q-1, is_causal sets the right side to 0).
 
@@ -191,7 +191,7 @@ class Fa3JaxAdapter(KernelAdapter):
     ``path="rules"`` (fa3-jax-rules): the backward rule is called on the forward rule's
     residuals. Both run the same FFI kernels, but XLA places the backward's buffers
     differently, and the package's scratch-buffer overflow (results/bugs/fa3-jax/) corrupts
-    whatever lies next to them. On the H200 (results/h200/phase8.md, R9: one seed, narrowed to
+    whatever lies next to them. On the H200 (one seed, narrowed to
     dense unmasked problems) the overflow's cases failed 30 of 49 times through the public
     path and 25 of 48 through the rules; no case outside its class failed on either path."""
 

@@ -60,7 +60,7 @@ _COMMON = dict(
     outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False,
     device="cuda", block_m=128, block_n=128, layouts=LAYOUTS, compile_key=COMPILE_KEY,
 )
-# Measured on the H200 (torch 2.11, results/h200/phase1.md): with enable_gqa=True and a
+# Measured on the H200 (torch 2.11): with enable_gqa=True and a
 # query length different from the key length (sq != sk, or the extra sink column), the
 # compiled backward fails to lower ("NoValidChoicesError: No choices to select"). So
 # GQA runs as its own adapter restricted to square, sink-free, dense problems.

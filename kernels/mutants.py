@@ -2,8 +2,8 @@
 
 Each mutant is a small, named, documented deviation from the correct blockwise kernel
 (``kernels/blockwise.py``): a subclass overriding one hook (rarely two), reproducing a
-class of bug reported in real attention backward kernels (see the project notes,
-anchors.md). ``MUTANTS`` maps a name to a ``Mutant`` entry: its bug class, a one-line
+class of bug reported in real attention backward kernels (the classes in BUG_CLASSES
+below). ``MUTANTS`` maps a name to a ``Mutant`` entry: its bug class, a one-line
 description, a factory returning a fresh KernelAdapter, and a hand-picked Problem that
 triggers the fault (used by the tests to prove the fault is real).
 
@@ -24,11 +24,12 @@ import torch
 
 from difftest.execute.adapter import KernelAdapter
 from difftest.model.inputs import torch_dtype
-from difftest.model.problem import Problem
+from difftest.model.problem import V2_ONLY_KINDS, Problem
 
 from .blockwise import BlockwiseAttention
 
-# Bug classes, in the words of anchors.md; every one has at least one mutant below.
+# Bug classes, as public bug reports against attention backward kernels name them; every one
+# has at least one mutant below.
 BUG_CLASSES = {
     "varlen": "varlen boundary bleed and empty sequences",
     "gqa": "GQA/MQA head mapping (and head_dim_qk != head_dim_v)",
@@ -47,7 +48,9 @@ BUG_CLASSES = {
     "some-heads": "faults that appear only for some heads",
     "dtype-limits": "an intermediate overflows the input dtype before the result does",
     "layout": "memory layouts assumed away: strides, storage offsets, alignment, stride-0 heads",
-    "partial-tile": "only part of an MMA tile computed (seed 001: the first 16 rows of dQ)",
+    "partial-tile": "only part of an MMA tile computed (e.g. only the first 16 rows of dQ)",
+    "structured-values": "faults that only activations like a trained model's expose (attention sinks, "
+                         "heavy tails, tied keys, a dO from a loss)",
 }
 
 
@@ -92,8 +95,10 @@ def mutant(bug_class: str, example: Problem, profile: str = "ci"):
         cls.spec = f"mutant:{cls.name}"  # reproducers name the kernel by this catalogue key
         # examples were hand-picked against input version 1's values (difftest/model/inputs.py): a
         # trigger such as a dO row near 10^4.4 is a property of those bytes, so they keep them
+        # (the structured kinds exist only in version 2: their examples keep it)
         _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls,
-                                 example.replace(input_version=1).validate(),
+                                 (example if example.values in V2_ONLY_KINDS else
+                                  example.replace(input_version=1)).validate(),
                                  clean=BlockwiseAttention, profile=profile))
         return cls
 
@@ -484,6 +489,36 @@ class DqCastBeforeScale(BlockwiseAttention):
         return acc.to(torch_dtype(p.dtype)).to(torch.float32) * self.grad_scale(p, "dq")
 
 
+# ----------------------------------------------------------------------------- structured values
+BFP_BLOCK = 16  # keys that share an exponent
+BFP_MANTISSA = 13  # bits kept below the shared exponent
+
+
+@mutant("structured-values", Problem(seqlen_q=8, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="bfloat16",
+                                     values="massive_keys", value_scale=1000.0), profile="gpu")
+class KeysSharedExponent(BlockwiseAttention):
+    """16-bit keys are read from a block-floating-point copy (a compressed K cache): every
+    16 consecutive keys share one exponent per channel, the largest one's, with 13 bits of
+    mantissa below it. Plenty for keys of similar size (normal, scaled, outlier channels);
+    one key 10^3 larger (an attention sink) rounds its block's other keys to 0. Profile
+    gpu: the ci profile draws massive_keys in one case of ~20 and mostly float16 ones kill
+    it, so ci's 90 s per mutant does not reliably reach it (results/mutants.md)."""
+
+    name = "keys-shared-exponent"
+
+    def load(self, inputs, name, b):
+        x = super().load(inputs, name, b)
+        if name != "k" or x.dtype == torch.float32 or not x.shape[0]:
+            return x
+        x = x.to(torch.float32)
+        n = x.shape[0]
+        pad = -n % BFP_BLOCK
+        blocks = torch.cat([x, x.new_zeros(pad, *x.shape[1:])]).view(-1, BFP_BLOCK, *x.shape[1:])
+        top = blocks.abs().amax(dim=1, keepdim=True)
+        step = torch.exp2(torch.floor(torch.log2(top.clamp_min(1e-30))) - (BFP_MANTISSA - 1))
+        return (torch.round(blocks / step) * step).view(-1, *x.shape[1:])[:n]
+
+
 # ----------------------------------------------------------------------------- layouts
 def _handed(inputs, name):
     """The whole tensor the kernel was handed for ``name``: dense [B, S, H, D] or packed."""
@@ -571,7 +606,8 @@ class StrideBlindKernelCache(BlockwiseAttention):
 @mutant("partial-tile", Problem(seqlen_q=40, seqlen_k=24, head_dim_qk=16, head_dim_v=16, dtype="float16"))
 class DqFirst16RowsPerTile(BlockwiseAttention):
     """Only the first 16 rows (one MMA M-tile) of each query tile's dQ are accumulated; the
-    other rows keep the zeroed workspace (seed 001: dQ within tolerance on 0.1% of elements)."""
+    other rows keep the zeroed workspace (such a kernel's dQ was within tolerance on 0.1% of
+    its elements)."""
 
     name = "dq-first-16-rows"
 

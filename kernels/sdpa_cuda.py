@@ -53,8 +53,8 @@ _MULT8_128 = tuple(range(8, 129, 8))
 #   all dtypes, so multiples of 8), no upper bound in the dispatcher; bool masks; data
 #   pointers 16-byte aligned (check_data_ptr_alignment_mem_efficient: storage_offset *
 #   element_size % 16) -> the `misaligned` layout is excluded with that evidence. GQA:
-#   main's source says supports_gqa=true, but torch 2.11 on the H200 refused it
-#   (results/h200/phase1.md), so gqa=False: a measured upstream limitation of that version.
+#   main's source says supports_gqa=true, but torch 2.11 on the H200 refused it (measured
+#   there, 2026-11-29), so gqa=False: a measured upstream limitation of that version.
 # cudnn (can_use_cudnn_attention): fp16/bf16; head dims multiples of 8, <= 256 on sm90 for
 #   the forward (check_cudnn_tensor_shapes) but the backward only for (<=128, <=128),
 #   (192, 128) or (256, 256) (check_cudnn_d256_bprop_head_dim): a Capability holds one

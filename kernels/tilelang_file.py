@@ -1,5 +1,5 @@
-"""A TileLang attention kernel loaded from a file the user names at run time (seed 004:
-TileLang's ``example_gqa_bwd.py``, posted in an issue), never copied into the project.
+"""A TileLang attention kernel loaded from a file the user names at run time (for example
+TileLang's ``example_gqa_bwd.py``), never copied into the project.
 
 Spec forms: ``-k tilelang-file:/path/to/kernel.py`` (the catalogue ``tilelang-file``), or
 ``-k tilelang-file`` with the path in ``$DIFFTEST_TILELANG_FILE``; either way the adapter's
@@ -21,8 +21,8 @@ Every size is a compile-time constant, so each shape is compiled once per functi
 ``tilelang.compile(prim, target="cuda", ...)`` and the file's own ``out_idx`` and
 ``pass_configs`` (the decorators name no target and ``auto`` finds none off a GPU).
 
-Contract (the example's code, /work/scratch13/seed004_contract.md; line numbers of the
-posted file): fp16 only (``dtype = "float16"`` in every kernel, lines 18, 88, 127, 156);
+Contract (the example's code; line numbers of TileLang's
+``example_gqa_bwd.py``): fp16 only (``dtype = "float16"`` in every kernel, lines 18, 88, 127, 156);
 BSHD, one ``seq_len`` for queries and keys (seqlen_q == seqlen_k); GQA with ``heads % groups
 == 0`` and kv head ``q head // groups`` (lines 14, 153); dim_qk != dim_v allowed (defaults
 192/128); softmax scale fixed to 1/sqrt(dim_qk) (lines 13, 151-152: no custom scale);
@@ -72,7 +72,7 @@ FWD_TILES = (128, 64)  # the example's _attention.forward
 BWD_TILES = (64, 32)  # the example's _attention.backward
 GUARD_ROWS = 64  # NaN rows per batch after dQ: room for any layout rounding rows up to a 64-row tile
 
-# The contract, as the seed-004 example file states it (/work/main/.seed/seed004_kernel.py, the
+# The contract, as the example file states it (TileLang's ``example_gqa_bwd.py``, the
 # TileLang example flash-attention backward with GQA and dim_qk != dim_v): its jit functions take
 # batch, heads, seq_len, dim_qk, dim_v, is_causal and groups as free ints (:12, :87, :126, :150)
 # and neither they nor the example's attention() assert anything on them. Its structure states
@@ -288,7 +288,9 @@ def warm(path: str, profile: str = "gpu", jobs: int = 8) -> list[str]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
+    from difftest.safeio import safe_child_path
+
+    with safe_child_path(), ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
         return [e for e in ex.map(_build, [path] * len(todo), [fn for fn, _ in todo], [a for _, a in todo]) if e]
 
 

@@ -101,7 +101,7 @@ COMPILE_KEY = ("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv", "batch",
 # - both ops therefore: multiples of 16 in 16..288, what the pair accepts (a late refusal or
 #   build failure inside it is a contract violation for the campaign to report). Every new head
 #   dim is another TileLang build (COMPILE_KEY).
-# - Measured on the H200 (results/h200/phase7.md, R2, repro_tileops_head_dims.py without
+# - Measured on the H200 (results/bugs/tileops/repro_tileops_head_dims.py, without
 #   difftest): the forward's GQADenseWSKernel cannot launch at head dims 160..288 (it asks for
 #   1536 x D bytes of shared memory, the refusal check does not bound it): a contract violation,
 #   results/bugs/tileops/REPORT-fwd-head-dim-160-smem.md. The backward serves all of 16..288. The
@@ -165,6 +165,7 @@ def worker_env(site: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([site, REPO_ROOT])
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PYTHONSAFEPATH"] = "1"  # the cwd is never put on its sys.path (a planted module there)
     env.pop(PARENT_ENV, None)
     if threading.current_thread() is threading.main_thread():  # see die_with_parent
         env[PARENT_ENV] = str(os.getpid())

@@ -18,7 +18,7 @@ Each chunk holds complete key rows, so LSE is exact for the chunk's rows and no 
 rescaling is needed; dK, dV and dSink accumulate over chunks. Rows that see no key and
 have no sink get LSE = -inf, O = 0 and zero gradients.
 
-Speed (issue 12): a chunk of rows r0..r1 only reads the keys some row of it may see
+Speed: a chunk of rows r0..r1 only reads the keys some row of it may see
 (``Problem.key_range`` is monotone in the row, so that is one contiguous band
 [lo(r0), hi(r1-1)) ): the fully masked blocks of causal and windowed problems are never
 computed. A masked key contributes an exact 0 (P = exp(-inf) = 0) to every sum, so
@@ -71,8 +71,8 @@ MAGNITUDE_DTYPES = ("float64", "float32", "bfloat16")
 DEFAULT_MAX_CHUNK_ELEMENTS = 2**24
 LIVE_SCORE_TENSORS = 4  # P, dP/dS, the magnitudes' |terms|, one elementwise temporary
 # On CUDA: at most this share of the free memory, and at most this many elements (the free
-# share leaves room for the kernel under test). 2**31: on the H200 (results/h200/phase9.md,
-# R19) the 128k truth took 4.41 s in 54 chunks against 4.96 s in 130 at 2**29; the
+# share leaves room for the kernel under test). 2**31: on the H200 the 128k truth took 4.41 s
+# in 54 chunks against 4.96 s in 130 at 2**29; the
 # long-K GEMMs (P V, dS K) of small chunks ran on small cuBLAS tiles.
 CUDA_FREE_SHARE = 0.5
 CUDA_MAX_CHUNK_ELEMENTS = 2**31
@@ -80,7 +80,7 @@ CUDA_MAX_CHUNK_ELEMENTS = 2**31
 # chunks computes (n + 1) / 2n of the score square), of at least MIN_SKIP_ROWS rows each
 # (smaller GEMMs lose more to overhead than the skipped blocks save) and at most
 # MAX_SKIP_ROWS (more rows no longer make the GEMMs faster, and the band keeps following the
-# mask: R19, 64k causal 1.02 s at 2048 rows per chunk against 1.11 s at 4096).
+# mask: on the H200, 64k causal 1.02 s at 2048 rows per chunk against 1.11 s at 4096).
 SKIP_CHUNKS = 16
 MIN_SKIP_ROWS = 64
 MAX_SKIP_ROWS = 2048
@@ -109,7 +109,7 @@ def auto_chunk_elements(device, dtype=torch.float64) -> int:
     free, _ = torch.cuda.mem_get_info(device)
     # plus what PyTorch's allocator holds unused: after one large truth the cache keeps its chunks,
     # which mem_get_info counts as taken, and the next call would otherwise plan smaller chunks
-    # (results/h200/phase10.md, R22: 61 chunks instead of 32 at 64k, 1.20 s instead of 0.92 s)
+    # (on the H200: 61 chunks instead of 32 at 64k, 1.20 s instead of 0.92 s)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     size = torch.empty((), dtype=dtype).element_size()
     return max(2**16, min(CUDA_MAX_CHUNK_ELEMENTS, int(free * CUDA_FREE_SHARE) // (size * LIVE_SCORE_TENSORS)))
@@ -461,7 +461,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
 # yardstick makes one way: chiefly the stored O behind Delta = rowsum(O * dO). Two correct kernels'
 # stored O differ by up to an ulp (2u |O| relative, u the dtype's unit roundoff), so their Delta by up
 # to 2u sum_d |O dO|, and their dS by P times that (plus the float32 sums of dP and Delta, Dv 2^-24
-# of their terms). On the H200 (results/h200/phase12.md, R43) our TileLang kernel stored an infinity
+# of their terms). On the H200 (a seeded gpu campaign) our TileLang kernel stored an infinity
 # where the float64 |dS| was 65524.4, this yardstick's 65506.6 and that band 118.6 wide: a correct kernel's
 # result, which the gate called wrong. ``_overflow_edge`` marks the dQ and dK rows where
 # |dS| + band reaches the edge; the gate accepts a non-finite value there (gates.dtype_limited).
@@ -606,13 +606,13 @@ FUSED_MIN_SCORES = 2**20
 FUSED_GEMMS = True
 # ... for chunks of at least this many scores. Those kernels are compiled per "divisible by 16"
 # pattern of their sizes and strides (fused_passes.py), and a campaign's varied problems meet many:
-# at 2**20, R31's 40-example fa3 gpu campaign spent 20.1 s in the truth against 2.8 s before
-# (R24), 10.9 s with Triton's cache warm from it (R32). Over R31's 339 problems, 18
+# at 2**20, a 40-example fa3 gpu campaign on the H200 spent 20.1 s in the truth against 2.8 s with
+# the passes unfused, 10.9 s with Triton's cache warm from it. Over that campaign's 339 problems, 18
 # specialisations at 2**20 (3 before the strides were specialised) and 2 at 2**26
 # (scripts/fused_gemm_variants.py); the bench's causal 32k..128k truths keep over 99% of their
-# scores in the fused GEMMs (16k: 79%). At 2**26 the same campaign's truth took 7.4 s (R33, R34:
-# 352 cases each), and the bench's truths equal R29's at 2**20 within 2%, called alternately in one
-# process (R35, results/h200/phase11.md).
+# scores in the fused GEMMs (16k: 79%). At 2**26 the same campaign's truth took 7.4 s (twice, 352
+# cases each), and the bench's truths equal those at 2**20 within 2%, called alternately in one
+# process.
 FUSED_GEMM_MIN_SCORES = 2**26
 _FUSED = {}  # the imported module, or None where Triton does not import
 

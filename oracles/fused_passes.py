@@ -1,7 +1,7 @@
 """The float64 truth's score-sized elementwise passes, fused into Triton kernels.
 
 On an H200 the eager truth (chunked.py) spent ~44% of a 16k causal call in elementwise
-passes over the [heads, rows, keys] float64 scores (results/h200/phase8.md, R13's profile):
+passes over the [heads, rows, keys] float64 scores (a torch profile of that call):
 the exponential, the row sum, then dS = E (dP - Delta) and the error-budget terms
 (P = E / rowsum and P |dP|, in float32), each a separate read and write of the score tensor
 (72 bytes per score element for the second group alone). Two kernels do the same arithmetic
@@ -107,14 +107,14 @@ def _ds_terms_kernel(dp_ptr, e_ptr, delta_ptr, inv_ptr, pm_ptr, g_ptr, w, TERMS:
 # The two score-sized float64 GEMMs with K = head dim (S = Q K^T and dP = dO V^T) fused with the
 # passes that consume their output, so the product never goes to memory: one tile of BM query
 # rows x BN keys per program, the head dim in steps of BK (a compile-time loop), float64 tl.dot
-# (float64 tensor cores on sm90: results/h200/phase9.md, R16, 94% of cuBLAS at these shapes).
-# On the H200 (results/h200/phase10.md, R29, the 64k chunk shape) they take 4.30 and 5.94 ms where
+# (float64 tensor cores on sm90: 94% of cuBLAS's speed at these shapes, measured on the H200).
+# On the H200 (the 64k chunk shape) they take 4.30 and 5.94 ms where
 # cuBLAS's GEMM and the unfused pass take 3.37 + 2.53 and 3.37 + 4.09 ms; the truth at 64k is 16%
 # faster than with the passes alone, and neither score-sized product is allocated (128k: 41 GiB
 # peak against 57).
-# Tiles from the H200 sweeps (results/h200/phase10.md, R23 and R29, scripts/device/fused_gemm_tiles.py:
-# 29 configs, each kernel alone at the 64k truth's chunk shape): 32 x 64 x 16 is the fastest or within
-# 2% of it for both kernels; 64 x 128 and 128 x 64 ran 3x slower (the float64 accumulators spill).
+# Tiles from sweeps on the H200 (29 configs, each kernel alone at the 64k truth's chunk shape):
+# 32 x 64 x 16 is the fastest or within 2% of it for both kernels; 64 x 128 and 128 x 64 ran 3x
+# slower (the float64 accumulators spill).
 GEMM_TILES = {"scores_exp": {"BM": 32, "BN": 64, "BK": 16, "num_warps": 2, "num_stages": 3},
               "dp_ds": {"BM": 32, "BN": 64, "BK": 16, "num_warps": 4, "num_stages": 3}}
 
@@ -137,7 +137,7 @@ def _qk_tile(a_ptr, b_ptr, rows, cols, M, w, D, BM: tl.constexpr, BN: tl.constex
 # The sizes and strides that address memory (D, w, a_bs, b_bs, nbn) are left to Triton's
 # specialisation, which compiles one variant per "divisible by 16" pattern and so knows when rows
 # are aligned enough for vector loads and stores. With them unspecialised this kernel took 5.42 ms
-# at the 64k chunk shape, 4.30 ms specialised (R28, R29; dp_ds 7.7 -> 5.9 ms). Row counts and mask
+# at the 64k chunk shape, 4.30 ms specialised (dp_ds 7.7 -> 5.9 ms; H200). Row counts and mask
 # offsets vary with every chunk and never address memory alone: one variant for all of them. A
 # campaign's varied problems still meet many patterns, so chunked.FUSED_GEMM_MIN_SCORES keeps these
 # kernels to chunks large enough to pay for their compiles.

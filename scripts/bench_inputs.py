@@ -1,11 +1,11 @@
 """Input generation and gates of a GPU campaign's Problems, before and after, in one process.
 
     python3 scripts/bench_inputs.py [--device cpu|cuda] [--limit N] [--max-elements E]
-        [--report results/h200/phase5/P1/one/report.json.xz] [--rev 853e832] [--json F] [--markdown F]
+        --report REPORT.json.xz [--rev 853e832] [--json F] [--markdown F]
 
-Problems: the cases of a ``gpu``-profile campaign report (default: the H200 tilelang-det run
-of 2026-11-30 whose inputs phase was 52% of its wall time; ``--stride K``: every K-th
-case), the first ``--limit`` whose
+Problems: the cases of a ``gpu``-profile campaign report (results/speed.md used the H200
+tilelang-det run of 2026-11-30 whose inputs phase was 52% of its wall time, kept on the branch
+lab-notebook; ``--stride K``: every K-th case), the first ``--limit`` whose
 q/k/v/dO hold at most ``--max-elements`` values (the CPU here cannot draw 10^9 values
 twice in a benchmark). For each Problem, best of ``--repeats``, before and after in turn
 (which goes first alternates from one Problem to the next):
@@ -48,7 +48,6 @@ from difftest.model.inputs import make_inputs, torch_dtype  # noqa: E402
 from difftest.model.outputs import Outputs  # noqa: E402
 from difftest.model.problem import Problem  # noqa: E402
 
-DEFAULT_REPORT = ROOT / "results/h200/phase5/P1/one/report.json.xz"
 READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__", "cpu", "numpy")
 
 
@@ -131,7 +130,7 @@ def synthetic_outputs(p: Problem, device, got_device):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--report", type=Path, default=DEFAULT_REPORT)
+    ap.add_argument("--report", type=Path, required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--got-device", default="cpu", help="where the kernel's outputs lie (cpu: isolated worker)")
     ap.add_argument("--limit", type=int, default=40)

@@ -1,4 +1,4 @@
-"""Triage of R43's dK:nonfinite failure (results/h200/phase12.md): the H200's shrunk TileLang Problem with
+"""Triage of a dK:nonfinite failure of our TileLang kernel on the H200: its shrunk Problem with
 its own inputs, on the CPU. Prints, for the failing dK row (sequence 5, key 1, head 32), the float64 dS
 behind it against fp16's overflow edge (65520), the flash-style yardstick's dS there, the band by which one
 ulp of the stored O moves it (P 2u sum|O dO|), and the dK rows the yardstick marks as at the edge.

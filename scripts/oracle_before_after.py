@@ -7,7 +7,7 @@ committed copy: the device machine's checkout has no git history; default
 current one,
 runs both on the same inputs (alternating, ``--repeats`` rounds, best time kept), and
 prints seconds, peak CUDA memory and the largest relative difference per output, so a
-speed change is measured side by side on one machine under one load (issue 12).
+speed change is measured side by side on one machine under one load.
 """
 
 import argparse

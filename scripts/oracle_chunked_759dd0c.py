@@ -18,7 +18,7 @@ Each chunk holds complete key rows, so LSE is exact for the chunk's rows and no 
 rescaling is needed; dK, dV and dSink accumulate over chunks. Rows that see no key and
 have no sink get LSE = -inf, O = 0 and zero gradients.
 
-Speed (issue 12): a chunk of rows r0..r1 only reads the keys some row of it may see
+Speed: a chunk of rows r0..r1 only reads the keys some row of it may see
 (``Problem.key_range`` is monotone in the row, so that is one contiguous band
 [lo(r0), hi(r1-1)) ): the fully masked blocks of causal and windowed problems are never
 computed. A masked key contributes an exact 0 (P = exp(-inf) = 0) to every sum, so

@@ -1,8 +1,9 @@
 """The Problems a seeded campaign draws, in order, without running a kernel: a seeded search depends on
 its seed alone (difftest/search/seeded.py), so a stub with a kernel's name and capability draws what the
 kernel's campaign drew on any machine. Used to recover the H200's failing TileLang Problem on the CPU
-(results/h200/phase12.md, R43). ``python3 scripts/replay_draws.py tilelang-det --profile gpu --seed 11
---examples 80 --show 71``: prints cases 1..71 (the TileLang kernels' CUDA capability)."""
+(a dK:nonfinite failure, scripts/ds_edge_probe.py).
+``python3 scripts/replay_draws.py tilelang-det --profile gpu --seed 11 --examples 80 --show 71``:
+prints cases 1..71 (the TileLang kernels' CUDA capability)."""
 
 import argparse
 

@@ -1,28 +1,37 @@
-"""The float64 truth of this tree next to another tree's on drawn problems (issue 12: a campaign's
+"""The float64 truth of this tree next to another tree's on drawn problems (a campaign's
 truth time per case): ``--count`` problems drawn for tilelang-det's capability on ``--device``
 under ``--profile`` (those of at most 2^26 score x head-dim elements, so the CPU can run them),
 each truth called alternately, best of ``--repeats`` per problem. Prints one JSON line: both
 totals, and both over the problems whose batch repeats a (seqlen_q, seqlen_k) pair. The other
-tree's oracles are loaded as scripts/device/truth_versions.py does.
+tree's oracles are loaded from its own folder, under another package name.
 ``PYTHONPATH=. python3 scripts/truth_drawn.py --other DIR [--profile gpu] [--device cpu]``"""
 
 import argparse
+import importlib
+import importlib.util
 import json
 import sys
 import time
 import warnings
-from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-sys.path.insert(0, str(Path(__file__).parent / "device"))
-from truth_versions import load_other  # noqa: E402
+from difftest.model.inputs import make_inputs
+from difftest.oracles import score_elements
+from difftest.oracles.chunked import chunked_reference
+from kernels.tilelang.adapter import TileLangAttention
+from strategies.problems import problems
 
-from difftest.model.inputs import make_inputs  # noqa: E402
-from difftest.oracles import score_elements  # noqa: E402
-from difftest.oracles.chunked import chunked_reference  # noqa: E402
-from kernels.tilelang.adapter import TileLangAttention  # noqa: E402
-from strategies.problems import problems  # noqa: E402
+
+def load_other(path: str):
+    """The chunked truth of the tree at ``path`` (its oracles folder with an ``__init__.py``),
+    imported as the package ``other_oracles`` beside this tree's."""
+    spec = importlib.util.spec_from_file_location("other_oracles", f"{path}/__init__.py",
+                                                  submodule_search_locations=[path])
+    pkg = importlib.util.module_from_spec(spec)
+    sys.modules["other_oracles"] = pkg
+    spec.loader.exec_module(pkg)
+    return importlib.import_module("other_oracles.chunked").chunked_reference
 
 
 def drawn(profile: str, capability_device: str, count: int) -> list:

@@ -6,11 +6,12 @@
 ``coverage`` classifies Problems into the bug-class features they exercise.
 """
 
+from difftest.model.profiles import PROFILES, Profile, get_profile
+
 from .compile import compile_keys
 from .coverage import coverage_table, expected_features, features
 from .edges import edge_problems
 from .problems import problems
-from .profiles import PROFILES, Profile, get_profile
 
 __all__ = ["problems", "edge_problems", "compile_keys", "features", "expected_features", "coverage_table",
            "PROFILES", "Profile", "get_profile"]

@@ -34,8 +34,7 @@ from hypothesis.strategies import SearchStrategy
 
 from difftest.model.capability import Capability
 from difftest.model.problem import Problem, ProblemError
-
-from .profiles import get_profile
+from difftest.model.profiles import get_profile
 
 NEW_CONFIG = "compile:new_configuration"  # a case compiled in a configuration outside corpus_configs
 # compile-key fields whose every value corpus_configs can reach (each has a finite domain in

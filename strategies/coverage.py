@@ -11,9 +11,9 @@ from math import sqrt
 
 from difftest.model.capability import Capability
 from difftest.model.problem import Problem
+from difftest.model.profiles import get_profile
 
 from .layouts import declared
-from .profiles import get_profile
 from .shapes import SHORT, min_lengths
 from .values import DTYPE_ORDER, value_kinds
 

@@ -12,10 +12,10 @@ needed) and dropped only if it still falls outside.
 
 from difftest.model.capability import Capability
 from difftest.model.problem import Problem, ProblemError
+from difftest.model.profiles import get_profile
 
 from .layouts import declared
 from .masks import UNMASKED_ALIGN
-from .profiles import get_profile
 from .shapes import min_lengths
 from .values import DTYPE_ORDER, MAX_SCALE, SCALES, SINK_CENTERS, value_kinds
 

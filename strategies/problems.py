@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 
 from difftest.model.capability import Capability
 from difftest.model.problem import Problem
+from difftest.model.profiles import get_profile
 
 from .compile import compile_pins, corpus_configs, corpus_only, warm_problems
 from .layouts import layouts
 from .masks import masks
-from .profiles import get_profile
 from .shapes import VARLEN_PATTERNS, dense_seqlens, head_counts, head_dims, seqlen_cap, varlen_seqlens
 from .values import clamp_scale, dtypes, sink_settings, softmax_scales, value_settings
 

@@ -12,8 +12,7 @@ from math import isqrt
 from hypothesis import strategies as st
 
 from difftest.model.capability import Capability
-
-from .profiles import Profile
+from difftest.model.profiles import Profile
 
 SHORT = 8  # a "short" varlen sequence has at most this many tokens
 

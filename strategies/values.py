@@ -25,10 +25,17 @@ SCALES = {
     # scale) where dO's largest element stays finite: from 4.18 up every float16 scale puts
     # the top row at 65504 / 4.32, so the gradients straddle fp16's overflow threshold
     "large_do": ((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0), (0.5, 8.0)),
+    # structured kinds (docs/values.md); the first rung of each is the mildest
+    "low_rank": ((1.0, 2.0, 4.0, 8.0, 16.0, 32.0), (1.0, 32.0)),  # logits ~ scale^2
+    "qk_correlated": ((1.0, 2.0, 4.0, 8.0, 16.0, 32.0), (1.0, 32.0)),  # same-token logit ~ 2 scale
+    "massive_keys": ((10.0, 30.0, 100.0, 300.0, 1000.0), (10.0, 1000.0)),  # key norm ratio
+    "heavy_tailed": ((1.0, 2.0, 4.0, 8.0), (1.0, 8.0)),  # Student-t, round(8 / scale) degrees of freedom
+    "tied_keys": ((2.0, 4.0, 16.0, 64.0, 1024.0), (1.0, 64.0)),  # copies of each key row
+    "loss_do": ((1.0, 4.0, 16.0, 64.0), (1.0, 64.0)),  # size of the sparse target
 }
 # largest scale per dtype: float16 inputs and their logits must stay below 65504
 MAX_SCALE = {
-    "float16": {"scaled": 64.0, "outlier_channels": 64.0, "mixed_do": 4.0},
+    "float16": {"scaled": 64.0, "outlier_channels": 64.0, "mixed_do": 4.0, "low_rank": 16.0, "massive_keys": 300.0},
     "bfloat16": {},
     "float32": {},
 }
@@ -88,3 +95,72 @@ def softmax_scales(capability: Capability) -> st.SearchStrategy[float | None]:
                        st.floats(0.01, 10.0, allow_nan=False, allow_infinity=False))
     # a custom scale one draw in four: 0..2 (the shrink target) keep the default
     return st.integers(0, 3).flatmap(lambda k: custom if k == 3 else st.none())
+
+
+# ---------------------------------------------------------------- captured activations
+def captured_problems(cap, capability: Capability, profile="ci") -> st.SearchStrategy:
+    """Problems whose q/k/v(/dO) are windows of a capture (``difftest.model.capture``,
+    ``difftest run --values-from``): a recorded call the kernel can take, a run of batches,
+    a run of key/value heads with their query heads, a query and a key token window
+    (causal calls: both windows end on the same token, bottom-right aligned, so every query
+    keeps the keys it saw up to the window's start), and a dtype the kernel takes (the
+    call's own first). Everything shrinks toward the first batch, head and token and the
+    smallest windows. Raises ValueError when no call fits the kernel."""
+    from difftest.model.capture import PROBLEM_DTYPES, CaptureSlice
+    from difftest.model.problem import CAPTURED, Problem
+    from difftest.model.profiles import get_profile
+
+    prof = get_profile(profile)
+    c = capability
+    fits = [call for call in cap.calls
+            if call.head_dim_qk in c.head_dims_qk and call.head_dim_v in c.v_dims
+            and (call.head_dim_qk == call.head_dim_v or not c.equal_head_dims)
+            and (call.heads_q == call.heads_kv or c.gqa)
+            and (c.causal or (not call.causal and not c.causal_required))
+            and min(call.seqlen_q, call.seqlen_k) >= max(c.min_seqlen_q, c.min_seqlen_k, c.seqlen_multiple)
+            and call.heads_q // call.heads_kv <= min(c.max_heads, prof.max_heads)]
+    if not fits:
+        raise ValueError(f"{cap.path}: no recorded call fits the kernel (head dims, GQA, causal, lengths): "
+                         f"calls {[(x.head_dim_qk, x.head_dim_v, x.heads_q, x.heads_kv, x.causal) for x in cap.calls]}")
+    m = c.seqlen_multiple
+
+    @st.composite
+    def draw_one(draw):
+        call = draw(st.sampled_from(fits))
+        g = call.heads_q // call.heads_kv
+        batch = draw(st.integers(1, max(1, min(call.batch, c.max_batch, prof.max_batch))))
+        heads_kv = draw(st.integers(1, max(1, min(call.heads_kv, min(c.max_heads, prof.max_heads) // g))))
+        top = min(c.max_seqlen, prof.max_seqlen)
+        lo_q, lo_k = max(c.min_seqlen_q, m), max(c.min_seqlen_k, m)
+        sq = draw(st.integers(lo_q, max(lo_q, min(call.seqlen_q, top)))) // m * m
+        sk = sq if not c.seqlen_q_ne_k else draw(st.integers(lo_k, max(lo_k, min(call.seqlen_k, top)))) // m * m
+        causal = call.causal or c.causal_required
+        align = "bottom_right"
+        if causal and sq != sk and "bottom_right" not in c.aligns:
+            align = "top_left"
+        b0 = draw(st.integers(0, call.batch - batch))
+        h0 = draw(st.integers(0, call.heads_kv - heads_kv))
+        if causal and call.seqlen_q == call.seqlen_k and align == "bottom_right":
+            end = draw(st.integers(max(sq, sk), call.seqlen_q))  # both windows end on this token
+            q0, k0 = end - sq, end - sk
+        else:
+            q0 = draw(st.integers(0, call.seqlen_q - sq))
+            k0 = draw(st.integers(0, call.seqlen_k - sk))
+        own = PROBLEM_DTYPES[call.dtype]
+        dts = [own] + [d for d in DTYPE_ORDER if d != own]
+        dtype = draw(st.sampled_from([d for d in dts if d in c.dtypes]))
+        default = 1.0 / (call.head_dim_qk ** 0.5)
+        scale = call.scale if c.softmax_scale and abs(call.scale - default) > 1e-12 * default else None
+        sl = CaptureSlice(cap.path, cap.sha256, call.index, call.extents, call.dtype, call.has_do, b0, h0, q0, k0)
+        return Problem(batch=batch, seqlen_q=sq, seqlen_k=sk, heads_q=heads_kv * g, heads_kv=heads_kv,
+                       head_dim_qk=call.head_dim_qk, head_dim_v=call.head_dim_v, dtype=dtype, causal=causal,
+                       align=align, softmax_scale=scale, values=CAPTURED, capture=sl, seed=0)
+
+    def ok(p):
+        try:
+            p.validate()
+        except ValueError:
+            return False
+        return c.excludes(p) is None
+
+    return draw_one().filter(ok)

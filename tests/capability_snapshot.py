@@ -1,6 +1,6 @@
 """Every built-in kernel's resolved capability, and the coverage features it expects per
 profile, as plain data. ``tests/data/capabilities.json.xz`` holds this as recorded before
-the Capability defaults changed to claim the basics only (issue 15), so
+the Capability defaults changed to claim the basics only, so
 tests/test_capability_defaults.py proves built-in behaviour did not move:
 ``python3 tests/capability_snapshot.py | xz -9e > tests/data/capabilities.json.xz`` re-records it."""
 

@@ -211,3 +211,19 @@ class SaturatedLargestDq(InfAtLargestDq):
     name = "test-saturated-largest-dq"
     spec = "tests.kernels_for_tests:SaturatedLargestDq"
     fill = 65504.0
+
+
+class EnvSwitchedDk(RefKernel):
+    """Correct unless the environment variable ``DIFFTEST_TEST_PLANTED_BUG`` is "dk" when it
+    runs: then dK is 5% off, and dV too (a bug switched on by ``monkeypatch.setenv``; dV
+    because a one-key problem, Hypothesis's first draw, has dK exactly 0)."""
+
+    name = "test-env-switched-dk"
+    spec = "tests.kernels_for_tests:EnvSwitchedDk"
+    ENV = "DIFFTEST_TEST_PLANTED_BUG"
+
+    def corrupt(self, inputs, out):
+        if os.environ.get(self.ENV) == "dk":
+            out.dk = out.dk * 1.05
+            out.dv = out.dv * 1.05
+        return out

@@ -1,4 +1,4 @@
-"""docs/adapters.md stays true (issue 15): its Capability table lists exactly the
+"""docs/adapters.md stays true: its Capability table lists exactly the
 dataclass's fields with their defaults; its worked example (examples/myattn) passes a
 campaign and its planted bug is found and named by head; ``difftest new-adapter`` writes a
 package that pip installs, registers through its entry point and passes out of the box."""
@@ -61,24 +61,38 @@ def test_worked_example_planted_bug_is_found_and_named_by_head(myattn, tmp_path,
     assert o.numbers["breakdown"]["head"]["wrong"] == [1, 2] and o.numbers["breakdown"]["head"]["right"] == [0, 3]
 
 
+def _venv_over_this_interpreter(venv: Path) -> str:
+    """A fresh virtual environment that sees this interpreter's packages (torch, hypothesis,
+    pytest, pip) and nothing of the base Python's: a ``.pth`` adds this interpreter's site
+    folders after the venv's own, so what pip installs there comes first. Returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    py = str(venv / "bin" / "python")
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
+    (Path(site) / "outer_interpreter.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
+    return py
+
+
 def test_new_adapter_skeleton_installs_registers_and_passes(tmp_path):
-    """The skeleton goes through pip into a fresh virtual environment (it sees this
-    machine's torch and difftest), appears in `difftest list` through its entry point, and
-    its own pytest test passes. This checkout's difftest comes first on the path."""
+    """The skeleton goes through pip into a fresh virtual environment (it sees the packages of
+    the interpreter running this test, not those of the base Python it was made from), appears
+    in `difftest list` through its entry point, and its own pytest test passes. pip builds it
+    with build isolation, as the skeleton's README says, so the setuptools it builds with is the
+    one its pyproject asks for, whatever this interpreter holds. This checkout's difftest comes
+    first on the path."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, "-m", "difftest", "new-adapter", "my-attn", "--dir", str(tmp_path)],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
+    assert "pip install -e " in r.stdout and "no-build-isolation" not in r.stdout
     pkg = tmp_path / "my-attn"
     assert {p.name for p in pkg.rglob("*.py")} == {"__init__.py", "kernel.py", "adapter.py", "test_my_attn.py"}
     again = subprocess.run([sys.executable, "-m", "difftest", "new-adapter", "my-attn", "--dir", str(tmp_path)],
                            capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 2 and "already exists" in again.stderr
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True,
-                   timeout=300)
-    py = str(venv / "bin" / "python")
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(pkg)],
+    py = _venv_over_this_interpreter(tmp_path / "venv")
+    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "-e", str(pkg)],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     r = subprocess.run([py, "-m", "difftest", "list"], capture_output=True, text=True, env=env, timeout=120,

@@ -133,7 +133,7 @@ def test_other_tile_sizes_agree():
 def test_tensors_the_kernel_creates_follow_its_inputs_device():
     """The blockwise kernel (and every mutant of it) builds masks and accumulators with torch
     factory calls; they must land on the inputs' device, or `difftest mutants --device cuda`
-    errors on CPU masks against CUDA scores (found on the H200, phase 7 R3). Checked with the
+    errors on CPU masks against CUDA scores (found on the H200). Checked with the
     'meta' device, the one non-CPU device this machine has: the hooks record where a fresh
     tensor lands while the kernel runs."""
     import types

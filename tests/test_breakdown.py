@@ -1,4 +1,4 @@
-"""Diagnostics that name the cause (issue 15): a failing output's error by head, by
+"""Diagnostics that name the cause: a failing output's error by head, by
 sequence and by query/key tile, in the verdict, the terminal text and report.json."""
 
 import json

@@ -1,5 +1,5 @@
 """scripts/bug_report.py: a reproducer becomes a standalone script (no difftest import) plus
-its exact inputs, for every adapter kind issue 13 touches. Each generated script compiles; the
+its exact inputs, for every adapter kind with a bug report. Each generated script compiles; the
 sdpa-math one runs here on the CPU and passes, and the same script with the package's answer
 corrupted reports a MISMATCH (so the script's verdict can fail)."""
 

@@ -97,7 +97,7 @@ def test_a_build_longer_than_the_timeout_is_not_a_hang():
 def test_an_adapter_s_own_process_start_is_not_a_hang():
     """Fails on the code before timing.UNTIMED held "worker_start": on the H200 (R9) a
     fresh TileOPs worker's imports ran past a 5 s timeout before its first build and the
-    case was triaged "hang" (scripts/device/build_vs_hang.py)."""
+    case was triaged "hang"."""
     _warm(StartsAProcess())
     r = run_case(StartsAProcess(), NEW_SHAPE, RunConfig(isolate=True, timeout_s=3, compile_timeout_s=120))
     assert r.status == "passed" and classify(r) == Kind.PASSED, r.render()

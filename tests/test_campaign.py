@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from difftest import Problem
 from difftest.execute.isolation import close_all
 from difftest.judge.runner import RunConfig
-from difftest.report.write import read_case_log
 from difftest.search.campaign import run_campaign
+from difftest.search.case_log import read_case_log
 from tests.kernels_for_tests import CrashOnLongQ, RefKernel, WrongDkForLongGqa
 
 

@@ -1,4 +1,4 @@
-"""Capability defaults claim the basics only (issue 15); every built-in kernel opted in
+"""Capability defaults claim the basics only; every built-in kernel opted in
 explicitly to what it used to get by default, so its resolved capability and the
 coverage features it expects are exactly what they were before the change
 (tests/data/capabilities.json.xz, recorded on the old defaults by tests/capability_snapshot.py

@@ -2,19 +2,12 @@
 writes a report that parses; bad arguments get clear errors."""
 
 import json
-import subprocess
-import sys
 
 
-def _difftest(*args, cwd, timeout=600):
-    return subprocess.run([sys.executable, "-m", "difftest", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def test_main_job_passes_and_writes_a_report(tmp_path):
-    """Behaviour only: its time goal (issue 12) lives in results/speed.md, not in an
+def test_main_job_passes_and_writes_a_report(tmp_path, difftest_cli):
+    """Behaviour only: its time goal lives in results/speed.md, not in an
     assertion that two shared, noisy CI cores would fail at random."""
-    r = _difftest("run", cwd=tmp_path)
+    r = difftest_cli("run", cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     report = json.loads((tmp_path / ".difftest" / "out" / "report.json").read_text())
     kernels = {c["kernel"]: c for c in report["campaigns"]}
@@ -25,29 +18,29 @@ def test_main_job_passes_and_writes_a_report(tmp_path):
     assert "worst ratio" in r.stdout and (tmp_path / ".difftest" / "out" / "summary.md").exists()
 
 
-def test_unknown_kernel_is_a_clear_error(tmp_path):
-    r = _difftest("run", "-k", "no-such-kernel", cwd=tmp_path)
+def test_unknown_kernel_is_a_clear_error(tmp_path, difftest_cli):
+    r = difftest_cli("run", "-k", "no-such-kernel", cwd=tmp_path)
     assert r.returncode == 2 and "unknown kernel 'no-such-kernel'" in r.stderr and "torch-blockwise" in r.stderr
 
 
-def test_bad_standard_is_a_clear_error(tmp_path):
-    r = _difftest("run", "--standard", "dx:atol=1", cwd=tmp_path)
+def test_bad_standard_is_a_clear_error(tmp_path, difftest_cli):
+    r = difftest_cli("run", "--standard", "dx:atol=1", cwd=tmp_path)
     assert r.returncode != 0 and "OUTPUT in" in r.stderr
 
 
-def test_list_shows_builtin_kernels(tmp_path):
-    r = _difftest("list", cwd=tmp_path)
+def test_list_shows_builtin_kernels(tmp_path, difftest_cli):
+    r = difftest_cli("list", cwd=tmp_path)
     assert r.returncode == 0
     assert "torch-blockwise" in r.stdout and "sdpa-cpu-math" in r.stdout
 
 
-def test_repro_of_a_mutant_replays_in_a_fresh_process(tmp_path):
+def test_repro_of_a_mutant_replays_in_a_fresh_process(tmp_path, difftest_cli):
     from difftest import Problem
 
     p = Problem(batch=1, seqlen_q=1, seqlen_k=17, head_dim_qk=8, head_dim_v=8).validate()
     f = tmp_path / "m.json"
     f.write_text(json.dumps({"kernel": "mutant:dq-double-scale", "problem": p.to_dict()}))
-    r = _difftest("repro", str(f), cwd=tmp_path)
+    r = difftest_cli("repro", str(f), cwd=tmp_path)
     assert r.returncode == 1 and "dq: budget FAILED" in r.stdout, r.stdout + r.stderr
-    fixed = _difftest("repro", str(f), "--kernel", "torch-blockwise", cwd=tmp_path)
+    fixed = difftest_cli("repro", str(f), "--kernel", "torch-blockwise", cwd=tmp_path)
     assert fixed.returncode == 0 and "[PASSED]" in fixed.stdout

@@ -1,5 +1,5 @@
-"""The ci profile on a CPU target compiles only what `difftest run` prebuilds (issue 12:
-the main job's cold run compiled three configurations one at a time inside the
+"""The ci profile on a CPU target compiles only what `difftest run` prebuilds (before,
+`difftest run`'s cold run compiled three configurations one at a time inside the
 tilelang-det campaign). Draws keep to ``corpus_configs`` (the edge corpus's
 configurations plus one per compile-key value it lacks), the prebuild asks for every one
 of them, the campaign reports ``compile:new_configuration`` as not exercised, and the

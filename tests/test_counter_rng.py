@@ -124,33 +124,32 @@ def test_version_2_mixed_do_spreads_magnitudes_exactly_as_powers_of_two():
 
 # ------------------------------------------------------------------ version 1 replays
 # Reproducer files written on the H200 before input_version existed, with the
-# input_digest their campaign's report recorded for that Problem (the reports in the same
-# folder, report.json.xz / *.cases.jsonl.xz, computed on the GPU).
+# input_digest their campaign's report recorded for that Problem (computed on the GPU).
 RECORDED = {
-    "results/h200/phase2/P1/repro/fa3-9b3872ddb0.json": "ffc14e0a2a2ae798",
-    "results/h200/phase2/Q0/repro/fa4-216df212ee.json": "9499a8e20389dc82",
-    "results/h200/phase3/Q3-1/repro/fa4-949f9061dd.json": "94a5a60afc644894",
-    "results/h200/phase3/R3-0/repro/tileops-gqa-23b2327f90.json": "2b349964c96feb44",
-    "results/h200/phase3/S3-1/repro/tilelang-det-95a110ee22.json": "c395972a71bc27c0",
-    "results/h200/phase4/C/repro/jvp-flash-68836b0a42.json": "b37b190438076aed",
-    "results/h200/phase5/P1/repro/tilelang-file__work_main__seed_seed004_kernel_py-65d05f3f97.json":
-        "0daed27cb68e87e9",
+    "fa3-9b3872ddb0.json": "ffc14e0a2a2ae798",
+    "fa4-216df212ee.json": "9499a8e20389dc82",
+    "fa4-949f9061dd.json": "94a5a60afc644894",
+    "tileops-gqa-23b2327f90.json": "2b349964c96feb44",
+    "tilelang-det-95a110ee22.json": "c395972a71bc27c0",
+    "jvp-flash-68836b0a42.json": "b37b190438076aed",
+    "tilelang-file-65d05f3f97.json": "0daed27cb68e87e9",
 }
+H200_RECORDS = ROOT / "tests" / "data" / "h200"
 
 
 @pytest.mark.parametrize("path", sorted(RECORDED))
 def test_old_reproducer_files_replay_their_recorded_digest(path):
     from difftest.search.reproducer import read_json
 
-    rec = read_json(ROOT / path)
+    rec = read_json(H200_RECORDS / path)
     p = Problem.from_dict(rec["problem"])
     assert p.input_version == 1  # no field in the file: the generator that drew it
     assert make_inputs(p).digest() == RECORDED[path]
 
 
 def test_old_case_records_replay_every_value_mode():
-    """Every value mode of an H200 report (flex, phase 4) replays its recorded digest."""
-    f = ROOT / "results/h200/phase4/A/flex.cases.jsonl.xz"
+    """Every value mode of an H200 case log (flex) replays its recorded digest."""
+    f = H200_RECORDS / "flex.cases.jsonl.xz"
     checked = set()
     with lzma.open(f, "rt") as fh:
         for line in fh:
@@ -164,7 +163,7 @@ def test_old_case_records_replay_every_value_mode():
 
 
 def test_every_stored_reproducer_reads_as_version_1():
-    files = list((ROOT / "results").glob("**/repro/*.json")) + list((ROOT / "results/bugs").glob("**/*.json"))
+    files = list(H200_RECORDS.glob("*.json")) + list((ROOT / "results/bugs").glob("**/*.json"))
     assert files
     for f in files:
         rec = json.loads(f.read_text())

@@ -1,4 +1,4 @@
-"""Declaration problems (issue 15): an output declared but never returned, and a failure
+"""Declaration problems: an output declared but never returned, and a failure
 that needs a feature claimed only by default, are reported naming the Capability field to
 change; a run states the claim and the report stores it."""
 

@@ -177,8 +177,8 @@ def test_correct_kernels_pass_and_cast_before_scale_fails_near_the_threshold():
 
 # ----------------------------------------------------------------------------- dS at the overflow edge
 # A flash kernel stores dS in the input dtype, so a |dS| at fp16's rounding edge (65520) makes the
-# dK row it feeds infinite though the true dK is small. Found on the H200 (results/h200/phase12.md,
-# R43): our TileLang kernel's dK row was inf where the float64 |dS| was 65524.4 and the flash-style
+# dK row it feeds infinite though the true dK is small. Found on the H200 (a seeded
+# gpu campaign): our TileLang kernel's dK row was inf where the float64 |dS| was 65524.4 and the flash-style
 # yardstick's 65506.6 (finite), and the gate called a correct kernel wrong. Crafted here: one query,
 # two keys with equal scores (P = 1/2 exactly), V rows of ones and zeros (O = 1/2 exactly), dO
 # summing to 262048: dS = +-65512 exactly, stored as 65504 by this rounding, as +-inf by a correct

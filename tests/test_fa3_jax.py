@@ -3,8 +3,7 @@ contract, it says why it cannot run here, and its pure conversions (the package'
 buffers to difftest's packed natural-log LSE, FA3's window and causal arguments) are exact.
 With the package (and jax.jit / jax.eval_shape) faked by exact float64 torch in the package's
 conventions, the adapter's whole forward+backward matches difftest's reference, and a
-translation that loses the window is caught. The kernels themselves run only on an H200
-(scripts/device/one.sh R5)."""
+translation that loses the window is caught. The kernels themselves run only on a Hopper GPU."""
 
 import sys
 import tomllib

@@ -5,9 +5,9 @@ run_campaign."""
 
 from difftest import Problem
 from difftest.judge.runner import RunConfig
+from difftest.model.profiles import PROFILES
 from difftest.search.campaign import Campaign, run_campaign
 from difftest.search.failure_store import load_failures, safe_name, save_failures, store_path
-from difftest.search.profiles import PROFILES
 from tests.kernels_for_tests import RefKernel
 from tests.test_campaign import small
 

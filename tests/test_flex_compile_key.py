@@ -3,8 +3,8 @@
 On CUDA the adapter runs ``torch.compile(flex_attention, dynamic=False)`` and every guard
 failure is a new Inductor/Triton build (~2.6 s each on the H200). ``Capability.compile_key``
 must name every Problem field whose change fails a guard, or the compile-aware strategies
-(strategies/compile.py) draw "warm" problems that recompile anyway (issue 10.7: a 290 s
-survey never reached a drawn case). The CPU cannot lower flex to Triton, but dynamo's guards
+(strategies/compile.py) draw "warm" problems that recompile anyway (a 290 s
+survey on the H200 never reached a drawn case). The CPU cannot lower flex to Triton, but dynamo's guards
 are decided before any backend runs: the adapter's own call (``compiled_flex``, the same
 ``torch.compile`` options) with a counting backend on CPU tensors recompiles exactly when a
 guard fails. FlexAttention refuses a CPU backward, so this traces the forward
@@ -17,14 +17,15 @@ import torch
 
 from difftest.kernels.flex import CAPABILITY, COMPILE_KEY, GQA_CAPABILITY, FlexAdapter, compiled_flex
 from difftest.model.capability import Capability
-from difftest.model.inputs import make_inputs
-from difftest.model.layouts import LAYOUTS, lay_out
+from difftest.model.inputs import lay_out, make_inputs
+from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import Problem
 from difftest.strategies import problems
 from difftest.strategies.compile import compile_keys, key_violations, pinned_fields, warm_problems
 from tests.drawing import draw_many
 
-OLD_KEY = ("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv")  # before issue 10.7
+# the key flex declared before it named every guarded field
+OLD_KEY = ("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv")
 
 
 class Recorder:
@@ -81,7 +82,7 @@ def test_same_compile_signature_never_recompiles(drawn_events, gqa):
 
 @pytest.mark.parametrize("gqa", [False, True], ids=["flex", "flex-gqa"])
 def test_the_old_key_is_caught_missing_fields(drawn_events, gqa):
-    """The check above fails on the key flex declared before issue 10.7."""
+    """The check above fails on the key flex declared before (OLD_KEY)."""
     assert key_violations(drawn_events[gqa], OLD_KEY)
 
 
@@ -148,8 +149,8 @@ def test_compile_aware_draws_reuse_flex_configurations():
 def test_a_pinned_layout_keeps_its_heads():
     """A key with ``layout`` pins it (strategies/problems.py) and the heads it was drawn with
     (strategies/compile.py DEPENDS), so a warm kv_broadcast (heads_kv=1) stays legal."""
+    from difftest.model.profiles import get_profile
     from difftest.strategies.problems import _problems
-    from difftest.strategies.profiles import get_profile
 
     assert {"heads_q", "heads_kv", "layout"} <= set(pinned_fields(("layout",)))
     cap = Capability(dtypes=("float32",), head_dims_qk=(16,), gqa=True, layouts=LAYOUTS, compile_key=("layout",))

@@ -362,7 +362,7 @@ def test_on_cuda_the_fused_truth_equals_the_eager_one_and_dense_float64(name, mo
     fused = chunked_reference(x, "float64", magnitudes=True, fused_passes=True)
     assert passes.fused_chunks > 0 and passes.fused_gemm_chunks == 0
     assert fused.fused_chunks > 0 and (fused.fused_gemm_chunks > 0) == (name != "huge_logits")
-    # dense: 1e-12, float64 rounding grows with the logits (R14: 3.5e-13 of dQ's size at logits ~1e3);
+    # dense: 1e-12, float64 rounding grows with the logits (3.5e-13 of dQ's size at logits ~1e3 on the H200);
     # magnitudes: the same non-negative sums formed unsplit (fused) or split (eager) in bfloat16 GEMMs
     # (chunked.MAGNITUDES_DTYPE), each within [1, 1 + 2^-5] of the float64 sums (tests/test_oracles.py)
     for out in (passes, fused):

@@ -6,9 +6,6 @@ line and exit code 2. `--seed` makes two runs draw the same problems."""
 import copy
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -19,8 +16,6 @@ from difftest.report.junit import junit_xml
 from difftest.report.write import write_json
 from difftest.search.campaign import Campaign, run_campaign
 from tests.kernels_for_tests import Flaky, RefKernel, WrongDkForLongGqa
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class BrokenRef(WrongDkForLongGqa):
@@ -42,12 +37,6 @@ def _report(tmp_path, name, kernel, **kw):
     return path, json.loads(path.read_text())
 
 
-def _difftest(*args, cwd):
-    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "difftest", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
-
-
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory):
     return _report(tmp_path_factory.mktemp("base"), "a", RefKernel(), config=RunConfig(determinism_runs=2))
@@ -59,12 +48,12 @@ def broken(tmp_path_factory):
                    config=RunConfig(determinism_runs=2))
 
 
-def test_report_against_itself_passes(baseline, tmp_path):
+def test_report_against_itself_passes(baseline, tmp_path, difftest_cli):
     path, doc = baseline
     res = compare(doc, copy.deepcopy(doc))
     assert res.passed and not res.findings, render(res)
-    r = _difftest("gate", "--baseline", str(path), "--candidate", str(path), "--junit", str(tmp_path / "j.xml"),
-                  cwd=tmp_path)
+    r = difftest_cli("gate", "--baseline", str(path), "--candidate", str(path), "--junit", str(tmp_path / "j.xml"),
+                     cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "gate: PASSED" in r.stdout and "dk      budget" in r.stdout
     suites = ET.parse(tmp_path / "j.xml").getroot()
@@ -73,12 +62,12 @@ def test_report_against_itself_passes(baseline, tmp_path):
     assert {f"{o}:budget" for o in ("o", "lse", "dq", "dk", "dv")} <= names
 
 
-def test_broken_candidate_fails_with_shrunk_problem_and_reproducer(baseline, broken, tmp_path):
+def test_broken_candidate_fails_with_shrunk_problem_and_reproducer(baseline, broken, tmp_path, difftest_cli):
     a_path, a = baseline
     b_path, b = broken
     assert b["campaigns"][0]["status"] == "failed"
-    r = _difftest("gate", "--baseline", str(a_path), "--candidate", str(b_path), "--junit", str(tmp_path / "j.xml"),
-                  "--html", str(tmp_path / "g.html"), cwd=tmp_path)
+    r = difftest_cli("gate", "--baseline", str(a_path), "--candidate", str(b_path),
+                     "--junit", str(tmp_path / "j.xml"), "--html", str(tmp_path / "g.html"), cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "REGRESSION: test-ref32 dk:budget" in r.stdout and "gate: FAILED" in r.stdout
     repro = b["campaigns"][0]["reproducer"]["py"]
@@ -100,7 +89,11 @@ def test_known_failure_does_not_block_but_a_newly_failing_problem_does(broken):
     res = compare(b, copy.deepcopy(b))
     assert res.passed and [f.kind for f in res.findings] == ["known"]
     root = ET.fromstring(junit_xml(res))
-    assert root.get("failures") == "0" and root.get("skipped") == "1"
+    # skipped: dk:budget, and the campaign's one finding as its own testcase
+    assert root.get("failures") == "0" and root.get("skipped") == "2"
+    fid = b["campaigns"][0]["findings"][0]["id"]
+    tc = next(t for t in root.iter("testcase") if t.get("name") == f"finding {fid}")
+    assert tc.find("skipped") is not None and "reproducer: " in tc.find("skipped").text
     # the same failing problem passed in a baseline: a case regression, even though dk:budget "already failed"
     a = copy.deepcopy(b)
     bad = next(c for c in a["campaigns"][0]["cases"] if c["status"] == "failed")
@@ -182,7 +175,7 @@ def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tm
 
 
 def test_a_campaign_cut_by_its_budget_says_so(monkeypatch, capsys):
-    from difftest.commands.cli import _print_campaign
+    from difftest.run.plan import print_campaign as _print_campaign
 
     monkeypatch.setattr(Campaign, "_over_budget", _cut_after(3))
     kernel = RefKernel()
@@ -192,7 +185,7 @@ def test_a_campaign_cut_by_its_budget_says_so(monkeypatch, capsys):
     assert f"search budget spent: {res.unrun} drawn problems not run" in capsys.readouterr().out
 
 
-def test_bad_input_is_one_line_and_exit_2(baseline, tmp_path):
+def test_bad_input_is_one_line_and_exit_2(baseline, tmp_path, difftest_cli):
     path, _ = baseline
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "other.json").write_text(json.dumps({"campaigns": []}))
@@ -203,18 +196,18 @@ def test_bad_input_is_one_line_and_exit_2(baseline, tmp_path):
                  ["--candidate", str(tmp_path / "other.json"), "--baseline", str(path)],
                  ["--candidate", str(tmp_path / "typed.json"), "--baseline", str(path)],
                  ["--candidate", str(path), "--baseline", str(path), "--max-ratio-growth", "nan"]):
-        r = _difftest("gate", *args, cwd=tmp_path)
+        r = difftest_cli("gate", *args, cwd=tmp_path)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and not r.stdout, (args, r.stderr)
 
 
-def test_seed_draws_the_same_problems_in_an_unseeded_profile(tmp_path):
+def test_seed_draws_the_same_problems_in_an_unseeded_profile(tmp_path, difftest_cli):
     def problems(seed):
         res = run_campaign(RefKernel(), "nightly", max_examples=6, edge_cases=False, database=None, seed=seed)
         assert res.settings["seed"] == seed
         return [c.problem for c in res.cases]
 
     assert problems(11) == problems(11) != problems(12)
-    r = _difftest("run", "-k", "tests.kernels_for_tests:RefKernel", "--seed", "-1", cwd=tmp_path)
+    r = difftest_cli("run", "-k", "tests.kernels_for_tests:RefKernel", "--seed", "-1", cwd=tmp_path)
     assert r.returncode == 2 and "--seed" in r.stderr
 
 

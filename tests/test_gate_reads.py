@@ -1,5 +1,5 @@
 """Gates read few values back to the host: on a GPU every ``float()``/``.item()`` of a
-tensor is a device synchronisation, and a case used to make ~76 of them (issue 12). The
+tensor is a device synchronisation, and a case used to make ~76 of them. The
 reads are counted structurally (a torch function mode), so the test runs on the CPU; the
 verdicts the batched reads produce are the ones tests/test_gates.py checks."""
 

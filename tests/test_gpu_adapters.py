@@ -218,7 +218,7 @@ def test_fa3_capability_is_each_backends_interface_contract():
 
 
 def test_capabilities_exclude_limits_found_on_the_h200():
-    """Each limit below was a refusal or a documented contract seen in results/h200/."""
+    """Each limit below was a refusal or a documented contract seen on the H200."""
     base = Problem(batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=64, head_dim_v=64,
                    dtype="float16")
     cudnn = registry.get("sdpa-cudnn").capability
@@ -380,7 +380,7 @@ def test_gpu_kernel_passes_gates(name, p):
 @pytest.mark.gpu
 def test_gpu_cudnn_fully_masked_rows_bug_is_detected():
     """cuDNN SDPA (torch 2.11, H200) gives wrong O and gradients when a boolean mask
-    leaves query rows with no visible key (results/h200/phase1.md): the gates must fail."""
+    leaves query rows with no visible key (FA3 and FA4 do): the gates must fail."""
     k = registry.get("sdpa-cudnn")
     if k.available():
         pytest.skip(k.available())
@@ -417,10 +417,10 @@ def test_has_empty_rows_helper():
     assert not has_empty_rows(Problem(seqlen_q=10, seqlen_k=4, causal=True, sinks=True, **D))
 
 
-# Kernels with a real bug found on the H200 (results/h200/): their campaign may fail, but only
+# Kernels with a real bug found on the H200 (results/bugs/): their campaign may fail, but only
 # with that bug; any other failure fails the test.
 def fa4_known(case) -> bool:
-    """FA4 (results/h200/phase2.md, phase3.md): accepts head-dim pairs its SM90 backward cannot
+    """FA4 (results/bugs/fa4/): accepts head-dim pairs its SM90 backward cannot
     build (d256/192, d64/32: MLIRError; d32/192: CUDADialectError), and returns LSE = -inf
     for some rows with learnable sinks and extreme logits."""
     p = case.problem
@@ -459,7 +459,7 @@ KNOWN_BUGS = {
     "fa4-fast": ("unbuildable head-dim pairs / LSE +inf with sinks / head dims 8-16", fa4_known),
 }
 # torch SDPA flash/efficient were listed here for dQ precision on cancelling inputs until
-# phase 3 showed that was the engine's long-problem yardstick (fixed): they must now pass.
+# the H200 campaigns showed that was the engine's long-problem yardstick (fixed): they must now pass.
 
 
 @pytest.mark.gpu

@@ -65,7 +65,8 @@ def _calls(tmp_path) -> list[str]:
 
 
 def _resume(tmp_path, *extra):
-    return subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out", *extra],
+    return subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out",
+                           *extra],
                           cwd=tmp_path, env=_env(tmp_path, "0"), capture_output=True, text=True, timeout=600)
 
 

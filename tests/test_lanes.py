@@ -94,7 +94,8 @@ def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_
     assert all(c["status"] == "interrupted" and c["cases"] for c in partial["campaigns"])
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
     assert not (tmp_path / "out" / "report.json").exists()
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+                       cwd=tmp_path,
                        env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert all(c["status"] == "passed" for c in _report(tmp_path)["campaigns"])
@@ -122,7 +123,8 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     if alive["kernel"] == "slow-wrong-dk":
         assert alive["failure"]["failed_gates"] == ["dk:budget"]
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+                       cwd=tmp_path,
                        env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]  # slow-wrong-dk fails, by design
     camps = {c["kernel"]: c for c in _report(tmp_path)["campaigns"]}
@@ -157,7 +159,8 @@ def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(t
     calls = tmp_path / "calls"
     before = len(calls.read_text().splitlines())
     assert finished <= set(calls.read_text().splitlines())  # the two name a case alike
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--out", "out"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+                       cwd=tmp_path,
                        env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "2 campaigns at once" in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
     after = calls.read_text().splitlines()[before:]
@@ -168,8 +171,8 @@ def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(t
     assert len(camps) == 2 and all(c["status"] == "passed" and c["settings"]["resumed_cases"] for c in camps)
 
 
-@pytest.mark.parametrize("value,why", [("0", "allowed an integer >= 1"), ("x", "allowed an integer >= 1"),
-                                       ("-3", "allowed an integer >= 1")])
+@pytest.mark.parametrize("value,why", [("0", "allowed an integer in [1, 256]"), ("x", "allowed an integer in [1, 256]"),
+                                       ("-3", "allowed an integer in [1, 256]")])
 def test_bad_jobs_is_one_line_and_exit_2(tmp_path, value, why):
     r = _run(tmp_path, "-k", SLOW_REF, "--jobs", value)
     assert r.returncode == 2 and f"--jobs {value!r} is invalid: {why}" in r.stderr
@@ -222,7 +225,7 @@ def test_previous_times_leave_out_the_worker_start(tmp_path):
 def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
     """In a fresh interpreter: a pytest worker that ran other tests may hold threads of theirs."""
     code = ("import threading\n"
-            "from difftest import lanes\n"
+            "from difftest.run import lanes\n"
             "stop = threading.Event()\n"
             "t = threading.Thread(target=stop.wait)\n"
             "t.start()\n"
@@ -242,7 +245,7 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
     goes back to one campaign at a time with exactly the threads a serial run sets (this
     process and its worker: half of 8 cores each, or the OMP_NUM_THREADS the user set)."""
     env = {**_env(tmp_path), **({"OMP_NUM_THREADS": omp} if omp else {})}
-    code = ("import os, sys, torch; from difftest import cli, threads\n"
+    code = ("import os, sys, torch; from difftest.commands import cli; from difftest.run import threads\n"
             "os.sched_getaffinity = lambda pid: set(range(8))\n"  # an 8-core host, for threads.py and isolation.py
             "rc = cli.main(sys.argv[1:])\n"
             "print('OMP', os.environ.get('OMP_NUM_THREADS'), 'TORCH', torch.get_num_threads(), 'RC', rc)\n")
@@ -254,7 +257,7 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
 
 
 def test_a_run_that_cannot_fork_runs_its_campaigns_here_one_at_a_time(tmp_path):
-    code = ("import sys; from difftest import cli, lanes\n"
+    code = ("import sys; from difftest.commands import cli; from difftest.run import lanes\n"
             "lanes.fork_hazard = lambda: 'a test hazard'\n"
             "lanes.run_lanes = lambda *a, **k: sys.exit(99)\n"  # not even one forked lane
             "sys.exit(cli.main(sys.argv[1:]))\n")

@@ -16,8 +16,8 @@ from difftest.kernels import mutants as catalogue
 from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.measure import mutants as mutants_cmd
 from difftest.model.capability import Capability, parse_narrowing
-from difftest.model.inputs import make_inputs
-from difftest.model.layouts import ALIGNED_OFFSET, CONTIGUOUS, DIM_PAD, LAYOUTS, MISALIGNED_OFFSET, Layout, lay_out
+from difftest.model.inputs import lay_out, make_inputs
+from difftest.model.layouts import ALIGNED_OFFSET, CONTIGUOUS, DIM_PAD, LAYOUTS, MISALIGNED_OFFSET, Layout
 from difftest.model.outputs import is_poison
 from difftest.model.problem import Problem, ProblemError
 from difftest.search.reproducer import load, write_reproducer

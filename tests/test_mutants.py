@@ -20,10 +20,9 @@ from difftest.kernels import mutants as catalogue
 from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.measure import grid as grid_mod
 from difftest.measure import mutants as mutants_cmd
-from difftest.model.inputs import make_inputs
-from difftest.model.layouts import lay_out
+from difftest.model.inputs import lay_out, make_inputs
 from difftest.model.problem import Problem
-from difftest.search.profiles import get_profile
+from difftest.model.profiles import get_profile
 
 NAMES = sorted(catalogue.MUTANTS)
 CI_TOTAL_BUDGET_S = get_profile("ci").mutant_total_s

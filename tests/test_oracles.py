@@ -332,7 +332,7 @@ def test_chunk_plan_respects_the_element_budget():
 def test_cuda_chunk_budget_counts_the_allocators_unused_cache(monkeypatch):
     """Memory PyTorch's allocator holds but does not use is free for the truth's chunks: after
     one large truth the cache keeps its blocks (counted as taken by the driver), and the next
-    call must plan the same chunks, not smaller ones (R22: 61 chunks instead of 32 at 64k)."""
+    call must plan the same chunks, not smaller ones (on the H200: 61 chunks instead of 32 at 64k)."""
     import difftest.oracles.chunked as chunked
 
     gib = 2**30
@@ -742,7 +742,7 @@ def test_every_sequence_of_a_batch_equals_itself_alone(cuda_like, monkeypatch):
 def test_masked_chunks_keep_between_min_and_max_skip_rows():
     """A masked problem's chunks follow its mask (at least SKIP_CHUNKS per sequence) but
     stop growing at MAX_SKIP_ROWS rows: on the H200 larger chunks only widened the band
-    (results/h200/phase9.md, R19). An unmasked one takes what the budget allows."""
+    (64k causal: 1.02 s at 2048 rows per chunk, 1.11 s at 4096). An unmasked one takes what the budget allows."""
     from difftest.oracles import chunked
 
     causal = Problem(seqlen_q=65536, seqlen_k=65536, causal=True, head_dim_qk=8, head_dim_v=8)

@@ -1,4 +1,4 @@
-"""Prebuilding JIT kernels before a campaign (issue 12): the TileLang adapter's
+"""Prebuilding JIT kernels before a campaign: the TileLang adapter's
 ``kernel_set`` is exactly what a call builds, a prebuild skips what is built (one stat per
 kernel, no process started) and builds the rest in worker processes into TileLang's disk
 cache, and ``difftest run`` joins a kernel's builds before its campaign."""

@@ -13,19 +13,19 @@ VARLEN = dict(batch=2, seqlen_q=(3, 0), seqlen_k=(0, 5))
 
 # (field, bad value, other fields needed to reach that check, a phrase the allowed part must contain)
 INVALID = [
-    ("batch", 0, {}, "an int >= 1"),
-    ("batch", 1.0, {}, "an int >= 1"),
-    ("batch", True, {}, "an int >= 1"),
-    ("seqlen_q", 0, {}, "an int >= 1 (dense)"),
-    ("seqlen_q", "16", {}, "an int >= 1 (dense)"),
+    ("batch", 0, {}, "an int in 1..65536"),
+    ("batch", 1.0, {}, "an int in 1..65536"),
+    ("batch", True, {}, "an int in 1..65536"),
+    ("seqlen_q", 0, {}, "an int in 1..16777216 (dense)"),
+    ("seqlen_q", "16", {}, "an int in 1..16777216 (dense)"),
     ("seqlen_q", (3,), dict(batch=2, seqlen_k=(1, 1)), "exactly batch=2 lengths"),
-    ("seqlen_q", (3, -1), dict(batch=2, seqlen_k=(1, 1)), "ints >= 0"),
-    ("seqlen_k", -4, {}, "an int >= 1 (dense)"),
+    ("seqlen_q", (3, -1), dict(batch=2, seqlen_k=(1, 1)), "ints in 0..16777216"),
+    ("seqlen_k", -4, {}, "an int in 1..16777216 (dense)"),
     ("seqlen_k", (1, 2, 3), dict(batch=2, seqlen_q=(1, 1)), "exactly batch=2 lengths"),
     ("seqlen_k", (2, 2), dict(batch=2, seqlen_q=4), "both ints (dense) or both lists (varlen)"),
     ("seqlen_k", 4, dict(batch=2, seqlen_q=(2, 2)), "both ints (dense) or both lists (varlen)"),
-    ("heads_q", 0, {}, "an int >= 1"),
-    ("heads_kv", 0, {}, "an int >= 1"),
+    ("heads_q", 0, {}, "an int in 1..65536"),
+    ("heads_kv", 0, {}, "an int in 1..65536"),
     ("heads_kv", 3, dict(heads_q=4), "a divisor of heads_q=4"),
     ("head_dim_qk", 0, {}, f"an int in 1..{MAX_HEAD_DIM}"),
     ("head_dim_qk", MAX_HEAD_DIM + 1, {}, f"an int in 1..{MAX_HEAD_DIM}"),
@@ -54,6 +54,7 @@ INVALID = [
     ("layout", "kv_broadcast", dict(heads_q=4, heads_kv=2), "only with heads_kv=1 and heads_q >= 2"),
     ("input_version", 3, {}, "one of (1, 2)"),
     ("input_version", True, {}, "one of (1, 2)"),
+    ("capture", "acts.safetensors", {}, "an object naming a capture file"),
 ]
 
 

@@ -13,8 +13,8 @@ from difftest import strategies
 from difftest.kernels import mutants as catalogue
 from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.measure import mutants as mutants_cmd
+from difftest.model.profiles import PROFILES, Profile, get_profile
 from difftest.search.campaign import run_campaign
-from difftest.search.profiles import PROFILES, Profile, get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,8 +6,7 @@ conventions (BHSD tensors, base-2 LSE where the package returns one, top-left ca
 a boolean mask, an environment switch read at backward time), computed exactly in
 float64 with torch. The adapter's outputs must then match difftest's reference, and a
 translation that drops a convention (the ln 2 factor, the window mask, the causal flag,
-the atomic switch) is shown to be caught. The real kernels run only on a GPU
-(scripts/device/kernels13.sh).
+the atomic switch) is shown to be caught. The real kernels run only on a GPU.
 """
 
 import math

@@ -121,7 +121,7 @@ def test_case_result_round_trips_through_json():
     assert back.problem == P and back.failed_gates == r.failed_gates and back.status == r.status
 
 
-# Found on the H200 (results/h200/phase3.md): fp16 MQA, near-constant V, a long problem. A
+# Found on the H200: fp16 MQA, near-constant V, a long problem. A
 # correct flash kernel's dQ/dK error there comes from Delta taken from the stored fp16 O;
 # the long-problem yardstick once was a float32 chunked reference that rounds nowhere, and
 # both our TileLang kernels failed at ratio 1.1-1.6. chunk_threshold=0 sends a small

@@ -1,4 +1,4 @@
-"""Shrinking: planted faults, one per bug class in anchors.md, are found by problems()
+"""Shrinking: planted faults, one per bug class (kernels/mutants.py's BUG_CLASSES), are found by problems()
 and shrunk to the smallest Problem that still shows them, within a time bound.
 
 Each planted kernel is the float64 reference plus one targeted corruption (a test-only

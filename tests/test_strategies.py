@@ -92,8 +92,8 @@ def test_edge_problems_are_inside_the_capability_and_distinct(cap):
 @pytest.mark.parametrize("name", sorted(CAPS))
 def test_edge_corpus_runs_every_declared_head_dim(name, profile):
     """Fails on the corpus before it added the multiples of 16 it lacked: a 243-case fa4 gpu
-    campaign (H200, phase 8 R8) never ran head dims 64, 128, 160, 192 or 224, which it claims."""
-    from difftest.strategies.profiles import get_profile
+    campaign on the H200 never ran head dims 64, 128, 160, 192 or 224, which it claims."""
+    from difftest.model.profiles import get_profile
 
     cap = CAPS[name]
     declared = {d for d in cap.head_dims_qk if d <= get_profile(profile).max_head_dim} or {min(cap.head_dims_qk)}

@@ -30,7 +30,7 @@ def test_explicit_choices_win_in_order():
 
 
 def test_bad_values_are_named():
-    with pytest.raises(ThreadsError, match=r"--threads='-2' is invalid: allowed an integer >= 0"):
+    with pytest.raises(ThreadsError, match=r"--threads='-2' is invalid: allowed an integer in \[0, 1024\]"):
         parse_threads("-2")
     with pytest.raises(ThreadsError, match="DIFFTEST_THREADS='many'"):
         choose(None, None, env={"DIFFTEST_THREADS": "many"}, cpus=4)
@@ -42,7 +42,7 @@ def test_bad_values_are_named():
 def test_run_applies_the_shard_default_to_itself_and_its_worker(tmp_path):
     """A real run: the message, and OMP_NUM_THREADS exported for the isolated worker."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIFFTEST_THREADS")}
-    code = ("import os, sys; from difftest import cli, threads\n"
+    code = ("import os, sys; from difftest.commands import cli; from difftest.run import threads\n"
             "threads.usable_cpus = lambda: 8\n"
             "rc = cli.main(sys.argv[1:])\n"
             "print('OMP', os.environ.get('OMP_NUM_THREADS'))\n")

@@ -23,7 +23,7 @@ from difftest.search.campaign import run_campaign  # noqa: E402
 # One compile key (float32, 16/16, no sinks) unless a test says otherwise.
 BASE = Problem(batch=1, seqlen_q=24, seqlen_k=24, heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16)
 
-# Every feature of issue 4 at CPU sizes. Tiles are 32x32, so 33/40/65 hit block tails.
+# Every feature our TileLang kernels serve, at CPU sizes. Tiles are 32x32, so 33/40/65 hit block tails.
 FEATURES = [
     BASE,
     BASE.replace(seqlen_q=40, seqlen_k=65, heads_q=4, heads_kv=2, causal=True),  # GQA, causal bottom-right

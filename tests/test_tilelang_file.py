@@ -1,9 +1,9 @@
 """``tilelang-file``: a TileLang kernel module loaded from a path the user gives at run time
-(seed 004, TileLang's example_gqa_bwd.py). On CPU: the path resolves (or is refused in one
+(e.g. TileLang's example_gqa_bwd.py). On CPU: the path resolves (or is refused in one
 line), the file's interface is checked without running it, the capability is the example's
 contract, the per-shape arguments follow the example's own wrapper, and a file-path spec
 read from a reproducer counts as an import spec (``difftest repro`` refuses it without
---allow-import). The real kernel only runs on a GPU (scripts/device/kernels13.sh)."""
+--allow-import). The real kernel only runs on a GPU."""
 
 import json
 

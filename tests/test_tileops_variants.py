@@ -1,4 +1,4 @@
-"""TileOPs MHA and backward-only adapters (issue 13): on CPU, with the TileOPs worker
+"""TileOPs MHA and backward-only adapters: on CPU, with the TileOPs worker
 replaced by a fake that records each request and answers from the float64 reference,
 check what reaches GQADenseBwdOp (its own O/LSE convention: O in the Problem dtype, LSE
 natural-log float32 [B, H, S]) and that the answer comes back in difftest's layout."""

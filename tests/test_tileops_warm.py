@@ -1,4 +1,4 @@
-"""TileOPs compile reuse and the parallel warm-up (issue 13), on CPU: the compile key names
+"""TileOPs compile reuse and the parallel warm-up, on CPU: the compile key names
 every field TileOPs builds a new kernel for, ``--warm`` requests each edge-corpus compile
 configuration once across its workers (workers replaced by a fake that records requests),
 and drawn problems then fall in warmed shapes."""

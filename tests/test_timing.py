@@ -1,4 +1,4 @@
-"""The campaign time split (issue 12): phases are exclusive (an inner phase's time is not
+"""The campaign time split: phases are exclusive (an inner phase's time is not
 charged to the outer one), the parts add up to the wall time with "search" as the rest,
 framework overhead is everything but compiles and the kernel's own calls, and the
 compile-reuse fraction counts cases whose configuration an earlier case already built."""

@@ -21,7 +21,7 @@ from tests.kernels_for_tests import RefKernel
 
 ROOT = Path(__file__).resolve().parents[1]
 # an H200 FA4 campaign written before the enums: passed, error and determinism cases
-OLD_REPORT = ROOT / "results" / "h200" / "phase3" / "Q3-0" / "report.json.xz"
+OLD_REPORT = ROOT / "tests" / "data" / "h200" / "fa4-report.json.xz"
 
 
 def _keys_of(old, new):

@@ -1,4 +1,4 @@
-"""The CLI as a new user meets it (issue 15): ``difftest --help``/``list`` load no torch,
+"""The CLI as a new user meets it: ``difftest --help``/``list`` load no torch,
 ``list`` has a header, a run writes only under ``.difftest/``, and ``-k module:attr``
 finds a module in the current directory or fails in one line."""
 
@@ -6,11 +6,6 @@ import json
 import subprocess
 import sys
 import textwrap
-
-
-def _difftest(*args, cwd, timeout=600):
-    return subprocess.run([sys.executable, "-m", "difftest", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=_env())
 
 
 def _env():
@@ -37,17 +32,17 @@ def test_top_level_names_still_resolve_lazily():
     assert set(difftest.__all__) <= set(dir(difftest))
 
 
-def test_list_has_a_header_and_names_where_each_kernel_comes_from(tmp_path):
-    r = _difftest("list", cwd=tmp_path)
+def test_list_has_a_header_and_names_where_each_kernel_comes_from(tmp_path, difftest_cli):
+    r = difftest_cli("list", cwd=tmp_path)
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and lines[0].split()[:2] == ["KERNEL", "ADAPTER"], r.stdout
     row = next(line for line in lines if line.startswith("torch-blockwise"))
     assert "difftest.kernels.blockwise:BlockwiseAttention" in row
 
 
-def test_a_run_writes_only_under_the_hidden_working_folder(tmp_path):
-    r = _difftest("run", "-k", "torch-blockwise", "-p", "quick", "--max-examples", "2", "--no-edge-cases", "-q",
-                  cwd=tmp_path)
+def test_a_run_writes_only_under_the_hidden_working_folder(tmp_path, difftest_cli):
+    r = difftest_cli("run", "-k", "torch-blockwise", "-p", "quick", "--max-examples", "2", "--no-edge-cases", "-q",
+                     cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".difftest"]
     assert json.loads((tmp_path / ".difftest" / "out" / "report.json").read_text())["campaigns"]
@@ -71,20 +66,20 @@ MODULE = textwrap.dedent('''
 ''')
 
 
-def test_module_attr_spec_finds_the_current_directory_in_the_worker_too(tmp_path):
+def test_module_attr_spec_finds_the_current_directory_in_the_worker_too(tmp_path, difftest_cli):
     (tmp_path / "mine_mod.py").write_text(MODULE)
-    r = _difftest("run", "-k", "mine_mod:Mine", "-p", "quick", "--max-examples", "2", "--no-edge-cases", "-q",
-                  cwd=tmp_path)  # isolated by default: the worker process imports it as well
+    r = difftest_cli("run", "-k", "mine_mod:Mine", "-p", "quick", "--max-examples", "2", "--no-edge-cases", "-q",
+                     cwd=tmp_path)  # isolated by default: the worker process imports it as well
     assert r.returncode == 0 and "mine: passed" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
-def test_module_attr_import_failure_is_one_line_naming_module_and_fix(tmp_path):
-    r = _difftest("run", "-k", "no_such_mod:Mine", cwd=tmp_path)
+def test_module_attr_import_failure_is_one_line_naming_module_and_fix(tmp_path, difftest_cli):
+    r = difftest_cli("run", "-k", "no_such_mod:Mine", cwd=tmp_path)
     err = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(err) == 1, r.stderr
     assert "no_such_mod" in err[0] and "PYTHONPATH" in err[0] and "current directory" in err[0]
     (tmp_path / "mine_mod.py").write_text(MODULE)
-    r = _difftest("run", "-k", "mine_mod:Nope", cwd=tmp_path)
+    r = difftest_cli("run", "-k", "mine_mod:Nope", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "has no attribute 'Nope'" in r.stderr
 
 

@@ -13,9 +13,7 @@ import argparse
 import math
 import sys
 
-
-class UsageError(ValueError):
-    """Bad input from the user: one line, exit code 2."""
+from difftest.errors import UsageError  # noqa: F401 -- re-exported: argcheck.UsageError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -36,32 +34,80 @@ def _number(text: str, kind, what: str):
     return v
 
 
+# Upper bounds of every numeric flag (docs/exit-codes.md lists them): beyond one, one line
+# and exit 2. A timeout beyond ~2.1e6 s overflowed the pipe's poll() and failed a correct
+# kernel; a million threads or examples never ends or crashes the host.
+MAX_SECONDS = 7 * 86400.0  # --timeout, --compile-timeout, --time-budget, --shrink-budget: a week
+MAX_EXAMPLES = 1_000_000  # --max-examples
+MAX_DETERMINISM = 100  # --determinism: calls per case (a reproducer's determinism_runs too)
+MAX_COUNT = 100_000  # other counts (bench --repeats, --warmup, --gqa-kv, ...)
+MAX_THREADS = 1024  # --threads, DIFFTEST_THREADS, OMP_NUM_THREADS
+MAX_JOBS = 256  # --jobs
+MAX_SEED = 2**64 - 1  # --seed
+MAX_K = 1e6  # --k OUTPUT=K
+MAX_CHUNK_THRESHOLD = 2**50  # --chunk-threshold (score elements)
+
+
+def _at_most(text: str, v, hi, what: str):
+    if v > hi:
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed at most {hi:g} ({what})")
+    return v
+
+
 def positive_float(text: str) -> float:
+    """Seconds: a finite number in (0, MAX_SECONDS]."""
     v = _number(text, float, "a finite number > 0")
     if v <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: allowed a finite number > 0")
-    return v
+    return _at_most(text, v, MAX_SECONDS, "seconds: a week")
 
 
 def nonneg_float(text: str) -> float:
+    """Seconds: a finite number in [0, MAX_SECONDS]."""
     v = _number(text, float, "a finite number >= 0")
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: allowed a finite number >= 0")
-    return v
+    return _at_most(text, v, MAX_SECONDS, "seconds: a week")
 
 
 def positive_int(text: str) -> int:
+    """A count in [1, MAX_COUNT]."""
     v = _number(text, int, "an integer >= 1")
     if v < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 1")
-    return v
+    return _at_most(text, v, MAX_COUNT, "a count")
 
 
 def nonneg_int(text: str) -> int:
+    """A count in [0, MAX_COUNT]."""
     v = _number(text, int, "an integer >= 0")
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 0")
-    return v
+    return _at_most(text, v, MAX_COUNT, "a count")
+
+
+def examples_int(text: str) -> int:
+    """``--max-examples``: an integer in [1, MAX_EXAMPLES]."""
+    v = _number(text, int, "an integer >= 1")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 1")
+    return _at_most(text, v, MAX_EXAMPLES, "examples per kernel")
+
+
+def determinism_int(text: str) -> int:
+    """``--determinism``: calls per case, an integer in [1, MAX_DETERMINISM]."""
+    v = _number(text, int, "an integer >= 1")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 1")
+    return _at_most(text, v, MAX_DETERMINISM, "kernel calls per case")
+
+
+def chunk_threshold_int(text: str) -> int:
+    """``--chunk-threshold``: score elements, an integer in [0, MAX_CHUNK_THRESHOLD]."""
+    v = _number(text, int, "an integer >= 0")
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 0")
+    return _at_most(text, v, MAX_CHUNK_THRESHOLD, "score elements")
 
 
 def k_item(text: str) -> tuple[str, float]:
@@ -77,6 +123,8 @@ def k_item(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"{text!r}: K={val!r} is not a number: allowed a finite number > 0") from None
     if not math.isfinite(k) or k <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: K={val!r}: allowed a finite number > 0")
+    if k > MAX_K:
+        raise argparse.ArgumentTypeError(f"{text!r}: K={val!r}: allowed at most {MAX_K:g}")
     return name, k
 
 
@@ -95,6 +143,9 @@ def check_outputs(out=None, files=(), db=None) -> None:
     ``files`` [(option, path)] files, ``db`` the failure-store directory (or 'none')."""
     from difftest.safeio import check_writable_dir, check_writable_file
 
+    for what, path in [("--out", out), ("--db", db), *files]:
+        if path is not None and not str(path).strip():
+            raise UsageError(f"{what} '': an empty path would mean the working directory: allowed a path")
     whys = []
     if out is not None:
         whys.append(check_writable_dir(out, "--out"))

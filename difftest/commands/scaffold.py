@@ -13,8 +13,10 @@ from pathlib import Path
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
+# setuptools >= 64 builds editable installs (PEP 660); pip's build isolation fetches it (and the
+# wheel package older setuptools ask for), so the interpreter's own setuptools never matters.
 PYPROJECT = '''[build-system]
-requires = ["setuptools>=61"]
+requires = ["setuptools>=64"]
 build-backend = "setuptools.build_meta"
 
 [project]
@@ -110,7 +112,7 @@ def test_{pkg}_backward(difftest_campaign):
 README = '''# {name}: difftest adapter
 
 ```bash
-pip install --no-build-isolation -e .     # registers the kernel with difftest (entry point)
+pip install -e .                          # registers the kernel with difftest (entry point)
 difftest list                             # {name} is listed
 difftest run -k {name} -p quick           # a short campaign
 python -m pytest tests                    # the same through pytest

@@ -16,6 +16,7 @@ import sys
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
+from difftest.errors import InputError
 from difftest.model.capability import Capability
 
 if TYPE_CHECKING:  # annotations only: the registry (``difftest list``) must not import torch
@@ -24,7 +25,17 @@ if TYPE_CHECKING:  # annotations only: the registry (``difftest list``) must not
 
 ENTRY_POINT_GROUP = "difftest.kernels"
 CATALOGUE_GROUP = "difftest.catalogues"
-LEGACY_TOP_LEVEL = ("kernels", "strategies", "oracles")
+# The one translation of names written before a move: reproducers, failure stores and
+# command lines from before kernels/, strategies/ and oracles/ installed as difftest.kernels,
+# difftest.strategies and difftest.oracles name them as top-level packages ("kernels.x:Y").
+# Read only where a 'module:attr' spec is imported (``_import_attr``).
+MOVED_PACKAGES = {"kernels": "difftest.kernels", "strategies": "difftest.strategies", "oracles": "difftest.oracles"}
+
+
+def current_module(mod: str) -> str:
+    """``mod`` as it is importable now: a module of a package that moved, under its new name."""
+    top, dot, rest = mod.partition(".")
+    return MOVED_PACKAGES[top] + dot + rest if top in MOVED_PACKAGES else mod
 
 
 class KernelUnavailable(RuntimeError):
@@ -77,7 +88,7 @@ _LOADED_GROUPS: set[str] = set()
 _IMPORT_SPECS: set[str] = set()  # names that resolved as 'module:attr' imports
 
 
-class KernelSpecError(KeyError):
+class KernelSpecError(InputError, KeyError):
     """A kernel name or ``module:attr`` spec that does not resolve; the message is one line."""
 
     def __str__(self):
@@ -157,8 +168,7 @@ def _import_module(mod: str):
 
 def _import_attr(path: str, what: str):
     mod, _, attr = path.partition(":")
-    if mod.split(".")[0] in LEGACY_TOP_LEVEL:
-        mod = "difftest." + mod  # written before these folders installed as difftest.kernels etc.
+    mod = current_module(mod)
     if not mod or not attr:
         raise KernelSpecError(f"{what}: {path!r} is not a 'module:attr' path")
     try:
@@ -216,9 +226,16 @@ def get(name: str) -> KernelAdapter:
             raise
     if isinstance(f, KernelAdapter):
         return f
-    adapter = f()
+    if not callable(f):
+        raise KernelSpecError(f"kernel {name!r} is a {type(f).__name__}: allowed a KernelAdapter or a factory of one")
+    try:
+        adapter = f()
+    except TypeError as e:
+        raise KernelSpecError(f"kernel {name!r}: its factory cannot be called without arguments ({e}): allowed "
+                              "a KernelAdapter class or a zero-argument factory") from None
     if not isinstance(adapter, KernelAdapter):
-        raise TypeError(f"kernel {name!r} factory returned {type(adapter).__name__}, not a KernelAdapter")
+        raise KernelSpecError(f"kernel {name!r} factory returned {type(adapter).__name__}, not a KernelAdapter: "
+                              "allowed a 'module:attr' naming a KernelAdapter class or a factory of one")
     if getattr(adapter, "spec", None) is None:
         adapter.spec = name  # how a worker process or a reproducer gets the same kernel back
     _REGISTRY[name] = adapter

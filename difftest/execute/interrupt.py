@@ -3,7 +3,7 @@ KeyboardInterrupt, so Hypothesis and the runner let it through instead of record
 as a kernel error), the campaign returns what it finished, and the CLI writes a partial
 report and exits without a traceback.
 
-Exit codes (README): 1 when a failure was found before the signal (a finding outranks
+Exit codes (docs/exit-codes.md): 1 when a failure was found before the signal (a finding outranks
 the interruption), else 128 + the signal: 130 for SIGINT, 143 for SIGTERM. A second
 signal while the partial report is being written is ignored; the worker process ignores
 SIGINT (a Ctrl-C reaches the whole process group) so it never turns the interrupt into
@@ -28,6 +28,29 @@ class Interrupted(KeyboardInterrupt):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class OutputFailed(Interrupted):
+    """A write the run cannot go on without failed (the case log on a full disk: ENOSPC,
+    EDQUOT, EIO): the run stops as if interrupted (the campaign hands back what finished,
+    the CLI writes a partial report if it can, and ``--resume`` continues), with exit code
+    2 (docs/exit-codes.md) and one line naming the file and the error."""
+
+    def __init__(self, path, error: OSError):
+        KeyboardInterrupt.__init__(self, str(path))
+        self.signum = None
+        self.path = str(path)
+        self.error = error
+
+    @property
+    def name(self) -> str:
+        return f"a failed write to {self.path} ({self.error.strerror or self.error})"
+
+    @property
+    def exit_code(self) -> int:
+        from difftest.errors import EXIT_INPUT
+
+        return EXIT_INPUT
 
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)

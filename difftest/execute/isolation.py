@@ -28,27 +28,38 @@ perf_counter())`` before the reply; every other message is unchanged), and ``rec
 charges the time between the two to ``compile_timeout_s`` instead of ``timeout_s``. A case
 killed while building raises BuildTimeout (triage: "build timeout"); one killed after its
 build finished is a KernelTimeout (a hang) whose message says how long each took.
+
+Nothing the user did not name runs in the worker: a spawned worker starts with a safe import
+path (``PYTHONSAFEPATH=1``, as ``python -P``), so a ``multiprocessing.py`` or ``torch.py`` in
+the working directory is never imported (the worker finds difftest through the installed
+package). And the worker never outlives its parent: on Linux it asks for SIGKILL when the
+parent dies (``PR_SET_PDEATHSIG``, when the launcher is the main thread, whose end is the
+process's), and a watchdog thread ends it within ``ORPHAN_POLL_S`` once its parent is gone
+(a SIGKILLed ``difftest run`` leaves no kernel computing).
 """
 
 import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
+from difftest.errors import DifftestError
 from difftest.model.problem import Problem
+from difftest.safeio import safe_child_path
 
 
-class KernelCrashed(RuntimeError):
+class KernelCrashed(DifftestError, RuntimeError):
     pass
 
 
-class KernelTimeout(RuntimeError):
+class KernelTimeout(DifftestError, RuntimeError):
     pass
 
 
-class BuildTimeout(RuntimeError):
+class BuildTimeout(DifftestError, RuntimeError):
     """The case's JIT build did not finish within ``compile_timeout_s``: the kernel never ran."""
 
 
@@ -67,9 +78,39 @@ def _say(conn, *msg) -> None:
         raise _ParentGone from e
 
 
-def _worker_main(conn, env, preload=(), inherited=()):
+ORPHAN_POLL_S = 0.5  # how often a worker checks that its parent is alive
+
+
+def die_with_parent(parent: int, pdeathsig: bool = True) -> None:
+    """End this process when ``parent`` dies: SIGKILL from the kernel on Linux
+    (``PR_SET_PDEATHSIG``; only when the launching thread is the parent's main thread,
+    since the signal follows the thread), and everywhere a daemon thread that polls
+    ``os.getppid()`` (a kernel busy in C code that holds the GIL still dies by the signal)."""
+    if pdeathsig and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(ORPHAN_POLL_S)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="difftest-orphan-watchdog", daemon=True).start()
+
+
+def _worker_main(conn, env, preload=(), inherited=(), parent=None, pdeathsig=False):
     for c in inherited:  # forked (Worker.launch): the launcher's pipe ends are not ours to hold open
         c.close()
+    if parent is not None:
+        die_with_parent(parent, pdeathsig)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked: not the launcher's handler (interrupt.py)
     os.environ.update(env)
     import faulthandler
@@ -85,8 +126,7 @@ def _worker_main(conn, env, preload=(), inherited=()):
 def _serve(conn, preload) -> None:
     from difftest.execute import adapter as registry
     from difftest.execute import timing
-    from difftest.model.inputs import make_inputs
-    from difftest.model.layouts import lay_out
+    from difftest.model.inputs import lay_out, make_inputs
     from difftest.model.outputs import Outputs
 
     adapters = {}
@@ -95,7 +135,7 @@ def _serve(conn, preload) -> None:
             adapters[spec] = registry.get(spec)
         except BaseException:  # noqa: BLE001 -- the case that asks for it meets the error again
             pass
-    _say(conn, "ready", None)
+    _say(conn, "ready", dict(os.environ))  # its environment, its own imports' changes included
     while True:
         try:
             msg = conn.recv()
@@ -142,6 +182,7 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
+POLL_MAX_S = 3600.0  # the longest single wait on the pipe (a timeout of 1e7 s once raised OverflowError)
 STARTUP_TIMEOUT_S = 600.0  # a worker's imports, before any kernel call
 COMPILE_TIMEOUT_S = 1800.0  # a case's JIT builds together (RunConfig.compile_timeout_s)
 
@@ -189,6 +230,8 @@ class Worker:
         self.conn = None
         self.last_seconds: dict = {}  # the worker's phase seconds of the last reply
         self.ready = False  # the process reported "ready" (launched, it may still be importing)
+        self.launch_env: dict = {}  # os.environ here when the process was launched (it inherited it)
+        self.worker_env: dict | None = None  # the process's own environment when it was ready
 
     def launch(self, preload=(), fork_closing=None):
         """Start the worker process without waiting for it: its imports (torch, and the
@@ -200,10 +243,14 @@ class Worker:
         has no CUDA context (a campaign lane at its start, lanes.py): the worker is then ready
         at once instead of importing torch again. Every restart (``_start``) spawns."""
         ctx = mp.get_context("spawn" if fork_closing is None else "fork")
+        self.launch_env, self.worker_env = dict(os.environ), None
         parent, child = ctx.Pipe()
         inherited = () if fork_closing is None else (parent, *fork_closing)
-        self.proc = ctx.Process(target=_worker_main, args=(child, self.env, tuple(preload), inherited), daemon=True)
-        self.proc.start()
+        pdeathsig = threading.current_thread() is threading.main_thread()
+        self.proc = ctx.Process(target=_worker_main, daemon=True,
+                                args=(child, self.env, tuple(preload), inherited, os.getpid(), pdeathsig))
+        with safe_child_path():  # spawn: the new interpreter does not put the cwd on sys.path
+            self.proc.start()
         child.close()
         self.conn = parent
         self.ready = False
@@ -229,6 +276,25 @@ class Worker:
                 why = describe_exit(code) if ok else f"not ready within {STARTUP_TIMEOUT_S:g} s"
                 raise KernelCrashed(f"kernel process failed to start: {why}")
             self.ready = True
+            self.worker_env = ready[1] if len(ready) > 1 and isinstance(ready[1], dict) else None
+
+    def environment_differs(self) -> bool:
+        """True when this process's environment changed since the worker was launched in a
+        way the worker does not share: a variable set, changed or removed here since then
+        that the worker's own imports did not set alike (an adapter module setting its
+        library's variables on import does so in both). Its kernel would then run in another
+        environment than the caller's (a ``monkeypatch.setenv`` switching the kernel's
+        behaviour between two campaigns of one pytest session)."""
+        if self.proc is None:
+            return False
+        now, then = os.environ, self.launch_env
+        changed = [k for k in set(now) | set(then) if now.get(k) != then.get(k) and k not in VOLATILE_ENV]
+        if not changed:
+            return False
+        if not self.ready and self.proc.is_alive():
+            self._start()  # a prestarted worker still importing: its environment once ready
+        seen = then if self.worker_env is None else self.worker_env
+        return any(now.get(k) != seen.get(k) for k in changed)
 
     def run(self, spec: str, problem: Problem, device: str, poison: bool, runs: int, timeout_s: float,
             compile_timeout_s: float = COMPILE_TIMEOUT_S):
@@ -272,11 +338,13 @@ class Worker:
                 left = timeout_s - (now - t0 - built)
             else:
                 left = compile_timeout_s - (built + now - building)
-            if not self.conn.poll(max(0.0, left)):  # what is already there is read, even late
+            if not self.conn.poll(min(max(0.0, left), POLL_MAX_S)):  # what is already there is read, even late
+                if left > POLL_MAX_S:  # a long timeout waits in slices: poll() overflows past ~2.1e6 s
+                    continue
                 self._timed_out(timer, waited_from, timeout_s, compile_timeout_s, t0, built, building)
             try:
                 reply = self.conn.recv()
-                status, payload = reply[0], reply[1]
+                tag, payload = reply[0], reply[1]
             except (EOFError, ConnectionResetError, OSError):
                 # the pipe closes a moment before the process is reaped: wait for its exit status
                 self.proc.join(10)
@@ -285,7 +353,7 @@ class Worker:
                 if timer:
                     timer.add({"kernel": time.perf_counter() - waited_from})
                 raise KernelCrashed(f"kernel process died: {describe_exit(code)}") from None
-            if status != "compile":
+            if tag != "compile":
                 break
             # the worker's clock (perf_counter is system-wide on Linux), kept within this wait:
             # the parent may read both messages late, after computing the references
@@ -301,11 +369,11 @@ class Worker:
             charged = {**worker, "transfer": max(0.0, rt - sum(worker.values()))}
             scale = min(1.0, (now - waited_from) / rt) if rt > 0 else 1.0
             timer.add({k: v * scale for k, v in charged.items()})
-        if status == "error_fatal":
+        if tag == "error_fatal":
             self.kill()
             kind, msg = payload
             raise _kernel_error(kind, msg + "\n(the CUDA context is unusable after this error: worker restarted)")
-        if status == "error":
+        if tag == "error":
             raise _kernel_error(*payload)
         return payload
 
@@ -351,6 +419,8 @@ def _kernel_error(error_type: str, message: str) -> RuntimeError:
 
 
 _WORKERS: dict = {}
+# changed by the host process between tests, read by no kernel: no reason for a new worker
+VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 def share_cores() -> int | None:
@@ -385,7 +455,13 @@ def prestart(specs, key: str = "default", fork_closing=None) -> Worker:
 
 
 def shared_worker(key: str = "default") -> Worker:
+    """The worker the cases of this process run in; a worker started in another environment
+    (``Worker.environment_differs``) is closed and a fresh one started with this one, so a
+    campaign never runs against a worker started for another environment."""
     w = _WORKERS.get(key)
+    if w is not None and w.environment_differs():
+        w.close()
+        w = None
     if w is None:
         w = _WORKERS[key] = Worker()
     return w

@@ -1,4 +1,4 @@
-"""Where a campaign's wall time goes (issue 12): a cheap per-phase accumulator.
+"""Where a campaign's wall time goes: a cheap per-phase accumulator.
 
 A campaign installs a ``PhaseTimer`` (``with timing.collect() as t:``) and the code it
 calls marks its phases with ``with timing.phase("truth"):``; with no timer installed a

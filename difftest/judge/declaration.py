@@ -14,6 +14,7 @@ from dataclasses import MISSING, asdict, fields
 
 from difftest.model.capability import Capability
 from difftest.model.problem import OUTPUTS, Problem
+from difftest.vocab import Status
 
 
 def default_of(name: str):
@@ -99,7 +100,7 @@ def diagnose(kernel, failure, run, first=None) -> list[str]:
     feature shows the bug without it). ``run(kernel, problem) ->
     CaseResult`` runs one case (the campaign's runner), with a widened capability for the
     alignment check (the other alignment is not claimed)."""
-    if failure is None or failure.status not in ("failed", "error"):
+    if failure is None or failure.status not in (Status.FAILED, Status.ERROR):
         return []
     cap = kernel.capability
     out = []
@@ -126,7 +127,7 @@ def diagnose(kernel, failure, run, first=None) -> list[str]:
 
                 probe = copy.copy(kernel)
                 probe.capability = replace(cap, aligns=(q.align,))
-            return probe.capability.excludes(q) is None and run(probe, q).status == "passed"
+            return probe.capability.excludes(q) is None and run(probe, q).status == Status.PASSED
 
         # the first failure too must need the feature (else the bug shows without it)
         if passes_without(p) and all(used(x) and passes_without(x) for x in others):

@@ -6,7 +6,7 @@ any other kernel the same measurement is reported under ``determinism_info`` and
 Every run is an answer a user can get, so a rerun that differs from the first is judged
 like the first (``rerun_verdicts``): a nondeterministic kernel may differ from run to run,
 never be wrong on one of them. (flash-attn3-jax's backward writes past two buffers; 20 runs
-of one problem differed by up to +inf, phase 8 R5, while only the first run was judged.)
+of one problem differed by up to +inf on the H200, while only the first run was judged.)
 """
 
 import torch
@@ -18,7 +18,7 @@ from difftest.vocab import Gate
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
     """Integer view (NaN-safe bitwise comparison), on t's own device: a host copy of every
-    output of every run cost a CUDA case ~50 ms (results/h200/phase11.md, R33's profile)."""
+    output of every run cost a CUDA case ~50 ms (measured on the H200)."""
     t = t.detach().contiguous()
     itype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
     return t.view(itype)

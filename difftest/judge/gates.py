@@ -50,7 +50,7 @@ from difftest.vocab import Gate
 
 # The budget's k per dtype and output, calibrated (results/calibration.md, 2026-11-30): the
 # largest k_needed measured over correct kernels (CPU: torch-blockwise, sdpa-cpu-math,
-# sdpa-cpu-flash; H200 phase 3: tilelang, tilelang-det, fa4, fa3, flex, sdpa-*), times a
+# sdpa-cpu-flash; H200: tilelang, tilelang-det, fa4, fa3, flex, sdpa-*), times a
 # margin of 2, at least 1 (a kernel may always err as much as the yardstick), rounded up
 # to 0.5. bfloat16 dK/dV were held at 3 until sdpa-cpu-flash's k_needed of 6 there was
 # triaged: a floor gap at huge logits (a logit's rounding scales with its terms, and P's
@@ -101,22 +101,23 @@ class Standard:
 
 @dataclass
 class GateConfig:
-    k: dict = field(default_factory=lambda: dict(DEFAULT_K))  # budget multiplier per output
+    # k set for an output (``--k``, a config): applies to every dtype. An output absent here
+    # takes its calibrated k for the problem's dtype (``k_by_dtype``), else DEFAULT_K: "not
+    # set" is absence, never a value, so ``--k dq=1.5`` means 1.5 even where 1.5 is a default.
+    k: dict = field(default_factory=dict)
     floor_ulps: float = 2.0  # budget floor in units of eps(dtype) * max(max|truth|, floor_magnitude)
     floor_magnitude: float = 1.0
     standards: dict = field(default_factory=dict)  # output -> Standard (elementwise gate on)
     check_nonfinite: bool = True
     second_reference_k: dict = field(default_factory=lambda: dict(SECOND_REFERENCE_K))
-    # calibrated k per dtype and output; ``k`` entries that differ from DEFAULT_K (set by
-    # --k or a config) apply to every dtype instead (see ``k_for``)
+    # calibrated k per dtype and output, for the outputs ``k`` leaves unset (see ``k_for``)
     k_by_dtype: dict = field(default_factory=lambda: {d: dict(t) for d, t in DEFAULT_K_BY_DTYPE.items()})
 
     def k_for(self, dtype: str, name: str) -> float:
         """The budget's k for output ``name`` of a ``dtype`` problem."""
-        k = self.k.get(name, DEFAULT_K[name])
-        if k != DEFAULT_K[name]:
-            return k
-        return self.k_by_dtype.get(dtype, {}).get(name, k)
+        if name in self.k:
+            return self.k[name]
+        return self.k_by_dtype.get(dtype, {}).get(name, DEFAULT_K[name])
 
     def __post_init__(self):
         for d in (self.k, self.standards, self.second_reference_k):
@@ -143,13 +144,30 @@ class GateConfig:
             elif isinstance(s, dict):
                 self.standards[n] = Standard(**s)
 
+    # written by to_dict: ``k`` holds only the outputs whose k was set. A dict without it
+    # (written before) listed every output's k, a default meaning "not set" (``from_dict``).
+    K_SET_ONLY = "k_set_only"
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["standards"] = {n: asdict(s) for n, s in self.standards.items()}
+        d[self.K_SET_ONLY] = True
         return d
 
     @classmethod
+    def listed_k(cls, d: dict) -> dict:
+        """A saved config's ``k`` as configs written before listed it (every output; a
+        default where none was set), so two reports of either age compare output by output."""
+        k = d.get("k") if isinstance(d.get("k"), dict) else {}
+        return {**DEFAULT_K, **k} if d.get(cls.K_SET_ONLY) else dict(k)
+
+    @classmethod
     def from_dict(cls, d: dict) -> "GateConfig":
+        d = dict(d)
+        if not d.pop(cls.K_SET_ONLY, False) and isinstance(d.get("k"), dict):
+            # an older report or reproducer: its k listed every output, those equal to the
+            # default standing for "not set" (the per-dtype calibration applied): read them so
+            d["k"] = {n: v for n, v in d["k"].items() if v != DEFAULT_K.get(n)}
         return cls(**d)
 
 
@@ -222,7 +240,7 @@ def _prep(problem, name, t, device):
 def _read(*scalars) -> list[float]:
     """0-dim tensors (or numbers) read to the host in ONE transfer: each ``float()`` or
     ``.item()`` of a CUDA tensor is a device synchronisation, and a case ran ~90 of them
-    before (issue 12). Values go through float64 (indices exact below 2^53)."""
+    before. Values go through float64 (indices exact below 2^53)."""
     ts = [x for x in scalars if isinstance(x, torch.Tensor)]
     if not ts:
         return [float(x) for x in scalars]

@@ -32,11 +32,11 @@ from difftest.judge import breakdown, triage
 from difftest.judge.attribution import attribute
 from difftest.judge.determinism import determinism_verdicts, rerun_verdicts
 from difftest.judge.gates import GateConfig, Verdict, check_outputs, check_second_reference
-from difftest.model.inputs import make_inputs
-from difftest.model.layouts import CONTIGUOUS, lay_out
+from difftest.model.inputs import lay_out, make_inputs
+from difftest.model.layouts import CONTIGUOUS
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
-from difftest.vocab import FailureKind, Gate, Status
+from difftest.vocab import ErrorOrigin, FailureKind, Gate, Status
 
 RATIO_CAP = 1e6  # a non-finite or huge ratio is reported as this (hypothesis.target needs finite)
 
@@ -77,10 +77,14 @@ class CaseResult:
     kernel_seconds: float = 0.0
     notes: list = field(default_factory=list)
     input_digest: str = ""
-    error_type: str = ""  # status "error": the exception's class name where it was caught ("internal:..." for ours)
+    error_type: str = ""  # status "error": the exception's class name where it was caught
+    error_origin: str = ""  # status "error": ErrorOrigin.DIFFTEST when a reference of ours failed, else the kernel
 
     def __post_init__(self):
         self.status = Status(self.status)
+        if self.status == Status.ERROR:
+            self.error_origin = triage.error_origin(self)
+            self.error_type = triage.plain_error_type(self.error_type)
 
     @property
     def failed(self) -> bool:
@@ -114,7 +118,8 @@ class CaseResult:
                 "kernel_seconds": round(self.kernel_seconds, 4), "notes": self.notes, "input_digest": self.input_digest,
                 "triage": str(triage.classify(self)), "overflow_limited": triage.overflow_limited(self),
                 "verdicts": [v.to_dict() for v in self.verdicts],
-                **({"error_type": self.error_type} if self.error_type else {})}
+                **({"error_type": self.error_type} if self.error_type else {}),
+                **({"error_origin": self.error_origin} if self.error_origin else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseResult":
@@ -122,7 +127,7 @@ class CaseResult:
                    reason=d.get("reason", ""), verdicts=[Verdict(**v) for v in d.get("verdicts", [])],
                    seconds=d.get("seconds", 0.0), kernel_seconds=d.get("kernel_seconds", 0.0),
                    notes=d.get("notes", []), input_digest=d.get("input_digest", ""),
-                   error_type=d.get("error_type", ""))
+                   error_type=d.get("error_type", ""), error_origin=d.get("error_origin", ""))
 
     def render(self, verbose: bool = False) -> str:
         lines = [f"[{self.status.upper()}] {self.kernel} on {self.problem.short()}"]
@@ -171,8 +176,8 @@ def _references(inputs, config: RunConfig):
             raise ValueError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
         return oracles.references(inputs, config.chunk_threshold, standard=standard), None
     except Exception as e:
-        return None, (f"internal:{error_type(e)}",
-                      f"internal: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4))
+        return None, (error_type(e), f"difftest error: the reference failed ({type(e).__name__}: {e})\n"
+                      + traceback.format_exc(limit=4))
 
 
 def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None = None) -> CaseResult:
@@ -235,6 +240,7 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
         refs, refs_error = _references(inputs, config)
     if refs_error is not None:  # a bug of difftest's own, reported as such without ending the campaign
         result.status, result.error_type, result.reason = Status.ERROR, *refs_error
+        result.error_origin = ErrorOrigin.DIFFTEST
         result.seconds = time.perf_counter() - t0
         return result
     if refs.note:

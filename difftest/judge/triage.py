@@ -27,21 +27,10 @@ elements per output.
 """
 
 from collections import Counter
-from enum import StrEnum
 
+from difftest.vocab import ErrorOrigin, Status, TriageKind
 
-class Kind(StrEnum):
-    PASSED = "passed"
-    OVERFLOW_LIMITED = "overflow-limited"
-    WRONG_RESULT = "wrong result"
-    NONDETERMINISM = "nondeterminism"
-    DECLARATION = "declaration problem"
-    CONTRACT_VIOLATION = "contract violation"
-    CRASH = "crash"
-    HANG = "hang"
-    BUILD_TIMEOUT = "build timeout"
-    INTERNAL = "difftest error"
-    SKIPPED = "skipped"
+Kind = TriageKind  # the name this module's readers use
 
 
 FINDINGS = (Kind.WRONG_RESULT, Kind.NONDETERMINISM, Kind.DECLARATION, Kind.CONTRACT_VIOLATION, Kind.CRASH, Kind.HANG,
@@ -65,17 +54,32 @@ def _verdicts(case) -> list[dict]:
     return out
 
 
+LEGACY_INTERNAL = "internal:"  # how error_type and reason marked difftest's own errors before error_origin
+
+
+def error_origin(case) -> ErrorOrigin:
+    """Whose exception an error case (a CaseResult or a report's dict) is. The one reader
+    of the older marking: error_type "internal:<Type>", or before error_type, a reason
+    starting "internal:"."""
+    origin = _get(case, "error_origin", "") or ""
+    if origin:
+        return ErrorOrigin(origin)
+    legacy = (_get(case, "error_type", "") or "") or (_get(case, "reason", "") or "").strip()
+    return ErrorOrigin.DIFFTEST if legacy.startswith(LEGACY_INTERNAL) else ErrorOrigin.KERNEL
+
+
+def plain_error_type(error_type: str) -> str:
+    """``error_type`` without the older "internal:" mark (see ``error_origin``)."""
+    return error_type[len(LEGACY_INTERNAL):] if error_type.startswith(LEGACY_INTERNAL) else error_type
+
+
 def _error_kind(reason: str, error_type: str = "") -> Kind:
     """From the exception type the runner recorded (``CaseResult.error_type``); reports
     written before it was recorded are read from the reason's text."""
     if error_type:
-        if error_type.startswith("internal:"):
-            return Kind.INTERNAL
         return {"KernelTimeout": Kind.HANG, "KernelCrashed": Kind.CRASH,
                 "BuildTimeout": Kind.BUILD_TIMEOUT}.get(error_type, Kind.CONTRACT_VIOLATION)
     text = (reason or "").strip()
-    if text.startswith("internal:"):
-        return Kind.INTERNAL
     head = text.splitlines()[0] if text else ""
     if head.startswith("KernelTimeout") or "KernelTimeout:" in head:
         return Kind.HANG
@@ -100,12 +104,14 @@ def overflow_limited(case) -> dict[str, int]:
 def classify(case) -> Kind:
     """The kind of one case (see the module docstring)."""
     status = str(_get(case, "status", ""))
-    if status == "skipped":
+    if status == Status.SKIPPED:
         return Kind.SKIPPED
-    if status == "error":
+    if status == Status.ERROR:
+        if error_origin(case) == ErrorOrigin.DIFFTEST:
+            return Kind.INTERNAL
         return _error_kind(_get(case, "reason", ""), _get(case, "error_type", "") or "")
     failed = [v for v in _verdicts(case) if not v.get("passed", True)]
-    if status == "failed" or failed:
+    if status == Status.FAILED or failed:
         if failed and all(v.get("gate") == "missing" for v in failed):
             return Kind.DECLARATION  # an output declared but never returned (difftest/judge/declaration.py)
         if failed and all(v.get("gate") in _DETERMINISM for v in failed):

@@ -372,6 +372,12 @@ def _shapes(a, default):
         raise UsageError(f"--shape {a.shape!r}: allowed B,H,S,D integers, e.g. 4,32,512,128") from None
     if any(len(s) != 4 or min(s) < 1 for s in shapes):
         raise UsageError(f"--shape {a.shape!r}: allowed exactly four integers B,H,S,D, each >= 1")
+    from difftest.model.problem import MAX_BATCH, MAX_HEAD_DIM, MAX_HEADS, MAX_SEQLEN
+
+    limits = (MAX_BATCH, MAX_HEADS, MAX_SEQLEN, MAX_HEAD_DIM)
+    if any(x > m for s in shapes for x, m in zip(s, limits)):
+        raise UsageError(f"--shape {a.shape!r}: allowed B <= {MAX_BATCH}, H <= {MAX_HEADS}, S <= {MAX_SEQLEN}, "
+                         f"D <= {MAX_HEAD_DIM}")
     return shapes
 
 
@@ -384,8 +390,9 @@ def _env(a) -> dict:
 
 def oracle_command(a) -> int:
     if a.device == "cuda" and not torch.cuda.is_available():
-        print("difftest bench --oracle: --device cuda needs a CUDA device", file=sys.stderr)
-        return 2
+        from difftest.commands.argcheck import UsageError
+
+        raise UsageError("--oracle --device cuda: no CUDA device is available here: allowed --device cpu")
     rows = run_oracle_bench(_shapes(a, ORACLE_SHAPES), tuple(a.kernels or ("fa3",)), (a.dtype or ["bfloat16"])[0],
                             a.device, a.oracle_repeats, a.repeats, a.unskipped, magnitudes_dtype=a.magnitudes_dtype,
                             eager=a.eager, passes_only=a.passes_only,
@@ -407,8 +414,7 @@ def command(a) -> int:
     if not a.kernels:
         raise UsageError("--kernel/-k: required (a registered kernel name), unless --oracle")
     if not torch.cuda.is_available():
-        print("difftest bench: needs a CUDA device", file=sys.stderr)
-        return 2
+        raise UsageError("needs a CUDA device (torch.cuda.is_available() is False): allowed --oracle --device cpu")
     shapes = _shapes(a, DEFAULT_SHAPES)
     problems = shape_problems(shapes, tuple(a.dtype or ("float16", "bfloat16")), not a.no_causal, a.gqa_kv)
     rows = run_bench(a.kernels, problems, a.repeats, a.warmup)

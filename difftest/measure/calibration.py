@@ -58,7 +58,7 @@ def table(data) -> str:
 
 def add_arguments(p):
     from difftest.commands.argcheck import positive_float, positive_int
-    from difftest.search.profiles import PROFILES
+    from difftest.model.profiles import PROFILES
 
     p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True,
                    help="a correct kernel (repeatable)")
@@ -70,8 +70,10 @@ def add_arguments(p):
 
 
 def command(a) -> int:
+    from difftest.commands.argcheck import check_outputs
     from difftest.execute import adapter as registry
 
+    check_outputs(None, [("--json", a.json), ("--detail", getattr(a, "detail", None))])  # before the calibration
     detail = [] if getattr(a, "detail", None) else None
     data = collect([registry.get(n) for n in a.kernels], a.profile, a.max_examples, a.time_budget, detail=detail)
     print(table(data))

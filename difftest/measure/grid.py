@@ -2,7 +2,7 @@
 FlashAttention's test suite (``tests/test_flash_attn.py``), run in pytest's order under
 a wall-clock budget and judged by the same gates (``runner.run_case``).
 
-What the grid holds, and only that (see the project notes, anchors.md):
+What the grid holds, and only that (FlashAttention's own test parameters):
 - ``test_flash_attn_output``: dtype float16/bfloat16; MHA, MQA, GQA with batch 4 and 9
   query heads (9/1/3 key heads; FlashAttention 3's 6 heads, 6/1/2 key heads, for a
   kernel capped below 9 heads, so the grid is not skipped wholesale); head dims 32..256 including the odd 59 and 111;
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from difftest.judge.runner import CaseResult, RunConfig, run_case
 from difftest.model.problem import Problem
+from difftest.vocab import Status
 
 DTYPES = ("float16", "bfloat16")
 MHA_TYPES = ("mha", "mqa", "gqa")
@@ -114,7 +115,7 @@ def run_grid(kernel, time_budget: float, *, problems: list[Problem] | None = Non
         if time.perf_counter() - t0 > time_budget:
             break
         case = run_case(kernel, p, config)
-        if case.status == "skipped":
+        if case.status == Status.SKIPPED:
             res.skipped += 1
             continue
         res.cases.append(case)

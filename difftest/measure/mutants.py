@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from difftest.judge.runner import RunConfig, run_case
-from difftest.search.profiles import PROFILES, get_profile
+from difftest.model.profiles import PROFILES, get_profile
 from difftest.vocab import MutantStatus, Status
 
 
@@ -154,7 +154,7 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
         return row
     res = run_campaign(kernel, profile, max_examples=max_examples, time_budget=search_s, shrink_budget=shrink_s,
                        out_dir=None if out_dir is None else Path(out_dir) / entry.name, config=config,
-                       database=database)
+                       database=database, hunt=False)  # a mutant is killed by its first failure
     if res.failure is not None:
         f = res.failure
         row.examples, row.seconds = res.examples_to_fail, res.seconds_to_fail
@@ -325,6 +325,9 @@ def command(args) -> int:
             print(f"{row.name:32s} {row.status:9s} {_fmt_n(row.examples):>4s} ex {_fmt_s(row.seconds):>6s} s  "
                   f"{', '.join(row.gates[:2])}{extra}", file=sys.stderr, flush=True)
 
+    from difftest.commands.argcheck import check_outputs
+
+    check_outputs(args.out_dir, [("--out", args.out)])  # before the catalogue runs
     device = getattr(args, "device", None)
     if device:
         from difftest.commands.argcheck import check_device

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from difftest.search.profiles import PROFILES, get_profile
+from difftest.model.profiles import PROFILES, get_profile
 
 
 @dataclass

@@ -38,8 +38,7 @@ splitting each multiply so no product reaches 2^63 (exact integer arithmetic, th
 on CUDA and CPU). tests/test_counter_rng.py checks that both give identical bytes.
 Measured (results/speed.md section 7, 215 Problems of an H200 gpu campaign on the 2-core
 CPU box): ``make_inputs`` 1.4-1.9x faster than with the serial generator per core. On a
-GPU nothing is drawn on the host nor copied over PCIe (scripts/device/overhead.sh
-measures it there).
+GPU nothing is drawn on the host nor copied over PCIe.
 
 Alternatives considered: chunked CPU generation with per-chunk ``torch.Generator``s
 (parallel, but still a host-to-device copy of every tensor and still the host's cores

@@ -25,7 +25,7 @@ THD layout (tokens of all sequences concatenated); ``bshd()`` views a dense prob
 [batch, seq, heads, dim] and ``rows(name, b)`` gives one sequence's rows.
 
 These are the logical, contiguous tensors. The kernel receives them re-materialised in
-the Problem's memory layout (``difftest.model.layouts.lay_out``: same values, other strides,
+the Problem's memory layout (``lay_out`` below, with difftest/model/layouts.py: same values, other strides,
 offsets or storage); ``bshd()`` and ``rows()`` are then views of the laid-out memory.
 """
 
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from difftest.model import counter_rng
+from difftest.model.layouts import materialise
 from difftest.model.problem import Problem
 
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -110,7 +111,7 @@ class Inputs:
         into these tensors later (a kernel that scribbles on its inputs) changes what is
         hashed; the hash runs on a thread of its own (hashlib releases the GIL), and the
         returned call waits for it. On the H200 hashing in line took ~34 ms of a TileLang
-        case's ~200 (results/h200/phase11.md, R33's profile); a case now overlaps it."""
+        case's ~200 (a profile of a gpu campaign); a case now overlaps it."""
         parts, result = self._bytes(copy=True), Future()
 
         def work():
@@ -153,10 +154,14 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
         # every device, rather than whatever path torch takes from float64 to a 16-bit type
         def rnd(t):
             return t.to(torch.float32).to(dt)
+    q, k, v = rnd(q), rnd(k), rnd(v)
+    sink = None if sink is None else sink.to(torch.float32).to(device)
+    if p.values == "loss_do":  # dO from the forward of the rounded inputs
+        do = loss_do(p, q, k, v, sink)
     return Inputs(
         problem=p,
-        q=rnd(q), k=rnd(k), v=rnd(v), do=rnd(do),
-        sink=None if sink is None else sink.to(torch.float32).to(device),
+        q=q, k=k, v=v, do=rnd(do),
+        sink=sink,
         cu_seqlens_q=torch.tensor(p.cu_seqlens_q, dtype=torch.int32, device=device),
         cu_seqlens_k=torch.tensor(p.cu_seqlens_k, dtype=torch.int32, device=device),
     )
@@ -193,6 +198,11 @@ def _draw_v2(p: Problem, device: torch.device):
         return counter_rng.normal(p.seed, stream, shape, device)
 
     Tq, Tk = p.total_q, p.total_k
+    if p.capture is not None:  # values="captured": the window of a capture file (difftest/model/capture.py)
+        w = p.capture.window(p, device)
+        do = w["do"] if "do" in w else normal("do", Tq, p.heads_q, p.head_dim_v)
+        sink = normal("sink", p.heads_q).add_(p.sink_center) if p.sinks else None
+        return w["q"], w["k"], w["v"], do, sink
     q = normal("q", Tq, p.heads_q, p.head_dim_qk)
     k = normal("k", Tk, p.heads_kv, p.head_dim_qk)
     v = normal("v", Tk, p.heads_kv, p.head_dim_v)
@@ -225,10 +235,257 @@ def _draw_v2(p: Problem, device: torch.device):
         # |dO| < bound * top <= max finite, so no input is infinite, at any scale
         u = counter_rng.uniform(p.seed, "do_magnitude", (Tq, p.heads_q, 1), device)
         do = do.mul_(_pow2(u.mul_(-s * LOG2_10)).mul_(large_do_top(p.dtype, s)))
+    elif p.values in _STRUCTURED:
+        q, k, v, do = _STRUCTURED[p.values](p, q, k, v, do, device)
     sink = None
     if p.sinks:
         sink = normal("sink", p.heads_q).add_(p.sink_center)
     return q, k, v, do, sink
+
+
+# ------------------------------------------------------------------ structured kinds
+# Activations of a trained model are not iid: they are low-rank, self-similar, have a few
+# huge "sink" tokens, heavy tails, repeated tokens, and the gradient dO comes from a loss
+# of the output. Each kind below builds one of these from the counter-based generator's
+# normals and uniforms with exact float64 operations only (+, -, *, /, sqrt, floor,
+# comparisons and gathers; every one correctly rounded or exact, and never a reduction
+# whose order a device could choose), so the bytes stay the same on every CPU and GPU.
+# docs/values.md says why each exists.
+
+def _sequence_of(cu: tuple, total: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(sequence index, position in it, its length) of each packed row; rows past the last
+    sequence (pad_tail) get index -1, position 0, length 0."""
+    rows = torch.arange(total, device=device)
+    ends = torch.tensor(cu[1:], device=device)
+    b = torch.bucketize(rows, ends, right=True)
+    inside = b < len(cu) - 1
+    starts = torch.tensor(cu[:-1] + (cu[-1],), device=device)
+    lens = torch.tensor([cu[i + 1] - cu[i] for i in range(len(cu) - 1)] + [0], device=device)
+    b = torch.where(inside, b, torch.full_like(b, -1))
+    pos = torch.where(inside, rows - starts[b.clamp_min(0)], torch.zeros_like(rows))
+    return b, pos, torch.where(inside, lens[b.clamp_min(0)], torch.zeros_like(rows))
+
+
+def _floor_index(u: torch.Tensor, n) -> torch.Tensor:
+    """floor(u * n) as int64 for u in (0, 1): an index below n (n a number or a tensor)."""
+    return torch.floor(u * n).to(torch.int64)
+
+
+def low_rank_ranks(p: Problem, device="cpu") -> torch.Tensor:
+    """[heads_kv] int64: the rank (1..4) of each key/value head's q and k under ``low_rank``."""
+    return _floor_index(counter_rng.uniform(p.seed, "low_rank_rank", (p.heads_kv,), device), 4).add_(1)
+
+
+def _low_rank(p, q, k, v, do, device):
+    # q_i = s d^(-1/4) sum_r a_ir U_r / sqrt(rank) + 0.01 noise, k likewise from b_jr, one basis
+    # U (rank x d) shared by a key head and its query heads (projections of the same hidden
+    # states): scaled logits ~ s^2 (a . b) / rank, every row of S a combination of rank vectors
+    s, d, R = p.value_scale, p.head_dim_qk, 4
+    ranks = low_rank_ranks(p, device)  # [Hkv]
+    basis = counter_rng.normal(p.seed, "low_rank_basis", (p.heads_kv, R, d), device)
+    keep = (torch.arange(R, device=device).view(1, R) < ranks.view(-1, 1)).to(torch.float64)  # [Hkv, R]
+    coef = keep.div_(torch.sqrt(ranks.to(torch.float64)).view(-1, 1)).mul_(s * d ** -0.25)
+    idx = torch.arange(p.heads_q, device=device) // p.group
+
+    def build(stream, rows, heads_coef, heads_basis, noise):
+        a = counter_rng.normal(p.seed, stream, (rows, heads_coef.shape[0], R), device)
+        out = noise.mul_(0.01)
+        for r in range(R):  # explicit sum over the rank: a fixed order on every device
+            out = out.add_(a[..., r:r + 1] * heads_coef[:, r].view(1, -1, 1) * heads_basis[:, r].unsqueeze(0))
+        return out
+
+    q = build("low_rank_q", p.total_q, coef[idx], basis[idx], q)
+    k = build("low_rank_k", p.total_k, coef, basis, k)
+    return q, k, v, do
+
+
+def _qk_correlated(p, q, k, v, do, device):
+    # a vocabulary of Tk / 8 token embeddings E; key j is the embedding of its token plus 0.1
+    # noise, query i of a sequence the (value_scale * 2 / sqrt(d))-scaled embedding of the token
+    # at key position i + sk - sq (self-attention over the same text) plus 0.1 noise: each
+    # query's logit against every key of its own token is ~2 value_scale, ~0 against others
+    s, d = p.value_scale, p.head_dim_qk
+    vocab = max(2, p.total_k // 8)
+    emb = counter_rng.normal(p.seed, "tokens_embedding", (vocab, p.heads_kv, d), device)
+    tok_k = _floor_index(counter_rng.uniform(p.seed, "tokens_k", (p.total_k,), device), vocab)
+    tok_q = _floor_index(counter_rng.uniform(p.seed, "tokens_q", (p.total_q,), device), vocab)
+    bq, pos, lq = _sequence_of(p.cu_seqlens_q, p.total_q, device)
+    if p.batch:
+        ck = torch.tensor(p.cu_seqlens_k, device=device)
+        lk = torch.tensor(p.seqlens_k, device=device)
+        b = bq.clamp_min(0)
+        at = pos + lk[b] - lq  # the key position that holds this query's token
+        same = (bq >= 0) & (at >= 0) & (at < lk[b])
+        tok_q = torch.where(same, tok_k[(ck[b] + at).clamp(0, max(0, p.total_k - 1))] if p.total_k else tok_q, tok_q)
+    idx = torch.arange(p.heads_q, device=device) // p.group
+    k = emb[tok_k].add_(k.mul_(0.1))
+    q = emb[tok_q][:, idx].mul_(2.0 * s / math.sqrt(d)).add_(q.mul_(0.1))
+    return q, k, v, do
+
+
+def massive_rows(p: Problem, device="cpu") -> torch.Tensor:
+    """[total_k] bool: the keys ``massive_keys`` enlarges: each sequence's first token and
+    about one in 32 of the others."""
+    b, pos, _ = _sequence_of(p.cu_seqlens_k, p.total_k, device)
+    u = counter_rng.uniform(p.seed, "massive_tokens", (p.total_k,), device)
+    return (b >= 0) & ((pos == 0) | (u < 1.0 / 32))
+
+
+def _massive_keys(p, q, k, v, do, device):
+    # the keys of a few tokens value_scale (10^1..10^3) times larger, as the attention sinks
+    # of trained LLMs (massive activations): their logits dominate a row or vanish from it
+    big = massive_rows(p, device).view(-1, 1, 1)
+    return q, torch.where(big, k * p.value_scale, k), v, do
+
+
+def heavy_tail_dof(value_scale: float) -> int:
+    """Degrees of freedom of ``heavy_tailed`` at ``value_scale``: round(8 / value_scale) in 1..8."""
+    return max(1, min(8, int(math.floor(8.0 / value_scale + 0.5))))
+
+
+HEAVY_TAIL_CLIP = {"float16": 64.0, "bfloat16": 1024.0, "float32": 1024.0}
+
+
+def _student_t(p, stream, shape, z, device):
+    """Student-t: z / sqrt(W / nu), W a sum of nu squared normals added in a fixed order,
+    clipped to +-HEAVY_TAIL_CLIP[dtype] (a Cauchy draw can reach 10^10)."""
+    nu = heavy_tail_dof(p.value_scale)
+    w = torch.zeros(shape, dtype=torch.float64, device=device)
+    for m in range(nu):
+        g = counter_rng.normal(p.seed, f"{stream}_chi{m}", shape, device)
+        w = w.add_(g.mul_(g))
+    c = HEAVY_TAIL_CLIP[p.dtype]
+    return z.div_(torch.sqrt(w.div_(float(nu)))).clamp_(-c, c)
+
+
+def _heavy_tailed(p, q, k, v, do, device):
+    return (_student_t(p, "t_q", q.shape, q, device), _student_t(p, "t_k", k.shape, k, device),
+            _student_t(p, "t_v", v.shape, v, device), do)
+
+
+def tied_sources(p: Problem, device="cpu") -> torch.Tensor:
+    """[total_k] int64: the packed key row each key copies under ``tied_keys``: a row of its
+    own sequence among the first ceil(len / value_scale), so each distinct row appears
+    value_scale times on average (every key the same one once value_scale >= len)."""
+    b, pos, L = _sequence_of(p.cu_seqlens_k, p.total_k, device)
+    distinct = torch.ceil(L.to(torch.float64) / p.value_scale).clamp_min(1.0)
+    u = counter_rng.uniform(p.seed, "tied_sources", (p.total_k,), device)
+    rows = torch.arange(p.total_k, device=device)
+    src = rows - pos + _floor_index(u, distinct)
+    return torch.where(b >= 0, src, rows)
+
+
+def _tied_keys(p, q, k, v, do, device):
+    # whole key rows (every head) copied: the logits of copies are exactly equal, so ties
+    # at and below the row max, with values v that differ between the copies
+    return q, k[tied_sources(p, device)], v, do
+
+
+_STRUCTURED = {"low_rank": _low_rank, "qk_correlated": _qk_correlated, "massive_keys": _massive_keys,
+               "heavy_tailed": _heavy_tailed, "tied_keys": _tied_keys,
+               "loss_do": lambda p, q, k, v, do, device: (q, k, v, do)}  # dO: see loss_do()
+
+# exp() from exact operations: fdlibm's split of ln 2 (n * LN2_HI is exact for |n| < 2^11)
+# and a degree-13 Taylor polynomial on |r| <= ln(2)/2 (error < 2^-60), evaluated by Horner
+# with one multiply and one add per step as separate operations (no fused multiply-add)
+_LN2_HI, _LN2_LO, _LOG2E = 6.93147180369123816490e-01, 1.90821492927058770002e-10, 1.4426950408889634
+_EXP_COEFS = tuple(1.0 / math.factorial(i) for i in range(13, -1, -1))
+_EXP_FLOOR = -700.0  # exp below this (< 1e-304) is taken as 0: it never moves a float64 sum of the row's max
+
+
+def exact_exp(x: torch.Tensor) -> torch.Tensor:
+    """exp(x) for float64 x <= 0 (-inf allowed), the same bits on every device: within a
+    few ulp of exp, 0 below -700."""
+    zero = x < _EXP_FLOOR
+    x = torch.where(zero, torch.zeros_like(x), x)
+    n = torch.floor(x * _LOG2E + 0.5)
+    r = (x - n * _LN2_HI) - n * _LN2_LO
+    y = torch.full_like(r, _EXP_COEFS[0])
+    for c in _EXP_COEFS[1:]:
+        y = (y * r) + c
+    two_n = (n.to(torch.int64) + 1023).bitwise_left_shift_(52).view(torch.float64)
+    return torch.where(zero, torch.zeros_like(y), y * two_n)
+
+
+def _tree_sum(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sum over ``dim`` by halving (zero-padded to a power of two): a fixed order of
+    correctly rounded additions, so every device gives the same bits."""
+    x = x.movedim(dim, -1)
+    n = x.shape[-1]
+    if n == 0:
+        return torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
+    width = 1 << (n - 1).bit_length()
+    if width != n:
+        x = torch.nn.functional.pad(x, (0, width - n))
+    while x.shape[-1] > 1:
+        h = x.shape[-1] // 2
+        x = x[..., :h] + x[..., h:]
+    return x[..., 0]
+
+
+def exact_forward_o(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    sink: torch.Tensor | None) -> torch.Tensor:
+    """O of attention over the given (rounded) tensors in float64, [total_q, heads_q,
+    head_dim_v], the same bits on every device: dot products and row sums by ``_tree_sum``,
+    exp by ``exact_exp``; masks, GQA and sinks as the Problem says; O = 0 for rows that see
+    nothing and tail rows."""
+    f64 = torch.float64
+    q, k, v = q.to(f64), k.to(f64), v.to(f64)
+    idx = torch.arange(p.heads_q, device=q.device) // p.group
+    o = torch.zeros(p.total_q, p.heads_q, p.head_dim_v, dtype=f64, device=q.device)
+    left, right = p.key_bounds()
+    sk_h = None if sink is None else sink.to(f64).view(1, -1)
+    for b in range(p.batch):
+        q0, sq, k0, sk = p.cu_seqlens_q[b], p.seqlens_q[b], p.cu_seqlens_k[b], p.seqlens_k[b]
+        if sq == 0:
+            continue
+        kb, vb = k[k0:k0 + sk][:, idx], v[k0:k0 + sk][:, idx]  # [sk, Hq, D]
+        width = max(p.head_dim_qk, p.head_dim_v, 1)
+        step = max(1, (1 << 22) // max(1, sk * p.heads_q * width))
+        for r0 in range(0, sq, step):
+            r1 = min(sq, r0 + step)
+            qb = q[q0 + r0:q0 + r1]  # [n, Hq, D]
+            s = _tree_sum(qb.unsqueeze(1) * kb.unsqueeze(0), -1) * p.scale  # [n, sk, Hq]
+            rel = (torch.arange(sk, device=q.device).view(1, -1)
+                   - (torch.arange(r0, r1, device=q.device).view(-1, 1) + p.mask_offset(sq, sk)))
+            ok = torch.ones_like(rel, dtype=torch.bool)
+            if left is not None:
+                ok &= rel >= -left
+            if right is not None:
+                ok &= rel < right
+            s = s.masked_fill(~ok.unsqueeze(-1), float("-inf"))
+            m = s.amax(dim=1) if sk else torch.full((r1 - r0, p.heads_q), float("-inf"), dtype=f64,
+                                                    device=q.device)  # max: exact in any order
+            if sk_h is not None:
+                m = torch.maximum(m, sk_h)
+            m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+            e = exact_exp(s - m.unsqueeze(1))  # [n, sk, Hq]
+            denom = _tree_sum(e, 1)
+            if sk_h is not None:
+                denom = denom + exact_exp(sk_h - m)
+            num = _tree_sum(e.unsqueeze(-1) * vb.unsqueeze(0), 1)  # [n, Hq, Dv]
+            safe = torch.where(denom > 0, denom, torch.ones_like(denom))
+            o[q0 + r0:q0 + r1] = torch.where(denom.unsqueeze(-1) > 0, num / safe.unsqueeze(-1), torch.zeros_like(num))
+    return o
+
+
+def loss_target(p: Problem, device="cpu") -> torch.Tensor:
+    """[total_q, heads_q, head_dim_v] float64: the sparse target of ``loss_do``: about half
+    the query rows (per head) have value_scale in one channel (sign drawn), the rest 0."""
+    shape = (p.total_q, p.heads_q, 1)
+    u_row = counter_rng.uniform(p.seed, "target_rows", shape, device)
+    u_ch = counter_rng.uniform(p.seed, "target_channel", shape, device)
+    u_sign = counter_rng.uniform(p.seed, "target_sign", shape, device)
+    ch = _floor_index(u_ch, p.head_dim_v)
+    hot = (torch.arange(p.head_dim_v, device=device).view(1, 1, -1) == ch) & (u_row < 0.5)
+    sign = torch.where(u_sign < 0.5, -1.0, 1.0).to(torch.float64)
+    return torch.where(hot, sign * p.value_scale, torch.zeros((), dtype=torch.float64, device=device))
+
+
+def loss_do(p: Problem, q, k, v, sink) -> torch.Tensor:
+    """dO of the loss 0.5 |O - target|^2: O - target in float64, O from ``exact_forward_o``
+    on the inputs as rounded to the Problem's dtype (the float64 truth's O)."""
+    return exact_forward_o(p, q, k, v, sink).sub_(loss_target(p, q.device))
 
 
 def _draw_v1(p: Problem):
@@ -269,3 +526,27 @@ def _draw_v1(p: Problem):
     if p.sinks:
         sink = (p.sink_center + randn(p.heads_q)).to(torch.float32)
     return q, k, v, do, sink
+
+
+def lay_out(inputs):
+    """The Inputs a kernel receives under ``inputs.problem.layout``: the tensors the layout
+    names re-materialised (same values, new strides/offsets/storage), the rest as given.
+    ``inputs`` are the logical contiguous tensors from ``make_inputs``; keep them for the
+    references. Dense problems also carry the [B, S, H, D] views (``Inputs.bshd``)."""
+    p = inputs.problem
+    layout = p.layout
+    if not layout.tensors:
+        return inputs
+    why = layout.unfit(p)
+    if why:
+        raise ValueError(f"Problem.layout={layout.kind!r} is invalid: allowed {why}")
+    kw = {n: getattr(inputs, n) for n in Inputs.TENSORS}
+    dense = None if p.varlen else {}
+    for name in layout.tensors:
+        if dense is None:
+            kw[name] = materialise(layout.kind, getattr(inputs, name), p.heads_q)
+        else:
+            y = materialise(layout.kind, inputs.bshd(name), p.heads_q)
+            dense[name] = y
+            kw[name] = y.reshape(-1, *y.shape[2:])  # a view where the memory allows, else a copy
+    return Inputs(problem=p, dense=dense, **kw)

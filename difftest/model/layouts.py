@@ -7,7 +7,7 @@ hands a kernel fresh contiguous tensors never reaches them. A ``Layout`` is part
 Problem (``Problem.layout``), so reproducers, reports and the failure store record it.
 
 A layout never changes a value. ``make_inputs`` builds the logical, contiguous tensors
-exactly as always (the references and the digest use those), and ``lay_out`` copies the
+exactly as always (the references and the digest use those), and ``inputs.lay_out`` copies the
 same values into the requested memory arrangement for the kernel alone. Storage a view
 does not cover (the padding of a head-dim slice, the elements before an offset) is
 filled with NaN, so a kernel that reads outside the tensor it was given shows.
@@ -144,29 +144,3 @@ def materialise(kind: str, x, heads_q: int):
     if kind == "contiguous":
         return x.contiguous()
     raise ValueError(f"layout kind={kind!r}: allowed {LAYOUTS}")
-
-
-def lay_out(inputs):
-    """The Inputs a kernel receives under ``inputs.problem.layout``: the tensors the layout
-    names re-materialised (same values, new strides/offsets/storage), the rest as given.
-    ``inputs`` are the logical contiguous tensors from ``make_inputs``; keep them for the
-    references. Dense problems also carry the [B, S, H, D] views (``Inputs.bshd``)."""
-    from difftest.model.inputs import Inputs
-
-    p = inputs.problem
-    layout = p.layout
-    if not layout.tensors:
-        return inputs
-    why = layout.unfit(p)
-    if why:
-        raise ValueError(f"Problem.layout={layout.kind!r} is invalid: allowed {why}")
-    kw = {n: getattr(inputs, n) for n in Inputs.TENSORS}
-    dense = None if p.varlen else {}
-    for name in layout.tensors:
-        if dense is None:
-            kw[name] = materialise(layout.kind, getattr(inputs, name), p.heads_q)
-        else:
-            y = materialise(layout.kind, inputs.bshd(name), p.heads_q)
-            dense[name] = y
-            kw[name] = y.reshape(-1, *y.shape[2:])  # a view where the memory allows, else a copy
-    return Inputs(problem=p, dense=dense, **kw)

@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from difftest.errors import InputError
 from difftest.model.layouts import CONTIGUOUS, Layout
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -47,20 +48,37 @@ VALUE_KINDS = (
     "negative_lse",  # every logit strongly negative: LSE very negative
     "mixed_do",  # dO rows with magnitudes spread over 10^(+-value_scale)
     "large_do",  # dO rows spread over value_scale decades, up to the dtype's largest finite value
+    # structured kinds, like activations of a trained model (docs/values.md says why each exists)
+    "low_rank",  # q and k of rank 1..4 per head plus small noise, logits ~ value_scale^2
+    "qk_correlated",  # queries are copies of keys of the same (repeated) tokens: self-similar text
+    "massive_keys",  # a few tokens (each sequence's first) with keys value_scale times larger
+    "heavy_tailed",  # q, k, v Student-t with round(8 / value_scale) degrees of freedom
+    "tied_keys",  # key rows duplicated, value_scale copies of each on average: exactly equal logits
+    "loss_do",  # dO = O - target (O of the float64 forward, a sparse target of size value_scale)
 )
 # kinds that only input version 2 draws (added after version 1 was frozen): a version-1
 # Problem (JSON without input_version) cannot name them
-V2_ONLY_KINDS = ("large_do",)
+V2_ONLY_KINDS = ("large_do", "low_rank", "qk_correlated", "massive_keys", "heavy_tailed", "tied_keys", "loss_do")
+# the structured kinds (a subset of V2_ONLY_KINDS)
+STRUCTURED_KINDS = V2_ONLY_KINDS[1:]
+# values taken from a capture file (difftest/model/capture.py, ``Problem.capture``): never drawn
+# by the value strategies, only by ``difftest run --values-from``
+CAPTURED = "captured"
 MAX_HEAD_DIM = 512
 # unused tail tokens: a few of the largest tiles is all a tail can test; an unbounded one
 # only allocates (pad_tail 10^7 on a 16-token problem once took 5.3 GB)
 MAX_PAD_TAIL = 4096
+# hard bounds on any Problem, far above every profile's (a file's batch of 10^15 once made
+# Python build a 10^15-element tuple); a profile's own limits (search/limits.py) are smaller
+MAX_BATCH = 65536
+MAX_HEADS = 65536
+MAX_SEQLEN = 2**24
 OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
 INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field); 2: counter-based
 LEGACY_INPUT_VERSION = 1
 
 
-class ProblemError(ValueError):
+class ProblemError(InputError):
     """A Problem field holds a value outside what is allowed."""
 
     def __init__(self, field_name: str, value: Any, allowed: str):
@@ -105,6 +123,9 @@ class Problem:
     seed: int = 0
     layout: Layout = CONTIGUOUS
     input_version: int = 2
+    # values="captured": the capture file and where the window lies (difftest/model/capture.py);
+    # absent from the JSON when None, so JSON without it reads as before
+    capture: Any = None
 
     def __post_init__(self):
         # Accept lists (JSON) for the varlen lengths but store tuples (frozen, hashable).
@@ -115,29 +136,37 @@ class Problem:
         # Accept a layout's kind (JSON's form) or its dict; store the Layout value.
         if not isinstance(self.layout, Layout):
             object.__setattr__(self, "layout", Layout.coerce(self.layout))
+        if self.capture is not None:
+            from difftest.model.capture import CaptureSlice, CaptureSliceError
+
+            try:
+                object.__setattr__(self, "capture", CaptureSlice.coerce(self.capture))
+            except CaptureSliceError as e:
+                raise ProblemError("capture", e.value, e.expected) from None
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> "Problem":
         """Raise ProblemError naming the first bad field; return self when valid."""
-        if not _is_int(self.batch) or self.batch < 1:
-            raise ProblemError("batch", self.batch, "an int >= 1")
+        if not _is_int(self.batch) or not 1 <= self.batch <= MAX_BATCH:
+            raise ProblemError("batch", self.batch, f"an int in 1..{MAX_BATCH}")
         varlen_q = isinstance(self.seqlen_q, tuple)
         varlen_k = isinstance(self.seqlen_k, tuple)
         for name, v, vl in (("seqlen_q", self.seqlen_q, varlen_q), ("seqlen_k", self.seqlen_k, varlen_k)):
             if vl:
                 if len(v) != self.batch:
                     raise ProblemError(name, v, f"a list of exactly batch={self.batch} lengths")
-                if not all(_is_int(x) and x >= 0 for x in v):
-                    raise ProblemError(name, v, "per-sequence lengths that are ints >= 0")
-            elif not _is_int(v) or v < 1:
-                raise ProblemError(name, v, "an int >= 1 (dense) or a list of ints >= 0 (varlen)")
+                if not all(_is_int(x) and 0 <= x <= MAX_SEQLEN for x in v):
+                    raise ProblemError(name, v, f"per-sequence lengths that are ints in 0..{MAX_SEQLEN}")
+            elif not _is_int(v) or not 1 <= v <= MAX_SEQLEN:
+                raise ProblemError(name, v, f"an int in 1..{MAX_SEQLEN} (dense) or a list of ints in "
+                                            f"0..{MAX_SEQLEN} (varlen)")
         if varlen_q != varlen_k:
             raise ProblemError("seqlen_k", self.seqlen_k,
                                "the same form as seqlen_q: both ints (dense) or both lists (varlen)")
         for name in ("heads_q", "heads_kv"):
             v = getattr(self, name)
-            if not _is_int(v) or v < 1:
-                raise ProblemError(name, v, "an int >= 1")
+            if not _is_int(v) or not 1 <= v <= MAX_HEADS:
+                raise ProblemError(name, v, f"an int in 1..{MAX_HEADS}")
         if self.heads_q % self.heads_kv:
             raise ProblemError("heads_kv", self.heads_kv,
                                f"a divisor of heads_q={self.heads_q} (GQA/MQA groups)")
@@ -164,8 +193,14 @@ class Problem:
             or self.softmax_scale <= 0
         ):
             raise ProblemError("softmax_scale", self.softmax_scale, "None (1/sqrt(head_dim_qk)) or a finite float > 0")
-        if self.values not in VALUE_KINDS:
+        if self.values not in VALUE_KINDS and self.values != CAPTURED:
             raise ProblemError("values", self.values, f"one of {VALUE_KINDS}")
+        if (self.values == CAPTURED) != (self.capture is not None):
+            raise ProblemError("capture", self.capture, "a capture slice exactly when values='captured'")
+        if self.capture is not None:
+            why = self.capture.unfit(self)
+            if why:
+                raise ProblemError("capture", self.capture.to_json(), why)
         if (not _is_real(self.value_scale) or not math.isfinite(self.value_scale)
                 or self.value_scale <= 0):
             raise ProblemError("value_scale", self.value_scale, "a finite float > 0")
@@ -177,7 +212,7 @@ class Problem:
             raise ProblemError("seed", self.seed, "an int in 0..2**63-1")
         if self.input_version not in INPUT_VERSIONS or not _is_int(self.input_version):
             raise ProblemError("input_version", self.input_version, f"one of {INPUT_VERSIONS}")
-        if self.values in V2_ONLY_KINDS and self.input_version < 2:
+        if (self.values in V2_ONLY_KINDS or self.values == CAPTURED) and self.input_version < 2:
             raise ProblemError("values", self.values,
                                f"one of {tuple(k for k in VALUE_KINDS if k not in V2_ONLY_KINDS)} under "
                                f"input_version {self.input_version} ({self.values} needs input_version 2)")
@@ -269,6 +304,10 @@ class Problem:
             if isinstance(d[name], tuple):
                 d[name] = list(d[name])
         d["layout"] = self.layout.to_json()
+        if self.capture is None:
+            del d["capture"]
+        else:
+            d["capture"] = self.capture.to_json(self)
         return d
 
     def to_json(self) -> str:

@@ -4,7 +4,10 @@
   profile and fails the test with the shrunk case and its reproducer path. Kernels run
   in a worker process, as the CLI runs them (``isolate=False`` or
   ``--difftest-no-isolate`` to run in-process); each call adds JUnit properties
-  (kernel, profile, cases, status, absolute reproducer path).
+  (kernel, profile, cases, status, absolute reproducer path). Campaigns run through the
+  session's RunPlan (difftest/run/plan.py, as ``difftest run`` runs them: prebuild, run
+  folder ``--difftest-out``/pytest/runs/<id>/ with the session's reports, a kernel worker
+  started with the environment the campaign runs in).
 - Under pytest-xdist each worker limits torch's intra-op threads to
   ``max(1, cpu_count // workers)`` (unless OMP_NUM_THREADS is set), so ``-n 2`` does not
   oversubscribe the cores.
@@ -25,9 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from difftest.pytest_plugin.items import KernelCollector
+from difftest.pytest_plugin.session import RESULTS_KEY, finish, run_campaign
+from difftest.vocab import CampaignStatus
 from difftest.workdir import DEFAULT_OUT
-
-_RESULTS_KEY = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser):
@@ -99,11 +103,9 @@ def worker_gpu(worker_id: str, gpus: list[str]) -> str | None:
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "slow: long-running (excluded from the default CI run)")
-    config.stash[_RESULTS_KEY] = []
+    config.stash[RESULTS_KEY] = []
     _limit_threads()
     if config.getoption("--difftest-kernel"):
-        from difftest.pytest_plugin.items import KernelCollector
-
         config.pluginmanager.register(KernelCollector(config.getoption("--difftest-kernel")), "difftest-kernels")
     worker = _worker_id(config) or ""
     if config.getoption("--difftest-gpu-per-worker") and worker:
@@ -142,32 +144,21 @@ def difftest_campaign(request):
       ``seed`` (default ``--difftest-seed``, else the profile's), ``database`` (failure store
       and example database; None for none), ``edge_cases`` (the corner corpus first, default
       True), ``strategy``, ``config`` (a RunConfig: gates, device, poison, timeout_s; its
-      ``isolate`` wins over the ``isolate`` argument), ``out_dir`` (default ``--difftest-out``).
+      ``isolate`` wins over the ``isolate`` argument), ``out_dir`` (default: the session's run
+      folder, ``--difftest-out``/pytest/runs/<run id>/).
+
+    Campaigns run through the session's RunPlan (difftest/run/plan.py, via
+    pytest_plugin/session.py), as ``difftest run`` runs them: JIT kernels prebuilt first, one
+    run folder, a kernel worker started with the environment the campaign runs in (a
+    ``monkeypatch.setenv`` before the call reaches the kernel), the session's reports.
 
     Each call records JUnit properties on the test: difftest_kernel, difftest_profile,
     difftest_cases, difftest_status and difftest_reproducer (absolute path, when it failed).
     """
-    from difftest.search.campaign import run_campaign
-
     config = request.config
-    out = Path(config.getoption("--difftest-out"))
 
     def run(kernel, *, expect_failure: bool = False, isolate: bool | None = None, **kw):
-        kw.setdefault("profile", config.getoption("--difftest-profile"))
-        kw.setdefault("out_dir", out)
-        if config.getoption("--difftest-seed") is not None:
-            kw.setdefault("seed", config.getoption("--difftest-seed"))
-        if config.getoption("--difftest-max-examples") is not None:
-            kw.setdefault("max_examples", config.getoption("--difftest-max-examples"))
-        if "config" not in kw:
-            from difftest.judge.runner import RunConfig
-
-            iso = not config.getoption("--difftest-no-isolate") if isolate is None else isolate
-            if iso and not isinstance(kernel, str) and getattr(kernel, "spec", None) is None:
-                iso = False  # an unregistered instance: a worker process could not rebuild it
-            kw["config"] = RunConfig(isolate=iso)
-        res = run_campaign(kernel, **kw)
-        config.stash[_RESULTS_KEY].append(res)
+        res = run_campaign(config, kernel, isolate=isolate, **kw)
         props = request.node.user_properties
         props += [("difftest_kernel", res.kernel), ("difftest_profile", res.profile),
                   ("difftest_cases", len(res.cases)), ("difftest_status", str(res.status)),
@@ -175,11 +166,12 @@ def difftest_campaign(request):
                   ("difftest_cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))]
         if res.reproducer:
             props.append(("difftest_reproducer", str(Path(res.reproducer["py"]).resolve())))
-        if res.status == "unavailable":
+        if res.status == CampaignStatus.UNAVAILABLE:
             pytest.skip(f"kernel {res.kernel} unavailable: {res.reason}")
         if res.failed and not expect_failure:
-            pytest.fail(f"{res.failure.render()}\nfirst failure after {res.examples_to_fail} examples; "
-                        f"reproducer: {res.reproducer['py']}", pytrace=False)
+            from difftest.search.findings import failure_message
+
+            pytest.fail(failure_message(res), pytrace=False)
         return res
 
     return run
@@ -197,11 +189,8 @@ def _part_path(config, worker):
 
 
 def pytest_sessionfinish(session):
-    import sys
-
-    if "difftest.execute.isolation" in sys.modules:  # the fixture's kernel worker processes
-        sys.modules["difftest.execute.isolation"].close_all()
-    results = session.config.stash.get(_RESULTS_KEY, [])
+    finish(session)
+    results = session.config.stash.get(RESULTS_KEY, [])
     worker = _worker_id(session.config)
     if worker and results:
         from difftest.report.write import campaign_record
@@ -215,7 +204,7 @@ def pytest_sessionfinish(session):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    results = config.stash.get(_RESULTS_KEY, [])
+    results = config.stash.get(RESULTS_KEY, [])
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
     rows = [(r.kernel, r.profile, len(r.cases), r.status, r.examples_to_fail, None, gpus) for r in results]
     out = Path(config.getoption("--difftest-out"))

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from difftest.vocab import CampaignStatus
+
 _RUN_ID = pytest.StashKey[str]()
 
 
@@ -63,29 +65,16 @@ def campaign_record(config, kernel: str) -> dict:
     with FileLock(str(path) + ".lock"):
         if path.exists():
             return json.loads(path.read_text())
-        from difftest.report.read import write_text_atomic
+        from difftest.pytest_plugin.session import run_campaign
         from difftest.report.write import campaign_record as record
-        from difftest.search.campaign import run_campaign
+        from difftest.safeio import atomic_write_text
 
-        kw = {}
-        if config.getoption("--difftest-seed") is not None:
-            kw["seed"] = config.getoption("--difftest-seed")
-        if config.getoption("--difftest-max-examples") is not None:
-            kw["max_examples"] = config.getoption("--difftest-max-examples")
-        from difftest.judge.runner import RunConfig
-
-        # a worker process per kernel, as the CLI and the fixture run it (--difftest-no-isolate: in-process)
-        kw["config"] = RunConfig(isolate=not config.getoption("--difftest-no-isolate"))
-        res = run_campaign(kernel, config.getoption("--difftest-profile"),
-                           out_dir=Path(config.getoption("--difftest-out")), **kw)
-        from difftest.pytest_plugin import _RESULTS_KEY
-
-        config.stash[_RESULTS_KEY].append(res)
+        res = run_campaign(config, kernel)  # the session's RunPlan: its options, prebuild, worker, run folder
         rec = record(res)
         rec["pytest_worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
         rec["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")  # --difftest-gpu-per-worker's pick
         text = json.dumps(rec, default=str)
-        write_text_atomic(path, text)
+        atomic_write_text(path, text)
         return json.loads(text)  # plain JSON values (no enums) for every worker alike
 
 
@@ -121,12 +110,12 @@ class KernelItem(pytest.Item):
                                  ("difftest_status", str(rec.get("status")))]
         if (rec.get("reproducer") or {}).get("py"):
             self.user_properties.append(("difftest_reproducer", str(Path(rec["reproducer"]["py"]).resolve())))
-        if rec["status"] == "unavailable":
+        if rec["status"] == CampaignStatus.UNAVAILABLE:
             pytest.skip(f"kernel {self.kernel} unavailable: {rec.get('reason', '')}")
         repro = (rec.get("reproducer") or {}).get("py")
         failure = rec.get("failure")
         if self.output is None:
-            if rec["status"] == "failed" or rec["counts"]["failed"] or rec["counts"]["error"]:
+            if rec["status"] == CampaignStatus.FAILED or rec["counts"]["failed"] or rec["counts"]["error"]:
                 n = rec["counts"]["failed"] + rec["counts"]["error"]
                 text = [f"{self.kernel}: {n} of {rec['examples']} cases failed"]
                 if failure:

@@ -21,7 +21,12 @@ gate fails (exit 1) on:
 Different shards of one kernel (or a shard against a whole campaign) are refused: merge first.
 
 A gate that fails in both is a *known failure*: listed, not blocking (it is not this
-change's doing). Coverage the candidate lacks only because its search budget ran out first
+change's doing), unless the candidate's finding on it is another bug: findings carry a
+signature (difftest/search/signature.py), and a candidate finding whose signature matches
+no baseline finding (``same_identity``) is a regression even where the baseline failed the
+same output x gate (two bugs on one output are two bugs). Each candidate finding is also a
+JUnit testcase ``finding <id>`` (failure when new, skipped when known).
+Coverage the candidate lacks only because its search budget ran out first
 (it left drawn Problems unrun, and every Problem it ran the baseline ran too: the same
 seeded stream, stopped earlier, e.g. on a loaded runner or behind cold kernel builds) is
 *not reached* (kind ``incomplete``): listed, not blocking. A report compared with itself
@@ -32,19 +37,20 @@ shrank that failure, else the first failing Problem, marked as not shrunk.
 """
 
 import json
-import sys
 from dataclasses import dataclass, field
 
 from difftest.model.problem import OUTPUTS
-from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, problem_key, ratio
-from difftest.vocab import Gate
+from difftest.report.html import render_html
+from difftest.report.read import ReportError, gate_results, load_report, problem_key, ratio
+from difftest.report.write import diff_table
+from difftest.vocab import RATIO_GATES, CampaignStatus, FindingKind, Gate, Status
 
 DEFAULT_GROWTH = 1.0
 DEFAULT_MIN_RATIO = 0.05
 RUN = ("all", "run")  # the pseudo output x gate of kernel errors (crash, exception, timeout)
-RATIO_GATES = (Gate.BUDGET, Gate.SECOND_REFERENCE)
 DETERMINISM_GATES = (Gate.DETERMINISM, Gate.DETERMINISM_INFO)
-NOT_BLOCKING = ("known", "incomplete")  # failing in the baseline too; not reached in the candidate's budget
+# failing in the baseline too; not reached in the candidate's budget
+NOT_BLOCKING = (FindingKind.KNOWN, FindingKind.INCOMPLETE)
 
 
 @dataclass
@@ -52,11 +58,14 @@ class Finding:
     kernel: str
     output: str  # an output name, "all" or "coverage"
     gate: str
-    kind: str  # regression | ratio | determinism | coverage | settings | known | incomplete
+    kind: FindingKind
     message: str
     case: dict | None = None  # B's failing case record (shrunk when ``shrunk``)
     shrunk: bool = False
     reproducer: str | None = None
+
+    def __post_init__(self):
+        self.kind = FindingKind(self.kind)
 
     @property
     def blocking(self) -> bool:
@@ -65,7 +74,7 @@ class Finding:
     @property
     def testcase(self) -> tuple[str, str]:
         if self.output == "coverage":
-            return self.kernel, "settings" if self.kind == "settings" else "coverage"
+            return self.kernel, "settings" if self.kind == FindingKind.SETTINGS else "coverage"
         return self.kernel, f"{self.output}:{self.gate}"
 
 
@@ -93,8 +102,8 @@ def _campaigns(doc, which) -> dict:
 
 def _gates_with_run(c: dict) -> dict:
     g = gate_results(c)
-    ran = [x for x in c.get("cases", []) if x.get("status") != "skipped"]
-    errors = [x for x in ran if x.get("status") == "error"]
+    ran = [x for x in c.get("cases", []) if x.get("status") != Status.SKIPPED]
+    errors = [x for x in ran if x.get("status") == Status.ERROR]
     if ran:
         g[RUN] = {"checked": len(ran), "failed": len(errors), "worst_ratio": 0.0, "differing_cases": 0,
                   "first_failing": errors[0] if errors else None}
@@ -108,7 +117,7 @@ def _shrunk(c: dict, output: str, gate: str):
     for failure, repro in pairs:
         if not failure:
             continue
-        hit = failure.get("status") == "error" if (output, gate) == RUN else \
+        hit = failure.get("status") == Status.ERROR if (output, gate) == RUN else \
             f"{output}:{gate}" in (failure.get("failed_gates") or [])
         if hit:
             return failure, (repro or {}).get("py") or (repro or {}).get("json")
@@ -130,21 +139,72 @@ def _finding(kernel, c_b, output, gate, kind, message, case=None) -> Finding:
                    reproducer=repro)
 
 
+def _signed(c: dict | None) -> list:
+    """A campaign record's findings as (record, Signature, shrunk Problem or None); a finding
+    without a readable signature (an older or hand-edited report) is left out."""
+    from difftest.model.problem import Problem, ProblemError
+    from difftest.search.signature import Signature, SignatureError
+
+    out = []
+    for f in (c or {}).get("findings") or []:
+        if not isinstance(f, dict):
+            continue
+        try:
+            sig = Signature.from_dict(f.get("signature"))
+        except SignatureError:
+            continue
+        try:
+            prob = Problem.from_dict((f.get("failure") or {}).get("problem"))
+        except (ProblemError, TypeError, ValueError, KeyError, AttributeError):
+            prob = None
+        out.append((f, sig, prob))
+    return out
+
+
+def _matches(fb, known: list) -> bool:
+    """Candidate finding ``fb`` ((record, Signature, Problem)) is one of ``known``'s bugs."""
+    from difftest.search.signature import same_identity
+
+    _, sb, pb = fb
+    return any(same_identity(sa, sb, pb) or same_identity(sb, sa, pa) for _, sa, pa in known)
+
+
+def _finding_cases(res: GateResult, kernel: str, found_b: list, found_a: list, a_ran: bool, ga: dict) -> None:
+    """One JUnit testcase per candidate finding. Against a baseline without signed
+    findings (an older report), a finding is known where the baseline failed its gates."""
+    for fb in found_b:
+        rec, sig, _ = fb
+        if found_a:
+            known = a_ran and _matches(fb, found_a)
+        else:
+            known = a_ran and any((ga.get(tuple(label.split(":", 1))) or {}).get("failed") for label in sig.gates)
+        seen = rec.get("first_seen") if isinstance(rec.get("first_seen"), dict) else {}
+        msg = (f"{kernel} finding {sig.id}: {sig.describe()}; {rec.get('hits', '?')} failing cases, first seen at "
+               f"case {seen.get('case', '-')}" + ("; known (the baseline has it)" if known else "; new"))
+        repro = rec.get("reproducer") if isinstance(rec.get("reproducer"), dict) else {}
+        case = rec.get("failure") if isinstance(rec.get("failure"), dict) else None
+        kind = FindingKind.KNOWN if known else FindingKind.REGRESSION
+        res.testcases.setdefault((kernel, f"finding {sig.id}"), []).append(Finding(
+            kernel, "finding", sig.id, kind, msg, case=case, shrunk=case is not None,
+            reproducer=repro.get("py") or repro.get("json")))
+
+
 def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             min_ratio: float = DEFAULT_MIN_RATIO) -> GateResult:
     res = GateResult()
     ca, cb = _campaigns(a, "baseline"), _campaigns(b, "candidate")
     add = res.findings.append
+    finding_cases = []
     for kernel in list(ca) + [k for k in cb if k not in ca]:
         A, B = ca.get(kernel), cb.get(kernel)
         if B is None:
-            add(Finding(kernel, "coverage", "kernel", "coverage",
+            add(Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
                         f"{kernel}: in the baseline, absent from the candidate"))
             continue
-        a_up = A is not None and A.get("status") != "unavailable"
-        b_up = B.get("status") != "unavailable"
+        a_up = A is not None and A.get("status") != CampaignStatus.UNAVAILABLE
+        b_up = B.get("status") != CampaignStatus.UNAVAILABLE
         if a_up and not b_up:
-            add(Finding(kernel, "coverage", "kernel", "coverage",
+            add(Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
                         f"{kernel}: ran in the baseline, unavailable in the candidate: {B.get('reason', '')}"))
             continue
         if not b_up:
@@ -157,6 +217,11 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
         if A is not None and (sa.get("seed") is None or sa.get("seed") != sb.get("seed")):
             res.notes.append(f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
                              f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N")
+        if A is not None and bool(sa.get("hunt")) != bool(sb.get("hunt")):
+            mode = {True: "hunted", False: "stopped at its first failure"}
+            res.notes.append(f"{kernel}: the baseline {mode[bool(sa.get('hunt'))]}, the candidate "
+                             f"{mode[bool(sb.get('hunt'))]}: one side looked for more bugs than the other; run both "
+                             f"with the same --hunt/--first-failure")
         if A is not None and sa.get("shard") != sb.get("shard"):
             raise ReportError(f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
                               f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
@@ -164,13 +229,21 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
         if A is not None:
             diffs = settings_differences(sa, sb)
             if diffs:
-                add(Finding(kernel, "coverage", "settings", "settings",
+                add(Finding(kernel, "coverage", "settings", FindingKind.SETTINGS,
                             f"{kernel}: the candidate ran with other gate settings ({'; '.join(diffs)}): its verdicts "
                             f"are not comparable with the baseline's; run both sides with the same options"))
         ga = _gates_with_run(A) if a_up else {}
         gb = _gates_with_run(B)
+        found_a, found_b = _signed(A) if a_up else [], _signed(B)
+        other_bug = {}  # output:gate -> candidate findings on it the baseline does not have
+        if found_a:
+            for fb in found_b:
+                if not _matches(fb, found_a):
+                    for label in fb[1].gates:
+                        other_bug.setdefault(label, []).append(fb[1])
+        finding_cases.append((kernel, found_b, found_a, a_up, ga))
         cut = _cut_short(A, B) if a_up else None
-        lost = "incomplete" if cut else "coverage"
+        lost = FindingKind.INCOMPLETE if cut else FindingKind.COVERAGE
         keys = sorted(set(ga) | set(gb), key=lambda k: (OUTPUTS.index(k[0]) if k[0] in OUTPUTS else -1, k[1]))
         for output, gate in keys:
             x, y = ga.get((output, gate)), gb.get((output, gate))
@@ -183,14 +256,20 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             elif y["failed"]:
                 case = y["first_failing"]
                 msg = _failing_message(case, output, gate)
-                if x and x["failed"]:
-                    add(_finding(kernel, B, output, gate, "known",
+                new_bugs = other_bug.get(f"{output}:{gate}", [])
+                if x and x["failed"] and new_bugs:
+                    add(_finding(kernel, B, output, gate, FindingKind.REGRESSION,
+                                 f"{kernel} {output}:{gate}: fails in the baseline too, but the candidate's finding "
+                                 f"{new_bugs[0].id} is another bug ({new_bugs[0].describe()}): {msg}", case))
+                    verdict = "REGRESSION (new bug)"
+                elif x and x["failed"]:
+                    add(_finding(kernel, B, output, gate, FindingKind.KNOWN,
                                  f"{kernel} {output}:{gate}: fails in the baseline too "
                                  f"({x['failed']} of {x['checked']} cases; candidate {y['failed']} of "
                                  f"{y['checked']}): {msg}", case))
                     verdict = "known failure"
                 else:
-                    add(_finding(kernel, B, output, gate, "regression",
+                    add(_finding(kernel, B, output, gate, FindingKind.REGRESSION,
                                  f"{kernel} {output}:{gate}: {y['failed']} of {y['checked']} candidate cases fail, "
                                  + (f"0 of {x['checked']} in the baseline" if x else "not run in the baseline")
                                  + f": {msg}", case))
@@ -198,7 +277,7 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             if x and y and gate in RATIO_GATES and y["checked"]:
                 wa, wb = x["worst_ratio"], y["worst_ratio"]
                 if wb > (1.0 + max_ratio_growth) * max(wa, min_ratio):
-                    add(_finding(kernel, B, output, gate, "ratio",
+                    add(_finding(kernel, B, output, gate, FindingKind.RATIO,
                                  f"{kernel} {output}:{gate}: worst error ratio grew {wa:.3g} -> {wb:.3g} "
                                  f"(allowed up to {(1.0 + max_ratio_growth) * max(wa, min_ratio):.3g}: "
                                  f"--max-ratio-growth {max_ratio_growth:g} over max(baseline, {min_ratio:g}))",
@@ -206,7 +285,7 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
                     verdict = "RATIO GREW" if verdict == "ok" else verdict
             if x and y and gate in DETERMINISM_GATES and x["checked"] and not x["differing_cases"] \
                     and y["differing_cases"]:
-                add(_finding(kernel, B, output, gate, "determinism",
+                add(_finding(kernel, B, output, gate, FindingKind.DETERMINISM,
                              f"{kernel} {output}: determinism lost: bitwise equal in all {x['checked']} "
                              "baseline cases, "
                              f"differs in {y['differing_cases']} of {y['checked']} candidate cases",
@@ -225,18 +304,18 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             if bc is None:
                 continue
             common += 1
-            if ac["status"] == "passed" and bc["status"] in ("failed", "error"):
-                newly.setdefault(RUN if bc["status"] == "error" else _first_gate(bc), []).append(bc)
-            elif ac["status"] != "skipped" and bc["status"] == "skipped":
+            if ac["status"] == Status.PASSED and bc["status"] in (Status.FAILED, Status.ERROR):
+                newly.setdefault(RUN if bc["status"] == Status.ERROR else _first_gate(bc), []).append(bc)
+            elif ac["status"] != Status.SKIPPED and bc["status"] == Status.SKIPPED:
                 skipped.append(bc)
         for (out, gate), bcs in newly.items():  # one finding per output x gate, not one per problem
             more = f" (and {len(bcs) - 1} more)" if len(bcs) > 1 else ""
-            add(_finding(kernel, B, out, gate, "regression",
+            add(_finding(kernel, B, out, gate, FindingKind.REGRESSION,
                          f"{kernel}: a problem that passed in the baseline {bcs[0]['status']} in the candidate{more}: "
                          f"{_failing_message(bcs[0], out, gate)}", bcs[0]))
         if skipped:
             more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-            add(Finding(kernel, "coverage", "cases", "coverage",
+            add(Finding(kernel, "coverage", "cases", FindingKind.COVERAGE,
                         f"{kernel}: a problem run in the baseline is skipped in the candidate{more}: "
                         f"{skipped[0].get('reason', '')}", case=skipped[0]))
         n_a = len(A.get("cases", []))
@@ -250,10 +329,12 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
                         f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({cut})" if cut else "")))
     for f in res.findings:
         res.testcases.setdefault(f.testcase, []).append(f)
+    for kernel, found_b, found_a, a_up, ga in finding_cases:
+        _finding_cases(res, kernel, found_b, found_a, a_up, ga)
     for kernel, output, gate, *_ in res.rows:
         res.testcases.setdefault((kernel, f"{output}:{gate}"), [])
     for kernel in cb:
-        if cb[kernel].get("status") != "unavailable" or kernel in ca:
+        if cb[kernel].get("status") != CampaignStatus.UNAVAILABLE or kernel in ca:
             res.testcases.setdefault((kernel, "coverage"), [])
         if kernel in ca:
             res.testcases.setdefault((kernel, "settings"), [])
@@ -292,7 +373,11 @@ def _leaves(d, prefix=""):
 def settings_differences(sa: dict, sb: dict) -> list[str]:
     """Gate settings that differ between two campaigns (keys one engine version lacks are
     not compared), and a different narrowing: each as 'name old -> new'."""
+    from difftest.judge.gates import GateConfig  # loads torch: `difftest gate` only needs it here
+
     ca, cb = sa.get("config") or {}, sb.get("config") or {}
+    ca, cb = ({**c, "gates": {**c["gates"], "k": GateConfig.listed_k(c["gates"])}}
+              if isinstance(c.get("gates"), dict) else c for c in (ca, cb))
     la = dict(_leaves({k: ca[k] for k in _COMPARED if k in ca}))
     lb = dict(_leaves({k: cb[k] for k in _COMPARED if k in cb}))
     out = [f"{k} {la[k]!r} -> {lb[k]!r}" for k in la if k in lb and la[k] != lb[k]]
@@ -331,30 +416,12 @@ def _cell(s) -> str:
     return f"{s['checked'] - s['failed']}/{s['checked']} pass"
 
 
-def _r(x) -> str:
-    return "" if x is None else ("inf" if x >= RATIO_CAP else f"{x:.3g}")
-
-
-HEAD = ("kernel", "output", "gate", "baseline", "candidate", "ratio A", "ratio B", "verdict")
-
-
-def diff_table(res: GateResult, everything: bool = False) -> str:
-    """Budget rows always, other gates when something changed (``everything``: all rows)."""
-    rows = [HEAD]
-    for kernel, output, gate, a, b, ra, rb, verdict in res.rows:
-        if everything or gate in RATIO_GATES or verdict != "ok" or a != b:
-            rows.append((kernel, output, gate, a, b, _r(ra), _r(rb), verdict))
-    from difftest.report.write import text_table
-
-    return text_table(rows)
-
-
 def render(res: GateResult) -> str:
     lines = [diff_table(res), ""]
     for n in res.notes:
         lines.append(f"note: {n}")
     for f in res.findings:
-        tag = {"known": "known failure", "incomplete": "not reached"}.get(f.kind, f.kind.upper())
+        tag = {FindingKind.KNOWN: "known failure", FindingKind.INCOMPLETE: "not reached"}.get(f.kind, f.kind.upper())
         lines.append(f"{tag}: {f.message}")
         if f.blocking and f.case:
             from difftest.model.problem import Problem, ProblemError
@@ -368,8 +435,9 @@ def render(res: GateResult) -> str:
                 lines.append(f"  reproducer: {f.reproducer}")
     blocking = [f for f in res.findings if f.blocking]
     lines.append("")
-    listed = [f"{n} {what}" for what, n in (("known failures", sum(f.kind == "known" for f in res.findings)),
-                                             ("not reached", sum(f.kind == "incomplete" for f in res.findings))) if n]
+    count = {k: sum(f.kind == k for f in res.findings) for k in NOT_BLOCKING}
+    listed = [f"{n} {what}" for what, n in (("known failures", count[FindingKind.KNOWN]),
+                                             ("not reached", count[FindingKind.INCOMPLETE])) if n]
     lines.append("gate: PASSED" + (f" ({', '.join(listed)})" if listed else "")
                  if res.passed else f"gate: FAILED ({len(blocking)} findings)")
     return "\n".join(lines)
@@ -389,31 +457,23 @@ def add_arguments(p):
 def command(a) -> int:
     import math
 
-    from difftest.report.read import write_text_atomic
+    from difftest.commands.argcheck import UsageError, check_outputs
+    from difftest.errors import EXIT_FAILED, EXIT_PASSED
+    from difftest.safeio import atomic_write_text
 
     for name, v in (("--max-ratio-growth", a.max_ratio_growth), ("--min-ratio", a.min_ratio)):
-        if not math.isfinite(v) or v < 0:
-            print(f"difftest gate: {name} {v!r} is invalid: allowed a finite number >= 0", file=sys.stderr)
-            return 2
-    try:
-        base, cand = load_report(a.baseline), load_report(a.candidate)
-        res = compare(base, cand, a.max_ratio_growth, a.min_ratio)
-    except ReportError as e:
-        print(f"difftest gate: {e}", file=sys.stderr)
-        return 2
+        if not math.isfinite(v) or v < 0 or v > 1e6:
+            raise UsageError(f"{name} {v!r} is invalid: allowed a finite number in [0, 1e6]")
+    base, cand = load_report(a.baseline), load_report(a.candidate)  # ReportError: exit 2 (cli.main)
+    check_outputs(None, [("--junit", a.junit), ("--html", a.html)])  # before writing either
+    res = compare(base, cand, a.max_ratio_growth, a.min_ratio)
     print(render(res))
-    try:
-        if a.junit:
-            from difftest.report.junit import junit_xml
+    if a.junit:
+        from difftest.report.junit import junit_xml
 
-            write_text_atomic(a.junit, junit_xml(res))
-            print(f"junit: {a.junit}")
-        if a.html:
-            from difftest.report.html import render_html
-
-            write_text_atomic(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
-            print(f"html: {a.html}")
-    except OSError as e:
-        print(f"difftest gate: cannot write {e.filename}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    return 0 if res.passed else 1
+        atomic_write_text(a.junit, junit_xml(res))
+        print(f"junit: {a.junit}")
+    if a.html:
+        atomic_write_text(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
+        print(f"html: {a.html}")
+    return EXIT_PASSED if res.passed else EXIT_FAILED

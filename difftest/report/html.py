@@ -15,10 +15,12 @@ script can read them back from the rendered page.
 
 import html
 import math
-import sys
 
 from difftest.model.problem import OUTPUTS
-from difftest.report.read import RATIO_CAP, ReportError, gate_results, load_report, ratio, write_text_atomic
+from difftest.report.read import RATIO_CAP, gate_results, load_report, ratio
+from difftest.report.write import diff_table
+from difftest.safeio import atomic_write_text
+from difftest.vocab import CampaignStatus, Status
 
 LOG_MIN, LOG_MAX, BIN = -4.0, 2.0, 0.25  # histogram range (decades of ratio) and bin width
 
@@ -125,7 +127,7 @@ def _kernel_section(c: dict) -> str:
     if s.get("narrowed"):
         meta.append(f"narrowed {s['narrowed']}")
     out.append(f'<p class="meta">{_e(" · ".join(meta))}</p>')
-    if c.get("status") == "unavailable":
+    if c.get("status") == CampaignStatus.UNAVAILABLE:
         out.append(f"<p>Unavailable: {_e(c.get('reason', ''))}</p>")
         return "\n".join(out)
     out.append("<table><tr><th>cases</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr><tr>"
@@ -142,7 +144,7 @@ def _kernel_section(c: dict) -> str:
     # error ratio per output
     ratios = {}
     for x in cases:
-        if x.get("status") == "skipped":
+        if x.get("status") == Status.SKIPPED:
             continue
         for v in x.get("verdicts", []):
             if v["gate"] == "budget":
@@ -156,7 +158,7 @@ def _kernel_section(c: dict) -> str:
             continue
         checked = max((g["checked"] for key, g in gates.items() if key[0] == o), default=0)
         failing = [f"{key[1]} ({g['failed']})" for key, g in gates.items() if key[0] == o and g["failed"]]
-        n_failed = sum(1 for x in cases if x.get("status") != "skipped" and any(
+        n_failed = sum(1 for x in cases if x.get("status") != Status.SKIPPED and any(
             v["output"] == o and not v["passed"] for v in x.get("verdicts", [])))
         row_cls = ' class="bad"' if failing else ""
         out.append(f"<tr{row_cls}><td>{_e(o)}</td>" + _num(checked, f"{k}/{o}/cases")
@@ -164,7 +166,7 @@ def _kernel_section(c: dict) -> str:
                    + f"<td>{_e(', '.join(failing))}</td></tr>")
     out.append("</table>")
     # worst cases
-    ranked = sorted((x for x in cases if x.get("status") in ("passed", "failed")),
+    ranked = sorted((x for x in cases if x.get("status") in (Status.PASSED, Status.FAILED)),
                     key=lambda x: -float(x.get("worst_ratio") or 0.0))[:5]
     if ranked:
         out.append("<h3>Worst cases</h3><table><tr><th>problem</th><th>output</th><th>ratio</th>"
@@ -179,8 +181,9 @@ def _kernel_section(c: dict) -> str:
             out.append(f"<tr><td>{_e(_short(x['problem']))}</td><td>{_e(v['output'])}</td>{_num(ratio(v))}"
                        f"<td>{_e(where)}</td>{_num(w.get('got'))}{_num(w.get('truth'))}</tr>")
         out.append("</table>")
+    out += _findings_section(c)
     # failures
-    failing = [x for x in cases if x.get("status") in ("failed", "error")]
+    failing = [x for x in cases if x.get("status") in (Status.FAILED, Status.ERROR)]
     out.append(f'<h3>Failures: <span data-k="{_e(k)}/failing_cases">{len(failing)}</span> failing cases</h3>')
     shrunk = [(c.get("failure"), c.get("reproducer"))] if c.get("failure") else []
     shrunk += [(f.get("failure"), f.get("reproducer")) for f in (c.get("failures") or [])[1:]]
@@ -221,9 +224,37 @@ def _kernel_section(c: dict) -> str:
     return "\n".join(out)
 
 
-def _gate_section(res) -> str:
-    from difftest.report.ci_gate import diff_table
+def _findings_section(c: dict) -> list[str]:
+    """One row per distinct finding: its signature, cases that hit it, first seen, reproducer."""
+    k = c["kernel"]
+    findings = [f for f in c.get("findings") or [] if isinstance(f, dict)]
+    if not findings:
+        return []
+    out = [f'<h3>Findings: <span data-k="{_e(k)}/findings">{len(findings)}</span> distinct '
+           f'({"hunt: the search went on after each" if c.get("hunt") else "first failure"})</h3>']
+    if c.get("explained_skipped"):
+        out.append(f'<p class="meta">{_e(c["explained_skipped"])} drawn problems not run: a finding explains them</p>')
+    if c.get("unexplained"):
+        out.append(f'<p class="meta">{_e(c["unexplained"])} failing cases no finding explains '
+                   f'(findings cap or budget reached)</p>')
+    out.append("<table><tr><th>finding</th><th>status</th><th>cases</th><th>first seen</th><th>signature</th>"
+               "<th>shrunk problem</th><th>reproducer</th></tr>")
+    for f in findings:
+        sig, seen, fail, rep = (f.get(x) if isinstance(f.get(x), dict) else {}  # a hand-edited report: no crash
+                                for x in ("signature", "first_seen", "failure", "reproducer"))
+        repro = rep.get("py") or rep.get("json") or ""
+        cls = "known" if f.get("status") == "known" else "REGRESSION"
+        out.append(f'<tr><td>{_e(f.get("id", ""))}</td><td class="{cls}">{_e(f.get("status", ""))}</td>'
+                   + _num(f.get("hits", 0), f"{k}/finding/{f.get('id', '')}/cases")
+                   + f'<td>{_e("case " + str(seen["case"]) if seen.get("case") else "not hit")}</td>'
+                   f'<td>{_e(sig.get("describe", ""))}</td>'
+                   f'<td>{_e(_short(fail["problem"]) if isinstance(fail.get("problem"), dict) else "")}</td>'
+                   f'<td>{_e(repro)}</td></tr>')
+    out.append("</table>")
+    return out
 
+
+def _gate_section(res) -> str:
     verdict = "PASSED" if res.passed else "FAILED"
     out = [f'<h2>Gate: <span class="{"passed" if res.passed else "failed"}" data-k="gate">{verdict}</span></h2>']
     if res.findings:
@@ -246,7 +277,7 @@ def render_html(doc: dict, gate=None, title: str = "difftest report") -> str:
     rows = "".join(f'<tr><td><a href="#{_e(c["kernel"])}">{_e(c["kernel"])}</a></td>'
                    f'<td class="{_e(c.get("status"))}">{_e(c.get("status"))}</td>'
                    + _num(len(c.get("cases", []))) + _num(max((float(x.get("worst_ratio") or 0.0) for x in
-                                                               c.get("cases", []) if x.get("status") != "skipped"),
+                                                               c.get("cases", []) if x.get("status") != Status.SKIPPED),
                                                               default=None), f"{c['kernel']}/worst")
                    + "</tr>" for c in camps)
     body = [f"<h1>{_e(title)}</h1>", f'<p class="meta">{_e(" · ".join(head))}</p>']
@@ -264,14 +295,10 @@ def add_arguments(p):
 
 
 def command(a) -> int:
-    try:
-        doc = load_report(a.report)
-        write_text_atomic(a.html, render_html(doc, title=f"difftest report: {a.report}"))
-    except ReportError as e:
-        print(f"difftest report: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"difftest report: --html {a.html}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+    from difftest.commands.argcheck import check_outputs
+
+    doc = load_report(a.report)  # ReportError: one line, exit 2 (cli.main)
+    check_outputs(None, [("--html", a.html)])
+    atomic_write_text(a.html, render_html(doc, title=f"difftest report: {a.report}"))
     print(f"html: {a.html}")
     return 0

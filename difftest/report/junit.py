@@ -5,12 +5,17 @@ One ``<testsuite>`` per kernel, one ``<testcase>`` per kernel x output x gate (c
 ``coverage`` the kernel's coverage). A blocking finding is a ``<failure>`` whose text
 carries the problem (the shrunk one when the campaign shrank it) and the reproducer path;
 a known failure (failing in the baseline too) is ``<skipped>`` with the same text, so the
-file agrees with the gate's exit code without hiding anything.
+file agrees with the gate's exit code without hiding anything. Each of the candidate's
+findings (one per distinct bug) is its own testcase ``finding <id>``: its signature, the
+cases that hit it, when first seen, its shrunk problem and reproducer; a failure when the
+baseline does not have it, skipped when it does.
 """
 
 import json
 import re
 import xml.etree.ElementTree as ET
+
+from difftest.vocab import FindingKind
 
 # characters XML 1.0 cannot hold (kernel errors can carry ANSI colour codes, NULs)
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -54,7 +59,7 @@ def junit_xml(res) -> str:
                 el.text = "\n\n".join(_detail(f) for f in blocking)
             elif known:
                 n_skip += 1
-                why = ("not reached in the candidate's search budget: " if known[0].kind == "incomplete"
+                why = ("not reached in the candidate's search budget: " if known[0].kind == FindingKind.INCOMPLETE
                        else "known failure (fails in the baseline too): ")
                 el = ET.SubElement(tc, "skipped", message=_clean(why + known[0].message.splitlines()[0][:400]))
                 el.text = "\n\n".join(_detail(f) for f in known)

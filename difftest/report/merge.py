@@ -5,17 +5,20 @@ campaign per kernel: the cases of every shard (a Problem run by two shards is ke
 and counted under ``settings.duplicates_dropped``), counts and per-output numbers
 recomputed from the cases, coverage hits summed and a feature missing only when every
 shard missed it, the first shard's failure as the failure (every shard's under
-``failures``). Reports of different kernels (one GPU per kernel) are simply put side by
-side. Refused, in one line: the same kernel twice without shards, shards of one kernel
-run with different settings (seed, profile, gates, narrowing, examples), a shard given
-twice, or a shard missing.
+``failures``), and the findings of every shard, each distinct bug once (signature.py's
+``same_identity``; the cases that hit it summed, the earliest shard's first sighting
+kept). Reports of different kernels (one GPU per kernel) are simply put side by side.
+Refused, in one line: the same kernel twice without shards, shards of one kernel run with
+different settings (seed, profile, gates, narrowing, examples), a shard given twice, or a
+shard missing.
 """
 
-import sys
 import time
 from pathlib import Path
 
-from difftest.report.read import ReportError, load_report, output_stats, problem_key, write_text_atomic
+from difftest.report.read import ReportError, load_report, output_stats, problem_key
+from difftest.safeio import atomic_write_text
+from difftest.vocab import CampaignStatus
 
 # settings that must agree between the shards of one campaign
 _SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "spec", "narrowed")
@@ -75,9 +78,9 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
             seen.add(key)
             cases.append(case)
     recs = [c for _, c in parts]
-    available = [c for c in recs if c.get("status") != "unavailable"]
-    status = "unavailable" if not available else "failed" if any(c.get("status") == "failed" for c in recs) \
-        else "passed"
+    available = [c for c in recs if c.get("status") != CampaignStatus.UNAVAILABLE]
+    failed = any(c.get("status") == CampaignStatus.FAILED for c in recs)
+    status = CampaignStatus.UNAVAILABLE if not available else CampaignStatus.FAILED if failed else CampaignStatus.PASSED
     failing = [c for c in recs if c.get("failure")]
     hit, missing = {}, None
     for c in available:
@@ -114,8 +117,33 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         "reproducer": failing[0].get("reproducer") if failing else None,
         "failures": [{"shard": (c.get("settings") or {}).get("shard"), "failure": c["failure"],
                       "reproducer": c.get("reproducer")} for c in failing],
+        "hunt": any(c.get("hunt") for c in recs), "findings": merge_findings(recs),
+        "explained_skipped": sum(c.get("explained_skipped") or 0 for c in recs),
+        "unexplained": sum(c.get("unexplained") or 0 for c in recs),
         "settings": settings, "cases": cases,
     }
+
+
+def merge_findings(recs: list) -> list:
+    """The shards' findings, each bug once: a finding whose signature is one already kept
+    adds its cases and skips to it (and its shard to ``shards``)."""
+    from difftest.report.ci_gate import _signed
+    from difftest.search.signature import same_identity
+
+    kept = []  # (record, Signature, Problem)
+    for c in recs:
+        shard = (c.get("settings") or {}).get("shard")
+        for rec, sig, prob in _signed(c):
+            for k in kept:
+                if same_identity(k[1], sig, prob) or same_identity(sig, k[1], k[2]):
+                    for n in ("hits", "search_hits", "skipped"):
+                        if isinstance(rec.get(n), int) and isinstance(k[0].get(n), int):
+                            k[0][n] += rec[n]
+                    k[0]["shards"].append(shard)
+                    break
+            else:
+                kept.append(({**rec, "shards": [shard]}, sig, prob))
+    return [k[0] for k in kept]
 
 
 def merge_reports(docs: list) -> dict:
@@ -140,20 +168,13 @@ def add_arguments(p):
 
 
 def command(a) -> int:
-    import json
+    from difftest.commands.argcheck import check_outputs
 
-    try:
-        doc = merge_reports([(p, load_report(p)) for p in a.reports])
-        out = Path(a.output)
-        if out.is_dir():
-            raise ReportError(f"-o {out}: is a directory: allowed a file path")
-        write_text_atomic(out, json.dumps(doc, indent=1, default=str))
-    except ReportError as e:
-        print(f"difftest merge: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"difftest merge: -o {a.output}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+    doc = merge_reports([(p, load_report(p)) for p in a.reports])  # ReportError: one line, exit 2 (cli.main)
+    check_outputs(None, [("-o", a.output)])
+    from difftest.safeio import json_text
+
+    atomic_write_text(Path(a.output), json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
     c = doc["campaigns"]
     print(f"merged {len(a.reports)} reports: {len(c)} kernels, {sum(x['examples'] for x in c)} cases -> {a.output}")
     return 0

@@ -9,38 +9,58 @@ file, the field and what is allowed.
 """
 
 import json
-import lzma
 import math
-import os
 from pathlib import Path
 
+from difftest.errors import FileFormatError
 from difftest.model.problem import OUTPUTS
-from difftest.safeio import atomic_write_text
 from difftest.vocab import CampaignStatus, Gate, Status
 
 RATIO_CAP = 1e6
 
 
-class ReportError(ValueError):
-    pass
+class ReportError(FileFormatError):
+    """A report that cannot be read or is not one difftest wrote (one line)."""
+
+
+MAX_REPORT_BYTES = 64 * 2**20  # decompressed; the largest report under results/ is 2.3 MB
+REPORT_VERSIONS = (1,)
 
 
 def load_report(path) -> dict:
+    """A report read and checked, or a one-line ReportError: its size (an ``.xz`` is
+    stream-decompressed up to MAX_REPORT_BYTES, never expanded whole first), its nesting,
+    its text (valid Unicode) and every field the readers use."""
+    from difftest.safeio import read_json
+
     path = Path(path)
-    try:
-        raw = lzma.open(path).read() if path.suffix == ".xz" else path.read_bytes()
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no such file (allowed: a report.json written by `difftest run`)") from None
-    except IsADirectoryError:
-        raise ReportError(f"{path}: is a directory (allowed: a report.json written by `difftest run`)") from None
-    except (OSError, lzma.LZMAError) as e:
-        raise ReportError(f"{path}: cannot read: {e}") from None
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ReportError(f"{path}: not JSON ({e}); allowed: a report.json written by `difftest run`") from None
+    doc = read_json(path, ReportError, "report.json written by `difftest run`", MAX_REPORT_BYTES)
     check_report(doc, path)
+    _nonfinite_back(doc)
     return doc
+
+
+def _nonfinite_back(doc: dict) -> None:
+    """The numbers ``safeio.finite_json`` wrote as "inf"/"-inf"/"nan" (strict JSON) are
+    floats again: a case's worst_ratio and its verdicts' numbers."""
+    from difftest.safeio import NONFINITE
+
+    def case(c):
+        if isinstance(c, dict):
+            if isinstance(c.get("worst_ratio"), str) and c["worst_ratio"] in NONFINITE:
+                c["worst_ratio"] = NONFINITE[c["worst_ratio"]]
+            for v in c.get("verdicts") or ():
+                nums = v.get("numbers") if isinstance(v, dict) else None
+                for k, x in (nums or {}).items():
+                    if isinstance(x, str) and x in NONFINITE:
+                        nums[k] = NONFINITE[x]
+
+    for c in doc.get("campaigns", []):
+        for x in c.get("cases") or ():
+            case(x)
+        case(c.get("failure"))
+        for f in c.get("failures") or ():
+            case(f.get("failure"))
 
 
 _NUM = (int, float)
@@ -67,7 +87,9 @@ def _check_case(case, where: str) -> None:
         raise ReportError(f"{where}: field 'status' is {str(case.get('status'))[:40]!r}: allowed "
                           f"{'|'.join(Status)}")
     _expect(case, "verdicts", list, where, "a list of verdicts")
-    _expect(case, "worst_ratio", _NUM, where, "a number")
+    _expect(case, "worst_ratio", _NUM + (str,), where, "a number")
+    if isinstance(case.get("worst_ratio"), str) and case["worst_ratio"] not in ("inf", "-inf", "nan"):
+        raise ReportError(f"{where}: field 'worst_ratio' is {case['worst_ratio'][:40]!r}: allowed a number")
     _expect(case, "reason", (str, _NONE), where, "a string")
     _expect(case, "failed_gates", list, where, "a list of 'output:gate' strings")
     for n, v in enumerate(case.get("verdicts", [])):
@@ -87,6 +109,10 @@ def check_report(doc, path="report") -> None:
     ReportError naming the file, the place, the field and what is allowed."""
     if not isinstance(doc, dict) or "difftest_report" not in doc:
         raise ReportError(f"{path}: not a difftest report (no 'difftest_report' key at the top level)")
+    v = doc["difftest_report"]
+    if isinstance(v, bool) or v not in REPORT_VERSIONS:
+        raise ReportError(f"{path}: field 'difftest_report' is {str(v)[:20]!r}: allowed one of {REPORT_VERSIONS} "
+                          "(a report format this difftest reads)")
     _expect(doc, "campaigns", list, str(path), "a list of campaigns", required=True)
     for i, c in enumerate(doc["campaigns"]):
         where = f"{path}: campaigns[{i}]"
@@ -164,7 +190,7 @@ def gate_results(campaign: dict) -> dict:
     determinism) counts differing elements in ``failed``'s place under "differing"."""
     out = {}
     for case in campaign.get("cases", []):
-        if case.get("status") == "skipped":
+        if case.get("status") == Status.SKIPPED:
             continue
         for v in case.get("verdicts", []):
             key = (v["output"], v["gate"])
@@ -187,7 +213,7 @@ def output_stats(cases: list) -> dict:
     numbers reports.output_stats gives for live cases)."""
     stats = {}
     for c in cases:
-        if c.get("status") == "skipped":
+        if c.get("status") == Status.SKIPPED:
             continue
         for name in OUTPUTS:
             vs = [v for v in c.get("verdicts", []) if v["output"] == name]
@@ -202,12 +228,4 @@ def output_stats(cases: list) -> dict:
 
 
 def error_cases(campaign: dict) -> list:
-    return [c for c in campaign.get("cases", []) if c.get("status") == "error"]
-
-
-def write_text_atomic(path, text: str) -> Path:
-    """The project's atomic writer (safeio), with the usual permissions (0666 less the
-    umask) instead of mkstemp's 0600: HTML, JUnit and merged reports are for others to read."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return atomic_write_text(path, text, mode=0o666 & ~umask)
+    return [c for c in campaign.get("cases", []) if c.get("status") == Status.ERROR]

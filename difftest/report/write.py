@@ -1,62 +1,17 @@
-"""Reports: a JSON-lines stream of cases (durable while a campaign runs), the JSON
-report (one record per case with the numbers), a terminal summary table per
-kernel x output, and a markdown summary."""
+"""Reports: the JSON report (one record per case with the numbers), a terminal summary
+table per kernel x output, the findings (one row per distinct bug: signature, cases that
+hit it, when first seen, reproducer), a findings file, and a markdown summary (the
+campaign's JSON-lines stream of cases is difftest/search/case_log.py)."""
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
-from difftest.vocab import Gate, Status
-
-
-class CaseLog:
-    """Appends one JSON line per finished case and flushes it, so the results survive
-    a campaign that is killed or crashes. Every line carries the ``run_id``; a case line
-    has ``"event": "case"`` and the case's fields, and ``started(problem)`` (used when
-    kernels run in this process, where a crash leaves nothing else) writes an
-    ``"event": "started"`` line naming the Problem about to run."""
-
-    def __init__(self, path, run_id: str | None = None):
-        self.path = Path(path)
-        self.run_id = run_id
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = self.path.open("a")
-
-    def _line(self, d: dict) -> None:
-        self._f.write(json.dumps(d, default=str) + "\n")
-        self._f.flush()
-
-    def started(self, problem, kernel: str | None = None) -> None:
-        self._line({"run_id": self.run_id, "event": "started", "kernel": kernel, "problem": problem.to_dict()})
-
-    def write(self, case) -> None:
-        self._line({"run_id": self.run_id, "event": "case", **case.to_dict()})
-
-    def close(self):
-        self._f.close()
-
-
-def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dict]:
-    """The lines of a case log whose event is in ``events`` (lines written before events
-    existed count as cases), of ``run_id`` when given; a line cut by a kill is skipped."""
-    out = []
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if line:
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:  # a line cut by a kill: keep the rest
-                continue
-            if not isinstance(d, dict) or d.get("event", "case") not in events:
-                continue
-            if run_id is not None and d.get("run_id") != run_id:
-                continue
-            out.append(d)
-    return out
+from difftest.report.read import RATIO_CAP
+from difftest.vocab import RATIO_GATES, CampaignStatus, Gate, Status
 
 
 def output_stats(cases) -> dict:
@@ -92,8 +47,54 @@ def campaign_record(res) -> dict:
         "triage": triage.summarize(res.cases), "declaration": getattr(res, "declaration", []),
         "timing": getattr(res, "timing", None), "compile_reuse": getattr(res, "compile_reuse", None),
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
+        "hunt": getattr(res, "hunt", False), "findings": finding_records(res),
+        "explained_skipped": getattr(res, "explained_skipped", 0), "unexplained": getattr(res, "unexplained", 0),
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
     }
+
+
+def finding_records(res) -> list[dict]:
+    """The campaign's findings as records (a result rebuilt from a record holds them so)."""
+    return [f if isinstance(f, dict) else f.to_dict() for f in getattr(res, "findings", None) or ()]
+
+
+def write_findings(results, path) -> Path:
+    """findings.json: every campaign's findings (what ``--known`` reads back)."""
+    from difftest.safeio import atomic_write_text
+
+    doc = {"difftest_findings": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "campaigns": [{"kernel": r.kernel, "settings": {"spec": (r.settings or {}).get("spec")},
+                          "findings": finding_records(r)} for r in results]}
+    return atomic_write_text(Path(path), json.dumps(doc, indent=1, default=str))
+
+
+def _finding_rows(results) -> list[tuple]:
+    rows = []
+    for r in results:
+        for f in finding_records(r):
+            sig = f.get("signature") or {}
+            seen = f.get("first_seen") or {}
+            first = f"case {seen['case']} ({seen.get('seconds', 0):.1f} s)" if seen.get("case") else "not hit"
+            repro = (f.get("reproducer") or {}).get("json") or ("replayed, not shrunk" if f.get("status") == "known"
+                                                                else "-")
+            rows.append((r.kernel, f.get("id", ""), f.get("status", ""), str(f.get("hits", 0)),
+                         str(f.get("skipped", 0)), first, sig.get("describe", ""), str(repro)))
+    return rows
+
+
+FINDINGS_HEAD = ("kernel", "finding", "status", "cases", "skipped", "first seen", "signature", "reproducer")
+
+
+def findings_table(results) -> str:
+    """One row per distinct finding of every campaign ('' when there is none)."""
+    rows = _finding_rows(results)
+    if not rows:
+        return ""
+    notes = [f"{r.kernel}: {r.explained_skipped} drawn problems not run (a finding explains them)"
+             for r in results if getattr(r, "explained_skipped", 0)]
+    notes += [f"{r.kernel}: {r.unexplained} failing cases no finding explains (findings cap or budget reached)"
+              for r in results if getattr(r, "unexplained", 0)]
+    return text_table([FINDINGS_HEAD] + rows) + "".join("\n" + n for n in notes)
 
 
 def write_json(results, path, extra: dict | None = None, records: dict | None = None) -> Path:
@@ -102,7 +103,7 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
 
     import torch
 
-    from difftest.safeio import atomic_write_text
+    from difftest.safeio import atomic_write_text, json_text
 
     path = Path(path)
     doc = {"difftest_report": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -111,7 +112,7 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
            "campaigns": [(records or {}).get(id(r)) or campaign_record(r) for r in results]}
     if extra:
         doc.update(extra)
-    return atomic_write_text(path, json.dumps(doc, indent=1, default=str))
+    return atomic_write_text(path, json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
 
 
 def _rows(results):
@@ -157,7 +158,14 @@ def markdown_summary(results) -> str:
         for r in results)]
     out += ["", "Coverage: features the capability makes reachable that no case exercised:"]
     out += [f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
-            for r in results if r.status != "unavailable"]
+            for r in results if r.status != CampaignStatus.UNAVAILABLE]
+    rows = _finding_rows(results)
+    if rows:
+        out += ["", "Findings (one per distinct bug; cases: failing cases it explains; skipped: drawn problems "
+                "not run because it explains them):", "",
+                "| " + " | ".join(FINDINGS_HEAD) + " |", "|" + "---|" * len(FINDINGS_HEAD)]
+        out += ["| " + " | ".join(x.replace("|", "\\|") if i != 7 else f"`{x}`" for i, x in enumerate(row)) + " |"
+                for row in rows]
     for r in results:
         if r.failure is not None:
             out.append("")
@@ -171,32 +179,18 @@ def markdown_summary(results) -> str:
     return "\n".join(out)
 
 
-class Progress:
-    """A one-line progress display on stderr (a terminal only), shown once a campaign
-    runs longer than ``after`` seconds."""
+def _r(x) -> str:
+    return "" if x is None else ("inf" if x >= RATIO_CAP else f"{x:.3g}")
 
-    def __init__(self, label: str, total: int, enabled: bool, after: float = 3.0, stream=None):
-        self.stream = stream or sys.stderr
-        self.label, self.total, self.after = label, total, after
-        self.enabled = enabled and (stream is not None or self.stream.isatty())
-        self.t0 = time.perf_counter()
-        self.shown = False
 
-    def update(self, done: int, failed: int, worst: float, phase: str = ""):
-        if not self.enabled:
-            return
-        dt = time.perf_counter() - self.t0
-        if dt < self.after:
-            return
-        width = 24
-        frac = min(1.0, done / max(1, self.total))
-        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} failed={failed} "
-                          f"worst={worst:.3g} {dt:.0f}s {phase}   ")
-        self.stream.flush()
-        self.shown = True
+GATE_HEAD = ("kernel", "output", "gate", "baseline", "candidate", "ratio A", "ratio B", "verdict")
 
-    def close(self):
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
+
+def diff_table(res, everything: bool = False) -> str:
+    """A gate result's table (report/ci_gate.py): budget rows always, other gates when
+    something changed (``everything``: all rows)."""
+    rows = [GATE_HEAD]
+    for kernel, output, gate, a, b, ra, rb, verdict in res.rows:
+        if everything or gate in RATIO_GATES or verdict != "ok" or a != b:
+            rows.append((kernel, output, gate, a, b, _r(ra), _r(rb), verdict))
+    return text_table(rows)

@@ -1,5 +1,5 @@
 """Campaigns side by side: ``difftest run --jobs N`` runs N kernels' campaigns at once,
-each in a *lane*, a child process forked from the run after its setup (issue 12.4).
+each in a *lane*, a child process forked from the run after its setup.
 
 Why processes, not threads: a campaign's own work (Hypothesis drawing, the references,
 the gates, the case log) is mostly Python and holds the GIL, so two campaigns in two
@@ -36,11 +36,16 @@ import sys
 import traceback
 from multiprocessing.connection import wait
 
+from difftest.errors import UsageError
+
 GRACE_S = 120.0  # after a signal, how long a lane may take to hand back its partial result
 
 
-class JobsError(ValueError):
+class JobsError(UsageError):
     """A bad ``--jobs`` value (one line)."""
+
+
+MAX_JOBS = 256
 
 
 def parse_jobs(text: str):
@@ -49,11 +54,12 @@ def parse_jobs(text: str):
     if t == "auto":
         return None
     try:
-        n = int(t)
+        n = int(t) if len(t) <= 10 else 0
     except ValueError:
         n = 0
-    if n < 1:
-        raise JobsError(f"--jobs {text!r} is invalid: allowed an integer >= 1 (1: one campaign at a time) or 'auto'")
+    if not 1 <= n <= MAX_JOBS:
+        raise JobsError(f"--jobs {str(text)[:40]!r} is invalid: allowed an integer in [1, {MAX_JOBS}] (1: one "
+                        "campaign at a time) or 'auto'")
     return n
 
 
@@ -118,10 +124,11 @@ def schedule(names: list, previous: dict) -> list:
 def previous_times(report_path) -> dict:
     """kernel -> seconds its campaign took in the report at ``report_path``, less the start
     of its worker (paid by whichever campaign a lane runs first); {} when there is none."""
-    import json
 
     try:
-        doc = json.loads(open(report_path).read())
+        from difftest.safeio import read_json
+
+        doc = read_json(report_path, ValueError, "report.json")  # size- and depth-limited: OUT may be planted
         out = {}
         for c in doc.get("campaigns", []):
             start = ((c.get("timing") or {}).get("phases_s") or {}).get("worker_start") or 0.0
@@ -147,7 +154,7 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env):
     """One lane: take the next kernel, run its campaign, send the result; until none is left
     or a signal came (then the partial result of the campaign under way)."""
     from difftest.execute import isolation
-    from difftest.execute.interrupt import Interrupted, interruptible
+    from difftest.execute.interrupt import Interrupted, OutputFailed, interruptible
 
     _die_with_parent(parent)
     isolation._WORKERS.clear()  # the parent's (none is started when lanes run): never ours to use
@@ -172,6 +179,10 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env):
                     conn.send(("start", i, None))
                 try:
                     r = run_one(k)
+                except OutputFailed as e:  # a full disk: lost here, resumable, not a signal the parent got
+                    with held():
+                        conn.send(("error", i, f"stopped by {e.name}"))
+                    break
                 except Interrupted as e:
                     with held():
                         conn.send(("interrupted", i, getattr(e, "partial", None)))
@@ -286,8 +297,8 @@ def _serve(lanes, running, out, on_result, on_start, deadline) -> None:
 def lost_result(kernel, profile: str, run, why: str):
     """The campaign of ``kernel`` whose lane died: its finished cases, read back from its
     case log, as an interrupted partial result naming why (``--resume`` runs the rest)."""
-    from difftest.run.folder import logged_cases
     from difftest.search.campaign import CampaignResult
+    from difftest.search.case_log import logged_cases
     from difftest.search.failure_store import safe_name
     from difftest.vocab import CampaignStatus
 

@@ -1,5 +1,5 @@
-"""Prepare JIT kernels before their campaigns start (issue 12: the CPU main job's cold
-run was dominated by TileLang builds, one at a time inside the campaign).
+"""Prepare JIT kernels before their campaigns start (a cold `difftest run` on the CPU
+was dominated by TileLang builds, one at a time inside the campaign).
 
 An adapter may offer ``prepare(problems, wait=False)``: start building, on every core,
 what those Problems need, and return a job whose ``wait()`` gives counts and seconds.

@@ -4,7 +4,7 @@ its kernel worker, and difftest's own input generation, difftest/model/counter_r
 Why: torch takes every core of the host by default. Two shards of a campaign side by side
 on one 32-core host (one per GPU) then run 2 x 32 threads on 32 cores, and every parallel
 CPU step of both (input generation, references, gates) slows down: measured on the H200
-host (2026-11-30, results/h200/phase5/P1) the inputs phase of two shards took 36.5 s for
+host (2026-11-30, two H200 shards of one gpu campaign) the inputs phase of two shards took 36.5 s for
 121 cases and 83.9 s for 99, against 49.5 s for 236 cases alone.
 
 Rule, first that applies:
@@ -26,11 +26,13 @@ it) and set with ``torch.set_num_threads``. ``difftest run`` prints the choice.
 
 import os
 
+from difftest.errors import UsageError
+
 ENV = "DIFFTEST_THREADS"
 
 
-class ThreadsError(ValueError):
-    pass
+class ThreadsError(UsageError):
+    """A bad ``--threads``, DIFFTEST_THREADS or OMP_NUM_THREADS value (one line)."""
 
 
 def usable_cpus() -> int:
@@ -41,13 +43,19 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def parse_threads(text: str, source: str = "--threads") -> int:
+MAX_THREADS = 1024  # argcheck.MAX_THREADS: a million threads made fork fail and the run segfault
+
+
+def parse_threads(text: str, source: str = "--threads", least: int = 0) -> int:
+    t = str(text).strip()
     try:
-        n = int(str(text).strip())
+        n = int(t) if len(t) <= 10 else -1
     except ValueError:
         n = -1
-    if n < 0:
-        raise ThreadsError(f"{source}={text!r} is invalid: allowed an integer >= 0 (0 = every usable core)")
+    if not least <= n <= MAX_THREADS:
+        every = " (0 = every usable core)" if least == 0 else ""
+        raise ThreadsError(f"{source}={str(text)[:40]!r} is invalid: allowed an integer in [{least}, {MAX_THREADS}]"
+                           f"{every}")
     return n
 
 
@@ -63,6 +71,7 @@ def choose(threads: int | None = None, shard: tuple[int, int] | None = None, env
         n = parse_threads(env[ENV], ENV)
         return (n or cpus), ENV
     if env.get("OMP_NUM_THREADS", "").strip():
+        parse_threads(env["OMP_NUM_THREADS"], "OMP_NUM_THREADS", least=1)  # torch would silently ignore 'abc'
         return None, "OMP_NUM_THREADS is set"
     shards = shard[1] if shard is not None and shard[1] > 1 else 1
     if shards > 1 or jobs > 1:

@@ -1,2 +1,3 @@
 """The campaign: Hypothesis draws Problems, shrinks failures (shrinking), keeps them (failure store,
-findings, reproducers), under a profile's budgets, seeded or sharded."""
+findings, reproducers), writes its case log, under a profile's budgets (model/profiles.py), seeded or
+sharded."""

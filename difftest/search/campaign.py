@@ -14,6 +14,19 @@ a seeded one draws from its seed alone, neither steered by the kernel's results 
 the literals of local source code (``seeded_search.py``), so a baseline and a candidate
 draw the same Problems.
 
+Two modes. *First failure* (profiles quick and ci, and the gate's baselines): the first
+failure ends the search; Hypothesis and then ``shrinking.simplify`` shrink it, and it is
+signed (``signature.derive``) so reports and the gate name it as a hunt would. *Hunt*
+(nightly and gpu; ``hunt=True``): the property never raises. A failing case that the
+findings so far do not explain (``signature.unexplained_gates``) is shrunk right there,
+toward a failure none explains, within ``shrink_budget`` and ``finding_calls`` runs, then
+signed and kept as a ``Finding`` (or added to the finding whose bug it is), and Hypothesis
+goes on drawing. Drawn Problems a finding explains are skipped, all but 1 in
+``steer_every``, and counted (``explained_skipped``). The search's examples and seconds
+still bound it: no new Problem runs after ``time_budget``, and no shrink or variation after
+``time_budget + shrink_budget``. Known findings (``known``, from ``--known``) replay first,
+are listed, never shrunk, and neither stop nor fail the campaign.
+
 Time budgets: Hypothesis has no wall-clock stop, so once a campaign's budget is spent
 new Problems are not run (they count as passing) while Problems already seen replay
 their recorded outcome; the failure Hypothesis replays at the end is therefore always
@@ -34,14 +47,15 @@ from difftest.execute import timing
 from difftest.execute.adapter import KernelAdapter
 from difftest.judge.declaration import claim_record
 from difftest.judge.runner import CaseResult, RunConfig, run_case
-from difftest.report.write import CaseLog, Progress
-from difftest.run.folder import logged_cases
+from difftest.model.profiles import Profile, get_profile
+from difftest.search.case_log import CaseLog, logged_cases
 from difftest.search.failure_store import load_failures, safe_name
-from difftest.search.findings import Findings
-from difftest.search.profiles import Profile, get_profile
+from difftest.search.findings import Finding, Findings
+from difftest.search.progress import Progress
 from difftest.search.seeded import local_constants_off
 from difftest.search.shard import in_shard
 from difftest.search.shard import label as shard_label
+from difftest.search.signature import MAX_VARIATIONS, derive, same_identity, unexplained_gates
 from difftest.strategies.compile import compile_reuse
 from difftest.vocab import CampaignStatus, FailureKind, Status
 from difftest.workdir import DEFAULT_DB, DEFAULT_OUT
@@ -51,6 +65,12 @@ class CaseFailed(AssertionError):
     def __init__(self, case: CaseResult):
         super().__init__(case.render())
         self.case = case
+
+
+class _BudgetSpent(BaseException):
+    """The search's time budget is spent: a hard stop. A BaseException, as KeyboardInterrupt
+    is, so Hypothesis lets it through instead of taking it for a failure, and stops drawing
+    (it used to draw, and skip, every remaining example: 3000 of them took 30 s)."""
 
 
 @dataclass
@@ -74,6 +94,10 @@ class CampaignResult:
     compile_reuse: dict | None = None  # cases reusing a compiled configuration (strategies.compile_reuse)
     settings: dict = field(default_factory=dict)
     declaration: list = field(default_factory=list)  # declaration problems behind the failure (declaration.py)
+    hunt: bool = False  # the search went on after failures (one Finding per distinct bug)
+    findings: list = field(default_factory=list)  # Finding per distinct bug (findings.py), known ones included
+    explained_skipped: int = 0  # drawn Problems not run: a finding's signature explains them (steering)
+    unexplained: int = 0  # failing cases no finding explains (the findings cap or the budget ran out first)
 
     def __post_init__(self):
         self.status = CampaignStatus(self.status)
@@ -104,6 +128,11 @@ class Campaign:
     shard: tuple[int, int] | None = None  # (I, N): only the Problems of shard I of N (difftest.search.shard)
     run_id: str | None = None  # tags every case-log line, names this run's reproducer (None: a new uuid)
     resume: bool = False  # out_dir's case log holds this run's finished cases (a killed run): never rerun
+    hunt: bool | None = None  # go on after a failure (None: the profile's ``hunt``)
+    known: list = field(default_factory=list)  # signature.Known entries of this kernel (--known)
+    steer_every: int = 4  # of the drawn Problems a finding explains, run 1 in N (0: run them all)
+    max_findings: int = 16  # distinct findings a hunt shrinks at most; later failures are counted
+    finding_calls: int = 200  # shrink runs per finding, at most
     # the search's state, set by run()
     result: CampaignResult | None = field(default=None, init=False, repr=False)
     seen: dict = field(default_factory=dict, init=False, repr=False)  # Problem -> its CaseResult (replayed)
@@ -113,6 +142,15 @@ class Campaign:
     log: CaseLog | None = field(default=None, init=False, repr=False)
     bar: Progress | None = field(default=None, init=False, repr=False)
     findings: Findings | None = field(default=None, init=False, repr=False)  # reproducer + store, kept current
+    found: list = field(default_factory=list, init=False, repr=False)  # Finding per distinct bug so far
+    explicit: set = field(default_factory=set, init=False, repr=False)  # replayed/corner Problems: never skipped
+    searched: set = field(default_factory=set, init=False, repr=False)  # Problems the search itself ran
+    finished_at: dict = field(default_factory=dict, init=False, repr=False)  # Problem -> seconds in, when it ran
+    hunting: bool = field(default=False, init=False, repr=False)
+    _explained_drawn: int = field(default=0, init=False, repr=False)
+    _skipped: set = field(default_factory=set, init=False, repr=False)
+    known_problems: dict = field(default_factory=dict, init=False, repr=False)  # Problem -> its --known file
+    wall0: float = field(default=0.0, init=False, repr=False)
 
     @classmethod
     def of(cls, kernel, profile="ci", *, max_examples: int | None = None, time_budget: float | None = None,
@@ -147,6 +185,8 @@ class Campaign:
             "run_id": self.run_id,
             "capability": claim_record(kernel.capability),
             **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
+        self.hunting = bool(getattr(prof, "hunt", False) if self.hunt is None else self.hunt)
+        res.hunt = res.settings["hunt"] = self.hunting
         why = kernel.available()
         if why:
             res.status, res.reason = CampaignStatus.UNAVAILABLE, why
@@ -162,24 +202,37 @@ class Campaign:
         self.findings = Findings(kernel, self.config, (self.out_dir or Path(DEFAULT_OUT)) / "repro",
                                  self.database, self.spec, self.run_id)
         saved = [p for p in load_failures(self.database, self.spec) if kernel.capability.covers(p)]
+        # known findings (--known) first: their Problems replay before anything else
+        self.found = [Finding(k.signature, known=True, source=k.source) for k in self.known if k.signature]
+        self.known_problems = {p: k.source for k in self.known for p in k.problems if kernel.capability.covers(p)}
+        saved = list(dict.fromkeys(list(self.known_problems) + saved))
         edge = list(strategies.edge_problems(kernel.capability, prof)) if self.edge_cases else []
         edge = [p for p in saved + [p for p in edge if p not in saved] if in_shard(p, self.shard)]  # saved first
+        self.explicit = set(edge)
         res.settings["edge_cases"] = len(edge)  # explicit corners run first; the other cases are drawn
         res.settings["replayed_failures"] = len(saved)
+        if self.known:
+            res.settings["known"] = {"findings": len(self.found), "problems": len(self.known_problems)}
         self.bar = Progress(kernel.name, self.max_examples + len(edge), self.progress)
         self.seen, self.keys = {}, set()
         # JIT kernels may count builds (compile_stats()); in a worker process the count is not ours to read
         counting = hasattr(kernel, "compile_stats") and not self.config.isolate
         stats0 = kernel.compile_stats() if counting else None
         timer = timing.PhaseTimer()
-        self.t0 = time.perf_counter()
+        self.t0, self.wall0 = time.perf_counter(), time.time()
         self.failed_at = None
+        self.drawn = 0  # this shard's Problems the search drew (run or not)
         if prior:
             self._resume_from(prior)
         try:
             with timing.collect(timer):
                 try:
                     self._search(strategy, edge)
+                    if self.hunting:
+                        self._hunt_leftovers()
+                except _BudgetSpent:  # the search's budget is spent; what it left undrawn is res.unrun
+                    if self.hunting:
+                        self._hunt_leftovers()  # returns at once: its deadline is the same budget
                 except CaseFailed as e:
                     res.failure = e.case
                     res.status = CampaignStatus.FAILED
@@ -187,6 +240,7 @@ class Campaign:
                     # explicit edge corpus; walk down through simpler Problems that fail the same way
                     left = max(5.0, self.failed_at + self.shrink_budget - self._now())
                     res.failure = self._simplify(res.failure, left)
+                self._conclude()
         except KeyboardInterrupt as e:  # SIGINT/SIGTERM (interrupt.py): hand back what finished
             self._interrupted(e)
             raise
@@ -205,10 +259,12 @@ class Campaign:
         if res.failure is not None:  # the final shrunk case (usually written already at its shrink step)
             from difftest.judge.declaration import diagnose
 
-            if self.findings.best is not res.failure:
+            if not self.hunting and self.findings.best is not res.failure:
                 self.findings.first = self.findings.first or res.first_failure
                 self.findings.write(res.failure)
-            res.reproducer = self.findings.reproducer
+            res.reproducer = res.reproducer if self.hunting else self.findings.reproducer
+            if not self.hunting and res.findings and not res.findings[-1].known:
+                res.findings[-1].reproducer = res.reproducer
             try:
                 res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, self.config),
                                            res.first_failure)
@@ -224,6 +280,9 @@ class Campaign:
             self.seen[case.problem] = case
             res.cases.append(case)
             self.keys.add(self.kernel.capability.compile_signature(case.problem))
+            self.finished_at[case.problem] = 0.0
+            if self.hunting:  # a hunt attributes them once the search is done (_hunt_leftovers)
+                continue
             if case.failed and res.first_failure is None:
                 self.failed_at = 0.0  # the shrink budget restarts now
                 res.first_failure, res.examples_to_fail = case, len(res.cases)
@@ -238,6 +297,15 @@ class Campaign:
     def _interrupted(self, e: KeyboardInterrupt) -> None:
         res, findings = self.result, self.findings
         res.reason = f"interrupted by {getattr(e, 'name', 'SIGINT')}"
+        if self.hunting:  # every finding's reproducer was written when it was found
+            self._count_hits()
+            new = [f for f in self.found if not f.known]
+            res.findings = list(self.found)
+            res.status = CampaignStatus.FAILED if new else CampaignStatus.INTERRUPTED
+            if new:
+                res.failure, res.first_failure, res.reproducer = new[0].best, new[0].first, new[0].reproducer
+            e.partial = res
+            return
         if res.first_failure is not None and (findings.best is None or findings.reproducer is None):
             findings.first = findings.first or res.first_failure  # the signal cut its write short
             findings.write(findings.best or res.first_failure)
@@ -252,7 +320,7 @@ class Campaign:
         return time.perf_counter() - self.t0
 
     def _over_budget(self) -> bool:
-        if self.failed_at is None:
+        if self.hunting or self.failed_at is None:  # a hunt's shrinks run inside its search budget
             return self._now() > self.time_budget
         return self._now() > self.failed_at + self.shrink_budget
 
@@ -265,12 +333,14 @@ class Campaign:
         case = self.seen[problem] = run_case(self.kernel, problem, self.config)
         res = self.result
         res.cases.append(case)
-        if case.failed and self.failed_at is None:
+        self.finished_at[problem] = self._now()
+        new = case.failed and not self._known_covers(case)  # a known finding neither stops nor shrinks
+        if new and self.failed_at is None:
             self.failed_at = self._now()
             res.first_failure = case
             res.examples_to_fail = len(res.cases)
             res.seconds_to_fail = self.failed_at
-        if case.failed and same_failure(res.first_failure, case):
+        if new and not self.hunting and same_failure(res.first_failure, case):
             self.findings.found(case, res.first_failure)
         if self.log:
             self.log.write(case)
@@ -281,20 +351,193 @@ class Campaign:
         hypothesis.assume(in_shard(problem, self.shard))  # another shard's Problem: not ours to run
         res = self.result
         case = self.seen.get(problem)
+        self.drawn += 1
         if case is None:
             if self._over_budget():
-                res.unrun += self.failed_at is None  # the search's budget, not the shrink's
+                if self.failed_at is None or self.hunting:  # the search's budget, not the shrink's: stop drawing
+                    res.unrun = max(1, self.max_examples - (self.drawn - 1))
+                    raise _BudgetSpent
+                return
+            if self._steered_away(problem):
                 return
             case = self._case(problem)
+            self.searched.add(problem)
             self.keys.add(self.kernel.capability.compile_signature(problem))
             if self.on_case:
                 self.on_case(case)
             self.bar.update(len(res.cases), sum(c.failed for c in res.cases),
                             max(c.worst_ratio for c in res.cases), "shrinking" if self.failed_at else "")
         if self.seed is None:  # a seeded search must not follow the kernel's results (seeded_search.py)
-            hypothesis.target(min(case.worst_ratio, 1e6), label="worst error ratio")
-        if case.failed and same_failure(res.first_failure, case):  # other failures stay in res.cases
-            raise CaseFailed(case)
+            # nor climb back into a bug already found: an explained failure scores nothing
+            known = case.failed and not unexplained_gates(self._signatures(), case)
+            hypothesis.target(0.0 if known else min(case.worst_ratio, 1e6), label="worst error ratio")
+        if self.hunting:  # record, shrink and sign a new bug, then let Hypothesis go on drawing
+            if case.failed:
+                self._hunt(case)
+            return
+        if case.failed and res.first_failure is not None and not self._known_covers(case) \
+                and same_failure(res.first_failure, case):
+            raise CaseFailed(case)  # other failures (and known findings) stay in res.cases
+
+    # ------------------------------------------------------------------ hunting
+    def _signatures(self) -> list:
+        return [s for f in self.found for s in f.signatures]
+
+    def _known_covers(self, case) -> bool:
+        """Every failing gate of ``case`` is explained by a known finding (--known)."""
+        known = [s for f in self.found if f.known for s in f.signatures]
+        return bool(known) and case.failed and not unexplained_gates(known, case)
+
+    def _steered_away(self, problem) -> bool:
+        """A hunt skips a drawn Problem a finding already explains, all but 1 in
+        ``steer_every`` of them (those check the signature and can show a bug it hides);
+        replayed and corner Problems always run. Each skip is counted on its finding."""
+        if not self.hunting or not self.steer_every or problem in self.explicit:
+            return False
+        who = [f for f in self.found if f.explains_problem(problem)]
+        if not who or problem in self._skipped:
+            return bool(who)
+        self._explained_drawn += 1
+        if self._explained_drawn % self.steer_every == 0:
+            return False
+        self._skipped.add(problem)
+        who[0].skipped += 1
+        self.result.explained_skipped += 1
+        return True
+
+    def _deadline(self) -> float:
+        """Seconds in by which a hunt stops shrinking and signing: the search budget plus
+        one shrink budget bounds the whole campaign."""
+        return self.time_budget + self.shrink_budget
+
+    def _run_seen(self, problem) -> CaseResult:
+        case = self.seen.get(problem)
+        return case if case is not None else self._case(problem)
+
+    def _hunt(self, case: CaseResult) -> Finding | None:
+        """``case`` failed: when no finding explains all of its failing gates, shrink it
+        toward what none explains (a bounded budget), sign it (signature.derive) and keep it
+        as a new finding, unless its signature is one already found."""
+        new = unexplained_gates(self._signatures(), case)
+        if not new:
+            return None
+        if len(self.found) >= self.max_findings + sum(f.known for f in self.found) or self._now() > self._deadline():
+            return None  # counted as unexplained at the end
+        t = self._now()
+        self.result.settings["hunt_attempts"] = self.result.settings.get("hunt_attempts", 0) + 1
+        n_new = sum(not f.known for f in self.found) + 1
+        source = self.known_problems.get(case.problem)  # a known failure-store Problem: not shrunk again
+        writer = None if source else Findings(self.kernel, self.config,
+                                              (self.out_dir or Path(DEFAULT_OUT)) / "repro",
+                                              self.database, self.spec, self.run_id, number=n_new)
+        best, calls = case, 0
+        if writer is not None:
+            writer.found(case, case)
+            best, calls = self._shrink_toward(case, new, writer, min(self.shrink_budget, self._deadline() - t))
+        over = self._deadline() if self._now() < self._deadline() else self._now() + 5.0
+        target = (unexplained_gates(self._signatures(), best) & new) or new
+        sig = derive(best, self._run_seen, self.kernel.capability, gates=target, budget_calls=MAX_VARIATIONS,
+                     deadline=lambda: self._now() > over)
+        for f in self.found:
+            if any(same_identity(s, sig, best.problem) for s in f.signatures):
+                if sig not in f.signatures:
+                    f.variants.append(sig)  # the same bug, reached from elsewhere: it explains this too
+                if writer is not None:
+                    writer.discard()  # its reproducer pair was only a candidate's
+                return f
+        if writer is not None and writer.best is not best:
+            writer.write(best)
+        f = Finding(sig, first=case, best=best, known=source is not None, source=source or "",
+                    reproducer=writer.reproducer if writer else None,
+                    shrink={} if source else {"calls": calls, "seconds": round(self._now() - t, 2)})
+        self.found.append(f)
+        if writer is not None and self.findings.best is None:
+            self.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
+        return f
+
+    def _shrink_toward(self, case, gates: set, writer, budget: float):
+        """Shrink ``case`` keeping a failure on one of ``gates`` that no finding explains."""
+        from difftest.search.shrinking import simplify
+
+        def still_fails(p):
+            c = self._run_seen(p)
+            if not c.failed or not (unexplained_gates(self._signatures(), c) & gates):
+                return False
+            if case.status == Status.ERROR and (c.status != Status.ERROR or c.error_type != case.error_type):
+                return False
+            writer.found(c, case)
+            return True
+
+        best, calls = simplify(case.problem, still_fails, self.kernel.capability, time_budget=max(0.0, budget),
+                               max_calls=self.finding_calls)
+        return self.seen.get(best, case), calls
+
+    def _hunt_leftovers(self) -> None:
+        """Failing cases the search left unexplained (met while shrinking another finding,
+        or logged by a resumed run): hunted while the budget lasts."""
+        for case in list(self.result.cases):
+            if self._now() > self._deadline():
+                return
+            if case.failed:
+                self._hunt(case)
+
+    def _count_hits(self) -> None:
+        """Each finding's hits (failing cases it explains), the search's share of them and
+        when it was first seen; the failing cases no finding explains."""
+        res = self.result
+        for f in self.found:
+            f.hits = f.search_hits = 0
+        res.unexplained = 0
+        for i, c in enumerate(res.cases):
+            if not c.failed:
+                continue
+            if unexplained_gates(self._signatures(), c):
+                res.unexplained += 1
+            for f in self.found:
+                if f.explains(c):
+                    f.hits += 1
+                    f.search_hits += c.problem in self.searched or c.problem in self.explicit
+                    if not f.first_seen:
+                        f.first_seen = {"case": i + 1, "seconds": round(self.finished_at.get(c.problem, 0.0), 2),
+                                        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(
+                                            self.wall0 + self.finished_at.get(c.problem, 0.0)))}
+                        if f.first is None:
+                            f.first = c
+                        if f.best is None:
+                            f.best = c
+
+    def _conclude(self) -> None:
+        """The findings of the campaign into its result. First-failure mode: the one shrunk
+        failure gets its signature now (variations in what is left of the shrink budget, at
+        least a few seconds), so reports and the gate name it the same way a hunt does."""
+        res = self.result
+        if not self.hunting and res.failure is not None:
+            over = self._now() + max(5.0, (self.failed_at or 0.0) + self.shrink_budget - self._now())
+            sig = derive(res.failure, self._run_seen, self.kernel.capability, budget_calls=MAX_VARIATIONS,
+                         deadline=lambda: self._now() > over)
+            if not any(same_identity(s, sig, res.failure.problem) for f in self.found for s in f.signatures):
+                self.found.append(Finding(sig, first=res.first_failure, best=res.failure,
+                                          reproducer=self.findings.reproducer,
+                                          shrink={"seconds": round(self._now() - (self.failed_at or 0.0), 2)}))
+        self._count_hits()
+        res.findings = list(self.found)
+        res.settings["searched"] = len(self.searched)  # cases the search ran; the rest shrank or signed
+        if not self.hunting:
+            return
+        new = [f for f in self.found if not f.known]
+        if new:
+            res.status = CampaignStatus.FAILED
+            res.failure, res.first_failure, res.reproducer = new[0].best, new[0].first, new[0].reproducer
+            res.examples_to_fail = new[0].first_seen.get("case")
+            res.seconds_to_fail = new[0].first_seen.get("seconds")
+        elif res.unexplained:  # failures the budget left unsigned still fail the campaign, unshrunk
+            first = next(c for c in res.cases if c.failed and unexplained_gates(self._signatures(), c))
+            res.status, res.failure, res.first_failure = CampaignStatus.FAILED, first, first
+            self.findings.first = first
+            self.findings.write(first)
+            res.reproducer = self.findings.reproducer
+            res.reason = f"{res.unexplained} failing cases no finding explains (the budget ran out before they " \
+                         f"were shrunk and signed); the first is reported unshrunk"
 
     def _search(self, strategy, edge: list) -> None:
         def prop(problem):  # Hypothesis wraps a plain function
@@ -335,7 +578,8 @@ def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_
                  shrink_budget: float | None = None, strategy=None, out_dir=None, config: RunConfig | None = None,
                  progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
                  seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None,
-                 run_id: str | None = None, resume: bool = False) -> CampaignResult:
+                 run_id: str | None = None, resume: bool = False, hunt: bool | None = None,
+                 known=()) -> CampaignResult:
     """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a
     registry name. ``database``: directory of Hypothesis's example database and the
     failure store (None: neither), so failures found before are replayed first. ``seed``:
@@ -343,11 +587,14 @@ def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_
     None searches afresh each run. ``out_dir``: where the case log and reproducers go.
     ``shard``: (I, N) runs only the Problems of shard I of N (difftest.search.shard), drawn and corpus alike.
     ``run_id``: tags every case-log line (default: a new uuid). ``resume``: the case log in
-    ``out_dir`` holds this run's finished cases (a killed run); they are never run again."""
+    ``out_dir`` holds this run's finished cases (a killed run); they are never run again.
+    ``hunt``: go on after a failure, one finding per distinct bug (None: the profile's; on
+    for nightly and gpu, off for quick and ci). ``known``: signature.Known entries of this
+    kernel (``load_known`` + ``known_for``): replayed first, listed as known, never shrunk."""
     return Campaign.of(kernel, profile, max_examples=max_examples, time_budget=time_budget,
                        shrink_budget=shrink_budget, seed=seed, config=config, out_dir=out_dir, strategy=strategy,
                        progress=progress, edge_cases=edge_cases, database=database, on_case=on_case,
-                       shard=shard, run_id=run_id, resume=resume).run()
+                       shard=shard, run_id=run_id, resume=resume, hunt=hunt, known=list(known)).run()
 
 
 def same_failure(a: CaseResult, b: CaseResult) -> bool:

@@ -25,17 +25,59 @@ def store_path(database: str | None, spec: str) -> Path | None:
     return Path(database) / FOLDER / f"{safe_name(spec)}.jsonl" if database else None
 
 
+MAX_STORE_BYTES = 16 * 2**20  # a Problem line is ~300 bytes: tens of thousands of failures
+MAX_LINE_BYTES = 64 * 2**10
+_WARNED: set = set()
+
+
+def _warn(path, lineno: int, why: str) -> None:
+    """One warning per bad line and process (the store is read at each shrink step)."""
+    import sys
+
+    from difftest.errors import one_line
+
+    key = (str(path), lineno, why)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        print(f"difftest: warning: {path}:{lineno}: failure-store line skipped: {one_line(why)}", file=sys.stderr)
+
+
 def load_failures(database: str | None, spec: str) -> list[Problem]:
     """Problems that failed in earlier campaigns of ``spec`` (shrunk first), oldest first,
-    each once; a line that no longer parses as a Problem (an older schema) is skipped."""
+    each once. The store is a file others may have written (a cached CI folder): a line
+    that is not a valid Problem (an older schema, an edit, a cut line, deep nesting, a
+    huge integer, a lone surrogate) is skipped with a warning naming the file and line,
+    so one bad line never breaks the kernel's later runs; a store larger than
+    MAX_STORE_BYTES is read up to that size."""
+    from difftest.safeio import parse_json
+
     path = store_path(database, spec)
-    if path is None or not path.exists():
+    if path is None or not path.is_file():
         return []
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_STORE_BYTES + 1)
+    except OSError as e:
+        _warn(path, 0, f"cannot read ({e.strerror or e})")
+        return []
+    if len(data) > MAX_STORE_BYTES:
+        _warn(path, 0, f"larger than {MAX_STORE_BYTES} bytes: only the first {MAX_STORE_BYTES} are read")
+        data = data[:MAX_STORE_BYTES]
     out = []
-    for line in path.read_text().splitlines():
+    lines = data.split(b"\n")
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        if len(raw) > MAX_LINE_BYTES:
+            _warn(path, n, f"{len(raw)} bytes: allowed at most {MAX_LINE_BYTES} (one Problem)")
+            continue
         try:
-            p = Problem.from_json(line)
-        except (ValueError, TypeError, ProblemError):
+            d = parse_json(raw, "line", ValueError, max_depth=8)
+            if not isinstance(d, dict):
+                raise ValueError(f"a JSON {type(d).__name__}: allowed a Problem object")
+            p = Problem.from_dict(d)
+        except (ValueError, TypeError, KeyError, AttributeError, ProblemError, RecursionError) as e:
+            _warn(path, n, str(e))
             continue
         if p not in out:
             out.append(p)
@@ -51,6 +93,12 @@ def save_failures(database: str | None, spec: str, problems) -> None:
     new = [p for p in dict.fromkeys(problems) if p is not None and p not in known]
     if new:
         path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a+b") as f:  # a cut last line (a full disk, a kill) stays apart from the new ones
+            f.seek(0, 2)
+            if f.tell():
+                f.seek(-1, 2)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
         with path.open("a") as f:
             for p in new:
                 f.write(p.to_json() + "\n")

@@ -3,10 +3,16 @@ reproducer and its failure-store entry when it is found, and both are rewritten 
 shrink step (each strictly simpler Problem that fails the same way), so a campaign
 killed while shrinking has already left its best reproducer and store entry behind.
 
-The reproducer pair keeps one name per campaign run (``<spec>-<run id>.json``/``.py``),
-written atomically; the store keeps the first failing Problem and the current simplest,
-replacing the previous simplest in place (atomically) rather than appending every step.
+The reproducer pair keeps one name per campaign run and finding (``<spec>-<run id>.json``/
+``.py`` for the first, ``-f2``, ``-f3`` ... for a hunt's later findings), written atomically;
+the store keeps the first failing Problem and the current simplest, replacing the previous
+simplest in place (atomically) rather than appending every step.
+
+``Finding`` is one distinct bug of a campaign as the reports list it (signature.py says
+what makes two failures the same bug).
 """
+
+from dataclasses import dataclass, field
 
 from difftest.search.shrinking import complexity
 
@@ -16,10 +22,11 @@ def _safe(name: str) -> str:
 
 
 class Findings:
-    def __init__(self, kernel, config, repro_dir, database: str | None, spec: str, run_id: str):
+    def __init__(self, kernel, config, repro_dir, database: str | None, spec: str, run_id: str, number: int = 1):
         self.kernel, self.config, self.repro_dir = kernel, config, repro_dir
         self.database, self.spec = database, spec
-        self.stem = f"{_safe(spec)}-{run_id[:12]}"
+        # a hunt's later findings get their own pair: <spec>-<run id>-f2, -f3, ...
+        self.stem = f"{_safe(spec)}-{run_id[:12]}" + (f"-f{number}" if number > 1 else "")
         self.first = None  # CaseResult
         self.best = None  # CaseResult, the simplest failing the first's way so far
         self.reproducer = None  # {"json": path, "py": path}
@@ -46,9 +53,87 @@ class Findings:
         self._store(case)
         self.best = case
 
+    def discard(self) -> None:
+        """Remove the reproducer pair this writer wrote (a candidate that turned out to be
+        a finding already kept); its store entries stay: failing Problems to replay first."""
+        from pathlib import Path
+
+        for path in (self.reproducer or {}).values():
+            Path(path).unlink(missing_ok=True)
+        self.reproducer = None
+
     def _store(self, best) -> None:
         """The simplest failing Problem so far, then the first one (the simplest replays
         first in the next campaign); entries this run did not write stay in place."""
         from difftest.search.failure_store import keep_current
 
         self._mine = keep_current(self.database, self.spec, [best.problem, self.first.problem], self._mine)
+
+
+@dataclass
+class Finding:
+    """One distinct bug a campaign found (or was told about, ``known``): its signature,
+    the case that first hit it, its shrunk case, how many cases it explains and when it
+    was first seen. Plain data, so a result crosses process boundaries (``--jobs``)."""
+
+    signature: object  # signature.Signature
+    first: object = None  # CaseResult: the case that first hit it (None: known and not hit)
+    best: object = None  # CaseResult: the shrunk case (for a known finding: its replayed case)
+    known: bool = False
+    hits: int = 0  # failing cases of the campaign it explains (search, shrink and variation cases)
+    search_hits: int = 0  # of those, drawn or replayed by the search itself
+    skipped: int = 0  # drawn Problems it explains that were not run (steering)
+    first_seen: dict = field(default_factory=dict)  # {"case": index in the campaign, "seconds": s, "utc": time}
+    reproducer: dict | None = None  # {"json": path, "py": path}
+    shrink: dict = field(default_factory=dict)  # {"calls": n, "seconds": s}
+    source: str = ""  # for a known finding: the file it came from
+    # signatures of the same bug reached from elsewhere (signature.same_identity), which
+    # widen what the finding explains: a fault invisible on one key without sinks signs
+    # "seqlen_k>=2" first and "sinks" once a case with sinks and one key shows it
+    variants: list = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.signature.id
+
+    @property
+    def signatures(self) -> list:
+        return [self.signature] + self.variants
+
+    def explains(self, case) -> bool:
+        return any(s.explains(case) for s in self.signatures)
+
+    def explains_problem(self, problem) -> bool:
+        return any(s.explains_problem(problem) for s in self.signatures)
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "status": "known" if self.known else "new", "signature": self.signature.to_dict(),
+                "hits": self.hits, "search_hits": self.search_hits, "skipped": self.skipped,
+                "first_seen": self.first_seen, "reproducer": self.reproducer, "shrink": self.shrink,
+                "variants": [v.to_dict() for v in self.variants],
+                "failure": self.best.to_dict() if self.best is not None else None,
+                "first_failure": self.first.problem.to_dict() if self.first is not None else None,
+                **({"source": self.source} if self.source else {})}
+
+
+def failure_message(res) -> str:
+    """What a failing campaign reports where one message must say it all (the pytest
+    fixture): every new finding, each with its signature, shrunk case, cases that hit it,
+    when first seen and reproducer; then the known findings it hit, one line each."""
+    new = [f for f in res.findings if not f.known] if res.findings else []
+    if not new:
+        repro = (res.reproducer or {}).get("py", "-")
+        return f"{res.failure.render()}\nfirst failure after {res.examples_to_fail} examples; reproducer: {repro}"
+    lines = [f"{res.kernel}: {len(new)} distinct finding{'s' * (len(new) != 1)}"
+             + (f" ({res.explained_skipped} drawn problems they explain not run)" if res.explained_skipped else "")]
+    for i, f in enumerate(new, 1):
+        seen = f.first_seen or {}
+        lines.append(f"--- finding {i}/{len(new)} [{f.id}] {f.signature.describe()}")
+        lines.append(f"  {f.hits} failing cases; first seen at case {seen.get('case', '-')} "
+                     f"({seen.get('seconds', 0.0):.1f} s in)")
+        lines += ["  " + x for x in f.best.render().splitlines()]
+        lines.append(f"  reproducer: {(f.reproducer or {}).get('py', '-')}")
+    for f in res.findings:
+        if f.known and f.hits:
+            lines.append(f"known [{f.id}] {f.signature.describe()}: {f.hits} cases")
+    return "\n".join(lines)

@@ -14,7 +14,7 @@ def score_elements(p: Problem) -> int:
 def check_problem_size(p: Problem, profile=None) -> str | None:
     """None when ``p`` fits ``profile`` (a name or Profile; None: the largest, 'gpu'),
     else one line naming the measured size and the limit."""
-    from difftest.search.profiles import PROFILES, get_profile
+    from difftest.model.profiles import PROFILES, get_profile
 
     prof = get_profile(profile) if profile is not None else max(PROFILES.values(), key=lambda q: q.max_tokens)
     tokens = max(p.total_q, p.total_k)

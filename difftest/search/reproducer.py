@@ -14,33 +14,31 @@ import json
 import math
 from pathlib import Path
 
+from difftest.errors import FileFormatError
 from difftest.model.problem import Problem
 from difftest.safeio import atomic_write_text
 
 SCRIPT = '''#!/usr/bin/env python
-"""difftest reproducer.
-
-kernel:  {kernel}
-problem: {short}
-failed:  {gates}
-
-Run: python {name}   (exit 1 while the failure reproduces; needs difftest, not Hypothesis)
-"""
+"""difftest reproducer: rebuilds one failing case's inputs, runs the kernel and the
+references, prints every gate verdict, and exits 1 while the failure reproduces (needs
+difftest, not Hypothesis). What was recorded is data below, never code."""
 import json
 import sys
 
-KERNEL = {kernel!r}
-PROBLEM = json.loads({problem_json!r})
-CONFIG = json.loads({config_json!r})
+RECORD = json.loads({record!r})
+KERNEL = RECORD["kernel"]
+PROBLEM = RECORD["problem"]
+CONFIG = RECORD["config"]
 
 
 def main():
-    from difftest.execute import adapter
-    from difftest.model.problem import Problem
-    from difftest.judge.runner import RunConfig, run_case
+    from difftest import Problem, RunConfig, get_kernel, run_case
 
+    print("kernel: ", KERNEL)
+    print("problem:", RECORD["short"])
+    print("failed: ", RECORD["failed"])
     problem = Problem.from_dict(PROBLEM)
-    result = run_case(adapter.get(KERNEL), problem, RunConfig.from_dict(CONFIG))
+    result = run_case(get_kernel(KERNEL), problem, RunConfig.from_dict(CONFIG))
     print(result.render(verbose=True))
     return 1 if result.failed else 0
 
@@ -71,13 +69,15 @@ def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> 
     atomic_write_text(jpath, json.dumps(record, indent=1, default=str))
     ppath = out / f"{stem}.py"
     gates = ", ".join(case.failed_gates) or (case.reason.splitlines() or ["-"])[0]
-    atomic_write_text(ppath, SCRIPT.format(kernel=spec, short=case.problem.short(), gates=gates, name=ppath.name,
-                                           problem_json=case.problem.to_json(), config_json=json.dumps(cfg)),
-                      mode=0o755)
+    # every recorded text (the kernel's error message included) enters the script as one
+    # Python string literal (repr of JSON text): no recorded text can become code
+    data = json.dumps({"kernel": spec, "problem": case.problem.to_dict(), "config": cfg,
+                       "short": case.problem.short(), "failed": gates}, default=str, ensure_ascii=True)
+    atomic_write_text(ppath, SCRIPT.format(record=data), mode=0o755)
     return {"json": str(jpath), "py": str(ppath)}
 
 
-class ReproducerError(ValueError):
+class ReproducerError(FileFormatError):
     """A reproducer file that cannot be replayed; the message is one line naming the file,
     what is wrong and what is allowed."""
 
@@ -107,14 +107,12 @@ def read_json(path) -> dict:
         _fail(path, "the file is empty: allowed a JSON reproducer written by difftest")
     if size > MAX_BYTES:
         _fail(path, f"{size} bytes: allowed at most {MAX_BYTES} (a reproducer is a few kB)")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        _fail(path, f"cannot be read ({e}): allowed a UTF-8 JSON file")
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        _fail(path, f"not valid JSON (truncated or edited?): {e.msg} at line {e.lineno} column {e.colno}")
+    from difftest.safeio import parse_json, read_capped
+
+    def error(msg):  # safeio's messages start with the path; ours name the reproducer first
+        return ReproducerError(f"reproducer {msg}")
+
+    d = parse_json(read_capped(path, MAX_BYTES, error, "JSON reproducer"), repr(str(path)), error)
     if not isinstance(d, dict):
         _fail(path, f"top level is a JSON {type(d).__name__}: allowed an object with 'kernel' and 'problem'")
     return d
@@ -159,15 +157,16 @@ def _check_config(path, cfg) -> dict:
             _fail(path, f"config field {key!r} = {val!r}: allowed {allowed}")
     if cfg.get("device") not in (None, "cpu", "cuda"):
         _fail(path, f"config field 'device' = {cfg['device']!r}: allowed 'cpu', 'cuda' or null")
+    from difftest.commands.argcheck import MAX_CHUNK_THRESHOLD, MAX_DETERMINISM, MAX_SECONDS
+
     for key in ("timeout_s", "compile_timeout_s"):
         t = cfg.get(key, 1.0)
-        if not (math.isfinite(t) and t > 0):
-            _fail(path, f"config field {key!r} = {t!r}: allowed a finite number > 0")
-    for key in ("determinism_runs", "chunk_threshold"):
+        if not (math.isfinite(t) and 0 < t <= MAX_SECONDS):
+            _fail(path, f"config field {key!r} = {t!r}: allowed a finite number in (0, {MAX_SECONDS:g}]")
+    for key, least, most in (("determinism_runs", 1, MAX_DETERMINISM), ("chunk_threshold", 0, MAX_CHUNK_THRESHOLD)):
         v = cfg.get(key)
-        if v is not None and v < (1 if key == "determinism_runs" else 0):
-            least = 1 if key == "determinism_runs" else 0
-            _fail(path, f"config field {key!r} = {v!r}: allowed null or an int >= {least}")
+        if v is not None and not least <= v <= most:
+            _fail(path, f"config field {key!r} = {v!r}: allowed null or an int in [{least}, {most}]")
     from difftest.judge import runner
     from difftest.judge.runner import RunConfig
 
@@ -214,11 +213,28 @@ def check_spec(path, field_name: str, spec: str, allow_import: bool) -> None:
                     f"name (see `difftest list`); pass --allow-import to trust this file, or --kernel NAME")
 
 
+CPU_PROFILE, GPU_PROFILE = "nightly", "gpu"  # the largest profile meant for each device
+
+
+def device_profile(kernel, cfg: dict) -> str:
+    """The size limits of the device the case will actually run on: the largest CPU
+    profile's unless it runs on CUDA (the config's device, else the kernel's own) and CUDA
+    is available here. A GPU-sized Problem replayed on the CPU would take minutes and
+    gigabytes (the float64 truth is computed where the kernel runs)."""
+    device = str(cfg.get("device") or getattr(kernel.capability, "device", "cpu") or "cpu")
+    if device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            return GPU_PROFILE
+    return CPU_PROFILE
+
+
 def replay(path, kernel: str | None = None, *, allow_import: bool = False, profile: str | None = None):
     """Run a reproducer again; ``kernel`` (the user's own choice, so it may be a
     ``module:attr`` spec) overrides the recorded one. Names from the file resolve only
     through the registry unless ``allow_import``. ``profile``: the size limits the
-    Problem must fit (default: the largest profile's)."""
+    Problem must fit (default: the device's, ``device_profile``)."""
     from difftest.execute import adapter
     from difftest.judge.runner import RunConfig, run_case
     from difftest.search.limits import check_problem_size
@@ -230,13 +246,13 @@ def replay(path, kernel: str | None = None, *, allow_import: bool = False, profi
     spec = kernel or spec
     if not spec:
         _fail(path, "names no kernel: pass one with --kernel")
-    why = check_problem_size(problem, profile)
-    if why:
-        _fail(path, why)
     try:
         k = adapter.get(spec)
         if cfg.get("second_reference"):
             adapter.get(cfg["second_reference"])
     except adapter.KernelSpecError as e:
         _fail(path, str(e))
+    why = check_problem_size(problem, profile if profile is not None else device_profile(k, cfg))
+    if why:
+        _fail(path, why + " (-p/--profile chooses other limits)")
     return run_case(k, problem, RunConfig.from_dict(cfg) if cfg else RunConfig())

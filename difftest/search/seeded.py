@@ -15,9 +15,8 @@ features of Hypothesis break that promise, and a seeded campaign turns both off:
   site-packages and the standard library: the kernel under test, its repository, an
   editable difftest. Importing a module of new literals (tile sizes) between two runs changed
   the draws from the 123rd Problem on (ci, 300 examples, targeting off; results/seeded_search.md).
-  ``local_constants_off()`` gives a
-  seeded search none. Hypothesis has no setting for this yet (HypothesisWorks/hypothesis
-  issue 4627), so it replaces the module's internal collector for the duration;
+  ``local_constants_off()`` gives a seeded search none. Hypothesis has no setting for this
+  (6.170), so it replaces the module's internal collector for the duration;
   tests/test_seeded_search.py fails if a Hypothesis upgrade moves it.
 
 Unseeded searches (the hunting profiles) keep both: they reproduce nothing by design, and

@@ -13,9 +13,14 @@ one failure wherever it leads.
 
 import hashlib
 
+from difftest.errors import UsageError
 
-class ShardError(ValueError):
-    pass
+
+class ShardError(UsageError):
+    """A bad ``--shard`` value or shard field (one line)."""
+
+
+MAX_SHARDS = 10_000
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -24,11 +29,12 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
         return None
     i, sep, n = str(text).partition("/")
     try:
-        i, n = int(i), int(n)
+        i, n = (int(i), int(n)) if len(str(text)) <= 20 else (None, None)
     except ValueError:
         i = n = None
-    if not sep or i is None or n < 1 or not 0 <= i < n:
-        raise ShardError(f"--shard {text!r} is invalid: allowed I/N with integers 0 <= I < N (e.g. 0/2, 1/2)")
+    if not sep or i is None or n < 1 or not 0 <= i < n or n > MAX_SHARDS:
+        raise ShardError(f"--shard {str(text)[:40]!r} is invalid: allowed I/N with integers 0 <= I < N <= "
+                         f"{MAX_SHARDS} (e.g. 0/2, 1/2)")
     return i, n
 
 

@@ -58,12 +58,16 @@ def neighbours(p: Problem, cap: Capability | None = None):
     else:
         if p.batch > 1:
             yield p.replace(batch=1)
+        # a value-dependent fault (an overflow on a few large logits) may need other values
+        # once tokens are gone: each shorter length with a few seeds, as for heads below
         for L in _lengths(p.seqlen_q, least_q, m):
             if L >= 1:
-                yield p.replace(seqlen_q=L)
+                for seed in dict.fromkeys((p.seed, 0, 1, 2, 3)):
+                    yield p.replace(seqlen_q=L, seed=seed)
         for L in _lengths(p.seqlen_k, least_k, m):
             if L >= 1:
-                yield p.replace(seqlen_k=L)
+                for seed in dict.fromkeys((p.seed, 0, 1, 2, 3)):
+                    yield p.replace(seqlen_k=L, seed=seed)
         if p.seqlen_q != p.seqlen_k:
             yield p.replace(seqlen_k=p.seqlen_q)
         else:  # both at once: the only way down for a kernel that takes square problems only

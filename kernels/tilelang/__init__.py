@@ -1,4 +1,4 @@
-"""Our own TileLang attention kernels (issue 4): one source for the CPU (target "c", CI)
+"""Our own TileLang attention kernels: one source for the CPU (target "c", CI)
 and the H200 (target "cuda").
 
 source.py      kernels: forward (O, LSE), Delta/dSink preprocess, main backward (dK, dV,

@@ -19,17 +19,11 @@ from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 
 from . import cache
+from .tiles import TILES
+from .warm import prebuild
 
 COMPILE_KEY = ("dtype", "head_dim_qk", "head_dim_v", "sinks")
 DEVICES = ("cpu", "cuda")
-
-# Block sizes and launch shapes per device. The CPU uses small tiles (cheap tails, small
-# CI shapes); the GPU uses 64x64 tiles.
-TILES = {
-    "cpu": dict(block_m=32, block_n=32, fwd_threads=128, bwd_threads=128, stages=1),
-    "cuda": dict(block_m=64, block_n=64, fwd_threads=128, bwd_threads=256, stages=1),
-}
-
 
 # Every mask and layout feature, both devices: GQA, unequal head dims, causal and windows in
 # both alignments, varlen with empty sequences and unused tail tokens, sinks.
@@ -151,8 +145,6 @@ class TileLangAttention(KernelAdapter):
         """Build, in parallel, every kernel ``problems`` need that TileLang's disk cache does
         not hold yet (warm.prebuild), so the campaign's own builds become cache loads.
         ``wait=False``: start the builds and return the job (``.wait()`` -> counts)."""
-        from .warm import prebuild
-
         requests = {}
         if not self.available():
             for p in problems:

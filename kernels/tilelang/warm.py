@@ -24,7 +24,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from .adapter import TILES
+from .tiles import TILES
 
 
 def configs(target: str, dtypes=None, dims=None) -> list[tuple[str, dict]]:
@@ -76,8 +76,11 @@ def warm(target: str, jobs: int, dtypes=None, dims=None, log=print) -> list[dict
     rows = []
     t0 = time.perf_counter()
     ctx = mp.get_context("spawn")  # fresh interpreters: no inherited tilelang/CUDA state
+    from difftest.safeio import safe_child_path
+
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
-        futs = {ex.submit(_build, kind, target, params): (kind, params) for kind, params in todo}
+        with safe_child_path():  # workers start at submit: none puts the cwd on its sys.path
+            futs = {ex.submit(_build, kind, target, params): (kind, params) for kind, params in todo}
         for f in as_completed(futs):
             kind, params = futs[f]
             secs, err = f.result()
@@ -111,8 +114,11 @@ class Prebuild:
             ctx = mp.get_context("fork" if target == "c" and sys.platform == "linux" and not cuda_up else "spawn")
             self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
             # the largest first: fwd and main take longest, so every core stays busy to the end
-            for kind, params in sorted(todo, key=lambda kp: kp[0] not in ("fwd", "main")):
-                self.futures.append((kind, params, self.ex.submit(_build, kind, target, params)))
+            from difftest.safeio import safe_child_path
+
+            with safe_child_path():  # spawned workers start at submit: none puts the cwd on its sys.path
+                for kind, params in sorted(todo, key=lambda kp: kp[0] not in ("fwd", "main")):
+                    self.futures.append((kind, params, self.ex.submit(_build, kind, target, params)))
 
     def wait(self) -> dict:
         for kind, params, f in self.futures:

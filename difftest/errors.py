@@ -1,0 +1,66 @@
+"""One error hierarchy and one exit-code table for every subcommand (docs/exit-codes.md).
+
+==========  ==========================================================================
+exit code   meaning
+==========  ==========================================================================
+0           every kernel passed (``run``, ``repro``), the gate passed, the command did
+            what it was asked (``merge``, ``report``, ``list``, ...)
+1           a kernel failed a gate (a finding), or the CI gate failed
+2           usage or input error: a bad flag, a malformed or oversized file, an output
+            that cannot be written (disk full included); nothing was judged
+3           ``repro``: the case was skipped (the kernel cannot run that Problem here), so
+            nothing was replayed
+130 / 143   interrupted by SIGINT / SIGTERM (128 + the signal); a finding made before the
+            signal still exits 1
+==========  ==========================================================================
+
+Every refusal of input is an ``InputError`` (or a subclass). The command line turns it
+into one line on stderr and exit code 2 in exactly one place, ``difftest.commands.cli.main``;
+modules raise, they never print and return 2 themselves. The subclasses stay ``ValueError``s
+(``KernelSpecError`` also a ``KeyError``) so callers that caught the old classes still work.
+"""
+
+EXIT_PASSED = 0
+EXIT_FAILED = 1
+EXIT_INPUT = 2
+EXIT_SKIPPED = 3
+
+
+def exit_interrupted(signum: int) -> int:
+    """The exit code of a run ended by signal ``signum``: 128 + the signal (130, 143)."""
+    return 128 + int(signum)
+
+
+class DifftestError(Exception):
+    """Base of every error difftest raises on purpose (not a kernel's own exception)."""
+
+    exit_code = EXIT_FAILED
+
+
+class InputError(DifftestError, ValueError):
+    """Bad input from the user or from a file the user passed: the message is one line
+    naming what is wrong and what is allowed; exit code 2."""
+
+    exit_code = EXIT_INPUT
+
+
+class UsageError(InputError):
+    """A bad flag or flag combination (found after argparse: the preflight checks)."""
+
+
+class FileFormatError(InputError):
+    """A file difftest reads (report, reproducer, run.json, failure store) is malformed,
+    too large, too deep, or not one difftest wrote."""
+
+
+class OutputError(InputError):
+    """An output cannot be written (read-only folder, a directory in a file's place,
+    disk full): nothing half-written is left where a reader would take it for whole."""
+
+
+def one_line(text) -> str:
+    """``text`` on one line (newlines and other control characters escaped), at most
+    500 characters: what goes on stderr from a message that may quote a file."""
+    s = str(text)
+    s = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in s)
+    return s if len(s) <= 500 else s[:497] + "..."

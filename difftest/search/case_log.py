@@ -1,0 +1,120 @@
+"""A campaign's case log: one JSON line per finished case, flushed as it is written, so
+the cases survive a campaign that is killed or crashes (``--resume`` reads them back and
+never runs them again; ``OUT/runs/<run id>/<kernel>.cases.jsonl``)."""
+
+import json
+from pathlib import Path
+
+
+class CaseLog:
+    """Appends one JSON line per finished case and flushes it, so the results survive
+    a campaign that is killed or crashes. Every line carries the ``run_id``; a case line
+    has ``"event": "case"`` and the case's fields, and ``started(problem)`` (used when
+    kernels run in this process, where a crash leaves nothing else) writes an
+    ``"event": "started"`` line naming the Problem about to run.
+
+    A line is whole or absent: opening the log cuts a last line left incomplete (a kill
+    mid-write, a full disk) so a resumed run never appends onto it, and a write that fails
+    (ENOSPC) is undone and raises ``OutputFailed``: the run stops like an interrupted one,
+    with a partial report and ``--resume``."""
+
+    def __init__(self, path, run_id: str | None = None):
+        import os
+
+        self.path = Path(path)
+        self.run_id = run_id
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        _cut_incomplete_line(self._fd)
+
+    def _write_all(self, data: bytes) -> None:
+        import os
+
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+
+    def _line(self, d: dict) -> None:
+        import os
+
+        from difftest.execute.interrupt import OutputFailed
+
+        data = (json.dumps(d, default=str) + "\n").encode("utf-8", "backslashreplace")
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            self._write_all(data)
+        except OSError as e:
+            try:
+                os.ftruncate(self._fd, end)  # no cut line left behind
+            except OSError:
+                pass
+            raise OutputFailed(self.path, e) from None
+
+    def started(self, problem, kernel: str | None = None) -> None:
+        self._line({"run_id": self.run_id, "event": "started", "kernel": kernel, "problem": problem.to_dict()})
+
+    def write(self, case) -> None:
+        self._line({"run_id": self.run_id, "event": "case", **case.to_dict()})
+
+    def close(self):
+        import os
+
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _cut_incomplete_line(fd: int) -> None:
+    """Truncate the file open at ``fd`` after its last newline (nothing when it ends in one)."""
+    import os
+
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    pos = size
+    while pos > 0:
+        start = max(0, pos - 65536)
+        chunk = os.pread(fd, pos - start, start)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            os.ftruncate(fd, start + i + 1)
+            return
+        pos = start
+    os.ftruncate(fd, 0)
+
+
+def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dict]:
+    """The lines of a case log whose event is in ``events`` (lines written before events
+    existed count as cases), of ``run_id`` when given; a line cut by a kill is skipped."""
+    from difftest.safeio import parse_json
+
+    out = []
+    for line in Path(path).read_bytes().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                d = parse_json(line, "line", ValueError)
+            except ValueError:  # a line cut by a kill (or not difftest's): keep the rest
+                continue
+            if not isinstance(d, dict) or d.get("event", "case") not in events:
+                continue
+            if run_id is not None and d.get("run_id") != run_id:
+                continue
+            out.append(d)
+    return out
+
+
+def logged_cases(log_path, run_id: str) -> list:
+    """The finished cases of ``run_id`` in a case log, as CaseResults, in order."""
+    from difftest.judge.runner import CaseResult  # loads torch: not at `difftest --help`'s start
+
+    path = Path(log_path)
+    if not path.exists():
+        return []
+    out = []
+    for d in read_case_log(path, run_id=run_id):
+        try:
+            out.append(CaseResult.from_dict(d))
+        except (KeyError, TypeError, ValueError):  # a line from an older schema: run that case again
+            continue
+    return out

@@ -1,0 +1,449 @@
+"""A finding's signature: what one distinct bug is, as data.
+
+A signature holds the triage kind of the failure, what failed (the failing ``output:gate``
+labels, or for a kernel error the exception type), and the *needs*: the features of the
+shrunk Problem the failure cannot do without. A need is found by re-running a few bounded
+variations of the shrunk Problem (``variations``): switched off (causal, window, sinks,
+GQA, varlen, padding, unequal head dims, special values, a custom softmax scale, a strided
+layout), reduced by one (batch, heads, the sequence lengths the shrinker left), or moved
+to another head dim or dtype. A variation that no longer fails the same way makes its
+feature a need; one that still fails shows the feature is incidental.
+
+Needs are predicates over Problems, so a signature *explains* a Problem (the Problem has
+every need) and a failing case (it also fails the same way: a gate in common, or an error
+of the same type). A hunting campaign (``campaign.py``) steers away from Problems a found
+signature explains, attributes a failing case to the findings that explain it, and shrinks
+only what no finding explains. The same identity marks findings as known (``--known``,
+``load_known``) and separates a known failure from a new one in ``difftest gate``.
+
+Kinds of need (``needs`` maps a name to a value):
+
+- a switch, value ``true``: ``causal``, ``window``, ``sinks``, ``gqa``, ``varlen``,
+  ``pad_tail``, ``dims_differ``, ``softmax_scale``;
+- a lower bound, value an int: ``batch>=``, ``heads_q>=``, ``seqlen_q>=``, ``seqlen_k>=``
+  (the longest sequence of the Problem);
+- one of a few values, a list: ``head_dim_qk``, ``dtype``, ``values``, ``layout``, ``align``.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from difftest.errors import FileFormatError
+from difftest.judge import triage
+from difftest.model.layouts import CONTIGUOUS
+from difftest.model.problem import Problem, ProblemError
+from difftest.vocab import Status
+
+SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "pad_tail", "dims_differ", "softmax_scale")
+BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
+CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
+RUN = "all:run"  # the label of a kernel error (it fails no gate)
+MAX_VARIATIONS = 24  # re-runs per signature, at most
+
+
+class SignatureError(FileFormatError):
+    """A signature record that is not one (a hostile or damaged file): one line."""
+
+
+def _switch(p: Problem, name: str) -> bool:
+    return {"causal": p.causal, "window": p.window_left is not None or p.window_right is not None,
+            "sinks": p.sinks, "gqa": p.heads_q != p.heads_kv, "varlen": p.varlen, "pad_tail": p.pad_tail > 0,
+            "dims_differ": p.head_dim_qk != p.head_dim_v, "softmax_scale": p.softmax_scale is not None}[name]
+
+
+def _switched_off(p: Problem, name: str) -> Problem:
+    if name == "causal":
+        return p.replace(causal=False)
+    if name == "window":
+        return p.replace(window_left=None, window_right=None)
+    if name == "sinks":
+        return p.replace(sinks=False, sink_center=0.0)
+    if name == "gqa":
+        return p.replace(heads_kv=p.heads_q)
+    if name == "varlen":
+        return p.replace(seqlen_q=max(1, p.max_seqlen_q), seqlen_k=max(1, p.max_seqlen_k), pad_tail=0)
+    if name == "pad_tail":
+        return p.replace(pad_tail=0)
+    if name == "dims_differ":
+        return p.replace(head_dim_v=p.head_dim_qk)
+    return p.replace(softmax_scale=None)
+
+
+def _bound(p: Problem, name: str) -> int:
+    return {"batch>=": p.batch, "heads_q>=": p.heads_q, "seqlen_q>=": p.max_seqlen_q,
+            "seqlen_k>=": p.max_seqlen_k}[name]
+
+
+def _lowered(p: Problem, name: str, step: int) -> Problem | None:
+    """``p`` with the bounded quantity one ``step`` lower (None: nothing lower is a Problem)."""
+    if name == "batch>=":
+        if p.batch <= 1:
+            return None
+        if p.varlen:
+            return p.replace(batch=p.batch - 1, seqlen_q=p.seqlen_q[:-1], seqlen_k=p.seqlen_k[:-1])
+        return p.replace(batch=p.batch - 1)
+    if name == "heads_q>=":
+        hq = p.heads_q - p.group
+        return p.replace(heads_q=hq, heads_kv=hq // p.group) if hq >= 1 else None
+    field_, longest = ("seqlen_q", p.max_seqlen_q) if name == "seqlen_q>=" else ("seqlen_k", p.max_seqlen_k)
+    if longest - step < 1:
+        return None
+    if p.varlen:
+        lens = list(getattr(p, field_))
+        lens = [min(x, longest - step) for x in lens]
+        return p.replace(**{field_: tuple(lens)})
+    return p.replace(**{field_: longest - step})
+
+
+def _choice(p: Problem, name: str):
+    return {"head_dim_qk": p.head_dim_qk, "dtype": p.dtype, "values": p.values, "layout": p.layout.kind,
+            "align": p.align}[name]
+
+
+def _with_choice(p: Problem, name: str, value, capability) -> Problem:
+    if name == "head_dim_qk":
+        same = p.head_dim_v == p.head_dim_qk or (capability is not None and capability.equal_head_dims)
+        return p.replace(head_dim_qk=value, head_dim_v=value if same else p.head_dim_v)
+    if name == "dtype":
+        return p.replace(dtype=value)
+    if name == "values":
+        return p.replace(values=value, value_scale=1.0 if value == "normal" else p.value_scale)
+    if name == "layout":
+        return p.replace(layout=CONTIGUOUS)
+    return p.replace(align=value)
+
+
+def _others(capability, name: str, p: Problem, limit: int = 3) -> list:
+    """Other values of a choice to try: for head dims the nearest below and above and the
+    largest (a tail bug lives at a few dims, not at all of them); dtypes all others."""
+    if name == "values":
+        return ["normal"] if p.values != "normal" else []
+    if name == "layout":
+        return [CONTIGUOUS.kind] if p.layout.kind != CONTIGUOUS.kind else []
+    if capability is None:
+        return []
+    if name == "align":
+        return [a for a in capability.aligns if a != p.align] if p.masked else []
+    if name == "dtype":
+        return [d for d in capability.dtypes if d != p.dtype][:limit]
+    dims = sorted(d for d in capability.head_dims_qk if d != p.head_dim_qk)
+    below = [d for d in dims if d < p.head_dim_qk][-1:]
+    above = [d for d in dims if d > p.head_dim_qk]
+    return list(dict.fromkeys(below + above[:1] + above[-1:]))[:limit]
+
+
+def _valid(p: Problem | None, capability) -> bool:
+    if p is None:
+        return False
+    try:
+        p.validate()
+    except ProblemError:
+        return False
+    return capability is None or capability.covers(p)
+
+
+@dataclass(frozen=True)
+class Signature:
+    kind: str  # triage kind (judge/triage.py)
+    gates: tuple[str, ...]  # failing output:gate labels, sorted; ("all:run",) for a kernel error
+    error_type: str = ""  # the exception type of a kernel error
+    needs: tuple = ()  # ((name, value), ...) sorted by name; value: True, an int bound or a tuple of choices
+    tried: int = field(default=0, compare=False)  # variations run to find the needs
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def id(self) -> str:
+        """A short stable name of the identity (kind, gates or error type, needs)."""
+        blob = json.dumps([self.kind, list(self.gates), self.error_type, _jsonable(self.needs)], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    def describe(self) -> str:
+        what = self.error_type or ", ".join(self.gates)
+        needs = ", ".join(_need_text(n, v) for n, v in self.needs) or "nothing found (fails on every variation)"
+        return f"{self.kind} on {what}; needs {needs}"
+
+    # --------------------------------------------------------------- predicates
+    def explains_problem(self, p: Problem) -> bool:
+        """``p`` has every need."""
+        for name, value in self.needs:
+            if name in SWITCHES:
+                if not _switch(p, name):
+                    return False
+            elif name in BOUNDS:
+                if _bound(p, name) < value:
+                    return False
+            elif _choice(p, name) not in value:
+                return False
+        return True
+
+    def fails_alike(self, case) -> bool:
+        """``case`` fails the way this signature's failure does (ignoring the needs)."""
+        if not case.failed:
+            return False
+        if self.error_type or self.gates == (RUN,):
+            return case.status == Status.ERROR and (case.error_type or "") == self.error_type
+        return case.status == Status.FAILED and bool(set(case.failed_gates) & set(self.gates))
+
+    def explains(self, case) -> bool:
+        return self.fails_alike(case) and self.explains_problem(case.problem)
+
+    # ------------------------------------------------------------------- data
+    def to_dict(self) -> dict:
+        return {"id": self.id, "kind": self.kind, "gates": list(self.gates), "error_type": self.error_type,
+                "needs": {n: _jsonable(v) for n, v in self.needs}, "variations_run": self.tried,
+                "describe": self.describe()}
+
+    @classmethod
+    def from_dict(cls, d, where: str = "signature") -> "Signature":
+        """From ``to_dict``'s record; anything else raises SignatureError (one line)."""
+        if not isinstance(d, dict):
+            raise SignatureError(f"{where}: a {type(d).__name__}: allowed an object with kind, gates, needs")
+        kind = d.get("kind")
+        if kind not in {str(k) for k in triage.FINDINGS} | {str(triage.Kind.INTERNAL)}:
+            raise SignatureError(f"{where}: kind {str(kind)[:40]!r}: allowed one of "
+                                 f"{sorted(str(k) for k in triage.FINDINGS)}")
+        gates = d.get("gates")
+        if not isinstance(gates, list) or not gates or not all(isinstance(g, str) and ":" in g and len(g) < 80
+                                                                for g in gates):
+            raise SignatureError(f"{where}: gates {str(gates)[:60]!r}: allowed a non-empty list of 'output:gate'")
+        err = d.get("error_type", "")
+        if not isinstance(err, str) or len(err) > 200:
+            raise SignatureError(f"{where}: error_type {str(err)[:40]!r}: allowed a string")
+        needs = d.get("needs", {})
+        if not isinstance(needs, dict):
+            raise SignatureError(f"{where}: needs {str(needs)[:40]!r}: allowed an object")
+        out = []
+        for name, v in needs.items():
+            if name in SWITCHES:
+                if v is not True:
+                    raise SignatureError(f"{where}: needs.{name}={v!r}: allowed true")
+            elif name in BOUNDS:
+                if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**40:
+                    raise SignatureError(f"{where}: needs.{name}={str(v)[:40]!r}: allowed an int >= 0")
+            elif name in CHOICES:
+                if not isinstance(v, list) or not v or len(v) > 64 or not all(
+                        isinstance(x, (str, int)) and not isinstance(x, bool) for x in v):
+                    raise SignatureError(f"{where}: needs.{name}={str(v)[:40]!r}: allowed a non-empty list")
+                v = tuple(v)
+            else:
+                raise SignatureError(f"{where}: needs.{str(name)[:40]!r}: allowed {list(SWITCHES + BOUNDS + CHOICES)}")
+            out.append((name, v))
+        return cls(str(kind), tuple(sorted(gates)), err, tuple(sorted(out)))
+
+
+def _jsonable(v):
+    if isinstance(v, tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _need_text(name, v) -> str:
+    if v is True:
+        return name
+    if name in BOUNDS:
+        return f"{name}{v}"
+    return f"{name} in {{{','.join(str(x) for x in v)}}}" if len(v) > 1 else f"{name}={v[0]}"
+
+
+def gates_of(case) -> tuple[str, ...]:
+    return (RUN,) if case.status == Status.ERROR else tuple(sorted(case.failed_gates))
+
+
+def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VARIATIONS, deadline=None) -> Signature:
+    """The signature of the failing ``case`` (its Problem shrunk already) about ``gates``
+    (default: every gate it fails; a hunt passes the ones no earlier finding explains, so
+    a Problem that also shows an earlier bug is not signed by that bug's needs).
+    ``run(problem)`` returns the CaseResult of a Problem (run or replayed from what the
+    campaign has seen); at most ``budget_calls`` variations run, none once ``deadline()``."""
+    gates = tuple(sorted(gates)) if gates else gates_of(case)
+    base = Signature(str(triage.classify(case)), gates, case.error_type if case.status == Status.ERROR else "")
+    p = case.problem
+    needs, calls = [], 0
+
+    def still(q) -> bool | None:  # None: not a Problem here, or out of budget
+        nonlocal calls
+        if not _valid(q, capability) or calls >= budget_calls or (deadline is not None and deadline()):
+            return None
+        calls += 1
+        return base.fails_alike(run(q))
+
+    for name in SWITCHES:
+        if _switch(p, name):
+            got = still(_switched_off(p, name))
+            if got is False:
+                needs.append((name, True))
+    for name in BOUNDS:
+        if _bound(p, name) > 1:
+            step = capability.seqlen_multiple if capability is not None and "seqlen" in name else 1
+            got = still(_lowered(p, name, step))
+            if got is False:
+                needs.append((name, _bound(p, name)))
+    for name in CHOICES:
+        others = _others(capability, name, p)
+        if not others:
+            continue
+        failing, tried = [_choice(p, name)], 0
+        for v in others:
+            got = still(_with_choice(p, name, v, capability))
+            if got is None:
+                continue
+            tried += 1
+            if got:
+                failing.append(v)
+        if tried and len(failing) <= tried:  # some other value passed: the choice matters
+            needs.append((name, tuple(sorted(failing, key=str))))
+    return Signature(base.kind, base.gates, base.error_type, tuple(sorted(needs)), calls)
+
+
+def explaining(signatures, case) -> list:
+    """The signatures among ``signatures`` that explain ``case``."""
+    return [s for s in signatures if s.explains(case)]
+
+
+def unexplained_gates(signatures, case) -> set:
+    """The failing gates of ``case`` that none of the signatures explaining it covers
+    (a kernel error: its label when nothing explains it)."""
+    sigs = explaining(signatures, case)
+    if case.status == Status.ERROR:
+        return set() if sigs else {RUN}
+    covered = set().union(*(set(s.gates) for s in sigs)) if sigs else set()
+    return set(case.failed_gates) - covered
+
+
+def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None) -> bool:
+    """``b`` is ``a``'s bug: the same id; or, with the same triage kind and a gate in common
+    (or the same error type), the switches one needs are among the other's (a fault on
+    dK under a causal mask, met again on a causal Problem with sinks, is the same fault:
+    no run can tell them apart), and no choice both constrain is disjoint (head dims
+    {8, 16} against {64} are two bugs). Lower bounds, and a choice only one of them
+    constrains, are left out: they are where a shrinker stopped and what made the fault
+    visible there (a fault invisible at one key without sinks shrinks to two keys, with
+    sinks to one; a 5% error hides inside float16's budget), not which bug it is.
+    ``problem_b`` (``b``'s shrunk Problem) is accepted for callers that have it; the
+    comparison needs only the two signatures."""
+    if a.id == b.id:
+        return True
+    if a.kind != b.kind or a.error_type != b.error_type or not set(a.gates) & set(b.gates):
+        return False
+    sa = {n for n, v in a.needs if n in SWITCHES}
+    sb = {n for n, v in b.needs if n in SWITCHES}
+    if not (sa <= sb or sb <= sa):
+        return False
+    ca = {n: set(v) for n, v in a.needs if n in CHOICES}
+    cb = {n: set(v) for n, v in b.needs if n in CHOICES}
+    return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
+
+
+# ---------------------------------------------------------------------------- known findings
+MAX_KNOWN_BYTES = 64 * 2**20  # a --known file larger than this is refused
+MAX_KNOWN_ENTRIES = 10_000
+
+
+@dataclass
+class Known:
+    """A finding known from an earlier run: its signature (None for a failure-store entry,
+    which holds only Problems: its signature is found when it is replayed), the Problems
+    that showed it (replayed first), the kernel it belongs to, the file it came from."""
+
+    signature: Signature | None
+    problems: list
+    kernel: str | None  # a kernel name or registry spec; None: every kernel of the run
+    source: str
+
+
+def _problem(d, where: str) -> Problem:
+    try:
+        return Problem.from_dict(d).validate() if isinstance(d, dict) else Problem.from_json(d)
+    except (ValueError, TypeError, KeyError, ProblemError, RecursionError) as e:
+        raise SignatureError(f"{where}: not a Problem ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})"
+                             ) from None
+
+
+def _read(path) -> str:
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_KNOWN_BYTES:
+            raise SignatureError(f"{path}: {path.stat().st_size} bytes: allowed at most {MAX_KNOWN_BYTES}")
+        return path.read_text()
+    except FileNotFoundError:
+        raise SignatureError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise SignatureError(f"{path}: not UTF-8 text") from None
+    except OSError as e:
+        raise SignatureError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def load_known(path) -> list[Known]:
+    """The known findings in ``path``: a report.json or a findings.json written by
+    ``difftest run`` (each campaign's ``findings``, or its one ``failure`` in a report
+    written before findings had signatures), a failure-store file
+    (``difftest-failures/<spec>.jsonl``, one Problem a line) or a database folder holding
+    one. Anything else raises SignatureError naming the file and what is wrong (one line)."""
+    from pathlib import Path
+
+    from difftest.search.failure_store import FOLDER
+
+    path = Path(path)
+    if path.is_dir():
+        store = path / FOLDER if (path / FOLDER).is_dir() else path
+        files = sorted(store.glob("*.jsonl"))
+        if not files:
+            raise SignatureError(f"{path}: a folder without failure-store files (*.jsonl): allowed a report.json, "
+                                 f"a findings.json, a failure-store .jsonl or its database folder")
+        return [k for f in files for k in load_known(f)]
+    text = _read(path)
+    if path.suffix == ".jsonl":
+        problems = []
+        for i, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                problems.append(_problem(line, f"{path}:{i}"))
+            if len(problems) > MAX_KNOWN_ENTRIES:
+                raise SignatureError(f"{path}: more than {MAX_KNOWN_ENTRIES} problems")
+        return [Known(None, [p], path.stem, str(path)) for p in dict.fromkeys(problems)]
+    from difftest.safeio import parse_json
+
+    doc = parse_json(text, str(path), SignatureError)  # depth, huge integers, lone surrogates: one line
+    if not isinstance(doc, dict) or not isinstance(doc.get("campaigns"), list) or not (
+            "difftest_report" in doc or "difftest_findings" in doc):
+        raise SignatureError(f"{path}: not a difftest report or findings file (no 'campaigns' list): allowed a "
+                             f"report.json, a findings.json or a failure-store .jsonl")
+    out = []
+    for i, c in enumerate(doc["campaigns"]):
+        where = f"{path}: campaigns[{i}]"
+        if not isinstance(c, dict) or not isinstance(c.get("kernel"), str):
+            raise SignatureError(f"{where}: allowed an object with a 'kernel' string")
+        spec = (c.get("settings") or {}).get("spec") if isinstance(c.get("settings"), dict) else None
+        kernel = spec if isinstance(spec, str) and spec else c["kernel"]
+        findings = c.get("findings")
+        if findings is None:  # a report written before findings: its one shrunk failure
+            if isinstance(c.get("failure"), dict):
+                out.append(Known(None, [_problem(c["failure"].get("problem"), f"{where}.failure")], kernel,
+                                 str(path)))
+            continue
+        if not isinstance(findings, list) or len(findings) > MAX_KNOWN_ENTRIES:
+            raise SignatureError(f"{where}.findings: allowed a list of findings")
+        for j, f in enumerate(findings):
+            w = f"{where}.findings[{j}]"
+            if not isinstance(f, dict):
+                raise SignatureError(f"{w}: allowed an object with a signature")
+            sig = Signature.from_dict(f.get("signature"), f"{w}.signature")
+            probs = []
+            if f.get("failure") is not None:
+                if not isinstance(f["failure"], dict):
+                    raise SignatureError(f"{w}.failure: allowed a case record")
+                probs.append(_problem(f["failure"].get("problem"), f"{w}.failure.problem"))
+            out.append(Known(sig, probs, kernel, str(path)))
+    return out
+
+
+def known_for(entries, kernel) -> list[Known]:
+    """The entries that belong to ``kernel`` (an adapter): by registry spec, name, or for a
+    failure-store file by its file name (the spec made safe)."""
+    from difftest.search.failure_store import safe_name
+
+    spec = getattr(kernel, "spec", None) or kernel.name
+    names = {spec, kernel.name, safe_name(spec), safe_name(kernel.name)}
+    return [k for k in entries if k.kernel is None or k.kernel in names]

@@ -1,0 +1,352 @@
+"""Hunting: a campaign that goes on after a failure reports each distinct bug once, with a
+signature (difftest/search/signature.py), its shrunk reproducer, how many cases hit it and
+when it was first seen. Kernels here carry several independent faults at once, as real
+kernels do; a campaign that stops at its first failure reports one of them."""
+
+import json
+import os
+import subprocess
+import sys
+from html import escape as html_escape
+
+import pytest
+from hypothesis import strategies as st
+
+from difftest import Problem
+from difftest.judge.runner import RunConfig
+from difftest.report.ci_gate import compare
+from difftest.report.html import render_html
+from difftest.report.junit import junit_xml
+from difftest.report.write import campaign_record, findings_table, markdown_summary, write_findings, write_json
+from difftest.search.campaign import Campaign
+from difftest.search.findings import failure_message
+from difftest.search.signature import MAX_VARIATIONS, Signature, SignatureError, known_for, load_known
+from tests.kernels_for_tests import RefKernel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@st.composite
+def small(draw):
+    """Small Problems where every fault below is reachable: causal, sinks, GQA, both dims."""
+    hkv = draw(st.integers(1, 2))
+    d = draw(st.sampled_from([8, 16]))
+    return Problem(batch=draw(st.integers(1, 2)), seqlen_q=draw(st.integers(1, 24)), seqlen_k=draw(st.integers(1, 40)),
+                   heads_q=hkv * draw(st.integers(1, 2)), heads_kv=hkv, head_dim_qk=d, head_dim_v=d,
+                   causal=draw(st.booleans()), sinks=draw(st.booleans()), seed=draw(st.integers(0, 99))).validate()
+
+
+class ThreeBugs(RefKernel):
+    """Three independent faults on three outputs: dK 5% off under a causal mask, dV 5% off
+    for a GQA group > 1, dQ 5% off with attention sinks."""
+
+    name = "test-three-bugs"
+    spec = "tests.test_hunt:ThreeBugs"
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.causal:
+            out.dk = out.dk * 1.05
+        if p.group > 1:
+            out.dv = out.dv * 1.05
+        if p.sinks:
+            out.dq = out.dq * 1.05
+        return out
+
+
+class OneBug(RefKernel):
+    """One fault, hit by most Problems: dK 5% off once seqlen_k > 4."""
+
+    name = "test-one-bug"
+    spec = "tests.test_hunt:OneBug"
+
+    def corrupt(self, inputs, out):
+        if inputs.problem.max_seqlen_k > 4:
+            out.dk = out.dk * 1.05
+        return out
+
+
+class TwoTriggersOneOutput(RefKernel):
+    """Two faults on the same output, different triggers: dK 5% off under a causal mask,
+    and dK 5% off with sinks."""
+
+    name = "test-two-triggers"
+    spec = "tests.test_hunt:TwoTriggersOneOutput"
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.causal:
+            out.dk = out.dk * 1.05
+        if p.sinks:
+            out.dk = out.dk * 1.05
+        return out
+
+
+def _hunt(kernel, tmp_path, **kw):
+    kw.setdefault("max_examples", 60)
+    kw.setdefault("database", None)
+    return Campaign.of(kernel, "ci", strategy=small(), edge_cases=False, out_dir=tmp_path,
+                       config=RunConfig(isolate=False), hunt=kw.pop("hunt", True), **kw).run()
+
+
+def _needs(f) -> dict:
+    return dict(f.signature.needs)
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    out = tmp_path_factory.mktemp("three")
+    return _hunt(ThreeBugs(), out), out
+
+
+def test_three_independent_bugs_give_three_findings(three):
+    r, _ = three
+    assert r.status == "failed" and r.hunt
+    assert len(r.findings) == 3, [f.signature.describe() for f in r.findings]
+    by_output = {f.signature.gates[0].split(":")[0]: f for f in r.findings}
+    assert set(by_output) == {"dk", "dv", "dq"}
+    # each signature names the feature its bug needs, and only that switch
+    assert _needs(by_output["dk"]).get("causal") is True and "gqa" not in _needs(by_output["dk"])
+    assert _needs(by_output["dv"]).get("gqa") is True and "causal" not in _needs(by_output["dv"])
+    assert _needs(by_output["dq"]).get("sinks") is True and "gqa" not in _needs(by_output["dq"])
+    for f in r.findings:
+        assert f.hits >= 1 and f.first_seen["case"] >= 1 and not f.known
+        assert f.best.problem.size() <= f.first.problem.size()
+        rec = json.loads(open(f.reproducer["json"]).read())
+        assert Problem.from_dict(rec["problem"]) == f.best.problem
+    assert len({f.reproducer["json"] for f in r.findings}) == 3
+    # the whole hunt stays bounded: the drawn examples, plus per finding its shrink runs and variations
+    assert r.settings["searched"] <= 60
+    assert len(r.cases) - r.settings["searched"] <= r.settings["hunt_attempts"] * (200 + MAX_VARIATIONS)
+
+
+def test_first_failure_mode_stops_at_one(tmp_path):
+    """The same kernel with first-failure semantics (ci's default): one finding."""
+    r = _hunt(ThreeBugs(), tmp_path, hunt=None)
+    assert not r.hunt and len([f for f in r.findings if not f.known]) == 1
+
+
+def test_one_bug_hit_by_thirty_cases_is_one_finding(tmp_path):
+    # steering off: every drawn Problem runs, so the one bug is hit again and again
+    r = _hunt(OneBug(), tmp_path, steer_every=0)
+    assert len(r.findings) == 1, [f.signature.describe() for f in r.findings]
+    f = r.findings[0]
+    assert f.search_hits >= 30 and f.hits >= f.search_hits
+    assert dict(f.signature.needs).get("seqlen_k>=") == 5
+    assert r.explained_skipped == 0 and r.unexplained == 0
+
+
+def test_steering_skips_what_a_finding_explains_and_counts_it(tmp_path):
+    r = _hunt(OneBug(), tmp_path)
+    assert len(r.findings) == 1
+    f = r.findings[0]
+    assert r.explained_skipped > 0 and f.skipped == r.explained_skipped
+    assert f.search_hits >= 1
+
+
+def test_two_triggers_on_one_output_are_two_findings(tmp_path):
+    r = _hunt(TwoTriggersOneOutput(), tmp_path)
+    assert len(r.findings) == 2, [f.signature.describe() for f in r.findings]
+    assert all(f.signature.gates == ("dk:budget",) for f in r.findings) or \
+        all("dk:budget" in f.signature.gates for f in r.findings)
+    needs = sorted(tuple(sorted(k for k, v in f.signature.needs if v is True)) for f in r.findings)
+    assert needs == [("causal",), ("sinks",)]
+
+
+def test_findings_in_every_output(three, tmp_path):
+    r, out = three
+    ids = [f.id for f in r.findings]
+    rec = campaign_record(r)
+    assert [f["id"] for f in rec["findings"]] == ids and rec["hunt"] is True
+    for f in rec["findings"]:
+        assert f["hits"] >= 1 and f["first_seen"]["case"] >= 1 and f["reproducer"]["json"]
+        assert f["signature"]["describe"] and Signature.from_dict(f["signature"]).id == f["id"]
+    table = findings_table([r])
+    md = markdown_summary([r])
+    for fid in ids:
+        assert table.count(fid) == 1 and md.count(fid) == 1
+    report = write_json([r], tmp_path / "report.json")
+    doc = json.loads(report.read_text())
+    html = render_html(doc)
+    for f in r.findings:
+        assert f'data-k="{r.kernel}/finding/{f.id}/cases">{f.hits}<' in html
+        assert html_escape(f.signature.describe()) in html
+    # the pytest fixture's message names every finding, its signature, cases and reproducer
+    msg = failure_message(r)
+    assert "3 distinct findings" in msg
+    for f in r.findings:
+        assert f.signature.describe() in msg and f.reproducer["py"] in msg
+    # JUnit: one testcase per finding, new against a baseline that has none of them
+    clean = json.loads(report.read_text())
+    c = clean["campaigns"][0]
+    c.update(status="passed", findings=[], failure=None)
+    c["cases"] = [x for x in c["cases"] if x["status"] == "passed"]
+    res = compare(clean, doc)
+    xml = junit_xml(res)
+    for fid in ids:
+        assert xml.count(f'name="finding {fid}"') == 1
+    assert not res.passed
+
+
+def test_first_failure_mode_still_signs_its_one_finding(tmp_path):
+    r = _hunt(ThreeBugs(), tmp_path, hunt=False)
+    assert len(r.findings) == 1 and r.findings[0].best is r.failure
+    assert r.findings[0].reproducer == r.reproducer and r.findings[0].signature.tried > 0
+
+
+class DkCausal(RefKernel):
+    """The baseline of the gate test: only the causal dK fault (same name as the candidate)."""
+
+    name = TwoTriggersOneOutput.name
+    spec = "tests.test_hunt:DkCausal"
+
+    def corrupt(self, inputs, out):
+        if inputs.problem.causal:
+            out.dk = out.dk * 1.05
+        return out
+
+
+def test_known_findings_replay_first_are_listed_and_the_hunt_goes_on(three, tmp_path):
+    r, _ = three
+    report = write_json([r], tmp_path / "report.json")
+    entries = load_known(report)
+    assert len(entries) == 3 and all(e.signature is not None and len(e.problems) == 1 for e in entries)
+    assert known_for(entries, ThreeBugs()) == entries and known_for(entries, OneBug()) == []
+    dq = next(e for e in entries if e.signature.gates == ("dq:budget",))
+    two = [e for e in entries if e is not dq]
+    r2 = _hunt(ThreeBugs(), tmp_path / "again", known=two)
+    # replayed first: the run's first cases are the known findings' Problems
+    assert [c.problem for c in r2.cases[:2]] == [e.problems[0] for e in two]
+    known = [f for f in r2.findings if f.known]
+    new = [f for f in r2.findings if not f.known]
+    assert {f.id for f in known} == {e.signature.id for e in two}
+    assert all(f.hits >= 1 and f.reproducer is None and not f.shrink for f in known)  # listed, never re-shrunk
+    assert len(new) == 1 and new[0].signature.gates == ("dq:budget",) and r2.status == "failed"
+    assert r2.failure is new[0].best
+    # everything known: the hunt finds nothing new and the campaign passes, listing all three
+    r3 = _hunt(ThreeBugs(), tmp_path / "all", known=entries)
+    assert r3.status == "passed" and len(r3.findings) == 3 and all(f.known and f.hits for f in r3.findings)
+    # a findings.json names them the same way
+    fj = write_findings([r], tmp_path / "findings.json")
+    assert [e.signature.id for e in load_known(fj)] == [e.signature.id for e in entries]
+
+
+def test_known_from_the_failure_store_are_replayed_and_not_shrunk(tmp_path):
+    db = tmp_path / "db"
+    r = _hunt(ThreeBugs(), tmp_path / "one", database=str(db), max_examples=30)
+    assert len(r.findings) == 3
+    entries = load_known(db)
+    assert entries and all(e.signature is None for e in entries)
+    r2 = _hunt(ThreeBugs(), tmp_path / "two", database=None, max_examples=30, known=known_for(entries, ThreeBugs()))
+    known = [f for f in r2.findings if f.known]
+    assert len(known) == 3 and all(not f.shrink and f.reproducer is None for f in known)
+    assert {f.signature.gates for f in known} == {f.signature.gates for f in r.findings}
+    assert r2.status == "passed"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "not a difftest report or findings file"),
+    ('{"difftest_report": 1, "campaigns": [7]}', "campaigns[0]"),
+    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "fine"}}]}]}',
+     "kind"),
+    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
+     '"gates": ["dk:budget"], "needs": {"rm -rf": true}}}]}]}', "needs"),
+    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
+     '"gates": ["dk:budget"], "needs": {"seqlen_k>=": "many"}}}]}]}', "seqlen_k>="),
+    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
+     '"gates": ["dk:budget"]}, "failure": {"problem": {"batch": -1}}}]}]}', "not a Problem"),
+])
+def test_a_malformed_known_file_is_refused_in_one_line(tmp_path, text, why):
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    with pytest.raises(SignatureError) as e:
+        load_known(bad)
+    assert why in str(e.value) and "\n" not in str(e.value) and str(bad) in str(e.value)
+
+
+def test_known_files_of_every_other_shape_are_refused_by_the_cli(tmp_path):
+    (tmp_path / "store.jsonl").write_text('{"batch": 1}\nnot a problem\n')
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe\x00")
+    for src in ("missing.json", "store.jsonl", "empty", "bin.json"):
+        r = subprocess.run([sys.executable, "-m", "difftest", "run", "-k", "tests.test_hunt:ThreeBugs", "--known",
+                            src, "--out", "o", "--db", "none"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--known" in r.stderr, (src, r.stderr)
+        assert not (tmp_path / "o").exists()  # refused before anything ran
+
+
+def test_the_gate_tells_a_new_bug_on_an_already_failing_output_from_the_known_one(tmp_path):
+    a = json.loads(write_json([_hunt(DkCausal(), tmp_path / "a")], tmp_path / "a.json").read_text())
+    b = json.loads(write_json([_hunt(TwoTriggersOneOutput(), tmp_path / "b")], tmp_path / "b.json").read_text())
+    assert len(a["campaigns"][0]["findings"]) == 1 and len(b["campaigns"][0]["findings"]) == 2
+    # dk:budget fails in both; the candidate's sinks finding is not the baseline's bug
+    res = compare(a, b)
+    assert not res.passed
+    assert any(f.kind == "regression" and "another bug" in f.message and f.output == "dk" for f in res.findings)
+    xml = junit_xml(res)
+    new = next(f for f in b["campaigns"][0]["findings"] if "sinks" in f["signature"]["needs"])
+    old = next(f for f in b["campaigns"][0]["findings"] if "causal" in f["signature"]["needs"])
+    assert xml.count(f'name="finding {new["id"]}"') == 1 and xml.count(f'name="finding {old["id"]}"') == 1
+    by_name = {k[1]: v for k, v in res.testcases.items()}
+    assert [f.kind for f in by_name[f"finding {new['id']}"]] == ["regression"]
+    assert [f.kind for f in by_name[f"finding {old['id']}"]] == ["known"]
+    # the baseline's one bug against itself: known, the gate passes
+    assert compare(a, a).passed and compare(b, b).passed
+
+
+def test_failures_left_unsigned_still_fail_the_campaign(tmp_path):
+    """No finding may be kept (the cap, or a budget spent): the failing cases are counted,
+    the campaign fails, and the first of them is its unshrunk reproducer."""
+    r = _hunt(OneBug(), tmp_path, max_findings=0, max_examples=20)
+    assert r.findings == [] and r.unexplained >= 1 and r.status == "failed"
+    assert r.failure is r.first_failure and r.failure.failed and "no finding explains" in r.reason
+    assert json.loads(open(r.reproducer["json"]).read())["failed_gates"] == ["dk:budget"]
+
+
+class RaisesOnSinksWrongDkCausal(RefKernel):
+    """A kernel error and a wrong result at once: raises ValueError with sinks, dK 5% off
+    under a causal mask."""
+
+    name = "test-raise-and-wrong"
+    spec = "tests.test_hunt:RaisesOnSinksWrongDkCausal"
+
+    def corrupt(self, inputs, out):
+        if inputs.problem.sinks:
+            raise ValueError("sinks unsupported on this path")
+        if inputs.problem.causal:
+            out.dk = out.dk * 1.05
+        return out
+
+
+def test_a_kernel_error_and_a_wrong_result_are_two_findings(tmp_path):
+    r = _hunt(RaisesOnSinksWrongDkCausal(), tmp_path, max_examples=40)
+    kinds = sorted((f.signature.kind, f.signature.error_type) for f in r.findings)
+    assert kinds == [("contract violation", "ValueError"), ("wrong result", "")], \
+        [f.signature.describe() for f in r.findings]
+    err = next(f for f in r.findings if f.signature.error_type)
+    assert dict(err.signature.needs).get("sinks") is True and err.signature.gates == ("all:run",)
+    assert err.best.status == "error" and err.hits >= 1
+
+
+def _sig(gates=("dk:budget",), kind="wrong result", **needs):
+    return Signature(kind, tuple(gates), "", tuple(sorted((n.replace("_ge", ">="), v) for n, v in needs.items())))
+
+
+def test_same_identity_compares_switches_and_shared_choices_not_bounds():
+    from difftest.search.signature import same_identity
+
+    causal = _sig(causal=True, seqlen_k_ge=2)
+    assert same_identity(causal, _sig(causal=True, sinks=True))  # nested switches: one fault, seen with sinks too
+    assert same_identity(_sig(causal=True, sinks=True), causal)
+    assert not same_identity(causal, _sig(sinks=True))  # two triggers on one output: two bugs
+    assert not same_identity(causal, _sig(gates=("dq:budget",), causal=True))  # another output
+    assert not same_identity(causal, _sig(kind="nondeterminism", causal=True))
+    dim8 = _sig(head_dim_qk=(8, 16))
+    assert not same_identity(dim8, _sig(head_dim_qk=(64,)))  # disjoint head dims: two bugs
+    assert same_identity(dim8, _sig(head_dim_qk=(16, 24)))
+    assert same_identity(_sig(sinks=True, values=("mixed_do",)), _sig(sinks=True, dtype=("float32",)))
+    # a signature survives its record
+    s = _sig(causal=True, seqlen_k_ge=33, head_dim_qk=(8, 16))
+    assert Signature.from_dict(json.loads(json.dumps(s.to_dict()))) == s

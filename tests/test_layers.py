@@ -1,0 +1,197 @@
+"""The engine's shape: every difftest module imports alone in a fresh interpreter, no two
+modules import each other (directly or round a loop), and every difftest-internal import
+(module-level or inside a function, found with ast) goes down the layer order below, which
+follows the data flow: a Problem is modelled, run, judged, searched, reported; a run
+orchestrates campaigns; measurements and adapters sit on the engine; the command line and
+the pytest plugin are fronts on all of it. Every subcommand's parser builds."""
+
+import ast
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# (layer, module prefixes), lowest first; a module belongs to the longest prefix naming it
+LAYERS = [
+    ("base", ("difftest.vocab", "difftest.errors", "difftest.safeio", "difftest.workdir")),
+    ("model", ("difftest.model",)),  # Problem, layouts, Capability, inputs, outputs, profiles
+    ("execute", ("difftest.execute",)),  # the adapter contract and registry, the kernel worker, timing
+    ("oracles", ("difftest.oracles",)),  # the float64 truth and the yardsticks
+    ("strategies", ("difftest.strategies",)),  # Hypothesis strategies drawing Problems
+    ("judge", ("difftest.judge",)),  # one case: run, gates, determinism, attribution, triage
+    ("search", ("difftest.search",)),  # the campaign: drawing, shrinking, case log, failure store
+    ("report", ("difftest.report",)),  # report files: write, read, html, junit, merge, CI gate
+    ("argcheck", ("difftest.commands.argcheck",)),  # argument checks shared by every front and subcommand
+    ("run", ("difftest.run",)),  # a run of campaigns: folder, threads, lanes, prebuild, the RunPlan
+    ("measure", ("difftest.measure",)),  # calibration, mutants, grid, bench
+    ("kernels", ("difftest.kernels",)),  # adapters: reach the engine only through entry points
+    ("fronts", ("difftest.commands", "difftest.pytest_plugin", "difftest.__main__")),
+]
+FOLDERS = {"difftest": "difftest", "kernels": "difftest.kernels", "strategies": "difftest.strategies",
+           "oracles": "difftest.oracles"}
+
+
+def _modules() -> dict:
+    out = {}
+    for folder, package in FOLDERS.items():
+        for p in sorted((ROOT / folder).rglob("*.py")):
+            rel = p.relative_to(ROOT / folder).with_suffix("").parts
+            if folder == "difftest" and rel[0] in ("kernels", "strategies", "oracles"):
+                continue
+            parts = [*package.split("."), *rel]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def layer(module: str) -> int:
+    best = None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for pre in prefixes:
+            if (module == pre or module.startswith(pre + ".")) and (best is None or len(pre) > best[1]):
+                best = (i, len(pre))
+    assert best is not None, f"{module} is in no layer of tests/test_layers.py: add it to one"
+    return best[0]
+
+
+def _exports() -> dict:
+    import difftest
+
+    return {n: "difftest." + (v[0] if isinstance(v, tuple) else v) for n, v in difftest._EXPORTS.items()}
+
+
+def internal_imports(module: str, path: Path) -> list:
+    """(imported difftest module, line, inside a function) for every import in ``path``."""
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    exports = _exports()
+    out = []
+    local = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local.update(id(n) for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([node.module] if node.module else []))
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                if base == "difftest" and a.name in exports:
+                    targets.append(exports[a.name])  # the public facade: the module behind the name
+                else:
+                    targets.append(full if full in MODULES else base)
+        for t in targets:
+            if not t.startswith("difftest"):
+                continue
+            while t not in MODULES and "." in t:
+                t = t.rpartition(".")[0]
+            if t != module and t != "difftest":
+                out.append((t, node.lineno, id(node) in local))
+    return out
+
+
+def test_every_module_is_in_a_layer():
+    for m in MODULES:
+        if m != "difftest":
+            layer(m)
+
+
+def test_every_internal_import_goes_down_the_layers():
+    wrong = []
+    for m, path in MODULES.items():
+        if m == "difftest":
+            continue
+        for t, line, inside in internal_imports(m, path):
+            if layer(t) > layer(m):
+                where = "inside a function" if inside else "at module level"
+                wrong.append(f"{path.relative_to(ROOT)}:{line} ({LAYERS[layer(m)][0]}) imports {t} "
+                             f"({LAYERS[layer(t)][0]}) {where}")
+    assert not wrong, "imports going up the layers:\n" + "\n".join(dict.fromkeys(wrong))
+
+
+def test_no_import_cycles():
+    """Function-local imports count: a loop closed inside a function is still a loop."""
+    graph = {m: {t for t, _, _ in internal_imports(m, p)} for m, p in MODULES.items() if m != "difftest"}
+    seen, stack, cycles = {}, [], []
+
+    def visit(m):
+        seen[m] = "open"
+        stack.append(m)
+        for t in sorted(graph.get(m, ())):
+            if seen.get(t) == "open":
+                cycles.append(stack[stack.index(t):] + [t])
+            elif t not in seen:
+                visit(t)
+        stack.pop()
+        seen[m] = "done"
+
+    for m in sorted(graph):
+        if m not in seen:
+            visit(m)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _optional_missing(stderr: str) -> bool:
+    """A module of an adapter or oracle whose third-party library is not installed here."""
+    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    return last.startswith("ModuleNotFoundError: No module named") and "'difftest" not in last
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+
+    def one(m):
+        r = subprocess.run([sys.executable, "-c", f"import {m}"], capture_output=True, text=True, env=env,
+                           timeout=300, cwd=ROOT)
+        return m, r.returncode, r.stderr
+
+    runnable = [m for m in sorted(MODULES) if not m.endswith(".__main__")]  # importing it runs the CLI
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        results = list(pool.map(one, runnable))
+    broken = [f"{m}:\n{err.strip().splitlines()[-1] if err.strip() else rc}" for m, rc, err in results
+              if rc != 0 and not _optional_missing(err)]
+    assert not broken, "modules that fail to import alone:\n" + "\n".join(broken)
+
+
+@pytest.mark.parametrize("name", ["run", "repro", "list", "new-adapter", "mutants", "calibrate", "bench", "merge",
+                                  "gate", "report"])
+def test_every_subcommand_builds_its_parser(name):
+    from difftest.commands.cli import COMMANDS, build_parser
+
+    assert name in COMMANDS
+    with pytest.raises(SystemExit) as e:
+        build_parser([name, "--help"]).parse_args([name, "--help"])
+    assert e.value.code == 0
+
+
+def test_the_public_api_names_resolve():
+    import difftest
+
+    for name in difftest.__all__:
+        assert getattr(difftest, name) is not None, name
+
+
+def test_every_package_installs_through_the_one_mapping():
+    """pyproject lists every package (difftest's own and kernels/, strategies/, oracles/ under
+    difftest.*, through package-dir: the one install mechanism; difftest/__init__.py's
+    __path__ line does the same for a source checkout), so an installed difftest lacks none."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {m for m, p in MODULES.items() if p.name == "__init__.py"}
+    assert set(conf["packages"]) == packages
+    assert conf["package-dir"] == {"difftest": "difftest", **{v: k for k, v in FOLDERS.items() if k != "difftest"}}
