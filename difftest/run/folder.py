@@ -146,7 +146,8 @@ def read_meta(path, run_id: str) -> dict:
     if not isinstance(d, dict):
         raise RunError(f"--resume {run_id}: {path}: a JSON {type(d).__name__}: allowed the object difftest wrote")
     argv = d.get("argv")
-    if (not isinstance(argv, list) or not argv or argv[0] != "run" or len(argv) > MAX_ARGV
+    # a pytest session's run folder (OUT/pytest/runs) records its own command line: readable, never resumed
+    if (not isinstance(argv, list) or not argv or argv[0] not in ("run", "pytest") or len(argv) > MAX_ARGV
             or not all(isinstance(a, str) and len(a) <= MAX_ARG_CHARS for a in argv)):
         raise RunError(f"--resume {run_id}: {path}: field 'argv' is not the arguments of a `difftest run`: "
                        f"allowed a list of at most {MAX_ARGV} strings starting with 'run'")

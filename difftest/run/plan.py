@@ -169,7 +169,7 @@ def resumable(out, run_id: str | None) -> tuple[Run, list]:
         argv = run.meta()["argv"]
     except (RunError, KeyError) as e:
         raise UsageError(str(e)) from None
-    if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
+    if not isinstance(argv, list) or not argv or argv[0] != "run" or not all(isinstance(x, str) for x in argv):
         raise UsageError(f"--resume {run.id}: {run.meta_path} holds no command line (argv) to resume")
     return run, argv
 
