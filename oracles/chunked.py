@@ -53,18 +53,6 @@ from difftest.model.problem import Problem
 from .reference import allowed_mask
 
 CHUNK_PRECISIONS = ("float64", "float32")
-# The magnitudes a truth records (``magnitudes=True``), all sums of non-negative terms:
-# per output, the largest absolute sum of the terms forming one element (see chunked_reference),
-# and ROW_TERMS: for dQ, dK and dSink, the same sums with every row's |dP_ij - Delta_i| replaced
-# by a row weight: "_rows" r_i = sum_d |dO_id| (P |V|)_id, the absolute size of what Delta_i =
-# rowsum(dO * O) sums (P |V| bounds |O| and the error O carries before it is stored), "_dp"
-# s_i = |dO_i|_1 max|V|, a bound on what the row's dP = dO V^T sums. An error of eta r_i in Delta
-# (Delta from an O stored in the input dtype, eta a few of its unit roundoffs) moves dQ_i by at
-# most eta scale sum_j P_ij r_i |K_j|, dK_j by eta scale sum_i P_ij r_i |Q_i|, dSink by eta sum_i
-# P_sink_i r_i: what the gates' design floor (gates.design_floor) charges for it. ``r_i`` can
-# dwarf |dP_ij - Delta_i| where dO's terms cancel (mixed-magnitude dO rows, a saturated softmax).
-ROW_TERMS = ("dq_rows", "dk_rows", "dsink_rows", "dq_dp", "dk_dp", "dsink_dp")
-MAGNITUDE_KEYS = ("o", "dq", "dk", "dv", "dsink", *ROW_TERMS)
 MAGNITUDE_DTYPES = ("float64", "float32", "bfloat16")
 # Score elements (heads_q x chunk x band width) one chunk may hold on the CPU: 2**24 float64
 # scores are 128 MiB, and a chunk keeps about LIVE_SCORE_TENSORS such tensors alive.
@@ -230,17 +218,12 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     sink = None if x.sink is None else x.sink.to(dt).view(Hkv, 1, G)  # [Hkv, 1, G]
     dsink = None if sink is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
     zero = torch.zeros((), dtype=torch.float64, device=dev)
-    mag = {n: zero for n in MAGNITUDE_KEYS} if magnitudes else None
+    mag = {n: zero for n in ("o", "dq", "dk", "dv", "dsink")} if magnitudes else None
     dsink_terms = None if sink is None or mag is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
-    dsink_rows = None if dsink_terms is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
-    dsink_dp = None if dsink_terms is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
     # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of fp16 inputs)
     edge_at = _overflow_edge_at(low) if flash_rounding else None
     edge = None if edge_at is None else {"dq": torch.zeros(p.total_q, Hq, dtype=torch.bool, device=dev),
                                          "dk": torch.zeros(p.total_k, Hkv, dtype=torch.bool, device=dev)}
-    if edge is not None and G > 1:  # per-query-head dK/dV partials at the edge (_partials_edge)
-        edge["dk_partial"] = torch.zeros(p.total_k, Hkv, D, dtype=torch.bool, device=dev)
-        edge["dv_partial"] = torch.zeros(p.total_k, Hkv, Dv, dtype=torch.bool, device=dev)
 
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
@@ -257,14 +240,9 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             khn = kh.norm(dim=-1)  # [Hkv, sk]
         dvh = torch.zeros_like(vh)
         dk_edge = None if edge is None else torch.zeros(Hkv, sk, dtype=torch.bool, device=dev)
-        partials = None  # [Hkv, G, sk, dim] per-query-head dK, |terms|, dV, |terms| (fp16 GQA only)
-        if edge is not None and G > 1:
-            partials = [torch.zeros(Hkv, G, sk, n, dtype=dt, device=dev) for n in (D, D, Dv, Dv)]
         if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
             kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
             dk_terms, dv_terms = torch.zeros_like(kabs, dtype=acc_dt), torch.zeros_like(vabs, dtype=acc_dt)
-            dk_rows = torch.zeros_like(kabs, dtype=acc_dt)  # sum_i P_ij r_i |Q_i| (see ROW_TERMS)
-            dk_dp = torch.zeros_like(kabs, dtype=acc_dt)  # sum_i P_ij s_i |Q_i|
         plan = chunk_plan(p, sq, sk, budget, chunk, skip_masked)
         shifts = _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) if khn is not None else [None] * len(plan)
         for (r0, r1, lo, hi), m in zip(plan, shifts):
@@ -358,15 +336,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                     else:
                         pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(
                             e2.shape, dtype=mdt, device=dev))  # P
-                    pv = torch.bmm(pm, vabs[:, lo:hi])  # P |V|: bounds |O| and the stored O's rounding
-                    mag["o"] = torch.maximum(mag["o"], _top(pv))
-                    # r_i, s_i: the absolute size of what Delta_i and the row's dP sum (ROW_TERMS)
-                    doa = doabs[:, r0:r1].reshape(Hkv, c * G, Dv)
-                    vmax = vabs[:, lo:hi].amax(dim=(1, 2)).view(Hkv, 1) if w else torch.zeros(
-                        Hkv, 1, dtype=mdt, device=dev)
-                    row_r = (doa * pv).sum(-1)  # [Hkv, c*G]
-                    row_s = doa.sum(-1) * vmax
-                    del pv
+                    mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
                     _add_product(dv_terms[:, lo:hi], pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
                     dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
                     qa = qabs[:, r0:r1].reshape(Hkv, c * G, D)
@@ -387,12 +357,6 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                         _add_product(dk_terms[:, lo:hi], terms.transpose(1, 2), qa)
                         del terms
                     mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * scale)
-                    pk = torch.bmm(pm, kab)
-                    mag["dq_rows"] = torch.maximum(mag["dq_rows"], _top(pk * row_r.unsqueeze(-1)) * scale)
-                    mag["dq_dp"] = torch.maximum(mag["dq_dp"], _top(pk.mul_(row_s.unsqueeze(-1))) * scale)
-                    del pk
-                    _add_product(dk_rows[:, lo:hi], pm.transpose(1, 2), qa * row_r.unsqueeze(-1))
-                    _add_product(dk_dp[:, lo:hi], pm.transpose(1, 2), qa * row_s.unsqueeze(-1))
                     del pm, dq_terms
             if fused:
                 ds = dp
@@ -403,8 +367,6 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                     edge["dq"][q0 + r0:q0 + r1] = rows_edge.view(Hkv, c, G).permute(1, 0, 2).reshape(c, Hq)
                     dk_edge[:, lo:hi] |= cols_edge
                 ds = rnd(ds)
-                if partials is not None:
-                    _add_partials(partials, ds, qc, rnd(e2), doc, lo, hi, G, scale)
             fused_chunks += fused
             gemm_chunks += fused and gemm is not FAILED
             del e, e2, dp
@@ -418,8 +380,6 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 dsink -= (p_sink * d3).sum(dim=1)
                 if mag is not None:
                     dsink_terms += (p_sink * d3.abs()).sum(dim=1)
-                    dsink_rows += (p_sink * row_r.view(Hkv, c, G).to(dt)).sum(dim=1)
-                    dsink_dp += (p_sink * row_s.view(Hkv, c, G).to(dt)).sum(dim=1)
             o[q0 + r0:q0 + r1] = oc.view(Hkv, c, G, Dv).permute(1, 0, 2, 3).reshape(c, Hq, Dv)
             dq[q0 + r0:q0 + r1] = dqc.view(Hkv, c, G, D).permute(1, 0, 2, 3).reshape(c, Hq, D)
             lse[q0 + r0:q0 + r1] = row_lse.permute(1, 0, 2).reshape(c, Hq).float()
@@ -427,18 +387,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         dv[k0:k0 + sk] = dvh.permute(1, 0, 2)
         if dk_edge is not None:
             edge["dk"][k0:k0 + sk] = dk_edge.permute(1, 0)
-        if partials is not None:
-            for name, (part, terms_) in (("dk_partial", partials[:2]), ("dv_partial", partials[2:])):
-                edge[name][k0:k0 + sk] = _partials_edge(part, terms_, edge_at, low, max(1, sq)).permute(1, 0, 2)
         if mag is not None:
             mag["dk"] = torch.maximum(mag["dk"], _top(dk_terms) * scale)
             mag["dv"] = torch.maximum(mag["dv"], _top(dv_terms))
-            mag["dk_rows"] = torch.maximum(mag["dk_rows"], _top(dk_rows) * scale)
-            mag["dk_dp"] = torch.maximum(mag["dk_dp"], _top(dk_dp) * scale)
     if dsink_terms is not None:
         mag["dsink"] = _top(dsink_terms)
-        mag["dsink_rows"] = _top(dsink_rows)
-        mag["dsink_dp"] = _top(dsink_dp)
     dsink = None if dsink is None else dsink.reshape(Hq).float()
     if flash_rounding:  # the kernel's outputs are stored in the input dtype
         o, dq, dk, dv = (t.to(low) for t in (o, dq, dk, dv))
@@ -489,36 +442,6 @@ def _overflow_edge(ds, p, o, do, v, at: float, dtype: torch.dtype) -> tuple[torc
     band = p * (od * (2 * u + acc) + acc * do.abs().sum(-1, keepdim=True) * v.abs().amax(-1).unsqueeze(1))
     hit = band.add_(ds.abs()) >= at
     return hit.any(-1), hit.any(1)
-
-
-# Per-query-head partials (GQA, or stride-0 K/V handed to an MHA kernel): a correct kernel may
-# compute dK and dV per query head, store each in the input dtype, then sum the group (SDPA's
-# efficient kernel under a broadcast K/V; FA2's GQA path). A partial beyond the dtype's range is
-# then an infinity although the group's sum is not: on the H200 a per-head fp16 dK reached 66207
-# where the summed truth was 62984. The flash-style yardstick keeps the per-head partials of
-# fp16 GQA problems and marks the dK/dV elements where a partial, widened by the band a correct
-# kernel's rounding may move it (2u + gamma_sq of its terms' absolute sum), reaches the edge.
-def _add_partials(partials, ds, qc, p_mma, doc, lo, hi, G, scale) -> None:
-    """Accumulate one chunk's per-query-head dK = scale dS^T Q and dV = P^T dO, and their
-    terms' absolute sums, into ``partials`` ([Hkv, G, keys, dim] each); rows of ``ds``,
-    ``qc``, ``p_mma``, ``doc`` are (row, head-in-group) interleaved."""
-    dk, dk_t, dv, dv_t = partials
-    for g in range(G):
-        dsg, qg, pg, dog = ds[:, g::G], qc[:, g::G], p_mma[:, g::G], doc[:, g::G]
-        dk[:, g, lo:hi].baddbmm_(dsg.transpose(1, 2), qg, alpha=scale)
-        dk_t[:, g, lo:hi].baddbmm_(dsg.abs().transpose(1, 2), qg.abs(), alpha=scale)
-        dv[:, g, lo:hi].baddbmm_(pg.transpose(1, 2), dog)
-        dv_t[:, g, lo:hi].baddbmm_(pg.transpose(1, 2), dog.abs())
-
-
-def _partials_edge(part, terms, at: float, dtype: torch.dtype, rows: int) -> torch.Tensor:
-    """[Hkv, keys, dim] bool: some query head's partial, plus the band by which a correct
-    kernel's partial may differ from this one, reaches ``at``."""
-    from difftest.judge.gates import gamma
-
-    u = torch.finfo(dtype).eps / 2
-    band = terms * (2 * u + gamma(rows))
-    return (part.abs() + band >= at).any(dim=1)
 
 
 # float64: the softmax shift m_i enters the QK^T GEMM as one more (padded) column, so S - m

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ["run", "-p", "quick", "--max-examples", "10", "--no-edge-cases", "--out", "out", "--db", "db", "-q",
+RUN = ["run", "-p", "quick", "--max-examples", "25", "--no-edge-cases", "--out", "out", "--db", "db", "-q",
        "--no-isolate"]
 
 

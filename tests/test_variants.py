@@ -11,12 +11,10 @@ import pytest
 import torch
 
 from difftest.execute.adapter import get
-from difftest.judge.gates import EPS, budget_limit, design_floor, gamma
 from difftest.judge.runner import run_case
 from difftest.kernels.blockwise import F32, BlockwiseAttention
 from difftest.kernels.variants import VARIANTS, sequential_gemm
 from difftest.model.problem import Problem
-from difftest.strategies.edges import edge_problems, rounding_regressions
 
 FA_SHAPE = dict(batch=3, seqlen_q=(3, 1, 2), seqlen_k=(3, 2, 5), heads_q=2, heads_kv=1, head_dim_qk=32,
                 head_dim_v=32, dtype="float16", values="mixed_do", value_scale=1.0, softmax_scale=4.9375)
@@ -40,6 +38,8 @@ def test_catalogue_reachable_through_the_entry_point():
     assert not VARIANTS["dq-splitk-atomics"].deterministic
 
 
+@pytest.mark.xfail(strict=True, reason="an open false alarm: the design floor that passed it (branch verdict) also "
+                   "passed a real bug and was taken out; see results/variants.md")
 @pytest.mark.parametrize("seed", [91, 160])
 def test_delta_from_stored_o_passes_the_fa_problem(seed):
     """FA2/FA3/FA4's Delta from the stored fp16 O: the issue's H200 shape (the old budget
@@ -50,12 +50,16 @@ def test_delta_from_stored_o_passes_the_fa_problem(seed):
         assert case.status == "passed", (name, failed(case))
 
 
+@pytest.mark.xfail(strict=True, reason="an open false alarm: the design floor that passed it (branch verdict) also "
+                   "passed a real bug and was taken out; see results/variants.md")
 def test_default_kernel_passes_fp32_large_logits_at_head_dim_80():
     """The float32 logits' dot products over 80 terms err by gamma_80 of their terms."""
     case = run_case(BlockwiseAttention(), FP32_LARGE_LOGITS)
     assert case.status == "passed", failed(case)
 
 
+@pytest.mark.xfail(strict=True, reason="an open false alarm: the design floor that passed it (branch verdict) also "
+                   "passed a real bug and was taken out; see results/variants.md")
 def test_per_head_partials_past_the_fp16_range_are_accepted():
     """A per-query-head fp16 dV partial beyond 65504 where the group sum (3044) is finite."""
     case = run_case(get("variant:per-head-partials-stored"), PARTIAL_OVERFLOW)
@@ -79,38 +83,14 @@ def test_an_infinity_without_an_overflowing_partial_still_fails():
     assert "dv:nonfinite" in failed(case)
 
 
-def test_design_floor_terms():
-    p = Problem(seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=2, head_dim_v=16, dtype="float16")
-    mags = {"o": 2.0, "dq": 3.0, "dq_rows": 5.0, "dk": 7.0, "dk_rows": 11.0, "dv": 13.0}
-    u = EPS["float16"] / 2
-    assert design_floor(p, "o", mags) == pytest.approx((u + gamma(7)) * 2.0)
-    mags["dq_dp"] = 17.0
-    assert design_floor(p, "dq", mags) == pytest.approx((u + gamma(7)) * 3.0 + (2 * u + gamma(16) + gamma(7)) * 5.0
-                                                         + gamma(16) * 17.0)
-    assert design_floor(p, "dv", mags) == pytest.approx((2 * u + gamma(10)) * 13.0)
-    assert design_floor(p, "dq", None) == 0.0
-    assert gamma(10) == pytest.approx(10 * 2.0**-24 / (1 - 10 * 2.0**-24))
-    t = torch.zeros(3)
-    base = budget_limit(p, t, t, 1.0, 2.0)["floor"]
-    assert budget_limit(p, t, t, 1.0, 2.0, design=0.5)["floor"] == pytest.approx(base + 0.5)
-
-
 def test_sequential_gemm_is_a_gemm_in_another_order():
     a, b = torch.randn(2, 5, 40, dtype=F32), torch.randn(2, 40, 3, dtype=F32)
     got = sequential_gemm(a, b)
     assert got.shape == (2, 5, 3)
     exact = a.double() @ b.double()
-    bound = gamma(40) * (a.double().abs() @ b.double().abs())
+    u32 = 2.0**-24  # any order of 40 float32 terms errs by at most 40u/(1-40u) of their absolute sum
+    bound = (40 * u32 / (1 - 40 * u32)) * (a.double().abs() @ b.double().abs())
     assert ((got.double() - exact).abs() <= bound).all()
-
-
-def test_regressions_are_in_the_edge_corpus_where_they_fit():
-    cap = BlockwiseAttention.capability
-    edges = set(edge_problems(cap, "nightly"))
-    kept = [p for p in rounding_regressions(cap) if p in edges]
-    assert FP32_LARGE_LOGITS in kept and Problem(**FA_SHAPE, seed=91) in kept
-    assert PARTIAL_OVERFLOW in kept  # nightly reaches 256 query rows; ci (160) leaves it out unclamped
-    assert PARTIAL_OVERFLOW not in set(edge_problems(cap, "ci"))
 
 
 def test_variants_command_reports_false_alarms(tmp_path, capsys):

@@ -107,7 +107,7 @@ def diagnose(kernel, failure, run, first=None) -> list[str]:
     for v in failure.verdicts:
         if v.gate == "missing" and not v.passed:
             out.append(v.message)
-    if failure.status == "failed" and rounding_sized(failure):
+    if failure.status == Status.FAILED and rounding_sized(failure):
         return out  # a rounding-sized failure is never blamed on a feature (ROUNDING_RATIO)
     p = failure.problem
     others = [first.problem] if first is not None and first.problem != p else []

@@ -287,73 +287,9 @@ def _finite_pair(got, truth):
 TRUTH = "float64 truth"
 
 
-U32 = 2.0**-24  # float32's unit roundoff: every correct kernel accumulates in float32
-
-
-def gamma(n: int, u: float = U32) -> float:
-    """gamma_n = n u / (1 - n u): a bound on the relative error of ANY order of summing n
-    terms (or a dot product of length n) in a precision of unit roundoff u, relative to
-    the sum of the terms' absolute values (Higham, Accuracy and Stability, Lemma 3.1 and
-    eq. 3.5). Sequential (a GPU SGEMM thread's FFMA loop), pairwise (a CPU BLAS) and
-    split-K atomics in any order are all inside it."""
-    nu = max(0, n) * u
-    return nu / (1.0 - nu) if nu < 0.5 else 1.0
-
-
-def design_floor(problem, name: str, magnitude: dict | None) -> float:
-    """What the roundings a CORRECT kernel may make, and a yardstick makes one way only, can
-    add to output ``name``'s error: first-order bounds from the truth's term magnitudes
-    (oracles/chunked.py: ``T`` the largest absolute sum of the terms forming one element, the
-    ROW_TERMS ``R`` for what Delta and dP sum). With u the input dtype's unit roundoff and
-    gamma_n float32 accumulation of n terms in any order (``gamma``):
-
-      o      (u + g_sk) T          P fed to the P V GEMM in the input dtype; sums of sk terms
-      lse    g_sk                  the row sum's order (an absolute error of its log)
-      dv     (2u + g_sqG) T        P rounded for P^T dO; a per-head partial stored before the
-                                   GQA group sum; sums over sq x group rows
-      dq     (u + g_sk) T + (2u + g_Dv + g_sk) R + g_Dv R_dp
-      dk     (2u + g_sqG) T + (2u + g_Dv + g_sk) R + g_Dv R_dp
-      dsink  g_sq T + (2u + g_Dv + g_sk) R + g_Dv R_dp
-
-    where T for dQ/dK covers dS rounded before its GEMMs, R (``NAME_rows``) covers Delta =
-    rowsum(dO * O) taken from the O stored in the input dtype (u for O's rounding, u + g_sk for
-    the error O carries before it, g_Dv for its float32 sum) and R_dp (``NAME_dp``) the float32
-    sums of dP = dO V^T. This is the part of the
-    budget a single yardstick cannot carry: its error realises each rounding once, and a
-    correct kernel rounding the same values in another order can land anywhere within the
-    bound (results/variants.md). 0 without magnitudes."""
-    if not magnitude:
-        return 0.0
-    u = EPS[problem.dtype] / 2
-    sk = max(problem.seqlens_k, default=0)
-    sq = max(problem.seqlens_q, default=0)
-    g_sk, g_sqg, g_dv = gamma(sk), gamma(sq * problem.group), gamma(problem.head_dim_v)
-    t = float(magnitude.get(name, 0.0))
-    rows = (2 * u + g_dv + g_sk) * float(magnitude.get(f"{name}_rows", 0.0)) + g_dv * float(
-        magnitude.get(f"{name}_dp", 0.0))
-    if name == "o":
-        return (u + g_sk) * t
-    if name == "lse":
-        return g_sk
-    if name == "dv":
-        return (2 * u + g_sqg) * t
-    if name == "dq":
-        return (u + g_sk) * t + rows
-    if name == "dk":
-        return (2 * u + g_sqg) * t + rows
-    if name == "dsink":
-        return gamma(sq) * t + rows
-    return 0.0
-
-
-def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0,
-                 design: float = 0.0, logit_terms: float = 0.0) -> dict:
+def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0) -> dict:
     """The budget gate's limit for one output: k * (the yardstick's error vs truth) + floor.
     ``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
-    ``design``: the design floor (``design_floor``), added to the floor. ``logit_terms``: the
-    absolute size of the terms one logit sums (``logit_terms``): a float32 dot product of
-    head_dim_qk terms may err by gamma_D of it, in the forward's S (behind the LSE) and again
-    in the backward's.
     Returns {"limit", "ref_err", "floor", "scale"} (scale: max|truth| over finite elements)."""
     t = torch.where(torch.isfinite(truth), truth, 0.0)
     errs = []
@@ -367,9 +303,8 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
     # that cancels): S - LSE off by delta = floor_ulps * eps32 * (1 + |S|) logit units makes
     # P off by a factor e^delta, a relative error expm1(delta): delta at ordinary logits, far
     # more at |S| ~ 1e7 in float32, where one ulp of S is a whole logit unit
-    delta = min(floor_ulps * EPS["float32"] * (1.0 + logit_scale) + 2 * gamma(problem.head_dim_qk) * logit_terms, 50.0)
-    floor = (floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude) + math.expm1(delta) * max(terms, scale)
-             + design)
+    delta = min(floor_ulps * EPS["float32"] * (1.0 + logit_scale), 50.0)
+    floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude) + math.expm1(delta) * max(terms, scale)
     return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
 
 
@@ -537,7 +472,7 @@ def _terms(truth, name) -> float:
     return float(mag.get(name, 0.0))
 
 
-def logit_magnitude(problem, truth, inputs=None, *, terms: float | None = None) -> float:
+def logit_magnitude(problem, truth, inputs=None) -> float:
     """The size of the logits' rounding, in logit units per eps32: the larger of max |LSE|
     over rows that see something (LSE lies within log(seqlen_k) of each row's maximum
     logit) and, given the inputs, the size of the terms a logit sums (``logit_terms``).
@@ -548,8 +483,7 @@ def logit_magnitude(problem, truth, inputs=None, *, terms: float | None = None) 
     order than the forward that stored the LSE, gets P = exp(S - LSE) a few fp32 ulps of
     1e7 off — tens of percent — and so do its gradients (torch's CPU flash kernel in bf16,
     results/calibration.md: dV 38.8 off where the |LSE|-only floor allowed 33.8)."""
-    if terms is None:
-        terms = logit_terms(problem, inputs) if inputs is not None else 0.0
+    terms = logit_terms(problem, inputs) if inputs is not None else 0.0
     if truth.lse is None:
         return terms
     lse = truth.lse[: used_rows(problem, "lse")].double()
@@ -586,9 +520,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     config = config or GateConfig()
     shapes = Outputs.shapes(problem)
     verdicts = []
-    lt = logit_terms(problem, inputs) if inputs is not None else 0.0
-    logit_scale = logit_magnitude(problem, truth, inputs, terms=lt)
-    mags = getattr(truth, "magnitude", None)
+    logit_scale = logit_magnitude(problem, truth, inputs)
     for name in OUTPUTS:
         t_truth = truth.get(name)
         if t_truth is None or name not in shapes:
@@ -615,8 +547,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         terms = _terms(truth, name)
         y = yardstick.get(name) if yardstick is not None else None
         y = _prep(problem, name, y, dev) if y is not None else None
-        bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms,
-                              design=design_floor(problem, name, mags), logit_terms=lt)
+        bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms)
         limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
         if config.check_nonfinite:
             verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype, limited=limited))
@@ -638,14 +569,8 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
 def _edge(problem, name, yardstick, device):
     """The yardstick's ``overflow_edge`` rows of ``name`` (dq, dk), as a mask over its used
     rows broadcast across the head dim; None where it has none."""
-    edge = getattr(yardstick, "overflow_edge", None) or {}
-    rows, partial = edge.get(name), edge.get(f"{name}_partial")
-    n = used_rows(problem, name)
-    out = None if rows is None else rows[:n].to(device).unsqueeze(-1)
-    if partial is not None:  # elementwise: a per-query-head partial at the edge (GQA dK/dV)
-        partial = partial[:n].to(device)
-        out = partial if out is None else out | partial
-    return out
+    rows = (getattr(yardstick, "overflow_edge", None) or {}).get(name)
+    return None if rows is None else rows[: used_rows(problem, name)].to(device).unsqueeze(-1)
 
 
 def check_second_reference(problem: Problem, got, truth, second, config: GateConfig, label: str) -> list[Verdict]:

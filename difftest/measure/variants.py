@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from difftest.model.profiles import PROFILES, get_profile
+from difftest.vocab import Status
 
 
 @dataclass
@@ -65,16 +66,17 @@ def case_line(case) -> dict:
             outs[v.output] = [float(v.numbers.get("ratio", 0.0)), float(v.numbers.get("k_needed", 0.0)), v.passed]
     return {"problem": case.problem.to_json(), "dtype": case.problem.dtype, "status": str(case.status),
             "failed": [v.label for v in case.verdicts if not v.passed], "budget": outs,
-            "reason": (case.reason or "")[:300] if case.status == "error" else ""}
+            "reason": (case.reason or "")[:300] if case.status == Status.ERROR else ""}
 
 
 def add_line(row: VariantRow, line: dict) -> None:
-    if line["status"] == "skipped":
+    status = Status(line["status"])  # a case log line: the status's value
+    if status == Status.SKIPPED:
         return
     row.cases += 1
-    failed = line["status"] in ("failed", "error")
-    row.failures += line["status"] == "failed"
-    row.errors += line["status"] == "error"
+    failed = status in (Status.FAILED, Status.ERROR)
+    row.failures += status == Status.FAILED
+    row.errors += status == Status.ERROR
     if failed and not row.first_failure:
         row.first_failure = line["problem"]
         row.failed_gates = line["failed"] or [line.get("reason", "error")]

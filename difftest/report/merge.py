@@ -82,9 +82,10 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
     failed = any(c.get("status") == CampaignStatus.FAILED for c in recs)
     status = CampaignStatus.UNAVAILABLE if not available else CampaignStatus.FAILED if failed else CampaignStatus.PASSED
     failing = [c for c in recs if c.get("failure")]
-    hit, missing = {}, None
+    hit, missing, beyond = {}, None, []
     for c in available:
         cov = c.get("coverage") or {}
+        beyond = beyond or list(cov.get("beyond_profile") or ())  # the profile's, the same in every shard
         for f, n in (cov.get("hit") or {}).items():
             hit[f] = hit.get(f, 0) + n
         m = set(cov.get("missing") or ())
@@ -111,7 +112,8 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         "unrun": sum(c.get("unrun") or 0 for c in recs),
         "compile_keys": sum(c.get("compile_keys") or 0 for c in recs),
         "compile_stats": compile_stats or None,
-        "coverage": {"hit": dict(sorted(hit.items())), "missing": sorted(missing or ())},
+        "coverage": {"hit": dict(sorted(hit.items())), "missing": sorted(missing or ()),
+                     **({"beyond_profile": beyond} if beyond else {})},
         "outputs": output_stats(cases),
         "failure": failing[0]["failure"] if failing else None,
         "reproducer": failing[0].get("reproducer") if failing else None,
