@@ -66,6 +66,11 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
     for hq, hkv in ((2, 1), (4, 2), (4, 1), (H, 1), (H, max(1, H // 2))):
         if hq <= H and hq % hkv == 0:
             add(base.replace(heads_q=hq, heads_kv=hkv, seqlen_q=1, seqlen_k=min(S, bn + 1)))
+    # GQA with group 4 and 2 KV heads (a dK/dV summed over the wrong group shows only there),
+    # at the profile's GQA reach even where its head cap is lower
+    HG = max(H, min(c.max_heads, prof.max_gqa_heads))
+    if c.gqa and HG >= 8:
+        gqa8 = base.replace(heads_q=8, heads_kv=2, seqlen_q=1, seqlen_k=min(S, bn + 1))
 
     # memory layouts: each declared one once, each after the same problem laid out
     # contiguously (a kernel that caches per shape and ignores strides then meets new
@@ -131,6 +136,11 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
             continue
         seen.add(p)
         kept.append(p)
+    if c.gqa and HG >= 8:
+        p = _fit(gqa8, c, S, HG)
+        if p is not None and p not in seen:
+            seen.add(p)
+            kept.append(p)
     # smallest first (the minimal problem stays first): a campaign runs these in order and
     # does not shrink an explicit example, so the first corner that fails should be small
     return kept[:1] + sorted(kept[1:], key=Problem.size)
