@@ -73,6 +73,15 @@ class ErrorOrigin(StrEnum):
     DIFFTEST = "difftest"  # a reference or gate of difftest's own failed: difftest's bug, not the kernel's
 
 
+class ErrorSource(StrEnum):
+    """Where a backward output's error comes from (``judge/attribution.py``)."""
+
+    FORWARD = "forward"  # right for the O/LSE the kernel stored, and those are wrong
+    STORED_ROUNDING = "stored-rounding"  # right for the O/LSE it stored, which pass: a correct design
+    BACKWARD = "backward"  # wrong even for the statistics it was handed
+    UNKNOWN = "unknown"  # no O/LSE to rebuild from, or the rebuild failed
+
+
 class TriageKind(StrEnum):
     """What kind of finding a case is, as a kernel team sorts them (``judge/triage.py``)."""
 

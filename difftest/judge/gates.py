@@ -15,6 +15,12 @@ Verdict per output, each carrying the measured numbers.
   (|dP_ij| + |Delta_i|) |K_j| for dQ), which dwarfs the result when terms cancel
   (mixed-magnitude dO, saturated softmax). It dominates float32 problems and large
   logits, and is negligible for fp16/bf16 at normal values.
+  Plus sqrt(n) u32 T for the float32 accumulator that sums an element's n terms
+  (``sum_length``) in whatever order a correct kernel adds them: a GPU SGEMM thread's
+  sequential chain errs several times the CPU BLAS's blocked order, and the probabilistic
+  bound of any order is sqrt(n) u (lambda = 1; the worst case, n u, would pass fp16
+  accumulation bugs at long sequences). The logits' rounding (|S| above) grows the same
+  way with the head dim (``dot_growth``).
   Reported: ``ratio`` = error / limit (> 1 fails; campaigns climb it with
   hypothesis.target) and ``k_needed``, the smallest k that would pass, so k can be set
   from data rather than guessed (``difftest calibrate``).
@@ -30,7 +36,9 @@ Verdict per output, each carrying the measured numbers.
   budget (the budget gate's limit) reaches the dtype's overflow threshold (largest
   finite value: fp16 65504, bf16 ~3.39e38), or where a dS the element sums is at the
   input dtype's overflow edge within a correct kernel's roundings (the yardstick's
-  ``overflow_edge``: dQ and dK rows). Such elements are counted per output as
+  ``overflow_edge``: dQ and dK rows), or, for dK/dV of a GQA problem, where a query
+  head's partial before the group sum reaches the threshold (a kernel that stores per-head
+  gradients in the output dtype, ``_partials_limited``). Such elements are counted per output as
   ``overflow_limited`` in the nonfinite and budget verdicts (never silently) and left
   out of the error measurement. A NaN where truth and yardstick are finite still fails.
 Every verdict names the reference it was judged against (``Verdict.reference``).
@@ -287,9 +295,22 @@ def _finite_pair(got, truth):
 TRUTH = "float64 truth"
 
 
-def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0) -> dict:
+def sum_length(problem, name: str | None) -> int:
+    """How many terms a float32 accumulator adds into one element of output ``name``: the
+    keys a row sums (O, LSE, dQ), the query rows of a whole GQA group (dK, dV), every query
+    row (dSink); 0 for no name."""
+    if name is None:
+        return 0
+    sq, sk = max(problem.seqlens_q, default=0), max(problem.seqlens_k, default=0)
+    return {"o": sk, "lse": sk, "dq": sk, "dk": sq * problem.group, "dv": sq * problem.group,
+            "dsink": problem.total_q}.get(name, 0)
+
+
+def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0,
+                 name=None) -> dict:
     """The budget gate's limit for one output: k * (the yardstick's error vs truth) + floor.
     ``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
+    ``name``: the output, for the float32 accumulation term (``sum_length``).
     Returns {"limit", "ref_err", "floor", "scale"} (scale: max|truth| over finite elements)."""
     t = torch.where(torch.isfinite(truth), truth, 0.0)
     errs = []
@@ -305,6 +326,10 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
     # more at |S| ~ 1e7 in float32, where one ulp of S is a whole logit unit
     delta = min(floor_ulps * EPS["float32"] * (1.0 + logit_scale), 50.0)
     floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude) + math.expm1(delta) * max(terms, scale)
+    # a float32 accumulator over n terms, in whatever order a correct kernel adds them (a GPU
+    # SGEMM thread's sequential chain errs ~4x the CPU BLAS's blocked order: results/variants.md):
+    # sqrt(n) u32 of the terms' absolute sum (the probabilistic bound, lambda = 1)
+    floor += math.sqrt(sum_length(problem, name)) * EPS["float32"] / 2 * max(terms, scale)
     return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
 
 
@@ -321,7 +346,7 @@ def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1
         got = torch.where(limited, truth, got)
     g, t = _finite_pair(got, truth)
     diff = (g - t).abs()
-    b = bounds or budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude, logit_scale, terms)
+    b = bounds or budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude, logit_scale, terms, name)
     # the count, the error and where it is largest: one host read
     n_lim, err, i, g_i, t_i = _read(limited.sum() if limited is not None else 0,
                                     *(_at_max(diff, g, t) if diff.numel() else (0.0, 0, 0.0, 0.0)))
@@ -388,7 +413,9 @@ def dtype_limited(got, truth, yardstick, out_dtype, limit: float, edge=None) -> 
           element sums is at the input dtype's overflow edge within what a correct kernel's
           roundings move it (the yardstick's ``overflow_edge``, oracles/chunked.py), so a
           correct kernel may store an infinity there, of either sign, or NaN (inf - inf).
-    A NaN where truth and yardstick are finite and no dS is at the edge is never accepted."""
+    A NaN where truth and yardstick are finite and no dS is at the edge is never accepted.
+    Rule (d), a GQA problem's per-head dK/dV partials at the edge, needs the inputs: it is
+    ``_partials_limited``, applied by ``check_outputs``."""
     fmax = overflow_threshold(out_dtype)
     cand = torch.isfinite(truth) & (~torch.isfinite(got) | (got.abs() >= fmax))
     if not cand.is_cuda and not bool(cand.any()):  # a shortcut on the host; on a GPU the read costs more
@@ -482,8 +509,13 @@ def logit_magnitude(problem, truth, inputs=None) -> float:
     terms ~ 1e7) a correct flash kernel, whose backward recomputes S in another summation
     order than the forward that stored the LSE, gets P = exp(S - LSE) a few fp32 ulps of
     1e7 off — tens of percent — and so do its gradients (torch's CPU flash kernel in bf16,
-    results/calibration.md: dV 38.8 off where the |LSE|-only floor allowed 33.8)."""
-    terms = logit_terms(problem, inputs) if inputs is not None else 0.0
+    results/calibration.md: dV 38.8 off where the |LSE|-only floor allowed 33.8).
+
+    The terms' size is scaled by ``dot_growth(head_dim_qk)``: a dot product of D terms in
+    float32, summed in any order, errs by ~sqrt(D) u of its absolute terms (the
+    probabilistic bound, Higham & Mary 2019), more than the floor's 2 ulps past D = 16
+    (torch-blockwise's fp32 O at D = 80 and logits ~144: 1.22x over the unscaled floor)."""
+    terms = logit_terms(problem, inputs) * dot_growth(problem.head_dim_qk) if inputs is not None else 0.0
     if truth.lse is None:
         return terms
     lse = truth.lse[: used_rows(problem, "lse")].double()
@@ -491,6 +523,12 @@ def logit_magnitude(problem, truth, inputs=None) -> float:
         return terms
     # no boolean-mask indexing (a sync of its own): one host read
     return max(_read(torch.where(torch.isfinite(lse), lse.abs(), 0.0).max())[0], terms)
+
+
+def dot_growth(n: int, floor_ulps: float = 2.0) -> float:
+    """How many times the budget floor's ``floor_ulps`` eps32 (= 2 floor_ulps u) the rounding
+    of an n-term float32 dot product reaches: sqrt(n) u of its absolute terms, at least 1."""
+    return max(1.0, math.sqrt(max(n, 1)) / (2.0 * floor_ulps))
 
 
 def logit_terms(problem, inputs) -> float:
@@ -521,6 +559,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     shapes = Outputs.shapes(problem)
     verdicts = []
     logit_scale = logit_magnitude(problem, truth, inputs)
+    partials = {}  # per-query-head dK/dV, computed once if a kernel's dK or dV needs them
     for name in OUTPUTS:
         t_truth = truth.get(name)
         if t_truth is None or name not in shapes:
@@ -547,8 +586,11 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         terms = _terms(truth, name)
         y = yardstick.get(name) if yardstick is not None else None
         y = _prep(problem, name, y, dev) if y is not None else None
-        bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms)
+        bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
         limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
+        if name in ("dk", "dv") and problem.group > 1 and inputs is not None:
+            limited = limited | _partials_limited(problem, name, g, t, g_raw.dtype, bounds["limit"], limited,
+                                                  inputs, partials)
         if config.check_nonfinite:
             verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype, limited=limited))
         verdicts.append(budget_gate(problem, name, g, t, r, k, config.floor_ulps, config.floor_magnitude,
@@ -564,6 +606,29 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
                 verdicts.append(elementwise_gate(problem, name, torch.where(limited, st, g), st,
                                                  config.standards[name], reference=standard_label))
     return verdicts
+
+
+def _partials_limited(problem, name, got, truth, out_dtype, limit, limited, inputs, cache) -> torch.Tensor:
+    """Rule (d) of ``dtype_limited`` for dK/dV of a GQA problem: a non-finite or saturated
+    value where the truth is finite is accepted where some query head's partial of that
+    element (``oracles.per_head_partials``: what a kernel storing per-head gradients before
+    the group sum holds) plus the output's budget ``limit`` reaches the dtype's overflow
+    threshold, with an infinity of such a partial's sign (NaN where partials of both signs
+    reach it: inf - inf). Computed only when such a value is left unaccepted."""
+    fmax = overflow_threshold(out_dtype)
+    cand = torch.isfinite(truth) & (~torch.isfinite(got) | (got.abs() >= fmax)) & ~limited
+    if not bool(cand.any()):
+        return cand
+    if "dk" not in cache:
+        from difftest.oracles.per_head_partials import per_head_partials
+
+        cache.update(per_head_partials(inputs.to(truth.device)))
+    part = cache[name][: used_rows(problem, name)].to(truth.device)  # [rows, heads_q, dim]
+    part = part.view(part.shape[0], problem.heads_kv, problem.group, part.shape[-1])
+    at = part.abs() + limit >= fmax
+    pos, neg = (at & (part > 0)).any(dim=2), (at & (part < 0)).any(dim=2)
+    sign_ok = torch.where(got > 0, pos, torch.where(got < 0, neg, pos & neg))
+    return cand & torch.where(torch.isnan(got), pos & neg, sign_ok)
 
 
 def _edge(problem, name, yardstick, device):

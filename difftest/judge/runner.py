@@ -246,13 +246,14 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
     if refs.note:
         result.notes.append(refs.note)
     with phase("gates"):
-        def judge(outputs):
-            return check_outputs(problem, outputs, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
-                                 expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
-                                 standard_label=f"{config.truth} truth", inputs=inputs)
+        def judge(outputs):  # the gates, then the backward re-judged from its own statistics
+            verdicts = check_outputs(problem, outputs, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
+                                     expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
+                                     standard_label=f"{config.truth} truth", inputs=inputs)
+            attribute(problem, inputs, outputs, refs.truth, verdicts)
+            return verdicts
 
         result.verdicts = judge(got)
-        attribute(problem, inputs, got, refs.truth, result.verdicts)
         breakdown.attach(problem, got, refs.truth, result.verdicts, cap)  # which heads/sequences/tiles
         if runs > 1:  # nondeterminism of a kernel that never claimed determinism is reported, not failed,
             # but every run must be right
