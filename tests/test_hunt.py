@@ -3,6 +3,7 @@ signature (difftest/search/signature.py), its shrunk reproducer, how many cases 
 when it was first seen. Kernels here carry several independent faults at once, as real
 kernels do; a campaign that stops at its first failure reports one of them."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ from difftest.report.write import campaign_record, findings_table, markdown_summ
 from difftest.search.campaign import Campaign
 from difftest.search.findings import failure_message
 from difftest.search.signature import MAX_VARIATIONS, Signature, SignatureError, known_for, load_known
-from tests.kernels_for_tests import RefKernel
+from tests.kernels_for_tests import SMALL, RefKernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -350,3 +351,62 @@ def test_same_identity_compares_switches_and_shared_choices_not_bounds():
     # a signature survives its record
     s = _sig(causal=True, seqlen_k_ge=33, head_dim_qk=(8, 16))
     assert Signature.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+class WrongLseForGqa(RefKernel):
+    """One bug with three faces (cuDNN's THD GQA Stats, H200 2026-12-02): the LSE of every
+    head but a group's first is -inf, and the gradients computed from it are NaN (one
+    sequence) or finite and wrong (two)."""
+
+    name = "test-wrong-lse-gqa"
+    spec = "tests.test_hunt:WrongLseForGqa"
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.group > 1:
+            heads = [h for h in range(p.heads_q) if h % p.group]
+            out.lse[:, heads] = float("-inf")
+            if p.batch == 1:
+                out.dq[:, heads] = float("nan")
+            else:
+                out.dq[:, heads] *= 2
+                out.dk = out.dk * 2
+        return out
+
+
+def test_a_wrong_lse_and_the_gradients_it_breaks_are_one_finding(tmp_path):
+    """Fails on 7d34fd5 (three findings: lse:nonfinite, dq:nonfinite, dk/dq:budget)."""
+    r = _hunt(WrongLseForGqa(), tmp_path, steer_every=0)
+    assert len(r.findings) == 1, [f.signature.describe() for f in r.findings]
+    sig = r.findings[0].signature
+    assert sig.gates == ("lse:nonfinite",) and _needs(r.findings[0]).get("gqa") is True
+    assert r.unexplained == 0
+
+
+class RacyDsink(RefKernel):
+    """A race on dSink alone (cuDNN's dSink, H200): every fifth call adds an ulp-sized
+    error to dSink, whatever the Problem; the kernel claims determinism."""
+
+    name = "test-racy-dsink"
+    spec = "tests.test_hunt:RacyDsink"
+    capability = dataclasses.replace(SMALL, deterministic=True)
+
+    def __init__(self):
+        self.calls = 0
+
+    def corrupt(self, inputs, out):
+        self.calls += 1
+        if inputs.problem.sinks and self.calls % 5 == 0:
+            out.dsink = out.dsink + 1e-6 * out.dsink.abs().clamp_min(1e-3)
+        return out
+
+
+def test_a_race_is_one_finding_needing_only_what_its_output_needs(tmp_path):
+    """A pass of a racy Problem proves nothing: the race's signature needs sinks (no dSink
+    without them) and nothing a lucky pass suggested. On 7d34fd5 the same race gave several
+    findings with head dims, dtypes and switches as needs (cuDNN: three)."""
+    r = _hunt(RacyDsink(), tmp_path, steer_every=0, max_examples=80)
+    assert len(r.findings) == 1, [f.signature.describe() for f in r.findings]
+    f = r.findings[0]
+    assert f.signature.kind == "nondeterminism" and f.signature.gates == ("dsink:determinism",)
+    assert dict(f.signature.needs) == {"sinks": True}, f.signature.describe()

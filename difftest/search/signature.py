@@ -16,6 +16,13 @@ signature explains, attributes a failing case to the findings that explain it, a
 only what no finding explains. The same identity marks findings as known (``--known``,
 ``load_known``) and separates a known failure from a new one in ``difftest gate``.
 
+What failed is the case's *root* failing gates (``root_gates``): where the forward's O or
+LSE fails, only those, since a correct backward fed a wrong LSE is wrong too (cuDNN's THD
+GQA Stats bug failed lse alone, lse with NaN gradients, and lse with finite wrong gradients:
+one bug, not three findings). A race (triage kind nondeterminism) is not measured by a few
+passing reruns: its variations only count where the differing output no longer exists (no
+dSink without sinks); a pass proves nothing (``FLAKY``).
+
 Kinds of need (``needs`` maps a name to a value):
 
 - a switch, value ``true``: ``causal``, ``window``, ``sinks``, ``gqa``, ``varlen``,
@@ -39,6 +46,8 @@ SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "pad_tail", "dims_diff
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
 RUN = "all:run"  # the label of a kernel error (it fails no gate)
+FORWARD = ("o", "lse")  # outputs whose failure makes a correct backward's outputs wrong too
+FLAKY = (str(triage.Kind.NONDETERMINISM),)  # kinds whose passing variation proves nothing
 MAX_VARIATIONS = 24  # re-runs per signature, at most
 
 
@@ -183,7 +192,7 @@ class Signature:
             return False
         if self.error_type or self.gates == (RUN,):
             return case.status == Status.ERROR and (case.error_type or "") == self.error_type
-        return case.status == Status.FAILED and bool(set(case.failed_gates) & set(self.gates))
+        return case.status == Status.FAILED and bool(set(root_gates(case)) & set(self.gates))
 
     def explains(self, case) -> bool:
         return self.fails_alike(case) and self.explains_problem(case.problem)
@@ -246,8 +255,16 @@ def _need_text(name, v) -> str:
     return f"{name} in {{{','.join(str(x) for x in v)}}}" if len(v) > 1 else f"{name}={v[0]}"
 
 
+def root_gates(case) -> list[str]:
+    """The failing gates that name ``case``'s bug: the forward's (O, LSE) where one fails,
+    else every failing gate."""
+    failed = case.failed_gates
+    forward = [g for g in failed if g.partition(":")[0] in FORWARD]
+    return forward or failed
+
+
 def gates_of(case) -> tuple[str, ...]:
-    return (RUN,) if case.status == Status.ERROR else tuple(sorted(case.failed_gates))
+    return (RUN,) if case.status == Status.ERROR else tuple(sorted(root_gates(case)))
 
 
 def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VARIATIONS, deadline=None) -> Signature:
@@ -261,12 +278,19 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     p = case.problem
     needs, calls = [], 0
 
-    def still(q) -> bool | None:  # None: not a Problem here, or out of budget
+    flaky = base.kind in FLAKY
+
+    def still(q) -> bool | None:  # None: not a Problem here, out of budget, or (a race) inconclusive
         nonlocal calls
         if not _valid(q, capability) or calls >= budget_calls or (deadline is not None and deadline()):
             return None
         calls += 1
-        return base.fails_alike(run(q))
+        res = run(q)
+        if base.fails_alike(res):
+            return True
+        if flaky and {v.label for v in res.verdicts} & set(base.gates):
+            return None  # the output still exists and happened to agree this time
+        return False
 
     for name in SWITCHES:
         if _switch(p, name):
@@ -308,7 +332,7 @@ def unexplained_gates(signatures, case) -> set:
     if case.status == Status.ERROR:
         return set() if sigs else {RUN}
     covered = set().union(*(set(s.gates) for s in sigs)) if sigs else set()
-    return set(case.failed_gates) - covered
+    return set(root_gates(case)) - covered
 
 
 def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None) -> bool:
