@@ -54,60 +54,35 @@ def _at_most(text: str, v, hi, what: str):
     return v
 
 
-def positive_float(text: str) -> float:
-    """Seconds: a finite number in (0, MAX_SECONDS]."""
-    v = _number(text, float, "a finite number > 0")
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed a finite number > 0")
-    return _at_most(text, v, MAX_SECONDS, "seconds: a week")
+def _bounded(kind, lo: float, lo_open: bool, hi: float, what: str, name: str, doc: str):
+    """An argparse ``type``: a ``kind`` (int or float) number above ``lo`` (excluded when
+    ``lo_open``) and at most ``hi`` (``what`` the upper bound means), named ``name``."""
+    noun = "an integer" if kind is int else "a finite number"
+    allowed = f"{noun} {'>' if lo_open else '>='} {lo:g}"
+
+    def parse(text: str):
+        v = _number(text, kind, allowed)
+        if v < lo or (lo_open and v == lo):
+            raise argparse.ArgumentTypeError(f"{text!r}: allowed {allowed}")
+        return _at_most(text, v, hi, what)
+
+    parse.__name__ = parse.__qualname__ = name
+    parse.__doc__ = doc
+    return parse
 
 
-def nonneg_float(text: str) -> float:
-    """Seconds: a finite number in [0, MAX_SECONDS]."""
-    v = _number(text, float, "a finite number >= 0")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed a finite number >= 0")
-    return _at_most(text, v, MAX_SECONDS, "seconds: a week")
-
-
-def positive_int(text: str) -> int:
-    """A count in [1, MAX_COUNT]."""
-    v = _number(text, int, "an integer >= 1")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 1")
-    return _at_most(text, v, MAX_COUNT, "a count")
-
-
-def nonneg_int(text: str) -> int:
-    """A count in [0, MAX_COUNT]."""
-    v = _number(text, int, "an integer >= 0")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 0")
-    return _at_most(text, v, MAX_COUNT, "a count")
-
-
-def examples_int(text: str) -> int:
-    """``--max-examples``: an integer in [1, MAX_EXAMPLES]."""
-    v = _number(text, int, "an integer >= 1")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 1")
-    return _at_most(text, v, MAX_EXAMPLES, "examples per kernel")
-
-
-def determinism_int(text: str) -> int:
-    """``--determinism``: calls per case, an integer in [1, MAX_DETERMINISM]."""
-    v = _number(text, int, "an integer >= 1")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 1")
-    return _at_most(text, v, MAX_DETERMINISM, "kernel calls per case")
-
-
-def chunk_threshold_int(text: str) -> int:
-    """``--chunk-threshold``: score elements, an integer in [0, MAX_CHUNK_THRESHOLD]."""
-    v = _number(text, int, "an integer >= 0")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed an integer >= 0")
-    return _at_most(text, v, MAX_CHUNK_THRESHOLD, "score elements")
+positive_float = _bounded(float, 0, True, MAX_SECONDS, "seconds: a week", "positive_float",
+                          "Seconds: a finite number in (0, MAX_SECONDS].")
+nonneg_float = _bounded(float, 0, False, MAX_SECONDS, "seconds: a week", "nonneg_float",
+                        "Seconds: a finite number in [0, MAX_SECONDS].")
+positive_int = _bounded(int, 1, False, MAX_COUNT, "a count", "positive_int", "A count in [1, MAX_COUNT].")
+nonneg_int = _bounded(int, 0, False, MAX_COUNT, "a count", "nonneg_int", "A count in [0, MAX_COUNT].")
+examples_int = _bounded(int, 1, False, MAX_EXAMPLES, "examples per kernel", "examples_int",
+                        "``--max-examples``: an integer in [1, MAX_EXAMPLES].")
+determinism_int = _bounded(int, 1, False, MAX_DETERMINISM, "kernel calls per case", "determinism_int",
+                           "``--determinism``: calls per case, an integer in [1, MAX_DETERMINISM].")
+chunk_threshold_int = _bounded(int, 0, False, MAX_CHUNK_THRESHOLD, "score elements", "chunk_threshold_int",
+                               "``--chunk-threshold``: score elements, an integer in [0, MAX_CHUNK_THRESHOLD].")
 
 
 def k_item(text: str) -> tuple[str, float]:
