@@ -138,25 +138,13 @@ def previous_times(report_path) -> dict:
         return {}
 
 
-def _die_with_parent(parent: int) -> None:
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # it died before the line above
-        os._exit(1)
-
-
 def _lane_main(conn, counter, order, run_one, kernels, parent, env):
     """One lane: take the next kernel, run its campaign, send the result; until none is left
     or a signal came (then the partial result of the campaign under way)."""
     from difftest.execute import isolation
     from difftest.execute.interrupt import Interrupted, OutputFailed, interruptible
 
-    _die_with_parent(parent)
+    isolation.die_with_parent(parent)  # the kernel worker's rule: PR_SET_PDEATHSIG and a watchdog
     isolation._WORKERS.clear()  # the parent's (none is started when lanes run): never ours to use
     os.environ.update(env)
     torch = sys.modules.get("torch")
