@@ -410,3 +410,31 @@ def test_a_race_is_one_finding_needing_only_what_its_output_needs(tmp_path):
     f = r.findings[0]
     assert f.signature.kind == "nondeterminism" and f.signature.gates == ("dsink:determinism",)
     assert dict(f.signature.needs) == {"sinks": True}, f.signature.describe()
+
+
+class RacyWrongDq(RefKernel):
+    """cuDNN's dense dQ at head dims 136..160 (H200, 2026-12-02): some calls leave dQ's last
+    columns at zero, others not, for every Problem with two or more sequences; the kernel
+    claims determinism. Wrong AND racing: a variation that happens to pass proves nothing."""
+
+    name = "test-racy-wrong-dq"
+    spec = "tests.test_hunt:RacyWrongDq"
+    capability = dataclasses.replace(SMALL, deterministic=True)
+
+    def __init__(self):
+        self.calls = 0
+
+    def corrupt(self, inputs, out):
+        self.calls += 1
+        if inputs.problem.batch >= 2 and self.calls % 3 == 0:
+            out.dq[..., -4:] = 0
+        return out
+
+
+def test_a_wrong_result_that_races_is_one_finding(tmp_path):
+    """On 04c08c0 the steady-looking dq:budget made every lucky pass a need (head dims, sinks,
+    causal...): several findings for one bug."""
+    r = _hunt(RacyWrongDq(), tmp_path, steer_every=0, max_examples=80)
+    assert len(r.findings) == 1, [f.signature.describe() for f in r.findings]
+    needs = _needs(r.findings[0])
+    assert set(needs) <= {"batch>=", "varlen"}, r.findings[0].signature.describe()

@@ -21,7 +21,10 @@ LSE fails, only those, since a correct backward fed a wrong LSE is wrong too (cu
 GQA Stats bug failed lse alone, lse with NaN gradients, and lse with finite wrong gradients:
 one bug, not three findings). A race (triage kind nondeterminism) is not measured by a few
 passing reruns: its variations only count where the differing output no longer exists (no
-dSink without sinks); a pass proves nothing (``FLAKY``).
+dSink without sinks); a pass proves nothing (``FLAKY``). A wrong result on an output that also races
+(cuDNN's dQ at head dims 136..160, zero in some runs and not others) is as flaky on that
+output: a variation where only racing outputs are left to fail is inconclusive (``RACY``);
+the needs come from the steady outputs and from what makes the racing ones vanish.
 
 Kinds of need (``needs`` maps a name to a value):
 
@@ -48,6 +51,7 @@ CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
 RUN = "all:run"  # the label of a kernel error (it fails no gate)
 FORWARD = ("o", "lse")  # outputs whose failure makes a correct backward's outputs wrong too
 FLAKY = (str(triage.Kind.NONDETERMINISM),)  # kinds whose passing variation proves nothing
+RACY = ":determinism"  # gates a passing variation proves nothing about (a wrong result may race too)
 MAX_VARIATIONS = 24  # re-runs per signature, at most
 
 
@@ -278,7 +282,11 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     p = case.problem
     needs, calls = [], 0
 
-    flaky = base.kind in FLAKY
+    # the gates a passing variation can speak for: those of an output that races (its
+    # determinism gate fails: its wrong values may come and go) only where the output is gone
+    racing = {g.partition(":")[0] for g in gates if g.endswith(RACY)}
+    racy = set(gates) if base.kind in FLAKY else {g for g in gates if g.partition(":")[0] in racing}
+    steady = set(gates) - racy
 
     def still(q) -> bool | None:  # None: not a Problem here, out of budget, or (a race) inconclusive
         nonlocal calls
@@ -288,8 +296,9 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
         res = run(q)
         if base.fails_alike(res):
             return True
-        if flaky and {v.label for v in res.verdicts} & set(base.gates):
-            return None  # the output still exists and happened to agree this time
+        labels = {v.label for v in res.verdicts}
+        if not (steady & labels) and racy & labels:
+            return None  # only a race's output is left to fail, and it happened to agree this time
         return False
 
     for name in SWITCHES:
