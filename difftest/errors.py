@@ -64,3 +64,15 @@ def one_line(text) -> str:
     s = str(text)
     s = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in s)
     return s if len(s) <= 500 else s[:497] + "..."
+
+
+def exception_text(e: BaseException) -> str:
+    """``Type: message`` of a kernel's exception; where the message is empty (CUTLASS DSL's
+    ``DSLRuntimeError`` raised on an old FA4 beta said nothing), what it chains to instead,
+    so a reason or a bisect line never ends at the colon."""
+    text = str(e)
+    if not text.strip():
+        cause = e.__cause__ or e.__context__
+        text = (f"(no message; from {type(cause).__name__}: {str(cause).strip()[:300] or '(no message)'})"
+                if cause is not None else f"(no message; {e!r})")
+    return f"{type(e).__name__}: {text}"

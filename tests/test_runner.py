@@ -181,3 +181,30 @@ def test_sticky_cuda_error_restarts_the_worker_so_the_next_case_is_not_blamed():
     build = run_case(k, ok.replace(head_dim_qk=16, head_dim_v=16), cfg)  # not sticky: same worker keeps serving
     pid2 = shared_worker().proc.pid
     assert build.status == "error" and "worker restarted" not in build.reason and shared_worker().proc.pid == pid2
+
+
+class _SilentError(RuntimeError):
+    def __str__(self):
+        return ""
+
+
+class RaisesWithoutAMessage(RefKernel):
+    """Raises an exception whose message is empty, chained to one that says something."""
+
+    name = "test-silent-raise"
+    spec = "tests.test_runner:RaisesWithoutAMessage"
+
+    def forward(self, inputs, out=None):
+        try:
+            raise ValueError("predicate shape: head_dim_v % 32 != 0")
+        except ValueError as e:
+            raise _SilentError() from e
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_an_error_without_a_message_says_what_it_chains_to(isolate):
+    """An old FA4 beta's DSLRuntimeError had an empty message: the reason ended at the colon."""
+    case = run_case(RaisesWithoutAMessage(), Problem(seqlen_q=2, seqlen_k=2, head_dim_qk=8, head_dim_v=8),
+                    RunConfig(isolate=isolate))
+    assert case.status == "error" and "_SilentError: (no message; from ValueError: predicate shape: head_dim_v % 32" \
+        in case.reason, case.reason

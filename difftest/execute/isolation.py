@@ -46,7 +46,7 @@ import threading
 import time
 import traceback
 
-from difftest.errors import DifftestError
+from difftest.errors import DifftestError, exception_text
 from difftest.model.problem import Problem
 from difftest.safeio import safe_child_path
 
@@ -168,7 +168,7 @@ def _serve(conn, preload) -> None:
         except _ParentGone:
             raise
         except BaseException as e:  # report everything, keep serving
-            msg = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+            msg = f"{exception_text(e)}\n{traceback.format_exc(limit=6)}"
             kind = getattr(e, "error_type", None) or type(e).__name__
             if context_broken(e):
                 _say(conn, "error_fatal", (kind, msg), timer.seconds)

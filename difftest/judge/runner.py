@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from difftest import oracles
+from difftest.errors import exception_text
 from difftest.execute import adapter as registry
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
 from difftest.execute.isolation import COMPILE_TIMEOUT_S
@@ -228,7 +229,7 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
         return result
     except Exception as e:  # the kernel's own failure is a case result
         result.status = Status.ERROR
-        result.reason = f"{type(e).__name__}: {e}"
+        result.reason = exception_text(e)
         result.error_type = error_type(e)
         if not config.isolate:
             result.reason += "\n" + "".join(traceback.format_exc(limit=4))
