@@ -271,9 +271,11 @@ class Campaign:
             res.reproducer = res.reproducer if self.hunting else self.findings.reproducer
             if not self.hunting and res.findings and not res.findings[-1].known:
                 res.findings[-1].reproducer = res.reproducer
+            def run(k, p):  # a Problem the campaign ran (a resumed one: before the kill) is not run again
+                return self.seen[p] if k is kernel and p in self.seen else run_case(k, p, self.config)
+
             try:
-                res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, self.config),
-                                           res.first_failure)
+                res.declaration = diagnose(kernel, res.failure, run, res.first_failure)
             except KeyboardInterrupt as e:
                 e.partial = res
                 raise
