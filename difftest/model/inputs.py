@@ -548,15 +548,16 @@ def exact_forward_o(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 
 def _forward_rows(p, qt, kt, vb, r0, off, lo, hi, sink, scratch):
     """O of query rows r0.. (qt [D, H, n, 1]) against one sequence's keys (kt [D, H, 1, sk],
-    vb [sk, H, 1, Dv]) -> [H, n, Dv]; keys outside [lo, hi) are masked for every row."""
+    vb [sk, H, 1, Dv]) -> [H, n, Dv]; keys outside [lo, hi) are masked for every row. The
+    sums run over the keys [a, hi) of the key block [a, a + 2^m): the terms past hi are the
+    padding's zeros, and hi - a > 2^(m-1), so the halving pairs the same terms."""
     f64, dev = torch.float64, qt.device
     hc, n, sk = qt.shape[1], qt.shape[2], kt.shape[3]
     left, right = p.key_bounds()
-    a, m = _key_block(lo, hi) if hi > lo else (0, 0)
-    s = torch.full((hc, n, m), float("-inf"), dtype=f64, device=dev)  # [H, n, keys of the block]
+    a = _key_block(lo, hi)[0] if hi > lo else 0
+    e = torch.zeros((max(0, hi - a), hc, n), dtype=f64, device=dev)  # keys [a, hi), H, rows; +0 where masked
     if hi > lo:
-        seen = s[:, :, lo - a:hi - a]
-        seen.copy_(_dot_halving(qt, kt[..., lo:hi], scratch)).mul_(p.scale)
+        s = _dot_halving(qt, kt[..., lo:hi], scratch).mul_(p.scale)  # [H, n, keys lo..hi]
         rel = (torch.arange(lo, hi, device=dev).view(1, -1)
                - (torch.arange(r0, r0 + n, device=dev).view(-1, 1) + off))
         ok = torch.ones_like(rel, dtype=torch.bool)
@@ -564,31 +565,30 @@ def _forward_rows(p, qt, kt, vb, r0, off, lo, hi, sink, scratch):
             ok &= rel >= -left
         if right is not None:
             ok &= rel < right
-        seen.masked_fill_(~ok, float("-inf"))
-        mx = seen.amax(dim=-1)  # max: exact in any order
+        s.masked_fill_(~ok, float("-inf"))
+        mx = s.amax(dim=-1)  # max: exact in any order
     else:
         mx = torch.full((hc, n), float("-inf"), dtype=f64, device=dev)
     if sink is not None:
         mx = torch.maximum(mx, sink)
     mx = mx.masked_fill_(torch.isinf(mx), 0.0)
-    e = exact_exp(s.sub_(mx.unsqueeze(-1))).permute(2, 0, 1).contiguous()  # [m, H, n]; +0 for masked keys
-    top = min(a + m, sk)  # block keys past the sequence are the zero padding
-    num = _product_halving(e[:top - a].unsqueeze(-1), vb[a:top], scratch)
-    if sink is not None or hi > lo:
-        # an exact 0 whose sign reaches O (the denominator is > 0): its sign depends on keys
-        # left out, so those rows are summed again over every key, as in the whole sum
-        denom = _halve(e.clone(), m)
-        if sink is not None:
-            denom = denom + exact_exp(sink - mx)
-        redo = ((num == 0) & (denom > 0).unsqueeze(-1)).any(-1)  # [H, n]
-        if bool(redo.any()):
-            hs, rs = redo.nonzero(as_tuple=True)
-            full = torch.zeros((sk, hs.numel(), 1, 1), dtype=f64, device=dev)
-            full[a:top, :, 0, 0] = e[:top - a, hs, rs]
-            again = _product_halving(full, vb[:, hs])[:, 0]  # [P, Dv]
-            num[hs, rs] = torch.where(num[hs, rs] == 0, again, num[hs, rs])
-    else:
-        denom = torch.zeros((hc, n), dtype=f64, device=dev)
+    if hi > lo:
+        e[lo - a:] = exact_exp(s.sub_(mx.unsqueeze(-1))).permute(2, 0, 1)
+    num = _product_halving(e.unsqueeze(-1), vb[a:hi], scratch)
+    if sink is None and hi <= lo:  # no key and no sink: O = 0
+        return torch.zeros_like(num)
+    denom = _halve(e.clone(), e.shape[0])
+    if sink is not None:
+        denom = denom + exact_exp(sink - mx)
+    # an exact 0 whose sign reaches O (the denominator is > 0) depends on the keys left out:
+    # those rows are summed again over every key, as in the whole sum
+    redo = ((num == 0) & (denom > 0).unsqueeze(-1)).any(-1)  # [H, n]
+    if bool(redo.any()):
+        hs, rs = redo.nonzero(as_tuple=True)
+        full = torch.zeros((sk, hs.numel(), 1, 1), dtype=f64, device=dev)
+        full[a:a + e.shape[0], :, 0, 0] = e[:, hs, rs]
+        again = _product_halving(full, vb[:, hs])[:, 0]  # [P, Dv]
+        num[hs, rs] = torch.where(num[hs, rs] == 0, again, num[hs, rs])
     safe = torch.where(denom > 0, denom, torch.ones_like(denom))
     return torch.where(denom.unsqueeze(-1) > 0, num / safe.unsqueeze(-1), torch.zeros_like(num))
 
