@@ -12,6 +12,8 @@ generator and through the torch one (what CUDA runs) on the CPU; on a CUDA machi
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from difftest.model import counter_rng
 from difftest.model.inputs import make_inputs
@@ -131,3 +133,97 @@ def test_the_bytes_of_a_realistic_size_are_the_ones_drawn_before(kind):
     assert make_inputs(large_problem(kind)).digest() == PINNED_LARGE[kind], kind
     if torch.cuda.is_available():
         assert make_inputs(large_problem(kind), "cuda").digest() == PINNED_LARGE[kind], kind
+
+
+# ---------------------------------------------------------------- loss_do's forward, by definition
+# exact_forward_o computes only the keys a row chunk sees and sums again the few exact zeros whose
+# sign depends on the rest; the plain definition below sums every key of every row (the whole
+# halving sum, zero-padded to a power of two), out of place, one operation at a time, as the code
+# of d7afee0 did. The two must agree bit for bit, signs of zeros included.
+
+def _plain_exp(x):
+    from difftest.model.inputs import _EXP_COEFS, _LN2_HI, _LN2_LO, _LOG2E
+
+    zero = x < -700.0
+    x = torch.where(zero, torch.zeros_like(x), x)
+    n = torch.floor(x * _LOG2E + 0.5)
+    r = (x - n * _LN2_HI) - n * _LN2_LO
+    y = torch.full_like(r, _EXP_COEFS[0])
+    for c in _EXP_COEFS[1:]:
+        y = y * r + c
+    two_n = (n.to(torch.int64) + 1023).bitwise_left_shift(52).view(torch.float64)
+    return torch.where(zero, torch.zeros_like(y), y * two_n)
+
+
+def _plain_sum(x, dim):
+    x = x.movedim(dim, -1)
+    if x.shape[-1] == 0:
+        return torch.zeros(x.shape[:-1], dtype=x.dtype)
+    x = torch.nn.functional.pad(x, (0, (1 << (x.shape[-1] - 1).bit_length()) - x.shape[-1]))
+    while x.shape[-1] > 1:
+        x = x[..., :x.shape[-1] // 2] + x[..., x.shape[-1] // 2:]
+    return x[..., 0]
+
+
+def _plain_forward(p, q, k, v, sink):
+    q, k, v = q.double(), k.double(), v.double()
+    idx = torch.arange(p.heads_q) // p.group
+    o = torch.zeros(p.total_q, p.heads_q, p.head_dim_v, dtype=torch.float64)
+    left, right = p.key_bounds()
+    for b in range(p.batch):
+        q0, sq, k0, sk = p.cu_seqlens_q[b], p.seqlens_q[b], p.cu_seqlens_k[b], p.seqlens_k[b]
+        kb, vb = k[k0:k0 + sk][:, idx], v[k0:k0 + sk][:, idx]
+        s = _plain_sum(q[q0:q0 + sq].unsqueeze(1) * kb.unsqueeze(0), -1) * p.scale  # [sq, sk, H]
+        rel = torch.arange(sk).view(1, -1) - (torch.arange(sq).view(-1, 1) + p.mask_offset(sq, sk))
+        ok = torch.ones_like(rel, dtype=torch.bool)
+        if left is not None:
+            ok &= rel >= -left
+        if right is not None:
+            ok &= rel < right
+        s = s.masked_fill(~ok.unsqueeze(-1), float("-inf"))
+        m = s.amax(dim=1) if sk else torch.full((sq, p.heads_q), float("-inf"), dtype=torch.float64)
+        if sink is not None:
+            m = torch.maximum(m, sink.double().view(1, -1))
+        m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+        e = _plain_exp(s - m.unsqueeze(1))
+        denom = _plain_sum(e, 1)
+        if sink is not None:
+            denom = denom + _plain_exp(sink.double().view(1, -1) - m)
+        num = _plain_sum(e.unsqueeze(-1) * vb.unsqueeze(0), 1)
+        safe = torch.where(denom > 0, denom, torch.ones_like(denom))
+        o[q0:q0 + sq] = torch.where(denom.unsqueeze(-1) > 0, num / safe.unsqueeze(-1), torch.zeros_like(num))
+    return o
+
+
+@st.composite
+def _forward_problems(draw):
+    b = draw(st.integers(1, 3))
+    lens = st.sampled_from([0, 1, 2, 5, 16, 17, 33, 64, 90])
+    sq, sk = (tuple(draw(lens) for _ in range(b)), tuple(draw(lens) for _ in range(b))) if draw(st.booleans()) \
+        else (draw(st.integers(1, 70)), draw(st.integers(1, 70)))
+    hkv = draw(st.integers(1, 3))
+    return Problem(batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=hkv * draw(st.sampled_from([1, 2, 4])), heads_kv=hkv,
+                   head_dim_qk=draw(st.sampled_from([1, 3, 8, 24, 72])), head_dim_v=draw(st.sampled_from([1, 5, 16])),
+                   dtype=draw(st.sampled_from(["float16", "bfloat16", "float32"])), causal=draw(st.booleans()),
+                   align=draw(st.sampled_from(["top_left", "bottom_right"])),
+                   window_left=draw(st.sampled_from([None, 0, 1, 5, 40])),
+                   window_right=draw(st.sampled_from([None, 0, 2, 33])), sinks=draw(st.booleans()),
+                   sink_center=draw(st.sampled_from([0.0, 30.0, 90.0, -90.0])),
+                   softmax_scale=draw(st.sampled_from([None, 0.01, 10.0, 60.0])), seed=draw(st.integers(0, 2**40)))
+
+
+@settings(max_examples=150, deadline=None, database=None, derandomize=True)
+@given(_forward_problems(), st.sampled_from([64, 3000, 1 << 21]))
+def test_loss_do_forward_is_the_plain_halving_sum_bit_for_bit(p, chunk):
+    """Small chunk budgets too: many row and head chunks, blocks of every alignment."""
+    from difftest.model import inputs as inputs_mod
+
+    x = make_inputs(p)
+    old = inputs_mod.FORWARD_CHUNK["cpu"]
+    inputs_mod.FORWARD_CHUNK["cpu"] = chunk
+    try:
+        got = inputs_mod.exact_forward_o(p, x.q, x.k, x.v, x.sink)
+    finally:
+        inputs_mod.FORWARD_CHUNK["cpu"] = old
+    want = _plain_forward(p, x.q, x.k, x.v, x.sink)
+    assert torch.equal(got.view(torch.int64), want.view(torch.int64))
