@@ -511,8 +511,8 @@ def exact_forward_o(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     A row chunk only computes the keys some of its rows see: the aligned power-of-two
     block that holds them, whose halving sum equals the whole one (a term that meets
     only zeros on its way up passes through unchanged), except that the sign of a sum
-    that comes out exactly 0 depends on the zeros left out. Those few numerator entries
-    are summed again over every key."""
+    that comes out exactly 0 depends on the zeros left out. A chunk where such a 0 reaches
+    O is computed again over every key; which chunks, the device is asked once, at the end."""
     f64 = torch.float64
     dev = q.device
     q, k, v = q.to(f64), k.to(f64), v.to(f64)
@@ -523,14 +523,27 @@ def exact_forward_o(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     sink64 = None if sink is None else sink.to(f64)
     budget = _forward_chunk(dev)
     scratch = _Scratch(dev)
-    for b in range(p.batch):
+
+    def sequence(b):  # sequence b's queries [D, Hq, sq, 1], keys [D, Hq, 1, sk], values [sk, Hq, 1, Dv]
         q0, sq, k0, sk = p.cu_seqlens_q[b], p.seqlens_q[b], p.cu_seqlens_k[b], p.seqlens_k[b]
+        return (q[q0:q0 + sq].permute(2, 1, 0).contiguous().unsqueeze(-1),
+                k[k0:k0 + sk][:, idx].permute(2, 1, 0).contiguous().unsqueeze(2), v[k0:k0 + sk][:, idx].unsqueeze(2))
+
+    def rows_of(b, h0, h1, r0, r1, lo, hi, tensors):
+        qt, kt, vb = tensors
+        out, flag = _forward_rows(p, qt[:, h0:h1, r0:r1], kt[:, h0:h1], vb[:, h0:h1], r0,
+                                  p.mask_offset(p.seqlens_q[b], p.seqlens_k[b]), lo, hi,
+                                  None if sink64 is None else sink64[h0:h1].view(-1, 1), scratch)
+        o[p.cu_seqlens_q[b] + r0:p.cu_seqlens_q[b] + r1, h0:h1] = out.permute(1, 0, 2)
+        return flag
+
+    pending = []  # (b, h0, h1, r0, r1, flag) of the chunks that left keys out
+    for b in range(p.batch):
+        sq, sk = p.seqlens_q[b], p.seqlens_k[b]
         if sq == 0:
             continue
         off = p.mask_offset(sq, sk)
-        kt = k[k0:k0 + sk][:, idx].permute(2, 1, 0).contiguous().unsqueeze(2)  # [D, Hq, 1, sk]
-        vb = v[k0:k0 + sk][:, idx].unsqueeze(2)  # [sk, Hq, 1, Dv]
-        qt = q[q0:q0 + sq].permute(2, 1, 0).contiguous().unsqueeze(-1)  # [D, Hq, sq, 1]
+        tensors = sequence(b)
         width = max(d, dv, 1)
         heads = max(1, min(hq, budget // max(1, sk * width)))
         rows = max(1, budget // max(1, sk * heads * width))
@@ -540,19 +553,29 @@ def exact_forward_o(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
                 r1 = min(sq, r0 + rows)
                 lo = 0 if left is None else max(0, r0 + off - left)
                 hi = sk if right is None else min(sk, r1 - 1 + off + right)
-                out = _forward_rows(p, qt[:, h0:h1, r0:r1], kt[:, h0:h1], vb[:, h0:h1], r0, off, lo, hi,
-                                    None if sink64 is None else sink64[h0:h1].view(-1, 1), scratch)
-                o[q0 + r0:q0 + r1, h0:h1] = out.permute(1, 0, 2)
+                flag = rows_of(b, h0, h1, r0, r1, lo, hi, tensors)
+                if flag is not None:
+                    pending.append((b, h0, h1, r0, r1, flag))
+    if pending:
+        again = torch.stack([x[-1] for x in pending]).tolist()  # one wait for the device, not one per chunk
+        for (b, h0, h1, r0, r1, _), redo in zip(pending, again):
+            if redo:
+                rows_of(b, h0, h1, r0, r1, 0, p.seqlens_k[b], sequence(b))
     return o
 
 
 def _forward_rows(p, qt, kt, vb, r0, off, lo, hi, sink, scratch):
     """O of query rows r0.. (qt [D, H, n, 1]) against one sequence's keys (kt [D, H, 1, sk],
-    vb [sk, H, 1, Dv]) -> [H, n, Dv]; keys outside [lo, hi) are masked for every row. The
-    sums run over the keys [a, hi) of the key block [a, a + 2^m): the terms past hi are the
-    padding's zeros, and hi - a > 2^(m-1), so the halving pairs the same terms."""
+    vb [sk, H, 1, Dv]): ([H, n, Dv], flag); keys outside [lo, hi) are masked for every row.
+    The sums run over the keys [a, hi) of the key block [a, a + 2^m): the terms past hi are
+    the padding's zeros, and hi - a > 2^(m-1), so the halving pairs the same terms. ``flag``
+    (a 0-d bool tensor, None when no key was left out): a numerator entry came out exactly 0
+    where O keeps its sign (the denominator > 0), so the chunk must be computed again over
+    every key (lo = 0, hi = sk)."""
     f64, dev = torch.float64, qt.device
     hc, n, sk = qt.shape[1], qt.shape[2], kt.shape[3]
+    if hi <= lo and sink is not None:  # no key seen: O = (0 * v summed) / 1, whose sign every key sets
+        lo, hi = 0, sk
     left, right = p.key_bounds()
     a = _key_block(lo, hi)[0] if hi > lo else 0
     e = torch.zeros((max(0, hi - a), hc, n), dtype=f64, device=dev)  # keys [a, hi), H, rows; +0 where masked
@@ -576,21 +599,14 @@ def _forward_rows(p, qt, kt, vb, r0, off, lo, hi, sink, scratch):
         e[lo - a:] = exact_exp(s.sub_(mx.unsqueeze(-1))).permute(2, 0, 1)
     num = _product_halving(e.unsqueeze(-1), vb[a:hi], scratch)
     if sink is None and hi <= lo:  # no key and no sink: O = 0
-        return torch.zeros_like(num)
+        return torch.zeros_like(num), None
     denom = _halve(e.clone(), e.shape[0])
     if sink is not None:
         denom = denom + exact_exp(sink - mx)
-    # an exact 0 whose sign reaches O (the denominator is > 0) depends on the keys left out:
-    # those rows are summed again over every key, as in the whole sum
-    redo = ((num == 0) & (denom > 0).unsqueeze(-1)).any(-1)  # [H, n]
-    if bool(redo.any()):
-        hs, rs = redo.nonzero(as_tuple=True)
-        full = torch.zeros((sk, hs.numel(), 1, 1), dtype=f64, device=dev)
-        full[a:a + e.shape[0], :, 0, 0] = e[:, hs, rs]
-        again = _product_halving(full, vb[:, hs])[:, 0]  # [P, Dv]
-        num[hs, rs] = torch.where(num[hs, rs] == 0, again, num[hs, rs])
+    whole = lo == 0 and hi == sk
+    flag = None if whole else ((num == 0) & (denom > 0).unsqueeze(-1)).any()
     safe = torch.where(denom > 0, denom, torch.ones_like(denom))
-    return torch.where(denom.unsqueeze(-1) > 0, num / safe.unsqueeze(-1), torch.zeros_like(num))
+    return torch.where(denom.unsqueeze(-1) > 0, num / safe.unsqueeze(-1), torch.zeros_like(num)), flag
 
 
 def loss_target(p: Problem, device="cpu") -> torch.Tensor:
