@@ -556,11 +556,10 @@ def exact_forward_o(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
                 flag = rows_of(b, h0, h1, r0, r1, lo, hi, tensors)
                 if flag is not None:
                     pending.append((b, h0, h1, r0, r1, flag))
-    if pending:
-        again = torch.stack([x[-1] for x in pending]).tolist()  # one wait for the device, not one per chunk
-        for (b, h0, h1, r0, r1, _), redo in zip(pending, again):
-            if redo:
-                rows_of(b, h0, h1, r0, r1, 0, p.seqlens_k[b], sequence(b))
+    if pending:  # one wait for the device, not one per chunk
+        for i in torch.stack([x[-1] for x in pending]).nonzero().flatten().tolist():
+            b, h0, h1, r0, r1, _ = pending[i]
+            rows_of(b, h0, h1, r0, r1, 0, p.seqlens_k[b], sequence(b))
     return o
 
 
