@@ -483,7 +483,7 @@ def _product_halving(e: torch.Tensor, vb: torch.Tensor, scratch: _Scratch | None
 # float64 elements of the largest temporary of one row chunk of exact_forward_o: on the CPU a
 # few of them stay in the 32 MiB L3 of the 2-core box; on a GPU large enough that one chunk's
 # ~60 launches are far below its arithmetic (results/input-speed.md)
-FORWARD_CHUNK = {"cpu": 1 << 21, "cuda": 1 << 26}
+FORWARD_CHUNK = {"cpu": 1 << 22, "cuda": 1 << 26}
 
 
 def _forward_chunk(device: torch.device) -> int:
