@@ -84,11 +84,13 @@ def test_inputs_bench_times_each_kind_and_compares_bytes_with_another_checkout(t
     out, md = tmp_path / "i.json", tmp_path / "i.md"
     rc = main(["bench", "--inputs", "--device", "cpu", "--shape", "1,2,24,16", "--dtype", "bfloat16",
                "--kind", "normal", "--kind", "loss_do", "--inputs-repeats", "1", "--before", str(root),
-               "--json", str(out), "--markdown", str(md)])
+               "--count-ops", "--json", str(out), "--markdown", str(md)])
     assert rc == 0
     rows = json.loads(out.read_text())["rows"]
     assert [r["kind"] for r in rows] == ["normal", "loss_do"]
     assert all(r["same_bytes"] and r["seconds"] > 0 and r["before_seconds"] > 0 for r in rows)
+    assert all(r["ops"] == r["before_ops"] > 0 and r["host_syncs"] == r["before_host_syncs"] for r in rows)
+    assert rows[1]["ops"] > rows[0]["ops"]  # loss_do's forward on top of the normal draws
     assert "| loss_do |" in md.read_text() and "| yes |" in md.read_text()
 
 

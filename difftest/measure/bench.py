@@ -371,62 +371,86 @@ def input_problems(shapes=INPUT_SHAPES, dtypes=("float16", "bfloat16"), kinds=No
 _INPUT_TIMER = """
 import json, sys, time
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from difftest.model.inputs import make_inputs
 from difftest.model.problem import Problem
 a = json.loads(sys.stdin.read())
 cuda = torch.device(a["device"]).type == "cuda"
+SYNCS = ("_local_scalar_dense", "nonzero", "item")
+class Count(TorchDispatchMode):
+    ops = syncs = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        Count.ops += 1
+        Count.syncs += func.__name__.split(".")[0] in SYNCS
+        return func(*args, **(kwargs or {}))
 def sync():
     if cuda:
         torch.cuda.synchronize()
 make_inputs(Problem.from_json(a["problems"][0]).replace(seqlen_q=8, seqlen_k=8), a["device"])  # warm
 for s in a["problems"]:
     p = Problem.from_json(s)
-    best = None
+    best = cpu = None
     for _ in range(a["repeats"]):
         sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         x = make_inputs(p, a["device"])
         sync()
-        t = time.perf_counter() - t0
-        best = t if best is None else min(best, t)
-    print(json.dumps({"seconds": best, "digest": x.digest()}), flush=True)
+        t, c = time.perf_counter() - t0, time.process_time() - c0
+        best, cpu = (t, c) if best is None else (min(best, t), min(cpu, c))
+    row = {"seconds": best, "cpu_seconds": cpu, "digest": x.digest()}
     del x
+    if a["count_ops"]:
+        Count.ops = Count.syncs = 0
+        with Count():
+            make_inputs(p, a["device"])
+        row.update(ops=Count.ops, host_syncs=Count.syncs)
+    print(json.dumps(row), flush=True)
     if cuda:
         torch.cuda.empty_cache()
 """
 
 
-def time_inputs(problems, device: str, repeats: int = 3, checkout=None, log=print) -> list[dict]:
-    """Per Problem: seconds of ``make_inputs`` (min over ``repeats``) and its digest, timed in
-    a child process whose ``difftest`` is ``checkout`` (a folder; None: this one)."""
+def time_inputs(problems, device: str, repeats: int = 3, checkout=None, log=print, count_ops=False) -> list[dict]:
+    """Per Problem: wall and CPU seconds of ``make_inputs`` (each the min over ``repeats``) and
+    its digest, timed in a child process whose ``difftest`` is ``checkout`` (a folder; None:
+    this one). ``count_ops``: one more, untimed draw counts the ATen operations it dispatches
+    (on a GPU, about one kernel launch each) and those that wait for the device
+    (``.item()``/``bool()``, ``nonzero``): what a draw costs a GPU beyond its arithmetic."""
     root = Path(checkout).resolve() if checkout else Path(__file__).resolve().parents[2]
     path = [str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
     proc = subprocess.Popen([sys.executable, "-c", _INPUT_TIMER], cwd=str(root), text=True,
                             env=dict(os.environ, PYTHONPATH=os.pathsep.join(path)),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    proc.stdin.write(json.dumps({"device": device, "repeats": repeats, "problems": [p.to_json() for p in problems]}))
+    proc.stdin.write(json.dumps({"device": device, "repeats": repeats, "count_ops": count_ops,
+                                 "problems": [p.to_json() for p in problems]}))
     proc.stdin.close()
     rows = []
     for p, line in zip(problems, proc.stdout):
         r = json.loads(line)
         rows.append(r)
-        log(f"{'before' if checkout else 'after':>6}  {p.values:<17} {p.short():<60} {r['seconds']:9.3f} s")
+        ops = f"  {r['ops']:8d} ops, {r['host_syncs']} syncs" if "ops" in r else ""
+        log(f"{'before' if checkout else 'after':>6}  {p.values:<17} {p.short():<60} {r['seconds']:9.3f} s "
+            f"(cpu {r['cpu_seconds']:.3f} s){ops}")
     if proc.wait() != 0 or len(rows) != len(problems):
         raise RuntimeError(f"the input timer in {root} failed (exit code {proc.returncode})")
     return rows
 
 
-def run_inputs_bench(problems, device: str, repeats: int = 3, before=None, log=print) -> list[dict]:
-    """Rows: kind, problem, device, seconds and digest of this checkout's draw, and with
-    ``before`` (another checkout's folder) its seconds, the speedup and whether the bytes match."""
-    after = time_inputs(problems, device, repeats, log=log)
-    old = time_inputs(problems, device, repeats, before, log=log) if before else None
+def run_inputs_bench(problems, device: str, repeats: int = 3, before=None, log=print,
+                     count_ops: bool = False) -> list[dict]:
+    """Rows: kind, problem, device, seconds (wall, CPU) and digest of this checkout's draw,
+    and with ``before`` (another checkout's folder) its seconds, the speedup and whether the
+    bytes match; ``count_ops``: the operations and host syncs of each (``time_inputs``)."""
+    after = time_inputs(problems, device, repeats, log=log, count_ops=count_ops)
+    old = time_inputs(problems, device, repeats, before, log=log, count_ops=count_ops) if before else None
     rows = []
     for i, p in enumerate(problems):
-        row = {"kind": p.values, "problem": p.short(), "device": device, "seconds": after[i]["seconds"],
-               "digest": after[i]["digest"]}
+        row = {"kind": p.values, "problem": p.short(), "device": device,
+               **{k: after[i][k] for k in ("seconds", "cpu_seconds", "digest", "ops", "host_syncs") if k in after[i]}}
         if old:
-            row.update(before_seconds=old[i]["seconds"], speedup=old[i]["seconds"] / after[i]["seconds"],
+            row.update({f"before_{k}": old[i][k] for k in ("seconds", "cpu_seconds", "ops", "host_syncs")
+                        if k in old[i]})
+            row.update(speedup=old[i]["seconds"] / after[i]["seconds"],
                        same_bytes=old[i]["digest"] == after[i]["digest"])
         rows.append(row)
     return rows
@@ -434,15 +458,25 @@ def run_inputs_bench(problems, device: str, repeats: int = 3, before=None, log=p
 
 def inputs_markdown(rows: list[dict]) -> str:
     before = any("before_seconds" in r for r in rows)
-    head = ["kind", "problem", "device"] + (["before s", "after s", "speedup", "same bytes"] if before else ["s"])
+    ops = any("ops" in r for r in rows)
+    head = ["kind", "problem", "device"]
+    if before:
+        head += ["before s", "after s", "speedup", "before CPU s", "after CPU s", "same bytes"]
+        head += ["ops before", "ops after", "host syncs before", "after"] if ops else []
+    else:
+        head += ["s", "CPU s"] + (["ops", "host syncs"] if ops else [])
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         cells = [r["kind"], r["problem"], r["device"]]
         if before:
             cells += [f"{r['before_seconds']:.3f}", f"{r['seconds']:.3f}", f"{r['speedup']:.1f}x",
-                      "yes" if r["same_bytes"] else "NO"]
+                      f"{r['before_cpu_seconds']:.3f}", f"{r['cpu_seconds']:.3f}", "yes" if r["same_bytes"] else "NO"]
+            if ops:
+                cells += [str(r.get("before_ops", "")), str(r.get("ops", "")), str(r.get("before_host_syncs", "")),
+                          str(r.get("host_syncs", ""))]
         else:
-            cells.append(f"{r['seconds']:.3f}")
+            cells += [f"{r['seconds']:.3f}", f"{r['cpu_seconds']:.3f}"]
+            cells += [str(r.get("ops", "")), str(r.get("host_syncs", ""))] if ops else []
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -463,6 +497,9 @@ def add_arguments(p) -> None:
                         "Problems; rows say whether both drew the same bytes")
     p.add_argument("--inputs-repeats", type=positive_int, default=3,
                    help="with --inputs: timed draws per Problem (min kept)")
+    p.add_argument("--count-ops", action="store_true",
+                   help="with --inputs: also count each draw's ATen operations (about one GPU kernel launch each) "
+                        "and host syncs, in one more untimed draw")
     p.add_argument("--unskipped", action="store_true", help="with --oracle: also time the truth without block skipping")
     p.add_argument("--eager", action="store_true",
                    help="with --oracle: also time the truth with its elementwise passes unfused (eager PyTorch)")
@@ -548,7 +585,7 @@ def inputs_command(a) -> int:
                          "a folder holding one, e.g. `git archive REV | tar -x -C DIR`")
     problems = input_problems(_shapes(a, INPUT_SHAPES), tuple(a.dtype or ("float16", "bfloat16")), a.value_kinds,
                               not a.no_causal, a.gqa_kv)
-    rows = run_inputs_bench(problems, device, a.inputs_repeats, a.before)
+    rows = run_inputs_bench(problems, device, a.inputs_repeats, a.before, count_ops=a.count_ops)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"env": {**_env(a), "device": device, "threads": torch.get_num_threads(),
