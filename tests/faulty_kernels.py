@@ -123,3 +123,19 @@ class SlowRefToo(SlowRef):
 
     name = "slow-ref-too"
     spec = "tests.faulty_kernels:SlowRefToo"
+
+
+class SlowTwoBugs(SlowRef):
+    """Two independent faults, two findings of a hunt: dK 5% off when seqlen_k > 16 (as
+    SlowWrongDk) and dQ 5% off with attention sinks; sleeps and records calls."""
+
+    name = "slow-two-bugs"
+    spec = "tests.faulty_kernels:SlowTwoBugs"
+
+    def corrupt(self, inputs, out):
+        out = SlowRef.corrupt(self, inputs, out)
+        if _faulty(inputs.problem):
+            out.dk = out.dk * 1.05
+        if inputs.problem.sinks:
+            out.dq = out.dq * 1.05
+        return out

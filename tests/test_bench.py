@@ -73,3 +73,29 @@ def test_oracle_bench_times_a_kernel_past_its_max_seqlen_but_nothing_else():
     # the oracle bench passes the length check (and only it)
     assert time_backward(k, p, beyond_max_seqlen=True)["reason"] == "reached the timing"
     assert "float16" in time_backward(k, p.replace(dtype="float16"), beyond_max_seqlen=True)["reason"]
+
+
+def test_inputs_bench_times_each_kind_and_compares_bytes_with_another_checkout(tmp_path, capsys):
+    """``difftest bench --inputs``: make_inputs per value kind; ``--before DIR`` times another
+    checkout (here this one again) on the same Problems and says the bytes are the same."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out, md = tmp_path / "i.json", tmp_path / "i.md"
+    rc = main(["bench", "--inputs", "--device", "cpu", "--shape", "1,2,24,16", "--dtype", "bfloat16",
+               "--kind", "normal", "--kind", "loss_do", "--inputs-repeats", "1", "--before", str(root),
+               "--count-ops", "--json", str(out), "--markdown", str(md)])
+    assert rc == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["kind"] for r in rows] == ["normal", "loss_do"]
+    assert all(r["same_bytes"] and r["seconds"] > 0 and r["before_seconds"] > 0 for r in rows)
+    assert all(r["ops"] == r["before_ops"] > 0 and r["host_syncs"] == r["before_host_syncs"] for r in rows)
+    assert rows[1]["ops"] > rows[0]["ops"]  # loss_do's forward on top of the normal draws
+    assert "| loss_do |" in md.read_text() and "| yes |" in md.read_text()
+
+
+def test_inputs_bench_refuses_an_unknown_kind_or_a_folder_without_difftest(tmp_path, capsys):
+    assert main(["bench", "--inputs", "--kind", "gaussian"]) == 2
+    assert main(["bench", "--inputs", "--before", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "gaussian" in err and str(tmp_path) in err and err.count("\n") == 2

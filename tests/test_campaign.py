@@ -153,3 +153,30 @@ def test_shrinking_stays_with_the_first_kind_of_error(tmp_path):
             assert r.failure.problem.head_dim_qk == 16 and r.failure.problem.heads_q < 3
         else:
             assert 3 <= r.failure.problem.heads_q <= 4  # MHA 3/3 or the smallest GQA, 4/2
+
+
+class _CountingWrongDk(RefKernel):
+    """dK 5% off past 16 keys; records every Problem it is called on."""
+
+    name = "test-counting-wrong-dk"
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def corrupt(self, inputs, out):
+        self.calls.append(inputs.problem)
+        if inputs.problem.max_seqlen_k > 16:
+            out.dk = out.dk * 1.05
+        return out
+
+
+def test_a_failing_campaign_never_runs_a_problem_twice(tmp_path):
+    """Search, shrink, signature and the declaration diagnosis share the campaign's finished
+    cases: no Problem reaches the kernel twice (the diagnosis used to run the simplest one again,
+    which a resumed run then counted as a finished case run twice)."""
+    k = _CountingWrongDk()
+    r = run_campaign(k, "quick", max_examples=25, strategy=small(), edge_cases=False, database=None,
+                     out_dir=tmp_path, config=RunConfig(isolate=False))
+    assert r.status == "failed" and r.failure.problem.seqlen_k == 17
+    assert len(k.calls) == len(set(k.calls)) >= len(r.cases)  # the diagnosis may add Problems of its own

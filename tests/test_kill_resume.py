@@ -191,3 +191,49 @@ def test_sigkill_in_the_second_kernel_resumes_it_and_keeps_the_first(tmp_path):
     assert camps["slow-wrong-dk"]["status"] == "failed" and camps["slow-wrong-dk"]["cases"]
     assert camps["slow-wrong-dk"]["failure"]["failed_gates"] == ["dk:budget"]
     assert camps["slow-ref"]["status"] == "passed" and camps["slow-ref"]["settings"]["resumed_cases"] >= 2
+
+
+def test_sigkill_of_a_hunt_after_its_first_finding_keeps_it_once_and_hunts_on(tmp_path):
+    """A hunt (two independent bugs: dQ with sinks, dK past 16 keys) killed once its first
+    finding is kept and the second is being shrunk: ``--resume`` keeps the first finding as
+    it was (its reproducer not rewritten, no second copy, the shrink not redone), runs no
+    finished case again, and goes on to the second finding."""
+    proc = subprocess.Popen([sys.executable, "-m", "difftest", *RUN, "--hunt", "-k",
+                             "tests.faulty_kernels:SlowTwoBugs"], cwd=tmp_path, env=_env(tmp_path, "0.1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def repro(name):
+        return list((tmp_path / "out" / "runs").glob(f"*/repro/tests_faulty_kernels_SlowTwoBugs-{name}.json"))
+
+    second = [0]
+
+    def second_shrinking(cases):  # the second finding's reproducer is written at its first failure
+        if repro("*-f2") and not second[0]:
+            second[0] = len(cases)
+        return bool(second[0]) and len(cases) >= second[0] + 3
+
+    _wait_for(proc, tmp_path, second_shrinking)
+    _kill(proc, signal.SIGKILL)
+    (first,) = [f for f in repro("*") if not f.name.endswith("-f2.json")]
+    first_bytes, first_mtime = first.read_bytes(), first.stat().st_mtime_ns
+    first_problem = json.loads(first_bytes)["problem"]
+    finished = {_key(c["problem"]) for c in _log_lines(tmp_path)}
+    calls_before = len(_calls(tmp_path))
+
+    r = _resume(tmp_path)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    _no_finished_case_reran(tmp_path, finished, calls_before)
+    (camp,) = json.loads((tmp_path / "out" / "report.json").read_text())["campaigns"]
+    found = {f["signature"]["gates"][0]: f for f in camp["findings"]}
+    assert sorted(found) == ["dk:budget", "dq:budget"], [f["signature"] for f in camp["findings"]]
+    dq, dk = found["dq:budget"], found["dk:budget"]
+    # the first finding as the killed run kept it: same shrunk Problem, same reproducer, untouched
+    assert dq["failure"]["problem"] == first_problem and dq["reproducer"]["json"].endswith(first.name)
+    assert first.read_bytes() == first_bytes and first.stat().st_mtime_ns == first_mtime
+    assert dq["shrink"]["calls"] > 0  # its shrink's record, not a replay's
+    # the hunt went on: the second finding shrunk to its trigger, in its own reproducer
+    assert dk["failure"]["problem"]["seqlen_k"] == 17 and dk["reproducer"]["json"].endswith("-f2.json")
+    keys = [_key(c["problem"]) for c in camp["cases"]]
+    assert len(keys) == len(set(keys))  # every case once
+    store = (tmp_path / "db" / "difftest-failures" / "tests.faulty_kernels_SlowTwoBugs.jsonl").read_text()
+    assert len(store.splitlines()) == len(set(store.splitlines()))

@@ -235,7 +235,7 @@ COMMANDS = {
     "mutants": "run the mutant catalogue (detection power)",
     "variants": "run the correct-variant catalogue (false alarms)",
     "calibrate": "measure k_needed over correct kernels",
-    "bench": "time kernels' backward (CUDA events); --oracle: the float64 truth next to FA3",
+    "bench": "time kernels' backward (CUDA events); --oracle: the float64 truth next to FA3; --inputs: the input draw",
     "merge": "join reports (the shards of a campaign) into one",
     "gate": "compare a candidate report with a baseline (CI gating)",
     "report": "render a report.json (HTML)",

@@ -28,13 +28,24 @@ correctness claim): such a row carries a ``note`` saying so, and a kernel that t
 is a row with its error. Without CUDA (or without FA3) the kernel columns
 say why they are missing and the truth is still timed, on the CPU. An out-of-memory truth
 is a row with status "oom", not a crash.
+
+``--inputs`` times ``make_inputs`` (the input draw, as the runner calls it: on the campaign's
+device, every tensor synchronised) for each value kind on B,H,S,D shapes, min over
+``--inputs-repeats`` calls after a warm-up, with the digest of what it drew. ``--before DIR``
+times a second difftest checkout's ``make_inputs`` (an older commit, e.g. ``git archive REV |
+tar -x -C DIR``) on the same Problems, and each row says whether the two drew the same bytes.
+Both run in child processes of the same harness (``_INPUT_TIMER``), the older one with DIR
+first on the path; results/input-speed.md holds the numbers.
 """
 
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -330,6 +341,146 @@ def oracle_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# (B, H, S, D) shapes of the input-draw benchmark: realistic campaign sizes
+INPUT_SHAPES = ((1, 8, 1024, 128), (1, 8, 4096, 128))
+
+
+def input_problems(shapes=INPUT_SHAPES, dtypes=("float16", "bfloat16"), kinds=None, causal=True,
+                   gqa_kv=8) -> list[Problem]:
+    """One Problem per value kind x shape x dtype: ``gqa_kv`` key heads (where it divides H,
+    else H), each kind at the middle of its ladder of named scales (strategies/values.py),
+    clamped to what the dtype allows."""
+    from difftest.model.problem import VALUE_KINDS
+    from difftest.strategies.values import SCALES, clamp_scale
+
+    out = []
+    for kind in kinds or VALUE_KINDS:
+        ladder = SCALES[kind][0]
+        for (b, h, s, d) in shapes:
+            for dt in dtypes:
+                hkv = gqa_kv if gqa_kv <= h and h % gqa_kv == 0 else h
+                out.append(Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=hkv, head_dim_qk=d,
+                                   head_dim_v=d, dtype=dt, causal=causal, values=kind,
+                                   value_scale=clamp_scale(kind, ladder[len(ladder) // 2], dt),
+                                   seed=20261202).validate())
+    return out
+
+
+# The timing loop, run in a child process whose ``difftest`` is the checkout being timed; it
+# needs nothing but make_inputs and Problem.from_json, so an older checkout runs it unchanged.
+_INPUT_TIMER = """
+import json, sys, time
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import Problem
+a = json.loads(sys.stdin.read())
+cuda = torch.device(a["device"]).type == "cuda"
+SYNCS = ("_local_scalar_dense", "nonzero", "item")
+class Count(TorchDispatchMode):
+    ops = syncs = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        Count.ops += 1
+        Count.syncs += func.__name__.split(".")[0] in SYNCS
+        return func(*args, **(kwargs or {}))
+def sync():
+    if cuda:
+        torch.cuda.synchronize()
+make_inputs(Problem.from_json(a["problems"][0]).replace(seqlen_q=8, seqlen_k=8), a["device"])  # warm
+for s in a["problems"]:
+    p = Problem.from_json(s)
+    best = cpu = None
+    for _ in range(a["repeats"]):
+        sync()
+        t0, c0 = time.perf_counter(), time.process_time()
+        x = make_inputs(p, a["device"])
+        sync()
+        t, c = time.perf_counter() - t0, time.process_time() - c0
+        best, cpu = (t, c) if best is None else (min(best, t), min(cpu, c))
+    row = {"seconds": best, "cpu_seconds": cpu, "digest": x.digest()}
+    del x
+    if a["count_ops"]:
+        Count.ops = Count.syncs = 0
+        with Count():
+            make_inputs(p, a["device"])
+        row.update(ops=Count.ops, host_syncs=Count.syncs)
+    print(json.dumps(row), flush=True)
+    if cuda:
+        torch.cuda.empty_cache()
+"""
+
+
+def time_inputs(problems, device: str, repeats: int = 3, checkout=None, log=print, count_ops=False) -> list[dict]:
+    """Per Problem: wall and CPU seconds of ``make_inputs`` (each the min over ``repeats``) and
+    its digest, timed in a child process whose ``difftest`` is ``checkout`` (a folder; None:
+    this one). ``count_ops``: one more, untimed draw counts the ATen operations it dispatches
+    (on a GPU, about one kernel launch each) and those that wait for the device
+    (``.item()``/``bool()``, ``nonzero``): what a draw costs a GPU beyond its arithmetic."""
+    root = Path(checkout).resolve() if checkout else Path(__file__).resolve().parents[2]
+    path = [str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    proc = subprocess.Popen([sys.executable, "-c", _INPUT_TIMER], cwd=str(root), text=True,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(path)),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc.stdin.write(json.dumps({"device": device, "repeats": repeats, "count_ops": count_ops,
+                                 "problems": [p.to_json() for p in problems]}))
+    proc.stdin.close()
+    rows = []
+    for p, line in zip(problems, proc.stdout):
+        r = json.loads(line)
+        rows.append(r)
+        ops = f"  {r['ops']:8d} ops, {r['host_syncs']} syncs" if "ops" in r else ""
+        log(f"{'before' if checkout else 'after':>6}  {p.values:<17} {p.short():<60} {r['seconds']:9.3f} s "
+            f"(cpu {r['cpu_seconds']:.3f} s){ops}")
+    if proc.wait() != 0 or len(rows) != len(problems):
+        raise RuntimeError(f"the input timer in {root} failed (exit code {proc.returncode})")
+    return rows
+
+
+def run_inputs_bench(problems, device: str, repeats: int = 3, before=None, log=print,
+                     count_ops: bool = False) -> list[dict]:
+    """Rows: kind, problem, device, seconds (wall, CPU) and digest of this checkout's draw,
+    and with ``before`` (another checkout's folder) its seconds, the speedup and whether the
+    bytes match; ``count_ops``: the operations and host syncs of each (``time_inputs``)."""
+    after = time_inputs(problems, device, repeats, log=log, count_ops=count_ops)
+    old = time_inputs(problems, device, repeats, before, log=log, count_ops=count_ops) if before else None
+    rows = []
+    for i, p in enumerate(problems):
+        row = {"kind": p.values, "problem": p.short(), "device": device,
+               **{k: after[i][k] for k in ("seconds", "cpu_seconds", "digest", "ops", "host_syncs") if k in after[i]}}
+        if old:
+            row.update({f"before_{k}": old[i][k] for k in ("seconds", "cpu_seconds", "ops", "host_syncs")
+                        if k in old[i]})
+            row.update(speedup=old[i]["seconds"] / after[i]["seconds"],
+                       same_bytes=old[i]["digest"] == after[i]["digest"])
+        rows.append(row)
+    return rows
+
+
+def inputs_markdown(rows: list[dict]) -> str:
+    before = any("before_seconds" in r for r in rows)
+    ops = any("ops" in r for r in rows)
+    head = ["kind", "problem", "device"]
+    if before:
+        head += ["before s", "after s", "speedup", "before CPU s", "after CPU s", "same bytes"]
+        head += ["ops before", "ops after", "host syncs before", "after"] if ops else []
+    else:
+        head += ["s", "CPU s"] + (["ops", "host syncs"] if ops else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in rows:
+        cells = [r["kind"], r["problem"], r["device"]]
+        if before:
+            cells += [f"{r['before_seconds']:.3f}", f"{r['seconds']:.3f}", f"{r['speedup']:.1f}x",
+                      f"{r['before_cpu_seconds']:.3f}", f"{r['cpu_seconds']:.3f}", "yes" if r["same_bytes"] else "NO"]
+            if ops:
+                cells += [str(r.get("before_ops", "")), str(r.get("ops", "")), str(r.get("before_host_syncs", "")),
+                          str(r.get("host_syncs", ""))]
+        else:
+            cells += [f"{r['seconds']:.3f}", f"{r['cpu_seconds']:.3f}"]
+            cells += [str(r.get("ops", "")), str(r.get("host_syncs", ""))] if ops else []
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def add_arguments(p) -> None:
     from difftest.commands.argcheck import nonneg_int, positive_int
 
@@ -337,6 +488,18 @@ def add_arguments(p) -> None:
                    help="kernels to time (required without --oracle; with --oracle default fa3)")
     p.add_argument("--oracle", action="store_true",
                    help="time the float64 truth (causal B1 H8 D128 S=4k..128k unless --shape) next to the kernels")
+    p.add_argument("--inputs", action="store_true",
+                   help="time the input draw (make_inputs) of every value kind (B1 H8 D128 S=1k,4k unless --shape)")
+    p.add_argument("--kind", action="append", dest="value_kinds", metavar="VALUES",
+                   help="with --inputs: only this value kind (repeatable)")
+    p.add_argument("--before", metavar="DIR",
+                   help="with --inputs: also time the difftest checkout in DIR (another commit) on the same "
+                        "Problems; rows say whether both drew the same bytes")
+    p.add_argument("--inputs-repeats", type=positive_int, default=3,
+                   help="with --inputs: timed draws per Problem (min kept)")
+    p.add_argument("--count-ops", action="store_true",
+                   help="with --inputs: also count each draw's ATen operations (about one GPU kernel launch each) "
+                        "and host syncs, in one more untimed draw")
     p.add_argument("--unskipped", action="store_true", help="with --oracle: also time the truth without block skipping")
     p.add_argument("--eager", action="store_true",
                    help="with --oracle: also time the truth with its elementwise passes unfused (eager PyTorch)")
@@ -348,7 +511,8 @@ def add_arguments(p) -> None:
                    help="with --oracle: precision of the truth's error-budget magnitudes (default: the runner's, "
                         "chunked.MAGNITUDES_DTYPE: bfloat16 on CUDA, float32 on the CPU)")
     p.add_argument("--device", choices=("cpu", "cuda"),
-                   help="with --oracle: where the truth runs (default cuda if present, else cpu)")
+                   help="with --oracle or --inputs: where the truth runs or the inputs are drawn (default cuda "
+                        "if present, else cpu)")
     p.add_argument("--shape", action="append", metavar="B,H,S,D", help="default: 4,32,512,128 and 2,32,2048,128")
     p.add_argument("--dtype", action="append", choices=("float16", "bfloat16"))
     p.add_argument("--no-causal", action="store_true")
@@ -406,9 +570,37 @@ def oracle_command(a) -> int:
     return 0 if all(r["truth"]["status"] == "ok" for r in rows) else 1
 
 
+def inputs_command(a) -> int:
+    from difftest.commands.argcheck import UsageError
+    from difftest.model.problem import VALUE_KINDS
+
+    device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--inputs --device cuda: no CUDA device is available here: allowed --device cpu")
+    bad = [k for k in a.value_kinds or () if k not in VALUE_KINDS]
+    if bad:
+        raise UsageError(f"--kind {bad[0]!r}: allowed one of {', '.join(VALUE_KINDS)}")
+    if a.before and not (Path(a.before) / "difftest" / "model" / "inputs.py").is_file():
+        raise UsageError(f"--before {a.before!r}: no difftest checkout there (difftest/model/inputs.py): allowed "
+                         "a folder holding one, e.g. `git archive REV | tar -x -C DIR`")
+    problems = input_problems(_shapes(a, INPUT_SHAPES), tuple(a.dtype or ("float16", "bfloat16")), a.value_kinds,
+                              not a.no_causal, a.gqa_kv)
+    rows = run_inputs_bench(problems, device, a.inputs_repeats, a.before, count_ops=a.count_ops)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"env": {**_env(a), "device": device, "threads": torch.get_num_threads(),
+                               "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}, "rows": rows}, f, indent=1)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(inputs_markdown(rows) + "\n")
+    return 0 if all(r.get("same_bytes", True) for r in rows) else 1
+
+
 def command(a) -> int:
     from difftest.commands.argcheck import UsageError
 
+    if a.inputs:
+        return inputs_command(a)
     if a.oracle:
         return oracle_command(a)
     if not a.kernels:

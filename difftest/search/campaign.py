@@ -48,7 +48,7 @@ from difftest.execute.adapter import KernelAdapter
 from difftest.judge.declaration import claim_record
 from difftest.judge.runner import CaseResult, RunConfig, run_case
 from difftest.model.profiles import Profile, get_profile
-from difftest.search.case_log import CaseLog, logged_cases
+from difftest.search.case_log import CaseLog, logged_cases, logged_events
 from difftest.search.failure_store import load_failures, safe_name
 from difftest.search.findings import Finding, Findings
 from difftest.search.progress import Progress
@@ -151,6 +151,8 @@ class Campaign:
     _skipped: set = field(default_factory=set, init=False, repr=False)
     known_problems: dict = field(default_factory=dict, init=False, repr=False)  # Problem -> its --known file
     wall0: float = field(default=0.0, init=False, repr=False)
+    prior: set = field(default_factory=set, init=False, repr=False)  # Problems a resumed run took from its log
+    resume_hunt: object = field(default=None, init=False, repr=False)  # the Problem whose hunt the kill cut short
 
     @classmethod
     def of(cls, kernel, profile="ci", *, max_examples: int | None = None, time_budget: float | None = None,
@@ -197,6 +199,8 @@ class Campaign:
         strategy = self.strategy if self.strategy is not None else strategies.problems(kernel.capability, prof)
         log_name = f"{safe_name(kernel.name)}.cases.jsonl"
         prior = logged_cases(self.out_dir / log_name, self.run_id) if self.out_dir and self.resume else []
+        hunts = logged_events(self.out_dir / log_name, self.run_id, ("hunt", "finding", "merged")) \
+            if prior and self.hunting else []
         self.log = CaseLog(self.out_dir / log_name, self.run_id) if self.out_dir else None
         res.settings["case_log"] = log_name if self.out_dir else None
         self.findings = Findings(kernel, self.config, (self.out_dir or Path(DEFAULT_OUT)) / "repro",
@@ -223,10 +227,12 @@ class Campaign:
         self.failed_at = None
         self.drawn = 0  # this shard's Problems the search drew (run or not)
         if prior:
-            self._resume_from(prior)
+            self._resume_from(prior, hunts)
         try:
             with timing.collect(timer):
                 try:
+                    if self.resume_hunt is not None:  # finish the shrink the kill cut short, from where it began
+                        self._hunt(self.seen[self.resume_hunt])
                     self._search(strategy, edge)
                     if self.hunting:
                         self._hunt_leftovers()
@@ -265,17 +271,21 @@ class Campaign:
             res.reproducer = res.reproducer if self.hunting else self.findings.reproducer
             if not self.hunting and res.findings and not res.findings[-1].known:
                 res.findings[-1].reproducer = res.reproducer
+            def run(k, p):  # a Problem the campaign ran (a resumed one: before the kill) is not run again
+                return self.seen[p] if k is kernel and p in self.seen else run_case(k, p, self.config)
+
             try:
-                res.declaration = diagnose(kernel, res.failure, lambda k, p: run_case(k, p, self.config),
-                                           res.first_failure)
+                res.declaration = diagnose(kernel, res.failure, run, res.first_failure)
             except KeyboardInterrupt as e:
                 e.partial = res
                 raise
         return res
 
-    def _resume_from(self, prior: list) -> None:
-        """A resumed run: what finished before the kill counts as run and never runs again."""
+    def _resume_from(self, prior: list, hunts: list) -> None:
+        """A resumed run: what finished before the kill counts as run and never runs again;
+        a hunt's findings are kept as they were logged (``_resume_findings``)."""
         res, findings = self.result, self.findings
+        self.prior = {c.problem for c in prior}
         for case in prior:
             self.seen[case.problem] = case
             res.cases.append(case)
@@ -290,9 +300,48 @@ class Campaign:
             if res.first_failure is not None and case.failed and same_failure(res.first_failure, case):
                 findings.found(case, res.first_failure)
         res.settings["resumed_cases"] = len(prior)
+        if hunts:
+            self._resume_findings(hunts)
         if self.seed is None:  # an unseeded search draws new Problems: only the rest of the examples
             self.max_examples = max(1, self.max_examples - len(prior))
         self.time_budget = max(0.0, self.time_budget - sum(c.seconds for c in prior))
+
+    def _resume_findings(self, events: list) -> None:
+        """The hunt's case-log events before the kill: each new finding it kept comes back as
+        logged (signature, variants, shrunk case, reproducer, shrink record), so it is neither
+        shrunk again nor kept twice; a shrink the kill cut short (its ``hunt`` line is the last)
+        is finished first, from the case it began with (its steps are logged cases: only the
+        rest runs). Findings are rebuilt in order up to the first whose cases are missing."""
+        from difftest.errors import InputError
+        from difftest.model.problem import Problem
+
+        records = {}
+        for e in events:
+            if e["event"] == "finding":
+                records[e.get("number")] = e
+        restored = []
+        for n in range(1, len(records) + 1):
+            try:
+                f = Finding.from_log(records[n], self.seen) if n in records else None
+            except (KeyError, TypeError, ValueError, InputError):  # another schema: shrink it again
+                f = None
+            if f is None:
+                break
+            restored.append(f)
+        self.found += restored
+        self.result.settings["hunt_attempts"] = sum(e["event"] == "hunt" for e in events)
+        last = events[-1] if events else None
+        if last is not None and last["event"] == "hunt" and last.get("number") == len(restored) + 1:
+            try:
+                p = Problem.from_dict(last["problem"])
+            except (KeyError, TypeError, ValueError, InputError):
+                return
+            if p in self.seen:
+                self.resume_hunt = p
+
+    def _log_event(self, event: str, record: dict) -> None:
+        if self.log:
+            self.log.event(event, record)
 
     def _interrupted(self, e: KeyboardInterrupt) -> None:
         res, findings = self.result, self.findings
@@ -352,6 +401,8 @@ class Campaign:
         res = self.result
         case = self.seen.get(problem)
         self.drawn += 1
+        if case is not None and problem in self.prior:  # a resumed run's search meets what it ran before
+            self.searched.add(problem)
         if case is None:
             if self._over_budget():
                 if self.failed_at is None or self.hunting:  # the search's budget, not the shrink's: stop drawing
@@ -432,6 +483,7 @@ class Campaign:
                                               self.database, self.spec, self.run_id, number=n_new)
         best, calls = case, 0
         if writer is not None:
+            self._log_event("hunt", {"number": n_new, "problem": case.problem.to_dict()})
             writer.found(case, case)
             best, calls = self._shrink_toward(case, new, writer, min(self.shrink_budget, self._deadline() - t))
         over = self._deadline() if self._now() < self._deadline() else self._now() + 5.0
@@ -444,13 +496,18 @@ class Campaign:
                     f.variants.append(sig)  # the same bug, reached from elsewhere: it explains this too
                 if writer is not None:
                     writer.discard()  # its reproducer pair was only a candidate's
+                    # the hunt is over: a new finding's line again (its variants now), else a mark
+                    self._log_event(*(("merged", {"number": n_new}) if f.known else ("finding", f.log_record())))
                 return f
         if writer is not None and writer.best is not best:
             writer.write(best)
         f = Finding(sig, first=case, best=best, known=source is not None, source=source or "",
                     reproducer=writer.reproducer if writer else None,
-                    shrink={} if source else {"calls": calls, "seconds": round(self._now() - t, 2)})
+                    shrink={} if source else {"calls": calls, "seconds": round(self._now() - t, 2)},
+                    number=0 if source else n_new, trigger=case.problem)
         self.found.append(f)
+        if writer is not None:
+            self._log_event("finding", f.log_record())
         if writer is not None and self.findings.best is None:
             self.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
         return f

@@ -1,6 +1,9 @@
 """A campaign's case log: one JSON line per finished case, flushed as it is written, so
 the cases survive a campaign that is killed or crashes (``--resume`` reads them back and
-never runs them again; ``OUT/runs/<run id>/<kernel>.cases.jsonl``)."""
+never runs them again; ``OUT/runs/<run id>/<kernel>.cases.jsonl``). A hunt also logs when
+it starts shrinking a failure (``"event": "hunt"``) and each finding it keeps
+(``"event": "finding"``), so a resumed hunt keeps its findings as they were and finishes
+the shrink the kill cut short."""
 
 import json
 from pathlib import Path
@@ -56,6 +59,10 @@ class CaseLog:
     def write(self, case) -> None:
         self._line({"run_id": self.run_id, "event": "case", **case.to_dict()})
 
+    def event(self, event: str, record: dict) -> None:
+        """A line of another kind (``hunt``, ``finding``): ``record``'s fields."""
+        self._line({"run_id": self.run_id, "event": event, **record})
+
     def close(self):
         import os
 
@@ -102,6 +109,12 @@ def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dic
                 continue
             out.append(d)
     return out
+
+
+def logged_events(log_path, run_id: str, events: tuple) -> list[dict]:
+    """The lines of ``run_id`` whose event is in ``events`` (no log: none)."""
+    path = Path(log_path)
+    return read_case_log(path, events=events, run_id=run_id) if path.exists() else []
 
 
 def logged_cases(log_path, run_id: str) -> list:

@@ -91,6 +91,8 @@ class Finding:
     # widen what the finding explains: a fault invisible on one key without sinks signs
     # "seqlen_k>=2" first and "sinks" once a case with sinks and one key shows it
     variants: list = field(default_factory=list)
+    number: int = 0  # a hunt's new findings in the order kept (1 = the first): its reproducer's -fN
+    trigger: object = None  # Problem: the failing case whose hunt kept it (a resumed hunt replays from it)
 
     @property
     def id(self) -> str:
@@ -105,6 +107,30 @@ class Finding:
 
     def explains_problem(self, problem) -> bool:
         return any(s.explains_problem(problem) for s in self.signatures)
+
+    def log_record(self) -> dict:
+        """What a hunt's case log keeps of a new finding (``"event": "finding"``), so a resumed
+        hunt rebuilds it (``from_log``) instead of shrinking it again."""
+        return {"number": self.number, "signature": self.signature.to_dict(),
+                "variants": [v.to_dict() for v in self.variants],
+                "trigger": self.trigger.to_dict() if self.trigger is not None else None,
+                "first": self.first.problem.to_dict(), "best": self.best.problem.to_dict(),
+                "reproducer": self.reproducer, "shrink": self.shrink}
+
+    @classmethod
+    def from_log(cls, d: dict, seen: dict) -> "Finding | None":
+        """The finding a case-log record describes, its cases taken from ``seen`` (Problem ->
+        CaseResult of the logged cases); None when a case it names is not there."""
+        from difftest.model.problem import Problem
+        from difftest.search.signature import Signature
+
+        first, best = seen.get(Problem.from_dict(d["first"])), seen.get(Problem.from_dict(d["best"]))
+        if first is None or best is None:
+            return None
+        return cls(Signature.from_dict(d["signature"]), first=first, best=best, reproducer=d.get("reproducer"),
+                   shrink=dict(d.get("shrink") or {}), number=int(d["number"]),
+                   variants=[Signature.from_dict(v) for v in d.get("variants") or ()],
+                   trigger=Problem.from_dict(d["trigger"]) if d.get("trigger") else None)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "status": "known" if self.known else "new", "signature": self.signature.to_dict(),
