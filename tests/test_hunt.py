@@ -383,22 +383,35 @@ def test_a_wrong_lse_and_the_gradients_it_breaks_are_one_finding(tmp_path):
     assert r.unexplained == 0
 
 
-class RacyDsink(RefKernel):
-    """A race on dSink alone (cuDNN's dSink, H200): every fifth call adds an ulp-sized
-    error to dSink, whatever the Problem; the kernel claims determinism."""
+class Racy(RefKernel):
+    """Claims determinism; ``race`` corrupts every ``every``-th call where ``hit`` holds."""
 
-    name = "test-racy-dsink"
-    spec = "tests.test_hunt:RacyDsink"
     capability = dataclasses.replace(SMALL, deterministic=True)
+    every = 1
 
     def __init__(self):
         self.calls = 0
 
     def corrupt(self, inputs, out):
         self.calls += 1
-        if inputs.problem.sinks and self.calls % 5 == 0:
-            out.dsink = out.dsink + 1e-6 * out.dsink.abs().clamp_min(1e-3)
+        if self.hit(inputs.problem) and self.calls % self.every == 0:
+            self.race(out)
         return out
+
+
+class RacyDsink(Racy):
+    """A race on dSink alone (cuDNN's dSink, H200): every fifth call adds an ulp-sized
+    error to dSink, whatever the Problem."""
+
+    name = "test-racy-dsink"
+    spec = "tests.test_hunt:RacyDsink"
+    every = 5
+
+    def hit(self, p):
+        return p.sinks
+
+    def race(self, out):
+        out.dsink = out.dsink + 1e-6 * out.dsink.abs().clamp_min(1e-3)
 
 
 def test_a_race_is_one_finding_needing_only_what_its_output_needs(tmp_path):
@@ -412,23 +425,20 @@ def test_a_race_is_one_finding_needing_only_what_its_output_needs(tmp_path):
     assert dict(f.signature.needs) == {"sinks": True}, f.signature.describe()
 
 
-class RacyWrongDq(RefKernel):
+class RacyWrongDq(Racy):
     """cuDNN's dense dQ at head dims 136..160 (H200, 2026-12-02): some calls leave dQ's last
-    columns at zero, others not, for every Problem with two or more sequences; the kernel
-    claims determinism. Wrong AND racing: a variation that happens to pass proves nothing."""
+    columns at zero, others not, for every Problem with two or more sequences. Wrong AND
+    racing: a variation that happens to pass proves nothing."""
 
     name = "test-racy-wrong-dq"
     spec = "tests.test_hunt:RacyWrongDq"
-    capability = dataclasses.replace(SMALL, deterministic=True)
+    every = 3
 
-    def __init__(self):
-        self.calls = 0
+    def hit(self, p):
+        return p.batch >= 2
 
-    def corrupt(self, inputs, out):
-        self.calls += 1
-        if inputs.problem.batch >= 2 and self.calls % 3 == 0:
-            out.dq[..., -4:] = 0
-        return out
+    def race(self, out):
+        out.dq[..., -4:] = 0
 
 
 def test_a_wrong_result_that_races_is_one_finding(tmp_path):
