@@ -519,6 +519,30 @@ class KeysSharedExponent(BlockwiseAttention):
         return (torch.round(blocks / step) * step).view(-1, *x.shape[1:])[:n]
 
 
+@mutant("structured-values", Problem(seqlen_q=16, seqlen_k=64, head_dim_qk=16, head_dim_v=16, dtype="float16",
+                                     values="tied_keys", value_scale=2.0))
+class TiedMaxStaleRescale(BlockwiseAttention):
+    """The online softmax's rescale factor register is written only where a key tile's max
+    is above the running max (exp(m_old - m_new)) or below it (1): a tile whose max equals
+    the running max exactly, a copy of the max key, keeps the factor of the last rescale and
+    shrinks the row sum and accumulator again. A row's first tile with a visible key is
+    peeled and writes no factor, so rows whose keys all tie (near-constant keys rounded to
+    16 bits) are right."""
+
+    name = "tied-max-stale-rescale"
+
+    def rescale_factor(self, m, m_new, s, j0):
+        alpha = super().rescale_factor(m, m_new, s, j0)
+        if j0 == 0:  # a new query tile: the register starts at 1, no row has seen a key
+            self._factor, self._seen = torch.ones_like(m), torch.zeros_like(m, dtype=torch.bool)
+        top = s.amax(dim=-1)
+        seen = self._seen
+        self._factor = torch.where(seen & (top > m), alpha,
+                                   torch.where(top < m, torch.ones_like(m), self._factor))
+        self._seen = seen | (top > float("-inf"))
+        return torch.where(seen, self._factor, alpha)
+
+
 @mutant("structured-values", Problem(seqlen_q=16, seqlen_k=48, head_dim_qk=16, head_dim_v=16, dtype="float16",
                                      values="tied_keys", value_scale=4.0))
 class MaxEntryDsByValue(BlockwiseAttention):
