@@ -25,8 +25,8 @@ result is bitwise deterministic.
 
 Hook points: each step a real kernel can get wrong is one small method
 (``load``, ``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,
-``stats_for_backward``, ``delta_pad_value``, ``dq_workspace``, ``reduce_dq``,
-``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ``store_lse``,
+``rescale_factor``, ``stats_for_backward``, ``softmax_grad``, ``delta_pad_value``, ``dq_workspace``,
+``reduce_dq``, ``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ``store_lse``,
 ``forward_sink``, ...).
 ``kernels/mutants.py`` builds its fault-injected kernels by overriding exactly one or
 two of them, so every mutant is a small, named deviation from this file.
@@ -210,6 +210,12 @@ class BlockwiseAttention(KernelAdapter):
         """Online-softmax running row max after seeing tile logits ``s``."""
         return torch.maximum(m, s.amax(dim=-1))
 
+    def rescale_factor(self, m: torch.Tensor, m_new: torch.Tensor, s: torch.Tensor, j0: int) -> torch.Tensor:
+        """exp(m - m_new): what the running row sum and accumulator are multiplied by when the
+        key tile starting at key ``j0`` (masked logits ``s``) moves the running max from ``m`` to
+        ``m_new`` (0 where it is still -inf)."""
+        return self.exp(m - m_new)
+
     def normalise(self, acc: torch.Tensor, l: torch.Tensor) -> torch.Tensor:
         """O = acc / l; a row that saw nothing (l == 0) gives O = 0."""
         return torch.where(l.unsqueeze(-1) > 0, acc / l.clamp_min(1e-38).unsqueeze(-1), torch.zeros_like(acc))
@@ -225,6 +231,12 @@ class BlockwiseAttention(KernelAdapter):
         """[sq, Hq, 2] saved (row max, log row sum) of a sequence's rows, as the backward
         reads them."""
         return stats[q0:q0 + sq]
+
+    def softmax_grad(self, pt: torch.Tensor, dp: torch.Tensor, delta: torch.Tensor, i0: int, i1: int,
+                     j0: int, j1: int) -> torch.Tensor:
+        """dS = P * (dP - Delta) of one (query tile, key tile) pair: rows i0:i1 and key columns
+        j0:j1 of the sequence, ``delta`` the rows' Delta as [H, i1 - i0, 1]."""
+        return pt * (dp - delta)
 
     def delta_pad_value(self) -> float:
         """Delta of a query tile's padded rows (beyond the sequence end)."""
@@ -352,7 +364,7 @@ class BlockwiseAttention(KernelAdapter):
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "fwd"), float("-inf"))
                 m_new = self.running_max(m, s)
                 m_safe = torch.where(torch.isneginf(m_new), torch.zeros_like(m_new), m_new)
-                alpha = self.exp(m - m_safe)
+                alpha = self.rescale_factor(m, m_safe, s, j0)
                 pt = self.exp(s - m_safe.unsqueeze(-1))
                 l = l * alpha + pt.sum(dim=-1)
                 acc = acc * alpha.unsqueeze(-1) + self.gemm(self.operand(pt, "p_fwd"), vp[:, j0:j1])
@@ -471,7 +483,7 @@ class BlockwiseAttention(KernelAdapter):
             for i0, i1 in self.query_tiles(sq, "bwd"):
                 pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
                 dv[:, j0:j1] += self.gemm(self.operand(pt, "p_dv").transpose(1, 2), dop[:, i0:i1])
-                ds = self.operand(pt * (dp - deltap[:, i0:i1].unsqueeze(-1)), "ds")
+                ds = self.operand(self.softmax_grad(pt, dp, deltap[:, i0:i1].unsqueeze(-1), i0, i1, j0, j1), "ds")
                 dk[:, j0:j1] += self.gemm(ds.transpose(1, 2), qp[:, i0:i1]) * dk_scale
                 parts.append((i0, i1, self.gemm(ds, kp[:, j0:j1])))
         self.reduce_dq(ws, parts)

@@ -519,6 +519,68 @@ class KeysSharedExponent(BlockwiseAttention):
         return (torch.round(blocks / step) * step).view(-1, *x.shape[1:])[:n]
 
 
+@mutant("structured-values", Problem(seqlen_q=16, seqlen_k=64, head_dim_qk=16, head_dim_v=16, dtype="float16",
+                                     values="tied_keys", value_scale=2.0))
+class TiedMaxStaleRescale(BlockwiseAttention):
+    """The online softmax's rescale factor register is written only where a key tile's max
+    is above the running max (exp(m_old - m_new)) or below it (1): a tile whose max equals
+    the running max exactly, a copy of the max key, keeps the factor of the last rescale and
+    shrinks the row sum and accumulator again. A row's first tile with a visible key is
+    peeled and writes no factor, so rows whose keys all tie (near-constant keys rounded to
+    16 bits) are right. Rarely, float32 logits that near_constant squeezes into ~1e-4 tie
+    too; there the stale factor is ~1 - 1e-5 (LSE ratio ~1.3, results/mutants.md)."""
+
+    name = "tied-max-stale-rescale"
+
+    def rescale_factor(self, m, m_new, s, j0):
+        alpha = super().rescale_factor(m, m_new, s, j0)
+        if j0 == 0:  # a new query tile: the register starts at 1, no row has seen a key
+            self._factor, self._seen = torch.ones_like(m), torch.zeros_like(m, dtype=torch.bool)
+        top = s.amax(dim=-1)
+        seen = self._seen
+        self._factor = torch.where(seen & (top > m), alpha,
+                                   torch.where(top < m, torch.ones_like(m), self._factor))
+        self._seen = seen | (top > float("-inf"))
+        return torch.where(seen, self._factor, alpha)
+
+
+@mutant("structured-values", Problem(seqlen_q=16, seqlen_k=48, head_dim_qk=16, head_dim_v=16, dtype="float16",
+                                     values="tied_keys", value_scale=4.0))
+class MaxEntryDsByValue(BlockwiseAttention):
+    """dS of a row's max entry comes from the rest of the row, P_max ((1 - P_max) dP_max -
+    sum_{k != max} P_k dP_k), which avoids the cancellation dP_max - Delta where P saturates;
+    the backward finds the max entry as the logit equal to the saved row max, so with
+    exact ties every copy of the max key counts as 'the max' and leaves the other copies'
+    terms out. Without ties this is the clean dS; with ties the copies' dS are shuffled
+    among them (row sums and dQ stay right, dK of the tied keys does not), by differences
+    of their values: near-constant keys that tie carry near-constant values."""
+
+    name = "max-entry-ds-by-value"
+
+    def preprocess_delta(self, p, q, k, v, do, o, m, logl, sq, sk):
+        delta = super().preprocess_delta(p, q, k, v, do, o, m, logl, sq, sk)
+        scale = self.logit_scale(p, "bwd")
+        qp, dop, kp, vp, mpad, logl_p = self._padded(q, k, v, do, m, logl, sq, sk)
+        self._at_max = torch.zeros(q.shape[0], qp.shape[1], kp.shape[1], dtype=torch.bool)
+        self._p_at_max = torch.zeros(q.shape[0], qp.shape[1], 1)  # sum of P over the 'max' entries
+        self._rest = torch.zeros(q.shape[0], qp.shape[1], 1)  # sum of P dP over the others
+        for i0, i1 in self.query_tiles(sq, "bwd"):
+            for j0, j1 in self.key_tiles(sk, "bwd"):
+                s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
+                s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
+                at = s == mpad[:, i0:i1].unsqueeze(-1)
+                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                self._at_max[:, i0:i1, j0:j1] = at
+                self._p_at_max[:, i0:i1] += (pt * at).sum(dim=-1, keepdim=True)
+                self._rest[:, i0:i1] += (pt * dp * ~at).sum(dim=-1, keepdim=True)
+        return delta
+
+    def softmax_grad(self, pt, dp, delta, i0, i1, j0, j1):
+        at = self._at_max[:, i0:i1, j0:j1]
+        from_rest = pt * (dp * (1.0 - self._p_at_max[:, i0:i1]) - self._rest[:, i0:i1])
+        return torch.where(at, from_rest, pt * (dp - delta))
+
+
 # ----------------------------------------------------------------------------- layouts
 def _handed(inputs, name):
     """The whole tensor the kernel was handed for ``name``: dense [B, S, H, D] or packed."""

@@ -4,7 +4,8 @@ kinds and die on the structured ones? results/mutants.md cites its output.
     python scripts/mutant_by_kinds.py MUTANT KINDS MAX_EXAMPLES TIME_BUDGET SEED
 
 KINDS: "iid" (the seven iid kinds), "structured" (the six structured kinds), "all", or a
-comma-separated list of kinds."""
+comma-separated list of kinds. Prints the outcome and the cases run (shrinking included); for a
+kill, the example that first failed (unshrunk) and the shrunk Problem."""
 
 import sys
 import tempfile
@@ -28,7 +29,10 @@ def main(argv):
                          database=None, out_dir=out, seed=seed)
     print(name, which, "killed" if r.failed else "survived", f"{len(r.cases)} cases", f"{time.time() - t0:.1f} s")
     if r.failed:
-        print(r.failure.problem.short(), r.failure.failed_gates)
+        first = r.first_failure
+        print(f"first failure: example {r.examples_to_fail} at {r.seconds_to_fail:.1f} s,",
+              first.problem.short(), first.failed_gates)
+        print("shrunk:", r.failure.problem.short(), r.failure.failed_gates)
 
 
 if __name__ == "__main__":
