@@ -10,6 +10,7 @@ import sys
 from hypothesis import strategies as st
 
 from difftest import Problem
+from difftest.commands import cli
 from difftest.execute.isolation import close_all
 from difftest.judge.runner import RunConfig
 from difftest.search.campaign import run_campaign
@@ -33,7 +34,7 @@ def test_correct_kernel_campaign_passes(tmp_path):
     assert r.settings["edge_cases"] == 0  # drawn = cases - edge_cases, as the reports count them
 
 
-def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path):
+def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path, capsys):
     r = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
                      database=None, out_dir=tmp_path)
     assert r.status == "failed" and r.failure is not None
@@ -55,9 +56,11 @@ def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path):
     rr = subprocess.run([sys.executable, "-m", "difftest", "repro", r.reproducer["json"], "--allow-import"],
                         capture_output=True, text=True, timeout=300)
     assert rr.returncode == 1 and "[FAILED]" in rr.stdout, rr.stderr
+    capsys.readouterr()
     for f, why in ((r.reproducer["json"], "--allow-import"), (script, "replays only the .json")):
-        rr = subprocess.run([sys.executable, "-m", "difftest", "repro", f], capture_output=True, text=True, timeout=300)
-        assert rr.returncode == 2 and why in rr.stderr, rr.stderr
+        rc = cli.main(["repro", f])  # refused before anything runs: no interpreter of its own needed
+        err = capsys.readouterr().err
+        assert rc == 2 and why in err, err
     fixed = subprocess.run([sys.executable, "-m", "difftest", "repro", r.reproducer["json"], "--kernel",
                             "tests.kernels_for_tests:RefKernel"], capture_output=True, text=True, timeout=300)
     assert fixed.returncode == 0 and "[PASSED]" in fixed.stdout

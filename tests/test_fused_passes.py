@@ -58,6 +58,18 @@ def interpreted(monkeypatch):
     _compiled(monkeypatch, fz)
 
 
+@pytest.fixture
+def short_blocks(interpreted, monkeypatch):
+    """``interpreted`` with 32 columns per program in the row passes instead of 1024. The
+    problems here have rows of at most 90 keys, so a row then spans one to three blocks (the
+    per-block partial sums are taken, as for a production row wider than 1024 keys), and
+    Triton's interpreter, which runs a reduction one element at a time in Python, no longer
+    walks 1024 mostly masked columns per row (a tenth of the time). The kernels' own tests
+    below keep the real width, on rows wider than one block."""
+    monkeypatch.setattr(interpreted, "BLOCK", 32)
+    return interpreted
+
+
 def _interpret(monkeypatch):
     """oracles/fused_passes.py re-decorated with TRITON_INTERPRET set: interpreted kernels."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -97,6 +109,7 @@ def _count(calls, names) -> int:
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.parametrize("chunk", [7, None])
 @pytest.mark.parametrize("gemms", [True, False])
+@pytest.mark.usefixtures("short_blocks")
 def test_the_fused_truth_equals_the_eager_one_and_dense_float64(name, chunk, gemms, interpreted):
     """Both fused forms: the passes alone, and the passes with the Q K^T and dO V^T GEMMs
     inside them (where the chunk's softmax shift is the bound)."""
@@ -132,6 +145,7 @@ def _assert_agree(x, eager, fused, dense_rel: float, magnitude_rel: float) -> No
 
 @pytest.mark.parametrize("name", ["causal_gqa_fp16", "window_varlen_sinks", "mixed_do_large_logits"])
 @pytest.mark.parametrize("gemms", [True, False])
+@pytest.mark.usefixtures("short_blocks")
 def test_fused_bfloat16_magnitudes_bound_the_float64_ones_from_above(name, gemms, interpreted):
     """CUDA's bfloat16 magnitudes with the terms from the fused kernels: at or above the float64
     sums, within 2^-5 (as tests/test_oracles.py checks them for the eager forms)."""
@@ -142,6 +156,7 @@ def test_fused_bfloat16_magnitudes_bound_the_float64_ones_from_above(name, gemms
     assert_bound_from_above(mb.magnitude, m64.magnitude)
 
 
+@pytest.mark.usefixtures("short_blocks")
 def test_the_fused_truth_without_magnitudes_equals_the_eager_one(interpreted):
     x = make_inputs(CASES["window_varlen_sinks"])
     eager = chunked_reference(x, "float64", chunk=16, fused_passes=False)

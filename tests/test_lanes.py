@@ -131,6 +131,12 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     assert camps["slow-ref"]["status"] == "passed" and camps["slow-wrong-dk"]["status"] == "failed"
 
 
+# slow: every crash restarts the kernel worker (a torch import) through the shrink's minimum
+# seconds; the parts run in the default suite: a crash in a campaign's worker fails that campaign
+# only, shrunk, with its passed cases kept (test_campaign.py's crashing kernel; test_runner.py's
+# spawned restart), one lane's failure leaves the other campaign (the dying lane above), every
+# lane forks its worker at its start (every test here)
+@pytest.mark.slow
 def test_a_segfaulting_kernel_beside_another_costs_its_cases_only(tmp_path):
     """The kernel crashes in its lane's worker (forked at the lane's start; the restart after
     the crash is spawned): its campaign fails on the crash and shrinks it, the other passes."""

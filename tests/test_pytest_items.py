@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOOD, BAD = "tests.kernels_for_tests:RefKernel", "tests.kernels_for_tests:WrongDkForLongGqa"
@@ -40,7 +41,13 @@ def _check(res, sub):
 
 
 def test_kernel_option_collects_tests_without_a_test_file(sub):
-    res = sub.runpytest_subprocess(*_args(sub, "--collect-only", "-q"), timeout=300)
+    # collecting runs nothing: in this process (a subprocess costs a pytest start and a torch import);
+    # under xdist the plugin sets this process's torch threads from OMP_NUM_THREADS: put them back
+    threads = torch.get_num_threads()
+    try:
+        res = sub.runpytest_inprocess(*_args(sub, "--collect-only", "-q"))
+    finally:
+        torch.set_num_threads(threads)
     ids = [line for line in res.stdout.lines if line.startswith("difftest::")]
     assert ids == [f"difftest::{GOOD}"] + [f"difftest::{GOOD}::{o}" for o in ("o", "lse", "dq", "dk", "dv", "dsink")] \
         + [f"difftest::{BAD}"] + [f"difftest::{BAD}::{o}" for o in ("o", "lse", "dq", "dk", "dv", "dsink")]

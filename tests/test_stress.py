@@ -12,7 +12,7 @@ from difftest.kernels.blockwise import CAPABILITY, BlockwiseAttention
 from difftest.model.problem import Problem
 
 EVERY = 40
-P = Problem(batch=3, seqlen_q=70, seqlen_k=70, heads_q=2, heads_kv=2, head_dim_qk=16, head_dim_v=16)
+P = Problem(batch=1, seqlen_q=70, seqlen_k=70, heads_q=2, heads_kv=2, head_dim_qk=16, head_dim_v=16)
 
 
 class Racy(BlockwiseAttention):
