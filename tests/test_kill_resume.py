@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ["run", "-p", "quick", "--max-examples", "25", "--no-edge-cases", "--out", "out", "--db", "db", "-q",
        "--no-isolate"]
@@ -237,3 +239,28 @@ def test_sigkill_of_a_hunt_after_its_first_finding_keeps_it_once_and_hunts_on(tm
     assert len(keys) == len(set(keys))  # every case once
     store = (tmp_path / "db" / "difftest-failures" / "tests.faulty_kernels_SlowTwoBugs.jsonl").read_text()
     assert len(store.splitlines()) == len(set(store.splitlines()))
+
+
+def test_a_signal_whose_raise_a_gc_callback_swallowed_still_stops_the_run():
+    """SIGTERM landing while Python runs a gc callback (Hypothesis registers one): the handler's
+    raise is swallowed ("Exception ignored in gc_callback"), and the run used to go on to exit 0
+    with every later signal ignored (a flaky exit-143 test). The next case boundary raises it."""
+    import gc
+
+    from difftest.execute import interrupt
+
+    def callback(phase, info):
+        if phase == "start":
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside the callback
+
+    with interrupt.interruptible() as state:
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
+        assert state["signum"] == signal.SIGTERM  # delivered, and its raise swallowed
+        with pytest.raises(interrupt.Interrupted) as e:
+            interrupt.checkpoint()
+        assert e.value.exit_code == 143
+        interrupt.checkpoint()  # taken once

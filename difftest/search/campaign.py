@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from difftest.execute import adapter as registry
-from difftest.execute import timing
+from difftest.execute import interrupt, timing
 from difftest.execute.adapter import KernelAdapter
 from difftest.judge.declaration import claim_record
 from difftest.judge.runner import CaseResult, RunConfig, run_case
@@ -377,6 +377,7 @@ class Campaign:
         """Run ``problem`` once and record it (every case lands in the result and the log;
         a failure of the first failure's kind updates the reproducer and store first, so a
         failure in the log always has them on disk)."""
+        interrupt.checkpoint()  # a signal whose raise a gc callback swallowed stops the run here
         if self.log and not self.config.isolate:
             self.log.started(problem, self.kernel.name)  # in-process: a crash leaves this line naming the Problem
         case = self.seen[problem] = run_case(self.kernel, problem, self.config)
