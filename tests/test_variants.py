@@ -183,3 +183,17 @@ def test_a_correct_design_passes_visibly_and_a_wrong_backward_beside_it_still_fa
     bad = run_case(DqTenPercentOff(), p)
     dq = [v for v in bad.verdicts if v.output == "dq" and v.gate == "budget"][0]
     assert not dq.passed and dq.numbers["source"] == "backward", dq.message
+
+
+class _PartialInfOfTheWrongSign(type(get("variant:per-head-partials-stored"))):
+    """A wrong kernel: where a per-head partial overflows, an infinity of the other sign."""
+
+    def _backward(self, inputs, fwd, ctx, out):
+        res = super()._backward(inputs, fwd, ctx, out)
+        res.dv = torch.where(torch.isinf(res.dv), -res.dv, res.dv)
+        return res
+
+
+def test_an_infinity_of_the_wrong_sign_where_a_partial_overflows_still_fails():
+    case = run_case(_PartialInfOfTheWrongSign(), PARTIAL_OVERFLOW)
+    assert "dv:nonfinite" in failed(case)
