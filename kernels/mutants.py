@@ -15,7 +15,6 @@ dict of the same shape, are merged in by ``all_mutants()``; without tilelang the
 skipped with the reason (``skipped_sources()``).
 """
 
-import importlib
 import random
 from dataclasses import dataclass
 from typing import Callable
@@ -27,6 +26,7 @@ from difftest.model.inputs import torch_dtype
 from difftest.model.problem import V2_ONLY_KINDS, Problem
 
 from .blockwise import BlockwiseAttention
+from .extra_sources import load_extra
 
 # Bug classes, as public bug reports against attention backward kernels name them; every one
 # has at least one mutant below.
@@ -684,22 +684,7 @@ EXTRA_SOURCES = ("difftest.kernels.tilelang.mutants",)  # modules with a MUTANTS
 
 
 def _load_extra() -> tuple[dict, dict]:
-    extra, skipped = {}, {}
-    for mod in EXTRA_SOURCES:
-        try:
-            m = importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            skipped[mod] = f"not importable here ({e.name} missing)"
-            continue
-        except Exception as e:  # a broken optional source never hides our own catalogue
-            skipped[mod] = f"{type(e).__name__}: {e}"
-            continue
-        for name, entry in getattr(m, "MUTANTS", {}).items():
-            if name in MUTANTS or name in extra:
-                skipped[f"{mod}:{name}"] = "name already in the catalogue"
-                continue
-            extra[name] = entry
-    return extra, skipped
+    return load_extra(EXTRA_SOURCES, "MUTANTS", MUTANTS)
 
 
 def all_mutants() -> dict[str, Mutant]:

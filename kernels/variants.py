@@ -26,6 +26,7 @@ from difftest.execute.adapter import KernelAdapter
 from difftest.model.inputs import torch_dtype
 
 from .blockwise import F32, BlockwiseAttention
+from .extra_sources import load_extra
 
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
@@ -299,23 +300,32 @@ class Fa2Convention(_LseOnly, _InputDtype):
 VARIANTS: dict[str, Variant] = {v.name: v for v in _CATALOGUE}
 
 
+EXTRA_SOURCES = ("difftest.kernels.tilelang.variants",)  # modules with a VARIANTS dict of the same shape
+
+
+def _load_extra() -> tuple[dict, dict]:
+    return load_extra(EXTRA_SOURCES, "VARIANTS", VARIANTS)
+
+
 class Catalogue:
     """What the engine sees (entry-point group ``difftest.catalogues``, prefix ``variant``):
-    ``difftest.execute.adapter.get("variant:NAME")`` builds ``entries()[NAME]``."""
+    ``difftest.execute.adapter.get("variant:NAME")`` builds ``entries()[NAME]``; the blockwise
+    variants, then those of optional sources (our TileLang kernels) that load here."""
 
     prefix = "variant"
 
     def entries(self) -> dict[str, Variant]:
-        return dict(VARIANTS)
+        return {**VARIANTS, **_load_extra()[0]}
 
     def skipped(self) -> dict[str, str]:
-        return {}
+        return _load_extra()[1]
 
 
 CATALOGUE = Catalogue()
 
 
 def get(name: str) -> Variant:
-    if name not in VARIANTS:
-        raise KeyError(f"unknown variant {name!r}: known variants are {sorted(VARIANTS)}")
-    return VARIANTS[name]
+    entries = CATALOGUE.entries()
+    if name not in entries:
+        raise KeyError(f"unknown variant {name!r}: known variants are {sorted(entries)}")
+    return entries[name]

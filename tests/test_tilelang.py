@@ -199,3 +199,36 @@ def test_gpu_every_feature_passes_all_gates(mode, dtype):
     for p in FEATURES:
         case = run_case(k, _gpu_problem(p, dtype), RunConfig(determinism_runs=runs))
         assert case.status == "passed", case.render()
+
+
+def _variants():
+    from difftest.kernels.tilelang.variants import VARIANTS
+
+    return VARIANTS
+
+
+def test_variants_merge_into_the_catalogue_as_other_builds():
+    from difftest.kernels.tilelang.tiles import TILES
+    from difftest.kernels.variants import CATALOGUE
+
+    entries = CATALOGUE.entries()
+    for name, v in _variants().items():
+        k = get(f"variant:{name}")
+        assert entries[name] is v and k.spec == f"variant:{name}" and v.description and v.models
+        assert (k.tiles["block_m"], k.tiles["block_n"]) != (TILES[k.device]["block_m"], TILES[k.device]["block_n"])
+        assert (k.capability.block_m, k.capability.block_n) == (k.tiles["block_m"], k.tiles["block_n"])
+
+
+@pytest.mark.parametrize("name", ["tl-tiles-16x64", "tl-atomic-dq-64x16"])
+def test_tilelang_variant_is_correct_and_sums_in_another_order(name):
+    """A correct variant passes every gate on a problem whose partial tiles differ from the
+    shipped kernel's, and its dQ is not bit-identical to the shipped kernel's (another
+    accumulation order really ran)."""
+    p = Problem(batch=1, seqlen_q=70, seqlen_k=70, heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16,
+                dtype="float32", causal=True, seed=5)
+    k = get(f"variant:{name}")
+    case = run_case(k, p)
+    assert case.status == "passed", case.render()
+    x = make_inputs(p)
+    got, shipped = k.run(x), TileLangAttention("deterministic").run(x)
+    assert not torch.equal(got.dq, shipped.dq)

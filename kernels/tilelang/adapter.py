@@ -35,8 +35,8 @@ FEATURES = dict(equal_head_dims=False, gqa=True, causal=True, aligns=("top_left"
 # compiled for packed [T, H, D] buffers with row-major strides (source.py's T.Tensor
 # arguments carry no stride parameters), so the interface takes contiguous tensors alone;
 # the adapter's .contiguous() calls only matter for tensors it made itself.
-def capability_for(device: str, deterministic: bool) -> Capability:
-    t = TILES[device]
+def capability_for(device: str, deterministic: bool, tiles: dict | None = None) -> Capability:
+    t = tiles or TILES[device]
     if device == "cpu":
         return Capability(
             dtypes=("float32", "float16"), head_dims_qk=(16, 32, 64), head_dims_v=(16, 32, 64),
@@ -78,7 +78,7 @@ class TileLangAttention(KernelAdapter):
     """Forward + backward of our TileLang kernels; ``dq_mode`` picks the dQ strategy."""
 
     def __init__(self, dq_mode: str = "atomic", device: str | None = None, mutant: str = "",
-                 name: str | None = None):
+                 name: str | None = None, tiles: dict | None = None):
         from .source import DQ_MODES, MUTANTS
 
         if dq_mode not in DQ_MODES:
@@ -91,9 +91,9 @@ class TileLangAttention(KernelAdapter):
             raise ValueError(f"device={self.device!r}: allowed {DEVICES}")
         self.target = "c" if self.device == "cpu" else "cuda"
         self.mutant = mutant
-        self.tiles = TILES[self.device]
+        self.tiles = {**TILES[self.device], **(tiles or {})}  # tiles: the variants' other block sizes
         self.name = name or ("tilelang" if dq_mode == "atomic" else "tilelang-det")
-        self.capability = capability_for(self.device, deterministic=dq_mode == "deterministic")
+        self.capability = capability_for(self.device, deterministic=dq_mode == "deterministic", tiles=self.tiles)
         self.stage_events = None  # bench.py sets a list: backward then records (stage, cuda event)
         self.description = (f"our TileLang flash attention ({self.target}), dQ {dq_mode}, "
                             f"tiles {self.tiles['block_m']}x{self.tiles['block_n']}"
