@@ -62,3 +62,65 @@ def test_calibrate_command_parses():
     argv = ["calibrate", "-k", "torch-blockwise", "-p", "quick", "--detail", "d.json"]
     a = build_parser(argv).parse_args(argv)
     assert a.kernels == ["torch-blockwise"] and a.detail == "d.json"
+
+
+# ----------------------------------------------------------------------------- deriving k from logs
+FA_PROBLEM = ('{"batch": 3, "seqlen_q": [3, 1, 2], "seqlen_k": [3, 2, 5], "heads_q": 2, "heads_kv": 1, '
+              '"head_dim_qk": 32, "head_dim_v": 32, "dtype": "float16", "values": "mixed_do", '
+              '"value_scale": 1.0, "softmax_scale": 4.9375, "seed": 160, "input_version": 2}')
+
+
+def _log(tmp_path, name, k_needed, problem=FA_PROBLEM, output="dk", dtype="float16"):
+    import json
+
+    path = tmp_path / f"{name}.jsonl"
+    line = {"problem": problem, "dtype": dtype, "status": "passed", "failed": [],
+            "budget": {output: [0.8, k_needed, True], "o": [0.1, 0.0, True]}, "reason": ""}
+    path.write_text(json.dumps(line) + "\n")
+    return path
+
+
+def test_derive_k_follows_the_shipped_rule():
+    import math
+
+    import pytest
+
+    from difftest.measure.calibration import derive_k
+
+    assert [derive_k(x) for x in (0.0, 0.25, 0.5, 0.597, 1.06)] == [1.0, 1.0, 1.0, 1.5, 2.5]
+    with pytest.raises(ValueError):
+        derive_k(math.nan)
+
+
+def test_a_correct_fa_convention_case_does_not_raise_k_once_judged_as_the_verdicts_judge_it(tmp_path, capsys):
+    """The FA problem's dK needs k 1.05 against the truth on a Delta-from-stored-O kernel; the
+    shipped verdicts judge it against its own O/LSE, where it needs ~0, so it must not raise
+    fp16 dK's k to 2.5 (it would with --replay 0)."""
+    from difftest.commands.cli import main
+
+    log = _log(tmp_path, "delta-from-stored-o", 1.2)
+    assert main(["calibrate", "--from-variant-logs", str(log), "--replay", "0"]) == 0
+    row = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| float16 | dk |")][0]
+    assert row.split("|")[6].strip() == "2.5"
+    assert main(["calibrate", "--from-variant-logs", str(log)]) == 0
+    row = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| float16 | dk |")][0]
+    assert row.split("|")[6].strip() == "1" and float(row.split("|")[4]) < 0.1
+
+
+def test_derivation_inputs_are_hostile(tmp_path, capsys):
+    import pytest
+
+    from difftest.commands.cli import main
+
+    bad = tmp_path / "x.jsonl"
+    bad.write_text('{"problem": 1}\n')
+    assert main(["calibrate", "--from-variant-logs", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "x.jsonl" in err and "line 1" in err and len(err.splitlines()) == 1
+    rep = tmp_path / "report.json.xz"
+    rep.write_bytes(b"not xz")
+    assert main(["calibrate", "--from-reports", str(rep)]) == 2
+    assert main(["calibrate"]) == 2  # neither kernels nor logs
+    with pytest.raises(SystemExit) as e:  # argparse's own exit for a bad flag value
+        main(["calibrate", "--from-variant-logs", str(bad), "--replay", "1001"])
+    assert e.value.code == 2

@@ -4,11 +4,19 @@ budget's k is set from data rather than guessed.
 ``difftest calibrate -k KERNEL ...`` runs campaigns with the budget gate opened wide
 (k = 1e9: nothing fails on error size) and reports, per dtype and output, the
 distribution of ``k_needed`` (the smallest k that would have passed each case).
+
+``difftest calibrate --from-variant-logs JSONL... --from-reports REPORT...`` derives the k
+defaults from what was measured before, the correct-variant catalogue's case logs
+(``difftest variants --out-dir``) and real kernels' campaign reports together (passing cases
+only: a failure there is a false alarm or a bug, never a calibration sample), by the rule the
+shipped defaults follow (``derive_k``), and prints each against ``DEFAULT_K_BY_DTYPE``.
 """
 
 import json
 import math
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 from difftest.judge.gates import GateConfig
 from difftest.judge.runner import RunConfig
@@ -56,12 +64,156 @@ def table(data) -> str:
     return "\n".join(lines)
 
 
+# The rule the shipped defaults follow (results/calibration.md): twice the largest k_needed a
+# correct kernel measured, never below 1 (a kernel may always err as much as the same-dtype
+# yardstick), rounded up to a multiple of 0.5.
+K_MARGIN = 2.0
+K_STEP = 0.5
+
+
+def derive_k(k_needed_max: float, margin: float = K_MARGIN) -> float:
+    """The default k that ``k_needed_max`` (the largest k_needed of correct kernels) gives."""
+    if not k_needed_max >= 0:  # NaN or negative: not a measurement
+        raise ValueError(f"k_needed_max={k_needed_max!r}: allowed a float >= 0")
+    return max(1.0, math.ceil(margin * k_needed_max / K_STEP - 1e-9) * K_STEP)
+
+
+def _hostile(path, what: str):
+    from difftest.errors import InputError
+
+    return InputError(f"{path}: {what}")
+
+
+def samples_from_variant_logs(paths) -> dict:
+    """{(dtype, output): [(k_needed, who, Problem JSON), ...]} from variant case logs
+    (NAME.jsonl), passing outputs only; ``who`` is the variant's registry name."""
+    data = defaultdict(list)
+    for path in paths:
+        with open(path) as f:
+            for i, text in enumerate(f, 1):
+                if not text.strip():
+                    continue
+                try:
+                    line = json.loads(text)
+                    items = [(line["dtype"], out, float(k), bool(ok)) for out, (_, k, ok) in line["budget"].items()]
+                except (ValueError, KeyError, TypeError) as e:
+                    raise _hostile(path, f"line {i} is not a variant case record ({type(e).__name__})") from None
+                for dtype, out, k, ok in items:
+                    if ok and k >= 0:
+                        data[(dtype, out)].append((k, f"variant:{Path(path).stem}", line["problem"]))
+    return data
+
+
+def samples_from_reports(paths) -> dict:
+    """{(dtype, output): [(k_needed, who, Problem JSON), ...]} from campaign reports (report.json,
+    or .xz), the passing cases' budget verdicts; ``who`` names the kernel and the report."""
+    import lzma
+
+    data = defaultdict(list)
+    for path in paths:
+        try:
+            raw = lzma.open(path).read() if str(path).endswith(".xz") else Path(path).read_bytes()
+            rep = json.loads(raw)
+            for camp in rep.get("campaigns", []):
+                for c in camp.get("cases", []):
+                    if c["status"] != "passed":
+                        continue
+                    for v in c["verdicts"]:
+                        if v["gate"] == "budget":
+                            k = float(v["numbers"]["k_needed"])
+                            if k >= 0:
+                                data[(c["problem"]["dtype"], v["output"])].append(
+                                    (k, f"{c['kernel']} ({Path(path).name})", json.dumps(c["problem"])))
+        except (lzma.LZMAError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise _hostile(path, f"not a difftest report ({type(e).__name__})") from None
+    return data
+
+
+def effective_k_needed(kernel, problem, output: str) -> float | None:
+    """The smallest k that passes ``output`` of ``problem`` under the shipped verdicts: against
+    the float64 truth, or (``judge/attribution.py``) against the backward from the kernel's own
+    O and LSE when those pass. Replays the case with that output's k at 1e-9, so it fails and is
+    attributed; None when the own-statistics reference does not apply (no O/LSE, or they fail)."""
+    from difftest.judge.runner import run_case
+
+    case = run_case(kernel, problem, RunConfig(gates=GateConfig(k={output: 1e-9})))
+    fwd_ok = all(v.passed for v in case.verdicts if v.output in ("o", "lse"))
+    for v in case.verdicts:
+        if v.output == output and v.gate == "budget":
+            n = v.numbers
+            if v.passed and "truth_k_needed" not in n:  # within the floor: no k needed at all
+                return 0.0
+            own = n.get("own_stats_err")
+            if own is None or not fwd_ok:
+                return None
+            truth_k = n.get("truth_k_needed", n.get("k_needed", 0.0))
+            own_k = max(0.0, own - n.get("floor", 0.0)) / n["ref_err"] if n.get("ref_err", 0) > 0 else 0.0
+            return min(truth_k, own_k)
+    return None
+
+
+def replay_high(data: dict, margin: float = K_MARGIN, limit: int = 20, log=None) -> int:
+    """Replace the variant samples that would raise a shipped k (k_needed * margin above it)
+    by their ``effective_k_needed`` (a correct FA-convention design is judged against its own
+    statistics by the shipped verdicts, so its truth k_needed overstates what k must cover).
+    At most ``limit`` replays, largest first; returns how many ran."""
+    from difftest.execute.adapter import get
+    from difftest.judge.gates import DEFAULT_K_BY_DTYPE
+    from difftest.model.problem import Problem
+
+    todo = []
+    for (dt, out), xs in data.items():
+        shipped = DEFAULT_K_BY_DTYPE.get(dt, {}).get(out, 1.0)
+        for i, (k, who, _) in enumerate(xs):
+            if derive_k(k, margin) > shipped and who.startswith("variant:"):
+                todo.append((k, dt, out, i))
+    ran = 0
+    for k, dt, out, i in sorted(todo, reverse=True)[:limit]:
+        _, name, pjson = data[(dt, out)][i]
+        eff = effective_k_needed(get(name), Problem.from_json(pjson), out)
+        ran += 1
+        if eff is not None:
+            data[(dt, out)][i] = (eff, f"{name} (own O/LSE; truth k_needed {k:.3g})", pjson)
+        if log:
+            log(f"replayed {name} {out}/{dt}: truth k_needed {k:.3g}, effective {eff}")
+    return ran
+
+
+def derivation_table(data: dict) -> tuple[str, dict]:
+    """Markdown rows of (dtype, output): samples, largest k_needed and where, derived k,
+    shipped k; and {(dtype, output): derived k}."""
+    from difftest.judge.gates import DEFAULT_K_BY_DTYPE
+    from difftest.model.problem import Problem
+
+    derived = {}
+    lines = ["| dtype | output | samples | max k_needed | set by | derived k | shipped k |",
+             "|---|---|---|---|---|---|---|"]
+    for (dt, out) in sorted(data):
+        k_max, who, pjson = max(data[(dt, out)], key=lambda t: t[0])
+        src = f"{who} `{Problem.from_json(pjson).short()}`" if k_max > 0 else "-"
+        derived[(dt, out)] = derive_k(k_max)
+        shipped = DEFAULT_K_BY_DTYPE.get(dt, {}).get(out)
+        lines.append(f"| {dt} | {out} | {len(data[(dt, out)])} | {k_max:.3g} | {src} | {derived[(dt, out)]:g} | "
+                     f"{'-' if shipped is None else f'{shipped:g}'} |")
+    return "\n".join(lines), derived
+
+
 def add_arguments(p):
-    from difftest.commands.argcheck import positive_float, positive_int
+    from difftest.commands.argcheck import _bounded, positive_float, positive_int
     from difftest.model.profiles import PROFILES
 
-    p.add_argument("--kernel", "-k", action="append", dest="kernels", required=True,
-                   help="a correct kernel (repeatable)")
+    replays_int = _bounded(int, 0, False, 1000, "replays of one derivation", "replays_int",
+                           "an integer 0..1000: cases replayed by calibrate --replay")
+
+    p.add_argument("--kernel", "-k", action="append", dest="kernels",
+                   help="a correct kernel (repeatable; or derive from --from-variant-logs/--from-reports)")
+    p.add_argument("--from-variant-logs", nargs="+", metavar="JSONL", default=None,
+                   help="derive the k defaults from `difftest variants --out-dir` case logs (runs nothing)")
+    p.add_argument("--from-reports", nargs="+", metavar="REPORT", default=None,
+                   help="... and from campaign reports of real kernels (report.json or .json.xz)")
+    p.add_argument("--replay", type=replays_int, default=20, metavar="N",
+                   help="replay up to N variant cases whose k_needed would raise a shipped k, judged as the "
+                        "shipped verdicts judge them (against the kernel's own O/LSE where those pass); 0: none")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES))
     p.add_argument("--max-examples", type=positive_int, default=200)
     p.add_argument("--time-budget", type=positive_float)
@@ -70,10 +222,14 @@ def add_arguments(p):
 
 
 def command(a) -> int:
-    from difftest.commands.argcheck import check_outputs
+    from difftest.commands.argcheck import UsageError, check_outputs
     from difftest.execute import adapter as registry
 
     check_outputs(None, [("--json", a.json), ("--detail", getattr(a, "detail", None))])  # before the calibration
+    if a.from_variant_logs or a.from_reports:
+        return _derive(a)
+    if not a.kernels:
+        raise UsageError("--kernel: required unless --from-variant-logs or --from-reports is given")
     detail = [] if getattr(a, "detail", None) else None
     data = collect([registry.get(n) for n in a.kernels], a.profile, a.max_examples, a.time_budget, detail=detail)
     print(table(data))
@@ -89,4 +245,27 @@ def command(a) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({f"{dt}:{o}": xs for (dt, o), xs in data.items()}, f)
+    return 0
+
+
+def _derive(a) -> int:
+    """``calibrate --from-variant-logs/--from-reports``: the derivation table; exit 0."""
+    from difftest.commands.argcheck import UsageError
+
+    data = defaultdict(list)
+    try:
+        for part in (samples_from_variant_logs(a.from_variant_logs or ()), samples_from_reports(a.from_reports or ())):
+            for key, xs in part.items():
+                data[key].extend(xs)
+    except OSError as e:
+        raise UsageError(f"cannot read {e.filename}: {e.strerror}") from None
+    if not data:
+        raise UsageError("no passing budget verdict in the given logs and reports: nothing to derive from")
+    if a.replay:
+        replay_high(data, limit=a.replay, log=lambda m: print(m, file=sys.stderr, flush=True))
+    text, derived = derivation_table(data)
+    print(text)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({f"{dt}:{o}": k for (dt, o), k in derived.items()}, f)
     return 0
