@@ -10,6 +10,7 @@ exit code   meaning
             that cannot be written (disk full included); nothing was judged
 3           ``repro``: the case was skipped (the kernel cannot run that Problem here), so
             nothing was replayed
+            (``stress``: no problem ran; ``sanitize``: a CUDA reproducer got no tool run)
 130 / 143   interrupted by SIGINT / SIGTERM (128 + the signal); a finding made before the
             signal still exits 1
 ==========  ==========================================================================

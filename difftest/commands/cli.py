@@ -209,7 +209,8 @@ def cmd_list(a) -> int:
 MODULES = {"mutants": "difftest.measure.mutants", "calibrate": "difftest.measure.calibration",
            "bench": "difftest.measure.bench", "merge": "difftest.report.merge", "gate": "difftest.report.ci_gate",
            "report": "difftest.report.html", "bisect": "difftest.measure.bisect", "probe": "difftest.measure.probe",
-           "variants": "difftest.measure.variants"}
+           "variants": "difftest.measure.variants", "stress": "difftest.measure.stress",
+           "sanitize": "difftest.measure.sanitize"}
 
 
 def cmd_new_adapter(a) -> int:
@@ -241,6 +242,8 @@ COMMANDS = {
     "report": "render a report.json (HTML)",
     "bisect": "replay a reproducer across versions (wheels, folders, a git range): first bad, last good",
     "probe": "call a kernel across its capability's dimensions: served, refused, or accepted then wrong",
+    "stress": "race stress: one large call repeated (100x) under load, every repetition compared bit for bit",
+    "sanitize": "run .json reproducers (or a run's findings) under compute-sanitizer: memcheck, racecheck, ...",
 }
 
 

@@ -4,9 +4,10 @@ Only a kernel that claims determinism (``Capability.deterministic``) can fail it
 any other kernel the same measurement is reported under ``determinism_info`` and passes.
 
 Every run is an answer a user can get, so a rerun that differs from the first is judged
-like the first (``rerun_verdicts``): a nondeterministic kernel may differ from run to run,
-never be wrong on one of them. (flash-attn3-jax's backward writes past two buffers; 20 runs
-of one problem differed by up to +inf on the H200, while only the first run was judged.)
+like the first (``RunTally``, one run at a time; ``rerun_verdicts`` over a list): a
+nondeterministic kernel may differ from run to run, never be wrong on one of them.
+(flash-attn3-jax's backward writes past two buffers; 20 runs of one problem differed by up
+to +inf on the H200, while only the first run was judged.)
 """
 
 import torch
@@ -24,36 +25,88 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(itype)
 
 
+class RunTally:
+    """Repeated runs' outputs compared with the first bit for bit, one run at a time
+    (``add``), so that a stress of thousands of repetitions holds two runs, not all of
+    them: per output the elements that differed in any run, the runs in which it
+    differed and the largest difference; and, given ``judge`` (Outputs -> the verdicts
+    the first run got), every run that differs from the first in any bit judged like it."""
+
+    def __init__(self, problem, first, judge=None):
+        self.problem, self.judge, self._first = problem, judge, first
+        self.runs = 1
+        self._base, self._bits, self._differ, self.max_diff, self.differing_runs = {}, {}, {}, {}, {}
+        for name in OUTPUTS:
+            t0 = first.get(name)
+            if t0 is None:
+                continue
+            base = t0 if name == "dsink" else t0[:used_rows(problem, name)]
+            self._base[name], self._bits[name] = base, _bits(base)
+            self._differ[name] = torch.zeros(self._bits[name].shape, dtype=torch.bool, device=base.device)
+            self.max_diff[name], self.differing_runs[name] = 0.0, 0
+        self.judged = 0  # differing runs judged
+        self.failing_reruns = 0  # of those, runs the judge failed
+        self.first_failing: list = []  # [(run number, failing Verdict)] of the first failing rerun
+
+    def add(self, run) -> bool:
+        """Compare run number ``runs + 1`` with the first, and judge it when it differs in
+        any bit; True when it differs."""
+        self.runs += 1
+        differs = False
+        for name, b0 in self._bits.items():
+            t = run.get(name)
+            t = (t if name == "dsink" else t[:used_rows(self.problem, name)]).to(b0.device)
+            d = _bits(t) != b0
+            if d.any():  # a host read of one bool; only differing elements are read back
+                differs = True
+                self._differ[name] |= d
+                self.differing_runs[name] += 1
+                a, b = t.detach()[d].double(), self._base[name].detach()[d].double()
+                self.max_diff[name] = max(self.max_diff[name],
+                                          float(torch.nan_to_num((a - b).abs(), nan=float("inf")).max()))
+        differs = differs or not same_bits(run, self._first)  # outside the used rows, say
+        if differs and self.judge is not None:
+            self.judged += 1
+            bad = [v for v in self.judge(run) if not v.passed]
+            if bad:
+                self.failing_reruns += 1
+                self.first_failing = self.first_failing or [(self.runs, v) for v in bad]
+        return differs
+
+    def verdicts(self, claimed: bool = True) -> list[Verdict]:
+        """One determinism verdict per output (``claimed``: the kernel claims determinism,
+        else informational): elements that differ from the first run in any later run, in
+        how many runs, and by how much."""
+        out = []
+        for name, differ in self._differ.items():
+            n, k = int(differ.sum()), self.differing_runs[name]
+            msg = (f"{name}: determinism {'FAILED' if n else 'ok'}: {n} of {differ.numel()} elements differ "
+                   f"across {self.runs} runs" + (f" (in {k} of {self.runs - 1} reruns)" if k else "")
+                   + f" (max |diff| {self.max_diff[name]:.3g})")
+            out.append(Verdict(name, Gate.DETERMINISM if claimed else Gate.DETERMINISM_INFO, n == 0 or not claimed,
+                               {"runs": self.runs, "differing": n, "elements": differ.numel(),
+                                "max_diff": self.max_diff[name], "differing_runs": k}, None, msg, "first run"))
+        return out
+
+    def rerun_verdicts(self) -> list[Verdict]:
+        """The failing verdicts of the first differing rerun the judge failed, each message
+        naming the run and how many differing reruns failed; [] when none failed."""
+        failing, runs = self.failing_reruns, self.runs
+        for i, v in self.first_failing:
+            v.numbers = {**v.numbers, "run": i, "runs": runs, "failing_reruns": failing}
+            v.message = f"run {i} of {runs} ({failing} failing rerun{'s' if failing != 1 else ''}): {v.message}"
+        return [v for _, v in self.first_failing]
+
+
 def determinism_verdicts(problem, runs: list, claimed: bool = True) -> list[Verdict]:
     """``runs``: Outputs of repeated calls on identical inputs. One verdict per output:
-    how many elements differ from the first run in any later run, and by how much.
-    ``claimed``: the kernel claims determinism (else the verdicts are informational)."""
-    verdicts = []
-    first = runs[0]
-    for name in OUTPUTS:
-        t0 = first.get(name)
-        if t0 is None:
-            continue
-        n_rows = used_rows(problem, name)
-        base = t0 if name == "dsink" else t0[:n_rows]
-        b0 = _bits(base)
-        differ = torch.zeros(b0.shape, dtype=torch.bool, device=b0.device)
-        max_diff = 0.0
-        for other in runs[1:]:
-            t = other.get(name)
-            t = (t if name == "dsink" else t[:n_rows]).to(b0.device)
-            d = _bits(t) != b0
-            differ |= d
-            if d.any():  # a host read of one bool; only differing elements are read back
-                a, b = t.detach()[d].double(), base.detach()[d].double()
-                max_diff = max(max_diff, float(torch.nan_to_num((a - b).abs(), nan=float("inf")).max()))
-        n = int(differ.sum())
-        msg = (f"{name}: determinism {'FAILED' if n else 'ok'}: {n} of {differ.numel()} elements differ "
-               f"across {len(runs)} runs (max |diff| {max_diff:.3g})")
-        verdicts.append(Verdict(name, Gate.DETERMINISM if claimed else Gate.DETERMINISM_INFO, n == 0 or not claimed,
-                                {"runs": len(runs), "differing": n, "elements": differ.numel(), "max_diff": max_diff},
-                                None, msg, "first run"))
-    return verdicts
+    how many elements differ from the first run in any later run, in how many runs, and
+    by how much. ``claimed``: the kernel claims determinism (else the verdicts are
+    informational)."""
+    tally = RunTally(problem, runs[0])
+    for run in runs[1:]:
+        tally.add(run)
+    return tally.verdicts(claimed)
 
 
 def same_bits(a, b) -> bool:

@@ -31,7 +31,7 @@ from difftest.execute.isolation import COMPILE_TIMEOUT_S
 from difftest.execute.timing import phase
 from difftest.judge import breakdown, triage
 from difftest.judge.attribution import attribute
-from difftest.judge.determinism import determinism_verdicts, rerun_verdicts
+from difftest.judge.determinism import RunTally
 from difftest.judge.gates import GateConfig, Verdict, check_outputs, check_second_reference
 from difftest.model.inputs import lay_out, make_inputs
 from difftest.model.layouts import CONTIGUOUS
@@ -181,7 +181,23 @@ def _references(inputs, config: RunConfig):
                       + traceback.format_exc(limit=4))
 
 
-def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None = None) -> CaseResult:
+@dataclass
+class CaseParts:
+    """What ``run_case(..., parts=CaseParts())`` leaves behind once the kernel ran and the
+    references were computed (else every field stays None): the first run's Outputs, the
+    judge (Outputs -> the verdicts the first run got), the inputs, the device and whether
+    output buffers were poisoned. A caller that repeats the call itself (race stress,
+    judge/stress.py) compares and judges its repetitions with them, one at a time."""
+
+    first: object = None
+    judge: object = None
+    inputs: object = None
+    device: str | None = None
+    poison: bool | None = None
+
+
+def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None = None, *,
+             parts: CaseParts | None = None) -> CaseResult:
     config = config or RunConfig()
     t0 = time.perf_counter()
     cap = kernel.capability
@@ -197,13 +213,13 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
         digest = inputs.digest_later()  # hashed beside the case, waited for at its end
     result = CaseResult(kernel.name, problem, Status.PASSED)
     try:
-        return _run(kernel, problem, config, inputs, result, device, t0)
+        return _run(kernel, problem, config, inputs, result, device, t0, parts)
     finally:
         result.input_digest = digest()
 
 
 def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, result: CaseResult, device,
-         t0: float) -> CaseResult:
+         t0: float, parts: CaseParts | None = None) -> CaseResult:
     """run_case after its inputs: the kernel's runs, the references, the gates."""
     cap = kernel.capability
     poison = config.poison and cap.poison
@@ -258,9 +274,14 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
         breakdown.attach(problem, got, refs.truth, result.verdicts, cap)  # which heads/sequences/tiles
         if runs > 1:  # nondeterminism of a kernel that never claimed determinism is reported, not failed,
             # but every run must be right
-            result.verdicts += determinism_verdicts(problem, got_runs, claimed=cap.deterministic)
+            tally = RunTally(problem, got, judge)
+            for run in got_runs[1:]:
+                tally.add(run)
+            result.verdicts += tally.verdicts(claimed=cap.deterministic)
             failing = {v.label for v in result.verdicts if not v.passed}  # run 1's, not repeated
-            result.verdicts += [v for v in rerun_verdicts(got_runs, judge) if v.label not in failing]
+            result.verdicts += [v for v in tally.rerun_verdicts() if v.label not in failing]
+        if parts is not None:  # the caller repeats the call itself (judge/stress.py)
+            parts.first, parts.judge, parts.inputs, parts.device, parts.poison = got, judge, inputs, device, poison
     if config.second_reference:
         with phase("second_ref"):
             result.verdicts += _second_reference(problem, inputs, got, refs.truth, config, result.notes)
