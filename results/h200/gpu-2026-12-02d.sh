@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # H200 call D (2026-12-02, session 2): the correct-variant catalogue at scale on the host's CPU
-# cores (one process per variant, the GPU hidden), beside: TileLang race stress (atomic dQ,
-# judge/stress.py), cuDNN's nightly hunt again (the signature fix 93896f9), gpu campaigns of
+# cores (one process per variant, the GPU hidden), beside: TileLang race stress (`difftest stress`,
+# atomic dQ and the deterministic build), compute-sanitizer on cuDNN reproducers (`difftest
+# sanitize`), cuDNN's nightly hunt again (the signature fix 93896f9), gpu campaigns of
 # fa3 and tilelang-det whose report.json keep k_needed per case (the k re-derivation), and the
 # standalone cuDNN dense d_qk 136..160 candidates (results/bugs/cudnn/repro_cudnn_sdpa.py).
 set -u
@@ -38,12 +39,19 @@ done
   echo "cudnn exit $?" >> /tmp/o/exits.txt ) &
 ( timeout 240 python3 results/bugs/cudnn/repro_cudnn_sdpa.py dense_d136_v72 dense_d160_v120 dense_d136_v72_b1 \
       dense_d128_v72 thd_d200_v72 > /tmp/o/cudnn_dense.jsonl 2>&1; echo "cudnn_dense exit $?" >> /tmp/o/exits.txt
-  timeout 300 python3 results/h200/stress_tilelang_api.py > /tmp/o/stress_tilelang.log 2>&1
-  echo "stress_tilelang exit $?" >> /tmp/o/exits.txt ) &
+  for k in tilelang tilelang-det; do
+    timeout 200 python3 -m difftest stress -k $k --device cuda --reps 100 --batch 60 --load 1 --head-dim 128 \
+        --dtype bfloat16 --out /tmp/o/stress-$k > /tmp/o/stress-$k.log 2>&1; echo "stress $k exit $?" >> /tmp/o/exits.txt
+  done ) &
+( SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer | head -1)
+  for r in results/bugs/cudnn/thd-dqk-gt192-dv-mid.dense-d136-v72.json results/bugs/cudnn/thd-dqk-gt192-dv-mid.json; do
+    timeout 420 python3 -m difftest sanitize $r --timeout 100 --sanitizer $SAN > /tmp/o/sanitize-$(basename $r .json).log 2>&1
+    echo "sanitize $(basename $r) exit $?" >> /tmp/o/exits.txt; cp ${r%.json}.sanitizer.json /tmp/o/ 2>/dev/null
+  done ) &
 wait
 echo "elapsed $(( $(date +%s) - T0 )) s"
 cat /tmp/o/exits.txt
-cat /tmp/o/cudnn_dense.jsonl /tmp/o/stress_tilelang.log
+cat /tmp/o/cudnn_dense.jsonl /tmp/o/stress-*.log /tmp/o/sanitize-*.log
 for k in fa3 tilelang-det cudnn; do echo "== $k"; tail -25 /tmp/o/$k.log; done
 python3 -m difftest variants --from-logs /tmp/o/variants/*.jsonl
 cd /tmp/o && for k in fa3 tilelang-det cudnn; do xz -T0 -c $k/report.json > $k.report.json.xz; done
