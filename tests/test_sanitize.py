@@ -82,7 +82,8 @@ def test_planted_errors_are_counted_with_their_first_block_and_written_beside_th
     # one child per tool: the sanitizer runs `python -P -m difftest repro FILE` (the JSON, never a .py)
     argvs = calls(tmp_path / "bin")
     assert [a[:2] for a in argvs] == [["--tool", t] for t in ("memcheck", "racecheck", "initcheck", "synccheck")]
-    assert argvs[0][2:] == [sys.executable, "-P", "-m", "difftest", "repro", str(r.resolve())]
+    assert argvs[0][2:] == ["--report-api-errors", "no", sys.executable, "-P", "-m", "difftest", "repro",
+                            str(r.resolve())]
     assert "2 errors" in out and NOTE in out and BLOCK[0] in out
 
 
@@ -220,7 +221,28 @@ def test_the_command_the_sanitizer_is_given_replays_the_reproducer(tmp_path, cap
     fake = fake_sanitizer(tmp_path / "bin")
     run(repro(tmp_path), "--sanitizer", fake, "--tools", "memcheck")
     capsys.readouterr()
-    cmd = calls(tmp_path / "bin")[0][2:]
+    cmd = calls(tmp_path / "bin")[0][4:]  # after --tool T --report-api-errors no
     cmd[cmd.index(str((tmp_path / "r.json").resolve()))] = str(repro(tmp_path, device="cpu", name="c.json"))
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0 and "[PASSED] torch-blockwise" in r.stdout, r.stdout + r.stderr
+
+
+def test_racecheck_counts_from_its_own_summary_and_a_long_output_keeps_its_end(tmp_path, capsys, monkeypatch):
+    """On the H200, racecheck on cuDNN printed races but no ERROR SUMMARY where we read it: the
+    hazards from RACECHECK SUMMARY count, and an output longer than what is read keeps its end
+    (where the summaries are); host-side API return codes are not asked for (memcheck counted
+    163 cuGetProcAddress 'errors' on cuDNN)."""
+    from difftest.measure import sanitize
+
+    race = ("========= Error: Race reported between Write access at 0x50 in k()\n"
+            "========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warning)\n")
+    got = parse("racecheck", race, 1, 1.0)
+    assert got.status == "errors" and got.errors == 2
+    monkeypatch.setattr(sanitize, "MAX_OUTPUT", 2000)
+    monkeypatch.setattr(sanitize, "TAIL", 300)
+    san = fake_sanitizer(tmp_path / "bin", errors=40)
+    r = repro(tmp_path)
+    assert run(r, "--sanitizer", san, "--tools", "memcheck") == 1
+    rec = json.loads((tmp_path / "r.sanitizer.json").read_text())
+    assert rec["tools"]["memcheck"]["errors"] == 40  # the summary past the first 2000 bytes was read
+    assert calls(tmp_path / "bin")[0][:4] == ["--tool", "memcheck", "--report-api-errors", "no"]

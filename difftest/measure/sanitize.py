@@ -50,6 +50,12 @@ NO_POOLS = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "XLA_PYTHON_CLIENT_ALLOCATOR"
 MAX_OUTPUT = 8 << 20  # bytes of a child's output read back
 FIRST_BLOCKS, BLOCK_LINES = 3, 12  # error blocks kept per tool, lines kept per block
 SUMMARY = re.compile(r"^=+ ERROR SUMMARY: (\d+) errors?", re.M)
+# racecheck's own summary (its ERROR SUMMARY can be absent): "N hazards displayed (E errors, W warnings)"
+RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, \d+ warnings?\)")
+TAIL = 256 << 10  # bytes of a long output's end kept beside its head (the summaries are printed last)
+# Host-side CUDA API return codes (a framework probing cuGetProcAddress for entry points the
+# driver lacks) are not kernel errors: on the H200 they were all memcheck reported for cuDNN.
+SANITIZER_FLAGS = ("--report-api-errors", "no")
 CASE = re.compile(r"^\[(PASSED|FAILED|ERROR|SKIPPED)\] .*$", re.M)
 MARK = "<!-- difftest sanitize -->"  # the summary.md section's bounds (a rerun replaces it)
 CLEAN, ERRORS, NOT_RUN = "clean", "errors", "not run"
@@ -112,7 +118,7 @@ def parse(tool: str, text: str, code: int | None, seconds: float) -> ToolResult:
     """A tool's result from its child's output and exit code."""
     case = CASE.search(text)
     case_line = case.group(0)[:300] if case else ""
-    counts = [int(n) for n in SUMMARY.findall(text)]
+    counts = [int(n) for n in SUMMARY.findall(text)] or [int(n) for n in RACE_SUMMARY.findall(text)]
     if not counts:
         lines = [x.strip("= ").strip() for x in text.splitlines() if x.strip("= ").strip()]
         said = next((x for x in lines if "error" in x.lower() and x.startswith(("Error", "ERROR"))), None) or \
@@ -126,7 +132,8 @@ def parse(tool: str, text: str, code: int | None, seconds: float) -> ToolResult:
 
 def _run_tool(sanitizer: str, tool: str, repro: Path, extra: list, env: dict, timeout: float) -> ToolResult:
     """One tool on the reproducer, in its own process group (ended whole on a timeout)."""
-    cmd = [sanitizer, "--tool", tool, sys.executable, "-P", "-m", "difftest", "repro", str(repro), *extra]
+    cmd = [sanitizer, "--tool", tool, *SANITIZER_FLAGS, sys.executable, "-P", "-m", "difftest", "repro", str(repro),
+           *extra]
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as log:
         try:
@@ -140,8 +147,13 @@ def _run_tool(sanitizer: str, tool: str, repro: Path, extra: list, env: dict, ti
             _end_group(proc)
             return ToolResult(tool, NOT_RUN, exit_code=None, seconds=round(time.perf_counter() - t0, 2),
                               why=f"timed out after {timeout:g} s (--timeout)")
+        size = log.seek(0, os.SEEK_END)
         log.seek(0)
-        text = log.read(MAX_OUTPUT).decode("utf-8", "replace")
+        head = log.read(MAX_OUTPUT)
+        if size > MAX_OUTPUT:  # racecheck can print a line per hazard: keep the end, where the summaries are
+            log.seek(max(MAX_OUTPUT, size - TAIL))
+            head += b"\n" + log.read(TAIL)
+        text = head.decode("utf-8", "replace")
     return parse(tool, text, code, time.perf_counter() - t0)
 
 
