@@ -122,8 +122,8 @@ def fp8_reference(inputs: Inputs) -> Outputs:
             dq[rq, h0:h1] = (torch.matmul(dsq, seq.k[h0:h1]) * p.scale).transpose(0, 1)
             if dsink is not None:
                 dsink[h0:h1] -= (p_sink * delta[rq, h0:h1].transpose(0, 1)).sum(dim=-1)
-    dk = dk_h.view(p.total_k, p.heads_kv, p.group, -1).sum(dim=2)
-    dv = dv_h.view(p.total_k, p.heads_kv, p.group, -1).sum(dim=2)
+    dk = dk_h.view(p.total_k, p.heads_kv, p.group, p.head_dim_qk).sum(dim=2)
+    dv = dv_h.view(p.total_k, p.heads_kv, p.group, p.head_dim_v).sum(dim=2)
     stored = {n: fp8.store_current(t, p.dtype) for n, t in (("dq", dq), ("dk", dk), ("dv", dv))}
     out = Outputs(o=o, lse=lse, dq=stored["dq"][0], dk=stored["dk"][0], dv=stored["dv"][0], dsink=dsink)
     out.amax = {"o": o_amax, "ds": ds_amax, **{n: s[2] for n, s in stored.items()}}

@@ -340,8 +340,10 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
     # P off by a factor e^delta, a relative error expm1(delta): delta at ordinary logits, far
     # more at |S| ~ 1e7 in float32, where one ulp of S is a whole logit unit
     delta = min(floor_ulps * EPS["float32"] * (1.0 + logit_scale), 50.0)
-    if problem.dtype in FP8_DTYPES:  # one ulp of the format at the tensor's magnitude (module docstring)
-        floor = EPS[problem.dtype] * scale if name in FP8_STORED else floor_ulps * EPS["float32"] * max(scale, floor_magnitude)
+    if problem.dtype in FP8_DTYPES:  # one ulp of the format at the tensor's magnitude (module docstring),
+        # plus float32's floor (LSE and dSink are float32; a truth of 0 keeps a limit above 0)
+        floor = ((EPS[problem.dtype] * scale if name in FP8_STORED else 0.0)
+                 + floor_ulps * EPS["float32"] * max(scale, floor_magnitude))
     else:
         floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude)
     floor += math.expm1(delta) * max(terms, scale)
