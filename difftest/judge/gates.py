@@ -63,7 +63,7 @@ from difftest.model.outputs import is_poison
 from difftest.model.problem import FP8_DTYPES, OUTPUTS, Problem
 from difftest.vocab import Gate
 
-FP8_K = {"o": 2.0, "lse": 1.0, "dq": 2.0, "dk": 2.0, "dv": 2.0, "dsink": 2.0}
+FP8_K = {"o": 2.0, "lse": 1.0, "dq": 4.5, "dk": 4.5, "dv": 2.0, "dsink": 2.0}
 
 # The budget's k per dtype and output, calibrated (results/calibration.md, 2026-11-30): the
 # largest k_needed measured over correct kernels (CPU: torch-blockwise, sdpa-cpu-math,
