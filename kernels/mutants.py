@@ -22,11 +22,13 @@ from typing import Callable
 import torch
 
 from difftest.execute.adapter import KernelAdapter
+from difftest.model import fp8
 from difftest.model.inputs import torch_dtype
-from difftest.model.problem import V2_ONLY_KINDS, Problem
+from difftest.model.problem import FP8_DTYPES, V2_ONLY_KINDS, Problem
 
 from .blockwise import BlockwiseAttention
 from .extra_sources import load_extra
+from .variants import Fp8CurrentScaling
 
 # Bug classes, as public bug reports against attention backward kernels name them; every one
 # has at least one mutant below.
@@ -48,6 +50,7 @@ BUG_CLASSES = {
     "some-heads": "faults that appear only for some heads",
     "dtype-limits": "an intermediate overflows the input dtype before the result does",
     "layout": "memory layouts assumed away: strides, storage offsets, alignment, stride-0 heads",
+    "fp8-scaling": "FP8 scale factors forgotten, applied twice, or taken from the wrong tensor",
     "partial-tile": "only part of an MMA tile computed (e.g. only the first 16 rows of dQ)",
     "structured-values": "faults that only activations like a trained model's expose (attention sinks, "
                          "heavy tails, tied keys, a dO from a loss)",
@@ -81,9 +84,10 @@ _CATALOGUE: list[Mutant] = []
 PROFILES = ("ci", "gpu")  # Mutant.profile values, in the order of the search's reach
 
 
-def mutant(bug_class: str, example: Problem, profile: str = "ci"):
+def mutant(bug_class: str, example: Problem, profile: str = "ci", clean=BlockwiseAttention):
     """Register a BlockwiseAttention subclass as a mutant named after its ``name``; the
-    class docstring's first line is its description. ``profile``: see ``Mutant.profile``."""
+    class docstring's first line is its description. ``profile``: see ``Mutant.profile``;
+    ``clean``: the correct kernel it deviates from (the FP8 mutants: the FP8 emulation)."""
     if bug_class not in BUG_CLASSES:
         raise ValueError(f"bug_class={bug_class!r}: allowed {sorted(BUG_CLASSES)}")
     if profile not in PROFILES:
@@ -96,10 +100,11 @@ def mutant(bug_class: str, example: Problem, profile: str = "ci"):
         # examples were hand-picked against input version 1's values (difftest/model/inputs.py): a
         # trigger such as a dO row near 10^4.4 is a property of those bytes, so they keep them
         # (the structured kinds exist only in version 2: their examples keep it)
+        # (FP8 exists only under version 2 as well)
+        keep = example.values in V2_ONLY_KINDS or example.dtype in FP8_DTYPES
         _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls,
-                                 (example if example.values in V2_ONLY_KINDS else
-                                  example.replace(input_version=1)).validate(),
-                                 clean=BlockwiseAttention, profile=profile))
+                                 (example if keep else example.replace(input_version=1)).validate(),
+                                 clean=clean, profile=profile))
         return cls
 
     return wrap
@@ -675,6 +680,64 @@ class DqFirst16RowsPerTile(BlockwiseAttention):
 
     def reduce_dq(self, acc, parts):
         super().reduce_dq(acc, [(r0, min(r1, r0 + 16), part[:, :16]) for r0, r1, part in parts])
+
+
+# ----------------------------------------------------------------------------- FP8 scaling
+# Deviations of the FP8 emulation (kernels/variants.py, fp8-current-scaling): each one a scale
+# factor a careless FP8 kernel gets wrong; the clean kernel is the emulation itself.
+_FP8 = dict(dtype="float8_e4m3fn", head_dim_qk=32, head_dim_v=32)
+
+
+@mutant("fp8-scaling", Problem(seqlen_q=8, seqlen_k=8, **_FP8), clean=Fp8CurrentScaling)
+class Fp8DoDescaleForgotten(Fp8CurrentScaling):
+    """dO's descale is never applied: the backward reads the stored FP8 dO as if its scale
+    were 1, so dQ, dK and dV come out scaled by dO's scale (a power of two, 64 for N(0, 1) dO
+    in e4m3)."""
+
+    name = "fp8-do-descale-forgotten"
+
+    def descale_of(self, inputs, name):
+        return 1.0 if name == "do" else super().descale_of(inputs, name)
+
+
+@mutant("fp8-scaling", Problem(seqlen_q=8, seqlen_k=8, values="mixed_do", value_scale=1.0, **_FP8),
+        clean=Fp8CurrentScaling)
+class Fp8DoDescaleTwice(Fp8CurrentScaling):
+    """dO's descale is applied twice (once folded into the dP GEMM's epilogue, once more in
+    the dV one): the gradients are divided by dO's scale."""
+
+    name = "fp8-do-descale-twice"
+
+    def descale_of(self, inputs, name):
+        d = super().descale_of(inputs, name)
+        return d * d if name == "do" else d
+
+
+@mutant("fp8-scaling", Problem(seqlen_q=16, seqlen_k=16, values="mixed_do", value_scale=3.0, **_FP8),
+        clean=Fp8CurrentScaling)
+class Fp8DsScaleOfP(Fp8CurrentScaling):
+    """dS is stored with P's scale (scale_dP = scale_s, one scale register reused) instead of
+    one from dS's own amax: large gradients saturate at the format's largest value and small
+    ones flush to zero."""
+
+    name = "fp8-ds-scale-of-p"
+
+    def ds_store_scale(self, amax_ds):
+        return fp8.fmt(self.dtype).p_scale
+
+
+@mutant("fp8-scaling", Problem(seqlen_q=8, seqlen_k=8, **_FP8), clean=Fp8CurrentScaling)
+class Fp8DvDescaleOfDk(Fp8CurrentScaling):
+    """dV is stored with its own scale but read back with dK's descale (the two outputs'
+    scale pointers swapped): dV comes out multiplied by scale_dV / scale_dK, a power of two
+    whenever the two amaxes lie in different binades."""
+
+    name = "fp8-dv-descale-of-dk"
+
+    def output_descale(self, name, scale):
+        if name == "dv":
+            return 1.0 / self.scales["dk"]
+        return super().output_descale(name, scale)
 
 
 # ----------------------------------------------------------------------------- catalogue

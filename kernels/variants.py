@@ -23,7 +23,9 @@ from typing import Callable
 import torch
 
 from difftest.execute.adapter import KernelAdapter
+from difftest.model import fp8
 from difftest.model.inputs import torch_dtype
+from difftest.model.problem import FP8_DTYPES
 
 from .blockwise import F32, BlockwiseAttention
 from .extra_sources import load_extra
@@ -294,6 +296,94 @@ class Fa2Convention(_LseOnly, _InputDtype):
     def reduce_group(self, grad_h, idx, heads_kv):
         rounded = grad_h.to(self.low).to(F32) if self.low != F32 else grad_h
         return torch.stack([rounded[idx == g].sum(dim=0) for g in range(heads_kv)])
+
+
+# ----------------------------------------------------------------------------- FP8
+@variant("cuDNN sdpa_fp8 / sdpa_fp8_backward (Hopper, Blackwell), Transformer Engine FP8 attention")
+class Fp8CurrentScaling(BlockwiseAttention):
+    """FP8 attention emulated on the CPU: reads the stored FP8 Q, K, V, dO with their
+    descales, feeds P (scaled by P_SCALE) and dS (scaled by its own amax, measured in a first
+    pass) to the GEMMs in FP8, accumulates in float32, takes Delta from the stored O, and
+    stores O, dQ, dK, dV in FP8 with current scaling (difftest/model/fp8.py).
+
+    The tiled blockwise kernel with FP8 storage at each point cuDNN's FP8 kernels store: a
+    correct FP8 design (online softmax, P quantised per key tile against the running max in
+    the forward, per tile in the backward; the yardstick, oracles/fp8.py, is dense), so every
+    verdict on it must pass. ``amax`` and ``scales`` (dicts, set by each call) are what the
+    kernel would report. The FP8 mutants of kernels/mutants.py deviate from it by one hook."""
+
+    name = "fp8-current-scaling"
+    capability = replace(BlockwiseAttention.capability, dtypes=FP8_DTYPES, layouts=("contiguous",))
+    delta_source = "o_do"  # FP8 kernels take Delta = rowsum(O * dO) from the stored O and dO
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.dtype = FP8_DTYPES[0]
+        self.ds_scale = None  # None: the measuring pass (dS unquantised, its amax recorded)
+        self.ds_amax = 0.0
+        self.amax, self.scales = {}, {}
+
+    # --- what the kernel reads
+    def load(self, inputs, name, b):
+        t = inputs.fp8[name]
+        p = inputs.problem
+        cu = p.cu_seqlens_q if name in ("q", "do") else p.cu_seqlens_k
+        return fp8.dequantise(t.data[cu[b]:cu[b + 1]], self.descale_of(inputs, name))
+
+    def descale_of(self, inputs, name: str) -> float:
+        """The descale the kernel multiplies a stored input by."""
+        return inputs.fp8[name].descale
+
+    # --- where it quantises
+    def p_scale(self) -> float:
+        return fp8.fmt(self.dtype).p_scale
+
+    def ds_store_scale(self, amax_ds: float) -> float:
+        """The scale dS is stored with, from the amax the measuring pass saw."""
+        return fp8.pow2_scale(amax_ds, self.dtype)
+
+    def operand(self, t, which):
+        if which in ("p_fwd", "p_dv"):
+            return fp8.round_trip(t, self.p_scale(), self.dtype)
+        if self.ds_scale is None:  # the measuring pass
+            self.ds_amax = max(self.ds_amax, fp8.amax(t))
+            return t
+        return fp8.round_trip(t, self.ds_scale, self.dtype)
+
+    def store(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        """An output written in FP8 with current scaling and read back (``amax`` and
+        ``scales`` record what was used)."""
+        a = fp8.amax(t)
+        s = fp8.pow2_scale(a, self.dtype)
+        self.amax[name], self.scales[name] = a, s
+        return fp8.dequantise(fp8.quantise(t, s, self.dtype), self.output_descale(name, s))
+
+    def output_descale(self, name: str, scale: float) -> float:
+        """The descale an output is read back with: its own scale's inverse."""
+        return 1.0 / scale
+
+    # --- the calls
+    def forward(self, inputs, out=None):
+        self.dtype = inputs.problem.dtype
+        self.amax, self.scales = {}, {"p": self.p_scale()}
+        fwd, ctx = super().forward(inputs, out)
+        fwd.o.copy_(self.store("o", fwd.o))
+        return fwd, ctx
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        self.dtype = inputs.problem.dtype
+        self.ds_scale, self.ds_amax = None, 0.0
+        super().backward(inputs, fwd, ctx, None)  # pass 1: dS's amax over the whole problem
+        self.ds_scale = self.ds_store_scale(self.ds_amax)
+        self.amax["ds"], self.scales["ds"] = self.ds_amax, self.ds_scale
+        try:
+            res = super().backward(inputs, fwd, ctx, out)
+        finally:
+            self.ds_scale = None
+        for name in ("dq", "dk", "dv"):
+            t = getattr(res, name)
+            t.copy_(self.store(name, t))
+        return res
 
 
 # ----------------------------------------------------------------------------- catalogue

@@ -10,6 +10,10 @@
   rounds where a correct flash kernel rounds, chunked); above ``chunk_threshold`` score
   elements the naive one's dense graph would not fit, and the flash-style one is the
   yardstick alone (the References carry a note saying so);
+- an FP8 Problem (difftest/model/fp8.py) has one yardstick, ``fp8_reference`` (``fp8.py``:
+  quantises P, dS and every output where a correct FP8 kernel must, with float32
+  accumulators); the naive and flash-style ones would round to no FP8 format at all. The
+  truth is the float64 attention of the dequantised inputs, as for every dtype;
 - a team's elementwise standard may be stated against another truth (``standard``,
   e.g. "float32"): autograd in that precision, dense up to ``chunk_threshold`` score
   elements and chunked above; the budget keeps the float64 truth.
@@ -22,6 +26,7 @@ from difftest.model.outputs import Outputs
 
 from .chunked import CHUNK_PRECISIONS, DEFAULT_MAX_CHUNK_ELEMENTS, chunk_rows, chunked_reference, rows_allowed
 from .flash_style import flash_style_reference
+from .fp8 import fp8_reference
 from .reference import PRECISIONS, allowed_mask, reference
 
 # Score elements (sum over sequences of seqlen_q x seqlen_k, times heads_q) above which
@@ -56,15 +61,21 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
         raise ValueError(f"standard={standard!r}: allowed {CHUNK_PRECISIONS} or None")
     from difftest.execute.timing import phase  # the campaign's time split: truth / yardsticks
 
+    from difftest.model.fp8 import is_fp8
+
     dense = score_elements(inputs) <= threshold
     with phase("truth"):
         truth = chunked_reference(inputs, "float64", magnitudes=True)
-    with phase("yardsticks"):
-        flash = flash_style_reference(inputs)
     std = None
     if standard not in (None, "float64"):
         with phase("truth"):
             std = reference(inputs, standard) if dense else chunked_reference(inputs, standard)
+    if is_fp8(inputs.problem.dtype):
+        with phase("yardsticks"):
+            yard = fp8_reference(inputs)
+        return References(truth, [yard], yard, standard=std)
+    with phase("yardsticks"):
+        flash = flash_style_reference(inputs)
     if dense:
         with phase("yardsticks"):
             same = reference(inputs, "same")
@@ -74,5 +85,5 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
 
 
 __all__ = ["CHUNK_PRECISIONS", "DEFAULT_CHUNK_THRESHOLD", "DEFAULT_MAX_CHUNK_ELEMENTS", "PRECISIONS", "References",
-           "allowed_mask", "chunk_rows", "chunked_reference", "flash_style_reference", "reference", "references",
+           "allowed_mask", "chunk_rows", "chunked_reference", "flash_style_reference", "fp8_reference", "reference", "references",
            "rows_allowed", "score_elements"]

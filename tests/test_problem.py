@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from difftest.model.problem import ALIGNS, DTYPES, MAX_HEAD_DIM, VALUE_KINDS, Problem, ProblemError
+from difftest.model.problem import ALIGNS, ALL_DTYPES, DTYPES, MAX_HEAD_DIM, VALUE_KINDS, Problem, ProblemError
 from difftest.oracles.reference import allowed_mask
 
 VARLEN = dict(batch=2, seqlen_q=(3, 0), seqlen_k=(0, 5))
@@ -31,7 +31,7 @@ INVALID = [
     ("head_dim_qk", MAX_HEAD_DIM + 1, {}, f"an int in 1..{MAX_HEAD_DIM}"),
     ("head_dim_v", 0, {}, f"an int in 1..{MAX_HEAD_DIM}"),
     ("head_dim_v", 32.0, {}, f"an int in 1..{MAX_HEAD_DIM}"),
-    ("dtype", "float64", {}, f"one of {DTYPES}"),
+    ("dtype", "float64", {}, f"one of {ALL_DTYPES}"),
     ("causal", 1, {}, "True or False"),
     ("align", "top-left", {}, f"one of {ALIGNS}"),
     ("window_left", -1, {}, "None (unbounded) or an int >= 0"),

@@ -21,6 +21,13 @@ Verdict per output, each carrying the measured numbers.
   bound of any order is sqrt(n) u (lambda = 1; the worst case, n u, would pass fp16
   accumulation bugs at long sequences). The logits' rounding (|S| above) grows the same
   way with the head dim (``dot_growth``).
+  FP8 Problems (difftest/model/fp8.py) keep the formula with an FP8 yardstick
+  (oracles/fp8.py, which stores P, dS and every output in the format) and one change in the
+  floor's first term: one ulp of the format at the tensor's own magnitude,
+  eps(fp8) * max|truth|, with no ``floor_magnitude``: a per-tensor scale makes FP8 storage
+  relative to the tensor, whatever its size, and what a correct kernel may add to the
+  yardstick's error is one output rounding that falls the other way (the yardstick's
+  error already holds the format's rounding of every output).
   Reported: ``ratio`` = error / limit (> 1 fails; campaigns climb it with
   hypothesis.target) and ``k_needed``, the smallest k that would pass, so k can be set
   from data rather than guessed (``difftest calibrate``).
@@ -53,8 +60,10 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from difftest.model.outputs import is_poison
-from difftest.model.problem import OUTPUTS, Problem
+from difftest.model.problem import FP8_DTYPES, OUTPUTS, Problem
 from difftest.vocab import Gate
+
+FP8_K = {"o": 2.0, "lse": 1.0, "dq": 4.5, "dk": 4.5, "dv": 2.0, "dsink": 2.0}
 
 # The budget's k per dtype and output, calibrated (results/calibration.md, 2026-11-30): the
 # largest k_needed measured over correct kernels (CPU: torch-blockwise, sdpa-cpu-math,
@@ -69,12 +78,18 @@ DEFAULT_K_BY_DTYPE = {
     "float16": {"o": 1.0, "lse": 1.0, "dq": 1.5, "dk": 1.5, "dv": 1.0, "dsink": 1.0},
     "bfloat16": {"o": 1.0, "lse": 1.0, "dq": 1.5, "dk": 1.0, "dv": 1.0, "dsink": 1.0},
     "float32": {"o": 1.0, "lse": 1.0, "dq": 1.0, "dk": 1.0, "dv": 1.0, "dsink": 1.0},
+    # FP8 (results/fp8.md): set from the CPU emulation fp8-current-scaling (kernels/variants.py)
+    # against the FP8 yardstick, 2x its largest k_needed, as above; no GPU FP8 kernel measured yet
+    **{d: dict(FP8_K) for d in FP8_DTYPES},
 }
 # per output: the loosest dtype's k (what a config without a dtype states)
 DEFAULT_K = {n: max(t[n] for t in DEFAULT_K_BY_DTYPE.values()) for n in OUTPUTS}
 # the second reference's k (FA3 as a yardstick) is not calibrated: the original defaults
 SECOND_REFERENCE_K = {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dsink": 3.0}
-EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23}
+EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23,
+       "float8_e4m3fn": 2.0**-3, "float8_e5m2": 2.0**-2}
+# the outputs an FP8 kernel stores in the format (LSE and dSink stay float32)
+FP8_STORED = ("o", "dq", "dk", "dv")
 
 
 @dataclass(frozen=True)
@@ -325,7 +340,13 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
     # P off by a factor e^delta, a relative error expm1(delta): delta at ordinary logits, far
     # more at |S| ~ 1e7 in float32, where one ulp of S is a whole logit unit
     delta = min(floor_ulps * EPS["float32"] * (1.0 + logit_scale), 50.0)
-    floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude) + math.expm1(delta) * max(terms, scale)
+    if problem.dtype in FP8_DTYPES:  # one ulp of the format at the tensor's magnitude (module docstring),
+        # plus float32's floor (LSE and dSink are float32; a truth of 0 keeps a limit above 0)
+        floor = ((EPS[problem.dtype] * scale if name in FP8_STORED else 0.0)
+                 + floor_ulps * EPS["float32"] * max(scale, floor_magnitude))
+    else:
+        floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude)
+    floor += math.expm1(delta) * max(terms, scale)
     # a float32 accumulator over n terms, in whatever order a correct kernel adds them (a GPU
     # SGEMM thread's sequential chain errs ~4x the CPU BLAS's blocked order: results/variants.md):
     # sqrt(n) u32 of the terms' absolute sum (the probabilistic bound, lambda = 1)

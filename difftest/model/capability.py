@@ -18,7 +18,7 @@ every field.
 from dataclasses import dataclass, fields, replace
 
 from difftest.model.layouts import LAYOUTS
-from difftest.model.problem import ALIGNS, DTYPES, OUTPUTS, VALUE_KINDS, Problem
+from difftest.model.problem import ALIGNS, ALL_DTYPES, OUTPUTS, VALUE_KINDS, Problem
 
 
 @dataclass(frozen=True)
@@ -175,9 +175,9 @@ class Capability:
     def __post_init__(self):
         if not self.dtypes or not self.head_dims_qk or not self.v_dims:
             raise ValueError("Capability.dtypes, head_dims_qk and head_dims_v must not be empty")
-        bad = [d for d in self.dtypes if d not in DTYPES]
+        bad = [d for d in self.dtypes if d not in ALL_DTYPES]
         if bad:
-            raise ValueError(f"Capability.dtypes has {bad}: allowed {DTYPES}")
+            raise ValueError(f"Capability.dtypes has {bad}: allowed {ALL_DTYPES}")
         if self.equal_head_dims and self.head_dims_v is not None and set(self.head_dims_v) != set(self.head_dims_qk):
             raise ValueError(f"Capability.head_dims_v={self.head_dims_v} differs from head_dims_qk={self.head_dims_qk} "
                              f"while equal_head_dims=True (the default): set equal_head_dims=False to draw "

@@ -24,6 +24,14 @@ bit differs between devices. All tensors use the packed
 THD layout (tokens of all sequences concatenated); ``bshd()`` views a dense problem as
 [batch, seq, heads, dim] and ``rows(name, b)`` gives one sequence's rows.
 
+FP8 Problems (``Problem.dtype`` in ``FP8_DTYPES``, difftest/model/fp8.py): the values are drawn
+exactly as for the other dtypes and rounded to float32, then each of q, k, v and dO is
+quantised with its own power-of-two scale. ``Inputs.q`` etc. then hold the *dequantised*
+values in float32 (exact: the scales are powers of two), so every reference, the truth
+included, sees what the kernel was handed; ``Inputs.fp8`` holds what an FP8 kernel reads,
+the stored bytes and their descales (``Fp8Tensor``). ``loss_do`` takes O from the
+dequantised q, k, v. The 16/32-bit dtypes draw the same bytes as before.
+
 These are the logical, contiguous tensors. The kernel receives them re-materialised in
 the Problem's memory layout (``lay_out`` below, with difftest/model/layouts.py: same values, other strides,
 offsets or storage); ``bshd()`` and ``rows()`` are then views of the laid-out memory.
@@ -38,7 +46,7 @@ from dataclasses import dataclass
 
 import torch
 
-from difftest.model import counter_rng
+from difftest.model import counter_rng, fp8
 from difftest.model.layouts import materialise
 from difftest.model.problem import Problem
 
@@ -46,7 +54,9 @@ TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32":
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    return TORCH_DTYPES[name]
+    """The torch dtype a Problem's tensors are carried in: the dtype itself, or float32 for
+    an FP8 Problem (its dequantised values; the stored bytes are ``Inputs.fp8``)."""
+    return torch.float32 if fp8.is_fp8(name) else TORCH_DTYPES[name]
 
 
 @dataclass
@@ -62,6 +72,9 @@ class Inputs:
     # dense problems under a layout (difftest/model/layouts.py): name -> the laid-out
     # [B, S, H, D] view, which the packed field above may only copy (head-major, B > 1)
     dense: dict | None = None
+    # FP8 problems: name ("q", "k", "v", "do") -> fp8.Fp8Tensor, what an FP8 kernel is handed
+    # (contiguous packed bytes and descale); q, k, v, do above hold the dequantised values
+    fp8: dict | None = None
 
     TENSORS = ("q", "k", "v", "do", "sink", "cu_seqlens_q", "cu_seqlens_k")
 
@@ -71,7 +84,8 @@ class Inputs:
 
     def to(self, device) -> "Inputs":
         kw = {n: (None if getattr(self, n) is None else getattr(self, n).to(device)) for n in self.TENSORS}
-        return Inputs(problem=self.problem, **kw)
+        f8 = None if self.fp8 is None else {n: t.to(device) for n, t in self.fp8.items()}
+        return Inputs(problem=self.problem, fp8=f8, **kw)
 
     def upcast(self, dtype=torch.float64) -> "Inputs":
         """The same (already rounded) values in a wider float type, for references."""
@@ -79,7 +93,7 @@ class Inputs:
         for n in ("q", "k", "v", "do", "sink"):
             if kw[n] is not None:
                 kw[n] = kw[n].to(dtype)
-        return Inputs(problem=self.problem, **kw)
+        return Inputs(problem=self.problem, fp8=self.fp8, **kw)
 
     def bshd(self, name: str) -> torch.Tensor:
         """A dense problem's tensor as [batch, seq, heads, dim]: a view of the memory the
@@ -155,15 +169,24 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
         def rnd(t):
             return t.to(torch.float32).to(dt)
     q, k, v = rnd(q), rnd(k), rnd(v)
+    stored = None
+    if fp8.is_fp8(p.dtype):  # quantised per tensor; the references see the dequantised values
+        stored = {n: fp8.Fp8Tensor.of(t, p.dtype) for n, t in (("q", q), ("k", k), ("v", v))}
+        q, k, v = (stored[n].dequantised() for n in ("q", "k", "v"))
     sink = None if sink is None else sink.to(torch.float32).to(device)
     if p.values == "loss_do":  # dO from the forward of the rounded inputs
         do = loss_do(p, q, k, v, sink)
+    do = rnd(do)
+    if stored is not None:
+        stored["do"] = fp8.Fp8Tensor.of(do, p.dtype)
+        do = stored["do"].dequantised()
     return Inputs(
         problem=p,
-        q=q, k=k, v=v, do=rnd(do),
+        q=q, k=k, v=v, do=do,
         sink=sink,
         cu_seqlens_q=torch.tensor(p.cu_seqlens_q, dtype=torch.int32, device=device),
         cu_seqlens_k=torch.tensor(p.cu_seqlens_k, dtype=torch.int32, device=device),
+        fp8=stored,
     )
 
 
@@ -343,7 +366,10 @@ def heavy_tail_dof(value_scale: float) -> int:
     return max(1, min(8, int(math.floor(8.0 / value_scale + 0.5))))
 
 
-HEAVY_TAIL_CLIP = {"float16": 64.0, "bfloat16": 1024.0, "float32": 1024.0}
+HEAVY_TAIL_CLIP = {"float16": 64.0, "bfloat16": 1024.0, "float32": 1024.0,
+                   # FP8: drawn in float32, scaled per tensor: one outlier of 1024 pushes the
+                   # bulk of the tensor toward the format's subnormals, FP8's own hazard
+                   "float8_e4m3fn": 1024.0, "float8_e5m2": 1024.0}
 
 
 def _student_t(p, stream, shape, z, device):
@@ -680,6 +706,7 @@ def lay_out(inputs):
     if why:
         raise ValueError(f"Problem.layout={layout.kind!r} is invalid: allowed {why}")
     kw = {n: getattr(inputs, n) for n in Inputs.TENSORS}
+    kw["fp8"] = inputs.fp8  # the stored FP8 bytes stay packed and contiguous
     dense = None if p.varlen else {}
     for name in layout.tensors:
         if dense is None:

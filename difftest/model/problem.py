@@ -23,6 +23,11 @@ Layout conventions used throughout difftest:
   float64 CPU ``torch.Generator`` used before 2026-11-30, is what JSON without the field
   means (``from_dict``), so an older reproducer, report or failure-store line replays
   its original bytes. A hand-written JSON Problem gets version 1 unless it says 2.
+- ``dtype``: float16, bfloat16, float32, or an FP8 format (``FP8_DTYPES``): then every tensor
+  the kernel reads or writes is stored in that format with a per-tensor power-of-two scale
+  (difftest/model/fp8.py); the inputs are drawn as for any dtype, quantised, and the truth is
+  the attention of the *dequantised* inputs, so input quantisation is never charged to the
+  kernel. FP8 needs input version 2 (no FP8 Problem was written before it).
 - ``layout`` (a ``difftest.model.layouts.Layout``; JSON: its kind as a string) says how the
   kernel receives q, k, v and dO in memory (contiguous, head-major, strided slices,
   offsets, stride-0 K/V). It never changes a value: the references see the same
@@ -39,6 +44,12 @@ from difftest.errors import InputError
 from difftest.model.layouts import CONTIGUOUS, Layout
 
 DTYPES = ("float16", "bfloat16", "float32")
+# FP8 problems (difftest/model/fp8.py): every tensor the kernel reads or writes stored in the
+# format with a per-tensor scale; inputs drawn as for any dtype, then quantised. Kept apart
+# from DTYPES so that code enumerating the 16/32-bit dtypes (kernels, probes, grids) never
+# meets them: only a capability that lists an FP8 dtype is drawn FP8 problems.
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+ALL_DTYPES = DTYPES + FP8_DTYPES
 ALIGNS = ("top_left", "bottom_right")
 VALUE_KINDS = (
     "normal",  # q, k, v, dO ~ N(0, 1)
@@ -174,8 +185,8 @@ class Problem:
             v = getattr(self, name)
             if not _is_int(v) or not 1 <= v <= MAX_HEAD_DIM:
                 raise ProblemError(name, v, f"an int in 1..{MAX_HEAD_DIM}")
-        if self.dtype not in DTYPES:
-            raise ProblemError("dtype", self.dtype, f"one of {DTYPES}")
+        if self.dtype not in ALL_DTYPES:
+            raise ProblemError("dtype", self.dtype, f"one of {ALL_DTYPES}")
         if not isinstance(self.causal, bool):
             raise ProblemError("causal", self.causal, "True or False")
         if self.align not in ALIGNS:
@@ -216,6 +227,9 @@ class Problem:
             raise ProblemError("values", self.values,
                                f"one of {tuple(k for k in VALUE_KINDS if k not in V2_ONLY_KINDS)} under "
                                f"input_version {self.input_version} ({self.values} needs input_version 2)")
+        if self.dtype in FP8_DTYPES and self.input_version < 2:
+            raise ProblemError("dtype", self.dtype,
+                               f"one of {DTYPES} under input_version {self.input_version} (FP8 needs input_version 2)")
         why = self.layout.unfit(self)
         if why:
             raise ProblemError("layout", self.layout.kind, why)
