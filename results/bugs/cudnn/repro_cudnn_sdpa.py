@@ -13,7 +13,7 @@ from the first. Cases:
   dense_d136_v72, dense_d160_v120  dense batch 3, s_q 1, s_kv 2 (the 2026-12-02 candidates), 20
                     backward runs each: dQ columns past 128 zero in how many runs, runs differing
   dense_d136_v72_b1, dense_d128_v72  controls (batch 1; d_qk 128)
-Run: python3 repro_cudnn_sdpa.py [CASE ...]
+Run: python3 repro_cudnn_sdpa.py [CASE ...]    (or --sweep: dense b1, d_qk x d_v pairs, 3 runs each)
 """
 import json
 import math
@@ -200,6 +200,15 @@ if __name__ == "__main__":
     print(json.dumps({"torch": torch.__version__, "cudnn_frontend": cudnn.__version__,
                       "cudnn_backend": cudnn.backend_version(), "gpu": torch.cuda.get_device_name()}))
     import sys
+    if sys.argv[1:2] == ["--sweep"]:  # dense b1 s_q 1 s_kv 2: which (d_qk, d_v) pairs go wrong
+        for dqk_ in (128, 136, 160, 192, 200, 256):
+            for dv_ in (64, 72, 120, 128, 136, 192):
+                try:
+                    run(f"sweep_d{dqk_}_v{dv_}", [1], [2], 1, 1, dqk_, dv_, ragged=False, reps=3)
+                except Exception as e:  # a refusal is a result too
+                    print(json.dumps({"case": f"sweep_d{dqk_}_v{dv_}", "error": f"{type(e).__name__}: {e}"[:200]}),
+                          flush=True)
+        sys.exit(0)
     only = set(sys.argv[1:])  # case names to run (default: all)
     for name, sq_, sk_, hq_, hk_, dqk_, dv_, kw in CASES:
         if only and name not in only:
