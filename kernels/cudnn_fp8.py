@@ -28,6 +28,10 @@ capability); the H200 has cuDNN 9.19, sm90 (Hopper):
 - cuDNN >= 9.1 and != 9.10.0 (sdpa_fp8_bwd.h:96-106): 9.19 qualifies;
 - sliding windows and sinks are not claimed: the headers admit them, but no FP8 test of them
   on Hopper was read, and the H200 has not run them.
+- measured on the H200 (2026-12-02, results/fp8.md): every s_q = 1 with s_kv > 1 is declined by
+  the backend (cudnnGraphNotSupportedError, 54 of 54 drawn), now a refusal; causal is not
+  claimed until the adapter's causal call is fixed (sdpa_fp8 raised TypeError on the keyword
+  arguments this adapter passes for a causal mask: an adapter fault, not cuDNN's).
 - max_seqlen / max_heads / max_batch are campaign bounds (GPU time), not cuDNN's.
 """
 
@@ -61,7 +65,7 @@ class CudnnFp8Capability(Capability):
 
 CAPABILITY = CudnnFp8Capability(
     dtypes=FP8_DTYPES, head_dims_qk=(HOPPER_HEAD_DIM,), head_dims_v=(HOPPER_HEAD_DIM,), equal_head_dims=True,
-    max_batch=4, max_seqlen=2048, max_heads=16, gqa=True, causal=True, aligns=("top_left",), window=False,
+    max_batch=4, max_seqlen=2048, max_heads=16, gqa=True, causal=False, aligns=("top_left",), window=False,
     varlen=False, sinks=False, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
     block_m=128, block_n=128, compile_key=COMPILE_KEY,
 )
@@ -71,6 +75,8 @@ def refusal(p: Problem) -> str | None:
     """Why cuDNN's FP8 interface refuses ``p`` although the Capability's fields cannot say so."""
     if p.max_seqlen_q == 1 and p.max_seqlen_k == 1:
         return "cuDNN's SDPA backward refuses s_q == s_kv == 1 (as the fp16 one, flash_attention.h:1353)"
+    if p.max_seqlen_q == 1:
+        return "cuDNN 9.19's FP8 SDPA on Hopper declines s_q == 1 (no engine; measured on the H200, results/fp8.md)"
     if p.causal and p.align != "top_left" and p.seqlen_q != p.seqlen_k:
         return "bottom-right causal FP8 SDPA is Blackwell-only (sdpa_fp8_bwd.h:283-286)"
     return None
