@@ -102,6 +102,28 @@ class RoundedMmaOperands(_InputDtype):
         return _round_to(t, self.low)
 
 
+@variant("PyTorch's memory-efficient backward (xFormers' cutlass kernel): scale * dS in the input dtype")
+class ScaledDsStored(_InputDtype):
+    """dS multiplied by the softmax scale before it is rounded to the input dtype for the dS K
+    and dS^T Q GEMMs (no scale in their epilogues), P rounded before P^T dO: at a scale > 1 the
+    stored scale * dS overflows fp16 where the unscaled dS of a FlashAttention kernel does not."""
+
+    name = "scaled-ds-stored"
+    _scale = 1.0
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        self._scale = inputs.problem.scale
+        return super().backward(inputs, fwd, ctx, out)
+
+    def operand(self, t, which):
+        if which == "ds":
+            return _round_to(t * self._scale, self.low)
+        return _round_to(t, self.low) if which == "p_dv" else t
+
+    def grad_scale(self, p, which):
+        return 1.0
+
+
 # ----------------------------------------------------------------------------- exp2 / log2
 @variant("FlashAttention 2/3/4, Triton: exp2 with log2(e) folded into the softmax scale")
 class Exp2FoldedScale(BlockwiseAttention):

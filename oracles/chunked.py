@@ -363,7 +363,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             else:
                 ds = dp.sub_(delta.unsqueeze(-1)).mul_(e2)  # dS (times total in float64)
                 if edge is not None:
-                    rows_edge, cols_edge = _overflow_edge(ds, e2, oc, doc, vb, edge_at, low)
+                    rows_edge, cols_edge = _overflow_edge(ds, e2, oc, doc, vb, edge_at, low, scale)
                     edge["dq"][q0 + r0:q0 + r1] = rows_edge.view(Hkv, c, G).permute(1, 0, 2).reshape(c, Hq)
                     dk_edge[:, lo:hi] |= cols_edge
                 ds = rnd(ds)
@@ -418,6 +418,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
 # where the float64 |dS| was 65524.4, this yardstick's 65506.6 and that band 118.6 wide: a correct kernel's
 # result, which the gate called wrong. ``_overflow_edge`` marks the dQ and dK rows where
 # |dS| + band reaches the edge; the gate accepts a non-finite value there (gates.dtype_limited).
+# Which dS is stored differs by design: FlashAttention stores dS = P (dP - Delta) and applies the
+# softmax scale in the dQ/dK epilogue; PyTorch's memory-efficient backward stores scale * dS
+# (kernel_backward.h: ``accum = accum * scale`` before ``scalar_t(accum)``). At a scale > 1 the
+# second overflows first: on the H200 (2026-12-02) sdpa-efficient stored an infinity, then NaN in
+# dQ, where |dS| was 21,099 and |scale dS| 122,381. The edge is reached by either.
 def _overflow_edge_at(dtype: torch.dtype) -> float | None:
     """The magnitude from which a float rounds to an infinity in ``dtype`` (its largest finite
     value plus half an ulp), where float32's dS can reach it finitely: fp16. None for bfloat16
@@ -430,17 +435,19 @@ def _overflow_edge_at(dtype: torch.dtype) -> float | None:
     return float(fmax) + (float(fmax) - float(below)) / 2
 
 
-def _overflow_edge(ds, p, o, do, v, at: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _overflow_edge(ds, p, o, do, v, at: float, dtype: torch.dtype,
+                   scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows [heads, rows], cols [heads, keys]): where |dS| plus the band by which a correct
-    kernel's dS may differ from this one (see above) reaches ``at`` (``_overflow_edge_at`` of
-    the input ``dtype``), reduced over the keys (the dQ rows it feeds) and over the rows (the dK
-    rows). ``ds``, ``p`` [heads, rows, keys] float32 (P normalised), ``o`` the stored O and
-    ``do`` [heads, rows, Dv], ``v`` [heads, keys, Dv]."""
+    kernel's dS may differ from this one (see above), stored unscaled or times the softmax
+    ``scale`` (see above), reaches ``at`` (``_overflow_edge_at`` of the input ``dtype``),
+    reduced over the keys (the dQ rows it feeds) and over the rows (the dK rows). ``ds``,
+    ``p`` [heads, rows, keys] float32 (P normalised), ``o`` the stored O and ``do``
+    [heads, rows, Dv], ``v`` [heads, keys, Dv]."""
     u = torch.finfo(dtype).eps / 2  # the input dtype's unit roundoff
     acc = do.shape[-1] * 2.0**-24  # float32 sums of Dv terms
     od = (o.abs() * do.abs()).sum(-1, keepdim=True)  # sum_d |O dO|: what Delta sums
     band = p * (od * (2 * u + acc) + acc * do.abs().sum(-1, keepdim=True) * v.abs().amax(-1).unsqueeze(1))
-    hit = band.add_(ds.abs()) >= at
+    hit = band.add_(ds.abs()).mul_(max(1.0, scale)) >= at
     return hit.any(-1), hit.any(1)
 
 

@@ -162,7 +162,10 @@ def rounding_regressions(c: Capability) -> list[Problem]:
     - fp16 per-query-head dK/dV partials beyond 65504 under a broadcast K/V whose group sum
       is finite (sdpa-efficient's kv_broadcast class): gates._partials_limited;
     - float32 near-constant values over 650 keys (sdpa-math on CUDA: a GPU GEMM's sequential
-      summation order): gates.sum_length."""
+      summation order): gates.sum_length;
+    - fp16 dS stored times a softmax scale > 1 (PyTorch's memory-efficient backward: scale * dS
+      overflows where the unscaled dS does not; sdpa-efficient on the H200): the yardstick's
+      overflow edge, oracles/chunked.py."""
     out = [Problem(batch=3, seqlen_q=(3, 1, 2), seqlen_k=(3, 2, 5), heads_q=2, heads_kv=1, head_dim_qk=32,
                    head_dim_v=32, dtype="float16", values="mixed_do", value_scale=1.0, softmax_scale=4.9375, seed=s)
            for s in (91, 160)]
@@ -173,7 +176,13 @@ def rounding_regressions(c: Capability) -> list[Problem]:
                        dtype="float16", values="large_do", value_scale=4.0, seed=7, layout=lay))
     out.append(Problem(seqlen_q=650, seqlen_k=650, head_dim_qk=16, head_dim_v=16, dtype="float32",
                        values="near_constant", seed=1))
+    out.append(Problem(**SCALED_DS_OVERFLOW, layout=lay))
     return out
+
+
+# fp16, scale 5.8, large dO: |scale dS| passes 65504 where |dS| does not (scaled-ds-stored)
+SCALED_DS_OVERFLOW = dict(seqlen_q=1, seqlen_k=128, heads_q=16, heads_kv=1, head_dim_qk=64, head_dim_v=64,
+                          dtype="float16", softmax_scale=5.8, values="large_do", value_scale=6.0, seed=2)
 
 
 def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:

@@ -197,3 +197,33 @@ class _PartialInfOfTheWrongSign(type(get("variant:per-head-partials-stored"))):
 def test_an_infinity_of_the_wrong_sign_where_a_partial_overflows_still_fails():
     case = run_case(_PartialInfOfTheWrongSign(), PARTIAL_OVERFLOW)
     assert "dv:nonfinite" in failed(case)
+
+
+def test_scale_times_ds_stored_in_fp16_may_overflow_where_ds_does_not():
+    """PyTorch's memory-efficient backward stores scale * dS in fp16 (kernel_backward.h); at a
+    scale of 5.8 that overflows where FlashAttention's unscaled dS does not, and dQ/dK get
+    inf/NaN where the truth is finite. On the H200 sdpa-efficient failed dq/dk:nonfinite on such
+    a problem with exactly the non-finite elements this variant produces (18 dQ, 58 dK beyond
+    the old edge); the overflow edge now counts either convention (fails on 91584d9)."""
+    from difftest.strategies.edges import SCALED_DS_OVERFLOW
+
+    p = Problem(**SCALED_DS_OVERFLOW, layout="kv_broadcast")
+    case = run_case(get("variant:scaled-ds-stored"), p)
+    assert case.status == "passed", failed(case)
+    dq = [v for v in case.verdicts if v.output == "dq" and v.gate == "nonfinite"][0]
+    assert dq.numbers.get("overflow_limited", 0) > 0  # the variant does overflow here, visibly
+
+
+def test_a_nan_where_no_stored_ds_reaches_the_edge_still_fails():
+    """The widened edge accepts only rows a scaled or unscaled dS at the edge feeds."""
+    from difftest.strategies.edges import SCALED_DS_OVERFLOW
+
+    p = Problem(**{**SCALED_DS_OVERFLOW, "value_scale": 1.0}, layout="kv_broadcast")
+
+    class NanInDq(BlockwiseAttention):
+        def _backward(self, inputs, fwd, ctx, out):
+            res = super()._backward(inputs, fwd, ctx, out)
+            res.dq[0, 0, 0] = float("nan")
+            return res
+
+    assert "dq:nonfinite" in failed(run_case(NanInDq(), p))
