@@ -86,7 +86,8 @@ def _hostile(path, what: str):
 
 def samples_from_variant_logs(paths) -> dict:
     """{(dtype, output): [(k_needed, who, Problem JSON), ...]} from variant case logs
-    (NAME.jsonl), passing outputs only; ``who`` is the variant's registry name."""
+    (NAME.jsonl), every output (a variant is correct by construction: a failing case is a false
+    alarm whose k_needed the derivation must cover); ``who`` is the variant's registry name."""
     data = defaultdict(list)
     for path in paths:
         with open(path) as f:
@@ -98,8 +99,8 @@ def samples_from_variant_logs(paths) -> dict:
                     items = [(line["dtype"], out, float(k), bool(ok)) for out, (_, k, ok) in line["budget"].items()]
                 except (ValueError, KeyError, TypeError) as e:
                     raise _hostile(path, f"line {i} is not a variant case record ({type(e).__name__})") from None
-                for dtype, out, k, ok in items:
-                    if ok and k >= 0:
+                for dtype, out, k, _ in items:  # a correct variant's failing case is evidence too
+                    if k >= 0:
                         data[(dtype, out)].append((k, f"variant:{Path(path).stem}", line["problem"]))
     return data
 
@@ -161,21 +162,22 @@ def replay_high(data: dict, margin: float = K_MARGIN, limit: int = 20, log=None)
     from difftest.judge.gates import DEFAULT_K_BY_DTYPE
     from difftest.model.problem import Problem
 
-    todo = []
+    todo = {}  # (variant, problem, output) -> its samples' places: a case the edge corpus repeats replays once
     for (dt, out), xs in data.items():
         shipped = DEFAULT_K_BY_DTYPE.get(dt, {}).get(out, 1.0)
-        for i, (k, who, _) in enumerate(xs):
+        for i, (k, who, pjson) in enumerate(xs):
             if derive_k(k, margin) > shipped and who.startswith("variant:"):
-                todo.append((k, dt, out, i))
+                todo.setdefault((who, pjson, out), []).append((k, dt, i))
     ran = 0
-    for k, dt, out, i in sorted(todo, reverse=True)[:limit]:
-        _, name, pjson = data[(dt, out)][i]
+    for (name, pjson, out), places in sorted(todo.items(), key=lambda kv: -max(t[0] for t in kv[1]))[:limit]:
         eff = effective_k_needed(get(name), Problem.from_json(pjson), out)
         ran += 1
-        if eff is not None:
-            data[(dt, out)][i] = (eff, f"{name} (own O/LSE; truth k_needed {k:.3g})", pjson)
+        for k, dt, i in places:
+            if eff is not None:
+                data[(dt, out)][i] = (eff, f"{name} (own O/LSE; truth k_needed {k:.3g})", pjson)
         if log:
-            log(f"replayed {name} {out}/{dt}: truth k_needed {k:.3g}, effective {eff}")
+            log(f"replayed {name} {out}/{places[0][1]}: truth k_needed {places[0][0]:.3g}, effective {eff} "
+                f"({len(places)} samples)")
     return ran
 
 
@@ -211,7 +213,7 @@ def add_arguments(p):
                    help="derive the k defaults from `difftest variants --out-dir` case logs (runs nothing)")
     p.add_argument("--from-reports", nargs="+", metavar="REPORT", default=None,
                    help="... and from campaign reports of real kernels (report.json or .json.xz)")
-    p.add_argument("--replay", type=replays_int, default=20, metavar="N",
+    p.add_argument("--replay", type=replays_int, default=100, metavar="N",
                    help="replay up to N variant cases whose k_needed would raise a shipped k, judged as the "
                         "shipped verdicts judge them (against the kernel's own O/LSE where those pass); 0: none")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES))
