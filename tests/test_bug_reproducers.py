@@ -15,7 +15,7 @@ from difftest.model.problem import OUTPUTS
 from difftest.search import reproducer
 
 BUGS = Path(__file__).resolve().parent.parent / "results" / "bugs"
-JSONS = sorted(BUGS.glob("*/*.json"))
+JSONS = sorted(p for p in BUGS.glob("*/*.json") if not p.name.endswith(".sanitizer.json"))  # sidecars: difftest sanitize
 REPORTS = sorted(BUGS.glob("*/REPORT-*.md"))
 GATE_LABEL = re.compile(rf"^({'|'.join(OUTPUTS)}):[a-z_]+$")
 

@@ -209,6 +209,11 @@ ENTRIES = (
           Problem(batch=3, seqlen_q=1, seqlen_k=463, heads_q=1, heads_kv=1, head_dim_qk=160, head_dim_v=120,
                   dtype="float16", window_right=129, values="mixed_do", seed=0),
           "failed", ("lse:budget", "lse:determinism"), seen_with=CUDNN),
+    # the same problem, confirmed standalone and under compute-sanitizer on 2026-12-02 (session 2, calls D and E)
+    Entry("cudnn", "dense-dqk-136-160-oob-write", "REPORT-dense-dqk-136-160-oob-write.md", "cudnn",
+          Problem(batch=3, seqlen_q=1, seqlen_k=2, heads_q=1, heads_kv=1, head_dim_qk=136, head_dim_v=72,
+                  dtype="float16", values="normal", seed=0),
+          "failed", ("dq:budget", "dq:determinism"), seen_with=CUDNN),
     Entry("cudnn", "dsink-nondeterministic", "REPORT-dsink-nondeterministic.md", "cudnn",
           Problem(batch=1, seqlen_q=3, seqlen_k=1, heads_q=3, heads_kv=3, head_dim_qk=8, head_dim_v=104,
                   dtype="float16", sinks=True, sink_center=-4.4398495439060355, values="normal", seed=1),
