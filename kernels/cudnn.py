@@ -164,13 +164,6 @@ class _Graphs:
         def bhsd(h, s, d):  # [B, H, S, D] dims over BSHD / packed THD memory
             return dict(dim=(b, h, s, d), stride=(s * h * d, d, h * d, 1))
 
-        def build(g):
-            g.validate()
-            g.build_operation_graph()
-            g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-            g.check_support()
-            g.build_plans()
-
         def make(g, sinks_out: bool):
             t = {}
             t["q"] = g.tensor(name="q", data_type=io, **bhsd(hq, sq, dqk))
@@ -207,7 +200,7 @@ class _Graphs:
             o.set_ragged_offset(ft["off_o"])
             stats.set_ragged_offset(ft["off_s"])
         ft["o"], ft["stats"] = o, stats
-        build(fg)
+        build_graph(cudnn, fg)
 
         bg = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
         bt = make(bg, sinks_out=True)
@@ -232,18 +225,27 @@ class _Graphs:
         if p.sinks:
             bt["dsink"].set_output(True)
         bt["dq"], bt["dk"], bt["dv"] = dq, dk, dvv
-        build(bg)
+        build_graph(cudnn, bg)
         self.fwd, self.fwd_t, self.bwd, self.bwd_t = fg, ft, bg, bt
         self.workspace = max(fg.get_workspace_size(), bg.get_workspace_size())
 
 
-class CudnnAdapter(KernelAdapter):
-    def __init__(self, deterministic: bool = True):
-        self.deterministic = deterministic
-        self.name = "cudnn" if deterministic else "cudnn-fast"
-        self.capability = _capability(deterministic)
-        self.description = (f"cuDNN fused SDPA fwd/bwd via nvidia-cudnn-frontend graphs, "
-                            f"use_deterministic_algorithm={deterministic}")
+def build_graph(cudnn, g) -> None:
+    """Validate a pygraph, pick its plans (heuristics A, then the fallback) and build them:
+    raises where the backend declines the configuration."""
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    g.build_plans()
+
+
+class CudnnGraphAdapter(KernelAdapter):
+    """What the cuDNN adapters share: a forward/backward graph pair built once per configuration
+    (``graph_key``, ``make_graphs``) and cached, the build charged to difftest's ``compile`` phase, the refusals
+    the capability's fields cannot state raised before any build."""
+
+    def __init__(self):
         self._graphs: dict = {}
         self._handle = None
         self.compile_seconds: list[float] = []  # one entry per configuration built
@@ -251,12 +253,21 @@ class CudnnAdapter(KernelAdapter):
     def available(self) -> str | None:
         return cuda_reason() or module_reason("cudnn", "pip install nvidia-cudnn-frontend") or sm_reason(9)
 
-    def _get(self, p: Problem) -> _Graphs:
-        why = refusal(p)
+    def refusal(self, p: Problem) -> str | None:
+        raise NotImplementedError
+
+    def graph_key(self, p: Problem) -> tuple:
+        raise NotImplementedError
+
+    def make_graphs(self, cudnn, handle, p: Problem):
+        raise NotImplementedError
+
+    def _get(self, p: Problem):
+        why = self.refusal(p)
         if why:
             raise KernelUnavailable(why)
         cudnn = _cudnn()
-        key = graph_key(p, self.deterministic)
+        key = self.graph_key(p)
         if key not in self._graphs:
             import time
 
@@ -264,10 +275,29 @@ class CudnnAdapter(KernelAdapter):
                 self._handle = cudnn.create_handle()
             t0 = time.perf_counter()
             with timing.phase("compile"):
-                self._graphs[key] = _Graphs(cudnn, self._handle, p, self.deterministic)
+                self._graphs[key] = self.make_graphs(cudnn, self._handle, p)
             self.compile_seconds.append(time.perf_counter() - t0)
         cudnn.set_stream(handle=self._handle, stream=torch.cuda.current_stream().cuda_stream)
         return self._graphs[key]
+
+
+class CudnnAdapter(CudnnGraphAdapter):
+    def __init__(self, deterministic: bool = True):
+        super().__init__()
+        self.deterministic = deterministic
+        self.name = "cudnn" if deterministic else "cudnn-fast"
+        self.capability = _capability(deterministic)
+        self.description = (f"cuDNN fused SDPA fwd/bwd via nvidia-cudnn-frontend graphs, "
+                            f"use_deterministic_algorithm={deterministic}")
+
+    def refusal(self, p: Problem) -> str | None:
+        return refusal(p)
+
+    def graph_key(self, p: Problem) -> tuple:
+        return graph_key(p, self.deterministic)
+
+    def make_graphs(self, cudnn, handle, p: Problem) -> _Graphs:
+        return _Graphs(cudnn, handle, p, self.deterministic)
 
     def _common(self, inputs: Inputs, t: dict) -> dict:
         p = inputs.problem

@@ -39,15 +39,14 @@ from dataclasses import dataclass
 
 import torch
 
-from difftest.execute import timing
-from difftest.execute.adapter import KernelAdapter, KernelUnavailable
 from difftest.model import fp8
 from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 from difftest.model.problem import FP8_DTYPES, Problem
 
-from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_lse, sm_reason
+from .cuda_common import lse_bhs_to_thd, normalize_lse
+from .cudnn import CudnnGraphAdapter, build_graph
 
 COMPILE_KEY = ("dtype", "batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim_qk", "head_dim_v",
                "causal", "softmax_scale")
@@ -94,14 +93,6 @@ def scales_from_amax(amax: dict, dtype: str) -> dict:
     return {n: fp8.pow2_scale(float(a), dtype) for n, a in amax.items()}
 
 
-def _cudnn():
-    try:
-        import cudnn
-    except ImportError as e:  # pragma: no cover - depends on the machine
-        raise KernelUnavailable(f"nvidia-cudnn-frontend does not import: {e}") from None
-    return cudnn
-
-
 FWD_SCALARS = ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o")
 BWD_SCALARS = ("descale_q", "descale_k", "descale_v", "descale_o", "descale_dO", "descale_s", "descale_dP",
                "scale_s", "scale_dQ", "scale_dK", "scale_dV", "scale_dP")
@@ -123,13 +114,6 @@ class _Graphs:
         def scalar(g, name):
             return g.tensor(name=name, dim=(1, 1, 1, 1), stride=(1, 1, 1, 1), data_type=f32)
 
-        def build(g):
-            g.validate()
-            g.build_operation_graph()
-            g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-            g.check_support()
-            g.build_plans()
-
         stats_dims = dict(dim=(b, hq, sq, 1), stride=(hq * sq, sq, 1, 1))
         fg = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
         ft = {"q": fg.tensor(name="q", data_type=io, **bhsd(hq, sq)),
@@ -144,7 +128,7 @@ class _Graphs:
         for a in (amax_s, amax_o):
             a.set_output(True).set_data_type(f32).set_dim((1, 1, 1, 1)).set_stride((1, 1, 1, 1))
         ft.update(o=o, stats=stats, amax_s=amax_s, amax_o=amax_o)
-        build(fg)
+        build_graph(cudnn, fg)
 
         bg = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
         bt = {"q": bg.tensor(name="q", data_type=io, **bhsd(hq, sq)),
@@ -163,43 +147,29 @@ class _Graphs:
         for a in (amax_dq, amax_dk, amax_dv, amax_dp):
             a.set_output(True).set_data_type(f32).set_dim((1, 1, 1, 1)).set_stride((1, 1, 1, 1))
         bt.update(dq=dq, dk=dk, dv=dv, amax_dq=amax_dq, amax_dk=amax_dk, amax_dv=amax_dv, amax_dp=amax_dp)
-        build(bg)
+        build_graph(cudnn, bg)
         self.fwd, self.fwd_t, self.bwd, self.bwd_t = fg, ft, bg, bt
         self.workspace = max(fg.get_workspace_size(), bg.get_workspace_size())
 
 
-class CudnnFp8Adapter(KernelAdapter):
+class CudnnFp8Adapter(CudnnGraphAdapter):
     name = "cudnn-fp8"
     capability = CAPABILITY
     description = ("cuDNN FP8 SDPA fwd/bwd (sdpa_fp8, sdpa_fp8_backward) via nvidia-cudnn-frontend graphs, "
                    "per-tensor power-of-two current scaling")
 
     def __init__(self):
-        self._graphs: dict = {}
-        self._handle = None
+        super().__init__()
         self.amax: dict = {}
-        self.compile_seconds: list[float] = []
 
-    def available(self) -> str | None:
-        return cuda_reason() or module_reason("cudnn", "pip install nvidia-cudnn-frontend") or sm_reason(9)
+    def refusal(self, p: Problem) -> str | None:
+        return refusal(p)
 
-    def _get(self, p: Problem) -> _Graphs:
-        why = refusal(p)
-        if why:
-            raise KernelUnavailable(why)
-        cudnn = _cudnn()
-        key = graph_key(p)
-        if key not in self._graphs:
-            import time
+    def graph_key(self, p: Problem) -> tuple:
+        return graph_key(p)
 
-            if self._handle is None:
-                self._handle = cudnn.create_handle()
-            t0 = time.perf_counter()
-            with timing.phase("compile"):
-                self._graphs[key] = _Graphs(cudnn, self._handle, p)
-            self.compile_seconds.append(time.perf_counter() - t0)
-        cudnn.set_stream(handle=self._handle, stream=torch.cuda.current_stream().cuda_stream)
-        return self._graphs[key]
+    def make_graphs(self, cudnn, handle, p: Problem) -> _Graphs:
+        return _Graphs(cudnn, handle, p)
 
     @staticmethod
     def _bshd(inputs: Inputs, name: str) -> torch.Tensor:
