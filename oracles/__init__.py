@@ -60,7 +60,6 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
     if standard is not None and standard not in CHUNK_PRECISIONS:
         raise ValueError(f"standard={standard!r}: allowed {CHUNK_PRECISIONS} or None")
     from difftest.execute.timing import phase  # the campaign's time split: truth / yardsticks
-
     from difftest.model.fp8 import is_fp8
 
     dense = score_elements(inputs) <= threshold
@@ -85,5 +84,5 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
 
 
 __all__ = ["CHUNK_PRECISIONS", "DEFAULT_CHUNK_THRESHOLD", "DEFAULT_MAX_CHUNK_ELEMENTS", "PRECISIONS", "References",
-           "allowed_mask", "chunk_rows", "chunked_reference", "flash_style_reference", "fp8_reference", "reference", "references",
-           "rows_allowed", "score_elements"]
+           "allowed_mask", "chunk_rows", "chunked_reference", "flash_style_reference", "fp8_reference", "reference",
+           "references", "rows_allowed", "score_elements"]

@@ -15,7 +15,8 @@ from difftest.model.problem import OUTPUTS
 from difftest.search import reproducer
 
 BUGS = Path(__file__).resolve().parent.parent / "results" / "bugs"
-JSONS = sorted(p for p in BUGS.glob("*/*.json") if not p.name.endswith(".sanitizer.json"))  # sidecars: difftest sanitize
+# difftest sanitize writes NAME.sanitizer.json sidecars beside the reproducers
+JSONS = sorted(p for p in BUGS.glob("*/*.json") if not p.name.endswith(".sanitizer.json"))
 REPORTS = sorted(BUGS.glob("*/REPORT-*.md"))
 GATE_LABEL = re.compile(rf"^({'|'.join(OUTPUTS)}):[a-z_]+$")
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from difftest.model.problem import ALIGNS, ALL_DTYPES, DTYPES, MAX_HEAD_DIM, VALUE_KINDS, Problem, ProblemError
+from difftest.model.problem import ALIGNS, ALL_DTYPES, MAX_HEAD_DIM, VALUE_KINDS, Problem, ProblemError
 from difftest.oracles.reference import allowed_mask
 
 VARLEN = dict(batch=2, seqlen_q=(3, 0), seqlen_k=(0, 5))

@@ -216,7 +216,12 @@ def get(name: str) -> KernelAdapter:
             _REGISTRY[name] = name  # a 'module:attr' path, e.g. an adapter in the user's own test suite
             _IMPORT_SPECS.add(name)
     if name not in _REGISTRY:
-        raise KernelSpecError(f"unknown kernel {name!r}: known kernels are {sorted(_REGISTRY)}")
+        import difflib
+
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        # names without quotes: the list stays inside one_line's 500 characters as kernels are added
+        raise KernelSpecError(f"unknown kernel {name!r}{hint}: known kernels are {', '.join(sorted(_REGISTRY))}")
     f = _REGISTRY[name]
     if isinstance(f, str):
         try:

@@ -18,7 +18,6 @@ Exit 0 when every problem passed, 1 when one failed (a gate, an error, a crash, 
 2 for bad input, 3 when nothing ran (every problem skipped: outside the capability).
 """
 
-import argparse
 import math
 import sys
 import time
@@ -41,6 +40,7 @@ LOAD_SIZE = {"cuda": 4096, "cpu": 256}  # default matmul side of the load per de
 
 def add_arguments(p) -> None:
     from difftest.commands.argcheck import _bounded, positive_float
+    from difftest.commands.cli import add_isolation_arguments
     from difftest.model.problem import DTYPES, MAX_HEAD_DIM
     from difftest.run.plan import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
@@ -75,13 +75,7 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help=f"folder for stress.json and stress.md (default {DEFAULT_OUT})")
     p.add_argument("--time-budget", type=positive_float,
                    help="seconds: no problem starts after this (the problems left are listed as not run)")
-    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
-                   help="run the kernel in a worker process so a crash or hang costs one problem (default on)")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds per kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g}; "
-                        "needs --isolate)")
-    p.add_argument("--compile-timeout", type=positive_float, default=DEFAULT_COMPILE_TIMEOUT_S,
-                   help=f"seconds of a problem's JIT builds (default {DEFAULT_COMPILE_TIMEOUT_S:g}; needs --isolate)")
+    add_isolation_arguments(p, "problem", DEFAULT_TIMEOUT_S, DEFAULT_COMPILE_TIMEOUT_S)
     chunk = _bounded(int, 1, False, MAX_CHUNK_MIB, "MiB", "chunk_mib_int", "``--chunk-mib``")
     p.add_argument("--chunk-mib", type=chunk,
                    default=1024, help="MiB of repetitions' outputs fetched and compared at once (default 1024)")

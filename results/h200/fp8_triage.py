@@ -41,8 +41,7 @@ for kw in (dict(seqlen_q=128, seqlen_k=128), dict(seqlen_q=128, seqlen_k=128, va
         print(f"{p.short()} | {name:45s} | max|cuDNN LSE - candidate| {(got - c.cpu()).abs().max().item():.3g}")
 
 # (1) the causal keyword arguments
-import cudnn
-
+cudnn = __import__("cudnn")
 g = cudnn.pygraph(io_data_type=cudnn.data_type.FP8_E4M3, intermediate_data_type=cudnn.data_type.FLOAT,
                   compute_data_type=cudnn.data_type.FLOAT, handle=cudnn.create_handle())
 print("sdpa_fp8 doc:", (g.sdpa_fp8.__doc__ or "")[:3000])
