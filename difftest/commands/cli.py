@@ -9,6 +9,7 @@ import sys
 from difftest.commands.argcheck import (
     OneLineParser,
     UsageError,
+    add_isolation_arguments,
     chunk_threshold_int,
     determinism_int,
     examples_int,
@@ -39,19 +40,6 @@ def config_from_args(a):
     return RunOptions.from_args(a).run_config()
 
 
-def add_isolation_arguments(p, unit: str, timeout=None, compile_timeout=None) -> None:
-    """``--isolate``, ``--timeout`` and ``--compile-timeout``, as every command that calls kernels
-    takes them; ``unit``: what a crash or hang costs (a case, a problem)."""
-    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
-                   help=f"run kernels in a worker process so a crash or hang costs one {unit} (default on)")
-    p.add_argument("--timeout", type=positive_float, default=timeout,
-                   help=f"seconds per kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g}; "
-                        "needs --isolate; JIT builds the adapter reports are not counted: --compile-timeout)")
-    p.add_argument("--compile-timeout", type=positive_float, default=compile_timeout,
-                   help=f"seconds of a {unit}'s JIT builds before it counts as a build timeout, not a hang "
-                        f"(default {DEFAULT_COMPILE_TIMEOUT_S:g}; needs --isolate)")
-
-
 def add_run_arguments(p):
     p.add_argument("--kernel", "-k", action="append", dest="kernels", metavar="NAME",
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
@@ -68,7 +56,7 @@ def add_run_arguments(p):
     p.add_argument("--prebuild", action=argparse.BooleanOptionalAction, default=True,
                    help="build the JIT kernels the campaigns start with in parallel on every core, before "
                         "the first campaign (default on; difftest/run/prebuild.py)")
-    add_isolation_arguments(p, "case")
+    add_isolation_arguments(p, "case", DEFAULT_TIMEOUT_S, DEFAULT_COMPILE_TIMEOUT_S, resolved_later=True)
     p.add_argument("--determinism", type=determinism_int, metavar="N",
                    help="calls per case for the bitwise determinism gate (default 2 for kernels claiming determinism); "
                         "every call that differs from the first is judged by the gates too")

@@ -39,8 +39,7 @@ LOAD_SIZE = {"cuda": 4096, "cpu": 256}  # default matmul side of the load per de
 
 
 def add_arguments(p) -> None:
-    from difftest.commands.argcheck import _bounded, positive_float
-    from difftest.commands.cli import add_isolation_arguments
+    from difftest.commands.argcheck import _bounded, add_isolation_arguments, positive_float
     from difftest.model.problem import DTYPES, MAX_HEAD_DIM
     from difftest.run.plan import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
