@@ -24,10 +24,16 @@ def test_wrong_kernel_needs_a_huge_k():
 def test_calibrated_k_is_per_dtype_and_an_explicit_k_applies_to_every_dtype():
     from difftest.judge.gates import DEFAULT_K_BY_DTYPE, GateConfig
 
+    from difftest.model.problem import FP8_DTYPES
+
     cfg = GateConfig()
     for dt, per_output in DEFAULT_K_BY_DTYPE.items():
         for out, k in per_output.items():
-            assert cfg.k_for(dt, out) == k and 1.0 <= k <= DEFAULT_K[out]
+            assert cfg.k_for(dt, out) == k and 1.0 <= k
+            assert dt in FP8_DTYPES or k <= DEFAULT_K[out]
+    # FP8's wider k (its emulation's) never loosens what a config without a dtype states
+    assert DEFAULT_K == {n: max(DEFAULT_K_BY_DTYPE[d][n] for d in ("float16", "bfloat16", "float32"))
+                         for n in DEFAULT_K}
     assert GateConfig(k={**DEFAULT_K, "dq": 4.0}).k_for("float32", "dq") == 4.0
 
 

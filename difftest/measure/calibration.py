@@ -21,6 +21,7 @@ from pathlib import Path
 from difftest.judge.gates import GateConfig
 from difftest.judge.runner import RunConfig
 from difftest.model.problem import OUTPUTS
+from difftest.vocab import Status
 
 OPEN_K = 1e9
 
@@ -117,7 +118,7 @@ def samples_from_reports(paths) -> dict:
             rep = json.loads(raw)
             for camp in rep.get("campaigns", []):
                 for c in camp.get("cases", []):
-                    if c["status"] != "passed":
+                    if c["status"] != Status.PASSED.value:
                         continue
                     for v in c["verdicts"]:
                         if v["gate"] == "budget":
