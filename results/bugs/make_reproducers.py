@@ -209,6 +209,13 @@ ENTRIES = (
           Problem(batch=3, seqlen_q=1, seqlen_k=463, heads_q=1, heads_kv=1, head_dim_qk=160, head_dim_v=120,
                   dtype="float16", window_right=129, values="mixed_do", seed=0),
           "failed", ("lse:budget", "lse:determinism"), seen_with=CUDNN),
+    # fla-core 0.6.0 under Triton's CPU interpreter (results/fla.md): the campaign's shrunk problem, in
+    # float16 (it shrank to float32, which the adapter claims only under the interpreter)
+    Entry("fla", "dsink-tail-rows", "REPORT-dsink-tail-rows.md", "fla-attn",
+          Problem(batch=1, seqlen_q=(0,), seqlen_k=(0,), heads_q=1, heads_kv=1, head_dim_qk=1, head_dim_v=1,
+                  dtype="float16", causal=True, sinks=True, pad_tail=1, seed=0),
+          "failed", ("dsink:budget",), seen_with="fla-core 0.6.0, torch 2.13.0+cpu, Triton 3.6.0 interpreter "
+                                                    "(TRITON_INTERPRET=1), no GPU"),
     # the same problem, confirmed standalone and under compute-sanitizer on 2026-12-02 (session 2, calls D and E)
     Entry("cudnn", "dense-dqk-136-160-oob-write", "REPORT-dense-dqk-136-160-oob-write.md", "cudnn",
           Problem(batch=3, seqlen_q=1, seqlen_k=2, heads_q=1, heads_kv=1, head_dim_qk=136, head_dim_v=72,
