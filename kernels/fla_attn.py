@@ -142,7 +142,8 @@ class FlaAttnAdapter(KernelAdapter):
                             f"always causal), on {where}")
 
     def available(self) -> str | None:
-        why = module_reason("fla", WHEEL) or module_reason("einops", WHEEL) or module_reason("triton", "pip install triton")
+        why = (module_reason("fla", WHEEL) or module_reason("einops", WHEEL)
+               or module_reason("triton", "pip install triton"))
         if why:
             return why
         if self.device == "cuda":
@@ -214,9 +215,8 @@ def _numpy_reason() -> str | None:
 
 def _interpreter_reason() -> str | None:
     """fla's kernels are interpreted only if fla was imported with TRITON_INTERPRET set."""
-    from triton.runtime.interpreter import InterpretedFunction
-
     from fla.ops.attn import parallel
+    from triton.runtime.interpreter import InterpretedFunction
 
     fn = parallel.parallel_attn_bwd_kernel_dq
     while not isinstance(fn, InterpretedFunction) and hasattr(fn, "fn"):

@@ -23,7 +23,6 @@ def test_wrong_kernel_needs_a_huge_k():
 
 def test_calibrated_k_is_per_dtype_and_an_explicit_k_applies_to_every_dtype():
     from difftest.judge.gates import DEFAULT_K_BY_DTYPE, GateConfig
-
     from difftest.model.problem import FP8_DTYPES
 
     cfg = GateConfig()

@@ -10,7 +10,6 @@ import json
 import os
 
 import torch
-
 from fla.ops.attn.parallel import parallel_attn
 
 dev = "cuda" if torch.cuda.is_available() else "cpu"
