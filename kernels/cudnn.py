@@ -27,6 +27,7 @@ unwritten therefore reads as zero, not as garbage (the adapter does not take dif
 NaN-poisoned buffers, ``Capability.poison`` stays False).
 """
 
+import abc
 from dataclasses import dataclass
 
 import torch
@@ -240,7 +241,7 @@ def build_graph(cudnn, g) -> None:
     g.build_plans()
 
 
-class CudnnGraphAdapter(KernelAdapter):
+class CudnnGraphAdapter(KernelAdapter, abc.ABC):
     """What the cuDNN adapters share: a forward/backward graph pair built once per configuration
     (``graph_key``, ``make_graphs``) and cached, the build charged to difftest's ``compile`` phase, the refusals
     the capability's fields cannot state raised before any build."""
@@ -253,14 +254,17 @@ class CudnnGraphAdapter(KernelAdapter):
     def available(self) -> str | None:
         return cuda_reason() or module_reason("cudnn", "pip install nvidia-cudnn-frontend") or sm_reason(9)
 
+    @abc.abstractmethod
     def refusal(self, p: Problem) -> str | None:
-        raise NotImplementedError
+        """Why the interface refuses ``p`` although the capability's fields cannot say so, or None."""
 
+    @abc.abstractmethod
     def graph_key(self, p: Problem) -> tuple:
-        raise NotImplementedError
+        """What a built graph pair depends on."""
 
+    @abc.abstractmethod
     def make_graphs(self, cudnn, handle, p: Problem):
-        raise NotImplementedError
+        """Build the forward and backward graphs of ``p``'s configuration."""
 
     def _get(self, p: Problem):
         why = self.refusal(p)
