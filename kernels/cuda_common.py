@@ -120,3 +120,21 @@ def fold_kv_heads(grad: torch.Tensor, heads_kv: int) -> torch.Tensor:
     if grad is None or grad.shape[-2] == heads_kv:
         return grad
     return grad.sum(dim=-2, keepdim=True)
+
+
+def autograd_backward(inputs, fwd, ctx):
+    """dQ, dK, dV (and dSink) of an adapter whose forward kept ``ctx = (q, k, v, sink, o)``: the
+    laid-out leaves and the package's output, by torch autograd through the package's own
+    backward; GQA gradients folded to the KV heads, dense results packed to [T, H, D]; O and
+    LSE from ``fwd``."""
+    from difftest.model.outputs import Outputs
+
+    p = inputs.problem
+    q, k, v, sink, o = ctx
+    wrt = (q, k, v) + ((sink,) if sink is not None else ())
+    grads = torch.autograd.grad(o, wrt, laid_out(inputs, "do"), retain_graph=True, allow_unused=True)
+    dq, dk, dv = grads[0], fold_kv_heads(grads[1], p.heads_kv), fold_kv_heads(grads[2], p.heads_kv)
+    dsink = grads[3].float() if sink is not None and grads[3] is not None else None
+    if not p.varlen:
+        dq, dk, dv = thd(dq), thd(dk), thd(dv)
+    return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)

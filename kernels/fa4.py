@@ -14,8 +14,6 @@ bitwise determinism); ``fa4-fast`` leaves FA4's default (atomics, not determinis
 
 from dataclasses import dataclass
 
-import torch
-
 from difftest.execute.adapter import KernelAdapter
 from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs
@@ -24,8 +22,8 @@ from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 
 from .cuda_common import (
+    autograd_backward,
     cuda_reason,
-    fold_kv_heads,
     laid_out,
     laid_out_leaf,
     leaf,
@@ -122,15 +120,7 @@ class Fa4Adapter(KernelAdapter):
         return fwd, (q, k, v, sink, o)
 
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
-        p = inputs.problem
-        q, k, v, sink, o = ctx
-        wrt = (q, k, v) + ((sink,) if sink is not None else ())
-        grads = torch.autograd.grad(o, wrt, laid_out(inputs, "do"), retain_graph=True, allow_unused=True)
-        dq, dk, dv = grads[0], fold_kv_heads(grads[1], p.heads_kv), fold_kv_heads(grads[2], p.heads_kv)
-        dsink = grads[3].float() if sink is not None and grads[3] is not None else None
-        if not p.varlen:
-            dq, dk, dv = thd(dq), thd(dk), thd(dv)
-        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
+        return autograd_backward(inputs, fwd, ctx)
 
 
 def deterministic():

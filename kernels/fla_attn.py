@@ -38,7 +38,7 @@ from difftest.model.layouts import LAYOUTS
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 
-from .cuda_common import fold_kv_heads, laid_out, laid_out_leaf, module_reason, thd
+from .cuda_common import autograd_backward, laid_out, laid_out_leaf, module_reason, thd
 
 WHEEL = "pip install --no-deps fla-core==0.6.0 einops"
 VERSION = "0.6.0"
@@ -173,15 +173,7 @@ class FlaAttnAdapter(KernelAdapter):
         return Outputs(o=o_thd), (q, k, v, sink, o)
 
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
-        p = inputs.problem
-        q, k, v, sink, o = ctx
-        wrt = (q, k, v) + ((sink,) if sink is not None else ())
-        grads = torch.autograd.grad(o, wrt, laid_out(inputs, "do"), retain_graph=True, allow_unused=True)
-        dq, dk, dv = grads[0], fold_kv_heads(grads[1], p.heads_kv), fold_kv_heads(grads[2], p.heads_kv)
-        dsink = grads[3].float() if sink is not None and grads[3] is not None else None
-        if not p.varlen:
-            dq, dk, dv = thd(dq), thd(dk), thd(dv)
-        return Outputs(o=fwd.o, dq=dq, dk=dk, dv=dv, dsink=dsink)
+        return autograd_backward(inputs, fwd, ctx)
 
 
 def _backend_reason() -> str | None:
