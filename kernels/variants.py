@@ -248,15 +248,17 @@ class Tiles16x8(BlockwiseAttention):
 
 
 # ----------------------------------------------------------------------------- GPU GEMM order
-def sequential_gemm(a: torch.Tensor, b: torch.Tensor, chunk: int = 1) -> torch.Tensor:
+def sequential_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b in float32 with a GPU GEMM's summation order: each output element accumulates
-    its K products one ``chunk`` at a time, in order, into one float32 register (a
-    thread's FFMA loop of an SGEMM), instead of the CPU BLAS's blocked/pairwise tree."""
-    n = a.shape[-1]
+    its K products one at a time, in order, into one float32 register (a thread's FFMA loop of
+    an SGEMM), instead of the CPU BLAS's blocked/pairwise tree. Each step is one rounded
+    product and one rounded add over the whole output (broadcast, not a K=1 matmul: the same
+    bits, without BLAS's per-call cost on the many small tiles of a case)."""
     acc = torch.zeros(*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1],
                       dtype=F32, device=a.device)
-    for k0 in range(0, n, chunk):
-        acc = acc + torch.matmul(a[..., k0:k0 + chunk], b[..., k0:k0 + chunk, :])
+    cols, rows = a.to(F32).unsqueeze(-1), b.to(F32).unsqueeze(-3)  # (..., M, K, 1), (..., 1, K, N)
+    for k in range(a.shape[-1]):
+        acc += cols[..., k, :] * rows[..., k, :]
     return acc
 
 

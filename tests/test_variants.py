@@ -90,6 +90,23 @@ def test_sequential_gemm_is_a_gemm_in_another_order():
     assert ((got.double() - exact).abs() <= bound).all()
 
 
+def test_sequential_gemm_adds_its_products_in_order_one_rounding_at_a_time():
+    # The order itself, bit for bit, against a scalar float32 loop; the same products summed in
+    # another order (reversed) differ in the last bits of these mixed-magnitude terms.
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(3, 24, generator=g, dtype=F32) * torch.logspace(-3, 3, 24, dtype=F32)
+    b = torch.randn(24, 2, generator=g, dtype=F32)
+    want = torch.zeros(3, 2, dtype=F32)
+    for i in range(3):
+        for j in range(2):
+            acc = torch.zeros((), dtype=F32)
+            for k in range(24):
+                acc = acc + a[i, k] * b[k, j]
+            want[i, j] = acc
+    assert torch.equal(sequential_gemm(a, b), want)
+    assert not torch.equal(sequential_gemm(a.flip(-1), b.flip(0)), want)
+
+
 def test_regressions_are_in_the_edge_corpus_where_they_fit():
     from difftest.strategies.edges import edge_problems, rounding_regressions
 
