@@ -42,7 +42,7 @@ def own_stats_backward(inputs: Inputs, o: torch.Tensor, lse: torch.Tensor, *,
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
         if sq == 0:
-            continue
+            continue  # (sk == 0 with sq > 0 is a sequence of queries that see no key: sized views, never -1)
         kx = x.k[k0:k0 + sk].repeat_interleave(G, dim=1)  # [sk, Hq, D]
         vx = x.v[k0:k0 + sk].repeat_interleave(G, dim=1)
         rows = chunk_rows(p, sk, max_chunk_elements)
@@ -58,8 +58,8 @@ def own_stats_backward(inputs: Inputs, o: torch.Tensor, lse: torch.Tensor, *,
             delta = (doc * o_given[sl]).sum(dim=-1).transpose(0, 1)  # [Hq, c]
             ds = pr * (torch.einsum("chd,khd->hck", doc, vx) - delta.unsqueeze(-1))
             dq[sl] = torch.einsum("hck,khd->chd", ds, kx) * p.scale
-            dk[k0:k0 + sk] += (torch.einsum("hck,chd->khd", ds, qc) * p.scale).view(sk, Hkv, G, -1).sum(dim=2)
-            dv[k0:k0 + sk] += torch.einsum("hck,chd->khd", pr, doc).view(sk, Hkv, G, -1).sum(dim=2)
+            dk[k0:k0 + sk] += (torch.einsum("hck,chd->khd", ds, qc) * p.scale).view(sk, Hkv, G, p.head_dim_qk).sum(dim=2)
+            dv[k0:k0 + sk] += torch.einsum("hck,chd->khd", pr, doc).view(sk, Hkv, G, p.head_dim_v).sum(dim=2)
             if sink is not None:
                 p_sink = torch.where(seen, torch.exp(sink - torch.where(seen, lse_h, torch.zeros_like(lse_h))),
                                      torch.zeros_like(lse_h))

@@ -1,6 +1,7 @@
 """--truth float32 (the reference a team's standard is stated against) and the
 forward-or-backward attribution of a failing backward output."""
 
+import pytest
 import torch
 
 from difftest import Problem, make_inputs
@@ -55,8 +56,13 @@ def test_the_standard_really_uses_the_float32_truth():
     assert _v(f64, "dq", "elementwise").reference == "float64 truth"
 
 
-def test_own_statistics_reference_with_exact_statistics_is_the_truth():
-    p = Problem(batch=2, seqlen_q=(7, 20), seqlen_k=(5, 9), heads_q=4, heads_kv=2, causal=True, sinks=True,
+@pytest.mark.parametrize("sq, sk", [((7, 20), (5, 9)),
+                                    # queries that see no key and keys no query sees: sized views (the
+                                    # reference raised on a 0-key sequence, so a failing FP8 dSink of such a
+                                    # problem was never judged against its own statistics)
+                                    ((7, 0, 5), (0, 4, 3))])
+def test_own_statistics_reference_with_exact_statistics_is_the_truth(sq, sk):
+    p = Problem(batch=len(sq), seqlen_q=sq, seqlen_k=sk, heads_q=4, heads_kv=2, causal=True, sinks=True,
                 pad_tail=3, dtype="float16").validate()
     x = make_inputs(p)
     t = chunked_reference(x)
