@@ -29,9 +29,10 @@ capability); the H200 has cuDNN 9.19, sm90 (Hopper):
 - sliding windows and sinks are not claimed: the headers admit them, but no FP8 test of them
   on Hopper was read, and the H200 has not run them.
 - measured on the H200 (2026-12-02, results/fp8.md): every s_q = 1 with s_kv > 1 is declined by
-  the backend (cudnnGraphNotSupportedError, 54 of 54 drawn), now a refusal; causal is not
-  claimed until the adapter's causal call is fixed (sdpa_fp8 raised TypeError on the keyword
-  arguments this adapter passes for a causal mask: an adapter fault, not cuDNN's).
+  the backend (cudnnGraphNotSupportedError, 54 of 54 drawn), now a refusal; causal through
+  ``use_causal_mask`` (the fp8 ops' spelling: sdpa's ``diagonal_band_right_bound`` raised
+  TypeError, an adapter fault), run on the H200 on 2026-12-02 (session 3: O, dQ, dK, dV within
+  their budgets on sq = sk = 128 and 256 with GQA 4/2).
 - max_seqlen / max_heads / max_batch are campaign bounds (GPU time), not cuDNN's.
 """
 
@@ -64,7 +65,7 @@ class CudnnFp8Capability(Capability):
 
 CAPABILITY = CudnnFp8Capability(
     dtypes=FP8_DTYPES, head_dims_qk=(HOPPER_HEAD_DIM,), head_dims_v=(HOPPER_HEAD_DIM,), equal_head_dims=True,
-    max_batch=4, max_seqlen=2048, max_heads=16, gqa=True, causal=False, aligns=("top_left",), window=False,
+    max_batch=4, max_seqlen=2048, max_heads=16, gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=False,
     varlen=False, sinks=False, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
     block_m=128, block_n=128, compile_key=COMPILE_KEY,
 )
@@ -105,8 +106,10 @@ class _Graphs:
         io = {"float8_e4m3fn": cudnn.data_type.FP8_E4M3, "float8_e5m2": cudnn.data_type.FP8_E5M2}[p.dtype]
         f32 = cudnn.data_type.FLOAT
         b, hq, hk, sq, sk, d = p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim_qk
-        right = 0 if p.causal else None
-        align = cudnn.diagonal_alignment.TOP_LEFT
+        # sdpa_fp8 and sdpa_fp8_backward take the causal mask as ``use_causal_mask`` (top-left, the only
+        # alignment Hopper serves): their bindings raise TypeError on sdpa's diagonal_band_right_bound
+        # (cudnn/sdpa/graph_analyzer.py lists each op's spellings; the H200 run: results/fp8.md)
+        mask = {"use_causal_mask": True} if p.causal else {}
 
         def bhsd(h, s):  # [B, H, S, D] dims over BSHD memory
             return dict(dim=(b, h, s, d), stride=(s * h * d, d, h * d, 1))
@@ -122,7 +125,7 @@ class _Graphs:
         ft.update({n: scalar(fg, n) for n in FWD_SCALARS})
         o, stats, amax_s, amax_o = fg.sdpa_fp8(
             name="sdpa_fp8", q=ft["q"], k=ft["k"], v=ft["v"], **{n: ft[n] for n in FWD_SCALARS},
-            generate_stats=True, attn_scale=p.scale, diagonal_band_right_bound=right, diagonal_alignment=align)
+            generate_stats=True, attn_scale=p.scale, **mask)
         o.set_output(True).set_data_type(io).set_dim(bhsd(hq, sq)["dim"]).set_stride(bhsd(hq, sq)["stride"])
         stats.set_output(True).set_data_type(f32).set_dim(stats_dims["dim"]).set_stride(stats_dims["stride"])
         for a in (amax_s, amax_o):
@@ -140,8 +143,7 @@ class _Graphs:
         bt.update({n: scalar(bg, n) for n in BWD_SCALARS})
         dq, dk, dv, amax_dq, amax_dk, amax_dv, amax_dp = bg.sdpa_fp8_backward(
             name="sdpa_fp8_backward", q=bt["q"], k=bt["k"], v=bt["v"], o=bt["o"], dO=bt["do"], stats=bt["stats"],
-            **{n: bt[n] for n in BWD_SCALARS}, attn_scale=p.scale, diagonal_band_right_bound=right,
-            diagonal_alignment=align)
+            **{n: bt[n] for n in BWD_SCALARS}, attn_scale=p.scale, **mask)
         for grad, h, s in ((dq, hq, sq), (dk, hk, sk), (dv, hk, sk)):
             grad.set_output(True).set_data_type(io).set_dim(bhsd(h, s)["dim"]).set_stride(bhsd(h, s)["stride"])
         for a in (amax_dq, amax_dk, amax_dv, amax_dp):

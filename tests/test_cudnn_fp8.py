@@ -15,14 +15,15 @@ P = dict(head_dim_qk=128, head_dim_v=128, dtype="float8_e4m3fn", seqlen_q=64, se
 def test_capability_takes_what_hopper_serves():
     cap = cudnn_fp8.CAPABILITY
     assert cap.covers(Problem(**P)) and cap.covers(Problem(**{**P, "dtype": "float8_e5m2"}))
-    # causal is not claimed until the adapter's causal call is fixed (TypeError on the H200)
-    assert not cap.covers(Problem(**{**P, "causal": True, "align": "top_left"}))
+    # causal, top-left (use_causal_mask; run on the H200), either alignment where s_q == s_kv
+    assert cap.covers(Problem(**{**P, "causal": True, "align": "top_left"}))
+    assert cap.covers(Problem(**{**P, "causal": True, "align": "bottom_right", "seqlen_k": P["seqlen_q"]}))
 
 
 @pytest.mark.parametrize("change, why", [
     ({"head_dim_qk": 64, "head_dim_v": 64}, "head_dim_qk 64"),
     ({"dtype": "float16"}, "dtype float16"),
-    ({"causal": True, "align": "bottom_right"}, "causal"),
+    ({"causal": True, "align": "bottom_right", "seqlen_q": 64, "seqlen_k": 128}, "Blackwell-only"),
     ({"seqlen_q": 1, "seqlen_k": 64}, "declines s_q == 1"),
     ({"seqlen_q": 1, "seqlen_k": 1}, "s_q == s_kv == 1"),
     ({"batch": 2, "seqlen_q": (3, 5), "seqlen_k": (4, 4)}, "varlen"),
