@@ -13,12 +13,16 @@
 - an FP8 Problem (difftest/model/fp8.py) has one yardstick, ``fp8_reference`` (``fp8.py``:
   quantises P, dS and every output where a correct FP8 kernel must, with float32
   accumulators); the naive and flash-style ones would round to no FP8 format at all. The
-  truth is the float64 attention of the dequantised inputs, as for every dtype;
+  truth is the float64 attention of the dequantised inputs, as for every dtype. A second
+  correct FP8 design, the same yardstick with Hopper's FP8 tensor-core accumulator
+  (``fp8_reference(..., "tensor-core")``), is ``more``: built only when a verdict fails
+  against the first (it costs ~30 float64 passes per GEMM), then judged with both;
 - a team's elementwise standard may be stated against another truth (``standard``,
   e.g. "float32"): autograd in that precision, dense up to ``chunk_threshold`` score
   elements and chunked above; the budget keeps the float64 truth.
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from difftest.model.inputs import Inputs
@@ -33,6 +37,8 @@ from .reference import PRECISIONS, allowed_mask, reference
 # the naive same-dtype reference is left out of the yardstick. Its dense graph keeps ~6
 # score-sized tensors: 2**22 elements is about 200 MiB in float64.
 DEFAULT_CHUNK_THRESHOLD = 2**22
+TENSOR_CORE_NOTE = ("judged with the FP8 yardstick of float32 GEMMs and with the one of Hopper's FP8 tensor-core "
+                    "accumulator (oracles/tensor_core.py), the larger error of the two")
 
 
 def score_elements(inputs_or_problem) -> int:
@@ -47,6 +53,10 @@ class References(NamedTuple):
     flash: Outputs  # the flash-style one among them (the dtype-limit rule of the gates reads it)
     note: str = ""  # what the judge should know about this choice ("" if nothing)
     standard: Outputs | None = None  # the elementwise standard's own truth (None: the float64 truth)
+    # yardsticks of further correct designs, built only when a verdict fails against ``yardsticks``
+    # (costly); the judge then takes the largest error of all of them. None: there are none.
+    more: Callable[[], list] | None = None
+    more_note: str = ""  # what the judge notes when it uses them
 
 
 def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str | None = None) -> References:
@@ -72,7 +82,12 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
     if is_fp8(inputs.problem.dtype):
         with phase("yardsticks"):
             yard = fp8_reference(inputs)
-        return References(truth, [yard], yard, standard=std)
+
+        def tensor_core():
+            with phase("yardsticks"):
+                return [fp8_reference(inputs, "tensor-core")]
+
+        return References(truth, [yard], yard, standard=std, more=tensor_core, more_note=TENSOR_CORE_NOTE)
     with phase("yardsticks"):
         flash = flash_style_reference(inputs)
     if dense:

@@ -23,6 +23,15 @@ and dV over each group in float32 before the store. The result is dense per sequ
 torch's float32 GEMMs give; its error against the float64 truth is what FP8 storage alone
 costs, and the budget is k times that (difftest/judge/gates.py).
 
+``accumulator="tensor-core"`` builds the same yardstick with every one of those six GEMMs
+added as Hopper's FP8 tensor core adds (oracles/tensor_core.py: about 13 fraction bits, cut
+toward zero, per 32 products), not in float32: a second correct design, because an FP8 kernel
+that keeps its accumulator in the tensor core (cuDNN's sdpa_fp8 on the H200) cannot do
+better. Its S is off by ~|S| 2^-13, which moves the float32 LSE by as much and dS = P (dP - D)
+where dP and D cancel (results/fp8.md: on the H200 cuBLAS's own FP8 GEMM reproduces cuDNN's
+LSE to 6e-7 where the float32 yardstick is 2e-4 away). The budget takes the larger of the two
+yardsticks' errors (oracles/__init__.py builds this one only where a verdict fails without it).
+
 The Outputs carry ``amax`` (the amax of each stored tensor before quantisation: o, dq, dk,
 dv, ds) and ``scales`` (the scale each was stored with), what a kernel's amax outputs are
 compared with.
@@ -35,9 +44,15 @@ from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 
 from .reference import allowed_mask
+from .tensor_core import mma_matmul
 
 F32 = torch.float32
 MAX_CHUNK = 1 << 24  # scores (heads x sq x sk) per chunk
+ACCUMULATORS = ("float32", "tensor-core")
+
+
+def _tensor_core_mm(a, b):
+    return mma_matmul(a, b)  # float32 operands holding FP8 values: exact (oracles/tensor_core.py)
 
 
 class _Sequence:
@@ -58,9 +73,9 @@ class _Sequence:
         self.chunks = [(h, min(p.heads_q, h + heads)) for h in range(0, p.heads_q, heads)]
 
 
-def _softmax(p, seq: _Sequence, h0, h1, sink):
+def _softmax(p, seq: _Sequence, h0, h1, sink, mm=torch.matmul):
     """(P [h, sq, sk], LSE [h, sq], P_sink [h, sq] or None), float32."""
-    s = torch.matmul(seq.q[h0:h1], seq.k[h0:h1].transpose(1, 2)) * p.scale
+    s = mm(seq.q[h0:h1], seq.k[h0:h1].transpose(1, 2)) * p.scale
     s = s.masked_fill(~seq.allowed, float("-inf"))
     m = s.amax(dim=-1) if seq.sk else torch.full(s.shape[:2], float("-inf"), dtype=F32, device=s.device)
     if sink is not None:
@@ -76,9 +91,13 @@ def _softmax(p, seq: _Sequence, h0, h1, sink):
     return prob, lse, p_sink
 
 
-def fp8_reference(inputs: Inputs) -> Outputs:
+def fp8_reference(inputs: Inputs, accumulator: str = "float32") -> Outputs:
     """O, LSE, dQ, dK, dV (and dSink) of an FP8 Problem, quantised where a correct FP8
-    kernel must (module docstring), as float32 dequantised values."""
+    kernel must (module docstring), as float32 dequantised values. ``accumulator``: how its
+    FP8 GEMMs add ("float32", or "tensor-core": Hopper's FP8 MMA, module docstring)."""
+    if accumulator not in ACCUMULATORS:
+        raise ValueError(f"accumulator={accumulator!r}: allowed {ACCUMULATORS}")
+    mm = torch.matmul if accumulator == "float32" else _tensor_core_mm
     p = inputs.problem
     f = fp8.fmt(p.dtype)
     dev = inputs.device
@@ -89,16 +108,16 @@ def fp8_reference(inputs: Inputs) -> Outputs:
     seqs = [_Sequence(inputs, b) for b in range(p.batch) if p.seqlens_q[b]]
     for seq in seqs:  # forward
         for h0, h1 in seq.chunks:
-            prob, l, _ = _softmax(p, seq, h0, h1, sink)
+            prob, l, _ = _softmax(p, seq, h0, h1, sink, mm)
             pq = fp8.round_trip(prob, f.p_scale, p.dtype)
-            o[seq.q0:seq.q0 + seq.sq, h0:h1] = torch.matmul(pq, seq.v[h0:h1]).transpose(0, 1)
+            o[seq.q0:seq.q0 + seq.sq, h0:h1] = mm(pq, seq.v[h0:h1]).transpose(0, 1)
             lse[seq.q0:seq.q0 + seq.sq, h0:h1] = l.transpose(0, 1)
     o, o_scale, o_amax = fp8.store_current(o, p.dtype)
     delta = (o * inputs.do.to(F32)).sum(dim=-1)  # [total_q, Hq], from the stored O
 
     def ds_of(seq, h0, h1):
-        prob, _, p_sink = _softmax(p, seq, h0, h1, sink)
-        dp = torch.matmul(seq.do[h0:h1], seq.v[h0:h1].transpose(1, 2))
+        prob, _, p_sink = _softmax(p, seq, h0, h1, sink, mm)
+        dp = mm(seq.do[h0:h1], seq.v[h0:h1].transpose(1, 2))
         d = delta[seq.q0:seq.q0 + seq.sq, h0:h1].transpose(0, 1).unsqueeze(-1)
         return prob, prob * (dp - d), p_sink
 
@@ -117,9 +136,9 @@ def fp8_reference(inputs: Inputs) -> Outputs:
             prob, ds, p_sink = ds_of(seq, h0, h1)
             pq = fp8.round_trip(prob, f.p_scale, p.dtype)
             dsq = fp8.round_trip(ds, ds_scale, p.dtype)
-            dv_h[rk, h0:h1] = torch.matmul(pq.transpose(1, 2), seq.do[h0:h1]).transpose(0, 1)
-            dk_h[rk, h0:h1] = (torch.matmul(dsq.transpose(1, 2), seq.q[h0:h1]) * p.scale).transpose(0, 1)
-            dq[rq, h0:h1] = (torch.matmul(dsq, seq.k[h0:h1]) * p.scale).transpose(0, 1)
+            dv_h[rk, h0:h1] = mm(pq.transpose(1, 2), seq.do[h0:h1]).transpose(0, 1)
+            dk_h[rk, h0:h1] = (mm(dsq.transpose(1, 2), seq.q[h0:h1]) * p.scale).transpose(0, 1)
+            dq[rq, h0:h1] = (mm(dsq, seq.k[h0:h1]) * p.scale).transpose(0, 1)
             if dsink is not None:
                 dsink[h0:h1] -= (p_sink * delta[rq, h0:h1].transpose(0, 1)).sum(dim=-1)
     dk = dk_h.view(p.total_k, p.heads_kv, p.group, p.head_dim_qk).sum(dim=2)

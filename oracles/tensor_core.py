@@ -12,11 +12,13 @@ order 2^-13 of the largest term per step where the yardstick's float32 GEMM carr
 S off by ~|S| 2^-13 moves the LSE by that much and P by that factor, which a float32
 yardstick calls a bug (results/fp8.md: cuDNN's LSE 2e-4..2e-2 off, growing with |S|).
 
-``mma_matmul`` is that GEMM on any device, in float64 arithmetic exact for FP8 operands with
-power-of-two scales (each product has at most 8 significant bits; a step's aligned terms
-fit 53 bits). ``group`` and ``frac_bits`` are parameters because a model is only as good as
-its measurement: results/h200 records which values reproduce the H200's own FP8 GEMM bit
-for bit (scripts there compare against torch._scaled_mm with fast accumulation).
+``mma_matmul`` is that GEMM on any device. It adds in the operands' own float type, which is
+exact wherever each product is (float32: operands of at most 12 significant bits each, as FP8
+values times power-of-two scales are; a step's aligned terms are integers below 2^(frac_bits+1)
+in units of the step's quantum, so their sum of group + 1 fits float32's 24 bits). ``group``
+and ``frac_bits`` are parameters because a model is only as good as its measurement:
+results/fp8.md records how often this one reproduces the H200's own FP8 GEMM bit for bit
+(results/h200/fp8_accum_triage.py compares it with torch._scaled_mm).
 """
 
 import torch
@@ -24,35 +26,37 @@ import torch
 F64 = torch.float64
 HOPPER_GROUP = 32  # products per step (the K of one m64nNk32 FP8 wgmma)
 HOPPER_FRAC_BITS = 13  # bits kept below the leading bit of the step's largest term
-MAX_ELEMS = 1 << 25  # float64 elements per chunk of aligned terms (256 MiB)
+MAX_ELEMS = 1 << 25  # aligned terms per chunk of rows (128 MiB in float32)
 
 
 def _step(acc: torch.Tensor, prods: torch.Tensor, frac_bits: int) -> torch.Tensor:
-    """acc [..., M, N] plus prods [..., M, G, N], aligned to the largest exponent and cut."""
-    terms = torch.cat([acc.unsqueeze(-2), prods], dim=-2)
-    top = terms.abs().amax(dim=-2, keepdim=True)
+    """acc [..., M, N] plus prods [..., M, N, G]: every term cut toward zero to the quantum
+    2^(e - frac_bits) of the largest, 2^e <= max|term| < 2^(e+1), then added exactly."""
+    top = torch.maximum(prods.abs().amax(dim=-1), acc.abs())
     _, e = torch.frexp(top)  # top = m 2^e, m in [0.5, 1): the leading bit is 2^(e-1)
-    quantum = torch.ldexp(torch.ones_like(top), e - 1 - frac_bits)
-    quantum = torch.where(top > 0, quantum, torch.ones_like(top))
-    return (torch.trunc(terms / quantum) * quantum).sum(dim=-2)
+    # 1 / quantum, a power of two, at most 2^126 (float32's range: a quantum below float32's
+    # smallest normal number cuts what is below it to 0, as a flush-to-zero accumulator would)
+    inv = torch.ldexp(torch.ones_like(top), (frac_bits + 1 - e).clamp(max=126))
+    inv = torch.where(top > 0, inv, torch.ones_like(top))
+    return (torch.trunc(prods * inv.unsqueeze(-1)).sum(dim=-1) + torch.trunc(acc * inv)) / inv
 
 
 def mma_matmul(a: torch.Tensor, b: torch.Tensor, group: int = HOPPER_GROUP,
                frac_bits: int = HOPPER_FRAC_BITS) -> torch.Tensor:
     """a [..., M, K] @ b [..., K, N] as an FP8 tensor core's accumulator adds (module
-    docstring); float64 out (exactly representable in float32: at most frac_bits + 7 bits).
+    docstring), in float64 if either operand is, else float32 (exact for FP8 operands).
     Chunked over M so no step holds more than MAX_ELEMS aligned terms."""
-    a, b = a.to(F64), b.to(F64)
+    dt = F64 if F64 in (a.dtype, b.dtype) else torch.float32
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a, b = a.expand(*batch, *a.shape[-2:]), b.expand(*batch, *b.shape[-2:])
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    out = torch.zeros(*batch, m, n, dtype=F64, device=a.device)
-    per_row = max(1, (group + 1) * n * max(1, batch.numel()))
-    rows = max(1, MAX_ELEMS // per_row)
+    a = a.to(dt).expand(*batch, *a.shape[-2:])
+    bt = b.to(dt).expand(*batch, *b.shape[-2:]).transpose(-1, -2).contiguous()  # [..., N, K]
+    m, k, n = a.shape[-2], a.shape[-1], bt.shape[-2]
+    out = torch.zeros(*batch, m, n, dtype=dt, device=a.device)
+    rows = max(1, MAX_ELEMS // max(1, group * n * max(1, batch.numel())))
     for r0 in range(0, m, rows):
         acc = out[..., r0:r0 + rows, :]
         for k0 in range(0, k, group):
-            prods = a[..., r0:r0 + rows, k0:k0 + group].unsqueeze(-1) * b[..., k0:k0 + group, :].unsqueeze(-3)
+            prods = a[..., r0:r0 + rows, None, k0:k0 + group] * bt[..., None, :, k0:k0 + group]  # [.., m, N, G]
             acc = _step(acc, prods, frac_bits)
         out[..., r0:r0 + rows, :] = acc
     return out

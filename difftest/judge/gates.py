@@ -63,7 +63,10 @@ from difftest.model.outputs import is_poison
 from difftest.model.problem import FP8_DTYPES, OUTPUTS, Problem
 from difftest.vocab import Gate
 
-FP8_K = {"o": 2.0, "lse": 1.0, "dq": 4.5, "dk": 4.5, "dv": 2.0, "dsink": 2.0}
+# FP8's LSE k is 2, not 1: against Hopper's FP8 accumulator (oracles/tensor_core.py) the yardstick
+# models the hardware's error in size (cuDNN's LSE error / the model's on the H200: 1.00-1.06), not
+# bit for bit (57-61% of its GEMM's elements equal), so one realisation may fall either way
+FP8_K = {"o": 2.0, "lse": 2.0, "dq": 4.5, "dk": 4.5, "dv": 2.0, "dsink": 2.0}
 
 # The budget's k per dtype and output, calibrated (results/calibration.md, 2026-11-30): the
 # largest k_needed measured over correct kernels (CPU: torch-blockwise, sdpa-cpu-math,

@@ -263,10 +263,21 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
     if refs.note:
         result.notes.append(refs.note)
     with phase("gates"):
-        def judge(outputs):  # the gates, then the backward re-judged from its own statistics
-            verdicts = check_outputs(problem, outputs, refs.truth, refs.yardsticks, config.gates, poisoned=poison,
-                                     expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
-                                     standard_label=f"{config.truth} truth", inputs=inputs)
+        more = []  # the further designs' yardsticks (References.more), built at most once a case
+
+        def check(outputs, yardsticks):
+            return check_outputs(problem, outputs, refs.truth, yardsticks, config.gates, poisoned=poison,
+                                 expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
+                                 standard_label=f"{config.truth} truth", inputs=inputs)
+
+        def judge(outputs):  # the gates (with further designs' yardsticks where one fails), then the
+            # backward re-judged from its own statistics
+            verdicts = check(outputs, refs.yardsticks)
+            if refs.more is not None and any(not v.passed and v.gate == Gate.BUDGET for v in verdicts):
+                if not more:
+                    more.extend(refs.more())
+                    result.notes.append(refs.more_note)
+                verdicts = check(outputs, refs.yardsticks + more)
             attribute(problem, inputs, outputs, refs.truth, verdicts)
             return verdicts
 
