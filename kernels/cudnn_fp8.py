@@ -65,7 +65,8 @@ class CudnnFp8Capability(Capability):
 
 CAPABILITY = CudnnFp8Capability(
     dtypes=FP8_DTYPES, head_dims_qk=(HOPPER_HEAD_DIM,), head_dims_v=(HOPPER_HEAD_DIM,), equal_head_dims=True,
-    max_batch=4, max_seqlen=2048, max_heads=16, gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=False,
+    max_batch=4, max_seqlen=2048, max_heads=16, gqa=True, causal=True, aligns=("top_left", "bottom_right"),
+    window=False,
     varlen=False, sinks=False, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
     block_m=128, block_n=128, compile_key=COMPILE_KEY,
 )

@@ -58,7 +58,8 @@ def own_stats_backward(inputs: Inputs, o: torch.Tensor, lse: torch.Tensor, *,
             delta = (doc * o_given[sl]).sum(dim=-1).transpose(0, 1)  # [Hq, c]
             ds = pr * (torch.einsum("chd,khd->hck", doc, vx) - delta.unsqueeze(-1))
             dq[sl] = torch.einsum("hck,khd->chd", ds, kx) * p.scale
-            dk[k0:k0 + sk] += (torch.einsum("hck,chd->khd", ds, qc) * p.scale).view(sk, Hkv, G, p.head_dim_qk).sum(dim=2)
+            dk_c = torch.einsum("hck,chd->khd", ds, qc) * p.scale
+            dk[k0:k0 + sk] += dk_c.view(sk, Hkv, G, p.head_dim_qk).sum(dim=2)
             dv[k0:k0 + sk] += torch.einsum("hck,chd->khd", pr, doc).view(sk, Hkv, G, p.head_dim_v).sum(dim=2)
             if sink is not None:
                 p_sink = torch.where(seen, torch.exp(sink - torch.where(seen, lse_h, torch.zeros_like(lse_h))),
