@@ -34,7 +34,7 @@ run_variant fp8-current-scaling 1
   echo "fla smem exit $?" >> /tmp/o/exits.txt
   timeout 90 python3 results/bugs/fla/repro_fla_dsink_tail_rows.py > /tmp/o/fla-dsink.log 2>&1
   echo "fla dsink exit $?" >> /tmp/o/exits.txt
-  H=8,16,24,32,40,48,56,64,72,80,96,112,120,128
+  H=1,3,8,16,20,24,32,40,48,56,64,72,80,88,96,100,104,112,120,127,128
   timeout 400 python3 -m difftest run -k fla-attn -p gpu --device cuda --max-examples 3000 --time-budget 320 \
       --shrink-budget 20 --narrow head_dims_qk=$H --narrow head_dims_v=$H --out /tmp/o/fla-d128 --db none -q \
       > /tmp/o/fla-d128.log 2>&1
