@@ -2,8 +2,9 @@
 
 Hopper's FP8 MMA (wgmma with e4m3/e5m2 operands, float32 accumulator) does not add in
 float32. Per step it takes ``group`` products, exact, and the accumulator, aligns them to the
-largest of their exponents, keeps ``frac_bits`` bits below that leading bit (the rest is cut
-off, toward zero), and adds: an accumulator of about 13 fraction bits, not float32's 23
+largest of their exponents (a product's is the sum of its operands' exponents: its significand
+lies in [1, 4)), keeps ``frac_bits`` bits below that bit (the rest is cut off, toward zero),
+and adds: an accumulator of about 13 fraction bits, not float32's 23
 (DeepSeek-V3's report, "about 14 bits"; Khattak and Mikaitis, "Accurate Models of NVIDIA
 Tensor Cores", arXiv 2512.07004, an e8m13 accumulator with truncation on the H100). So
 every FP8 attention kernel on Hopper that keeps its accumulator in the tensor core across a
@@ -27,17 +28,23 @@ F64 = torch.float64
 HOPPER_GROUP = 32  # products per step (the K of one m64nNk32 FP8 wgmma)
 HOPPER_FRAC_BITS = 13  # bits kept below the leading bit of the step's largest term
 MAX_ELEMS = 1 << 25  # aligned terms per chunk of rows (128 MiB in float32)
+NO_EXPONENT = -(1 << 20)  # a zero's exponent: below every other, never the step's largest
 
 
-def _step(acc: torch.Tensor, prods: torch.Tensor, frac_bits: int) -> torch.Tensor:
-    """acc [..., M, N] plus prods [..., M, N, G]: every term cut toward zero to the quantum
-    2^(e - frac_bits) of the largest, 2^e <= max|term| < 2^(e+1), then added exactly."""
-    top = torch.maximum(prods.abs().amax(dim=-1), acc.abs())
-    _, e = torch.frexp(top)  # top = m 2^e, m in [0.5, 1): the leading bit is 2^(e-1)
+def _exponent(x: torch.Tensor) -> torch.Tensor:
+    """The exponent of each element's leading bit (2^e <= |x| < 2^(e+1)); very negative for 0."""
+    e = torch.frexp(x)[1] - 1
+    return torch.where(x != 0, e, torch.full_like(e, NO_EXPONENT))
+
+
+def _step(acc, prods, exps, frac_bits: int):
+    """acc [..., M, N] plus prods [..., M, N, G] with their exponent sums ``exps``: every term cut
+    toward zero to the quantum 2^(E - frac_bits), E the largest of the products' exponent sums
+    and the accumulator's exponent, then added exactly."""
+    top = torch.maximum(exps.amax(dim=-1), _exponent(acc))
     # 1 / quantum, a power of two, at most 2^126 (float32's range: a quantum below float32's
     # smallest normal number cuts what is below it to 0, as a flush-to-zero accumulator would)
-    inv = torch.ldexp(torch.ones_like(top), (frac_bits + 1 - e).clamp(max=126))
-    inv = torch.where(top > 0, inv, torch.ones_like(top))
+    inv = torch.ldexp(torch.ones_like(acc), (frac_bits - top).clamp(min=-126, max=126))
     return (torch.trunc(prods * inv.unsqueeze(-1)).sum(dim=-1) + torch.trunc(acc * inv)) / inv
 
 
@@ -52,11 +59,14 @@ def mma_matmul(a: torch.Tensor, b: torch.Tensor, group: int = HOPPER_GROUP,
     bt = b.to(dt).expand(*batch, *b.shape[-2:]).transpose(-1, -2).contiguous()  # [..., N, K]
     m, k, n = a.shape[-2], a.shape[-1], bt.shape[-2]
     out = torch.zeros(*batch, m, n, dtype=dt, device=a.device)
+    ea, eb = _exponent(a), _exponent(bt)
     rows = max(1, MAX_ELEMS // max(1, group * n * max(1, batch.numel())))
     for r0 in range(0, m, rows):
         acc = out[..., r0:r0 + rows, :]
         for k0 in range(0, k, group):
-            prods = a[..., r0:r0 + rows, None, k0:k0 + group] * bt[..., None, :, k0:k0 + group]  # [.., m, N, G]
-            acc = _step(acc, prods, frac_bits)
+            ka = (..., slice(r0, r0 + rows), None, slice(k0, k0 + group))
+            kb = (..., None, slice(None), slice(k0, k0 + group))
+            exps = torch.maximum(ea[ka] + eb[kb], torch.full((), NO_EXPONENT, device=a.device))
+            acc = _step(acc, a[ka] * bt[kb], exps, frac_bits)  # products [.., m, N, G]
         out[..., r0:r0 + rows, :] = acc
     return out
