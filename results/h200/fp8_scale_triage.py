@@ -1,7 +1,8 @@
 """H200 (2026-12-02, session 3): cuDNN FP8 dQ/dK failures of call I (results/h200/2026-12-02/callI) --
 cuDNN, or the adapter's scales? The adapter took dQ/dK/dV's scales from a calibration call that stored
-dS (cuDNN's "dP") with scale 1; recalibrate=True measures them again with dS's own scale. Runs every
-finding's problem both ways through run_case and prints the verdicts, the amaxes and the scales."""
+dS (cuDNN's "dP") with scale 1; recalibrate=True measured them again with dS's own scale. Runs every
+finding's problem both ways through run_case and prints the verdicts, the amaxes and the scales.
+Needs commit f31d095 (the adapter's ``recalibrate``, removed after this run changed no dQ/dK verdict)."""
 import json
 
 from difftest.judge.runner import RunConfig, run_case
