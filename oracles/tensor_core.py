@@ -19,7 +19,7 @@ values times power-of-two scales are; a step's aligned terms are integers below 
 in units of the step's quantum, so their sum of group + 1 fits float32's 24 bits). ``group``
 and ``frac_bits`` are parameters because a model is only as good as its measurement:
 results/fp8.md records how often this one reproduces the H200's own FP8 GEMM bit for bit
-(results/h200/fp8_accum_triage.py compares it with torch._scaled_mm).
+(compared there with torch._scaled_mm).
 """
 
 import torch
