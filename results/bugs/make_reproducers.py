@@ -30,6 +30,7 @@ from difftest.model.problem import Problem
 
 HERE = Path(__file__).resolve().parent
 
+FLA_H200 = "fla-core 0.6.0, Triton 3.6.0, torch 2.11.0+cu130, NVIDIA H200 sm_90, driver 580.159.04, FLA_TILELANG=0"
 FA4 = "flash-attn-4 4.0.0b36 (flash_attn.cute), torch 2.11.0+cu130, NVIDIA H200 sm_90, driver 580.159.04"
 TILEOPS = "tileops 0.1.0 (tilelang 0.1.12), torch 2.11.0+cu130, NVIDIA H200 sm_90, driver 580.159.04"
 CUDNN = ("cuDNN 9.19.0 (torch 2.11.0+cu130's) through nvidia-cudnn-frontend 1.32.0 graphs, NVIDIA H200 sm_90, "
@@ -216,6 +217,16 @@ ENTRIES = (
                   dtype="float16", causal=True, sinks=True, pad_tail=1, seed=0),
           "failed", ("dsink:budget",), seen_with="fla-core 0.6.0, torch 2.13.0+cpu, Triton 3.6.0 interpreter "
                                                     "(TRITON_INTERPRET=1), no GPU"),
+    # the same bug on the H200 (session 3, call I): the GPU campaign's own shrunk problem
+    Entry("fla", "dsink-tail-rows.gpu", "REPORT-dsink-tail-rows.md", "fla-attn",
+          Problem(batch=1, seqlen_q=(3,), seqlen_k=(3,), heads_q=1, heads_kv=1, head_dim_qk=1, head_dim_v=1,
+                  dtype="float16", causal=True, sinks=True, pad_tail=253, seed=0),
+          "failed", ("dsink:nonfinite",), seen_with=FLA_H200),
+    Entry("fla", "hopper-bwd-smem-d136", "REPORT-hopper-bwd-smem.md", "fla-attn",
+          Problem(batch=1, seqlen_q=1, seqlen_k=1, heads_q=1, heads_kv=1, head_dim_qk=136, head_dim_v=136,
+                  dtype="float16", causal=True, seed=0),
+          "error", reason="OutOfResources: out of resource: shared memory, Required: 327680, Hardware limit: 232448",
+          seen_with=FLA_H200),
     # the same problem, confirmed standalone and under compute-sanitizer on 2026-12-02 (session 2, calls D and E)
     Entry("cudnn", "dense-dqk-136-160-oob-write", "REPORT-dense-dqk-136-160-oob-write.md", "cudnn",
           Problem(batch=3, seqlen_q=1, seqlen_k=2, heads_q=1, heads_kv=1, head_dim_qk=136, head_dim_v=72,

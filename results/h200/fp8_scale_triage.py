@@ -9,7 +9,7 @@ from difftest.judge.runner import RunConfig, run_case
 from difftest.kernels.cudnn_fp8 import CudnnFp8Adapter
 from difftest.model.problem import Problem
 
-probs = [Problem.from_dict(d) for d in json.load(open("results/bugs/cudnn-fp8/callI-findings-problems.json"))]
+probs = [Problem.from_dict(d) for d in json.load(open("results/h200/2026-12-02/callI/findings-problems.json"))]
 for p in probs:
     for recal in (False, True):
         k = CudnnFp8Adapter()
