@@ -30,8 +30,9 @@ BASE = ["run", "-p", "quick", "--max-examples", "8", "--seed", "3", "--no-edge-c
 
 def _env(tmp_path, sleep="0"):
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIFFTEST_THREADS")}
+    # the kernels stop sleeping once tmp_path/wake exists (a test creates it when its signal has landed)
     return {**env, "PYTHONPATH": str(ROOT), "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
-            "DIFFTEST_TEST_SLEEP": sleep}
+            "DIFFTEST_TEST_SLEEP": sleep, "DIFFTEST_TEST_WAKE": str(tmp_path / "wake")}
 
 
 def _run(tmp_path, *args, sleep="0"):
@@ -120,6 +121,7 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     assert workers and all(Path(f"/proc/{w}/cmdline").read_bytes() == run_cmd for w in workers), \
         [Path(f"/proc/{w}/cmdline").read_bytes()[:200] for w in workers]
     os.kill(lanes_of_run[0], signal.SIGKILL)
+    (tmp_path / "wake").touch()  # the kill has landed: the campaign left need not sleep per call
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, out[-2000:] + err[-2000:]
     assert "campaign process" in err and "died" in err and "Traceback" not in err
