@@ -68,7 +68,7 @@ def test_fixture_isolates_kernels_and_reports_junit_properties(sub):
 
     sub.makepyfile(test_k="""
         def test_crashing_kernel(difftest_campaign):
-            difftest_campaign("tests.kernels_for_tests:CrashOnLongQ", max_examples=12, database=None)
+            difftest_campaign("tests.kernels_for_tests:CrashOnLongQ", max_examples=12, database=None, shrink_budget=1)
 
         def test_after_the_crash(difftest_campaign):
             r = difftest_campaign("tests.kernels_for_tests:RefKernel", max_examples=2, edge_cases=False,
