@@ -6,7 +6,10 @@ passing cases first and shrinking has an edge to find (seqlen_k 17). Importable 
 
 ``SlowRef`` / ``SlowWrongDk`` sleep ``DIFFTEST_TEST_SLEEP`` seconds per call and append
 every call (kernel name, Problem) to ``DIFFTEST_TEST_CALLS`` (when set): the kill-and-resume tests
-use it to see which cases actually ran in which process."""
+use it to see which cases actually ran in which process. The sleep is only there so that a
+test's signal lands mid-campaign: ``DIFFTEST_TEST_SLEEPERS`` (kernel names, comma-separated)
+limits it to those kernels, and once the file ``DIFFTEST_TEST_WAKE`` names exists (the test
+creates it when its signal has landed) no kernel sleeps any more."""
 
 import ctypes
 import os
@@ -89,6 +92,13 @@ class AllocatesWithoutBound(RefKernel):
             resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def _sleep_s(kernel: str) -> float:
+    sleepers, wake = os.environ.get("DIFFTEST_TEST_SLEEPERS"), os.environ.get("DIFFTEST_TEST_WAKE")
+    if (sleepers and kernel not in sleepers.split(",")) or (wake and os.path.exists(wake)):
+        return 0.0
+    return float(os.environ.get("DIFFTEST_TEST_SLEEP", "0"))
+
+
 class SlowRef(RefKernel):
     """Correct; sleeps and records each call (see the module docstring)."""
 
@@ -101,7 +111,7 @@ class SlowRef(RefKernel):
         if calls:
             with open(calls, "a") as f:
                 f.write(f"{self.name} {inputs.problem.to_json()}\n")
-        time.sleep(float(os.environ.get("DIFFTEST_TEST_SLEEP", "0")))
+        time.sleep(_sleep_s(self.name))
         return out
 
 

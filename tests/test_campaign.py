@@ -13,6 +13,7 @@ from difftest import Problem
 from difftest.commands import cli
 from difftest.execute.isolation import close_all
 from difftest.judge.runner import RunConfig
+from difftest.search import campaign
 from difftest.search.campaign import run_campaign
 from difftest.search.case_log import read_case_log
 from tests.kernels_for_tests import CrashOnLongQ, RefKernel, WrongDkForLongGqa
@@ -61,17 +62,21 @@ def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path, capsys):
         rc = cli.main(["repro", f])  # refused before anything runs: no interpreter of its own needed
         err = capsys.readouterr().err
         assert rc == 2 and why in err, err
-    fixed = subprocess.run([sys.executable, "-m", "difftest", "repro", r.reproducer["json"], "--kernel",
-                            "tests.kernels_for_tests:RefKernel"], capture_output=True, text=True, timeout=300)
-    assert fixed.returncode == 0 and "[PASSED]" in fixed.stdout
+    # against the fixed kernel, in this process (test_cli replays `repro --kernel` in a fresh one)
+    assert cli.main(["repro", r.reproducer["json"], "--kernel", "tests.kernels_for_tests:RefKernel"]) == 0
+    assert "[PASSED]" in capsys.readouterr().out
     rec = json.loads(open(r.reproducer["json"]).read())
     assert Problem.from_dict(rec["problem"]) == p and rec["failed_gates"] == ["dk:budget"]
 
 
-def test_crashing_kernel_does_not_stop_the_campaign(tmp_path):
+def test_crashing_kernel_does_not_stop_the_campaign(tmp_path, monkeypatch):
+    # each crash costs the next case a worker restart (an interpreter importing torch): a 1 s
+    # shrink budget, and 1 s instead of 5 for the simplify walk and the signature after it
+    monkeypatch.setattr(campaign, "FINISH_FLOOR_S", 1.0)
     try:
         r = run_campaign(CrashOnLongQ(), "quick", max_examples=15, strategy=small(), edge_cases=False,
-                         database=None, out_dir=tmp_path, config=RunConfig(isolate=True, timeout_s=120))
+                         database=None, out_dir=tmp_path, config=RunConfig(isolate=True, timeout_s=120),
+                         shrink_budget=1)
     finally:
         close_all()
     assert r.status == "failed" and r.failure.status == "error" and "died" in r.failure.reason
@@ -183,3 +188,24 @@ def test_a_failing_campaign_never_runs_a_problem_twice(tmp_path):
                      out_dir=tmp_path, config=RunConfig(isolate=False))
     assert r.status == "failed" and r.failure.problem.seqlen_k == 17
     assert len(k.calls) == len(set(k.calls)) >= len(r.cases)  # the diagnosis may add Problems of its own
+
+
+def test_the_finish_floor_bounds_what_runs_after_a_spent_shrink_budget(tmp_path, monkeypatch):
+    """shrink_budget=0 stops Hypothesis's shrink at once; the simplify walk and the signature's
+    variations still get campaign.FINISH_FLOOR_S seconds each (5: a finding is simplified and
+    says what it needs even when the budget is spent). Tests of costly kernels (each crash is a
+    worker restart) lower it; at 0 nothing runs after the first failure."""
+
+    def run(out):
+        r = run_campaign(_CountingWrongDk(), "quick", max_examples=25, strategy=small(), edge_cases=False,
+                         database=None, out_dir=tmp_path / out, config=RunConfig(isolate=False), shrink_budget=0)
+        assert r.status == "failed" and r.findings
+        return r, next(i for i, c in enumerate(r.cases) if c.failed)
+
+    r, first = run("floor")
+    assert campaign.FINISH_FLOOR_S == 5.0
+    assert len(r.cases) > first + 1 and r.findings[0].signature.tried > 0
+    monkeypatch.setattr(campaign, "FINISH_FLOOR_S", 0.0)
+    r, first = run("none")
+    assert len(r.cases) == first + 1 and r.failure.problem == r.cases[first].problem
+    assert r.findings[0].signature.tried == 0

@@ -23,14 +23,14 @@ RUN = ["run", "-p", "quick", "--max-examples", "25", "--no-edge-cases", "--out",
        "--no-isolate"]
 
 
-def _env(tmp_path, sleep="0.3"):
+def _env(tmp_path, sleep="0.3", **extra):
     return {**os.environ, "PYTHONPATH": str(ROOT), "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
-            "DIFFTEST_TEST_SLEEP": sleep, "OMP_NUM_THREADS": "1"}
+            "DIFFTEST_TEST_SLEEP": sleep, "OMP_NUM_THREADS": "1", **extra}
 
 
-def _start(tmp_path, kernel, *extra):
+def _start(tmp_path, kernel, *extra, env=None):
     return subprocess.Popen([sys.executable, "-m", "difftest", *RUN, "-k", f"tests.faulty_kernels:{kernel}", *extra],
-                            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tmp_path, env=env or _env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
 
@@ -182,7 +182,9 @@ def test_no_isolate_segfault_leaves_started_line_and_stack_then_resume_records_i
 def test_sigkill_in_the_second_kernel_resumes_it_and_keeps_the_first(tmp_path):
     """A kernel whose campaign finished before the kill is taken from its record: not one
     call of it after --resume, and the report still holds both campaigns."""
-    proc = _start(tmp_path, "SlowWrongDk", "-k", "tests.faulty_kernels:SlowRef", "--shrink-budget", "3")
+    # only slow-ref sleeps (the kill must land mid-campaign there); slow-wrong-dk's campaign runs at full speed
+    proc = _start(tmp_path, "SlowWrongDk", "-k", "tests.faulty_kernels:SlowRef", "--shrink-budget", "3",
+                  env=_env(tmp_path, DIFFTEST_TEST_SLEEPERS="slow-ref"))
     _wait_for(proc, tmp_path, lambda cases: sum(c["kernel"] == "slow-ref" for c in cases) >= 2)
     _kill(proc, signal.SIGKILL)
     calls_before = len(_calls(tmp_path))

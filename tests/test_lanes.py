@@ -30,8 +30,9 @@ BASE = ["run", "-p", "quick", "--max-examples", "8", "--seed", "3", "--no-edge-c
 
 def _env(tmp_path, sleep="0"):
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIFFTEST_THREADS")}
+    # the kernels stop sleeping once tmp_path/wake exists (a test creates it when its signal has landed)
     return {**env, "PYTHONPATH": str(ROOT), "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
-            "DIFFTEST_TEST_SLEEP": sleep}
+            "DIFFTEST_TEST_SLEEP": sleep, "DIFFTEST_TEST_WAKE": str(tmp_path / "wake")}
 
 
 def _run(tmp_path, *args, sleep="0"):
@@ -49,6 +50,10 @@ def _cases(campaign) -> list:
     return [(c["problem"], c["status"], c.get("input_digest"), c.get("error_type"),
              [(v["output"], v["gate"], v["passed"], v.get("max_abs_err"), v.get("limit")) for v in c["verdicts"]])
             for c in campaign["cases"]]
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 def _report(tmp_path) -> dict:
@@ -107,9 +112,16 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     its logged cases, the exit code is 1 and --resume can finish it."""
     proc = _start(tmp_path, "-k", SLOW_REF, "-k", WRONG_DK, "--jobs", "2", "--max-examples", "20", sleep="0.2")
     _wait_for(proc, tmp_path, lambda cases: sum(c["kernel"] == "slow-ref" for c in cases) >= 2)
-    lanes_of_run = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    lanes_of_run = _children(proc.pid)
     assert len(lanes_of_run) == 2  # one lane per campaign, each with a campaign under way
+    # each lane forked its kernel worker from itself (torch imported already): a spawned one would
+    # run multiprocessing's spawn_main, not the run's command line
+    workers = [w for lane in lanes_of_run for w in _children(lane)]
+    run_cmd = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    assert workers and all(Path(f"/proc/{w}/cmdline").read_bytes() == run_cmd for w in workers), \
+        [Path(f"/proc/{w}/cmdline").read_bytes()[:200] for w in workers]
     os.kill(lanes_of_run[0], signal.SIGKILL)
+    (tmp_path / "wake").touch()  # the kill has landed: the campaign left need not sleep per call
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, out[-2000:] + err[-2000:]
     assert "campaign process" in err and "died" in err and "Traceback" not in err
@@ -153,7 +165,7 @@ def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(t
     proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2",
                   "--max-examples", "30")
     _wait_for(proc, tmp_path, lambda cases: min(sum(c["kernel"] == k for c in cases) for k in KS) >= 2)
-    lanes_of_run = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    lanes_of_run = _children(proc.pid)
     proc.kill()
     proc.communicate(timeout=60)
     t0 = time.monotonic()
@@ -229,8 +241,10 @@ def test_previous_times_leave_out_the_worker_start(tmp_path):
 
 
 def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
-    """In a fresh interpreter: a pytest worker that ran other tests may hold threads of theirs."""
-    code = ("import threading\n"
+    """In a fresh interpreter: a pytest worker that ran other tests may hold threads of theirs.
+    The orphan watchdog every lane starts (isolation.die_with_parent) is not a hazard: counting
+    it made every lane wait and spawn its worker instead of forking it."""
+    code = ("import os, threading\n"
             "from difftest.run import lanes\n"
             "stop = threading.Event()\n"
             "t = threading.Thread(target=stop.wait)\n"
@@ -238,11 +252,13 @@ def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
             "live = lanes.fork_hazard(settle_s=0.2)\n"  # a live second thread: no fork
             "stop.set()\n"
             "t.join()\n"
-            "print(repr(live), repr(lanes.fork_hazard()))\n")  # joined: it may linger a moment, then safe
+            "from difftest.execute import isolation\n"
+            "isolation.die_with_parent(os.getppid())\n"  # a lane's orphan watchdog: holds no lock
+            "print(repr(live), repr(lanes.fork_hazard()), threading.active_count())\n")  # joined: it may linger
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout.strip().splitlines()[-1]
-    assert out.startswith("'the run has 2 threads'") and out.endswith(" None"), out
+    assert out.startswith("'the run has 2 threads'") and out.endswith(" None 2"), out  # the watchdog runs
 
 
 @pytest.mark.parametrize("omp", [None, "3"])

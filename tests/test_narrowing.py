@@ -2,6 +2,7 @@
 failure and keeps searching, never widens what a kernel claims, and records what it did."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -78,15 +79,33 @@ def test_campaign_steps_around_a_known_failure(tmp_path):
     assert r2.settings["narrowed"] == {"sinks": False}
 
 
-def test_cli_narrow_reaches_the_report_and_bad_values_exit_2(tmp_path):
-    def run(*args):
-        return subprocess.run([sys.executable, "-m", "difftest", "run", "-k", "torch-blockwise", "--profile", "quick",
-                               "--max-examples", "3", "--no-edge-cases", "--db", "none", "-q", *args],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    ok = run("--narrow", "head_dims_qk=16", "--narrow", "varlen=false")
+def test_cli_narrow_reaches_the_report_and_bad_values_exit_2(tmp_path, monkeypatch, capsys):
+    args = ["run", "-k", "torch-blockwise", "--profile", "quick", "--max-examples", "3", "--no-edge-cases", "--db",
+            "none", "-q"]
+    ok = subprocess.run([sys.executable, "-m", "difftest", *args, "--narrow", "head_dims_qk=16", "--narrow",
+                         "varlen=false"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
     camp = json.loads((tmp_path / ".difftest" / "out" / "report.json").read_text())["campaigns"][0]
     assert camp["settings"]["narrowed"] == {"head_dims_qk": [16], "varlen": False}
     assert all(c["problem"]["head_dim_qk"] == 16 for c in camp["cases"])
-    bad = run("--narrow", "head_dims_qk=17")
-    assert bad.returncode == 2 and "head_dims_qk" in bad.stderr and "subset of" in bad.stderr
+    # refused before any case: in this process (no interpreter and torch import of its own)
+    import torch
+
+    from difftest.commands import cli
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    monkeypatch.chdir(bad)
+    capsys.readouterr()
+    threads, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    try:
+        assert cli.main([*args, "--narrow", "head_dims_qk=17"]) == 2
+    finally:  # the run set this process's threads before it refused: put them back
+        torch.set_num_threads(threads)
+        if omp is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = omp
+    err = capsys.readouterr().err
+    assert "head_dims_qk" in err and "subset of" in err, err
+    assert not any(bad.iterdir())  # nothing written

@@ -66,9 +66,16 @@ def test_fixture_isolates_kernels_and_reports_junit_properties(sub):
     the absolute reproducer path."""
     import xml.etree.ElementTree as ET
 
+    # every crash costs the next case a worker restart (an interpreter importing torch): the
+    # crash's shrink gets 1 s, and so do the simplify walk and the signature after it (not 5)
+    sub.makeconftest("""
+        from difftest.search import campaign
+
+        campaign.FINISH_FLOOR_S = 1.0
+    """)
     sub.makepyfile(test_k="""
         def test_crashing_kernel(difftest_campaign):
-            difftest_campaign("tests.kernels_for_tests:CrashOnLongQ", max_examples=12, database=None)
+            difftest_campaign("tests.kernels_for_tests:CrashOnLongQ", max_examples=12, database=None, shrink_budget=1)
 
         def test_after_the_crash(difftest_campaign):
             r = difftest_campaign("tests.kernels_for_tests:RefKernel", max_examples=2, edge_cases=False,

@@ -28,6 +28,18 @@ BLOCK = CAP.block_n
 
 
 # ---------------------------------------------------------------- planted kernels
+_TRUTH: dict = {}  # id(inputs) -> (inputs, its float64 reference), while fails() checks those inputs
+
+
+def _reference(inputs: Inputs) -> Outputs:
+    """``reference(inputs, "float64")``; a copy of the one fails() computed already when these
+    are the very inputs it checks (the kernel's and the truth's references are one computation)."""
+    known = _TRUTH.get(id(inputs))
+    if known is not None and known[0] is inputs:
+        return known[1].clone()
+    return reference(inputs, "float64")
+
+
 def gqa_mapping(inputs: Inputs) -> Outputs:
     """Query head h reads key/value head h % heads_kv instead of h // group."""
     p = inputs.problem
@@ -42,7 +54,7 @@ def gqa_mapping(inputs: Inputs) -> Outputs:
 
 def causal_alignment(inputs: Inputs) -> Outputs:
     """Forward masks bottom-right (correct); backward always masks top-left."""
-    good = reference(inputs, "float64")
+    good = _reference(inputs)
     p = inputs.problem
     bwd = reference(Inputs(**{**inputs.__dict__, "problem": p.replace(align="top_left")}), "float64")
     return Outputs(o=good.o, lse=good.lse, dq=bwd.dq, dk=bwd.dk, dv=bwd.dv, dsink=bwd.dsink)
@@ -50,7 +62,7 @@ def causal_alignment(inputs: Inputs) -> Outputs:
 
 def tail_block(inputs: Inputs) -> Outputs:
     """The last key tile is never written when it is partial and not the first tile."""
-    out = reference(inputs, "float64")
+    out = _reference(inputs)
     p = inputs.problem
     for b, sk in enumerate(p.seqlens_k):
         if sk > BLOCK and sk % BLOCK:
@@ -62,7 +74,7 @@ def tail_block(inputs: Inputs) -> Outputs:
 
 def empty_key_sequence(inputs: Inputs) -> Outputs:
     """Rows of a sequence with no keys divide 0 by 0 instead of writing O = 0."""
-    out = reference(inputs, "float64")
+    out = _reference(inputs)
     p = inputs.problem
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         if sk == 0 and sq:
@@ -72,7 +84,7 @@ def empty_key_sequence(inputs: Inputs) -> Outputs:
 
 def sink_sign(inputs: Inputs) -> Outputs:
     """dSink with the wrong sign."""
-    out = reference(inputs, "float64")
+    out = _reference(inputs)
     if out.dsink is not None:
         out.dsink = -out.dsink
     return out
@@ -81,7 +93,7 @@ def sink_sign(inputs: Inputs) -> Outputs:
 def naive_softmax(inputs: Inputs) -> Outputs:
     """Forward in float32 without subtracting the row maximum: exp() overflows (or every
     term underflows) once logits leave float32's exp range. Gradients are correct."""
-    out = reference(inputs, "float64")
+    out = _reference(inputs)
     p = inputs.problem
     x = inputs.upcast(torch.float32)
     o = torch.zeros(p.total_q, p.heads_q, p.head_dim_v, dtype=torch.float32)
@@ -105,7 +117,7 @@ def naive_softmax(inputs: Inputs) -> Outputs:
 
 def tail_and_gqa(inputs: Inputs) -> Outputs:
     """dK of the last key wrong, only once keys cross a tile and heads are grouped."""
-    out = reference(inputs, "float64")
+    out = _reference(inputs)
     p = inputs.problem
     if p.group > 1 and p.max_seqlen_k > BLOCK:
         out.dk = out.dk * 1.5
@@ -151,7 +163,12 @@ def shrink(fn, capability=CAP, profile="quick", max_examples=500):
 
     def fails(p: Problem) -> bool:
         x = make_inputs(p)
-        return differs(kernel.run(x), reference(x, "float64"))
+        truth = reference(x, "float64")
+        _TRUTH[id(x)] = (x, truth)
+        try:
+            return differs(kernel.run(x), truth)
+        finally:
+            _TRUTH.pop(id(x), None)
 
     t0 = time.perf_counter()
     p = find(problems(capability, profile), fails,

@@ -79,6 +79,7 @@ def _say(conn, *msg) -> None:
 
 
 ORPHAN_POLL_S = 0.5  # how often a worker checks that its parent is alive
+WATCHDOG = "difftest-orphan-watchdog"  # its thread's name: it only sleeps and reads getppid (no lock to copy held)
 
 
 def die_with_parent(parent: int, pdeathsig: bool = True) -> None:
@@ -103,7 +104,7 @@ def die_with_parent(parent: int, pdeathsig: bool = True) -> None:
             if os.getppid() != parent:
                 os._exit(1)
 
-    threading.Thread(target=watch, name="difftest-orphan-watchdog", daemon=True).start()
+    threading.Thread(target=watch, name=WATCHDOG, daemon=True).start()
 
 
 def _worker_main(conn, env, preload=(), inherited=(), parent=None, pdeathsig=False):

@@ -86,12 +86,18 @@ def on_gpu(kernels, device: str | None) -> list:
 
 
 def _threads() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        import threading
+    """Threads of this process, less the orphan watchdog (isolation.die_with_parent), which a
+    fork cannot hurt: it holds no lock, only sleeps and reads getppid. Every lane runs one, so
+    counting it made every lane wait ``settle_s`` and spawn its worker instead of forking it."""
+    import threading
 
-        return threading.active_count()
+    from difftest.execute.isolation import WATCHDOG
+
+    watchdogs = sum(t.name == WATCHDOG and t.is_alive() for t in threading.enumerate())
+    try:
+        return len(os.listdir("/proc/self/task")) - watchdogs
+    except OSError:
+        return threading.active_count() - watchdogs
 
 
 def fork_hazard(settle_s: float = 2.0) -> str | None:

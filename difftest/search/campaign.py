@@ -60,6 +60,10 @@ from difftest.strategies.compile import compile_reuse
 from difftest.vocab import CampaignStatus, FailureKind, Status
 from difftest.workdir import DEFAULT_DB, DEFAULT_OUT
 
+# Seconds the simplify walk and the signature's variations each get after a first failure
+# when the shrink budget is spent already ("at least a few seconds": _conclude).
+FINISH_FLOOR_S = 5.0
+
 
 class CaseFailed(AssertionError):
     def __init__(self, case: CaseResult):
@@ -244,7 +248,7 @@ class Campaign:
                     res.status = CampaignStatus.FAILED
                     # finish the shrink: Hypothesis can stall in a local minimum and never shrinks the
                     # explicit edge corpus; walk down through simpler Problems that fail the same way
-                    left = max(5.0, self.failed_at + self.shrink_budget - self._now())
+                    left = max(FINISH_FLOOR_S, self.failed_at + self.shrink_budget - self._now())
                     res.failure = self._simplify(res.failure, left)
                 self._conclude()
         except KeyboardInterrupt as e:  # SIGINT/SIGTERM (interrupt.py): hand back what finished
@@ -570,7 +574,7 @@ class Campaign:
         least a few seconds), so reports and the gate name it the same way a hunt does."""
         res = self.result
         if not self.hunting and res.failure is not None:
-            over = self._now() + max(5.0, (self.failed_at or 0.0) + self.shrink_budget - self._now())
+            over = self._now() + max(FINISH_FLOOR_S, (self.failed_at or 0.0) + self.shrink_budget - self._now())
             sig = derive(res.failure, self._run_seen, self.kernel.capability, budget_calls=MAX_VARIATIONS,
                          deadline=lambda: self._now() > over)
             if not any(same_identity(s, sig, res.failure.problem) for f in self.found for s in f.signatures):
