@@ -16,7 +16,7 @@
   truth is the float64 attention of the dequantised inputs, as for every dtype. A second
   correct FP8 design, the same yardstick with Hopper's FP8 tensor-core accumulator
   (``fp8_reference(..., "tensor-core")``), is ``more``: built only when a verdict fails
-  against the first (it costs ~30 float64 passes per GEMM), then judged with both;
+  against the first (it costs ~30 passes over each GEMM's products), then judged with both;
 - a team's elementwise standard may be stated against another truth (``standard``,
   e.g. "float32"): autograd in that precision, dense up to ``chunk_threshold`` score
   elements and chunked above; the budget keeps the float64 truth.

@@ -51,10 +51,6 @@ MAX_CHUNK = 1 << 24  # scores (heads x sq x sk) per chunk
 ACCUMULATORS = ("float32", "tensor-core")
 
 
-def _tensor_core_mm(a, b):
-    return mma_matmul(a, b)  # float32 operands holding FP8 values: exact (oracles/tensor_core.py)
-
-
 class _Sequence:
     """One sequence's float32 operands, query heads expanded over their GQA group."""
 
@@ -97,7 +93,8 @@ def fp8_reference(inputs: Inputs, accumulator: str = "float32") -> Outputs:
     FP8 GEMMs add ("float32", or "tensor-core": Hopper's FP8 MMA, module docstring)."""
     if accumulator not in ACCUMULATORS:
         raise ValueError(f"accumulator={accumulator!r}: allowed {ACCUMULATORS}")
-    mm = torch.matmul if accumulator == "float32" else _tensor_core_mm
+    # float32 operands holding FP8 values: the tensor-core model adds them exactly (oracles/tensor_core.py)
+    mm = torch.matmul if accumulator == "float32" else mma_matmul
     p = inputs.problem
     f = fp8.fmt(p.dtype)
     dev = inputs.device

@@ -66,7 +66,7 @@ def mma_matmul(a: torch.Tensor, b: torch.Tensor, group: int = HOPPER_GROUP,
         for k0 in range(0, k, group):
             ka = (..., slice(r0, r0 + rows), None, slice(k0, k0 + group))
             kb = (..., None, slice(None), slice(k0, k0 + group))
-            exps = torch.maximum(ea[ka] + eb[kb], torch.full((), NO_EXPONENT, device=a.device))
+            exps = (ea[ka] + eb[kb]).clamp(min=NO_EXPONENT)
             acc = _step(acc, a[ka] * bt[kb], exps, frac_bits)  # products [.., m, N, G]
         out[..., r0:r0 + rows, :] = acc
     return out
