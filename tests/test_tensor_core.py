@@ -73,6 +73,31 @@ def test_tiny_values_stay_finite():
     assert torch.isfinite(got).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize("wide", [F32, F64])
+def test_the_integer_cut_is_truncs_bits(monkeypatch, dtype, wide):
+    # the fast path converts aligned terms to integers; it must give torch.trunc's bits exactly,
+    # over exponents from tiny to large, zeros, and K that ends mid-step
+    g = torch.Generator().manual_seed(7)
+    a = (torch.randn(3, 20, 77, generator=g) * 8).to(dtype).to(wide)
+    b = (torch.randn(3, 77, 9, generator=g) * 8).to(dtype).to(wide)
+    a = a * torch.ldexp(torch.ones(1, 20, 1, dtype=wide), torch.randint(-60, 60, (1, 20, 1), generator=g))
+    a[:, 3] = 0
+    b[:, 5:40] = 0
+    fast = mma_matmul(a, b)
+    monkeypatch.setattr(tc, "_cutter", lambda *args: torch.trunc)
+    assert torch.equal(fast, mma_matmul(a, b))
+
+
+def test_non_finite_operands_take_truncs_path():
+    a, b = fp8_operands(4, 40, 3, seed=8)
+    a[1, 7] = float("inf")
+    b[2, 0] = float("nan")
+    got = mma_matmul(a, b)
+    assert torch.isinf(got[1, 0]) or torch.isnan(got[1, 0])
+    assert torch.isnan(got[:, 0]).any() and torch.isfinite(got[0, 1:]).all()
+
+
 # ------------------------------------------------------------------ the FP8 yardstick and the variant
 SK1 = Problem(seqlen_q=2, seqlen_k=1, head_dim_qk=128, head_dim_v=128, dtype="float8_e4m3fn")
 
