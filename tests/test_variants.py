@@ -129,6 +129,13 @@ def test_variants_command_reports_false_alarms(tmp_path, capsys):
     assert len(lines) >= 3 and json.loads(lines[0])["status"] == "passed"
     rc = main(["variants", "--from-logs", str(tmp_path / "delta-from-stored-o.jsonl")])
     assert rc == 0 and f"| delta-from-stored-o | {len(lines)} | 0 |" in capsys.readouterr().out
+    # the same variant's log from another process's --out-dir joins the same row
+    (tmp_path / "shard2").mkdir()
+    (tmp_path / "shard2" / "delta-from-stored-o.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    rc = main(["variants", "--from-logs", str(tmp_path / "delta-from-stored-o.jsonl"),
+               str(tmp_path / "shard2" / "delta-from-stored-o.jsonl")])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"| delta-from-stored-o | {len(lines) + 2} | 0 |" in out and out.count("| delta-from") == 1
 
 
 def test_variants_from_a_bad_log_is_one_line_exit_2(tmp_path, capsys):

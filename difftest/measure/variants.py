@@ -125,10 +125,11 @@ def run_variant(entry, profile: str = "nightly", *, cases: int = 200, per_varian
 
 
 def rows_from_logs(paths) -> list[VariantRow]:
-    """Rebuild the rows from the per-variant case logs (NAME.jsonl)."""
-    rows = []
+    """Rebuild the rows from the per-variant case logs (NAME.jsonl): one row a variant, the logs
+    of one NAME (a variant run by several processes or machines, each with its --out-dir) joined."""
+    rows: dict[str, VariantRow] = {}
     for path in sorted(Path(p) for p in paths):
-        row = VariantRow(path.stem)
+        row = rows.setdefault(path.stem, VariantRow(path.stem))
         with open(path) as f:
             for text in f:
                 text = text.strip()
@@ -138,8 +139,7 @@ def rows_from_logs(paths) -> list[VariantRow]:
                     add_line(row, json.loads(text))
                 except (ValueError, KeyError, TypeError) as e:
                     raise ValueError(f"{path}: a line that is not a case record ({type(e).__name__})") from None
-        rows.append(row)
-    return rows
+    return list(rows.values())
 
 
 def render_markdown(rows, profile: str = "") -> str:
