@@ -11,6 +11,7 @@ from the float64 gradients with 2x headroom (nothing saturates).
 
     python repro_cudnn_fp8_dq_partial_rows.py            # the sweep below, one line a problem
     python repro_cudnn_fp8_dq_partial_rows.py 2 2        # one problem: seqlen_q seqlen_kv
+    python repro_cudnn_fp8_dq_partial_rows.py 33 128 4   # ... with 4 heads, and each row's dQ error
 
 A line: the problem; max |dQ - expected| against max |expected| (an FP8 dQ is good to ~1/8 of it);
 the wrong rows (|err| > 1/4 of max |expected| anywhere in the row) and the 16-column groups they sit in.
@@ -86,7 +87,7 @@ def expected(q, k, v, do, o, lse, scale, causal, hq, hk):
     return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2), ds
 
 
-def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0):
+def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0, per_row=False):
     gen = torch.Generator().manual_seed(seed)
     scale = D ** -0.5
     raw = {n: torch.randn(b, s, h, D, generator=gen, dtype=F64)
@@ -136,11 +137,17 @@ def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0):
             zero = int(((got[name] == 0) & (want.abs() > big / 10)).sum())
             line += f" WRONG rows {rows[0]}..{rows[-1]} ({len(rows)}) 16-col groups {groups} exact zeros {zero}"
     print(line, flush=True)
+    if per_row:  # max |dQ error| of each (row, head), in units of max |expected|
+        rel = (got["dq"] - dq).abs().amax(-1)[0] / dq.abs().max().item()  # [S, H]
+        for h in range(hq):
+            print(f"  head {h} dq row errors:", " ".join(f"{r}:{x:.2f}" for r, x in enumerate(rel[:, h].tolist())),
+                  flush=True)
 
 
 def main():
-    if len(sys.argv) == 3:
-        run(int(sys.argv[1]), int(sys.argv[2]))
+    if len(sys.argv) in (3, 4):
+        h = int(sys.argv[3]) if len(sys.argv) == 4 else 1
+        run(int(sys.argv[1]), int(sys.argv[2]), hq=h, hk=h, per_row=len(sys.argv) == 4)
         return
     print("torch", torch.__version__, "cudnn backend", cudnn.backend_version(), "frontend", cudnn.__version__,
           torch.cuda.get_device_name(), flush=True)
