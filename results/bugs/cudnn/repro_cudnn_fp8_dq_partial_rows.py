@@ -35,7 +35,7 @@ def quant(x: torch.Tensor, fmt: str, headroom: float = 1.0):
     """x stored in FP8 with a power-of-two scale: (bytes, descale, the stored value in float64)."""
     dt, fmax, _ = FMT[fmt]
     s = pow2_scale(x.abs().max().item(), fmax, headroom)
-    x8 = (x * s).to(dt)
+    x8 = (x * s).to(dt).contiguous()  # BSHD memory, as the graph's strides say
     return x8, 1.0 / s, x8.to(F64) / s
 
 
@@ -120,6 +120,7 @@ def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0, per_row=False
             outs[0]: grads["dq"], outs[1]: grads["dk"], outs[2]: grads["dv"],
             **{a: x for a, x in zip(amaxes, amax_t)},
             **{t[n]: torch.full((1, 1, 1, 1), float(x), device=dev) for n, x in scalars.items()}}
+    assert all(x.is_contiguous() for x in pack.values())
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=dev)
     g.execute(pack, ws)
     torch.cuda.synchronize()
