@@ -236,6 +236,10 @@ ENTRIES = (
           Problem(batch=1, seqlen_q=3, seqlen_k=1, heads_q=3, heads_kv=3, head_dim_qk=8, head_dim_v=104,
                   dtype="float16", sinks=True, sink_center=-4.4398495439060355, values="normal", seed=1),
           "failed", ("dsink:determinism",), seen_with=CUDNN),
+    Entry("cudnn", "fp8-dq-partial-rows", "REPORT-fp8-dq-partial-rows.md", "cudnn-fp8",
+          Problem(batch=1, seqlen_q=2, seqlen_k=2, heads_q=1, heads_kv=1, head_dim_qk=128, head_dim_v=128,
+                  dtype="float8_e4m3fn", values="normal", seed=0),
+          "failed", ("dq:budget",), seen_with=CUDNN),
 )
 
 
