@@ -112,6 +112,19 @@ def test_a_correct_fa_convention_case_does_not_raise_k_once_judged_as_the_verdic
     assert row.split("|")[6].strip() == "1" and float(row.split("|")[4]) < 0.1
 
 
+def test_an_fp8_output_is_replayed_against_the_tensor_core_yardstick_the_verdict_builds():
+    """The FP8 LSE of a kernel adding like Hopper's FP8 MMA needs k ~30 against the float32-accumulator
+    yardstick; the shipped verdict judges it with the tensor-core one too (the larger error), where it
+    needs ~1, so calibration must not read the first number (it returned None: no own O/LSE for the LSE)."""
+    from difftest.kernels.variants import VARIANTS
+    from difftest.measure.calibration import effective_k_needed
+    from difftest.model.problem import Problem
+
+    p = Problem(seqlen_q=2, seqlen_k=1, head_dim_qk=128, head_dim_v=128, dtype="float8_e4m3fn")
+    eff = effective_k_needed(VARIANTS["fp8-tensor-core-accumulator"].factory(), p, "lse")
+    assert eff is not None and eff < 1.5
+
+
 def test_derivation_inputs_are_hostile(tmp_path, capsys):
     import pytest
 

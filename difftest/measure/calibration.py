@@ -134,9 +134,12 @@ def samples_from_reports(paths) -> dict:
 def effective_k_needed(kernel, problem, output: str) -> float | None:
     """The smallest k that passes ``output`` of ``problem`` under the shipped verdicts: against
     the float64 truth, or (``judge/attribution.py``) against the backward from the kernel's own
-    O and LSE when those pass. Replays the case with that output's k at 1e-9, so it fails and is
-    attributed; None when the own-statistics reference does not apply (no O/LSE, or they fail)."""
+    O and LSE when those pass, and against the larger error of the yardsticks the verdict builds
+    (an FP8 output that fails the float32-accumulator yardstick is judged with the tensor-core
+    one too: oracles/__init__.py). Replays the case with that output's k at 1e-9, so it fails and
+    is attributed; None when neither applies (the replay's k_needed is the truth's)."""
     from difftest.judge.runner import run_case
+    from difftest.oracles import TENSOR_CORE_NOTE
 
     case = run_case(kernel, problem, RunConfig(gates=GateConfig(k={output: 1e-9})))
     fwd_ok = all(v.passed for v in case.verdicts if v.output in ("o", "lse"))
@@ -147,7 +150,8 @@ def effective_k_needed(kernel, problem, output: str) -> float | None:
                 return 0.0
             own = n.get("own_stats_err")
             if own is None or not fwd_ok:
-                return None
+                # k_needed against the tensor-core yardstick's error where the verdict built it
+                return float(n["k_needed"]) if TENSOR_CORE_NOTE in case.notes and "k_needed" in n else None
             truth_k = n.get("truth_k_needed", n.get("k_needed", 0.0))
             own_k = max(0.0, own - n.get("floor", 0.0)) / n["ref_err"] if n.get("ref_err", 0) > 0 else 0.0
             return min(truth_k, own_k)
