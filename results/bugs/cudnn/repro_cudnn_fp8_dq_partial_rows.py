@@ -12,6 +12,7 @@ from the float64 gradients with 2x headroom (nothing saturates).
     python repro_cudnn_fp8_dq_partial_rows.py            # the sweep below, one line a problem
     python repro_cudnn_fp8_dq_partial_rows.py 2 2        # one problem: seqlen_q seqlen_kv
     python repro_cudnn_fp8_dq_partial_rows.py 33 128 4   # ... with 4 heads, and each row's dQ error
+    python repro_cudnn_fp8_dq_partial_rows.py --inputs x.pt   # given FP8 Q, K, V, dO (see run's ``stored``)
 
 A line: the problem; max |dQ - expected| against max |expected| (an FP8 dQ is good to ~1/8 of it);
 the wrong rows (|err| > 1/4 of max |expected| anywhere in the row) and the 16-column groups they sit in.
@@ -87,12 +88,21 @@ def expected(q, k, v, do, o, lse, scale, causal, hq, hk):
     return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2), ds
 
 
-def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0, per_row=False):
+def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0, per_row=False, neg=0.0, stored=None):
+    """One problem. ``neg``: every logit shifted down by about ``neg`` (a column of Q and of K offset:
+    a softmax is shift invariant, so only the kernel's numerics see it). ``stored``: the FP8 Q, K, V,
+    dO to use ({name: (bytes [b, s, h, 128], descale)}, e.g. those difftest drew: --inputs)."""
     gen = torch.Generator().manual_seed(seed)
     scale = D ** -0.5
-    raw = {n: torch.randn(b, s, h, D, generator=gen, dtype=F64)
-           for n, s, h in (("q", sq, hq), ("k", sk, hk), ("v", sk, hk), ("do", sq, hq))}
-    st = {n: quant(x, fmt) for n, x in raw.items()}
+    if stored is None:
+        raw = {n: torch.randn(b, s, h, D, generator=gen, dtype=F64)
+               for n, s, h in (("q", sq, hq), ("k", sk, hk), ("v", sk, hk), ("do", sq, hq))}
+        a = math.sqrt(neg / scale)
+        raw["q"][..., 0] += a
+        raw["k"][..., 0] -= a
+        st = {n: quant(x, fmt) for n, x in raw.items()}
+    else:
+        st = {n: (x8.contiguous(), d, x8.to(F64) * d) for n, (x8, d) in stored.items()}
     q, k, v, do = (st[n][2] for n in ("q", "k", "v", "do"))
     # O and LSE of the stored inputs, in float64; O stored in FP8, LSE in float32
     rep = hq // hk
@@ -125,7 +135,7 @@ def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0, per_row=False
     g.execute(pack, ws)
     torch.cuda.synchronize()
     got = {n: grads[n].cpu().to(F64) / sc[n[0] + n[1].upper()] for n in grads}
-    line = f"b{b} sq{sq} sk{sk} h{hq}/{hk} {fmt}{' causal' if causal else ''}:"
+    line = f"b{b} sq{sq} sk{sk} h{hq}/{hk} {fmt}{' causal' if causal else ''}{f' logits-{neg:g}' if neg else ''}:"
     for name, want in (("dq", dq), ("dk", dk), ("dv", dv)):
         err = (got[name] - want).abs()
         big = want.abs().max().item()
@@ -146,6 +156,12 @@ def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0, per_row=False
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--inputs":  # a .pt of {name: (fp8 bytes [b, s, h, d], descale)}
+        stored = torch.load(sys.argv[2])
+        (b, sq, hq, _), (_, sk, hk, _) = stored["q"][0].shape, stored["k"][0].shape
+        fmt = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}[stored["q"][0].dtype]
+        run(sq, sk, hq, hk, b, fmt, stored=stored)
+        return
     if len(sys.argv) in (3, 4):
         h = int(sys.argv[3]) if len(sys.argv) == 4 else 1
         run(int(sys.argv[1]), int(sys.argv[2]), hq=h, hk=h, per_row=len(sys.argv) == 4)
@@ -158,6 +174,7 @@ def main():
     problems += [dict(sq=2, sk=2), dict(sq=33, sk=127, hq=4, hk=4), dict(sq=33, sk=128, hq=4, hk=1),
                  dict(sq=33, sk=128, fmt="e5m2"), dict(sq=33, sk=128, b=2), dict(sq=200, sk=200, causal=True),
                  dict(sq=1000, sk=1000), dict(sq=1030, sk=1030)]
+    problems += [dict(sq=sq, sk=sk, neg=18.0) for sq, sk in ((2, 2), (16, 16), (33, 33), (64, 64), (128, 128), (16, 2))]
     for p in problems:
         try:
             run(**p)
