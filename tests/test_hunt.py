@@ -256,6 +256,8 @@ def test_known_from_the_failure_store_are_replayed_and_not_shrunk(tmp_path):
     ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
      '"gates": ["dk:budget"], "needs": {"seqlen_k>=": "many"}}}]}]}', "seqlen_k>="),
     ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
+     '"gates": ["dk:budget"], "needs": {"seqlen_q%": 1}}}]}]}', "seqlen_q%"),
+    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
      '"gates": ["dk:budget"]}, "failure": {"problem": {"batch": -1}}}]}]}', "not a Problem"),
 ])
 def test_a_malformed_known_file_is_refused_in_one_line(tmp_path, text, why):
@@ -351,6 +353,38 @@ def test_same_identity_compares_switches_and_shared_choices_not_bounds():
     # a signature survives its record
     s = _sig(causal=True, seqlen_k_ge=33, head_dim_qk=(8, 16))
     assert Signature.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+class PartialRowsBug(RefKernel):
+    """dQ 5% off in every query row past the last multiple of 16 (cuDNN's FP8 backward on the H200,
+    results/bugs/cudnn/REPORT-fp8-dq-partial-rows.md, where dQ is 0 there)."""
+
+    name = "test-partial-rows"
+    spec = "tests.test_hunt:PartialRowsBug"
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        for q0, q1 in zip(p.cu_seqlens_q[:-1], p.cu_seqlens_q[1:]):
+            tail = q0 + (q1 - q0) // 16 * 16
+            out.dq[tail:q1] *= 1.05
+        return out
+
+
+def test_a_tail_block_bug_is_signed_by_its_block_and_whole_blocks_are_still_searched(tmp_path):
+    """Without the tail need this finding signs "nothing found" or a bound, and explains (so the hunt
+    skips) every Problem, whole blocks included: cuDNN's FP8 dQ signed "seqlen_k >= 2" and 1,839
+    drawn problems were skipped on the H200 (results/fp8.md)."""
+    r = _hunt(PartialRowsBug(), tmp_path)
+    (f,) = r.findings
+    assert _needs(f).get("seqlen_q%") == 16, f.signature.describe()
+    assert "seqlen_q not a multiple of 16" in f.signature.describe()
+    assert f.explains_problem(Problem(seqlen_q=33, seqlen_k=5, head_dim_qk=8, head_dim_v=8))
+    assert f.explains_problem(Problem(batch=2, seqlen_q=(16, 3), seqlen_k=(5, 5), head_dim_qk=8, head_dim_v=8))
+    assert not f.explains_problem(Problem(seqlen_q=32, seqlen_k=5, head_dim_qk=8, head_dim_v=8))
+    assert Signature.from_dict(json.loads(json.dumps(f.signature.to_dict()))) == f.signature
+    # a fault with no tail in it gets no tail need: rounding the lengths up leaves it failing
+    (g,) = _hunt(OneBug(), tmp_path / "one").findings
+    assert not {"seqlen_q%", "seqlen_k%"} & set(_needs(g)), g.signature.describe()
 
 
 class WrongLseForGqa(RefKernel):

@@ -32,7 +32,12 @@ Kinds of need (``needs`` maps a name to a value):
   ``pad_tail``, ``dims_differ``, ``softmax_scale``;
 - a lower bound, value an int: ``batch>=``, ``heads_q>=``, ``seqlen_q>=``, ``seqlen_k>=``
   (the longest sequence of the Problem);
-- one of a few values, a list: ``head_dim_qk``, ``dtype``, ``values``, ``layout``, ``align``.
+- one of a few values, a list: ``head_dim_qk``, ``dtype``, ``values``, ``layout``, ``align``;
+- a tail, value an int m: ``seqlen_q%``, ``seqlen_k%``: a query (key) sequence whose length is not a
+  multiple of m (a kernel's partial last block). Found by rounding the lengths up: a failure that goes
+  away at the largest multiple that fits is a tail's, and m is the smallest multiple whose rounding
+  passes (cuDNN's FP8 dQ at s_q = 2 signs "seqlen_q not a multiple of 16", not only "seqlen_k >= 2",
+  so problems with whole blocks are still searched).
 """
 
 import hashlib
@@ -48,6 +53,8 @@ from difftest.vocab import Status
 SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "pad_tail", "dims_differ", "softmax_scale")
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
+TAILS = ("seqlen_q%", "seqlen_k%")
+MULTIPLES = (8, 16, 32, 64, 128)  # the block sizes a tail need is looked for at
 RUN = "all:run"  # the label of a kernel error (it fails no gate)
 FORWARD = ("o", "lse")  # outputs whose failure makes a correct backward's outputs wrong too
 FLAKY = (str(triage.Kind.NONDETERMINISM),)  # kinds whose passing variation proves nothing
@@ -107,6 +114,21 @@ def _lowered(p: Problem, name: str, step: int) -> Problem | None:
         lens = [min(x, longest - step) for x in lens]
         return p.replace(**{field_: tuple(lens)})
     return p.replace(**{field_: longest - step})
+
+
+def _lengths(p: Problem, name: str) -> list[int]:
+    v = p.seqlen_q if name == "seqlen_q%" else p.seqlen_k
+    return list(v) if isinstance(v, (tuple, list)) else [v]
+
+
+def _has_tail(p: Problem, name: str, m: int) -> bool:
+    return any(n % m for n in _lengths(p, name))
+
+
+def _rounded_up(p: Problem, name: str, m: int) -> Problem:
+    """``p`` with every query (key) length rounded up to a multiple of ``m``."""
+    lens = tuple(-(-n // m) * m for n in _lengths(p, name))
+    return p.replace(**{"seqlen_q" if name == "seqlen_q%" else "seqlen_k": lens if p.varlen else lens[0]})
 
 
 def _choice(p: Problem, name: str):
@@ -186,6 +208,9 @@ class Signature:
             elif name in BOUNDS:
                 if _bound(p, name) < value:
                     return False
+            elif name in TAILS:
+                if not _has_tail(p, name, value):
+                    return False
             elif _choice(p, name) not in value:
                 return False
         return True
@@ -234,13 +259,17 @@ class Signature:
             elif name in BOUNDS:
                 if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**40:
                     raise SignatureError(f"{where}: needs.{name}={str(v)[:40]!r}: allowed an int >= 0")
+            elif name in TAILS:
+                if not isinstance(v, int) or isinstance(v, bool) or not 2 <= v < 2**20:
+                    raise SignatureError(f"{where}: needs.{name}={str(v)[:40]!r}: allowed an int >= 2")
             elif name in CHOICES:
                 if not isinstance(v, list) or not v or len(v) > 64 or not all(
                         isinstance(x, (str, int)) and not isinstance(x, bool) for x in v):
                     raise SignatureError(f"{where}: needs.{name}={str(v)[:40]!r}: allowed a non-empty list")
                 v = tuple(v)
             else:
-                raise SignatureError(f"{where}: needs.{str(name)[:40]!r}: allowed {list(SWITCHES + BOUNDS + CHOICES)}")
+                raise SignatureError(f"{where}: needs.{str(name)[:40]!r}: allowed "
+                                     f"{list(SWITCHES + BOUNDS + CHOICES + TAILS)}")
             out.append((name, v))
         return cls(str(kind), tuple(sorted(gates)), err, tuple(sorted(out)))
 
@@ -256,6 +285,8 @@ def _need_text(name, v) -> str:
         return name
     if name in BOUNDS:
         return f"{name}{v}"
+    if name in TAILS:
+        return f"{name[:-1]} not a multiple of {v}"
     return f"{name} in {{{','.join(str(x) for x in v)}}}" if len(v) > 1 else f"{name}={v[0]}"
 
 
@@ -312,6 +343,24 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
             got = still(_lowered(p, name, step))
             if got is False:
                 needs.append((name, _bound(p, name)))
+    for name in TAILS:
+        tails = [m for m in MULTIPLES if _has_tail(p, name, m)]
+        top = None  # the largest multiple whose rounding is a Problem here, and its verdict
+        for m in reversed(tails):
+            got = still(_rounded_up(p, name, m))
+            if got is not None:
+                top = (m, got)
+                break
+        if top is None or top[1] is not False:  # still failing with whole blocks: not a tail's
+            continue
+        need = top[0]
+        for m in tails:
+            if m >= top[0]:
+                break
+            if still(_rounded_up(p, name, m)) is False:
+                need = m
+                break
+        needs.append((name, need))
     for name in CHOICES:
         others = _others(capability, name, p)
         if not others:
