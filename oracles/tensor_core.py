@@ -91,7 +91,8 @@ def mma_matmul(a: torch.Tensor, b: torch.Tensor, group: int = HOPPER_GROUP,
     out = torch.empty(*batch, m, n, dtype=dt, device=a.device)
     ea, eb = _exponent(a), _exponent(bt)
     cut = _cutter(a, bt, ea, eb, group, frac_bits)
-    a, bt, ea, eb = a.unsqueeze(-2), bt.unsqueeze(-3), ea.unsqueeze(-2), eb.unsqueeze(-3)  # [.., M, 1, K], [.., 1, N, K]
+    # [..., M, 1, K] against [..., 1, N, K]
+    a, bt, ea, eb = a.unsqueeze(-2), bt.unsqueeze(-3), ea.unsqueeze(-2), eb.unsqueeze(-3)
     rows = max(1, MAX_ELEMS // max(1, group * n * max(1, batch.numel())))
     for r0 in range(0, m, rows):
         acc = None
