@@ -157,7 +157,7 @@ def run(sq, sk, hq=1, hk=1, b=1, fmt="e4m3", causal=False, seed=0, per_row=False
 
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--inputs":  # a .pt of {name: (fp8 bytes [b, s, h, d], descale)}
-        stored = torch.load(sys.argv[2])
+        stored = torch.load(sys.argv[2], weights_only=True)  # tensors and floats only: no pickled code
         (b, sq, hq, _), (_, sk, hk, _) = stored["q"][0].shape, stored["k"][0].shape
         fmt = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}[stored["q"][0].dtype]
         run(sq, sk, hq, hk, b, fmt, stored=stored)

@@ -39,7 +39,7 @@ P = {'batch': 1,
 DETERMINISTIC = True
 
 DT = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[P["dtype"]]
-X = torch.load(Path(__file__).with_suffix(".inputs.pt"))  # q, k, v, do [T, H, D]; sink [H]; cu_seqlens
+X = torch.load(Path(__file__).with_suffix(".inputs.pt"), weights_only=True)  # q k v do [T,H,D], sink [H], cu_seqlens
 DEV = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU serves torch's own backends only
 B, HQ, HKV, DQK, DV = P["batch"], P["heads_q"], P["heads_kv"], P["head_dim_qk"], P["head_dim_v"]
 VARLEN = isinstance(P["seqlen_q"], list)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-d = torch.load(Path(__file__).with_name("inputs.pt"))
+d = torch.load(Path(__file__).with_name("inputs.pt"), weights_only=True)
 scale = d["scale"]
 
 
