@@ -152,7 +152,10 @@ def short(P):
 
 
 def make_inputs(P):
-    """{name: (fp8 BSHD tensor on the CPU, descale)} for q, k, v, do; drawn on the CPU, fixed seed."""
+    """{name: (fp8 BSHD tensor on the CPU, descale)} for q, k, v, do; drawn on the CPU, fixed seed
+    (or, with ``--inputs``, read from the file: tensors and floats only)."""
+    if P.get("inputs"):
+        return torch.load(P["inputs"], weights_only=True)
     fmt = FMTS[P["fmt"]]
     g = torch.Generator().manual_seed(P["seed"])
     b, sq, sk, hq, hk, vs = P["b"], P["sq"], P["sk"], P["hq"], P["hk"], P["vscale"]
@@ -818,7 +821,14 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated problem names (a..j)")
     ap.add_argument("--budget", type=float, default=60.0, help="seconds after which extra graph builds are skipped")
     ap.add_argument("--deadline", type=float, default=100.0, help="seconds after which no further problem starts")
+    ap.add_argument("--inputs", default="", help="one problem (x): the FP8 Q, K, V, dO of this .pt file "
+                    "({name: (bytes [b, s, h, 128], descale)}, e.g. results/bugs/cudnn/fp8-dk-negative-lse.inputs.pt)")
     a = ap.parse_args()
+    if a.inputs:
+        x = torch.load(a.inputs, weights_only=True)
+        (b, sq, hq, _), (_, sk, hk, _) = x["q"][0].shape, x["k"][0].shape
+        fmt = {f.dtype: n for n, f in FMTS.items()}[x["q"][0].dtype]
+        PROBLEMS[:] = [dict(_p("x", sq, sk, hq, hk, b, fmt, note=f"inputs {a.inputs}"), inputs=a.inputs)]
     names = [n.strip() for n in a.only.split(",") if n.strip()] or [P["name"] for P in PROBLEMS]
     if a.cpu_selftest:
         selftest([n for n in names if n in ("a", "c")] if a.only else ["a", "c"])
