@@ -12,6 +12,7 @@ a kernel error.
 
 import contextlib
 import signal
+import sys
 
 
 class Interrupted(KeyboardInterrupt):
@@ -68,12 +69,22 @@ def interruptible():
             state["signum"] = _PENDING[0] = signum
             raise Interrupted(signum)
 
+    old_hook = sys.unraisablehook
+
+    def unraisable(args):
+        # the handler's raise swallowed where Python cannot propagate (a gc callback, __del__):
+        # ``checkpoint`` raises it again, so the interpreter need not print it as a traceback
+        if not isinstance(args.exc_value, Interrupted):
+            old_hook(args)
+
     old = {s: signal.signal(s, handler) for s in SIGNALS}
+    sys.unraisablehook = unraisable
     _PENDING[0] = None
     try:
         yield state
     finally:
         _PENDING[0] = None
+        sys.unraisablehook = old_hook
         for s, h in old.items():
             signal.signal(s, h)
 
