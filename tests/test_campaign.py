@@ -13,7 +13,7 @@ from difftest import Problem
 from difftest.commands import cli
 from difftest.execute.isolation import close_all
 from difftest.judge.runner import RunConfig
-from difftest.search import campaign
+from difftest.search import first_failure
 from difftest.search.campaign import run_campaign
 from difftest.search.case_log import read_case_log
 from tests.kernels_for_tests import CrashOnLongQ, RefKernel, WrongDkForLongGqa
@@ -72,7 +72,7 @@ def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path, capsys):
 def test_crashing_kernel_does_not_stop_the_campaign(tmp_path, monkeypatch):
     # each crash costs the next case a worker restart (an interpreter importing torch): a 1 s
     # shrink budget, and 1 s instead of 5 for the simplify walk and the signature after it
-    monkeypatch.setattr(campaign, "FINISH_FLOOR_S", 1.0)
+    monkeypatch.setattr(first_failure, "FINISH_FLOOR_S", 1.0)
     try:
         r = run_campaign(CrashOnLongQ(), "quick", max_examples=15, strategy=small(), edge_cases=False,
                          database=None, out_dir=tmp_path, config=RunConfig(isolate=True, timeout_s=120),
@@ -192,7 +192,7 @@ def test_a_failing_campaign_never_runs_a_problem_twice(tmp_path):
 
 def test_the_finish_floor_bounds_what_runs_after_a_spent_shrink_budget(tmp_path, monkeypatch):
     """shrink_budget=0 stops Hypothesis's shrink at once; the simplify walk and the signature's
-    variations still get campaign.FINISH_FLOOR_S seconds each (5: a finding is simplified and
+    variations still get first_failure.FINISH_FLOOR_S seconds each (5: a finding is simplified and
     says what it needs even when the budget is spent). Tests of costly kernels (each crash is a
     worker restart) lower it; at 0 nothing runs after the first failure."""
 
@@ -203,9 +203,9 @@ def test_the_finish_floor_bounds_what_runs_after_a_spent_shrink_budget(tmp_path,
         return r, next(i for i, c in enumerate(r.cases) if c.failed)
 
     r, first = run("floor")
-    assert campaign.FINISH_FLOOR_S == 5.0
+    assert first_failure.FINISH_FLOOR_S == 5.0
     assert len(r.cases) > first + 1 and r.findings[0].signature.tried > 0
-    monkeypatch.setattr(campaign, "FINISH_FLOOR_S", 0.0)
+    monkeypatch.setattr(first_failure, "FINISH_FLOOR_S", 0.0)
     r, first = run("none")
     assert len(r.cases) == first + 1 and r.failure.problem == r.cases[first].problem
     assert r.findings[0].signature.tried == 0

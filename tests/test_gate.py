@@ -14,7 +14,8 @@ from difftest.judge.runner import RunConfig
 from difftest.report.ci_gate import compare, render
 from difftest.report.junit import junit_xml
 from difftest.report.write import write_json
-from difftest.search.campaign import Campaign, run_campaign
+from difftest.search.campaign import run_campaign
+from difftest.search.first_failure import FirstFailure
 from tests.kernels_for_tests import Flaky, RefKernel, WrongDkForLongGqa
 
 
@@ -149,8 +150,8 @@ class NoSinksRef(RefKernel):
 
 
 def _cut_after(n):
-    """Campaign._over_budget as if the search budget ran out once n cases have run."""
-    return lambda self: self.failed_at is None and len(self.result.cases) >= n
+    """FirstFailure.search_over as if the search budget ran out once n cases have run."""
+    return lambda self: self.state.failed_at is None and len(self.state.result.cases) >= n
 
 
 def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tmp_path, monkeypatch):
@@ -158,7 +159,7 @@ def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tm
     builds of a changed kernel): what it did not reach is no coverage loss. The old gate failed
     it; a narrower candidate cut as short still fails."""
     _, a = baseline
-    monkeypatch.setattr(Campaign, "_over_budget", _cut_after(6))
+    monkeypatch.setattr(FirstFailure, "search_over", _cut_after(6))
     _, b = _report(tmp_path, "cut", RefKernel(), config=RunConfig(determinism_runs=2))
     cb = b["campaigns"][0]
     assert len(cb["cases"]) == 6 and cb["unrun"] > 0
@@ -177,7 +178,7 @@ def test_a_candidate_cut_short_by_its_budget_is_listed_not_blocking(baseline, tm
 def test_a_campaign_cut_by_its_budget_says_so(monkeypatch, capsys):
     from difftest.run.plan import print_campaign as _print_campaign
 
-    monkeypatch.setattr(Campaign, "_over_budget", _cut_after(3))
+    monkeypatch.setattr(FirstFailure, "search_over", _cut_after(3))
     kernel = RefKernel()
     res = run_campaign(kernel, "quick", max_examples=10, edge_cases=False, database=None, seed=3)
     assert len(res.cases) == 3 and res.unrun > 0

@@ -347,12 +347,49 @@ def test_same_identity_compares_switches_and_shared_choices_not_bounds():
     assert not same_identity(causal, _sig(gates=("dq:budget",), causal=True))  # another output
     assert not same_identity(causal, _sig(kind="nondeterminism", causal=True))
     dim8 = _sig(head_dim_qk=(8, 16))
-    assert not same_identity(dim8, _sig(head_dim_qk=(64,)))  # disjoint head dims: two bugs
     assert same_identity(dim8, _sig(head_dim_qk=(16, 24)))
     assert same_identity(_sig(sinks=True, values=("mixed_do",)), _sig(sinks=True, dtype=("float32",)))
     # a signature survives its record
     s = _sig(causal=True, seqlen_k_ge=33, head_dim_qk=(8, 16))
     assert Signature.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def test_one_finding_per_root_cause_merges_what_fails_the_same_way():
+    """FA4 4.0.0b36 on the H100 (2026-12-06): one MLIRError on unequal head dims came back as three
+    findings (head dims {24,32}, {56,64}, {88,96}). Failures of one kind, exception and message
+    shape and outputs, triggered by the same switches, are one bug whose needs are the smallest
+    rule covering them; another message shape, or a trigger that is neither nested nor
+    compatible, is another bug. Fails on 30f8f82 (disjoint head dims were two bugs)."""
+    from difftest.search.signature import merged, message_shape, same_identity
+
+    def err(message, **needs):
+        return Signature("contract violation", ("all:run",), "MLIRError",
+                         tuple(sorted((n, v) for n, v in needs.items())), message=message_shape(message))
+
+    shape = "MLIRError: failed to legalize 'cute.copy' at head_dim 24 (tile 0x7f3a) in /tmp/x/kernel.py"
+    a = err(shape, dims_differ=True, head_dim_qk=(24, 32))
+    b = err(shape.replace("24", "56").replace("0x7f3a", "0x11"), dims_differ=True, head_dim_qk=(56, 64))
+    assert a.message == b.message and "24" not in a.message and "/tmp" not in a.message
+    assert same_identity(a, b)
+    m = merged(a, b)
+    assert dict(m.needs) == {"dims_differ": True, "head_dim_qk": (24, 32, 56, 64)}
+    assert m.describe().startswith("contract violation on MLIRError (failed to legalize")
+    other = err("MLIRError: partition of a layout failed", dims_differ=True, head_dim_qk=(56, 64))
+    assert not same_identity(a, other)  # another message: another bug
+    assert same_identity(a, Signature(a.kind, a.gates, a.error_type, a.needs))  # a record without a message
+    # the smallest rule: switches both need, bounds at the lower, a choice one side lacks is dropped
+    wide = merged(_sig(causal=True, seqlen_k_ge=5, dtype=("float32",)), _sig(causal=True, sinks=True, seqlen_k_ge=2))
+    assert dict(wide.needs) == {"causal": True, "seqlen_k>=": 2}
+    # nested switches of two faults on one output: their shrunk Problems tell them apart
+    bf16 = _sig(dtype=("bfloat16",), head_dim_qk=(96,))
+    top_left = _sig(causal=True, align=("top_left",))
+    p_bf16 = Problem(head_dim_qk=96, head_dim_v=96, dtype="bfloat16")
+    p_top = Problem(seqlen_q=3, seqlen_k=9, head_dim_qk=8, head_dim_v=8, causal=True, align="top_left")
+    assert same_identity(bf16, top_left)  # without the Problems nothing tells them apart
+    assert not same_identity(bf16, top_left, p_top, p_bf16)
+    causal = _sig(causal=True, seqlen_k_ge=2)
+    assert same_identity(causal, _sig(causal=True, sinks=True, dtype=("float32",)), Problem(causal=True),
+                         Problem(causal=True, seqlen_k=9))
 
 
 class PartialRowsBug(RefKernel):

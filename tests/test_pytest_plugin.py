@@ -69,9 +69,9 @@ def test_fixture_isolates_kernels_and_reports_junit_properties(sub):
     # every crash costs the next case a worker restart (an interpreter importing torch): the
     # crash's shrink gets 1 s, and so do the simplify walk and the signature after it (not 5)
     sub.makeconftest("""
-        from difftest.search import campaign
+        from difftest.search import first_failure
 
-        campaign.FINISH_FLOOR_S = 1.0
+        first_failure.FINISH_FLOOR_S = 1.0
     """)
     sub.makepyfile(test_k="""
         def test_crashing_kernel(difftest_campaign):

@@ -287,8 +287,8 @@ def test_the_time_budget_is_a_hard_stop(monkeypatch):
     from difftest.search import campaign
 
     calls = []
-    real = campaign.Campaign._property
-    monkeypatch.setattr(campaign.Campaign, "_property", lambda self, p: (calls.append(p), real(self, p))[1])
+    real = campaign.Search._property
+    monkeypatch.setattr(campaign.Search, "_property", lambda self, p: (calls.append(p), real(self, p))[1])
     r = campaign.run_campaign("torch-blockwise", "quick", max_examples=3000, time_budget=1e-3, edge_cases=False,
                               database=None, config=RunConfig(isolate=False))
     assert r.status == "passed" and r.unrun >= 3000 - len(r.cases) - 1

@@ -72,9 +72,15 @@ def test_two_shards_side_by_side_merge_into_one_campaign(shards):
     assert m["settings"]["edge_cases"] == len(corpus)
     # the merged coverage is the coverage of the union, as one campaign would compute it
     from difftest.judge.runner import CaseResult
+    from difftest.strategies.configurations import pair_coverage
 
     cases = [CaseResult.from_dict(c) for c in m["cases"]]
-    assert m["coverage"] == _coverage(cases, kernel.capability, "quick")
+    cov = dict(m["coverage"])
+    pairs = cov.pop("pairs")
+    assert cov == _coverage(cases, kernel.capability, "quick")
+    union = pair_coverage([c.problem for c in cases if c.status != "skipped"], kernel.capability, "quick")
+    assert (pairs["covered"], pairs["missing"]) == (union["covered"], union["missing"])
+    assert pairs["by_dimensions"] == union["by_dimensions"]
     assert m["outputs"]["dq"]["cases"] == m["examples"] - m["counts"]["skipped"]
     # and merging gives the gate a report it can compare with itself
     r = subprocess.run(_cmd("gate", "--baseline", str(tmp / "merged.json"), "--candidate", str(tmp / "merged.json")),

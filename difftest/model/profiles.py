@@ -38,12 +38,17 @@ class Profile:
     max_score_elements: int = 2**26
     # --- a campaign (campaign.run_campaign)
     examples: int = 40  # generated examples (the edge corpus runs on top)
-    search_s: float = 150.0  # wall-clock seconds of search
-    shrink_s: float = 60.0  # extra seconds of shrinking once a failure is found
+    search_s: float = 150.0  # wall-clock seconds the whole campaign may take (search, shrinking, signatures)
+    shrink_s: float = 60.0  # seconds one failure's shrink may take (inside search_s)
     seed: int | None = 0  # None: a fresh random search each run
     # go on after a failure, one finding per distinct bug (campaign.py, signature.py); off: the
     # first failure ends the search, as CI and the gate want (the same finding every run)
     hunt: bool = False
+    # the coverage phase (difftest/search/configuration_phase.py): 0 none, 1 every value of every
+    # configuration dimension once, 2 every pair of values, 3 also every triple of the small dimensions
+    coverage: int = 0
+    # a hunt that draws again while its budget lasts (it does not stop at ``examples``)
+    fill_budget: bool = False
     # compile configurations a JIT kernel on a CPU target may draw (strategies/compile.py):
     # "open" draws a fresh one with probability 0.1; "corpus" only the edge corpus's plus one
     # per compile-key value it lacks, all built before the campaign by `difftest run`'s
@@ -82,15 +87,16 @@ PROFILES = {
     # minutes; the catalogue normally needs a small fraction of it.
     "ci": Profile("ci", max_batch=3, max_varlen_batch=6, max_heads=4, max_seqlen=160,
                   max_head_dim=256, budget=2**22, max_pad_tail=16, max_tokens=2**14, max_score_elements=2**26,
-                  examples=40, search_s=150.0, shrink_s=60.0, seed=0, cpu_compile_configs="corpus",
+                  examples=40, search_s=150.0, shrink_s=60.0, seed=0, cpu_compile_configs="corpus", coverage=1,
                   mutant_search_s=90.0, mutant_shrink_s=20.0, mutant_total_s=900.0),
     "nightly": Profile("nightly", max_batch=8, max_varlen_batch=16, max_heads=16, max_seqlen=1024,
                        max_head_dim=512, budget=2**28, max_pad_tail=64, max_tokens=2**17, max_score_elements=2**30,
-                       examples=1000, search_s=3600.0, shrink_s=600.0, seed=None, hunt=True,
-                       mutant_search_s=120.0, mutant_shrink_s=60.0, mutant_total_s=7200.0, mutant_reach=1),
+                       examples=1000, search_s=3600.0, shrink_s=600.0, seed=None, hunt=True, coverage=3,
+                       fill_budget=True, mutant_search_s=120.0, mutant_shrink_s=60.0, mutant_total_s=7200.0,
+                       mutant_reach=1),
     "gpu": Profile("gpu", max_batch=16, max_varlen_batch=64, max_heads=64, max_seqlen=8192,
                    max_head_dim=512, budget=2**34, max_pad_tail=256, max_tokens=2**20, max_score_elements=2**36,
-                   examples=200, search_s=900.0, shrink_s=180.0, seed=None, hunt=True,
+                   examples=200, search_s=900.0, shrink_s=180.0, seed=None, hunt=True, coverage=3, fill_budget=True,
                    mutant_search_s=120.0, mutant_shrink_s=60.0, mutant_total_s=7200.0, mutant_reach=1),
 }
 

@@ -327,6 +327,12 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             add(Finding(kernel, "coverage", "features", lost,
                         f"{kernel}: coverage features hit in the baseline, not in the candidate: "
                         f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({cut})" if cut else "")))
+        lost_pairs = _lost_pairs(A, B)
+        if lost_pairs:
+            add(Finding(kernel, "coverage", "pairs", lost,
+                        f"{kernel}: {len(lost_pairs)} configuration pairs covered in the baseline, not in the "
+                        f"candidate: {', '.join(lost_pairs[:6])}" + (" ..." if len(lost_pairs) > 6 else "")
+                        + (f" ({cut})" if cut else "")))
     for f in res.findings:
         res.testcases.setdefault(f.testcase, []).append(f)
     for kernel, found_b, found_a, a_up, ga in finding_cases:
@@ -341,12 +347,25 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
     return res
 
 
+def _lost_pairs(a: dict, b: dict) -> list[str]:
+    """Configuration pairs the baseline covered and the candidate, claiming the same
+    dimensions, did not (docs/coverage.md)."""
+    pa, pb = ((x.get("coverage") or {}).get("pairs") or {} for x in (a, b))
+    if not pa or not pb or pa.get("dimensions") != pb.get("dimensions"):
+        return []
+    return sorted(set(pb.get("missing") or ()) - set(pa.get("missing") or ()))
+
+
 def _cut_short(a: dict, b: dict) -> str | None:
     """Why the candidate ``b`` covers less than ``a`` without covering differently, or None:
+    it stopped at its first failure (first-failure mode: its regression blocks it already), or
     its search budget ran out (``unrun`` drawn Problems not run), its edge corpus was as large,
     and it ran no Problem the baseline did not (the same seeded stream, stopped earlier). A
     candidate that draws otherwise (a narrower capability, another seed) has another corpus or
     runs Problems the baseline never did."""
+    if b.get("status") == CampaignStatus.FAILED and not b.get("hunt"):
+        return (f"the candidate stopped at its first failure (case {b.get('examples_to_fail')}): what it did not "
+                f"run is not lost coverage")
     unrun = b.get("unrun") or 0
     corpus = [(x.get("settings") or {}).get("edge_cases") for x in (a, b)]
     if not unrun or corpus[0] != corpus[1]:

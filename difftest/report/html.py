@@ -58,6 +58,27 @@ def _short(problem: dict) -> str:
         return str(problem)
 
 
+def _pairs_html(k: str, pairs: dict) -> list[str]:
+    """The configuration pairs covered per pair of dimensions (docs/coverage.md)."""
+    if not pairs:
+        return []
+    claimed, covered = pairs.get("claimed", 0), pairs.get("covered", 0)
+    out = [f'<h3>Configuration pairs: <span data-k="{_e(k)}/pairs_covered">{covered}</span> of '
+           f'<span data-k="{_e(k)}/pairs_claimed">{claimed}</span> covered'
+           + (f', {pairs["explained"]} explained by findings' if pairs.get("explained") else "") + "</h3>",
+           "<table><tr><th>dimensions</th><th>covered</th><th>claimed</th></tr>"]
+    for name, (c, n) in sorted((pairs.get("by_dimensions") or {}).items(), key=lambda kv: kv[1][0] / max(1, kv[1][1])):
+        row_cls = ' class="bad"' if c < n else ""
+        out.append(f"<tr{row_cls}><td>{_e(name)}</td>" + _num(c, f"{k}/pairs/{name}/covered")
+                   + _num(n, f"{k}/pairs/{name}/claimed") + "</tr>")
+    out.append("</table>")
+    missing = pairs.get("missing") or []
+    if missing:
+        out.append(f"<details><summary>{len(missing)} pairs not covered</summary><div>"
+                   + "".join(f'<span class="chip miss">{_e(m)}</span>' for m in missing[:400]) + "</div></details>")
+    return out
+
+
 def histogram_svg(ratios_by_output: dict, width: int = 720) -> str:
     """Small multiples: one row per output, a histogram of log10(ratio) between 1e-4 and
     1e2 (ratios below fall in the first bin, above, non-finite and errors in the last),
@@ -141,6 +162,7 @@ def _kernel_section(c: dict) -> str:
     out += [f'<span class="chip" title="{n} cases">{_e(f)} ×{n}</span>' for f, n in hit.items()]
     out += [f'<span class="chip miss" title="expected, never drawn">{_e(f)}</span>' for f in missing]
     out.append("</div>")
+    out += _pairs_html(k, cov.get("pairs") or {})
     # error ratio per output
     ratios = {}
     for x in cases:

@@ -24,6 +24,28 @@ from difftest.vocab import CampaignStatus
 _SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "spec", "narrowed")
 
 
+def merged_pairs(records) -> dict:
+    """Shards' configuration pair coverage as one: a pair is missing only when every shard
+    missed it; the claimed pairs are each shard's (one capability and profile)."""
+    parts = [(c.get("coverage") or {}).get("pairs") for c in records]
+    parts = [p for p in parts if p]
+    if not parts:
+        return {}
+    missing = set(parts[0].get("missing") or ())
+    for p in parts[1:]:
+        missing &= set(p.get("missing") or ())
+    by = {}
+    for name, (_, n) in (parts[0].get("by_dimensions") or {}).items():
+        by[name] = [n, n]
+    for m in missing:
+        name = " x ".join(x.split("=", 1)[0] for x in m.split(" x "))
+        if name in by:
+            by[name][0] -= 1
+    claimed = parts[0].get("claimed", 0)
+    return {**parts[0], "covered": claimed - len(missing), "missing": sorted(missing), "by_dimensions": by,
+            "explained": min(p.get("explained", 0) for p in parts)}
+
+
 def _shard(c: dict):
     text = (c.get("settings") or {}).get("shard")
     if not text:
@@ -113,7 +135,8 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         "compile_keys": sum(c.get("compile_keys") or 0 for c in recs),
         "compile_stats": compile_stats or None,
         "coverage": {"hit": dict(sorted(hit.items())), "missing": sorted(missing or ()),
-                     **({"beyond_profile": beyond} if beyond else {})},
+                     **({"beyond_profile": beyond} if beyond else {}),
+                     **({"pairs": pairs} if (pairs := merged_pairs(available)) else {})},
         "outputs": output_stats(cases),
         "failure": failing[0]["failure"] if failing else None,
         "reproducer": failing[0].get("reproducer") if failing else None,

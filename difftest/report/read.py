@@ -79,6 +79,29 @@ def _expect(obj: dict, key: str, types, where: str, allowed: str, required: bool
         raise ReportError(f"{where}: field {key!r} is {type(v).__name__} {str(v)[:40]!r}: allowed {allowed}")
 
 
+def _check_pairs(pairs, where: str) -> None:
+    """A campaign's configuration pair coverage (search/configuration_phase.pair_report), or nothing."""
+    if pairs is None or pairs == {}:
+        return
+    if not isinstance(pairs, dict):
+        raise ReportError(f"{where}: is {type(pairs).__name__}: allowed an object")
+    for key in ("claimed", "covered", "explained"):
+        v = pairs.get(key, 0)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ReportError(f"{where}: field {key!r} is {str(v)[:20]!r}: allowed an integer >= 0")
+    dims = pairs.get("dimensions", [])
+    if not isinstance(dims, list) or not all(isinstance(d, str) and len(d) < 64 for d in dims):
+        raise ReportError(f"{where}: field 'dimensions': allowed a list of names")
+    by = pairs.get("by_dimensions", {})
+    if not isinstance(by, dict) or not all(
+            isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+            for v in by.values()):
+        raise ReportError(f"{where}: field 'by_dimensions': allowed an object 'a x b' -> [covered, claimed]")
+    missing = pairs.get("missing", [])
+    if not isinstance(missing, list) or not all(isinstance(m, str) and len(m) < 400 for m in missing):
+        raise ReportError(f"{where}: field 'missing': allowed a list of pair names")
+
+
 def _check_case(case, where: str) -> None:
     if not isinstance(case, dict):
         raise ReportError(f"{where}: is {type(case).__name__}: allowed an object (a case record)")
@@ -154,6 +177,7 @@ def check_report(doc, path="report") -> None:
         _expect(cov, "missing", list, f"{where} coverage", "a list of features")
         if not all(isinstance(n, int) for n in (cov.get("hit") or {}).values()):
             raise ReportError(f"{where} coverage: 'hit' counts must be integers")
+        _check_pairs(cov.get("pairs"), f"{where} coverage.pairs")
         for j, case in enumerate(c.get("cases", [])):
             _check_case(case, f"{where} cases[{j}]")
         fails = [c["failure"]] if c.get("failure") else []

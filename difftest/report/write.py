@@ -49,8 +49,22 @@ def campaign_record(res) -> dict:
         "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
         "hunt": getattr(res, "hunt", False), "findings": finding_records(res),
         "explained_skipped": getattr(res, "explained_skipped", 0), "unexplained": getattr(res, "unexplained", 0),
+        "unexplained_cases": list(getattr(res, "unexplained_cases", None) or ()),
         "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
     }
+
+
+def pair_line(pairs: dict, least: int = 4) -> str:
+    """One line of a campaign's pair coverage: covered of claimed, how many a finding
+    explains, and the dimension pairs least covered."""
+    claimed, covered = pairs.get("claimed", 0), pairs.get("covered", 0)
+    text = f"{covered}/{claimed} pairs covered ({100 * covered / max(1, claimed):.0f}%)"
+    if pairs.get("explained"):
+        text += f", {pairs['explained']} more explained by findings"
+    short = sorted(((c / max(1, n), k, c, n) for k, (c, n) in (pairs.get("by_dimensions") or {}).items() if c < n))
+    if short:
+        text += "; least covered: " + ", ".join(f"{k} {c}/{n}" for _, k, c, n in short[:least])
+    return text
 
 
 def finding_records(res) -> list[dict]:
@@ -159,6 +173,11 @@ def markdown_summary(results) -> str:
     out += ["", "Coverage: features the capability makes reachable that no case exercised:"]
     out += [f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
             for r in results if r.status != CampaignStatus.UNAVAILABLE]
+    pairs = [(r.kernel, r.coverage.get("pairs")) for r in results if (r.coverage or {}).get("pairs")]
+    if pairs:
+        out += ["", "Configuration pairs (every pair of two configuration dimensions' values the capability "
+                "claims; docs/coverage.md):"]
+        out += [f"- **{k}**: {pair_line(p)}" for k, p in pairs]
     rows = _finding_rows(results)
     if rows:
         out += ["", "Findings (one per distinct bug; cases: failing cases it explains; skipped: drawn problems "

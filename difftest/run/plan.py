@@ -48,6 +48,7 @@ from difftest.report.write import (
     campaign_record,
     findings_table,
     markdown_summary,
+    pair_line,
     summary_table,
     write_findings,
     write_json,
@@ -544,6 +545,10 @@ def print_campaign(k, r) -> None:
         print(f"  not exercised: {missing}")
         if r.coverage.get("beyond_profile"):
             print(f"  claimed but beyond profile {r.profile}: {'; '.join(r.coverage['beyond_profile'])}")
+        if r.coverage.get("pairs"):
+            print(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
+    for line in getattr(r, "unexplained_cases", None) or ():
+        print(f"  unexplained failing {line}")
     if getattr(r, "unrun", 0):
         print(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():

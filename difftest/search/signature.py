@@ -42,6 +42,7 @@ Kinds of need (``needs`` maps a name to a value):
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 
 from difftest.errors import FileFormatError
@@ -60,6 +61,28 @@ FORWARD = ("o", "lse")  # outputs whose failure makes a correct backward's outpu
 FLAKY = (str(triage.Kind.NONDETERMINISM),)  # kinds whose passing variation proves nothing
 RACY = ":determinism"  # gates a passing variation proves nothing about (a wrong result may race too)
 MAX_VARIATIONS = 24  # re-runs per signature, at most
+MESSAGE_CHARS = 120  # an error message's shape keeps this many characters
+# what varies between two raises of one error: numbers, hex, quoted names, paths (replaced by #, '', /)
+_VARYING = ((re.compile(r"0x[0-9a-fA-F]+"), "#"), (re.compile(r"'[^']*'|\"[^\"]*\""), "''"),
+            (re.compile(r"(?<![\w.])/[\w./-]+"), "/"), (re.compile(r"\d+(\.\d+)?"), "#"),
+            (re.compile(r"\s+"), " "))
+
+
+def message_shape(reason: str) -> str:
+    """The shape of an error's message: its first line without the exception type, numbers,
+    hex, quoted names and paths replaced, so two raises of one error (at head dims 24 and 56)
+    share it and two different errors of one exception type (an MLIR build failure and an
+    MLIR partition failure) do not."""
+    lines = [x.strip() for x in (reason or "").splitlines() if x.strip()]
+    if not lines:
+        return ""
+    head = lines[0]
+    typ, sep, rest = head.partition(": ")
+    if sep and re.fullmatch(r"[\w.]+", typ):
+        head = rest
+    for pattern, repl in _VARYING:
+        head = pattern.sub(repl, head)
+    return head.strip()[:MESSAGE_CHARS]
 
 
 class SignatureError(FileFormatError):
@@ -185,16 +208,20 @@ class Signature:
     error_type: str = ""  # the exception type of a kernel error
     needs: tuple = ()  # ((name, value), ...) sorted by name; value: True, an int bound or a tuple of choices
     tried: int = field(default=0, compare=False)  # variations run to find the needs
+    message: str = ""  # a kernel error's message shape (message_shape); "" for a wrong result or an old record
 
     # ------------------------------------------------------------------ identity
     @property
     def id(self) -> str:
         """A short stable name of the identity (kind, gates or error type, needs)."""
-        blob = json.dumps([self.kind, list(self.gates), self.error_type, _jsonable(self.needs)], sort_keys=True)
+        parts = [self.kind, list(self.gates), self.error_type, _jsonable(self.needs)]
+        blob = json.dumps(parts + ([self.message] if self.message else []), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     def describe(self) -> str:
         what = self.error_type or ", ".join(self.gates)
+        if self.message:
+            what += f" ({self.message})"
         needs = ", ".join(_need_text(n, v) for n, v in self.needs) or "nothing found (fails on every variation)"
         return f"{self.kind} on {what}; needs {needs}"
 
@@ -220,7 +247,8 @@ class Signature:
         if not case.failed:
             return False
         if self.error_type or self.gates == (RUN,):
-            return case.status == Status.ERROR and (case.error_type or "") == self.error_type
+            return case.status == Status.ERROR and (case.error_type or "") == self.error_type and (
+                not self.message or message_shape(case.reason) == self.message)
         return case.status == Status.FAILED and bool(set(root_gates(case)) & set(self.gates))
 
     def explains(self, case) -> bool:
@@ -229,6 +257,7 @@ class Signature:
     # ------------------------------------------------------------------- data
     def to_dict(self) -> dict:
         return {"id": self.id, "kind": self.kind, "gates": list(self.gates), "error_type": self.error_type,
+                **({"message": self.message} if self.message else {}),
                 "needs": {n: _jsonable(v) for n, v in self.needs}, "variations_run": self.tried,
                 "describe": self.describe()}
 
@@ -248,6 +277,10 @@ class Signature:
         err = d.get("error_type", "")
         if not isinstance(err, str) or len(err) > 200:
             raise SignatureError(f"{where}: error_type {str(err)[:40]!r}: allowed a string")
+        message = d.get("message", "")
+        if not isinstance(message, str) or len(message) > MESSAGE_CHARS:
+            raise SignatureError(f"{where}: message {str(message)[:40]!r}: allowed a string of at most "
+                                 f"{MESSAGE_CHARS} characters")
         needs = d.get("needs", {})
         if not isinstance(needs, dict):
             raise SignatureError(f"{where}: needs {str(needs)[:40]!r}: allowed an object")
@@ -271,7 +304,7 @@ class Signature:
                 raise SignatureError(f"{where}: needs.{str(name)[:40]!r}: allowed "
                                      f"{list(SWITCHES + BOUNDS + CHOICES + TAILS)}")
             out.append((name, v))
-        return cls(str(kind), tuple(sorted(gates)), err, tuple(sorted(out)))
+        return cls(str(kind), tuple(sorted(gates)), err, tuple(sorted(out)), message=message)
 
 
 def _jsonable(v):
@@ -309,7 +342,9 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     ``run(problem)`` returns the CaseResult of a Problem (run or replayed from what the
     campaign has seen); at most ``budget_calls`` variations run, none once ``deadline()``."""
     gates = tuple(sorted(gates)) if gates else gates_of(case)
-    base = Signature(str(triage.classify(case)), gates, case.error_type if case.status == Status.ERROR else "")
+    error = case.status == Status.ERROR
+    base = Signature(str(triage.classify(case)), gates, case.error_type if error else "",
+                     message=message_shape(case.reason) if error else "")
     p = case.problem
     needs, calls = [], 0
 
@@ -375,7 +410,7 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
                 failing.append(v)
         if tried and len(failing) <= tried:  # some other value passed: the choice matters
             needs.append((name, tuple(sorted(failing, key=str))))
-    return Signature(base.kind, base.gates, base.error_type, tuple(sorted(needs)), calls)
+    return Signature(base.kind, base.gates, base.error_type, tuple(sorted(needs)), calls, base.message)
 
 
 def explaining(signatures, case) -> list:
@@ -393,28 +428,69 @@ def unexplained_gates(signatures, case) -> set:
     return set(root_gates(case)) - covered
 
 
-def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None) -> bool:
-    """``b`` is ``a``'s bug: the same id; or, with the same triage kind and a gate in common
-    (or the same error type), the switches one needs are among the other's (a fault on
-    dK under a causal mask, met again on a causal Problem with sinks, is the same fault:
-    no run can tell them apart), and no choice both constrain is disjoint (head dims
-    {8, 16} against {64} are two bugs). Lower bounds, and a choice only one of them
-    constrains, are left out: they are where a shrinker stopped and what made the fault
-    visible there (a fault invisible at one key without sinks shrinks to two keys, with
-    sinks to one; a 5% error hides inside float16's budget), not which bug it is.
-    ``problem_b`` (``b``'s shrunk Problem) is accepted for callers that have it; the
-    comparison needs only the two signatures."""
+def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None,
+                  problem_a: Problem | None = None) -> bool:
+    """``b`` is ``a``'s bug: one finding per root cause. The same id; or the same failure (triage
+    kind, exception type and message shape, where both records have one, and a gate in common)
+    triggered the same way:
+
+    - the same switches, whatever the choices: FA4's MLIRError on unequal head dims, signed
+      at head dims {24,32}, {56,64} and {88,96}, is one bug, not three;
+    - one's switches nested in the other's, and no choice both constrain disjoint: a fault on
+      dK under a causal mask, met again on a causal Problem with sinks, is the same fault (no
+      run can tell them apart). Given the shrunk Problems, each signature's choices must also
+      hold on the other's Problem: a dK fault at bfloat16 and head dim 96 is not the dK fault
+      of a causal mask whose shrunk Problem is float32 at head dim 8.
+
+    Not the same: switches neither nested (two triggers on one output: dK under a causal mask
+    and dK with sinks). Lower bounds and tails never separate two signatures: they are where
+    a shrinker stopped and what made the fault visible there (a fault invisible at one key
+    without sinks shrinks to two keys, with sinks to one); nor does a choice one of them
+    constrains where the other's Problem has it (a 5% error hides inside float16's budget)."""
     if a.id == b.id:
         return True
     if a.kind != b.kind or a.error_type != b.error_type or not set(a.gates) & set(b.gates):
         return False
+    if a.message and b.message and a.message != b.message:
+        return False
     sa = {n for n, v in a.needs if n in SWITCHES}
     sb = {n for n, v in b.needs if n in SWITCHES}
+    if sa == sb:
+        return True
     if not (sa <= sb or sb <= sa):
         return False
     ca = {n: set(v) for n, v in a.needs if n in CHOICES}
     cb = {n: set(v) for n, v in b.needs if n in CHOICES}
-    return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
+    if any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb)):
+        return False
+    return _choices_hold(a, problem_b) and _choices_hold(b, problem_a)
+
+
+def _choices_hold(sig: Signature, p: Problem | None) -> bool:
+    """Every choice ``sig`` constrains holds on ``p`` (True without a Problem)."""
+    return p is None or all(_choice(p, n) in v for n, v in sig.needs if n in CHOICES)
+
+
+def merged(a: Signature, b: Signature) -> Signature:
+    """The smallest rule covering two signatures of one bug (``same_identity``): the switches
+    both need, the choices both constrain with the values of either, the lower of two bounds,
+    the coarser of two tails; a need only one of them has is dropped (the other shows the bug
+    without it). Gates of either; variations of both."""
+    na, nb = dict(a.needs), dict(b.needs)
+    out = []
+    for name in set(na) & set(nb):
+        va, vb = na[name], nb[name]
+        if name in SWITCHES:
+            out.append((name, True))
+        elif name in BOUNDS:
+            out.append((name, min(va, vb)))
+        elif name in TAILS:
+            if max(va, vb) % min(va, vb) == 0:
+                out.append((name, max(va, vb)))
+        else:
+            out.append((name, tuple(sorted(set(va) | set(vb), key=str))))
+    return Signature(a.kind, tuple(sorted(set(a.gates) | set(b.gates))), a.error_type, tuple(sorted(out)),
+                     a.tried + b.tried, a.message or b.message)
 
 
 # ---------------------------------------------------------------------------- known findings

@@ -1,0 +1,279 @@
+"""The coverage phase: every configuration corner a capability claims, run on schedule.
+
+Real kernel bugs live at one corner of the configuration space (a head dim with a dtype, a
+GQA ratio with a head dim, an empty key sequence), and random draws reach a corner by luck.
+Between the explicit Problems and the value search, a campaign plans the capability's
+configuration dimensions (``strategies.configurations``) as covering arrays and runs one
+Problem per row, the cheapest that realises it, in stages:
+
+1. every value of every dimension once (t = 1);
+2. every pair of values (t = 2), first without ``head_dim_v`` (its pairs with
+   ``head_dim_qk`` are |qk| x |v| rows by themselves), then with it;
+3. at strength 3, every triple of the dimensions of at most ``SMALL_DIMENSION`` values.
+
+The profile's ``coverage`` is the highest stage (quick 0, ci 1, nightly and gpu 3); a row
+runs only while it still covers a tuple no case of the campaign has covered, so the edge
+corpus and earlier rows count. The phase is re-planned around every finding: a row a
+finding explains is realised otherwise (other lengths, another value of a dimension the row
+needs for nothing new) or, where every realisation is explained, its tuples are counted as
+explained by a finding instead of run. What the cases covered is measured from the Problems
+that ran (``pair_report``), not from the plan, and reported per pair of dimensions.
+"""
+
+import time
+from functools import lru_cache
+from itertools import combinations
+
+from difftest.strategies.configurations import (
+    NA,
+    claimed_pairs,
+    dimensions,
+    pair_text,
+    pairs_of,
+    plan,
+    realise_first,
+    values_of,
+)
+from difftest.strategies.values import SCALES, clamp_scale, value_kinds
+from difftest.vocab import Status
+
+SMALL_DIMENSION = 8  # a dimension of at most this many values takes part in the t = 3 stage
+MISSING_LISTED = 5000  # missing pairs a report lists by name (the gate compares them)
+
+
+@lru_cache(maxsize=64)
+def _claimed(capability, profile, dims: tuple, strength: int) -> tuple[frozenset, frozenset]:
+    claimed, illegal = claimed_pairs(capability, profile, dims, strength)
+    return frozenset(claimed), frozenset(illegal)
+
+
+def _mapped(need, value, names: set):
+    """A finding's need as (dimensions, predicate of a plan row), or None where no dimension
+    says it (a bound, a tail, a value kind)."""
+    if need == "causal":
+        return ("mask",), lambda r: r["mask"] in ("causal", "causal_window")
+    if need == "window":
+        return ("mask",), lambda r: r["mask"].startswith("window") or r["mask"] == "causal_window"
+    if need == "sinks":
+        return ("sinks",), lambda r: r["sinks"] is True
+    if need == "gqa":
+        return ("group",), lambda r: r["group"] != 1
+    if need == "varlen":
+        return ("batching",), lambda r: r["batching"].startswith("varlen")
+    if need == "pad_tail":
+        return ("batching",), lambda r: r["batching"] == "varlen_pad_tail"
+    if need == "dims_differ" and {"head_dim_qk", "head_dim_v"} <= names:
+        return ("head_dim_qk", "head_dim_v"), lambda r: r["head_dim_qk"] != r["head_dim_v"]
+    if need == "softmax_scale" and "softmax_scale" in names:
+        return ("softmax_scale",), lambda r: r["softmax_scale"] == "custom"
+    if need in ("head_dim_qk", "dtype", "layout", "align") and need in names:
+        return (need,), lambda r, allowed=frozenset(value): r[need] in allowed
+    return None
+
+
+class ConfigurationPhase:
+    """The coverage phase of one campaign's search (``campaign.Search``)."""
+
+    def __init__(self, search, strength: int):
+        self.search = search
+        c = search.c
+        self.cap, self.prof = c.kernel.capability, c.profile
+        self.strength = strength
+        self.dims = dimensions(self.cap, self.prof)
+        self.claimed, self.illegal = _claimed(self.cap, self.prof, self.dims, 2) if len(self.dims) >= 2 \
+            else (frozenset(), frozenset())
+        self.explained: set = set()  # tuples every realisation of which a finding explains
+        self.unrealised: set = set()  # tuples no realisation of the planned row reached
+        self.values: dict = {}  # Problem -> values_of, cached
+        self.rows = 0  # rows run
+        self.stage = None  # the stage reached: "t=1", "t=2 without head_dim_v", "t=2", "t=3"
+        self.seconds_planning = 0.0
+        self.turn = 0  # the value kind the next row gets (round robin)
+
+    # ------------------------------------------------------------------ the stages
+    def run(self) -> None:
+        if self.strength <= 0 or not self.dims:
+            return
+        for name, t, dims in self._stages():
+            self.stage = name
+            self._stage(t, dims)
+
+    def _stages(self):
+        yield "t=1", 1, self.dims
+        if self.strength >= 2 and len(self.dims) >= 2:
+            rest = tuple(d for d in self.dims if d.name != "head_dim_v")
+            if len(rest) != len(self.dims) and len(rest) >= 2:
+                yield "t=2 without head_dim_v", 2, rest
+            yield "t=2", 2, self.dims
+        small = tuple(d for d in self.dims if len(d.values) <= SMALL_DIMENSION)
+        if self.strength >= 3 and len(small) >= 3:
+            yield "t=3", 3, small
+
+    def _targets(self, t: int, dims) -> tuple[set, set]:
+        """(claimed, illegal) tuples of strength ``t`` over ``dims``."""
+        names = {d.name for d in dims}
+        if t == 2:
+            return ({p for p in self.claimed if {n for n, _ in p} <= names},
+                    {p for p in self.illegal if {n for n, _ in p} <= names})
+        if t == 1:
+            singles = {(x,) for p in self.claimed for x in p if x[0] in names}
+            return singles, set()
+        t0 = time.perf_counter()
+        claimed, illegal = _claimed(self.cap, self.prof, tuple(dims), t)
+        self.seconds_planning += time.perf_counter() - t0
+        return set(claimed), set(illegal)
+
+    def _stage(self, t: int, dims) -> None:
+        claimed, illegal = self._targets(t, dims)
+        if t >= 2:
+            illegal |= {p for p in self.illegal if {n for n, _ in p} <= {d.name for d in dims}}
+        targets = claimed - self._covered(t, dims) - self.explained - self.unrealised
+        while targets:
+            t0 = time.perf_counter()
+            found = len(self.search.st.found)
+            rows = plan(dims, strength=t, covered=self._covered_rows(dims), illegal=illegal if t <= 2 else (),
+                        avoid=self._avoid(dims), salt=f"{self.search.c.seed}:{t}:{len(targets)}")
+            self.seconds_planning += time.perf_counter() - t0
+            progressed = False
+            for row in rows:
+                new = pairs_of({n: {v} for n, v in row.items()}, dims, t) & targets
+                if not new:
+                    continue
+                p = self._realise(row, new, dims)
+                if p is None:
+                    targets -= self.explained | self.unrealised
+                    continue
+                self._run(p)
+                targets -= pairs_of(self._values(p), dims, t) | new
+                progressed = True
+                if len(self.search.st.found) != found:
+                    break  # re-plan around the new finding
+            else:
+                if not progressed:
+                    self.unrealised |= targets
+                    return
+                targets -= self._covered(t, dims)
+                continue
+            targets -= self._covered(t, dims) | self.explained | self.unrealised
+
+    # ------------------------------------------------------------------ one row
+    def _run(self, problem) -> None:
+        search = self.search
+        case = search.visit(problem)  # BudgetSpent once the search's share of the budget is spent
+        self.rows += 1
+        if case is not None:
+            search.st.mode.visited(case)
+
+    def _realise(self, row: dict, new: set, dims):
+        """The cheapest Problem realising ``row`` that no finding explains; else with one
+        dimension the row's new tuples do not involve moved to another value; else None,
+        and ``new`` goes to the explained tuples (a finding explains every realisation) or
+        the unrealised ones."""
+        st = self.search.st
+        free = self._free(row)
+
+        def accept(p):
+            return p not in st.seen and not st.explained_problem(p)
+
+        p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
+        if p is not None:
+            return p
+        keep = {n for tup in new for n, _ in tup}
+        for d in self.dims:
+            if d.name in keep:
+                continue
+            for v in d.values:
+                if v == row.get(d.name) or v == NA:
+                    continue
+                p = realise_first({**row, d.name: v}, self.cap, self.prof, free=free, accept=accept, variants=2)
+                if p is not None:
+                    return p
+        if realise_first(row, self.cap, self.prof, free=free) is not None:
+            self.explained |= new
+        else:
+            self.unrealised |= new
+        return None
+
+    def _free(self, row: dict) -> dict:
+        """The next value kind in turn, at the next rung of its ladder of scales."""
+        kinds = value_kinds(self.cap)
+        kind = kinds[self.turn % len(kinds)]
+        ladder = SCALES[kind][0]
+        scale = ladder[(self.turn // len(kinds)) % len(ladder)]
+        dtype = row.get("dtype") or next(iter(self.cap.dtypes))
+        self.turn += 1
+        return {"values": kind, "value_scale": clamp_scale(kind, scale, dtype)}
+
+    # ------------------------------------------------------------------ what ran
+    def _values(self, p) -> dict:
+        v = self.values.get(p)
+        if v is None:
+            v = self.values[p] = values_of(p, self.cap, self.dims)
+        return v
+
+    def _ran(self):
+        return [p for p, c in self.search.st.seen.items() if c.status != Status.SKIPPED]
+
+    def _covered(self, t: int, dims) -> set:
+        out = set()
+        for p in self._ran():
+            out |= pairs_of(self._values(p), dims, t)
+        return out
+
+    def _covered_rows(self, dims) -> list[dict]:
+        """One row per Problem that ran: its first value of each dimension (a preset of the plan)."""
+        rows = []
+        for p in self._ran():
+            v = self._values(p)
+            if all(v.get(d.name) for d in dims):
+                rows.append({d.name: min(v[d.name], key=d.values.index) for d in dims})
+        return rows
+
+    def _avoid(self, dims) -> list:
+        """Each finding whose every need a dimension says, as (dimensions, predicate): a row
+        it holds for is planned no more."""
+        names = {d.name for d in dims}
+        out = []
+        for f in self.search.st.found:
+            for sig in f.signatures:
+                mapped = [_mapped(n, v, names) for n, v in sig.needs]
+                if not sig.needs or any(m is None for m in mapped):
+                    continue
+                need_dims = tuple(sorted({n for m in mapped for n in m[0]}))
+                preds = [m[1] for m in mapped]
+                out.append((need_dims, lambda r, preds=preds: all(pr(r) for pr in preds)))
+        return out
+
+    def record(self) -> dict:
+        """What the phase did, for the campaign's settings."""
+        return {"strength": self.strength, "stage": self.stage, "rows": self.rows,
+                "dimensions": [str(d) for d in self.dims],
+                "explained_tuples": len(self.explained), "unrealised_tuples": len(self.unrealised),
+                "seconds_planning": round(self.seconds_planning, 2)}
+
+
+def pair_report(phase: ConfigurationPhase, cases) -> dict:
+    """The t = 2 coverage of the cases that ran, against the pairs the capability claims:
+    {"strength", "dimensions", "claimed", "covered", "explained", "by_dimensions": {"a x b":
+    [covered, claimed]}, "missing": [pair text...], "phase": phase.record()}."""
+    dims = phase.dims
+    if len(dims) < 2:
+        return {}
+    hit = set()
+    for c in cases:
+        if c.status != Status.SKIPPED:
+            hit |= pairs_of(phase._values(c.problem), dims, 2)
+    hit &= phase.claimed
+    by = {}
+    for a, b in combinations(dims, 2):
+        by[f"{a.name} x {b.name}"] = [0, 0]
+    for pair in phase.claimed:
+        row = by[" x ".join(n for n, _ in pair)]
+        row[1] += 1
+        row[0] += pair in hit
+    missing = phase.claimed - hit
+    return {"strength": 2, "dimensions": [d.name for d in dims], "claimed": len(phase.claimed),
+            "covered": len(hit), "explained": len(missing & phase.explained),
+            "by_dimensions": {k: v for k, v in by.items() if v[1]},
+            "missing": sorted(pair_text(p) for p in missing)[:MISSING_LISTED],
+            "phase": phase.record()}

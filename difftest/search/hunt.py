@@ -1,0 +1,191 @@
+"""Hunt mode (profiles nightly and gpu; ``hunt=True``): the search never stops at a
+failure. A failing case that the findings so far do not explain
+(``signature.unexplained_gates``) is shrunk right there, toward a failure none explains,
+within the shrink budget and ``finding_calls`` runs, then signed and kept as a ``Finding``,
+or merged into the finding whose bug it is (``signature.same_identity``: one finding per
+root cause, its needs widened to the smallest rule covering both), and the search goes on.
+
+The budget goes to what no finding explains: a Problem a finding explains is not run
+(``steer_every`` runs 1 in N of them instead, 0 all), and the coverage phase plans around
+the findings. Failing cases left unexplained when the findings cap or the budget ran out
+are counted and listed, with what would have them shrunk. Known findings (``--known``)
+replay first, are listed, never shrunk, and neither stop nor fail the campaign."""
+
+from difftest.judge.declaration import diagnose
+from difftest.search.findings import Finding, Findings
+from difftest.search.shrinking import simplify
+from difftest.search.signature import MAX_VARIATIONS, derive, merged, same_identity, unexplained_gates
+from difftest.vocab import CampaignStatus, Status
+from difftest.workdir import DEFAULT_OUT
+
+# The share of what is left before the deadline one finding's shrink may take, so that its
+# signature's variations still run inside the budget.
+SHRINK_SHARE = 0.7
+
+
+class Hunt:
+    hunting = True
+
+    def __init__(self, state):
+        self.state = state
+        self.explained_drawn = 0
+        self.skipped = set()
+
+    # ------------------------------------------------------------------ during the search
+    def recorded(self, case) -> None:
+        pass
+
+    def visited(self, case) -> None:
+        if case.failed:
+            self.hunt(case)
+
+    def skip(self, problem) -> bool:
+        """Skip a Problem a finding already explains (``steer_every``: run 1 in N of them,
+        which check the signature; 0: run them all); replayed and corner Problems always run.
+        Each skip is counted on its finding."""
+        st = self.state
+        every = st.settings.steer_every
+        if every == 0 or problem in st.explicit:
+            return False
+        who = [f for f in st.found if f.explains_problem(problem)]
+        if not who or problem in self.skipped:
+            return bool(who)
+        self.explained_drawn += 1
+        if every is not None and self.explained_drawn % every == 0:
+            return False
+        self.skipped.add(problem)
+        who[0].skipped += 1
+        st.result.explained_skipped += 1
+        return True
+
+    def search_over(self) -> bool:
+        return self.state.now() > self.state.search_end
+
+    # ------------------------------------------------------------------ one finding
+    def hunt(self, case) -> Finding | None:
+        """``case`` failed: when no finding explains all of its failing gates, shrink it
+        toward what none explains, sign it (signature.derive) and keep it as a new finding,
+        unless it is the bug of one already found (then that finding's rule widens)."""
+        st = self.state
+        s = st.settings
+        new = unexplained_gates(st.signatures(), case)
+        if not new:
+            return None
+        if len(st.found) >= s.max_findings + sum(f.known for f in st.found) or st.now() > st.deadline:
+            return None  # counted as unexplained at the end
+        t = st.now()
+        st.result.settings["hunt_attempts"] = st.result.settings.get("hunt_attempts", 0) + 1
+        n_new = sum(not f.known for f in st.found) + 1
+        source = st.known_problems.get(case.problem)  # a known failure-store Problem: not shrunk again
+        writer = None if source else Findings(s.kernel, s.config, (s.out_dir or DEFAULT_OUT) / "repro",
+                                              s.database, s.spec, st.run_id, number=n_new)
+        best, calls = case, 0
+        if writer is not None:
+            st.log_event("hunt", {"number": n_new, "problem": case.problem.to_dict()})
+            writer.found(case, case)
+            best, calls = self._shrink_toward(case, new, writer,
+                                              min(s.shrink_budget, SHRINK_SHARE * (st.deadline - t)))
+        target = (unexplained_gates(st.signatures(), best) & new) or new
+        sig = derive(best, st.run_seen, s.kernel.capability, gates=target, budget_calls=MAX_VARIATIONS,
+                     deadline=lambda: st.now() > st.deadline)
+        for f in st.found:
+            if any(same_identity(x, sig, best.problem, f.best.problem if f.best is not None else None)
+                   for x in f.signatures):
+                if sig not in f.signatures:
+                    f.variants.append(sig)  # the same bug, reached from elsewhere: it explains this too
+                    if not f.known:
+                        f.signature = merged(f.signature, sig)  # the smallest rule covering both
+                if writer is not None:
+                    writer.discard()  # its reproducer pair was only a candidate's
+                    # the hunt is over: a new finding's line again (its variants now), else a mark
+                    st.log_event(*(("merged", {"number": n_new}) if f.known else ("finding", f.log_record())))
+                return f
+        if writer is not None and writer.best is not best:
+            writer.write(best)
+        f = Finding(sig, first=case, best=best, known=source is not None, source=source or "",
+                    reproducer=writer.reproducer if writer else None,
+                    shrink={} if source else {"calls": calls, "seconds": round(st.now() - t, 2)},
+                    number=0 if source else n_new, trigger=case.problem)
+        st.found.append(f)
+        if writer is not None:
+            st.log_event("finding", f.log_record())
+        if writer is not None and st.findings.best is None:
+            st.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
+        return f
+
+    def _shrink_toward(self, case, gates: set, writer, budget: float):
+        """Shrink ``case`` keeping a failure on one of ``gates`` that no finding explains."""
+        st = self.state
+
+        def still_fails(p):
+            c = st.run_seen(p)
+            if not c.failed or not (unexplained_gates(st.signatures(), c) & gates):
+                return False
+            if case.status == Status.ERROR and (c.status != Status.ERROR or c.error_type != case.error_type):
+                return False
+            writer.found(c, case)
+            return True
+
+        best, calls = simplify(case.problem, still_fails, st.settings.kernel.capability,
+                               time_budget=max(0.0, budget), max_calls=st.settings.finding_calls)
+        return st.seen.get(best, case), calls
+
+    # ------------------------------------------------------------------ after the search
+    def failed(self, case) -> None:  # pragma: no cover - a hunt's search never raises a failure
+        raise AssertionError("a hunt does not stop at a failure")
+
+    def finish(self) -> None:
+        """Failing cases the search left unexplained (met while shrinking another finding,
+        or logged by a resumed run): hunted while the budget lasts."""
+        st = self.state
+        for case in list(st.result.cases):
+            if st.now() > st.deadline:
+                return
+            if case.failed:
+                self.hunt(case)
+
+    def sign(self) -> None:
+        pass  # every finding was signed when it was kept
+
+    def verdict(self) -> None:
+        """The campaign fails on a new finding, and on failing cases no finding explains
+        (listed in the reason, with what would have them shrunk and signed)."""
+        st = self.state
+        res = st.result
+        new = [f for f in st.found if not f.known]
+        if new:
+            res.status = CampaignStatus.FAILED
+            res.failure, res.first_failure, res.reproducer = new[0].best, new[0].first, new[0].reproducer
+            res.examples_to_fail = new[0].first_seen.get("case")
+            res.seconds_to_fail = new[0].first_seen.get("seconds")
+        if res.unexplained:
+            cap = len(st.found) - sum(f.known for f in st.found) >= st.settings.max_findings
+            why = f"the findings cap ({st.settings.max_findings}) was reached" if cap else \
+                "the budget ran out before they were shrunk and signed"
+            how = "a larger --max-findings" if cap else "a larger --time-budget"
+            res.reason = (f"{res.unexplained} failing cases no finding explains ({why}; {how} shrinks and signs "
+                          f"them, and --resume of this run keeps what it found): "
+                          + "; ".join(res.unexplained_cases[:3])
+                          + (" ..." if res.unexplained > 3 else ""))
+        if not new and res.unexplained:  # failures the budget left unsigned still fail the campaign, unshrunk
+            first = next(c for c in res.cases if c.failed and unexplained_gates(st.signatures(), c))
+            res.status, res.failure, res.first_failure = CampaignStatus.FAILED, first, first
+            st.findings.first = first
+            st.findings.write(first)
+            res.reproducer = st.findings.reproducer
+
+    def interrupted(self, e) -> None:
+        st = self.state
+        res = st.result
+        st.count_hits()  # every finding's reproducer was written when it was found
+        new = [f for f in st.found if not f.known]
+        res.findings = list(st.found)
+        res.status = CampaignStatus.FAILED if new else CampaignStatus.INTERRUPTED
+        if new:
+            res.failure, res.first_failure, res.reproducer = new[0].best, new[0].first, new[0].reproducer
+
+    def report(self, run) -> None:
+        st = self.state
+        res = st.result
+        if res.failure is not None and st.now() < st.deadline:
+            res.declaration = diagnose(st.settings.kernel, res.failure, run, res.first_failure)

@@ -1,0 +1,67 @@
+"""What a campaign hands back: ``CampaignResult``, and the identity of a failure that
+shrinking follows (``same_failure``)."""
+
+from dataclasses import dataclass, field
+
+from difftest.judge.runner import CaseResult
+from difftest.vocab import CampaignStatus, FailureKind
+
+
+@dataclass
+class CampaignResult:
+    kernel: str
+    profile: str
+    status: CampaignStatus = CampaignStatus.PASSED
+    reason: str = ""
+    cases: list = field(default_factory=list)
+    failure: CaseResult | None = None  # the shrunk failing case
+    first_failure: CaseResult | None = None  # the first failing case seen, before shrinking
+    examples_to_fail: int | None = None
+    seconds_to_fail: float | None = None
+    unrun: int = 0  # Problems drawn after the search budget was spent: not run (difftest gate reads it)
+    reproducer: dict | None = None
+    compile_keys: int = 0
+    coverage: dict = field(default_factory=dict)  # {"hit": {feature: cases}, "missing": [features], "pairs": {...}}
+    compile_stats: dict | None = None  # builds/cache hits during the campaign, for kernels that count them
+    elapsed: float = 0.0
+    timing: dict | None = None  # where the wall time went (difftest/execute/timing.py: PhaseTimer.finish)
+    compile_reuse: dict | None = None  # cases reusing a compiled configuration (strategies.compile_reuse)
+    settings: dict = field(default_factory=dict)
+    declaration: list = field(default_factory=list)  # declaration problems behind the failure (declaration.py)
+    hunt: bool = False  # the search went on after failures (one Finding per distinct bug)
+    findings: list = field(default_factory=list)  # Finding per distinct bug (findings.py), known ones included
+    explained_skipped: int = 0  # Problems not run: a finding's signature explains them (steering)
+    unexplained: int = 0  # failing cases no finding explains (the findings cap or the budget ran out first)
+    # those cases, one line each, and how to have them shrunk and signed (a larger budget or cap)
+    unexplained_cases: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.status = CampaignStatus(self.status)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == CampaignStatus.FAILED
+
+
+class CaseFailed(AssertionError):
+    """First-failure mode: a case failed the way the first failure did (ends the search)."""
+
+    def __init__(self, case: CaseResult):
+        super().__init__(case.render())
+        self.case = case
+
+
+class BudgetSpent(BaseException):
+    """The search's time budget is spent: a hard stop. A BaseException, as KeyboardInterrupt
+    is, so Hypothesis lets it through instead of taking it for a failure, and stops drawing
+    (it used to draw, and skip, every remaining example: 3000 of them took 30 s)."""
+
+
+def same_failure(a: CaseResult, b: CaseResult) -> bool:
+    """b fails the way a does: errors of the same exception type (``CaseResult.error_type``,
+    recorded where the exception was caught), or at least one failed gate in common.
+    Shrinking follows only the first failure's kind, so an MLIR build error does not slip
+    into an unrelated illegal memory access."""
+    if a.failure_kind == FailureKind.ERROR:
+        return b.failure_kind == FailureKind.ERROR and a.error_type == b.error_type
+    return b.failure_kind == FailureKind.GATE and bool(set(a.failed_gates) & set(b.failed_gates))

@@ -1,0 +1,141 @@
+"""The state of one campaign's search: every Problem it ran and the case it gave, the
+findings so far, the clock and the budget. The settings are ``campaign.Campaign`` (frozen);
+what a failing case means is the mode's (``first_failure.FirstFailure``, ``hunt.Hunt``).
+
+The clock: ``time_budget`` bounds the whole campaign (the search, shrinking, signatures and
+the declaration checks), to within one remainder: the case in flight when the budget runs
+out, and writing the reports. The search phases stop ``reserve`` seconds early, so that
+what they found is still shrunk and signed inside the budget.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from difftest.execute import interrupt
+from difftest.judge.runner import run_case
+from difftest.search.case_log import CaseLog
+from difftest.search.findings import Findings
+from difftest.search.progress import Progress
+from difftest.search.result import CampaignResult
+from difftest.search.signature import unexplained_gates
+
+# The share of the budget kept back from the search for shrinking and signing what it found
+# (at most the shrink budget): the search phases stop at time_budget - reserve.
+RESERVE_SHARE = 0.25
+UNEXPLAINED_LISTED = 20  # failing cases no finding explains, listed by name (the rest counted)
+
+
+@dataclass
+class SearchState:
+    settings: object  # campaign.Campaign: kernel, profile, config, budgets (frozen)
+    result: CampaignResult
+    run_id: str
+    findings: Findings  # the first finding's writer: reproducer and store entry, kept current
+    bar: Progress
+    log: CaseLog | None = None
+    max_examples: int = 0  # drawn examples (a resumed unseeded run: what was left)
+    time_budget: float = 0.0  # seconds the whole campaign may take (a resumed run: what was left)
+    t0: float = field(default_factory=time.perf_counter)
+    wall0: float = field(default_factory=time.time)
+    seen: dict = field(default_factory=dict)  # Problem -> its CaseResult (replayed, never run twice)
+    keys: set = field(default_factory=set)  # compile signatures run by the search
+    failed_at: float | None = None  # seconds in, at the first failure
+    found: list = field(default_factory=list)  # Finding per distinct bug so far (known ones first)
+    explicit: set = field(default_factory=set)  # replayed and corner Problems: never skipped
+    searched: set = field(default_factory=set)  # Problems the search itself ran (not shrinks or variations)
+    finished_at: dict = field(default_factory=dict)  # Problem -> seconds in, when it ran
+    known_problems: dict = field(default_factory=dict)  # Problem -> its --known file
+    prior: set = field(default_factory=set)  # Problems a resumed run took from its log
+    resume_hunt: object = None  # the Problem whose hunt the kill cut short
+    drawn: int = 0  # this shard's Problems the search drew (run or not)
+    mode: object = None  # first_failure.FirstFailure or hunt.Hunt
+
+    # ------------------------------------------------------------------ the clock
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    @property
+    def deadline(self) -> float:
+        """Seconds in by which nothing new runs."""
+        return self.time_budget
+
+    @property
+    def search_end(self) -> float:
+        """Seconds in by which the search phases stop drawing and planning."""
+        reserve = min(self.settings.shrink_budget, RESERVE_SHARE * self.time_budget)
+        return self.time_budget - max(0.0, reserve)
+
+    # ------------------------------------------------------------------ cases
+    def case(self, problem):
+        """Run ``problem`` once and record it: every case lands in the result and the log; the
+        mode hears of it first (a failure in the log always has its reproducer on disk)."""
+        s = self.settings
+        interrupt.checkpoint()  # a signal whose raise a gc callback swallowed stops the run here
+        if self.log and not s.config.isolate:
+            self.log.started(problem, s.kernel.name)  # in-process: a crash leaves this line naming the Problem
+        case = self.seen[problem] = run_case(s.kernel, problem, s.config)
+        res = self.result
+        res.cases.append(case)
+        self.finished_at[problem] = self.now()
+        if case.failed and not self.known_covers(case) and self.failed_at is None:
+            self.failed_at = self.now()
+            res.first_failure = case
+            res.examples_to_fail = len(res.cases)
+            res.seconds_to_fail = self.failed_at
+        self.mode.recorded(case)
+        if self.log:
+            self.log.write(case)
+        return case
+
+    def run_seen(self, problem):
+        """The case of ``problem``: replayed when the campaign ran it, else run now."""
+        case = self.seen.get(problem)
+        return case if case is not None else self.case(problem)
+
+    # ------------------------------------------------------------------ findings
+    def signatures(self) -> list:
+        return [s for f in self.found for s in f.signatures]
+
+    def known_covers(self, case) -> bool:
+        """Every failing gate of ``case`` is explained by a known finding (--known)."""
+        known = [s for f in self.found if f.known for s in f.signatures]
+        return bool(known) and case.failed and not unexplained_gates(known, case)
+
+    def explained(self, case) -> bool:
+        """``case`` failed, and the findings so far explain every gate it fails."""
+        return case.failed and not unexplained_gates(self.signatures(), case)
+
+    def explained_problem(self, problem) -> bool:
+        return any(f.explains_problem(problem) for f in self.found)
+
+    def count_hits(self) -> None:
+        """Each finding's hits (failing cases it explains), the search's share of them and
+        when it was first seen; the failing cases no finding explains, listed."""
+        st, res = self, self.result
+        for f in st.found:
+            f.hits = f.search_hits = 0
+        res.unexplained, res.unexplained_cases = 0, []
+        for i, c in enumerate(res.cases):
+            if not c.failed:
+                continue
+            if unexplained_gates(st.signatures(), c):
+                res.unexplained += 1
+                if len(res.unexplained_cases) < UNEXPLAINED_LISTED:
+                    res.unexplained_cases.append(f"case {i + 1}: {c.problem.short()} "
+                                                 f"({c.error_type or ', '.join(c.failed_gates)})")
+            for f in st.found:
+                if f.explains(c):
+                    f.hits += 1
+                    f.search_hits += c.problem in st.searched or c.problem in st.explicit
+                    if not f.first_seen:
+                        at = st.finished_at.get(c.problem, 0.0)
+                        f.first_seen = {"case": i + 1, "seconds": round(at, 2),
+                                        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.wall0 + at))}
+                        if f.first is None:
+                            f.first = c
+                        if f.best is None:
+                            f.best = c
+
+    def log_event(self, event: str, record: dict) -> None:
+        if self.log:
+            self.log.event(event, record)

@@ -1,0 +1,192 @@
+"""Configuration coverage (strategies/configurations.py, difftest/search/configuration_phase.py):
+the dimensions a capability declares, each configuration realised as the cheapest Problem that
+has it, covering arrays that run every pair of values, and the campaign's coverage phase that
+meets a corner bug on schedule (it used to be luck: 81% of an FA4 campaign ran head dim 8),
+re-planned around each finding, measured and reported per pair of dimensions."""
+
+import dataclasses
+import json
+
+import pytest
+
+from difftest import Capability, Problem
+from difftest.judge.runner import RunConfig
+from difftest.report.ci_gate import compare, render
+from difftest.report.html import render_html
+from difftest.report.read import ReportError, load_report
+from difftest.report.write import write_json
+from difftest.search.campaign import Campaign, run_campaign
+from difftest.strategies.configurations import (
+    NA,
+    claimed_pairs,
+    dimensions,
+    pair_coverage,
+    pairs_of,
+    plan,
+    realise,
+    realise_first,
+    values_of,
+)
+from tests.kernels_for_tests import SMALL, RefKernel, full_capability
+
+BROAD = full_capability(dtypes=("float32", "float16", "bfloat16"), head_dims_qk=(8, 16, 24, 40), max_seqlen=160,
+                        max_heads=8, max_batch=4, layouts=("contiguous", "bhsd", "kv_broadcast"), block_m=16,
+                        block_n=32)
+NARROW = Capability(dtypes=("float32",), head_dims_qk=(16,))
+
+
+def _names(cap, profile="ci"):
+    return [d.name for d in dimensions(cap, profile)]
+
+
+def test_dimensions_follow_the_capability():
+    assert _names(BROAD) == ["dtype", "head_dim_qk", "head_dim_v", "group", "heads_kv", "mask", "align", "length",
+                             "relation", "batching", "sinks", "layout"]
+    dims = {d.name: d.values for d in dimensions(BROAD, "ci")}
+    assert dims["dtype"] == ("float32", "float16", "bfloat16")  # cheapest first
+    assert dims["group"] == (1, 2, 3, 4, 6, 8)  # reaches the profile's GQA heads (8), 3 and 6 included
+    assert dims["batching"] == ("dense", "batched", "varlen", "varlen_empty_q", "varlen_empty_k", "varlen_pad_tail")
+    assert dims["align"] == (NA, "top_left", "bottom_right")
+    # a basic capability: one dtype, one head dim, no features: only what varies
+    assert _names(NARROW) == ["heads_kv", "length", "relation", "batching"]
+    # head_dim_v only where the dims may differ; softmax_scale only where the compile key names it
+    assert "head_dim_v" not in _names(dataclasses.replace(BROAD, equal_head_dims=True))
+    keyed = dataclasses.replace(BROAD, compile_key=("dtype", "softmax_scale"))
+    assert "softmax_scale" in _names(keyed) and "softmax_scale" not in _names(BROAD)
+
+
+@pytest.mark.parametrize("cap", [BROAD, SMALL, NARROW], ids=["broad", "small", "narrow"])
+def test_every_realisation_is_inside_the_capability_and_has_its_values(cap):
+    dims = dimensions(cap, "ci")
+    claimed, illegal = claimed_pairs(cap, "ci", dims)
+    assert claimed and not claimed & illegal
+    rows = list(plan(dims, illegal=illegal))
+    realised = 0
+    for row in rows:
+        p = realise_first(row, cap, "ci")
+        if p is None:
+            continue
+        realised += 1
+        assert p.validate() is p and cap.excludes(p) is None, (row, p.short())
+        got = values_of(p, cap, dims)
+        assert all(v in got[n] for n, v in row.items() if v != NA), (row, got)
+    assert realised >= 0.8 * len(rows)
+    # the plan's realisations cover most claimed pairs in one pass; the phase re-plans the rest
+    cov = pair_coverage([p for p in (realise_first(r, cap, "ci") for r in rows) if p], cap, "ci", claimed=claimed)
+    assert cov["covered"] >= 0.85 * cov["claimed"], cov["by_dimensions"]
+
+
+def test_a_pair_no_problem_can_exercise_is_not_claimed():
+    claimed, illegal = claimed_pairs(BROAD, "ci")
+    assert (("mask", "none"), ("align", "top_left")) in illegal  # no mask, no alignment
+    assert (("group", 1), ("layout", "kv_broadcast")) in illegal  # a broadcast K/V needs query heads to share it
+    assert (("mask", "causal"), ("align", "top_left")) in claimed
+    assert (("head_dim_qk", 8), ("head_dim_v", 40)) in claimed
+
+
+def test_values_of_a_varlen_problem():
+    p = Problem(batch=3, seqlen_q=(0, 33, 5), seqlen_k=(4, 33, 0), heads_q=6, heads_kv=2, head_dim_qk=8, head_dim_v=16,
+                causal=True, align="top_left", pad_tail=2, sinks=True)
+    v = values_of(p, BROAD, dimensions(BROAD, "ci"))
+    assert v["batching"] == {"varlen", "varlen_empty_q", "varlen_empty_k", "varlen_pad_tail"}
+    assert v["length"] == {"tile_edge"} and v["relation"] == {"equal"}  # 33 = block_n + 1; empty pairs count not
+    assert v["align"] == {NA}  # every non-empty sequence is square: the alignment cannot matter
+    assert v["group"] == {3} and v["heads_kv"] == {2} and v["mask"] == {"causal"} and v["sinks"] == {True}
+    assert (("head_dim_qk", 8), ("group", 3)) in pairs_of(v, dimensions(BROAD, "ci"))
+
+
+def test_realise_takes_the_cheapest_problem_first():
+    p = realise({"head_dim_qk": 40, "group": 3, "mask": "causal", "relation": "q_longer", "align": "top_left"},
+                BROAD, "ci")
+    assert (p.batch, p.heads_q, p.heads_kv, p.head_dim_qk) == (1, 3, 1, 40)
+    assert p.causal and p.align == "top_left" and p.seqlen_q > p.seqlen_k and p.seqlen_q <= 16
+    assert realise({"layout": "kv_broadcast"}, BROAD, "ci").heads_kv == 1
+    assert realise({"length": "long"}, NARROW, "ci") is None or True  # NARROW's 256 rows fit ci's 160: none
+    assert realise({"length": "long"}, BROAD, "ci").max_seqlen_q > 64
+
+
+class CornerBug(RefKernel):
+    """dK 5% off at one corner: bfloat16 with head dim 24 (a dtype with a head dim)."""
+
+    name = "test-corner"
+    spec = "tests.test_configurations:CornerBug"
+    capability = dataclasses.replace(BROAD, max_seqlen=48, layouts=("contiguous", "bhsd"))
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.dtype == "bfloat16" and p.head_dim_qk == 24:
+            out.dk = out.dk * 1.05
+        return out
+
+
+def test_the_coverage_phase_meets_a_corner_bug_on_schedule(tmp_path):
+    """No drawn example and no edge corpus: the pairs alone find the bug, and it signs its corner."""
+    r = run_campaign(CornerBug(), "ci", max_examples=1, edge_cases=False, database=None, out_dir=tmp_path,
+                     coverage=2, hunt=True, config=RunConfig(isolate=False))
+    assert r.status == "failed" and len(r.findings) == 1
+    needs = dict(r.findings[0].signature.needs)
+    assert needs.get("dtype") == ("bfloat16",) and needs.get("head_dim_qk") == (24,), needs
+    pairs = r.coverage["pairs"]
+    assert pairs["covered"] + pairs["explained"] >= 0.97 * pairs["claimed"], pairs["phase"]
+    assert pairs["phase"]["stage"] == "t=2" and pairs["by_dimensions"]["dtype x head_dim_qk"] == [12, 12]
+    # re-planned around the finding: the one corner it explains is not run again and again
+    corner = [c for c in r.cases if c.problem.dtype == "bfloat16" and c.problem.head_dim_qk == 24]
+    assert len(corner) <= r.findings[0].signature.tried + r.findings[0].shrink["calls"] + 4
+
+
+def test_first_failure_mode_runs_every_value_once_in_ci(tmp_path):
+    """ci's coverage strength is 1: every value of every dimension runs (the edge corpus counts)."""
+    r = run_campaign(RefKernel(), "ci", max_examples=5, database=None, out_dir=tmp_path,
+                     config=RunConfig(isolate=False))
+    assert r.status == "passed" and r.settings["coverage_strength"] == 1
+    dims = dimensions(RefKernel.capability, "ci")
+    ran = [c.problem for c in r.cases]
+    seen = {n: set() for n in (d.name for d in dims)}
+    for p in ran:
+        for n, v in values_of(p, RefKernel.capability, dims).items():
+            seen[n] |= v
+    for d in dims:
+        assert set(d.values) - {NA} <= seen[d.name], (d.name, set(d.values) - seen[d.name])
+
+
+def test_pair_coverage_is_reported_read_back_and_gated(tmp_path):
+    a = run_campaign(RefKernel(), "ci", max_examples=5, database=None, out_dir=tmp_path / "a",
+                     config=RunConfig(isolate=False))
+    doc_a = load_report(write_json([a], tmp_path / "a.json"))
+    pairs = doc_a["campaigns"][0]["coverage"]["pairs"]
+    assert pairs["claimed"] > 100 and 0 < pairs["covered"] <= pairs["claimed"]
+    assert pairs["claimed"] - pairs["covered"] == len(pairs["missing"])
+    html = render_html(doc_a)
+    assert f'data-k="{a.kernel}/pairs_covered">{pairs["covered"]}<' in html
+    # a candidate covering fewer pairs with the same dimensions loses coverage in the gate
+    b = json.loads(json.dumps(doc_a))
+    gone = sorted(set(json.loads(json.dumps(_covered(doc_a)))))[:3]
+    b["campaigns"][0]["coverage"]["pairs"]["missing"] += gone
+    res = compare(doc_a, b)
+    assert not res.passed and any(f.gate == "pairs" for f in res.findings), render(res)
+    assert "3 configuration pairs covered in the baseline, not in the candidate" in render(res)
+    # a malformed pair record is refused in one line
+    bad = json.loads(json.dumps(doc_a))
+    bad["campaigns"][0]["coverage"]["pairs"]["by_dimensions"] = {"dtype x layout": "all"}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ReportError, match="by_dimensions"):
+        load_report(tmp_path / "bad.json")
+
+
+def _covered(doc) -> list[str]:
+    """Pair names the report's campaign covered (claimed pairs not listed missing)."""
+    from difftest.strategies.configurations import pair_text
+
+    cap = RefKernel.capability
+    claimed, _ = claimed_pairs(cap, "ci")
+    missing = set(doc["campaigns"][0]["coverage"]["pairs"]["missing"])
+    return [pair_text(p) for p in claimed if pair_text(p) not in missing]
+
+
+def test_campaign_settings_are_frozen_and_the_strategy_turns_coverage_off():
+    c = Campaign.of(RefKernel(), "nightly")
+    assert c.coverage_strength == 3 and c.hunting and c.profile.fill_budget
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.time_budget = 1.0
+    assert dataclasses.replace(c, strategy=object()).coverage_strength == 0
+    assert Campaign.of(RefKernel(), "quick").coverage_strength == 0
