@@ -104,7 +104,7 @@ COMPILE_KEY = ("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv", "batch",
 # - Measured on the H200 (results/bugs/tileops/repro_tileops_head_dims.py, without
 #   difftest): the forward's GQADenseWSKernel cannot launch at head dims 160..288 (it asks for
 #   1536 x D bytes of shared memory, the refusal check does not bound it): a contract violation,
-#   results/bugs/tileops/REPORT-fwd-head-dim-160-smem.md. The backward serves all of 16..288. The
+#   results/bugs/tileops/REPORT-fwd-head-dim-smem.md. The backward serves all of 16..288. The
 #   capability keeps stating the interface; campaigns step around the finding with
 #   `--narrow head_dims_qk=16,32,48,64,80,96,112,128,144` (tileops-gqa-bwd, whose O/LSE come from
 #   the reference, needs no narrowing).

@@ -43,9 +43,11 @@ def _ids(paths):
 
 
 def test_every_report_has_a_reproducer():
+    """Every report has its minimal problem as a JSON, unless its folder's REPLAY.md says why not."""
     assert len(REPORTS) >= 13
     named = {(p.parent.name, json.loads(p.read_text())["report"]) for p in JSONS}
-    missing = [str(r.relative_to(BUGS)) for r in REPORTS if (r.parent.name, r.name) not in named]
+    missing = [str(r.relative_to(BUGS)) for r in REPORTS if (r.parent.name, r.name) not in named
+               and f"No reproducer JSON: {r.name}" not in (r.parent / "REPLAY.md").read_text()]
     assert not missing, f"reports without a reproducer JSON: {missing}"
 
 
@@ -62,10 +64,10 @@ def test_reproducer_loads_and_matches_its_report(path):
         assert d["failed_gates"] and all(GATE_LABEL.match(g) for g in d["failed_gates"]), d["failed_gates"]
     else:
         assert d["reason"] and not d["failed_gates"]
-    report = path.parent / d["report"]
+    report = path.parent / d["report"]  # a REPORT-*.md, or the NOTE-*.md of a design note
     assert report.exists(), f"{path.name} names {d['report']}, which is not in {path.parent}"
-    assert f"results/bugs/{path.parent.name}/{path.name}" in report.read_text(), \
-        f"{report.name} does not say how to replay {path.name}"
+    assert f"results/bugs/{path.parent.name}/{path.name}" in (path.parent / "REPLAY.md").read_text(), \
+        f"{path.parent.name}/REPLAY.md does not say how to replay {path.name}"
     assert d["seen_with"]
 
 
@@ -100,7 +102,8 @@ def _assert_documented_verdict(path, r):
 
 @pytest.mark.parametrize("path", CPU, ids=_ids(CPU))
 def test_cpu_reproducer_still_fails_as_documented(path):
-    """sdpa-cpu-flash's fp16/bf16 accumulation: still there in the torch installed here."""
+    """sdpa-cpu-flash's fp16/bf16 accumulation (a design note, NOTE-input-dtype-accumulation.md): our
+    dv:budget still fails it in the torch installed here."""
     _assert_documented_verdict(path, reproducer.replay(path))
 
 

@@ -426,7 +426,7 @@ def fa4_known(case) -> bool:
     p = case.problem
     build = case.status == "error" and p.head_dim_qk != p.head_dim_v
     lse = case.status == "failed" and p.sinks and set(case.failed_gates) == {"lse:nonfinite"}
-    # results/bugs/fa4/REPORT-hdim8-zero-grads.md: head dims 8/16 leave gradient rows past the
+    # results/bugs/fa4/REPORT-sm90-bwd-hdim-mod32.md: head dims 8/16 leave gradient rows past the
     # first 64-row tile at zero (wrong dQ/dK/dV, never O or LSE)
     small = case.status == "failed" and min(p.head_dim_qk, p.head_dim_v) <= 16 and all(
         g.split(":")[0] in ("dq", "dk", "dv") for g in case.failed_gates)

@@ -10,7 +10,8 @@ writes B*H*(round80 - round128) floats past the buffers, into whatever XLA place
     python3 repro_fa3jax_bwd_scratch_overflow.py            # sweep: one JSON line per (s, causal)
     python3 repro_fa3jax_bwd_scratch_overflow.py --one 100  # one unmasked call (for compute-sanitizer)
     XLA_PYTHON_CLIENT_ALLOCATOR=platform compute-sanitizer --tool memcheck \\
-        python3 repro_fa3jax_bwd_scratch_overflow.py --one 100   # an out-of-bounds write is reported
+        python3 repro_fa3jax_bwd_scratch_overflow.py --one 100   # on the H200 memcheck reported 0 errors:
+                                                                  # the writes stay inside memory XLA owns
 
 Each sweep line: the kernel's and the buffer's rounded rows, the floats written past the end, and
 max |error| / max |reference| of dQ, dK, dV against float64 numpy on the same bf16-rounded inputs
