@@ -265,13 +265,13 @@ def _lengths(c: Capability, r: dict, cls: str, rel: str, rng: random.Random, var
         edges = sorted(e for e in tile_edges(c) if max(SHORT + 1, least_q, least_k) <= e <= S)
         if not edges:
             return None
-        main = edges[0] if variant == 0 else rng.choice(edges)
+        main = rng.choice(edges)  # every edge in turn over the rows (sq = block, block + 1, ...)
         other = rng.randint(1, max(1, min(SHORT, main - 1)))
     else:
         lo, hi = 2 * tile + 1, min(S, 4 * tile + 3)
         if lo > hi:
             return None
-        main = lo if variant == 0 else rng.randint(lo, hi)
+        main = rng.randint(lo, hi)
         other = rng.randint(max(1, main // 4), main - 1)
     if rel == "equal" or other is None:
         q = k = main

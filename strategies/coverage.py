@@ -168,8 +168,8 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
             e |= {"varlen:empty_q", "varlen:empty_k"}
         if min(c.max_batch, prof.max_varlen_batch) >= 4:
             e.add("varlen:many_short")
-        if min(c.max_batch, prof.max_varlen_batch) >= 2:
-            e.add("varlen:one_long")
+        if min(c.max_batch, prof.max_varlen_batch) >= 2 and min(max(c.block_m, c.block_n), c.max_seqlen) <= S:
+            e.add("varlen:one_long")  # one sequence of a whole tile: beyond a profile shorter than the tile
         if c.pad_tail:
             e.add("varlen:pad_tail")
     if c.causal:

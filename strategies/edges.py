@@ -40,7 +40,7 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
     add = out.append
 
     # tile edges, in queries and keys, equal and unequal lengths; 64/128 multiples +-1
-    for L in sorted({bn - 1, bn, bn + 1, 2 * bn + 1, bm - 1, bm + 1, 127, 128, 129}):
+    for L in sorted({bn - 1, bn, bn + 1, 2 * bn + 1, bm - 1, bm, bm + 1, 127, 128, 129}):
         if 1 <= L <= S:
             add(base.replace(seqlen_q=L, seqlen_k=L))
     add(base.replace(seqlen_q=1, seqlen_k=min(S, bn + 1)))

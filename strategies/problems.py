@@ -2,9 +2,10 @@
 a kernel declares it supports.
 
 Composed from the strategies in shapes.py, masks.py, values.py and compile.py, drawn in
-shrink-priority order so a failure shrinks to: fewer batches, fewer heads, shorter
-sequences, no mask, standard-normal values, smaller head dims, the contiguous memory
-layout (then float32, seed 0).
+shrink-priority order so a failure shrinks to: fewer batches, fewer heads, smaller head
+dims, shorter sequences, no mask, standard-normal values, the contiguous memory layout
+(then float32, seed 0). The head dims come before the lengths, which the size budget then
+bounds: every declared head dim is as likely on a long problem as on a short one.
 Every Problem is legal by construction (no ``.filter``) and inside the capability.
 
 Knobs (keyword arguments):
@@ -15,7 +16,11 @@ Knobs (keyword arguments):
                   capability declares ``compile_key`` (default 0.1; 1.0 = always new; left
                   as None, a CPU capability under a profile whose ``cpu_compile_configs``
                   is "corpus", the ci profile, draws only ``compile.corpus_configs``).
-  warm_configs    how many compile configurations count as already compiled (default 4).
+  warm_configs    how many compile configurations count as already compiled (default 4: the
+                  edge corpus's first).
+  warm            the Problems whose configurations are compiled already (a campaign passes
+                  those its coverage phase ran: the value search then spreads over every
+                  configuration covered, not the corpus's first four); overrides warm_configs.
 """
 
 from hypothesis import strategies as st
@@ -34,7 +39,7 @@ SEED_MAX = 2**32 - 1
 
 
 def problems(capability: Capability, profile="ci", *, new_compile_p: float | None = None, warm_configs: int = 4,
-             **size_knobs) -> st.SearchStrategy[Problem]:
+             warm=None, **size_knobs) -> st.SearchStrategy[Problem]:
     """A strategy of valid Problems inside ``capability``, sized by ``profile``
     ("quick", "ci", "nightly", "gpu"); see the module docstring for the knobs."""
     if not isinstance(capability, Capability):
@@ -47,6 +52,9 @@ def problems(capability: Capability, profile="ci", *, new_compile_p: float | Non
         raise ValueError(f"warm_configs={warm_configs!r} is invalid: allowed an int >= 1")
     if new_compile_p is None and corpus_only(capability, prof):
         warm, new_compile_p = corpus_configs(capability, prof), 0.0
+    elif warm is not None:  # configurations compiled already (a campaign's coverage phase): one Problem each
+        warm = list({capability.compile_signature(p): p for p in warm if capability.covers(p)}.values())
+        new_compile_p = 0.1 if new_compile_p is None else new_compile_p
     else:
         warm = warm_problems(capability, prof, warm_configs) if capability.compile_key else []
         new_compile_p = 0.1 if new_compile_p is None else new_compile_p
@@ -72,11 +80,19 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
     else:
         f["heads_q"], f["heads_kv"] = draw(head_counts(c, prof.max_heads, prof.max_gqa_heads))
 
-    # 2. sequence lengths (shorter first), biased to the kernel's tile edges
+    # 2. head dims (smaller first), every declared one as likely at any length: the lengths are
+    # bounded by what the budget leaves after the head dim, not the other way round (drawn after
+    # the lengths, 81% of an FA4 campaign's head dims were its smallest)
+    if "head_dim_qk" in pin:
+        f["head_dim_qk"], f["head_dim_v"] = pin["head_dim_qk"], pin["head_dim_v"]
+    else:
+        f["head_dim_qk"], f["head_dim_v"] = draw(head_dims(c, prof.max_head_dim))
+
+    # 3. sequence lengths (shorter first), biased to the kernel's tile edges
     if layout_pinned:
         f.update(seqlen_q=pin["seqlen_q"], seqlen_k=pin["seqlen_k"], pad_tail=pin["pad_tail"])
     else:
-        cap_len = seqlen_cap(c, prof, f["batch"], f["heads_q"])
+        cap_len = seqlen_cap(c, prof, f["batch"], f["heads_q"], max(f["head_dim_qk"], f["head_dim_v"]))
         # pattern and padding are drawn for dense problems too (and ignored), so dense and
         # varlen examples take the same choices and a 1-sequence varlen failure shrinks to dense
         pattern = draw(st.sampled_from(VARLEN_PATTERNS)) if c.varlen else "mixed"
@@ -89,13 +105,13 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
     seqs_q = f["seqlen_q"] if isinstance(f["seqlen_q"], tuple) else (f["seqlen_q"],)
     seqs_k = f["seqlen_k"] if isinstance(f["seqlen_k"], tuple) else (f["seqlen_k"],)
 
-    # 3. mask (none first)
+    # 4. mask (none first)
     if "causal" in pin:
         f.update({k: pin[k] for k in ("causal", "align", "window_left", "window_right")})
     else:
         f.update(draw(masks(c, max(seqs_q + seqs_k))))
 
-    # 4. sinks, dtype and values (standard normal first), softmax scale
+    # 5. sinks, dtype and values (standard normal first), softmax scale
     if "sinks" in pin:
         f["sinks"], f["sink_center"] = pin["sinks"], pin["sink_center"]
     else:
@@ -107,15 +123,6 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
     else:
         f["values"], f["value_scale"] = draw(value_settings(c, f["dtype"]))
     f["softmax_scale"] = pin["softmax_scale"] if "softmax_scale" in pin else draw(softmax_scales(c))
-
-    # 5. head dims (smaller first), bounded by what the budget leaves
-    if "head_dim_qk" in pin:
-        f["head_dim_qk"], f["head_dim_v"] = pin["head_dim_qk"], pin["head_dim_v"]
-    else:
-        per_batch = 1 if isinstance(f["seqlen_q"], tuple) else f["batch"]
-        scores = per_batch * sum(a * b for a, b in zip(seqs_q, seqs_k))
-        max_dim = min(prof.max_head_dim, prof.budget // max(1, scores * f["heads_q"]))
-        f["head_dim_qk"], f["head_dim_v"] = draw(head_dims(c, max_dim))
 
     # 6. memory layout (contiguous first), inside what the interface accepts
     f["layout"] = pin["layout"] if "layout" in pin else draw(layouts(c, f["heads_q"], f["heads_kv"]))

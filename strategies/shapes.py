@@ -85,17 +85,18 @@ def blocks_of(capability: Capability) -> tuple[int, int]:
     return (capability.block_m, capability.block_n)
 
 
-def seqlen_cap(capability: Capability, profile: Profile, batch: int, heads_q: int) -> int:
-    """Longest sequence to draw for this batch and head count.
+def seqlen_cap(capability: Capability, profile: Profile, batch: int, heads_q: int, head_dim: int | None = None) -> int:
+    """Longest sequence to draw for this batch, head count and head dim (default: the
+    capability's smallest).
 
-    The profile's budget bounds ``batch * heads_q * S^2 * min_head_dim``; the cap never
+    The profile's budget bounds ``batch * heads_q * S^2 * head_dim``; the cap never
     drops below one tile plus one (``max(block_m, block_n) + 1``, when the capability and
     profile allow that length) so tail-block bugs stay reachable at every batch size:
     that floor, and the capability's minimum sequence lengths (which also win over the
     profile's ``max_seqlen``), are the only places a drawn Problem may exceed the budget."""
     hard = min(capability.max_seqlen, profile.max_seqlen)
-    dmin = min(capability.head_dims_qk)
-    by_budget = isqrt(profile.budget // max(1, batch * heads_q * dmin))
+    dim = head_dim or min(capability.head_dims_qk)
+    by_budget = isqrt(profile.budget // max(1, batch * heads_q * dim))
     reach = max(capability.block_m, capability.block_n) + 1
     least = max(min_lengths(capability))  # <= capability.max_seqlen
     return max(least, min(hard, max(by_budget, reach)))

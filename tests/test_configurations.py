@@ -129,9 +129,9 @@ def test_the_coverage_phase_meets_a_corner_bug_on_schedule(tmp_path):
     pairs = r.coverage["pairs"]
     assert pairs["covered"] + pairs["explained"] >= 0.97 * pairs["claimed"], pairs["phase"]
     assert pairs["phase"]["stage"] == "t=2" and pairs["by_dimensions"]["dtype x head_dim_qk"] == [12, 12]
-    # re-planned around the finding: the one corner it explains is not run again and again
-    corner = [c for c in r.cases if c.problem.dtype == "bfloat16" and c.problem.head_dim_qk == 24]
-    assert len(corner) <= r.findings[0].signature.tried + r.findings[0].shrink["calls"] + 4
+    # re-planned around the finding: the search meets the corner it explains once or twice (before a
+    # first signature that also needed sinks widened), then plans no row there
+    assert 1 <= r.findings[0].search_hits <= 3, r.findings[0].search_hits
 
 
 def test_first_failure_mode_runs_every_value_once_in_ci(tmp_path):

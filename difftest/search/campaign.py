@@ -162,7 +162,6 @@ class Search:
         if why:
             res.status, res.reason = CampaignStatus.UNAVAILABLE, why
             return res
-        strategy = c.strategy if c.strategy is not None else problems(kernel.capability, prof)
         log_name = f"{safe_name(kernel.name)}.cases.jsonl"
         prior = logged_cases(c.out_dir / log_name, run_id) if c.out_dir and c.resume else []
         hunts = logged_events(c.out_dir / log_name, run_id, ("hunt", "finding", "merged")) \
@@ -190,7 +189,7 @@ class Search:
                         st.mode.hunt(st.seen[st.resume_hunt])
                     self._explicit(explicit)
                     self.phase.run()
-                    self._draws(strategy)
+                    self._draws(self._strategy())
                     st.mode.finish()
                 except BudgetSpent:  # the search's budget is spent; what it left undrawn is res.unrun
                     st.mode.finish()  # a hunt's leftovers, while the deadline allows
@@ -294,6 +293,19 @@ class Search:
             # nor climb back into a bug already found: an explained failure scores nothing
             hypothesis.target(0.0 if st.explained(case) else min(case.worst_ratio, 1e6), label="worst error ratio")
         st.mode.visited(case)
+
+    def _strategy(self):
+        """The value search's Problems: the campaign's strategy, or ``strategies.problems``; a
+        kernel with a compile key draws in the configurations the search compiled already
+        (every one the coverage phase ran, not only the corpus's first), a new one in ten."""
+        c, st = self.c, self.st
+        if c.strategy is not None:
+            return c.strategy
+        cap = c.kernel.capability
+        if not cap.compile_key or c.coverage_strength <= 0:
+            return problems(cap, c.profile)
+        ran = [p for p, x in st.seen.items() if x.status == Status.PASSED or x.status == Status.FAILED]
+        return problems(cap, c.profile, warm=ran or None)
 
     def _draws(self, strategy) -> None:
         c, st = self.c, self.st
