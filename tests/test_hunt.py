@@ -380,16 +380,12 @@ def test_one_finding_per_root_cause_merges_what_fails_the_same_way():
     # the smallest rule: switches both need, bounds at the lower, a choice one side lacks is dropped
     wide = merged(_sig(causal=True, seqlen_k_ge=5, dtype=("float32",)), _sig(causal=True, sinks=True, seqlen_k_ge=2))
     assert dict(wide.needs) == {"causal": True, "seqlen_k>=": 2}
-    # nested switches of two faults on one output: their shrunk Problems tell them apart
-    bf16 = _sig(dtype=("bfloat16",), head_dim_qk=(96,))
-    top_left = _sig(causal=True, align=("top_left",))
-    p_bf16 = Problem(head_dim_qk=96, head_dim_v=96, dtype="bfloat16")
-    p_top = Problem(seqlen_q=3, seqlen_k=9, head_dim_qk=8, head_dim_v=8, causal=True, align="top_left")
-    assert same_identity(bf16, top_left)  # without the Problems nothing tells them apart
-    assert not same_identity(bf16, top_left, p_top, p_bf16)
-    causal = _sig(causal=True, seqlen_k_ge=2)
-    assert same_identity(causal, _sig(causal=True, sinks=True, dtype=("float32",)), Problem(causal=True),
-                         Problem(causal=True, seqlen_k=9))
+    # nested switches, a choice one side constrains: a 5% dQ error with sinks hid in float16 on the
+    # first, tiny shrunk Problem (needs float32), not on a larger one with unequal dims
+    small = _sig(gates=("dq:budget",), sinks=True, dtype=("float32",))
+    large = _sig(gates=("dq:budget",), sinks=True, dims_differ=True)
+    assert same_identity(small, large, Problem(dtype="float16", head_dim_v=16), Problem(sinks=True))
+    assert dict(merged(small, large).needs) == {"sinks": True}
 
 
 class PartialRowsBug(RefKernel):

@@ -229,14 +229,17 @@ def test_sigkill_of_a_hunt_after_its_first_finding_keeps_it_once_and_hunts_on(tm
     _no_finished_case_reran(tmp_path, finished, calls_before)
     (camp,) = json.loads((tmp_path / "out" / "report.json").read_text())["campaigns"]
     found = {f["signature"]["gates"][0]: f for f in camp["findings"]}
+    assert len(camp["findings"]) == 2, [f["signature"]["describe"] for f in camp["findings"]]
     assert sorted(found) == ["dk:budget", "dq:budget"], [f["signature"] for f in camp["findings"]]
-    dq, dk = found["dq:budget"], found["dk:budget"]
+    one, two = sorted(camp["findings"], key=lambda f: f["reproducer"]["json"].endswith("-f2.json"))
     # the first finding as the killed run kept it: same shrunk Problem, same reproducer, untouched
-    assert dq["failure"]["problem"] == first_problem and dq["reproducer"]["json"].endswith(first.name)
+    assert one["failure"]["problem"] == first_problem and one["reproducer"]["json"].endswith(first.name)
     assert first.read_bytes() == first_bytes and first.stat().st_mtime_ns == first_mtime
-    assert dq["shrink"]["calls"] > 0  # its shrink's record, not a replay's
+    assert one["shrink"]["calls"] > 0  # its shrink's record, not a replay's
     # the hunt went on: the second finding shrunk to its trigger, in its own reproducer
-    assert dk["failure"]["problem"]["seqlen_k"] == 17 and dk["reproducer"]["json"].endswith("-f2.json")
+    assert two["reproducer"]["json"].endswith("-f2.json")
+    shrunk = found["dk:budget"]["failure"]["problem"]
+    assert shrunk["seqlen_k"] == 17 and found["dq:budget"]["failure"]["problem"]["sinks"]
     keys = [_key(c["problem"]) for c in camp["cases"]]
     assert len(keys) == len(set(keys))  # every case once
     store = (tmp_path / "db" / "difftest-failures" / "tests.faulty_kernels_SlowTwoBugs.jsonl").read_text()

@@ -269,8 +269,12 @@ class Search:
                 res.unrun = max(1, self.pending + st.max_examples - max(0, st.drawn - 1))
                 raise BudgetSpent
             return None
-        if st.mode.skip(problem):
+        problem = st.mode.steer(problem)  # a hunt runs what no finding explains
+        if problem is None:
             return None
+        case = st.seen.get(problem)
+        if case is not None:
+            return case
         case = st.case(problem)
         st.searched.add(problem)
         st.keys.add(self.c.kernel.capability.compile_signature(problem))

@@ -62,6 +62,8 @@ def _mapped(need, value, names: set):
         return ("batching",), lambda r: r["batching"].startswith("varlen")
     if need == "pad_tail":
         return ("batching",), lambda r: r["batching"] == "varlen_pad_tail"
+    if need in ("empty_q", "empty_k"):
+        return ("batching",), lambda r, b=f"varlen_{need}": r["batching"] == b
     if need == "dims_differ" and {"head_dim_qk", "head_dim_v"} <= names:
         return ("head_dim_qk", "head_dim_v"), lambda r: r["head_dim_qk"] != r["head_dim_v"]
     if need == "softmax_scale" and "softmax_scale" in names:
@@ -150,11 +152,24 @@ class ConfigurationPhase:
                     break  # re-plan around the new finding
             else:
                 if not progressed:
-                    self.unrealised |= targets
+                    self._mop_up(targets, dims, t)
                     return
                 targets -= self._covered(t, dims)
                 continue
             targets -= self._covered(t, dims) | self.explained | self.unrealised
+
+    def _mop_up(self, targets: set, dims, t: int) -> None:
+        """Tuples no planned row reached (the plan's constraints keep rows a finding explains
+        away, or three dimensions conflict): each realised alone where no finding explains it
+        and run, else counted as explained by a finding or as unrealised."""
+        done = set()
+        for tup in sorted(targets, key=repr):
+            if tup in done:
+                continue
+            p = self._realise(dict(tup), {tup}, dims)
+            if p is not None:
+                self._run(p)
+                done |= pairs_of(self._values(p), dims, t)
 
     # ------------------------------------------------------------------ one row
     def _run(self, problem) -> None:
@@ -170,6 +185,10 @@ class ConfigurationPhase:
         and ``new`` goes to the explained tuples (a finding explains every realisation) or
         the unrealised ones."""
         st = self.search.st
+        keep = {n for tup in new for n, _ in tup}
+        if any(set(need_dims) <= keep and holds(row) for need_dims, holds in self._avoid(self.dims)):
+            self.explained |= new  # a finding explains every Problem with these values
+            return None
         free = self._free(row)
 
         def accept(p):
@@ -178,7 +197,6 @@ class ConfigurationPhase:
         p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
         if p is not None:
             return p
-        keep = {n for tup in new for n, _ in tup}
         for d in self.dims:
             if d.name in keep:
                 continue

@@ -37,8 +37,8 @@ class FirstFailure:
         if case.failed and first is not None and not self.state.known_covers(case) and same_failure(first, case):
             raise CaseFailed(case)
 
-    def skip(self, problem) -> bool:
-        return False
+    def steer(self, problem):
+        return problem
 
     def search_over(self) -> bool:
         st = self.state

@@ -11,10 +11,12 @@ the findings. Failing cases left unexplained when the findings cap or the budget
 are counted and listed, with what would have them shrunk. Known findings (``--known``)
 replay first, are listed, never shrunk, and neither stop nor fail the campaign."""
 
+from pathlib import Path
+
 from difftest.judge.declaration import diagnose
 from difftest.search.findings import Finding, Findings
 from difftest.search.shrinking import simplify
-from difftest.search.signature import MAX_VARIATIONS, derive, merged, same_identity, unexplained_gates
+from difftest.search.signature import MAX_VARIATIONS, derive, escapes, merged, same_identity, unexplained_gates
 from difftest.vocab import CampaignStatus, Status
 from difftest.workdir import DEFAULT_OUT
 
@@ -39,24 +41,36 @@ class Hunt:
         if case.failed:
             self.hunt(case)
 
-    def skip(self, problem) -> bool:
-        """Skip a Problem a finding already explains (``steer_every``: run 1 in N of them,
-        which check the signature; 0: run them all); replayed and corner Problems always run.
-        Each skip is counted on its finding."""
+    def steer(self, problem):
+        """The Problem to run for a drawn or planned ``problem``: itself when no finding
+        explains it (replayed and corner Problems always run), else a neighbour no finding
+        explains (``signature.escapes``: one need undone, the draw's other features kept),
+        else None (not run). ``steer_every`` N runs 1 in N explained Problems as they are,
+        which checks the signature and can show a bug it hides; 0 runs them all. Each
+        Problem not run is counted on its finding."""
         st = self.state
         every = st.settings.steer_every
         if every == 0 or problem in st.explicit:
-            return False
+            return problem
         who = [f for f in st.found if f.explains_problem(problem)]
-        if not who or problem in self.skipped:
-            return bool(who)
+        if not who:
+            return problem
+        if problem in self.skipped:
+            return None
         self.explained_drawn += 1
         if every is not None and self.explained_drawn % every == 0:
-            return False
+            return problem
+        cap = st.settings.kernel.capability
+        for f in who:
+            for sig in f.signatures:
+                for q in escapes(sig, problem, cap):
+                    if q not in st.seen and not st.explained_problem(q):
+                        st.result.settings["steered"] = st.result.settings.get("steered", 0) + 1
+                        return q
         self.skipped.add(problem)
         who[0].skipped += 1
         st.result.explained_skipped += 1
-        return True
+        return None
 
     def search_over(self) -> bool:
         return self.state.now() > self.state.search_end
@@ -77,7 +91,7 @@ class Hunt:
         st.result.settings["hunt_attempts"] = st.result.settings.get("hunt_attempts", 0) + 1
         n_new = sum(not f.known for f in st.found) + 1
         source = st.known_problems.get(case.problem)  # a known failure-store Problem: not shrunk again
-        writer = None if source else Findings(s.kernel, s.config, (s.out_dir or DEFAULT_OUT) / "repro",
+        writer = None if source else Findings(s.kernel, s.config, (s.out_dir or Path(DEFAULT_OUT)) / "repro",
                                               s.database, s.spec, st.run_id, number=n_new)
         best, calls = case, 0
         if writer is not None:

@@ -29,7 +29,8 @@ the needs come from the steady outputs and from what makes the racing ones vanis
 Kinds of need (``needs`` maps a name to a value):
 
 - a switch, value ``true``: ``causal``, ``window``, ``sinks``, ``gqa``, ``varlen``,
-  ``pad_tail``, ``dims_differ``, ``softmax_scale``;
+  ``empty_q``/``empty_k`` (a varlen batch holding an empty query / key sequence), ``pad_tail``,
+  ``dims_differ``, ``softmax_scale``;
 - a lower bound, value an int: ``batch>=``, ``heads_q>=``, ``seqlen_q>=``, ``seqlen_k>=``
   (the longest sequence of the Problem);
 - one of a few values, a list: ``head_dim_qk``, ``dtype``, ``values``, ``layout``, ``align``;
@@ -51,7 +52,8 @@ from difftest.model.layouts import CONTIGUOUS
 from difftest.model.problem import Problem, ProblemError
 from difftest.vocab import Status
 
-SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "pad_tail", "dims_differ", "softmax_scale")
+SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "empty_q", "empty_k", "pad_tail", "dims_differ",
+            "softmax_scale")
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
 TAILS = ("seqlen_q%", "seqlen_k%")
@@ -77,8 +79,10 @@ def message_shape(reason: str) -> str:
     if not lines:
         return ""
     head = lines[0]
-    typ, sep, rest = head.partition(": ")
-    if sep and re.fullmatch(r"[\w.]+", typ):
+    for _ in range(3):  # "Type: " prefixes, however many wrappers added theirs
+        typ, sep, rest = head.partition(": ")
+        if not sep or not re.fullmatch(r"[\w.]*(Error|Exception|Crashed|Timeout|Warning)", typ):
+            break
         head = rest
     for pattern, repl in _VARYING:
         head = pattern.sub(repl, head)
@@ -92,6 +96,7 @@ class SignatureError(FileFormatError):
 def _switch(p: Problem, name: str) -> bool:
     return {"causal": p.causal, "window": p.window_left is not None or p.window_right is not None,
             "sinks": p.sinks, "gqa": p.heads_q != p.heads_kv, "varlen": p.varlen, "pad_tail": p.pad_tail > 0,
+            "empty_q": p.varlen and 0 in p.seqlens_q, "empty_k": p.varlen and 0 in p.seqlens_k,
             "dims_differ": p.head_dim_qk != p.head_dim_v, "softmax_scale": p.softmax_scale is not None}[name]
 
 
@@ -108,6 +113,9 @@ def _switched_off(p: Problem, name: str) -> Problem:
         return p.replace(seqlen_q=max(1, p.max_seqlen_q), seqlen_k=max(1, p.max_seqlen_k), pad_tail=0)
     if name == "pad_tail":
         return p.replace(pad_tail=0)
+    if name in ("empty_q", "empty_k"):  # each empty sequence of that side one token long
+        side = "seqlen_q" if name == "empty_q" else "seqlen_k"
+        return p.replace(**{side: tuple(x or 1 for x in getattr(p, side))})
     if name == "dims_differ":
         return p.replace(head_dim_v=p.head_dim_qk)
     return p.replace(softmax_scale=None)
@@ -413,6 +421,46 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     return Signature(base.kind, base.gates, base.error_type, tuple(sorted(needs)), calls, base.message)
 
 
+def escapes(sig: Signature, p: Problem, capability=None) -> list[Problem]:
+    """Problems next to ``p`` that ``sig`` does not explain: ``p`` with one need undone (a
+    switch off, a bound one below, the lengths rounded up to the tail's multiple, another value
+    of a choice). A hunt runs one of them instead of a drawn Problem a finding explains, so the
+    draw's other features (the sinks of a Problem whose dK bug is known) are still searched."""
+    out = []
+    for name, value in sig.needs:
+        if name in SWITCHES:
+            q = _switched_off(p, name)
+        elif name in BOUNDS:
+            q = _below(p, name, value)
+        elif name in TAILS:
+            q = _rounded_up(p, name, value)
+        else:
+            others = [v for v in _others(capability, name, p, limit=8) if v not in value]
+            q = _with_choice(p, name, others[0], capability) if others else None
+        if _valid(q, capability) and not sig.explains_problem(q):
+            out.append(q)
+    return out
+
+
+def _below(p: Problem, name: str, bound: int) -> Problem | None:
+    """``p`` with the bounded quantity just below ``bound`` (None: nothing lower is a Problem)."""
+    if bound <= 1:
+        return None
+    if name == "batch>=":
+        n = bound - 1
+        if p.varlen:
+            return p.replace(batch=n, seqlen_q=p.seqlen_q[:n], seqlen_k=p.seqlen_k[:n], pad_tail=p.pad_tail)
+        return p.replace(batch=n)
+    if name == "heads_q>=":
+        kv = max(1, (bound - 1) // p.group)
+        return p.replace(heads_q=kv * p.group, heads_kv=kv) if kv * p.group < bound else None
+    side = "seqlen_q" if name == "seqlen_q>=" else "seqlen_k"
+    lens = getattr(p, side)
+    if p.varlen:
+        return p.replace(**{side: tuple(min(x, bound - 1) for x in lens)})
+    return p.replace(**{side: min(lens, bound - 1)})
+
+
 def explaining(signatures, case) -> list:
     """The signatures among ``signatures`` that explain ``case``."""
     return [s for s in signatures if s.explains(case)]
@@ -438,15 +486,16 @@ def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None,
       at head dims {24,32}, {56,64} and {88,96}, is one bug, not three;
     - one's switches nested in the other's, and no choice both constrain disjoint: a fault on
       dK under a causal mask, met again on a causal Problem with sinks, is the same fault (no
-      run can tell them apart). Given the shrunk Problems, each signature's choices must also
-      hold on the other's Problem: a dK fault at bfloat16 and head dim 96 is not the dK fault
-      of a causal mask whose shrunk Problem is float32 at head dim 8.
+      run can tell them apart).
 
     Not the same: switches neither nested (two triggers on one output: dK under a causal mask
-    and dK with sinks). Lower bounds and tails never separate two signatures: they are where
-    a shrinker stopped and what made the fault visible there (a fault invisible at one key
-    without sinks shrinks to two keys, with sinks to one); nor does a choice one of them
-    constrains where the other's Problem has it (a 5% error hides inside float16's budget)."""
+    and dK with sinks), or nested with a choice both constrain disjoint. Lower bounds, tails
+    and a choice only one of them constrains never separate two signatures: they are where a
+    shrinker stopped and what made the fault visible there (a fault invisible at one key
+    without sinks shrinks to two keys, with sinks to one; a 5% error hides inside float16's
+    budget on a tiny Problem, so one sighting needs float32 and another, larger, does not).
+    The shrunk Problems (``problem_a``, ``problem_b``) are accepted for callers that have them;
+    the comparison needs only the two signatures."""
     if a.id == b.id:
         return True
     if a.kind != b.kind or a.error_type != b.error_type or not set(a.gates) & set(b.gates):
@@ -461,14 +510,7 @@ def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None,
         return False
     ca = {n: set(v) for n, v in a.needs if n in CHOICES}
     cb = {n: set(v) for n, v in b.needs if n in CHOICES}
-    if any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb)):
-        return False
-    return _choices_hold(a, problem_b) and _choices_hold(b, problem_a)
-
-
-def _choices_hold(sig: Signature, p: Problem | None) -> bool:
-    """Every choice ``sig`` constrains holds on ``p`` (True without a Problem)."""
-    return p is None or all(_choice(p, n) in v for n, v in sig.needs if n in CHOICES)
+    return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
 
 
 def merged(a: Signature, b: Signature) -> Signature:
