@@ -209,7 +209,7 @@ class Campaign:
         res.settings["case_log"] = log_name if self.out_dir else None
         self.findings = Findings(kernel, self.config, (self.out_dir or Path(DEFAULT_OUT)) / "repro",
                                  self.database, self.spec, self.run_id)
-        saved = [p for p in load_failures(self.database, self.spec) if kernel.capability.covers(p)]
+        saved = [p for p in load_failures(self.database, self.spec, prof) if kernel.capability.covers(p)]
         # known findings (--known) first: their Problems replay before anything else
         self.found = [Finding(k.signature, known=True, source=k.source) for k in self.known if k.signature]
         self.known_problems = {p: k.source for k in self.known for p in k.problems if kernel.capability.covers(p)}
