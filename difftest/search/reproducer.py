@@ -267,9 +267,13 @@ def device_profile(kernel, cfg: dict) -> str:
 
 
 def check_device_here(path, kernel, cfg: dict) -> None:
-    """Refuse (one line, exit 2) a case that runs on CUDA (its recorded device, else its
-    kernel's) where no CUDA device is: the replay would die in a traceback, and its exit
-    code 1 would read as "still fails". ``repro --device cpu`` replays it on the CPU."""
+    """Refuse (one line, exit 2) a case that would run on CUDA (its recorded device, else its
+    kernel's) where no CUDA device is: the replay died in a traceback, and its exit code 1
+    read as "still fails". ``repro --device cpu`` replays it on the CPU. A kernel that cannot
+    run here at all (``available()`` says why: a CUDA-only kernel on a CPU host) is left to
+    the replay, which skips it with that reason (exit 3), as before."""
+    if kernel.available() is not None:
+        return
     device = str(cfg.get("device") or getattr(kernel.capability, "device", "cpu") or "cpu")
     if device.startswith("cuda"):
         import torch
