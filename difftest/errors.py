@@ -8,9 +8,11 @@ exit code   meaning
 1           a kernel failed a gate (a finding), or the CI gate failed
 2           usage or input error: a bad flag, a malformed or oversized file, an output
             that cannot be written (disk full included); nothing was judged
-3           ``repro``: the case was skipped (the kernel cannot run that Problem here), so
-            nothing was replayed
-            (``stress``: no problem ran; ``sanitize``: a CUDA reproducer got no tool run)
+3           nothing was checked: ``run`` (or the pytest fixture) judged no case of a
+            kernel, or of any kernel; ``gate``: the candidate judged none; ``repro``: the
+            case was skipped (the kernel cannot run that Problem here), so nothing was
+            replayed (``stress``: no problem ran; ``sanitize``: a CUDA reproducer got no
+            tool run)
 130 / 143   interrupted by SIGINT / SIGTERM (128 + the signal); a finding made before the
             signal still exits 1
 ==========  ==========================================================================
@@ -25,6 +27,7 @@ EXIT_PASSED = 0
 EXIT_FAILED = 1
 EXIT_INPUT = 2
 EXIT_SKIPPED = 3
+EXIT_NOTHING_CHECKED = EXIT_SKIPPED  # a run, or a gate's candidate, that judged no case: never a pass
 
 
 def exit_interrupted(signum: int) -> int:

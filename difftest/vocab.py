@@ -30,6 +30,7 @@ class CampaignStatus(StrEnum):
     FAILED = "failed"
     UNAVAILABLE = "unavailable"  # the kernel cannot run here (reason given)
     INTERRUPTED = "interrupted"  # SIGINT/SIGTERM before it finished, no failure found (partial)
+    NOTHING_CHECKED = "nothing checked"  # ran, failed nothing, judged no case: never a pass (report/checked.py)
 
 
 class RunStatus(StrEnum):
@@ -108,6 +109,7 @@ class FindingKind(StrEnum):
     SETTINGS = "settings"  # the two were judged under different gate settings
     KNOWN = "known"  # failing in both: listed, not blocking
     INCOMPLETE = "incomplete"  # not reached: listed, not blocking
+    NOTHING_CHECKED = "nothing checked"  # the candidate (or a kernel of it) judged no case: never a pass
 
 
 class MutantStatus(StrEnum):

@@ -3,7 +3,12 @@
 TileOPs 0.1.0 pins tilelang 0.1.12 while our own kernels use tilelang 0.1.15, and one
 process can import only one. So the adapter starts a worker (``python -m difftest.kernels.tileops
 --serve``) whose ``PYTHONPATH`` holds the TileOPs site folder first
-(``$DIFFTEST_TILEOPS_SITE``, default ``/tmp/tileops_site``) and never our tilelang. Requests
+(``$DIFFTEST_TILEOPS_SITE``, default ``$XDG_CACHE_HOME/difftest/tileops_site``, i.e.
+``~/.cache/difftest/tileops_site``) and never our tilelang. The site folder's code runs in
+the worker, so it must be the user's own: owned by this user and writable by no one else
+(``safeio.check_private_dir``), else the adapter is unavailable and says why; the old
+default, ``/tmp/tileops_site``, was a world-writable place where another user could plant a
+``torch.py``. Requests
 and replies are pickled dicts of CPU tensors over the worker's stdin and a private copy of
 its original stdout; the worker's own prints (tilelang's logs) go to stderr.
 
@@ -64,11 +69,42 @@ from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs, make_inputs
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
+from difftest.safeio import check_private_dir
 
 from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse, thd
 
 SITE_ENV = "DIFFTEST_TILEOPS_SITE"
-DEFAULT_SITE = "/tmp/tileops_site"
+
+
+def default_site() -> str:
+    """``$XDG_CACHE_HOME/difftest/tileops_site`` (``~/.cache/difftest/tileops_site``): the
+    user's own cache, never a shared folder (``pip install --target`` TileOPs there)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "difftest", "tileops_site")
+
+
+def site_folder() -> str:
+    """The TileOPs site folder: ``$DIFFTEST_TILEOPS_SITE``, else ``default_site()``."""
+    return os.environ.get(SITE_ENV) or default_site()
+
+
+def site_unsafe(site: str) -> str | None:
+    """Why ``site`` must not be put first on the worker's PYTHONPATH, or None: it (and its
+    ``tileops`` package, when there) must be owned by this user and writable by no one else."""
+    for folder in (site, os.path.join(site, "tileops")):
+        if folder != site and not os.path.lexists(folder):
+            continue
+        why = check_private_dir(folder)
+        if why:
+            return f"TileOPs site folder refused: {why} (its code would run in the worker; set ${SITE_ENV})"
+    return None
+
+
+def site_problem(site: str) -> str | None:
+    """Why the adapter cannot use ``site``, or None: its ``tileops`` package missing, or ``site_unsafe``."""
+    if not Path(site, "tileops").is_dir():
+        return f"TileOPs site folder {site}/tileops missing (set ${SITE_ENV})"
+    return site_unsafe(site)
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
 
 # What makes TileOPs compile again: its kernels take every shape as a compile-time constant
@@ -197,9 +233,13 @@ def die_with_parent() -> None:
 
 
 class Worker:
-    """One long-lived TileOPs process; requests are serialised by a lock."""
+    """One long-lived TileOPs process; requests are serialised by a lock. Its site folder is
+    checked first (``site_problem``: the user's own, writable by no one else)."""
 
     def __init__(self, site: str):
+        why = site_unsafe(site)  # a missing package is the worker's own report (its hello)
+        if why:
+            raise KernelUnavailable(why)
         self.site = site
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(
@@ -256,7 +296,7 @@ def get_worker() -> Worker:
     own = getattr(_LOCAL, "worker", None)
     if own is not None:
         return own
-    site = os.environ.get(SITE_ENV, DEFAULT_SITE)
+    site = site_folder()
     if site not in _WORKERS:
         # its interpreter start (torch, TileLang, TileOPs imports) is set-up, not the kernel:
         # outside the case's timeout_s (timing.UNTIMED), like a build
@@ -293,10 +333,7 @@ class TileOpsAdapter(KernelAdapter):
         r = cuda_reason()
         if r:
             return r
-        site = os.environ.get(SITE_ENV, DEFAULT_SITE)
-        if not Path(site, "tileops").is_dir():
-            return f"TileOPs site folder {site}/tileops missing (set ${SITE_ENV})"
-        return None
+        return site_problem(site_folder())
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         p = inputs.problem
@@ -504,7 +541,7 @@ class WarmJob:
             return next(self.queue, None)
 
     def _lane(self):
-        site = os.environ.get(SITE_ENV, DEFAULT_SITE)
+        site = site_folder()
         try:
             _LOCAL.worker = Worker(site)
         except Exception as e:  # noqa: BLE001
@@ -572,9 +609,9 @@ def parse_warm_args(argv):
 
 def _warm_main(argv) -> int:
     a = parse_warm_args(argv)
-    site = os.environ.get(SITE_ENV, DEFAULT_SITE)
-    if not Path(site, "tileops").is_dir():
-        print(f"TileOPs site folder {site}/tileops missing (set ${SITE_ENV})", file=sys.stderr)
+    why = site_problem(site_folder())
+    if why:
+        print(why, file=sys.stderr)
         return 2
     job = WarmJob(TileOpsAdapter(a.warm), warm_problems(a.warm, a.profile, a.extra), a.jobs,
                   log=lambda m: print(m, flush=True))

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # (layer, module prefixes), lowest first; a module belongs to the longest prefix naming it
 LAYERS = [
-    ("base", ("difftest.vocab", "difftest.errors", "difftest.safeio", "difftest.workdir")),
+    ("base", ("difftest.vocab", "difftest.errors", "difftest.safeio", "difftest.workdir", "difftest.printable")),
     ("model", ("difftest.model",)),  # Problem, layouts, Capability, inputs, outputs, profiles
     # argument checks (bounds, writable paths) every front, subcommand and file reader shares
     ("argcheck", ("difftest.commands.argcheck",)),

@@ -35,7 +35,7 @@ def _keys_of(old, new):
 
 def test_members_are_their_strings():
     assert [str(s) for s in Status] == ["passed", "failed", "error", "skipped"]
-    assert [str(s) for s in CampaignStatus] == ["passed", "failed", "unavailable", "interrupted"]
+    assert [str(s) for s in CampaignStatus] == ["passed", "failed", "unavailable", "interrupted", "nothing checked"]
     assert [str(s) for s in MutantStatus] == ["killed", "survived", "spurious", "error", "unavailable"]
     assert {str(g) for g in Gate} == {"budget", "elementwise", "nonfinite", "poison", "shape", "missing",
                                       "determinism", "determinism_info", "second_reference"}

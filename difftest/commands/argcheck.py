@@ -14,6 +14,8 @@ import math
 import sys
 
 from difftest.errors import UsageError  # noqa: F401 -- re-exported: argcheck.UsageError
+from difftest.safeio import check_tree, check_writable_dir, check_writable_file, unsafe_component
+from difftest.workdir import HYPOTHESIS_HOME
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -116,8 +118,6 @@ def check_device(device: str | None) -> None:
 def check_outputs(out=None, files=(), db=None) -> None:
     """Refuse unusable output paths before the first case: ``out`` a directory,
     ``files`` [(option, path)] files, ``db`` the failure-store directory (or 'none')."""
-    from difftest.safeio import check_writable_dir, check_writable_file
-
     for what, path in [("--out", out), ("--db", db), *files]:
         if path is not None and not str(path).strip():
             raise UsageError(f"{what} '': an empty path would mean the working directory: allowed a path")
@@ -129,7 +129,26 @@ def check_outputs(out=None, files=(), db=None) -> None:
             whys.append(check_writable_file(path, what))
     if db not in (None, "none"):
         whys.append(check_writable_dir(db, "--db"))
+        whys.append(check_database(db, "--db"))
     for why in whys:
+        if why:
+            raise UsageError(why)
+
+
+def check_database(db, what: str) -> str | None:
+    """Why the example database and failure store folder ``db`` cannot be used, or None: a
+    link on its way (``.difftest/examples -> elsewhere``), or a link (a FIFO, a device)
+    inside it, two levels deep (Hypothesis's key folders and
+    their files, ``difftest-failures/*.jsonl``), would be written through or read."""
+    bad = unsafe_component(db) or check_tree(db, depth=2)
+    return None if bad is None else f"{what} {str(db)!r}: {str(bad[0])!r} is {bad[1]}"
+
+
+def check_workdir() -> None:
+    """Refuse a ``.difftest/hypothesis`` (Hypothesis's own storage, which the CLI claims)
+    reached through a link or holding one: its cache files would be written elsewhere."""
+    for why in (check_writable_dir(HYPOTHESIS_HOME, "Hypothesis's folder"),
+                check_database(HYPOTHESIS_HOME, "Hypothesis's folder")):
         if why:
             raise UsageError(why)
 

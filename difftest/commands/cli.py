@@ -20,6 +20,7 @@ from difftest.commands.argcheck import (
 from difftest.commands.scaffold import write_skeleton
 from difftest.execute import adapter as registry
 from difftest.model.profiles import PROFILES
+from difftest.printable import block, cell
 from difftest.run.lanes import JobsError, parse_jobs
 from difftest.run.plan import (
     DEFAULT_COMPILE_TIMEOUT_S,
@@ -164,11 +165,12 @@ def cmd_repro(a) -> int:
     from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED
     from difftest.vocab import Status
 
-    r = replay(a.file, kernel=a.kernel, allow_import=a.allow_import, profile=a.profile)  # ReproducerError: exit 2
-    print(r.render(verbose=True))
+    r = replay(a.file, kernel=a.kernel, allow_import=a.allow_import, profile=a.profile,
+               device=a.device)  # ReproducerError: exit 2
+    print(block(r.render(verbose=True)))  # the kernel's own messages: printable (printable.py)
     if r.status == Status.SKIPPED:  # nothing was replayed: neither a pass nor a finding
-        print(f"difftest repro: skipped, nothing replayed: {(r.reason or '').splitlines()[0] if r.reason else ''}",
-              file=sys.stderr)
+        why = (r.reason or "").splitlines()[0] if r.reason else ""
+        print(f"difftest repro: skipped, nothing replayed: {cell(why)}", file=sys.stderr)
         return EXIT_SKIPPED
     return EXIT_FAILED if r.failed else EXIT_PASSED
 
@@ -254,6 +256,9 @@ def _fill(name: str, sp) -> None:
         sp.add_argument("--profile", "-p", choices=sorted(PROFILES),
                         help="size limits the problem must fit (default: the largest for the device it runs "
                              "on: nightly on the CPU, gpu on CUDA)")
+        sp.add_argument("--device", choices=("cpu", "cuda"),
+                        help="the device to replay on (default: the one recorded; a case recorded on CUDA is "
+                             "refused where there is none, unless --device cpu)")
         sp.set_defaults(func=cmd_repro)
     elif name == "list":
         sp.add_argument("--check", action="store_true",

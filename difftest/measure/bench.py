@@ -52,6 +52,7 @@ import torch
 from difftest.execute import adapter as registry
 from difftest.model.inputs import make_inputs
 from difftest.model.problem import Problem
+from difftest.safeio import atomic_write_text
 
 # (B, H, S, D) shapes from the issue; GQA variants use 8 key/value heads.
 DEFAULT_SHAPES = ((4, 32, 512, 128), (2, 32, 2048, 128))
@@ -562,11 +563,9 @@ def oracle_command(a) -> int:
                             eager=a.eager, passes_only=a.passes_only,
                             float32_magnitudes=a.float32_magnitudes)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"env": _env(a), "rows": rows}, f, indent=1)
+        atomic_write_text(a.json, json.dumps({"env": _env(a), "rows": rows}, indent=1))
     if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(oracle_markdown(rows) + "\n")
+        atomic_write_text(a.markdown, oracle_markdown(rows) + "\n")
     return 0 if all(r["truth"]["status"] == "ok" for r in rows) else 1
 
 
@@ -587,12 +586,11 @@ def inputs_command(a) -> int:
                               not a.no_causal, a.gqa_kv)
     rows = run_inputs_bench(problems, device, a.inputs_repeats, a.before, count_ops=a.count_ops)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"env": {**_env(a), "device": device, "threads": torch.get_num_threads(),
-                               "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}, "rows": rows}, f, indent=1)
+        atomic_write_text(a.json, json.dumps({"env": {**_env(a), "device": device, "threads": torch.get_num_threads(),
+                                                      "omp_num_threads": os.environ.get("OMP_NUM_THREADS")},
+                                              "rows": rows}, indent=1))
     if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(inputs_markdown(rows) + "\n")
+        atomic_write_text(a.markdown, inputs_markdown(rows) + "\n")
     return 0 if all(r.get("same_bytes", True) for r in rows) else 1
 
 
@@ -612,9 +610,7 @@ def command(a) -> int:
     rows = run_bench(a.kernels, problems, a.repeats, a.warmup)
     env = _env(a)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"env": env, "rows": rows}, f, indent=1)
+        atomic_write_text(a.json, json.dumps({"env": env, "rows": rows}, indent=1))
     if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(markdown(rows) + "\n")
+        atomic_write_text(a.markdown, markdown(rows) + "\n")
     return 0 if all(r["status"] != "error" for r in rows) else 1

@@ -53,6 +53,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from difftest.printable import block, cell
 from difftest.vocab import Status
 
 GOOD, BAD, UNTESTABLE = "good", "bad", "untestable"
@@ -602,7 +603,7 @@ class Bisector:
         t0 = time.perf_counter()
         roots, why = self.roots(v, slot)
         verdict, detail = (UNTESTABLE, why) if roots is None else self.test_roots(roots, slot)
-        print(f"bisect: [{i + 1}/{n}] {v.label}: {verdict} ({detail}) {time.perf_counter() - t0:.1f} s",
+        print(cell(f"bisect: [{i + 1}/{n}] {v.label}: {verdict} ({detail}) {time.perf_counter() - t0:.1f} s"),
               file=self.out, flush=True)
         return verdict, detail
 
@@ -664,7 +665,8 @@ def _versions(a) -> list[Version]:
 
 def command(a) -> int:
     run_mode = bool(a.run)
-    work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="difftest-bisect-"))
+    # absolute: the replay children run in folders under it (a relative --work made every version untestable)
+    work = Path(a.work).absolute() if a.work else Path(tempfile.mkdtemp(prefix="difftest-bisect-"))
     try:
         try:
             _check_subdir(a.path)
@@ -682,15 +684,15 @@ def command(a) -> int:
                          any_failure=a.any_failure, timeout=a.timeout, build=a.build, build_timeout=a.build_timeout,
                          subdir=a.path, repo=Path(a.git) if a.git else None)
         except BisectError as e:
-            print(f"difftest: error: {e}", file=sys.stderr)
+            print(f"difftest: error: {cell(e)}", file=sys.stderr)
             return EXIT_ABORT if run_mode else 2
         if run_mode:
             roots, why = b.tree_roots(here, work / "logs" / "run", reuse=False)
             verdict, detail = (UNTESTABLE, why) if roots is None else b.test_roots(roots, "run")
-            print(f"bisect: {here}: {verdict} ({detail})", flush=True)
+            print(cell(f"bisect: {here}: {verdict} ({detail})"), flush=True)
             return RUN_EXIT[verdict]
         res = b.bisect(versions)
-        print(res.summary(), flush=True)
+        print(block(res.summary()), flush=True)
         if a.json:
             from difftest.safeio import atomic_write_text
 

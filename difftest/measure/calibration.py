@@ -18,10 +18,17 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from difftest.errors import InputError
 from difftest.judge.gates import GateConfig
 from difftest.judge.runner import RunConfig
 from difftest.model.problem import OUTPUTS
+from difftest.printable import block
+from difftest.safeio import atomic_write_text, parse_json, read_json, read_lines
 from difftest.vocab import Status
+
+MAX_LOG_LINE = 16 * 2**20  # a variant case line is ~1 kB
+MAX_LOG_BYTES = 4 * 2**30  # streamed; a 6,281-case log is a few MB
+MAX_REPORT_BYTES = 64 * 2**20  # as report.read's (an .xz is refused once it expands past it)
 
 OPEN_K = 1e9
 
@@ -80,8 +87,6 @@ def derive_k(k_needed_max: float, margin: float = K_MARGIN) -> float:
 
 
 def _hostile(path, what: str):
-    from difftest.errors import InputError
-
     return InputError(f"{path}: {what}")
 
 
@@ -90,32 +95,30 @@ def samples_from_variant_logs(paths) -> dict:
     (NAME.jsonl), every output (a variant is correct by construction: a failing case is a false
     alarm whose k_needed the derivation must cover); ``who`` is the variant's registry name."""
     data = defaultdict(list)
-    for path in paths:
-        with open(path) as f:
-            for i, text in enumerate(f, 1):
-                if not text.strip():
-                    continue
-                try:
-                    line = json.loads(text)
-                    items = [(line["dtype"], out, float(k), bool(ok)) for out, (_, k, ok) in line["budget"].items()]
-                except (ValueError, KeyError, TypeError) as e:
-                    raise _hostile(path, f"line {i} is not a variant case record ({type(e).__name__})") from None
-                for dtype, out, k, _ in items:  # a correct variant's failing case is evidence too
-                    if k >= 0:
-                        data[(dtype, out)].append((k, f"variant:{Path(path).stem}", line["problem"]))
+    for path in paths:  # regular files only, streamed, every line bounded and parsed strictly (safeio)
+        for i, text in read_lines(path, InputError, "variant case log (NAME.jsonl)", MAX_LOG_LINE, MAX_LOG_BYTES):
+            if not text.strip():
+                continue
+            line = parse_json(text, f"{path}:{i}", InputError)  # depth, huge integers, surrogates: one line
+            try:
+                items = [(line["dtype"], out, float(k), bool(ok)) for out, (_, k, ok) in line["budget"].items()]
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise _hostile(path, f"line {i} is not a variant case record ({type(e).__name__})") from None
+            for dtype, out, k, _ in items:  # a correct variant's failing case is evidence too
+                if k >= 0:
+                    data[(dtype, out)].append((k, f"variant:{Path(path).stem}", line["problem"]))
     return data
 
 
 def samples_from_reports(paths) -> dict:
     """{(dtype, output): [(k_needed, who, Problem JSON), ...]} from campaign reports (report.json,
-    or .xz), the passing cases' budget verdicts; ``who`` names the kernel and the report."""
-    import lzma
-
+    or .xz), the passing cases' budget verdicts; ``who`` names the kernel and the report. Each
+    report is read as ``gate`` reads one: a regular file, its size capped (an ``.xz`` as a
+    stream), its nesting and text checked before a field is used."""
     data = defaultdict(list)
     for path in paths:
+        rep = read_json(path, InputError, "report.json (or .json.xz)", MAX_REPORT_BYTES)
         try:
-            raw = lzma.open(path).read() if str(path).endswith(".xz") else Path(path).read_bytes()
-            rep = json.loads(raw)
             for camp in rep.get("campaigns", []):
                 for c in camp.get("cases", []):
                     if c["status"] != Status.PASSED.value:
@@ -126,7 +129,7 @@ def samples_from_reports(paths) -> dict:
                             if k >= 0:
                                 data[(c["problem"]["dtype"], v["output"])].append(
                                     (k, f"{c['kernel']} ({Path(path).name})", json.dumps(c["problem"])))
-        except (lzma.LZMAError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise _hostile(path, f"not a difftest report ({type(e).__name__})") from None
     return data
 
@@ -241,8 +244,7 @@ def command(a) -> int:
     data = collect([registry.get(n) for n in a.kernels], a.profile, a.max_examples, a.time_budget, detail=detail)
     print(table(data))
     if detail is not None:
-        with open(a.detail, "w") as f:
-            json.dump(detail, f)
+        atomic_write_text(a.detail, json.dumps(detail))
         by_kernel = defaultdict(list)
         for r in detail:
             by_kernel[(r["kernel"], r["dtype"], r["output"])].append(r["k_needed"])
@@ -250,8 +252,7 @@ def command(a) -> int:
         for (kern, dt, out), xs in sorted(by_kernel.items()):
             print(f"{kern:18} {dt:9} {out:6} {len(xs):5d} {max(xs):8.3g}")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({f"{dt}:{o}": xs for (dt, o), xs in data.items()}, f)
+        atomic_write_text(a.json, json.dumps({f"{dt}:{o}": xs for (dt, o), xs in data.items()}))
     return 0
 
 
@@ -271,8 +272,7 @@ def _derive(a) -> int:
     if a.replay:
         replay_high(data, limit=a.replay, log=lambda m: print(m, file=sys.stderr, flush=True))
     text, derived = derivation_table(data)
-    print(text)
+    print(block(text))  # kernel names and problems from the reports: printable
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({f"{dt}:{o}": k for (dt, o), k in derived.items()}, f)
+        atomic_write_text(a.json, json.dumps({f"{dt}:{o}": k for (dt, o), k in derived.items()}))
     return 0

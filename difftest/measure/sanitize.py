@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED, UsageError
+from difftest.printable import block, cell
+from difftest.safeio import unsafe_component
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 DEFAULT_TIMEOUT_S = 1800.0  # per tool: racecheck and initcheck slow a kernel 10-100x
@@ -241,10 +243,10 @@ def run_reproducers(run_dir: Path) -> tuple[dict, list]:
     from difftest.report.read import load_report
 
     report_path = run_dir / "report.json"
-    if not report_path.is_file():
+    if not os.path.lexists(report_path):
         raise UsageError(f"--run-dir {str(run_dir)!r}: no report.json there: allowed a run's output folder "
                          "(--out of difftest run, or its runs/<run id>)")
-    doc = load_report(report_path)
+    doc = load_report(report_path, root=run_dir)  # a file of the folder: no link followed
     out = []
     for c in doc["campaigns"]:
         recs = [("campaign", c)] + [("finding", f) for f in c.get("findings") or () if isinstance(f, dict)]
@@ -258,26 +260,51 @@ def run_reproducers(run_dir: Path) -> tuple[dict, list]:
 
 def _inside(run_dir: Path, path: str) -> Path | None:
     """``path`` (as recorded: relative to where the run started, or absolute) resolved
-    inside ``run_dir``; else the same file name under a ``repro`` folder of ``run_dir``; else None."""
+    inside ``run_dir``; else the same file name under a ``repro`` folder of ``run_dir``; else None.
+    A path reached through a link (the file or a folder on its way below ``run_dir``) is
+    not taken: a run folder's files are read as its own, never as a link's target."""
     root = run_dir.resolve()
+
+    def linked(p: Path, base: Path) -> bool:
+        return p.is_symlink() or unsafe_component(p.parent, base) is not None
+
     for cand in (Path(path), run_dir / path):
         try:
             r = cand.resolve()
         except (OSError, RuntimeError):
             continue
-        if r.is_file() and r.is_relative_to(root):
+        if r.is_file() and r.is_relative_to(root) and not linked(cand, run_dir):
             return r
     name = Path(path).name
     for r in sorted(root.glob(f"**/repro/{name}")) if name.endswith(".json") else ():
-        r = r.resolve()
-        if r.is_file() and r.is_relative_to(root):
-            return r
+        if r.is_file() and not linked(r, root) and r.resolve().is_relative_to(root):
+            return r.resolve()
     return None
 
 
-def attach(run_dir: Path, doc: dict, done: dict) -> list[str]:
+def run_files(run_dir: Path) -> dict:
+    """The run folder's findings.json (parsed) and summary.md (text) that ``attach`` rewrites,
+    read before any tool runs: each as a file of the folder (a link, a FIFO, an oversized or
+    malformed file is one line and exit 2, nothing written); absent ones are left out."""
+    from difftest.safeio import parse_json, read_capped
+    from difftest.search.reproducer import MAX_BYTES, ReproducerError
+
+    def error(msg):
+        return ReproducerError(f"run folder file {msg}")
+
+    out = {}
+    fpath, spath = run_dir / "findings.json", run_dir / "summary.md"
+    if os.path.lexists(fpath):
+        out["findings"] = parse_json(read_capped(fpath, 4 * MAX_BYTES, error, "findings JSON", root=run_dir),
+                                     repr(str(fpath)), error)
+    if os.path.lexists(spath):
+        out["summary"] = read_capped(spath, 4 * MAX_BYTES, error, "summary.md", root=run_dir).decode("utf-8", "replace")
+    return out
+
+
+def attach(run_dir: Path, doc: dict, done: dict, files: dict) -> list[str]:
     """Add each sanitized reproducer's ``brief`` to the records naming it in report.json and
-    findings.json, and a section to summary.md; returns the files changed."""
+    findings.json, and a section to summary.md (``files``: ``run_files``); returns the files changed."""
     from difftest.safeio import atomic_write_text, json_text
 
     def mark(d):
@@ -294,26 +321,17 @@ def attach(run_dir: Path, doc: dict, done: dict) -> list[str]:
     mark(doc)
     atomic_write_text(run_dir / "report.json", json_text(doc, indent=1))
     changed.append(str(run_dir / "report.json"))
-    fpath = run_dir / "findings.json"
-    if fpath.is_file():
-        from difftest.safeio import parse_json, read_capped
-        from difftest.search.reproducer import MAX_BYTES, ReproducerError
-
-        def error(msg):
-            return ReproducerError(f"findings file {msg}")
-
-        fdoc = parse_json(read_capped(fpath, 4 * MAX_BYTES, error, "findings JSON"), repr(str(fpath)), error)
-        if isinstance(fdoc, dict) and fdoc.get("difftest_findings") == 1:
-            mark(fdoc)
-            atomic_write_text(fpath, json_text(fdoc, indent=1))
-            changed.append(str(fpath))
-    spath = run_dir / "summary.md"
-    if spath.is_file():
-        text = spath.read_text(errors="replace")
+    fdoc = files.get("findings")
+    if isinstance(fdoc, dict) and fdoc.get("difftest_findings") == 1:
+        mark(fdoc)
+        atomic_write_text(run_dir / "findings.json", json_text(fdoc, indent=1))
+        changed.append(str(run_dir / "findings.json"))
+    if "summary" in files:
+        text = files["summary"]
         if MARK in text:
             text = text[:text.index(MARK)].rstrip("\n")
-        atomic_write_text(spath, text + "\n\n" + markdown(done.values()))
-        changed.append(str(spath))
+        atomic_write_text(run_dir / "summary.md", text + "\n\n" + markdown(done.values()))
+        changed.append(str(run_dir / "summary.md"))
     return changed
 
 
@@ -384,6 +402,7 @@ def command(a) -> int:
         if not run_dir.is_dir():
             raise UsageError(f"--run-dir {a.run_dir!r}: not a folder: allowed a run's output folder")
         doc, found = run_reproducers(run_dir)
+        files = run_files(run_dir)
         for kernel, kind, fid, recorded in found:
             p = _inside(run_dir, recorded)
             if p is None:
@@ -403,16 +422,17 @@ def command(a) -> int:
     for rec in records:
         for r in rec["tools"].values():
             if r["first"]:
-                print(f"{Path(rec['reproducer']).name} {r['tool']}: first error:\n    " + "\n    ".join(r["first"]))
+                print(block(f"{Path(rec['reproducer']).name} {r['tool']}: first error:\n    "
+                            + "\n    ".join(r["first"])))
     print(text_table([HEAD] + rows(records)) if records else "no reproducer to sanitize")
     print(f"note: {NOTE} (memcheck does not see inside a framework's memory pool; racecheck sees shared memory only)")
     for rec in records:
-        print(f"wrote {sidecar(rec['reproducer'])}")
+        print(f"wrote {cell(sidecar(rec['reproducer']))}")
     for s in skipped:
-        print(f"skipped: {s}")
+        print(f"skipped: {cell(s)}")
     if doc is not None:
-        for f in attach(run_dir, doc, done):
-            print(f"updated {f}")
+        for f in attach(run_dir, doc, done, files):
+            print(f"updated {cell(f)}")
     tools = [r for rec in records for r in rec["tools"].values()]
     if any(r["status"] == ERRORS for r in tools):
         return EXIT_FAILED

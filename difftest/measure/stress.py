@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED, UsageError
+from difftest.safeio import ensure_dir
 from difftest.workdir import WORKDIR
 
 DEFAULT_OUT = f"{WORKDIR}/stress"
@@ -152,8 +153,7 @@ def command(a) -> int:
     if a.isolate:
         share_cores()
     config = RunConfig(device=a.device, isolate=a.isolate, timeout_s=a.timeout, compile_timeout_s=a.compile_timeout)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_dir(a.out)  # no link followed where it writes (safeio)
     t0, results = time.perf_counter(), []
     try:
         for i, problem in enumerate(problems):

@@ -13,13 +13,20 @@ what it measured and ``--from-logs`` renders the table from those files alone.
 """
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from difftest.errors import InputError
 from difftest.model.profiles import PROFILES, get_profile
+from difftest.printable import block
+from difftest.safeio import atomic_write_text, ensure_dir, open_append, parse_json, read_lines
 from difftest.vocab import Status
+
+MAX_LOG_LINE = 16 * 2**20  # a case line is ~1 kB
+MAX_LOG_BYTES = 4 * 2**30  # streamed
 
 
 @dataclass
@@ -91,7 +98,7 @@ def run_variant(entry, profile: str = "nightly", *, cases: int = 200, per_varian
     from difftest.search.campaign import run_campaign
 
     row = VariantRow(entry.name, getattr(entry, "models", ""))
-    log = open(log_path, "a") if log_path else None
+    log = os.fdopen(open_append(log_path, root=Path(log_path).parent), "a") if log_path else None
     t0 = time.perf_counter()
 
     def on_case(case):
@@ -130,15 +137,15 @@ def rows_from_logs(paths) -> list[VariantRow]:
     rows: dict[str, VariantRow] = {}
     for path in sorted(Path(p) for p in paths):
         row = rows.setdefault(path.stem, VariantRow(path.stem))
-        with open(path) as f:
-            for text in f:
-                text = text.strip()
-                if not text:
-                    continue
-                try:
-                    add_line(row, json.loads(text))
-                except (ValueError, KeyError, TypeError) as e:
-                    raise ValueError(f"{path}: a line that is not a case record ({type(e).__name__})") from None
+        for i, text in read_lines(path, InputError, "variant case log (NAME.jsonl)", MAX_LOG_LINE, MAX_LOG_BYTES):
+            text = text.strip()
+            if not text:
+                continue
+            line = parse_json(text, f"{path}:{i}", InputError)  # depth, huge integers, surrogates: one line
+            try:
+                add_line(row, line)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise ValueError(f"{path}: a line that is not a case record ({type(e).__name__})") from None
     return list(rows.values())
 
 
@@ -201,7 +208,7 @@ def command(args) -> int:
         get_profile(args.profile)
         out_dir = Path(args.out_dir) if args.out_dir else None
         if out_dir:
-            out_dir.mkdir(parents=True, exist_ok=True)
+            ensure_dir(out_dir)
         rows = []
         for name in args.only or list(entries):
             row = run_variant(entries[name], args.profile, cases=args.cases,
@@ -213,7 +220,7 @@ def command(args) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=1))
     else:
-        print(render_markdown(rows, "" if args.from_logs else args.profile))
+        print(block(render_markdown(rows, "" if args.from_logs else args.profile)))  # log text: printable
     if args.out:
-        Path(args.out).write_text(render_markdown(rows, "" if args.from_logs else args.profile) + "\n")
+        atomic_write_text(args.out, render_markdown(rows, "" if args.from_logs else args.profile) + "\n")
     return 0 if all(r.failures == 0 and r.errors == 0 for r in rows) else 1

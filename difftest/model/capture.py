@@ -39,11 +39,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from difftest.safeio import open_regular
+
 META_KEY = "difftest.capture"
 FORMAT_VERSION = 1
 MAX_HEADER = 16 << 20  # a header larger than this is refused before it is read
 MAX_CALLS = 4096
 MAX_HEAD_DIM = 512
+MAX_SOFTMAX_SCALE = 1e4  # a call's scale: problem.MAX_SOFTMAX_SCALE (this module cannot import problem.py)
 EMBED_MAX = 32 << 10  # window bytes (q, k, v, dO together) up to which a Problem's JSON embeds them
 DTYPES = {"F16": (torch.float16, np.uint16, 2), "BF16": (torch.bfloat16, np.uint16, 2),
           "F32": (torch.float32, np.float32, 4)}
@@ -202,7 +205,7 @@ def _is_int(x) -> bool:
 
 def _file_sha(path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path, CaptureError, "capture file") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()[:16]
@@ -212,8 +215,8 @@ def open_capture(path) -> Capture:
     """Read and validate a capture file (see the module docstring); CaptureError if unusable."""
     path = os.path.abspath(os.fspath(path))
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
+        with open_regular(path, CaptureError, "capture file (safetensors)") as f:  # a FIFO cannot hang it
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
                 _fail(path, f"{size} bytes, shorter than the 8-byte header size")
@@ -289,8 +292,10 @@ def _check_call(path, i: int, c, entries: dict) -> Call:
     if not isinstance(c.get("causal"), bool):
         _fail(path, f"{where}: causal must be true or false")
     scale = c.get("scale")
-    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale) or scale <= 0:
-        _fail(path, f"{where}: scale {scale!r} is not a finite number > 0")
+    if (not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale) or scale <= 0
+            or scale > MAX_SOFTMAX_SCALE):
+        _fail(path, f"{where}: scale {scale!r}: allowed a finite number > 0, at most {MAX_SOFTMAX_SCALE:g} "
+                    "(a Problem's softmax_scale)")
     names = {}
     for n in ("q", "k", "v", "do"):
         name = c.get(n)
@@ -415,6 +420,10 @@ class CaptureSlice:
         if self.q0 + p.seqlen_q > L or self.k0 + p.seqlen_k > S:
             return f"token windows inside the call's {L} queries and {S} keys"
         return None
+
+    def needs_file(self, p) -> bool:
+        """Whether Problem ``p``'s window must be read from the file (its bytes are not embedded)."""
+        return self._embedded(p) is None
 
     def window_key(self, p) -> list:
         return [p.batch, p.heads_kv, p.seqlen_q, p.seqlen_k]

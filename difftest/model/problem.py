@@ -84,6 +84,10 @@ MAX_PAD_TAIL = 4096
 MAX_BATCH = 65536
 MAX_HEADS = 65536
 MAX_SEQLEN = 2**24
+# far above any model's (1/sqrt(d), a temperature of a few): 1e308 from a capture file once
+# overflowed the float32 references ("value cannot be converted to type float") and read as
+# a finding of difftest's own
+MAX_SOFTMAX_SCALE = 1e4
 OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
 INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field); 2: counter-based
 LEGACY_INPUT_VERSION = 1
@@ -201,9 +205,10 @@ class Problem:
             raise ProblemError("sink_center", self.sink_center, "a finite float")
         if self.softmax_scale is not None and (
             not _is_real(self.softmax_scale) or not math.isfinite(self.softmax_scale)
-            or self.softmax_scale <= 0
+            or self.softmax_scale <= 0 or self.softmax_scale > MAX_SOFTMAX_SCALE
         ):
-            raise ProblemError("softmax_scale", self.softmax_scale, "None (1/sqrt(head_dim_qk)) or a finite float > 0")
+            raise ProblemError("softmax_scale", self.softmax_scale,
+                               f"None (1/sqrt(head_dim_qk)) or a finite float > 0, at most {MAX_SOFTMAX_SCALE:g}")
         if self.values not in VALUE_KINDS and self.values != CAPTURED:
             raise ProblemError("values", self.values, f"one of {VALUE_KINDS}")
         if (self.values == CAPTURED) != (self.capture is not None):

@@ -21,6 +21,7 @@
   included: each writes its part under the output directory).
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -28,8 +29,13 @@ from pathlib import Path
 
 import pytest
 
+from difftest.commands.argcheck import MAX_EXAMPLES, MAX_SEED, UsageError, check_outputs, examples_int
+from difftest.errors import FileFormatError
+from difftest.model.profiles import PROFILES
+from difftest.printable import block, cell
 from difftest.pytest_plugin.items import KernelCollector
 from difftest.pytest_plugin.session import RESULTS_KEY, finish, run_campaign
+from difftest.safeio import atomic_write_text, read_json
 from difftest.vocab import CampaignStatus
 from difftest.workdir import DEFAULT_OUT
 
@@ -37,7 +43,8 @@ from difftest.workdir import DEFAULT_OUT
 def pytest_addoption(parser):
     g = parser.getgroup("difftest")
     g.addoption("--difftest-profile", default=os.environ.get("DIFFTEST_PROFILE", "ci"),
-                help="campaign profile for difftest_campaign (quick, ci, nightly, gpu)")
+                help=f"campaign profile for difftest_campaign ({', '.join(sorted(PROFILES))}; default "
+                     "$DIFFTEST_PROFILE, else ci)")
     g.addoption("--difftest-out", default=DEFAULT_OUT,
                 help=f"directory for reports and reproducers (default {DEFAULT_OUT})")
     g.addoption("--difftest-gpu-per-worker", action="store_true",
@@ -46,8 +53,8 @@ def pytest_addoption(parser):
                 help="collect a test per kernel and per output, no test file needed (repeatable)")
     g.addoption("--difftest-seed", type=_seed, default=None, metavar="N",
                 help="fix every campaign's search (a baseline and a candidate then draw the same problems)")
-    g.addoption("--difftest-max-examples", type=_positive, default=None, metavar="N",
-                help="generated examples per campaign (overrides the profile)")
+    g.addoption("--difftest-max-examples", type=examples_int, default=None, metavar="N",
+                help=f"generated examples per campaign (overrides the profile; 1 to {MAX_EXAMPLES})")
     g.addoption("--difftest-no-isolate", action="store_true",
                 help="run kernels in the test process instead of a worker process (a crash then ends the session)")
 
@@ -71,15 +78,27 @@ def _limit_threads() -> None:
 
 
 def _seed(text):
-    if not text.isdigit():
-        raise ValueError(f"--difftest-seed {text!r}: allowed an integer >= 0")
+    if not text.isdigit() or len(text) > 20 or int(text) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"--difftest-seed {text[:40]!r}: allowed an integer in [0, 2**64-1]")
     return int(text)
 
 
-def _positive(text):
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"--difftest-max-examples {text!r}: allowed an integer >= 1")
-    return int(text)
+def check_options(config) -> None:
+    """Every option checked as its ``difftest run`` twin is (argcheck), one line each: the
+    profile (also from $DIFFTEST_PROFILE), and ``--difftest-out`` when given (empty, a file,
+    unwritable, a link where difftest writes). A pytest usage error (exit 4) before any test
+    runs. The default ``--difftest-out`` is checked when a campaign first needs it, so a
+    session without difftest tests is never stopped by the working folder."""
+    profile = config.getoption("--difftest-profile")
+    if profile not in PROFILES:
+        raise pytest.UsageError(f"--difftest-profile {str(profile)[:40]!r} (or $DIFFTEST_PROFILE): allowed one of "
+                                f"{', '.join(sorted(PROFILES))}")
+    out = config.getoption("--difftest-out")
+    if out != DEFAULT_OUT:
+        try:
+            check_outputs(out=out)
+        except UsageError as e:
+            raise pytest.UsageError(str(e).replace("--out", "--difftest-out", 1)) from None
 
 
 def _gpu_ids() -> list[str]:
@@ -104,6 +123,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "slow: long-running (excluded from the default CI run)")
     config.stash[RESULTS_KEY] = []
+    check_options(config)
     _limit_threads()
     if config.getoption("--difftest-kernel"):
         config.pluginmanager.register(KernelCollector(config.getoption("--difftest-kernel")), "difftest-kernels")
@@ -168,10 +188,14 @@ def difftest_campaign(request):
             props.append(("difftest_reproducer", str(Path(res.reproducer["py"]).resolve())))
         if res.status == CampaignStatus.UNAVAILABLE:
             pytest.skip(f"kernel {res.kernel} unavailable: {res.reason}")
+        if res.status == CampaignStatus.NOTHING_CHECKED:  # never a pass, expected failure or not
+            pytest.fail(f"{res.kernel}: nothing checked: the campaign judged no case ({len(res.cases)} cases, "
+                        "every one skipped or none run): give it cases (a larger time_budget or max_examples, "
+                        "a wider strategy)", pytrace=False)
         if res.failed and not expect_failure:
             from difftest.search.findings import failure_message
 
-            pytest.fail(failure_message(res), pytrace=False)
+            pytest.fail(block(failure_message(res)), pytrace=False)
         return res
 
     return run
@@ -188,6 +212,23 @@ def _part_path(config, worker):
     return Path(config.getoption("--difftest-out")) / f"pytest-summary-{worker}.json"
 
 
+def _part_records(part: Path, out: Path) -> list:
+    """A worker's summary part, read as a file of the output folder (bounded, no link
+    followed) and checked; a part that is not one (planted, cut) is dropped with a warning
+    row rather than breaking the session's summary."""
+    try:
+        recs = read_json(part, FileFormatError, "pytest summary part", root=out)
+        if not isinstance(recs, list) or not all(isinstance(r, dict) and isinstance(r.get("kernel"), str)
+                                                 for r in recs):
+            raise FileFormatError(f"{part}: not a list of campaign records")
+        return recs
+    except FileFormatError as e:
+        return [{"kernel": f"(unreadable part: {e})", "profile": "-", "examples": 0, "status": "-",
+                 "examples_to_fail": None}]
+    finally:
+        part.unlink(missing_ok=True)
+
+
 def pytest_sessionfinish(session):
     finish(session)
     results = session.config.stash.get(RESULTS_KEY, [])
@@ -196,11 +237,10 @@ def pytest_sessionfinish(session):
         from difftest.report.write import campaign_record
 
         path = _part_path(session.config, worker)
-        path.parent.mkdir(parents=True, exist_ok=True)
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         recs = [{**{k: v for k, v in campaign_record(r).items() if k != "cases"}, "pytest_worker": worker,
                  "cuda_visible_devices": gpus} for r in results]
-        path.write_text(json.dumps(recs, default=str))
+        atomic_write_text(path, json.dumps(recs, default=str))  # no link followed under the output folder
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -210,10 +250,10 @@ def pytest_terminal_summary(terminalreporter, config):
     out = Path(config.getoption("--difftest-out"))
     if not _worker_id(config) and out.exists():
         for part in sorted(out.glob("pytest-summary-gw*.json")):
-            for rec in json.loads(part.read_text()):
-                rows.append((rec["kernel"], rec["profile"], rec["examples"], rec["status"], rec["examples_to_fail"],
-                             rec.get("pytest_worker"), rec.get("cuda_visible_devices") or None))
-            part.unlink()
+            for rec in _part_records(part, out):
+                rows.append((rec["kernel"], rec.get("profile"), rec.get("examples"), rec.get("status"),
+                             rec.get("examples_to_fail"), rec.get("pytest_worker"),
+                             rec.get("cuda_visible_devices") or None))
     if not rows:
         return
     terminalreporter.section("difftest campaigns")
@@ -221,4 +261,4 @@ def pytest_terminal_summary(terminalreporter, config):
         extra = f", failed after {to_fail} examples" if to_fail else ""
         where = ", ".join(x for x in (worker and f"worker {worker}", gpu and f"CUDA_VISIBLE_DEVICES={gpu}") if x)
         where = f" ({where})" if where else ""
-        terminalreporter.write_line(f"{kernel} [{profile}]: {status}, {n} cases{extra}{where}")
+        terminalreporter.write_line(cell(f"{kernel} [{profile}]: {status}, {n} cases{extra}{where}"))

@@ -13,6 +13,7 @@ lock: one worker runs the campaign, the others wait for it. With
 ``--difftest-gpu-per-worker`` each worker has its own GPU (pytest_plugin.pytest_configure).
 """
 
+import fcntl
 import json
 import os
 import uuid
@@ -20,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from difftest.errors import FileFormatError
+from difftest.printable import block
+from difftest.safeio import atomic_write_text, ensure_dir, open_append, read_json
 from difftest.vocab import CampaignStatus
 
 _RUN_ID = pytest.StashKey[str]()
@@ -56,26 +60,29 @@ def _safe(name: str) -> str:
 
 
 def campaign_record(config, kernel: str) -> dict:
-    """The kernel's campaign record (reports.campaign_record), run once per session."""
-    from filelock import FileLock
+    """The kernel's campaign record (reports.campaign_record), run once per session. The
+    record, its folder and its lock are made and read following no link (safeio), so a
+    planted ``NAME.json.lock -> ~/.bashrc`` is neither truncated nor locked."""
+    from difftest.pytest_plugin.session import run_campaign
+    from difftest.report.write import campaign_record as record
 
-    folder = Path(config.getoption("--difftest-out")) / "pytest-campaigns" / run_id(config)
-    folder.mkdir(parents=True, exist_ok=True)
+    out = Path(config.getoption("--difftest-out"))
+    folder = ensure_dir(out / "pytest-campaigns" / run_id(config), root=out)
     path = folder / f"{_safe(kernel)}.json"
-    with FileLock(str(path) + ".lock"):
-        if path.exists():
-            return json.loads(path.read_text())
-        from difftest.pytest_plugin.session import run_campaign
-        from difftest.report.write import campaign_record as record
-        from difftest.safeio import atomic_write_text
-
+    fd = open_append(str(path) + ".lock", root=out)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.path.lexists(path):
+            return read_json(path, FileFormatError, "campaign record", root=out)
         res = run_campaign(config, kernel)  # the session's RunPlan: its options, prebuild, worker, run folder
         rec = record(res)
         rec["pytest_worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
         rec["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")  # --difftest-gpu-per-worker's pick
         text = json.dumps(rec, default=str)
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, root=out)
         return json.loads(text)  # plain JSON values (no enums) for every worker alike
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _case_text(case: dict, output: str | None = None) -> str:
@@ -115,6 +122,9 @@ class KernelItem(pytest.Item):
         repro = (rec.get("reproducer") or {}).get("py")
         failure = rec.get("failure")
         if self.output is None:
+            if rec["status"] == CampaignStatus.NOTHING_CHECKED:
+                raise DifftestFailure(f"{self.kernel}: nothing checked: the campaign judged no case "
+                                      f"({rec.get('examples', 0)} cases, every one skipped or none run)")
             if rec["status"] == CampaignStatus.FAILED or rec["counts"]["failed"] or rec["counts"]["error"]:
                 n = rec["counts"]["failed"] + rec["counts"]["error"]
                 text = [f"{self.kernel}: {n} of {rec['examples']} cases failed"]
@@ -139,7 +149,7 @@ class KernelItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, DifftestFailure):
-            return str(excinfo.value)
+            return block(str(excinfo.value))  # texts from a campaign record: printable
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from difftest.commands.argcheck import UsageError, check_outputs
 from difftest.run.plan import PYTEST_RUNS, RunOptions, RunPlan
 
 RESULTS_KEY = pytest.StashKey[list]()  # every CampaignResult of this process, for the summary table
@@ -34,6 +35,10 @@ def plan(config) -> RunPlan:
     leaves no run folder)."""
     if PLAN_KEY not in config.stash:
         opts = options(config)
+        try:  # the output folder and database as `difftest run` checks them (a link where it writes: refused)
+            check_outputs(out=opts.out, db=opts.db)
+        except UsageError as e:
+            pytest.fail(f"difftest: {str(e).replace('--out', '--difftest-out', 1)}", pytrace=False)
         config.stash[PLAN_KEY] = RunPlan(opts, publish=False, runs_base=os.path.join(opts.out, PYTEST_RUNS))
     return config.stash[PLAN_KEY]
 

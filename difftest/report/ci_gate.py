@@ -40,6 +40,8 @@ import json
 from dataclasses import dataclass, field
 
 from difftest.model.problem import OUTPUTS
+from difftest.printable import cell
+from difftest.report.checked import checked_status
 from difftest.report.html import render_html
 from difftest.report.read import ReportError, gate_results, load_report, problem_key, ratio
 from difftest.report.write import diff_table
@@ -88,6 +90,14 @@ class GateResult:
     @property
     def passed(self) -> bool:
         return not any(f.blocking for f in self.findings)
+
+    @property
+    def checked_nothing(self) -> bool:
+        """The candidate (or one of its kernels) judged no case, and nothing worse than lost
+        coverage (which an empty campaign brings) was found: the gate's verdict is NOTHING
+        CHECKED, exit 3 (report/checked.py); a regression elsewhere outranks it (exit 1)."""
+        kinds = {f.kind for f in self.findings if f.blocking}
+        return FindingKind.NOTHING_CHECKED in kinds and kinds <= {FindingKind.NOTHING_CHECKED, FindingKind.COVERAGE}
 
 
 def _campaigns(doc, which) -> dict:
@@ -195,8 +205,17 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
     ca, cb = _campaigns(a, "baseline"), _campaigns(b, "candidate")
     add = res.findings.append
     finding_cases = []
+    if (cb or not ca) and all(c.get("status") == CampaignStatus.UNAVAILABLE for c in cb.values()):
+        # (a candidate without the baseline's kernels already fails as coverage lost)
+        add(Finding("(all)", "coverage", "cases", FindingKind.NOTHING_CHECKED,
+                    f"the candidate checked nothing: {len(cb)} campaigns, none of them ran (a report that judged no "
+                    "case does not pass the gate)"))
     for kernel in list(ca) + [k for k in cb if k not in ca]:
         A, B = ca.get(kernel), cb.get(kernel)
+        if B is not None and checked_status(B.get("status"), B.get("cases")) == CampaignStatus.NOTHING_CHECKED:
+            add(Finding(kernel, "coverage", "cases", FindingKind.NOTHING_CHECKED,
+                        f"{kernel}: the candidate judged no case ({len(B.get('cases') or [])} cases, none passed, "
+                        "failed or errored): nothing was checked, which never passes"))
         if B is None:
             add(Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
                         f"{kernel}: in the baseline, absent from the candidate"))
@@ -436,12 +455,14 @@ def _cell(s) -> str:
 
 
 def render(res: GateResult) -> str:
+    """The gate's report for a terminal or a CI log: every text that came from a report
+    (kernel names, reasons, messages, paths) printed as ``printable.cell``, one line each."""
     lines = [diff_table(res), ""]
     for n in res.notes:
-        lines.append(f"note: {n}")
+        lines.append(f"note: {cell(n)}")
     for f in res.findings:
         tag = {FindingKind.KNOWN: "known failure", FindingKind.INCOMPLETE: "not reached"}.get(f.kind, f.kind.upper())
-        lines.append(f"{tag}: {f.message}")
+        lines.append(f"{tag}: {cell(f.message)}")
         if f.blocking and f.case:
             from difftest.model.problem import Problem, ProblemError
 
@@ -449,16 +470,17 @@ def render(res: GateResult) -> str:
                 short = Problem.from_dict(f.case["problem"]).short()
             except (ProblemError, TypeError, ValueError, KeyError):
                 short = json.dumps(f.case.get("problem"))
-            lines.append(f"  {'shrunk problem' if f.shrunk else 'problem (not shrunk)'}: {short}")
+            lines.append(f"  {'shrunk problem' if f.shrunk else 'problem (not shrunk)'}: {cell(short)}")
             if f.reproducer:
-                lines.append(f"  reproducer: {f.reproducer}")
+                lines.append(f"  reproducer: {cell(f.reproducer)}")
     blocking = [f for f in res.findings if f.blocking]
     lines.append("")
     count = {k: sum(f.kind == k for f in res.findings) for k in NOT_BLOCKING}
     listed = [f"{n} {what}" for what, n in (("known failures", count[FindingKind.KNOWN]),
                                              ("not reached", count[FindingKind.INCOMPLETE])) if n]
     lines.append("gate: PASSED" + (f" ({', '.join(listed)})" if listed else "")
-                 if res.passed else f"gate: FAILED ({len(blocking)} findings)")
+                 if res.passed else "gate: NOTHING CHECKED (the candidate judged no case)" if res.checked_nothing
+                 else f"gate: FAILED ({len(blocking)} findings)")
     return "\n".join(lines)
 
 
@@ -477,7 +499,7 @@ def command(a) -> int:
     import math
 
     from difftest.commands.argcheck import UsageError, check_outputs
-    from difftest.errors import EXIT_FAILED, EXIT_PASSED
+    from difftest.errors import EXIT_FAILED, EXIT_NOTHING_CHECKED, EXIT_PASSED
     from difftest.safeio import atomic_write_text
 
     for name, v in (("--max-ratio-growth", a.max_ratio_growth), ("--min-ratio", a.min_ratio)):
@@ -495,4 +517,4 @@ def command(a) -> int:
     if a.html:
         atomic_write_text(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
         print(f"html: {a.html}")
-    return EXIT_PASSED if res.passed else EXIT_FAILED
+    return EXIT_PASSED if res.passed else EXIT_NOTHING_CHECKED if res.checked_nothing else EXIT_FAILED

@@ -16,6 +16,7 @@ shard missing.
 import time
 from pathlib import Path
 
+from difftest.report.checked import checked_status
 from difftest.report.read import ReportError, load_report, output_stats, problem_key
 from difftest.safeio import atomic_write_text
 from difftest.vocab import CampaignStatus
@@ -103,6 +104,7 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
     available = [c for c in recs if c.get("status") != CampaignStatus.UNAVAILABLE]
     failed = any(c.get("status") == CampaignStatus.FAILED for c in recs)
     status = CampaignStatus.UNAVAILABLE if not available else CampaignStatus.FAILED if failed else CampaignStatus.PASSED
+    status = checked_status(status, cases)  # shards that judged no case between them: nothing checked
     failing = [c for c in recs if c.get("failure")]
     hit, missing, beyond = {}, None, []
     for c in available:

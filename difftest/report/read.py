@@ -27,14 +27,15 @@ MAX_REPORT_BYTES = 64 * 2**20  # decompressed; the largest report under results/
 REPORT_VERSIONS = (1,)
 
 
-def load_report(path) -> dict:
+def load_report(path, root=None) -> dict:
     """A report read and checked, or a one-line ReportError: its size (an ``.xz`` is
     stream-decompressed up to MAX_REPORT_BYTES, never expanded whole first), its nesting,
-    its text (valid Unicode) and every field the readers use."""
+    its text (valid Unicode) and every field the readers use. A regular file only; with
+    ``root`` (the run folder it was found in) not through a link."""
     from difftest.safeio import read_json
 
     path = Path(path)
-    doc = read_json(path, ReportError, "report.json written by `difftest run`", MAX_REPORT_BYTES)
+    doc = read_json(path, ReportError, "report.json written by `difftest run`", MAX_REPORT_BYTES, root=root)
     check_report(doc, path)
     _nonfinite_back(doc)
     return doc
@@ -102,10 +103,25 @@ def _check_pairs(pairs, where: str) -> None:
         raise ReportError(f"{where}: field 'missing': allowed a list of pair names")
 
 
+def _check_problem(problem: dict, where: str) -> None:
+    """A case's Problem must be one: every field known and valid (``Problem.from_dict``), so
+    the gate and the HTML report never compare or show what no run could have drawn."""
+    from difftest.model.problem import Problem, ProblemError
+
+    try:
+        Problem.from_dict(problem)
+    except ProblemError as e:
+        raise ReportError(f"{where}: field 'problem': {str(e)[:300]}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
+        raise ReportError(f"{where}: field 'problem' is not a Problem ({type(e).__name__}): allowed the Problem "
+                          "a run recorded") from None
+
+
 def _check_case(case, where: str) -> None:
     if not isinstance(case, dict):
         raise ReportError(f"{where}: is {type(case).__name__}: allowed an object (a case record)")
     _expect(case, "problem", dict, where, "an object (a Problem)", required=True)
+    _check_problem(case["problem"], where)
     if case.get("status") not in tuple(Status):
         raise ReportError(f"{where}: field 'status' is {str(case.get('status'))[:40]!r}: allowed "
                           f"{'|'.join(Status)}")
@@ -121,6 +137,10 @@ def _check_case(case, where: str) -> None:
             raise ReportError(f"{w}: is {type(v).__name__}: allowed an object (a verdict)")
         _expect(v, "output", str, w, "an output name", required=True)
         _expect(v, "gate", str, w, "a gate name", required=True)
+        if v["output"] not in OUTPUTS:
+            raise ReportError(f"{w}: field 'output' is {v['output'][:40]!r}: allowed one of {', '.join(OUTPUTS)}")
+        if v["gate"] not in tuple(Gate):
+            raise ReportError(f"{w}: field 'gate' is {v['gate'][:40]!r}: allowed one of {', '.join(Gate)}")
         _expect(v, "passed", bool, w, "true or false", required=True)
         _expect(v, "numbers", dict, w, "an object of numbers")
         _expect(v, "worst", (dict, _NONE), w, "an object or null")
@@ -172,6 +192,11 @@ def check_report(doc, path="report") -> None:
             except ShardError:
                 raise ReportError(f"{where} settings: field 'shard' is {st['shard'][:20]!r}: allowed I/N with "
                                   f"0 <= I < N") from None
+        outs = c.get("outputs")
+        if outs is not None and (not isinstance(outs, dict) or not all(
+                k in OUTPUTS and isinstance(x, dict) for k, x in outs.items())):
+            raise ReportError(f"{where}: field 'outputs' is not per-output statistics: allowed an object keyed by "
+                              f"{', '.join(OUTPUTS)}")
         cov = c.get("coverage") or {}
         _expect(cov, "hit", dict, f"{where} coverage", "an object feature -> cases")
         _expect(cov, "missing", list, f"{where} coverage", "a list of features")

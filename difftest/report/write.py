@@ -10,6 +10,7 @@ from pathlib import Path
 
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
+from difftest.printable import cell
 from difftest.report.read import RATIO_CAP
 from difftest.vocab import RATIO_GATES, CampaignStatus, Gate, Status
 
@@ -153,7 +154,10 @@ def summary_table(results) -> str:
 
 
 def text_table(rows) -> str:
-    """Left-aligned columns of strings, the first row a header underlined with dashes."""
+    """Left-aligned columns of strings, the first row a header underlined with dashes; every
+    cell printable (``printable.cell``: a kernel name from a report cannot reach a terminal
+    or a CI log as an escape sequence or a workflow command)."""
+    rows = [[cell(x) for x in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for j, r in enumerate(rows):

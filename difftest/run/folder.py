@@ -38,7 +38,7 @@ import uuid
 from pathlib import Path
 
 from difftest.errors import FileFormatError
-from difftest.safeio import atomic_write_text
+from difftest.safeio import atomic_write_text, ensure_dir, read_capped
 from difftest.vocab import RunStatus
 
 RUNS = "runs"
@@ -217,7 +217,7 @@ class Run:
         sig = sign(d)
         if sig is not None:
             d["signature"] = sig
-        atomic_write_text(self.meta_path, json.dumps(d, indent=1, default=str))
+        atomic_write_text(self.meta_path, json.dumps(d, indent=1, default=str), root=self.out)
 
     def lock(self) -> "Run":
         """Hold this run folder's writer lock for the life of this process (released at exit);
@@ -249,7 +249,8 @@ class Run:
         if (run.out / RUNS).is_symlink():  # planted: the run would write wherever it points
             raise RunError(f"--out {str(run.out)!r}: {str(run.out / RUNS)!r} is a symbolic link: allowed a folder "
                            "difftest made (remove the link)")
-        run.dir.mkdir(parents=True, exist_ok=False)
+        ensure_dir(run.out / RUNS, root=run.out)  # no link on the way (.difftest/out -> ../baseline): OSError
+        os.mkdir(run.dir)
         run.lock()
         run._save(dict(run_id=run.id, argv=list(argv), status=RunStatus.RUNNING, finished_kernels={},
                        started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), started_ns=time.time_ns()))
@@ -304,12 +305,17 @@ class Run:
         self._write_meta(status=status, **extra)
 
     def publish(self) -> None:
-        """Copy this run's reports to ``OUT`` (atomically) and point ``OUT/latest`` at it."""
+        """Copy this run's reports to ``OUT`` (atomically) and point ``OUT/latest`` at it; each
+        is read as a file of the run folder (no link followed) and replaces what is in OUT."""
         for name in PUBLISHED:
             src = self.dir / name
-            if src.exists():
-                atomic_write_text(self.out / name, src.read_text())
-        atomic_write_text(self.out / "latest", self.id + "\n")
+            if os.path.lexists(src):
+                atomic_write_text(self.out / name, self.read(name).decode("utf-8", "replace"), root=self.out)
+        atomic_write_text(self.out / "latest", self.id + "\n", root=self.out)
+
+    def read(self, name: str, max_bytes: int = 256 * 2**20) -> bytes:
+        """A file of this run folder, read without following a link (RunError otherwise)."""
+        return read_capped(self.dir / name, max_bytes, RunError, f"file of run {self.id}", root=self.out)
 
 
 def result_from_record(rec: dict, cases: list):
@@ -342,7 +348,7 @@ def record_crash(run: Run) -> str | None:
     from difftest.search.case_log import CaseLog, read_case_log
 
     crash = run.dir / CRASH_LOG
-    text = crash.read_text().strip() if crash.exists() else ""
+    text = run.read(CRASH_LOG, 16 * 2**20).decode("utf-8", "replace").strip() if os.path.lexists(crash) else ""
     if not text:
         return None
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")

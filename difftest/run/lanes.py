@@ -134,7 +134,8 @@ def previous_times(report_path) -> dict:
     try:
         from difftest.safeio import read_json
 
-        doc = read_json(report_path, ValueError, "report.json")  # size- and depth-limited: OUT may be planted
+        # size- and depth-limited, no link followed: OUT may be planted
+        doc = read_json(report_path, ValueError, "report.json", root=os.path.dirname(report_path) or ".")
         out = {}
         for c in doc.get("campaigns", []):
             start = ((c.get("timing") or {}).get("phases_s") or {}).get("worker_start") or 0.0

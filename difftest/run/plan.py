@@ -34,7 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-from difftest.commands.argcheck import UsageError, check_device, check_outputs
+from difftest.commands.argcheck import UsageError, check_database, check_device, check_outputs, check_workdir
+from difftest.errors import EXIT_FAILED, EXIT_NOTHING_CHECKED, EXIT_PASSED
 from difftest.execute import adapter as registry
 from difftest.execute.interrupt import Interrupted, deferred, interruptible
 from difftest.execute.isolation import COMPILE_TIMEOUT_S, close_all, prestart, share_cores
@@ -42,6 +43,8 @@ from difftest.execute.timing import render
 from difftest.judge.declaration import claim_line
 from difftest.model.capability import parse_narrowing
 from difftest.model.problem import OUTPUTS
+from difftest.printable import block, cell
+from difftest.report.checked import checked_status, run_checked_nothing
 from difftest.report.html import render_html
 from difftest.report.read import load_report
 from difftest.report.write import (
@@ -56,8 +59,9 @@ from difftest.report.write import (
 from difftest.run import lanes, threads
 from difftest.run import prebuild as warmup
 from difftest.run.folder import CRASH_LOG, Run, RunError, record_crash, result_from_record
-from difftest.safeio import atomic_write_text
+from difftest.safeio import atomic_write_text, ensure_dir, open_append
 from difftest.search.case_log import logged_cases
+from difftest.search.limits import check_problem_size
 from difftest.vocab import CampaignStatus, RunStatus
 from difftest.workdir import DEFAULT_DB, DEFAULT_OUT, claim_hypothesis_home
 
@@ -206,6 +210,7 @@ class RunPlan:
         # path as typed: --out '' is refused, not taken for the working directory)
         check_device(o.device)
         check_outputs(o.out, [("--report", o.report), ("--markdown", o.markdown), ("--html", o.html)], o.db)
+        check_workdir()
         self.known_entries()  # a bad --known file: one line, exit 2, before anything starts
         names = o.names
 
@@ -306,19 +311,37 @@ class RunPlan:
 
     # ------------------------------------------------------------------ shared by every front
     def known_entries(self) -> list:
-        """The findings the ``known`` files hold (read once; a malformed file is a UsageError)."""
+        """The findings the ``known`` files hold (read once; a malformed file is a UsageError).
+        A Problem beyond the profile's size limits (search/limits.py) is dropped with a warning,
+        as the failure store's are: a gigabyte Problem from a nightly report is not replayed
+        under ``quick``."""
         if self._known is None:
             from difftest.search.signature import SignatureError, load_known
 
             try:
-                self._known = [k for f in self.options.known for k in load_known(f)]
+                entries = [k for f in self.options.known for k in load_known(f)]
             except SignatureError as e:
                 raise UsageError(f"--known {e}") from None
+            self._known = [dataclasses.replace(k, problems=self._within_profile(k)) for k in entries]
         return self._known
 
+    def _within_profile(self, known) -> list:
+        kept = []
+        for p in known.problems:
+            why = check_problem_size(p, self.options.profile)
+            if why:
+                print(f"difftest: warning: --known {cell(known.source)}: a problem skipped: {why}", file=sys.stderr)
+            else:
+                kept.append(p)
+        return kept
+
     def open(self, argv=None, quiet: bool = False) -> Run:
-        """The run folder: the resumed run's, or a new one (once)."""
+        """The run folder: the resumed run's, or a new one (once). The example database is
+        checked first (a link inside it: one line, nothing written; every front)."""
         if self.run is None:
+            why = check_database(self.options.database, "--db") if self.options.database else None
+            if why:
+                raise UsageError(why)
             self.run = Run.start(self.runs_base, list(self.options.argv if argv is None else argv))
             if not quiet:
                 print(f"run {self.run.id}: {self.run.dir}", file=sys.stderr, flush=True)
@@ -370,7 +393,10 @@ class RunPlan:
         return run_campaign(kernel, **args)
 
     def finished(self, name: str, r) -> None:
-        """Kernel ``name``'s campaign finished: its record in the run folder (``--resume`` skips it)."""
+        """Kernel ``name``'s campaign finished: judged (a campaign that checked no case is
+        NOTHING_CHECKED, never passed: report/checked.py), and its record kept in the run
+        folder (``--resume`` skips it)."""
+        r.status = checked_status(r.status, r.cases)
         self.results.append(r)
         if self.prebuilt.get(name):
             r.settings["prebuild"] = self.prebuilt[name]
@@ -384,6 +410,7 @@ class RunPlan:
         report.json's path."""
         o, run = self.options, self.run
         with deferred():  # a second signal must not cut the partial report in half
+            ensure_dir(run.dir, root=run.out)  # still a real folder (no link planted since the run began)
             extra = {"argv": list(o.argv if argv is None else argv), "run_id": run.id, "interrupted": interrupted}
             report = write_json(results, run.dir / "report.json", extra=extra, records=self.records)
             md = run.dir / "summary.md"
@@ -392,7 +419,7 @@ class RunPlan:
             html = _write_html(report, run.dir / "report.html")
             for path, src in ((o.report, report), (o.markdown, md), (o.html, html)):
                 if path:  # the user's own paths get this run's files, finished or not
-                    atomic_write_text(path, src.read_text())
+                    atomic_write_text(path, run.read(src.name).decode("utf-8", "replace"))
             run.set_status(RunStatus.INTERRUPTED if interrupted else RunStatus.FINISHED, interrupted=interrupted)
             if not interrupted and self.publish:
                 run.publish()
@@ -414,7 +441,7 @@ class RunPlan:
         if not o.isolate:  # a crash in the kernel takes this process: faulthandler leaves its stack
             import faulthandler
 
-            crash_log = (run.dir / CRASH_LOG).open("a")
+            crash_log = os.fdopen(open_append(run.dir / CRASH_LOG, root=run.out), "a")
             faulthandler.enable(file=crash_log)
             print(f"difftest: --no-isolate: a crash's stack is written to {run.dir / CRASH_LOG}; "
                   f"`--resume` records it as an error case", file=sys.stderr)
@@ -472,7 +499,12 @@ class RunPlan:
             print(f"difftest: the campaign process of {', '.join(lost)} died: partial report {report}; "
                   f"continue with: difftest run --resume {run.id} --out {out}", file=sys.stderr)
             return 1
-        return 1 if failed else 0
+        if failed:
+            return EXIT_FAILED
+        if run_checked_nothing(r.status for r in results):
+            print(f"difftest: {nothing_checked_line(results)}", file=sys.stderr)
+            return EXIT_NOTHING_CHECKED
+        return EXIT_PASSED
 
     def _side_by_side(self, kernels):
         """``jobs`` > 1: the campaigns in lanes (run/lanes.py). Each campaign's block prints
@@ -526,44 +558,60 @@ class RunPlan:
         return [done[i] for i in sorted(done)], out["interrupted"], lost
 
 
+def nothing_checked_line(results) -> str:
+    """Why a run that checked nothing does not pass, in one line."""
+    empty = [r.kernel for r in results if r.status == CampaignStatus.NOTHING_CHECKED]
+    if empty:
+        return (f"nothing checked: {', '.join(empty)} judged no case (none run, or every one skipped): a run that "
+                "checks nothing does not pass; give it cases (a larger --time-budget or --max-examples, a wider "
+                "--narrow)")
+    return "nothing checked: no kernel could run here (every one unavailable): a run that checks nothing does not pass"
+
+
 def print_campaign(k, r) -> None:
-    """A campaign's block on stdout: status, cases, timing, coverage, the shrunk failure."""
+    """A campaign's block on stdout: status, cases, timing, coverage, the shrunk failure;
+    each line printable (``printable.block``: a reason, a signature or a path read from a
+    ``--known`` file or a resumed case log reaches no terminal or CI log raw)."""
     line = f"{k.name}: {r.status} ({len(r.cases)} cases, {r.elapsed:.1f} s"
     line += f", {r.compile_keys} compile keys" if k.capability.compile_key else ""
     line += f", {r.compile_stats})" if r.compile_stats else ")"
     if r.status == CampaignStatus.UNAVAILABLE:
         line += f": {r.reason}"
-    print(line, flush=True)
+    _say(line)
     if getattr(r, "timing", None) and r.cases:
-        print(render(r.timing), flush=True)
+        _say(render(r.timing))
     cr = getattr(r, "compile_reuse", None)
     if cr:
-        print(f"  compile reuse: {cr['reusing']}/{cr['cases']} cases ({100 * cr['fraction']:.0f}%) reused one "
-              f"of {cr['configurations']} compiled configurations", flush=True)
+        _say(f"  compile reuse: {cr['reusing']}/{cr['cases']} cases ({100 * cr['fraction']:.0f}%) reused one "
+             f"of {cr['configurations']} compiled configurations")
     if r.status != CampaignStatus.UNAVAILABLE:
         missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
-        print(f"  not exercised: {missing}")
+        _say(f"  not exercised: {missing}")
         if r.coverage.get("beyond_profile"):
-            print(f"  claimed but beyond profile {r.profile}: {'; '.join(r.coverage['beyond_profile'])}")
+            _say(f"  claimed but beyond profile {r.profile}: {'; '.join(r.coverage['beyond_profile'])}")
         if r.coverage.get("pairs"):
-            print(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
+            _say(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
     for line in getattr(r, "unexplained_cases", None) or ():
-        print(f"  unexplained failing {line}")
+        _say(f"  unexplained failing {line}")
     if getattr(r, "unrun", 0):
-        print(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
+        _say(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
         if isinstance(f, dict):
             continue  # a resumed campaign's record: the findings table lists them
         where = f.reproducer["json"] if f.reproducer else "replayed, not shrunk"
-        print(f"  finding {f.id} ({'known' if f.known else 'new'}): {f.signature.describe()}; "
-              f"{f.hits} cases, first at case {f.first_seen.get('case', '-')}; reproducer: {where}")
+        _say(f"  finding {f.id} ({'known' if f.known else 'new'}): {f.signature.describe()}; "
+             f"{f.hits} cases, first at case {f.first_seen.get('case', '-')}; reproducer: {where}")
     if r.failure is not None:
-        print(r.failure.render())
+        _say(r.failure.render())
         for d in getattr(r, "declaration", ()):
-            print(f"  {d}")
-        print(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
-              f"shrunk reproducer: {r.reproducer['json']} (replay: difftest repro FILE; "
-              f"standalone: python {r.reproducer['py']})")
+            _say(f"  {d}")
+        _say(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
+             f"shrunk reproducer: {r.reproducer['json']} (replay: difftest repro FILE; "
+             f"standalone: python {r.reproducer['py']})")
+
+
+def _say(text) -> None:
+    print(block(text), flush=True)
 
 
 def _write_html(report_path, html_path):

@@ -48,7 +48,7 @@ def campaign_problems(kernel, profile: str, database: str | None) -> list:
 
     spec = getattr(kernel, "spec", None) or kernel.name
     c = kernel.capability
-    saved = [p for p in load_failures(database, spec) if c.covers(p)]
+    saved = [p for p in load_failures(database, spec, profile) if c.covers(p)]
     drawn = corpus_configs(c, profile) if corpus_only(c, profile) else []
     return saved + list(strategies.edge_problems(c, profile)) + drawn
 

@@ -232,7 +232,7 @@ class Search:
         inside the capability and this shard; the known findings go into the state."""
         c, st, res = self.c, self.st, self.st.result
         cap = c.kernel.capability
-        saved = [p for p in load_failures(c.database, c.spec) if cap.covers(p)]
+        saved = [p for p in load_failures(c.database, c.spec, c.profile) if cap.covers(p)]
         st.found = [Finding(k.signature, known=True, source=k.source) for k in c.known if k.signature]
         st.known_problems = {p: k.source for k in c.known for p in k.problems if cap.covers(p)}
         saved = list(dict.fromkeys(list(st.known_problems) + saved))

@@ -6,7 +6,19 @@ it starts shrinking a failure (``"event": "hunt"``) and each finding it keeps
 the shrink the kill cut short."""
 
 import json
+import os
 from pathlib import Path
+
+from difftest.errors import FileFormatError
+from difftest.execute.interrupt import OutputFailed
+from difftest.safeio import open_append, parse_json, read_lines
+
+MAX_LINE_BYTES = 16 * 2**20  # a case line is a few kB (its verdicts' numbers, a long kernel message)
+MAX_LOG_BYTES = 4 * 2**30  # a nightly campaign's log is tens of MB
+
+
+class CaseLogError(FileFormatError):
+    """A case log that cannot be read back (a link, not a regular file, a line or a file too long)."""
 
 
 class CaseLog:
@@ -19,29 +31,26 @@ class CaseLog:
     A line is whole or absent: opening the log cuts a last line left incomplete (a kill
     mid-write, a full disk) so a resumed run never appends onto it, and a write that fails
     (ENOSPC) is undone and raises ``OutputFailed``: the run stops like an interrupted one,
-    with a partial report and ``--resume``."""
+    with a partial report and ``--resume``. The log is never opened through a link
+    (``safeio.open_append``): a link planted in its place, before the run or while it runs,
+    stops the run the same way."""
 
     def __init__(self, path, run_id: str | None = None):
-        import os
-
         self.path = Path(path)
         self.run_id = run_id
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        self._fd = None
+        try:
+            self._fd = open_append(self.path, root=self.path.parent.parent)
+        except OSError as e:
+            raise OutputFailed(e.filename or self.path, e) from None
         _cut_incomplete_line(self._fd)
 
     def _write_all(self, data: bytes) -> None:
-        import os
-
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view):]
 
     def _line(self, d: dict) -> None:
-        import os
-
-        from difftest.execute.interrupt import OutputFailed
-
         data = (json.dumps(d, default=str) + "\n").encode("utf-8", "backslashreplace")
         end = os.lseek(self._fd, 0, os.SEEK_END)
         try:
@@ -64,8 +73,6 @@ class CaseLog:
         self._line({"run_id": self.run_id, "event": event, **record})
 
     def close(self):
-        import os
-
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -73,8 +80,6 @@ class CaseLog:
 
 def _cut_incomplete_line(fd: int) -> None:
     """Truncate the file open at ``fd`` after its last newline (nothing when it ends in one)."""
-    import os
-
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return
@@ -92,11 +97,13 @@ def _cut_incomplete_line(fd: int) -> None:
 
 def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dict]:
     """The lines of a case log whose event is in ``events`` (lines written before events
-    existed count as cases), of ``run_id`` when given; a line cut by a kill is skipped."""
-    from difftest.safeio import parse_json
-
+    existed count as cases), of ``run_id`` when given; a line cut by a kill is skipped. The
+    log is read as a file of its run folder (no link followed, a line and the file bounded:
+    ``CaseLogError``, one line)."""
+    path = Path(path)
     out = []
-    for line in Path(path).read_bytes().splitlines():
+    for _, line in read_lines(path, CaseLogError, "case log difftest wrote", MAX_LINE_BYTES, MAX_LOG_BYTES,
+                              root=path.parent):
         line = line.strip()
         if line:
             try:
@@ -114,7 +121,7 @@ def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dic
 def logged_events(log_path, run_id: str, events: tuple) -> list[dict]:
     """The lines of ``run_id`` whose event is in ``events`` (no log: none)."""
     path = Path(log_path)
-    return read_case_log(path, events=events, run_id=run_id) if path.exists() else []
+    return read_case_log(path, events=events, run_id=run_id) if os.path.lexists(path) else []
 
 
 def logged_cases(log_path, run_id: str) -> list:
@@ -122,7 +129,7 @@ def logged_cases(log_path, run_id: str) -> list:
     from difftest.judge.runner import CaseResult  # loads torch: not at `difftest --help`'s start
 
     path = Path(log_path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return []
     out = []
     for d in read_case_log(path, run_id=run_id):

@@ -8,9 +8,14 @@ nor writes it, and the quick and ci profiles are seeded, so this store is what m
 failure found once come back first in every later run.
 """
 
+import os
+import sys
 from pathlib import Path
 
+from difftest.errors import FileFormatError, one_line
 from difftest.model.problem import Problem, ProblemError
+from difftest.safeio import atomic_write_text, ensure_dir, open_append, open_regular, parse_json
+from difftest.search.limits import check_problem_size
 
 FOLDER = "difftest-failures"
 
@@ -32,33 +37,30 @@ _WARNED: set = set()
 
 def _warn(path, lineno: int, why: str) -> None:
     """One warning per bad line and process (the store is read at each shrink step)."""
-    import sys
-
-    from difftest.errors import one_line
-
     key = (str(path), lineno, why)
     if key not in _WARNED:
         _WARNED.add(key)
         print(f"difftest: warning: {path}:{lineno}: failure-store line skipped: {one_line(why)}", file=sys.stderr)
 
 
-def load_failures(database: str | None, spec: str) -> list[Problem]:
+def load_failures(database: str | None, spec: str, profile=None) -> list[Problem]:
     """Problems that failed in earlier campaigns of ``spec`` (shrunk first), oldest first,
     each once. The store is a file others may have written (a cached CI folder): a line
     that is not a valid Problem (an older schema, an edit, a cut line, deep nesting, a
     huge integer, a lone surrogate) is skipped with a warning naming the file and line,
     so one bad line never breaks the kernel's later runs; a store larger than
-    MAX_STORE_BYTES is read up to that size."""
-    from difftest.safeio import parse_json
-
+    MAX_STORE_BYTES is read up to that size. The file is read as one of the database's
+    (no link followed: a link or a FIFO is skipped with a warning). With ``profile`` (a
+    name or Profile) a Problem beyond its size limits (``search/limits.py``) is skipped with
+    a warning too: a gigabyte Problem stored by a nightly run is not replayed under ``quick``."""
     path = store_path(database, spec)
-    if path is None or not path.is_file():
+    if path is None or not os.path.lexists(path):
         return []
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, FileFormatError, "failure-store file", root=database) as f:
             data = f.read(MAX_STORE_BYTES + 1)
-    except OSError as e:
-        _warn(path, 0, f"cannot read ({e.strerror or e})")
+    except (OSError, FileFormatError) as e:
+        _warn(path, 0, f"cannot read ({getattr(e, 'strerror', None) or e})")
         return []
     if len(data) > MAX_STORE_BYTES:
         _warn(path, 0, f"larger than {MAX_STORE_BYTES} bytes: only the first {MAX_STORE_BYTES} are read")
@@ -79,6 +81,10 @@ def load_failures(database: str | None, spec: str) -> list[Problem]:
         except (ValueError, TypeError, KeyError, AttributeError, ProblemError, RecursionError) as e:
             _warn(path, n, str(e))
             continue
+        why = check_problem_size(p, profile) if profile is not None else None
+        if why:
+            _warn(path, n, why)
+            continue
         if p not in out:
             out.append(p)
     return out
@@ -92,16 +98,12 @@ def save_failures(database: str | None, spec: str, problems) -> None:
     known = load_failures(database, spec)
     new = [p for p in dict.fromkeys(problems) if p is not None and p not in known]
     if new:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a+b") as f:  # a cut last line (a full disk, a kill) stays apart from the new ones
-            f.seek(0, 2)
-            if f.tell():
-                f.seek(-1, 2)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")
-        with path.open("a") as f:
-            for p in new:
-                f.write(p.to_json() + "\n")
+        ensure_dir(path.parent, root=database)
+        fd = open_append(path, root=database)  # never through a link
+        with os.fdopen(fd, "r+b") as f:  # a cut last line (a full disk, a kill) stays apart from the new ones
+            end = f.seek(0, 2)
+            head = b"\n" if end and os.pread(fd, 1, end - 1) != b"\n" else b""
+            f.write(head + "".join(p.to_json() + "\n" for p in new).encode())
 
 
 def keep_current(database: str | None, spec: str, problems, written: set) -> set:
@@ -110,8 +112,6 @@ def keep_current(database: str | None, spec: str, problems, written: set) -> set
     shrink step) are dropped, every other entry (earlier campaigns', another run's) stays
     where it is; the file is replaced atomically. Returns the Problems this call added,
     to pass back as ``written`` at the next step."""
-    from difftest.safeio import atomic_write_text
-
     path = store_path(database, spec)
     if path is None:
         return set()
@@ -123,5 +123,5 @@ def keep_current(database: str | None, spec: str, problems, written: set) -> set
             keep.append(p)
             added.add(p)
     if keep != known:
-        atomic_write_text(path, "".join(p.to_json() + "\n" for p in keep))
+        atomic_write_text(path, "".join(p.to_json() + "\n" for p in keep), root=database)
     return added

@@ -14,6 +14,7 @@ what makes two failures the same bug).
 
 from dataclasses import dataclass, field
 
+from difftest.execute.interrupt import OutputFailed
 from difftest.search.shrinking import complexity
 
 
@@ -45,12 +46,17 @@ class Findings:
 
     def write(self, case=None) -> None:
         """Write ``case`` (default: the best so far) as the reproducer and store entry; it
-        becomes the best once both are on disk."""
+        becomes the best once both are on disk. A write that fails (a full disk, a link planted
+        where it writes) stops the campaign as an interruption does (``OutputFailed``: exit 2,
+        a partial report, resumable), never as a kernel's failure inside Hypothesis."""
         from difftest.search.reproducer import write_reproducer
 
         case = case or self.best
-        self.reproducer = write_reproducer(self.kernel, case, self.config, self.repro_dir, stem=self.stem)
-        self._store(case)
+        try:
+            self.reproducer = write_reproducer(self.kernel, case, self.config, self.repro_dir, stem=self.stem)
+            self._store(case)
+        except OSError as e:
+            raise OutputFailed(e.filename or self.repro_dir, e) from None
         self.best = case
 
     def discard(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from difftest.errors import FileFormatError
 from difftest.model.problem import Problem
-from difftest.safeio import atomic_write_text
+from difftest.safeio import atomic_write_text, ensure_dir, open_regular
 
 SCRIPT = '''#!/usr/bin/env python
 """difftest reproducer: rebuilds one failing case's inputs, runs the kernel and the
@@ -54,9 +54,11 @@ def kernel_spec(kernel) -> str:
 
 def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> dict:
     """Write ``<kernel>-<hash>.json`` and ``.py`` under ``out_dir`` (or ``<stem>.json`` and
-    ``.py``: a campaign rewrites one pair at each shrink step); return their paths."""
+    ``.py``: a campaign rewrites one pair at each shrink step); return their paths. The folder
+    is made following no link (``out_dir`` itself included: a planted ``repro -> ~/bin``
+    is refused with an OSError), and each file replaces whatever is at its path."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    ensure_dir(out, root=out.parent)
     spec = kernel_spec(kernel)
     cfg = config.to_dict()
     cfg["isolate"] = False  # the reproducer runs the kernel in its own process already
@@ -66,14 +68,14 @@ def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> 
               "status": case.status, "failed_gates": case.failed_gates, "reason": case.reason,
               "verdicts": [v.to_dict() for v in case.verdicts]}
     jpath = out / f"{stem}.json"
-    atomic_write_text(jpath, json.dumps(record, indent=1, default=str))
+    atomic_write_text(jpath, json.dumps(record, indent=1, default=str), root=out.parent)
     ppath = out / f"{stem}.py"
     gates = ", ".join(case.failed_gates) or (case.reason.splitlines() or ["-"])[0]
     # every recorded text (the kernel's error message included) enters the script as one
     # Python string literal (repr of JSON text): no recorded text can become code
     data = json.dumps({"kernel": spec, "problem": case.problem.to_dict(), "config": cfg,
                        "short": case.problem.short(), "failed": gates}, default=str, ensure_ascii=True)
-    atomic_write_text(ppath, SCRIPT.format(record=data), mode=0o755)
+    atomic_write_text(ppath, SCRIPT.format(record=data), mode=0o755, root=out.parent)
     return {"json": str(jpath), "py": str(ppath)}
 
 
@@ -194,13 +196,47 @@ def load(path) -> tuple[str, Problem, dict]:
         _fail(path, f"field 'kernel' = {kernel!r}: allowed a kernel name (string)")
     if not isinstance(d["problem"], dict):
         _fail(path, f"field 'problem' is a {type(d['problem']).__name__}: allowed an object of Problem fields")
+    missing = [f for f in REQUIRED_PROBLEM_FIELDS if f not in d["problem"]]
+    if missing:  # {"problem": {}} would replay Problem()'s defaults, a case nobody recorded
+        _fail(path, f"field 'problem' lacks {', '.join(missing)}: allowed a Problem as difftest writes it, with "
+                    f"{', '.join(REQUIRED_PROBLEM_FIELDS)}")
     try:
         problem = Problem.from_dict(d["problem"])
     except ProblemError as e:
         _fail(path, str(e))
     except TypeError as e:  # e.g. a field given the wrong kind of value
         _fail(path, f"field 'problem': {e}")
+    check_capture(path, problem)
     return kernel, problem, _check_config(path, d.get("config", {}))
+
+
+# what every reproducer difftest ever wrote records (tests/data/reproducer-33ddc2c.json too)
+REQUIRED_PROBLEM_FIELDS = ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim_qk", "head_dim_v",
+                           "dtype")
+
+
+def check_capture(path, problem) -> None:
+    """A captured Problem whose window is not embedded reads its capture file at replay: the
+    file it names must be a regular file (not a FIFO, which would hang the replay, nor a
+    directory or device) inside the reproducer's folder or the working directory (the
+    folders the user chose by replaying it there), never ``/etc/passwd`` a file names."""
+    cap = problem.capture
+    if cap is None or not cap.needs_file(problem):
+        return
+    f = Path(cap.file)
+    roots = [Path(path).resolve().parent, Path.cwd().resolve()]
+    try:
+        real = f.resolve()
+    except (OSError, RuntimeError) as e:
+        _fail(path, f"capture file {cap.file!r} cannot be resolved ({e}): allowed a capture inside {str(roots[0])!r}")
+    if not any(real.is_relative_to(r) for r in roots):
+        _fail(path, f"capture file {cap.file!r} lies outside the reproducer's folder and the working directory: "
+                    f"allowed a capture file inside {str(roots[0])!r} or {str(roots[1])!r}")
+    try:
+        with open_regular(real, ReproducerError, "capture file (safetensors)"):
+            pass
+    except ReproducerError as e:
+        _fail(path, f"capture {e}")
 
 
 def check_spec(path, field_name: str, spec: str, allow_import: bool) -> None:
@@ -230,11 +266,31 @@ def device_profile(kernel, cfg: dict) -> str:
     return CPU_PROFILE
 
 
-def replay(path, kernel: str | None = None, *, allow_import: bool = False, profile: str | None = None):
+def check_device_here(path, kernel, cfg: dict) -> None:
+    """Refuse (one line, exit 2) a case that would run on CUDA (its recorded device, else its
+    kernel's) where no CUDA device is: the replay died in a traceback, and its exit code 1
+    read as "still fails". ``repro --device cpu`` replays it on the CPU. A kernel that cannot
+    run here at all (``available()`` says why: a CUDA-only kernel on a CPU host) is left to
+    the replay, which skips it with that reason (exit 3), as before."""
+    if kernel.available() is not None:
+        return
+    device = str(cfg.get("device") or getattr(kernel.capability, "device", "cpu") or "cpu")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            why = "recorded on CUDA" if cfg.get("device") else f"kernel {kernel.name!r} runs on CUDA"
+            _fail(path, f"{why} and no CUDA device is available here (torch.cuda.is_available() is False): "
+                        "allowed --device cpu to replay it on the CPU, or a host with CUDA")
+
+
+def replay(path, kernel: str | None = None, *, allow_import: bool = False, profile: str | None = None,
+           device: str | None = None):
     """Run a reproducer again; ``kernel`` (the user's own choice, so it may be a
     ``module:attr`` spec) overrides the recorded one. Names from the file resolve only
     through the registry unless ``allow_import``. ``profile``: the size limits the
-    Problem must fit (default: the device's, ``device_profile``)."""
+    Problem must fit (default: the device's, ``device_profile``). ``device``: where to
+    replay (default: the recorded device; CUDA absent here: ``check_device_here``)."""
     from difftest.execute import adapter
     from difftest.judge.runner import RunConfig, run_case
     from difftest.search.limits import check_problem_size
@@ -252,6 +308,9 @@ def replay(path, kernel: str | None = None, *, allow_import: bool = False, profi
             adapter.get(cfg["second_reference"])
     except adapter.KernelSpecError as e:
         _fail(path, str(e))
+    if device is not None:
+        cfg = {**cfg, "device": device}
+    check_device_here(path, k, cfg)
     why = check_problem_size(problem, profile if profile is not None else device_profile(k, cfg))
     if why:
         _fail(path, why + " (-p/--profile chooses other limits)")
