@@ -6,6 +6,13 @@
   "same"     computed in the Problem's own dtype, to measure how much error rounding
              alone makes (the error budget's yardstick, as FlashAttention's tests do).
 Gradients come from torch autograd of a plain softmax(QK^T) V, one sequence at a time.
+
+``rows_reference(inputs, precision, max_elements)``: the same computation, its query rows
+taken in chunks of at most ``max_elements`` scores, so a long problem's naive yardstick fits
+in memory. Each row still sums its keys in one GEMM over the whole key sequence, on the
+inputs' device: the order, and so the rounding, of the device's own GEMM over long rows
+(an SGEMM over 1,458 near-equal float32 terms errs 4x the CPU BLAS's on an H100). dK, dV and
+dSink, summed over query rows, add the chunks' partial sums in float32.
 """
 
 import torch
@@ -105,3 +112,42 @@ def _interleave(zeros, pieces, total):
     if pos < total:
         parts.append(zeros[pos:total])
     return parts
+
+
+def rows_reference(inputs: Inputs, precision: str = "same", max_elements: int = 2**22) -> Outputs:
+    """``reference`` with each sequence's query rows in chunks of at most ``max_elements``
+    scores (module docstring)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}: allowed {PRECISIONS}")
+    p = inputs.problem
+    dt = torch_dtype(p.dtype) if precision == "same" else getattr(torch, precision)
+    acc = torch.float32 if dt.itemsize < 4 else dt  # the chunks' partial dK/dV/dSink
+    x = inputs.upcast(dt)
+    dev = x.q.device
+    o = torch.zeros(p.total_q, p.heads_q, p.head_dim_v, dtype=dt, device=dev)
+    lse = torch.full((p.total_q, p.heads_q), float("-inf"), dtype=torch.float32, device=dev)
+    dq = torch.zeros_like(x.q)
+    dk = torch.zeros(x.k.shape, dtype=acc, device=dev)
+    dv = torch.zeros(x.v.shape, dtype=acc, device=dev)
+    dsink = None if x.sink is None else torch.zeros(p.heads_q, dtype=torch.float32, device=dev)
+    for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
+        q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
+        rows = max(1, max_elements // max(1, sk * p.heads_q))
+        for r0 in range(0, sq, rows):
+            r1 = min(sq, r0 + rows)
+            q = x.q[q0 + r0:q0 + r1].detach().clone().requires_grad_(True)
+            k = x.k[k0:k0 + sk].detach().clone().requires_grad_(True)
+            v = x.v[k0:k0 + sk].detach().clone().requires_grad_(True)
+            sink = None if x.sink is None else x.sink.detach().to(dt).clone().requires_grad_(True)
+            ob, lb = _attention(q, k, v, sink, allowed_mask(p, sq, sk, dev, rows=(r0, r1)), p.scale, p.group)
+            leaves = [q, k, v] + ([sink] if sink is not None else [])
+            grads = torch.autograd.grad(ob, leaves, x.do[q0 + r0:q0 + r1].to(dt), allow_unused=True)
+            o[q0 + r0:q0 + r1] = ob.detach()
+            lse[q0 + r0:q0 + r1] = lb.float()
+            for buf, g, at in ((dq, grads[0], slice(q0 + r0, q0 + r1)), (dk, grads[1], slice(k0, k0 + sk)),
+                               (dv, grads[2], slice(k0, k0 + sk))):
+                if g is not None:
+                    buf[at] += g.to(buf.dtype)
+            if sink is not None and grads[3] is not None:
+                dsink += grads[3].float()
+    return Outputs(o=o, lse=lse, dq=dq, dk=dk.to(dt), dv=dv.to(dt), dsink=dsink)

@@ -466,8 +466,8 @@ def test_dense_and_chunked_truths_agree():
 
 def test_references_is_the_one_policy():
     """The float64 chunked truth with magnitudes always; the yardsticks are the naive
-    same-dtype reference and the flash-style one, the flash-style one alone (with a note)
-    above the threshold."""
+    same-dtype reference and the flash-style one; above the threshold the naive one is taken
+    in chunks of query rows (with a note), each row's key sum one GEMM as below it."""
     x = make_inputs(CASES["gqa"].replace(dtype="float16"))
     n = score_elements(x)
     small, large = references(x, chunk_threshold=n), references(x, chunk_threshold=n - 1)
@@ -478,7 +478,10 @@ def test_references_is_the_one_policy():
     assert len(small.yardsticks) == 2 and small.note == ""
     same = small.yardsticks[0]
     assert torch.equal(same.dq, reference(x, "same").dq) and same.dq.dtype == torch.float16
-    assert len(large.yardsticks) == 1 and "flash-style reference alone" in large.note
+    assert len(large.yardsticks) == 2 and "chunks of query rows" in large.note
+    rows = large.yardsticks[0]
+    assert rows.dq.dtype == torch.float16 and torch.equal(rows.o, same.o) and torch.equal(rows.dq, same.dq)
+    assert max(max_err(rows, same).values()) <= 2 ** -9  # dK/dV: chunks' partials added in float32
     assert len(references(x).yardsticks) == 2  # the default threshold is far above this problem
     with pytest.raises(ValueError, match="chunk_threshold"):
         references(x, chunk_threshold=-1)
