@@ -13,7 +13,9 @@ row max m and log row sum saved by the forward (LSE = m + log l) and accumulates
 
 and dSink_h = -sum_i exp(sink_h - LSE_i) * Delta_i. Tiles are padded to full
 ``block_m`` x ``block_n`` like shared-memory tiles: padded query rows carry LSE=+inf
-and Delta=0 so they contribute nothing, padded key columns are masked out.
+and Delta=0 so they contribute nothing, padded key columns are masked out. A block size of
+None is one tile as long as the sequence, unpadded (whole rows: every GEMM over whole rows,
+as a composite kernel such as PyTorch's math backend runs them).
 
 Every Problem feature is supported: causal (both alignments), sliding windows,
 GQA/MQA (dK/dV summed over each group of query heads), varlen with zero-length
@@ -93,9 +95,17 @@ def _one_thread():
             torch.set_num_threads(n)
 
 
-def _tiles(n: int, block: int) -> list[tuple[int, int]]:
-    """Full-size tiles [start, start + block) covering n rows (the last one padded)."""
+def _tiles(n: int, block: int | None) -> list[tuple[int, int]]:
+    """Full-size tiles [start, start + block) covering n rows (the last one padded); block
+    None: one tile of exactly the n rows (whole rows, nothing padded)."""
+    if block is None:
+        return [(0, n)] if n else []
     return [(s, s + block) for s in range(0, n, block)]
+
+
+def _padded_len(n: int, block: int | None) -> int:
+    """Rows of n once padded to whole tiles (n itself for whole rows)."""
+    return n if block is None else -(-n // block) * block
 
 
 def _pad_rows(x: torch.Tensor, rows: int, value: float = 0.0) -> torch.Tensor:
@@ -117,9 +127,11 @@ class BlockwiseAttention(KernelAdapter):
     delta_source = "p_dp"  # or "o_do" (FlashAttention-2's preprocess); see preprocess_delta
     DELTA_SOURCES = ("p_dp", "o_do")
 
-    def __init__(self, block_m: int = BLOCK_M, block_n: int = BLOCK_N, delta_source: str | None = None):
-        if block_m < 1 or block_n < 1:
-            raise ValueError(f"block_m={block_m}, block_n={block_n}: allowed ints >= 1")
+    def __init__(self, block_m: int | None = BLOCK_M, block_n: int | None = BLOCK_N,
+                 delta_source: str | None = None):
+        if any(b is not None and b < 1 for b in (block_m, block_n)):
+            raise ValueError(f"block_m={block_m}, block_n={block_n}: allowed ints >= 1, or None (whole rows: "
+                             f"one tile as long as the sequence)")
         if delta_source is not None:
             if delta_source not in self.DELTA_SOURCES:
                 raise ValueError(f"delta_source={delta_source!r}: allowed {self.DELTA_SOURCES}")
@@ -400,7 +412,7 @@ class BlockwiseAttention(KernelAdapter):
             stats[..., 1] = torch.where(torch.isneginf(stats[..., 0]), float("-inf"), 0.0)
         dsink = torch.zeros(p.heads_q, dtype=F32) if p.sinks else None
         seqs = [s for s in self.sequences(p) if not self.skip_sequence(p, s[2], s[4])]
-        padded = [-(-sq // self.block_m) * self.block_m for _, _, sq, _, _ in seqs]
+        padded = [_padded_len(sq, self.block_m) for _, _, sq, _, _ in seqs]
         ws = self.dq_workspace((p.heads_q, max(1, sum(padded)), p.head_dim_qk), dev)
         off = 0
         for (b, q0, sq, k0, sk), mp in zip(seqs, padded):
@@ -458,8 +470,8 @@ class BlockwiseAttention(KernelAdapter):
     def _padded(self, q, k, v, do, m, logl, sq, sk):
         """Operands padded to whole tiles: zero rows; padded query rows get m = 0 and
         log l = lse_pad_value() (+inf: P = 0)."""
-        mp = max(-(-sq // self.block_m) * self.block_m, sq)
-        np_ = max(-(-sk // self.block_n) * self.block_n, sk)
+        mp = max(_padded_len(sq, self.block_m), sq)
+        np_ = max(_padded_len(sk, self.block_n), sk)
         return (_pad_rows(q, mp), _pad_rows(do, mp), _pad_rows(k, np_), _pad_rows(v, np_),
                 _pad_rows(m, mp, 0.0), _pad_rows(logl, mp, self.lse_pad_value()))
 

@@ -30,6 +30,7 @@ from difftest.oracles.tensor_core import mma_matmul
 
 from .blockwise import F32, BlockwiseAttention
 from .extra_sources import load_extra
+from .gemm_orders import sequential_gemm
 
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
@@ -249,20 +250,6 @@ class Tiles16x8(BlockwiseAttention):
 
 
 # ----------------------------------------------------------------------------- GPU GEMM order
-def sequential_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b in float32 with a GPU GEMM's summation order: each output element accumulates
-    its K products one at a time, in order, into one float32 register (a thread's FFMA loop of
-    an SGEMM), instead of the CPU BLAS's blocked/pairwise tree. Each step is one rounded
-    product and one rounded add over the whole output (broadcast, not a K=1 matmul: the same
-    bits, without BLAS's per-call cost on the many small tiles of a case)."""
-    acc = torch.zeros(*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1],
-                      dtype=F32, device=a.device)
-    cols, rows = a.to(F32).unsqueeze(-1), b.to(F32).unsqueeze(-3)  # (..., M, K, 1), (..., 1, K, N)
-    for k in range(a.shape[-1]):
-        acc += cols[..., k, :] * rows[..., k, :]
-    return acc
-
-
 @variant("cuBLAS/CUTLASS SGEMM, the sdpa math backend on CUDA: float32 FFMA accumulation")
 class SequentialFp32Gemm(BlockwiseAttention):
     """Every tile GEMM accumulates its K products sequentially, one at a time, in float32

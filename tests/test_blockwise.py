@@ -130,6 +130,19 @@ def test_other_tile_sizes_agree():
     assert case.status == "passed", case.render()
 
 
+@pytest.mark.parametrize("name", ["varlen-empty-pad-sinks", "causal-br-masked-rows", "window-fp16"])
+def test_whole_rows_one_tile_per_sequence_agree(name):
+    """block None: one unpadded tile as long as each sequence (empty sequences get none), the
+    GEMMs of a composite kernel over whole rows; the same answer under every gate."""
+    from difftest.kernels.blockwise import _tiles
+
+    k = BlockwiseAttention(block_m=None, block_n=None)
+    assert k.query_tiles(40, "fwd") == [(0, 40)] and k.key_tiles(0, "bwd") == []
+    assert _tiles(40, 16) == [(0, 16), (16, 32), (32, 48)]
+    case = run_case(k, FEATURES[name])
+    assert case.status == "passed", case.render()
+
+
 def test_tensors_the_kernel_creates_follow_its_inputs_device():
     """The blockwise kernel (and every mutant of it) builds masks and accumulators with torch
     factory calls; they must land on the inputs' device, or `difftest mutants --device cuda`

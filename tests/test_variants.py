@@ -15,8 +15,8 @@ import torch
 
 from difftest.execute.adapter import get
 from difftest.judge.runner import run_case
-from difftest.kernels.blockwise import F32, BlockwiseAttention
-from difftest.kernels.variants import VARIANTS, sequential_gemm
+from difftest.kernels.blockwise import BlockwiseAttention
+from difftest.kernels.variants import VARIANTS
 from difftest.model.problem import Problem
 
 FA_SHAPE = dict(batch=3, seqlen_q=(3, 1, 2), seqlen_k=(3, 2, 5), heads_q=2, heads_kv=1, head_dim_qk=32,
@@ -78,33 +78,6 @@ def test_an_infinity_without_an_overflowing_partial_still_fails():
     p = PARTIAL_OVERFLOW.replace(value_scale=1.0)
     case = run_case(_InfWhereNoPartialOverflows(), p)
     assert "dv:nonfinite" in failed(case)
-
-
-def test_sequential_gemm_is_a_gemm_in_another_order():
-    a, b = torch.randn(2, 5, 40, dtype=F32), torch.randn(2, 40, 3, dtype=F32)
-    got = sequential_gemm(a, b)
-    assert got.shape == (2, 5, 3)
-    exact = a.double() @ b.double()
-    u32 = 2.0**-24  # any order of 40 float32 terms errs by at most 40u/(1-40u) of their absolute sum
-    bound = (40 * u32 / (1 - 40 * u32)) * (a.double().abs() @ b.double().abs())
-    assert ((got.double() - exact).abs() <= bound).all()
-
-
-def test_sequential_gemm_adds_its_products_in_order_one_rounding_at_a_time():
-    # The order itself, bit for bit, against a scalar float32 loop; the same products summed in
-    # another order (reversed) differ in the last bits of these mixed-magnitude terms.
-    g = torch.Generator().manual_seed(3)
-    a = torch.randn(3, 24, generator=g, dtype=F32) * torch.logspace(-3, 3, 24, dtype=F32)
-    b = torch.randn(24, 2, generator=g, dtype=F32)
-    want = torch.zeros(3, 2, dtype=F32)
-    for i in range(3):
-        for j in range(2):
-            acc = torch.zeros((), dtype=F32)
-            for k in range(24):
-                acc = acc + a[i, k] * b[k, j]
-            want[i, j] = acc
-    assert torch.equal(sequential_gemm(a, b), want)
-    assert not torch.equal(sequential_gemm(a.flip(-1), b.flip(0)), want)
 
 
 def test_regressions_are_in_the_edge_corpus_where_they_fit():
