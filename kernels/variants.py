@@ -13,6 +13,19 @@ description (the class docstring's first paragraph), a factory, and whether its 
 bitwise deterministic (split-K atomics are not, and say so in their capability). Importing
 this module does not register anything: the engine reaches the catalogue through the
 entry-point group ``difftest.catalogues`` as ``variant:NAME``.
+
+Each variant runs on two devices. ``variant:NAME`` is the CPU kernel, drawn at CPU sizes
+(head dims from 8, 256 rows: the blockwise capability). ``variant-cuda:NAME`` is the same
+kernel as ``difftest variants --device cuda`` runs it (the blockwise kernel is plain torch and
+runs where its inputs live), drawn over what the production GPU kernels accept: every head dim
+they declare up to the ``gpu`` profile's (``GPU_HEAD_DIMS``: 1, 2, 3, ... 256, then multiples
+of 8 to 512), every dtype, feature and layout of its CPU capability, and as far as the
+variant's ``CudaReach`` goes: its tiles there and the longest rows, batch and heads one case
+may have. The reach is sized by cost, not by what the kernel can do: a case's tile pairs
+(``TILE_PAIRS``) bound the tiled variants, and the whole-row variants (one tile per sequence,
+few launches) take the ``gpu`` profile's longest rows at a few heads (their S x S tiles live
+in GPU memory). tests/test_variant_reach.py proves the union of the CUDA capabilities covers
+every production GPU kernel's claim.
 """
 
 import math
@@ -24,8 +37,10 @@ import torch
 
 from difftest.execute.adapter import KernelAdapter
 from difftest.model import fp8
+from difftest.model.capability import Capability
 from difftest.model.inputs import torch_dtype
 from difftest.model.problem import FP8_DTYPES
+from difftest.model.profiles import get_profile
 from difftest.oracles.tensor_core import mma_matmul
 
 from .blockwise import F32, BlockwiseAttention
@@ -35,6 +50,48 @@ from .gemm_orders import sequential_gemm
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
 
+GPU = get_profile("gpu")
+# every head dim a production GPU kernel declares up to the gpu profile's max_head_dim: each one
+# up to 256 (FA3, sdpa-flash and sdpa-math take any), multiples of 8 beyond (sdpa-efficient: 512)
+GPU_HEAD_DIMS = tuple(range(1, 257)) + tuple(range(264, GPU.max_head_dim + 1, 8))
+# (query tile, key tile) pairs of a CUDA variant's largest case: each pair is ~90 small launches
+# (forward, Delta, backward), twice for a deterministic kernel, about 10 s on an H100 at 4096
+TILE_PAIRS = 4096
+
+
+@dataclass(frozen=True)
+class CudaReach:
+    """How far a variant's CUDA capability reaches: its tiles there (None: whole rows, one tile
+    per sequence) and the largest case it may draw (the module docstring says why)."""
+
+    tiles: tuple[int, int] | None
+    max_seqlen: int
+    max_batch: int
+    max_heads: int
+
+    def tile_pairs(self) -> int:
+        """(query tile, key tile) pairs of the largest case (a whole-row sequence is one)."""
+        if self.tiles is None:
+            return self.max_batch
+        bm, bn = self.tiles
+        return self.max_batch * -(-self.max_seqlen // bm) * -(-self.max_seqlen // bn)
+
+    def capability(self, cpu: Capability) -> Capability:
+        """``cpu`` (the variant's CPU capability: dtypes, features, layouts) on CUDA, at this reach
+        and every GPU head dim. Whole rows aim drawn lengths at 128-row production tiles."""
+        bm, bn = self.tiles or (128, 128)
+        return replace(cpu, device="cuda", head_dims_qk=GPU_HEAD_DIMS, head_dims_v=None, equal_head_dims=False,
+                       max_seqlen=self.max_seqlen, max_batch=self.max_batch, max_heads=self.max_heads,
+                       block_m=bm, block_n=bn)
+
+
+TILED = CudaReach((128, 128), max_seqlen=4096, max_batch=4, max_heads=GPU.max_heads)  # FA2/FA3 forward tiles
+WHOLE_ROWS = CudaReach(None, max_seqlen=GPU.max_seqlen, max_batch=4, max_heads=4)  # 4 x 8192^2 float32: 1 GiB
+# a sequential GEMM launches K steps where torch.matmul launches one: ~30x the launches a pair
+SEQUENTIAL_TILED = CudaReach((128, 128), max_seqlen=1024, max_batch=2, max_heads=GPU.max_heads)
+# FP8: two backward passes (dS's amax first) and a round trip per stored tensor; cudnn-fp8's 2048 rows
+FP8_TILED = CudaReach((128, 128), max_seqlen=2048, max_batch=2, max_heads=16)
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -43,21 +100,41 @@ class Variant:
     description: str  # one line: the deviation
     factory: Callable[[], KernelAdapter]
     deterministic: bool = True
+    cuda: Callable[[], KernelAdapter] | None = None  # the variant as --device cuda runs it (None: factory's)
 
 
 _CATALOGUE: list[Variant] = []
+CUDA_PREFIX = "variant-cuda"
 
 
-def variant(models: str):
+def _on_cuda(cls, reach: CudaReach) -> Callable[[], KernelAdapter]:
+    """A factory of ``cls`` with ``reach``'s tiles and CUDA capability, registered (reproducers,
+    workers) as ``variant-cuda:NAME``."""
+
+    def make():
+        bm, bn = reach.tiles or (None, None)
+        k = cls(block_m=bm, block_n=bn)
+        k.capability = reach.capability(cls.capability)
+        k.spec = f"{CUDA_PREFIX}:{cls.name}"
+        return k
+
+    make.__name__ = f"make_{cls.name.replace('-', '_')}_cuda"
+    return make
+
+
+def variant(models: str, cuda: CudaReach = TILED):
     """Register a BlockwiseAttention subclass as a correct variant named after its ``name``;
     the class docstring's first paragraph is its description. A class whose capability
-    says ``deterministic=False`` is registered as non-deterministic."""
+    says ``deterministic=False`` is registered as non-deterministic. ``cuda``: how far it
+    reaches under ``--device cuda``."""
 
     def wrap(cls):
         doc = (cls.__doc__ or "").strip().splitlines()
         cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
         cls.spec = f"variant:{cls.name}"
-        _CATALOGUE.append(Variant(cls.name, models, cls.description, cls, cls.capability.deterministic))
+        cls.cuda_reach = cuda
+        _CATALOGUE.append(Variant(cls.name, models, cls.description, cls, cls.capability.deterministic,
+                                  _on_cuda(cls, cuda)))
         return cls
 
     return wrap
@@ -224,7 +301,8 @@ class PerHeadPartialsStored(_InputDtype):
 
 
 # ----------------------------------------------------------------------------- tile sizes
-@variant("tile shapes of real kernels: 64 x 128 (FA2 fwd on A100), 128 x 64 (FA3 bwd)")
+@variant("tile shapes of real kernels: 64 x 128 (FA2 fwd on A100), 128 x 64 (FA3 bwd)",
+         cuda=CudaReach((64, 128), max_seqlen=4096, max_batch=2, max_heads=GPU.max_heads))
 class Tiles64x128(BlockwiseAttention):
     """Query tiles of 64 rows, key tiles of 128 keys: other accumulation orders for the
     online softmax, dK/dV (over query tiles) and dQ (over key tiles)."""
@@ -237,7 +315,8 @@ class Tiles64x128(BlockwiseAttention):
         super().__init__(*a, **kw)
 
 
-@variant("small tiles (sm80 head dim 256, Triton autotune minimums)")
+@variant("small tiles (sm80 head dim 256, Triton autotune minimums)",
+         cuda=CudaReach((16, 8), max_seqlen=512, max_batch=2, max_heads=GPU.max_heads))
 class Tiles16x8(BlockwiseAttention):
     """Query tiles of 16 rows and key tiles of 8 keys: many short partial sums."""
 
@@ -250,7 +329,7 @@ class Tiles16x8(BlockwiseAttention):
 
 
 # ----------------------------------------------------------------------------- GPU GEMM order
-@variant("cuBLAS/CUTLASS SGEMM, the sdpa math backend on CUDA: float32 FFMA accumulation")
+@variant("cuBLAS/CUTLASS SGEMM, the sdpa math backend on CUDA: float32 FFMA accumulation", cuda=SEQUENTIAL_TILED)
 class SequentialFp32Gemm(BlockwiseAttention):
     """Every tile GEMM accumulates its K products sequentially, one at a time, in float32
     (a GPU SGEMM thread's order), not in the CPU BLAS's blocked order."""
@@ -261,10 +340,11 @@ class SequentialFp32Gemm(BlockwiseAttention):
         return sequential_gemm(a, b)
 
 
-@variant("sdpa math on CUDA: one long K loop per output element over whole rows")
+@variant("sdpa math on CUDA: one long K loop per output element over whole rows", cuda=WHOLE_ROWS)
 class SequentialFp32GemmOneTile(SequentialFp32Gemm):
     """The sequential float32 GEMM over whole rows at once (one tile as long as the
-    sequence): every sum a single sequential chain of up to 256 products."""
+    sequence): every sum a single sequential chain of up to 256 products (on CUDA: whole rows
+    of up to 8192)."""
 
     name = "sequential-fp32-gemm-one-tile"
 
@@ -311,7 +391,8 @@ class Fa2Convention(_LseOnly, _InputDtype):
 
 
 # ----------------------------------------------------------------------------- FP8
-@variant("cuDNN sdpa_fp8 / sdpa_fp8_backward (Hopper, Blackwell), Transformer Engine FP8 attention")
+@variant("cuDNN sdpa_fp8 / sdpa_fp8_backward (Hopper, Blackwell), Transformer Engine FP8 attention",
+         cuda=FP8_TILED)
 class Fp8CurrentScaling(BlockwiseAttention):
     """FP8 attention emulated on the CPU: reads the stored FP8 Q, K, V, dO with their
     descales, feeds P (scaled by P_SCALE) and dS (scaled by its own amax, measured in a first
@@ -398,7 +479,8 @@ class Fp8CurrentScaling(BlockwiseAttention):
         return res
 
 
-@variant("cuDNN sdpa_fp8 on Hopper: GEMMs added in the FP8 tensor core's own accumulator (H200, results/fp8.md)")
+@variant("cuDNN sdpa_fp8 on Hopper: GEMMs added in the FP8 tensor core's own accumulator (H200, results/fp8.md)",
+         cuda=FP8_TILED)
 class Fp8TensorCoreAccumulator(Fp8CurrentScaling):
     """The FP8 emulation with every tile GEMM added as Hopper's FP8 MMA adds: per 32 products,
     aligned to the largest and cut to about 13 fraction bits (oracles/tensor_core.py), not in
@@ -423,20 +505,26 @@ def _load_extra() -> tuple[dict, dict]:
 
 
 class Catalogue:
-    """What the engine sees (entry-point group ``difftest.catalogues``, prefix ``variant``):
+    """What the engine sees (entry-point group ``difftest.catalogues``, prefix ``variant``, or
+    ``variant-cuda`` for the variants as they run on CUDA):
     ``difftest.execute.adapter.get("variant:NAME")`` builds ``entries()[NAME]``; the blockwise
-    variants, then those of optional sources (our TileLang kernels) that load here."""
+    variants, then those of optional sources (our TileLang kernels) that load here (they pick
+    their device themselves: CUDA where it is available)."""
 
-    prefix = "variant"
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+        self.prefix = "variant" if device == "cpu" else CUDA_PREFIX
 
     def entries(self) -> dict[str, Variant]:
-        return {**VARIANTS, **_load_extra()[0]}
+        own = VARIANTS if self.device == "cpu" else {n: replace(v, factory=v.cuda) for n, v in VARIANTS.items()}
+        return {**own, **_load_extra()[0]}
 
     def skipped(self) -> dict[str, str]:
         return _load_extra()[1]
 
 
-CATALOGUE = Catalogue()
+CATALOGUE = Catalogue("cpu")
+CUDA_CATALOGUE = Catalogue("cuda")
 
 
 def get(name: str) -> Variant:

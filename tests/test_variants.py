@@ -224,3 +224,47 @@ def test_a_nan_where_no_stored_ds_reaches_the_edge_still_fails():
             return res
 
     assert "dq:nonfinite" in failed(run_case(NanInDq(), p))
+
+
+def test_each_variant_on_cuda_is_registered_with_its_reach_and_keeps_its_cpu_form():
+    """``variant-cuda:NAME`` is the variant as ``--device cuda`` runs it: its CUDA tiles, every GPU
+    head dim, its reach; its spec names it back (a reproducer replays it with that capability);
+    ``variant:NAME`` keeps the CPU sizes, so CPU runs draw what they drew."""
+    from difftest.kernels.variants import GPU_HEAD_DIMS, TILE_PAIRS
+
+    for name, v in VARIANTS.items():
+        cpu, gpu = get(f"variant:{name}"), get(f"variant-cuda:{name}")
+        reach = v.factory.cuda_reach
+        assert cpu.capability == v.factory.capability and cpu.capability.device == "cpu"
+        assert gpu.spec == f"variant-cuda:{name}" and get(gpu.spec).capability == gpu.capability
+        c = gpu.capability
+        assert c.device == "cuda" and c.head_dims_qk == GPU_HEAD_DIMS and c.v_dims == GPU_HEAD_DIMS
+        assert (c.max_seqlen, c.max_batch, c.max_heads) == (reach.max_seqlen, reach.max_batch, reach.max_heads)
+        assert (gpu.block_m, gpu.block_n) == (reach.tiles or (None, None))
+        assert (c.dtypes, c.layouts, c.deterministic) == (cpu.capability.dtypes, cpu.capability.layouts,
+                                                          cpu.capability.deterministic)
+        assert reach.tile_pairs() <= TILE_PAIRS, name  # the largest case stays affordable
+    assert min(get("variant:tiles-16x8").capability.head_dims_qk) == 8
+
+
+def test_a_cuda_variant_runs_wherever_its_inputs_live():
+    """The blockwise kernel is plain torch: the CUDA form of a variant runs on the CPU too, on a
+    problem only its CUDA capability takes (head dim 3, 300 keys), which the CPU form skips."""
+    from difftest.judge.runner import RunConfig
+
+    p = Problem(seqlen_q=40, seqlen_k=300, heads_q=2, heads_kv=1, head_dim_qk=3, head_dim_v=3, dtype="float32",
+                causal=True, seed=4)
+    assert run_case(get("variant:sequential-fp32-gemm-one-tile"), p).status == "skipped"
+    case = run_case(get("variant-cuda:sequential-fp32-gemm-one-tile"), p, RunConfig(device="cpu"))
+    assert case.status == "passed", failed(case)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a host without CUDA")
+def test_variants_on_cuda_without_a_gpu_is_one_line_exit_2(capsys):
+    from difftest.commands.cli import main
+
+    assert main(["variants", "--device", "cuda", "--only", "tiles-16x8", "--cases", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--device cuda" in err and len(err.splitlines()) == 1
+    assert main(["variants", "--device", "cuda", "--list"]) == 0  # listing needs no GPU
+    assert "tiles-16x8" in capsys.readouterr().out

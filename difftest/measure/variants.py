@@ -10,6 +10,12 @@ would make a team switch the gate off: every row must read 0.
 Every case is appended to ``--out-dir``/NAME.jsonl as it finishes (one line: problem,
 status, failed gates, per-output ratio and k_needed), so a long run that is stopped keeps
 what it measured and ``--from-logs`` renders the table from those files alone.
+
+``--device cuda`` runs the catalogue as it runs on the GPU (``variant-cuda:NAME``,
+kernels/variants.py): each variant on CUDA, drawn over what the production GPU kernels accept
+(head dims from 1, the ``gpu`` profile's longest rows, the profile ``gpu`` by default). The
+same table and logs; several processes, each with ``--only`` and its own ``--out-dir``, shard
+a catalogue, and ``--from-logs`` joins them.
 """
 
 import json
@@ -25,6 +31,8 @@ from difftest.printable import block
 from difftest.safeio import atomic_write_text, ensure_dir, open_append, parse_json, read_lines
 from difftest.vocab import Status
 
+CATALOGUE_OF_DEVICE = {"cpu": "variant", "cuda": "variant-cuda"}  # the registry prefix each device runs
+DEFAULT_PROFILE = {"cpu": "nightly", "cuda": "gpu"}
 MAX_LOG_LINE = 16 * 2**20  # a case line is ~1 kB
 MAX_LOG_BYTES = 4 * 2**30  # streamed
 
@@ -169,8 +177,11 @@ def render_markdown(rows, profile: str = "") -> str:
 def add_arguments(p) -> None:
     from difftest.commands.argcheck import nonneg_float, positive_float, positive_int
 
-    p.add_argument("--profile", "-p", default="nightly", choices=sorted(PROFILES),
-                   help="campaign profile (default nightly: unseeded, the widest CPU draws)")
+    p.add_argument("--profile", "-p", default=None, choices=sorted(PROFILES),
+                   help="campaign profile (default nightly on the CPU: unseeded, the widest CPU draws; gpu on CUDA)")
+    p.add_argument("--device", choices=sorted(CATALOGUE_OF_DEVICE), default="cpu",
+                   help="where the variants run (default cpu); cuda: each variant on the GPU, drawn over the "
+                        "production GPU kernels' head dims and rows (the variant-cuda catalogue)")
     p.add_argument("--cases", type=positive_int, default=200, help="cases per variant (default 200)")
     p.add_argument("--per-variant-budget", type=positive_float, default=600.0,
                    help="seconds per variant (default 600)")
@@ -188,7 +199,13 @@ def command(args) -> int:
     from difftest.commands.argcheck import UsageError
     from difftest.execute.adapter import catalogue as catalogue_for
 
-    entries = catalogue_for("variant").entries()
+    device = getattr(args, "device", "cpu")
+    if device == "cuda" and not args.from_logs and not args.list:
+        from difftest.commands.argcheck import check_device
+
+        check_device(device)
+    profile = args.profile or DEFAULT_PROFILE[device]
+    entries = catalogue_for(CATALOGUE_OF_DEVICE[device]).entries()
     if args.list:
         for v in entries.values():
             print(f"{v.name:32s} {'' if v.deterministic else '(non-deterministic) '}{v.description}")
@@ -205,22 +222,23 @@ def command(args) -> int:
         if unknown:
             raise UsageError(f"--only {' '.join(unknown)}: unknown variants; allowed names from "
                              f"`difftest variants --list`")
-        get_profile(args.profile)
+        get_profile(profile)
         out_dir = Path(args.out_dir) if args.out_dir else None
         if out_dir:
             ensure_dir(out_dir)
         rows = []
         for name in args.only or list(entries):
-            row = run_variant(entries[name], args.profile, cases=args.cases,
+            row = run_variant(entries[name], profile, cases=args.cases,
                               per_variant_budget=args.per_variant_budget, shrink_budget=args.shrink_budget,
                               log_path=None if out_dir is None else out_dir / f"{name}.jsonl")
             print(f"{row.name:32s} {row.cases:6d} cases {row.failures:3d} false alarms {row.errors:3d} errors "
                   f"{row.seconds:7.0f} s", file=sys.stderr, flush=True)
             rows.append(row)
+    ran = "" if args.from_logs else f"{profile}, device {device}"
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=1))
     else:
-        print(block(render_markdown(rows, "" if args.from_logs else args.profile)))  # log text: printable
+        print(block(render_markdown(rows, ran)))  # log text: printable
     if args.out:
-        atomic_write_text(args.out, render_markdown(rows, "" if args.from_logs else args.profile) + "\n")
+        atomic_write_text(args.out, render_markdown(rows, ran) + "\n")
     return 0 if all(r.failures == 0 and r.errors == 0 for r in rows) else 1
