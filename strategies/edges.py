@@ -165,7 +165,12 @@ def rounding_regressions(c: Capability) -> list[Problem]:
       summation order): gates.sum_length;
     - fp16 dS stored times a softmax scale > 1 (PyTorch's memory-efficient backward: scale * dS
       overflows where the unscaled dS does not; sdpa-efficient on the H200): the yardstick's
-      overflow edge, oracles/chunked.py."""
+      overflow edge, oracles/chunked.py;
+    - float32 near-constant values over 1,458 keys at head dim 3 under a window (sdpa-math on
+      an H100, torch 2.11: O off by 4.28e-5 against a limit of 1.29e-5 while the yardstick of a
+      long problem was computed in another order than cuBLAS's whole-row GEMMs): the naive
+      same-dtype yardstick at every length, oracles/reference.py rows_reference. It fits
+      sdpa-math's gpu corpus and the CUDA variants' (kernels/variants.py), no CPU kernel's."""
     out = [Problem(batch=3, seqlen_q=(3, 1, 2), seqlen_k=(3, 2, 5), heads_q=2, heads_kv=1, head_dim_qk=32,
                    head_dim_v=32, dtype="float16", values="mixed_do", value_scale=1.0, softmax_scale=4.9375, seed=s)
            for s in (91, 160)]
@@ -177,12 +182,19 @@ def rounding_regressions(c: Capability) -> list[Problem]:
     out.append(Problem(seqlen_q=650, seqlen_k=650, head_dim_qk=16, head_dim_v=16, dtype="float32",
                        values="near_constant", seed=1))
     out.append(Problem(**SCALED_DS_OVERFLOW, layout=lay))
+    out.append(Problem(**SDPA_MATH_LONG_ROWS))
     return out
 
 
 # fp16, scale 5.8, large dO: |scale dS| passes 65504 where |dS| does not (scaled-ds-stored)
 SCALED_DS_OVERFLOW = dict(seqlen_q=1, seqlen_k=128, heads_q=16, heads_kv=1, head_dim_qk=64, head_dim_v=64,
                           dtype="float16", softmax_scale=5.8, values="large_do", value_scale=6.0, seed=2)
+
+
+# float32, 1,458 near-constant keys, head dim 3, a window: sdpa-math failed it on an H100
+SDPA_MATH_LONG_ROWS = dict(seqlen_q=1395, seqlen_k=1458, heads_q=3, heads_kv=1, head_dim_qk=3, head_dim_v=3,
+                           dtype="float32", align="top_left", window_left=9, values="near_constant",
+                           value_scale=0.001, seed=3)
 
 
 def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
