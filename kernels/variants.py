@@ -29,6 +29,7 @@ every production GPU kernel's claim.
 """
 
 import math
+import os
 import random
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -45,7 +46,7 @@ from difftest.oracles.tensor_core import mma_matmul
 
 from .blockwise import F32, BlockwiseAttention
 from .extra_sources import load_extra
-from .gemm_orders import sequential_gemm
+from .gemm_orders import fast_f32_gemm, sequential_gemm, splitk_gemm
 
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
@@ -352,6 +353,146 @@ class SequentialFp32GemmOneTile(SequentialFp32Gemm):
         kw.setdefault("block_m", 256)
         kw.setdefault("block_n", 256)
         super().__init__(*a, **kw)
+
+
+# ----------------------------------------------------------------------------- the GPU's own orders
+SPLIT_K_SLICES = 4  # cuBLAS/CUTLASS split-K picks a few slices for tall-skinny shapes
+
+
+class _WholeRows(BlockwiseAttention):
+    """One tile as long as each sequence (block None: nothing padded), on every device."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("block_m", None)
+        kw.setdefault("block_n", None)
+        super().__init__(*a, **kw)
+
+
+@variant("the sdpa math backend on CUDA (cuBLAS/cuBLASLt SGEMM), any attention written as torch.matmul",
+         cuda=WHOLE_ROWS)
+class WholeRowDeviceGemm(_WholeRows):
+    """Every GEMM one torch.matmul over whole rows on the kernel's device: cuBLAS/cuBLASLt's
+    float32 SGEMM on CUDA, in whatever order and K split it picks for the shape (the CPU
+    BLAS's on the CPU), with the online softmax over that one tile."""
+
+    name = "whole-row-device-gemm"
+
+
+@variant("cuBLAS/CUTLASS split-K SGEMM: tall-skinny GEMMs such as dK = dS^T Q at head dim 3 over 1,395 rows",
+         cuda=WHOLE_ROWS)
+class WholeRowSplitKGemm(_WholeRows):
+    """Every GEMM over whole rows with K split into 4 slices, each slice's float32 GEMM on the
+    device, the slices' partials then added in order (a split-K reduction)."""
+
+    name = "whole-row-splitk-gemm"
+
+    def gemm(self, a, b):
+        return splitk_gemm(a, b, SPLIT_K_SLICES)
+
+
+@variant("PyTorch's sdpa math backend (_scaled_dot_product_attention_math) under autograd; sinks as gpt-oss's "
+         "reference sdpa adds them", cuda=WHOLE_ROWS)
+class SdpaMathComposite(_WholeRows):
+    """The composite as PyTorch's math backend writes it, in float32: Q and K each times
+    sqrt(scale), S = Q K^T over whole rows, the mask added, P = torch.softmax over whole rows
+    (0 where a row sees nothing: _safe_softmax; a sink is one more logit, dropped after), O = P V;
+    the backward autograd's: dP = dO V^T, dS = P * (dP - rowsum(P * dP)), dV = P^T dO,
+    dQ = dS K' sqrt(scale), dK = dS^T Q' sqrt(scale).
+
+    The blockwise kernel's sequence loop, loads, GQA sums and LSE store stay; the forward, Delta
+    and backward of one sequence are the composite's (``_forward_sequence``, ``preprocess_delta``,
+    ``_backward_sequence``). The LSE (the math backend returns none) is torch.logsumexp of the
+    logits, and the backward's saved statistics are (LSE, 0), which only dSink reads."""
+
+    name = "sdpa-math-composite"
+    _sink = None
+    _pdp = None
+
+    @staticmethod
+    def root_scale(p) -> float:
+        """sqrt(scale) as the backend multiplies a float32 tensor by it (a float32 scalar)."""
+        return float(torch.tensor(math.sqrt(p.scale), dtype=F32))
+
+    def grad_scale(self, p, which):
+        return self.root_scale(p)  # dQ = (dS K') sqrt(scale), dK = (dS^T Q') sqrt(scale)
+
+    def _softmax(self, p, q, k, sink, sq, sk, phase):
+        """(logits, P, Q', K') of one sequence; a sink is the last column of the logits and P."""
+        rs = self.root_scale(p)
+        qs, ks = q * rs, k * rs
+        s = self.gemm(qs, ks.transpose(1, 2))
+        s = s.masked_fill(~self.allowed(p, 0, sq, 0, sk, sq, sk, phase), float("-inf"))
+        if sink is not None:
+            s = torch.cat([s, sink.view(-1, 1, 1).expand(-1, sq, 1)], dim=-1)
+        pr = torch.softmax(s, dim=-1)
+        pr = torch.where(torch.isneginf(s).all(dim=-1, keepdim=True), torch.zeros_like(pr), pr)  # _safe_softmax
+        return s, pr, qs, ks
+
+    def _forward_sequence(self, p, q, k, v, sink, sq, sk):
+        s, pr, _, _ = self._softmax(p, q, k, sink, sq, sk, "fwd")
+        lse = torch.logsumexp(s, dim=-1)
+        empty = torch.isneginf(lse)
+        m = torch.where(empty, torch.zeros_like(lse), lse)
+        logl = torch.where(empty, lse, torch.zeros_like(lse))
+        return self.gemm(pr[..., :sk], v), lse, m, logl, torch.ones(sq, dtype=torch.bool)
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        p = inputs.problem
+        self._sink = self.sink_for_heads(inputs.sink.to(F32), p) if p.sinks else None
+        try:
+            return super().backward(inputs, fwd, ctx, out)
+        finally:
+            self._sink = self._pdp = None
+
+    def preprocess_delta(self, p, q, k, v, do, o, m, logl, sq, sk):
+        _, pr, qs, ks = self._softmax(p, q, k, self._sink, sq, sk, "bwd")
+        dp = self.gemm(do, v.transpose(1, 2))
+        if pr.shape[-1] > sk:  # the sink's column: no value, so no gradient flows into it from O
+            dp = torch.cat([dp, torch.zeros_like(pr[..., sk:])], dim=-1)
+        self._pdp = pr, dp, qs, ks  # this sequence's, for _backward_sequence
+        return (pr * dp).sum(dim=-1)  # Delta, for dSink (the softmax backward below sums its own)
+
+    def _backward_sequence(self, p, q, k, v, do, m, logl, delta, ws, sq, sk):
+        pr, dp, qs, ks = self._pdp
+        ds = torch.ops.aten._softmax_backward_data(dp, pr, -1, F32)[..., :sk]  # autograd's softmax backward
+        ws[:, :sq] += self.gemm(ds, ks)  # the postprocess multiplies by grad_scale
+        dk = self.gemm(ds.transpose(1, 2), qs) * self.grad_scale(p, "dk")
+        return dk, self.gemm(pr[..., :sk].transpose(1, 2), do)
+
+
+@variant("FlashAttention 2/3 atomic dQ, TileLang atomics on CUDA: atomicAdd arrival order per address")
+class DqAtomicsPerElement(BlockwiseAttention):
+    """dQ by float32 atomic adds of every key tile's partial, each element's adds arriving in
+    its own random order every call (CTAs race per address, not per tile; declared
+    non-deterministic)."""
+
+    name = "dq-atomics-per-element"
+    capability = replace(BlockwiseAttention.capability, deterministic=False)
+
+    def reduce_dq(self, acc, parts):
+        by_rows: dict[tuple[int, int], list] = {}
+        for r0, r1, part in parts:
+            by_rows.setdefault((r0, r1), []).append(part)
+        gen = torch.Generator(device=acc.device)
+        gen.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)  # a new order every call
+        for (r0, r1), ps in by_rows.items():
+            stack = torch.stack(ps)  # [key tiles, H, rows, D]
+            order = torch.rand(stack.shape, generator=gen, device=acc.device).argsort(dim=0)
+            for part in stack.gather(0, order):
+                acc[:, r0:r1] += part
+
+
+@variant("PyTorch's memory-efficient attention (xFormers' cutlass kernel), float32 on sm80+: 3xTF32 GEMMs")
+class FastF32Gemm(BlockwiseAttention):
+    """Every tile GEMM of a float32 problem as CUTLASS's OpMultiplyAddFastF32 (3xTF32) adds it:
+    each operand split into TF32 big and small parts, small*big, big*small and big*big added
+    per MMA k-step of 8 in float32 (kernels/gemm_orders.py)."""
+
+    name = "fast-f32-3xtf32"
+    capability = replace(BlockwiseAttention.capability, dtypes=("float32",))
+
+    def gemm(self, a, b):
+        return fast_f32_gemm(a, b)
 
 
 # ----------------------------------------------------------------------------- a whole FA2 convention

@@ -119,17 +119,19 @@ def test_the_sdpa_math_reproducer_is_in_the_gpu_corpora_only():
     p = Problem(**SDPA_MATH_LONG_ROWS)
     assert p in edge_problems(registry.get("sdpa-math").capability, "gpu")
     takers = [n for n, v in VARIANTS.items() if v.cuda().capability.covers(p)]
-    assert {"sequential-fp32-gemm-one-tile", "rounded-mma-operands"} <= set(takers)
+    assert {"sdpa-math-composite", "whole-row-device-gemm", "sequential-fp32-gemm-one-tile",
+            "rounded-mma-operands"} <= set(takers)
     for n in takers:
         assert p in edge_problems(VARIANTS[n].cuda().capability, "gpu"), n
     for cpu in ("torch-blockwise", "sdpa-cpu-math", "variant:sequential-fp32-gemm-one-tile"):
         assert p not in edge_problems(registry.get(cpu).capability, "nightly")
 
 
-@pytest.mark.parametrize("name", ["sequential-fp32-gemm-one-tile", "tiles-64x128"])
+@pytest.mark.parametrize("name", ["sdpa-math-composite", "whole-row-splitk-gemm", "sequential-fp32-gemm-one-tile",
+                                  "tiles-64x128"])
 def test_cuda_variants_pass_the_sdpa_math_reproducer(name):
     """What the catalogue could not meet before: the problem sdpa-math failed on the H100, run
-    here on the CPU by the variants' CUDA forms (whole rows summed sequentially, as a GPU SGEMM
-    thread does; GPU-sized tiles), under every gate."""
+    here on the CPU by the variants' CUDA forms (the math backend's composite itself, split-K
+    and sequential whole-row GEMMs, GPU-sized tiles), under every gate."""
     case = run_case(VARIANTS[name].cuda(), Problem(**SDPA_MATH_LONG_ROWS), RunConfig(device="cpu"))
     assert case.status == "passed", [v.label for v in case.verdicts if not v.passed] or case.reason

@@ -268,3 +268,81 @@ def test_variants_on_cuda_without_a_gpu_is_one_line_exit_2(capsys):
     assert "--device cuda" in err and len(err.splitlines()) == 1
     assert main(["variants", "--device", "cuda", "--list"]) == 0  # listing needs no GPU
     assert "tiles-16x8" in capsys.readouterr().out
+
+
+NEW_GPU_ORDERS = ("whole-row-device-gemm", "whole-row-splitk-gemm", "sdpa-math-composite", "dq-atomics-per-element",
+                  "fast-f32-3xtf32")
+FEATURE_PROBLEMS = [
+    Problem(batch=4, seqlen_q=(5, 0, 40, 3), seqlen_k=(0, 7, 33, 17), heads_q=2, heads_kv=1, causal=True, sinks=True,
+            pad_tail=3, head_dim_qk=24, head_dim_v=8, dtype="float32", seed=2),
+    Problem(seqlen_q=40, seqlen_k=9, causal=True, align="bottom_right", dtype="float32", values="negative_lse",
+            value_scale=4.0, seed=3),
+    Problem(seqlen_q=70, seqlen_k=50, heads_q=4, heads_kv=2, window_left=5, window_right=3, dtype="float16",
+            layout="bhsd", seed=4),
+    Problem(batch=2, seqlen_q=33, seqlen_k=65, heads_q=2, heads_kv=1, dtype="bfloat16", sinks=True, sink_center=30.0,
+            softmax_scale=0.7, values="scaled", value_scale=8.0, layout="kv_broadcast", seed=5),
+]
+
+
+@pytest.mark.parametrize("name", NEW_GPU_ORDERS)
+def test_the_gpu_order_variants_pass_every_feature(name):
+    k = get(f"variant:{name}")
+    ran = 0
+    for p in FEATURE_PROBLEMS:
+        if k.capability.covers(p):
+            case = run_case(k, p)
+            assert case.status == "passed", (p, failed(case) or case.reason)
+            ran += 1
+    assert ran >= 2
+
+
+def test_sdpa_math_composite_is_pytorchs_math_backend_bit_for_bit():
+    """O, dQ, dK, dV equal PyTorch's math backend under autograd (one CPU thread, as the
+    blockwise kernel runs), GQA and fp16 included: the variant is that composite, not a model."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from difftest.model.inputs import make_inputs
+
+    shape = dict(batch=1, seqlen_q=37, seqlen_k=53, head_dim_qk=24, head_dim_v=24, seed=5)
+    problems = [Problem(**shape, heads_q=2, heads_kv=2, dtype="float32"),
+                Problem(**shape, heads_q=4, heads_kv=2, dtype="float32", softmax_scale=0.3, causal=True,
+                        align="top_left"),
+                Problem(**shape, heads_q=2, heads_kv=2, dtype="float16")]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for p in problems:
+            x = make_inputs(p)
+            got = get("variant:sdpa-math-composite").run(x)
+            q, k, v = (x.bshd(n).transpose(1, 2).detach().clone().requires_grad_() for n in "qkv")
+            with sdpa_kernel([SDPBackend.MATH]):
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=p.causal, scale=p.scale,
+                                                   enable_gqa=p.heads_q != p.heads_kv)
+            grads = torch.autograd.grad(o, (q, k, v), x.bshd("do").transpose(1, 2))
+            for name, t in zip(("o", "dq", "dk", "dv"), (o.detach(), *grads)):
+                assert torch.equal(getattr(got, name), t.transpose(1, 2).reshape(getattr(got, name).shape)), (p, name)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_atomics_per_element_add_in_a_new_order_every_call():
+    """The same inputs twice: dQ's last bits move (each element's adds in its own order), dK and
+    dV do not, and both calls pass."""
+    from difftest.model.inputs import make_inputs
+
+    p = Problem(seqlen_q=40, seqlen_k=200, heads_q=2, heads_kv=2, head_dim_qk=16, head_dim_v=16, dtype="float32",
+                values="mixed_do", seed=9)
+    k = get("variant:dq-atomics-per-element")
+    x = make_inputs(p)
+    a, b = k.run(x), k.run(x)
+    assert not torch.equal(a.dq, b.dq) and torch.equal(a.dk, b.dk) and torch.equal(a.dv, b.dv)
+    assert (a.dq != b.dq).float().mean() > 0.05  # many elements, not one tile's order
+    assert run_case(k, p).status == "passed"
+
+
+def test_fast_f32_is_the_float32_path_only():
+    k = get("variant:fast-f32-3xtf32")
+    assert k.capability.dtypes == ("float32",)
+    case = run_case(k, FP32_LARGE_LOGITS)
+    assert case.status == "passed", failed(case)
