@@ -88,8 +88,9 @@ class CudaReach:
 
 TILED = CudaReach((128, 128), max_seqlen=4096, max_batch=4, max_heads=GPU.max_heads)  # FA2/FA3 forward tiles
 WHOLE_ROWS = CudaReach(None, max_seqlen=GPU.max_seqlen, max_batch=4, max_heads=4)  # 4 x 8192^2 float32: 1 GiB
-# a sequential GEMM launches K steps where torch.matmul launches one: ~30x the launches a pair
-SEQUENTIAL_TILED = CudaReach((128, 128), max_seqlen=1024, max_batch=2, max_heads=GPU.max_heads)
+# GEMMs added in Python steps (a sequential FFMA loop, 3xTF32's k-steps of 8, the FP8 tensor core's
+# groups of 32) make ~20-30x a plain pair's launches: 128 pairs at most
+STEPPED = CudaReach((128, 128), max_seqlen=1024, max_batch=2, max_heads=GPU.max_heads)
 # FP8: two backward passes (dS's amax first) and a round trip per stored tensor; cudnn-fp8's 2048 rows
 FP8_TILED = CudaReach((128, 128), max_seqlen=2048, max_batch=2, max_heads=16)
 
@@ -330,7 +331,7 @@ class Tiles16x8(BlockwiseAttention):
 
 
 # ----------------------------------------------------------------------------- GPU GEMM order
-@variant("cuBLAS/CUTLASS SGEMM, the sdpa math backend on CUDA: float32 FFMA accumulation", cuda=SEQUENTIAL_TILED)
+@variant("cuBLAS/CUTLASS SGEMM, the sdpa math backend on CUDA: float32 FFMA accumulation", cuda=STEPPED)
 class SequentialFp32Gemm(BlockwiseAttention):
     """Every tile GEMM accumulates its K products sequentially, one at a time, in float32
     (a GPU SGEMM thread's order), not in the CPU BLAS's blocked order."""
@@ -482,7 +483,8 @@ class DqAtomicsPerElement(BlockwiseAttention):
                 acc[:, r0:r1] += part
 
 
-@variant("PyTorch's memory-efficient attention (xFormers' cutlass kernel), float32 on sm80+: 3xTF32 GEMMs")
+@variant("PyTorch's memory-efficient attention (xFormers' cutlass kernel), float32 on sm80+: 3xTF32 GEMMs",
+         cuda=STEPPED)
 class FastF32Gemm(BlockwiseAttention):
     """Every tile GEMM of a float32 problem as CUTLASS's OpMultiplyAddFastF32 (3xTF32) adds it:
     each operand split into TF32 big and small parts, small*big, big*small and big*big added
@@ -621,7 +623,7 @@ class Fp8CurrentScaling(BlockwiseAttention):
 
 
 @variant("cuDNN sdpa_fp8 on Hopper: GEMMs added in the FP8 tensor core's own accumulator (H200, results/fp8.md)",
-         cuda=FP8_TILED)
+         cuda=replace(STEPPED, max_heads=16))
 class Fp8TensorCoreAccumulator(Fp8CurrentScaling):
     """The FP8 emulation with every tile GEMM added as Hopper's FP8 MMA adds: per 32 products,
     aligned to the largest and cut to about 13 fraction bits (oracles/tensor_core.py), not in
