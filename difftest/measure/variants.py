@@ -100,9 +100,13 @@ def add_line(row: VariantRow, line: dict) -> None:
 
 
 def run_variant(entry, profile: str = "nightly", *, cases: int = 200, per_variant_budget: float = 600.0,
-                shrink_budget: float = 30.0, log_path=None, progress=None) -> VariantRow:
+                shrink_budget: float = 30.0, log_path=None, progress=None, share_gpu: bool = False) -> VariantRow:
     """Campaigns (unseeded unless the profile fixes a seed) against one variant until it has
-    run ``cases`` cases or spent ``per_variant_budget`` seconds."""
+    run ``cases`` cases or spent ``per_variant_budget`` seconds. ``share_gpu``: after each case the
+    allocator's cached GPU memory goes back to the device, so variants run side by side in other
+    processes on one GPU (one process a variant) find it free."""
+    import torch
+
     from difftest.search.campaign import run_campaign
 
     row = VariantRow(entry.name, getattr(entry, "models", ""))
@@ -115,6 +119,8 @@ def run_variant(entry, profile: str = "nightly", *, cases: int = 200, per_varian
         if log:
             log.write(json.dumps(line) + "\n")
             log.flush()
+        if share_gpu:
+            torch.cuda.empty_cache()
 
     try:
         while row.cases < cases:
@@ -230,7 +236,8 @@ def command(args) -> int:
         for name in args.only or list(entries):
             row = run_variant(entries[name], profile, cases=args.cases,
                               per_variant_budget=args.per_variant_budget, shrink_budget=args.shrink_budget,
-                              log_path=None if out_dir is None else out_dir / f"{name}.jsonl")
+                              log_path=None if out_dir is None else out_dir / f"{name}.jsonl",
+                              share_gpu=device == "cuda")
             print(f"{row.name:32s} {row.cases:6d} cases {row.failures:3d} false alarms {row.errors:3d} errors "
                   f"{row.seconds:7.0f} s", file=sys.stderr, flush=True)
             rows.append(row)
