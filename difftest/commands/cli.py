@@ -11,11 +11,13 @@ from difftest.commands.argcheck import (
     UsageError,
     add_isolation_arguments,
     chunk_threshold_int,
+    coverage_int,
     determinism_int,
     examples_int,
     k_item,
     nonneg_float,
     positive_float,
+    positive_int,
 )
 from difftest.commands.scaffold import write_skeleton
 from difftest.execute import adapter as registry
@@ -46,9 +48,19 @@ def add_run_arguments(p):
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
     p.add_argument("--max-examples", type=examples_int, help="generated examples per kernel (overrides the profile)")
-    p.add_argument("--time-budget", type=positive_float, help="seconds of search per kernel (overrides the profile)")
+    p.add_argument("--time-budget", type=positive_float,
+                   help="seconds each kernel's whole campaign may take: search, shrinking, signatures (overrides "
+                        "the profile; no case starts after it, so a campaign ends within one case's duration "
+                        "and the reports' writing past it)")
     p.add_argument("--shrink-budget", type=nonneg_float,
-                   help="seconds of shrinking once a failure is found (overrides the profile)")
+                   help="seconds one failure's shrink may take, inside the time budget (overrides the profile)")
+    p.add_argument("--coverage", type=coverage_int, metavar="T",
+                   help="the coverage phase's strength: 0 none, 1 every value of every configuration dimension, "
+                        "2 every pair of values, 3 also triples of the small dimensions (default: the profile's: "
+                        "quick 0, ci 1, nightly and gpu 3; docs/coverage.md)")
+    p.add_argument("--max-findings", type=positive_int, metavar="N",
+                   help="distinct findings a hunt shrinks and signs at most (default 16); failures beyond are "
+                        "counted and listed as unexplained")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory: reports, case logs, reproducers "
                                                        f"(default {DEFAULT_OUT})")
     p.add_argument("--report", help="JSON report path (default OUT/report.json)")

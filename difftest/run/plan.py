@@ -107,6 +107,8 @@ class RunOptions:
     threads: int | None = None
     jobs: int | None = None  # None: auto (lanes.choose)
     hunt: bool | None = None  # go on after a failure (None: the profile's; search/campaign.py)
+    max_findings: int | None = None  # distinct findings a hunt shrinks at most (None: the campaign's 16)
+    coverage: int | None = None  # the coverage phase's strength (None: the profile's; search/configuration_phase.py)
     known: tuple = ()  # --known files: findings of earlier runs (search/signature.py's load_known)
     values_from: str | None = None  # a capture file (difftest/model/capture.py): values drawn from it
     argv: tuple = ()  # the command line, kept in run.json for --resume
@@ -123,6 +125,7 @@ class RunOptions:
                    narrow=tuple(a.narrow or ()), edge_cases=not a.no_edge_cases, db=a.db, quiet=a.quiet,
                    seed=a.seed, shard=a.shard, threads=a.threads, jobs=a.jobs,
                    hunt=getattr(a, "hunt", None), known=tuple(getattr(a, "known", None) or ()),
+                   max_findings=getattr(a, "max_findings", None), coverage=getattr(a, "coverage", None),
                    values_from=getattr(a, "values_from", None), argv=tuple(getattr(a, "argv", None) or ()))
 
     @property
@@ -380,7 +383,9 @@ class RunPlan:
         args = dict(profile=o.profile, max_examples=o.max_examples, time_budget=o.time_budget,
                     shrink_budget=o.shrink_budget, out_dir=run.dir, progress=progress, edge_cases=o.edge_cases,
                     database=o.database, seed=-1 if o.seed is None else o.seed, shard=o.shard, run_id=run.id,
-                    resume=self.resume is not None, hunt=o.hunt)
+                    resume=self.resume is not None, hunt=o.hunt, coverage=o.coverage)
+        if o.max_findings is not None:
+            args["max_findings"] = o.max_findings
         if self.options.known:
             from difftest.search.signature import known_for
 

@@ -410,7 +410,7 @@ def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_
                  progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
                  seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None,
                  run_id: str | None = None, resume: bool = False, hunt: bool | None = None,
-                 known=(), coverage: int | None = None) -> CampaignResult:
+                 known=(), coverage: int | None = None, max_findings: int = 16) -> CampaignResult:
     """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a
     registry name. ``database``: directory of Hypothesis's example database and the
     failure store (None: neither), so failures found before are replayed first. ``seed``:
@@ -422,12 +422,13 @@ def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_
     ``hunt``: go on after a failure, one finding per distinct bug (None: the profile's; on
     for nightly and gpu, off for quick and ci). ``known``: signature.Known entries of this
     kernel (``load_known`` + ``known_for``): replayed first, listed as known, never shrunk.
-    ``coverage``: the coverage phase's strength (None: the profile's, 0 when ``strategy`` is given)."""
+    ``coverage``: the coverage phase's strength (None: the profile's, 0 when ``strategy`` is given).
+    ``max_findings``: distinct findings a hunt shrinks and signs at most."""
     return Campaign.of(kernel, profile, max_examples=max_examples, time_budget=time_budget,
                        shrink_budget=shrink_budget, seed=seed, config=config, out_dir=out_dir, strategy=strategy,
                        progress=progress, edge_cases=edge_cases, database=database, on_case=on_case,
                        shard=shard, run_id=run_id, resume=resume, hunt=hunt, known=tuple(known),
-                       coverage=coverage).run()
+                       coverage=coverage, max_findings=max_findings).run()
 
 
 def _coverage(cases, capability, profile) -> dict:
