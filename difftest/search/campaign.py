@@ -10,8 +10,9 @@ kept as a finding, and the search goes on).
 A search runs in three phases:
 
 1. *Explicit Problems*: failures of the kernel's earlier campaigns (the failure store) and
-   known findings (``--known``) first, whatever the seed, then the classic corners of
-   ``strategies.edge_problems``.
+   known findings (``--known``) first, whatever the seed; then every value of every
+   configuration dimension once (the coverage phase's first stage: what a compile-bound
+   kernel reaches first); then the classic corners of ``strategies.edge_problems``.
 2. *Configuration coverage* (``configuration_phase.py``): the capability's configuration
    dimensions (dtype, head dims, GQA ratio, mask, lengths, varlen, sinks, layout...) planned
    as a covering array, so every pair of values (the profile's ``coverage`` strength t)
@@ -146,6 +147,7 @@ class Search:
         self.st: SearchState | None = None
         self.phase: ConfigurationPhase | None = None
         self.pending = 0  # explicit Problems not yet visited (counted as unrun when the budget ends)
+        self.replayed = 0  # of the explicit Problems, the failure store's and --known's (they run first)
 
     def run(self) -> CampaignResult:
         c = self.c
@@ -187,8 +189,11 @@ class Search:
                 try:
                     if st.resume_hunt is not None:  # finish the shrink the kill cut short, from where it began
                         st.mode.hunt(st.seen[st.resume_hunt])
-                    self._explicit(explicit)
-                    self.phase.run()
+                    replays, edge = explicit[:self.replayed], explicit[self.replayed:]
+                    self._explicit(replays, len(edge))
+                    self.phase.run(strengths=(1,))  # every value once: what a compile-bound kernel reaches first
+                    self._explicit(edge)
+                    self.phase.run(strengths=(2, 3))
                     self._draws(self._strategy())
                     st.mode.finish()
                 except BudgetSpent:  # the search's budget is spent; what it left undrawn is res.unrun
@@ -237,7 +242,9 @@ class Search:
         st.known_problems = {p: k.source for k in c.known for p in k.problems if cap.covers(p)}
         saved = list(dict.fromkeys(list(st.known_problems) + saved))
         edge = list(edge_problems(cap, c.profile)) if c.edge_cases else []
-        out = [p for p in saved + [p for p in edge if p not in saved] if in_shard(p, c.shard)]
+        saved = [p for p in saved if in_shard(p, c.shard)]
+        out = saved + [p for p in edge if p not in saved and in_shard(p, c.shard)]
+        self.replayed = len(saved)
         st.explicit = set(out)
         res.settings["edge_cases"] = len(out)  # explicit corners run first; the other cases are planned or drawn
         res.settings["replayed_failures"] = len(saved)
@@ -245,13 +252,15 @@ class Search:
             res.settings["known"] = {"findings": len(st.found), "problems": len(st.known_problems)}
         return out
 
-    def _explicit(self, problems: list) -> None:
+    def _explicit(self, problems: list, later: int = 0) -> None:
+        """Run ``problems`` in order (``later``: explicit Problems still to come, unrun if the
+        budget ends here)."""
         for i, p in enumerate(problems):
-            self.pending = len(problems) - i
+            self.pending = len(problems) - i + later
             case = self.visit(p)
             if case is not None:
                 self.st.mode.visited(case)
-        self.pending = 0
+        self.pending = later
 
     # ------------------------------------------------------------------ one Problem
     def visit(self, problem) -> CaseResult | None:
