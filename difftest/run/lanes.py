@@ -120,11 +120,14 @@ def fork_hazard(settle_s: float = 2.0) -> str | None:
     return None
 
 
-def schedule(names: list, previous: dict) -> list:
-    """Indices of ``names`` in the order lanes take them: longest previous campaign first
-    (``previous``: kernel -> elapsed seconds, from the last report in ``--out``); kernels
-    without a previous time first, in the user's order. Only the order of work changes."""
-    return sorted(range(len(names)), key=lambda i: (names[i] in previous, -previous.get(names[i], 0.0), i))
+def schedule(names: list, previous: dict, first=()) -> list:
+    """Indices of ``names`` in the order lanes take them: the kernels named in ``first``
+    (those with JIT builds to run: their lane builds while the other lanes run campaigns),
+    then the longest previous campaign first (``previous``: kernel -> elapsed seconds, from
+    the last report in ``--out``), kernels without a previous time first, in the user's
+    order. Only the order of work changes."""
+    return sorted(range(len(names)), key=lambda i: (names[i] not in first, names[i] in previous,
+                                                    -previous.get(names[i], 0.0), i))
 
 
 def previous_times(report_path) -> dict:
