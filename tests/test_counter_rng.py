@@ -204,3 +204,16 @@ def test_device_path_on_the_cpu_matches_for_the_gpu_problems(monkeypatch):
         monkeypatch.setattr(counter_rng, "_use_numpy", lambda device, force: False)
         assert make_inputs(p).digest() == want, p.short()
         monkeypatch.undo()
+
+
+def test_streams_drawn_together_give_each_stream_s_own_bytes(monkeypatch):
+    """``normals`` (a case's q, k, v and dO in one pass on a device) equals one ``normal``
+    per stream, with an empty stream among them and device chunks that cut across streams."""
+    reqs = [("q", (5, 3, 7)), ("k", (0, 2)), ("v", (11, 4)), ("do", (1,))]
+    want = [counter_rng.normal(99, s, shape) for s, shape in reqs]
+    for chunk in (counter_rng.DEVICE_CHUNK, 7):
+        monkeypatch.setattr(counter_rng, "DEVICE_CHUNK", chunk)
+        got = counter_rng.normals(99, reqs, force_torch=True)
+        assert [g.shape for g in got] == [w.shape for w in want]
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert all(torch.equal(g, w) for g, w in zip(counter_rng.normals(99, reqs), want))  # the numpy path

@@ -226,10 +226,10 @@ def _draw_v2(p: Problem, device: torch.device):
         do = w["do"] if "do" in w else normal("do", Tq, p.heads_q, p.head_dim_v)
         sink = normal("sink", p.heads_q).add_(p.sink_center) if p.sinks else None
         return w["q"], w["k"], w["v"], do, sink
-    q = normal("q", Tq, p.heads_q, p.head_dim_qk)
-    k = normal("k", Tk, p.heads_kv, p.head_dim_qk)
-    v = normal("v", Tk, p.heads_kv, p.head_dim_v)
-    do = normal("do", Tq, p.heads_q, p.head_dim_v)
+    q, k, v, do = counter_rng.normals(p.seed, (("q", (Tq, p.heads_q, p.head_dim_qk)),
+                                               ("k", (Tk, p.heads_kv, p.head_dim_qk)),
+                                               ("v", (Tk, p.heads_kv, p.head_dim_v)),
+                                               ("do", (Tq, p.heads_q, p.head_dim_v))), device)
     s = p.value_scale
     if p.values == "scaled":
         q, k = q.mul_(s), k.mul_(s)
