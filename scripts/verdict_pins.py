@@ -1,5 +1,5 @@
 """Verdicts of a fixed set of cases, written to a file, and two such files compared bit for bit:
-the evidence that a speed change left every verdict as it was (results/speed.md, issue 42).
+the evidence that a speed change left every verdict as it was (results/speed.md).
 
     python3 scripts/verdict_pins.py record OUT.json [--draws 30] [--isolate] [--kernels K ...]
     python3 scripts/verdict_pins.py compare BEFORE.json AFTER.json
