@@ -217,3 +217,37 @@ def test_streams_drawn_together_give_each_stream_s_own_bytes(monkeypatch):
         assert [g.shape for g in got] == [w.shape for w in want]
         assert all(torch.equal(g, w) for g, w in zip(got, want))
     assert all(torch.equal(g, w) for g, w in zip(counter_rng.normals(99, reqs), want))  # the numpy path
+
+
+@pytest.fixture
+def triton_draw(monkeypatch):
+    """counter_rng's Triton kernel (what CUDA runs) on CPU tensors, under Triton's interpreter;
+    afterwards decorated again without it, so a GPU test later in the process compiles it."""
+    import importlib
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from difftest.model import counter_rng_triton
+
+    mod = importlib.reload(counter_rng_triton)
+    monkeypatch.setitem(counter_rng._TRITON, "module", mod)
+    monkeypatch.setitem(counter_rng.TRITON, "cpu", True)
+    yield mod
+    monkeypatch.delenv("TRITON_INTERPRET")
+    importlib.reload(mod)
+
+
+@pytest.mark.parametrize("p", PROBLEMS, ids=lambda p: p.short())
+def test_the_triton_draw_gives_the_numpy_bytes(p, triton_draw, monkeypatch):
+    """One kernel for q, k, v and dO (and each other stream): the bytes of the numpy path, for
+    every value kind; the kernel really ran (its launches counted)."""
+    launches = []
+    real, numpy_path = triton_draw.fill_normals, counter_rng._use_numpy
+    monkeypatch.setattr(triton_draw, "fill_normals", lambda *a: launches.append(a[1]) or real(*a))
+    monkeypatch.setattr(counter_rng, "_use_numpy", lambda device, force: False)
+    via_triton = make_inputs(p)
+    monkeypatch.setattr(counter_rng, "_use_numpy", numpy_path)
+    want = make_inputs(p)
+    for n in Inputs.TENSORS:
+        a, b = getattr(via_triton, n), getattr(want, n)
+        assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), n
+    assert launches and len(launches[0]) == 4  # q, k, v and dO in one launch

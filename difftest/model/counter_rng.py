@@ -35,7 +35,9 @@ Two implementations of the same function: numpy ``uint32`` (wrap-around multiply
 defined for unsigned integers) in cache-sized chunks, split across threads for large
 tensors, for the CPU; torch ``int64`` on the device, holding 32-bit values and
 splitting each multiply so no product reaches 2^63 (exact integer arithmetic, the same
-on CUDA and CPU). tests/test_counter_rng.py checks that both give identical bytes.
+on CUDA and CPU), and on CUDA, for normals, one Triton kernel that hashes in uint32 and draws
+several streams in one pass (counter_rng_triton.py). tests/test_counter_rng.py checks that all
+give identical bytes.
 Measured (results/speed.md section 7, 215 Problems of an H200 gpu campaign on the 2-core
 CPU box): ``make_inputs`` 1.4-1.9x faster than with the serial generator per core. On a
 GPU nothing is drawn on the host nor copied over PCIe.
@@ -54,6 +56,7 @@ import math
 import os
 import statistics
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -212,7 +215,46 @@ def _bits_t(start: int, stop: int, k0: int, k1: int, device) -> torch.Tensor:
     return _lowbias_t(x)
 
 
+# Per device type: draw normals with one Triton kernel (counter_rng_triton.py) instead of the
+# ~45 torch passes. On for CUDA where Triton imports; tests run it on the CPU under Triton's
+# interpreter. A kernel that cannot be built or launched turns it off for the process, with one
+# warning, and the torch path draws (the same bytes).
+TRITON = {"cuda": True, "cpu": False}
+_TRITON: dict = {}
+
+
+def _triton_module(device):
+    """counter_rng_triton if normals on ``device`` are drawn with it, else None."""
+    if not TRITON.get(torch.device(device).type, False) or _TRITON.get("failed"):
+        return None
+    if "module" not in _TRITON:
+        try:
+            from difftest.model import counter_rng_triton
+        except ImportError:
+            counter_rng_triton = None
+        _TRITON["module"] = counter_rng_triton
+    return _TRITON["module"]
+
+
+def _fill_normals_triton(keys: list, sizes: list, device) -> torch.Tensor | None:
+    """counter_rng_triton.fill_normals, or None where it is off or failed (see TRITON)."""
+    mod = _triton_module(device)
+    if mod is None or len(sizes) > mod.MAX_STREAMS or max(sizes, default=0) > M32:
+        return None
+    try:
+        return mod.fill_normals(keys, sizes, _table(device), device)
+    except Exception as e:  # noqa: BLE001 -- any build or launch failure: the torch path draws instead
+        _TRITON["failed"] = True
+        warnings.warn(f"counter_rng: the Triton draw is off for this process, torch from here: "
+                      f"{type(e).__name__}: {e}"[:400], RuntimeWarning, stacklevel=2)
+        return None
+
+
 def _fill_t(kind, n: int, k0: int, k1: int, device) -> torch.Tensor:
+    if kind == "normal":
+        out = _fill_normals_triton([(k0, k1)], [n], device)
+        if out is not None:
+            return out
     out = torch.empty(n, dtype=torch.float64, device=device)
     for s, e in _chunks(n, DEVICE_CHUNK):
         x = _bits_t(s, e, k0, k1, device)
@@ -231,7 +273,10 @@ def _fill_many_t(keys: list, sizes: list, device) -> torch.Tensor:
     """Normals of several streams, concatenated: stream s's n_s elements under its keys
     (k0_s, k1_s), each element the function of its index within its stream that ``_bits_t``
     computes (indices below 2^32: the high word is 0, whose hash is 0). One pass of ~45
-    launches instead of ~40 per stream."""
+    launches instead of ~40 per stream; one Triton kernel where ``TRITON`` allows."""
+    out = _fill_normals_triton(keys, sizes, device)
+    if out is not None:
+        return out
     total = sum(sizes)
     out = torch.empty(total, dtype=torch.float64, device=device)
     starts, acc = [], 0
