@@ -48,13 +48,19 @@ def pack_outputs(runs: list) -> tuple:
                 device = device or flat.device
             total += -(-n // ALIGN) * ALIGN
         layout.append(entry)
-    buf = torch.empty(total, dtype=torch.uint8, device=device or "cpu")  # the padding is never read
-    for off, flat in pieces:
+    device = device or torch.device("cpu")
+    inline = total <= INLINE_BYTES
+    # a large buffer is made in shared memory at once: the pieces (CPU) or the device's buffer
+    # (one copy) land there, never in a private buffer copied over again
+    host = None if inline else torch.empty(total, dtype=torch.uint8).share_memory_()
+    buf = host if host is not None and device.type == "cpu" else torch.empty(total, dtype=torch.uint8, device=device)
+    for off, flat in pieces:  # the padding between them is never read
         buf[off:off + flat.numel()].copy_(flat)
-    buf = buf.cpu()
-    if total <= INLINE_BYTES:
-        return layout, buf.numpy().tobytes()
-    return layout, buf.share_memory_()
+    if inline:
+        return layout, buf.cpu().numpy().tobytes()
+    if buf is not host:
+        host.copy_(buf)
+    return layout, host
 
 
 def unpack_outputs(packed: tuple, device=None) -> list:
