@@ -169,6 +169,12 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env):
                     break
                 i = order[pos]
                 k = kernels[i]
+                # the adapter's own imports (TileLang's) happen here, not in the run: beside the
+                # other lanes, once, and the worker forked next inherits them
+                try:
+                    k.available()
+                except Exception:  # noqa: BLE001 -- the campaign meets it again and reports it
+                    pass
                 # the lane's worker: forked at its start (torch is here already), spawned on a restart
                 safe = isolation.shared_worker().proc is None and fork_hazard() is None
                 isolation.prestart([getattr(k, "spec", None) or k.name], fork_closing=(conn,) if safe else None)
