@@ -135,6 +135,9 @@ def _serve(conn, preload) -> None:
     for spec in preload:  # the run's kernels, imported before the first case asks for them
         try:
             adapters[spec] = registry.get(spec)
+            # and their libraries (TileLang's import sets PYTHONPATH, TVM_LIBRARY_PATH ...): a
+            # worker whose environment differs from the run's, which imports them too, is restarted
+            adapters[spec].available()
         except BaseException:  # noqa: BLE001 -- the case that asks for it meets the error again
             pass
     _say(conn, "ready", dict(os.environ))  # its environment, its own imports' changes included
