@@ -17,8 +17,9 @@ and the median case), the kernel's share, and each phase's ms per case; with
 process dispatched per case and phase (on a GPU about one launch each; the worker's are not
 seen) and the host reads among them (``.tolist()``, ``.item()``, ``bool()``, ``.cpu()`` ... and
 boolean-mask indexing: each a device synchronisation on a GPU). ``--before DIR`` runs the same
-campaigns with another checkout (``git archive REV | tar -x -C DIR``) first, in the same mode
-and order, so both columns come from one machine in one call. The children run ``_CASE_TIMER``, which needs only
+campaigns with another checkout (``git archive REV | tar -x -C DIR``): alone, each right before
+ours; side by side, all of its campaigns before all of ours: both columns from one machine in
+one call. The children run ``_CASE_TIMER``, which needs only
 ``run_campaign(on_case=)``, ``RunConfig`` and ``timing.current()``: an older checkout runs it
 unchanged.
 """
@@ -28,7 +29,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 MODES = ("alone", "side", "both")
@@ -152,22 +152,25 @@ def summarise(res: dict) -> dict:
 
 
 def run_case_bench(kernels, mode: str, args: dict, before=None, out_dir=None, log=print) -> list[dict]:
-    """Rows of ``summarise`` for each (checkout, mode, kernel): ``before`` first when given."""
+    """Rows of ``summarise`` for each (mode, kernel, checkout): alone, each kernel's campaign
+    with ``before`` (when given) right before the same campaign with this checkout, so the two
+    meet the same machine load; side by side, all of ``before``'s campaigns, then all of ours."""
     out_dir = Path(out_dir or ".difftest/bench-cases")
     out_dir.mkdir(parents=True, exist_ok=True)
     cores = _cores()
+    checkouts = ((("before", before),) if before else ()) + (("after", None),)
     rows = []
-    for label, checkout in ((("before", before),) if before else ()) + (("after", None),):
-        for m in ("alone", "side") if mode == "both" else (mode,):
-            if m == "alone":
-                threads = max(1, cores // 2)
-                for k in kernels:
-                    t0 = time.perf_counter()
-                    res = finish_child(start_child(k, args, checkout, threads, out_dir / f"{label}-{m}-{k}.log"))
+    for m in ("alone", "side") if mode == "both" else (mode,):
+        if m == "alone":
+            for k in kernels:
+                for label, checkout in checkouts:
+                    res = finish_child(start_child(k, args, checkout, max(1, cores // 2),
+                                                   out_dir / f"{label}-{m}-{k}.log"))
                     rows.append({"checkout": label, "mode": m, **summarise(res)})
-                    log(_line(rows[-1], time.perf_counter() - t0))
-            else:
-                threads = max(1, cores // (2 * len(kernels)))
+                    log(_line(rows[-1]))
+        else:
+            threads = max(1, cores // (2 * len(kernels)))
+            for label, checkout in checkouts:
                 procs = [start_child(k, args, checkout, threads, out_dir / f"{label}-{m}-{k}.log") for k in kernels]
                 for p in procs:
                     rows.append({"checkout": label, "mode": m, **summarise(finish_child(p))})
@@ -175,7 +178,7 @@ def run_case_bench(kernels, mode: str, args: dict, before=None, out_dir=None, lo
     return rows
 
 
-def _line(r: dict, took: float | None = None) -> str:
+def _line(r: dict) -> str:
     top = sorted(r["phases_ms"].items(), key=lambda kv: -kv[1])[:6]
     return (f"{r['checkout']:>6} {r['mode']:<5} {r['kernel']:<16} {r['cases']:5d} cases {r['wall_s']:8.1f} s "
             f"{r['cases_per_hour']:7d}/h  framework {r['framework_ms_mean']:7.1f} ms/case (median case "
