@@ -229,7 +229,7 @@ def triton_draw(monkeypatch):
     from difftest.model import counter_rng_triton
 
     mod = importlib.reload(counter_rng_triton)
-    monkeypatch.setitem(counter_rng._TRITON, "module", mod)
+    monkeypatch.setattr(counter_rng, "_TRITON", {"module": mod})  # and no failure left by another test
     monkeypatch.setitem(counter_rng.TRITON, "cpu", True)
     yield mod
     monkeypatch.delenv("TRITON_INTERPRET")

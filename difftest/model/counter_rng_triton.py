@@ -42,9 +42,9 @@ def _lowbias32(x):
 def _normal_kernel(out_ptr, meta_ptr, t_ptr, d_ptr, total, NSTREAMS: tl.constexpr, BLOCK: tl.constexpr):
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = i < total
-    start = tl.zeros([BLOCK], dtype=tl.int64)
-    k0 = tl.zeros([BLOCK], dtype=tl.int64) + tl.load(meta_ptr + NSTREAMS)
-    k1 = tl.zeros([BLOCK], dtype=tl.int64) + tl.load(meta_ptr + 2 * NSTREAMS)
+    start = i * 0  # not tl.zeros: a jit function of Triton's own, which its interpreter (tests) runs
+    k0 = start + tl.load(meta_ptr + NSTREAMS)  # only if Triton was first imported with TRITON_INTERPRET set
+    k1 = start + tl.load(meta_ptr + 2 * NSTREAMS)
     for s in tl.static_range(1, NSTREAMS):
         at = tl.load(meta_ptr + s)
         hit = i >= at
