@@ -349,6 +349,12 @@ class Problem:
     def replace(self, **changes) -> "Problem":
         return dataclasses.replace(self, **changes)
 
+    def _repr_pretty_(self, printer, cycle) -> None:
+        """How Hypothesis prints a Problem: its repr. Hypothesis renders every explicit
+        example (a campaign's edge corpus) before running it, and its field-by-field
+        printer took ~2 ms of a CPU case, more than the case's inputs."""
+        printer.text(repr(self))
+
     def short(self) -> str:
         """One line for tables and logs."""
         sq = list(self.seqlen_q) if self.varlen else self.seqlen_q

@@ -12,7 +12,11 @@ A RunPlan owns, in this order:
    its imports overlap ours (``execute/isolation.py``);
 3. the lanes (``run/lanes.py``): with ``jobs`` > 1 the campaigns run side by side, each
    in its own forked process with its own worker;
-4. the prebuild of JIT kernels (``run/prebuild.py``) before each campaign starts;
+4. the prebuild of JIT kernels (``run/prebuild.py``) before each campaign starts: all of
+   them before the first campaign when campaigns run one at a time; with lanes, in the lane
+   of the kernel's campaign, which lanes take first, so its builds run beside the other
+   lanes' campaigns (a cold CPU main job: 25 TileLang builds, ~20 s on 2 cores, no longer
+   wait for nothing);
 5. the campaign itself (``search/campaign.py``), recorded in the run folder as it finishes;
 6. the reports: ``report.json``, ``summary.md``, ``report.html`` in the run folder, then
    published to ``OUT`` (CLI) or kept in the folder (pytest: several xdist workers share
@@ -352,7 +356,8 @@ class RunPlan:
 
     def prebuild(self, kernels) -> dict:
         """Build the JIT kernels these campaigns start with (all at once, on every core) and
-        wait for them: campaigns have wall-clock budgets. Returns kernel name -> counts."""
+        wait for them: a campaign has a wall-clock budget, which builds beside it would
+        spend. Returns kernel name -> counts."""
         todo = [k for k in kernels if k.name not in self.prebuilt]
         if not self.options.prebuild or not todo:
             return {k.name: self.prebuilt.get(k.name) for k in kernels}
@@ -395,7 +400,10 @@ class RunPlan:
 
             args.update(strategy=captured_problems(self.capture, kernel.capability, o.profile), edge_cases=False)
         args.update(kw)
-        return run_campaign(kernel, **args)
+        r = run_campaign(kernel, **args)
+        if self.prebuilt.get(kernel.name):  # a lane's prebuild travels back with its result
+            r.settings["prebuild"] = self.prebuilt[kernel.name]
+        return r
 
     def finished(self, name: str, r) -> None:
         """Kernel ``name``'s campaign finished: judged (a campaign that checked no case is
@@ -453,7 +461,7 @@ class RunPlan:
         results = []
         interrupted, lost = None, []  # lost: campaigns whose process died (--jobs > 1, lanes.py)
         t0 = time.perf_counter()
-        for name, built in self.prebuild(kernels).items():
+        for name, built in (self.prebuild(kernels) if self.jobs == 1 else {}).items():  # lanes: in the lane
             if built:
                 print(f"{name}: prebuild {built}", flush=True)
 
@@ -532,7 +540,9 @@ class RunPlan:
             else:
                 todo.append(i)
         try:
-            order = lanes.schedule([kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"))
+            builds = [k.name for k in kernels if self.options.prebuild and hasattr(k, "prepare")]
+            order = lanes.schedule([kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"),
+                                   first=builds)
         except Interrupted as e:  # before any lane started: what finished before the kill is kept
             return [done[i] for i in sorted(done)], e, []
 
@@ -540,6 +550,8 @@ class RunPlan:
             k = kernels[todo[j]]
             self.finished(k.name, r)
             done[todo[j]] = r
+            if r.settings.get("prebuild"):
+                print(f"{k.name}: prebuild {r.settings['prebuild']}", flush=True)
             print(claim_line(k.name, k.capability), flush=True)
             print_campaign(k, r)
 
