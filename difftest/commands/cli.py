@@ -312,9 +312,10 @@ def parse(argv: list) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    """The one place an input error becomes exit code 2 (difftest/errors.py, docs/exit-codes.md):
-    every ``InputError`` a subcommand raises, and an ``OSError`` (an unreadable input, an
-    unwritable output, a full disk) as one line on stderr. Child processes start with a safe
+    """The one place an input error becomes an exit code (difftest/errors.py, docs/exit-codes.md):
+    every ``InputError`` a subcommand raises (its ``exit_code``: 2, but ``bisect --run``'s
+    128), and an ``OSError`` (an unreadable input, an unwritable output, a full disk), as one
+    line on stderr, ``difftest SUBCOMMAND: error: WHAT``. Child processes start with a safe
     import path (``safe_child_path``: the working directory is not on their ``sys.path``)."""
     import signal
 
@@ -329,6 +330,7 @@ def main(argv=None) -> int:
             return args.func(args)
         except InputError as e:
             print(f"difftest{' ' + cmd if cmd else ''}: error: {one_line(e)}", file=sys.stderr)
+            return e.exit_code  # EXIT_INPUT, or BisectAbort (measure/bisect.py) under git bisect run
         except KeyboardInterrupt as e:  # Ctrl-C in a subcommand without its own handling (run has interrupt.py)
             code = getattr(e, "exit_code", None) or exit_interrupted(signal.SIGINT)
             why = f" by {one_line(e.name)}" if hasattr(e, "name") else ""
