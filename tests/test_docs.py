@@ -3,7 +3,9 @@ page's blocks in order, in one namespace, in a scratch directory); the README's 
 its own one-line pytest test, and with the bug the README describes it fails with the very
 lines the README prints; the quick start's commands exist and its test command is the one
 .ci/run runs; every link between the pages resolves; the architecture page names every
-module and the tests' map every test file.
+module and the tests' map every test file. results/ is evidence, not the lab notebook: no
+one-off script, one dated summary per device session, and a script or log a page names that
+has left the tree carries the commit it is at.
 
 A block that genuinely needs a GPU starts with the line ``# needs a GPU`` and is skipped
 without CUDA; no other block may be skipped."""
@@ -159,3 +161,74 @@ def test_no_code_points_outside_the_repository():
                 if OUTSIDE.search(line):
                     hits.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not hits, "\n".join(hits)
+
+
+# results/ is evidence, not the lab notebook (results/README.md, "What results/ holds"): no
+# one-off scripts, and a device folder holds one dated summary per session and nothing else.
+RESULTS = ROOT / "results"
+SCRIPT_SUFFIXES = (".py", ".sh", ".bash")
+DEVICE_FOLDERS = ("h200",)  # results/<device>/: one per device that ran sessions
+DATED_SUMMARY = re.compile(r"\d{4}-\d{2}-\d{2}(-s\d+)?\.md")
+
+
+def _is_script(path: Path) -> bool:
+    if path.suffix in SCRIPT_SUFFIXES:
+        return True
+    with path.open("rb") as f:
+        return f.read(2) == b"#!"
+
+
+def test_results_hold_no_one_off_scripts():
+    """A bug report's own scripts (results/bugs/<package>/) paste upstream; results/bugs/'s
+    tooling stays when a test runs it. Any other script under results/ is a one-off."""
+    tests_text = "\n".join(p.read_text() for p in sorted((ROOT / "tests").glob("test_*.py")))
+    one_off = []
+    for f in sorted(RESULTS.rglob("*")):
+        if not f.is_file() or "__pycache__" in f.parts or not _is_script(f):
+            continue
+        rel = f.relative_to(RESULTS).parts
+        if rel[0] == "bugs" and len(rel) == 3:
+            continue
+        if rel[0] == "bugs" and len(rel) == 2 and f.name in tests_text:
+            continue
+        one_off.append(str(f.relative_to(ROOT)))
+    assert not one_off, f"one-off scripts under results/ (git history keeps them; cite the commit): {one_off}"
+
+
+def test_a_device_folder_holds_one_dated_summary_per_session():
+    for device in DEVICE_FOLDERS:
+        folder = RESULTS / device
+        others = [p.name for p in sorted(folder.iterdir()) if not (p.is_file() and DATED_SUMMARY.fullmatch(p.name))]
+        assert not others, f"results/{device}/ holds more than dated session summaries: {others}"
+        for summary in sorted(folder.glob("*.md")):
+            text = summary.read_text()
+            assert re.search(r"\b(bash|python3?) \S", text), f"{summary.name} does not say what command ran"
+            assert re.search(r"\bat commit\s+[0-9a-f]{7,40}\b", text), f"{summary.name} names no commit of its script"
+
+
+# a path under results/h200/, or a script's, named in a page
+NAMED_RESULT = re.compile(r"(?<![\w/.-])results/[\w./{},*-]*[\w*}/]")
+
+
+def _gone(path: str) -> bool:
+    return not (ROOT / path).exists() and not any(ROOT.glob(path)) if "{" not in path else True
+
+
+def test_a_result_named_but_gone_carries_its_commit():
+    """A script or device log a page names under results/ is in the tree, or the page names the
+    commit it is at, after one of its mentions (``... at commit abc1234``, or ``git show
+    abc1234:results/...``)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(RESULTS.rglob("*.md"))]
+    uncited = []
+    for page in pages:
+        text = page.read_text()
+        cited = {}
+        for m in NAMED_RESULT.finditer(text):
+            path = m.group(0).rstrip(".")
+            if not (path.startswith("results/h200/") or path.endswith(SCRIPT_SUFFIXES)) or not _gone(path):
+                continue
+            after = text[m.end():m.end() + 120].split("results/", 1)[0]
+            cited[path] = cited.get(path, False) or bool(
+                re.search(r"\bat commit\s+[0-9a-f]{7,40}\b", after) or re.search(r"[0-9a-f]{7,40}:$", text[:m.start()]))
+        uncited += [f"{page.relative_to(ROOT)}: {path}" for path, ok in cited.items() if not ok]
+    assert not uncited, "named under results/ but gone, with no commit:\n" + "\n".join(uncited)
