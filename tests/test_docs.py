@@ -3,7 +3,8 @@ page's blocks in order, in one namespace, in a scratch directory); the README's 
 its own one-line pytest test, and with the bug the README describes it fails with the very
 lines the README prints; the quick start's commands exist and its test command is the one
 .ci/run runs; every link between the pages resolves; the architecture page names every
-module and the tests' map every test file. results/ is evidence, not the lab notebook: no
+module once, the docs index every page, cli.md every subcommand ``difftest --help`` lists, and
+the tests' map every test file. results/ is evidence, not the lab notebook: no
 one-off script, one dated summary per device session, and a script or log a page names that
 has left the tree carries the commit it is at.
 
@@ -125,17 +126,44 @@ def test_links_between_pages_resolve():
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
 
 
-def test_architecture_page_names_every_module():
+def test_architecture_page_names_every_module_once():
     text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)` \|", text, re.M)  # one per module: | `model/problem.py` | holds |
+    twice = sorted({r for r in rows if rows.count(r) > 1})
+    assert not twice, f"docs/architecture.md has more than one line for {twice}"
     missing = []
     for f in sorted((ROOT / "difftest").rglob("*.py")):
         rel = f.relative_to(ROOT / "difftest")
         if rel.name == "__init__.py" and len(rel.parts) > 1:
             continue  # a subpackage is named by its heading row
         name = str(rel) if len(rel.parts) > 1 else f"difftest/{rel}"
-        if f"`{name}`" not in text:
+        if name not in rows:
             missing.append(name)
     assert not missing, f"docs/architecture.md has no line for {missing}"
+
+
+def test_docs_index_lists_every_page():
+    index = (ROOT / "docs" / "README.md").read_text()
+    linked = set(re.findall(r"\]\(([\w-]+\.md)\)", index))
+    missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "README.md" and p.name not in linked]
+    assert not missing, f"docs/README.md does not list {missing}"
+
+
+def _help_subcommands() -> list[str]:
+    """The subcommands ``difftest --help`` lists (its usage line's {a,b,...})."""
+    from difftest.commands.cli import build_parser
+
+    return re.search(r"\{([\w,-]+)\}", build_parser().format_help()).group(1).split(",")
+
+
+def test_cli_page_has_an_entry_for_every_subcommand():
+    """docs/cli.md's table of commands has a row for each subcommand ``difftest --help`` lists."""
+    rows = re.findall(r"^\| `difftest ([\w-]+)` \|", (ROOT / "docs" / "cli.md").read_text(), re.M)
+    names = _help_subcommands()
+    assert len(names) >= 15
+    missing = [n for n in names if n not in rows]
+    assert not missing, f"docs/cli.md has no entry for {missing}"
+    assert not [r for r in rows if r not in names], f"docs/cli.md lists commands difftest does not have: {rows}"
 
 
 def test_tests_map_names_every_test_file():

@@ -1,4 +1,5 @@
-"""The difftest command line: ``difftest run | repro | list | new-adapter | mutants | calibrate | bench``.
+"""The difftest command line: one subcommand per entry of ``COMMANDS``, whose help line is also
+what ``difftest --help`` says of it (docs/cli.md has an entry for each).
 
 Each subcommand imports what it needs when it runs (torch takes seconds to import):
 ``difftest --help`` and ``difftest list`` never load torch, Hypothesis or a kernel module."""
@@ -288,16 +289,23 @@ def _fill(name: str, sp) -> None:
         sp.set_defaults(func=mod.command)
 
 
+def description() -> str:
+    """``difftest --help``'s opening, generated from ``COMMANDS``: it names every subcommand,
+    and argparse lists each below it with its help line."""
+    return (f"Property-based differential testing for attention backward kernels. {len(COMMANDS)} commands: "
+            f"{', '.join(COMMANDS)}; each is described below and has its own --help.")
+
+
 def build_parser(argv=None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` (default: all of them) gets its
     arguments, so ``difftest --help`` imports nothing heavy."""
-    p = OneLineParser(prog="difftest", description=__doc__.split("\n\n")[0],
-                                epilog=f"working folder: {WORKDIR}/ (outputs, failure store, "
-                                       f"Hypothesis data); add it to .gitignore")
+    p = OneLineParser(prog="difftest", description=description(),
+                      epilog=f"working folder: {WORKDIR}/ (outputs, failure store, Hypothesis data); add it "
+                             f"to .gitignore")
     sub = p.add_subparsers(dest="command", required=True)
     chosen = [a for a in (argv or []) if a in COMMANDS][:1] if argv is not None else list(COMMANDS)
     for name, help_ in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_)
+        sp = sub.add_parser(name, help=help_, description=help_)
         if name in chosen:
             _fill(name, sp)
     return p
