@@ -85,6 +85,18 @@ def test_readme_adapter_passes_its_own_test_and_fails_as_shown_with_the_bug(diff
     assert same(shown[3]) == same(line), line
 
 
+def test_every_example_passes_the_resolved_scale():
+    """One spelling: an example hands its kernel ``problem.scale`` (resolved), never
+    ``problem.softmax_scale``, which is None unless a custom scale was drawn."""
+    examples = [(f"{p.relative_to(ROOT)} python block {i + 1}", block) for p in PAGES
+                for i, block in enumerate(_blocks(p, "python"))]
+    examples += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "examples").rglob("*.py"))]
+    examples.append(("difftest/commands/scaffold.py", (ROOT / "difftest" / "commands" / "scaffold.py").read_text()))
+    raw = [where for where, text in examples if re.search(r"\b(p|problem|inputs\.problem)\.softmax_scale\b", text)]
+    assert not raw, f"examples passing the unresolved softmax_scale (use .scale): {raw}"
+    assert sum("p.scale" in text for _, text in examples) >= 3
+
+
 def _quick_start() -> list[str]:
     text = (ROOT / "README.md").read_text().split("## Quick start", 1)[1]
     block = next(body for kind, body in FENCE.findall(text) if kind == "bash")
