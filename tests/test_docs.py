@@ -97,6 +97,65 @@ def test_every_example_passes_the_resolved_scale():
     assert sum("p.scale" in text for _, text in examples) >= 3
 
 
+# the functions whose lines the terminal prints after a campaign (run/plan.py's print_campaign
+# and the helpers it and the HTML share); their line labels are the terms docs/gates.md defines
+PRINTERS = {"difftest/run/plan.py": ("print_campaign", "nothing_checked_line"),
+            "difftest/report/write.py": ("campaign_notes", "compile_reuse_line", "replay_line", "overflow_note",
+                                         "findings_table"),
+            "difftest/execute/timing.py": ("render",)}
+
+
+def _printed_terms() -> set[str]:
+    """The terms the terminal prints: each printed line's label (an f-string's opening words up
+    to a colon, a brace or a parenthesis), the summary and findings tables' column names, the
+    triage kinds and the campaign statuses."""
+    from difftest.report.write import FINDINGS_HEAD, HEAD
+    from difftest.vocab import CampaignStatus, TriageKind
+
+    terms = {"(all)", *HEAD, *FINDINGS_HEAD, *map(str, TriageKind), *map(str, CampaignStatus)}
+    for path, names in PRINTERS.items():
+        for fn in ast.walk(ast.parse((ROOT / path).read_text())):
+            if not (isinstance(fn, ast.FunctionDef) and fn.name in names):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+                    m = re.match(r"\s*([a-z][a-z -]*?[a-z])\s*(?=[:({]|$)", node.values[0].value)
+                    if m:
+                        terms.add(m.group(1))
+    return terms
+
+
+def test_every_term_the_terminal_prints_is_defined():
+    text = (ROOT / "docs" / "gates.md").read_text()
+    assert "## Reading the output" in text, "docs/gates.md has no 'Reading the output' section defining the terms"
+    section = text.split("## Reading the output", 1)[1].split("\n## ", 1)[0]
+    defined = set()
+    for row in re.findall(r"^\| (.+?) \|", section, re.M):
+        defined.update(re.findall(r"`([^`]+)`", row))
+    terms = _printed_terms()
+    assert {"overflow-limited", "worst ratio", "not exercised", "search budget spent"} <= terms
+    missing = sorted(terms - defined)
+    assert not missing, f"docs/gates.md (Reading the output) defines none of {missing}"
+
+
+OPENING_MAX_WORDS = 50  # a sentence a newcomer reads in one breath
+
+
+def test_every_page_opens_plainly():
+    """The prose a page opens with (before its first blank line) has no sentence past
+    OPENING_MAX_WORDS words: ci-gating.md once opened with three of 62 to 74."""
+    long = []
+    for page in PAGES:
+        body = page.read_text().split("\n", 1)[1].lstrip("\n")
+        opening = re.split(r"\n\s*\n", body, maxsplit=1)[0]
+        if opening.lstrip().startswith(("|", "```")):
+            continue  # a table or a block, not prose
+        for sentence in re.split(r"(?<=[.!?:])\s+(?=[A-Z`*\[])", " ".join(opening.split())):
+            if len(sentence.split()) > OPENING_MAX_WORDS:
+                long.append(f"{page.name}: {len(sentence.split())} words: {sentence[:80]}...")
+    assert not long, "pages opening with a long sentence:\n" + "\n".join(long)
+
+
 def _quick_start() -> list[str]:
     text = (ROOT / "README.md").read_text().split("## Quick start", 1)[1]
     block = next(body for kind, body in FENCE.findall(text) if kind == "bash")
