@@ -596,8 +596,9 @@ def print_campaign(k, r) -> None:
         _say(f"  not exercised: {missing}")
         if r.coverage.get("pairs"):
             _say(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
-    for note in campaign_notes(r.profile, r.coverage if r.status != CampaignStatus.UNAVAILABLE else {},
-                               getattr(r, "unexplained_cases", None), getattr(r, "unrun", 0)):
+    coverage = r.coverage if r.status != CampaignStatus.UNAVAILABLE else {}
+    for note in campaign_notes(getattr(r, "profile", None), coverage, getattr(r, "unexplained_cases", None),
+                               getattr(r, "unrun", 0)):
         _say(f"  {note}")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
         if isinstance(f, dict):
