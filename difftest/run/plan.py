@@ -52,10 +52,13 @@ from difftest.report.checked import checked_status, run_checked_nothing
 from difftest.report.html import render_html
 from difftest.report.read import load_report
 from difftest.report.write import (
+    campaign_notes,
     campaign_record,
+    compile_reuse_line,
     findings_table,
     markdown_summary,
     pair_line,
+    replay_line,
     summary_table,
     write_findings,
     write_json,
@@ -599,19 +602,16 @@ def print_campaign(k, r) -> None:
         _say(render(r.timing))
     cr = getattr(r, "compile_reuse", None)
     if cr:
-        _say(f"  compile reuse: {cr['reusing']}/{cr['cases']} cases ({100 * cr['fraction']:.0f}%) reused one "
-             f"of {cr['configurations']} compiled configurations")
+        _say(f"  {compile_reuse_line(cr)}")
     if r.status != CampaignStatus.UNAVAILABLE:
         missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
         _say(f"  not exercised: {missing}")
-        if r.coverage.get("beyond_profile"):
-            _say(f"  claimed but beyond profile {r.profile}: {'; '.join(r.coverage['beyond_profile'])}")
         if r.coverage.get("pairs"):
             _say(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
-    for line in getattr(r, "unexplained_cases", None) or ():
-        _say(f"  unexplained failing {line}")
-    if getattr(r, "unrun", 0):
-        _say(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
+    coverage = r.coverage if r.status != CampaignStatus.UNAVAILABLE else {}
+    for note in campaign_notes(getattr(r, "profile", None), coverage, getattr(r, "unexplained_cases", None),
+                               getattr(r, "unrun", 0)):
+        _say(f"  {note}")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
         if isinstance(f, dict):
             continue  # a resumed campaign's record: the findings table lists them
@@ -623,8 +623,7 @@ def print_campaign(k, r) -> None:
         for d in getattr(r, "declaration", ()):
             _say(f"  {d}")
         _say(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
-             f"shrunk reproducer: {r.reproducer['json']} (replay: difftest repro FILE; "
-             f"standalone: python {r.reproducer['py']})")
+             f"{replay_line(r.reproducer)}")
 
 
 def _say(text) -> None:
