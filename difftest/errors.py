@@ -19,8 +19,10 @@ exit code   meaning
 
 Every refusal of input is an ``InputError`` (or a subclass). The command line turns it
 into one line on stderr and exit code 2 in exactly one place, ``difftest.commands.cli.main``;
-modules raise, they never print and return 2 themselves. The subclasses stay ``ValueError``s
-(``KernelSpecError`` also a ``KeyError``) so callers that caught the old classes still work.
+modules raise, they never print and return 2 themselves (the one exception to the code:
+``bisect --run``'s ``BisectAbort`` carries 128, which stops ``git bisect run``). The
+subclasses stay ``ValueError``s (``KernelSpecError`` also a ``KeyError``) so callers that
+caught the old classes still work.
 """
 
 EXIT_PASSED = 0

@@ -45,17 +45,19 @@ def _attention(q, k, v, sink, allowed, scale, group):
     kx = k.repeat_interleave(group, dim=1)
     vx = v.repeat_interleave(group, dim=1)
     s = torch.einsum("qhd,khd->hqk", q, kx) * scale
+    # also for an unmasked problem: masked_fill's result is contiguous where the product may not
+    # be, and the reductions below add in another order on another layout (other last bits)
     s = s.masked_fill(~allowed.unsqueeze(0), float("-inf"))
     m = s.detach().amax(dim=-1, keepdim=True) if s.shape[-1] else torch.full(
         (*s.shape[:2], 1), float("-inf"), dtype=s.dtype, device=s.device)
     if sink is not None:
         m = torch.maximum(m, sink.detach().view(-1, 1, 1).to(s.dtype))
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    m = torch.where(torch.isinf(m), 0.0, m)
     e = torch.exp(s - m)
     denom = e.sum(dim=-1, keepdim=True)
     if sink is not None:
         denom = denom + torch.exp(sink.view(-1, 1, 1).to(s.dtype) - m)
-    safe = torch.where(denom == 0, torch.ones_like(denom), denom)
+    safe = torch.where(denom == 0, 1.0, denom)
     p = e / safe
     o = torch.einsum("hqk,khd->qhd", p, vx)
     lse = (m + torch.log(denom.detach())).squeeze(-1).transpose(0, 1)

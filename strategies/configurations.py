@@ -44,7 +44,7 @@ from difftest.model.profiles import get_profile
 from .layouts import declared
 from .masks import UNMASKED_ALIGN, mask_kinds
 from .shapes import min_lengths
-from .values import DTYPE_ORDER, SINK_CENTERS, SOFTMAX_SCALES
+from .values import DTYPE_ORDER, SINK_CENTERS, SOFTMAX_SCALES, clamp_scale
 
 SHORT = 16  # a "short" sequence has at most this many tokens
 GROUPS = (1, 2, 3, 4, 6, 8, 16)  # GQA ratios worth a configuration (3 and 6: packing not a power of two)
@@ -359,6 +359,8 @@ def attempt(config: dict, capability: Capability, profile="ci", *, variant: int 
         f["softmax_scale"] = None
     if not c.softmax_scale:
         f["softmax_scale"] = None
+    if "values" in f:  # the scale a value kind may have in the realised dtype (fp16's range: no inf inputs)
+        f["value_scale"] = clamp_scale(f["values"], f.get("value_scale", 1.0), f["dtype"])
     try:
         p = Problem(**f).validate()
     except (ProblemError, TypeError, ValueError) as e:

@@ -99,3 +99,21 @@ def test_inputs_bench_refuses_an_unknown_kind_or_a_folder_without_difftest(tmp_p
     assert main(["bench", "--inputs", "--before", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "gaussian" in err and str(tmp_path) in err and err.count("\n") == 2
+
+
+def test_case_bench_splits_each_campaign_s_framework_time_per_case(tmp_path, capsys, monkeypatch):
+    """``difftest bench --cases``: a campaign per kernel in a child process, alone and side by
+    side; per kernel the cases, the framework ms per case and its phases, and with
+    --count-ops the ATen ops and host reads per case and phase (this process's)."""
+    monkeypatch.chdir(tmp_path)
+    out, md = tmp_path / "c.json", tmp_path / "c.md"
+    rc = main(["bench", "--cases", "-k", "torch-blockwise", "--examples", "3", "--case-profile", "quick",
+               "--mode", "both", "--count-ops", "--json", str(out), "--markdown", str(md)])
+    assert rc == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["mode"], r["kernel"]) for r in rows] == [("alone", "torch-blockwise"), ("side", "torch-blockwise")]
+    for r in rows:
+        assert r["cases"] > 3 and r["failed_cases"] == 0 and r["framework_ms_mean"] > 0
+        assert {"truth", "yardsticks", "gates", "inputs"} <= set(r["phases_ms"])
+        assert r["ops_per_case"]["gates"] > 0 and r["reads_per_case"]["gates"] >= 1
+    assert "| framework ms/case |" in md.read_text() and "ATen ops/case" in capsys.readouterr().out

@@ -9,7 +9,8 @@
 2. The upstream text stands alone: every REPORT-*.md has the header lines and sections below, at most
    REPORT_MAX_LINES lines outside its script, none of our vocabulary, and its script inline, identical to
    the file beside it, at most SCRIPT_MAX_LINES lines, importing no difftest; the difftest replay lives in
-   the folder's REPLAY.md; README.md lists every report with its status; retest_gpu.sh runs every script.
+   the folder's REPLAY.md; README.md lists every report with its status; retest_gpu.sh runs every script;
+   sync_scripts.py copies a changed script into its report.
 """
 
 import ast
@@ -124,6 +125,33 @@ def test_the_gpu_retest_runs_every_script():
     driver = (BUGS / "retest_gpu.sh").read_text()
     missing = [str(s.relative_to(BUGS)) for s in SCRIPTS if str(s.relative_to(BUGS)) not in driver]
     assert not missing, f"retest_gpu.sh does not run {missing}"
+
+
+def test_sync_scripts_finds_a_stale_block_and_rewrites_it(tmp_path):
+    """results/bugs/sync_scripts.py, run on a copy of the reports: --check passes on the tree as it
+    is, and after a script changes it says which report is stale, then rewrites its block."""
+    import shutil
+    import subprocess
+    import sys
+
+    for report in REPORTS:
+        (tmp_path / report.parent.name).mkdir(exist_ok=True)
+        shutil.copy(report, tmp_path / report.parent.name)
+        script = SCRIPT_LINE.search(report.read_text()).group(1)
+        shutil.copy(report.parent / script, tmp_path / report.parent.name)
+    tool = shutil.copy(BUGS / "sync_scripts.py", tmp_path)
+
+    def sync(*args):
+        return subprocess.run([sys.executable, tool, *args], capture_output=True, text=True, timeout=60)
+
+    assert sync("--check").returncode == 0
+    report = tmp_path / REPORTS[0].parent.name / REPORTS[0].name
+    script = report.parent / SCRIPT_LINE.search(report.read_text()).group(1)
+    script.write_text(script.read_text() + "# changed\n")
+    stale = sync("--check")
+    assert stale.returncode == 1 and REPORTS[0].name in stale.stdout
+    assert sync().returncode == 0 and "# changed\n```" in report.read_text()
+    assert sync("--check").returncode == 0
 
 
 # ------------------------------------------------------------------ 1. consistency with our gates

@@ -2,6 +2,7 @@
 writes a report that parses; bad arguments get clear errors."""
 
 import json
+import re
 
 
 def test_main_job_passes_and_writes_a_report(tmp_path, difftest_cli):
@@ -44,3 +45,26 @@ def test_repro_of_a_mutant_replays_in_a_fresh_process(tmp_path, difftest_cli):
     assert r.returncode == 1 and "dq: budget FAILED" in r.stdout, r.stdout + r.stderr
     fixed = difftest_cli("repro", str(f), "--kernel", "torch-blockwise", cwd=tmp_path)
     assert fixed.returncode == 0 and "[PASSED]" in fixed.stdout
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_help_names_every_subcommand_with_its_own_help_line(capsys):
+    """``difftest --help`` names all the subcommands in its opening (generated from COMMANDS, none
+    left out by hand) and lists each with its help line; ``difftest NAME --help`` says it too."""
+    import pytest
+
+    from difftest.commands.cli import COMMANDS, build_parser
+
+    text = build_parser().format_help()
+    opening = _words(text.split("positional arguments:", 1)[0].split("\n\n", 1)[1])
+    listing = _words(text.split("positional arguments:", 1)[1])
+    missing = [n for n in COMMANDS if not re.search(rf"[ :]{re.escape(n)}[,;]", opening)]
+    assert not missing, f"difftest --help's opening does not name {missing}: {opening}"
+    for name, help_ in COMMANDS.items():
+        assert f" {name} {_words(help_)}" in listing, name
+        with pytest.raises(SystemExit):
+            build_parser([name]).parse_args([name, "--help"])
+        assert _words(help_) in _words(capsys.readouterr().out), name

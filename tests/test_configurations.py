@@ -95,6 +95,16 @@ def test_values_of_a_varlen_problem():
     assert (("head_dim_qk", 8), ("group", 3)) in pairs_of(v, dimensions(BROAD, "ci"))
 
 
+def test_a_realised_value_scale_fits_the_realised_dtype():
+    """A row planned in bfloat16 and realised in float16 (a repair moves its dtype) took
+    mixed_do at scale 8: dO rows up to 1e8, inf in float16, a NaN truth and a spurious finding."""
+    p = realise({"dtype": "float16"}, BROAD, "ci", free={"values": "mixed_do", "value_scale": 8.0})
+    assert p.dtype == "float16" and p.value_scale == 4.0
+    from difftest.model.inputs import make_inputs
+
+    assert make_inputs(p).do.isfinite().all()
+
+
 def test_realise_takes_the_cheapest_problem_first():
     p = realise({"head_dim_qk": 40, "group": 3, "mask": "causal", "relation": "q_longer", "align": "top_left"},
                 BROAD, "ci")

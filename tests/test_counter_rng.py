@@ -204,3 +204,50 @@ def test_device_path_on_the_cpu_matches_for_the_gpu_problems(monkeypatch):
         monkeypatch.setattr(counter_rng, "_use_numpy", lambda device, force: False)
         assert make_inputs(p).digest() == want, p.short()
         monkeypatch.undo()
+
+
+def test_streams_drawn_together_give_each_stream_s_own_bytes(monkeypatch):
+    """``normals`` (a case's q, k, v and dO in one pass on a device) equals one ``normal``
+    per stream, with an empty stream among them and device chunks that cut across streams."""
+    reqs = [("q", (5, 3, 7)), ("k", (0, 2)), ("v", (11, 4)), ("do", (1,))]
+    want = [counter_rng.normal(99, s, shape) for s, shape in reqs]
+    for chunk in (counter_rng.DEVICE_CHUNK, 7):
+        monkeypatch.setattr(counter_rng, "DEVICE_CHUNK", chunk)
+        got = counter_rng.normals(99, reqs, force_torch=True)
+        assert [g.shape for g in got] == [w.shape for w in want]
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert all(torch.equal(g, w) for g, w in zip(counter_rng.normals(99, reqs), want))  # the numpy path
+
+
+@pytest.fixture
+def triton_draw(monkeypatch):
+    """counter_rng's Triton kernel (what CUDA runs) on CPU tensors, under Triton's interpreter;
+    afterwards decorated again without it, so a GPU test later in the process compiles it."""
+    import importlib
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from difftest.model import counter_rng_triton
+
+    mod = importlib.reload(counter_rng_triton)
+    monkeypatch.setattr(counter_rng, "_TRITON", {"module": mod})  # and no failure left by another test
+    monkeypatch.setitem(counter_rng.TRITON, "cpu", True)
+    yield mod
+    monkeypatch.delenv("TRITON_INTERPRET")
+    importlib.reload(mod)
+
+
+@pytest.mark.parametrize("p", PROBLEMS, ids=lambda p: p.short())
+def test_the_triton_draw_gives_the_numpy_bytes(p, triton_draw, monkeypatch):
+    """One kernel for q, k, v and dO (and each other stream): the bytes of the numpy path, for
+    every value kind; the kernel really ran (its launches counted)."""
+    launches = []
+    real, numpy_path = triton_draw.fill_normals, counter_rng._use_numpy
+    monkeypatch.setattr(triton_draw, "fill_normals", lambda *a: launches.append(a[1]) or real(*a))
+    monkeypatch.setattr(counter_rng, "_use_numpy", lambda device, force: False)
+    via_triton = make_inputs(p)
+    monkeypatch.setattr(counter_rng, "_use_numpy", numpy_path)
+    want = make_inputs(p)
+    for n in Inputs.TENSORS:
+        a, b = getattr(via_triton, n), getattr(want, n)
+        assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), n
+    assert launches and len(launches[0]) == 4  # q, k, v and dO in one launch

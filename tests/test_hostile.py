@@ -258,6 +258,8 @@ def _case_rows():
                           ("1000000", "allowed at most 100"), ("2.0", "is not a number"), ("x", "is not a number")],
         "--chunk-threshold": [("-1", "allowed an integer >= 0"), (str(2**51), "allowed at most"),
                               ("x", "is not a number")],
+        "--coverage": [("-1", "allowed an integer >= 0"), ("4", "allowed at most 3"), ("two", "is not a number")],
+        "--max-findings": [("0", "allowed an integer >= 1"), ("1e9", "is not a number"), ("x", "is not a number")],
         "--threads": [("-1", "allowed an integer in [0, 1024]"), ("1025", "allowed an integer in [0, 1024]"),
                       ("1000000", "allowed an integer in [0, 1024]"), ("abc", "allowed an integer in [0, 1024]"),
                       ("1.5", "allowed an integer in [0, 1024]")],

@@ -4,8 +4,10 @@ bar past the limit in red, and the file is one static page (no script, nothing f
 Chromium is Debian's package (.ci/run installs it); without it the rendering test is
 skipped with that reason and the static checks still run."""
 
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -131,3 +133,91 @@ def test_report_command_refuses_bad_input_in_one_line(tmp_path):
                            env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and src in r.stderr, (src, r.stderr)
     assert not (tmp_path / "out.html").exists()
+
+
+# ---------------------------------------------------------------- the terminal's hints and numbers, in the HTML
+def _crafted_campaign():
+    """A campaign of two real cases, edited to carry every hint the terminal prints under a
+    campaign: a failure with a declaration problem, overflow-limited elements, a ratio past
+    the cap (1.38e6, finite), unexplained cases, unrun problems, a claim beyond the profile,
+    compile reuse and a time split."""
+    from difftest import Problem
+    from difftest.judge.runner import run_case
+    from difftest.search.result import CampaignResult
+    from difftest.vocab import Gate, Status
+
+    k = RefKernel()
+    p = Problem(batch=1, seqlen_q=4, seqlen_k=5, head_dim_qk=8, head_dim_v=8).validate()
+    ok, bad = run_case(k, p), run_case(k, p.replace(seqlen_k=6).validate())
+    assert ok.status == bad.status == Status.PASSED
+    next(v for v in ok.verdicts if v.output == "dk" and v.gate == Gate.BUDGET).numbers["overflow_limited"] = 3
+    worst = next(v for v in bad.verdicts if v.output == "dq" and v.gate == Gate.BUDGET)
+    worst.numbers["ratio"], worst.passed, worst.message = 1.38e6, False, "dq: budget FAILED (crafted)"
+    bad.status = Status.FAILED
+    r = CampaignResult(kernel=k.name, profile="quick", status="failed", cases=[ok, bad], failure=bad,
+                       examples_to_fail=2, seconds_to_fail=0.5, unrun=7,
+                       reproducer={"json": "repro/x.json", "py": "repro/x.py"},
+                       coverage={"hit": {"dense": 2}, "missing": [], "beyond_profile": ["head dim 512"]},
+                       compile_reuse={"reusing": 1, "cases": 2, "fraction": 0.5, "configurations": 1},
+                       timing={"wall_s": 2.0, "phases_s": {"kernel": 1.0, "truth": 0.5},
+                               "share": {"kernel": 0.5, "truth": 0.25}, "overhead_s": 0.5, "overhead_share": 0.25},
+                       declaration=["declaration problem? the case passes without seqlen_q_ne_k (left at its "
+                                    "default, True): declare seqlen_q_ne_k=False; if the kernel does serve it, "
+                                    "this is a kernel bug"],
+                       unexplained_cases=["case 2: dq:budget (a larger --max-findings or --time-budget shrinks it)"])
+    return k, r
+
+
+def _table(text: str) -> list[dict]:
+    """The terminal's summary table as rows of {column: cell}, cut where the dashes are."""
+    lines = text.splitlines()
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[1])]
+    head = [lines[0][a:b + 2].strip() for a, b in spans]
+    return [dict(zip(head, (line[a:(spans[i + 1][0] if i + 1 < len(spans) else None)].strip()
+                            for i, (a, _) in enumerate(spans)))) for line in lines[2:]]
+
+
+def _page_text(page: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_the_html_carries_every_hint_and_number_the_terminal_prints(capsys):
+    from difftest.report.html import render_html
+    from difftest.report.write import campaign_record, summary_table
+    from difftest.run.plan import print_campaign
+
+    k, r = _crafted_campaign()
+    print_campaign(k, r)
+    table = summary_table([r])
+    terminal = capsys.readouterr().out
+    page = render_html({"campaigns": [campaign_record(r)]})
+    text, keys = _page_text(page), _keys(page)
+    marks = ("declaration problem", "search budget spent", "unexplained failing", "claimed but beyond profile",
+             "compile reuse", "time split", "framework overhead", "shrunk reproducer")
+    hints = [line.strip() for line in terminal.splitlines() if any(m in line for m in marks)]
+    hints = [h[h.index("shrunk reproducer"):] if "shrunk reproducer" in h else h for h in hints]
+    assert len(hints) >= len(marks)
+    for hint in hints:
+        assert " ".join(hint.split()) in text, f"the HTML lacks the terminal's line: {hint}"
+    rows = _table(table)
+    for row in rows:
+        if row["output"] == "(all)":
+            assert keys[f"{k.name}/worst"] == row["worst ratio"]
+            assert keys[f"{k.name}/triage"] == row["triage"]
+        else:
+            assert keys[f"{k.name}/{row['output']}/worst"] == row["worst ratio"], row
+            assert not row["triage"] or row["triage"] in text, row
+    assert {row["worst ratio"] for row in rows if row["output"] in ("(all)", "dq")} == {"1e+06"}
+    assert "overflow-limited 3 elems" in text
+
+
+def test_the_all_row_is_never_below_one_of_its_outputs():
+    """The "(all)" row sums up its outputs: its worst ratio is their largest at least (a finite
+    1.38e6 on dQ once printed 1.38e+06 under an "(all)" of 1e+06)."""
+    from difftest.report.write import _rows
+
+    _, r = _crafted_campaign()
+    rows = _rows([r])
+    whole = next(row for row in rows if row[1] == "(all)")
+    outputs = [row for row in rows if row[1] != "(all)"]
+    assert outputs and all(whole[6] >= row[6] for row in outputs), [(row[1], row[6]) for row in rows]

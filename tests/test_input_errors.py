@@ -1,9 +1,13 @@
 """Every bad input gets one line on stderr naming what is wrong and what is allowed, and
 exit code 2 (1 means "a kernel failed"): options of ``difftest run`` and every field
 of a reproducer file ``difftest repro`` reads. All checks happen before the first case,
-so none of these runs a kernel (the run arguments would keep one tiny if they did)."""
+so none of these runs a kernel (the run arguments would keep one tiny if they did). One
+error family: every ValueError difftest defines is an InputError, and only ``cli.main``
+turns one into its line and exit code."""
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -186,3 +190,65 @@ def test_reproducer_size_follows_the_chosen_profile(tmp_path, capsys):
 def test_other_subcommands_refuse_bad_input_in_one_line(argv, expected, tmp_path, capsys):
     rc, err = _cli([x.replace("OUT", str(tmp_path / "out")) for x in argv], capsys)
     _one_line_exit_2(rc, err, expected)
+
+
+# ---------------------------------------------------------------- one error family (difftest/errors.py)
+ROOT = Path(__file__).resolve().parents[1]
+ENGINE = sorted(p for p in (ROOT / "difftest").rglob("*.py") if p.name != "__main__.py")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_every_value_error_difftest_defines_is_an_input_error():
+    """A refusal of input that is not an InputError escapes ``cli.main`` as a traceback, or makes
+    its module print and exit by itself: every ValueError subclass defined in difftest/ is one."""
+    import importlib
+    import inspect
+
+    from difftest.errors import InputError
+
+    outside = []
+    for path in ENGINE:
+        name = _module_name(path)
+        mod = importlib.import_module(name)
+        for cls_name, cls in inspect.getmembers(mod, inspect.isclass):
+            if cls.__module__ == name and issubclass(cls, ValueError) and not issubclass(cls, InputError):
+                outside.append(f"{name}.{cls_name}")
+    assert not outside, f"ValueErrors outside the InputError family: {outside}"
+
+
+def _returned(expr):
+    """The values a return statement can hand back (both arms of ``a if c else b``)."""
+    if isinstance(expr, ast.IfExp):
+        return [*_returned(expr.body), *_returned(expr.orelse)]
+    if isinstance(expr, ast.BoolOp):
+        return [v for e in expr.values for v in _returned(e)]
+    return [expr]
+
+
+def test_only_cli_main_returns_exit_code_2():
+    """Modules raise an InputError; ``cli.main`` alone turns it into a line and exit code 2."""
+    found = []
+    for path in ENGINE:
+        if path == ROOT / "difftest" / "commands" / "cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Return) and node.value is not None and any(
+                    isinstance(v, ast.Constant) and v.value == 2 and type(v.value) is int
+                    for v in _returned(node.value)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, f"`return 2` outside difftest/commands/cli.py: {found}"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["probe", "-k", "no-such-kernel"], "difftest probe: error: unknown kernel 'no-such-kernel'"),
+    (["bisect", "NOFILE", "--versions", "NOFILE"], "difftest bisect: error: "),
+], ids=["probe", "bisect"])
+def test_every_subcommand_words_its_error_line_alike(argv, expected, tmp_path, capsys):
+    """``difftest SUBCOMMAND: error: WHAT`` (docs/exit-codes.md), bisect and probe included."""
+    rc, err = _cli([x.replace("NOFILE", str(tmp_path / "nope.json")) for x in argv], capsys)
+    _one_line_exit_2(rc, err, expected)
+    assert err.startswith(expected), err

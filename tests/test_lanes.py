@@ -226,6 +226,9 @@ def test_longest_previous_campaign_goes_first_unknown_ones_before_all():
     names = ["a", "b", "c", "d"]
     assert lanes.schedule(names, {"a": 2.0, "b": 9.0, "c": 4.0}) == [3, 1, 2, 0]
     assert lanes.schedule(names, {}) == [0, 1, 2, 3]
+    # a kernel with JIT builds goes first: its lane builds while the others run campaigns
+    assert lanes.schedule(names, {"a": 2.0, "b": 9.0, "c": 4.0}, first=("c",)) == [2, 3, 1, 0]
+    assert lanes.schedule(names, {}, first=("d", "b")) == [1, 3, 0, 2]
 
 
 def test_previous_times_leave_out_the_worker_start(tmp_path):

@@ -110,6 +110,14 @@ def test_every_module_is_in_a_layer():
             layer(m)
 
 
+def test_the_architecture_page_states_this_layer_order():
+    """docs/architecture.md's layer line (``a`` → ``b`` → ...) is LAYERS, name for name."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    lines = [ln for ln in text.splitlines() if ln.count("→") >= 2]
+    assert len(lines) == 1, f"docs/architecture.md should have one layer line, has {lines}"
+    assert [n.strip().strip("`") for n in lines[0].split("→")] == [name for name, _ in LAYERS], lines[0]
+
+
 def test_every_internal_import_goes_down_the_layers():
     wrong = []
     for m, path in MODULES.items():

@@ -85,6 +85,8 @@ determinism_int = _bounded(int, 1, False, MAX_DETERMINISM, "kernel calls per cas
                            "``--determinism``: calls per case, an integer in [1, MAX_DETERMINISM].")
 chunk_threshold_int = _bounded(int, 0, False, MAX_CHUNK_THRESHOLD, "score elements", "chunk_threshold_int",
                                "``--chunk-threshold``: score elements, an integer in [0, MAX_CHUNK_THRESHOLD].")
+coverage_int = _bounded(int, 0, False, 3, "the highest coverage stage: triples", "coverage_int",
+                        "``--coverage``: the coverage phase's strength, an integer in [0, 3].")
 
 
 def k_item(text: str) -> tuple[str, float]:

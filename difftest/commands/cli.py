@@ -1,4 +1,5 @@
-"""The difftest command line: ``difftest run | repro | list | new-adapter | mutants | calibrate | bench``.
+"""The difftest command line: one subcommand per entry of ``COMMANDS``, whose help line is also
+what ``difftest --help`` says of it (docs/cli.md has an entry for each).
 
 Each subcommand imports what it needs when it runs (torch takes seconds to import):
 ``difftest --help`` and ``difftest list`` never load torch, Hypothesis or a kernel module."""
@@ -11,11 +12,13 @@ from difftest.commands.argcheck import (
     UsageError,
     add_isolation_arguments,
     chunk_threshold_int,
+    coverage_int,
     determinism_int,
     examples_int,
     k_item,
     nonneg_float,
     positive_float,
+    positive_int,
 )
 from difftest.commands.scaffold import write_skeleton
 from difftest.execute import adapter as registry
@@ -46,9 +49,19 @@ def add_run_arguments(p):
                    help=f"kernel to test (repeatable; default: {', '.join(DEFAULT_KERNELS)}); see `difftest list`")
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile")
     p.add_argument("--max-examples", type=examples_int, help="generated examples per kernel (overrides the profile)")
-    p.add_argument("--time-budget", type=positive_float, help="seconds of search per kernel (overrides the profile)")
+    p.add_argument("--time-budget", type=positive_float,
+                   help="seconds each kernel's whole campaign may take: search, shrinking, signatures (overrides "
+                        "the profile; no case starts after it, so a campaign ends within one case's duration "
+                        "and the reports' writing past it)")
     p.add_argument("--shrink-budget", type=nonneg_float,
-                   help="seconds of shrinking once a failure is found (overrides the profile)")
+                   help="seconds one failure's shrink may take, inside the time budget (overrides the profile)")
+    p.add_argument("--coverage", type=coverage_int, metavar="T",
+                   help="the coverage phase's strength: 0 none, 1 every value of every configuration dimension, "
+                        "2 every pair of values, 3 also triples of the small dimensions (default: the profile's: "
+                        "quick 0, ci 1, nightly and gpu 3; docs/coverage.md)")
+    p.add_argument("--max-findings", type=positive_int, metavar="N",
+                   help="distinct findings a hunt shrinks and signs at most (default 16); failures beyond are "
+                        "counted and listed as unexplained")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory: reports, case logs, reproducers "
                                                        f"(default {DEFAULT_OUT})")
     p.add_argument("--report", help="JSON report path (default OUT/report.json)")
@@ -276,16 +289,23 @@ def _fill(name: str, sp) -> None:
         sp.set_defaults(func=mod.command)
 
 
+def description() -> str:
+    """``difftest --help``'s opening, generated from ``COMMANDS``: it names every subcommand,
+    and argparse lists each below it with its help line."""
+    return (f"Property-based differential testing for attention backward kernels. {len(COMMANDS)} commands: "
+            f"{', '.join(COMMANDS)}; each is described below and has its own --help.")
+
+
 def build_parser(argv=None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` (default: all of them) gets its
     arguments, so ``difftest --help`` imports nothing heavy."""
-    p = OneLineParser(prog="difftest", description=__doc__.split("\n\n")[0],
-                                epilog=f"working folder: {WORKDIR}/ (outputs, failure store, "
-                                       f"Hypothesis data); add it to .gitignore")
+    p = OneLineParser(prog="difftest", description=description(),
+                      epilog=f"working folder: {WORKDIR}/ (outputs, failure store, Hypothesis data); add it "
+                             f"to .gitignore")
     sub = p.add_subparsers(dest="command", required=True)
     chosen = [a for a in (argv or []) if a in COMMANDS][:1] if argv is not None else list(COMMANDS)
     for name, help_ in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_)
+        sp = sub.add_parser(name, help=help_, description=help_)
         if name in chosen:
             _fill(name, sp)
     return p
@@ -300,9 +320,10 @@ def parse(argv: list) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    """The one place an input error becomes exit code 2 (difftest/errors.py, docs/exit-codes.md):
-    every ``InputError`` a subcommand raises, and an ``OSError`` (an unreadable input, an
-    unwritable output, a full disk) as one line on stderr. Child processes start with a safe
+    """The one place an input error becomes an exit code (difftest/errors.py, docs/exit-codes.md):
+    every ``InputError`` a subcommand raises (its ``exit_code``: 2, but ``bisect --run``'s
+    128), and an ``OSError`` (an unreadable input, an unwritable output, a full disk), as one
+    line on stderr, ``difftest SUBCOMMAND: error: WHAT``. Child processes start with a safe
     import path (``safe_child_path``: the working directory is not on their ``sys.path``)."""
     import signal
 
@@ -317,6 +338,7 @@ def main(argv=None) -> int:
             return args.func(args)
         except InputError as e:
             print(f"difftest{' ' + cmd if cmd else ''}: error: {one_line(e)}", file=sys.stderr)
+            return e.exit_code  # EXIT_INPUT, or BisectAbort (measure/bisect.py) under git bisect run
         except KeyboardInterrupt as e:  # Ctrl-C in a subcommand without its own handling (run has interrupt.py)
             code = getattr(e, "exit_code", None) or exit_interrupted(signal.SIGINT)
             why = f" by {one_line(e.name)}" if hasattr(e, "name") else ""

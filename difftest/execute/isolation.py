@@ -14,9 +14,9 @@ then: a loaded machine's slow interpreter start (tens of seconds for torch) is n
 kernel (it waits up to STARTUP_TIMEOUT_S). Each reply carries the worker's phase seconds
 (difftest/execute/timing.py: inputs, compile, kernel, determinism reruns, the copy to the CPU);
 the parent adds them to its timer and charges the rest of the round trip (pickling, the
-pipe) to "transfer". CPU tensors already cross the pipe through shared memory (torch
-registers its reductions with multiprocessing's pickler: file descriptors, no copy of the
-data); CUDA outputs are copied to the CPU once in the worker.
+pipe) to "transfer". Every run's outputs cross as one buffer (transfer.py: one copy from a
+GPU, one shared-memory segment at most), and the parent can have it moved to the device its
+gates run on in one copy (``receive(..., device=)``).
 
 Builds have their own bound. A JIT build inside ``kernel.run`` (the adapter marks it
 ``timing.phase("compile")``: TileLang's cache, TileOPs' TileLang builds) takes tens of
@@ -127,6 +127,7 @@ def _worker_main(conn, env, preload=(), inherited=(), parent=None, pdeathsig=Fal
 def _serve(conn, preload) -> None:
     from difftest.execute import adapter as registry
     from difftest.execute import timing
+    from difftest.execute.transfer import pack_outputs
     from difftest.model.inputs import lay_out, make_inputs
     from difftest.model.outputs import Outputs
 
@@ -134,6 +135,9 @@ def _serve(conn, preload) -> None:
     for spec in preload:  # the run's kernels, imported before the first case asks for them
         try:
             adapters[spec] = registry.get(spec)
+            # and their libraries (TileLang's import sets PYTHONPATH, TVM_LIBRARY_PATH ...): a
+            # worker whose environment differs from the run's, which imports them too, is restarted
+            adapters[spec].available()
         except BaseException:  # noqa: BLE001 -- the case that asks for it meets the error again
             pass
     _say(conn, "ready", dict(os.environ))  # its environment, its own imports' changes included
@@ -163,9 +167,10 @@ def _serve(conn, preload) -> None:
                     with timing.phase("kernel" if i == 0 else "determinism"):
                         got = kernel.run(inputs, out)
                         _sync(device)  # the kernel's GPU time, not the copy's
-                    with timing.phase("transfer"):
-                        results.append(got.to("cpu"))
-            _say(conn, "ok", results, timer.seconds)  # in the try: an output that cannot be pickled is an error
+                    results.append(got)
+                with timing.phase("transfer"):
+                    packed = pack_outputs(results)  # every run's outputs: one buffer, one copy to the host
+            _say(conn, "ok", packed, timer.seconds)  # in the try: an output that cannot be pickled is an error
         except _ParentGone:
             raise
         except BaseException as e:  # report everything, keep serving
@@ -320,8 +325,9 @@ class Worker:
         return t0
 
     def receive(self, t0: float, timeout_s: float, waited_from: float | None = None,
-                compile_timeout_s: float = COMPILE_TIMEOUT_S):
-        """The reply to the case sent at ``t0``; ``timeout_s`` counts from ``t0``, less the
+                compile_timeout_s: float = COMPILE_TIMEOUT_S, device=None):
+        """The reply to the case sent at ``t0``: each run's Outputs (transfer.py; on
+        ``device`` when given, else on the CPU). ``timeout_s`` counts from ``t0``, less the
         time the worker reported building (bounded by ``compile_timeout_s`` in all). Raises
         KernelCrashed / KernelTimeout / BuildTimeout / the kernel's error. ``waited_from``:
         when the caller started waiting, having worked since ``t0``; the worker's phase
@@ -329,6 +335,7 @@ class Worker:
         rest ran beside the caller's own phases), so a campaign's phases still add up to its
         wall time."""
         from difftest.execute import timing
+        from difftest.execute.transfer import unpack_outputs  # lazy: torch stays off the CLI's start
 
         timer = timing.current()
         waited_from = t0 if waited_from is None else waited_from
@@ -376,7 +383,8 @@ class Worker:
             raise _kernel_error(kind, msg + "\n(the CUDA context is unusable after this error: worker restarted)")
         if tag == "error":
             raise _kernel_error(*payload)
-        return payload
+        with timing.phase("transfer"):
+            return unpack_outputs(payload, device)
 
     def _timed_out(self, timer, waited_from, timeout_s, compile_timeout_s, t0, built, building):
         """Kill the worker and raise BuildTimeout (it was building) or KernelTimeout."""

@@ -53,18 +53,24 @@ class RunTally:
         any bit; True when it differs."""
         self.runs += 1
         differs = False
+        masks = {}
         for name, b0 in self._bits.items():
             t = run.get(name)
             t = (t if name == "dsink" else t[:used_rows(self.problem, name)]).to(b0.device)
-            d = _bits(t) != b0
-            if d.any():  # a host read of one bool; only differing elements are read back
+            masks[name] = (t, _bits(t) != b0)
+        # whether each output differs, and whether the runs differ anywhere (outside the used
+        # rows, say): one host read (each read is a device synchronisation on a GPU)
+        anywhere = _differ_anywhere(run, self._first)
+        flags = _read_bools([d.any() for _, d in masks.values()] + [anywhere])
+        for (name, (t, d)), hit in zip(masks.items(), flags):
+            if hit:  # only differing elements are read back
                 differs = True
                 self._differ[name] |= d
                 self.differing_runs[name] += 1
                 a, b = t.detach()[d].double(), self._base[name].detach()[d].double()
                 self.max_diff[name] = max(self.max_diff[name],
                                           float(torch.nan_to_num((a - b).abs(), nan=float("inf")).max()))
-        differs = differs or not same_bits(run, self._first)  # outside the used rows, say
+        differs = differs or flags[-1]
         if differs and self.judge is not None:
             self.judged += 1
             bad = [v for v in self.judge(run) if not v.passed]
@@ -78,8 +84,9 @@ class RunTally:
         else informational): elements that differ from the first run in any later run, in
         how many runs, and by how much."""
         out = []
-        for name, differ in self._differ.items():
-            n, k = int(differ.sum()), self.differing_runs[name]
+        counts = _read_ints([differ.sum() for differ in self._differ.values()])  # one host read
+        for (name, differ), n in zip(self._differ.items(), counts):
+            k = self.differing_runs[name]
             msg = (f"{name}: determinism {'FAILED' if n else 'ok'}: {n} of {differ.numel()} elements differ "
                    f"across {self.runs} runs" + (f" (in {k} of {self.runs - 1} reruns)" if k else "")
                    + f" (max |diff| {self.max_diff[name]:.3g})")
@@ -118,6 +125,31 @@ def same_bits(a, b) -> bool:
         if x.shape != y.shape or not torch.equal(_bits(x), _bits(y)):
             return False
     return True
+
+
+def _differ_anywhere(a, b):
+    """``not same_bits(a, b)``, unread: a bool (True where shapes differ) or a 0-dim tensor."""
+    flags = []
+    for name in OUTPUTS:
+        x, y = a.get(name), b.get(name)
+        if x is None or y is None:
+            continue
+        if x.shape != y.shape:
+            return True
+        flags.append((_bits(x) != _bits(y).to(x.device)).any())
+    return torch.stack(flags).any() if flags else False
+
+
+def _read_bools(flags: list) -> list[bool]:
+    """Bools and 0-dim bool tensors read to the host in one transfer."""
+    ts = [f for f in flags if isinstance(f, torch.Tensor)]
+    vals = iter(torch.stack([t.to(ts[0].device) for t in ts]).tolist() if ts else [])
+    return [bool(next(vals)) if isinstance(f, torch.Tensor) else bool(f) for f in flags]
+
+
+def _read_ints(counts: list) -> list[int]:
+    """0-dim integer tensors read to the host in one transfer."""
+    return [int(c) for c in torch.stack(counts).tolist()] if counts else []
 
 
 def rerun_verdicts(runs: list, judge) -> list[Verdict]:

@@ -270,10 +270,18 @@ def _read(*scalars) -> list[float]:
     before. Values go through float64 (indices exact below 2^53)."""
     ts = [x for x in scalars if isinstance(x, torch.Tensor)]
     if not ts:
-        return [float(x) for x in scalars]
+        return [None if x is None else float(x) for x in scalars]
     dev = ts[0].device
-    vals = iter(torch.stack([x.detach().reshape(()).to(device=dev, dtype=torch.float64) for x in ts]).tolist())
-    return [next(vals) if isinstance(x, torch.Tensor) else float(x) for x in scalars]
+    groups: dict = {}  # one stack per dtype, widened once: a case reads ~60 numbers (a few launches, not 60)
+    for x in ts:
+        groups.setdefault(x.dtype, []).append(x.detach().reshape(()).to(device=dev))
+    order = list(groups)
+    flat = torch.cat([torch.stack(groups[dt]).to(torch.float64) for dt in order]).tolist()
+    start, at = 0, {}
+    for dt in order:
+        at[dt] = iter(flat[start:start + len(groups[dt])])
+        start += len(groups[dt])
+    return [next(at[x.dtype]) if isinstance(x, torch.Tensor) else None if x is None else float(x) for x in scalars]
 
 
 def _at_max(x: torch.Tensor, got, truth) -> tuple:
@@ -305,8 +313,8 @@ def _fmt_loc(loc):
     return f" worst at ({where}): got {loc['got']:.6g}, truth {loc['truth']:.6g}"
 
 
-def _finite_pair(got, truth):
-    both = torch.isfinite(got) & torch.isfinite(truth)
+def _finite_pair(got, truth, both=None):
+    both = torch.isfinite(got) & torch.isfinite(truth) if both is None else both
     return torch.where(both, got, 0.0), torch.where(both, truth, 0.0)
 
 
@@ -337,7 +345,14 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
         r, t2 = _finite_pair(one, truth)
         errs.append((r - t2).abs().max() if r.numel() else 0.0)
     *errs, scale = _read(*errs, t.abs().max() if t.numel() else 0.0)  # one host read
-    ref_err = max([0.0] + errs)
+    return limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name)
+
+
+def limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0,
+               name=None) -> dict:
+    """``budget_limit``'s arithmetic on the numbers read back: ``errs``, the yardsticks'
+    largest errors against the truth, and ``scale``, max|truth| over finite elements."""
+    ref_err = max([0.0] + list(errs))
     # the dtype's rounding of the result, plus float32 rounding of P = exp(S - LSE), carried
     # by the terms that form each element (their absolute sum ``terms`` can dwarf a result
     # that cancels): S - LSE off by delta = floor_ulps * eps32 * (1 + |S|) logit units makes
@@ -369,13 +384,24 @@ def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1
     # on the host a test is cheaper than the pass; on a GPU the pass is cheaper than the sync
     if limited is not None and (limited.is_cuda or bool(limited.any())):
         got = torch.where(limited, truth, got)
-    g, t = _finite_pair(got, truth)
-    diff = (g - t).abs()
     b = bounds or budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude, logit_scale, terms, name)
     # the count, the error and where it is largest: one host read
-    n_lim, err, i, g_i, t_i = _read(limited.sum() if limited is not None else 0,
-                                    *(_at_max(diff, g, t) if diff.numel() else (0.0, 0, 0.0, 0.0)))
-    n_lim = int(n_lim)
+    n_lim, err, i, g_i, t_i = _read(limited.sum() if limited is not None else 0, *_budget_error(got, truth))
+    return _budget_verdict(problem, name, shape, k, b, int(n_lim), err, i, g_i, t_i, gate=gate, ref_label=ref_label,
+                           logit_scale=logit_scale, terms=terms, reference=reference)
+
+
+def _budget_error(got, truth, both=None) -> tuple:
+    """(max |got - truth| over elements finite in both, its first flat index, got and truth
+    there), unread. ``both``: the mask of elements finite in both, when the caller has it."""
+    g, t = _finite_pair(got, truth, both)
+    diff = (g - t).abs()
+    return _at_max(diff, g, t) if diff.numel() else (0.0, 0, 0.0, 0.0)
+
+
+def _budget_verdict(problem, name, shape, k, b: dict, n_lim: int, err, i, g_i, t_i, *, gate=Gate.BUDGET,
+                    ref_label="same-dtype ref", logit_scale=0.0, terms=0.0, reference=TRUTH) -> Verdict:
+    """The budget verdict from its numbers read back (``b``: ``budget_limit``'s bounds)."""
     ref_err, floor, limit, scale = b["ref_err"], b["floor"], b["limit"], b["scale"]
     ratio = err / limit
     k_needed = max(0.0, err - floor) / ref_err if ref_err > 0 else (0.0 if err <= floor else float("inf"))
@@ -460,17 +486,35 @@ def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, r
     ``overflow_limited``. Without it, ``out_dtype`` (the dtype the kernel stores ``name``
     in) accepts an infinity of the truth's sign where |truth| reaches the dtype's largest
     finite value (found on the H200: fp16 dQ of 7e4 > 65504 stored as inf)."""
-    shape = got.shape
     gf, tf = torch.isfinite(got), torch.isfinite(truth)
     if limited is None:
         limited = (dtype_limited(got, truth, None, out_dtype, 0.0) if out_dtype is not None
                    else torch.zeros_like(gf))
-    same = (torch.isinf(got) & torch.isinf(truth) & (torch.sign(got) == torch.sign(truth))) | (
-        torch.isnan(got) & torch.isnan(truth))
-    bad = ~(gf & tf) & ~same & ~limited  # non-finite on either side, unless both hold the same value
+    bad = _nonfinite_mask(got, truth, gf & tf) & ~limited
     # n_lim: the saturated finite ones are counted by the budget gate too; one host read for all
     counts = _read(bad.sum(), torch.isnan(got).sum(), (limited & ~(gf & tf)).sum(), limited.sum())
-    n_bad, n_nan, n_lim, n_lim_all = (int(c) for c in counts)
+    return _nonfinite_verdict(problem, name, got, truth, bad, *(int(c) for c in counts), out_dtype, reference)
+
+
+def _nonfinite_mask(got, truth, both) -> torch.Tensor:
+    """Elements non-finite on either side (``both``: finite on both), unless both hold the
+    same value (NaN for NaN, an infinity of the same sign). Where one side is not finite,
+    ``got == truth`` holds exactly for two infinities of one sign: the same mask as
+    isinf & isinf & equal signs, in a third of the operations."""
+    return ~both & ~((got == truth) | (torch.isnan(got) & torch.isnan(truth)))
+
+
+def _finite(t: torch.Tensor) -> torch.Tensor:
+    """``torch.isfinite(t)`` of a float tensor, in two operations instead of its four
+    (|t| < inf is False for NaN and both infinities, True for every finite value)."""
+    return t.abs() < math.inf
+
+
+def _nonfinite_verdict(problem, name, got, truth, bad, n_bad: int, n_nan: int, n_lim: int, n_lim_all: int,
+                       out_dtype, reference=TRUTH) -> Verdict:
+    """The nonfinite verdict from its counts read back; on a failure the first bad element
+    (``bad``, a mask over ``got``) is read too."""
+    shape = got.shape
     passed = n_bad == 0
     worst = None
     if not passed:  # a second read, on failures only
@@ -494,11 +538,20 @@ def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, r
 
 def poison_gate(problem, name, got_raw) -> Verdict:
     """``got_raw`` in the kernel's own dtype (the poison pattern is dtype-specific)."""
+    t, mask = _poison_mask(problem, name, got_raw)
+    return _poison_verdict(problem, name, t, mask, int(_read(mask.sum())[0]))
+
+
+def _poison_mask(problem, name, got_raw) -> tuple:
+    """(the used rows of ``got_raw``, the mask of their elements still holding the poison)."""
     t = got_raw.detach()
     if name != "dsink":
         t = t[: used_rows(problem, name)]
-    mask = is_poison(t)  # where the output lies: no copy of it to the host
-    n = int(_read(mask.sum())[0])
+    return t, is_poison(t)  # where the output lies: no copy of it to the host
+
+
+def _poison_verdict(problem, name, t, mask, n: int) -> Verdict:
+    """The poison verdict from the count read back; on a failure the first element is read."""
     worst = None
     if n:  # a second read, on failures only
         i = _read(torch.argmax(mask.reshape(-1).to(torch.uint8)))[0]
@@ -540,14 +593,25 @@ def logit_magnitude(problem, truth, inputs=None) -> float:
     float32, summed in any order, errs by ~sqrt(D) u of its absolute terms (the
     probabilistic bound, Higham & Mary 2019), more than the floor's 2 ulps past D = 16
     (torch-blockwise's fp32 O at D = 80 and logits ~144: 1.22x over the unscaled floor)."""
-    terms = logit_terms(problem, inputs) * dot_growth(problem.head_dim_qk) if inputs is not None else 0.0
-    if truth.lse is None:
-        return terms
-    lse = truth.lse[: used_rows(problem, "lse")].double()
-    if not lse.numel():
-        return terms
-    # no boolean-mask indexing (a sync of its own): one host read
-    return max(_read(torch.where(torch.isfinite(lse), lse.abs(), 0.0).max())[0], terms)
+    return _logit_value(problem, inputs, *_read(*_logit_scalars(problem, truth, inputs)))
+
+
+def _logit_scalars(problem, truth, inputs) -> tuple:
+    """``logit_magnitude``'s device numbers, unread: the product of the largest q and k
+    norms (None without inputs) and max |LSE| over rows that see something (None without
+    an LSE)."""
+    qk = _norm_product(inputs) if inputs is not None else None
+    lse = None if truth.lse is None else truth.lse[: used_rows(problem, "lse")].double()
+    # no boolean-mask indexing (a sync of its own)
+    lm = torch.where(torch.isfinite(lse), lse.abs(), 0.0).max() if lse is not None and lse.numel() else None
+    return qk, lm
+
+
+def _logit_value(problem, inputs, qk, lm) -> float:
+    """``logit_magnitude`` from ``_logit_scalars``' numbers read back."""
+    terms = (0.0 if qk is None else qk * problem.scale) * dot_growth(problem.head_dim_qk) if inputs is not None \
+        else 0.0
+    return terms if lm is None else max(lm, terms)
 
 
 def dot_growth(n: int, floor_ulps: float = 2.0) -> float:
@@ -560,12 +624,18 @@ def logit_terms(problem, inputs) -> float:
     """scale * max_i |q_i|_2 * max_j |k_j|_2 over every token and head: by Cauchy-Schwarz at
     least scale * sum_d |q_id| |k_jd| for any query/key pair, the absolute size of the terms
     one logit sums (one host sync)."""
+    qk = _norm_product(inputs)
+    return 0.0 if qk is None else _read(qk)[0] * problem.scale
+
+
+def _norm_product(inputs):
+    """max_i |q_i|_2 * max_j |k_j|_2 (unread), None where q or k is absent or empty."""
     q, k = inputs.q, inputs.k
     if q is None or k is None or q.numel() == 0 or k.numel() == 0:
-        return 0.0
+        return None
     qn = torch.linalg.vector_norm(q.double(), dim=-1).max()
     kn = torch.linalg.vector_norm(k.double(), dim=-1).max()
-    return _read(qn * kn)[0] * problem.scale
+    return qn * kn
 
 
 def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,
@@ -577,14 +647,20 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     (``dtype_limited``); None: only |truth| + budget counts. ``standard_truth``: the
     reference the elementwise standard is judged against (``--truth float32``), named
     ``standard_label``; None: the float64 truth, which the budget always uses.
-    ``inputs``: the problem's Inputs, for the size of the logits' terms (``logit_magnitude``)."""
+    ``inputs``: the problem's Inputs, for the size of the logits' terms (``logit_magnitude``).
+
+    Every output's numbers are read back to the host together, in one transfer (on a GPU
+    each read is a synchronisation: a case made ~25 of them): ``_Judged`` computes them
+    assuming no element is left to the dtype-limit rule, and counts the elements the rule
+    would look at (non-finite or saturated kernel values where the truth is finite). An
+    output with such elements, or with an elementwise standard, is judged again the long way
+    (``_judge_output``, reading its own numbers): the same verdicts either way."""
     from difftest.model.outputs import Outputs
 
     config = config or GateConfig()
     shapes = Outputs.shapes(problem)
-    verdicts = []
-    logit_scale = logit_magnitude(problem, truth, inputs)
-    partials = {}  # per-query-head dK/dV, computed once if a kernel's dK or dV needs them
+    refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
+    steps = []  # per output: its Verdict (missing, wrong shape), or the output to judge
     for name in OUTPUTS:
         t_truth = truth.get(name)
         if t_truth is None or name not in shapes:
@@ -594,42 +670,124 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
             if expected is not None and name in expected:
                 from difftest.judge.declaration import missing_output_message
 
-                verdicts.append(Verdict(name, Gate.MISSING, False, {}, None,
-                                        missing_output_message(name, expected), "declared outputs"))
+                steps.append(Verdict(name, Gate.MISSING, False, {}, None,
+                                     missing_output_message(name, expected), "declared outputs"))
             continue
         bad_shape = shape_verdict(problem, name, g_raw, shapes[name])
-        if bad_shape:
-            verdicts.append(bad_shape)
+        steps.append(bad_shape or _Judged(problem, name, g_raw, t_truth, refs, poisoned,
+                                          quick=name not in config.standards))
+    judged = [x for x in steps if isinstance(x, _Judged)]
+    values = iter(_read(*_logit_scalars(problem, truth, inputs), *(x for j in judged for x in j.scalars)))
+    logit_scale = _logit_value(problem, inputs, next(values), next(values))
+    verdicts, partials = [], {}  # partials: per-query-head dK/dV, computed once if a kernel's dK or dV needs them
+    for step in steps:
+        if isinstance(step, Verdict):
+            verdicts.append(step)
             continue
-        if poisoned:
-            verdicts.append(poison_gate(problem, name, g_raw))
+        step.take(values)
+        if step.quick and not step.candidates:
+            verdicts += step.verdicts(config, logit_scale, _terms(truth, step.name))
+        else:
+            verdicts += _judge_output(problem, step.name, step.g_raw, truth, refs, config, poisoned, yardstick,
+                                      standard_truth, standard_label, inputs, logit_scale, partials)
+    return verdicts
+
+
+class _Judged:
+    """One output's gate numbers as unread device scalars, for ``check_outputs``' single
+    host read: the poison count, the yardsticks' errors and max|truth| (``budget_limit``),
+    the elements the dtype-limit rule would look at (``candidates``), the nonfinite counts
+    and the budget's error with where it is largest, each computed with no element limited,
+    which is what the gates compute when there are no candidates (``dtype_limited`` is then
+    all False). ``take`` reads them back; ``verdicts`` builds the verdicts with the gates' own
+    builders. ``quick=False`` (an elementwise standard): nothing is computed here."""
+
+    def __init__(self, problem, name, g_raw, t_truth, refs, poisoned: bool, quick: bool):
+        self.problem, self.name, self.g_raw, self.poisoned, self.quick = problem, name, g_raw, poisoned, quick
+        self.scalars = []
+        if not quick:
+            return
         dev = t_truth.device
-        g, t = _prep(problem, name, g_raw, dev), _prep(problem, name, t_truth, dev)
-        refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
-        r = [_prep(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or t
-        k = config.k_for(problem.dtype, name)
-        terms = _terms(truth, name)
-        y = yardstick.get(name) if yardstick is not None else None
-        y = _prep(problem, name, y, dev) if y is not None else None
-        bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
-        limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
-        if name in ("dk", "dv") and problem.group > 1 and inputs is not None:
-            limited = limited | _partials_limited(problem, name, g, t, g_raw.dtype, bounds["limit"], limited,
-                                                  inputs, partials)
+        self.g = g = _prep(problem, name, g_raw, dev)
+        self.t = t = _prep(problem, name, t_truth, dev)
+        rs = [_prep(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or [t]
+        if poisoned:
+            self.pt, self.pmask = _poison_mask(problem, name, g_raw)
+            self.scalars.append(self.pmask.sum())
+        g_abs, t_abs = g.abs(), t.abs()
+        gf, tf = g_abs < math.inf, t_abs < math.inf  # isfinite (``_finite``)
+        both = gf & tf
+        # budget_limit: each yardstick's largest error where it and the truth are finite, max|truth|
+        self.scalars += [torch.where(_finite(r) & tf, r - t, 0.0).abs().max() if r.numel() else 0.0 for r in rs]
+        self.scalars.append(torch.where(tf, t_abs, 0.0).max() if t.numel() else 0.0)
+        self.n_refs = len(rs)
+        fmax = overflow_threshold(g_raw.dtype)
+        self.scalars.append((tf & (~gf | (g_abs >= fmax))).sum())  # dtype_limited's candidates
+        self.bad = _nonfinite_mask(g, t, both)
+        self.scalars += [self.bad.sum(), torch.isnan(g).sum()]
+        self.scalars += list(_budget_error(g, t, both))
+
+    def take(self, values) -> None:
+        """Read this output's numbers from ``values`` (an iterator over the read-back
+        scalars, in the order of ``scalars``)."""
+        if not self.quick:
+            return
+        self.unwritten = int(next(values)) if self.poisoned else 0
+        self.errs = [next(values) for _ in range(self.n_refs)]
+        self.scale = next(values)
+        self.candidates = int(next(values))
+        self.n_bad, self.n_nan = int(next(values)), int(next(values))
+        self.err, self.i, self.g_i, self.t_i = (next(values) for _ in range(4))
+
+    def verdicts(self, config: GateConfig, logit_scale: float, terms: float) -> list[Verdict]:
+        p, name = self.problem, self.name
+        out = [_poison_verdict(p, name, self.pt, self.pmask, self.unwritten)] if self.poisoned else []
         if config.check_nonfinite:
-            verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype, limited=limited))
-        verdicts.append(budget_gate(problem, name, g, t, r, k, config.floor_ulps, config.floor_magnitude,
-                                    logit_scale=logit_scale, terms=terms, limited=limited, bounds=bounds,
-                                    reference=f"{TRUTH} (yardstick: same-dtype refs)"))
-        if name in config.standards:
-            st = standard_truth.get(name) if standard_truth is not None else None
-            if st is None:
-                verdicts.append(elementwise_gate(problem, name, torch.where(limited, t, g), t,
-                                                 config.standards[name]))
-            else:
-                st = _prep(problem, name, st, dev)
-                verdicts.append(elementwise_gate(problem, name, torch.where(limited, st, g), st,
-                                                 config.standards[name], reference=standard_label))
+            out.append(_nonfinite_verdict(p, name, self.g, self.t, self.bad, self.n_bad, self.n_nan, 0, 0,
+                                          self.g_raw.dtype))
+        k = config.k_for(p.dtype, name)
+        b = limit_from(p, self.errs, self.scale, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
+        out.append(_budget_verdict(p, name, self.g.shape, k, b, 0, self.err, self.i, self.g_i, self.t_i,
+                                   logit_scale=logit_scale, terms=terms,
+                                   reference=f"{TRUTH} (yardstick: same-dtype refs)"))
+        return out
+
+
+def _judge_output(problem, name, g_raw, truth, refs, config, poisoned, yardstick, standard_truth, standard_label,
+                  inputs, logit_scale, partials) -> list[Verdict]:
+    """Every gate on output ``name``, the long way: the dtype-limit rule applied, each gate
+    reading its own numbers (``check_outputs`` takes it for an output with elements the rule
+    looks at, or with an elementwise standard)."""
+    verdicts = []
+    t_truth = truth.get(name)
+    if poisoned:
+        verdicts.append(poison_gate(problem, name, g_raw))
+    dev = t_truth.device
+    g, t = _prep(problem, name, g_raw, dev), _prep(problem, name, t_truth, dev)
+    r = [_prep(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or t
+    k = config.k_for(problem.dtype, name)
+    terms = _terms(truth, name)
+    y = yardstick.get(name) if yardstick is not None else None
+    y = _prep(problem, name, y, dev) if y is not None else None
+    bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
+    limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
+    if name in ("dk", "dv") and problem.group > 1 and inputs is not None:
+        limited = limited | _partials_limited(problem, name, g, t, g_raw.dtype, bounds["limit"], limited,
+                                              inputs, partials)
+    if config.check_nonfinite:
+        verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype, limited=limited))
+    verdicts.append(budget_gate(problem, name, g, t, r, k, config.floor_ulps, config.floor_magnitude,
+                                logit_scale=logit_scale, terms=terms, limited=limited, bounds=bounds,
+                                reference=f"{TRUTH} (yardstick: same-dtype refs)"))
+    if name in config.standards:
+        st = standard_truth.get(name) if standard_truth is not None else None
+        if st is None:
+            verdicts.append(elementwise_gate(problem, name, torch.where(limited, t, g), t,
+                                             config.standards[name]))
+        else:
+            st = _prep(problem, name, st, dev)
+            verdicts.append(elementwise_gate(problem, name, torch.where(limited, st, g), st,
+                                             config.standards[name], reference=standard_label))
     return verdicts
 
 

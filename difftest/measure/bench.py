@@ -50,6 +50,7 @@ from pathlib import Path
 import torch
 
 from difftest.execute import adapter as registry
+from difftest.measure import case_bench
 from difftest.model.inputs import make_inputs
 from difftest.model.problem import Problem
 from difftest.safeio import atomic_write_text
@@ -489,18 +490,30 @@ def add_arguments(p) -> None:
                    help="kernels to time (required without --oracle; with --oracle default fa3)")
     p.add_argument("--oracle", action="store_true",
                    help="time the float64 truth (causal B1 H8 D128 S=4k..128k unless --shape) next to the kernels")
+    p.add_argument("--cases", action="store_true",
+                   help="framework time per case of the -k kernels' campaigns, per phase, alone and side by side "
+                        "(difftest/measure/case_bench.py)")
+    p.add_argument("--mode", choices=case_bench.MODES, default="both",
+                   help="with --cases: the campaigns one after another, all at once, or both (default)")
+    p.add_argument("--examples", type=positive_int, default=100, help="with --cases: drawn Problems per campaign")
+    p.add_argument("--case-profile", default="gpu", help="with --cases: the campaigns' profile (default gpu)")
+    p.add_argument("--case-seed", default="0",
+                   help="with --cases: the search's seed (default 0: the same Problems before and after; 'none')")
+    p.add_argument("--case-budget", type=float, default=900.0, help="with --cases: search seconds per campaign")
     p.add_argument("--inputs", action="store_true",
                    help="time the input draw (make_inputs) of every value kind (B1 H8 D128 S=1k,4k unless --shape)")
     p.add_argument("--kind", action="append", dest="value_kinds", metavar="VALUES",
                    help="with --inputs: only this value kind (repeatable)")
     p.add_argument("--before", metavar="DIR",
                    help="with --inputs: also time the difftest checkout in DIR (another commit) on the same "
-                        "Problems; rows say whether both drew the same bytes")
+                        "Problems; rows say whether both drew the same bytes; with --cases: run the same "
+                        "campaigns with it first")
     p.add_argument("--inputs-repeats", type=positive_int, default=3,
                    help="with --inputs: timed draws per Problem (min kept)")
     p.add_argument("--count-ops", action="store_true",
                    help="with --inputs: also count each draw's ATen operations (about one GPU kernel launch each) "
-                        "and host syncs, in one more untimed draw")
+                        "and host syncs, in one more untimed draw; with --cases: per case and phase, in one more "
+                        "untimed campaign")
     p.add_argument("--unskipped", action="store_true", help="with --oracle: also time the truth without block skipping")
     p.add_argument("--eager", action="store_true",
                    help="with --oracle: also time the truth with its elementwise passes unfused (eager PyTorch)")
@@ -597,6 +610,8 @@ def inputs_command(a) -> int:
 def command(a) -> int:
     from difftest.commands.argcheck import UsageError
 
+    if a.cases:
+        return case_bench.command(a)
     if a.inputs:
         return inputs_command(a)
     if a.oracle:

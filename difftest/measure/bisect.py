@@ -53,6 +53,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from difftest.errors import InputError
 from difftest.printable import block, cell
 from difftest.vocab import Status
 
@@ -67,8 +68,15 @@ MAX_UNPACKED_BYTES = 32 << 30  # a wheel that unpacks to more than this is not o
 MARKER = ".difftest-bisect-ready"
 
 
-class BisectError(ValueError):
-    """Bad input (reproducer, version list, range, options): one line."""
+class BisectError(InputError):
+    """Bad input (reproducer, version list, range, options): one line, exit 2 (``cli.main``)."""
+
+
+class BisectAbort(BisectError):
+    """Bad input under ``--run``: ``git bisect run`` takes exit codes 1 to 127 (but 125) for
+    "bad", so the refusal exits ``EXIT_ABORT``, which stops the bisection instead."""
+
+    exit_code = EXIT_ABORT
 
 
 # ---------------------------------------------------------------- versions
@@ -683,9 +691,10 @@ def command(a) -> int:
             b = Bisector(Path(a.reproducer), work, kernel=a.kernel, allow_import=a.allow_import,
                          any_failure=a.any_failure, timeout=a.timeout, build=a.build, build_timeout=a.build_timeout,
                          subdir=a.path, repo=Path(a.git) if a.git else None)
-        except BisectError as e:
-            print(f"difftest: error: {cell(e)}", file=sys.stderr)
-            return EXIT_ABORT if run_mode else 2
+        except InputError as e:
+            if run_mode:
+                raise BisectAbort(str(e)) from None
+            raise
         if run_mode:
             roots, why = b.tree_roots(here, work / "logs" / "run", reuse=False)
             verdict, detail = (UNTESTABLE, why) if roots is None else b.test_roots(roots, "run")

@@ -46,6 +46,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
+from difftest.errors import InputError
 from difftest.model.capability import Capability
 from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import DTYPES, MAX_HEAD_DIM, Problem, ProblemError
@@ -60,8 +61,9 @@ DEFAULT_TIMEOUT_S = 300.0
 EXTRA_DIMS = 6  # declared head dims off the step grid that are probed too (spread over the declared list)
 
 
-class ProbeError(ValueError):
-    """Bad input: one line."""
+class ProbeError(InputError):
+    """Bad input (an option, an unknown kernel, a kernel that cannot run here): one line, exit 2
+    (``cli.main``)."""
 
 
 @dataclass
@@ -515,24 +517,16 @@ def command(a) -> int:
     from difftest.execute.isolation import close_all
     from difftest.judge.runner import RunConfig
 
-    try:
-        dims = _dimensions(a.dimensions)
-        if a.max_head_dim > MAX_HEAD_DIM:
-            raise ProbeError(f"--max-head-dim {a.max_head_dim}: allowed at most {MAX_HEAD_DIM}")
-        if a.json and not _writable(a.json):
-            raise ProbeError(f"--json {a.json!r}: not a writable file path")
-        check_device(a.device)
-        try:
-            kernel = registry.get(a.kernel)
-        except registry.KernelSpecError as e:
-            raise ProbeError(str(e)) from None
-    except ProbeError as e:
-        print(f"difftest: error: {e}", file=sys.stderr)
-        return 2
+    dims = _dimensions(a.dimensions)
+    if a.max_head_dim > MAX_HEAD_DIM:
+        raise ProbeError(f"--max-head-dim {a.max_head_dim}: allowed at most {MAX_HEAD_DIM}")
+    if a.json and not _writable(a.json):
+        raise ProbeError(f"--json {a.json!r}: not a writable file path")
+    check_device(a.device)
+    kernel = registry.get(a.kernel)
     why = kernel.available()
     if why:
-        print(f"difftest: {a.kernel} cannot run here: {why}", file=sys.stderr)
-        return 2
+        raise ProbeError(f"-k {a.kernel}: cannot run here: {why}")
     cap = kernel.capability
     pts = points(cap, dims, head_dim_step=a.head_dim_step, max_head_dim=a.max_head_dim, max_seqlen=a.max_seqlen)
     config = RunConfig(isolate=True, timeout_s=a.timeout, determinism_runs=1, device=a.device)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from difftest.errors import FileFormatError
 from difftest.safeio import open_regular
 
 META_KEY = "difftest.capture"
@@ -54,8 +55,8 @@ TORCH_NAMES = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32
 PROBLEM_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}
 
 
-class CaptureError(ValueError):
-    """A capture file that cannot be used, with the reason in one line."""
+class CaptureError(FileFormatError):
+    """A capture file that cannot be used, with the reason in one line (exit 2)."""
 
 
 # ------------------------------------------------------------------ recording
@@ -355,7 +356,7 @@ def cached_capture(path: str, sha256: str) -> Capture:
 
 
 # ------------------------------------------------------------------ the Problem's slice
-class CaptureSliceError(ValueError):
+class CaptureSliceError(FileFormatError):
     """A capture slice read from a file is malformed: ``Problem`` turns it into a ProblemError
     (this module sits below problem.py and does not import it)."""
 

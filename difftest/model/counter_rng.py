@@ -35,7 +35,9 @@ Two implementations of the same function: numpy ``uint32`` (wrap-around multiply
 defined for unsigned integers) in cache-sized chunks, split across threads for large
 tensors, for the CPU; torch ``int64`` on the device, holding 32-bit values and
 splitting each multiply so no product reaches 2^63 (exact integer arithmetic, the same
-on CUDA and CPU). tests/test_counter_rng.py checks that both give identical bytes.
+on CUDA and CPU), and on CUDA, for normals, one Triton kernel that hashes in uint32 and draws
+several streams in one pass (counter_rng_triton.py). tests/test_counter_rng.py checks that all
+give identical bytes.
 Measured (results/speed.md section 7, 215 Problems of an H200 gpu campaign on the 2-core
 CPU box): ``make_inputs`` 1.4-1.9x faster than with the serial generator per core. On a
 GPU nothing is drawn on the host nor copied over PCIe.
@@ -50,9 +52,11 @@ uniforms (exact but bounded at a few sigma and several hashes per value).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import statistics
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -211,7 +215,46 @@ def _bits_t(start: int, stop: int, k0: int, k1: int, device) -> torch.Tensor:
     return _lowbias_t(x)
 
 
+# Per device type: draw normals with one Triton kernel (counter_rng_triton.py) instead of the
+# ~45 torch passes. On for CUDA where Triton imports; tests run it on the CPU under Triton's
+# interpreter. A kernel that cannot be built or launched turns it off for the process, with one
+# warning, and the torch path draws (the same bytes).
+TRITON = {"cuda": True, "cpu": False}
+_TRITON: dict = {}
+
+
+def _triton_module(device):
+    """counter_rng_triton if normals on ``device`` are drawn with it, else None."""
+    if not TRITON.get(torch.device(device).type, False) or _TRITON.get("failed"):
+        return None
+    if "module" not in _TRITON:
+        try:
+            from difftest.model import counter_rng_triton
+        except ImportError:
+            counter_rng_triton = None
+        _TRITON["module"] = counter_rng_triton
+    return _TRITON["module"]
+
+
+def _fill_normals_triton(keys: list, sizes: list, device) -> torch.Tensor | None:
+    """counter_rng_triton.fill_normals, or None where it is off or failed (see TRITON)."""
+    mod = _triton_module(device)
+    if mod is None or len(sizes) > mod.MAX_STREAMS or max(sizes, default=0) > M32:
+        return None
+    try:
+        return mod.fill_normals(keys, sizes, _table(device), device)
+    except Exception as e:  # noqa: BLE001 -- any build or launch failure: the torch path draws instead
+        _TRITON["failed"] = True
+        warnings.warn(f"counter_rng: the Triton draw is off for this process, torch from here: "
+                      f"{type(e).__name__}: {e}"[:400], RuntimeWarning, stacklevel=2)
+        return None
+
+
 def _fill_t(kind, n: int, k0: int, k1: int, device) -> torch.Tensor:
+    if kind == "normal":
+        out = _fill_normals_triton([(k0, k1)], [n], device)
+        if out is not None:
+            return out
     out = torch.empty(n, dtype=torch.float64, device=device)
     for s, e in _chunks(n, DEVICE_CHUNK):
         x = _bits_t(s, e, k0, k1, device)
@@ -223,6 +266,37 @@ def _fill_t(kind, n: int, k0: int, k1: int, device) -> torch.Tensor:
             out[s:e] += t[idx]
         else:
             out[s:e] = x.to(torch.float64).mul_(2.0).add_(1.0).mul_(2.0**-33)
+    return out
+
+
+def _fill_many_t(keys: list, sizes: list, device) -> torch.Tensor:
+    """Normals of several streams, concatenated: stream s's n_s elements under its keys
+    (k0_s, k1_s), each element the function of its index within its stream that ``_bits_t``
+    computes (indices below 2^32: the high word is 0, whose hash is 0). One pass of ~45
+    launches instead of ~40 per stream; one Triton kernel where ``TRITON`` allows."""
+    out = _fill_normals_triton(keys, sizes, device)
+    if out is not None:
+        return out
+    total = sum(sizes)
+    out = torch.empty(total, dtype=torch.float64, device=device)
+    starts, acc = [], 0
+    for n in sizes:
+        starts.append(acc)
+        acc += n
+    meta = torch.tensor([starts, [k for k, _ in keys], [k for _, k in keys]], dtype=torch.int64, device=device)
+    ends = meta[0, 1:]  # where each stream after the first begins
+    t, d = _table(device)
+    for s, e in _chunks(total, DEVICE_CHUNK):
+        i = torch.arange(s, e, dtype=torch.int64, device=device)
+        seg = torch.bucketize(i, ends, right=True)  # the stream of each element
+        k = meta.index_select(1, seg)  # [3, elements]: its stream's start, k0, k1
+        x = i.sub_(k[0]).bitwise_xor_(k[1])
+        x = _lowbias_t(x)
+        x = _lowbias_t(x.bitwise_xor_(k[2]))
+        idx = x >> 16
+        f = x.bitwise_and_(0xFFFF).to(torch.float64).mul_(2.0).add_(1.0).mul_(2.0**-17)
+        torch.mul(d[idx], f, out=out[s:e])
+        out[s:e] += t[idx]
     return out
 
 
@@ -246,6 +320,23 @@ def normal(seed: int, stream: str, shape, device="cpu", force_torch: bool = Fals
     """Standard-normal-like float64 values of ``stream`` under ``seed``, on ``device``;
     the same bytes on every device. ``force_torch`` runs the device path on the CPU (tests)."""
     return _draw("normal", seed, stream, shape, device, force_torch)
+
+
+def normals(seed: int, requests, device="cpu", force_torch: bool = False) -> list:
+    """``normal(seed, stream, shape, device)`` for each (stream, shape) of ``requests``: the
+    same bytes. On a device (or ``force_torch``) drawn together, as views of one buffer
+    (``_fill_many_t``): a case's q, k, v and dO in ~45 launches instead of ~160."""
+    shapes = [tuple(int(x) for x in shape) for _, shape in requests]
+    sizes = [math.prod(shape) for shape in shapes]
+    if _use_numpy(device, force_torch) or not sizes or max(sizes) > M32 or sum(sizes) == 0:
+        return [_draw("normal", seed, stream, shape, device, force_torch) for (stream, _), shape in
+                zip(requests, shapes)]
+    flat = _fill_many_t([stream_keys(seed, stream) for stream, _ in requests], sizes, device)
+    out, at = [], 0
+    for shape, n in zip(shapes, sizes):
+        out.append(flat[at:at + n].view(shape))
+        at += n
+    return out
 
 
 def uniform(seed: int, stream: str, shape, device="cpu", force_torch: bool = False) -> torch.Tensor:

@@ -138,9 +138,21 @@ class Inputs:
         return result.result
 
     def _bytes(self, copy: bool) -> list:
-        """(name, shape, bytes as a flat uint8 host tensor) per tensor; ``copy``: never a view."""
-        return [(n, tuple(t.shape), t.detach().contiguous().to("cpu", copy=copy).reshape(-1).view(torch.uint8))
-                for n in self.TENSORS if (t := getattr(self, n)) is not None]
+        """(name, shape, bytes as a flat uint8 host tensor) per tensor; ``copy``: never a view.
+        Tensors on a device are packed there and brought to the host in one copy (one
+        synchronisation a case, not one per tensor)."""
+        named = [(n, getattr(self, n)) for n in self.TENSORS if getattr(self, n) is not None]
+        flat = [t.detach().contiguous().reshape(-1).view(torch.uint8) for _, t in named]
+        devices = {t.device for _, t in named}
+        if len(devices) == 1 and (copy or devices != {torch.device("cpu")}):
+            whole = torch.cat(flat).cpu()  # a copy: later writes into the tensors change nothing here
+            flat, at = [], 0
+            for size in [t.numel() * t.element_size() for _, t in named]:
+                flat.append(whole[at:at + size])
+                at += size
+        elif copy or len(devices) > 1:
+            flat = [f.to("cpu", copy=True) for f in flat]
+        return [(n, tuple(t.shape), f) for (n, t), f in zip(named, flat)]
 
 
 def _sha256(parts: list) -> str:
@@ -226,10 +238,10 @@ def _draw_v2(p: Problem, device: torch.device):
         do = w["do"] if "do" in w else normal("do", Tq, p.heads_q, p.head_dim_v)
         sink = normal("sink", p.heads_q).add_(p.sink_center) if p.sinks else None
         return w["q"], w["k"], w["v"], do, sink
-    q = normal("q", Tq, p.heads_q, p.head_dim_qk)
-    k = normal("k", Tk, p.heads_kv, p.head_dim_qk)
-    v = normal("v", Tk, p.heads_kv, p.head_dim_v)
-    do = normal("do", Tq, p.heads_q, p.head_dim_v)
+    q, k, v, do = counter_rng.normals(p.seed, (("q", (Tq, p.heads_q, p.head_dim_qk)),
+                                               ("k", (Tk, p.heads_kv, p.head_dim_qk)),
+                                               ("v", (Tk, p.heads_kv, p.head_dim_v)),
+                                               ("do", (Tq, p.heads_q, p.head_dim_v))), device)
     s = p.value_scale
     if p.values == "scaled":
         q, k = q.mul_(s), k.mul_(s)

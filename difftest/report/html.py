@@ -1,11 +1,15 @@
 """HTML report: one static file (inline CSS and SVG, no script, nothing fetched) that a CI
 job uploads and a person opens in a browser.
 
-Per kernel: status and settings, the coverage features hit (with case counts) and
-missed, the distribution of the budget's error ratio per output (a histogram over
-log10(ratio) drawn as inline SVG, with the limit at ratio 1 marked), the worst cases with
-their worst element, the failures with their reproducers, and determinism per output.
-``difftest gate --html`` puts the gate's findings on top.
+Per kernel: status and settings, the triage line and every hint the terminal prints under
+a campaign (claimed beyond the profile, unexplained failing cases, the budget's unrun
+problems, compile reuse, where the time went), the coverage features hit (with case counts)
+and missed, the distribution of the budget's error ratio per output (a histogram over
+log10(ratio) drawn as inline SVG, with the limit at ratio 1 marked) and each output's
+overflow-limited elements, the worst cases with their worst element, the failures with
+their reproducers, how to replay them and the declaration problems behind them, and
+determinism per output. Ratios read as in the terminal (``write.ratio_text``: the cap is
+1e+06). ``difftest gate --html`` puts the gate's findings on top.
 
 Written by ``difftest run`` next to report.json, and by ``difftest report REPORT.json
 --html FILE`` from any report (merged, or compressed ``.json.xz``). Key numbers carry a
@@ -16,9 +20,20 @@ script can read them back from the rendered page.
 import html
 import math
 
+from difftest.execute.timing import render as render_timing
+from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
 from difftest.report.read import RATIO_CAP, gate_results, load_report, ratio
-from difftest.report.write import diff_table
+from difftest.report.write import (
+    campaign_notes,
+    capped,
+    compile_reuse_line,
+    diff_table,
+    overflow_note,
+    pair_line,
+    ratio_text,
+    replay_line,
+)
 from difftest.safeio import atomic_write_text
 from difftest.vocab import CampaignStatus, Status
 
@@ -43,10 +58,52 @@ def _e(x) -> str:
 
 
 def _num(x, key: str | None = None) -> str:
-    text = "-" if x is None else ("inf" if isinstance(x, float) and x >= RATIO_CAP else
-                                  f"{x:.3g}" if isinstance(x, float) else str(x))
+    text = "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
     attr = f' data-k="{_e(key)}"' if key else ""
     return f'<td class="num"{attr}>{_e(text)}</td>'
+
+
+def _ratio(x, key: str | None = None) -> str:
+    """A budget ratio's cell, as the terminal prints it (the cap as 1e+06, not inf)."""
+    attr = f' data-k="{_e(key)}"' if key else ""
+    return f'<td class="num"{attr}>{_e("-" if x is None else ratio_text(x))}</td>'
+
+
+def _strings(x) -> list[str]:
+    """A report's list of lines (a hand-edited report may hold anything there)."""
+    return [str(v) for v in x if isinstance(v, str)] if isinstance(x, list) else []
+
+
+def kernel_worst(c: dict) -> float | None:
+    """A campaign's worst ratio as the terminal's "(all)" row gives it: the largest of its
+    outputs' and its cases' (None: no case ran)."""
+    ran = [x for x in c.get("cases", []) if x.get("status") != Status.SKIPPED]
+    outs = [s.get("worst_ratio") for s in (c.get("outputs") or {}).values() if isinstance(s, dict)]
+    values = [capped(float(v)) for v in outs + [x.get("worst_ratio") for x in ran] if isinstance(v, (int, float))]
+    return max(values) if ran and values else (0.0 if ran else None)
+
+
+def _hints_html(c: dict) -> list[str]:
+    """The lines the terminal prints under a campaign's block, beside the numbers."""
+    k = c["kernel"]
+    summary = c.get("triage") if isinstance(c.get("triage"), dict) else triage.summarize(c.get("cases", []))
+    out = [f'<p>Triage: <span data-k="{_e(k)}/triage">{_e(triage.describe(summary))}</span></p>']
+    cov = c.get("coverage") if isinstance(c.get("coverage"), dict) else {}
+    unrun = c.get("unrun") if isinstance(c.get("unrun"), int) else 0
+    notes = campaign_notes(c.get("profile"), cov, _strings(c.get("unexplained_cases")), unrun)
+    if isinstance(c.get("compile_reuse"), dict):
+        try:
+            notes.append(compile_reuse_line(c["compile_reuse"]))
+        except (KeyError, TypeError, ValueError):
+            pass
+    out += [f'<p class="meta hint">{_e(n)}</p>' for n in notes]
+    if isinstance(c.get("timing"), dict):
+        try:
+            out.append(f"<details><summary>Where the time went</summary><pre>{_e(render_timing(c['timing']))}"
+                       "</pre></details>")
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError):
+            pass
+    return out
 
 
 def _short(problem: dict) -> str:
@@ -117,9 +174,7 @@ def histogram_svg(ratios_by_output: dict, width: int = 720) -> str:
                     if b == n_bins - 1 else f"ratio 1e{lo:g}..1e{lo + BIN:g}")
             out.append(f'<rect x="{x_of(lo) + 0.5:.1f}" y="{base - h:.1f}" width="{plot_w / n_bins - 1:.1f}" '
                        f'height="{h:.1f}" fill="{colour}"><title>{c} cases, {span}</title></rect>')
-        worst = max(rs)
-        out.append(f'<text x="{left + plot_w + 8}" y="{base - 12}">n={len(rs)} worst '
-                   f'{"inf" if worst >= RATIO_CAP else format(worst, ".3g")}</text>')
+        out.append(f'<text x="{left + plot_w + 8}" y="{base - 12}">n={len(rs)} worst {ratio_text(max(rs))}</text>')
     x1 = x_of(0.0)
     out.append(f'<line x1="{x1:.1f}" y1="{top}" x2="{x1:.1f}" y2="{top + row_h * len(rows)}" stroke="#cf222e" '
                f'stroke-dasharray="4 3"/>')
@@ -154,6 +209,7 @@ def _kernel_section(c: dict) -> str:
     out.append("<table><tr><th>cases</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr><tr>"
                + _num(len(cases), f"{k}/cases") + "".join(_num(counts[st], f"{k}/{st}") for st in counts)
                + "</tr></table>")
+    out += _hints_html(c)
     # coverage
     cov = c.get("coverage") or {}
     hit, missing = cov.get("hit") or {}, cov.get("missing") or []
@@ -162,6 +218,8 @@ def _kernel_section(c: dict) -> str:
     out += [f'<span class="chip" title="{n} cases">{_e(f)} ×{n}</span>' for f, n in hit.items()]
     out += [f'<span class="chip miss" title="expected, never drawn">{_e(f)}</span>' for f in missing]
     out.append("</div>")
+    if cov.get("pairs"):
+        out.append(f'<p class="meta">configuration pairs: {_e(pair_line(cov["pairs"]))}</p>')
     out += _pairs_html(k, cov.get("pairs") or {})
     # error ratio per output
     ratios = {}
@@ -174,7 +232,10 @@ def _kernel_section(c: dict) -> str:
     out.append("<h3>Error ratio per output</h3>")
     out.append(histogram_svg(ratios))
     gates = gate_results(c)
-    out.append("<table><tr><th>output</th><th>cases</th><th>failed</th><th>worst ratio</th><th>gates failing</th></tr>")
+    limited = (c.get("triage") or {}).get("overflow_limited") if isinstance(c.get("triage"), dict) else None
+    limited = limited if isinstance(limited, dict) else triage.summarize(cases)["overflow_limited"]
+    out.append("<table><tr><th>output</th><th>cases</th><th>failed</th><th>worst ratio</th><th>gates failing</th>"
+               "<th>triage</th></tr>")
     for o in OUTPUTS:
         if o not in ratios and not any(key[0] == o for key in gates):
             continue
@@ -184,8 +245,8 @@ def _kernel_section(c: dict) -> str:
             v["output"] == o and not v["passed"] for v in x.get("verdicts", [])))
         row_cls = ' class="bad"' if failing else ""
         out.append(f"<tr{row_cls}><td>{_e(o)}</td>" + _num(checked, f"{k}/{o}/cases")
-                   + _num(n_failed, f"{k}/{o}/failed") + _num(max(ratios.get(o, [0.0])), f"{k}/{o}/worst")
-                   + f"<td>{_e(', '.join(failing))}</td></tr>")
+                   + _num(n_failed, f"{k}/{o}/failed") + _ratio(max(ratios.get(o, [0.0])), f"{k}/{o}/worst")
+                   + f"<td>{_e(', '.join(failing))}</td><td>{_e(overflow_note(limited, o))}</td></tr>")
     out.append("</table>")
     # worst cases
     ranked = sorted((x for x in cases if x.get("status") in (Status.PASSED, Status.FAILED)),
@@ -200,23 +261,26 @@ def _kernel_section(c: dict) -> str:
             v = max(vs, key=ratio)
             w = v.get("worst") or {}
             where = ", ".join(f"{n} {w[n]}" for n in ("seq", "token", "head", "dim") if n in w)
-            out.append(f"<tr><td>{_e(_short(x['problem']))}</td><td>{_e(v['output'])}</td>{_num(ratio(v))}"
+            out.append(f"<tr><td>{_e(_short(x['problem']))}</td><td>{_e(v['output'])}</td>{_ratio(ratio(v))}"
                        f"<td>{_e(where)}</td>{_num(w.get('got'))}{_num(w.get('truth'))}</tr>")
         out.append("</table>")
     out += _findings_section(c)
     # failures
     failing = [x for x in cases if x.get("status") in (Status.FAILED, Status.ERROR)]
     out.append(f'<h3>Failures: <span data-k="{_e(k)}/failing_cases">{len(failing)}</span> failing cases</h3>')
-    shrunk = [(c.get("failure"), c.get("reproducer"))] if c.get("failure") else []
-    shrunk += [(f.get("failure"), f.get("reproducer")) for f in (c.get("failures") or [])[1:]]
-    for fail, repro in shrunk:
+    shrunk = [(c.get("failure"), c.get("reproducer"), _strings(c.get("declaration")))] if c.get("failure") else []
+    shrunk += [(f.get("failure"), f.get("reproducer"), []) for f in (c.get("failures") or [])[1:]]
+    for fail, repro, declaration in shrunk:
         lines = [f"shrunk: {_short(fail['problem'])}", f"failed gates: {', '.join(fail.get('failed_gates') or [])}"]
         if fail.get("reason"):
             lines.append(f"reason: {fail['reason'].strip()}")
         lines += [v.get("message", "") for v in fail.get("verdicts", []) if not v.get("passed")]
+        lines += declaration  # "declaration problem? ...": what the capability may claim wrongly
         for kind in ("py", "json"):
             if (repro or {}).get(kind):
                 lines.append(f"reproducer ({kind}): {repro[kind]}")
+        if isinstance(repro, dict) and repro.get("json"):
+            lines.append(replay_line(repro))
         out.append(f"<pre>{_e(chr(10).join(lines))}</pre>")
     if failing:
         out.append("<table><tr><th>problem</th><th>status</th><th>failed gates / reason</th></tr>")
@@ -298,9 +362,7 @@ def render_html(doc: dict, gate=None, title: str = "difftest report") -> str:
         head.append(str(doc["cuda"]))
     rows = "".join(f'<tr><td><a href="#{_e(c["kernel"])}">{_e(c["kernel"])}</a></td>'
                    f'<td class="{_e(c.get("status"))}">{_e(c.get("status"))}</td>'
-                   + _num(len(c.get("cases", []))) + _num(max((float(x.get("worst_ratio") or 0.0) for x in
-                                                               c.get("cases", []) if x.get("status") != Status.SKIPPED),
-                                                              default=None), f"{c['kernel']}/worst")
+                   + _num(len(c.get("cases", []))) + _ratio(kernel_worst(c), f"{c['kernel']}/worst")
                    + "</tr>" for c in camps)
     body = [f"<h1>{_e(title)}</h1>", f'<p class="meta">{_e(" · ".join(head))}</p>']
     if gate is not None:

@@ -15,8 +15,20 @@ from difftest.report.read import RATIO_CAP
 from difftest.vocab import RATIO_GATES, CampaignStatus, Gate, Status
 
 
+def capped(r: float) -> float:
+    """A budget ratio as every report keeps it: at most ``RATIO_CAP``, which also stands for a
+    non-finite ratio (a case's ``worst_ratio`` and ``read.ratio`` cap the same way)."""
+    return min(r, RATIO_CAP) if math.isfinite(r) else RATIO_CAP
+
+
+def ratio_text(r: float) -> str:
+    """A ratio as the terminal, summary.md, the gate's table and the HTML all print it: three
+    significant digits, the cap as ``1e+06`` (docs/gates.md, "Reading the output")."""
+    return f"{capped(float(r)):.3g}"
+
+
 def output_stats(cases) -> dict:
-    """Per output: cases checked, passed, failed, worst budget ratio."""
+    """Per output: cases checked, passed, failed, worst budget ratio (capped)."""
     stats = {}
     for c in cases:
         if c.status == Status.SKIPPED:
@@ -32,7 +44,7 @@ def output_stats(cases) -> dict:
             else:
                 s["failed"] += 1
             r = max((v.numbers.get("ratio", 0.0) for v in vs if v.gate == Gate.BUDGET), default=0.0)
-            s["worst_ratio"] = max(s["worst_ratio"], r if math.isfinite(r) else 1e6)
+            s["worst_ratio"] = max(s["worst_ratio"], capped(r))
     return stats
 
 
@@ -130,26 +142,59 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
     return atomic_write_text(path, json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
 
 
+def overflow_note(limited: dict, output: str) -> str:
+    """An output's triage cell: its elements accepted at the dtype's limits (docs/gates.md)."""
+    return f"overflow-limited {limited[output]} elems" if limited.get(output) else ""
+
+
 def _rows(results):
+    """Per campaign an "(all)" row, then one per output. The "(all)" row's worst ratio is the
+    largest of its outputs' and its cases' (an error case counts as the cap): never below a
+    row it sums up."""
     rows = []
     for r in results:
         counts = {s: sum(1 for c in r.cases if c.status == s) for s in Status}
+        summary = triage.summarize(r.cases)
+        stats = output_stats(r.cases)
+        worst = max([s["worst_ratio"] for s in stats.values()]
+                    + [capped(c.worst_ratio) for c in r.cases if c.status != Status.SKIPPED], default=0.0)
         rows.append((r.kernel, "(all)", len(r.cases), counts["passed"], counts["failed"] + counts["error"],
-                     counts["skipped"],
-                     max((c.worst_ratio for c in r.cases if c.status != Status.SKIPPED), default=0.0),
-                     r.status, triage.describe(triage.summarize(r.cases))))
-        limited = triage.summarize(r.cases)["overflow_limited"]
-        for name, s in output_stats(r.cases).items():
-            note = f"overflow-limited {limited[name]} elems" if name in limited else ""
-            rows.append((r.kernel, name, s["cases"], s["passed"], s["failed"], 0, s["worst_ratio"], "", note))
+                     counts["skipped"], worst, r.status, triage.describe(summary)))
+        for name, s in stats.items():
+            rows.append((r.kernel, name, s["cases"], s["passed"], s["failed"], 0, s["worst_ratio"], "",
+                         overflow_note(summary["overflow_limited"], name)))
     return rows
+
+
+def campaign_notes(profile: str, coverage: dict, unexplained_cases, unrun: int) -> list[str]:
+    """The hints under a campaign's block, in the terminal and in the HTML report alike: what
+    the capability claims beyond the profile, the failing cases no finding explains, the
+    drawn problems the budget left unrun."""
+    out = []
+    if (coverage or {}).get("beyond_profile"):
+        out.append(f"claimed but beyond profile {profile}: {'; '.join(coverage['beyond_profile'])}")
+    out += [f"unexplained failing {line}" for line in unexplained_cases or ()]
+    if unrun:
+        out.append(f"search budget spent: {unrun} drawn problems not run (a larger --time-budget runs them)")
+    return out
+
+
+def compile_reuse_line(cr: dict) -> str:
+    return (f"compile reuse: {cr['reusing']}/{cr['cases']} cases ({100 * cr['fraction']:.0f}%) reused one "
+            f"of {cr['configurations']} compiled configurations")
+
+
+def replay_line(reproducer: dict) -> str:
+    """How to replay a shrunk failure: its JSON through difftest, its script alone."""
+    return (f"shrunk reproducer: {reproducer.get('json')} (replay: difftest repro FILE; "
+            f"standalone: python {reproducer.get('py')})")
 
 
 HEAD = ("kernel", "output", "cases", "passed", "failed", "skipped", "worst ratio", "verdict", "triage")
 
 
 def summary_table(results) -> str:
-    return text_table([HEAD] + [(k, o, str(n), str(p), str(f), str(s), f"{w:.3g}", v, t)
+    return text_table([HEAD] + [(k, o, str(n), str(p), str(f), str(s), ratio_text(w), v, t)
                                 for k, o, n, p, f, s, w, v, t in _rows(results)])
 
 
@@ -170,7 +215,7 @@ def text_table(rows) -> str:
 def markdown_summary(results) -> str:
     out = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     for k, o, n, p, f, s, w, v, t in _rows(results):
-        out.append(f"| {k} | {o} | {n} | {p} | {f} | {s} | {w:.3g} | {v} | {t} |")
+        out.append(f"| {k} | {o} | {n} | {p} | {f} | {s} | {ratio_text(w)} | {v} | {t} |")
     out += ["", "Triage per kernel (cases): " + "; ".join(
         f"**{r.kernel}** " + (", ".join(f"{kind} {n}" for kind, n in triage.summarize(r.cases)["kinds"].items()) or "-")
         for r in results)]
@@ -203,7 +248,7 @@ def markdown_summary(results) -> str:
 
 
 def _r(x) -> str:
-    return "" if x is None else ("inf" if x >= RATIO_CAP else f"{x:.3g}")
+    return "" if x is None else ratio_text(x)
 
 
 GATE_HEAD = ("kernel", "output", "gate", "baseline", "candidate", "ratio A", "ratio B", "verdict")

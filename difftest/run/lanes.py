@@ -120,11 +120,14 @@ def fork_hazard(settle_s: float = 2.0) -> str | None:
     return None
 
 
-def schedule(names: list, previous: dict) -> list:
-    """Indices of ``names`` in the order lanes take them: longest previous campaign first
-    (``previous``: kernel -> elapsed seconds, from the last report in ``--out``); kernels
-    without a previous time first, in the user's order. Only the order of work changes."""
-    return sorted(range(len(names)), key=lambda i: (names[i] in previous, -previous.get(names[i], 0.0), i))
+def schedule(names: list, previous: dict, first=()) -> list:
+    """Indices of ``names`` in the order lanes take them: the kernels named in ``first``
+    (those with JIT builds to run: their lane builds while the other lanes run campaigns),
+    then the longest previous campaign first (``previous``: kernel -> elapsed seconds, from
+    the last report in ``--out``), kernels without a previous time first, in the user's
+    order. Only the order of work changes."""
+    return sorted(range(len(names)), key=lambda i: (names[i] not in first, names[i] in previous,
+                                                    -previous.get(names[i], 0.0), i))
 
 
 def previous_times(report_path) -> dict:
@@ -167,6 +170,12 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env):
                     break
                 i = order[pos]
                 k = kernels[i]
+                # the adapter's own imports (TileLang's) happen here, not in the run: beside the
+                # other lanes, once, and the worker forked next inherits them
+                try:
+                    k.available()
+                except Exception:  # noqa: BLE001 -- the campaign meets it again and reports it
+                    pass
                 # the lane's worker: forked at its start (torch is here already), spawned on a restart
                 safe = isolation.shared_worker().proc is None and fork_hazard() is None
                 isolation.prestart([getattr(k, "spec", None) or k.name], fork_closing=(conn,) if safe else None)

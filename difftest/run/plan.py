@@ -12,7 +12,11 @@ A RunPlan owns, in this order:
    its imports overlap ours (``execute/isolation.py``);
 3. the lanes (``run/lanes.py``): with ``jobs`` > 1 the campaigns run side by side, each
    in its own forked process with its own worker;
-4. the prebuild of JIT kernels (``run/prebuild.py``) before each campaign starts;
+4. the prebuild of JIT kernels (``run/prebuild.py``) before each campaign starts: all of
+   them before the first campaign when campaigns run one at a time; with lanes, in the lane
+   of the kernel's campaign, which lanes take first, so its builds run beside the other
+   lanes' campaigns (a cold CPU main job: 25 TileLang builds, ~20 s on 2 cores, no longer
+   wait for nothing);
 5. the campaign itself (``search/campaign.py``), recorded in the run folder as it finishes;
 6. the reports: ``report.json``, ``summary.md``, ``report.html`` in the run folder, then
    published to ``OUT`` (CLI) or kept in the folder (pytest: several xdist workers share
@@ -48,10 +52,13 @@ from difftest.report.checked import checked_status, run_checked_nothing
 from difftest.report.html import render_html
 from difftest.report.read import load_report
 from difftest.report.write import (
+    campaign_notes,
     campaign_record,
+    compile_reuse_line,
     findings_table,
     markdown_summary,
     pair_line,
+    replay_line,
     summary_table,
     write_findings,
     write_json,
@@ -107,6 +114,8 @@ class RunOptions:
     threads: int | None = None
     jobs: int | None = None  # None: auto (lanes.choose)
     hunt: bool | None = None  # go on after a failure (None: the profile's; search/campaign.py)
+    max_findings: int | None = None  # distinct findings a hunt shrinks at most (None: the campaign's 16)
+    coverage: int | None = None  # the coverage phase's strength (None: the profile's; search/configuration_phase.py)
     known: tuple = ()  # --known files: findings of earlier runs (search/signature.py's load_known)
     values_from: str | None = None  # a capture file (difftest/model/capture.py): values drawn from it
     argv: tuple = ()  # the command line, kept in run.json for --resume
@@ -123,6 +132,7 @@ class RunOptions:
                    narrow=tuple(a.narrow or ()), edge_cases=not a.no_edge_cases, db=a.db, quiet=a.quiet,
                    seed=a.seed, shard=a.shard, threads=a.threads, jobs=a.jobs,
                    hunt=getattr(a, "hunt", None), known=tuple(getattr(a, "known", None) or ()),
+                   max_findings=getattr(a, "max_findings", None), coverage=getattr(a, "coverage", None),
                    values_from=getattr(a, "values_from", None), argv=tuple(getattr(a, "argv", None) or ()))
 
     @property
@@ -349,7 +359,8 @@ class RunPlan:
 
     def prebuild(self, kernels) -> dict:
         """Build the JIT kernels these campaigns start with (all at once, on every core) and
-        wait for them: campaigns have wall-clock budgets. Returns kernel name -> counts."""
+        wait for them: a campaign has a wall-clock budget, which builds beside it would
+        spend. Returns kernel name -> counts."""
         todo = [k for k in kernels if k.name not in self.prebuilt]
         if not self.options.prebuild or not todo:
             return {k.name: self.prebuilt.get(k.name) for k in kernels}
@@ -380,7 +391,9 @@ class RunPlan:
         args = dict(profile=o.profile, max_examples=o.max_examples, time_budget=o.time_budget,
                     shrink_budget=o.shrink_budget, out_dir=run.dir, progress=progress, edge_cases=o.edge_cases,
                     database=o.database, seed=-1 if o.seed is None else o.seed, shard=o.shard, run_id=run.id,
-                    resume=self.resume is not None, hunt=o.hunt)
+                    resume=self.resume is not None, hunt=o.hunt, coverage=o.coverage)
+        if o.max_findings is not None:
+            args["max_findings"] = o.max_findings
         if self.options.known:
             from difftest.search.signature import known_for
 
@@ -390,7 +403,10 @@ class RunPlan:
 
             args.update(strategy=captured_problems(self.capture, kernel.capability, o.profile), edge_cases=False)
         args.update(kw)
-        return run_campaign(kernel, **args)
+        r = run_campaign(kernel, **args)
+        if self.prebuilt.get(kernel.name):  # a lane's prebuild travels back with its result
+            r.settings["prebuild"] = self.prebuilt[kernel.name]
+        return r
 
     def finished(self, name: str, r) -> None:
         """Kernel ``name``'s campaign finished: judged (a campaign that checked no case is
@@ -448,7 +464,7 @@ class RunPlan:
         results = []
         interrupted, lost = None, []  # lost: campaigns whose process died (--jobs > 1, lanes.py)
         t0 = time.perf_counter()
-        for name, built in self.prebuild(kernels).items():
+        for name, built in (self.prebuild(kernels) if self.jobs == 1 else {}).items():  # lanes: in the lane
             if built:
                 print(f"{name}: prebuild {built}", flush=True)
 
@@ -527,7 +543,9 @@ class RunPlan:
             else:
                 todo.append(i)
         try:
-            order = lanes.schedule([kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"))
+            builds = [k.name for k in kernels if self.options.prebuild and hasattr(k, "prepare")]
+            order = lanes.schedule([kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"),
+                                   first=builds)
         except Interrupted as e:  # before any lane started: what finished before the kill is kept
             return [done[i] for i in sorted(done)], e, []
 
@@ -535,6 +553,8 @@ class RunPlan:
             k = kernels[todo[j]]
             self.finished(k.name, r)
             done[todo[j]] = r
+            if r.settings.get("prebuild"):
+                print(f"{k.name}: prebuild {r.settings['prebuild']}", flush=True)
             print(claim_line(k.name, k.capability), flush=True)
             print_campaign(k, r)
 
@@ -582,19 +602,16 @@ def print_campaign(k, r) -> None:
         _say(render(r.timing))
     cr = getattr(r, "compile_reuse", None)
     if cr:
-        _say(f"  compile reuse: {cr['reusing']}/{cr['cases']} cases ({100 * cr['fraction']:.0f}%) reused one "
-             f"of {cr['configurations']} compiled configurations")
+        _say(f"  {compile_reuse_line(cr)}")
     if r.status != CampaignStatus.UNAVAILABLE:
         missing = ", ".join(r.coverage.get("missing") or ()) or "none (every expected feature ran)"
         _say(f"  not exercised: {missing}")
-        if r.coverage.get("beyond_profile"):
-            _say(f"  claimed but beyond profile {r.profile}: {'; '.join(r.coverage['beyond_profile'])}")
         if r.coverage.get("pairs"):
             _say(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
-    for line in getattr(r, "unexplained_cases", None) or ():
-        _say(f"  unexplained failing {line}")
-    if getattr(r, "unrun", 0):
-        _say(f"  search budget spent: {r.unrun} drawn problems not run (a larger --time-budget runs them)")
+    coverage = r.coverage if r.status != CampaignStatus.UNAVAILABLE else {}
+    for note in campaign_notes(getattr(r, "profile", None), coverage, getattr(r, "unexplained_cases", None),
+                               getattr(r, "unrun", 0)):
+        _say(f"  {note}")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
         if isinstance(f, dict):
             continue  # a resumed campaign's record: the findings table lists them
@@ -606,8 +623,7 @@ def print_campaign(k, r) -> None:
         for d in getattr(r, "declaration", ()):
             _say(f"  {d}")
         _say(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
-             f"shrunk reproducer: {r.reproducer['json']} (replay: difftest repro FILE; "
-             f"standalone: python {r.reproducer['py']})")
+             f"{replay_line(r.reproducer)}")
 
 
 def _say(text) -> None:

@@ -10,8 +10,9 @@ kept as a finding, and the search goes on).
 A search runs in three phases:
 
 1. *Explicit Problems*: failures of the kernel's earlier campaigns (the failure store) and
-   known findings (``--known``) first, whatever the seed, then the classic corners of
-   ``strategies.edge_problems``.
+   known findings (``--known``) first, whatever the seed; then every value of every
+   configuration dimension once (the coverage phase's first stage: what a compile-bound
+   kernel reaches first); then the classic corners of ``strategies.edge_problems``.
 2. *Configuration coverage* (``configuration_phase.py``): the capability's configuration
    dimensions (dtype, head dims, GQA ratio, mask, lengths, varlen, sinks, layout...) planned
    as a covering array, so every pair of values (the profile's ``coverage`` strength t)
@@ -146,6 +147,7 @@ class Search:
         self.st: SearchState | None = None
         self.phase: ConfigurationPhase | None = None
         self.pending = 0  # explicit Problems not yet visited (counted as unrun when the budget ends)
+        self.replayed = 0  # of the explicit Problems, the failure store's and --known's (they run first)
 
     def run(self) -> CampaignResult:
         c = self.c
@@ -187,8 +189,11 @@ class Search:
                 try:
                     if st.resume_hunt is not None:  # finish the shrink the kill cut short, from where it began
                         st.mode.hunt(st.seen[st.resume_hunt])
-                    self._explicit(explicit)
-                    self.phase.run()
+                    replays, edge = explicit[:self.replayed], explicit[self.replayed:]
+                    self._explicit(replays, len(edge))
+                    self.phase.run(strengths=(1,))  # every value once: what a compile-bound kernel reaches first
+                    self._explicit(edge)
+                    self.phase.run(strengths=(2, 3))
                     self._draws(self._strategy())
                     st.mode.finish()
                 except BudgetSpent:  # the search's budget is spent; what it left undrawn is res.unrun
@@ -237,7 +242,9 @@ class Search:
         st.known_problems = {p: k.source for k in c.known for p in k.problems if cap.covers(p)}
         saved = list(dict.fromkeys(list(st.known_problems) + saved))
         edge = list(edge_problems(cap, c.profile)) if c.edge_cases else []
-        out = [p for p in saved + [p for p in edge if p not in saved] if in_shard(p, c.shard)]
+        saved = [p for p in saved if in_shard(p, c.shard)]
+        out = saved + [p for p in edge if p not in saved and in_shard(p, c.shard)]
+        self.replayed = len(saved)
         st.explicit = set(out)
         res.settings["edge_cases"] = len(out)  # explicit corners run first; the other cases are planned or drawn
         res.settings["replayed_failures"] = len(saved)
@@ -245,13 +252,15 @@ class Search:
             res.settings["known"] = {"findings": len(st.found), "problems": len(st.known_problems)}
         return out
 
-    def _explicit(self, problems: list) -> None:
+    def _explicit(self, problems: list, later: int = 0) -> None:
+        """Run ``problems`` in order (``later``: explicit Problems still to come, unrun if the
+        budget ends here)."""
         for i, p in enumerate(problems):
-            self.pending = len(problems) - i
+            self.pending = len(problems) - i + later
             case = self.visit(p)
             if case is not None:
                 self.st.mode.visited(case)
-        self.pending = 0
+        self.pending = later
 
     # ------------------------------------------------------------------ one Problem
     def visit(self, problem) -> CaseResult | None:
@@ -410,7 +419,7 @@ def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_
                  progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
                  seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None,
                  run_id: str | None = None, resume: bool = False, hunt: bool | None = None,
-                 known=(), coverage: int | None = None) -> CampaignResult:
+                 known=(), coverage: int | None = None, max_findings: int = 16) -> CampaignResult:
     """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a
     registry name. ``database``: directory of Hypothesis's example database and the
     failure store (None: neither), so failures found before are replayed first. ``seed``:
@@ -422,12 +431,13 @@ def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_
     ``hunt``: go on after a failure, one finding per distinct bug (None: the profile's; on
     for nightly and gpu, off for quick and ci). ``known``: signature.Known entries of this
     kernel (``load_known`` + ``known_for``): replayed first, listed as known, never shrunk.
-    ``coverage``: the coverage phase's strength (None: the profile's, 0 when ``strategy`` is given)."""
+    ``coverage``: the coverage phase's strength (None: the profile's, 0 when ``strategy`` is given).
+    ``max_findings``: distinct findings a hunt shrinks and signs at most."""
     return Campaign.of(kernel, profile, max_examples=max_examples, time_budget=time_budget,
                        shrink_budget=shrink_budget, seed=seed, config=config, out_dir=out_dir, strategy=strategy,
                        progress=progress, edge_cases=edge_cases, database=database, on_case=on_case,
                        shard=shard, run_id=run_id, resume=resume, hunt=hunt, known=tuple(known),
-                       coverage=coverage).run()
+                       coverage=coverage, max_findings=max_findings).run()
 
 
 def _coverage(cases, capability, profile) -> dict:

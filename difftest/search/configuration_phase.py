@@ -6,7 +6,7 @@ Between the explicit Problems and the value search, a campaign plans the capabil
 configuration dimensions (``strategies.configurations``) as covering arrays and runs one
 Problem per row, the cheapest that realises it, in stages:
 
-1. every value of every dimension once (t = 1);
+1. every value of every dimension once (t = 1), before the edge corpus;
 2. every pair of values (t = 2), first without ``head_dim_v`` (its pairs with
    ``head_dim_qk`` are |qk| x |v| rows by themselves), then with it;
 3. at strength 3, every triple of the dimensions of at most ``SMALL_DIMENSION`` values.
@@ -93,12 +93,15 @@ class ConfigurationPhase:
         self.turn = 0  # the value kind the next row gets (round robin)
 
     # ------------------------------------------------------------------ the stages
-    def run(self) -> None:
+    def run(self, strengths=(1, 2, 3)) -> None:
+        """The stages of these strengths (a campaign runs t = 1 before the edge corpus, whose
+        every problem a compile-bound kernel builds anew, and the rest after it)."""
         if self.strength <= 0 or not self.dims:
             return
         for name, t, dims in self._stages():
-            self.stage = name
-            self._stage(t, dims)
+            if t in strengths:
+                self.stage = name
+                self._stage(t, dims)
 
     def _stages(self):
         yield "t=1", 1, self.dims
@@ -146,7 +149,7 @@ class ConfigurationPhase:
                     targets -= self.explained | self.unrealised
                     continue
                 self._run(p)
-                targets -= pairs_of(self._values(p), dims, t) | new
+                targets -= pairs_of(self._values(p), dims, t)
                 progressed = True
                 if len(self.search.st.found) != found:
                     break  # re-plan around the new finding
@@ -181,9 +184,10 @@ class ConfigurationPhase:
 
     def _realise(self, row: dict, new: set, dims):
         """The cheapest Problem realising ``row`` that no finding explains; else with one
-        dimension the row's new tuples do not involve moved to another value; else None,
-        and ``new`` goes to the explained tuples (a finding explains every realisation) or
-        the unrealised ones."""
+        dimension moved to another value (first one the row's new tuples do not involve,
+        then any: the row still covers what it can); else None. A single tuple that cannot
+        be realised goes to the explained tuples (a finding explains every realisation) or
+        the unrealised ones; a row of several is left to the mop-up, tuple by tuple."""
         st = self.search.st
         keep = {n for tup in new for n, _ in tup}
         if any(set(need_dims) <= keep and holds(row) for need_dims, holds in self._avoid(self.dims)):
@@ -197,19 +201,23 @@ class ConfigurationPhase:
         p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
         if p is not None:
             return p
-        for d in self.dims:
-            if d.name in keep:
-                continue
+        movable = [d for d in self.dims if d.name not in keep]
+        if len(new) > 1:  # a row of several new tuples still covers the others with one of them moved,
+            # the dimension of the fewest new tuples first
+            count = {d.name: sum(d.name in {n for n, _ in tup} for tup in new) for d in self.dims if d.name in keep}
+            movable += sorted((d for d in self.dims if d.name in keep), key=lambda d: count[d.name])
+        for d in movable:
             for v in d.values:
                 if v == row.get(d.name) or v == NA:
                     continue
                 p = realise_first({**row, d.name: v}, self.cap, self.prof, free=free, accept=accept, variants=2)
                 if p is not None:
                     return p
-        if realise_first(row, self.cap, self.prof, free=free) is not None:
-            self.explained |= new
-        else:
-            self.unrealised |= new
+        if len(new) == 1:
+            if realise_first(row, self.cap, self.prof, free=free) is not None:
+                self.explained |= new
+            else:
+                self.unrealised |= new
         return None
 
     def _free(self, row: dict) -> dict:

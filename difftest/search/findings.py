@@ -112,7 +112,10 @@ class Finding:
         return any(s.explains(case) for s in self.signatures)
 
     def explains_problem(self, problem) -> bool:
-        return any(s.explains_problem(problem) for s in self.signatures)
+        """``problem`` has every need of one of its signatures: a hunt steers away from it. A
+        signature that found no need (it failed on every variation run) steers nothing: it
+        would claim every Problem, and one misread error once made a campaign skip them all."""
+        return any(s.needs and s.explains_problem(problem) for s in self.signatures)
 
     def log_record(self) -> dict:
         """What a hunt's case log keeps of a new finding (``"event": "finding"``), so a resumed

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from difftest.judge.declaration import diagnose
 from difftest.search.findings import Finding, Findings
+from difftest.search.first_failure import FINISH_FLOOR_S
 from difftest.search.shrinking import simplify
 from difftest.search.signature import MAX_VARIATIONS, derive, escapes, merged, same_identity, unexplained_gates
 from difftest.vocab import CampaignStatus, Status
@@ -23,6 +24,10 @@ from difftest.workdir import DEFAULT_OUT
 # The share of what is left before the deadline one finding's shrink may take, so that its
 # signature's variations still run inside the budget.
 SHRINK_SHARE = 0.7
+# The share of the whole budget one finding's shrink may take (at least FINISH_FLOOR_S): a
+# compile-bound kernel's shrink steps compile, and a 420 s FA4 campaign once spent nearly all
+# of it shrinking its first findings, never reaching its coverage phase.
+FINDING_SHARE = 0.05
 
 
 class Hunt:
@@ -97,8 +102,9 @@ class Hunt:
         if writer is not None:
             st.log_event("hunt", {"number": n_new, "problem": case.problem.to_dict()})
             writer.found(case, case)
-            best, calls = self._shrink_toward(case, new, writer,
-                                              min(s.shrink_budget, SHRINK_SHARE * (st.deadline - t)))
+            budget = min(s.shrink_budget, max(FINISH_FLOOR_S, FINDING_SHARE * st.time_budget),
+                         SHRINK_SHARE * (st.deadline - t))
+            best, calls = self._shrink_toward(case, new, writer, budget)
         target = (unexplained_gates(st.signatures(), best) & new) or new
         sig = derive(best, st.run_seen, s.kernel.capability, gates=target, budget_calls=MAX_VARIATIONS,
                      deadline=lambda: st.now() > st.deadline)

@@ -63,27 +63,36 @@ FORWARD = ("o", "lse")  # outputs whose failure makes a correct backward's outpu
 FLAKY = (str(triage.Kind.NONDETERMINISM),)  # kinds whose passing variation proves nothing
 RACY = ":determinism"  # gates a passing variation proves nothing about (a wrong result may race too)
 MAX_VARIATIONS = 24  # re-runs per signature, at most
-MESSAGE_CHARS = 120  # an error message's shape keeps this many characters
-# what varies between two raises of one error: numbers, hex, quoted names, paths (replaced by #, '', /)
-_VARYING = ((re.compile(r"0x[0-9a-fA-F]+"), "#"), (re.compile(r"'[^']*'|\"[^\"]*\""), "''"),
+MESSAGE_CHARS = 200  # an error message's shape keeps this many characters
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\\x1b\[[0-9;]*[A-Za-z]")  # terminal colour codes, raw or escaped
+# what varies between two raises of one error: numbers, hex, quoted text with digits or paths, paths
+_VARYING = ((re.compile(r"0x[0-9a-fA-F]+"), "#"), (re.compile(r"'[^']*[\d/][^']*'|\"[^\"]*[\d/][^\"]*\""), "''"),
             (re.compile(r"(?<![\w.])/[\w./-]+"), "/"), (re.compile(r"\d+(\.\d+)?"), "#"),
             (re.compile(r"\s+"), " "))
 
 
 def message_shape(reason: str) -> str:
-    """The shape of an error's message: its first line without the exception type, numbers,
-    hex, quoted names and paths replaced, so two raises of one error (at head dims 24 and 56)
-    share it and two different errors of one exception type (an MLIR build failure and an
-    MLIR partition failure) do not."""
-    lines = [x.strip() for x in (reason or "").splitlines() if x.strip()]
-    if not lines:
-        return ""
-    head = lines[0]
-    for _ in range(3):  # "Type: " prefixes, however many wrappers added theirs
-        typ, sep, rest = head.partition(": ")
-        if not sep or not re.fullmatch(r"[\w.]*(Error|Exception|Crashed|Timeout|Warning)", typ):
+    """The shape of an error's message: its text without the exception type, terminal colour
+    codes, numbers, hex, quoted names and paths, its first informative lines joined, so two
+    raises of one error (at head dims 24 and 56) share it and two different errors of one
+    exception type (an MLIR build failure and an MLIR partition failure) do not. A message
+    whose first line is empty (CuTe DSL's ``DSLRuntimeError:`` puts the IR verifier's error on
+    the lines after it) is read from the lines that follow."""
+    text = _ANSI.sub("", reason or "").replace("\\x1b", "")
+    text = text.split("Traceback (most recent call last)")[0]
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        for _ in range(3):  # "Type: " prefixes, however many wrappers added theirs
+            typ, sep, rest = line.partition(":")
+            if not sep or not re.fullmatch(r"[\w.]*(Error|Exception|Crashed|Timeout|Warning)", typ.strip()):
+                break
+            line = rest.strip()
+        if line:
+            out.append(line)
+        if sum(len(x) for x in out) >= MESSAGE_CHARS:
             break
-        head = rest
+    head = " ".join(out)
     for pattern, repl in _VARYING:
         head = pattern.sub(repl, head)
     return head.strip()[:MESSAGE_CHARS]

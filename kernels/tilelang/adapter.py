@@ -19,7 +19,7 @@ from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 
 from . import cache
-from .tiles import TILES
+from .tiles import DQ_MODES, MUTANTS, TILES
 from .warm import prebuild
 
 COMPILE_KEY = ("dtype", "head_dim_qk", "head_dim_v", "sinks")
@@ -79,8 +79,6 @@ class TileLangAttention(KernelAdapter):
 
     def __init__(self, dq_mode: str = "atomic", device: str | None = None, mutant: str = "",
                  name: str | None = None, tiles: dict | None = None):
-        from .source import DQ_MODES, MUTANTS
-
         if dq_mode not in DQ_MODES:
             raise ValueError(f"dq_mode={dq_mode!r}: allowed {DQ_MODES}")
         if mutant not in MUTANTS:

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 import tilelang
 import tilelang.language as T
 
+from .tiles import DQ_MODES, MUTANTS  # noqa: F401  (the names the adapter and the prebuild share)
+
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
 UNBOUNDED = 1 << 24  # a window side wider than any sequence (keeps int32 index math safe)
 
-DQ_MODES = ("atomic", "deterministic")
-MUTANTS = ("", "mask_off_by_one", "dsink_sign", "tail_block_skipped", "gqa_head_map")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ class MyAttn(KernelAdapter):
 
         p = inputs.problem
         o, lse = attention_forward(inputs.q, inputs.k, inputs.v, inputs.cu_seqlens_q, inputs.cu_seqlens_k,
-                                   causal=p.causal, softmax_scale=p.softmax_scale,
+                                   causal=p.causal, softmax_scale=p.scale,
                                    out=None if out is None else out.o, lse=None if out is None else out.lse)
         # ctx: whatever backward needs from forward; difftest only hands it back unchanged
         return Outputs(o=o, lse=lse), None
@@ -36,7 +36,7 @@ class MyAttn(KernelAdapter):
         p = inputs.problem
         dq, dk, dv = attention_backward(inputs.do, inputs.q, inputs.k, inputs.v, fwd.o, fwd.lse,
                                         inputs.cu_seqlens_q, inputs.cu_seqlens_k, causal=p.causal,
-                                        softmax_scale=p.softmax_scale,
+                                        softmax_scale=p.scale,
                                         dq=None if out is None else out.dq, dk=None if out is None else out.dk,
                                         dv=None if out is None else out.dv)
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv)
