@@ -24,6 +24,7 @@ import time
 from functools import lru_cache
 from itertools import combinations
 
+from difftest.strategies.compile import corpus_configs, corpus_only
 from difftest.strategies.configurations import (
     NA,
     claimed_pairs,
@@ -91,6 +92,10 @@ class ConfigurationPhase:
         self.stage = None  # the stage reached: "t=1", "t=2 without head_dim_v", "t=2", "t=3"
         self.seconds_planning = 0.0
         self.turn = 0  # the value kind the next row gets (round robin)
+        # ci's CPU JIT kernels build only the corpus's configurations, before the run (strategies/compile.py):
+        # the rows take those too
+        self.corpus = ({self.cap.compile_signature(p) for p in corpus_configs(self.cap, self.prof)}
+                       if corpus_only(self.cap, self.prof) else None)
 
     # ------------------------------------------------------------------ the stages
     def run(self, strengths=(1, 2, 3)) -> None:
@@ -196,7 +201,8 @@ class ConfigurationPhase:
         free = self._free(row)
 
         def accept(p):
-            return p not in st.seen and not st.explained_problem(p)
+            return p not in st.seen and not st.explained_problem(p) and (
+                self.corpus is None or self.cap.compile_signature(p) in self.corpus)
 
         p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
         if p is not None:
