@@ -3,8 +3,8 @@
 A correct kernel, sdpa-math, failed on the GPU on a float32 problem with head dim 3
 over 1,458 keys, and the catalogue could not have met that problem: every variant declared
 head dims from 8 and 256 rows. Here each built-in GPU kernel's capability (resolved from the
-registry as tests/capability_snapshot.py resolves them, plus our TileLang kernels' CUDA
-capability; none needs a GPU to resolve) is compared, dtype by dtype, with the union of the
+registry as tests/capability_snapshot.py resolves them, the installed entry points by name, plus
+our TileLang kernels' CUDA capability; none needs a GPU to resolve) is compared, dtype by dtype, with the union of the
 CUDA capabilities of the variants of that dtype (``variant-cuda:NAME``, kernels/variants.py):
 head dims up to the gpu profile's max_head_dim, unequal head dims, the longest rows and most
 heads up to the gpu profile's, every feature, mask alignment, layout, output and value kind,
@@ -12,6 +12,8 @@ non-determinism. A claim no variant can model is listed in ``NOT_MODELLED`` with
 max_batch is not compared: sequences never share a sum in any kernel (dSink's sum over a
 batch's rows is as long as one long sequence's, which the rows cover).
 """
+
+from importlib.metadata import entry_points
 
 import pytest
 
@@ -36,8 +38,10 @@ MUST_RESOLVE = {"sdpa-math", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn", "fa3"
 
 
 def production_gpu_capabilities() -> dict:
+    """Every built-in kernel's capability (the entry points pyproject.toml installs: not what a
+    test registered at run time) whose device is CUDA, and our TileLang kernels' CUDA one."""
     caps = {}
-    for name in registry.names():
+    for name in sorted({ep.name for ep in entry_points(group=registry.ENTRY_POINT_GROUP)}):
         if name in NOT_PRODUCTION:
             continue
         c = registry.get(name).capability  # a kernel that no longer resolves fails here, not silently
