@@ -515,3 +515,36 @@ def test_a_wrong_result_that_races_is_one_finding(tmp_path):
     assert len(r.findings) == 1, [f.signature.describe() for f in r.findings]
     needs = _needs(r.findings[0])
     assert set(needs) <= {"batch>=", "varlen"}, r.findings[0].signature.describe()
+
+
+class SlowWrongDk(RefKernel):
+    """dK 5% off everywhere, and every call 0.6 s (a JIT kernel's compile per configuration, in
+    miniature)."""
+
+    name = "test-slow-wrong-dk"
+    spec = "tests.test_hunt:SlowWrongDk"
+
+    def corrupt(self, inputs, out):
+        import time
+
+        time.sleep(0.6)
+        out.dk = out.dk * 1.05
+        return out
+
+
+def test_a_findings_signature_takes_a_share_of_the_budget_not_the_campaign(tmp_path):
+    """A finding's signature, like its shrink, takes at most FINDING_SHARE of the budget (at least
+    FINISH_FLOOR_S): FA4 on the H100 spent ~200 of 240 s signing its first three findings, a
+    compile for every variation. A problem with every feature on has ~20 variations (12 s here);
+    on dda23aa they all ran."""
+    from difftest.search.hunt import FINDING_SHARE
+
+    rich = Problem(batch=2, seqlen_q=(5, 3), seqlen_k=(6, 4), heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8,
+                   dtype="float16", causal=True, window_left=3, sinks=True, softmax_scale=0.5, pad_tail=2,
+                   values="scaled", value_scale=2.0).validate()
+    r = Campaign.of(SlowWrongDk(), "ci", strategy=st.just(rich), time_budget=60, max_examples=1, edge_cases=False,
+                    database=None, out_dir=tmp_path, hunt=True, finding_calls=0,
+                    config=RunConfig(isolate=False)).run()
+    (f,) = [f for f in r.findings if not f.known]
+    share = max(5.0, FINDING_SHARE * 60)
+    assert f.shrink["seconds"] <= share + 1.5, f.shrink  # one variation may run past the share

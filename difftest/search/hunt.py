@@ -24,9 +24,10 @@ from difftest.workdir import DEFAULT_OUT
 # The share of what is left before the deadline one finding's shrink may take, so that its
 # signature's variations still run inside the budget.
 SHRINK_SHARE = 0.7
-# The share of the whole budget one finding's shrink may take (at least FINISH_FLOOR_S): a
-# compile-bound kernel's shrink steps compile, and a 420 s FA4 campaign once spent nearly all
-# of it shrinking its first findings, never reaching its coverage phase.
+# The share of the whole budget one finding's shrink, and then its signature's variations, may
+# each take (at least FINISH_FLOOR_S): a compile-bound kernel's shrink steps and variations
+# compile, and a 420 s FA4 campaign once spent nearly all of it on its first findings, never
+# reaching its coverage phase.
 FINDING_SHARE = 0.05
 
 
@@ -106,8 +107,11 @@ class Hunt:
                          SHRINK_SHARE * (st.deadline - t))
             best, calls = self._shrink_toward(case, new, writer, budget)
         target = (unexplained_gates(st.signatures(), best) & new) or new
+        # the signature's variations get their own share: each compiles anew on a JIT kernel (FA4 on the
+        # H100 spent ~200 of 240 s signing three findings, five seconds a variation)
+        signed_by = min(st.deadline, st.now() + max(FINISH_FLOOR_S, FINDING_SHARE * st.time_budget))
         sig = derive(best, st.run_seen, s.kernel.capability, gates=target, budget_calls=MAX_VARIATIONS,
-                     deadline=lambda: st.now() > st.deadline)
+                     deadline=lambda: st.now() > signed_by)
         for f in st.found:
             if any(same_identity(x, sig, best.problem, f.best.problem if f.best is not None else None)
                    for x in f.signatures):
