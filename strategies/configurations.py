@@ -54,6 +54,10 @@ BATCHINGS = ("dense", "batched", "varlen", "varlen_empty_q", "varlen_empty_k", "
 RELATIONS = ("equal", "q_shorter", "q_longer")
 LENGTHS = ("short", "tile_edge", "long")
 VARIANTS = 8  # realisations tried per configuration (lengths, windows, seeds), cheapest first
+# A kernel declaring more head dims than this gets representatives (``head_dim_values``): every
+# pair of 256 head dims is 65,536 pairs, and listing which of them the capability claims took
+# sdpa-math's campaign 38 s of a 40 s budget on an H100 host before its first case.
+HEAD_DIMS_KEPT = 32
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,26 @@ def tile_edges(c: Capability) -> set[int]:
     return {b + d for b in {c.block_m, c.block_n, 64, 128} for d in (-1, 0, 1) if b + d >= 1}
 
 
+def head_dim_values(declared) -> list[int]:
+    """The head dims a dimension lists: all of them up to ``HEAD_DIMS_KEPT``, else the corners a
+    kernel's code paths turn on (1-8, each power of two from 16 and its neighbours, multiples
+    of 32, the largest), then the multiples of 16 and of 8 from the smallest up. The value
+    search still draws every declared head dim."""
+    ds = sorted(set(declared))
+    if len(ds) <= HEAD_DIMS_KEPT:
+        return ds
+    powers = [1 << k for k in range(4, 11)]
+    corners = {d for d in ds if d <= 8 or d % 32 == 0 or d == ds[-1]
+               or any(abs(d - m) <= 1 for m in powers)}
+    for step in (16, 8):
+        for d in ds:
+            if len(corners) >= HEAD_DIMS_KEPT:
+                break
+            if d % step == 0:
+                corners.add(d)
+    return sorted(corners)
+
+
 def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
     """The configuration dimensions of ``capability`` under ``profile`` (see the module docstring)."""
     c, prof = capability, get_profile(profile)
@@ -94,10 +118,10 @@ def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
             dims.append(Dimension(name, values))
 
     add("dtype", [d for d in DTYPE_ORDER if d in c.dtypes])
-    add("head_dim_qk", sorted(d for d in set(c.head_dims_qk) if d <= prof.max_head_dim)
-        or [min(c.head_dims_qk)])
+    add("head_dim_qk", head_dim_values([d for d in c.head_dims_qk if d <= prof.max_head_dim]
+                                       or [min(c.head_dims_qk)]))
     if not c.equal_head_dims:
-        add("head_dim_v", sorted(d for d in set(c.v_dims) if d <= prof.max_head_dim) or [min(c.v_dims)])
+        add("head_dim_v", head_dim_values([d for d in c.v_dims if d <= prof.max_head_dim] or [min(c.v_dims)]))
     kv_broadcast = "kv_broadcast" in c.layouts
     if c.gqa or kv_broadcast:
         add("group", [g for g in GROUPS if g <= (r["HG"] if c.gqa else r["H"])])
