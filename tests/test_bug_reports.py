@@ -7,13 +7,14 @@
    documented output. A report withdrawn because the gates accept its output (make_reproducers.WITHDRAWN)
    must be accepted. The CPU-replayable JSONs are replayed for real in test_bug_reproducers.py.
    Every report has such a JSON, or NO_REPRODUCER says why our judge cannot see its failure.
-2. The upstream text stands alone: every REPORT-*.md has the header lines and sections
+2. The upstream text stands alone: every REPORT-*.md (and DRAFT-*.md) has the header lines and sections
    below, at most REPORT_MAX_LINES lines outside its script, none of our vocabulary, and its script inline,
    identical to the file beside it, at most SCRIPT_MAX_LINES lines, importing no difftest; the difftest
    replay lives in the folder's REPLAY.md; README.md lists every report with its status; retest_gpu.sh runs
    every report's script; sync_scripts.py copies a changed script into its report.
 3. Retests are recorded: each report's "- Retested:" line gives the date, card and versions and what the
-   script did, or says it was not retested.
+   script did, or says it was not retested; a DRAFT-*.md (a report not yet confirmed by its script) says
+   UNCONFIRMED at the top, and a REPORT-*.md does not.
 """
 
 import ast
@@ -34,6 +35,7 @@ from difftest.model.problem import FP8_DTYPES
 BUGS = Path(__file__).resolve().parent.parent / "results" / "bugs"
 REPORTS = sorted(BUGS.glob("*/REPORT-*.md"))
 NOTES = sorted(BUGS.glob("*/NOTE-*.md"))
+DRAFTS = sorted(BUGS.glob("*/DRAFT-*.md"))
 REPORT_MAX_LINES = 80  # the text outside the inline script
 SCRIPT_MAX_LINES = 66  # "about 60": the two cuDNN graph scripts need a few more
 HEADER = ("- Package:", "- Environment:", "- Retested:", "- First bad release:", "- Already reported:")
@@ -71,7 +73,7 @@ def _split(text: str) -> tuple[list[str], str | None]:
 
 
 # ------------------------------------------------------------------ 2. the upstream text
-@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+@pytest.mark.parametrize("path", REPORTS + DRAFTS, ids=_ids(REPORTS + DRAFTS))
 def test_report_stands_alone(path):
     text = path.read_text()
     prose, block = _split(text)
@@ -79,7 +81,7 @@ def test_report_stands_alone(path):
         f"{path.name}: {len(prose)} lines outside the script (allowed {REPORT_MAX_LINES})"
     assert prose[0].startswith("# "), f"{path.name}: the first line is the title"
     for h in HEADER:
-        assert any(line.startswith(h) for line in prose[:12]), f"{path.name}: no '{h}' line in the header"
+        assert any(line.startswith(h) for line in prose[:18]), f"{path.name}: no '{h}' line in the header"
     for s in SECTIONS:
         assert s in prose, f"{path.name}: no '{s}' section"
     bad = sorted({m.group(0) for m in BANNED.finditer(text)})
@@ -100,14 +102,19 @@ def _scripts(reports):
 SCRIPTS = _scripts(REPORTS)
 
 
-@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
-def test_retest_is_recorded(path):
+@pytest.mark.parametrize("path", REPORTS + DRAFTS, ids=_ids(REPORTS + DRAFTS))
+def test_retest_is_recorded_and_drafts_say_so(path):
     text = path.read_text()
     assert RETESTED.search(text), \
         f"{path.name}: '- Retested:' needs 'not ...' or 'YYYY-MM-DD, <card, versions>: still fails / fixed / exits N'"
+    top = "\n".join(text.splitlines()[:6])
+    if path.name.startswith("DRAFT-"):
+        assert "UNCONFIRMED" in top, f"{path.name}: a draft says UNCONFIRMED at the top"
+    else:
+        assert "UNCONFIRMED" not in text, f"{path.name}: an unconfirmed report is a DRAFT-*.md"
 
 
-@pytest.mark.parametrize("path", _scripts(REPORTS), ids=_ids(_scripts(REPORTS)))
+@pytest.mark.parametrize("path", _scripts(REPORTS + DRAFTS), ids=_ids(_scripts(REPORTS + DRAFTS)))
 def test_script_is_short_and_standalone(path):
     text = path.read_text()
     n = len(text.splitlines())
@@ -120,7 +127,7 @@ def test_script_is_short_and_standalone(path):
 
 def test_every_report_and_note_is_listed_with_its_status():
     readme = (BUGS / "README.md").read_text()
-    rows = dict(re.findall(r"^\| \[([a-z0-9-]+/(?:REPORT|NOTE)-[a-z0-9-]+\.md)\]\([^)]*\) \|.*\| ([a-z-]+) \|$",
+    rows = dict(re.findall(r"^\| \[([a-z0-9-]+/(?:REPORT|NOTE|DRAFT)-[a-z0-9-]+\.md)\]\([^)]*\) \|.*\| ([a-z-]+) \|$",
                            readme, re.MULTILINE))
     for p in REPORTS:
         key = str(p.relative_to(BUGS))
@@ -128,6 +135,9 @@ def test_every_report_and_note_is_listed_with_its_status():
     for p in NOTES:
         key = str(p.relative_to(BUGS))
         assert rows.get(key) in ("withdrawn", "note"), f"README.md lists {key} as {rows.get(key)!r}"
+    for p in DRAFTS:
+        key = str(p.relative_to(BUGS))
+        assert rows.get(key) == "draft", f"README.md lists {key} as {rows.get(key)!r}: allowed 'draft'"
 
 
 def test_every_reproducer_is_replayed_beside_its_report():
