@@ -45,7 +45,9 @@ BANNED = re.compile(r"(?<![/.\w])(difftest|campaigns?|gates?|budgets?|findings?|
                     r"k_needed|reproducer json|call [A-Z]\d*|phase \d+)(?![/.\w])",  # not inside a path
                     re.IGNORECASE)
 STATUSES = ("ready", "known-upstream", "fixed-upstream")
-RETESTED = re.compile(r"^- Retested: (not\b|20\d\d-\d\d-\d\d, .*?(still fails|fixed|exits [01]))", re.MULTILINE | re.DOTALL)
+# the header item only (its continuation lines are indented): a date, then what the script did
+RETESTED = re.compile(r"^- Retested: (not\b|20\d\d-\d\d-\d\d, (?:[^\n]|\n  )*?(still fails|fixed|exits [01]))",
+                      re.MULTILINE)
 # reports whose failure difftest's judge does not see (no reproducer JSON), and why
 NO_REPRODUCER = {
     "cudnn/REPORT-fp8-bwd-amax-short-seq.md": "the judge checks O, LSE and gradients; amax outputs are not judged",
