@@ -6,11 +6,15 @@
    and difftest's judge (``check_outputs`` with the truth and yardsticks computed on the CPU) must fail the
    documented output. A report withdrawn because the gates accept its output (make_reproducers.WITHDRAWN)
    must be accepted. The CPU-replayable JSONs are replayed for real in test_bug_reproducers.py.
-2. The upstream text stands alone: every REPORT-*.md has the header lines and sections below, at most
-   REPORT_MAX_LINES lines outside its script, none of our vocabulary, and its script inline, identical to
-   the file beside it, at most SCRIPT_MAX_LINES lines, importing no difftest; the difftest replay lives in
-   the folder's REPLAY.md; README.md lists every report with its status; retest_gpu.sh runs every script;
-   sync_scripts.py copies a changed script into its report.
+   Every report has such a JSON, or NO_REPRODUCER says why our judge cannot see its failure.
+2. The upstream text stands alone: every REPORT-*.md (and DRAFT-*.md) has the header lines and sections
+   below, at most REPORT_MAX_LINES lines outside its script, none of our vocabulary, and its script inline,
+   identical to the file beside it, at most SCRIPT_MAX_LINES lines, importing no difftest; the difftest
+   replay lives in the folder's REPLAY.md; README.md lists every report with its status; retest_gpu.sh runs
+   every report's script; sync_scripts.py copies a changed script into its report.
+3. Retests are recorded: each report's "- Retested:" line gives the date, card and versions and what the
+   script did, or says it was not retested; a DRAFT-*.md (a report not yet confirmed by its script) says
+   UNCONFIRMED at the top, and a REPORT-*.md does not.
 """
 
 import ast
@@ -31,15 +35,23 @@ from difftest.model.problem import FP8_DTYPES
 BUGS = Path(__file__).resolve().parent.parent / "results" / "bugs"
 REPORTS = sorted(BUGS.glob("*/REPORT-*.md"))
 NOTES = sorted(BUGS.glob("*/NOTE-*.md"))
+DRAFTS = sorted(BUGS.glob("*/DRAFT-*.md"))
 REPORT_MAX_LINES = 80  # the text outside the inline script
 SCRIPT_MAX_LINES = 66  # "about 60": the two cuDNN graph scripts need a few more
-HEADER = ("- Package:", "- Environment:", "- First bad release:", "- Already reported:")
+HEADER = ("- Package:", "- Environment:", "- Retested:", "- First bad release:", "- Already reported:")
 SECTIONS = ("## What happens", "## Reproduce", "## Expected vs got", "## Where")
 # our words: a maintainer should meet none of them
 BANNED = re.compile(r"(?<![/.\w])(difftest|campaigns?|gates?|budgets?|findings?|yardsticks?|adapters?|surveys?|shrunk|"
                     r"k_needed|reproducer json|call [A-Z]\d*|phase \d+)(?![/.\w])",  # not inside a path
                     re.IGNORECASE)
 STATUSES = ("ready", "known-upstream", "fixed-upstream")
+# the header item only (its continuation lines are indented): a date, then what the script did
+RETESTED = re.compile(r"^- Retested: (not\b|20\d\d-\d\d-\d\d, (?:[^\n]|\n  )*?(still fails|fixed|exits [01]))",
+                      re.MULTILINE)
+# reports whose failure difftest's judge does not see (no reproducer JSON), and why
+NO_REPRODUCER = {
+    "cudnn/REPORT-fp8-bwd-amax-short-seq.md": "the judge checks O, LSE and gradients; amax outputs are not judged",
+}
 SCRIPT_LINE = re.compile(r"^Script: `(repro_[a-z0-9_]+\.py)`", re.MULTILINE)
 
 
@@ -63,7 +75,7 @@ def _split(text: str) -> tuple[list[str], str | None]:
 
 
 # ------------------------------------------------------------------ 2. the upstream text
-@pytest.mark.parametrize("path", REPORTS, ids=_ids(REPORTS))
+@pytest.mark.parametrize("path", REPORTS + DRAFTS, ids=_ids(REPORTS + DRAFTS))
 def test_report_stands_alone(path):
     text = path.read_text()
     prose, block = _split(text)
@@ -71,7 +83,7 @@ def test_report_stands_alone(path):
         f"{path.name}: {len(prose)} lines outside the script (allowed {REPORT_MAX_LINES})"
     assert prose[0].startswith("# "), f"{path.name}: the first line is the title"
     for h in HEADER:
-        assert any(line.startswith(h) for line in prose[:12]), f"{path.name}: no '{h}' line in the header"
+        assert any(line.startswith(h) for line in prose[:18]), f"{path.name}: no '{h}' line in the header"
     for s in SECTIONS:
         assert s in prose, f"{path.name}: no '{s}' section"
     bad = sorted({m.group(0) for m in BANNED.finditer(text)})
@@ -84,11 +96,27 @@ def test_report_stands_alone(path):
     assert script.read_text() == block, f"{path.name}: the inline script differs from {script.name}"
 
 
-SCRIPTS = sorted({p.parent / SCRIPT_LINE.search(p.read_text()).group(1) for p in REPORTS
-                  if SCRIPT_LINE.search(p.read_text())})
+def _scripts(reports):
+    return sorted({p.parent / SCRIPT_LINE.search(p.read_text()).group(1) for p in reports
+                   if SCRIPT_LINE.search(p.read_text())})
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=_ids(SCRIPTS))
+SCRIPTS = _scripts(REPORTS)
+
+
+@pytest.mark.parametrize("path", REPORTS + DRAFTS, ids=_ids(REPORTS + DRAFTS))
+def test_retest_is_recorded_and_drafts_say_so(path):
+    text = path.read_text()
+    assert RETESTED.search(text), \
+        f"{path.name}: '- Retested:' needs 'not ...' or 'YYYY-MM-DD, <card, versions>: still fails / fixed / exits N'"
+    top = "\n".join(text.splitlines()[:6])
+    if path.name.startswith("DRAFT-"):
+        assert "UNCONFIRMED" in top, f"{path.name}: a draft says UNCONFIRMED at the top"
+    else:
+        assert "UNCONFIRMED" not in text, f"{path.name}: an unconfirmed report is a DRAFT-*.md"
+
+
+@pytest.mark.parametrize("path", _scripts(REPORTS + DRAFTS), ids=_ids(_scripts(REPORTS + DRAFTS)))
 def test_script_is_short_and_standalone(path):
     text = path.read_text()
     n = len(text.splitlines())
@@ -101,7 +129,7 @@ def test_script_is_short_and_standalone(path):
 
 def test_every_report_and_note_is_listed_with_its_status():
     readme = (BUGS / "README.md").read_text()
-    rows = dict(re.findall(r"^\| \[([a-z0-9-]+/(?:REPORT|NOTE)-[a-z0-9-]+\.md)\]\([^)]*\) \|.*\| ([a-z-]+) \|$",
+    rows = dict(re.findall(r"^\| \[([a-z0-9-]+/(?:REPORT|NOTE|DRAFT)-[a-z0-9-]+\.md)\]\([^)]*\) \|.*\| ([a-z-]+) \|$",
                            readme, re.MULTILINE))
     for p in REPORTS:
         key = str(p.relative_to(BUGS))
@@ -109,6 +137,9 @@ def test_every_report_and_note_is_listed_with_its_status():
     for p in NOTES:
         key = str(p.relative_to(BUGS))
         assert rows.get(key) in ("withdrawn", "note"), f"README.md lists {key} as {rows.get(key)!r}"
+    for p in DRAFTS:
+        key = str(p.relative_to(BUGS))
+        assert rows.get(key) == "draft", f"README.md lists {key} as {rows.get(key)!r}: allowed 'draft'"
 
 
 def test_every_reproducer_is_replayed_beside_its_report():
@@ -125,6 +156,11 @@ def test_the_gpu_retest_runs_every_script():
     driver = (BUGS / "retest_gpu.sh").read_text()
     missing = [str(s.relative_to(BUGS)) for s in SCRIPTS if str(s.relative_to(BUGS)) not in driver]
     assert not missing, f"retest_gpu.sh does not run {missing}"
+    # one verdict line per report: two reports sharing a script each get a run (with an argument that picks
+    # the issue), so "still fails" never stands for a script that fails on the other report's issue
+    alone = [str(r.relative_to(BUGS))[:-3] for r in REPORTS]
+    missing = [k for k in alone if not re.search(rf"^\s*run {re.escape(k)} ", driver, re.MULTILINE)]
+    assert not missing, f"retest_gpu.sh has no 'run <report> ...' line of its own for {missing}"
 
 
 def test_sync_scripts_finds_a_stale_block_and_rewrites_it(tmp_path):
@@ -239,6 +275,16 @@ def _check_truth(j: Judged, w: dict) -> None:
         assert float(truth[tuple(w["at"])]) == pytest.approx(w["truth"], rel=2e-3, abs=2e-3), w
     if "max_abs_truth" in w:
         assert truth.abs().max().item() == pytest.approx(w["max_abs_truth"], rel=1e-3), w
+
+
+def test_every_report_has_a_reproducer_our_judge_can_fail():
+    """The gate check below covers every report: each REPORT-*.md has a reproducer JSON entry (failed, or
+    error for a call that raises), unless NO_REPRODUCER says why the judge cannot see its failure."""
+    covered = {f"{e.folder}/{e.report}" for e in BUILT.ENTRIES if e.status in ("failed", "error")}
+    missing = [k for k in _ids(REPORTS) if k not in covered and k not in NO_REPRODUCER]
+    assert not missing, f"no reproducer JSON (make_reproducers.ENTRIES) and no NO_REPRODUCER reason: {missing}"
+    stale = [k for k in NO_REPRODUCER if k in covered or not (BUGS / k).exists()]
+    assert not stale, f"NO_REPRODUCER names reports that have a JSON or no longer exist: {stale}"
 
 
 @pytest.mark.parametrize("entry", GPU_FAILED, ids=[f"{e.folder}/{e.name}" for e in GPU_FAILED])

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""Copy each report's script into the report: the ```python block of every REPORT-*.md becomes the text of
-the file its "Script: `repro_*.py`" line names (beside it), so the upstream text pastes as one piece.
+"""Copy each report's script into the report: the ```python block of every REPORT-*.md (and DRAFT-*.md)
+becomes the text of the file its "Script: `repro_*.py`" line names (beside it), so the upstream text pastes
+as one piece.
 
     python results/bugs/sync_scripts.py            # rewrite the blocks
     python results/bugs/sync_scripts.py --check    # exit 1 if a block differs from its file
@@ -26,7 +27,7 @@ def synced(report: Path) -> str:
 
 def main(argv) -> int:
     stale = []
-    for report in sorted(HERE.glob("*/REPORT-*.md")):
+    for report in sorted([*HERE.glob("*/REPORT-*.md"), *HERE.glob("*/DRAFT-*.md")]):
         text = synced(report)
         if text != report.read_text():
             stale.append(str(report.relative_to(HERE)))
