@@ -286,6 +286,10 @@ class BlockwiseAttention(KernelAdapter):
         """Query heads whose dQ the epilogue stores."""
         return list(range(p.heads_q))
 
+    def accumulate_kv(self, acc: torch.Tensor, part: torch.Tensor) -> torch.Tensor:
+        """A query tile's dK or dV product added into its key tile's float32 accumulator."""
+        return acc + part
+
     def reduce_group(self, grad_h: torch.Tensor, idx: torch.Tensor, heads_kv: int) -> torch.Tensor:
         """[Hq, n, D] per-query-head dK/dV -> [Hkv, n, D]: sum over each GQA group."""
         return torch.stack([grad_h[idx == g].sum(dim=0) for g in range(heads_kv)])
@@ -496,9 +500,10 @@ class BlockwiseAttention(KernelAdapter):
         for j0, j1 in self.key_tiles(sk, "bwd"):
             for i0, i1 in self.query_tiles(sq, "bwd"):
                 pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
-                dv[:, j0:j1] += self.gemm(self.operand(pt, "p_dv").transpose(1, 2), dop[:, i0:i1])
+                dv[:, j0:j1] = self.accumulate_kv(dv[:, j0:j1],
+                                                  self.gemm(self.operand(pt, "p_dv").transpose(1, 2), dop[:, i0:i1]))
                 ds = self.operand(self.softmax_grad(pt, dp, deltap[:, i0:i1].unsqueeze(-1), i0, i1, j0, j1), "ds")
-                dk[:, j0:j1] += self.gemm(ds.transpose(1, 2), qp[:, i0:i1]) * dk_scale
+                dk[:, j0:j1] = self.accumulate_kv(dk[:, j0:j1], self.gemm(ds.transpose(1, 2), qp[:, i0:i1]) * dk_scale)
                 parts.append((i0, i1, self.gemm(ds, kp[:, j0:j1])))
         self.reduce_dq(ws, parts)
         return dk[:, :sk], dv[:, :sk]

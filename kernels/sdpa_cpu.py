@@ -163,6 +163,11 @@ class SdpaCpuFlash(SdpaCpu):
         aligns=("top_left", "bottom_right"), window=True, varlen=True, empty_seqs=True, pad_tail=True,
         sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=True,
         poison=False, device="cpu", block_m=32, block_n=512, layouts=LAYOUTS,
+        # cpu_flash_attention_backward adds each query block's dK/dV product into grad_k/grad_v
+        # with beta = 1 GEMMs on the output tensors (FlashAttentionKernel.cpp): the sum is rounded
+        # in fp16/bf16 per (query head, query block); qSplitSize is 32 up to 192 rows, 64 below
+        # 768, 256 above: block_m = 32, the most roundings, bounds the three
+        designs=("input-dtype-running-sum",),
     )
 
     def available(self) -> str | None:

@@ -302,6 +302,35 @@ class PerHeadPartialsStored(_InputDtype):
         return torch.stack([rounded[idx == g].sum(dim=0) for g in range(heads_kv)])
 
 
+@variant("torch's CPU flash backward: dK/dV added block by block into the output tensors in fp16/bf16")
+class InputDtypeRunningSum(_InputDtype):
+    """dK and dV are held in the input dtype: each query tile's product of each query head is
+    added into its key/value head's one accumulator in turn, rounded after every addition
+    (judged with the design's own yardstick, oracles/running_sum.py)."""
+
+    name = "input-dtype-running-sum"
+    capability = replace(BlockwiseAttention.capability, designs=("input-dtype-running-sum",))
+    groups: list = []  # the query heads of each key/value head, during a call
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        idx = self.kv_head_index(inputs.problem, "cpu").tolist()
+        self.groups = [[h for h, g in enumerate(idx) if g == kv] for kv in range(inputs.problem.heads_kv)]
+        return super().backward(inputs, fwd, ctx, out)
+
+    def accumulate_kv(self, acc, part):
+        # every query head's slot holds its group's one accumulator
+        out = acc.clone()
+        for heads in self.groups:
+            run = acc[heads[0]]
+            for h in heads:
+                run = _round_to(run + part[h], self.low)
+            out[heads] = run
+        return out
+
+    def reduce_group(self, grad_h, idx, heads_kv):
+        return torch.stack([grad_h[heads[0]] for heads in self.groups])
+
+
 # ----------------------------------------------------------------------------- tile sizes
 @variant("tile shapes of real kernels: 64 x 128 (FA2 fwd on A100), 128 x 64 (FA3 bwd)",
          cuda=CudaReach((64, 128), max_seqlen=4096, max_batch=2, max_heads=GPU.max_heads))

@@ -35,6 +35,7 @@ from .chunked import CHUNK_PRECISIONS, DEFAULT_MAX_CHUNK_ELEMENTS, chunk_rows, c
 from .flash_style import flash_style_reference
 from .fp8 import fp8_reference
 from .reference import PRECISIONS, allowed_mask, reference, rows_reference
+from .running_sum import input_dtype_running_sum
 
 # Score elements (sum over sequences of seqlen_q x seqlen_k, times heads_q) above which
 # the naive same-dtype reference is left out of the yardstick. Its dense graph keeps ~6
@@ -99,6 +100,18 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
     return References(truth, [same, flash], flash, note, std)
 
 
+def design_yardsticks(designs, inputs: Inputs, block_m: int, flash: Outputs) -> list:
+    """The yardsticks of the correct designs a kernel declares (``Capability.designs``), each
+    built from the flash-style one ``flash`` where the design rounds as it does."""
+    out = []
+    for d in designs:
+        if d == "input-dtype-running-sum":
+            out.append(input_dtype_running_sum(inputs, block_m, flash))
+        else:
+            raise ValueError(f"design {d!r}: no yardstick models it")
+    return out
+
+
 __all__ = ["CHUNK_PRECISIONS", "DEFAULT_CHUNK_THRESHOLD", "DEFAULT_MAX_CHUNK_ELEMENTS", "PRECISIONS", "References",
-           "allowed_mask", "chunk_rows", "chunked_reference", "flash_style_reference", "fp8_reference", "reference",
+           "allowed_mask", "chunk_rows", "chunked_reference", "design_yardsticks", "flash_style_reference", "fp8_reference", "reference",
            "references", "rows_allowed", "rows_reference", "score_elements"]

@@ -281,10 +281,17 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
         def judge(outputs):  # the gates (with further designs' yardsticks where one fails), then the
             # backward re-judged from its own statistics
             verdicts = check(outputs, refs.yardsticks)
-            if refs.more is not None and any(not v.passed and v.gate == Gate.BUDGET for v in verdicts):
+            if (refs.more is not None or cap.designs) and any(not v.passed and v.gate == Gate.BUDGET
+                                                              for v in verdicts):
                 if not more:
-                    more.extend(refs.more())
-                    result.notes.append(refs.more_note)
+                    if refs.more is not None:
+                        more.extend(refs.more())
+                        result.notes.append(refs.more_note)
+                    with phase("yardsticks"):
+                        more.extend(oracles.design_yardsticks(cap.designs, inputs, cap.block_m, refs.flash))
+                    if cap.designs:
+                        result.notes.append(f"judged also with the yardsticks of the designs it declares: "
+                                            f"{', '.join(cap.designs)}")
                 verdicts = check(outputs, refs.yardsticks + more)
             attribute(problem, inputs, outputs, refs.truth, verdicts)
             return verdicts

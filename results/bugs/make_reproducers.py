@@ -144,10 +144,12 @@ ENTRIES = (
           "error", reason="CompilationError: Input shapes should have M >= 1, N >= 1 and K >= 16",
           seen_with="fastflash-attention 0.2.0, triton 3.6.0, torch 2.11.0+cu130, NVIDIA H200 sm_90"),
     # ---------------------------------------------------------------- torch SDPA (a design note, not a report)
+    # passes since the kernel declares the input-dtype running sum (oracles/running_sum.py): the
+    # JSON pins that our gates keep accepting this correct design (it failed dv:budget, ratio 1.59, before)
     Entry("sdpa-cpu-flash", "input-dtype-accumulation", "NOTE-input-dtype-accumulation.md", "sdpa-cpu-flash",
           Problem(batch=1, seqlen_q=512, seqlen_k=145, heads_q=9, heads_kv=1, head_dim_qk=8, head_dim_v=8,
                   dtype="float16", softmax_scale=0.01, values="large_do", value_scale=1.0),
-          "failed", ("dv:budget",), seen_with="torch 2.13.0+cpu, 2-core x86-64 CPU"),
+          "passed", (), seen_with="torch 2.13.0+cpu, 2-core x86-64 CPU"),
     # ---------------------------------------------------------------- TileLang's example
     Entry("tilelang-example", "dq-layout-overrun", "REPORT-dq-layout-overrun.md", "tilelang-file",
           _legacy(batch=1, seqlen_q=67, seqlen_k=67, heads_q=1, heads_kv=1, head_dim_qk=16, head_dim_v=16,
