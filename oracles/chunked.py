@@ -40,6 +40,14 @@ of four more float64 GEMMs (``magnitudes_dtype``). On CUDA the remaining passes 
 chunk (exp with the row sum; dS with the magnitude terms) are Triton kernels, one pass each,
 with the Q K^T and dO V^T GEMMs inside them where the shift is the bound (fused_passes.py,
 ``FUSED_PASSES``, ``FUSED_GEMMS``).
+
+Shape of the code: ``chunked_reference`` decides once what it runs (a ``PassPlan``: the
+precisions, magnitudes or not, flash rounding and its overflow edge, the chunking, fused
+and CUDA-form passes), then walks sequences (``_Sequence``: operands laid out per key/value
+head) and their chunks (``_Chunk``, from ``chunk_plan``), calling one function per pass:
+``_softmax_pass`` (S, mask, shift, exp, row sums, LSE), ``_forward_pass`` (O, Delta, dV),
+``_dp_pass``, ``_magnitude_pass``, ``_ds_pass`` and ``_gradient_pass`` (dQ, dK, dSink), which
+write into ``_Accumulators``. tests/test_chunked_pins.py pins its outputs bit for bit.
 """
 
 import math
@@ -182,8 +190,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     bound, S = Q K^T and dP = dO V^T computed inside them (never stored)."""
     _check_options(precision, magnitudes_dtype, chunk, max_chunk_elements, flash_rounding)
     x = inputs.upcast(getattr(torch, precision))
-    plan = Plan.of(inputs.q.dtype, x.q.device, precision, max_chunk_elements, chunk, magnitudes, magnitudes_dtype,
-                   flash_rounding, skip_masked, fused_passes, fused_gemms)
+    plan = PassPlan.of(inputs.q.dtype, x.q.device, precision, max_chunk_elements, chunk, magnitudes,
+                       magnitudes_dtype, flash_rounding, skip_masked, fused_passes, fused_gemms)
     p = inputs.problem
     acc = _Accumulators(plan, p, x)
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
@@ -207,7 +215,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
 
 
 @dataclass(frozen=True)
-class Plan:
+class PassPlan:
     """What one ``chunked_reference`` call runs, decided once from its options and the device:
     the precision of the values and of the magnitudes (None: no magnitudes pass), whether
     flash rounding and its overflow edge run, how the rows are cut into chunks, and which
@@ -231,7 +239,7 @@ class Plan:
 
     @classmethod
     def of(cls, low, dev, precision, max_chunk_elements, chunk, magnitudes, magnitudes_dtype, flash_rounding,
-           skip_masked, fused_passes, fused_gemms) -> "Plan":
+           skip_masked, fused_passes, fused_gemms) -> "PassPlan":
         dt = getattr(torch, precision)
         # the magnitudes never in a finer precision than the values
         mdt = torch.float32 if precision == "float32" else getattr(torch, magnitudes_dtype or MAGNITUDES_DTYPE.get(
@@ -269,7 +277,7 @@ class _Accumulators:
     """The outputs being written across sequences and chunks (packed THD), the magnitudes'
     running maxima, the overflow edge's rows and the count of fused chunks."""
 
-    def __init__(self, plan: Plan, p: Problem, x: Inputs):
+    def __init__(self, plan: PassPlan, p: Problem, x: Inputs):
         dt, dev = plan.dtype, x.q.device
         Hq, Hkv, G, D, Dv = p.heads_q, p.heads_kv, p.group, p.head_dim_qk, p.head_dim_v
         self.o = torch.zeros(p.total_q, Hq, Dv, dtype=dt, device=dev)
@@ -309,7 +317,7 @@ class _Accumulators:
             self.mag["dk"] = torch.maximum(self.mag["dk"], _top(seq.dk_terms) * self.scale)
             self.mag["dv"] = torch.maximum(self.mag["dv"], _top(seq.dv_terms))
 
-    def outputs(self, plan: Plan) -> Outputs:
+    def outputs(self, plan: PassPlan) -> Outputs:
         mag = self.mag
         if self.dsink_terms is not None:
             mag["dsink"] = _top(self.dsink_terms)
@@ -354,7 +362,7 @@ class _Sequence:
     dv_terms: torch.Tensor | None = None
 
     @classmethod
-    def of(cls, plan: Plan, p: Problem, x: Inputs, b: int) -> "_Sequence":
+    def of(cls, plan: PassPlan, p: Problem, x: Inputs, b: int) -> "_Sequence":
         sq, sk = p.seqlens_q[b], p.seqlens_k[b]
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
         Hkv, G, D, Dv = p.heads_kv, p.group, p.head_dim_qk, p.head_dim_v
@@ -421,7 +429,7 @@ class _Chunk:
         return t if self.inv2 is None else t * self.inv2
 
 
-def _softmax_pass(plan: Plan, p: Problem, seq: _Sequence, ch: _Chunk, sink) -> None:
+def _softmax_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, sink) -> None:
     """E = exp(S - m) with its row sums and the rows' LSE: S from the fused GEMM (the shift is
     the bound and the chunk is large), from a GEMM with the shift as one more column, or from
     a plain GEMM with the row maximum; exp and the row sum fused where they may be."""
@@ -490,7 +498,7 @@ def _softmax_pass(plan: Plan, p: Problem, seq: _Sequence, ch: _Chunk, sink) -> N
         ch.inv2 = None
 
 
-def _forward_pass(plan: Plan, seq: _Sequence, ch: _Chunk) -> None:
+def _forward_pass(plan: PassPlan, seq: _Sequence, ch: _Chunk) -> None:
     """O = P V, Delta = rowsum(O * dO), and dV += P^T dO."""
     p_mma = plan.rnd(ch.e2)  # P (or E) as the PV and dV GEMMs consume it
     ch.oc = plan.rnd(ch.nrm(torch.bmm(p_mma, ch.vb)))  # [Hkv, c*G, Dv]
@@ -498,7 +506,7 @@ def _forward_pass(plan: Plan, seq: _Sequence, ch: _Chunk) -> None:
     seq.dvh[:, ch.lo:ch.hi].baddbmm_(p_mma.transpose(1, 2), ch.nrm(ch.doc))
 
 
-def _dp_pass(plan: Plan, ch: _Chunk) -> None:
+def _dp_pass(plan: PassPlan, ch: _Chunk) -> None:
     """dP = dO V^T, or (fused) dS in place of E or of dP with the magnitude terms."""
     fz, wanted, mdt = plan.fused, plan.fused_wanted, plan.magnitudes
     ch.terms = FAILED
@@ -513,7 +521,7 @@ def _dp_pass(plan: Plan, ch: _Chunk) -> None:
             ch.fused = ch.terms is not FAILED
 
 
-def _magnitude_pass(plan: Plan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
+def _magnitude_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
     """The largest sums of absolute terms behind O and dQ, and this chunk's share of dK's and dV's."""
     mdt, dev, Hkv, G, c = plan.magnitudes, ch.qc.device, seq.Hkv, seq.G, ch.c
     lo, hi, r0, r1 = ch.lo, ch.hi, ch.r0, ch.r1
@@ -550,7 +558,7 @@ def _magnitude_pass(plan: Plan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Ac
         del pm, dq_terms
 
 
-def _ds_pass(plan: Plan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
+def _ds_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
     """dS = P (dP - Delta) in place of dP (already there when fused), the overflow edge's rows
     and columns, and dS rounded as a flash kernel stores it."""
     if not ch.fused:
@@ -566,7 +574,7 @@ def _ds_pass(plan: Plan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulat
     ch.e = ch.e2 = None  # E's memory back before the gradient GEMMs
 
 
-def _gradient_pass(plan: Plan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
+def _gradient_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
     """dQ = scale dS K (stored with the chunk's O and LSE), dK += scale dS^T Q, and dSink."""
     scale, ds = p.scale, ch.dp
     ch.dp = None
