@@ -56,6 +56,9 @@ class Gate(StrEnum):
 
 
 RATIO_GATES = frozenset({Gate.BUDGET, Gate.SECOND_REFERENCE})  # gates whose number is an error ratio
+# the largest error ratio a case or a report keeps: a non-finite or larger one is reported as
+# this (hypothesis.target needs a finite number; every report prints it as 1e+06)
+RATIO_CAP = 1e6
 
 
 class FailureKind(StrEnum):

@@ -40,10 +40,19 @@ of four more float64 GEMMs (``magnitudes_dtype``). On CUDA the remaining passes 
 chunk (exp with the row sum; dS with the magnitude terms) are Triton kernels, one pass each,
 with the Q K^T and dO V^T GEMMs inside them where the shift is the bound (fused_passes.py,
 ``FUSED_PASSES``, ``FUSED_GEMMS``).
+
+Shape of the code: ``chunked_reference`` decides once what it runs (a ``PassPlan``: the
+precisions, magnitudes or not, flash rounding and its overflow edge, the chunking, fused
+and CUDA-form passes), then walks sequences (``_Sequence``: operands laid out per key/value
+head) and their chunks (``_Chunk``, from ``chunk_plan``), calling one function per pass:
+``_softmax_pass`` (S, mask, shift, exp, row sums, LSE), ``_forward_pass`` (O, Delta, dV),
+``_dp_pass``, ``_magnitude_pass``, ``_ds_pass`` and ``_gradient_pass`` (dQ, dK, dSink), which
+write into ``_Accumulators``. tests/test_chunked_pins.py pins its outputs bit for bit.
 """
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import torch
 
@@ -179,6 +188,79 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     ``FUSED_PASSES`` says for the device type (CUDA) and Triton imports; False: eager.
     ``fused_gemms`` (None: ``FUSED_GEMMS``): where the passes are fused and the shift is the
     bound, S = Q K^T and dP = dO V^T computed inside them (never stored)."""
+    _check_options(precision, magnitudes_dtype, chunk, max_chunk_elements, flash_rounding)
+    x = inputs.upcast(getattr(torch, precision))
+    plan = PassPlan.of(inputs.q.dtype, x.q.device, precision, max_chunk_elements, chunk, magnitudes,
+                       magnitudes_dtype, flash_rounding, skip_masked, fused_passes, fused_gemms)
+    p = inputs.problem
+    acc = _Accumulators(plan, p, x)
+    for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
+        if sq == 0:
+            continue
+        seq = _Sequence.of(plan, p, x, b)
+        chunks = chunk_plan(p, sq, sk, plan.budget, plan.rows, plan.skip_masked)
+        shifts = (_shift_bounds(p, seq.qh, seq.khn, seq.kh, chunks, sq, sk, p.scale, acc.sink)
+                  if seq.khn is not None else [None] * len(chunks))
+        for (r0, r1, lo, hi), m in zip(chunks, shifts):
+            ch = _Chunk.of(p, seq, r0, r1, lo, hi, m)
+            _softmax_pass(plan, p, seq, ch, acc.sink)
+            _forward_pass(plan, seq, ch)
+            _dp_pass(plan, ch)
+            if acc.mag is not None:
+                _magnitude_pass(plan, p, seq, ch, acc)
+            _ds_pass(plan, p, seq, ch, acc)
+            _gradient_pass(plan, p, seq, ch, acc)
+        acc.store_sequence(seq)
+    return acc.outputs(plan)
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """What one ``chunked_reference`` call runs, decided once from its options and the device:
+    the precision of the values and of the magnitudes (None: no magnitudes pass), whether
+    flash rounding and its overflow edge run, how the rows are cut into chunks, and which
+    passes may be fused (Triton) or take CUDA's forms (the shift in the GEMM, split terms)."""
+
+    precision: str
+    dtype: torch.dtype  # the values'
+    low: torch.dtype  # the inputs' (what flash rounding rounds to)
+    magnitudes: torch.dtype | None  # the magnitude sums' (None: not recorded)
+    acc: torch.dtype  # dK's and dV's magnitude sums across chunks
+    flash_rounding: bool
+    edge_at: float | None  # the dS overflow edge's magnitude (flash rounding of fp16 inputs), else None
+    budget: int  # score elements per chunk
+    rows: int | None  # fixed rows per chunk (None: from the budget)
+    skip_masked: bool
+    fused: object  # oracles/fused_passes.py, or None: eager passes only
+    fused_wanted: bool | None  # the fused_passes option: True insists, None falls back to eager
+    fused_gemms: bool
+    split_terms: bool
+    shift_in_gemm: bool
+
+    @classmethod
+    def of(cls, low, dev, precision, max_chunk_elements, chunk, magnitudes, magnitudes_dtype, flash_rounding,
+           skip_masked, fused_passes, fused_gemms) -> "PassPlan":
+        dt = getattr(torch, precision)
+        # the magnitudes never in a finer precision than the values
+        mdt = torch.float32 if precision == "float32" else getattr(torch, magnitudes_dtype or MAGNITUDES_DTYPE.get(
+            dev.type, "float32"))
+        return cls(precision=precision, dtype=dt, low=low, magnitudes=mdt if magnitudes else None,
+                   acc=torch.float32 if mdt == torch.bfloat16 else mdt, flash_rounding=flash_rounding,
+                   # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of fp16 inputs)
+                   edge_at=_overflow_edge_at(low) if flash_rounding else None,
+                   budget=max_chunk_elements if max_chunk_elements is not None else auto_chunk_elements(dev, dt),
+                   rows=chunk, skip_masked=skip_masked,
+                   fused=_fused_module(dev, fused_passes) if precision == "float64" else None,
+                   fused_wanted=fused_passes, fused_gemms=FUSED_GEMMS if fused_gemms is None else fused_gemms,
+                   split_terms=SPLIT_TERMS.get(dev.type, False),
+                   shift_in_gemm=precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False))
+
+    def rnd(self, t):
+        """What a flash kernel stores or feeds to the MMA in the input dtype."""
+        return t.to(self.low).to(self.dtype) if self.flash_rounding else t
+
+
+def _check_options(precision, magnitudes_dtype, chunk, max_chunk_elements, flash_rounding) -> None:
     if precision not in CHUNK_PRECISIONS:
         raise ValueError(f"precision={precision!r}: allowed {CHUNK_PRECISIONS}")
     if magnitudes_dtype is not None and magnitudes_dtype not in MAGNITUDE_DTYPES:
@@ -189,224 +271,325 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         raise ValueError(f"max_chunk_elements={max_chunk_elements!r}: allowed None or an int >= 1")
     if flash_rounding and precision != "float32":
         raise ValueError(f"flash_rounding with precision={precision!r}: allowed only 'float32'")
-    p = inputs.problem
-    dt = getattr(torch, precision)
-    # the magnitudes never in a finer precision than the values
-    mdt = torch.float32 if precision == "float32" else getattr(torch, magnitudes_dtype or MAGNITUDES_DTYPE.get(
-        inputs.q.device.type, "float32"))
-    acc_dt = torch.float32 if mdt == torch.bfloat16 else mdt  # dK's and dV's sums across chunks
-    low = inputs.q.dtype
 
-    def rnd(t):  # what a flash kernel stores or feeds to the MMA in the input dtype
-        return t.to(low).to(dt) if flash_rounding else t
 
-    x = inputs.upcast(dt)
-    dev = x.q.device
-    Hq, Hkv, G, D, Dv = p.heads_q, p.heads_kv, p.group, p.head_dim_qk, p.head_dim_v
-    scale = p.scale
-    budget = max_chunk_elements if max_chunk_elements is not None else auto_chunk_elements(dev, dt)
-    fz = _fused_module(dev, fused_passes) if precision == "float64" else None
-    split = SPLIT_TERMS.get(dev.type, False)
-    gemms = FUSED_GEMMS if fused_gemms is None else fused_gemms
-    fused_chunks = 0  # chunks whose passes were both fused
-    gemm_chunks = 0  # of those, chunks whose Q K^T and dO V^T GEMMs were fused with them
+class _Accumulators:
+    """The outputs being written across sequences and chunks (packed THD), the magnitudes'
+    running maxima, the overflow edge's rows and the count of fused chunks."""
 
-    o = torch.zeros(p.total_q, Hq, Dv, dtype=dt, device=dev)
-    lse = torch.full((p.total_q, Hq), float("-inf"), dtype=torch.float32, device=dev)
-    dq = torch.zeros(p.total_q, Hq, D, dtype=dt, device=dev)
-    dk = torch.zeros(p.total_k, Hkv, D, dtype=dt, device=dev)
-    dv = torch.zeros(p.total_k, Hkv, Dv, dtype=dt, device=dev)
-    sink = None if x.sink is None else x.sink.to(dt).view(Hkv, 1, G)  # [Hkv, 1, G]
-    dsink = None if sink is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
-    zero = torch.zeros((), dtype=torch.float64, device=dev)
-    mag = {n: zero for n in ("o", "dq", "dk", "dv", "dsink")} if magnitudes else None
-    dsink_terms = None if sink is None or mag is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
-    # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of fp16 inputs)
-    edge_at = _overflow_edge_at(low) if flash_rounding else None
-    edge = None if edge_at is None else {"dq": torch.zeros(p.total_q, Hq, dtype=torch.bool, device=dev),
-                                         "dk": torch.zeros(p.total_k, Hkv, dtype=torch.bool, device=dev)}
+    def __init__(self, plan: PassPlan, p: Problem, x: Inputs):
+        dt, dev = plan.dtype, x.q.device
+        Hq, Hkv, G, D, Dv = p.heads_q, p.heads_kv, p.group, p.head_dim_qk, p.head_dim_v
+        self.o = torch.zeros(p.total_q, Hq, Dv, dtype=dt, device=dev)
+        self.lse = torch.full((p.total_q, Hq), float("-inf"), dtype=torch.float32, device=dev)
+        self.dq = torch.zeros(p.total_q, Hq, D, dtype=dt, device=dev)
+        self.dk = torch.zeros(p.total_k, Hkv, D, dtype=dt, device=dev)
+        self.dv = torch.zeros(p.total_k, Hkv, Dv, dtype=dt, device=dev)
+        self.sink = None if x.sink is None else x.sink.to(dt).view(Hkv, 1, G)  # [Hkv, 1, G]
+        self.dsink = None if self.sink is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
+        zero = torch.zeros((), dtype=torch.float64, device=dev)
+        self.mag = {n: zero for n in ("o", "dq", "dk", "dv", "dsink")} if plan.magnitudes is not None else None
+        self.dsink_terms = (None if self.sink is None or self.mag is None
+                            else torch.zeros(Hkv, G, dtype=dt, device=dev))
+        self.edge = None if plan.edge_at is None else {
+            "dq": torch.zeros(p.total_q, Hq, dtype=torch.bool, device=dev),
+            "dk": torch.zeros(p.total_k, Hkv, dtype=torch.bool, device=dev)}
+        self.scale = p.scale
+        self.fused_chunks = 0  # chunks whose passes were both fused
+        self.gemm_chunks = 0  # of those, chunks whose Q K^T and dO V^T GEMMs were fused with them
 
-    for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
+    def store_chunk(self, seq: "_Sequence", ch: "_Chunk", dqc: torch.Tensor) -> None:
+        """The chunk's rows of O, dQ and LSE, each copied once into its rows (a reshape of the
+        permuted chunk would copy it twice)."""
+        q0, r0, r1, c, Hkv, G = seq.q0, ch.r0, ch.r1, ch.c, seq.Hkv, seq.G
+        oc = ch.oc
+        self.o[q0 + r0:q0 + r1].view(c, Hkv, G, oc.shape[-1]).copy_(oc.view(Hkv, c, G, -1).permute(1, 0, 2, 3))
+        self.dq[q0 + r0:q0 + r1].view(c, Hkv, G, dqc.shape[-1]).copy_(dqc.view(Hkv, c, G, -1).permute(1, 0, 2, 3))
+        self.lse[q0 + r0:q0 + r1].view(c, Hkv, G).copy_(ch.row_lse.permute(1, 0, 2))  # to float32, as .float()
+
+    def store_sequence(self, seq: "_Sequence") -> None:
+        k0, sk = seq.k0, seq.sk
+        self.dk[k0:k0 + sk] = seq.dkh.permute(1, 0, 2)
+        self.dv[k0:k0 + sk] = seq.dvh.permute(1, 0, 2)
+        if seq.dk_edge is not None:
+            self.edge["dk"][k0:k0 + sk] = seq.dk_edge.permute(1, 0)
+        if self.mag is not None:
+            self.mag["dk"] = torch.maximum(self.mag["dk"], _top(seq.dk_terms) * self.scale)
+            self.mag["dv"] = torch.maximum(self.mag["dv"], _top(seq.dv_terms))
+
+    def outputs(self, plan: PassPlan) -> Outputs:
+        mag = self.mag
+        if self.dsink_terms is not None:
+            mag["dsink"] = _top(self.dsink_terms)
+        dsink = None if self.dsink is None else self.dsink.reshape(-1).float()
+        o, dq, dk, dv = self.o, self.dq, self.dk, self.dv
+        if plan.flash_rounding:  # the kernel's outputs are stored in the input dtype
+            o, dq, dk, dv = (t.to(plan.low) for t in (o, dq, dk, dv))
+        out = Outputs(o=o, lse=self.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
+        out.overflow_edge = self.edge
+        out.fused_chunks = self.fused_chunks  # what the bench reports (its "passes")
+        out.fused_gemm_chunks = self.gemm_chunks
+        if mag is not None:  # one host read, at the end
+            margin = MAGNITUDE_MARGIN.get(plan.magnitudes, 1.0)
+            out.magnitude = dict(zip(mag, (torch.stack([t.to(torch.float64) for t in mag.values()])
+                                           * margin).tolist()))
+        else:
+            out.magnitude = None
+        return out
+
+
+@dataclass
+class _Sequence:
+    """One sequence's operands laid out [Hkv, rows, G, dim] (a chunk of rows is then a
+    [Hkv, rows x G, dim] view) and [Hkv, keys, dim], and its dK and dV sums over the chunks."""
+
+    q0: int
+    k0: int
+    sq: int
+    sk: int
+    Hkv: int
+    G: int
+    qh: torch.Tensor
+    doh: torch.Tensor
+    kh: torch.Tensor
+    vh: torch.Tensor
+    dkh: torch.Tensor
+    dvh: torch.Tensor
+    khn: torch.Tensor | None = None  # |k_j| per key, where the softmax shift is the bound (_shift_bound)
+    dk_edge: torch.Tensor | None = None  # [Hkv, sk] bool: keys whose dK row a dS at the overflow edge feeds
+    absolute: tuple | None = None  # |K|, |V|, |Q|, |dO| in the magnitudes' dtype
+    dk_terms: torch.Tensor | None = None
+    dv_terms: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, plan: PassPlan, p: Problem, x: Inputs, b: int) -> "_Sequence":
+        sq, sk = p.seqlens_q[b], p.seqlens_k[b]
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
-        if sq == 0:
-            continue
-        # [Hkv, rows, G, dim]: a chunk of rows is then a [Hkv, rows x G, dim] view
+        Hkv, G, D, Dv = p.heads_kv, p.group, p.head_dim_qk, p.head_dim_v
         qh = x.q[q0:q0 + sq].view(sq, Hkv, G, D).permute(1, 0, 2, 3).contiguous()
         doh = x.do[q0:q0 + sq].view(sq, Hkv, G, Dv).permute(1, 0, 2, 3).contiguous()
         kh = x.k[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, D]
         vh = x.v[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
-        dkh = torch.zeros_like(kh)
-        khn = None
-        if precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False) and sk:  # see _shift_bound
-            khn = kh.norm(dim=-1)  # [Hkv, sk]
-        dvh = torch.zeros_like(vh)
-        dk_edge = None if edge is None else torch.zeros(Hkv, sk, dtype=torch.bool, device=dev)
-        if mag is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
-            kabs, vabs, qabs, doabs = (t.abs().to(mdt) for t in (kh, vh, qh, doh))
-            dk_terms, dv_terms = torch.zeros_like(kabs, dtype=acc_dt), torch.zeros_like(vabs, dtype=acc_dt)
-        plan = chunk_plan(p, sq, sk, budget, chunk, skip_masked)
-        shifts = _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) if khn is not None else [None] * len(plan)
-        for (r0, r1, lo, hi), m in zip(plan, shifts):
-            c, w = r1 - r0, hi - lo
-            qc = qh[:, r0:r1].reshape(Hkv, c * G, D)
-            doc = doh[:, r0:r1].reshape(Hkv, c * G, Dv)
-            kb, vb = kh[:, lo:hi], vh[:, lo:hi]
-            fused = (fz is not None and (fused_passes or not _FUSED.get("failed")) and w > 0
-                     and Hkv * c * G * w >= FUSED_MIN_SCORES)
-            gemm = FAILED
-            if m is not None and fused and gemms and Hkv * c * G * w >= FUSED_GEMM_MIN_SCORES:  # S never stored
-                gemm = _fused_call(fz, fused_passes, "scores_exp", qc * scale, kb, m,
-                                   _mask_spec(p, r0, r1, lo, hi, sq, sk, G))
-                fused = gemm is not FAILED
-            if gemm is not FAILED:
-                e, total = gemm
-                total = total.view(Hkv, c, G)
-                m_safe = m
-            elif m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
-                qa = torch.cat([qc * scale, -m.view(Hkv, c * G, 1), qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
-                # [K, 1, 0...] for this band only: a copy of K for the whole sequence stayed alive
-                # through every chunk, 1.1 GB at 128k, while the fused GEMMs, which take most chunks, never read it
-                k1 = torch.cat([kb, kb.new_ones(Hkv, w, 1), kb.new_zeros(Hkv, w, SHIFT_PAD - 1)], -1)
-                s = torch.bmm(qa, k1.transpose(1, 2)).view(Hkv, c, G, w)
-                del qa, k1
-                _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
-                m_safe = m
-                total = _fused_call(fz, fused_passes, "exp_rowsum_", s) if fused else FAILED
-                fused = total is not FAILED
-                e = s if fused else s.exp_()
-                del s
-            else:
-                if w:
-                    # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
-                    s = torch.bmm(qc * scale, kb.transpose(1, 2)).view(Hkv, c, G, w)
-                    _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
-                    m = s.amax(dim=-1)  # [Hkv, c, G]
-                else:
-                    s = torch.empty(Hkv, c, G, 0, dtype=dt, device=dev)
-                    m = torch.full((Hkv, c, G), float("-inf"), dtype=dt, device=dev)
-                if sink is not None:
-                    m = torch.maximum(m, sink)
-                m_safe = torch.where(torch.isinf(m), 0.0, m)
-                total = _fused_call(fz, fused_passes, "exp_rowsum_", s, m_safe) if fused else FAILED
-                fused = total is not FAILED
-                e = s if fused else s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
-                del s
-            if not fused:
-                total = e.sum(dim=-1)
-            if sink is not None:
-                total = total + torch.exp(sink - m_safe)
-            row_lse = m_safe + torch.log(total)  # -inf where the row sees nothing
-            seen = row_lse.abs() < math.inf  # isfinite, in two operations instead of four
-            # P = E / total. In float64 the division is applied to the small [rows, dim]
-            # operands and results instead of the score-sized E (P V = (E V) / t,
-            # P^T dO = E^T (dO / t), dS = E (dP - Delta) / t). float32 (the flash-style
-            # yardstick) divides E in place: flash_rounding must round P itself, and without
-            # it float32 inputs give the same bits as with it.
-            e2 = e.view(Hkv, c * G, w)
-            if precision == "float64":
-                inv = torch.where(seen, 1.0 / torch.where(seen, total, 1.0), 0.0)
-                inv2 = inv.view(Hkv, c * G, 1)
-            else:
-                e2.div_(torch.where(seen, total, 1.0).view(Hkv, c * G, 1))  # P
-                inv2 = None
+        seq = cls(q0, k0, sq, sk, Hkv, G, qh, doh, kh, vh, dkh=torch.zeros_like(kh), dvh=torch.zeros_like(vh))
+        if plan.shift_in_gemm and sk:  # see _shift_bound
+            seq.khn = kh.norm(dim=-1)  # [Hkv, sk]
+        if plan.edge_at is not None:
+            seq.dk_edge = torch.zeros(Hkv, sk, dtype=torch.bool, device=kh.device)
+        if plan.magnitudes is not None:  # |inputs| are exact in float32 (they come from float16/bfloat16/float32)
+            seq.absolute = kabs, vabs, _, _ = tuple(t.abs().to(plan.magnitudes) for t in (kh, vh, qh, doh))
+            seq.dk_terms = torch.zeros_like(kabs, dtype=plan.acc)
+            seq.dv_terms = torch.zeros_like(vabs, dtype=plan.acc)
+        return seq
 
-            def nrm(t):  # t / total per row (t's rows are the chunk's query rows)
-                return t if inv2 is None else t * inv2
 
-            p_mma = rnd(e2)  # P (or E) as the PV and dV GEMMs consume it
-            oc = rnd(nrm(torch.bmm(p_mma, vb)))  # [Hkv, c*G, Dv]
-            delta = (doc * oc).sum(dim=-1)  # [Hkv, c*G]
-            dvh[:, lo:hi].baddbmm_(p_mma.transpose(1, 2), nrm(doc))
-            del p_mma
-            terms = FAILED
-            if gemm is not FAILED:  # dS in place of E, dP never stored (and P, P (|dP| + |Delta|))
-                terms = _fused_call(fz, fused_passes, "dp_ds_and_terms_", doc, vb, e2, delta, inv2,
-                                    None if mag is None else mdt)
-                fused = terms is not FAILED
-                dp = e2
-            if terms is FAILED:
-                dp = torch.bmm(doc, vb.transpose(1, 2))  # [Hkv, c*G, w]
-                if fused:  # dS in place of dP (and P, P (|dP| + |Delta|) for the magnitudes) in one pass
-                    terms = _fused_call(fz, fused_passes, "ds_and_terms_", dp, e2, delta, inv2,
-                                        None if mag is None else mdt)
-                    fused = terms is not FAILED
-            if mag is not None:
-                with _tf32(dev, mdt):
-                    if fused:  # P and P (|dP| + |Delta|) from the fused pass
-                        pm, terms = terms
-                    else:
-                        pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(
-                            e2.shape, dtype=mdt, device=dev))  # P
-                    mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
-                    _add_product(dv_terms[:, lo:hi], pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, Dv))
-                    dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
-                    qa = qabs[:, r0:r1].reshape(Hkv, c * G, D)
-                    kab = kabs[:, lo:hi]
-                    if split and not fused:
-                        # sum_j P (|dP| + |Delta|) |K_j| = sum_j (P |dP|) |K_j| + |Delta| sum_j P |K_j|
-                        # (all terms >= 0): one score-sized pass for P |dP| instead of three,
-                        # for two more GEMMs (TF32 on CUDA: cheaper than the passes)
-                        f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
-                        dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm, kab))
-                        _add_product(dk_terms[:, lo:hi], f.transpose(1, 2), qa)
-                        del f
-                        _add_product(dk_terms[:, lo:hi], pm.transpose(1, 2), qa * dabs)
-                    else:  # the CPU (GEMMs cost more than passes), or the terms from the fused pass
-                        if not fused:
-                            terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm)  # P (|dP| + |Delta|)
-                        dq_terms = torch.bmm(terms, kab)
-                        _add_product(dk_terms[:, lo:hi], terms.transpose(1, 2), qa)
-                        del terms
-                    mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * scale)
-                    del pm, dq_terms
-            if fused:
-                ds = dp
-            else:
-                ds = dp.sub_(delta.unsqueeze(-1)).mul_(e2)  # dS (times total in float64)
-                if edge is not None:
-                    rows_edge, cols_edge = _overflow_edge(ds, e2, oc, doc, vb, edge_at, low, scale)
-                    edge["dq"][q0 + r0:q0 + r1] = rows_edge.view(Hkv, c, G).permute(1, 0, 2).reshape(c, Hq)
-                    dk_edge[:, lo:hi] |= cols_edge
-                ds = rnd(ds)
-            fused_chunks += fused
-            gemm_chunks += fused and gemm is not FAILED
-            del e, e2, dp
-            dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hkv, c*G, D]
-            dkh[:, lo:hi].baddbmm_(ds.transpose(1, 2), nrm(qc), alpha=scale)
-            del ds
-            if sink is not None:
-                lse_safe = torch.where(seen, row_lse, 0.0)
-                p_sink = torch.where(seen, torch.exp(sink - lse_safe), 0.0)
-                d3 = delta.view(Hkv, c, G)
-                dsink -= (p_sink * d3).sum(dim=1)
-                if mag is not None:
-                    dsink_terms += (p_sink * d3.abs()).sum(dim=1)
-            # each copied once into its rows (a reshape of the permuted chunk would copy it twice)
-            o[q0 + r0:q0 + r1].view(c, Hkv, G, Dv).copy_(oc.view(Hkv, c, G, Dv).permute(1, 0, 2, 3))
-            dq[q0 + r0:q0 + r1].view(c, Hkv, G, D).copy_(dqc.view(Hkv, c, G, D).permute(1, 0, 2, 3))
-            lse[q0 + r0:q0 + r1].view(c, Hkv, G).copy_(row_lse.permute(1, 0, 2))  # to float32, as .float()
-        dk[k0:k0 + sk] = dkh.permute(1, 0, 2)
-        dv[k0:k0 + sk] = dvh.permute(1, 0, 2)
-        if dk_edge is not None:
-            edge["dk"][k0:k0 + sk] = dk_edge.permute(1, 0)
-        if mag is not None:
-            mag["dk"] = torch.maximum(mag["dk"], _top(dk_terms) * scale)
-            mag["dv"] = torch.maximum(mag["dv"], _top(dv_terms))
-    if dsink_terms is not None:
-        mag["dsink"] = _top(dsink_terms)
-    dsink = None if dsink is None else dsink.reshape(Hq).float()
-    if flash_rounding:  # the kernel's outputs are stored in the input dtype
-        o, dq, dk, dv = (t.to(low) for t in (o, dq, dk, dv))
-    out = Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
-    out.overflow_edge = edge
-    out.fused_chunks = fused_chunks  # what the bench reports (its "passes")
-    out.fused_gemm_chunks = gemm_chunks
-    if mag is not None:  # one host read, at the end
-        margin = MAGNITUDE_MARGIN.get(mdt, 1.0)
-        out.magnitude = dict(zip(mag, (torch.stack([t.to(torch.float64) for t in mag.values()]) * margin).tolist()))
+@dataclass
+class _Chunk:
+    """Query rows [r0, r1) against keys [lo, hi) of one sequence, and what its passes hand on."""
+
+    r0: int
+    r1: int
+    lo: int
+    hi: int
+    m: torch.Tensor | None  # the softmax shift when it is the bound (_shift_bounds), else None
+    qc: torch.Tensor  # [Hkv, rows x G, D]
+    doc: torch.Tensor  # [Hkv, rows x G, Dv]
+    kb: torch.Tensor  # [Hkv, keys, D]
+    vb: torch.Tensor  # [Hkv, keys, Dv]
+    fused: bool = False  # the score-sized passes run in Triton (fused_passes.py)
+    gemm: object = None  # the fused scores_exp's (E, row sums), or FAILED: S was computed by torch
+    e: torch.Tensor | None = None  # E = exp(S - m), [Hkv, rows, G, keys]
+    e2: torch.Tensor | None = None  # E (P in float32) as [Hkv, rows x G, keys]
+    total: torch.Tensor | None = None  # the row sums
+    m_safe: torch.Tensor | None = None
+    row_lse: torch.Tensor | None = None
+    seen: torch.Tensor | None = None  # the rows that see a key or a sink
+    inv2: torch.Tensor | None = None  # 1 / row sum per row (float64), None where E is divided in place
+    oc: torch.Tensor | None = None
+    delta: torch.Tensor | None = None
+    dp: torch.Tensor | None = None  # dP, then dS in its place
+    terms: object = None  # the fused pass's (P, P (|dP| + |Delta|)), or FAILED
+
+    @classmethod
+    def of(cls, p: Problem, seq: _Sequence, r0: int, r1: int, lo: int, hi: int, m) -> "_Chunk":
+        c = r1 - r0
+        return cls(r0, r1, lo, hi, m, qc=seq.qh[:, r0:r1].reshape(seq.Hkv, c * seq.G, p.head_dim_qk),
+                   doc=seq.doh[:, r0:r1].reshape(seq.Hkv, c * seq.G, p.head_dim_v),
+                   kb=seq.kh[:, lo:hi], vb=seq.vh[:, lo:hi])
+
+    @property
+    def c(self) -> int:
+        return self.r1 - self.r0
+
+    @property
+    def w(self) -> int:
+        return self.hi - self.lo
+
+    def nrm(self, t):
+        """t / total per row (t's rows are the chunk's query rows)."""
+        return t if self.inv2 is None else t * self.inv2
+
+
+def _softmax_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, sink) -> None:
+    """E = exp(S - m) with its row sums and the rows' LSE: S from the fused GEMM (the shift is
+    the bound and the chunk is large), from a GEMM with the shift as one more column, or from
+    a plain GEMM with the row maximum; exp and the row sum fused where they may be."""
+    Hkv, G, c, w, m = seq.Hkv, seq.G, ch.c, ch.w, ch.m
+    r0, r1, lo, hi, sq, sk, scale = ch.r0, ch.r1, ch.lo, ch.hi, seq.sq, seq.sk, p.scale
+    fz, wanted, dt, dev = plan.fused, plan.fused_wanted, plan.dtype, ch.qc.device
+    fused = (fz is not None and (wanted or not _FUSED.get("failed")) and w > 0
+             and Hkv * c * G * w >= FUSED_MIN_SCORES)
+    gemm = FAILED
+    if m is not None and fused and plan.fused_gemms and Hkv * c * G * w >= FUSED_GEMM_MIN_SCORES:  # S never stored
+        gemm = _fused_call(fz, wanted, "scores_exp", ch.qc * scale, ch.kb, m,
+                           _mask_spec(p, r0, r1, lo, hi, sq, sk, G))
+        fused = gemm is not FAILED
+    if gemm is not FAILED:
+        e, total = gemm
+        total = total.view(Hkv, c, G)
+        m_safe = m
+    elif m is not None:  # S - m straight from the GEMM: [scale q_i, -m_i] . [k_j, 1]
+        qa = torch.cat([ch.qc * scale, -m.view(Hkv, c * G, 1), ch.qc.new_zeros(Hkv, c * G, SHIFT_PAD - 1)], -1)
+        # [K, 1, 0...] for this band only: a copy of K for the whole sequence stayed alive
+        # through every chunk, 1.1 GB at 128k, while the fused GEMMs, which take most chunks, never read it
+        kb = ch.kb
+        k1 = torch.cat([kb, kb.new_ones(Hkv, w, 1), kb.new_zeros(Hkv, w, SHIFT_PAD - 1)], -1)
+        s = torch.bmm(qa, k1.transpose(1, 2)).view(Hkv, c, G, w)
+        del qa, k1
+        _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
+        m_safe = m
+        total = _fused_call(fz, wanted, "exp_rowsum_", s) if fused else FAILED
+        fused = total is not FAILED
+        e = s if fused else s.exp_()
+        del s
     else:
-        out.magnitude = None
-    return out
+        if w:
+            # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
+            s = torch.bmm(ch.qc * scale, ch.kb.transpose(1, 2)).view(Hkv, c, G, w)
+            _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
+            m = s.amax(dim=-1)  # [Hkv, c, G]
+        else:
+            s = torch.empty(Hkv, c, G, 0, dtype=dt, device=dev)
+            m = torch.full((Hkv, c, G), float("-inf"), dtype=dt, device=dev)
+        if sink is not None:
+            m = torch.maximum(m, sink)
+        m_safe = torch.where(torch.isinf(m), 0.0, m)
+        total = _fused_call(fz, wanted, "exp_rowsum_", s, m_safe) if fused else FAILED
+        fused = total is not FAILED
+        e = s if fused else s.sub_(m_safe.unsqueeze(-1)).exp_()  # E = exp(S - m), in place of S
+        del s
+    if not fused:
+        total = e.sum(dim=-1)
+    if sink is not None:
+        total = total + torch.exp(sink - m_safe)
+    ch.row_lse = m_safe + torch.log(total)  # -inf where the row sees nothing
+    ch.seen = seen = ch.row_lse.abs() < math.inf  # isfinite, in two operations instead of four
+    ch.fused, ch.gemm, ch.e, ch.total, ch.m_safe = fused, gemm, e, total, m_safe
+    # P = E / total. In float64 the division is applied to the small [rows, dim]
+    # operands and results instead of the score-sized E (P V = (E V) / t,
+    # P^T dO = E^T (dO / t), dS = E (dP - Delta) / t). float32 (the flash-style
+    # yardstick) divides E in place: flash_rounding must round P itself, and without
+    # it float32 inputs give the same bits as with it.
+    ch.e2 = e.view(Hkv, c * G, w)
+    if plan.precision == "float64":
+        inv = torch.where(seen, 1.0 / torch.where(seen, total, 1.0), 0.0)
+        ch.inv2 = inv.view(Hkv, c * G, 1)
+    else:
+        ch.e2.div_(torch.where(seen, total, 1.0).view(Hkv, c * G, 1))  # P
+        ch.inv2 = None
+
+
+def _forward_pass(plan: PassPlan, seq: _Sequence, ch: _Chunk) -> None:
+    """O = P V, Delta = rowsum(O * dO), and dV += P^T dO."""
+    p_mma = plan.rnd(ch.e2)  # P (or E) as the PV and dV GEMMs consume it
+    ch.oc = plan.rnd(ch.nrm(torch.bmm(p_mma, ch.vb)))  # [Hkv, c*G, Dv]
+    ch.delta = (ch.doc * ch.oc).sum(dim=-1)  # [Hkv, c*G]
+    seq.dvh[:, ch.lo:ch.hi].baddbmm_(p_mma.transpose(1, 2), ch.nrm(ch.doc))
+
+
+def _dp_pass(plan: PassPlan, ch: _Chunk) -> None:
+    """dP = dO V^T, or (fused) dS in place of E or of dP with the magnitude terms."""
+    fz, wanted, mdt = plan.fused, plan.fused_wanted, plan.magnitudes
+    ch.terms = FAILED
+    if ch.gemm is not FAILED:  # dS in place of E, dP never stored (and P, P (|dP| + |Delta|))
+        ch.terms = _fused_call(fz, wanted, "dp_ds_and_terms_", ch.doc, ch.vb, ch.e2, ch.delta, ch.inv2, mdt)
+        ch.fused = ch.terms is not FAILED
+        ch.dp = ch.e2
+    if ch.terms is FAILED:
+        ch.dp = torch.bmm(ch.doc, ch.vb.transpose(1, 2))  # [Hkv, c*G, w]
+        if ch.fused:  # dS in place of dP (and P, P (|dP| + |Delta|) for the magnitudes) in one pass
+            ch.terms = _fused_call(fz, wanted, "ds_and_terms_", ch.dp, ch.e2, ch.delta, ch.inv2, mdt)
+            ch.fused = ch.terms is not FAILED
+
+
+def _magnitude_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
+    """The largest sums of absolute terms behind O and dQ, and this chunk's share of dK's and dV's."""
+    mdt, dev, Hkv, G, c = plan.magnitudes, ch.qc.device, seq.Hkv, seq.G, ch.c
+    lo, hi, r0, r1 = ch.lo, ch.hi, ch.r0, ch.r1
+    kabs, vabs, qabs, doabs = seq.absolute
+    mag, e2, inv2, dp, terms = acc.mag, ch.e2, ch.inv2, ch.dp, ch.terms
+    ch.terms = None
+    with _tf32(dev, mdt):
+        if ch.fused:  # P and P (|dP| + |Delta|) from the fused pass
+            pm, terms = terms
+        else:
+            pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(
+                e2.shape, dtype=mdt, device=dev))  # P
+        mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
+        _add_product(seq.dv_terms[:, lo:hi], pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, p.head_dim_v))
+        dabs = ch.delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
+        qa = qabs[:, r0:r1].reshape(Hkv, c * G, p.head_dim_qk)
+        kab = kabs[:, lo:hi]
+        if plan.split_terms and not ch.fused:
+            # sum_j P (|dP| + |Delta|) |K_j| = sum_j (P |dP|) |K_j| + |Delta| sum_j P |K_j|
+            # (all terms >= 0): one score-sized pass for P |dP| instead of three,
+            # for two more GEMMs (TF32 on CUDA: cheaper than the passes)
+            f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
+            dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm, kab))
+            _add_product(seq.dk_terms[:, lo:hi], f.transpose(1, 2), qa)
+            del f
+            _add_product(seq.dk_terms[:, lo:hi], pm.transpose(1, 2), qa * dabs)
+        else:  # the CPU (GEMMs cost more than passes), or the terms from the fused pass
+            if not ch.fused:
+                terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm)  # P (|dP| + |Delta|)
+            dq_terms = torch.bmm(terms, kab)
+            _add_product(seq.dk_terms[:, lo:hi], terms.transpose(1, 2), qa)
+            del terms
+        mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * p.scale)
+        del pm, dq_terms
+
+
+def _ds_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
+    """dS = P (dP - Delta) in place of dP (already there when fused), the overflow edge's rows
+    and columns, and dS rounded as a flash kernel stores it."""
+    if not ch.fused:
+        ch.dp.sub_(ch.delta.unsqueeze(-1)).mul_(ch.e2)  # dS (times total in float64)
+        if acc.edge is not None:
+            Hkv, G, c, q0, r0, r1 = seq.Hkv, seq.G, ch.c, seq.q0, ch.r0, ch.r1
+            rows_edge, cols_edge = _overflow_edge(ch.dp, ch.e2, ch.oc, ch.doc, ch.vb, plan.edge_at, plan.low, p.scale)
+            acc.edge["dq"][q0 + r0:q0 + r1] = rows_edge.view(Hkv, c, G).permute(1, 0, 2).reshape(c, p.heads_q)
+            seq.dk_edge[:, ch.lo:ch.hi] |= cols_edge
+        ch.dp = plan.rnd(ch.dp)
+    acc.fused_chunks += ch.fused
+    acc.gemm_chunks += ch.fused and ch.gemm is not FAILED
+    ch.e = ch.e2 = None  # E's memory back before the gradient GEMMs
+
+
+def _gradient_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
+    """dQ = scale dS K (stored with the chunk's O and LSE), dK += scale dS^T Q, and dSink."""
+    scale, ds = p.scale, ch.dp
+    ch.dp = None
+    dqc = torch.bmm(ds, ch.kb).mul_(scale if ch.inv2 is None else ch.inv2 * scale)  # [Hkv, c*G, D]
+    seq.dkh[:, ch.lo:ch.hi].baddbmm_(ds.transpose(1, 2), ch.nrm(ch.qc), alpha=scale)
+    del ds
+    if acc.sink is not None:
+        seen, row_lse = ch.seen, ch.row_lse
+        lse_safe = torch.where(seen, row_lse, 0.0)
+        p_sink = torch.where(seen, torch.exp(acc.sink - lse_safe), 0.0)
+        d3 = ch.delta.view(seq.Hkv, ch.c, seq.G)
+        acc.dsink -= (p_sink * d3).sum(dim=1)
+        if acc.mag is not None:
+            acc.dsink_terms += (p_sink * d3.abs()).sum(dim=1)
+    acc.store_chunk(seq, ch, dqc)
 
 
 # Flash rounding of 16-bit inputs: a flash kernel stores dS in the input dtype, so a |dS| at or

@@ -13,7 +13,7 @@ from difftest import Capability, Problem
 from difftest.judge.runner import RunConfig
 from difftest.report.ci_gate import compare, render
 from difftest.report.html import render_html
-from difftest.report.read import ReportError, load_report
+from difftest.report.read import ReportError, load_report_doc
 from difftest.report.write import write_json
 from difftest.search.campaign import Campaign, run_campaign
 from difftest.strategies.configurations import (
@@ -179,7 +179,7 @@ def test_first_failure_mode_runs_every_value_once_in_ci(tmp_path):
 def test_pair_coverage_is_reported_read_back_and_gated(tmp_path):
     a = run_campaign(RefKernel(), "ci", max_examples=5, database=None, out_dir=tmp_path / "a",
                      config=RunConfig(isolate=False))
-    doc_a = load_report(write_json([a], tmp_path / "a.json"))
+    doc_a = load_report_doc(write_json([a], tmp_path / "a.json"))
     pairs = doc_a["campaigns"][0]["coverage"]["pairs"]
     assert pairs["claimed"] > 100 and 0 < pairs["covered"] <= pairs["claimed"]
     assert pairs["claimed"] - pairs["covered"] == len(pairs["missing"])
@@ -197,7 +197,7 @@ def test_pair_coverage_is_reported_read_back_and_gated(tmp_path):
     bad["campaigns"][0]["coverage"]["pairs"]["by_dimensions"] = {"dtype x layout": "all"}
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(ReportError, match="by_dimensions"):
-        load_report(tmp_path / "bad.json")
+        load_report_doc(tmp_path / "bad.json")
 
 
 def _covered(doc) -> list[str]:

@@ -16,7 +16,7 @@ from difftest.judge.gates import dtype_limited, overflow_threshold
 from difftest.judge.runner import run_case
 from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.kernels.mutants import MUTANTS
-from difftest.model.inputs import large_do_top
+from difftest.model.draw import large_do_top
 from difftest.model.problem import ProblemError
 from difftest.oracles.chunked import chunked_reference
 from difftest.oracles.flash_style import flash_style_reference

@@ -278,3 +278,22 @@ def test_ill_typed_reports_are_refused_or_handled_never_a_traceback(baseline):
             except Exception as e:  # noqa: BLE001 - the point of the test
                 raise AssertionError(f"{path} = {bad!r}: {type(e).__name__}: {e}") from e
     assert refused > len(paths)  # most wrong types are refused up front
+
+
+def test_a_report_reads_back_as_the_types_that_wrote_it(broken):
+    """load_report gives each campaign as the CampaignResult that wrote it, its cases and
+    shrunk failure as CaseResults: written again, the record is the one the run wrote."""
+    from difftest.judge.runner import CaseResult
+    from difftest.report.read import load_report
+    from difftest.report.write import campaign_record
+    from difftest.search.result import CampaignResult
+
+    path, doc = broken
+    (c,) = load_report(path).campaigns
+    assert isinstance(c, CampaignResult) and all(isinstance(x, CaseResult) for x in c.cases)
+    assert c.failure is not None and c.failure.failed and c.reproducer == doc["campaigns"][0]["reproducer"]
+    again = json.loads(json.dumps(campaign_record(c)))
+    written = doc["campaigns"][0]
+    for key in ("kernel", "profile", "status", "counts", "outputs", "triage", "failure", "cases", "findings",
+                "coverage", "settings", "unrun", "hunt"):
+        assert again[key] == written[key], key

@@ -91,6 +91,14 @@ REPORTS = {
     "report-verdict-output-bad": _verdict(output="::error::x"),
     "report-verdict-gate-bad": _verdict(gate="nope"),
     "report-outputs-bad": _camp(outputs={"zz": {}}),
+    # read back as the types that wrote them (CampaignResult, CaseResult, Verdict): what they cannot hold
+    "report-verdict-unknown-field": _verdict(evil=1),
+    "report-case-seconds-str": _case(seconds="slow"),
+    "report-case-notes-str": _case(notes="x"),
+    "report-verdict-runs-str": _verdict(gate="determinism", numbers={"runs": "many"}),
+    "report-failure-verdict-unknown-field": _camp(failure={"problem": P.to_dict(), "status": "failed",
+                                                           "verdicts": [{"output": "dq", "gate": "budget",
+                                                                         "passed": False, "evil": 1}]}),
 }
 REPORT_EXPECT = {
     "report-empty": "not valid JSON", "report-not-json": "not valid JSON", "report-truncated": "not valid JSON",
@@ -114,6 +122,10 @@ REPORT_EXPECT = {
     "report-problem-bad": "field 'problem': Problem.batch=0", "report-problem-unknown-field": "field 'problem'",
     "report-verdict-output-bad": "field 'output' is '::error::x'", "report-verdict-gate-bad": "field 'gate' is 'nope'",
     "report-outputs-bad": "field 'outputs' is not per-output statistics",
+    "report-verdict-unknown-field": "not a campaign record (TypeError",
+    "report-case-seconds-str": "field 'seconds' is str", "report-case-notes-str": "field 'notes' is str",
+    "report-verdict-runs-str": "field 'runs' is str",
+    "report-failure-verdict-unknown-field": "not a campaign record (TypeError",
 }
 
 

@@ -142,7 +142,7 @@ def test_the_bytes_of_a_realistic_size_are_the_ones_drawn_before(kind):
 # of d7afee0 did. The two must agree bit for bit, signs of zeros included.
 
 def _plain_exp(x):
-    from difftest.model.inputs import _EXP_COEFS, _LN2_HI, _LN2_LO, _LOG2E
+    from difftest.model.exact_forward import _EXP_COEFS, _LN2_HI, _LN2_LO, _LOG2E
 
     zero = x < -700.0
     x = torch.where(zero, torch.zeros_like(x), x)
@@ -216,14 +216,14 @@ def _forward_problems(draw):
 @given(_forward_problems(), st.sampled_from([64, 3000, 1 << 21]))
 def test_loss_do_forward_is_the_plain_halving_sum_bit_for_bit(p, chunk):
     """Small chunk budgets too: many row and head chunks, blocks of every alignment."""
-    from difftest.model import inputs as inputs_mod
+    from difftest.model import exact_forward
 
     x = make_inputs(p)
-    old = inputs_mod.FORWARD_CHUNK["cpu"]
-    inputs_mod.FORWARD_CHUNK["cpu"] = chunk
+    old = exact_forward.FORWARD_CHUNK["cpu"]
+    exact_forward.FORWARD_CHUNK["cpu"] = chunk
     try:
-        got = inputs_mod.exact_forward_o(p, x.q, x.k, x.v, x.sink)
+        got = exact_forward.exact_forward_o(p, x.q, x.k, x.v, x.sink)
     finally:
-        inputs_mod.FORWARD_CHUNK["cpu"] = old
+        exact_forward.FORWARD_CHUNK["cpu"] = old
     want = _plain_forward(p, x.q, x.k, x.v, x.sink)
     assert torch.equal(got.view(torch.int64), want.view(torch.int64))

@@ -15,7 +15,7 @@ import pytest
 from difftest.commands import cli
 from difftest.measure.sanitize import NOTE, error_blocks, parse
 from difftest.model.problem import Problem
-from difftest.report.read import load_report
+from difftest.report.read import load_report_doc
 
 P = Problem(batch=1, seqlen_q=8, seqlen_k=8, heads_q=1, heads_kv=1, head_dim_qk=16, head_dim_v=16)
 BLOCK = ["Invalid __global__ write of size 4 bytes", "at 0x1a0 in bwd_kernel(float*)",
@@ -165,7 +165,7 @@ def test_run_dir_sanitizes_every_finding_and_attaches_the_result_where_a_reader_
         rc = run("--run-dir", folder, "--sanitizer", fake, "--tools", "memcheck")
         out = capsys.readouterr().out
         assert rc == 1, out
-    doc = load_report(folder / "report.json")  # still a report difftest reads
+    doc = load_report_doc(folder / "report.json")  # still a report difftest reads
     f = doc["campaigns"][0]["findings"][0]["sanitizer"]
     assert f["tools"]["memcheck"] == {"status": "errors", "errors": 2, "why": ""}
     assert f["file"].endswith("k-cuda.sanitizer.json") and f["note"] == NOTE

@@ -299,7 +299,7 @@ def test_strict_json_report_round_trip(tmp_path):
     """report.json holds no Infinity/NaN (not JSON); reading it back gives the floats."""
     import math
 
-    from difftest.report.read import load_report
+    from difftest.report.read import load_report, load_report_doc
     from difftest.safeio import json_text
 
     doc = {"difftest_report": 1, "campaigns": [{"kernel": "k", "status": "failed", "cases": [
@@ -313,9 +313,11 @@ def test_strict_json_report_round_trip(tmp_path):
         raise ValueError(name)
 
     json.loads(f.read_text(), parse_constant=refuse)  # strict: no Infinity / NaN tokens
-    back = load_report(f)["campaigns"][0]["cases"][0]
+    back = load_report_doc(f)["campaigns"][0]["cases"][0]
     assert back["worst_ratio"] == math.inf
     assert back["verdicts"][0]["numbers"]["ratio"] == math.inf and math.isnan(back["verdicts"][0]["numbers"]["max_abs"])
+    case = load_report(f).campaigns[0].cases[0]  # read as the CaseResult that wrote it
+    assert case.verdicts[0].numbers["ratio"] == math.inf and math.isnan(case.verdicts[0].numbers["max_abs"])
 
 
 # ---------------------------------------------------------------- malformed store and log lines

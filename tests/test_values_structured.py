@@ -11,19 +11,18 @@ from hypothesis import given, settings
 
 from difftest.kernels.blockwise import CAPABILITY
 from difftest.model import counter_rng
-from difftest.model import inputs as inputs_mod
-from difftest.model.inputs import (
+from difftest.model import exact_forward as exact_forward_mod
+from difftest.model.exact_forward import exact_exp, exact_forward_o
+from difftest.model.inputs import make_inputs
+from difftest.model.problem import STRUCTURED_KINDS, V2_ONLY_KINDS, VALUE_KINDS, Problem, ProblemError
+from difftest.model.structured_values import (
     HEAVY_TAIL_CLIP,
-    exact_exp,
-    exact_forward_o,
     heavy_tail_dof,
     loss_target,
     low_rank_ranks,
-    make_inputs,
     massive_rows,
     tied_sources,
 )
-from difftest.model.problem import STRUCTURED_KINDS, V2_ONLY_KINDS, VALUE_KINDS, Problem, ProblemError
 from difftest.oracles.reference import reference
 from difftest.search.shrinking import neighbours
 from difftest.strategies.values import MAX_SCALE, SCALES, value_settings
@@ -217,13 +216,13 @@ def test_a_long_problem_stays_chunked(monkeypatch):
     """exact_forward_o works through row chunks: no temporary grows past the chunk budget, so a
     long problem never builds the whole score tensor."""
     seen = []
-    real = inputs_mod._Scratch.get
+    real = exact_forward_mod._Scratch.get
 
     def spy(self, name, shape):
         seen.append(math.prod(shape))
         return real(self, name, shape)
 
-    monkeypatch.setattr(inputs_mod._Scratch, "get", spy)
+    monkeypatch.setattr(exact_forward_mod._Scratch, "get", spy)
     p = Problem(seqlen_q=2048, seqlen_k=2048, head_dim_qk=8, head_dim_v=8, values="loss_do")
     make_inputs(p)
-    assert len(seen) > 3 * 4 and max(seen) <= inputs_mod.FORWARD_CHUNK["cpu"]
+    assert len(seen) > 3 * 4 and max(seen) <= exact_forward_mod.FORWARD_CHUNK["cpu"]

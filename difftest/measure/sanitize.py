@@ -240,13 +240,13 @@ def run_reproducers(run_dir: Path) -> tuple[dict, list]:
     """(the run's report, [(where, reproducer path)]): every reproducer its campaigns and
     findings name that resolves inside ``run_dir`` (a report is read as hostile input: a
     path elsewhere is listed as skipped, never replayed)."""
-    from difftest.report.read import load_report
+    from difftest.report.read import load_report_doc
 
     report_path = run_dir / "report.json"
     if not os.path.lexists(report_path):
         raise UsageError(f"--run-dir {str(run_dir)!r}: no report.json there: allowed a run's output folder "
                          "(--out of difftest run, or its runs/<run id>)")
-    doc = load_report(report_path, root=run_dir)  # a file of the folder: no link followed
+    doc = load_report_doc(report_path, root=run_dir)  # a file of the folder: no link followed
     out = []
     for c in doc["campaigns"]:
         recs = [("campaign", c)] + [("finding", f) for f in c.get("findings") or () if isinstance(f, dict)]

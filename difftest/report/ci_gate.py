@@ -36,15 +36,17 @@ a failing testcase carries the shrunk problem and the reproducer path when B's c
 shrank that failure, else the first failing Problem, marked as not shrunk.
 """
 
-import json
 from dataclasses import dataclass, field
 
+from difftest.judge.runner import CaseResult
 from difftest.model.problem import OUTPUTS
 from difftest.printable import cell
 from difftest.report.checked import checked_status
 from difftest.report.html import render_html
-from difftest.report.read import ReportError, gate_results, load_report, problem_key, ratio
-from difftest.report.write import diff_table
+from difftest.report.read import Report, ReportError, finding_case, gate_results, load_report, signed_findings
+from difftest.report.write import diff_table, ratio
+from difftest.search.result import CampaignResult
+from difftest.search.signature import same_identity
 from difftest.vocab import RATIO_GATES, CampaignStatus, FindingKind, Gate, Status
 
 DEFAULT_GROWTH = 1.0
@@ -62,7 +64,7 @@ class Finding:
     gate: str
     kind: FindingKind
     message: str
-    case: dict | None = None  # B's failing case record (shrunk when ``shrunk``)
+    case: CaseResult | None = None  # B's failing case (shrunk when ``shrunk``)
     shrunk: bool = False
     reproducer: str | None = None
 
@@ -101,45 +103,49 @@ class GateResult:
 
 
 def _campaigns(doc, which) -> dict:
+    """kernel -> CampaignResult of a report (a Report, or its document)."""
     out = {}
-    for c in doc["campaigns"]:
-        if c["kernel"] in out:
-            raise ReportError(f"{which}: kernel {c['kernel']!r} appears twice: allowed once per kernel "
+    for c in Report.of(doc).campaigns:
+        if c.kernel in out:
+            raise ReportError(f"{which}: kernel {c.kernel!r} appears twice: allowed once per kernel "
                               f"(join shards with `difftest merge` first)")
-        out[c["kernel"]] = c
+        out[c.kernel] = c
     return out
 
 
-def _gates_with_run(c: dict) -> dict:
+def _gates_with_run(c: CampaignResult) -> dict:
     g = gate_results(c)
-    ran = [x for x in c.get("cases", []) if x.get("status") != Status.SKIPPED]
-    errors = [x for x in ran if x.get("status") == Status.ERROR]
+    ran = [x for x in c.cases if x.status != Status.SKIPPED]
+    errors = [x for x in ran if x.status == Status.ERROR]
     if ran:
         g[RUN] = {"checked": len(ran), "failed": len(errors), "worst_ratio": 0.0, "differing_cases": 0,
                   "first_failing": errors[0] if errors else None}
     return g
 
 
-def _shrunk(c: dict, output: str, gate: str):
+def _reproducer_path(repro) -> str | None:
+    """A reproducer record's script, else its JSON (None: no reproducer)."""
+    return (repro.get("py") or repro.get("json")) if isinstance(repro, dict) else None
+
+
+def _shrunk(c: CampaignResult, output: str, gate: str):
     """B's shrunk failure (and reproducer path) for this output x gate, if it shrank one."""
-    pairs = [(c.get("failure"), c.get("reproducer"))] + [(f.get("failure"), f.get("reproducer"))
-                                                          for f in c.get("failures") or []]
+    pairs = [(c.failure, c.reproducer)] + [(f["failure"], f["reproducer"]) for f in c.failures]
     for failure, repro in pairs:
         if not failure:
             continue
-        hit = failure.get("status") == Status.ERROR if (output, gate) == RUN else \
-            f"{output}:{gate}" in (failure.get("failed_gates") or [])
+        hit = failure.status == Status.ERROR if (output, gate) == RUN else f"{output}:{gate}" in failure.failed_gates
         if hit:
-            return failure, (repro or {}).get("py") or (repro or {}).get("json")
+            return failure, _reproducer_path(repro)
     return None, None
 
 
-def _failing_message(case: dict, output: str, gate: str) -> str:
+def _failing_message(case: CaseResult, output: str, gate: str) -> str:
     if (output, gate) == RUN:
-        return (case.get("reason") or "kernel error").strip().splitlines()[0]
-    for v in case.get("verdicts", []):
-        if v["output"] == output and v["gate"] == gate and not v["passed"]:
-            return v.get("message") or f"{output}:{gate} failed"
+        return (case.reason or "kernel error").strip().splitlines()[0]
+    for v in case.verdicts:
+        if v.output == output and v.gate == gate and not v.passed:
+            return v.message or f"{output}:{gate} failed"
     return f"{output}:{gate} failed"
 
 
@@ -149,32 +155,8 @@ def _finding(kernel, c_b, output, gate, kind, message, case=None) -> Finding:
                    reproducer=repro)
 
 
-def _signed(c: dict | None) -> list:
-    """A campaign record's findings as (record, Signature, shrunk Problem or None); a finding
-    without a readable signature (an older or hand-edited report) is left out."""
-    from difftest.model.problem import Problem, ProblemError
-    from difftest.search.signature import Signature, SignatureError
-
-    out = []
-    for f in (c or {}).get("findings") or []:
-        if not isinstance(f, dict):
-            continue
-        try:
-            sig = Signature.from_dict(f.get("signature"))
-        except SignatureError:
-            continue
-        try:
-            prob = Problem.from_dict((f.get("failure") or {}).get("problem"))
-        except (ProblemError, TypeError, ValueError, KeyError, AttributeError):
-            prob = None
-        out.append((f, sig, prob))
-    return out
-
-
 def _matches(fb, known: list) -> bool:
     """Candidate finding ``fb`` ((record, Signature, Problem)) is one of ``known``'s bugs."""
-    from difftest.search.signature import same_identity
-
     _, sb, pb = fb
     return any(same_identity(sa, sb, pb) or same_identity(sb, sa, pa) for _, sa, pa in known)
 
@@ -184,6 +166,7 @@ def _finding_cases(res: GateResult, kernel: str, found_b: list, found_a: list, a
     findings (an older report), a finding is known where the baseline failed its gates."""
     for fb in found_b:
         rec, sig, _ = fb
+        case = finding_case(rec, kernel)
         if found_a:
             known = a_ran and _matches(fb, found_a)
         else:
@@ -191,207 +174,318 @@ def _finding_cases(res: GateResult, kernel: str, found_b: list, found_a: list, a
         seen = rec.get("first_seen") if isinstance(rec.get("first_seen"), dict) else {}
         msg = (f"{kernel} finding {sig.id}: {sig.describe()}; {rec.get('hits', '?')} failing cases, first seen at "
                f"case {seen.get('case', '-')}" + ("; known (the baseline has it)" if known else "; new"))
-        repro = rec.get("reproducer") if isinstance(rec.get("reproducer"), dict) else {}
-        case = rec.get("failure") if isinstance(rec.get("failure"), dict) else None
         kind = FindingKind.KNOWN if known else FindingKind.REGRESSION
         res.testcases.setdefault((kernel, f"finding {sig.id}"), []).append(Finding(
             kernel, "finding", sig.id, kind, msg, case=case, shrunk=case is not None,
-            reproducer=repro.get("py") or repro.get("json")))
+            reproducer=_reproducer_path(rec.get("reproducer"))))
 
 
 def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             min_ratio: float = DEFAULT_MIN_RATIO) -> GateResult:
     res = GateResult()
     ca, cb = _campaigns(a, "baseline"), _campaigns(b, "candidate")
-    add = res.findings.append
-    finding_cases = []
-    if (cb or not ca) and all(c.get("status") == CampaignStatus.UNAVAILABLE for c in cb.values()):
-        # (a candidate without the baseline's kernels already fails as coverage lost)
-        add(Finding("(all)", "coverage", "cases", FindingKind.NOTHING_CHECKED,
-                    f"the candidate checked nothing: {len(cb)} campaigns, none of them ran (a report that judged no "
-                    "case does not pass the gate)"))
+    res.findings += _candidate_checked_nothing(ca, cb)
+    sides = []
     for kernel in list(ca) + [k for k in cb if k not in ca]:
         A, B = ca.get(kernel), cb.get(kernel)
-        if B is not None and checked_status(B.get("status"), B.get("cases")) == CampaignStatus.NOTHING_CHECKED:
-            add(Finding(kernel, "coverage", "cases", FindingKind.NOTHING_CHECKED,
-                        f"{kernel}: the candidate judged no case ({len(B.get('cases') or [])} cases, none passed, "
-                        "failed or errored): nothing was checked, which never passes"))
-        if B is None:
-            add(Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
-                        f"{kernel}: in the baseline, absent from the candidate"))
+        res.findings += _kernel_checked_nothing(kernel, B)
+        lost = _kernel_lost(kernel, A, B, res.notes)
+        if lost is not None:
+            res.findings += lost
             continue
-        a_up = A is not None and A.get("status") != CampaignStatus.UNAVAILABLE
-        b_up = B.get("status") != CampaignStatus.UNAVAILABLE
-        if a_up and not b_up:
-            add(Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
-                        f"{kernel}: ran in the baseline, unavailable in the candidate: {B.get('reason', '')}"))
-            continue
-        if not b_up:
-            res.notes.append(f"{kernel}: unavailable in both ({B.get('reason', '')})")
-            continue
-        if not a_up:
-            res.notes.append(f"{kernel}: not run in the baseline ({'absent' if A is None else A.get('reason', '')}); "
-                             f"its failures in the candidate count as new")
-        sa, sb = (A or {}).get("settings") or {}, B.get("settings") or {}
-        if A is not None and (sa.get("seed") is None or sa.get("seed") != sb.get("seed")):
-            res.notes.append(f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
-                             f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N")
-        if A is not None and bool(sa.get("hunt")) != bool(sb.get("hunt")):
-            mode = {True: "hunted", False: "stopped at its first failure"}
-            res.notes.append(f"{kernel}: the baseline {mode[bool(sa.get('hunt'))]}, the candidate "
-                             f"{mode[bool(sb.get('hunt'))]}: one side looked for more bugs than the other; run both "
-                             f"with the same --hunt/--first-failure")
-        if A is not None and sa.get("shard") != sb.get("shard"):
-            raise ReportError(f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
-                              f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
-                              f"(join shards with `difftest merge` first)")
-        if A is not None:
-            diffs = settings_differences(sa, sb)
-            if diffs:
-                add(Finding(kernel, "coverage", "settings", FindingKind.SETTINGS,
-                            f"{kernel}: the candidate ran with other gate settings ({'; '.join(diffs)}): its verdicts "
-                            f"are not comparable with the baseline's; run both sides with the same options"))
-        ga = _gates_with_run(A) if a_up else {}
-        gb = _gates_with_run(B)
-        found_a, found_b = _signed(A) if a_up else [], _signed(B)
-        other_bug = {}  # output:gate -> candidate findings on it the baseline does not have
-        if found_a:
-            for fb in found_b:
-                if not _matches(fb, found_a):
-                    for label in fb[1].gates:
-                        other_bug.setdefault(label, []).append(fb[1])
-        finding_cases.append((kernel, found_b, found_a, a_up, ga))
-        cut = _cut_short(A, B) if a_up else None
-        lost = FindingKind.INCOMPLETE if cut else FindingKind.COVERAGE
-        keys = sorted(set(ga) | set(gb), key=lambda k: (OUTPUTS.index(k[0]) if k[0] in OUTPUTS else -1, k[1]))
-        for output, gate in keys:
-            x, y = ga.get((output, gate)), gb.get((output, gate))
+        s = _Sides.of(kernel, A, B)
+        res.notes += _setting_notes(s)
+        res.findings += _settings_differ(s)
+        sides.append(s)
+        for output, gate in s.keys():
+            x, y = s.ga.get((output, gate)), s.gb.get((output, gate))
             verdict = "ok"
-            if y is None or not y["checked"]:
-                add(Finding(kernel, output, gate, lost,
-                            f"{kernel} {output}:{gate}: checked in {x['checked']} baseline cases, "
-                            "none in the candidate" + (f" ({cut})" if cut else "")))
-                verdict = "NOT REACHED" if cut else "COVERAGE LOST"
-            elif y["failed"]:
-                case = y["first_failing"]
-                msg = _failing_message(case, output, gate)
-                new_bugs = other_bug.get(f"{output}:{gate}", [])
-                if x and x["failed"] and new_bugs:
-                    add(_finding(kernel, B, output, gate, FindingKind.REGRESSION,
-                                 f"{kernel} {output}:{gate}: fails in the baseline too, but the candidate's finding "
-                                 f"{new_bugs[0].id} is another bug ({new_bugs[0].describe()}): {msg}", case))
-                    verdict = "REGRESSION (new bug)"
-                elif x and x["failed"]:
-                    add(_finding(kernel, B, output, gate, FindingKind.KNOWN,
-                                 f"{kernel} {output}:{gate}: fails in the baseline too "
-                                 f"({x['failed']} of {x['checked']} cases; candidate {y['failed']} of "
-                                 f"{y['checked']}): {msg}", case))
-                    verdict = "known failure"
-                else:
-                    add(_finding(kernel, B, output, gate, FindingKind.REGRESSION,
-                                 f"{kernel} {output}:{gate}: {y['failed']} of {y['checked']} candidate cases fail, "
-                                 + (f"0 of {x['checked']} in the baseline" if x else "not run in the baseline")
-                                 + f": {msg}", case))
-                    verdict = "REGRESSION"
-            if x and y and gate in RATIO_GATES and y["checked"]:
-                wa, wb = x["worst_ratio"], y["worst_ratio"]
-                if wb > (1.0 + max_ratio_growth) * max(wa, min_ratio):
-                    add(_finding(kernel, B, output, gate, FindingKind.RATIO,
-                                 f"{kernel} {output}:{gate}: worst error ratio grew {wa:.3g} -> {wb:.3g} "
-                                 f"(allowed up to {(1.0 + max_ratio_growth) * max(wa, min_ratio):.3g}: "
-                                 f"--max-ratio-growth {max_ratio_growth:g} over max(baseline, {min_ratio:g}))",
-                                 _worst_case(B, output, gate)))
-                    verdict = "RATIO GREW" if verdict == "ok" else verdict
-            if x and y and gate in DETERMINISM_GATES and x["checked"] and not x["differing_cases"] \
-                    and y["differing_cases"]:
-                add(_finding(kernel, B, output, gate, FindingKind.DETERMINISM,
-                             f"{kernel} {output}: determinism lost: bitwise equal in all {x['checked']} "
-                             "baseline cases, "
-                             f"differs in {y['differing_cases']} of {y['checked']} candidate cases",
-                             _first_differing(B, output, gate)))
-                verdict = "DETERMINISM LOST" if verdict == "ok" else verdict
+            for check in (_gate_lost, _gate_fails):
+                found, verdict = check(s, output, gate, x, y, verdict)
+                res.findings += found
+            found, verdict = _ratio_grew(s, output, gate, x, y, verdict, max_ratio_growth, min_ratio)
+            res.findings += found
+            found, verdict = _determinism_lost(s, output, gate, x, y, verdict)
+            res.findings += found
             res.rows.append((kernel, output, gate, _cell(x), _cell(y),
                              x["worst_ratio"] if x and gate in RATIO_GATES else None,
                              y["worst_ratio"] if y and gate in RATIO_GATES else None, verdict))
-        if A is None or not a_up:
+        if not s.a_up:
             continue
-        # problem by problem: the same Problem passed in A and fails (or is skipped) in B
-        b_cases = {problem_key(c["problem"]): c for c in B.get("cases", [])}
-        common, skipped, newly = 0, [], {}
-        for ac in A.get("cases", []):
-            bc = b_cases.get(problem_key(ac["problem"]))
-            if bc is None:
-                continue
-            common += 1
-            if ac["status"] == Status.PASSED and bc["status"] in (Status.FAILED, Status.ERROR):
-                newly.setdefault(RUN if bc["status"] == Status.ERROR else _first_gate(bc), []).append(bc)
-            elif ac["status"] != Status.SKIPPED and bc["status"] == Status.SKIPPED:
-                skipped.append(bc)
-        for (out, gate), bcs in newly.items():  # one finding per output x gate, not one per problem
-            more = f" (and {len(bcs) - 1} more)" if len(bcs) > 1 else ""
-            add(_finding(kernel, B, out, gate, FindingKind.REGRESSION,
-                         f"{kernel}: a problem that passed in the baseline {bcs[0]['status']} in the candidate{more}: "
-                         f"{_failing_message(bcs[0], out, gate)}", bcs[0]))
-        if skipped:
-            more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-            add(Finding(kernel, "coverage", "cases", FindingKind.COVERAGE,
-                        f"{kernel}: a problem run in the baseline is skipped in the candidate{more}: "
-                        f"{skipped[0].get('reason', '')}", case=skipped[0]))
-        n_a = len(A.get("cases", []))
-        res.notes.append(f"{kernel}: {common} of {n_a} baseline problems also ran in the candidate "
-                         f"({len(B.get('cases', []))} candidate cases)")
-        hit_a = set(((A.get("coverage") or {}).get("hit") or {}))
-        hit_b = set(((B.get("coverage") or {}).get("hit") or {}))
-        if hit_a - hit_b:
-            add(Finding(kernel, "coverage", "features", lost,
-                        f"{kernel}: coverage features hit in the baseline, not in the candidate: "
-                        f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({cut})" if cut else "")))
-        lost_pairs = _lost_pairs(A, B)
-        if lost_pairs:
-            add(Finding(kernel, "coverage", "pairs", lost,
-                        f"{kernel}: {len(lost_pairs)} configuration pairs covered in the baseline, not in the "
-                        f"candidate: {', '.join(lost_pairs[:6])}" + (" ..." if len(lost_pairs) > 6 else "")
-                        + (f" ({cut})" if cut else "")))
-    for f in res.findings:
-        res.testcases.setdefault(f.testcase, []).append(f)
-    for kernel, found_b, found_a, a_up, ga in finding_cases:
-        _finding_cases(res, kernel, found_b, found_a, a_up, ga)
-    for kernel, output, gate, *_ in res.rows:
-        res.testcases.setdefault((kernel, f"{output}:{gate}"), [])
-    for kernel in cb:
-        if cb[kernel].get("status") != CampaignStatus.UNAVAILABLE or kernel in ca:
-            res.testcases.setdefault((kernel, "coverage"), [])
-        if kernel in ca:
-            res.testcases.setdefault((kernel, "settings"), [])
+        found, note = _problems_regressed(s)
+        res.findings += found
+        res.notes.append(note)
+        res.findings += _features_lost(s) + _pairs_lost(s)
+    _testcases(res, ca, cb, sides)
     return res
 
 
-def _lost_pairs(a: dict, b: dict) -> list[str]:
+@dataclass
+class _Sides:
+    """One kernel's two campaign records and what every finding kind compares of them."""
+
+    kernel: str
+    A: CampaignResult | None  # the baseline's campaign (None: absent there)
+    B: CampaignResult
+    a_up: bool  # the baseline ran it
+    ga: dict  # gate_results with the kernel errors' RUN row, {} where the baseline did not run it
+    gb: dict
+    found_a: list  # _signed findings
+    found_b: list
+    cut: str | None  # why the candidate covers less without covering differently (_cut_short)
+
+    @classmethod
+    def of(cls, kernel: str, A: CampaignResult | None, B: CampaignResult) -> "_Sides":
+        a_up = A is not None and A.status != CampaignStatus.UNAVAILABLE
+        return cls(kernel, A, B, a_up, _gates_with_run(A) if a_up else {}, _gates_with_run(B),
+                   signed_findings(A) if a_up else [], signed_findings(B), _cut_short(A, B) if a_up else None)
+
+    @property
+    def lost(self) -> FindingKind:
+        """The kind of coverage the candidate lacks: not reached where it was cut short."""
+        return FindingKind.INCOMPLETE if self.cut else FindingKind.COVERAGE
+
+    def keys(self) -> list:
+        return sorted(set(self.ga) | set(self.gb), key=lambda k: (OUTPUTS.index(k[0]) if k[0] in OUTPUTS else -1, k[1]))
+
+    def other_bugs(self, output: str, gate: str) -> list:
+        """The candidate's findings on output:gate the baseline does not have (none against a
+        baseline without signed findings)."""
+        if not self.found_a:
+            return []
+        return [fb[1] for fb in self.found_b if f"{output}:{gate}" in fb[1].gates and not _matches(fb, self.found_a)]
+
+
+def _candidate_checked_nothing(ca: dict, cb: dict) -> list:
+    """NOTHING_CHECKED: no campaign of the candidate ran (a candidate without the baseline's
+    kernels already fails as coverage lost)."""
+    if (cb or not ca) and all(c.status == CampaignStatus.UNAVAILABLE for c in cb.values()):
+        return [Finding("(all)", "coverage", "cases", FindingKind.NOTHING_CHECKED,
+                        f"the candidate checked nothing: {len(cb)} campaigns, none of them ran (a report that judged "
+                        "no case does not pass the gate)")]
+    return []
+
+
+def _kernel_checked_nothing(kernel: str, B: CampaignResult | None) -> list:
+    """NOTHING_CHECKED: the candidate's campaign of ``kernel`` judged no case."""
+    if B is not None and checked_status(B.status, B.cases) == CampaignStatus.NOTHING_CHECKED:
+        return [Finding(kernel, "coverage", "cases", FindingKind.NOTHING_CHECKED,
+                        f"{kernel}: the candidate judged no case ({len(B.cases)} cases, none passed, "
+                        "failed or errored): nothing was checked, which never passes")]
+    return []
+
+
+def _kernel_lost(kernel: str, A: CampaignResult | None, B: CampaignResult | None, notes: list) -> list | None:
+    """COVERAGE of a whole kernel: absent from the candidate, or unavailable there though the
+    baseline ran it. None where its gates are compared; [] where there is nothing to compare
+    (unavailable in both: a note)."""
+    if B is None:
+        return [Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
+                        f"{kernel}: in the baseline, absent from the candidate")]
+    a_up = A is not None and A.status != CampaignStatus.UNAVAILABLE
+    b_up = B.status != CampaignStatus.UNAVAILABLE
+    if a_up and not b_up:
+        return [Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
+                        f"{kernel}: ran in the baseline, unavailable in the candidate: {B.reason}")]
+    if not b_up:
+        notes.append(f"{kernel}: unavailable in both ({B.reason})")
+        return []
+    if not a_up:
+        notes.append(f"{kernel}: not run in the baseline ({'absent' if A is None else A.reason}); "
+                     f"its failures in the candidate count as new")
+    return None
+
+
+def _setting_notes(s: _Sides) -> list:
+    """Differences in how the two sides drew (seed, hunt): notes; another shard: refused."""
+    kernel, A, out = s.kernel, s.A, []
+    sa, sb = A.settings if A is not None else {}, s.B.settings
+    if A is not None and (sa.get("seed") is None or sa.get("seed") != sb.get("seed")):
+        out.append(f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
+                   f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N")
+    if A is not None and bool(sa.get("hunt")) != bool(sb.get("hunt")):
+        mode = {True: "hunted", False: "stopped at its first failure"}
+        out.append(f"{kernel}: the baseline {mode[bool(sa.get('hunt'))]}, the candidate "
+                   f"{mode[bool(sb.get('hunt'))]}: one side looked for more bugs than the other; run both "
+                   f"with the same --hunt/--first-failure")
+    if A is not None and sa.get("shard") != sb.get("shard"):
+        raise ReportError(f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
+                          f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
+                          f"(join shards with `difftest merge` first)")
+    return out
+
+
+def _settings_differ(s: _Sides) -> list:
+    """SETTINGS: the candidate was judged by other gates or drawn inside another narrowing."""
+    if s.A is None:
+        return []
+    diffs = settings_differences(s.A.settings, s.B.settings)
+    if not diffs:
+        return []
+    return [Finding(s.kernel, "coverage", "settings", FindingKind.SETTINGS,
+                    f"{s.kernel}: the candidate ran with other gate settings ({'; '.join(diffs)}): its verdicts "
+                    f"are not comparable with the baseline's; run both sides with the same options")]
+
+
+def _gate_lost(s: _Sides, output, gate, x, y, verdict) -> tuple[list, str]:
+    """COVERAGE (or not reached): an output x gate checked in the baseline, never in the candidate."""
+    if y is None or not y["checked"]:
+        return [Finding(s.kernel, output, gate, s.lost,
+                        f"{s.kernel} {output}:{gate}: checked in {x['checked']} baseline cases, "
+                        "none in the candidate" + (f" ({s.cut})" if s.cut else ""))], \
+            "NOT REACHED" if s.cut else "COVERAGE LOST"
+    return [], verdict
+
+
+def _gate_fails(s: _Sides, output, gate, x, y, verdict) -> tuple[list, str]:
+    """REGRESSION where an output x gate fails in the candidate and passed in the baseline, or
+    fails in both by another bug (the candidate's finding is not the baseline's); KNOWN where
+    it fails in both."""
+    if y is None or not y["checked"] or not y["failed"]:
+        return [], verdict
+    kernel, B = s.kernel, s.B
+    case = y["first_failing"]
+    msg = _failing_message(case, output, gate)
+    new_bugs = s.other_bugs(output, gate)
+    if x and x["failed"] and new_bugs:
+        return [_finding(kernel, B, output, gate, FindingKind.REGRESSION,
+                         f"{kernel} {output}:{gate}: fails in the baseline too, but the candidate's finding "
+                         f"{new_bugs[0].id} is another bug ({new_bugs[0].describe()}): {msg}", case)], \
+            "REGRESSION (new bug)"
+    if x and x["failed"]:
+        return [_finding(kernel, B, output, gate, FindingKind.KNOWN,
+                         f"{kernel} {output}:{gate}: fails in the baseline too "
+                         f"({x['failed']} of {x['checked']} cases; candidate {y['failed']} of "
+                         f"{y['checked']}): {msg}", case)], "known failure"
+    return [_finding(kernel, B, output, gate, FindingKind.REGRESSION,
+                     f"{kernel} {output}:{gate}: {y['failed']} of {y['checked']} candidate cases fail, "
+                     + (f"0 of {x['checked']} in the baseline" if x else "not run in the baseline")
+                     + f": {msg}", case)], "REGRESSION"
+
+
+def _ratio_grew(s: _Sides, output, gate, x, y, verdict, max_ratio_growth, min_ratio) -> tuple[list, str]:
+    """RATIO: a worst error ratio grew past (1 + growth) x max(baseline, min_ratio)."""
+    if not (x and y and gate in RATIO_GATES and y["checked"]):
+        return [], verdict
+    wa, wb = x["worst_ratio"], y["worst_ratio"]
+    allowed = (1.0 + max_ratio_growth) * max(wa, min_ratio)
+    if wb <= allowed:
+        return [], verdict
+    return [_finding(s.kernel, s.B, output, gate, FindingKind.RATIO,
+                     f"{s.kernel} {output}:{gate}: worst error ratio grew {wa:.3g} -> {wb:.3g} "
+                     f"(allowed up to {allowed:.3g}: "
+                     f"--max-ratio-growth {max_ratio_growth:g} over max(baseline, {min_ratio:g}))",
+                     _worst_case(s.B, output, gate))], "RATIO GREW" if verdict == "ok" else verdict
+
+
+def _determinism_lost(s: _Sides, output, gate, x, y, verdict) -> tuple[list, str]:
+    """DETERMINISM: bitwise equal in every baseline case, differing in some candidate case."""
+    if not (x and y and gate in DETERMINISM_GATES and x["checked"] and not x["differing_cases"]
+            and y["differing_cases"]):
+        return [], verdict
+    return [_finding(s.kernel, s.B, output, gate, FindingKind.DETERMINISM,
+                     f"{s.kernel} {output}: determinism lost: bitwise equal in all {x['checked']} "
+                     "baseline cases, "
+                     f"differs in {y['differing_cases']} of {y['checked']} candidate cases",
+                     _first_differing(s.B, output, gate))], "DETERMINISM LOST" if verdict == "ok" else verdict
+
+
+def _problems_regressed(s: _Sides) -> tuple[list, str]:
+    """Problem by problem: REGRESSION where the same Problem passed in the baseline and fails
+    or errors in the candidate (one finding per output x gate, not one per problem), COVERAGE
+    where it ran in the baseline and is skipped in the candidate; and the note of how many
+    problems the two share."""
+    kernel, A, B, out = s.kernel, s.A, s.B, []
+    b_cases = {c.problem: c for c in B.cases}
+    common, skipped, newly = 0, [], {}
+    for ac in A.cases:
+        bc = b_cases.get(ac.problem)
+        if bc is None:
+            continue
+        common += 1
+        if ac.status == Status.PASSED and bc.status in (Status.FAILED, Status.ERROR):
+            newly.setdefault(RUN if bc.status == Status.ERROR else _first_gate(bc), []).append(bc)
+        elif ac.status != Status.SKIPPED and bc.status == Status.SKIPPED:
+            skipped.append(bc)
+    for (output, gate), bcs in newly.items():
+        more = f" (and {len(bcs) - 1} more)" if len(bcs) > 1 else ""
+        out.append(_finding(kernel, B, output, gate, FindingKind.REGRESSION,
+                            f"{kernel}: a problem that passed in the baseline {bcs[0].status} in the candidate"
+                            f"{more}: {_failing_message(bcs[0], output, gate)}", bcs[0]))
+    if skipped:
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        out.append(Finding(kernel, "coverage", "cases", FindingKind.COVERAGE,
+                           f"{kernel}: a problem run in the baseline is skipped in the candidate{more}: "
+                           f"{skipped[0].reason}", case=skipped[0]))
+    note = (f"{kernel}: {common} of {len(A.cases)} baseline problems also ran in the candidate "
+            f"({len(B.cases)} candidate cases)")
+    return out, note
+
+
+def _features_lost(s: _Sides) -> list:
+    """COVERAGE (or not reached): coverage features hit in the baseline, not in the candidate."""
+    hit_a = set(s.A.coverage.get("hit") or {})
+    hit_b = set(s.B.coverage.get("hit") or {})
+    if not hit_a - hit_b:
+        return []
+    return [Finding(s.kernel, "coverage", "features", s.lost,
+                    f"{s.kernel}: coverage features hit in the baseline, not in the candidate: "
+                    f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({s.cut})" if s.cut else ""))]
+
+
+def _pairs_lost(s: _Sides) -> list:
+    """COVERAGE (or not reached): configuration pairs covered in the baseline, not in the candidate."""
+    lost_pairs = _lost_pairs(s.A, s.B)
+    if not lost_pairs:
+        return []
+    return [Finding(s.kernel, "coverage", "pairs", s.lost,
+                    f"{s.kernel}: {len(lost_pairs)} configuration pairs covered in the baseline, not in the "
+                    f"candidate: {', '.join(lost_pairs[:6])}" + (" ..." if len(lost_pairs) > 6 else "")
+                    + (f" ({s.cut})" if s.cut else ""))]
+
+
+def _testcases(res: GateResult, ca: dict, cb: dict, sides: list) -> None:
+    """The JUnit testcases: every finding under its own, one per candidate finding, and an
+    empty (passing) one for every row, every candidate kernel's coverage and settings."""
+    for f in res.findings:
+        res.testcases.setdefault(f.testcase, []).append(f)
+    for s in sides:
+        _finding_cases(res, s.kernel, s.found_b, s.found_a, s.a_up, s.ga)
+    for kernel, output, gate, *_ in res.rows:
+        res.testcases.setdefault((kernel, f"{output}:{gate}"), [])
+    for kernel in cb:
+        if cb[kernel].status != CampaignStatus.UNAVAILABLE or kernel in ca:
+            res.testcases.setdefault((kernel, "coverage"), [])
+        if kernel in ca:
+            res.testcases.setdefault((kernel, "settings"), [])
+
+
+def _lost_pairs(a: CampaignResult, b: CampaignResult) -> list[str]:
     """Configuration pairs the baseline covered and the candidate, claiming the same
     dimensions, did not (docs/coverage.md)."""
-    pa, pb = ((x.get("coverage") or {}).get("pairs") or {} for x in (a, b))
+    pa, pb = (x.coverage.get("pairs") or {} for x in (a, b))
     if not pa or not pb or pa.get("dimensions") != pb.get("dimensions"):
         return []
     return sorted(set(pb.get("missing") or ()) - set(pa.get("missing") or ()))
 
 
-def _cut_short(a: dict, b: dict) -> str | None:
+def _cut_short(a: CampaignResult, b: CampaignResult) -> str | None:
     """Why the candidate ``b`` covers less than ``a`` without covering differently, or None:
     it stopped at its first failure (first-failure mode: its regression blocks it already), or
     its search budget ran out (``unrun`` drawn Problems not run), its edge corpus was as large,
     and it ran no Problem the baseline did not (the same seeded stream, stopped earlier). A
     candidate that draws otherwise (a narrower capability, another seed) has another corpus or
     runs Problems the baseline never did."""
-    if b.get("status") == CampaignStatus.FAILED and not b.get("hunt"):
-        return (f"the candidate stopped at its first failure (case {b.get('examples_to_fail')}): what it did not "
+    if b.status == CampaignStatus.FAILED and not b.hunt:
+        return (f"the candidate stopped at its first failure (case {b.examples_to_fail}): what it did not "
                 f"run is not lost coverage")
-    unrun = b.get("unrun") or 0
-    corpus = [(x.get("settings") or {}).get("edge_cases") for x in (a, b)]
+    unrun = b.unrun
+    corpus = [x.settings.get("edge_cases") for x in (a, b)]
     if not unrun or corpus[0] != corpus[1]:
         return None
-    ran_a = {problem_key(c["problem"]) for c in a.get("cases", [])}
-    cases_b = b.get("cases", [])
-    if any(problem_key(c["problem"]) not in ran_a for c in cases_b):
+    ran_a = {c.problem for c in a.cases}
+    cases_b = b.cases
+    if any(c.problem not in ran_a for c in cases_b):
         return None
     return (f"the candidate's search budget ran out after {len(cases_b)} of the baseline's "
             f"{len(ran_a)} problems, {unrun} drawn problems left unrun; rerun it with a larger --time-budget")
@@ -424,26 +518,26 @@ def settings_differences(sa: dict, sb: dict) -> list[str]:
     return out
 
 
-def _first_gate(case: dict) -> tuple[str, str]:
-    for v in case.get("verdicts", []):
-        if not v["passed"]:
-            return v["output"], v["gate"]
+def _first_gate(case: CaseResult) -> tuple[str, str]:
+    for v in case.verdicts:
+        if not v.passed:
+            return v.output, v.gate
     return RUN
 
 
-def _worst_case(c: dict, output: str, gate: str):
+def _worst_case(c: CampaignResult, output: str, gate: str):
     best, top = None, -1.0
-    for case in c.get("cases", []):
-        for v in case.get("verdicts", []):
-            if v["output"] == output and v["gate"] == gate and ratio(v) > top:
+    for case in c.cases:
+        for v in case.verdicts:
+            if v.output == output and v.gate == gate and ratio(v) > top:
                 best, top = case, ratio(v)
     return best
 
 
-def _first_differing(c: dict, output: str, gate: str):
-    for case in c.get("cases", []):
-        for v in case.get("verdicts", []):
-            if v["output"] == output and v["gate"] == gate and (v.get("numbers") or {}).get("differing", 0):
+def _first_differing(c: CampaignResult, output: str, gate: str):
+    for case in c.cases:
+        for v in case.verdicts:
+            if v.output == output and v.gate == gate and v.numbers.get("differing", 0):
                 return case
     return None
 
@@ -464,13 +558,8 @@ def render(res: GateResult) -> str:
         tag = {FindingKind.KNOWN: "known failure", FindingKind.INCOMPLETE: "not reached"}.get(f.kind, f.kind.upper())
         lines.append(f"{tag}: {cell(f.message)}")
         if f.blocking and f.case:
-            from difftest.model.problem import Problem, ProblemError
-
-            try:
-                short = Problem.from_dict(f.case["problem"]).short()
-            except (ProblemError, TypeError, ValueError, KeyError):
-                short = json.dumps(f.case.get("problem"))
-            lines.append(f"  {'shrunk problem' if f.shrunk else 'problem (not shrunk)'}: {cell(short)}")
+            what = "shrunk problem" if f.shrunk else "problem (not shrunk)"
+            lines.append(f"  {what}: {cell(f.case.problem.short())}")
             if f.reproducer:
                 lines.append(f"  reproducer: {cell(f.reproducer)}")
     blocking = [f for f in res.findings if f.blocking]

@@ -19,23 +19,29 @@ script can read them back from the rendered page.
 
 import html
 import math
+from typing import TYPE_CHECKING
 
 from difftest.execute.timing import render as render_timing
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
-from difftest.report.read import RATIO_CAP, gate_results, load_report, ratio
+from difftest.report.read import Report, finding_case, gate_results, load_report
 from difftest.report.write import (
     campaign_notes,
     capped,
     compile_reuse_line,
     diff_table,
+    output_stats,
     overflow_note,
     pair_line,
+    ratio,
     ratio_text,
     replay_line,
 )
 from difftest.safeio import atomic_write_text
-from difftest.vocab import CampaignStatus, Status
+from difftest.vocab import RATIO_CAP, CampaignStatus, Status
+
+if TYPE_CHECKING:  # annotations only: run/plan imports this module on `difftest list`'s path, which loads no torch
+    from difftest.search.result import CampaignResult
 
 LOG_MIN, LOG_MAX, BIN = -4.0, 2.0, 0.25  # histogram range (decades of ratio) and bin width
 
@@ -69,50 +75,33 @@ def _ratio(x, key: str | None = None) -> str:
     return f'<td class="num"{attr}>{_e("-" if x is None else ratio_text(x))}</td>'
 
 
-def _strings(x) -> list[str]:
-    """A report's list of lines (a hand-edited report may hold anything there)."""
-    return [str(v) for v in x if isinstance(v, str)] if isinstance(x, list) else []
-
-
-def kernel_worst(c: dict) -> float | None:
+def kernel_worst(c: "CampaignResult") -> float | None:
     """A campaign's worst ratio as the terminal's "(all)" row gives it: the largest of its
     outputs' and its cases' (None: no case ran)."""
-    ran = [x for x in c.get("cases", []) if x.get("status") != Status.SKIPPED]
-    outs = [s.get("worst_ratio") for s in (c.get("outputs") or {}).values() if isinstance(s, dict)]
-    values = [capped(float(v)) for v in outs + [x.get("worst_ratio") for x in ran] if isinstance(v, (int, float))]
-    return max(values) if ran and values else (0.0 if ran else None)
+    ran = [x for x in c.cases if x.status != Status.SKIPPED]
+    outs = [s["worst_ratio"] for s in output_stats(c.cases).values()]
+    return max(outs + [capped(x.worst_ratio) for x in ran], default=0.0) if ran else None
 
 
-def _hints_html(c: dict) -> list[str]:
+def _hints_html(c: "CampaignResult") -> list[str]:
     """The lines the terminal prints under a campaign's block, beside the numbers."""
-    k = c["kernel"]
-    summary = c.get("triage") if isinstance(c.get("triage"), dict) else triage.summarize(c.get("cases", []))
+    k = c.kernel
+    summary = triage.summarize(c.cases)
     out = [f'<p>Triage: <span data-k="{_e(k)}/triage">{_e(triage.describe(summary))}</span></p>']
-    cov = c.get("coverage") if isinstance(c.get("coverage"), dict) else {}
-    unrun = c.get("unrun") if isinstance(c.get("unrun"), int) else 0
-    notes = campaign_notes(c.get("profile"), cov, _strings(c.get("unexplained_cases")), unrun)
-    if isinstance(c.get("compile_reuse"), dict):
+    notes = campaign_notes(c.profile, c.coverage, c.unexplained_cases, c.unrun)
+    if c.compile_reuse is not None:
         try:
-            notes.append(compile_reuse_line(c["compile_reuse"]))
+            notes.append(compile_reuse_line(c.compile_reuse))
         except (KeyError, TypeError, ValueError):
             pass
     out += [f'<p class="meta hint">{_e(n)}</p>' for n in notes]
-    if isinstance(c.get("timing"), dict):
+    if c.timing is not None:
         try:
-            out.append(f"<details><summary>Where the time went</summary><pre>{_e(render_timing(c['timing']))}"
+            out.append(f"<details><summary>Where the time went</summary><pre>{_e(render_timing(c.timing))}"
                        "</pre></details>")
         except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError):
             pass
     return out
-
-
-def _short(problem: dict) -> str:
-    from difftest.model.problem import Problem, ProblemError
-
-    try:
-        return Problem.from_dict(problem).short()
-    except (ProblemError, TypeError, ValueError, KeyError):
-        return str(problem)
 
 
 def _pairs_html(k: str, pairs: dict) -> list[str]:
@@ -188,14 +177,14 @@ def histogram_svg(ratios_by_output: dict, width: int = 720) -> str:
     return "".join(out)
 
 
-def _kernel_section(c: dict) -> str:
-    k = c["kernel"]
-    s = c.get("settings") or {}
-    cases = c.get("cases", [])
-    counts = {st: sum(1 for x in cases if x.get("status") == st) for st in ("passed", "failed", "error", "skipped")}
-    out = [f'<h2 id="{_e(k)}">{_e(k)} <span class="{_e(c.get("status"))}" data-k="{_e(k)}/status">'
-           f'{_e(c.get("status"))}</span></h2>']
-    meta = [f"profile {c.get('profile')}", f"seed {s.get('seed')}", f"{c.get('elapsed_s') or 0:.1f} s"]
+def _kernel_section(c: "CampaignResult") -> str:
+    k = c.kernel
+    s = c.settings
+    cases = c.cases
+    counts = {st: sum(1 for x in cases if x.status == st) for st in ("passed", "failed", "error", "skipped")}
+    out = [f'<h2 id="{_e(k)}">{_e(k)} <span class="{_e(c.status)}" data-k="{_e(k)}/status">'
+           f'{_e(c.status)}</span></h2>']
+    meta = [f"profile {c.profile or None}", f"seed {s.get('seed')}", f"{c.elapsed:.1f} s"]
     if s.get("shard"):
         meta.append(f"shard {s['shard']}")
     if s.get("shards"):
@@ -203,15 +192,15 @@ def _kernel_section(c: dict) -> str:
     if s.get("narrowed"):
         meta.append(f"narrowed {s['narrowed']}")
     out.append(f'<p class="meta">{_e(" · ".join(meta))}</p>')
-    if c.get("status") == CampaignStatus.UNAVAILABLE:
-        out.append(f"<p>Unavailable: {_e(c.get('reason', ''))}</p>")
+    if c.status == CampaignStatus.UNAVAILABLE:
+        out.append(f"<p>Unavailable: {_e(c.reason)}</p>")
         return "\n".join(out)
     out.append("<table><tr><th>cases</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr><tr>"
                + _num(len(cases), f"{k}/cases") + "".join(_num(counts[st], f"{k}/{st}") for st in counts)
                + "</tr></table>")
     out += _hints_html(c)
     # coverage
-    cov = c.get("coverage") or {}
+    cov = c.coverage
     hit, missing = cov.get("hit") or {}, cov.get("missing") or []
     out.append(f'<h3>Coverage: <span data-k="{_e(k)}/features_hit">{len(hit)}</span> features hit, '
                f'<span data-k="{_e(k)}/features_missing">{len(missing)}</span> missing</h3><div>')
@@ -224,16 +213,15 @@ def _kernel_section(c: dict) -> str:
     # error ratio per output
     ratios = {}
     for x in cases:
-        if x.get("status") == Status.SKIPPED:
+        if x.status == Status.SKIPPED:
             continue
-        for v in x.get("verdicts", []):
-            if v["gate"] == "budget":
-                ratios.setdefault(v["output"], []).append(ratio(v))
+        for v in x.verdicts:
+            if v.gate == "budget":
+                ratios.setdefault(v.output, []).append(ratio(v))
     out.append("<h3>Error ratio per output</h3>")
     out.append(histogram_svg(ratios))
     gates = gate_results(c)
-    limited = (c.get("triage") or {}).get("overflow_limited") if isinstance(c.get("triage"), dict) else None
-    limited = limited if isinstance(limited, dict) else triage.summarize(cases)["overflow_limited"]
+    limited = triage.summarize(cases)["overflow_limited"]
     out.append("<table><tr><th>output</th><th>cases</th><th>failed</th><th>worst ratio</th><th>gates failing</th>"
                "<th>triage</th></tr>")
     for o in OUTPUTS:
@@ -241,40 +229,40 @@ def _kernel_section(c: dict) -> str:
             continue
         checked = max((g["checked"] for key, g in gates.items() if key[0] == o), default=0)
         failing = [f"{key[1]} ({g['failed']})" for key, g in gates.items() if key[0] == o and g["failed"]]
-        n_failed = sum(1 for x in cases if x.get("status") != Status.SKIPPED and any(
-            v["output"] == o and not v["passed"] for v in x.get("verdicts", [])))
+        n_failed = sum(1 for x in cases if x.status != Status.SKIPPED and any(
+            v.output == o and not v.passed for v in x.verdicts))
         row_cls = ' class="bad"' if failing else ""
         out.append(f"<tr{row_cls}><td>{_e(o)}</td>" + _num(checked, f"{k}/{o}/cases")
                    + _num(n_failed, f"{k}/{o}/failed") + _ratio(max(ratios.get(o, [0.0])), f"{k}/{o}/worst")
                    + f"<td>{_e(', '.join(failing))}</td><td>{_e(overflow_note(limited, o))}</td></tr>")
     out.append("</table>")
     # worst cases
-    ranked = sorted((x for x in cases if x.get("status") in (Status.PASSED, Status.FAILED)),
-                    key=lambda x: -float(x.get("worst_ratio") or 0.0))[:5]
+    ranked = sorted((x for x in cases if x.status in (Status.PASSED, Status.FAILED)),
+                    key=lambda x: -x.worst_ratio)[:5]
     if ranked:
         out.append("<h3>Worst cases</h3><table><tr><th>problem</th><th>output</th><th>ratio</th>"
                    "<th>worst element (seq, token, head, dim)</th><th>got</th><th>truth</th></tr>")
         for x in ranked:
-            vs = [v for v in x.get("verdicts", []) if v["gate"] == "budget"]
+            vs = [v for v in x.verdicts if v.gate == "budget"]
             if not vs:
                 continue
             v = max(vs, key=ratio)
-            w = v.get("worst") or {}
+            w = v.worst or {}
             where = ", ".join(f"{n} {w[n]}" for n in ("seq", "token", "head", "dim") if n in w)
-            out.append(f"<tr><td>{_e(_short(x['problem']))}</td><td>{_e(v['output'])}</td>{_ratio(ratio(v))}"
+            out.append(f"<tr><td>{_e(x.problem.short())}</td><td>{_e(v.output)}</td>{_ratio(ratio(v))}"
                        f"<td>{_e(where)}</td>{_num(w.get('got'))}{_num(w.get('truth'))}</tr>")
         out.append("</table>")
     out += _findings_section(c)
     # failures
-    failing = [x for x in cases if x.get("status") in (Status.FAILED, Status.ERROR)]
+    failing = [x for x in cases if x.status in (Status.FAILED, Status.ERROR)]
     out.append(f'<h3>Failures: <span data-k="{_e(k)}/failing_cases">{len(failing)}</span> failing cases</h3>')
-    shrunk = [(c.get("failure"), c.get("reproducer"), _strings(c.get("declaration")))] if c.get("failure") else []
-    shrunk += [(f.get("failure"), f.get("reproducer"), []) for f in (c.get("failures") or [])[1:]]
+    shrunk = [(c.failure, c.reproducer, c.declaration)] if c.failure else []
+    shrunk += [(f["failure"], f["reproducer"], []) for f in c.failures[1:] if f["failure"]]
     for fail, repro, declaration in shrunk:
-        lines = [f"shrunk: {_short(fail['problem'])}", f"failed gates: {', '.join(fail.get('failed_gates') or [])}"]
-        if fail.get("reason"):
-            lines.append(f"reason: {fail['reason'].strip()}")
-        lines += [v.get("message", "") for v in fail.get("verdicts", []) if not v.get("passed")]
+        lines = [f"shrunk: {fail.problem.short()}", f"failed gates: {', '.join(fail.failed_gates)}"]
+        if fail.reason:
+            lines.append(f"reason: {fail.reason.strip()}")
+        lines += [v.message for v in fail.verdicts if not v.passed]
         lines += declaration  # "declaration problem? ...": what the capability may claim wrongly
         for kind in ("py", "json"):
             if (repro or {}).get(kind):
@@ -285,8 +273,8 @@ def _kernel_section(c: dict) -> str:
     if failing:
         out.append("<table><tr><th>problem</th><th>status</th><th>failed gates / reason</th></tr>")
         for x in failing[:20]:
-            why = ", ".join(x.get("failed_gates") or []) or (x.get("reason") or "").strip().split("\n")[0][:200]
-            out.append(f"<tr><td>{_e(_short(x['problem']))}</td><td class='{_e(x['status'])}'>{_e(x['status'])}"
+            why = ", ".join(x.failed_gates) or x.reason.strip().split("\n")[0][:200]
+            out.append(f"<tr><td>{_e(x.problem.short())}</td><td class='{_e(x.status)}'>{_e(x.status)}"
                        f"</td><td>{_e(why)}</td></tr>")
         out.append("</table>" + (f"<p>… and {len(failing) - 20} more (report.json has them all)</p>"
                                  if len(failing) > 20 else ""))
@@ -296,8 +284,8 @@ def _kernel_section(c: dict) -> str:
     if not det:
         out.append("<p>Not measured (one call per case; run with <code>--determinism N</code>).</p>")
     else:
-        runs = max((v.get("numbers") or {}).get("runs", 0) for x in cases for v in x.get("verdicts", [])
-                   if v["gate"] in ("determinism", "determinism_info"))
+        runs = max(v.numbers.get("runs", 0) for x in cases for v in x.verdicts
+                   if v.gate in ("determinism", "determinism_info"))
         claimed = any(key[1] == "determinism" for key in det)
         out.append(f"<p>{runs} calls per case; "
                    f"{'claimed by the kernel (a gate)' if claimed else 'measured, not claimed'}"
@@ -310,31 +298,32 @@ def _kernel_section(c: dict) -> str:
     return "\n".join(out)
 
 
-def _findings_section(c: dict) -> list[str]:
+def _findings_section(c: "CampaignResult") -> list[str]:
     """One row per distinct finding: its signature, cases that hit it, first seen, reproducer."""
-    k = c["kernel"]
-    findings = [f for f in c.get("findings") or [] if isinstance(f, dict)]
+    k = c.kernel
+    findings = c.findings
     if not findings:
         return []
     out = [f'<h3>Findings: <span data-k="{_e(k)}/findings">{len(findings)}</span> distinct '
-           f'({"hunt: the search went on after each" if c.get("hunt") else "first failure"})</h3>']
-    if c.get("explained_skipped"):
-        out.append(f'<p class="meta">{_e(c["explained_skipped"])} drawn problems not run: a finding explains them</p>')
-    if c.get("unexplained"):
-        out.append(f'<p class="meta">{_e(c["unexplained"])} failing cases no finding explains '
+           f'({"hunt: the search went on after each" if c.hunt else "first failure"})</h3>']
+    if c.explained_skipped:
+        out.append(f'<p class="meta">{_e(c.explained_skipped)} drawn problems not run: a finding explains them</p>')
+    if c.unexplained:
+        out.append(f'<p class="meta">{_e(c.unexplained)} failing cases no finding explains '
                    f'(findings cap or budget reached)</p>')
     out.append("<table><tr><th>finding</th><th>status</th><th>cases</th><th>first seen</th><th>signature</th>"
                "<th>shrunk problem</th><th>reproducer</th></tr>")
     for f in findings:
-        sig, seen, fail, rep = (f.get(x) if isinstance(f.get(x), dict) else {}  # a hand-edited report: no crash
-                                for x in ("signature", "first_seen", "failure", "reproducer"))
+        sig, seen, rep = (f.get(x) if isinstance(f.get(x), dict) else {}  # a hand-edited report: no crash
+                          for x in ("signature", "first_seen", "reproducer"))
+        shrunk = finding_case(f, k)
         repro = rep.get("py") or rep.get("json") or ""
         cls = "known" if f.get("status") == "known" else "REGRESSION"
         out.append(f'<tr><td>{_e(f.get("id", ""))}</td><td class="{cls}">{_e(f.get("status", ""))}</td>'
                    + _num(f.get("hits", 0), f"{k}/finding/{f.get('id', '')}/cases")
                    + f'<td>{_e("case " + str(seen["case"]) if seen.get("case") else "not hit")}</td>'
                    f'<td>{_e(sig.get("describe", ""))}</td>'
-                   f'<td>{_e(_short(fail["problem"]) if isinstance(fail.get("problem"), dict) else "")}</td>'
+                   f'<td>{_e(shrunk.problem.short() if shrunk else "")}</td>'
                    f'<td>{_e(repro)}</td></tr>')
     out.append("</table>")
     return out
@@ -355,14 +344,16 @@ def _gate_section(res) -> str:
     return "\n".join(out)
 
 
-def render_html(doc: dict, gate=None, title: str = "difftest report") -> str:
-    camps = doc.get("campaigns", [])
-    head = [f"{doc.get('created', '')}", f"host {doc.get('host', '')}", f"torch {doc.get('torch', '')}"]
-    if doc.get("cuda"):
-        head.append(str(doc["cuda"]))
-    rows = "".join(f'<tr><td><a href="#{_e(c["kernel"])}">{_e(c["kernel"])}</a></td>'
-                   f'<td class="{_e(c.get("status"))}">{_e(c.get("status"))}</td>'
-                   + _num(len(c.get("cases", []))) + _ratio(kernel_worst(c), f"{c['kernel']}/worst")
+def render_html(doc, gate=None, title: str = "difftest report") -> str:
+    """The page of a report (a Report, or its document: read as one)."""
+    report = Report.of(doc)
+    camps, meta = report.campaigns, report.header
+    head = [f"{meta.get('created', '')}", f"host {meta.get('host', '')}", f"torch {meta.get('torch', '')}"]
+    if meta.get("cuda"):
+        head.append(str(meta["cuda"]))
+    rows = "".join(f'<tr><td><a href="#{_e(c.kernel)}">{_e(c.kernel)}</a></td>'
+                   f'<td class="{_e(c.status)}">{_e(c.status)}</td>'
+                   + _num(len(c.cases)) + _ratio(kernel_worst(c), f"{c.kernel}/worst")
                    + "</tr>" for c in camps)
     body = [f"<h1>{_e(title)}</h1>", f'<p class="meta">{_e(" · ".join(head))}</p>']
     if gate is not None:

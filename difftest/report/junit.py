@@ -11,7 +11,6 @@ cases that hit it, when first seen, its shrunk problem and reproducer; a failure
 baseline does not have it, skipped when it does.
 """
 
-import json
 import re
 import xml.etree.ElementTree as ET
 
@@ -28,12 +27,10 @@ def _clean(text: str) -> str:
 def _detail(f) -> str:
     lines = [f.message]
     if f.case:
-        lines.append(("shrunk problem: " if f.shrunk else "problem (not shrunk): ")
-                     + json.dumps(f.case.get("problem"), sort_keys=True))
-        lines += [f"  {v.get('message', '')}" for v in f.case.get("verdicts", [])
-                  if not v.get("passed") and v.get("message")]
-        if f.case.get("reason"):
-            lines.append(f"reason: {f.case['reason'].strip()}")
+        lines.append(("shrunk problem: " if f.shrunk else "problem (not shrunk): ") + f.case.problem.to_json())
+        lines += [f"  {v.message}" for v in f.case.verdicts if not v.passed and v.message]
+        if f.case.reason:
+            lines.append(f"reason: {f.case.reason.strip()}")
     lines.append(f"reproducer: {f.reproducer}" if f.reproducer else "reproducer: none written (not the campaign's "
                  "shrunk failure; replay the problem above with `difftest repro`)" if f.case else "")
     return _clean("\n".join(x for x in lines if x))

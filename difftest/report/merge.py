@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 
 from difftest.report.checked import checked_status
-from difftest.report.read import ReportError, load_report, output_stats, problem_key
+from difftest.report.read import Report, ReportError, load_report, signed_findings
+from difftest.report.write import output_stats
 from difftest.safeio import atomic_write_text
+from difftest.search.result import CampaignResult
 from difftest.vocab import CampaignStatus
 
 # settings that must agree between the shards of one campaign
@@ -28,7 +30,7 @@ _SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "
 def merged_pairs(records) -> dict:
     """Shards' configuration pair coverage as one: a pair is missing only when every shard
     missed it; the claimed pairs are each shard's (one capability and profile)."""
-    parts = [(c.get("coverage") or {}).get("pairs") for c in records]
+    parts = [c.coverage.get("pairs") for c in records]
     parts = [p for p in parts if p]
     if not parts:
         return {}
@@ -47,8 +49,8 @@ def merged_pairs(records) -> dict:
             "explained": min(p.get("explained", 0) for p in parts)}
 
 
-def _shard(c: dict):
-    text = (c.get("settings") or {}).get("shard")
+def _shard(c: CampaignResult):
+    text = c.settings.get("shard")
     if not text:
         return None
     i, _, n = str(text).partition("/")
@@ -56,7 +58,7 @@ def _shard(c: dict):
 
 
 def merge_campaigns(kernel: str, parts: list) -> dict:
-    """``parts``: [(source path, campaign record)] of one kernel."""
+    """``parts``: [(source path, CampaignResult)] of one kernel -> the merged campaign record."""
     shards = [_shard(c) for _, c in parts]
     if len(parts) > 1:
         if None in shards:
@@ -74,16 +76,16 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         if idx != list(range(n)):
             missing = [f"{i}/{n}" for i in range(n) if i not in idx]
             raise ReportError(f"kernel {kernel!r}: shard(s) {', '.join(missing)} missing: merge needs all {n}")
-        first = parts[0][1].get("settings") or {}
+        first = parts[0][1].settings
         for src, c in parts[1:]:
-            s = c.get("settings") or {}
+            s = c.settings
             for k in _SAME:
                 if s.get(k) != first.get(k):
                     raise ReportError(f"kernel {kernel!r}: {src} was run with {k}={s.get(k)!r}, "
                                       f"{parts[0][0]} with {first.get(k)!r}: allowed shards of one campaign")
-            if c.get("profile") != parts[0][1].get("profile"):
-                raise ReportError(f"kernel {kernel!r}: {src} ran profile {c.get('profile')!r}, {parts[0][0]} "
-                                  f"{parts[0][1].get('profile')!r}: allowed shards of one campaign")
+            if c.profile != parts[0][1].profile:
+                raise ReportError(f"kernel {kernel!r}: {src} ran profile {c.profile!r}, {parts[0][0]} "
+                                  f"{parts[0][1].profile!r}: allowed shards of one campaign")
     elif shards[0] is not None and shards[0][1] > 1:
         i, n = shards[0]
         missing = [f"{j}/{n}" for j in range(n) if j != i]
@@ -93,22 +95,21 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
     parts = [parts[j] for j in order]
     cases, seen, dropped = [], set(), 0
     for _, c in parts:
-        for case in c.get("cases", []):
-            key = problem_key(case["problem"])
-            if key in seen:
+        for case in c.cases:
+            if case.problem in seen:
                 dropped += 1
                 continue
-            seen.add(key)
+            seen.add(case.problem)
             cases.append(case)
     recs = [c for _, c in parts]
-    available = [c for c in recs if c.get("status") != CampaignStatus.UNAVAILABLE]
-    failed = any(c.get("status") == CampaignStatus.FAILED for c in recs)
+    available = [c for c in recs if c.status != CampaignStatus.UNAVAILABLE]
+    failed = any(c.status == CampaignStatus.FAILED for c in recs)
     status = CampaignStatus.UNAVAILABLE if not available else CampaignStatus.FAILED if failed else CampaignStatus.PASSED
     status = checked_status(status, cases)  # shards that judged no case between them: nothing checked
-    failing = [c for c in recs if c.get("failure")]
+    failing = [c for c in recs if c.failure]
     hit, missing, beyond = {}, None, []
     for c in available:
-        cov = c.get("coverage") or {}
+        cov = c.coverage
         beyond = beyond or list(cov.get("beyond_profile") or ())  # the profile's, the same in every shard
         for f, n in (cov.get("hit") or {}).items():
             hit[f] = hit.get(f, 0) + n
@@ -116,51 +117,50 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         missing = m if missing is None else missing & m
     compile_stats = {}
     for c in recs:
-        for k, v in (c.get("compile_stats") or {}).items():
+        for k, v in (c.compile_stats or {}).items():
             if isinstance(v, (int, float)):
                 compile_stats[k] = compile_stats.get(k, 0) + v
-    settings = dict(recs[0].get("settings") or {})
+    settings = dict(recs[0].settings)
     settings.update(shard=None, shards=len(parts) if shards[0] is not None else None,
-                    edge_cases=sum((c.get("settings") or {}).get("edge_cases") or 0 for c in recs),
-                    replayed_failures=sum((c.get("settings") or {}).get("replayed_failures") or 0 for c in recs),
+                    edge_cases=sum(c.settings.get("edge_cases") or 0 for c in recs),
+                    replayed_failures=sum(c.settings.get("replayed_failures") or 0 for c in recs),
                     duplicates_dropped=dropped, merged_from=[str(p) for p, _ in parts])
     return {
-        "kernel": kernel, "profile": recs[0].get("profile"), "status": status,
-        "reason": "; ".join(dict.fromkeys(c.get("reason", "") for c in recs if c.get("reason"))),
+        "kernel": kernel, "profile": recs[0].profile, "status": status,
+        "reason": "; ".join(dict.fromkeys(c.reason for c in recs if c.reason)),
         "examples": len(cases),
-        "counts": {s: sum(1 for c in cases if c.get("status") == s) for s in ("passed", "failed", "error", "skipped")},
-        "elapsed_s": max((c.get("elapsed_s") or 0.0) for c in recs),  # shards run side by side: the longest
-        "elapsed_s_total": round(sum((c.get("elapsed_s") or 0.0) for c in recs), 3),
-        "examples_to_fail": failing[0].get("examples_to_fail") if failing else None,
-        "seconds_to_fail": failing[0].get("seconds_to_fail") if failing else None,
-        "unrun": sum(c.get("unrun") or 0 for c in recs),
-        "compile_keys": sum(c.get("compile_keys") or 0 for c in recs),
+        "counts": {s: sum(1 for c in cases if c.status == s) for s in ("passed", "failed", "error", "skipped")},
+        "elapsed_s": max(c.elapsed for c in recs),  # shards run side by side: the longest
+        "elapsed_s_total": round(sum(c.elapsed for c in recs), 3),
+        "examples_to_fail": failing[0].examples_to_fail if failing else None,
+        "seconds_to_fail": failing[0].seconds_to_fail if failing else None,
+        "unrun": sum(c.unrun for c in recs),
+        "compile_keys": sum(c.compile_keys for c in recs),
         "compile_stats": compile_stats or None,
         "coverage": {"hit": dict(sorted(hit.items())), "missing": sorted(missing or ()),
                      **({"beyond_profile": beyond} if beyond else {}),
                      **({"pairs": pairs} if (pairs := merged_pairs(available)) else {})},
         "outputs": output_stats(cases),
-        "failure": failing[0]["failure"] if failing else None,
-        "reproducer": failing[0].get("reproducer") if failing else None,
-        "failures": [{"shard": (c.get("settings") or {}).get("shard"), "failure": c["failure"],
-                      "reproducer": c.get("reproducer")} for c in failing],
-        "hunt": any(c.get("hunt") for c in recs), "findings": merge_findings(recs),
-        "explained_skipped": sum(c.get("explained_skipped") or 0 for c in recs),
-        "unexplained": sum(c.get("unexplained") or 0 for c in recs),
-        "settings": settings, "cases": cases,
+        "failure": failing[0].failure.to_dict() if failing else None,
+        "reproducer": failing[0].reproducer if failing else None,
+        "failures": [{"shard": c.settings.get("shard"), "failure": c.failure.to_dict(),
+                      "reproducer": c.reproducer} for c in failing],
+        "hunt": any(c.hunt for c in recs), "findings": merge_findings(recs),
+        "explained_skipped": sum(c.explained_skipped for c in recs),
+        "unexplained": sum(c.unexplained for c in recs),
+        "settings": settings, "cases": [case.to_dict() for case in cases],
     }
 
 
 def merge_findings(recs: list) -> list:
     """The shards' findings, each bug once: a finding whose signature is one already kept
     adds its cases and skips to it (and its shard to ``shards``)."""
-    from difftest.report.ci_gate import _signed
     from difftest.search.signature import same_identity
 
     kept = []  # (record, Signature, Problem)
     for c in recs:
-        shard = (c.get("settings") or {}).get("shard")
-        for rec, sig, prob in _signed(c):
+        shard = c.settings.get("shard")
+        for rec, sig, prob in signed_findings(c):
             for k in kept:
                 if same_identity(k[1], sig, prob) or same_identity(sig, k[1], k[2]):
                     for n in ("hits", "search_hits", "skipped"):
@@ -174,14 +174,15 @@ def merge_findings(recs: list) -> list:
 
 
 def merge_reports(docs: list) -> dict:
-    """``docs``: [(path, report dict)] -> one report dict."""
+    """``docs``: [(path, Report or its document)] -> one report document."""
     if not docs:
         raise ReportError("merge: no reports given: allowed one or more report.json files")
+    docs = [(path, doc if isinstance(doc, Report) else Report.from_dict(doc, str(path))) for path, doc in docs]
     by_kernel: dict = {}
     for path, doc in docs:
-        for c in doc["campaigns"]:
-            by_kernel.setdefault(c["kernel"], []).append((path, c))
-    first = docs[0][1]
+        for c in doc.campaigns:
+            by_kernel.setdefault(c.kernel, []).append((path, c))
+    first = docs[0][1].header
     out = {k: first.get(k) for k in ("difftest_report", "host", "python", "torch", "cuda")}
     out["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out["merged_from"] = [str(p) for p, _ in docs]

@@ -1,22 +1,30 @@
-"""Reading report.json files back (for ``gate``, ``merge`` and ``report --html``), and the
-per-output numbers those commands recompute from a report's case records.
+"""Reading report.json files back (for ``gate``, ``merge`` and ``report --html``) as the types
+that wrote them, and the per-gate numbers those commands recompute from a report's cases.
 
 A report is data written by ``reports.write_json``: ``{"difftest_report": 1, "campaigns":
 [{"kernel", "status", "cases": [case records], "coverage", "settings", ...}]}``. Files
 ending in ``.xz`` are read through lzma (the raw reports under results/ are compressed).
-Anything else is refused with a ``ReportError`` whose message is one line naming the
-file, the field and what is allowed.
+``load_report`` checks every field the readers use and hands back the document (what
+``difftest sanitize`` edits in place); ``Report.of`` reads a document as a ``Report``: each
+campaign the ``CampaignResult`` that wrote it (``CampaignResult.from_dict``), each case a
+``CaseResult`` with its ``Verdict``s (``CaseResult.from_dict``). Anything else is refused
+with a ``ReportError`` whose message is one line naming the file, the field and what is
+allowed.
 """
 
-import json
-import math
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from difftest.errors import FileFormatError
 from difftest.model.problem import OUTPUTS
+from difftest.report.write import ratio
+from difftest.search.signature import Signature, SignatureError
 from difftest.vocab import CampaignStatus, Gate, Status
 
-RATIO_CAP = 1e6
+if TYPE_CHECKING:  # annotations only: run/plan imports this module on `difftest list`'s path, which loads no torch
+    from difftest.judge.runner import CaseResult
+    from difftest.search.result import CampaignResult
 
 
 class ReportError(FileFormatError):
@@ -27,11 +35,19 @@ MAX_REPORT_BYTES = 64 * 2**20  # decompressed; the largest report under results/
 REPORT_VERSIONS = (1,)
 
 
-def load_report(path, root=None) -> dict:
-    """A report read and checked, or a one-line ReportError: its size (an ``.xz`` is
+def load_report(path, root=None) -> "Report":
+    """A report read back as the types that wrote it (``Report``), or a one-line ReportError
+    naming the file: ``load_report_doc``'s checks, then every campaign, case and verdict
+    through its ``from_dict``."""
+    return Report.from_dict(load_report_doc(path, root), str(path))
+
+
+def load_report_doc(path, root=None) -> dict:
+    """A report's document read and checked, or a one-line ReportError: its size (an ``.xz`` is
     stream-decompressed up to MAX_REPORT_BYTES, never expanded whole first), its nesting,
     its text (valid Unicode) and every field the readers use. A regular file only; with
-    ``root`` (the run folder it was found in) not through a link."""
+    ``root`` (the run folder it was found in) not through a link. What edits a report in
+    place (``difftest sanitize``) reads it so; everything else reads ``load_report``."""
     from difftest.safeio import read_json
 
     path = Path(path)
@@ -131,6 +147,11 @@ def _check_case(case, where: str) -> None:
         raise ReportError(f"{where}: field 'worst_ratio' is {case['worst_ratio'][:40]!r}: allowed a number")
     _expect(case, "reason", (str, _NONE), where, "a string")
     _expect(case, "failed_gates", list, where, "a list of 'output:gate' strings")
+    for key in ("seconds", "kernel_seconds"):
+        _expect(case, key, _NUM, where, "a number of seconds")
+    for key in ("kernel", "input_digest", "error_type", "error_origin"):
+        _expect(case, key, str, where, "a string")
+    _expect(case, "notes", list, where, "a list of notes")
     for n, v in enumerate(case.get("verdicts", [])):
         w = f"{where} verdicts[{n}]"
         if not isinstance(v, dict):
@@ -143,6 +164,8 @@ def _check_case(case, where: str) -> None:
             raise ReportError(f"{w}: field 'gate' is {v['gate'][:40]!r}: allowed one of {', '.join(Gate)}")
         _expect(v, "passed", bool, w, "true or false", required=True)
         _expect(v, "numbers", dict, w, "an object of numbers")
+        for key in ("runs", "differing", "overflow_limited"):  # what the readers count with
+            _expect(v.get("numbers") or {}, key, _NUM + (_NONE,), f"{w} numbers", "a number")
         _expect(v, "worst", (dict, _NONE), w, "an object or null")
         _expect(v, "message", (str, _NONE), w, "a string")
 
@@ -219,62 +242,84 @@ def check_report(doc, path="report") -> None:
                 raise ReportError(f"{where} reproducer: field {k!r} is {type(v).__name__}: allowed a path")
 
 
-def problem_key(problem: dict) -> str:
-    """A Problem record's identity (the same canonical JSON as Problem.to_json)."""
-    return json.dumps(problem, sort_keys=True)
+@dataclass
+class Report:
+    """A report read back: its campaigns as the CampaignResults that wrote them (their cases
+    CaseResults, their verdicts Verdicts) and its header (created, host, versions, merged_from)."""
+
+    campaigns: list = field(default_factory=list)
+    header: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, doc: dict, where: str = "report") -> "Report":
+        """``doc`` (a document ``load_report`` checked, or one a writer made) as a Report; a
+        campaign that does not fit the types is a one-line ReportError naming it."""
+        from difftest.search.result import CampaignResult  # loads torch: not on `difftest list`'s path
+
+        campaigns = []
+        for i, c in enumerate(doc.get("campaigns") or ()):
+            try:
+                campaigns.append(CampaignResult.from_dict(c))
+            except (TypeError, ValueError, KeyError, AttributeError) as e:
+                kernel = c.get("kernel") if isinstance(c, dict) else None
+                raise ReportError(f"{where}: campaigns[{i}] ({str(kernel)[:60]}): not a campaign record "
+                                  f"({type(e).__name__}: {str(e)[:200]}): allowed what `difftest run` "
+                                  "writes") from None
+        return cls(campaigns, {k: v for k, v in doc.items() if k != "campaigns"})
+
+    @classmethod
+    def of(cls, doc) -> "Report":
+        """A Report as it is, a document read as one."""
+        return doc if isinstance(doc, cls) else cls.from_dict(doc)
 
 
-def ratio(v: dict) -> float:
-    r = (v.get("numbers") or {}).get("ratio", 0.0)
+def finding_case(record: dict, kernel: str) -> "CaseResult | None":
+    """A finding record's shrunk case as the CaseResult that wrote it (None: it has none, or
+    one that is not a case: findings are read leniently, an older report's may differ)."""
+    from difftest.judge.runner import CaseResult  # loads torch: not on `difftest list`'s path
+
+    failure = record.get("failure")
+    if not isinstance(failure, dict):
+        return None
     try:
-        r = float(r)
-    except (TypeError, ValueError):
-        return RATIO_CAP
-    return min(r, RATIO_CAP) if math.isfinite(r) else RATIO_CAP
+        return CaseResult.from_dict({"kernel": kernel, **failure})
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
 
 
-def gate_results(campaign: dict) -> dict:
+def signed_findings(c: "CampaignResult | None") -> list:
+    """A campaign's finding records as (record, Signature, shrunk Problem or None); a finding
+    without a readable signature (an older or hand-edited report) is left out."""
+    out = []
+    for f in c.findings if c is not None else ():
+        try:
+            sig = Signature.from_dict(f.get("signature"))
+        except SignatureError:
+            continue
+        case = finding_case(f, c.kernel)
+        out.append((f, sig, case.problem if case is not None else None))
+    return out
+
+
+def gate_results(campaign: "CampaignResult") -> dict:
     """{(output, gate): {"checked", "failed", "worst_ratio", "first_failing": case}} over the
     campaign's non-skipped cases. ``determinism_info`` (kernels that do not claim
     determinism) counts differing elements in ``failed``'s place under "differing"."""
     out = {}
-    for case in campaign.get("cases", []):
-        if case.get("status") == Status.SKIPPED:
+    for case in campaign.cases:
+        if case.status == Status.SKIPPED:
             continue
-        for v in case.get("verdicts", []):
-            key = (v["output"], v["gate"])
+        for v in case.verdicts:
+            key = (v.output, v.gate)
             s = out.setdefault(key, {"checked": 0, "failed": 0, "worst_ratio": 0.0, "differing_cases": 0,
                                      "first_failing": None})
             s["checked"] += 1
-            if not v["passed"]:
+            if not v.passed:
                 s["failed"] += 1
                 if s["first_failing"] is None:
                     s["first_failing"] = case
-            if v["gate"] in (Gate.BUDGET, Gate.SECOND_REFERENCE):
+            if v.gate in (Gate.BUDGET, Gate.SECOND_REFERENCE):
                 s["worst_ratio"] = max(s["worst_ratio"], ratio(v))
-            if v["gate"] in (Gate.DETERMINISM, Gate.DETERMINISM_INFO) and (v.get("numbers") or {}).get("differing", 0):
+            if v.gate in (Gate.DETERMINISM, Gate.DETERMINISM_INFO) and v.numbers.get("differing", 0):
                 s["differing_cases"] += 1
     return out
-
-
-def output_stats(cases: list) -> dict:
-    """Per output, from case records: cases checked, passed, failed, worst budget ratio (the
-    numbers reports.output_stats gives for live cases)."""
-    stats = {}
-    for c in cases:
-        if c.get("status") == Status.SKIPPED:
-            continue
-        for name in OUTPUTS:
-            vs = [v for v in c.get("verdicts", []) if v["output"] == name]
-            if not vs:
-                continue
-            s = stats.setdefault(name, {"cases": 0, "passed": 0, "failed": 0, "worst_ratio": 0.0})
-            s["cases"] += 1
-            s["passed" if all(v["passed"] for v in vs) else "failed"] += 1
-            worst = max((ratio(v) for v in vs if v["gate"] == Gate.BUDGET), default=0.0)
-            s["worst_ratio"] = max(s["worst_ratio"], worst)
-    return stats
-
-
-def error_cases(campaign: dict) -> list:
-    return [c for c in campaign.get("cases", []) if c.get("status") == Status.ERROR]

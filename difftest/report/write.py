@@ -11,14 +11,23 @@ from pathlib import Path
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
 from difftest.printable import cell
-from difftest.report.read import RATIO_CAP
-from difftest.vocab import RATIO_GATES, CampaignStatus, Gate, Status
+from difftest.vocab import RATIO_CAP, RATIO_GATES, CampaignStatus, Gate, Status
 
 
-def capped(r: float) -> float:
+def capped(r) -> float:
     """A budget ratio as every report keeps it: at most ``RATIO_CAP``, which also stands for a
-    non-finite ratio (a case's ``worst_ratio`` and ``read.ratio`` cap the same way)."""
+    non-finite ratio (and for a number a hand-edited report spells as no number); a case's
+    ``worst_ratio`` caps the same way."""
+    try:
+        r = float(r)
+    except (TypeError, ValueError):
+        return RATIO_CAP
     return min(r, RATIO_CAP) if math.isfinite(r) else RATIO_CAP
+
+
+def ratio(v) -> float:
+    """A verdict's error ratio, capped (0 where it has none)."""
+    return capped(v.numbers.get("ratio", 0.0))
 
 
 def ratio_text(r: float) -> str:
@@ -28,7 +37,8 @@ def ratio_text(r: float) -> str:
 
 
 def output_stats(cases) -> dict:
-    """Per output: cases checked, passed, failed, worst budget ratio (capped)."""
+    """Per output: cases checked, passed, failed, worst budget ratio (capped), over CaseResults
+    (a live campaign's, or a report's read back: report.read)."""
     stats = {}
     for c in cases:
         if c.status == Status.SKIPPED:
@@ -43,8 +53,7 @@ def output_stats(cases) -> dict:
                 s["passed"] += 1
             else:
                 s["failed"] += 1
-            r = max((v.numbers.get("ratio", 0.0) for v in vs if v.gate == Gate.BUDGET), default=0.0)
-            s["worst_ratio"] = max(s["worst_ratio"], capped(r))
+            s["worst_ratio"] = max(s["worst_ratio"], max((ratio(v) for v in vs if v.gate == Gate.BUDGET), default=0.0))
     return stats
 
 

@@ -320,21 +320,9 @@ class Run:
 
 def result_from_record(rec: dict, cases: list):
     """A CampaignResult rebuilt from a finished kernel's record and its logged cases."""
-    from difftest.judge.runner import CaseResult
-    from difftest.search.campaign import CampaignResult
+    from difftest.search.result import CampaignResult
 
-    def case(d):
-        return CaseResult.from_dict(d) if d else None
-
-    res = CampaignResult(rec["kernel"], rec["profile"], status=rec["status"], reason=rec.get("reason", ""),
-                         cases=cases, failure=case(rec.get("failure")), first_failure=case(rec.get("first_failure")),
-                         examples_to_fail=rec.get("examples_to_fail"), seconds_to_fail=rec.get("seconds_to_fail"),
-                         reproducer=rec.get("reproducer"), compile_keys=rec.get("compile_keys", 0),
-                         coverage=rec.get("coverage", {}), compile_stats=rec.get("compile_stats"),
-                         elapsed=rec.get("elapsed_s", 0.0), settings=rec.get("settings", {}),
-                         hunt=bool(rec.get("hunt")), findings=list(rec.get("findings") or []),
-                         explained_skipped=rec.get("explained_skipped") or 0, unexplained=rec.get("unexplained") or 0)
-    return res
+    return CampaignResult.from_dict(rec, cases=cases)
 
 
 def record_crash(run: Run) -> str | None:

@@ -34,9 +34,46 @@ class CampaignResult:
     unexplained: int = 0  # failing cases no finding explains (the findings cap or the budget ran out first)
     # those cases, one line each, and how to have them shrunk and signed (a larger budget or cap)
     unexplained_cases: list = field(default_factory=list)
+    # a merged report's failure of every shard: {"shard": "I/N", "failure": CaseResult, "reproducer": {...}}
+    failures: list = field(default_factory=list)
 
     def __post_init__(self):
         self.status = CampaignStatus(self.status)
+
+    @classmethod
+    def from_dict(cls, rec: dict, cases: list | None = None) -> "CampaignResult":
+        """The result a campaign record (``report.write.campaign_record``, or a merged one) was
+        written from: its cases as CaseResults (``cases``: those already rebuilt, e.g. from a
+        case log), its findings as the records they were written as. Fields a record lacks
+        or holds as another type (an older or hand-edited report) take their defaults; what
+        does not fit the types raises (TypeError, ValueError, KeyError: ``report.read`` says
+        which record in one line)."""
+        kernel = rec["kernel"]
+
+        def case(d):
+            return CaseResult.from_dict({"kernel": kernel, **d}) if d else None
+
+        def of(key, kind, default=None):
+            v = rec.get(key)
+            return v if isinstance(v, kind) and not (isinstance(v, bool) and kind is not bool) else default
+
+        if cases is None:
+            cases = [case(d) for d in rec.get("cases") or ()]
+        return cls(kernel, of("profile", str, ""), status=rec.get("status") or CampaignStatus.PASSED,
+                   reason=of("reason", str, ""), cases=cases, failure=case(rec.get("failure")),
+                   first_failure=case(rec.get("first_failure")), examples_to_fail=of("examples_to_fail", int),
+                   seconds_to_fail=of("seconds_to_fail", (int, float)), unrun=of("unrun", int, 0),
+                   reproducer=of("reproducer", dict), compile_keys=of("compile_keys", int, 0),
+                   coverage=of("coverage", dict, {}), compile_stats=of("compile_stats", dict),
+                   elapsed=of("elapsed_s", (int, float), 0.0), timing=of("timing", dict),
+                   compile_reuse=of("compile_reuse", dict), settings=of("settings", dict, {}),
+                   declaration=[x for x in of("declaration", list, []) if isinstance(x, str)],
+                   hunt=bool(rec.get("hunt")), findings=[f for f in of("findings", list, []) if isinstance(f, dict)],
+                   explained_skipped=of("explained_skipped", int, 0), unexplained=of("unexplained", int, 0),
+                   unexplained_cases=[x for x in of("unexplained_cases", list, []) if isinstance(x, str)],
+                   failures=[{"shard": f.get("shard"), "failure": case(f.get("failure")),
+                              "reproducer": f.get("reproducer")} for f in of("failures", list, [])
+                             if isinstance(f, dict)])
 
     @property
     def failed(self) -> bool:
