@@ -20,7 +20,7 @@ LAYERS = [
     ("base", ("difftest.vocab", "difftest.errors", "difftest.safeio", "difftest.workdir", "difftest.printable")),
     ("model", ("difftest.model",)),  # Problem, layouts, Capability, inputs, outputs, profiles
     # argument checks (bounds, writable paths) every front, subcommand and file reader shares
-    ("argcheck", ("difftest.commands.argcheck",)),
+    ("argcheck", ("difftest.argcheck",)),
     ("execute", ("difftest.execute",)),  # the adapter contract and registry, the kernel worker, timing
     ("oracles", ("difftest.oracles",)),  # the float64 truth and the yardsticks
     ("strategies", ("difftest.strategies",)),  # Hypothesis strategies drawing Problems
@@ -108,6 +108,15 @@ def test_every_module_is_in_a_layer():
     for m in MODULES:
         if m != "difftest":
             layer(m)
+
+
+def test_a_layer_never_carves_a_module_out_of_another_layers_folder():
+    """A module lives in its layer's folder: a check every layer shares is a base module, not a
+    file of the fronts' commands/ that the engine reaches up into (#45)."""
+    prefixes = [(name, pre) for name, pres in LAYERS for pre in pres]
+    nested = [f"{inner} ({a}) inside {outer} ({b})" for a, inner in prefixes for b, outer in prefixes
+              if a != b and inner.startswith(outer + ".")]
+    assert not nested, nested
 
 
 def test_the_architecture_page_states_this_layer_order():
@@ -203,15 +212,43 @@ def test_every_module_imports_alone():
     assert not broken, "modules that fail to import alone:\n" + "\n".join(broken)
 
 
-@pytest.mark.parametrize("name", ["run", "repro", "list", "new-adapter", "mutants", "calibrate", "bench", "merge",
-                                  "gate", "report"])
-def test_every_subcommand_builds_its_parser(name):
-    from difftest.commands.cli import COMMANDS, build_parser
+def _subcommands() -> list:
+    from difftest.commands.cli import COMMANDS
 
-    assert name in COMMANDS
+    return list(COMMANDS)
+
+
+@pytest.mark.parametrize("name", _subcommands())
+def test_every_subcommand_builds_its_parser(name):
+    from difftest.commands.cli import build_parser
+
     with pytest.raises(SystemExit) as e:
         build_parser([name, "--help"]).parse_args([name, "--help"])
     assert e.value.code == 0
+
+
+# the modules of commands/ that are no subcommand: the dispatcher, the shared options, new-adapter's files
+COMMAND_HELPERS = {"difftest.commands", "difftest.commands.cli", "difftest.commands.options",
+                   "difftest.commands.scaffold"}
+
+
+def test_every_front_lives_in_commands_one_module_per_subcommand():
+    """A subcommand's ``add_arguments``/``command`` live in difftest/commands/<name>.py, and each
+    module there is one subcommand (#45): measure/ and report/ hold what they measure and write,
+    not argument parsing."""
+    from difftest.commands.cli import SUBCOMMANDS
+
+    fronts = {m for m in MODULES if m.startswith("difftest.commands")} - COMMAND_HELPERS
+    assert fronts == {f"difftest.commands.{n.replace('-', '_')}" for n in SUBCOMMANDS}
+    assert all(mod.__name__ == f"difftest.commands.{n.replace('-', '_')}" for n, mod in SUBCOMMANDS.items())
+    outside = []
+    for m, path in MODULES.items():
+        if m.startswith(("difftest.commands.", "difftest.pytest_plugin")):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name in ("add_arguments", "command"):
+                outside.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not outside, f"command-line fronts outside difftest/commands/: {outside}"
 
 
 def test_the_public_api_names_resolve():

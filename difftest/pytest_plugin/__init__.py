@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.commands.argcheck import MAX_EXAMPLES, MAX_SEED, UsageError, check_outputs, examples_int
+from difftest.argcheck import MAX_EXAMPLES, MAX_SEED, UsageError, check_outputs, examples_int
 from difftest.errors import FileFormatError
 from difftest.model.profiles import PROFILES
 from difftest.printable import block, cell

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from difftest.commands.argcheck import UsageError, check_outputs
+from difftest.argcheck import UsageError, check_outputs
 from difftest.run.plan import PYTEST_RUNS, RunOptions, RunPlan
 
 RESULTS_KEY = pytest.StashKey[list]()  # every CampaignResult of this process, for the summary table

@@ -36,6 +36,7 @@ import sys
 import traceback
 from multiprocessing.connection import wait
 
+from difftest.argcheck import MAX_JOBS
 from difftest.errors import UsageError
 
 GRACE_S = 120.0  # after a signal, how long a lane may take to hand back its partial result
@@ -43,9 +44,6 @@ GRACE_S = 120.0  # after a signal, how long a lane may take to hand back its par
 
 class JobsError(UsageError):
     """A bad ``--jobs`` value (one line)."""
-
-
-MAX_JOBS = 256
 
 
 def parse_jobs(text: str):

@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from difftest.commands.argcheck import UsageError, check_database, check_device, check_outputs, check_workdir
+from difftest.argcheck import UsageError, check_database, check_device, check_outputs, check_workdir
 from difftest.errors import EXIT_FAILED, EXIT_NOTHING_CHECKED, EXIT_PASSED
 from difftest.execute import adapter as registry
 from difftest.execute.interrupt import Interrupted, deferred, interruptible

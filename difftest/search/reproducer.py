@@ -159,7 +159,7 @@ def _check_config(path, cfg) -> dict:
             _fail(path, f"config field {key!r} = {val!r}: allowed {allowed}")
     if cfg.get("device") not in (None, "cpu", "cuda"):
         _fail(path, f"config field 'device' = {cfg['device']!r}: allowed 'cpu', 'cuda' or null")
-    from difftest.commands.argcheck import MAX_CHUNK_THRESHOLD, MAX_DETERMINISM, MAX_SECONDS
+    from difftest.argcheck import MAX_CHUNK_THRESHOLD, MAX_DETERMINISM, MAX_SECONDS
 
     for key in ("timeout_s", "compile_timeout_s"):
         t = cfg.get(key, 1.0)
