@@ -15,6 +15,7 @@ import argparse
 import math
 
 from difftest.errors import UsageError  # noqa: F401 -- re-exported: argcheck.UsageError
+from difftest.model.problem import OUTPUTS
 from difftest.safeio import check_tree, check_writable_dir, check_writable_file, unsafe_component
 from difftest.workdir import HYPOTHESIS_HOME
 
@@ -84,8 +85,6 @@ coverage_int = bounded(int, 0, False, 3, "the highest coverage stage: triples", 
 
 def k_item(text: str) -> tuple[str, float]:
     """``OUTPUT=K`` with K a finite number > 0."""
-    from difftest.model.problem import OUTPUTS
-
     name, eq, val = text.partition("=")
     if name not in OUTPUTS or not eq:
         raise argparse.ArgumentTypeError(f"{text!r}: allowed OUTPUT=K with OUTPUT in {', '.join(OUTPUTS)}")
@@ -103,6 +102,7 @@ def k_item(text: str) -> tuple[str, float]:
 def check_device(device: str | None) -> None:
     """Refuse ``--device cuda`` up front on a machine without CUDA."""
     if device == "cuda":
+        # lazy: keeps torch off --help
         import torch
 
         if not torch.cuda.is_available():

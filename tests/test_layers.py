@@ -162,6 +162,53 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+# Imports sit at the top of their module (#45). A function-local import says why it is one with a
+# comment ``# lazy: REASON`` on its line, or on the line above it or above its group of imports:
+# it keeps torch (or the run machinery) off ``difftest --help``/``list`` and off every pytest
+# session, or it imports an optional dependency (safetensors, Triton) that a host may lack.
+# kernels/ is outside the rule: an adapter imports its kernel's library on first use, by contract.
+LAZY_MARK = "# lazy:"
+
+
+def function_local_imports(path: Path) -> list:
+    """(line, source, marked) of every import inside a function of ``path``."""
+    src = path.read_text()
+    lines = src.splitlines()
+    tree = ast.parse(src)
+    local = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local.update({id(n): n for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))})
+    import_lines = {i for n in local.values() for i in range(n.lineno, n.end_lineno + 1)}
+    out = []
+    for n in sorted(local.values(), key=lambda n: n.lineno):
+        own = lines[n.lineno - 1:n.end_lineno]
+        i = n.lineno - 1
+        while i >= 1 and (not lines[i - 1].strip() or i in import_lines):
+            i -= 1
+        above = lines[i - 1].strip() if i >= 1 else ""
+        marked = any(_reason(ln) for ln in own) or (above.startswith("#") and _reason(above))
+        out.append((n.lineno, " ".join(x.strip() for x in own), marked))
+    return out
+
+
+def _reason(line: str) -> bool:
+    return LAZY_MARK in line and bool(line.split(LAZY_MARK, 1)[1].strip())
+
+
+def test_every_function_local_import_says_why_it_is_not_at_the_top():
+    """An import inside a function that buys nothing (its module already loads torch, or the
+    target is light) hides a dependency and pays a dict lookup per call: at the top it goes."""
+    unmarked = []
+    for m, path in MODULES.items():
+        if m.startswith("difftest.kernels"):
+            continue
+        unmarked += [f"{path.relative_to(ROOT)}:{line}: {text}" for line, text, marked in function_local_imports(path)
+                     if not marked]
+    assert not unmarked, (f"{len(unmarked)} function-local imports without '{LAZY_MARK} REASON' (move them to "
+                          "the top of the module):\n" + "\n".join(unmarked))
+
+
 def _optional_missing(stderr: str) -> bool:
     """A module of an adapter or oracle whose third-party library is not installed here."""
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""

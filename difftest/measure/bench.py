@@ -48,10 +48,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 
 from difftest.execute import adapter as registry
 from difftest.model.inputs import make_inputs
-from difftest.model.problem import Problem
+from difftest.model.problem import VALUE_KINDS, Problem
+from difftest.oracles.chunked import MAGNITUDES_DTYPE, auto_chunk_elements, chunk_plan, chunked_reference
+from difftest.strategies.values import SCALES, clamp_scale
 
 # (B, H, S, D) shapes from the issue; GQA variants use 8 key/value heads.
 DEFAULT_SHAPES = ((4, 32, 512, 128), (2, 32, 2048, 128))
@@ -119,8 +123,6 @@ def time_backward(kernel, problem: Problem, repeats: int = 20, warmup: int = 3,
 def gpu_activity(events) -> tuple[float, int]:
     """(total microseconds, count) of the GPU activities (kernels, memcpy, memset) among
     profiler events: those whose ``device_type`` is CUDA."""
-    from torch.autograd import DeviceType
-
     total, n = 0.0, 0
     for e in events:
         if getattr(e, "device_type", None) == DeviceType.CUDA:
@@ -132,8 +134,6 @@ def gpu_activity(events) -> tuple[float, int]:
 def device_time(call, repeats: int) -> dict:
     """Mean GPU time per ``call()`` (every activity it launches, summed) and the number of
     activities per call, from one profiled run of ``repeats`` calls."""
-    from torch.profiler import ProfilerActivity, profile
-
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(repeats):
@@ -189,8 +189,6 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
                 fused_gemms: bool | None = None) -> dict:
     """Seconds (min over ``repeats``) and peak extra memory of the float64 truth;
     ``fused_passes`` as chunked_reference takes it (None: as the runner calls it)."""
-    from difftest.oracles.chunked import MAGNITUDES_DTYPE, auto_chunk_elements, chunk_plan, chunked_reference
-
     inputs = make_inputs(problem, device)
     cuda = torch.device(device).type == "cuda"
     budget = auto_chunk_elements(device)
@@ -350,9 +348,6 @@ def input_problems(shapes=INPUT_SHAPES, dtypes=("float16", "bfloat16"), kinds=No
     """One Problem per value kind x shape x dtype: ``gqa_kv`` key heads (where it divides H,
     else H), each kind at the middle of its ladder of named scales (strategies/values.py),
     clamped to what the dtype allows."""
-    from difftest.model.problem import VALUE_KINDS
-    from difftest.strategies.values import SCALES, clamp_scale
-
     out = []
     for kind in kinds or VALUE_KINDS:
         ladder = SCALES[kind][0]

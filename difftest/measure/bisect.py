@@ -54,6 +54,7 @@ from pathlib import Path, PurePosixPath
 
 from difftest.errors import InputError
 from difftest.printable import cell
+from difftest.search import reproducer
 from difftest.vocab import Status
 
 GOOD, BAD, UNTESTABLE = "good", "bad", "untestable"
@@ -545,8 +546,6 @@ def search(labels: list[str], test) -> BisectResult:
 def load_reproducer(path, kernel: str | None, allow_import: bool) -> dict:
     """The reproducer's record, checked here before any version runs (the kernel is not
     resolved: it may exist only in the versions)."""
-    from difftest.search import reproducer
-
     p = Path(path)
     try:
         spec, _, cfg = reproducer.load(p)

@@ -18,10 +18,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from difftest.errors import InputError
-from difftest.judge.gates import GateConfig
-from difftest.judge.runner import RunConfig
-from difftest.model.problem import OUTPUTS
+from difftest.execute.adapter import get
+from difftest.judge.gates import DEFAULT_K_BY_DTYPE, GateConfig
+from difftest.judge.runner import RunConfig, run_case
+from difftest.model.problem import OUTPUTS, Problem
+from difftest.oracles import TENSOR_CORE_NOTE
 from difftest.safeio import parse_json, read_json, read_lines
+from difftest.search.campaign import run_campaign
 from difftest.vocab import Status
 
 MAX_LOG_LINE = 16 * 2**20  # a variant case line is ~1 kB
@@ -35,8 +38,6 @@ def collect(kernels, profile="ci", max_examples=200, time_budget=None, seed=None
     """{(dtype, output): [k_needed, ...]} over campaigns of (assumed correct) kernels.
     ``detail``: a list that gets one record per budget verdict (kernel, dtype, output,
     k_needed, err, ref_err, floor, problem), to see which kernel and Problem set a maximum."""
-    from difftest.search.campaign import run_campaign
-
     data = defaultdict(list)
     cfg = RunConfig(gates=GateConfig(k={n: OPEN_K for n in OUTPUTS}))
     for k in kernels:
@@ -139,9 +140,6 @@ def effective_k_needed(kernel, problem, output: str) -> float | None:
     (an FP8 output that fails the float32-accumulator yardstick is judged with the tensor-core
     one too: oracles/__init__.py). Replays the case with that output's k at 1e-9, so it fails and
     is attributed; None when neither applies (the replay's k_needed is the truth's)."""
-    from difftest.judge.runner import run_case
-    from difftest.oracles import TENSOR_CORE_NOTE
-
     case = run_case(kernel, problem, RunConfig(gates=GateConfig(k={output: 1e-9})))
     fwd_ok = all(v.passed for v in case.verdicts if v.output in ("o", "lse"))
     for v in case.verdicts:
@@ -164,10 +162,6 @@ def replay_high(data: dict, margin: float = K_MARGIN, limit: int = 20, log=None)
     by their ``effective_k_needed`` (a correct FA-convention design is judged against its own
     statistics by the shipped verdicts, so its truth k_needed overstates what k must cover).
     At most ``limit`` replays, largest first; returns how many ran."""
-    from difftest.execute.adapter import get
-    from difftest.judge.gates import DEFAULT_K_BY_DTYPE
-    from difftest.model.problem import Problem
-
     todo = {}  # (variant, problem, output) -> its samples' places: a case the edge corpus repeats replays once
     for (dt, out), xs in data.items():
         shipped = DEFAULT_K_BY_DTYPE.get(dt, {}).get(out, 1.0)
@@ -190,9 +184,6 @@ def replay_high(data: dict, margin: float = K_MARGIN, limit: int = 20, log=None)
 def derivation_table(data: dict) -> tuple[str, dict]:
     """Markdown rows of (dtype, output): samples, largest k_needed and where, derived k,
     shipped k; and {(dtype, output): derived k}."""
-    from difftest.judge.gates import DEFAULT_K_BY_DTYPE
-    from difftest.model.problem import Problem
-
     derived = {}
     lines = ["| dtype | output | samples | max k_needed | set by | derived k | shipped k |",
              "|---|---|---|---|---|---|---|"]

@@ -19,9 +19,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from difftest.execute.adapter import catalogue as catalogue_for
 from difftest.judge.runner import RunConfig, run_case
+from difftest.measure.grid import run_grid
 from difftest.model.profiles import PROFILES, get_profile
 from difftest.safeio import atomic_write_text
+from difftest.search.campaign import run_campaign
 from difftest.vocab import MutantStatus, Status
 
 
@@ -139,8 +142,6 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
                shrink_budget: float | None = None, max_examples: int | None = None, grid: bool = False,
                out_dir=None, database: str | None = None, config: RunConfig | None = None) -> MutantRow:
     """One mutant: a campaign (and the grid) with fresh adapters, judged the same way."""
-    from difftest.search.campaign import run_campaign
-
     prof = get_profile(profile)
     search_s = per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s
     shrink_s = shrink_budget if shrink_budget is not None else prof.mutant_shrink_s
@@ -170,8 +171,6 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
         row.reason = f"{len(res.cases)} cases in {res.elapsed:.1f}s found nothing"
     row.elapsed = time.perf_counter() - t0  # campaign + kill check; the grid is timed apart
     if grid:
-        from difftest.measure.grid import run_grid
-
         g = run_grid(entry.make(), search_s, config=config)
         row.grid_cases = len(g.cases)
         if g.failure is not None:
@@ -188,8 +187,6 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
                 max_examples: int | None = None, grid: bool = False, out_dir=None, database: str | None = None,
                 config: RunConfig | None = None, progress=None) -> MutantReport:
     """Every mutant (or those in ``names``); ``progress``: a callable given each row."""
-    from difftest.execute.adapter import catalogue as catalogue_for
-
     catalogue = catalogue_for("mutant")
     prof = get_profile(profile)
     report = MutantReport(profile, per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s,

@@ -43,8 +43,10 @@ import copy
 import re
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from difftest.errors import InputError
+from difftest.execute import adapter as registry
 from difftest.model.capability import Capability
 from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import DTYPES, MAX_HEAD_DIM, Problem, ProblemError
@@ -224,8 +226,6 @@ def __getattr__(name):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
     def factory():
-        from difftest.execute import adapter as registry
-
         k = copy.copy(registry.get(name[len(UNBOUNDED):]))
         k.capability = unbounded(k.capability)
         k.spec = f"{__name__}:{name}"
@@ -238,7 +238,7 @@ def probe(kernel, pts: list[Point], config, progress=None, past_adapter_checks: 
     """Run every point (the kernel in the shared worker process) and classify it. The
     adapter runs as registered, its own checks included, unless ``past_adapter_checks``:
     then its capability is opened in the worker too, so the call reaches the kernel."""
-    from difftest.execute import adapter as registry
+    # lazy: keeps torch off --help
     from difftest.judge.runner import run_case
 
     if past_adapter_checks:
@@ -485,7 +485,5 @@ def jsonable(v):
 
 
 def writable(path) -> bool:
-    from pathlib import Path
-
     p = Path(path)
     return not p.is_dir() and (p.parent.is_dir() or not p.parent.exists())

@@ -41,7 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from difftest.errors import UsageError
-from difftest.safeio import unsafe_component
+from difftest.execute import adapter as registry
+from difftest.report.read import load_report
+from difftest.safeio import atomic_write_text, json_text, parse_json, read_capped, unsafe_component
+from difftest.search.reproducer import MAX_BYTES, ReproducerError, _fail, check_spec, load
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 DEFAULT_TIMEOUT_S = 1800.0  # per tool: racecheck and initcheck slow a kernel 10-100x
@@ -171,17 +174,12 @@ def is_cuda(spec: str, cfg: dict, kernel_override: str | None) -> bool:
     """Whether the reproducer runs on CUDA: its config's device, else its kernel's."""
     device = cfg.get("device")
     if device is None:
-        from difftest.execute import adapter as registry
-
         device = registry.get(kernel_override or spec).capability.device
     return str(device).startswith("cuda")
 
 
 def check_reproducer(path, a) -> tuple[str, object, dict]:
     """(spec, Problem, config) of a reproducer, refused as ``difftest repro`` refuses it."""
-    from difftest.execute import adapter as registry
-    from difftest.search.reproducer import ReproducerError, _fail, check_spec, load
-
     spec, problem, cfg = load(path)
     if a.kernel is None:
         check_spec(path, "kernel", spec, a.allow_import)
@@ -197,8 +195,6 @@ def check_reproducer(path, a) -> tuple[str, object, dict]:
 
 def sanitize(path, a, tools, sanitizer: str | None, missing: str) -> dict:
     """Every tool on one reproducer: the sidecar's record (also written)."""
-    from difftest.safeio import atomic_write_text, json_text
-
     path = Path(path)
     spec, problem, cfg = check_reproducer(path, a)
     cuda = is_cuda(spec, cfg, a.kernel)
@@ -239,8 +235,6 @@ def run_reproducers(run_dir: Path) -> tuple[dict, list]:
     """(the run's report, [(where, reproducer path)]): every reproducer its campaigns and
     findings name that resolves inside ``run_dir`` (a report is read as hostile input: a
     path elsewhere is listed as skipped, never replayed)."""
-    from difftest.report.read import load_report
-
     report_path = run_dir / "report.json"
     if not os.path.lexists(report_path):
         raise UsageError(f"--run-dir {str(run_dir)!r}: no report.json there: allowed a run's output folder "
@@ -285,9 +279,6 @@ def run_files(run_dir: Path) -> dict:
     """The run folder's findings.json (parsed) and summary.md (text) that ``attach`` rewrites,
     read before any tool runs: each as a file of the folder (a link, a FIFO, an oversized or
     malformed file is one line and exit 2, nothing written); absent ones are left out."""
-    from difftest.safeio import parse_json, read_capped
-    from difftest.search.reproducer import MAX_BYTES, ReproducerError
-
     def error(msg):
         return ReproducerError(f"run folder file {msg}")
 
@@ -304,8 +295,6 @@ def run_files(run_dir: Path) -> dict:
 def attach(run_dir: Path, doc: dict, done: dict, files: dict) -> list[str]:
     """Add each sanitized reproducer's ``brief`` to the records naming it in report.json and
     findings.json, and a section to summary.md (``files``: ``run_files``); returns the files changed."""
-    from difftest.safeio import atomic_write_text, json_text
-
     def mark(d):
         for c in d.get("campaigns") or ():
             if not isinstance(c, dict):

@@ -19,9 +19,12 @@ Exit 0 when every problem passed, 1 when one failed (a gate, an error, a crash, 
 """
 
 import math
+import platform
 import sys
 from pathlib import Path
 
+from difftest.report.write import text_table
+from difftest.safeio import atomic_write_text, json_text
 from difftest.workdir import WORKDIR
 
 DEFAULT_OUT = f"{WORKDIR}/stress"
@@ -55,8 +58,6 @@ def _rate(x: float) -> str:
 
 
 def render(kernel: str, problems, results) -> str:
-    from difftest.report.write import text_table
-
     lines = [f"stress {kernel}: {len(results)} of {len(problems)} problems"]
     lines.append(text_table([HEAD] + rows(results)))
     for p in problems[len(results):]:
@@ -86,10 +87,6 @@ def markdown(kernel: str, problems, results, seconds: float) -> str:
 def write_results(out: Path, a, kernel, problems, results, seconds: float) -> None:
     """stress.json and stress.md as they stand (after each problem: a killed stress keeps
     what finished)."""
-    import platform
-
-    from difftest.safeio import atomic_write_text, json_text
-
     torch = sys.modules.get("torch")
     doc = {"difftest_stress": 1, "kernel": kernel.name, "host": platform.node(),
            "device": a.device or kernel.capability.device,

@@ -102,6 +102,7 @@ def run_variant(entry, profile: str = "nightly", *, cases: int = 200, per_varian
     run ``cases`` cases or spent ``per_variant_budget`` seconds. ``share_gpu``: after each case the
     allocator's cached GPU memory goes back to the device, so variants run side by side in other
     processes on one GPU (one process a variant) find it free."""
+    # lazy: keeps torch off --help
     import torch
 
     from difftest.search.campaign import run_campaign

@@ -137,6 +137,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if not any(item.get_closest_marker("gpu") for item in items):
         return
+    # lazy: keeps torch out of every pytest session without a gpu-marked test
     import torch
 
     if torch.cuda.is_available():
@@ -196,6 +197,7 @@ def difftest_campaign(request):
                         "every one skipped or none run): give it cases (a larger time_budget or max_examples, "
                         "a wider strategy)", pytrace=False)
         if res.failed and not expect_failure:
+            # lazy: keeps the run machinery out of every pytest session (the plugin loads into each)
             from difftest.search.findings import failure_message
 
             pytest.fail(block(failure_message(res)), pytrace=False)
@@ -241,6 +243,7 @@ def pytest_sessionfinish(session):
     results = session.config.stash.get(RESULTS_KEY, [])
     worker = _worker_id(session.config)
     if worker and results:
+        # lazy: keeps the run machinery out of every pytest session (the plugin loads into each)
         from difftest.report.write import campaign_record
 
         path = _part_path(session.config, worker)

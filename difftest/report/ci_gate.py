@@ -39,11 +39,12 @@ shrank that failure, else the first failing Problem, marked as not shrunk.
 import json
 from dataclasses import dataclass, field
 
-from difftest.model.problem import OUTPUTS
+from difftest.model.problem import OUTPUTS, Problem, ProblemError
 from difftest.printable import cell
 from difftest.report.checked import checked_status
 from difftest.report.read import ReportError, gate_results, problem_key, ratio
 from difftest.report.write import diff_table
+from difftest.search.signature import Signature, SignatureError, same_identity
 from difftest.vocab import RATIO_GATES, CampaignStatus, FindingKind, Gate, Status
 
 DEFAULT_GROWTH = 1.0
@@ -151,9 +152,6 @@ def _finding(kernel, c_b, output, gate, kind, message, case=None) -> Finding:
 def _signed(c: dict | None) -> list:
     """A campaign record's findings as (record, Signature, shrunk Problem or None); a finding
     without a readable signature (an older or hand-edited report) is left out."""
-    from difftest.model.problem import Problem, ProblemError
-    from difftest.search.signature import Signature, SignatureError
-
     out = []
     for f in (c or {}).get("findings") or []:
         if not isinstance(f, dict):
@@ -172,8 +170,6 @@ def _signed(c: dict | None) -> list:
 
 def _matches(fb, known: list) -> bool:
     """Candidate finding ``fb`` ((record, Signature, Problem)) is one of ``known``'s bugs."""
-    from difftest.search.signature import same_identity
-
     _, sb, pb = fb
     return any(same_identity(sa, sb, pb) or same_identity(sb, sa, pa) for _, sa, pa in known)
 
@@ -410,6 +406,7 @@ def _leaves(d, prefix=""):
 def settings_differences(sa: dict, sb: dict) -> list[str]:
     """Gate settings that differ between two campaigns (keys one engine version lacks are
     not compared), and a different narrowing: each as 'name old -> new'."""
+    # lazy: keeps torch off --help
     from difftest.judge.gates import GateConfig  # loads torch: `difftest gate` only needs it here
 
     ca, cb = sa.get("config") or {}, sb.get("config") or {}
@@ -463,8 +460,6 @@ def render(res: GateResult) -> str:
         tag = {FindingKind.KNOWN: "known failure", FindingKind.INCOMPLETE: "not reached"}.get(f.kind, f.kind.upper())
         lines.append(f"{tag}: {cell(f.message)}")
         if f.blocking and f.case:
-            from difftest.model.problem import Problem, ProblemError
-
             try:
                 short = Problem.from_dict(f.case["problem"]).short()
             except (ProblemError, TypeError, ValueError, KeyError):

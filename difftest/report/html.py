@@ -22,7 +22,7 @@ import math
 
 from difftest.execute.timing import render as render_timing
 from difftest.judge import triage
-from difftest.model.problem import OUTPUTS
+from difftest.model.problem import OUTPUTS, Problem, ProblemError
 from difftest.report.read import RATIO_CAP, gate_results, ratio
 from difftest.report.write import (
     campaign_notes,
@@ -106,8 +106,6 @@ def _hints_html(c: dict) -> list[str]:
 
 
 def _short(problem: dict) -> str:
-    from difftest.model.problem import Problem, ProblemError
-
     try:
         return Problem.from_dict(problem).short()
     except (ProblemError, TypeError, ValueError, KeyError):

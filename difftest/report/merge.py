@@ -16,7 +16,9 @@ shard missing.
 import time
 
 from difftest.report.checked import checked_status
+from difftest.report.ci_gate import _signed
 from difftest.report.read import ReportError, output_stats, problem_key
+from difftest.search.signature import same_identity
 from difftest.vocab import CampaignStatus
 
 # settings that must agree between the shards of one campaign
@@ -152,9 +154,6 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
 def merge_findings(recs: list) -> list:
     """The shards' findings, each bug once: a finding whose signature is one already kept
     adds its cases and skips to it (and its shard to ``shards``)."""
-    from difftest.report.ci_gate import _signed
-    from difftest.search.signature import same_identity
-
     kept = []  # (record, Signature, Problem)
     for c in recs:
         shard = (c.get("settings") or {}).get("shard")

@@ -13,7 +13,9 @@ import math
 from pathlib import Path
 
 from difftest.errors import FileFormatError
-from difftest.model.problem import OUTPUTS
+from difftest.model.problem import OUTPUTS, Problem, ProblemError
+from difftest.safeio import NONFINITE, read_json
+from difftest.search.shard import ShardError, parse_shard
 from difftest.vocab import CampaignStatus, Gate, Status
 
 RATIO_CAP = 1e6
@@ -32,8 +34,6 @@ def load_report(path, root=None) -> dict:
     stream-decompressed up to MAX_REPORT_BYTES, never expanded whole first), its nesting,
     its text (valid Unicode) and every field the readers use. A regular file only; with
     ``root`` (the run folder it was found in) not through a link."""
-    from difftest.safeio import read_json
-
     path = Path(path)
     doc = read_json(path, ReportError, "report.json written by `difftest run`", MAX_REPORT_BYTES, root=root)
     check_report(doc, path)
@@ -44,8 +44,6 @@ def load_report(path, root=None) -> dict:
 def _nonfinite_back(doc: dict) -> None:
     """The numbers ``safeio.finite_json`` wrote as "inf"/"-inf"/"nan" (strict JSON) are
     floats again: a case's worst_ratio and its verdicts' numbers."""
-    from difftest.safeio import NONFINITE
-
     def case(c):
         if isinstance(c, dict):
             if isinstance(c.get("worst_ratio"), str) and c["worst_ratio"] in NONFINITE:
@@ -106,8 +104,6 @@ def _check_pairs(pairs, where: str) -> None:
 def _check_problem(problem: dict, where: str) -> None:
     """A case's Problem must be one: every field known and valid (``Problem.from_dict``), so
     the gate and the HTML report never compare or show what no run could have drawn."""
-    from difftest.model.problem import Problem, ProblemError
-
     try:
         Problem.from_dict(problem)
     except ProblemError as e:
@@ -185,8 +181,6 @@ def check_report(doc, path="report") -> None:
                                     ("shard", (str, _NONE), "I/N or null")):
             _expect(st, key, types, f"{where} settings", allowed)
         if st.get("shard") is not None:
-            from difftest.search.shard import ShardError, parse_shard
-
             try:
                 parse_shard(st["shard"])
             except ShardError:

@@ -91,6 +91,7 @@ def apply(n: int | None) -> None:
     if n is None:
         return
     os.environ["OMP_NUM_THREADS"] = str(n)
+    # lazy: keeps torch off --help
     import torch
 
     torch.set_num_threads(n)
