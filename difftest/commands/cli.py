@@ -28,7 +28,7 @@ from difftest.commands import (
 )
 from difftest.commands import list as list_  # the module of `difftest list` (not the builtin)
 from difftest.commands.options import OneLineParser
-from difftest.errors import EXIT_INPUT, InputError, exit_interrupted, one_line
+from difftest.errors import EXIT_INPUT, InputError, UsageError, exit_interrupted, one_line
 from difftest.safeio import safe_child_path
 from difftest.workdir import WORKDIR
 
@@ -73,7 +73,10 @@ def parse(argv: list) -> argparse.Namespace:
     records it for --resume) and is never written to afterwards."""
     p = build_parser(argv)
     p.set_defaults(argv=tuple(argv))
-    return p.parse_args(argv)
+    args, extra = p.parse_known_args(argv)
+    if extra:  # argparse words these as the top parser's ("difftest: error: ..."): the subcommand's line
+        raise UsageError(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv=None) -> int:
