@@ -2,8 +2,8 @@
 modules import each other (directly or round a loop), and every difftest-internal import
 (module-level or inside a function, found with ast) goes down the layer order below, which
 follows the data flow: a Problem is modelled, run, judged, searched, reported; a run
-orchestrates campaigns; measurements and adapters sit on the engine; the command line and
-the pytest plugin are fronts on all of it. Every subcommand's parser builds."""
+orchestrates campaigns; investigations of a kernel, measurements of difftest and adapters sit on
+the engine; the command line and the pytest plugin are fronts on all of it. Every subcommand's parser builds."""
 
 import ast
 import json
@@ -28,7 +28,8 @@ LAYERS = [
     ("search", ("difftest.search",)),  # the campaign: drawing, shrinking, case log, failure store
     ("report", ("difftest.report",)),  # report files: write, read, html, junit, merge, CI gate
     ("run", ("difftest.run",)),  # a run of campaigns: folder, threads, lanes, prebuild, the RunPlan
-    ("measure", ("difftest.measure",)),  # calibration, mutants, grid, bench
+    ("investigate", ("difftest.investigate",)),  # one kernel beyond a campaign: bisect, probe, stress, sanitize
+    ("measure", ("difftest.measure",)),  # evidence about difftest: calibration, mutants, variants, grid, bench
     ("kernels", ("difftest.kernels",)),  # adapters: reach the engine only through entry points
     ("fronts", ("difftest.commands", "difftest.pytest_plugin", "difftest.__main__")),
 ]

@@ -1,4 +1,4 @@
-"""``difftest bisect``: a reproducer replayed across versions (difftest/measure/bisect.py): first
+"""``difftest bisect``: a reproducer replayed across versions (difftest/investigate/bisect.py): first
 bad, last good; ``--run`` for ``git bisect run``."""
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from difftest.argcheck import positive_float
 from difftest.errors import InputError
-from difftest.measure.bisect import (
+from difftest.investigate.bisect import (
     DEFAULT_BUILD_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     EXIT_FOUND,

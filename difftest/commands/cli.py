@@ -93,7 +93,7 @@ def main(argv=None) -> int:
             return args.func(args)
         except InputError as e:
             print(f"difftest{' ' + cmd if cmd else ''}: error: {one_line(e)}", file=sys.stderr)
-            return e.exit_code  # EXIT_INPUT, or BisectAbort (measure/bisect.py) under git bisect run
+            return e.exit_code  # EXIT_INPUT, or BisectAbort (investigate/bisect.py) under git bisect run
         except KeyboardInterrupt as e:  # Ctrl-C in a subcommand without its own handling (run has interrupt.py)
             code = getattr(e, "exit_code", None) or exit_interrupted(signal.SIGINT)
             why = f" by {one_line(e.name)}" if hasattr(e, "name") else ""

@@ -1,5 +1,5 @@
 """``difftest probe``: an adapter called across every capability dimension
-(difftest/measure/probe.py): a draft Capability and its contract violations."""
+(difftest/investigate/probe.py): a draft Capability and its contract violations."""
 
 import json
 import sys
@@ -7,7 +7,7 @@ import sys
 from difftest.argcheck import check_device, positive_float, positive_int
 from difftest.execute import adapter as registry
 from difftest.execute.isolation import close_all
-from difftest.measure.probe import (
+from difftest.investigate.probe import (
     DEFAULT_MAX_SEQLEN,
     DEFAULT_TIMEOUT_S,
     DIMENSIONS,

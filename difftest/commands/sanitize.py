@@ -1,12 +1,12 @@
 """``difftest sanitize``: .json reproducers (or a run's findings) under compute-sanitizer, one run
-per tool (difftest/measure/sanitize.py)."""
+per tool (difftest/investigate/sanitize.py)."""
 
 import argparse
 from pathlib import Path
 
 from difftest.argcheck import check_outputs, positive_float
 from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED, UsageError
-from difftest.measure.sanitize import (
+from difftest.investigate.sanitize import (
     DEFAULT_TIMEOUT_S,
     ERRORS,
     HEAD,

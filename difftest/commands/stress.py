@@ -1,5 +1,5 @@
 """``difftest stress``: race stress from the command line, each problem in the isolation worker,
-results written per problem (difftest/measure/stress.py, difftest/judge/stress.py)."""
+results written per problem (difftest/investigate/stress.py, difftest/judge/stress.py)."""
 
 import sys
 import time
@@ -9,7 +9,7 @@ from difftest.commands.options import add_isolation_arguments
 from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED, UsageError, exception_text
 from difftest.execute import adapter as registry
 from difftest.execute.isolation import close_all, share_cores
-from difftest.measure.stress import (
+from difftest.investigate.stress import (
     DEFAULT_BATCH,
     DEFAULT_HEADS,
     DEFAULT_LOAD,

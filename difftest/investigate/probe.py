@@ -215,7 +215,7 @@ def classify(result) -> tuple[str, str]:
     return FAILED, ", ".join(result.failed_gates)
 
 
-UNBOUNDED = "unbounded:"  # module attribute prefix: ``difftest.measure.probe:unbounded:SPEC``
+UNBOUNDED = "unbounded:"  # module attribute prefix: ``difftest.investigate.probe:unbounded:SPEC``
 
 
 def __getattr__(name):
