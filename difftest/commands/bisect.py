@@ -28,7 +28,7 @@ from difftest.investigate.bisect import (
 from difftest.printable import block, cell
 from difftest.safeio import atomic_write_text
 
-HELP = 'replay a reproducer across versions (wheels, folders, a git range): first bad, last good'
+HELP = "replay a reproducer across versions (wheels, folders, a git range): first bad, last good"
 
 
 # ---------------------------------------------------------------- command line

@@ -11,7 +11,7 @@ from difftest.model.profiles import PROFILES
 from difftest.printable import block
 from difftest.safeio import atomic_write_text
 
-HELP = 'measure k_needed over correct kernels'
+HELP = "measure k_needed over correct kernels"
 
 
 def add_arguments(p):

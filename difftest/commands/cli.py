@@ -55,7 +55,7 @@ def description() -> str:
 
 def build_parser(argv=None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` (default: all of them) gets its
-    arguments, so ``difftest --help`` imports nothing heavy."""
+    arguments (every one is light to build: the fronts import their engines when they run)."""
     p = OneLineParser(prog="difftest", description=description(),
                       epilog=f"working folder: {WORKDIR}/ (outputs, failure store, Hypothesis data); add it "
                              f"to .gitignore")

@@ -10,7 +10,7 @@ from difftest.report.junit import junit_xml
 from difftest.report.read import load_report
 from difftest.safeio import atomic_write_text
 
-HELP = 'compare a candidate report with a baseline (CI gating)'
+HELP = "compare a candidate report with a baseline (CI gating)"
 
 
 def add_arguments(p):

@@ -3,7 +3,7 @@ torch without ``--check``."""
 
 from difftest.execute import adapter as registry
 
-HELP = 'list known kernels (--check: whether they can run here)'
+HELP = "list known kernels (--check: whether they can run here)"
 
 
 def add_arguments(sp) -> None:

@@ -8,7 +8,7 @@ from difftest.report.merge import merge_reports
 from difftest.report.read import load_report
 from difftest.safeio import atomic_write_text, json_text
 
-HELP = 'join reports (the shards of a campaign) into one'
+HELP = "join reports (the shards of a campaign) into one"
 
 
 def add_arguments(p):

@@ -8,7 +8,7 @@ from difftest.argcheck import UsageError, check_device, check_outputs, nonneg_fl
 from difftest.execute.adapter import catalogue as catalogue_for
 from difftest.model.profiles import PROFILES
 
-HELP = 'run the mutant catalogue (detection power)'
+HELP = "run the mutant catalogue (detection power)"
 
 
 def add_arguments(p) -> None:

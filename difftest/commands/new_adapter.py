@@ -6,7 +6,7 @@ from pathlib import Path
 from difftest.argcheck import UsageError
 from difftest.commands.scaffold import write_skeleton
 
-HELP = 'write a skeleton adapter package for your own kernel'
+HELP = "write a skeleton adapter package for your own kernel"
 
 
 def add_arguments(sp) -> None:

@@ -5,7 +5,7 @@ from difftest.report.html import render_html
 from difftest.report.read import load_report
 from difftest.safeio import atomic_write_text
 
-HELP = 'render a report.json (HTML)'
+HELP = "render a report.json (HTML)"
 
 
 def add_arguments(p):

@@ -9,7 +9,7 @@ from difftest.printable import block, cell
 from difftest.search.reproducer import replay
 from difftest.vocab import Status
 
-HELP = 'replay a .json reproducer (the .py is run with python, never by difftest)'
+HELP = "replay a .json reproducer (the .py is run with python, never by difftest)"
 
 
 def add_arguments(sp) -> None:

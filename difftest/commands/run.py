@@ -30,7 +30,7 @@ from difftest.run.threads import ThreadsError, parse_threads
 from difftest.search.shard import ShardError, parse_shard
 from difftest.workdir import DEFAULT_DB, DEFAULT_OUT
 
-HELP = 'run property campaigns against kernels'
+HELP = "run property campaigns against kernels"
 
 
 def config_from_args(a):
@@ -159,7 +159,6 @@ def command(a) -> int:
     """``difftest run``: the parsed arguments become RunOptions; a RunPlan runs them."""
     resume = None
     if a.resume is not None:  # continue a killed run with its own search arguments (folder.py: what is trusted)
-
         resume, argv = resumable(a.out, a.resume or None)  # RunError: one line, exit 2
         a = resumed_args(a, parse(argv), a.allow_import, defaults=parse(["run"]))
     return RunPlan(RunOptions.from_args(a), resume=resume).execute()

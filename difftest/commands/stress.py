@@ -34,7 +34,7 @@ from difftest.search.limits import check_problem_size
 from difftest.search.reproducer import ReproducerError, device_profile, load
 from difftest.vocab import Status
 
-HELP = 'race stress: one large call repeated (100x) under load, every repetition compared bit for bit'
+HELP = "race stress: one large call repeated (100x) under load, every repetition compared bit for bit"
 
 
 def add_arguments(p) -> None:

@@ -12,7 +12,7 @@ from difftest.model.profiles import PROFILES, get_profile
 from difftest.printable import block
 from difftest.safeio import atomic_write_text, ensure_dir
 
-HELP = 'run the correct-variant catalogue (false alarms)'
+HELP = "run the correct-variant catalogue (false alarms)"
 
 
 def add_arguments(p) -> None:

@@ -123,7 +123,6 @@ def diagnose(kernel, failure, run, first=None) -> list[str]:
                 return False
             probe = kernel
             if name == "aligns":  # try the other diagonal, which the kernel does not claim
-
                 probe = copy.copy(kernel)
                 probe.capability = replace(cap, aligns=(q.align,))
             return probe.capability.excludes(q) is None and run(probe, q).status == Status.PASSED

@@ -458,7 +458,6 @@ class RunPlan:
                 print(f"difftest: the killed run crashed in-process on {crashed}: recorded as an error case",
                       file=sys.stderr)
         if not o.isolate:  # a crash in the kernel takes this process: faulthandler leaves its stack
-
             crash_log = os.fdopen(open_append(run.dir / CRASH_LOG, root=run.out), "a")
             faulthandler.enable(file=crash_log)
             print(f"difftest: --no-isolate: a crash's stack is written to {run.dir / CRASH_LOG}; "
