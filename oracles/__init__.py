@@ -28,7 +28,7 @@
 from collections.abc import Callable
 from typing import NamedTuple
 
-from difftest.execute.timing import phase
+from difftest.execute.timing import phase  # the campaign's time split: truth / yardsticks
 from difftest.model.fp8 import is_fp8
 from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
