@@ -10,6 +10,7 @@ before this layout (a reproducer's ``kernels.x:Y``) are translated in one place,
 ``difftest.execute.adapter.current_module``.
 """
 
+import importlib as _importlib
 import os as _os
 
 _ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
@@ -43,10 +44,8 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name):
     if name in _EXPORTS:
-        import importlib
-
         module, attr = _EXPORTS[name] if isinstance(_EXPORTS[name], tuple) else (_EXPORTS[name], name)
-        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        value = getattr(_importlib.import_module(f".{module}", __name__), attr)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'difftest' has no attribute {name!r}")

@@ -35,6 +35,8 @@ by no one else.
 
 import contextlib
 import errno
+import json
+import lzma
 import os
 import stat
 import tempfile
@@ -301,8 +303,6 @@ def read_capped(path, max_bytes: int, error, what: str = "file", root=None) -> b
     (one line) once they pass ``max_bytes``: a small ``.xz`` cannot expand into gigabytes
     in memory, nor a huge file be read whole, before anything is parsed. Only a regular
     file is read (``open_regular``; ``root``: found in that folder, no link followed)."""
-    import lzma
-
     path = Path(path)
     with open_regular(path, error, what, root) as raw:
         try:
@@ -373,8 +373,6 @@ def parse_json(data, where: str, error, max_depth: int = MAX_JSON_DEPTH):
     """``data`` (bytes or str) parsed as JSON, every problem a one-line ``error``: not UTF-8,
     not JSON, an integer of more than 4300 digits, nesting deeper than ``max_depth`` (the
     C parser's own recursion limit is caught too), a lone surrogate."""
-    import json
-
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -416,6 +414,4 @@ def finite_json(obj):
 
 def json_text(obj, **kw) -> str:
     """Strict JSON text of ``obj`` (``finite_json``; other objects as ``str``)."""
-    import json
-
     return json.dumps(finite_json(obj), allow_nan=False, default=str, **kw)

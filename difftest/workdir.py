@@ -16,6 +16,7 @@ HYPOTHESIS_HOME = f"{WORKDIR}/hypothesis"  # Hypothesis's storage (constants cac
 def claim_hypothesis_home() -> None:
     """Point Hypothesis's storage at ``.difftest/hypothesis`` (the CLI calls this; a user's
     own pytest session keeps Hypothesis's default)."""
+    # lazy: keeps Hypothesis off --help
     from hypothesis.configuration import set_hypothesis_home_dir
 
     set_hypothesis_home_dir(HYPOTHESIS_HOME)

@@ -28,6 +28,8 @@
 from collections.abc import Callable
 from typing import NamedTuple
 
+from difftest.execute.timing import phase  # the campaign's time split: truth / yardsticks
+from difftest.model.fp8 import is_fp8
 from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 
@@ -73,8 +75,6 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
         raise ValueError(f"chunk_threshold={chunk_threshold!r}: allowed an int >= 0 or None")
     if standard is not None and standard not in CHUNK_PRECISIONS:
         raise ValueError(f"standard={standard!r}: allowed {CHUNK_PRECISIONS} or None")
-    from difftest.execute.timing import phase  # the campaign's time split: truth / yardsticks
-    from difftest.model.fp8 import is_fp8
 
     dense = score_elements(inputs) <= threshold
     with phase("truth"):

@@ -760,6 +760,7 @@ def _fused_module(device, wanted: bool | None):
         return None
     if "module" not in _FUSED:
         try:
+            # lazy: optional dependency (Triton), loaded on first fused pass
             from . import fused_passes
         except ImportError:
             fused_passes = None

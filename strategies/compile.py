@@ -28,13 +28,16 @@ a configuration outside that set, is the coverage feature ``compile:new_configur
 """
 
 from collections import Counter
+from dataclasses import fields
 
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from difftest.model.capability import Capability
+from difftest.model.capability import Capability, compile_signature
 from difftest.model.problem import Problem, ProblemError
 from difftest.model.profiles import get_profile
+
+from .edges import edge_problems
 
 NEW_CONFIG = "compile:new_configuration"  # a case compiled in a configuration outside corpus_configs
 # compile-key fields whose every value corpus_configs can reach (each has a finite domain in
@@ -85,8 +88,6 @@ def pinned_fields(compile_key) -> tuple[str, ...]:
 def warm_problems(capability: Capability, profile, count: int | None) -> list[Problem]:
     """Problems with the first ``count`` (None: every) distinct compile signatures of the edge
     corpus, in its order."""
-    from .edges import edge_problems
-
     seen, warm = set(), []
     for p in edge_problems(capability, profile):
         if count is not None and len(warm) >= count:
@@ -194,10 +195,6 @@ def key_violations(events, compile_key) -> list[str]:
     whether running it compiled anew), in run order. Returns one line per recompile under a
     signature seen before (the key misses a field; the line names the fields that changed).
     A new signature that compiles nothing is no violation: a key may be conservative."""
-    from dataclasses import fields
-
-    from difftest.model.capability import compile_signature
-
     seen, bad = {}, []
     for p, recompiled in events:
         sig = compile_signature(p, compile_key)

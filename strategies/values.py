@@ -9,7 +9,9 @@ allowed), standard-normal values, no sinks and the default softmax scale.
 from hypothesis import strategies as st
 
 from difftest.model.capability import Capability
-from difftest.model.problem import VALUE_KINDS
+from difftest.model.capture import PROBLEM_DTYPES, CaptureSlice
+from difftest.model.problem import CAPTURED, VALUE_KINDS, Problem
+from difftest.model.profiles import get_profile
 
 # shrink order: the simplest first; the FP8 formats last, drawn only for a capability that
 # lists them (a capability without them draws exactly as before)
@@ -108,10 +110,6 @@ def captured_problems(cap, capability: Capability, profile="ci") -> st.SearchStr
     keeps the keys it saw up to the window's start), and a dtype the kernel takes (the
     call's own first). Everything shrinks toward the first batch, head and token and the
     smallest windows. Raises ValueError when no call fits the kernel."""
-    from difftest.model.capture import PROBLEM_DTYPES, CaptureSlice
-    from difftest.model.problem import CAPTURED, Problem
-    from difftest.model.profiles import get_profile
-
     prof = get_profile(profile)
     c = capability
     fits = [call for call in cap.calls

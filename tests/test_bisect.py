@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from difftest.commands import cli
-from difftest.measure import bisect as B
+from difftest.investigate import bisect as B
 from difftest.model.problem import Problem
 
 G, X, U = B.GOOD, B.BAD, B.UNTESTABLE

@@ -68,7 +68,7 @@ def _replaces(path) -> bool:
 
 
 # os.replace of a folder, not a file written: bisect moves an unpacked wheel's folder into place
-FOLDER_MOVES = {"difftest/measure/bisect.py"}
+FOLDER_MOVES = {"difftest/investigate/bisect.py"}
 
 
 def test_no_second_atomic_writer():

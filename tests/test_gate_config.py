@@ -5,7 +5,8 @@ reproducers written before keep their meaning."""
 
 import pytest
 
-from difftest.commands.cli import build_parser, config_from_args
+from difftest.commands.cli import build_parser
+from difftest.commands.run import config_from_args
 from difftest.judge.gates import DEFAULT_K, DEFAULT_K_BY_DTYPE, GateConfig
 from difftest.model.problem import OUTPUTS
 

@@ -2,8 +2,8 @@
 modules import each other (directly or round a loop), and every difftest-internal import
 (module-level or inside a function, found with ast) goes down the layer order below, which
 follows the data flow: a Problem is modelled, run, judged, searched, reported; a run
-orchestrates campaigns; measurements and adapters sit on the engine; the command line and
-the pytest plugin are fronts on all of it. Every subcommand's parser builds."""
+orchestrates campaigns; investigations of a kernel, measurements of difftest and adapters sit on
+the engine; the command line and the pytest plugin are fronts on all of it. Every subcommand's parser builds."""
 
 import ast
 import json
@@ -20,7 +20,7 @@ LAYERS = [
     ("base", ("difftest.vocab", "difftest.errors", "difftest.safeio", "difftest.workdir", "difftest.printable")),
     ("model", ("difftest.model",)),  # Problem, layouts, Capability, inputs, outputs, profiles
     # argument checks (bounds, writable paths) every front, subcommand and file reader shares
-    ("argcheck", ("difftest.commands.argcheck",)),
+    ("argcheck", ("difftest.argcheck",)),
     ("execute", ("difftest.execute",)),  # the adapter contract and registry, the kernel worker, timing
     ("oracles", ("difftest.oracles",)),  # the float64 truth and the yardsticks
     ("strategies", ("difftest.strategies",)),  # Hypothesis strategies drawing Problems
@@ -28,7 +28,8 @@ LAYERS = [
     ("search", ("difftest.search",)),  # the campaign: drawing, shrinking, case log, failure store
     ("report", ("difftest.report",)),  # report files: write, read, html, junit, merge, CI gate
     ("run", ("difftest.run",)),  # a run of campaigns: folder, threads, lanes, prebuild, the RunPlan
-    ("measure", ("difftest.measure",)),  # calibration, mutants, grid, bench
+    ("investigate", ("difftest.investigate",)),  # one kernel beyond a campaign: bisect, probe, stress, sanitize
+    ("measure", ("difftest.measure",)),  # evidence about difftest: calibration, mutants, variants, grid, bench
     ("kernels", ("difftest.kernels",)),  # adapters: reach the engine only through entry points
     ("fronts", ("difftest.commands", "difftest.pytest_plugin", "difftest.__main__")),
 ]
@@ -110,6 +111,15 @@ def test_every_module_is_in_a_layer():
             layer(m)
 
 
+def test_a_layer_never_carves_a_module_out_of_another_layers_folder():
+    """A module lives in its layer's folder: a check every layer shares is a base module, not a
+    file of the fronts' commands/ that the engine reaches up into (#45)."""
+    prefixes = [(name, pre) for name, pres in LAYERS for pre in pres]
+    nested = [f"{inner} ({a}) inside {outer} ({b})" for a, inner in prefixes for b, outer in prefixes
+              if a != b and inner.startswith(outer + ".")]
+    assert not nested, nested
+
+
 def test_the_architecture_page_states_this_layer_order():
     """docs/architecture.md's layer line (``a`` → ``b`` → ...) is LAYERS, name for name."""
     text = (ROOT / "docs" / "architecture.md").read_text()
@@ -151,6 +161,53 @@ def test_no_import_cycles():
         if m not in seen:
             visit(m)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+# Imports sit at the top of their module (#45). A function-local import says why it is one with a
+# comment ``# lazy: REASON`` on its line, or on the line above it or above its group of imports:
+# it keeps torch (or the run machinery) off ``difftest --help``/``list`` and off every pytest
+# session, or it imports an optional dependency (safetensors, Triton) that a host may lack.
+# kernels/ is outside the rule: an adapter imports its kernel's library on first use, by contract.
+LAZY_MARK = "# lazy:"
+
+
+def function_local_imports(path: Path) -> list:
+    """(line, source, marked) of every import inside a function of ``path``."""
+    src = path.read_text()
+    lines = src.splitlines()
+    tree = ast.parse(src)
+    local = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local.update({id(n): n for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))})
+    import_lines = {i for n in local.values() for i in range(n.lineno, n.end_lineno + 1)}
+    out = []
+    for n in sorted(local.values(), key=lambda n: n.lineno):
+        own = lines[n.lineno - 1:n.end_lineno]
+        i = n.lineno - 1
+        while i >= 1 and (not lines[i - 1].strip() or i in import_lines):
+            i -= 1
+        above = lines[i - 1].strip() if i >= 1 else ""
+        marked = any(_reason(ln) for ln in own) or (above.startswith("#") and _reason(above))
+        out.append((n.lineno, " ".join(x.strip() for x in own), marked))
+    return out
+
+
+def _reason(line: str) -> bool:
+    return LAZY_MARK in line and bool(line.split(LAZY_MARK, 1)[1].strip())
+
+
+def test_every_function_local_import_says_why_it_is_not_at_the_top():
+    """An import inside a function that buys nothing (its module already loads torch, or the
+    target is light) hides a dependency and pays a dict lookup per call: at the top it goes."""
+    unmarked = []
+    for m, path in MODULES.items():
+        if m.startswith("difftest.kernels"):
+            continue
+        unmarked += [f"{path.relative_to(ROOT)}:{line}: {text}" for line, text, marked in function_local_imports(path)
+                     if not marked]
+    assert not unmarked, (f"{len(unmarked)} function-local imports without '{LAZY_MARK} REASON' (move them to "
+                          "the top of the module):\n" + "\n".join(unmarked))
 
 
 def _optional_missing(stderr: str) -> bool:
@@ -203,15 +260,43 @@ def test_every_module_imports_alone():
     assert not broken, "modules that fail to import alone:\n" + "\n".join(broken)
 
 
-@pytest.mark.parametrize("name", ["run", "repro", "list", "new-adapter", "mutants", "calibrate", "bench", "merge",
-                                  "gate", "report"])
-def test_every_subcommand_builds_its_parser(name):
-    from difftest.commands.cli import COMMANDS, build_parser
+def _subcommands() -> list:
+    from difftest.commands.cli import COMMANDS
 
-    assert name in COMMANDS
+    return list(COMMANDS)
+
+
+@pytest.mark.parametrize("name", _subcommands())
+def test_every_subcommand_builds_its_parser(name):
+    from difftest.commands.cli import build_parser
+
     with pytest.raises(SystemExit) as e:
         build_parser([name, "--help"]).parse_args([name, "--help"])
     assert e.value.code == 0
+
+
+# the modules of commands/ that are no subcommand: the dispatcher, the shared options, new-adapter's files
+COMMAND_HELPERS = {"difftest.commands", "difftest.commands.cli", "difftest.commands.options",
+                   "difftest.commands.scaffold"}
+
+
+def test_every_front_lives_in_commands_one_module_per_subcommand():
+    """A subcommand's ``add_arguments``/``command`` live in difftest/commands/<name>.py, and each
+    module there is one subcommand (#45): measure/ and report/ hold what they measure and write,
+    not argument parsing."""
+    from difftest.commands.cli import SUBCOMMANDS
+
+    fronts = {m for m in MODULES if m.startswith("difftest.commands")} - COMMAND_HELPERS
+    assert fronts == {f"difftest.commands.{n.replace('-', '_')}" for n in SUBCOMMANDS}
+    assert all(mod.__name__ == f"difftest.commands.{n.replace('-', '_')}" for n, mod in SUBCOMMANDS.items())
+    outside = []
+    for m, path in MODULES.items():
+        if m.startswith(("difftest.commands.", "difftest.pytest_plugin")):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name in ("add_arguments", "command"):
+                outside.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not outside, f"command-line fronts outside difftest/commands/: {outside}"
 
 
 def test_the_public_api_names_resolve():

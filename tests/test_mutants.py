@@ -14,6 +14,7 @@ import types
 import pytest
 import torch
 
+from difftest.commands import mutants as mutants_front
 from difftest.execute.adapter import KernelAdapter
 from difftest.judge.runner import run_case
 from difftest.kernels import mutants as catalogue
@@ -125,11 +126,11 @@ def test_command_kills_a_mutant_and_writes_the_table(tmp_path, capsys):
     import argparse
 
     p = argparse.ArgumentParser()
-    mutants_cmd.add_arguments(p)
+    mutants_front.add_arguments(p)
     out = tmp_path / "mutants.md"
     args = p.parse_args(["--only", "dk-missing-scale", "--per-mutant-budget", "30", "--shrink-budget", "5",
                          "--out", str(out), "--out-dir", str(tmp_path / "runs")])
-    assert mutants_cmd.command(args) == 0
+    assert mutants_front.command(args) == 0
     text = out.read_text()
     assert "| dk-missing-scale | scale | killed |" in text
     assert "dk:budget" in text and "1/1 killed" in text
@@ -241,7 +242,7 @@ def test_mutants_takes_the_same_profile_flag_as_run():
     form was refused by mutants: an H200 call lost its mutant run to it)."""
     import argparse
 
-    from difftest.measure.mutants import add_arguments
+    from difftest.commands.mutants import add_arguments
 
     p = argparse.ArgumentParser()
     add_arguments(p)
@@ -262,11 +263,11 @@ def test_mutants_device_reaches_every_campaign_and_the_table(monkeypatch, tmp_pa
 
     monkeypatch.setattr(mutants_cmd, "run_mutant", spy)
     p = argparse.ArgumentParser()
-    mutants_cmd.add_arguments(p)
+    mutants_front.add_arguments(p)
     out = tmp_path / "m.md"
     args = p.parse_args(["--only", "dk-missing-scale", "--device", "cpu", "--per-mutant-budget", "30",
                          "--shrink-budget", "5", "--out", str(out)])
-    assert mutants_cmd.command(args) == 0
+    assert mutants_front.command(args) == 0
     assert seen == ["cpu"]
     assert "device cpu for every mutant" in out.read_text()
 
@@ -276,10 +277,10 @@ def test_mutants_device_cuda_without_cuda_is_a_usage_error(monkeypatch):
 
     import torch
 
-    from difftest.commands.argcheck import UsageError
+    from difftest.argcheck import UsageError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     p = argparse.ArgumentParser()
-    mutants_cmd.add_arguments(p)
+    mutants_front.add_arguments(p)
     with pytest.raises(UsageError, match="--device cuda"):
-        mutants_cmd.command(p.parse_args(["--only", "dk-missing-scale", "--device", "cuda"]))
+        mutants_front.command(p.parse_args(["--only", "dk-missing-scale", "--device", "cuda"]))

@@ -11,8 +11,8 @@ import signal
 import pytest
 
 from difftest.commands import cli
+from difftest.investigate import probe as P
 from difftest.judge.runner import RunConfig
-from difftest.measure import probe as P
 from difftest.model.capability import Capability
 from tests.kernels_for_tests import RefKernel, full_capability
 

@@ -143,3 +143,38 @@ def test_gpu_per_worker_records_each_workers_gpus(sub, monkeypatch):
         seen[props["difftest_worker"]] = props["difftest_cuda_visible_devices"]
     assert seen and all(seen[w] == {"gw0": "3", "gw1": "5"}[w] for w in seen), seen
     assert "(worker gw" in res.stdout.str() and "CUDA_VISIBLE_DEVICES=" in res.stdout.str()
+
+
+def test_the_plugin_loads_light_into_every_pytest_session():
+    """pytest loads the plugin (entry point pytest11) into every session of anyone who installs
+    difftest: it imports the run machinery (run/plan, the reports) on a campaign's first use,
+    never at load (#45)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, difftest.pytest_plugin; "
+            "print(sorted(m for m in sys.modules if m.startswith(('difftest.run', 'difftest.report', "
+            "'difftest.search', 'difftest.judge', 'torch', 'hypothesis'))))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_the_plugin_registers_only_its_own_marker(monkeypatch):
+    """``gpu`` is the plugin's; ``slow`` is this project's (pyproject.toml), not every user's."""
+    import difftest.pytest_plugin as plugin
+
+    lines = []
+
+    class Config:
+        stash = {}
+
+        def addinivalue_line(self, name, line):
+            lines.append((name, line.split(":")[0]))
+
+        def getoption(self, name):
+            return {"--difftest-profile": "ci", "--difftest-out": plugin.DEFAULT_OUT}.get(name)
+
+    monkeypatch.setattr(plugin, "check_options", lambda config: None)
+    plugin.pytest_configure(Config())
+    assert lines == [("markers", "gpu")]

@@ -107,7 +107,8 @@ def test_without_forward_statistics_the_source_is_unknown():
 
 
 def test_cli_truth_option_reaches_the_run_config():
-    from difftest.commands.cli import build_parser, config_from_args
+    from difftest.commands.cli import build_parser
+    from difftest.commands.run import config_from_args
 
     argv = ["run", "--truth", "float32", "--standard", "dq:atol=6.1e-5,rtol=1.95e-3,ratio=0.99,max_abs=0.1"]
     cfg = config_from_args(build_parser(argv).parse_args(argv))

@@ -1,4 +1,4 @@
-"""``difftest sanitize`` (difftest/measure/sanitize.py) against a fake compute-sanitizer the
+"""``difftest sanitize`` (difftest/investigate/sanitize.py) against a fake compute-sanitizer the
 test writes: it logs its arguments and prints a planted ``ERROR SUMMARY`` with an error
 block (or 0 errors, or no summary, or hangs). The sanitizer path comes from --sanitizer or
 PATH only; a CPU reproducer never reaches it; a run's findings get the result attached;
@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from difftest.commands import cli
-from difftest.measure.sanitize import NOTE, error_blocks, parse
+from difftest.investigate.sanitize import NOTE, error_blocks, parse
 from difftest.model.problem import Problem
 from difftest.report.read import load_report_doc
 
@@ -232,7 +232,7 @@ def test_racecheck_counts_from_its_own_summary_and_a_long_output_keeps_its_end(t
     hazards from RACECHECK SUMMARY count, and an output longer than what is read keeps its end
     (where the summaries are); host-side API return codes are not asked for (memcheck counted
     163 cuGetProcAddress 'errors' on cuDNN)."""
-    from difftest.measure import sanitize
+    from difftest.investigate import sanitize
 
     race = ("========= Error: Race reported between Write access at 0x50 in k()\n"
             "========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warning)\n")

@@ -3,7 +3,7 @@ gate and is caught by 100 repetitions; a reordering race in a kernel that does n
 determinism passes (its reruns are right), a lost update fails (a rerun is wrong), also when
 an earlier differing repetition was right (every differing repetition is judged).
 
-``difftest stress`` (difftest/measure/stress.py): the same through the command line, with the
+``difftest stress`` (difftest/investigate/stress.py): the same through the command line, with the
 kernel in the isolation worker (a crash in a later repetition is that problem's result), the
 results written per problem, and every numeric flag bounded."""
 

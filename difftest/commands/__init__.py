@@ -1,1 +1,2 @@
-"""The command line: parsing (cli), input checks (argcheck), and the new-adapter scaffold."""
+"""The command line: one module per subcommand (``HELP``, ``add_arguments``, ``command``), the
+dispatcher (cli), the options several share (options), and the new-adapter scaffold."""

@@ -8,6 +8,7 @@ adapter, or an adapter class).
 """
 
 import copy
+import difflib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -216,8 +217,6 @@ def get(name: str) -> KernelAdapter:
             _REGISTRY[name] = name  # a 'module:attr' path, e.g. an adapter in the user's own test suite
             _IMPORT_SPECS.add(name)
     if name not in _REGISTRY:
-        import difflib
-
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         # names without quotes: the list stays inside one_line's 500 characters as kernels are added

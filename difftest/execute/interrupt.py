@@ -14,6 +14,8 @@ import contextlib
 import signal
 import sys
 
+from difftest.errors import EXIT_INPUT
+
 
 class Interrupted(KeyboardInterrupt):
     """The run got SIGINT or SIGTERM."""
@@ -49,8 +51,6 @@ class OutputFailed(Interrupted):
 
     @property
     def exit_code(self) -> int:
-        from difftest.errors import EXIT_INPUT
-
         return EXIT_INPUT
 
 

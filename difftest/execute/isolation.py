@@ -38,6 +38,8 @@ process's), and a watchdog thread ends it within ``ORPHAN_POLL_S`` once its pare
 (a SIGKILLed ``difftest run`` leaves no kernel computing).
 """
 
+import ctypes
+import faulthandler
 import multiprocessing as mp
 import os
 import signal
@@ -47,6 +49,8 @@ import time
 import traceback
 
 from difftest.errors import DifftestError, exception_text
+from difftest.execute import adapter as registry
+from difftest.execute import timing
 from difftest.model.problem import Problem
 from difftest.safeio import safe_child_path
 
@@ -89,8 +93,6 @@ def die_with_parent(parent: int, pdeathsig: bool = True) -> None:
     ``os.getppid()`` (a kernel busy in C code that holds the GIL still dies by the signal)."""
     if pdeathsig and sys.platform.startswith("linux"):
         try:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
@@ -114,7 +116,6 @@ def _worker_main(conn, env, preload=(), inherited=(), parent=None, pdeathsig=Fal
         die_with_parent(parent, pdeathsig)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked: not the launcher's handler (interrupt.py)
     os.environ.update(env)
-    import faulthandler
 
     faulthandler.enable()  # a segfault prints the kernel's stack to stderr before the worker dies
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (interrupt.py)
@@ -125,8 +126,7 @@ def _worker_main(conn, env, preload=(), inherited=(), parent=None, pdeathsig=Fal
 
 
 def _serve(conn, preload) -> None:
-    from difftest.execute import adapter as registry
-    from difftest.execute import timing
+    # lazy: keeps torch off --help
     from difftest.execute.transfer import pack_outputs
     from difftest.model.inputs import lay_out, make_inputs
     from difftest.model.outputs import Outputs
@@ -262,8 +262,6 @@ class Worker:
         self.ready = False
 
     def _start(self):
-        from difftest.execute import timing
-
         with timing.phase("worker_start"):
             if self.proc is None or not self.proc.is_alive() or self.ready:
                 if self.proc is not None:
@@ -334,7 +332,6 @@ class Worker:
         seconds are then charged to the caller's timer only for that wait (scaled down; the
         rest ran beside the caller's own phases), so a campaign's phases still add up to its
         wall time."""
-        from difftest.execute import timing
         from difftest.execute.transfer import unpack_outputs  # lazy: torch stays off the CLI's start
 
         timer = timing.current()

@@ -27,6 +27,7 @@ suffix.
 import torch
 
 from difftest.judge.gates import _finite_pair, _prep
+from difftest.oracles.own_stats import own_stats_backward
 from difftest.vocab import ErrorSource, Gate
 
 BACKWARD = ("dq", "dk", "dv", "dsink")
@@ -74,7 +75,6 @@ def attribute(problem, inputs, got, truth, verdicts) -> None:
         for vs in failed.values():
             _mark(vs, ErrorSource.UNKNOWN, "unknown (the kernel returns no O/LSE to rebuild its backward from)")
         return
-    from difftest.oracles.own_stats import own_stats_backward
 
     dev = truth.dq.device if truth.dq is not None else inputs.device
     try:

@@ -17,12 +17,12 @@ that output's first failed verdict and adds one line to its message.
 
 import torch
 
+from difftest.judge.gates import _prep
+
 QUERY_SIDE = ("o", "lse", "dq")
 
 
 def _errors(problem, name, got, truth) -> torch.Tensor:
-    from difftest.judge.gates import _prep
-
     dev = truth.device
     g, t = _prep(problem, name, got, dev), _prep(problem, name, truth, dev)
     gf, tf = torch.isfinite(g), torch.isfinite(t)

@@ -10,7 +10,8 @@ kernel never returns. The claim itself is printed at the start of a run (``claim
 and stored in the report (``claim_record``).
 """
 
-from dataclasses import MISSING, asdict, fields
+import copy
+from dataclasses import MISSING, asdict, fields, replace
 
 from difftest.model.capability import Capability
 from difftest.model.problem import OUTPUTS, Problem
@@ -122,9 +123,6 @@ def diagnose(kernel, failure, run, first=None) -> list[str]:
                 return False
             probe = kernel
             if name == "aligns":  # try the other diagonal, which the kernel does not claim
-                import copy
-                from dataclasses import replace
-
                 probe = copy.copy(kernel)
                 probe.capability = replace(cap, aligns=(q.align,))
             return probe.capability.excludes(q) is None and run(probe, q).status == Status.PASSED

@@ -59,8 +59,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from difftest.model.outputs import is_poison
+from difftest.judge.declaration import missing_output_message
+from difftest.model.outputs import Outputs, is_poison
 from difftest.model.problem import FP8_DTYPES, OUTPUTS, Problem
+from difftest.oracles.per_head_partials import per_head_partials
 from difftest.vocab import Gate
 
 # FP8's LSE k is 2, not 1: against Hopper's FP8 accumulator (oracles/tensor_core.py) the yardstick
@@ -655,8 +657,6 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     would look at (non-finite or saturated kernel values where the truth is finite). An
     output with such elements, or with an elementwise standard, is judged again the long way
     (``_judge_output``, reading its own numbers): the same verdicts either way."""
-    from difftest.model.outputs import Outputs
-
     config = config or GateConfig()
     shapes = Outputs.shapes(problem)
     refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
@@ -668,8 +668,6 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
         g_raw = got.get(name)
         if g_raw is None:
             if expected is not None and name in expected:
-                from difftest.judge.declaration import missing_output_message
-
                 steps.append(Verdict(name, Gate.MISSING, False, {}, None,
                                      missing_output_message(name, expected), "declared outputs"))
             continue
@@ -803,8 +801,6 @@ def _partials_limited(problem, name, got, truth, out_dtype, limit, limited, inpu
     if not bool(cand.any()):
         return cand
     if "dk" not in cache:
-        from difftest.oracles.per_head_partials import per_head_partials
-
         cache.update(per_head_partials(inputs.to(truth.device)))
     part = cache[name][: used_rows(problem, name)].to(truth.device)  # [rows, heads_q, dim]
     part = part.view(part.shape[0], problem.heads_kv, problem.group, part.shape[-1])

@@ -27,7 +27,7 @@ from difftest import oracles
 from difftest.errors import exception_text
 from difftest.execute import adapter as registry
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
-from difftest.execute.isolation import COMPILE_TIMEOUT_S
+from difftest.execute.isolation import COMPILE_TIMEOUT_S, shared_worker
 from difftest.execute.timing import phase
 from difftest.judge import breakdown, triage
 from difftest.judge.attribution import attribute
@@ -235,8 +235,6 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
     refs = refs_error = None
     try:
         if config.isolate:  # the kernel runs in the worker while this process computes the references
-            from difftest.execute.isolation import shared_worker
-
             worker = shared_worker()
             sent = worker.send(getattr(kernel, "spec", None) or kernel.name, problem, device, poison, runs)
             refs, refs_error = _references(inputs, config)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import torch
 
 from difftest.errors import exception_text
+from difftest.execute.isolation import shared_worker
 from difftest.judge.determinism import RunTally
 from difftest.judge.runner import CaseParts, CaseResult, RunConfig, _call_kernel, error_type, run_case
 from difftest.model.problem import Problem
@@ -161,8 +162,6 @@ def run_bytes(problem: Problem) -> int:
 def _repetitions(kernel, problem: Problem, cfg: RunConfig, parts: CaseParts, n: int) -> list:
     """``n`` more calls of the kernel on the Problem's inputs, in the worker or here."""
     if cfg.isolate:
-        from difftest.execute.isolation import shared_worker
-
         return shared_worker().run(getattr(kernel, "spec", None) or kernel.name, problem, parts.device, parts.poison,
                                    n, cfg.timeout_s * n, compile_timeout_s=cfg.compile_timeout_s)
     return _call_kernel(kernel, problem, parts.inputs, parts.device, parts.poison, n, cfg)

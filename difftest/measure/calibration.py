@@ -14,16 +14,17 @@ shipped defaults follow (``derive_k``), and prints each against ``DEFAULT_K_BY_D
 
 import json
 import math
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 from difftest.errors import InputError
-from difftest.judge.gates import GateConfig
-from difftest.judge.runner import RunConfig
-from difftest.model.problem import OUTPUTS
-from difftest.printable import block
-from difftest.safeio import atomic_write_text, parse_json, read_json, read_lines
+from difftest.execute.adapter import get
+from difftest.judge.gates import DEFAULT_K_BY_DTYPE, GateConfig
+from difftest.judge.runner import RunConfig, run_case
+from difftest.model.problem import OUTPUTS, Problem
+from difftest.oracles import TENSOR_CORE_NOTE
+from difftest.safeio import parse_json, read_json, read_lines
+from difftest.search.campaign import run_campaign
 from difftest.vocab import Status
 
 MAX_LOG_LINE = 16 * 2**20  # a variant case line is ~1 kB
@@ -37,8 +38,6 @@ def collect(kernels, profile="ci", max_examples=200, time_budget=None, seed=None
     """{(dtype, output): [k_needed, ...]} over campaigns of (assumed correct) kernels.
     ``detail``: a list that gets one record per budget verdict (kernel, dtype, output,
     k_needed, err, ref_err, floor, problem), to see which kernel and Problem set a maximum."""
-    from difftest.search.campaign import run_campaign
-
     data = defaultdict(list)
     cfg = RunConfig(gates=GateConfig(k={n: OPEN_K for n in OUTPUTS}))
     for k in kernels:
@@ -141,9 +140,6 @@ def effective_k_needed(kernel, problem, output: str) -> float | None:
     (an FP8 output that fails the float32-accumulator yardstick is judged with the tensor-core
     one too: oracles/__init__.py). Replays the case with that output's k at 1e-9, so it fails and
     is attributed; None when neither applies (the replay's k_needed is the truth's)."""
-    from difftest.judge.runner import run_case
-    from difftest.oracles import TENSOR_CORE_NOTE
-
     case = run_case(kernel, problem, RunConfig(gates=GateConfig(k={output: 1e-9})))
     fwd_ok = all(v.passed for v in case.verdicts if v.output in ("o", "lse"))
     for v in case.verdicts:
@@ -166,10 +162,6 @@ def replay_high(data: dict, margin: float = K_MARGIN, limit: int = 20, log=None)
     by their ``effective_k_needed`` (a correct FA-convention design is judged against its own
     statistics by the shipped verdicts, so its truth k_needed overstates what k must cover).
     At most ``limit`` replays, largest first; returns how many ran."""
-    from difftest.execute.adapter import get
-    from difftest.judge.gates import DEFAULT_K_BY_DTYPE
-    from difftest.model.problem import Problem
-
     todo = {}  # (variant, problem, output) -> its samples' places: a case the edge corpus repeats replays once
     for (dt, out), xs in data.items():
         shipped = DEFAULT_K_BY_DTYPE.get(dt, {}).get(out, 1.0)
@@ -192,9 +184,6 @@ def replay_high(data: dict, margin: float = K_MARGIN, limit: int = 20, log=None)
 def derivation_table(data: dict) -> tuple[str, dict]:
     """Markdown rows of (dtype, output): samples, largest k_needed and where, derived k,
     shipped k; and {(dtype, output): derived k}."""
-    from difftest.judge.gates import DEFAULT_K_BY_DTYPE
-    from difftest.model.problem import Problem
-
     derived = {}
     lines = ["| dtype | output | samples | max k_needed | set by | derived k | shipped k |",
              "|---|---|---|---|---|---|---|"]
@@ -206,73 +195,3 @@ def derivation_table(data: dict) -> tuple[str, dict]:
         lines.append(f"| {dt} | {out} | {len(data[(dt, out)])} | {k_max:.3g} | {src} | {derived[(dt, out)]:g} | "
                      f"{'-' if shipped is None else f'{shipped:g}'} |")
     return "\n".join(lines), derived
-
-
-def add_arguments(p):
-    from difftest.commands.argcheck import _bounded, positive_float, positive_int
-    from difftest.model.profiles import PROFILES
-
-    replays_int = _bounded(int, 0, False, 1000, "replays of one derivation", "replays_int",
-                           "an integer 0..1000: cases replayed by calibrate --replay")
-
-    p.add_argument("--kernel", "-k", action="append", dest="kernels",
-                   help="a correct kernel (repeatable; or derive from --from-variant-logs/--from-reports)")
-    p.add_argument("--from-variant-logs", nargs="+", metavar="JSONL", default=None,
-                   help="derive the k defaults from `difftest variants --out-dir` case logs (runs nothing)")
-    p.add_argument("--from-reports", nargs="+", metavar="REPORT", default=None,
-                   help="... and from campaign reports of real kernels (report.json or .json.xz)")
-    p.add_argument("--replay", type=replays_int, default=100, metavar="N",
-                   help="replay up to N variant cases whose k_needed would raise a shipped k, judged as the "
-                        "shipped verdicts judge them (against the kernel's own O/LSE where those pass); 0: none")
-    p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES))
-    p.add_argument("--max-examples", type=positive_int, default=200)
-    p.add_argument("--time-budget", type=positive_float)
-    p.add_argument("--json", help="write the raw k_needed samples here")
-    p.add_argument("--detail", help="write one record per case and output (kernel, Problem, numbers) here (JSON)")
-
-
-def command(a) -> int:
-    from difftest.commands.argcheck import UsageError, check_outputs
-    from difftest.execute import adapter as registry
-
-    check_outputs(None, [("--json", a.json), ("--detail", getattr(a, "detail", None))])  # before the calibration
-    if a.from_variant_logs or a.from_reports:
-        return _derive(a)
-    if not a.kernels:
-        raise UsageError("--kernel: required unless --from-variant-logs or --from-reports is given")
-    detail = [] if getattr(a, "detail", None) else None
-    data = collect([registry.get(n) for n in a.kernels], a.profile, a.max_examples, a.time_budget, detail=detail)
-    print(table(data))
-    if detail is not None:
-        atomic_write_text(a.detail, json.dumps(detail))
-        by_kernel = defaultdict(list)
-        for r in detail:
-            by_kernel[(r["kernel"], r["dtype"], r["output"])].append(r["k_needed"])
-        print("\nper kernel (max k_needed):")
-        for (kern, dt, out), xs in sorted(by_kernel.items()):
-            print(f"{kern:18} {dt:9} {out:6} {len(xs):5d} {max(xs):8.3g}")
-    if a.json:
-        atomic_write_text(a.json, json.dumps({f"{dt}:{o}": xs for (dt, o), xs in data.items()}))
-    return 0
-
-
-def _derive(a) -> int:
-    """``calibrate --from-variant-logs/--from-reports``: the derivation table; exit 0."""
-    from difftest.commands.argcheck import UsageError
-
-    data = defaultdict(list)
-    try:
-        for part in (samples_from_variant_logs(a.from_variant_logs or ()), samples_from_reports(a.from_reports or ())):
-            for key, xs in part.items():
-                data[key].extend(xs)
-    except OSError as e:
-        raise UsageError(f"cannot read {e.filename}: {e.strerror}") from None
-    if not data:
-        raise UsageError("no passing budget verdict in the given logs and reports: nothing to derive from")
-    if a.replay:
-        replay_high(data, limit=a.replay, log=lambda m: print(m, file=sys.stderr, flush=True))
-    text, derived = derivation_table(data)
-    print(block(text))  # kernel names and problems from the reports: printable
-    if a.json:
-        atomic_write_text(a.json, json.dumps({f"{dt}:{o}": k for (dt, o), k in derived.items()}))
-    return 0

@@ -99,7 +99,7 @@ print("CASE-BENCH " + json.dumps(out), flush=True)
 """
 
 
-def _cores() -> int:
+def usable_cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -157,7 +157,7 @@ def run_case_bench(kernels, mode: str, args: dict, before=None, out_dir=None, lo
     meet the same machine load; side by side, all of ``before``'s campaigns, then all of ours."""
     out_dir = Path(out_dir or ".difftest/bench-cases")
     out_dir.mkdir(parents=True, exist_ok=True)
-    cores = _cores()
+    cores = usable_cores()
     checkouts = ((("before", before),) if before else ()) + (("after", None),)
     rows = []
     for m in ("alone", "side") if mode == "both" else (mode,):
@@ -207,26 +207,3 @@ def markdown(rows: list) -> str:
                 reads = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["reads_per_case"].items(), key=lambda kv: -kv[1]))
                 lines.append(f"| {r['checkout']} | {r['mode']} | {r['kernel']} | {ops} | {reads} |")
     return "\n".join(lines)
-
-
-def command(a) -> int:
-    from difftest.commands.argcheck import UsageError
-
-    if not a.kernels:
-        raise UsageError("--cases: --kernel/-k required (one or more registered kernel names)")
-    if a.before and not (Path(a.before) / "difftest" / "search" / "campaign.py").is_file():
-        raise UsageError(f"--before {a.before!r}: no difftest checkout there (difftest/search/campaign.py): allowed "
-                         "a folder holding one, e.g. `git archive REV | tar -x -C DIR`")
-    seed = None if str(a.case_seed).lower() == "none" else int(a.case_seed)
-    args = {"profile": a.case_profile, "examples": a.examples, "seed": seed, "device": a.device,
-            "time_budget": a.case_budget, "isolate": True, "count_ops": a.count_ops}
-    rows = run_case_bench(a.kernels, a.mode, args, a.before)
-    text = markdown(rows)
-    print(text)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"argv": sys.argv[1:], "cores": _cores(), "args": args, "rows": rows}, f, indent=1)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(text + "\n")
-    return 0

@@ -14,16 +14,17 @@ run exceeds ``--time-budget``, or (with the grid) when difftest does not beat th
 strictly more kills, or as many with a lower median time to kill.
 """
 
-import json
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from difftest.execute.adapter import catalogue as catalogue_for
 from difftest.judge.runner import RunConfig, run_case
+from difftest.measure.grid import run_grid
 from difftest.model.profiles import PROFILES, get_profile
 from difftest.safeio import atomic_write_text
+from difftest.search.campaign import run_campaign
 from difftest.vocab import MutantStatus, Status
 
 
@@ -141,8 +142,6 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
                shrink_budget: float | None = None, max_examples: int | None = None, grid: bool = False,
                out_dir=None, database: str | None = None, config: RunConfig | None = None) -> MutantRow:
     """One mutant: a campaign (and the grid) with fresh adapters, judged the same way."""
-    from difftest.search.campaign import run_campaign
-
     prof = get_profile(profile)
     search_s = per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s
     shrink_s = shrink_budget if shrink_budget is not None else prof.mutant_shrink_s
@@ -172,8 +171,6 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
         row.reason = f"{len(res.cases)} cases in {res.elapsed:.1f}s found nothing"
     row.elapsed = time.perf_counter() - t0  # campaign + kill check; the grid is timed apart
     if grid:
-        from difftest.measure.grid import run_grid
-
         g = run_grid(entry.make(), search_s, config=config)
         row.grid_cases = len(g.cases)
         if g.failure is not None:
@@ -190,8 +187,6 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
                 max_examples: int | None = None, grid: bool = False, out_dir=None, database: str | None = None,
                 config: RunConfig | None = None, progress=None) -> MutantReport:
     """Every mutant (or those in ``names``); ``progress``: a callable given each row."""
-    from difftest.execute.adapter import catalogue as catalogue_for
-
     catalogue = catalogue_for("mutant")
     prof = get_profile(profile)
     report = MutantReport(profile, per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s,
@@ -224,11 +219,11 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
 
 
 # --------------------------------------------------------------------------- rendering
-def _fmt_s(x):
+def fmt_s(x):
     return "-" if x is None else f"{x:.1f}"
 
 
-def _fmt_n(x):
+def fmt_n(x):
     return "-" if x is None else str(x)
 
 
@@ -240,21 +235,21 @@ def render_markdown(report: MutantReport) -> str:
     for r in report.rows:
         gates = ", ".join(r.gates[:3]) + (" ..." if len(r.gates) > 3 else "")
         status = r.status if r.expected else f"{r.status} (expected of {r.expected_of})"
-        cells = [r.name, r.bug_class, status, _fmt_n(r.examples), _fmt_s(r.seconds), gates or "-",
-                 _fmt_n(r.size), f"`{r.problem}`" if r.problem else (r.reason or "-")]
+        cells = [r.name, r.bug_class, status, fmt_n(r.examples), fmt_s(r.seconds), gates or "-",
+                 fmt_n(r.size), f"`{r.problem}`" if r.problem else (r.reason or "-")]
         if report.grid:
             gg = ", ".join(r.grid_gates[:2]) + (" ..." if len(r.grid_gates) > 2 else "")
-            cells += [r.grid_status or "-", _fmt_n(r.grid_examples), _fmt_s(r.grid_seconds), gg or "-"]
+            cells += [r.grid_status or "-", fmt_n(r.grid_examples), fmt_s(r.grid_seconds), gg or "-"]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     n = len(report.rows)
     lines.append("")
-    lines.append(f"difftest: {report.kills}/{n} killed, median time to kill {_fmt_s(report.median_kill_seconds())} s")
+    lines.append(f"difftest: {report.kills}/{n} killed, median time to kill {fmt_s(report.median_kill_seconds())} s")
     if report.beyond_profile:
         lines.append("not expected of the " + report.profile + " profile (not counted as survivors): " + ", ".join(
             f"{r.name} {r.status}" for r in report.beyond_profile))
     if report.grid:
         lines.append(f"grid baseline: {report.grid_kills}/{n} killed, median time to kill "
-                     f"{_fmt_s(report.median_kill_seconds(grid=True))} s "
+                     f"{fmt_s(report.median_kill_seconds(grid=True))} s "
                      f"(same {report.per_mutant_budget:g} s budget per mutant)")
         lines.append(f"difftest beats the grid: {'yes' if report.beats_grid() else 'NO'}")
     device = f"device {report.device} for every mutant" if report.device else "each mutant on its own device"
@@ -272,76 +267,3 @@ def write_results(report: MutantReport, path, command: str = "") -> None:
             "Generated by `" + (command or "difftest mutants") + "`; do not edit by hand.", "",
             render_markdown(report), ""]
     atomic_write_text(path, "\n".join(text))  # no link followed where it writes (safeio)
-
-
-# --------------------------------------------------------------------------- CLI
-def add_arguments(p) -> None:
-    from difftest.commands.argcheck import nonneg_float, positive_float, positive_int
-
-    p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES), help="campaign profile (default ci)")
-    p.add_argument("--time-budget", type=positive_float, default=None,
-                   help="seconds for the whole run; exceeding it fails (default: per profile, ci 900)")
-    p.add_argument("--per-mutant-budget", type=positive_float, default=None,
-                   help="search seconds per mutant, also the grid's budget (default: per profile, ci 90)")
-    p.add_argument("--shrink-budget", type=nonneg_float, default=None, help="shrink seconds per mutant (ci 20)")
-    p.add_argument("--max-examples", type=positive_int, default=None,
-                   help="examples per campaign (default: the profile's)")
-    p.add_argument("--only", nargs="+", metavar="NAME", default=None, help="run only these mutants")
-    p.add_argument("--grid", dest="grid", action="store_true", default=False,
-                   help="also run the FlashAttention-style grid baseline, side by side")
-    p.add_argument("--no-grid", dest="grid", action="store_false")
-    p.add_argument("--out", default=None, help="write the markdown table here (e.g. results/mutants.md)")
-    p.add_argument("--out-dir", default=None, help="campaign logs and reproducers per mutant")
-    p.add_argument("--database", default=None,
-                   help="Hypothesis example database (default none: every run searches afresh)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="run every mutant and its clean kernel on this device (default: each mutant's own; the "
-                        "blockwise catalogue is device-agnostic torch, so --device cuda runs it on the GPU)")
-    p.add_argument("--list", action="store_true", help="list the catalogue and exit")
-
-
-def command(args) -> int:
-    from difftest.execute.adapter import catalogue as catalogue_for
-
-    catalogue = catalogue_for("mutant")
-
-    if args.list:
-        for m in catalogue.entries().values():
-            print(f"{m.name:32s} {m.bug_class:15s} {m.description}")
-        for src, why in catalogue.skipped().items():
-            print(f"(skipped {src}: {why})")
-        return 0
-    unknown = sorted(set(args.only or ()) - set(catalogue.entries()))
-    if unknown:
-        from difftest.commands.argcheck import UsageError
-
-        raise UsageError(f"--only {' '.join(unknown)}: unknown mutants; allowed names from `difftest mutants --list`")
-
-    def show(row):
-        if not args.json:
-            extra = f"  grid: {row.grid_status} ({_fmt_s(row.grid_seconds)} s)" if row.grid_status else ""
-            print(f"{row.name:32s} {row.status:9s} {_fmt_n(row.examples):>4s} ex {_fmt_s(row.seconds):>6s} s  "
-                  f"{', '.join(row.gates[:2])}{extra}", file=sys.stderr, flush=True)
-
-    from difftest.commands.argcheck import check_outputs
-
-    check_outputs(args.out_dir, [("--out", args.out)])  # before the catalogue runs
-    device = getattr(args, "device", None)
-    if device:
-        from difftest.commands.argcheck import check_device
-
-        check_device(device)
-    report = run_mutants(args.only, args.profile, per_mutant_budget=args.per_mutant_budget,
-                         shrink_budget=args.shrink_budget, time_budget=args.time_budget,
-                         max_examples=args.max_examples, grid=args.grid, out_dir=args.out_dir,
-                         database=args.database, progress=show,
-                         config=RunConfig(device=device) if device else None)
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
-    else:
-        print(render_markdown(report))
-    if args.out:
-        write_results(report, args.out, "difftest mutants " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["mutants"]
-                      else "difftest mutants")
-    return 0 if report.ok else 1

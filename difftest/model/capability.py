@@ -20,7 +20,6 @@ from dataclasses import dataclass, fields, replace
 from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import ALIGNS, ALL_DTYPES, OUTPUTS, VALUE_KINDS, Problem
 
-
 # "input-dtype-running-sum": dK/dV added block by block into the output tensors in the input
 # dtype (torch's CPU flash backward; oracles/running_sum.py)
 DESIGNS = ("input-dtype-running-sum",)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from difftest.errors import FileFormatError
 from difftest.safeio import open_regular
@@ -113,6 +114,7 @@ class Recorder:
 
     def save(self, path) -> None:
         try:
+            # lazy: optional dependency (safetensors: pip install 'difftest[capture]')
             from safetensors.torch import save_file
         except ImportError as e:  # the writer only; reading needs no package
             raise RuntimeError("difftest.capture writes safetensors: pip install 'difftest[capture]'") from e
@@ -129,8 +131,6 @@ def capture(path, *, max_calls: int = 64):
     """Record the q/k/v/dO of up to ``max_calls`` ``scaled_dot_product_attention`` calls
     made while active (forward and, for outputs that get a gradient, backward) and write
     them to ``path`` (safetensors) on exit. Yields the ``Recorder``."""
-    import torch.nn.functional as F
-
     if not isinstance(max_calls, int) or not 1 <= max_calls <= MAX_CALLS:
         raise ValueError(f"max_calls={max_calls!r}: allowed an int in 1..{MAX_CALLS}")
     rec = Recorder(max_calls)

@@ -229,6 +229,7 @@ def _triton_module(device):
         return None
     if "module" not in _TRITON:
         try:
+            # lazy: optional dependency (Triton), loaded on first CUDA draw
             from difftest.model import counter_rng_triton
         except ImportError:
             counter_rng_triton = None

@@ -100,6 +100,7 @@ def _poison(shape, like):
     """NaN-filled storage around a view. A plain NaN, not the output buffers' marked one
     (outputs.poison_fill): a kernel that reads it and passes it on must fail the nonfinite
     gate, not be mistaken for a kernel that left an output region unwritten."""
+    # lazy: keeps torch off --help
     import torch  # here, so a Problem (which holds a Layout) loads without torch
 
     return torch.full(shape, float("nan"), dtype=like.dtype, device=like.device)

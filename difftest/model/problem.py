@@ -152,6 +152,7 @@ class Problem:
         if not isinstance(self.layout, Layout):
             object.__setattr__(self, "layout", Layout.coerce(self.layout))
         if self.capture is not None:
+            # lazy: keeps torch off --help
             from difftest.model.capture import CaptureSlice, CaptureSliceError
 
             try:

@@ -16,7 +16,9 @@
   CUDA_VISIBLE_DEVICES to one GPU per worker, by worker number).
 - ``--difftest-kernel NAME`` (repeatable): a test per kernel and per output without a
   test file (difftest/pytest_plugin/items.py); ``--difftest-seed N``, ``--difftest-max-examples N``.
-- Marker ``gpu``: skipped where CUDA is unavailable, so CPU CI stays green.
+- Marker ``gpu`` (the plugin's only one): skipped where CUDA is unavailable, so CPU CI stays green.
+- Light to load (it loads into every pytest session of anyone who installs difftest): the run
+  machinery (session.py: RunPlan, the reports) is imported on a campaign's first use.
 - A terminal summary table of every campaign run in the session (xdist workers
   included: each writes its part under the output directory).
 """
@@ -25,16 +27,17 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from difftest.commands.argcheck import MAX_EXAMPLES, MAX_SEED, UsageError, check_outputs, examples_int
+from difftest.argcheck import MAX_EXAMPLES, MAX_SEED, UsageError, check_outputs, examples_int
 from difftest.errors import FileFormatError
 from difftest.model.profiles import PROFILES
 from difftest.printable import block, cell
 from difftest.pytest_plugin.items import KernelCollector
-from difftest.pytest_plugin.session import RESULTS_KEY, finish, run_campaign
+from difftest.pytest_plugin.stash import PLAN_KEY, RESULTS_KEY
 from difftest.safeio import atomic_write_text, read_json
 from difftest.vocab import CampaignStatus
 from difftest.workdir import DEFAULT_OUT
@@ -71,8 +74,6 @@ def _limit_threads() -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER") or workers < 1:
         return
     n = int(os.environ.setdefault("OMP_NUM_THREADS", str(worker_threads(workers))))
-    import sys
-
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(n)
 
@@ -120,8 +121,7 @@ def worker_gpu(worker_id: str, gpus: list[str]) -> str | None:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
-    config.addinivalue_line("markers", "slow: long-running (excluded from the default CI run)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")  # the plugin's only marker
     config.stash[RESULTS_KEY] = []
     check_options(config)
     _limit_threads()
@@ -137,6 +137,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if not any(item.get_closest_marker("gpu") for item in items):
         return
+    # lazy: keeps torch out of every pytest session without a gpu-marked test
     import torch
 
     if torch.cuda.is_available():
@@ -178,6 +179,9 @@ def difftest_campaign(request):
     config = request.config
 
     def run(kernel, *, expect_failure: bool = False, isolate: bool | None = None, **kw):
+        # lazy: keeps run/plan and the reports out of every pytest session that runs no campaign
+        from difftest.pytest_plugin.session import run_campaign
+
         res = run_campaign(config, kernel, isolate=isolate, **kw)
         props = request.node.user_properties
         props += [("difftest_kernel", res.kernel), ("difftest_profile", res.profile),
@@ -193,6 +197,7 @@ def difftest_campaign(request):
                         "every one skipped or none run): give it cases (a larger time_budget or max_examples, "
                         "a wider strategy)", pytrace=False)
         if res.failed and not expect_failure:
+            # lazy: keeps the run machinery out of every pytest session (the plugin loads into each)
             from difftest.search.findings import failure_message
 
             pytest.fail(block(failure_message(res)), pytrace=False)
@@ -230,10 +235,15 @@ def _part_records(part: Path, out: Path) -> list:
 
 
 def pytest_sessionfinish(session):
-    finish(session)
+    if PLAN_KEY in session.config.stash or "difftest.execute.isolation" in sys.modules:
+        # lazy: keeps run/plan and the reports out of every pytest session that runs no campaign
+        from difftest.pytest_plugin.session import finish
+
+        finish(session)
     results = session.config.stash.get(RESULTS_KEY, [])
     worker = _worker_id(session.config)
     if worker and results:
+        # lazy: keeps the run machinery out of every pytest session (the plugin loads into each)
         from difftest.report.write import campaign_record
 
         path = _part_path(session.config, worker)

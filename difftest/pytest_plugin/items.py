@@ -36,6 +36,7 @@ class DifftestFailure(Exception):
 def kernel_outputs(name: str) -> tuple[list[str], str | None]:
     """The outputs a kernel declares (Capability.outputs; dsink only with sinks), and an error line
     when the name does not resolve."""
+    # lazy: keeps the run machinery out of every pytest session (the plugin loads into each)
     from difftest.execute import adapter as registry
 
     try:
@@ -63,6 +64,7 @@ def campaign_record(config, kernel: str) -> dict:
     """The kernel's campaign record (reports.campaign_record), run once per session. The
     record, its folder and its lock are made and read following no link (safeio), so a
     planted ``NAME.json.lock -> ~/.bashrc`` is neither truncated nor locked."""
+    # lazy: keeps the run machinery out of every pytest session (the plugin loads into each)
     from difftest.pytest_plugin.session import run_campaign
     from difftest.report.write import campaign_record as record
 
@@ -86,6 +88,7 @@ def campaign_record(config, kernel: str) -> dict:
 
 
 def _case_text(case: dict, output: str | None = None) -> str:
+    # lazy: keeps the run machinery out of every pytest session (the plugin loads into each)
     from difftest.model.problem import Problem, ProblemError
 
     try:

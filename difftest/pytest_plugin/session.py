@@ -13,11 +13,9 @@ import sys
 
 import pytest
 
-from difftest.commands.argcheck import UsageError, check_outputs
+from difftest.argcheck import UsageError, check_outputs
+from difftest.pytest_plugin.stash import PLAN_KEY, RESULTS_KEY
 from difftest.run.plan import PYTEST_RUNS, RunOptions, RunPlan
-
-RESULTS_KEY = pytest.StashKey[list]()  # every CampaignResult of this process, for the summary table
-PLAN_KEY = pytest.StashKey[RunPlan]()
 
 
 def options(config) -> RunOptions:

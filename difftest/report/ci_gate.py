@@ -42,8 +42,7 @@ from difftest.judge.runner import CaseResult
 from difftest.model.problem import OUTPUTS
 from difftest.printable import cell
 from difftest.report.checked import checked_status
-from difftest.report.html import render_html
-from difftest.report.read import Report, ReportError, finding_case, gate_results, load_report, signed_findings
+from difftest.report.read import Report, ReportError, finding_case, gate_results, signed_findings
 from difftest.report.write import diff_table, ratio
 from difftest.search.result import CampaignResult
 from difftest.search.signature import same_identity
@@ -505,6 +504,7 @@ def _leaves(d, prefix=""):
 def settings_differences(sa: dict, sb: dict) -> list[str]:
     """Gate settings that differ between two campaigns (keys one engine version lacks are
     not compared), and a different narrowing: each as 'name old -> new'."""
+    # lazy: keeps torch off --help
     from difftest.judge.gates import GateConfig  # loads torch: `difftest gate` only needs it here
 
     ca, cb = sa.get("config") or {}, sb.get("config") or {}
@@ -571,39 +571,3 @@ def render(res: GateResult) -> str:
                  if res.passed else "gate: NOTHING CHECKED (the candidate judged no case)" if res.checked_nothing
                  else f"gate: FAILED ({len(blocking)} findings)")
     return "\n".join(lines)
-
-
-def add_arguments(p):
-    p.add_argument("--baseline", required=True, metavar="A.json", help="report of the target branch")
-    p.add_argument("--candidate", required=True, metavar="B.json", help="report of the change")
-    p.add_argument("--max-ratio-growth", type=float, default=DEFAULT_GROWTH, metavar="F",
-                   help=f"fail when a worst error ratio exceeds (1+F) x the baseline's (default {DEFAULT_GROWTH:g})")
-    p.add_argument("--min-ratio", type=float, default=DEFAULT_MIN_RATIO, metavar="R",
-                   help=f"baseline ratios below R count as R for growth (default {DEFAULT_MIN_RATIO:g})")
-    p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (one testcase per kernel x output x gate)")
-    p.add_argument("--html", metavar="FILE", help="write the candidate's HTML report with the gate on top")
-
-
-def command(a) -> int:
-    import math
-
-    from difftest.commands.argcheck import UsageError, check_outputs
-    from difftest.errors import EXIT_FAILED, EXIT_NOTHING_CHECKED, EXIT_PASSED
-    from difftest.safeio import atomic_write_text
-
-    for name, v in (("--max-ratio-growth", a.max_ratio_growth), ("--min-ratio", a.min_ratio)):
-        if not math.isfinite(v) or v < 0 or v > 1e6:
-            raise UsageError(f"{name} {v!r} is invalid: allowed a finite number in [0, 1e6]")
-    base, cand = load_report(a.baseline), load_report(a.candidate)  # ReportError: exit 2 (cli.main)
-    check_outputs(None, [("--junit", a.junit), ("--html", a.html)])  # before writing either
-    res = compare(base, cand, a.max_ratio_growth, a.min_ratio)
-    print(render(res))
-    if a.junit:
-        from difftest.report.junit import junit_xml
-
-        atomic_write_text(a.junit, junit_xml(res))
-        print(f"junit: {a.junit}")
-    if a.html:
-        atomic_write_text(a.html, render_html(cand, gate=res, title=f"difftest gate: {a.candidate}"))
-        print(f"html: {a.html}")
-    return EXIT_PASSED if res.passed else EXIT_NOTHING_CHECKED if res.checked_nothing else EXIT_FAILED

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from difftest.execute.timing import render as render_timing
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
-from difftest.report.read import Report, finding_case, gate_results, load_report
+from difftest.report.read import Report, finding_case, gate_results
 from difftest.report.write import (
     campaign_notes,
     capped,
@@ -37,7 +37,6 @@ from difftest.report.write import (
     ratio_text,
     replay_line,
 )
-from difftest.safeio import atomic_write_text
 from difftest.vocab import RATIO_CAP, CampaignStatus, Status
 
 if TYPE_CHECKING:  # annotations only: run/plan imports this module on `difftest list`'s path, which loads no torch
@@ -362,18 +361,3 @@ def render_html(doc, gate=None, title: str = "difftest report") -> str:
     body += [_kernel_section(c) for c in camps]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
-
-
-def add_arguments(p):
-    p.add_argument("report", metavar="REPORT.json", help="a report written by `difftest run` (or merge)")
-    p.add_argument("--html", required=True, metavar="FILE", help="where the HTML goes")
-
-
-def command(a) -> int:
-    from difftest.commands.argcheck import check_outputs
-
-    doc = load_report(a.report)  # ReportError: one line, exit 2 (cli.main)
-    check_outputs(None, [("--html", a.html)])
-    atomic_write_text(a.html, render_html(doc, title=f"difftest report: {a.report}"))
-    print(f"html: {a.html}")
-    return 0

@@ -14,13 +14,12 @@ shard missing.
 """
 
 import time
-from pathlib import Path
 
 from difftest.report.checked import checked_status
-from difftest.report.read import Report, ReportError, load_report, signed_findings
+from difftest.report.read import Report, ReportError, signed_findings
 from difftest.report.write import output_stats
-from difftest.safeio import atomic_write_text
 from difftest.search.result import CampaignResult
+from difftest.search.signature import same_identity
 from difftest.vocab import CampaignStatus
 
 # settings that must agree between the shards of one campaign
@@ -155,8 +154,6 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
 def merge_findings(recs: list) -> list:
     """The shards' findings, each bug once: a finding whose signature is one already kept
     adds its cases and skips to it (and its shard to ``shards``)."""
-    from difftest.search.signature import same_identity
-
     kept = []  # (record, Signature, Problem)
     for c in recs:
         shard = c.settings.get("shard")
@@ -188,22 +185,3 @@ def merge_reports(docs: list) -> dict:
     out["merged_from"] = [str(p) for p, _ in docs]
     out["campaigns"] = [merge_campaigns(k, parts) for k, parts in by_kernel.items()]
     return out
-
-
-def add_arguments(p):
-    p.add_argument("reports", nargs="+", metavar="REPORT.json", help="reports to join (e.g. the shards of a campaign)")
-    p.add_argument("-o", "--output", required=True, metavar="M.json", help="where the merged report goes")
-
-
-def command(a) -> int:
-    from difftest.commands.argcheck import check_outputs
-
-    doc = merge_reports([(p, load_report(p)) for p in a.reports])  # ReportError: one line, exit 2 (cli.main)
-    check_outputs(None, [("-o", a.output)])
-    from difftest.safeio import json_text
-
-    atomic_write_text(Path(a.output), json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
-    c = doc["campaigns"]
-    print(f"merged {len(a.reports)} reports: {len(c)} kernels, {sum(x['examples'] for x in c)} cases -> {a.output}")
-    return 0
-

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from difftest.errors import FileFormatError
-from difftest.model.problem import OUTPUTS
+from difftest.model.problem import OUTPUTS, Problem, ProblemError
 from difftest.report.write import ratio
+from difftest.safeio import NONFINITE, read_json
+from difftest.search.shard import ShardError, parse_shard
 from difftest.search.signature import Signature, SignatureError
 from difftest.vocab import CampaignStatus, Gate, Status
 
@@ -46,10 +48,7 @@ def load_report_doc(path, root=None) -> dict:
     """A report's document read and checked, or a one-line ReportError: its size (an ``.xz`` is
     stream-decompressed up to MAX_REPORT_BYTES, never expanded whole first), its nesting,
     its text (valid Unicode) and every field the readers use. A regular file only; with
-    ``root`` (the run folder it was found in) not through a link. What edits a report in
-    place (``difftest sanitize``) reads it so; everything else reads ``load_report``."""
-    from difftest.safeio import read_json
-
+    ``root`` (the run folder it was found in) not through a link."""
     path = Path(path)
     doc = read_json(path, ReportError, "report.json written by `difftest run`", MAX_REPORT_BYTES, root=root)
     check_report(doc, path)
@@ -60,8 +59,6 @@ def load_report_doc(path, root=None) -> dict:
 def _nonfinite_back(doc: dict) -> None:
     """The numbers ``safeio.finite_json`` wrote as "inf"/"-inf"/"nan" (strict JSON) are
     floats again: a case's worst_ratio and its verdicts' numbers."""
-    from difftest.safeio import NONFINITE
-
     def case(c):
         if isinstance(c, dict):
             if isinstance(c.get("worst_ratio"), str) and c["worst_ratio"] in NONFINITE:
@@ -122,8 +119,6 @@ def _check_pairs(pairs, where: str) -> None:
 def _check_problem(problem: dict, where: str) -> None:
     """A case's Problem must be one: every field known and valid (``Problem.from_dict``), so
     the gate and the HTML report never compare or show what no run could have drawn."""
-    from difftest.model.problem import Problem, ProblemError
-
     try:
         Problem.from_dict(problem)
     except ProblemError as e:
@@ -208,8 +203,6 @@ def check_report(doc, path="report") -> None:
                                     ("shard", (str, _NONE), "I/N or null")):
             _expect(st, key, types, f"{where} settings", allowed)
         if st.get("shard") is not None:
-            from difftest.search.shard import ShardError, parse_shard
-
             try:
                 parse_shard(st["shard"])
             except ShardError:

@@ -5,12 +5,14 @@ campaign's JSON-lines stream of cases is difftest/search/case_log.py)."""
 
 import json
 import math
+import platform
 import time
 from pathlib import Path
 
 from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
 from difftest.printable import cell
+from difftest.safeio import atomic_write_text, json_text
 from difftest.vocab import RATIO_CAP, RATIO_GATES, CampaignStatus, Gate, Status
 
 
@@ -96,8 +98,6 @@ def finding_records(res) -> list[dict]:
 
 def write_findings(results, path) -> Path:
     """findings.json: every campaign's findings (what ``--known`` reads back)."""
-    from difftest.safeio import atomic_write_text
-
     doc = {"difftest_findings": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "campaigns": [{"kernel": r.kernel, "settings": {"spec": (r.settings or {}).get("spec")},
                           "findings": finding_records(r)} for r in results]}
@@ -135,11 +135,8 @@ def findings_table(results) -> str:
 
 def write_json(results, path, extra: dict | None = None, records: dict | None = None) -> Path:
     """report.json of ``results``; ``records``: campaign_record(r) already made, by id(r)."""
-    import platform
-
+    # lazy: keeps torch off --help
     import torch
-
-    from difftest.safeio import atomic_write_text, json_text
 
     path = Path(path)
     doc = {"difftest_report": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

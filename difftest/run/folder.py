@@ -28,6 +28,7 @@ downloaded artifact), so ``--resume`` accepts only a run this user's difftest cr
   ``--resume`` of a run under way is refused.
 """
 
+import fcntl
 import hashlib
 import hmac
 import json
@@ -38,7 +39,10 @@ import uuid
 from pathlib import Path
 
 from difftest.errors import FileFormatError
-from difftest.safeio import atomic_write_text, ensure_dir, read_capped
+from difftest.execute.adapter import is_import_spec
+from difftest.model.problem import Problem
+from difftest.safeio import atomic_write_text, ensure_dir, read_capped, read_json
+from difftest.search.case_log import CaseLog, read_case_log
 from difftest.vocab import RunStatus
 
 RUNS = "runs"
@@ -140,8 +144,6 @@ def run_folder(out, run_id: str) -> Path:
 
 def read_meta(path, run_id: str) -> dict:
     """A run.json, size- and depth-limited before parsing and checked field by field."""
-    from difftest.safeio import read_json
-
     d = read_json(path, RunError, "run.json written by difftest", MAX_META_BYTES)
     if not isinstance(d, dict):
         raise RunError(f"--resume {run_id}: {path}: a JSON {type(d).__name__}: allowed the object difftest wrote")
@@ -168,8 +170,6 @@ def resumed_args(current, recorded, allow_import: bool, defaults=None):
     and lanes) from it when given there (differing from ``defaults``, the parser's);
     refused (RunError) when the recorded arguments name a ``module:attr`` kernel and the
     current command line has no ``--allow-import``."""
-    from difftest.execute.adapter import is_import_spec
-
     for attr in CURRENT_ONLY + CURRENT_IF_GIVEN:
         if not hasattr(current, attr):
             continue
@@ -222,8 +222,6 @@ class Run:
     def lock(self) -> "Run":
         """Hold this run folder's writer lock for the life of this process (released at exit);
         RunError when another process holds it (a second ``--resume`` of a run under way)."""
-        import fcntl
-
         fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -320,6 +318,7 @@ class Run:
 
 def result_from_record(rec: dict, cases: list):
     """A CampaignResult rebuilt from a finished kernel's record and its logged cases."""
+    # lazy: keeps torch off --help
     from difftest.search.result import CampaignResult
 
     return CampaignResult.from_dict(rec, cases=cases)
@@ -331,9 +330,8 @@ def record_crash(run: Run) -> str | None:
     log, with faulthandler's first line as the reason, so ``--resume`` moves on instead of
     crashing on it again. A run killed from outside (SIGKILL) leaves no crash.log: its
     unfinished case simply runs again. Returns the crashed case's Problem, short form."""
+    # lazy: keeps torch off --help
     from difftest.judge.runner import CaseResult
-    from difftest.model.problem import Problem
-    from difftest.search.case_log import CaseLog, read_case_log
 
     crash = run.dir / CRASH_LOG
     text = run.read(CRASH_LOG, 16 * 2**20).decode("utf-8", "replace").strip() if os.path.lexists(crash) else ""

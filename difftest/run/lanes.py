@@ -33,19 +33,26 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
+import time
 import traceback
 from multiprocessing.connection import wait
 
+from difftest.argcheck import MAX_JOBS
 from difftest.errors import UsageError
+from difftest.execute import isolation
+from difftest.execute.interrupt import SIGNALS, Interrupted, OutputFailed, deferred, interruptible
+from difftest.execute.isolation import WATCHDOG, describe_exit
+from difftest.safeio import read_json
+from difftest.search.case_log import logged_cases
+from difftest.search.failure_store import safe_name
+from difftest.vocab import CampaignStatus
 
 GRACE_S = 120.0  # after a signal, how long a lane may take to hand back its partial result
 
 
 class JobsError(UsageError):
     """A bad ``--jobs`` value (one line)."""
-
-
-MAX_JOBS = 256
 
 
 def parse_jobs(text: str):
@@ -89,10 +96,6 @@ def _threads() -> int:
     """Threads of this process, less the orphan watchdog (isolation.die_with_parent), which a
     fork cannot hurt: it holds no lock, only sleeps and reads getppid. Every lane runs one, so
     counting it made every lane wait ``settle_s`` and spawn its worker instead of forking it."""
-    import threading
-
-    from difftest.execute.isolation import WATCHDOG
-
     watchdogs = sum(t.name == WATCHDOG and t.is_alive() for t in threading.enumerate())
     try:
         return len(os.listdir("/proc/self/task")) - watchdogs
@@ -105,8 +108,6 @@ def fork_hazard(settle_s: float = 2.0) -> str | None:
     would be copied held), or a CUDA context (not usable in a forked child). A thread that
     was just joined (the prebuild's pool, warm.py) can still be listed for a moment while
     the OS ends it: up to ``settle_s`` is given for that."""
-    import time
-
     end = time.monotonic() + settle_s
     while (n := _threads()) > 1 and time.monotonic() < end:
         time.sleep(0.05)
@@ -135,8 +136,6 @@ def previous_times(report_path) -> dict:
     of its worker (paid by whichever campaign a lane runs first); {} when there is none."""
 
     try:
-        from difftest.safeio import read_json
-
         # size- and depth-limited, no link followed: OUT may be planted
         doc = read_json(report_path, ValueError, "report.json", root=os.path.dirname(report_path) or ".")
         out = {}
@@ -151,9 +150,6 @@ def previous_times(report_path) -> dict:
 def _lane_main(conn, counter, order, run_one, kernels, parent, env):
     """One lane: take the next kernel, run its campaign, send the result; until none is left
     or a signal came (then the partial result of the campaign under way)."""
-    from difftest.execute import isolation
-    from difftest.execute.interrupt import Interrupted, OutputFailed, interruptible
-
     isolation.die_with_parent(parent)  # the kernel worker's rule: PR_SET_PDEATHSIG and a watchdog
     isolation._WORKERS.clear()  # the parent's (none is started when lanes run): never ours to use
     os.environ.update(env)
@@ -207,8 +203,6 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env):
 @contextlib.contextmanager
 def held():
     """SIGINT/SIGTERM held back (pending, not lost) while a message is sent or read whole."""
-    from difftest.execute.interrupt import SIGNALS
-
     old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     try:
         yield
@@ -223,8 +217,6 @@ def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order
     {i: why} for campaigns whose lane died or failed, "partial": {i: partial result}}.
     ``env``: set in each lane after the fork (OMP_NUM_THREADS: its threads, and its worker's).
     Raises Interrupted nowhere: the caller reads it from the return value."""
-    from difftest.execute.interrupt import Interrupted, deferred
-
     ctx = mp.get_context("fork")
     order = list(range(len(kernels))) if order is None else list(order)
     counter = ctx.Value("i", 0)
@@ -250,7 +242,6 @@ def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order
                         os.kill(p.pid, e.signum)
                     except ProcessLookupError:
                         pass
-            import time
 
             _serve(lanes, running, out, on_result, on_start, deadline=time.monotonic() + GRACE_S)
     finally:
@@ -261,15 +252,12 @@ def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order
             c.close()
     for conn, i in running.items():  # a lane that died with a campaign under way
         p = next(p for p, c in lanes if c is conn)
-        from difftest.execute.isolation import describe_exit
 
         out["lost"].setdefault(i, f"its campaign process died: {describe_exit(p.exitcode)}")
     return out
 
 
 def _serve(lanes, running, out, on_result, on_start, deadline) -> None:
-    import time
-
     live = {c: p for p, c in lanes if not c.closed}
     while live:
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -301,10 +289,8 @@ def _serve(lanes, running, out, on_result, on_start, deadline) -> None:
 def lost_result(kernel, profile: str, run, why: str):
     """The campaign of ``kernel`` whose lane died: its finished cases, read back from its
     case log, as an interrupted partial result naming why (``--resume`` runs the rest)."""
+    # lazy: keeps torch off --help
     from difftest.search.campaign import CampaignResult
-    from difftest.search.case_log import logged_cases
-    from difftest.search.failure_store import safe_name
-    from difftest.vocab import CampaignStatus
 
     log = f"{safe_name(kernel.name)}.cases.jsonl"
     cases = logged_cases(run.dir / log, run.id)

@@ -33,12 +33,13 @@ once, the lanes' thread counts, the worker) are the plan's own attributes.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import os
 import sys
 import time
 from pathlib import Path
 
-from difftest.commands.argcheck import UsageError, check_database, check_device, check_outputs, check_workdir
+from difftest.argcheck import UsageError, check_database, check_device, check_outputs, check_workdir
 from difftest.errors import EXIT_FAILED, EXIT_NOTHING_CHECKED, EXIT_PASSED
 from difftest.execute import adapter as registry
 from difftest.execute.interrupt import Interrupted, deferred, interruptible
@@ -69,6 +70,7 @@ from difftest.run.folder import CRASH_LOG, Run, RunError, record_crash, result_f
 from difftest.safeio import atomic_write_text, ensure_dir, open_append
 from difftest.search.case_log import logged_cases
 from difftest.search.limits import check_problem_size
+from difftest.search.signature import SignatureError, known_for, load_known
 from difftest.vocab import CampaignStatus, RunStatus
 from difftest.workdir import DEFAULT_DB, DEFAULT_OUT, claim_hypothesis_home
 
@@ -145,6 +147,7 @@ class RunOptions:
 
     def run_config(self):
         """The RunConfig every case of the run is judged with."""
+        # lazy: keeps torch off --help
         from difftest.judge.gates import GateConfig  # judge/ loads torch: not at `difftest --help`
         from difftest.judge.runner import RunConfig
 
@@ -157,6 +160,7 @@ class RunOptions:
 
 
 def _standards(items) -> dict:
+    # lazy: keeps torch off --help
     from difftest.judge.gates import Standard  # loads torch: not at `difftest --help`
 
     out = {}
@@ -270,6 +274,7 @@ class RunPlan:
         is one line and exit 2 before any case runs)."""
         self.capture = None
         if self.options.values_from:
+            # lazy: keeps torch off --help
             from difftest.model.capture import CaptureError, open_capture
             from difftest.strategies.values import captured_problems
 
@@ -326,8 +331,6 @@ class RunPlan:
         as the failure store's are: a gigabyte Problem from a nightly report is not replayed
         under ``quick``."""
         if self._known is None:
-            from difftest.search.signature import SignatureError, load_known
-
             try:
                 entries = [k for f in self.options.known for k in load_known(f)]
             except SignatureError as e:
@@ -375,6 +378,7 @@ class RunPlan:
         fixture's). ``kernel``: a registry name, "module:attr" or an adapter. ``isolate``
         overrides the options' (a ``config`` in ``kw`` wins over both); an adapter instance
         without a ``spec`` cannot be rebuilt in a worker process and runs here."""
+        # lazy: keeps torch off --help
         from difftest.search.campaign import run_campaign  # loads torch and Hypothesis: not at CLI start
 
         o = self.options
@@ -395,10 +399,9 @@ class RunPlan:
         if o.max_findings is not None:
             args["max_findings"] = o.max_findings
         if self.options.known:
-            from difftest.search.signature import known_for
-
             args["known"] = known_for(self.known_entries(), kernel)
         if getattr(self, "capture", None) is not None and "strategy" not in kw:  # --values-from
+            # lazy: keeps torch off --help
             from difftest.strategies.values import captured_problems
 
             args.update(strategy=captured_problems(self.capture, kernel.capability, o.profile), edge_cases=False)
@@ -455,8 +458,6 @@ class RunPlan:
                 print(f"difftest: the killed run crashed in-process on {crashed}: recorded as an error case",
                       file=sys.stderr)
         if not o.isolate:  # a crash in the kernel takes this process: faulthandler leaves its stack
-            import faulthandler
-
             crash_log = os.fdopen(open_append(run.dir / CRASH_LOG, root=run.out), "a")
             faulthandler.enable(file=crash_log)
             print(f"difftest: --no-isolate: a crash's stack is written to {run.dir / CRASH_LOG}; "

@@ -15,6 +15,8 @@ CPU (measured on the 2-core machine: torch-blockwise ran 58 cases in its 150 s i
 
 import time
 
+from difftest.search.failure_store import load_failures
+
 
 class Preparation:
     def __init__(self):
@@ -42,8 +44,8 @@ def campaign_problems(kernel, profile: str, database: str | None) -> list:
     the edge corpus and, where its draws keep to the corpus (the ci profile on a CPU
     target: strategies/compile.py ``corpus_only``), one per configuration they may take,
     so such a campaign compiles nothing the prebuild did not build."""
+    # lazy: keeps torch off --help
     from difftest import strategies
-    from difftest.search.failure_store import load_failures
     from difftest.strategies.compile import corpus_configs, corpus_only
 
     spec = getattr(kernel, "spec", None) or kernel.name

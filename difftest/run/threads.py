@@ -26,6 +26,7 @@ it) and set with ``torch.set_num_threads``. ``difftest run`` prints the choice.
 
 import os
 
+from difftest.argcheck import MAX_THREADS
 from difftest.errors import UsageError
 
 ENV = "DIFFTEST_THREADS"
@@ -42,8 +43,6 @@ def usable_cpus() -> int:
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
 
-
-MAX_THREADS = 1024  # argcheck.MAX_THREADS: a million threads made fork fail and the run segfault
 
 
 def parse_threads(text: str, source: str = "--threads", least: int = 0) -> int:
@@ -92,6 +91,7 @@ def apply(n: int | None) -> None:
     if n is None:
         return
     os.environ["OMP_NUM_THREADS"] = str(n)
+    # lazy: keeps torch off --help
     import torch
 
     torch.set_num_threads(n)

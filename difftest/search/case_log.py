@@ -126,6 +126,7 @@ def logged_events(log_path, run_id: str, events: tuple) -> list[dict]:
 
 def logged_cases(log_path, run_id: str) -> list:
     """The finished cases of ``run_id`` in a case log, as CaseResults, in order."""
+    # lazy: keeps torch off --help
     from difftest.judge.runner import CaseResult  # loads torch: not at `difftest --help`'s start
 
     path = Path(log_path)

@@ -13,9 +13,14 @@ what makes two failures the same bug).
 """
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from difftest.execute.interrupt import OutputFailed
+from difftest.model.problem import Problem
+from difftest.search.failure_store import keep_current
+from difftest.search.reproducer import write_reproducer
 from difftest.search.shrinking import complexity
+from difftest.search.signature import Signature
 
 
 def _safe(name: str) -> str:
@@ -49,8 +54,6 @@ class Findings:
         becomes the best once both are on disk. A write that fails (a full disk, a link planted
         where it writes) stops the campaign as an interruption does (``OutputFailed``: exit 2,
         a partial report, resumable), never as a kernel's failure inside Hypothesis."""
-        from difftest.search.reproducer import write_reproducer
-
         case = case or self.best
         try:
             self.reproducer = write_reproducer(self.kernel, case, self.config, self.repro_dir, stem=self.stem)
@@ -62,8 +65,6 @@ class Findings:
     def discard(self) -> None:
         """Remove the reproducer pair this writer wrote (a candidate that turned out to be
         a finding already kept); its store entries stay: failing Problems to replay first."""
-        from pathlib import Path
-
         for path in (self.reproducer or {}).values():
             Path(path).unlink(missing_ok=True)
         self.reproducer = None
@@ -71,8 +72,6 @@ class Findings:
     def _store(self, best) -> None:
         """The simplest failing Problem so far, then the first one (the simplest replays
         first in the next campaign); entries this run did not write stay in place."""
-        from difftest.search.failure_store import keep_current
-
         self._mine = keep_current(self.database, self.spec, [best.problem, self.first.problem], self._mine)
 
 
@@ -130,9 +129,6 @@ class Finding:
     def from_log(cls, d: dict, seen: dict) -> "Finding | None":
         """The finding a case-log record describes, its cases taken from ``seen`` (Problem ->
         CaseResult of the logged cases); None when a case it names is not there."""
-        from difftest.model.problem import Problem
-        from difftest.search.signature import Signature
-
         first, best = seen.get(Problem.from_dict(d["first"])), seen.get(Problem.from_dict(d["best"]))
         if first is None or best is None:
             return None

@@ -5,6 +5,7 @@ only bounded by a kernel's capability, and a 16-token Problem with pad_tail 10^7
 allocated 5.3 GB; refusing it up front with one line is the fix."""
 
 from difftest.model.problem import Problem
+from difftest.model.profiles import PROFILES, get_profile
 
 
 def score_elements(p: Problem) -> int:
@@ -14,8 +15,6 @@ def score_elements(p: Problem) -> int:
 def check_problem_size(p: Problem, profile=None) -> str | None:
     """None when ``p`` fits ``profile`` (a name or Profile; None: the largest, 'gpu'),
     else one line naming the measured size and the limit."""
-    from difftest.model.profiles import PROFILES, get_profile
-
     prof = get_profile(profile) if profile is not None else max(PROFILES.values(), key=lambda q: q.max_tokens)
     tokens = max(p.total_q, p.total_k)
     if tokens > prof.max_tokens:

@@ -9,14 +9,21 @@ from a CI artifact cannot run code on the machine that replays it. Both files ar
 written atomically (temp file + os.replace).
 """
 
+import dataclasses
 import hashlib
 import json
 import math
+import types
+import typing
 from pathlib import Path
 
+from difftest.argcheck import MAX_CHUNK_THRESHOLD, MAX_DETERMINISM, MAX_SECONDS
 from difftest.errors import FileFormatError
-from difftest.model.problem import Problem
-from difftest.safeio import atomic_write_text, ensure_dir, open_regular
+from difftest.execute import adapter
+from difftest.execute.adapter import is_import_spec
+from difftest.model.problem import Problem, ProblemError
+from difftest.safeio import atomic_write_text, ensure_dir, open_regular, parse_json, read_capped
+from difftest.search.limits import check_problem_size
 
 SCRIPT = '''#!/usr/bin/env python
 """difftest reproducer: rebuilds one failing case's inputs, runs the kernel and the
@@ -109,7 +116,6 @@ def read_json(path) -> dict:
         _fail(path, "the file is empty: allowed a JSON reproducer written by difftest")
     if size > MAX_BYTES:
         _fail(path, f"{size} bytes: allowed at most {MAX_BYTES} (a reproducer is a few kB)")
-    from difftest.safeio import parse_json, read_capped
 
     def error(msg):  # safeio's messages start with the path; ours name the reproducer first
         return ReproducerError(f"reproducer {msg}")
@@ -123,10 +129,7 @@ def read_json(path) -> dict:
 def _config_types() -> dict:
     """RunConfig's fields and the JSON types each accepts, from its annotations (so a new
     field is accepted, and type-checked, without an edit here)."""
-    import dataclasses
-    import types
-    import typing
-
+    # lazy: keeps torch off --help
     from difftest.judge.runner import RunConfig
 
     hints = typing.get_type_hints(RunConfig)
@@ -159,7 +162,6 @@ def _check_config(path, cfg) -> dict:
             _fail(path, f"config field {key!r} = {val!r}: allowed {allowed}")
     if cfg.get("device") not in (None, "cpu", "cuda"):
         _fail(path, f"config field 'device' = {cfg['device']!r}: allowed 'cpu', 'cuda' or null")
-    from difftest.commands.argcheck import MAX_CHUNK_THRESHOLD, MAX_DETERMINISM, MAX_SECONDS
 
     for key in ("timeout_s", "compile_timeout_s"):
         t = cfg.get(key, 1.0)
@@ -169,6 +171,7 @@ def _check_config(path, cfg) -> dict:
         v = cfg.get(key)
         if v is not None and not least <= v <= most:
             _fail(path, f"config field {key!r} = {v!r}: allowed null or an int in [{least}, {most}]")
+    # lazy: keeps torch off --help
     from difftest.judge import runner
     from difftest.judge.runner import RunConfig
 
@@ -186,8 +189,6 @@ def load(path) -> tuple[str, Problem, dict]:
     """(kernel spec, Problem, config dict) from a ``.json`` reproducer, every field checked;
     raises ReproducerError (one line). Reads data only: a ``.py`` reproducer is refused,
     never executed, and nothing the file names is imported here."""
-    from difftest.model.problem import ProblemError
-
     d = read_json(path)
     if "problem" not in d:  # a bare Problem
         d = {"kernel": d.pop("kernel", ""), "problem": d}
@@ -242,8 +243,6 @@ def check_capture(path, problem) -> None:
 def check_spec(path, field_name: str, spec: str, allow_import: bool) -> None:
     """Refuse a ``module:attr`` spec read from a file unless the user allowed imports: a
     name in a file resolves only through the registry, entry points and catalogues."""
-    from difftest.execute.adapter import is_import_spec
-
     if spec and not allow_import and is_import_spec(spec):
         _fail(path, f"{field_name} {spec!r} would import a module named by the file: allowed a registered kernel "
                     f"name (see `difftest list`); pass --allow-import to trust this file, or --kernel NAME")
@@ -259,6 +258,7 @@ def device_profile(kernel, cfg: dict) -> str:
     gigabytes (the float64 truth is computed where the kernel runs)."""
     device = str(cfg.get("device") or getattr(kernel.capability, "device", "cpu") or "cpu")
     if device.startswith("cuda"):
+        # lazy: keeps torch off --help
         import torch
 
         if torch.cuda.is_available():
@@ -276,6 +276,7 @@ def check_device_here(path, kernel, cfg: dict) -> None:
         return
     device = str(cfg.get("device") or getattr(kernel.capability, "device", "cpu") or "cpu")
     if device.startswith("cuda"):
+        # lazy: keeps torch off --help
         import torch
 
         if not torch.cuda.is_available():
@@ -291,9 +292,8 @@ def replay(path, kernel: str | None = None, *, allow_import: bool = False, profi
     through the registry unless ``allow_import``. ``profile``: the size limits the
     Problem must fit (default: the device's, ``device_profile``). ``device``: where to
     replay (default: the recorded device; CUDA absent here: ``check_device_here``)."""
-    from difftest.execute import adapter
+    # lazy: keeps torch off --help
     from difftest.judge.runner import RunConfig, run_case
-    from difftest.search.limits import check_problem_size
 
     spec, problem, cfg = load(path)
     if kernel is None:

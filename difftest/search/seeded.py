@@ -38,6 +38,7 @@ def local_constants_off():
     what was collected before leaks in nor the empty pools leak out."""
     global _depth, _saved
     try:
+        # lazy: a Hypothesis internal, guarded for versions without it
         from hypothesis.internal.conjecture import providers
     except ImportError:  # pragma: no cover - every supported Hypothesis has the module
         providers = None

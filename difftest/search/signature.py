@@ -45,11 +45,14 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from difftest.errors import FileFormatError
 from difftest.judge import triage
 from difftest.model.layouts import CONTIGUOUS
 from difftest.model.problem import Problem, ProblemError
+from difftest.safeio import parse_json, read_capped
+from difftest.search.failure_store import FOLDER, safe_name
 from difftest.vocab import Status
 
 SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "empty_q", "empty_k", "pad_tail", "dims_differ",
@@ -571,8 +574,6 @@ def _problem(d, where: str) -> Problem:
 
 def _read(path) -> str:
     """The text of ``path``, read at most ``MAX_KNOWN_BYTES`` (an ``.xz`` decompressed as a stream)."""
-    from difftest.safeio import read_capped
-
     data = read_capped(path, MAX_KNOWN_BYTES, SignatureError, "report.json, findings.json or failure-store .jsonl")
     try:
         return data.decode("utf-8")
@@ -586,10 +587,6 @@ def load_known(path) -> list[Known]:
     written before findings had signatures), a failure-store file
     (``difftest-failures/<spec>.jsonl``, one Problem a line) or a database folder holding
     one. Anything else raises SignatureError naming the file and what is wrong (one line)."""
-    from pathlib import Path
-
-    from difftest.search.failure_store import FOLDER
-
     path = Path(path)
     if path.is_dir():
         store = path / FOLDER if (path / FOLDER).is_dir() else path
@@ -607,7 +604,6 @@ def load_known(path) -> list[Known]:
             if len(problems) > MAX_KNOWN_ENTRIES:
                 raise SignatureError(f"{path}: more than {MAX_KNOWN_ENTRIES} problems")
         return [Known(None, [p], path.stem, str(path)) for p in dict.fromkeys(problems)]
-    from difftest.safeio import parse_json
 
     doc = parse_json(text, str(path), SignatureError)  # depth, huge integers, lone surrogates: one line
     if not isinstance(doc, dict) or not isinstance(doc.get("campaigns"), list) or not (
@@ -646,8 +642,6 @@ def load_known(path) -> list[Known]:
 def known_for(entries, kernel) -> list[Known]:
     """The entries that belong to ``kernel`` (an adapter): by registry spec, name, or for a
     failure-store file by its file name (the spec made safe)."""
-    from difftest.search.failure_store import safe_name
-
     spec = getattr(kernel, "spec", None) or kernel.name
     names = {spec, kernel.name, safe_name(spec), safe_name(kernel.name)}
     return [k for k in entries if k.kernel is None or k.kernel in names]

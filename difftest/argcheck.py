@@ -1,29 +1,23 @@
-"""Command-line input checks: every bad option or file gets one line naming what is
-wrong and what is allowed, and exit code 2 (exit code 1 means "a kernel failed", so a
-typo must never look like a finding, nor a nan or negative k write false failures into
-the failure store).
+"""Argument and path checks every front, subcommand and file reader shares: every bad option
+or file gets one line naming what is wrong and what is allowed, and exit code 2 (exit code 1
+means "a kernel failed", so a typo must never look like a finding, nor a nan or negative k
+write false failures into the failure store).
 
-``OneLineParser`` makes argparse's own errors one line; the ``*_arg`` functions are
-argparse ``type=`` converters with range checks; ``UsageError`` is raised by later
-checks (the preflight before the first case) and turned into the same line by
-``cli.main``.
+The upper bound of every numeric input (``MAX_*``); argparse ``type=`` converters with range
+checks (``positive_float``, ``examples_int``, ...); ``check_outputs``, ``check_device`` and
+friends, which raise ``UsageError`` in the preflight before the first case, turned into the
+same line by ``cli.main``. A base module (below execute/, search/, report/, run/ and
+measure/, which all read these bounds); the parser itself and the option groups several
+subcommands take live with the fronts, in ``difftest/commands/options.py``.
 """
 
 import argparse
 import math
-import sys
 
 from difftest.errors import UsageError  # noqa: F401 -- re-exported: argcheck.UsageError
+from difftest.model.problem import OUTPUTS
 from difftest.safeio import check_tree, check_writable_dir, check_writable_file, unsafe_component
 from difftest.workdir import HYPOTHESIS_HOME
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line (no usage dump) with exit code 2."""
-
-    def error(self, message):
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        sys.exit(2)
 
 
 def _number(text: str, kind, what: str):
@@ -56,7 +50,7 @@ def _at_most(text: str, v, hi, what: str):
     return v
 
 
-def _bounded(kind, lo: float, lo_open: bool, hi: float, what: str, name: str, doc: str):
+def bounded(kind, lo: float, lo_open: bool, hi: float, what: str, name: str, doc: str):
     """An argparse ``type``: a ``kind`` (int or float) number above ``lo`` (excluded when
     ``lo_open``) and at most ``hi`` (``what`` the upper bound means), named ``name``."""
     noun = "an integer" if kind is int else "a finite number"
@@ -73,26 +67,24 @@ def _bounded(kind, lo: float, lo_open: bool, hi: float, what: str, name: str, do
     return parse
 
 
-positive_float = _bounded(float, 0, True, MAX_SECONDS, "seconds: a week", "positive_float",
+positive_float = bounded(float, 0, True, MAX_SECONDS, "seconds: a week", "positive_float",
                           "Seconds: a finite number in (0, MAX_SECONDS].")
-nonneg_float = _bounded(float, 0, False, MAX_SECONDS, "seconds: a week", "nonneg_float",
+nonneg_float = bounded(float, 0, False, MAX_SECONDS, "seconds: a week", "nonneg_float",
                         "Seconds: a finite number in [0, MAX_SECONDS].")
-positive_int = _bounded(int, 1, False, MAX_COUNT, "a count", "positive_int", "A count in [1, MAX_COUNT].")
-nonneg_int = _bounded(int, 0, False, MAX_COUNT, "a count", "nonneg_int", "A count in [0, MAX_COUNT].")
-examples_int = _bounded(int, 1, False, MAX_EXAMPLES, "examples per kernel", "examples_int",
+positive_int = bounded(int, 1, False, MAX_COUNT, "a count", "positive_int", "A count in [1, MAX_COUNT].")
+nonneg_int = bounded(int, 0, False, MAX_COUNT, "a count", "nonneg_int", "A count in [0, MAX_COUNT].")
+examples_int = bounded(int, 1, False, MAX_EXAMPLES, "examples per kernel", "examples_int",
                         "``--max-examples``: an integer in [1, MAX_EXAMPLES].")
-determinism_int = _bounded(int, 1, False, MAX_DETERMINISM, "kernel calls per case", "determinism_int",
+determinism_int = bounded(int, 1, False, MAX_DETERMINISM, "kernel calls per case", "determinism_int",
                            "``--determinism``: calls per case, an integer in [1, MAX_DETERMINISM].")
-chunk_threshold_int = _bounded(int, 0, False, MAX_CHUNK_THRESHOLD, "score elements", "chunk_threshold_int",
+chunk_threshold_int = bounded(int, 0, False, MAX_CHUNK_THRESHOLD, "score elements", "chunk_threshold_int",
                                "``--chunk-threshold``: score elements, an integer in [0, MAX_CHUNK_THRESHOLD].")
-coverage_int = _bounded(int, 0, False, 3, "the highest coverage stage: triples", "coverage_int",
+coverage_int = bounded(int, 0, False, 3, "the highest coverage stage: triples", "coverage_int",
                         "``--coverage``: the coverage phase's strength, an integer in [0, 3].")
 
 
 def k_item(text: str) -> tuple[str, float]:
     """``OUTPUT=K`` with K a finite number > 0."""
-    from difftest.model.problem import OUTPUTS
-
     name, eq, val = text.partition("=")
     if name not in OUTPUTS or not eq:
         raise argparse.ArgumentTypeError(f"{text!r}: allowed OUTPUT=K with OUTPUT in {', '.join(OUTPUTS)}")
@@ -110,6 +102,7 @@ def k_item(text: str) -> tuple[str, float]:
 def check_device(device: str | None) -> None:
     """Refuse ``--device cuda`` up front on a machine without CUDA."""
     if device == "cuda":
+        # lazy: keeps torch off --help
         import torch
 
         if not torch.cuda.is_available():
@@ -153,21 +146,3 @@ def check_workdir() -> None:
                 check_database(HYPOTHESIS_HOME, "Hypothesis's folder")):
         if why:
             raise UsageError(why)
-
-
-def add_isolation_arguments(p, unit: str, timeout_s: float, compile_timeout_s: float, *,
-                            resolved_later: bool = False) -> None:
-    """``--isolate``, ``--timeout`` and ``--compile-timeout``, as every command that calls kernels
-    takes them; ``unit``: what a crash or hang costs (a case, a problem); ``timeout_s`` and
-    ``compile_timeout_s`` the defaults (``resolved_later``: the flags default to None and the
-    command fills them in, so it can tell a flag given from one left out)."""
-    import argparse
-
-    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
-                   help=f"run kernels in a worker process so a crash or hang costs one {unit} (default on)")
-    p.add_argument("--timeout", type=positive_float, default=None if resolved_later else timeout_s,
-                   help=f"seconds per kernel call before it counts as hung (default {timeout_s:g}; "
-                        "needs --isolate; JIT builds the adapter reports are not counted: --compile-timeout)")
-    p.add_argument("--compile-timeout", type=positive_float, default=None if resolved_later else compile_timeout_s,
-                   help=f"seconds of a {unit}'s JIT builds before it counts as a build timeout, not a hang "
-                        f"(default {compile_timeout_s:g}; needs --isolate)")

@@ -40,9 +40,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED, UsageError
-from difftest.printable import block, cell
-from difftest.safeio import unsafe_component
+from difftest.errors import UsageError
+from difftest.execute import adapter as registry
+from difftest.report.read import load_report_doc
+from difftest.safeio import atomic_write_text, json_text, parse_json, read_capped, unsafe_component
+from difftest.search.reproducer import MAX_BYTES, ReproducerError, _fail, check_spec, load
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 DEFAULT_TIMEOUT_S = 1800.0  # per tool: racecheck and initcheck slow a kernel 10-100x
@@ -172,17 +174,12 @@ def is_cuda(spec: str, cfg: dict, kernel_override: str | None) -> bool:
     """Whether the reproducer runs on CUDA: its config's device, else its kernel's."""
     device = cfg.get("device")
     if device is None:
-        from difftest.execute import adapter as registry
-
         device = registry.get(kernel_override or spec).capability.device
     return str(device).startswith("cuda")
 
 
-def _checked(path, a) -> tuple[str, object, dict]:
+def check_reproducer(path, a) -> tuple[str, object, dict]:
     """(spec, Problem, config) of a reproducer, refused as ``difftest repro`` refuses it."""
-    from difftest.execute import adapter as registry
-    from difftest.search.reproducer import ReproducerError, _fail, check_spec, load
-
     spec, problem, cfg = load(path)
     if a.kernel is None:
         check_spec(path, "kernel", spec, a.allow_import)
@@ -198,10 +195,8 @@ def _checked(path, a) -> tuple[str, object, dict]:
 
 def sanitize(path, a, tools, sanitizer: str | None, missing: str) -> dict:
     """Every tool on one reproducer: the sidecar's record (also written)."""
-    from difftest.safeio import atomic_write_text, json_text
-
     path = Path(path)
-    spec, problem, cfg = _checked(path, a)
+    spec, problem, cfg = check_reproducer(path, a)
     cuda = is_cuda(spec, cfg, a.kernel)
     env = {**os.environ, "PYTHONSAFEPATH": "1", **({} if a.keep_pools else NO_POOLS)}
     extra = (["--kernel", a.kernel] if a.kernel else []) + (["--allow-import"] if a.allow_import else []) + \
@@ -240,8 +235,6 @@ def run_reproducers(run_dir: Path) -> tuple[dict, list]:
     """(the run's report, [(where, reproducer path)]): every reproducer its campaigns and
     findings name that resolves inside ``run_dir`` (a report is read as hostile input: a
     path elsewhere is listed as skipped, never replayed)."""
-    from difftest.report.read import load_report_doc
-
     report_path = run_dir / "report.json"
     if not os.path.lexists(report_path):
         raise UsageError(f"--run-dir {str(run_dir)!r}: no report.json there: allowed a run's output folder "
@@ -258,7 +251,7 @@ def run_reproducers(run_dir: Path) -> tuple[dict, list]:
     return doc, out
 
 
-def _inside(run_dir: Path, path: str) -> Path | None:
+def inside_run(run_dir: Path, path: str) -> Path | None:
     """``path`` (as recorded: relative to where the run started, or absolute) resolved
     inside ``run_dir``; else the same file name under a ``repro`` folder of ``run_dir``; else None.
     A path reached through a link (the file or a folder on its way below ``run_dir``) is
@@ -286,9 +279,6 @@ def run_files(run_dir: Path) -> dict:
     """The run folder's findings.json (parsed) and summary.md (text) that ``attach`` rewrites,
     read before any tool runs: each as a file of the folder (a link, a FIFO, an oversized or
     malformed file is one line and exit 2, nothing written); absent ones are left out."""
-    from difftest.safeio import parse_json, read_capped
-    from difftest.search.reproducer import MAX_BYTES, ReproducerError
-
     def error(msg):
         return ReproducerError(f"run folder file {msg}")
 
@@ -305,8 +295,6 @@ def run_files(run_dir: Path) -> dict:
 def attach(run_dir: Path, doc: dict, done: dict, files: dict) -> list[str]:
     """Add each sanitized reproducer's ``brief`` to the records naming it in report.json and
     findings.json, and a section to summary.md (``files``: ``run_files``); returns the files changed."""
-    from difftest.safeio import atomic_write_text, json_text
-
     def mark(d):
         for c in d.get("campaigns") or ():
             if not isinstance(c, dict):
@@ -355,87 +343,3 @@ def markdown(records) -> str:
            "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     out += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in rows(records)]
     return "\n".join(out) + "\n"
-
-
-# ---------------------------------------------------------------- command line
-def _tools(text: str) -> tuple:
-    import argparse
-
-    tools = tuple(dict.fromkeys(t.strip() for t in str(text).split(",") if t.strip()))
-    bad = [t for t in tools if t not in TOOLS]
-    if bad or not tools:
-        raise argparse.ArgumentTypeError(f"{str(text)[:80]!r}: allowed a comma-separated subset of {','.join(TOOLS)}")
-    return tools
-
-
-def add_arguments(p) -> None:
-    from difftest.commands.argcheck import positive_float
-    from difftest.model.profiles import PROFILES
-
-    p.add_argument("files", nargs="*", metavar="REPRO.json", help=".json reproducers written by difftest")
-    p.add_argument("--run-dir", metavar="DIR",
-                   help="sanitize every finding of a run (the reproducers its report.json names) and add the "
-                        "results to its report.json, findings.json and summary.md")
-    p.add_argument("--tools", type=_tools, default=TOOLS, help=f"comma-separated (default {','.join(TOOLS)})")
-    p.add_argument("--sanitizer", metavar="PATH", help="compute-sanitizer's path (default: compute-sanitizer on PATH)")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds per tool before its run is ended (default {DEFAULT_TIMEOUT_S:g})")
-    p.add_argument("--kernel", help="replay against another kernel (as difftest repro --kernel)")
-    p.add_argument("--allow-import", action="store_true",
-                   help="trust a 'module:attr' kernel named in the file (as difftest repro --allow-import)")
-    p.add_argument("--profile", "-p", choices=sorted(PROFILES), help="size limits (as difftest repro -p)")
-    p.add_argument("--keep-pools", action="store_true",
-                   help="leave PyTorch's and XLA's memory pools on (by default they are off in the children, so "
-                        "memcheck sees an overflow into a neighbouring buffer)")
-
-
-def command(a) -> int:
-    from difftest.commands.argcheck import check_outputs
-    from difftest.report.write import text_table
-
-    if not a.files and not a.run_dir:
-        raise UsageError("nothing to sanitize: allowed REPRO.json files and/or --run-dir DIR")
-    sanitizer, missing = find_sanitizer(a.sanitizer)
-    run_dir, named, skipped = (Path(a.run_dir) if a.run_dir else None), [], []
-    doc = None
-    if run_dir is not None:
-        if not run_dir.is_dir():
-            raise UsageError(f"--run-dir {a.run_dir!r}: not a folder: allowed a run's output folder")
-        doc, found = run_reproducers(run_dir)
-        files = run_files(run_dir)
-        for kernel, kind, fid, recorded in found:
-            p = _inside(run_dir, recorded)
-            if p is None:
-                skipped.append(f"{kernel} {kind} {fid}: {recorded!r} not found inside {str(run_dir)!r}: not replayed")
-            else:
-                named.append((recorded, p))
-    paths = [(None, Path(f)) for f in a.files] + named
-    for _, p in paths:  # every input checked before the first tool runs (exit 2, nothing written)
-        _checked(p, a)
-        check_outputs(files=[("sidecar", sidecar(p))])
-    records, done = [], {}
-    for recorded, p in dict(((str(p.resolve()), (r, p)) for r, p in paths)).values():
-        rec = sanitize(p, a, a.tools, sanitizer, missing)
-        records.append(rec)
-        if recorded is not None:
-            done[recorded] = rec
-    for rec in records:
-        for r in rec["tools"].values():
-            if r["first"]:
-                print(block(f"{Path(rec['reproducer']).name} {r['tool']}: first error:\n    "
-                            + "\n    ".join(r["first"])))
-    print(text_table([HEAD] + rows(records)) if records else "no reproducer to sanitize")
-    print(f"note: {NOTE} (memcheck does not see inside a framework's memory pool; racecheck sees shared memory only)")
-    for rec in records:
-        print(f"wrote {cell(sidecar(rec['reproducer']))}")
-    for s in skipped:
-        print(f"skipped: {cell(s)}")
-    if doc is not None:
-        for f in attach(run_dir, doc, done, files):
-            print(f"updated {cell(f)}")
-    tools = [r for rec in records for r in rec["tools"].values()]
-    if any(r["status"] == ERRORS for r in tools):
-        return EXIT_FAILED
-    if any(rec["cuda"] and all(r["status"] == NOT_RUN for r in rec["tools"].values()) for rec in records):
-        return EXIT_SKIPPED
-    return EXIT_PASSED

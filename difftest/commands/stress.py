@@ -1,56 +1,50 @@
-"""``difftest stress -k KERNEL``: race stress from the command line (judge/stress.py does the work).
+"""``difftest stress``: race stress from the command line, each problem in the isolation worker,
+results written per problem (difftest/investigate/stress.py, difftest/judge/stress.py)."""
 
-Each Problem (``stress_problems`` of the kernel's capability: batch 60, causal and not, a
-partial last tile; or the Problems of reproducers given with ``--problem FILE.json``) runs
-``--reps`` times under ``--load`` busy threads. The first repetition is judged by every gate;
-every later one is compared with it bit for bit, and each one that differs in any bit is
-judged by the same gates. A kernel that claims determinism fails on one differing bit in
-any repetition; one that does not (atomics) fails only when a differing repetition is wrong.
-
-The kernel runs in the campaign's isolation worker (``--isolate``, default on): a crash or
-hang is that problem's result (status ``error``) and the next problem runs in a fresh
-worker. Results are written after each problem (``OUT/stress.json``, ``OUT/stress.md``):
-per problem the status, repetitions per second (all of it, and waiting for the kernel
-alone), the load's finished matmuls, and per output the elements that differed and in how
-many repetitions. ``--time-budget`` stops between problems.
-
-Exit 0 when every problem passed, 1 when one failed (a gate, an error, a crash, a hang),
-2 for bad input, 3 when nothing ran (every problem skipped: outside the capability).
-"""
-
-import math
 import sys
 import time
-from pathlib import Path
 
-from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED, UsageError
+from difftest.argcheck import bounded, check_device, check_outputs, positive_float
+from difftest.commands.options import add_isolation_arguments
+from difftest.errors import EXIT_FAILED, EXIT_PASSED, EXIT_SKIPPED, UsageError, exception_text
+from difftest.execute import adapter as registry
+from difftest.execute.isolation import close_all, share_cores
+from difftest.investigate.stress import (
+    DEFAULT_BATCH,
+    DEFAULT_HEADS,
+    DEFAULT_LOAD,
+    DEFAULT_OUT,
+    DEFAULT_REPS,
+    DEFAULT_SEQLEN,
+    LOAD_SIZE,
+    MAX_BATCH,
+    MAX_CHUNK_MIB,
+    MAX_HEADS,
+    MAX_LOAD,
+    MAX_LOAD_SIZE,
+    MAX_REPS,
+    MAX_SEQLEN,
+    render,
+    write_results,
+)
+from difftest.model.problem import DTYPES, MAX_HEAD_DIM
+from difftest.run.plan import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from difftest.safeio import ensure_dir
-from difftest.workdir import WORKDIR
+from difftest.search.limits import check_problem_size
+from difftest.search.reproducer import ReproducerError, device_profile, load
+from difftest.vocab import Status
 
-DEFAULT_OUT = f"{WORKDIR}/stress"
-DEFAULT_REPS, DEFAULT_LOAD, DEFAULT_BATCH, DEFAULT_HEADS, DEFAULT_SEQLEN = 100, 1, 60, 8, 257
-MAX_REPS = 100_000
-MAX_LOAD = 64  # busy threads
-MAX_LOAD_SIZE = 16384  # the load's square matmul side
-MAX_BATCH = 4096
-MAX_HEADS = 1024
-MAX_SEQLEN = 1 << 20
-MAX_CHUNK_MIB = 1 << 20  # a TiB
-LOAD_SIZE = {"cuda": 4096, "cpu": 256}  # default matmul side of the load per device
+HELP = "race stress: one large call repeated (100x) under load, every repetition compared bit for bit"
 
 
 def add_arguments(p) -> None:
-    from difftest.commands.argcheck import _bounded, add_isolation_arguments, positive_float
-    from difftest.model.problem import DTYPES, MAX_HEAD_DIM
-    from difftest.run.plan import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S
-
-    reps = _bounded(int, 2, False, MAX_REPS, "repetitions per problem", "reps_int", "``--reps``")
-    load = _bounded(int, 0, False, MAX_LOAD, "busy threads", "load_int", "``--load``")
-    size = _bounded(int, 1, False, MAX_LOAD_SIZE, "the load's matmul side", "load_size_int", "``--load-size``")
-    batch = _bounded(int, 1, False, MAX_BATCH, "sequences per problem", "batch_int", "``--batch``")
-    heads = _bounded(int, 1, False, MAX_HEADS, "query heads", "heads_int", "``--heads``")
-    seqlen = _bounded(int, 1, False, MAX_SEQLEN, "tokens per sequence", "seqlen_int", "``--seqlen``")
-    hd = _bounded(int, 1, False, MAX_HEAD_DIM, "the largest head dim", "head_dim_int", "``--head-dim``")
+    reps = bounded(int, 2, False, MAX_REPS, "repetitions per problem", "reps_int", "``--reps``")
+    load = bounded(int, 0, False, MAX_LOAD, "busy threads", "load_int", "``--load``")
+    size = bounded(int, 1, False, MAX_LOAD_SIZE, "the load's matmul side", "load_size_int", "``--load-size``")
+    batch = bounded(int, 1, False, MAX_BATCH, "sequences per problem", "batch_int", "``--batch``")
+    heads = bounded(int, 1, False, MAX_HEADS, "query heads", "heads_int", "``--heads``")
+    seqlen = bounded(int, 1, False, MAX_SEQLEN, "tokens per sequence", "seqlen_int", "``--seqlen``")
+    hd = bounded(int, 1, False, MAX_HEAD_DIM, "the largest head dim", "head_dim_int", "``--head-dim``")
     p.add_argument("--kernel", "-k", required=True, help="the kernel to stress (see `difftest list`)")
     p.add_argument("--problem", action="append", metavar="FILE.json",
                    help="stress the Problem of this .json reproducer instead of the drawn stress problems "
@@ -76,7 +70,7 @@ def add_arguments(p) -> None:
     p.add_argument("--time-budget", type=positive_float,
                    help="seconds: no problem starts after this (the problems left are listed as not run)")
     add_isolation_arguments(p, "problem", DEFAULT_TIMEOUT_S, DEFAULT_COMPILE_TIMEOUT_S)
-    chunk = _bounded(int, 1, False, MAX_CHUNK_MIB, "MiB", "chunk_mib_int", "``--chunk-mib``")
+    chunk = bounded(int, 1, False, MAX_CHUNK_MIB, "MiB", "chunk_mib_int", "``--chunk-mib``")
     p.add_argument("--chunk-mib", type=chunk,
                    default=1024, help="MiB of repetitions' outputs fetched and compared at once (default 1024)")
     p.add_argument("--quiet", "-q", action="store_true", help="no line per problem on stderr")
@@ -85,6 +79,7 @@ def add_arguments(p) -> None:
 def _problems(a, kernel) -> list:
     """The Problems to stress: the reproducers' (checked as ``difftest repro`` checks
     them), else the stress problems of the capability with the flags given."""
+    # lazy: keeps torch off --help
     from difftest.judge.stress import stress_problems
 
     shape_flags = [f"--{n.replace('_', '-')}" for n in ("batch", "heads", "seqlen", "head_dim", "dtype")
@@ -93,8 +88,6 @@ def _problems(a, kernel) -> list:
         if shape_flags:
             raise UsageError(f"{', '.join(shape_flags)}: shape the drawn stress problems, not a --problem file's: "
                              "allowed either --problem FILE or the shape flags")
-        from difftest.search.limits import check_problem_size
-        from difftest.search.reproducer import ReproducerError, device_profile, load
 
         out = []
         for path in a.problem:
@@ -121,10 +114,9 @@ def _problems(a, kernel) -> list:
 
 def _error_result(kernel, problem, e, reps, load):
     """A problem whose stress raised outside the kernel's calls (a result, not the end)."""
-    from difftest.errors import exception_text
+    # lazy: keeps torch off --help
     from difftest.judge.runner import CaseResult
     from difftest.judge.stress import StressResult
-    from difftest.vocab import Status
 
     case = CaseResult(kernel.name, problem, Status.ERROR, f"stress raised {exception_text(e)}",
                       error_type=type(e).__name__)
@@ -132,9 +124,7 @@ def _error_result(kernel, problem, e, reps, load):
 
 
 def command(a) -> int:
-    from difftest.commands.argcheck import check_device, check_outputs
-    from difftest.execute import adapter as registry
-    from difftest.execute.isolation import close_all, share_cores
+    # lazy: keeps torch off --help
     from difftest.judge.runner import RunConfig
     from difftest.judge.stress import stress_case
 
@@ -165,12 +155,12 @@ def command(a) -> int:
             except Exception as e:  # noqa: BLE001 -- recorded as this problem's result
                 r = _error_result(kernel, problem, e, a.reps, a.load)
             results.append(r)
-            _write(out, a, kernel, problems, results, time.perf_counter() - t0)
+            write_results(out, a, kernel, problems, results, time.perf_counter() - t0)
             if not a.quiet:
                 print(f"  [{i + 1}/{len(problems)}] {r.line()}", file=sys.stderr, flush=True)
     finally:
         close_all()
-        _write(out, a, kernel, problems, results, time.perf_counter() - t0)
+        write_results(out, a, kernel, problems, results, time.perf_counter() - t0)
     print(render(kernel.name, problems, results))
     print(f"results: {out / 'stress.json'}, {out / 'stress.md'}")
     if any(r.case.failed for r in results):
@@ -178,68 +168,3 @@ def command(a) -> int:
     if not any(r.reps for r in results):
         return EXIT_SKIPPED
     return EXIT_PASSED
-
-
-HEAD = ("problem", "status", "reps", "reps/s", "calls/s", "load ops", "differing (elements in reps)", "failed gates")
-
-
-def rows(results) -> list[tuple]:
-    out = []
-    for r in results:
-        diff = ", ".join(f"{k} {n} in {r.differing_reps.get(k, 0)}" for k, n in r.differing.items() if n) or "none"
-        bad = ", ".join(r.case.failed_gates) or (r.case.reason.strip().splitlines() or [""])[0][:120]
-        out.append((r.case.problem.short(), r.case.status.value, f"{r.reps}/{r.asked}",
-                    _rate(r.reps_per_second), _rate(r.calls_per_second),
-                    str(r.load_ops), diff, bad))
-    return out
-
-
-def _rate(x: float) -> str:
-    return f"{x:.2f}" if math.isfinite(x) else "-"
-
-
-def render(kernel: str, problems, results) -> str:
-    from difftest.report.write import text_table
-
-    lines = [f"stress {kernel}: {len(results)} of {len(problems)} problems"]
-    lines.append(text_table([HEAD] + rows(results)))
-    for p in problems[len(results):]:
-        lines.append(f"not run (time budget): {p.short()}")
-    for r in results:
-        for n in r.notes:
-            lines.append(f"note ({r.case.problem.short()}): {n}")
-    return "\n".join(lines)
-
-
-def markdown(kernel: str, problems, results, seconds: float) -> str:
-    out = [f"# difftest stress: {kernel}", "",
-           f"{len(results)} of {len(problems)} problems in {seconds:.1f} s. Every repetition is compared with the "
-           "first bit for bit; each one that differs is judged by the gates. *reps/s*: repetitions after the first per "
-           "second, comparing and judging included; *calls/s*: the same per second of waiting for the kernel alone. "
-           "*differing*: per output, the elements "
-           "that differed from the first repetition in any later one, and in how many repetitions.", "",
-           "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
-    out += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in rows(results)]
-    out += [f"- not run (time budget): `{p.short()}`" for p in problems[len(results):]]
-    for r in results:
-        if r.case.failed:
-            out += ["", f"**{r.case.problem.short()}**: {r.case.status.value}", "```", r.case.render(), "```"]
-    return "\n".join(out) + "\n"
-
-
-def _write(out: Path, a, kernel, problems, results, seconds: float) -> None:
-    """stress.json and stress.md as they stand (after each problem: a killed stress keeps
-    what finished)."""
-    import platform
-
-    from difftest.safeio import atomic_write_text, json_text
-
-    torch = sys.modules.get("torch")
-    doc = {"difftest_stress": 1, "kernel": kernel.name, "host": platform.node(),
-           "device": a.device or kernel.capability.device,
-           "gpu": torch.cuda.get_device_name(0) if torch is not None and torch.cuda.is_available() else None,
-           "reps": a.reps, "load_threads": a.load, "isolate": a.isolate, "seconds": round(seconds, 3),
-           "problems": [p.to_dict() for p in problems], "results": [r.to_dict() for r in results],
-           "not_run": [p.short() for p in problems[len(results):]]}
-    atomic_write_text(out / "stress.json", json_text(doc, indent=1))
-    atomic_write_text(out / "stress.md", markdown(kernel.name, problems, results, seconds))

@@ -40,13 +40,13 @@ was accepted then failed, 1 otherwise, 2 for bad input.
 """
 
 import copy
-import json
 import re
-import sys
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from difftest.errors import InputError
+from difftest.execute import adapter as registry
 from difftest.model.capability import Capability
 from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import DTYPES, MAX_HEAD_DIM, Problem, ProblemError
@@ -215,7 +215,7 @@ def classify(result) -> tuple[str, str]:
     return FAILED, ", ".join(result.failed_gates)
 
 
-UNBOUNDED = "unbounded:"  # module attribute prefix: ``difftest.measure.probe:unbounded:SPEC``
+UNBOUNDED = "unbounded:"  # module attribute prefix: ``difftest.investigate.probe:unbounded:SPEC``
 
 
 def __getattr__(name):
@@ -226,8 +226,6 @@ def __getattr__(name):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
     def factory():
-        from difftest.execute import adapter as registry
-
         k = copy.copy(registry.get(name[len(UNBOUNDED):]))
         k.capability = unbounded(k.capability)
         k.spec = f"{__name__}:{name}"
@@ -240,7 +238,7 @@ def probe(kernel, pts: list[Point], config, progress=None, past_adapter_checks: 
     """Run every point (the kernel in the shared worker process) and classify it. The
     adapter runs as registered, its own checks included, unless ``past_adapter_checks``:
     then its capability is opened in the worker too, so the call reaches the kernel."""
-    from difftest.execute import adapter as registry
+    # lazy: keeps torch off --help
     from difftest.judge.runner import run_case
 
     if past_adapter_checks:
@@ -478,94 +476,14 @@ def render_draft(cap: Capability, pts: list[Point], past_adapter_checks: bool = 
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- command line
-def add_arguments(p) -> None:
-    from difftest.commands.argcheck import positive_float, positive_int
-
-    p.add_argument("--kernel", "-k", required=True, help="the kernel to probe (see `difftest list`)")
-    p.add_argument("--dimensions", metavar="DIM,DIM",
-                   help=f"probe only these (default all): {','.join(DIMENSIONS)}")
-    p.add_argument("--head-dim-step", type=positive_int, default=8, help="head-dim grid step (default 8)")
-    p.add_argument("--max-head-dim", type=positive_int, default=MAX_HEAD_DIM,
-                   help=f"largest head dim probed (default {MAX_HEAD_DIM})")
-    p.add_argument("--max-seqlen", type=positive_int, default=DEFAULT_MAX_SEQLEN,
-                   help=f"longest sequence probed (default {DEFAULT_MAX_SEQLEN})")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds per point's kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g})")
-    p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the kernel's own)")
-    p.add_argument("--json", metavar="FILE", help="also write every point, the draft and the violations as JSON")
-    p.add_argument("--past-adapter-checks", action="store_true",
-                   help="open the adapter's own capability too, so an adapter that refuses what it does not declare "
-                        "lets the call reach the kernel (what the kernel serves, not what the adapter admits; a "
-                        "feature the adapter cannot pass on then shows as failed)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no line per point")
-
-
-def _dimensions(text):
-    if not text:
-        return DIMENSIONS
-    dims = tuple(d.strip() for d in text.split(",") if d.strip())
-    bad = [d for d in dims if d not in DIMENSIONS]
-    if bad or not dims:
-        raise ProbeError(f"--dimensions {text!r}: allowed a comma-separated subset of {','.join(DIMENSIONS)}")
-    return dims
-
-
-def command(a) -> int:
-    from difftest.commands.argcheck import check_device
-    from difftest.execute import adapter as registry
-    from difftest.execute.isolation import close_all
-    from difftest.judge.runner import RunConfig
-
-    dims = _dimensions(a.dimensions)
-    if a.max_head_dim > MAX_HEAD_DIM:
-        raise ProbeError(f"--max-head-dim {a.max_head_dim}: allowed at most {MAX_HEAD_DIM}")
-    if a.json and not _writable(a.json):
-        raise ProbeError(f"--json {a.json!r}: not a writable file path")
-    check_device(a.device)
-    kernel = registry.get(a.kernel)
-    why = kernel.available()
-    if why:
-        raise ProbeError(f"-k {a.kernel}: cannot run here: {why}")
-    cap = kernel.capability
-    pts = points(cap, dims, head_dim_step=a.head_dim_step, max_head_dim=a.max_head_dim, max_seqlen=a.max_seqlen)
-    config = RunConfig(isolate=True, timeout_s=a.timeout, determinism_runs=1, device=a.device)
-
-    def progress(i, n, pt):
-        if not a.quiet:
-            print(f"  [{i + 1}/{n}] {pt.dimension} {pt.label}: {pt.outcome} ({pt.seconds:.1f} s)"
-                  + (f": {pt.detail}" if pt.detail else ""), file=sys.stderr, flush=True)
-
-    try:
-        probe(kernel, pts, config, progress, past_adapter_checks=a.past_adapter_checks)
-    finally:
-        close_all()
-    print(render(a.kernel, cap, pts))
-    print(render_draft(cap, pts, a.past_adapter_checks))
-    _, diffs = draft(cap, pts)
-    bad = violations(pts, a.past_adapter_checks)
-    if a.json:
-        from difftest.safeio import atomic_write_text
-
-        atomic_write_text(a.json, json.dumps({
-            "kernel": a.kernel, "points": [p.to_dict() for p in pts],
-            "differences": {k: [_jsonable(o), _jsonable(n), direction(k, o, n)] for k, (o, n) in diffs.items()},
-            "past_adapter_checks": a.past_adapter_checks, "violations": bad,
-            "served_not_declared": undeclared_served(pts), "not_served_not_declared": not_served(pts)},
-            indent=1) + "\n")
-    return 1 if diffs or bad else 0
-
-
 def _short(v) -> str:
     return f"({_values(v)})" if isinstance(v, tuple) and v and all(isinstance(x, int) for x in v) else repr(v)
 
 
-def _jsonable(v):
+def jsonable(v):
     return list(v) if isinstance(v, tuple) else v
 
 
-def _writable(path) -> bool:
-    from pathlib import Path
-
+def writable(path) -> bool:
     p = Path(path)
     return not p.is_dir() and (p.parent.is_dir() or not p.parent.exists())

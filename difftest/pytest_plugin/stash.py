@@ -1,0 +1,8 @@
+"""What the plugin keeps on pytest's config between hooks. Light on purpose: the plugin's hooks
+run in every pytest session of anyone who installs difftest, and read these keys without
+importing the run machinery (session.py: RunPlan, reports), which loads on a campaign's first use."""
+
+import pytest
+
+RESULTS_KEY = pytest.StashKey[list]()  # every CampaignResult of this process, for the summary table
+PLAN_KEY = pytest.StashKey["RunPlan"]()  # the session's RunPlan (session.plan), made on first use
