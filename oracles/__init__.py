@@ -113,5 +113,6 @@ def design_yardsticks(designs, inputs: Inputs, block_m: int, flash: Outputs) -> 
 
 
 __all__ = ["CHUNK_PRECISIONS", "DEFAULT_CHUNK_THRESHOLD", "DEFAULT_MAX_CHUNK_ELEMENTS", "PRECISIONS", "References",
-           "allowed_mask", "chunk_rows", "chunked_reference", "design_yardsticks", "flash_style_reference", "fp8_reference", "reference",
+           "allowed_mask", "chunk_rows", "chunked_reference",
+           "design_yardsticks", "flash_style_reference", "fp8_reference", "reference",
            "references", "rows_allowed", "rows_reference", "score_elements"]

@@ -37,16 +37,19 @@ shrank that failure, else the first failing Problem, marked as not shrunk.
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from difftest.judge.runner import CaseResult
 from difftest.model.problem import OUTPUTS
 from difftest.printable import cell
 from difftest.report.checked import checked_status
 from difftest.report.read import Report, ReportError, finding_case, gate_results, signed_findings
 from difftest.report.write import diff_table, ratio
-from difftest.search.result import CampaignResult
 from difftest.search.signature import same_identity
 from difftest.vocab import RATIO_GATES, CampaignStatus, FindingKind, Gate, Status
+
+if TYPE_CHECKING:  # annotations only: `difftest --help` builds this command's parser, which loads no torch
+    from difftest.judge.runner import CaseResult
+    from difftest.search.result import CampaignResult
 
 DEFAULT_GROWTH = 1.0
 DEFAULT_MIN_RATIO = 0.05
@@ -63,7 +66,7 @@ class Finding:
     gate: str
     kind: FindingKind
     message: str
-    case: CaseResult | None = None  # B's failing case (shrunk when ``shrunk``)
+    case: "CaseResult | None" = None  # B's failing case (shrunk when ``shrunk``)
     shrunk: bool = False
     reproducer: str | None = None
 
@@ -112,7 +115,7 @@ def _campaigns(doc, which) -> dict:
     return out
 
 
-def _gates_with_run(c: CampaignResult) -> dict:
+def _gates_with_run(c: "CampaignResult") -> dict:
     g = gate_results(c)
     ran = [x for x in c.cases if x.status != Status.SKIPPED]
     errors = [x for x in ran if x.status == Status.ERROR]
@@ -127,7 +130,7 @@ def _reproducer_path(repro) -> str | None:
     return (repro.get("py") or repro.get("json")) if isinstance(repro, dict) else None
 
 
-def _shrunk(c: CampaignResult, output: str, gate: str):
+def _shrunk(c: "CampaignResult", output: str, gate: str):
     """B's shrunk failure (and reproducer path) for this output x gate, if it shrank one."""
     pairs = [(c.failure, c.reproducer)] + [(f["failure"], f["reproducer"]) for f in c.failures]
     for failure, repro in pairs:
@@ -139,7 +142,7 @@ def _shrunk(c: CampaignResult, output: str, gate: str):
     return None, None
 
 
-def _failing_message(case: CaseResult, output: str, gate: str) -> str:
+def _failing_message(case: "CaseResult", output: str, gate: str) -> str:
     if (output, gate) == RUN:
         return (case.reason or "kernel error").strip().splitlines()[0]
     for v in case.verdicts:
@@ -224,8 +227,8 @@ class _Sides:
     """One kernel's two campaign records and what every finding kind compares of them."""
 
     kernel: str
-    A: CampaignResult | None  # the baseline's campaign (None: absent there)
-    B: CampaignResult
+    A: "CampaignResult | None"  # the baseline's campaign (None: absent there)
+    B: "CampaignResult"
     a_up: bool  # the baseline ran it
     ga: dict  # gate_results with the kernel errors' RUN row, {} where the baseline did not run it
     gb: dict
@@ -234,7 +237,7 @@ class _Sides:
     cut: str | None  # why the candidate covers less without covering differently (_cut_short)
 
     @classmethod
-    def of(cls, kernel: str, A: CampaignResult | None, B: CampaignResult) -> "_Sides":
+    def of(cls, kernel: str, A: "CampaignResult | None", B: "CampaignResult") -> "_Sides":
         a_up = A is not None and A.status != CampaignStatus.UNAVAILABLE
         return cls(kernel, A, B, a_up, _gates_with_run(A) if a_up else {}, _gates_with_run(B),
                    signed_findings(A) if a_up else [], signed_findings(B), _cut_short(A, B) if a_up else None)
@@ -265,7 +268,7 @@ def _candidate_checked_nothing(ca: dict, cb: dict) -> list:
     return []
 
 
-def _kernel_checked_nothing(kernel: str, B: CampaignResult | None) -> list:
+def _kernel_checked_nothing(kernel: str, B: "CampaignResult | None") -> list:
     """NOTHING_CHECKED: the candidate's campaign of ``kernel`` judged no case."""
     if B is not None and checked_status(B.status, B.cases) == CampaignStatus.NOTHING_CHECKED:
         return [Finding(kernel, "coverage", "cases", FindingKind.NOTHING_CHECKED,
@@ -274,7 +277,7 @@ def _kernel_checked_nothing(kernel: str, B: CampaignResult | None) -> list:
     return []
 
 
-def _kernel_lost(kernel: str, A: CampaignResult | None, B: CampaignResult | None, notes: list) -> list | None:
+def _kernel_lost(kernel: str, A: "CampaignResult | None", B: "CampaignResult | None", notes: list) -> list | None:
     """COVERAGE of a whole kernel: absent from the candidate, or unavailable there though the
     baseline ran it. None where its gates are compared; [] where there is nothing to compare
     (unavailable in both: a note)."""
@@ -459,7 +462,7 @@ def _testcases(res: GateResult, ca: dict, cb: dict, sides: list) -> None:
             res.testcases.setdefault((kernel, "settings"), [])
 
 
-def _lost_pairs(a: CampaignResult, b: CampaignResult) -> list[str]:
+def _lost_pairs(a: "CampaignResult", b: "CampaignResult") -> list[str]:
     """Configuration pairs the baseline covered and the candidate, claiming the same
     dimensions, did not (docs/coverage.md)."""
     pa, pb = (x.coverage.get("pairs") or {} for x in (a, b))
@@ -468,7 +471,7 @@ def _lost_pairs(a: CampaignResult, b: CampaignResult) -> list[str]:
     return sorted(set(pb.get("missing") or ()) - set(pa.get("missing") or ()))
 
 
-def _cut_short(a: CampaignResult, b: CampaignResult) -> str | None:
+def _cut_short(a: "CampaignResult", b: "CampaignResult") -> str | None:
     """Why the candidate ``b`` covers less than ``a`` without covering differently, or None:
     it stopped at its first failure (first-failure mode: its regression blocks it already), or
     its search budget ran out (``unrun`` drawn Problems not run), its edge corpus was as large,
@@ -518,14 +521,14 @@ def settings_differences(sa: dict, sb: dict) -> list[str]:
     return out
 
 
-def _first_gate(case: CaseResult) -> tuple[str, str]:
+def _first_gate(case: "CaseResult") -> tuple[str, str]:
     for v in case.verdicts:
         if not v.passed:
             return v.output, v.gate
     return RUN
 
 
-def _worst_case(c: CampaignResult, output: str, gate: str):
+def _worst_case(c: "CampaignResult", output: str, gate: str):
     best, top = None, -1.0
     for case in c.cases:
         for v in case.verdicts:
@@ -534,7 +537,7 @@ def _worst_case(c: CampaignResult, output: str, gate: str):
     return best
 
 
-def _first_differing(c: CampaignResult, output: str, gate: str):
+def _first_differing(c: "CampaignResult", output: str, gate: str):
     for case in c.cases:
         for v in case.verdicts:
             if v.output == output and v.gate == gate and v.numbers.get("differing", 0):

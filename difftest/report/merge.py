@@ -14,13 +14,16 @@ shard missing.
 """
 
 import time
+from typing import TYPE_CHECKING
 
 from difftest.report.checked import checked_status
 from difftest.report.read import Report, ReportError, signed_findings
 from difftest.report.write import output_stats
-from difftest.search.result import CampaignResult
 from difftest.search.signature import same_identity
 from difftest.vocab import CampaignStatus
+
+if TYPE_CHECKING:  # annotations only: `difftest --help` builds this command's parser, which loads no torch
+    from difftest.search.result import CampaignResult
 
 # settings that must agree between the shards of one campaign
 _SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "spec", "narrowed")
@@ -48,7 +51,7 @@ def merged_pairs(records) -> dict:
             "explained": min(p.get("explained", 0) for p in parts)}
 
 
-def _shard(c: CampaignResult):
+def _shard(c: "CampaignResult"):
     text = c.settings.get("shard")
     if not text:
         return None

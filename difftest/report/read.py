@@ -247,7 +247,7 @@ class Report:
     def from_dict(cls, doc: dict, where: str = "report") -> "Report":
         """``doc`` (a document ``load_report`` checked, or one a writer made) as a Report; a
         campaign that does not fit the types is a one-line ReportError naming it."""
-        from difftest.search.result import CampaignResult  # loads torch: not on `difftest list`'s path
+        from difftest.search.result import CampaignResult  # lazy: loads torch, not on `difftest list`'s path
 
         campaigns = []
         for i, c in enumerate(doc.get("campaigns") or ()):
@@ -269,7 +269,7 @@ class Report:
 def finding_case(record: dict, kernel: str) -> "CaseResult | None":
     """A finding record's shrunk case as the CaseResult that wrote it (None: it has none, or
     one that is not a case: findings are read leniently, an older report's may differ)."""
-    from difftest.judge.runner import CaseResult  # loads torch: not on `difftest list`'s path
+    from difftest.judge.runner import CaseResult  # lazy: loads torch, not on `difftest list`'s path
 
     failure = record.get("failure")
     if not isinstance(failure, dict):
