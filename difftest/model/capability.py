@@ -232,7 +232,7 @@ def parse_narrowing(items) -> dict:
     """``["head_dims_qk=64,128", "sinks=false", "max_seqlen=1024"]`` -> field: value
     (types follow the Capability field); a clear error names the field and its form."""
     kinds = {f.name: f.type for f in fields(Capability)}
-    out = {}
+    out: dict[str, object] = {}
     for it in items or ():
         name, eq, val = it.partition("=")
         name = name.strip()
