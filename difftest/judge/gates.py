@@ -56,6 +56,7 @@ Only the rows that belong to sequences are compared (unused tail tokens are igno
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 
@@ -185,7 +186,7 @@ class GateConfig:
     def listed_k(cls, d: dict) -> dict:
         """A saved config's ``k`` as configs written before listed it (every output; a
         default where none was set), so two reports of either age compare output by output."""
-        k = d.get("k") if isinstance(d.get("k"), dict) else {}
+        k = d["k"] if isinstance(d.get("k"), dict) else {}
         return {**DEFAULT_K, **k} if d.get(cls.K_SET_ONLY) else dict(k)
 
     @classmethod
@@ -264,7 +265,7 @@ def _prep(problem, name, t, device):
     return t.to(device).to(torch.float64)
 
 
-def _read(*scalars) -> list[float]:
+def _read(*scalars) -> list[Any]:  # floats; None where a None was given
     """0-dim tensors (or numbers) read to the host in ONE transfer: each ``float()`` or
     ``.item()`` of a CUDA tensor is a device synchronisation, and a case ran ~90 of them
     before. Values go through float64 (indices exact below 2^53)."""
@@ -493,7 +494,8 @@ def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, r
     bad = _nonfinite_mask(got, truth, gf & tf) & ~limited
     # n_lim: the saturated finite ones are counted by the budget gate too; one host read for all
     counts = _read(bad.sum(), torch.isnan(got).sum(), (limited & ~(gf & tf)).sum(), limited.sum())
-    return _nonfinite_verdict(problem, name, got, truth, bad, *(int(c) for c in counts), out_dtype, reference)
+    return _nonfinite_verdict(problem, name, got, truth, bad, *(int(c) for c in counts),  # type: ignore[call-arg]
+                              out_dtype, reference)  # (counts: 4 numbers; mypy cannot count a *generator)
 
 
 def _nonfinite_mask(got, truth, both) -> torch.Tensor:
@@ -558,6 +560,7 @@ def _poison_verdict(problem, name, t, mask, n: int) -> Verdict:
         worst = _loc(problem, name, t.shape, i, float("nan"), float("nan"))
     msg = f"{name}: poison {'ok' if not n else 'FAILED'}: {n} of {t.numel()} elements never written"
     if n:
+        assert worst is not None
         where = ", ".join(f"{k}={worst[k]}" for k in ("seq", "token", "head", "dim") if k in worst)
         msg += f"; first at ({where})"
     return Verdict(name, Gate.POISON, n == 0, {"unwritten": n, "elements": t.numel()}, worst, msg, "poison pattern")
@@ -660,7 +663,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     config = config or GateConfig()
     shapes = Outputs.shapes(problem)
     refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
-    steps = []  # per output: its Verdict (missing, wrong shape), or the output to judge
+    steps: list[Verdict | _Judged] = []  # per output: its Verdict (missing, wrong shape), or the output to judge
     for name in OUTPUTS:
         t_truth = truth.get(name)
         if t_truth is None or name not in shapes:
@@ -679,6 +682,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     judged = [x for x in steps if isinstance(x, _Judged)]
     values = iter(_read(*_logit_scalars(problem, truth, inputs), *(x for j in judged for x in j.scalars)))
     logit_scale = _logit_value(problem, inputs, next(values), next(values))
+    partials: dict
     verdicts, partials = [], {}  # partials: per-query-head dK/dV, computed once if a kernel's dK or dV needs them
     for step in steps:
         if isinstance(step, Verdict):

@@ -20,6 +20,7 @@ import math
 import time
 import traceback
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -176,7 +177,7 @@ def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison
     return results
 
 
-def _references(inputs, config: RunConfig):
+def _references(inputs, config: RunConfig) -> tuple[Any, tuple[str, str] | None]:
     """(references, None), or (None, (error_type, reason)) when a reference fails."""
     try:
         # the standard's own truth only when a standard is judged against another than float64
@@ -234,7 +235,8 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
     runs = config.determinism_runs if config.determinism_runs is not None else (2 if cap.deterministic else 1)
     runs = max(1, runs)
     t1 = time.perf_counter()
-    refs = refs_error = None
+    refs: Any = None  # oracles.References
+    refs_error: tuple[str, str] | None = None
     try:
         if config.isolate:  # the kernel runs in the worker while this process computes the references
             from difftest.execute.isolation import shared_worker
@@ -271,7 +273,7 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
     if refs.note:
         result.notes.append(refs.note)
     with phase("gates"):
-        more = []  # the further designs' yardsticks (References.more), built at most once a case
+        more: list = []  # the further designs' yardsticks (References.more), built at most once a case
 
         def check(outputs, yardsticks):
             return check_outputs(problem, outputs, refs.truth, yardsticks, config.gates, poisoned=poison,
