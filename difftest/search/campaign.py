@@ -107,9 +107,9 @@ class Campaign:
         object.__setattr__(self, "out_dir", Path(self.out_dir) if self.out_dir else None)
 
     @classmethod
-    def of(cls, kernel: KernelAdapter | str, profile: Profile | str = "ci", *, max_examples: int | None = None, time_budget: float | None = None,
-           shrink_budget: float | None = None, seed: int | None = -1, config: RunConfig | None = None,
-           out_dir: Path | str | None = None, **settings: Any) -> "Campaign":
+    def of(cls, kernel: KernelAdapter | str, profile: Profile | str = "ci", *, max_examples: int | None = None,
+           time_budget: float | None = None, shrink_budget: float | None = None, seed: int | None = -1,
+           config: RunConfig | None = None, out_dir: Path | str | None = None, **settings: Any) -> "Campaign":
         """``kernel``: an adapter or a registry name; ``profile``: a name or a Profile. The
         numbers left as None (``seed``: -1) come from the profile."""
         if isinstance(kernel, str):
@@ -227,7 +227,8 @@ class Search:
                 stats1 = kernel.compile_stats()  # type: ignore[attr-defined]  # optional (hasattr)
                 res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
         if res.failure is not None:
-            def run(k: KernelAdapter, p: Problem) -> CaseResult:  # a Problem the campaign ran (a resumed one: before the kill) is not run again
+            # a Problem the campaign ran (a resumed one: before the kill) is not run again
+            def run(k: KernelAdapter, p: Problem) -> CaseResult:
                 return st.seen[p] if k is kernel and p in st.seen else run_case(k, p, c.config)
 
             try:
@@ -431,10 +432,12 @@ class Search:
                 st.resume_hunt = p
 
 
-def run_campaign(kernel: KernelAdapter | str, profile: Profile | str = "ci", *, max_examples: int | None = None, time_budget: float | None = None,
-                 shrink_budget: float | None = None, strategy: Any = None, out_dir: Path | str | None = None, config: RunConfig | None = None,
+def run_campaign(kernel: KernelAdapter | str, profile: Profile | str = "ci", *, max_examples: int | None = None,
+                 time_budget: float | None = None, shrink_budget: float | None = None, strategy: Any = None,
+                 out_dir: Path | str | None = None, config: RunConfig | None = None,
                  progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
-                 seed: int | None = -1, on_case: Callable[[CaseResult], object] | None = None, shard: tuple[int, int] | None = None,
+                 seed: int | None = -1, on_case: Callable[[CaseResult], object] | None = None,
+                 shard: tuple[int, int] | None = None,
                  run_id: str | None = None, resume: bool = False, hunt: bool | None = None,
                  known: Any = (), coverage: int | None = None, max_findings: int = 16) -> CampaignResult:
     """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a

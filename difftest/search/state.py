@@ -43,7 +43,7 @@ class SearchState:
     time_budget: float = 0.0  # seconds the whole campaign may take (a resumed run: what was left)
     t0: float = field(default_factory=time.perf_counter)
     wall0: float = field(default_factory=time.time)
-    seen: dict[Problem, CaseResult] = field(default_factory=dict)  # Problem -> its CaseResult (replayed, never run twice)
+    seen: dict[Problem, CaseResult] = field(default_factory=dict)  # Problem -> its case (replayed, never run twice)
     keys: set[tuple] = field(default_factory=set)  # compile signatures run by the search
     failed_at: float | None = None  # seconds in, at the first failure
     found: list[Finding] = field(default_factory=list)  # Finding per distinct bug so far (known ones first)
