@@ -19,6 +19,7 @@ import dataclasses
 import math
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -202,9 +203,9 @@ class CaseParts:
     output buffers were poisoned. A caller that repeats the call itself (race stress,
     judge/stress.py) compares and judges its repetitions with them, one at a time."""
 
-    first: object = None
-    judge: object = None
-    inputs: object = None
+    first: Outputs | None = None
+    judge: "Callable[[Outputs], list[Verdict]] | None" = None
+    inputs: "Inputs | None" = None
     device: str | None = None
     poison: bool | None = None
 

@@ -160,10 +160,10 @@ def run_bytes(problem: Problem) -> int:
 
 def _repetitions(kernel, problem: Problem, cfg: RunConfig, parts: CaseParts, n: int) -> list:
     """``n`` more calls of the kernel on the Problem's inputs, in the worker or here."""
+    # run_case set them with parts.judge
+    assert parts.inputs is not None and parts.device is not None and parts.poison is not None
     if cfg.isolate:
         from difftest.execute.isolation import shared_worker
-
-        assert parts.device is not None and parts.poison is not None  # run_case set them with parts.judge
 
         return shared_worker().run(getattr(kernel, "spec", None) or kernel.name, problem, parts.device, parts.poison,
                                    n, cfg.timeout_s * n, compile_timeout_s=cfg.compile_timeout_s)
