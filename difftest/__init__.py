@@ -12,6 +12,7 @@ before this layout (a reproducer's ``kernels.x:Y``) are translated in one place,
 
 import importlib as _importlib
 import os as _os
+from typing import Any as _Any
 
 _ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "kernels")) and all(
@@ -42,7 +43,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> _Any:
     if name in _EXPORTS:
         module, attr = _EXPORTS[name] if isinstance(_EXPORTS[name], tuple) else (_EXPORTS[name], name)
         value = getattr(_importlib.import_module(f".{module}", __name__), attr)
@@ -51,7 +52,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'difftest' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 

@@ -15,7 +15,7 @@ import importlib.util
 import os
 import sys
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from difftest.errors import InputError
 from difftest.model.capability import Capability
@@ -50,17 +50,18 @@ class KernelAdapter:
     spec: str | None = None  # registry name that rebuilds this adapter (set by get())
     capability: Capability = Capability()
     description: str = ""
+    narrowed: dict[str, object]  # only on a copy made by narrow(): the changes (Capability.narrowed)
 
     def available(self) -> str | None:
         """None when the kernel can run here, else the reason it cannot."""
         return None
 
-    def forward(self, inputs: "Inputs", out: "Outputs | None" = None):
+    def forward(self, inputs: "Inputs", out: "Outputs | None" = None) -> "tuple[Outputs, Any]":
         """Return (Outputs with o and lse, ctx). ``out`` holds poisoned buffers when the
         capability sets ``poison``; write into them when given."""
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
-    def backward(self, inputs: "Inputs", fwd: "Outputs", ctx, out: "Outputs | None" = None) -> "Outputs":
+    def backward(self, inputs: "Inputs", fwd: "Outputs", ctx: Any, out: "Outputs | None" = None) -> "Outputs":
         """Return Outputs with dq, dk, dv (and dsink); o/lse copied from ``fwd``."""
         raise NotImplementedError(f"{type(self).__name__}.backward")
 
@@ -68,11 +69,11 @@ class KernelAdapter:
         fwd, ctx = self.forward(inputs, out)
         return self.backward(inputs, fwd, ctx, out)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kernel {self.name}>"
 
 
-def narrow(kernel: KernelAdapter, **changes) -> KernelAdapter:
+def narrow(kernel: KernelAdapter, **changes: Any) -> KernelAdapter:
     """A copy of ``kernel`` whose capability covers less (``Capability.narrowed``); the
     campaign records ``narrowed`` in its report. The copy shares the kernel's state."""
     if not changes:
@@ -92,16 +93,16 @@ _IMPORT_SPECS: set[str] = set()  # names that resolved as 'module:attr' imports
 class KernelSpecError(InputError, KeyError):
     """A kernel name or ``module:attr`` spec that does not resolve; the message is one line."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
-def register(name: str, factory) -> None:
+def register(name: str, factory: object) -> None:
     """Register an adapter under ``name``: an instance, a zero-arg factory, or 'module:attr'."""
     _REGISTRY[name] = factory
 
 
-def register_catalogue(prefix: str, catalogue) -> None:
+def register_catalogue(prefix: str, catalogue: object) -> None:
     """Serve ``prefix:NAME`` from ``catalogue``, an object whose ``entries()`` maps names to
     entries with a zero-argument ``factory`` (the mutant catalogue registers ``mutant``)."""
     _CATALOGUES[prefix] = catalogue
@@ -114,7 +115,7 @@ def _load_entry_points() -> None:
             _REGISTRY.setdefault(ep.name, ep.value)
 
 
-def catalogue(prefix: str):
+def catalogue(prefix: str) -> Any:
     """The catalogue registered under ``prefix`` (entry-point group ``difftest.catalogues``)."""
     if CATALOGUE_GROUP not in _LOADED_GROUPS:
         _LOADED_GROUPS.add(CATALOGUE_GROUP)
@@ -143,7 +144,7 @@ def describe(name: str) -> str:
     return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__name__)}"
 
 
-def _import_module(mod: str):
+def _import_module(mod: str) -> Any:
     """``mod`` imported; only if it is found nowhere else, from the current directory (`-k
     mymodule:MyAdapter` finds modules there, as ``python -m`` does), loaded from there
     WITHOUT putting the current directory on sys.path: a folder there named like an
@@ -167,7 +168,7 @@ def _import_module(mod: str):
         return importlib.import_module(mod)
 
 
-def _import_attr(path: str, what: str):
+def _import_attr(path: str, what: str) -> Any:
     mod, _, attr = path.partition(":")
     mod = current_module(mod)
     if not mod or not attr:

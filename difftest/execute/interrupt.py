@@ -22,14 +22,16 @@ class Interrupted(KeyboardInterrupt):
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+        self.signum: int | None = signum  # None: OutputFailed (no signal)
 
     @property
     def name(self) -> str:
+        assert self.signum is not None
         return signal.Signals(self.signum).name
 
     @property
     def exit_code(self) -> int:
+        assert self.signum is not None
         return 128 + self.signum
 
 

@@ -47,12 +47,17 @@ import sys
 import threading
 import time
 import traceback
+from typing import TYPE_CHECKING
 
 from difftest.errors import DifftestError, exception_text
 from difftest.execute import adapter as registry
 from difftest.execute import timing
 from difftest.model.problem import Problem
 from difftest.safeio import safe_child_path
+
+if TYPE_CHECKING:  # annotations only
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 
 class KernelCrashed(DifftestError, RuntimeError):
@@ -232,8 +237,8 @@ class Worker:
 
     def __init__(self, env: dict | None = None):
         self.env = dict(env or {})
-        self.proc = None
-        self.conn = None
+        self.proc: "BaseProcess | None" = None
+        self.conn: "Connection | None" = None
         self.last_seconds: dict = {}  # the worker's phase seconds of the last reply
         self.ready = False  # the process reported "ready" (launched, it may still be importing)
         self.launch_env: dict = {}  # os.environ here when the process was launched (it inherited it)
@@ -313,6 +318,7 @@ class Worker:
         if self.proc is None or not self.proc.is_alive() or not self.ready:
             self._start()
         t0 = time.perf_counter()
+        assert self.conn is not None  # _start() made it
         try:
             self.conn.send(msg)
         except (BrokenPipeError, ConnectionResetError, OSError):  # died between cases: a fresh one
@@ -335,6 +341,7 @@ class Worker:
         from difftest.execute.transfer import unpack_outputs  # lazy: torch stays off the CLI's start
 
         timer = timing.current()
+        assert self.conn is not None and self.proc is not None  # send() started the worker
         waited_from = t0 if waited_from is None else waited_from
         built, building = 0.0, None  # seconds of finished builds; when the build under way began
         while True:
@@ -420,7 +427,7 @@ def _kernel_error(error_type: str, message: str) -> RuntimeError:
     """The worker's error, raised here: a RuntimeError (so a case's reason reads as it always
     did) that names the exception it stands for."""
     e = RuntimeError(message)
-    e.error_type = error_type
+    e.error_type = error_type  # type: ignore[attr-defined]  # read back with getattr (runner.py)
     return e
 
 

@@ -44,6 +44,7 @@ def pack_outputs(runs: list) -> tuple:
             n = 0 if flat is None else flat.numel()
             entry[name] = (str(t.dtype), tuple(t.shape), total, n)
             if n:
+                assert flat is not None
                 pieces.append((total, flat))
                 device = device or flat.device
             total += -(-n // ALIGN) * ALIGN
@@ -58,6 +59,7 @@ def pack_outputs(runs: list) -> tuple:
         buf[off:off + flat.numel()].copy_(flat)
     if inline:
         return layout, buf.cpu().numpy().tobytes()
+    assert host is not None
     if buf is not host:
         host.copy_(buf)
     return layout, host

@@ -37,7 +37,7 @@ DESIGN_GATES = (Gate.BUDGET, Gate.NONFINITE)
 
 
 def _failed_backward(verdicts) -> dict:
-    out = {}
+    out: dict[str, list] = {}
     for v in verdicts:
         if not v.passed and v.output in BACKWARD and v.gate in (Gate.BUDGET, Gate.ELEMENTWISE, Gate.NONFINITE):
             out.setdefault(v.output, []).append(v)

@@ -45,7 +45,7 @@ def breakdown(problem, name: str, got: torch.Tensor, truth: torch.Tensor, limit:
     "tile_side": "query"|"key"}; an axis is {"index", "max_err", "wrong", "right"}
     (dsink has the head axis only; a sequence without rows is left out)."""
     err = _errors(problem, name, got, truth)
-    out = {"limit": float(limit)}
+    out: dict[str, object] = {"limit": float(limit)}
     if name == "dsink":
         out["head"] = _axis(err, limit)
         return out

@@ -20,7 +20,7 @@ from difftest.vocab import Status
 
 def default_of(name: str):
     f = Capability.__dataclass_fields__[name]
-    return f.default_factory() if f.default is MISSING else f.default
+    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[operator]  # no default: a factory
 
 
 def defaulted(cap: Capability, name: str) -> bool:

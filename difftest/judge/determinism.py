@@ -157,6 +157,7 @@ def rerun_verdicts(runs: list, judge) -> list[Verdict]:
     (a callable: Outputs -> the verdicts the first run got), each message naming the run and
     how many differing reruns failed; [] when every differing rerun passes. Bitwise copies
     of run 1 are not judged again."""
+    first: list[tuple[int, Verdict]]  # (run number, its failing verdict)
     failing, first = 0, []
     for i, run in enumerate(runs[1:], 2):
         if same_bits(run, runs[0]):

@@ -55,7 +55,9 @@ Only the rows that belong to sequences are compared (unused tail tokens are igno
 """
 
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -64,6 +66,9 @@ from difftest.model.outputs import Outputs, is_poison
 from difftest.model.problem import FP8_DTYPES, OUTPUTS, Problem
 from difftest.oracles.per_head_partials import per_head_partials
 from difftest.vocab import Gate
+
+if TYPE_CHECKING:  # annotations only
+    from difftest.model.outputs import Outputs
 
 # FP8's LSE k is 2, not 1: against Hopper's FP8 accumulator (oracles/tensor_core.py) the yardstick
 # models the hardware's error in size (cuDNN's LSE error / the model's on the H200: 1.00-1.06), not
@@ -107,7 +112,7 @@ class Standard:
     max_abs: float = float("inf")
     required_ratio: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for n in ("atol", "rtol", "max_abs"):
             if not getattr(self, n) >= 0:
                 raise ValueError(f"Standard.{n}={getattr(self, n)!r}: allowed a float >= 0")
@@ -133,14 +138,15 @@ class GateConfig:
     # k set for an output (``--k``, a config): applies to every dtype. An output absent here
     # takes its calibrated k for the problem's dtype (``k_by_dtype``), else DEFAULT_K: "not
     # set" is absence, never a value, so ``--k dq=1.5`` means 1.5 even where 1.5 is a default.
-    k: dict = field(default_factory=dict)
+    k: dict[str, float] = field(default_factory=dict)
     floor_ulps: float = 2.0  # budget floor in units of eps(dtype) * max(max|truth|, floor_magnitude)
     floor_magnitude: float = 1.0
     standards: dict = field(default_factory=dict)  # output -> Standard (elementwise gate on)
     check_nonfinite: bool = True
     second_reference_k: dict = field(default_factory=lambda: dict(SECOND_REFERENCE_K))
     # calibrated k per dtype and output, for the outputs ``k`` leaves unset (see ``k_for``)
-    k_by_dtype: dict = field(default_factory=lambda: {d: dict(t) for d, t in DEFAULT_K_BY_DTYPE.items()})
+    k_by_dtype: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {d: dict(t) for d, t in DEFAULT_K_BY_DTYPE.items()})
 
     def k_for(self, dtype: str, name: str) -> float:
         """The budget's k for output ``name`` of a ``dtype`` problem."""
@@ -148,7 +154,7 @@ class GateConfig:
             return self.k[name]
         return self.k_by_dtype.get(dtype, {}).get(name, DEFAULT_K[name])
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for d in (self.k, self.standards, self.second_reference_k):
             bad = [n for n in d if n not in OUTPUTS]
             if bad:
@@ -187,7 +193,7 @@ class GateConfig:
     def listed_k(cls, d: dict) -> dict:
         """A saved config's ``k`` as configs written before listed it (every output; a
         default where none was set), so two reports of either age compare output by output."""
-        k = d.get("k") if isinstance(d.get("k"), dict) else {}
+        k = d["k"] if isinstance(d.get("k"), dict) else {}
         return {**DEFAULT_K, **k} if d.get(cls.K_SET_ONLY) else dict(k)
 
     @classmethod
@@ -210,7 +216,7 @@ class Verdict:
     message: str = ""
     reference: str = ""  # what the output was judged against ("float64 truth", "float32 truth", ...)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.gate = Gate(self.gate)  # a name read back from a report must be one of ours
 
     @property
@@ -236,7 +242,7 @@ def used_rows(problem: Problem, name: str) -> int:
     return problem.heads_q  # dsink
 
 
-def locate(problem: Problem, name: str, flat_index: int, shape) -> dict:
+def locate(problem: Problem, name: str, flat_index: int, shape: tuple[int, ...]) -> dict:
     """Map a flat index of a packed output to (sequence, token, head, dim)."""
     idx = []
     for s in reversed(shape):
@@ -254,7 +260,7 @@ def locate(problem: Problem, name: str, flat_index: int, shape) -> dict:
     return loc
 
 
-def _prep(problem, name, t, device):
+def _prep(problem: Problem, name: str, t: torch.Tensor, device: Any) -> torch.Tensor:
     """The used rows of ``t`` in float64 on ``device``: the truth's device, so on a GPU
     the comparisons run there (on the host they cost seconds per case at long lengths).
     Moved in its own dtype, then widened where it lands: a CPU output bound for the GPU
@@ -266,7 +272,7 @@ def _prep(problem, name, t, device):
     return t.to(device).to(torch.float64)
 
 
-def _read(*scalars) -> list[float]:
+def _read(*scalars: Any) -> list[Any]:  # floats; None where a None was given
     """0-dim tensors (or numbers) read to the host in ONE transfer: each ``float()`` or
     ``.item()`` of a CUDA tensor is a device synchronisation, and a case ran ~90 of them
     before. Values go through float64 (indices exact below 2^53)."""
@@ -286,7 +292,7 @@ def _read(*scalars) -> list[float]:
     return [next(at[x.dtype]) if isinstance(x, torch.Tensor) else None if x is None else float(x) for x in scalars]
 
 
-def _at_max(x: torch.Tensor, got, truth) -> tuple:
+def _at_max(x: torch.Tensor, got: torch.Tensor, truth: Any) -> tuple:
     """(max of x, its first flat index, got and truth there) as 0-dim tensors, unread."""
     flat = x.reshape(-1)
     i = torch.argmax(torch.nan_to_num(flat, nan=float("inf"))).reshape(1)
@@ -295,27 +301,28 @@ def _at_max(x: torch.Tensor, got, truth) -> tuple:
             truth.reshape(-1).index_select(0, i))
 
 
-def _loc(problem, name, shape, i, got_v, truth_v) -> dict:
+def _loc(problem: Problem, name: str, shape: tuple[int, ...], i: Any, got_v: Any, truth_v: Any) -> dict:
     loc = locate(problem, name, int(i), shape)
     loc["got"], loc["truth"] = got_v, truth_v
     return loc
 
 
-def _worst(problem, name, diff, got, truth, shape):
+def _worst(problem: Problem, name: str, diff: torch.Tensor, got: torch.Tensor, truth: Any,
+           shape: tuple[int, ...]) -> dict | None:
     if diff.numel() == 0:
         return None
     _, i, g, t = _read(*_at_max(diff, got, truth))
     return _loc(problem, name, shape, i, g, t)
 
 
-def _fmt_loc(loc):
+def _fmt_loc(loc: dict | None) -> str:
     if not loc:
         return ""
     where = ", ".join(f"{k}={loc[k]}" for k in ("seq", "token", "head", "dim") if k in loc)
     return f" worst at ({where}): got {loc['got']:.6g}, truth {loc['truth']:.6g}"
 
 
-def _finite_pair(got, truth, both=None):
+def _finite_pair(got: torch.Tensor, truth: Any, both: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     both = torch.isfinite(got) & torch.isfinite(truth) if both is None else both
     return torch.where(both, got, 0.0), torch.where(both, truth, 0.0)
 
@@ -324,7 +331,7 @@ def _finite_pair(got, truth, both=None):
 TRUTH = "float64 truth"
 
 
-def sum_length(problem, name: str | None) -> int:
+def sum_length(problem: Problem, name: str | None) -> int:
     """How many terms a float32 accumulator adds into one element of output ``name``: the
     keys a row sums (O, LSE, dQ), the query rows of a whole GQA group (dK, dV), every query
     row (dSink); 0 for no name."""
@@ -335,8 +342,8 @@ def sum_length(problem, name: str | None) -> int:
             "dsink": problem.total_q}.get(name, 0)
 
 
-def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0,
-                 name=None) -> dict:
+def budget_limit(problem: Problem, truth: Any, ref: Any, k: float, floor_ulps: float, floor_magnitude: float = 1.0,
+                 logit_scale: float = 0.0, terms: float = 0.0, name: str | None = None) -> dict:
     """The budget gate's limit for one output: k * (the yardstick's error vs truth) + floor.
     ``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
     ``name``: the output, for the float32 accumulation term (``sum_length``).
@@ -350,8 +357,9 @@ def budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude=1.0, logit_
     return limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name)
 
 
-def limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude=1.0, logit_scale=0.0, terms=0.0,
-               name=None) -> dict:
+def limit_from(problem: Problem, errs: list[Any], scale: float, k: float, floor_ulps: float,
+               floor_magnitude: float = 1.0, logit_scale: float = 0.0, terms: float = 0.0,
+               name: str | None = None) -> dict:
     """``budget_limit``'s arithmetic on the numbers read back: ``errs``, the yardsticks'
     largest errors against the truth, and ``scale``, max|truth| over finite elements."""
     ref_err = max([0.0] + list(errs))
@@ -375,9 +383,10 @@ def limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude=1.0, logit_s
     return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
 
 
-def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1.0, gate=Gate.BUDGET,
-                ref_label="same-dtype ref", logit_scale=0.0, terms=0.0, *, limited=None,
-                reference=TRUTH, bounds: dict | None = None) -> Verdict:
+def budget_gate(problem: Problem, name: str, got: torch.Tensor, truth: Any, ref: Any, k: float, floor_ulps: float,
+                floor_magnitude: float = 1.0, gate: Gate = Gate.BUDGET, ref_label: str = "same-dtype ref",
+                logit_scale: float = 0.0, terms: float = 0.0, *, limited: torch.Tensor | None = None,
+                reference: str = TRUTH, bounds: dict | None = None) -> Verdict:
     """``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
     ``limited``: bool mask of elements accepted at the dtype's limits (``dtype_limited``):
     left out of the error and counted as ``overflow_limited``. ``bounds``: ``budget_limit``'s
@@ -393,7 +402,7 @@ def budget_gate(problem, name, got, truth, ref, k, floor_ulps, floor_magnitude=1
                            logit_scale=logit_scale, terms=terms, reference=reference)
 
 
-def _budget_error(got, truth, both=None) -> tuple:
+def _budget_error(got: torch.Tensor, truth: Any, both: torch.Tensor | None = None) -> tuple:
     """(max |got - truth| over elements finite in both, its first flat index, got and truth
     there), unread. ``both``: the mask of elements finite in both, when the caller has it."""
     g, t = _finite_pair(got, truth, both)
@@ -401,8 +410,9 @@ def _budget_error(got, truth, both=None) -> tuple:
     return _at_max(diff, g, t) if diff.numel() else (0.0, 0, 0.0, 0.0)
 
 
-def _budget_verdict(problem, name, shape, k, b: dict, n_lim: int, err, i, g_i, t_i, *, gate=Gate.BUDGET,
-                    ref_label="same-dtype ref", logit_scale=0.0, terms=0.0, reference=TRUTH) -> Verdict:
+def _budget_verdict(problem: Problem, name: str, shape: tuple[int, ...], k: float, b: dict, n_lim: int, err: Any,
+                    i: Any, g_i: Any, t_i: Any, *, gate: Gate = Gate.BUDGET, ref_label: str = "same-dtype ref",
+                    logit_scale: float = 0.0, terms: float = 0.0, reference: str = TRUTH) -> Verdict:
     """The budget verdict from its numbers read back (``b``: ``budget_limit``'s bounds)."""
     ref_err, floor, limit, scale = b["ref_err"], b["floor"], b["limit"], b["scale"]
     ratio = err / limit
@@ -423,7 +433,8 @@ def _budget_verdict(problem, name, shape, k, b: dict, n_lim: int, err, i, g_i, t
     return Verdict(name, gate, passed, numbers, worst, msg, reference)
 
 
-def elementwise_gate(problem, name, got, truth, std: Standard, *, reference=TRUTH) -> Verdict:
+def elementwise_gate(problem: Problem, name: str, got: torch.Tensor, truth: Any, std: Standard, *,
+                     reference: str = TRUTH) -> Verdict:
     shape = got.shape
     g, t = _finite_pair(got, truth)
     diff = (g - t).abs()
@@ -453,7 +464,8 @@ def overflow_threshold(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).max)
 
 
-def dtype_limited(got, truth, yardstick, out_dtype, limit: float, edge=None) -> torch.Tensor:
+def dtype_limited(got: torch.Tensor, truth: Any, yardstick: Any, out_dtype: torch.dtype, limit: float,
+                  edge: torch.Tensor | None = None) -> torch.Tensor:
     """Bool mask: elements where the kernel holds a non-finite or saturated (|got| >= the
     dtype's largest finite value) value, the truth is finite, and a correct kernel storing
     ``out_dtype`` can hold that value there:
@@ -479,10 +491,11 @@ def dtype_limited(got, truth, yardstick, out_dtype, limit: float, edge=None) -> 
         ok |= cand & y_bad & (torch.isnan(got) | torch.isnan(yardstick) | (torch.sign(got) == torch.sign(yardstick)))
     if edge is not None:
         ok |= cand & edge
-    return ok
+    return ok  # type: ignore[no-any-return]  # torch types these operators Any
 
 
-def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, reference=TRUTH) -> Verdict:
+def nonfinite_gate(problem: Problem, name: str, got: torch.Tensor, truth: Any, out_dtype: torch.dtype | None = None, *,
+                   limited: torch.Tensor | None = None, reference: str = TRUTH) -> Verdict:
     """Non-finite values must match: NaN for NaN, an infinity for one of the same sign.
     ``limited``: elements accepted at the dtype's limits (``dtype_limited``), counted as
     ``overflow_limited``. Without it, ``out_dtype`` (the dtype the kernel stores ``name``
@@ -495,15 +508,16 @@ def nonfinite_gate(problem, name, got, truth, out_dtype=None, *, limited=None, r
     bad = _nonfinite_mask(got, truth, gf & tf) & ~limited
     # n_lim: the saturated finite ones are counted by the budget gate too; one host read for all
     counts = _read(bad.sum(), torch.isnan(got).sum(), (limited & ~(gf & tf)).sum(), limited.sum())
-    return _nonfinite_verdict(problem, name, got, truth, bad, *(int(c) for c in counts), out_dtype, reference)
+    return _nonfinite_verdict(problem, name, got, truth, bad, *(int(c) for c in counts),  # type: ignore[call-arg,arg-type]
+                              out_dtype, reference)  # (counts: 4 numbers; mypy cannot count a *generator)
 
 
-def _nonfinite_mask(got, truth, both) -> torch.Tensor:
+def _nonfinite_mask(got: torch.Tensor, truth: Any, both: torch.Tensor) -> torch.Tensor:
     """Elements non-finite on either side (``both``: finite on both), unless both hold the
     same value (NaN for NaN, an infinity of the same sign). Where one side is not finite,
     ``got == truth`` holds exactly for two infinities of one sign: the same mask as
     isinf & isinf & equal signs, in a third of the operations."""
-    return ~both & ~((got == truth) | (torch.isnan(got) & torch.isnan(truth)))
+    return ~both & ~((got == truth) | (torch.isnan(got) & torch.isnan(truth)))  # type: ignore[no-any-return]  # torch types these operators Any
 
 
 def _finite(t: torch.Tensor) -> torch.Tensor:
@@ -512,8 +526,9 @@ def _finite(t: torch.Tensor) -> torch.Tensor:
     return t.abs() < math.inf
 
 
-def _nonfinite_verdict(problem, name, got, truth, bad, n_bad: int, n_nan: int, n_lim: int, n_lim_all: int,
-                       out_dtype, reference=TRUTH) -> Verdict:
+def _nonfinite_verdict(problem: Problem, name: str, got: torch.Tensor, truth: Any, bad: torch.Tensor, n_bad: int,
+                       n_nan: int, n_lim: int, n_lim_all: int, out_dtype: torch.dtype | None,
+                       reference: str = TRUTH) -> Verdict:
     """The nonfinite verdict from its counts read back; on a failure the first bad element
     (``bad``, a mask over ``got``) is read too."""
     shape = got.shape
@@ -538,13 +553,13 @@ def _nonfinite_verdict(problem, name, got, truth, bad, n_bad: int, n_nan: int, n
     return Verdict(name, Gate.NONFINITE, passed, numbers, worst, msg, reference)
 
 
-def poison_gate(problem, name, got_raw) -> Verdict:
+def poison_gate(problem: Problem, name: str, got_raw: torch.Tensor) -> Verdict:
     """``got_raw`` in the kernel's own dtype (the poison pattern is dtype-specific)."""
     t, mask = _poison_mask(problem, name, got_raw)
     return _poison_verdict(problem, name, t, mask, int(_read(mask.sum())[0]))
 
 
-def _poison_mask(problem, name, got_raw) -> tuple:
+def _poison_mask(problem: Problem, name: str, got_raw: torch.Tensor) -> tuple:
     """(the used rows of ``got_raw``, the mask of their elements still holding the poison)."""
     t = got_raw.detach()
     if name != "dsink":
@@ -552,7 +567,7 @@ def _poison_mask(problem, name, got_raw) -> tuple:
     return t, is_poison(t)  # where the output lies: no copy of it to the host
 
 
-def _poison_verdict(problem, name, t, mask, n: int) -> Verdict:
+def _poison_verdict(problem: Problem, name: str, t: torch.Tensor, mask: torch.Tensor, n: int) -> Verdict:
     """The poison verdict from the count read back; on a failure the first element is read."""
     worst = None
     if n:  # a second read, on failures only
@@ -560,26 +575,27 @@ def _poison_verdict(problem, name, t, mask, n: int) -> Verdict:
         worst = _loc(problem, name, t.shape, i, float("nan"), float("nan"))
     msg = f"{name}: poison {'ok' if not n else 'FAILED'}: {n} of {t.numel()} elements never written"
     if n:
+        assert worst is not None
         where = ", ".join(f"{k}={worst[k]}" for k in ("seq", "token", "head", "dim") if k in worst)
         msg += f"; first at ({where})"
     return Verdict(name, Gate.POISON, n == 0, {"unwritten": n, "elements": t.numel()}, worst, msg, "poison pattern")
 
 
-def shape_verdict(problem, name, got, expected_shape) -> Verdict | None:
+def shape_verdict(problem: Problem, name: str, got: torch.Tensor, expected_shape: tuple[int, ...]) -> Verdict | None:
     if tuple(got.shape) != tuple(expected_shape):
         return Verdict(name, Gate.SHAPE, False, {"got": list(got.shape), "expected": list(expected_shape)}, None,
                        f"{name}: shape {tuple(got.shape)} != expected {tuple(expected_shape)}", "declared shapes")
     return None
 
 
-def _terms(truth, name) -> float:
+def _terms(truth: Any, name: str) -> float:
     """Largest absolute sum of the terms forming one element of ``name`` (recorded by the
     chunked oracle as ``truth.magnitude``; 0 when unknown: the result's size is used)."""
     mag = getattr(truth, "magnitude", None) or {}
     return float(mag.get(name, 0.0))
 
 
-def logit_magnitude(problem, truth, inputs=None) -> float:
+def logit_magnitude(problem: Problem, truth: Any, inputs: Any | None = None) -> float:
     """The size of the logits' rounding, in logit units per eps32: the larger of max |LSE|
     over rows that see something (LSE lies within log(seqlen_k) of each row's maximum
     logit) and, given the inputs, the size of the terms a logit sums (``logit_terms``).
@@ -598,7 +614,7 @@ def logit_magnitude(problem, truth, inputs=None) -> float:
     return _logit_value(problem, inputs, *_read(*_logit_scalars(problem, truth, inputs)))
 
 
-def _logit_scalars(problem, truth, inputs) -> tuple:
+def _logit_scalars(problem: Problem, truth: Any, inputs: Any) -> tuple:
     """``logit_magnitude``'s device numbers, unread: the product of the largest q and k
     norms (None without inputs) and max |LSE| over rows that see something (None without
     an LSE)."""
@@ -609,7 +625,7 @@ def _logit_scalars(problem, truth, inputs) -> tuple:
     return qk, lm
 
 
-def _logit_value(problem, inputs, qk, lm) -> float:
+def _logit_value(problem: Problem, inputs: Any, qk: Any, lm: Any) -> float:
     """``logit_magnitude`` from ``_logit_scalars``' numbers read back."""
     terms = (0.0 if qk is None else qk * problem.scale) * dot_growth(problem.head_dim_qk) if inputs is not None \
         else 0.0
@@ -622,7 +638,7 @@ def dot_growth(n: int, floor_ulps: float = 2.0) -> float:
     return max(1.0, math.sqrt(max(n, 1)) / (2.0 * floor_ulps))
 
 
-def logit_terms(problem, inputs) -> float:
+def logit_terms(problem: Problem, inputs: Any) -> float:
     """scale * max_i |q_i|_2 * max_j |k_j|_2 over every token and head: by Cauchy-Schwarz at
     least scale * sum_d |q_id| |k_jd| for any query/key pair, the absolute size of the terms
     one logit sums (one host sync)."""
@@ -630,19 +646,20 @@ def logit_terms(problem, inputs) -> float:
     return 0.0 if qk is None else _read(qk)[0] * problem.scale
 
 
-def _norm_product(inputs):
+def _norm_product(inputs: Any) -> torch.Tensor | None:
     """max_i |q_i|_2 * max_j |k_j|_2 (unread), None where q or k is absent or empty."""
     q, k = inputs.q, inputs.k
     if q is None or k is None or q.numel() == 0 or k.numel() == 0:
         return None
     qn = torch.linalg.vector_norm(q.double(), dim=-1).max()
     kn = torch.linalg.vector_norm(k.double(), dim=-1).max()
-    return qn * kn
+    return qn * kn  # type: ignore[no-any-return]  # torch types these operators Any
 
 
-def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None = None, *,
-                  poisoned: bool = False, expected: tuple[str, ...] | None = None, yardstick=None,
-                  standard_truth=None, standard_label: str = TRUTH, inputs=None) -> list[Verdict]:
+def check_outputs(problem: Problem, got: "Outputs", truth: "Outputs", ref: Any, config: GateConfig | None = None, *,
+                  poisoned: bool = False, expected: tuple[str, ...] | None = None, yardstick: Any | None = None,
+                  standard_truth: Any | None = None, standard_label: str = TRUTH,
+                  inputs: Any | None = None) -> list[Verdict]:
     """Every gate on every output the kernel produced (``expected``: outputs it declared).
     ``ref``: the same-dtype reference Outputs, or a list of them (largest error wins).
     ``yardstick``: the flash-style same-dtype reference, for the dtype-limit rule
@@ -660,7 +677,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     config = config or GateConfig()
     shapes = Outputs.shapes(problem)
     refs = [x for x in (ref if isinstance(ref, (list, tuple)) else [ref]) if x is not None]
-    steps = []  # per output: its Verdict (missing, wrong shape), or the output to judge
+    steps: list[Verdict | _Judged] = []  # per output: its Verdict (missing, wrong shape), or the output to judge
     for name in OUTPUTS:
         t_truth = truth.get(name)
         if t_truth is None or name not in shapes:
@@ -677,6 +694,7 @@ def check_outputs(problem: Problem, got, truth, ref, config: GateConfig | None =
     judged = [x for x in steps if isinstance(x, _Judged)]
     values = iter(_read(*_logit_scalars(problem, truth, inputs), *(x for j in judged for x in j.scalars)))
     logit_scale = _logit_value(problem, inputs, next(values), next(values))
+    partials: dict
     verdicts, partials = [], {}  # partials: per-query-head dK/dV, computed once if a kernel's dK or dV needs them
     for step in steps:
         if isinstance(step, Verdict):
@@ -700,7 +718,8 @@ class _Judged:
     all False). ``take`` reads them back; ``verdicts`` builds the verdicts with the gates' own
     builders. ``quick=False`` (an elementwise standard): nothing is computed here."""
 
-    def __init__(self, problem, name, g_raw, t_truth, refs, poisoned: bool, quick: bool):
+    def __init__(self, problem: Problem, name: str, g_raw: torch.Tensor, t_truth: torch.Tensor, refs: Any,
+                 poisoned: bool, quick: bool) -> None:
         self.problem, self.name, self.g_raw, self.poisoned, self.quick = problem, name, g_raw, poisoned, quick
         self.scalars = []
         if not quick:
@@ -725,7 +744,7 @@ class _Judged:
         self.scalars += [self.bad.sum(), torch.isnan(g).sum()]
         self.scalars += list(_budget_error(g, t, both))
 
-    def take(self, values) -> None:
+    def take(self, values: Iterator[Any]) -> None:
         """Read this output's numbers from ``values`` (an iterator over the read-back
         scalars, in the order of ``scalars``)."""
         if not self.quick:
@@ -751,8 +770,9 @@ class _Judged:
         return out
 
 
-def _judge_output(problem, name, g_raw, truth, refs, config, poisoned, yardstick, standard_truth, standard_label,
-                  inputs, logit_scale, partials) -> list[Verdict]:
+def _judge_output(problem: Problem, name: str, g_raw: torch.Tensor, truth: Any, refs: Any, config: GateConfig,
+                  poisoned: bool, yardstick: Any, standard_truth: Any, standard_label: str, inputs: Any,
+                  logit_scale: float, partials: dict) -> list[Verdict]:
     """Every gate on output ``name``, the long way: the dtype-limit rule applied, each gate
     reading its own numbers (``check_outputs`` takes it for an output with elements the rule
     looks at, or with an elementwise standard)."""
@@ -789,7 +809,8 @@ def _judge_output(problem, name, g_raw, truth, refs, config, poisoned, yardstick
     return verdicts
 
 
-def _partials_limited(problem, name, got, truth, out_dtype, limit, limited, inputs, cache) -> torch.Tensor:
+def _partials_limited(problem: Problem, name: str, got: torch.Tensor, truth: Any, out_dtype: torch.dtype, limit: float,
+                      limited: torch.Tensor, inputs: Any, cache: dict) -> torch.Tensor:
     """Rule (d) of ``dtype_limited`` for dK/dV of a GQA problem: a non-finite or saturated
     value where the truth is finite is accepted where some query head's partial of that
     element (``oracles.per_head_partials``: what a kernel storing per-head gradients before
@@ -810,14 +831,15 @@ def _partials_limited(problem, name, got, truth, out_dtype, limit, limited, inpu
     return cand & torch.where(torch.isnan(got), pos & neg, sign_ok)
 
 
-def _edge(problem, name, yardstick, device):
+def _edge(problem: Problem, name: str, yardstick: Any, device: Any) -> torch.Tensor | None:
     """The yardstick's ``overflow_edge`` rows of ``name`` (dq, dk), as a mask over its used
     rows broadcast across the head dim; None where it has none."""
     rows = (getattr(yardstick, "overflow_edge", None) or {}).get(name)
     return None if rows is None else rows[: used_rows(problem, name)].to(device).unsqueeze(-1)
 
 
-def check_second_reference(problem: Problem, got, truth, second, config: GateConfig, label: str) -> list[Verdict]:
+def check_second_reference(problem: Problem, got: "Outputs", truth: "Outputs", second: Any, config: GateConfig,
+                           label: str) -> list[Verdict]:
     """The kernel must also stay within k x (the second reference's error vs truth)."""
     verdicts = []
     for name in OUTPUTS:

@@ -19,7 +19,9 @@ import dataclasses
 import math
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -38,6 +40,9 @@ from difftest.model.layouts import CONTIGUOUS
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 from difftest.vocab import RATIO_CAP, ErrorOrigin, FailureKind, Gate, Status
+
+if TYPE_CHECKING:  # annotations only
+    from difftest.model.inputs import Inputs
 
 
 @dataclass
@@ -79,7 +84,7 @@ class CaseResult:
     error_type: str = ""  # status "error": the exception's class name where it was caught
     error_origin: str = ""  # status "error": ErrorOrigin.DIFFTEST when a reference of ours failed, else the kernel
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.status = Status(self.status)
         if self.status == Status.ERROR:
             self.error_origin = triage.error_origin(self)
@@ -107,7 +112,7 @@ class CaseResult:
         finished case's ratio after each new case (its progress line), which made the
         search quadratic in the cases (~12 s of a 2,200-case GPU campaign)."""
         key = (self.status, id(self.verdicts), len(self.verdicts))
-        cached = self.__dict__.get("_worst")
+        cached: tuple[tuple, float] | None = self.__dict__.get("_worst")
         if cached is not None and cached[0] == key:
             return cached[1]
         ratios = [v.numbers.get("ratio", 0.0) for v in self.verdicts if v.gate in (Gate.BUDGET, Gate.SECOND_REFERENCE)]
@@ -159,7 +164,8 @@ def error_type(e: BaseException) -> str:
     return getattr(e, "error_type", None) or type(e).__name__
 
 
-def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison, runs, config) -> list:
+def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs: "Inputs", device: str, poison: bool, runs: int,
+                 config: "RunConfig") -> list:
     """The kernel's runs in this process (run_case sends isolated cases to the worker itself)."""
     results = []
     with phase("inputs"):
@@ -174,7 +180,7 @@ def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs, device, poison
     return results
 
 
-def _references(inputs, config: RunConfig):
+def _references(inputs: "Inputs", config: RunConfig) -> tuple[Any, tuple[str, str] | None]:
     """(references, None), or (None, (error_type, reason)) when a reference fails."""
     try:
         # the standard's own truth only when a standard is judged against another than float64
@@ -195,9 +201,9 @@ class CaseParts:
     output buffers were poisoned. A caller that repeats the call itself (race stress,
     judge/stress.py) compares and judges its repetitions with them, one at a time."""
 
-    first: object = None
-    judge: object = None
-    inputs: object = None
+    first: Outputs | None = None
+    judge: "Callable[[Outputs], list[Verdict]] | None" = None
+    inputs: "Inputs | None" = None
     device: str | None = None
     poison: bool | None = None
 
@@ -224,15 +230,16 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
         result.input_digest = digest()
 
 
-def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, result: CaseResult, device,
-         t0: float, parts: CaseParts | None = None) -> CaseResult:
+def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs: "Inputs", result: CaseResult,
+         device: str, t0: float, parts: CaseParts | None = None) -> CaseResult:
     """run_case after its inputs: the kernel's runs, the references, the gates."""
     cap = kernel.capability
     poison = config.poison and cap.poison
     runs = config.determinism_runs if config.determinism_runs is not None else (2 if cap.deterministic else 1)
     runs = max(1, runs)
     t1 = time.perf_counter()
-    refs = refs_error = None
+    refs: Any = None  # oracles.References
+    refs_error: tuple[str, str] | None = None
     try:
         if config.isolate:  # the kernel runs in the worker while this process computes the references
             worker = shared_worker()
@@ -267,15 +274,16 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
     if refs.note:
         result.notes.append(refs.note)
     with phase("gates"):
-        more = []  # the further designs' yardsticks (References.more), built at most once a case
+        more: list = []  # the further designs' yardsticks (References.more), built at most once a case
 
-        def check(outputs, yardsticks):
+        def check(outputs: Outputs, yardsticks: list) -> list[Verdict]:
             return check_outputs(problem, outputs, refs.truth, yardsticks, config.gates, poisoned=poison,
                                  expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
                                  standard_label=f"{config.truth} truth", inputs=inputs)
 
-        def judge(outputs):  # the gates (with further designs' yardsticks where one fails), then the
-            # backward re-judged from its own statistics
+        # the gates (with further designs' yardsticks where one fails), then the backward
+        # re-judged from its own statistics
+        def judge(outputs: Outputs) -> list[Verdict]:
             verdicts = check(outputs, refs.yardsticks)
             if (refs.more is not None or cap.designs) and any(not v.passed and v.gate == Gate.BUDGET
                                                               for v in verdicts):
@@ -313,7 +321,9 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs, res
     return result
 
 
-def _second_reference(problem, inputs, got, truth, config, notes) -> list:
+def _second_reference(problem: Problem, inputs: "Inputs", got: Outputs, truth: Outputs, config: RunConfig,
+                      notes: list[str]) -> list:
+    assert config.second_reference is not None  # the caller asked for one
     second = registry.get(config.second_reference)
     # a yardstick, not the kernel under test: it runs the same values laid out contiguously
     logical = problem.replace(layout=CONTIGUOUS)

@@ -161,6 +161,8 @@ def run_bytes(problem: Problem) -> int:
 
 def _repetitions(kernel, problem: Problem, cfg: RunConfig, parts: CaseParts, n: int) -> list:
     """``n`` more calls of the kernel on the Problem's inputs, in the worker or here."""
+    # run_case set them with parts.judge
+    assert parts.inputs is not None and parts.device is not None and parts.poison is not None
     if cfg.isolate:
         return shared_worker().run(getattr(kernel, "spec", None) or kernel.name, problem, parts.device, parts.poison,
                                    n, cfg.timeout_s * n, compile_timeout_s=cfg.compile_timeout_s)
@@ -230,8 +232,9 @@ def stress_problems(capability, *, batch: int = 60, heads: int = 8, seqlen: int 
     s -= s % c.seqlen_multiple
     out = []
     for causal in ((False, True) if c.causal and not c.causal_required else (c.causal_required,)):
-        p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim_qk=d,
-                    head_dim_v=d if d in c.v_dims else c.v_dims[0], dtype=dt, causal=causal, seed=1)
+        p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim_qk=d,  # type: ignore[arg-type]
+                    head_dim_v=d if d in c.v_dims else c.v_dims[0], dtype=dt, causal=causal,  # type: ignore[arg-type]
+                    seed=1)  # (d and dt: a value found in the capability's lists, never None)
         if c.excludes(p) is None:
             out.append(p)
     return out

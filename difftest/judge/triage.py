@@ -123,8 +123,8 @@ def classify(case) -> Kind:
 def summarize(cases) -> dict:
     """{"kinds": {kind: cases}, "findings": cases that are findings,
     "overflow_limited": {output: elements}, "overflow_limited_cases": cases with any}."""
-    kinds = Counter()
-    elems = Counter()
+    kinds: Counter[str] = Counter()
+    elems: Counter[str] = Counter()
     limited_cases = 0
     for c in cases:
         kinds[str(classify(c))] += 1

@@ -15,7 +15,9 @@ problem naming that field (difftest/judge/declaration.py). docs/adapters.md has 
 every field.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import ALIGNS, ALL_DTYPES, OUTPUTS, VALUE_KINDS, Problem
@@ -125,7 +127,7 @@ class Capability:
             return f"layout {p.layout.kind} not in {self.layouts}"
         return None
 
-    def narrowed(self, **changes) -> "Capability":
+    def narrowed(self, **changes: Any) -> "Capability":
         """A copy that covers less, for focusing a campaign or stepping around a known
         failure (``difftest run --narrow head_dims_qk=64,128``). Tuples may only shrink to a
         non-empty subset, bools may only turn a feature off (``deterministic`` is a claim,
@@ -179,7 +181,7 @@ class Capability:
     def compile_signature(self, p: Problem) -> tuple:
         return compile_signature(p, self.compile_key)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.dtypes or not self.head_dims_qk or not self.v_dims:
             raise ValueError("Capability.dtypes, head_dims_qk and head_dims_v must not be empty")
         bad = [d for d in self.dtypes if d not in ALL_DTYPES]
@@ -223,12 +225,12 @@ class Capability:
             raise ValueError(f"Capability.compile_key has {bad}: allowed Problem fields")
 
 
-def compile_signature(p: Problem, compile_key) -> tuple:
+def compile_signature(p: Problem, compile_key: tuple[str, ...]) -> tuple:
     """The (field, value) pairs of ``p`` that a kernel with this ``compile_key`` compiles for."""
     return tuple((n, getattr(p, n)) for n in compile_key)
 
 
-def _is_int(v) -> bool:
+def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -238,11 +240,11 @@ NARROWABLE = tuple(f.name for f in fields(Capability)
                    if f.name not in ("device", "block_m", "block_n", "outputs", "compile_key", "poison"))
 
 
-def parse_narrowing(items) -> dict:
+def parse_narrowing(items: Iterable[str] | None) -> dict:
     """``["head_dims_qk=64,128", "sinks=false", "max_seqlen=1024"]`` -> field: value
     (types follow the Capability field); a clear error names the field and its form."""
     kinds = {f.name: f.type for f in fields(Capability)}
-    out = {}
+    out: dict[str, object] = {}
     for it in items or ():
         name, eq, val = it.partition("=")
         name = name.strip()

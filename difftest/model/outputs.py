@@ -6,6 +6,7 @@ nothing), dq/dk/dv like q/k/v, dsink [heads_q] (None without sinks). An output a
 does not produce is None and is reported as not checked.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -18,7 +19,7 @@ _POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float16: (torch.
                 torch.bfloat16: (torch.int16, 0x7FDA), torch.float64: (torch.int64, 0x7FF8DEADBEEFDEAD)}
 
 
-def poison_fill(shape, dtype: torch.dtype, device="cpu") -> torch.Tensor:
+def poison_fill(shape: tuple[int, ...], dtype: torch.dtype, device: "torch.device | str" = "cpu") -> torch.Tensor:
     itype, bits = _POISON_BITS[dtype]
     return torch.full(shape, bits, dtype=itype, device=device).view(dtype)
 
@@ -39,15 +40,16 @@ class Outputs:
     dsink: torch.Tensor | None = None
 
     def get(self, name: str) -> torch.Tensor | None:
-        return getattr(self, name)
+        t: torch.Tensor | None = getattr(self, name)
+        return t
 
-    def items(self):
+    def items(self) -> Iterator[tuple[str, torch.Tensor]]:
         for n in OUTPUTS:
             t = getattr(self, n)
             if t is not None:
                 yield n, t
 
-    def to(self, device) -> "Outputs":
+    def to(self, device: "torch.device | str") -> "Outputs":
         return Outputs(**{n: (None if t is None else t.to(device)) for n, t in self.as_dict().items()})
 
     def clone(self) -> "Outputs":
@@ -71,7 +73,7 @@ class Outputs:
         return sh
 
     @classmethod
-    def poisoned(cls, problem: Problem, dtype: torch.dtype, device="cpu") -> "Outputs":
+    def poisoned(cls, problem: Problem, dtype: torch.dtype, device: "torch.device | str" = "cpu") -> "Outputs":
         """Output buffers filled with a marked NaN (see poison_fill), for kernels that
         write into given buffers: any poison left after the call marks a region the
         kernel never wrote."""

@@ -13,6 +13,7 @@ reference on a CPU; see ``strategies.shapes.seqlen_cap`` for the one place it is
 """
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Profile:
     # the run's is run and shown but not counted as a survivor
     mutant_reach: int = 0
 
-    def with_knobs(self, **knobs) -> "Profile":
+    def with_knobs(self, **knobs: Any) -> "Profile":
         """This profile with some size bounds overridden (None leaves a bound as is)."""
         changes = {k: v for k, v in knobs.items() if v is not None}
         for k, v in changes.items():
@@ -104,7 +105,7 @@ SIZE_KNOBS = ("max_batch", "max_varlen_batch", "max_heads", "max_seqlen", "max_h
               "max_pad_tail", "max_tokens", "max_score_elements")
 
 
-def get_profile(profile) -> Profile:
+def get_profile(profile: "Profile | str") -> Profile:
     """A Profile from its name (or the Profile itself); an unknown name raises ValueError
     naming the allowed ones."""
     if isinstance(profile, Profile):

@@ -198,7 +198,7 @@ class Run:
         self.out = Path(out)
         self.id = run_id
         self.dir = self.out / RUNS / run_id
-        self._lock = None
+        self._lock: int | None = None  # the lock file's fd while held
 
     @property
     def meta_path(self) -> Path:
@@ -344,7 +344,7 @@ def record_crash(run: Run) -> str | None:
         if lines and lines[-1].get("event") == "started":
             d = lines[-1]
             problem = Problem.from_dict(d["problem"])
-            case = CaseResult(d.get("kernel") or path.name.split(".cases")[0], problem, "error",
+            case = CaseResult(d.get("kernel") or path.name.split(".cases")[0], problem, "error",  # type: ignore[arg-type]  # coerced
                               reason=f"ProcessCrashed: the campaign process died running this case "
                                      f"(--no-isolate): {first}", error_type="ProcessCrashed")
             log = CaseLog(path, run.id)

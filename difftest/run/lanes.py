@@ -37,6 +37,7 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import wait
+from typing import Any
 
 from difftest.argcheck import MAX_JOBS
 from difftest.errors import UsageError
@@ -222,7 +223,7 @@ def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order
     counter = ctx.Value("i", 0)
     lanes = []  # (process, connection)
     running: dict = {}  # connection -> kernel index under way
-    out = {"interrupted": None, "lost": {}, "partial": {}}
+    out: dict[str, Any] = {"interrupted": None, "lost": {}, "partial": {}}
     me = os.getpid()
     try:
         for _ in range(min(jobs, len(order))):
@@ -239,7 +240,7 @@ def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order
             for p, _ in lanes:
                 if p.is_alive():
                     try:
-                        os.kill(p.pid, e.signum)
+                        os.kill(p.pid, e.signum)  # type: ignore[arg-type]  # started: a pid; a signal's Interrupted
                     except ProcessLookupError:
                         pass
 
@@ -267,7 +268,7 @@ def _serve(lanes, running, out, on_result, on_start, deadline) -> None:
         for conn in ready:
             with held():  # a signal now would cut a result in half: it waits for the next loop
                 try:
-                    kind, i, payload = conn.recv()
+                    kind, i, payload = conn.recv()  # type: ignore[union-attr,call-arg]  # wait() on Connections
                 except Exception:  # noqa: BLE001 -- EOF: the lane exited (or died); its campaign is settled below
                     del live[conn]
                     continue

@@ -38,6 +38,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from difftest.argcheck import UsageError, check_database, check_device, check_outputs, check_workdir
 from difftest.errors import EXIT_FAILED, EXIT_NOTHING_CHECKED, EXIT_PASSED
@@ -392,7 +393,7 @@ class RunPlan:
             base = self.config or o.run_config()
             kw["config"] = base if base.isolate == iso else dataclasses.replace(base, isolate=iso)
         self.prebuild([kernel])
-        args = dict(profile=o.profile, max_examples=o.max_examples, time_budget=o.time_budget,
+        args: dict[str, Any] = dict(profile=o.profile, max_examples=o.max_examples, time_budget=o.time_budget,
                     shrink_budget=o.shrink_budget, out_dir=run.dir, progress=progress, edge_cases=o.edge_cases,
                     database=o.database, seed=-1 if o.seed is None else o.seed, shard=o.shard, run_id=run.id,
                     resume=self.resume is not None, hunt=o.hunt, coverage=o.coverage)
@@ -420,6 +421,7 @@ class RunPlan:
         if self.prebuilt.get(name):
             r.settings["prebuild"] = self.prebuilt[name]
         self.records[id(r)] = campaign_record(r)  # once: the run state and report.json share it
+        assert self.run is not None  # started (or resumed) before any campaign
         self.run.mark_kernel(name, {**self.records[id(r)], "case_log": r.settings.get("case_log"),
                                            "first_failure": r.first_failure.to_dict() if r.first_failure else None})
 
@@ -428,6 +430,7 @@ class RunPlan:
         get copies), the run's status, and with ``publish`` the copies in OUT. Returns
         report.json's path."""
         o, run = self.options, self.run
+        assert run is not None  # started (or resumed) before any campaign
         with deferred():  # a second signal must not cut the partial report in half
             ensure_dir(run.dir, root=run.out)  # still a real folder (no link planted since the run began)
             extra = {"argv": list(o.argv if argv is None else argv), "run_id": run.id, "interrupted": interrupted}
@@ -489,7 +492,7 @@ class RunPlan:
                         except Interrupted as e:
                             interrupted = e
                             if getattr(e, "partial", None) is not None:
-                                results.append(e.partial)
+                                results.append(e.partial)  # type: ignore[attr-defined]  # getattr above
                             break
                         self.finished(k.name, r)
                     results.append(r)
@@ -610,8 +613,8 @@ def print_campaign(k, r) -> None:
         if r.coverage.get("pairs"):
             _say(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
     coverage = r.coverage if r.status != CampaignStatus.UNAVAILABLE else {}
-    for note in campaign_notes(getattr(r, "profile", None), coverage, getattr(r, "unexplained_cases", None),
-                               getattr(r, "unrun", 0)):
+    for note in campaign_notes(getattr(r, "profile", None), coverage,  # type: ignore[arg-type]  # a result's profile
+                               getattr(r, "unexplained_cases", None), getattr(r, "unrun", 0)):
         _say(f"  {note}")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
         if isinstance(f, dict):

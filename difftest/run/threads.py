@@ -75,7 +75,7 @@ def choose(threads: int | None = None, shard: tuple[int, int] | None = None, env
     shards = shard[1] if shard is not None and shard[1] > 1 else 1
     if shards > 1 or jobs > 1:
         parts = ([f"{shards} shards"] if shards > 1 else []) + ([f"{jobs} campaigns at once"] if jobs > 1 else [])
-        where = f"--shard {shard[0]}/{shard[1]}: " if shards > 1 else "--jobs: "
+        where = f"--shard {shard[0]}/{shard[1]}: " if shards > 1 else "--jobs: "  # type: ignore[index]  # shards > 1: a shard
         return max(1, cpus // (shards * jobs)), f"{where}{cpus} cores / {' x '.join(parts)}"
     return None, "torch's default"
 

@@ -35,8 +35,10 @@ one that was measured.
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 from hypothesis import HealthCheck, given, settings
@@ -48,6 +50,7 @@ from difftest.execute import timing
 from difftest.execute.adapter import KernelAdapter
 from difftest.judge.declaration import claim_record
 from difftest.judge.runner import CaseResult, RunConfig, run_case
+from difftest.model.capability import Capability
 from difftest.model.problem import Problem
 from difftest.model.profiles import Profile, get_profile
 from difftest.search.case_log import CaseLog, logged_cases, logged_events
@@ -83,12 +86,12 @@ class Campaign:
     shrink_budget: float  # seconds one failure's shrink may take, at most
     seed: int | None  # None: a fresh random search each run
     config: RunConfig = field(default_factory=RunConfig)
-    strategy: object = None  # a Hypothesis strategy of Problems (None: strategies.problems for the kernel)
+    strategy: Any = None  # a Hypothesis strategy of Problems (None: strategies.problems for the kernel)
     out_dir: Path | None = None  # case log and reproducers (None: no log; reproducers under DEFAULT_OUT)
     database: str | None = DEFAULT_DB  # Hypothesis's example database and the failure store (None: neither)
     edge_cases: bool = True  # run strategies.edge_problems first
     progress: bool = False
-    on_case: object = None  # called with every new CaseResult
+    on_case: Callable[[CaseResult], object] | None = None  # called with every new CaseResult
     shard: tuple[int, int] | None = None  # (I, N): only the Problems of shard I of N (difftest.search.shard)
     run_id: str | None = None  # tags every case-log line, names this run's reproducer (None: a new uuid)
     resume: bool = False  # out_dir's case log holds this run's finished cases (a killed run): never rerun
@@ -99,14 +102,14 @@ class Campaign:
     finding_calls: int = 200  # shrink runs per finding, at most
     coverage: int | None = None  # the coverage phase's strength t (None: the profile's; 0 with a strategy given)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "known", tuple(self.known))
         object.__setattr__(self, "out_dir", Path(self.out_dir) if self.out_dir else None)
 
     @classmethod
-    def of(cls, kernel, profile="ci", *, max_examples: int | None = None, time_budget: float | None = None,
-           shrink_budget: float | None = None, seed: int | None = -1, config: RunConfig | None = None,
-           out_dir=None, **settings) -> "Campaign":
+    def of(cls, kernel: KernelAdapter | str, profile: Profile | str = "ci", *, max_examples: int | None = None,
+           time_budget: float | None = None, shrink_budget: float | None = None, seed: int | None = -1,
+           config: RunConfig | None = None, out_dir: Path | str | None = None, **settings: Any) -> "Campaign":
         """``kernel``: an adapter or a registry name; ``profile``: a name or a Profile. The
         numbers left as None (``seed``: -1) come from the profile."""
         if isinstance(kernel, str):
@@ -115,7 +118,7 @@ class Campaign:
         return cls(kernel, prof, prof.examples if max_examples is None else max_examples,
                    prof.search_s if time_budget is None else time_budget,
                    prof.shrink_s if shrink_budget is None else shrink_budget,
-                   prof.seed if seed == -1 else seed, config or RunConfig(), out_dir=out_dir, **settings)
+                   prof.seed if seed == -1 else seed, config or RunConfig(), out_dir=out_dir, **settings)  # type: ignore[arg-type]  # a str: __post_init__
 
     @property
     def spec(self) -> str:
@@ -167,18 +170,19 @@ class Search:
         log_name = f"{safe_name(kernel.name)}.cases.jsonl"
         prior = logged_cases(c.out_dir / log_name, run_id) if c.out_dir and c.resume else []
         hunts = logged_events(c.out_dir / log_name, run_id, ("hunt", "finding", "merged")) \
-            if prior and c.hunting else []
+            if prior and c.hunting and c.out_dir else []  # (prior: out_dir is set)
         log = CaseLog(c.out_dir / log_name, run_id) if c.out_dir else None
         res.settings["case_log"] = log_name if c.out_dir else None
         writer = Findings(kernel, c.config, (c.out_dir or Path(DEFAULT_OUT)) / "repro", c.database, c.spec, run_id)
-        st = self.st = SearchState(c, res, run_id, writer, bar=None, log=log, max_examples=c.max_examples,
+        st = self.st = SearchState(c, res, run_id, writer, bar=None, log=log,  # type: ignore[arg-type]  # bar: below
+                                   max_examples=c.max_examples,
                                    time_budget=c.time_budget)
         st.mode = Hunt(st) if c.hunting else FirstFailure(st)
         explicit = self._explicit_problems()
         st.bar = Progress(kernel.name, st.max_examples + len(explicit), c.progress)
         # JIT kernels may count builds (compile_stats()); in a worker process the count is not ours to read
         counting = hasattr(kernel, "compile_stats") and not c.config.isolate
-        stats0 = kernel.compile_stats() if counting else None
+        stats0 = kernel.compile_stats() if counting else None  # type: ignore[attr-defined]  # optional (hasattr)
         timer = timing.PhaseTimer()
         st.t0, st.wall0 = time.perf_counter(), time.time()  # the clock starts now
         if prior:
@@ -188,6 +192,7 @@ class Search:
             with timing.collect(timer):
                 try:
                     if st.resume_hunt is not None:  # finish the shrink the kill cut short, from where it began
+                        assert isinstance(st.mode, Hunt)  # only a hunt logs a shrink to resume
                         st.mode.hunt(st.seen[st.resume_hunt])
                     replays, edge = explicit[:self.replayed], explicit[self.replayed:]
                     self._explicit(replays, len(edge))
@@ -205,7 +210,7 @@ class Search:
         except KeyboardInterrupt as e:  # SIGINT/SIGTERM (interrupt.py): hand back what finished
             res.reason = f"interrupted by {getattr(e, 'name', 'SIGINT')}"
             st.mode.interrupted(e)
-            e.partial = res
+            e.partial = res  # type: ignore[attr-defined]  # the result rides on the exception (run())
             raise
         finally:
             st.bar.close()
@@ -218,16 +223,18 @@ class Search:
             res.coverage = _coverage(res.cases, kernel.capability, prof)
             res.coverage["pairs"] = pair_report(self.phase, res.cases) if self.phase else {}
             if counting:
-                stats1 = kernel.compile_stats()
+                assert stats0 is not None
+                stats1 = kernel.compile_stats()  # type: ignore[attr-defined]  # optional (hasattr)
                 res.compile_stats = {k: v - stats0.get(k, 0) for k, v in stats1.items() if isinstance(v, (int, float))}
         if res.failure is not None:
-            def run(k, p):  # a Problem the campaign ran (a resumed one: before the kill) is not run again
+            # a Problem the campaign ran (a resumed one: before the kill) is not run again
+            def run(k: KernelAdapter, p: Problem) -> CaseResult:
                 return st.seen[p] if k is kernel and p in st.seen else run_case(k, p, c.config)
 
             try:
                 st.mode.report(run)
             except KeyboardInterrupt as e:
-                e.partial = res
+                e.partial = res  # type: ignore[attr-defined]  # the result rides on the exception (run())
                 raise
         return res
 
@@ -235,7 +242,9 @@ class Search:
     def _explicit_problems(self) -> list[Problem]:
         """Failure-store Problems, known findings' Problems and the edge corpus, in this order,
         inside the capability and this shard; the known findings go into the state."""
-        c, st, res = self.c, self.st, self.st.result
+        c, st = self.c, self.st
+        assert st is not None
+        res = st.result
         cap = c.kernel.capability
         saved = [p for p in load_failures(c.database, c.spec, c.profile) if cap.covers(p)]
         st.found = [Finding(k.signature, known=True, source=k.source) for k in c.known if k.signature]
@@ -255,6 +264,7 @@ class Search:
     def _explicit(self, problems: list, later: int = 0) -> None:
         """Run ``problems`` in order (``later``: explicit Problems still to come, unrun if the
         budget ends here)."""
+        assert self.st is not None
         for i, p in enumerate(problems):
             self.pending = len(problems) - i + later
             case = self.visit(p)
@@ -263,11 +273,13 @@ class Search:
         self.pending = later
 
     # ------------------------------------------------------------------ one Problem
-    def visit(self, problem) -> CaseResult | None:
+    def visit(self, problem: Problem) -> CaseResult | None:
         """The case of ``problem``: replayed when the campaign ran it, else run now, unless the
         mode steers away from it (None) or the search's budget is spent (``BudgetSpent``; in
         first-failure mode after the failure, None: Hypothesis's shrink attempts count as passing)."""
-        st, res = self.st, self.st.result
+        st = self.st
+        assert st is not None
+        res = st.result
         case = st.seen.get(problem)
         if case is not None and problem in st.prior:  # a resumed run's search meets what it ran before
             st.searched.add(problem)
@@ -294,9 +306,10 @@ class Search:
         return case
 
     # ------------------------------------------------------------------ the value search
-    def _property(self, problem) -> None:
+    def _property(self, problem: Problem) -> None:
         """The Hypothesis test: a case per new Problem; the mode says what a failure means."""
         st = self.st
+        assert st is not None
         hypothesis.assume(in_shard(problem, self.c.shard))  # another shard's Problem: not ours to run
         st.drawn += 1
         case = self.visit(problem)
@@ -307,11 +320,12 @@ class Search:
             hypothesis.target(0.0 if st.explained(case) else min(case.worst_ratio, 1e6), label="worst error ratio")
         st.mode.visited(case)
 
-    def _strategy(self):
+    def _strategy(self) -> Any:
         """The value search's Problems: the campaign's strategy, or ``strategies.problems``; a
         kernel with a compile key draws in the configurations the search compiled already
         (every one the coverage phase ran, not only the corpus's first), a new one in ten."""
         c, st = self.c, self.st
+        assert st is not None
         if c.strategy is not None:
             return c.strategy
         cap = c.kernel.capability
@@ -320,13 +334,14 @@ class Search:
         ran = [p for p, x in st.seen.items() if x.status == Status.PASSED or x.status == Status.FAILED]
         return problems(cap, c.profile, warm=ran or None)
 
-    def _draws(self, strategy) -> None:
+    def _draws(self, strategy: Any) -> None:
         c, st = self.c, self.st
+        assert st is not None
 
-        def prop(problem):  # Hypothesis wraps a plain function
+        def prop(problem: Problem) -> None:  # Hypothesis wraps a plain function
             self._property(problem)
 
-        prop._hypothesis_internal_add_digest = f"difftest:{c.kernel.name}:{c.profile.name}".encode()
+        prop._hypothesis_internal_add_digest = f"difftest:{c.kernel.name}:{c.profile.name}".encode()  # type: ignore[attr-defined]  # Hypothesis's hook
         test = settings(
             max_examples=max(1, st.max_examples), deadline=None,
             database=DirectoryBasedExampleDatabase(c.database) if c.database else None,
@@ -350,6 +365,7 @@ class Search:
     # ------------------------------------------------------------------ after the search
     def _conclude(self) -> None:
         st = self.st
+        assert st is not None
         st.mode.sign()
         st.count_hits()
         st.result.findings = list(st.found)
@@ -360,6 +376,7 @@ class Search:
         """A resumed run: what finished before the kill counts as run and never runs again;
         a hunt's findings are kept as they were logged (``_resume_findings``)."""
         c, st = self.c, self.st
+        assert st is not None
         res, findings = st.result, st.findings
         st.prior = {x.problem for x in prior}
         for case in prior:
@@ -389,6 +406,7 @@ class Search:
         is finished first, from the case it began with (its steps are logged cases: only the
         rest runs). Findings are rebuilt in order up to the first whose cases are missing."""
         st = self.st
+        assert st is not None
         records = {}
         for e in events:
             if e["event"] == "finding":
@@ -414,12 +432,14 @@ class Search:
                 st.resume_hunt = p
 
 
-def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_budget: float | None = None,
-                 shrink_budget: float | None = None, strategy=None, out_dir=None, config: RunConfig | None = None,
+def run_campaign(kernel: KernelAdapter | str, profile: Profile | str = "ci", *, max_examples: int | None = None,
+                 time_budget: float | None = None, shrink_budget: float | None = None, strategy: Any = None,
+                 out_dir: Path | str | None = None, config: RunConfig | None = None,
                  progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
-                 seed: int | None = -1, on_case=None, shard: tuple[int, int] | None = None,
+                 seed: int | None = -1, on_case: Callable[[CaseResult], object] | None = None,
+                 shard: tuple[int, int] | None = None,
                  run_id: str | None = None, resume: bool = False, hunt: bool | None = None,
-                 known=(), coverage: int | None = None, max_findings: int = 16) -> CampaignResult:
+                 known: Any = (), coverage: int | None = None, max_findings: int = 16) -> CampaignResult:
     """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a
     registry name. ``database``: directory of Hypothesis's example database and the
     failure store (None: neither), so failures found before are replayed first. ``seed``:
@@ -440,9 +460,9 @@ def run_campaign(kernel, profile="ci", *, max_examples: int | None = None, time_
                        coverage=coverage, max_findings=max_findings).run()
 
 
-def _coverage(cases, capability, profile) -> dict:
+def _coverage(cases: list[CaseResult], capability: Capability, profile: Profile) -> dict:
     """Which bug-class features (strategies.coverage) the cases actually ran."""
-    hit = Counter()
+    hit: Counter[str] = Counter()
     ran = [c.problem for c in cases if c.status != Status.SKIPPED]
     for p in ran:
         hit.update(features(p, capability))

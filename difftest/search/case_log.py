@@ -38,7 +38,7 @@ class CaseLog:
     def __init__(self, path, run_id: str | None = None):
         self.path = Path(path)
         self.run_id = run_id
-        self._fd = None
+        self._fd: int | None = None  # None once closed
         try:
             self._fd = open_append(self.path, root=self.path.parent.parent)
         except OSError as e:
@@ -46,12 +46,14 @@ class CaseLog:
         _cut_incomplete_line(self._fd)
 
     def _write_all(self, data: bytes) -> None:
+        assert self._fd is not None
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view):]
 
     def _line(self, d: dict) -> None:
         data = (json.dumps(d, default=str) + "\n").encode("utf-8", "backslashreplace")
+        assert self._fd is not None
         end = os.lseek(self._fd, 0, os.SEEK_END)
         try:
             self._write_all(data)

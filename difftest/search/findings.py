@@ -14,6 +14,7 @@ what makes two failures the same bug).
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from difftest.execute.interrupt import OutputFailed
 from difftest.model.problem import Problem
@@ -21,6 +22,9 @@ from difftest.search.failure_store import keep_current
 from difftest.search.reproducer import write_reproducer
 from difftest.search.shrinking import complexity
 from difftest.search.signature import Signature
+
+if TYPE_CHECKING:  # annotations only
+    from difftest.judge.runner import CaseResult
 
 
 def _safe(name: str) -> str:
@@ -33,10 +37,10 @@ class Findings:
         self.database, self.spec = database, spec
         # a hunt's later findings get their own pair: <spec>-<run id>-f2, -f3, ...
         self.stem = f"{_safe(spec)}-{run_id[:12]}" + (f"-f{number}" if number > 1 else "")
-        self.first = None  # CaseResult
-        self.best = None  # CaseResult, the simplest failing the first's way so far
-        self.reproducer = None  # {"json": path, "py": path}
-        self._mine = set()  # the Problems this run put in the store
+        self.first: "CaseResult | None" = None
+        self.best: "CaseResult | None" = None  # the simplest failing the first's way so far
+        self.reproducer: dict[str, str] | None = None  # {"json": path, "py": path}
+        self._mine: "set[Problem]" = set()  # the Problems this run put in the store
 
     def found(self, case, first) -> bool:
         """Record ``case`` (a failing case of the campaign's first failure's kind, or the
@@ -72,6 +76,7 @@ class Findings:
     def _store(self, best) -> None:
         """The simplest failing Problem so far, then the first one (the simplest replays
         first in the next campaign); entries this run did not write stay in place."""
+        assert self.first is not None  # found() sets it before the first write
         self._mine = keep_current(self.database, self.spec, [best.problem, self.first.problem], self._mine)
 
 
@@ -81,9 +86,9 @@ class Finding:
     the case that first hit it, its shrunk case, how many cases it explains and when it
     was first seen. Plain data, so a result crosses process boundaries (``--jobs``)."""
 
-    signature: object  # signature.Signature
-    first: object = None  # CaseResult: the case that first hit it (None: known and not hit)
-    best: object = None  # CaseResult: the shrunk case (for a known finding: its replayed case)
+    signature: "Signature"
+    first: "CaseResult | None" = None  # the case that first hit it (None: known and not hit)
+    best: "CaseResult | None" = None  # the shrunk case (for a known finding: its replayed case)
     known: bool = False
     hits: int = 0  # failing cases of the campaign it explains (search, shrink and variation cases)
     search_hits: int = 0  # of those, drawn or replayed by the search itself
@@ -95,9 +100,9 @@ class Finding:
     # signatures of the same bug reached from elsewhere (signature.same_identity), which
     # widen what the finding explains: a fault invisible on one key without sinks signs
     # "seqlen_k>=2" first and "sinks" once a case with sinks and one key shows it
-    variants: list = field(default_factory=list)
+    variants: "list[Signature]" = field(default_factory=list)
     number: int = 0  # a hunt's new findings in the order kept (1 = the first): its reproducer's -fN
-    trigger: object = None  # Problem: the failing case whose hunt kept it (a resumed hunt replays from it)
+    trigger: "Problem | None" = None  # the failing case whose hunt kept it (a resumed hunt replays from it)
 
     @property
     def id(self) -> str:
@@ -119,6 +124,7 @@ class Finding:
     def log_record(self) -> dict:
         """What a hunt's case log keeps of a new finding (``"event": "finding"``), so a resumed
         hunt rebuilds it (``from_log``) instead of shrinking it again."""
+        assert self.first is not None and self.best is not None  # a new finding has both
         return {"number": self.number, "signature": self.signature.to_dict(),
                 "variants": [v.to_dict() for v in self.variants],
                 "trigger": self.trigger.to_dict() if self.trigger is not None else None,

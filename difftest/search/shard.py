@@ -27,12 +27,14 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     """``"I/N"`` -> (I, N) with 0 <= I < N; None stays None."""
     if text is None:
         return None
-    i, sep, n = str(text).partition("/")
+    left, sep, right = str(text).partition("/")
+    i: int | None
+    n: int | None
     try:
-        i, n = (int(i), int(n)) if len(str(text)) <= 20 else (None, None)
+        i, n = (int(left), int(right)) if len(str(text)) <= 20 else (None, None)
     except ValueError:
         i = n = None
-    if not sep or i is None or n < 1 or not 0 <= i < n or n > MAX_SHARDS:
+    if not sep or i is None or n is None or n < 1 or not 0 <= i < n or n > MAX_SHARDS:
         raise ShardError(f"--shard {str(text)[:40]!r} is invalid: allowed I/N with integers 0 <= I < N <= "
                          f"{MAX_SHARDS} (e.g. 0/2, 1/2)")
     return i, n

@@ -43,7 +43,7 @@ def neighbours(p: Problem, cap: Capability | None = None):
     least_q, least_k = (cap.min_seqlen_q, cap.min_seqlen_k) if cap else (1, 1)
     m = cap.seqlen_multiple if cap else 1
     if p.varlen:
-        sq, sk = list(p.seqlen_q), list(p.seqlen_k)
+        sq, sk = list(p.seqlen_q), list(p.seqlen_k)  # type: ignore[arg-type]  # varlen: tuples
         for i in range(p.batch):  # drop a sequence
             if p.batch > 1:
                 yield p.replace(batch=p.batch - 1, seqlen_q=tuple(sq[:i] + sq[i + 1:]),
@@ -60,18 +60,18 @@ def neighbours(p: Problem, cap: Capability | None = None):
             yield p.replace(batch=1)
         # a value-dependent fault (an overflow on a few large logits) may need other values
         # once tokens are gone: each shorter length with a few seeds, as for heads below
-        for L in _lengths(p.seqlen_q, least_q, m):
+        for L in _lengths(p.seqlen_q, least_q, m):  # type: ignore[arg-type]  # dense: ints
             if L >= 1:
                 for seed in dict.fromkeys((p.seed, 0, 1, 2, 3)):
                     yield p.replace(seqlen_q=L, seed=seed)
-        for L in _lengths(p.seqlen_k, least_k, m):
+        for L in _lengths(p.seqlen_k, least_k, m):  # type: ignore[arg-type]  # dense: ints
             if L >= 1:
                 for seed in dict.fromkeys((p.seed, 0, 1, 2, 3)):
                     yield p.replace(seqlen_k=L, seed=seed)
         if p.seqlen_q != p.seqlen_k:
             yield p.replace(seqlen_k=p.seqlen_q)
         else:  # both at once: the only way down for a kernel that takes square problems only
-            for L in _lengths(p.seqlen_q, max(least_q, least_k), m):
+            for L in _lengths(p.seqlen_q, max(least_q, least_k), m):  # type: ignore[arg-type]  # dense: ints
                 if L >= 1:
                     yield p.replace(seqlen_q=L, seqlen_k=L)
     if p.pad_tail:

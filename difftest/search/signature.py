@@ -46,6 +46,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeGuard
 
 from difftest.errors import FileFormatError
 from difftest.judge import triage
@@ -144,7 +145,7 @@ def _lowered(p: Problem, name: str, step: int) -> Problem | None:
         if p.batch <= 1:
             return None
         if p.varlen:
-            return p.replace(batch=p.batch - 1, seqlen_q=p.seqlen_q[:-1], seqlen_k=p.seqlen_k[:-1])
+            return p.replace(batch=p.batch - 1, seqlen_q=p.seqlen_q[:-1], seqlen_k=p.seqlen_k[:-1])  # type: ignore[index]  # varlen: tuples
         return p.replace(batch=p.batch - 1)
     if name == "heads_q>=":
         hq = p.heads_q - p.group
@@ -211,7 +212,7 @@ def _others(capability, name: str, p: Problem, limit: int = 3) -> list:
     return list(dict.fromkeys(below + above[:1] + above[-1:]))[:limit]
 
 
-def _valid(p: Problem | None, capability) -> bool:
+def _valid(p: Problem | None, capability) -> TypeGuard[Problem]:
     if p is None:
         return False
     try:
@@ -366,6 +367,7 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     base = Signature(str(triage.classify(case)), gates, case.error_type if error else "",
                      message=message_shape(case.reason) if error else "")
     p = case.problem
+    needs: list[tuple[str, Any]]  # (name, True | an int bound | a tuple of choices)
     needs, calls = [], 0
 
     # the gates a passing variation can speak for: those of an output that races (its
@@ -439,6 +441,7 @@ def escapes(sig: Signature, p: Problem, capability=None) -> list[Problem]:
     of a choice). A hunt runs one of them instead of a drawn Problem a finding explains, so the
     draw's other features (the sinks of a Problem whose dK bug is known) are still searched."""
     out = []
+    q: Problem | None
     for name, value in sig.needs:
         if name in SWITCHES:
             q = _switched_off(p, name)
@@ -461,7 +464,7 @@ def _below(p: Problem, name: str, bound: int) -> Problem | None:
     if name == "batch>=":
         n = bound - 1
         if p.varlen:
-            return p.replace(batch=n, seqlen_q=p.seqlen_q[:n], seqlen_k=p.seqlen_k[:n], pad_tail=p.pad_tail)
+            return p.replace(batch=n, seqlen_q=p.seqlen_q[:n], seqlen_k=p.seqlen_k[:n], pad_tail=p.pad_tail)  # type: ignore[index]  # varlen: tuples
         return p.replace(batch=n)
     if name == "heads_q>=":
         kv = max(1, (bound - 1) // p.group)
@@ -531,7 +534,7 @@ def merged(a: Signature, b: Signature) -> Signature:
     the coarser of two tails; a need only one of them has is dropped (the other shows the bug
     without it). Gates of either; variations of both."""
     na, nb = dict(a.needs), dict(b.needs)
-    out = []
+    out: list[tuple[str, Any]] = []
     for name in set(na) & set(nb):
         va, vb = na[name], nb[name]
         if name in SWITCHES:

@@ -10,14 +10,20 @@ what they found is still shrunk and signed inside the budget.
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from difftest.execute import interrupt
-from difftest.judge.runner import run_case
+from difftest.judge.runner import CaseResult, run_case
+from difftest.model.problem import Problem
 from difftest.search.case_log import CaseLog
-from difftest.search.findings import Findings
+from difftest.search.findings import Finding, Findings
 from difftest.search.progress import Progress
 from difftest.search.result import CampaignResult
 from difftest.search.signature import unexplained_gates
+
+if TYPE_CHECKING:  # annotations only (the modes import nothing of this module)
+    from difftest.search.first_failure import FirstFailure
+    from difftest.search.hunt import Hunt
 
 # The share of the budget kept back from the search for shrinking and signing what it found
 # (at most the shrink budget): the search phases stop at time_budget - reserve.
@@ -27,7 +33,7 @@ UNEXPLAINED_LISTED = 20  # failing cases no finding explains, listed by name (th
 
 @dataclass
 class SearchState:
-    settings: object  # campaign.Campaign: kernel, profile, config, budgets (frozen)
+    settings: Any  # campaign.Campaign (importing it would close a cycle): kernel, profile, config, budgets (frozen)
     result: CampaignResult
     run_id: str
     findings: Findings  # the first finding's writer: reproducer and store entry, kept current
@@ -37,18 +43,18 @@ class SearchState:
     time_budget: float = 0.0  # seconds the whole campaign may take (a resumed run: what was left)
     t0: float = field(default_factory=time.perf_counter)
     wall0: float = field(default_factory=time.time)
-    seen: dict = field(default_factory=dict)  # Problem -> its CaseResult (replayed, never run twice)
-    keys: set = field(default_factory=set)  # compile signatures run by the search
+    seen: dict[Problem, CaseResult] = field(default_factory=dict)  # Problem -> its case (replayed, never run twice)
+    keys: set[tuple] = field(default_factory=set)  # compile signatures run by the search
     failed_at: float | None = None  # seconds in, at the first failure
-    found: list = field(default_factory=list)  # Finding per distinct bug so far (known ones first)
-    explicit: set = field(default_factory=set)  # replayed and corner Problems: never skipped
-    searched: set = field(default_factory=set)  # Problems the search itself ran (not shrinks or variations)
-    finished_at: dict = field(default_factory=dict)  # Problem -> seconds in, when it ran
-    known_problems: dict = field(default_factory=dict)  # Problem -> its --known file
-    prior: set = field(default_factory=set)  # Problems a resumed run took from its log
-    resume_hunt: object = None  # the Problem whose hunt the kill cut short
+    found: list[Finding] = field(default_factory=list)  # Finding per distinct bug so far (known ones first)
+    explicit: set[Problem] = field(default_factory=set)  # replayed and corner Problems: never skipped
+    searched: set[Problem] = field(default_factory=set)  # Problems the search itself ran (not shrinks or variations)
+    finished_at: dict[Problem, float] = field(default_factory=dict)  # Problem -> seconds in, when it ran
+    known_problems: dict[Problem, str] = field(default_factory=dict)  # Problem -> its --known file
+    prior: set[Problem] = field(default_factory=set)  # Problems a resumed run took from its log
+    resume_hunt: Problem | None = None  # the Problem whose hunt the kill cut short
     drawn: int = 0  # this shard's Problems the search drew (run or not)
-    mode: object = None  # first_failure.FirstFailure or hunt.Hunt
+    mode: "FirstFailure | Hunt" = None  # type: ignore[assignment]  # set right after the state is made (campaign.py)
 
     # ------------------------------------------------------------------ the clock
     def now(self) -> float:
@@ -66,7 +72,7 @@ class SearchState:
         return self.time_budget - max(0.0, reserve)
 
     # ------------------------------------------------------------------ cases
-    def case(self, problem):
+    def case(self, problem: Problem) -> CaseResult:
         """Run ``problem`` once and record it: every case lands in the result and the log; the
         mode hears of it first (a failure in the log always has its reproducer on disk)."""
         s = self.settings
@@ -87,7 +93,7 @@ class SearchState:
             self.log.write(case)
         return case
 
-    def run_seen(self, problem):
+    def run_seen(self, problem: Problem) -> CaseResult:
         """The case of ``problem``: replayed when the campaign ran it, else run now."""
         case = self.seen.get(problem)
         return case if case is not None else self.case(problem)
