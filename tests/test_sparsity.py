@@ -240,3 +240,51 @@ def test_sparse_mutants_exist_and_the_catalogue_names_their_class():
                             "sparse-topk-dup-twice"]
     assert all(MUTANTS[n].bug_class == "sparse" for n in SPARSE_NAMES)
 
+
+# ----------------------------------------------------------------------------- FlexAttention
+FLEX_CASES = [
+    Problem(seqlen_q=300, seqlen_k=270, head_dim_qk=16, head_dim_v=16, sparsity=Sparsity("block", 128, 128, drop=50,
+                                                                                          seed=1)),
+    Problem(batch=2, seqlen_q=300, seqlen_k=270, head_dim_qk=16, head_dim_v=16, causal=True,
+            sparsity=Sparsity("block", 128, 128, drop=30, empty=1, seed=2)),
+    Problem(batch=2, seqlen_q=40, seqlen_k=50, head_dim_qk=16, head_dim_v=16,
+            sparsity=Sparsity("topk", 1, 1, topk=5, invalid=30, dup=30, empty=2, seed=3)),
+    Problem(batch=2, seqlen_q=(40, 0), seqlen_k=(50, 9), head_dim_qk=16, head_dim_v=16, sinks=True,
+            sparsity=Sparsity("topk", 1, 64, topk=2, invalid=30, seed=3)),
+    Problem(batch=2, seqlen_q=(140, 20), seqlen_k=(150, 9), head_dim_qk=16, head_dim_v=16, window_left=30,
+            sparsity=Sparsity("block", 128, 128, drop=30, seed=3)),
+]
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize("p", FLEX_CASES, ids=lambda p: p.short())
+def test_flex_sparse_forward_translation_matches_the_truth_on_cpu(p):
+    """Flex has no backward on the CPU (torch 2.13): the translation (BlockMask, mask_mod,
+    layouts) is checked through the eager forward; the gradients need the GPU."""
+    from difftest.kernels.flex import FlexAdapter
+    from difftest.model.inputs import lay_out
+
+    k = FlexAdapter(sparse=True)
+    assert k.capability.covers(p.validate())
+    got, _ = k.translate(lay_out(make_inputs(p)), grad=False)
+    t = chunked_reference(make_inputs(p), "float64")
+    seen = torch.isfinite(t.lse)
+    assert torch.equal(torch.isinf(got.lse), torch.isinf(t.lse))
+    assert (got.o.double() - t.o).abs().max() < 1e-5
+    assert (got.lse.double() - t.lse.double())[seen].abs().max() < 1e-5
+
+
+def test_flex_block_mask_lists_the_selected_blocks_and_full_ones_only_where_whole():
+    from difftest.kernels.flex import make_mask_mod, sparse_block_mask
+    from difftest.kernels.masking import selected_blocks
+
+    p = FLEX_CASES[1]
+    mask_mod, n_keys = make_mask_mod(p)
+    bm = sparse_block_mask(p, mask_mod, n_keys, 2, 300, 270)
+    sel = selected_blocks(p, 300, 270)
+    assert torch.equal(bm.to_dense()[0, 0].bool(), sel)
+    full = torch.zeros_like(sel)
+    for qb in range(sel.shape[0]):
+        for j in bm.full_kv_indices[0, 0, qb, :int(bm.full_kv_num_blocks[0, 0, qb])].tolist():
+            full[qb, j] = True
+    assert torch.equal(full & ~sel, torch.zeros_like(sel)) and not full[:, -1].any()  # a 14-key tail block is partial
