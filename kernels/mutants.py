@@ -750,9 +750,9 @@ class Fp8DvDescaleOfDk(Fp8CurrentScaling):
 @mutant("sparse", Problem(seqlen_q=40, seqlen_k=40, heads_q=2, heads_kv=2,
                           sparsity=Sparsity("block", 16, 16, drop=50, seed=1)), clean=SparseBlockwiseAttention)
 class SparseBackwardDense(SparseBlockwiseAttention):
-    """The backward ignores the block-sparse mask (every key block of a query block recomputed):
-    the forward exact, dQ/dK/dV silently wrong (flash-attention#2623: block-sparse backward,
-    forward exact)."""
+    """The backward ignores the sparse mask (every key block of a query block recomputed, for a
+    block mask and a top-k selection alike): the forward exact, dQ/dK/dV silently wrong
+    (flash-attention#2623: block-sparse backward, forward exact)."""
 
     name = "sparse-bwd-ignores-mask"
 
