@@ -288,3 +288,19 @@ def test_flex_block_mask_lists_the_selected_blocks_and_full_ones_only_where_whol
         for j in bm.full_kv_indices[0, 0, qb, :int(bm.full_kv_num_blocks[0, 0, qb])].tolist():
             full[qb, j] = True
     assert torch.equal(full & ~sel, torch.zeros_like(sel)) and not full[:, -1].any()  # a 14-key tail block is partial
+
+
+def test_a_finding_on_a_sparse_problem_says_it_needs_the_sparse_mask():
+    """The signature's variations switch the sparse mask off: a sparse mutant's finding names
+    ``sparse`` as a need, and a Problem without the mask escapes it."""
+    from difftest.judge.runner import RunConfig
+    from difftest.search.signature import derive, escapes
+
+    m = MUTANTS["sparse-empty-row-nan"]
+    k = m.make()
+    cfg = RunConfig(determinism_runs=1)
+    case = run_case(k, m.example, cfg)
+    assert case.status == "failed"
+    sig = derive(case, lambda q: run_case(k, q, cfg), SPARSE_CAPABILITY)
+    assert ("sparse", True) in sig.needs
+    assert any(not q.sparse for q in escapes(sig, m.example, SPARSE_CAPABILITY))
