@@ -97,24 +97,25 @@ def features(p: Problem) -> set[str]:
     if sp is None:
         return set()
     f = {f"sparse:{sp.kind}"}
-    rows = [sp.selected(a, b) for a, b in zip(p.seqlens_q, p.seqlens_k) if a and b]
-    if any(not any(r) for sel in rows for r in sel):
-        f.add("sparse:row_with_no_block")
-    if any(sp.blocks(a, b)[1] == 1 for a, b in zip(p.seqlens_q, p.seqlens_k) if a and b):
-        f.add("sparse:single_block_rows")
-    if sp.kind == "block":
-        if any(not any(map(any, sel)) for sel in rows):
-            f.add("sparse:all_blocks_masked")
-        if any(all(map(all, sel)) for sel in rows):
-            f.add("sparse:all_blocks_kept")
-    else:
-        slots = [sp.topk_slots(a, b) for a, b in zip(p.seqlens_q, p.seqlens_k) if a and b]
-        nks = [sp.blocks(a, b)[1] for a, b in zip(p.seqlens_q, p.seqlens_k) if a and b]
-        if any(x < 0 or x >= nk for s, nk in zip(slots, nks) for r in s for x in r):
-            f.add("sparse:topk_invalid")
-        if any(len({x for x in r if 0 <= x < nk}) < sum(0 <= x < nk for x in r) for s, nk in zip(slots, nks)
-               for r in s):
-            f.add("sparse:topk_duplicate")
+    for a, b in zip(p.seqlens_q, p.seqlens_k):
+        if not (a and b):
+            continue
+        n = sp.counts(a, b)  # [query blocks, key blocks]
+        if (n.sum(dim=1) == 0).any():
+            f.add("sparse:row_with_no_block")
+        if n.shape[1] == 1:
+            f.add("sparse:single_block_rows")
+        if sp.kind == "block":
+            if not n.any():
+                f.add("sparse:all_blocks_masked")
+            if n.all():
+                f.add("sparse:all_blocks_kept")
+        else:
+            nk = n.shape[1]
+            if any(x < 0 or x >= nk for r in sp.topk_slots(a, b) for x in r):
+                f.add("sparse:topk_invalid")
+            if (n > 1).any():
+                f.add("sparse:topk_duplicate")
     return f
 
 

@@ -58,7 +58,7 @@ def test_the_pattern_is_pinned_and_the_same_from_json():
     pinned here so that a change of the derivation is seen (old reproducers would change mask)."""
     assert BLOCK.block_pattern(13, 17) == ((False, True, True), (True, True, True), (False, False, True),
                                            (False, False, False))  # empty=1: the last query block
-    assert TOPK.topk_slots(6, 9)[:3] == ((3, -1, 3), (2, 3, -1), (1, 2, 0))
+    assert TOPK.topk_slots(6, 9)[:3] == ((3, -1, 3), (0, 1, -1), (0, 2, 1))
     again = Problem.from_json(Problem(sparsity=TOPK).to_json()).sparsity
     assert again.topk_slots(19, 23) == TOPK.topk_slots(19, 23)
 
@@ -304,3 +304,14 @@ def test_a_finding_on_a_sparse_problem_says_it_needs_the_sparse_mask():
     sig = derive(case, lambda q: run_case(k, q, cfg), SPARSE_CAPABILITY)
     assert ("sparse", True) in sig.needs
     assert any(not q.sparse for q in escapes(sig, m.example, SPARSE_CAPABILITY))
+
+
+def test_a_file_cannot_ask_for_a_pattern_far_larger_than_its_scores():
+    """The pattern is drawn in Python, one draw per cell: a reproducer's top-k of 4096 slots per
+    token over a short key sequence is refused in one line, as an oversized Problem is."""
+    from difftest.search.limits import check_problem_size
+
+    small = Problem(seqlen_q=64, seqlen_k=64, sparsity=Sparsity("topk", 1, 1, topk=8))
+    assert check_problem_size(small, "ci") is None
+    huge = Problem(seqlen_q=16384, seqlen_k=2, sparsity=Sparsity("topk", 1, 1, topk=4096))
+    assert "sparse pattern has 67108864 cells" in check_problem_size(huge, "gpu")

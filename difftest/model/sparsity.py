@@ -133,8 +133,9 @@ class Sparsity:
         empty = self._empty_rows(rng, nq)
         rows = []
         for qb in range(nq):
-            order = list(range(nk))
-            rng.shuffle(order)
+            # distinct valid indices first (a sample: O(topk), not O(key blocks)); more slots
+            # than key blocks repeat them
+            order = rng.sample(range(nk), min(nk, self.topk)) if nk else []
             row, fresh = [], 0
             for s in range(self.topk):
                 r = rng.random() * 100
@@ -142,26 +143,21 @@ class Sparsity:
                     row.append(rng.choice((-1, nk)))
                 elif r < self.invalid + self.dup and row:
                     row.append(row[rng.randrange(len(row))])
-                else:  # distinct valid indices first; more slots than key blocks repeat them
-                    row.append(order[fresh % nk])
+                else:
+                    row.append(order[fresh % len(order)])
                     fresh += 1
             rows.append(tuple(row))
         return tuple(rows)
 
+    def counts(self, sq: int, sk: int):
+        """[query blocks, key blocks] torch int64: how many times each block is selected (a
+        block mask's 0/1; a top-k row's count of slots naming it, invalid slots none)."""
+        return _counts(self, sq, sk)
+
     def selected(self, sq: int, sk: int) -> list[list[bool]]:
         """[query block][key block] selected: the block pattern, or each top-k row's set of
         valid indices (a duplicate counts once)."""
-        if self.kind == "block":
-            return [list(row) for row in self.block_pattern(sq, sk)]
-        nk = self.blocks(sq, sk)[1]
-        out = []
-        for row in self.topk_slots(sq, sk):
-            sel = [False] * nk
-            for x in row:
-                if 0 <= x < nk:
-                    sel[x] = True
-            out.append(sel)
-        return out
+        return (self.counts(sq, sk) > 0).tolist()
 
     def allowed(self, sq: int, sk: int, device="cpu", rows: tuple[int, int] | None = None):
         """[rows, sk] torch bool: query i's key block is selected (the sparsity alone, no
@@ -169,7 +165,7 @@ class Sparsity:
         import torch
 
         r0, r1 = rows if rows is not None else (0, sq)
-        sel = torch.tensor(self.selected(sq, sk), dtype=torch.bool).reshape(self.blocks(sq, sk))
+        sel = self.counts(sq, sk) > 0
         qb = torch.arange(r0, r1) // self.block_q
         kb = torch.arange(sk) // self.block_k
         return sel[qb][:, kb].to(device)
@@ -177,17 +173,18 @@ class Sparsity:
     def multiplicity(self, sq: int, sk: int) -> list[list[int]]:
         """kind 'topk': [query block][key block] how many slots name it (what a kernel that
         does not deduplicate weighs it by); kind 'block': 0/1."""
+        return self.counts(sq, sk).tolist()
+
+    def _counts(self, sq: int, sk: int):
+        import torch
+
+        nq, nk = self.blocks(sq, sk)
         if self.kind == "block":
-            return [[int(x) for x in row] for row in self.block_pattern(sq, sk)]
-        nk = self.blocks(sq, sk)[1]
-        out = []
-        for row in self.topk_slots(sq, sk):
-            n = [0] * nk
-            for x in row:
-                if 0 <= x < nk:
-                    n[x] += 1
-            out.append(n)
-        return out
+            return torch.tensor(self.block_pattern(sq, sk), dtype=torch.int64).reshape(nq, nk)
+        slots = torch.tensor(self.topk_slots(sq, sk), dtype=torch.int64).reshape(nq, self.topk)
+        slots = torch.where((slots >= 0) & (slots < nk), slots, nk)  # invalid slots: one extra column
+        cell = slots + torch.arange(nq).view(nq, 1) * (nk + 1)  # each slot's (row, block) cell, flat
+        return torch.bincount(cell.flatten(), minlength=nq * (nk + 1)).view(nq, nk + 1)[:, :nk]
 
     # ------------------------------------------------------------------ shrinking, JSON
     def complexity(self) -> tuple:
@@ -249,3 +246,8 @@ def _block_pattern(sp: Sparsity, sq: int, sk: int):
 @functools.lru_cache(maxsize=256)
 def _topk_slots(sp: Sparsity, sq: int, sk: int):
     return sp._topk_slots(sq, sk)
+
+
+@functools.lru_cache(maxsize=64)
+def _counts(sp: Sparsity, sq: int, sk: int):
+    return sp._counts(sq, sk)
