@@ -29,12 +29,13 @@ Hook points: each step a real kernel can get wrong is one small method
 (``load``, ``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,
 ``rescale_factor``, ``stats_for_backward``, ``softmax_grad``, ``delta_pad_value``, ``dq_workspace``,
 ``reduce_dq``, ``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ``store_lse``,
-``forward_sink``, ...).
+``forward_sink``, ``sparse_allowed``, ``selection_weight``, ...).
 ``kernels/mutants.py`` builds its fault-injected kernels by overriding exactly one or
 two of them, so every mutant is a small, named deviation from this file.
 """
 
 import contextlib
+from dataclasses import replace
 
 import torch
 
@@ -44,6 +45,8 @@ from difftest.model.inputs import Inputs, torch_dtype
 from difftest.model.layouts import LAYOUTS
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
+
+from .masking import selected_blocks
 
 BLOCK_M = 32  # query rows per tile
 BLOCK_N = 16  # keys per tile
@@ -188,7 +191,25 @@ class BlockwiseAttention(KernelAdapter):
             ok = ok & (j <= i + p.window_right)
         if p.window_left is not None:
             ok = ok & (j >= i - p.window_left)
+        if p.sparse:
+            ok = ok & self.sparse_allowed(p, i0, i1, j0, j1, sq, sk, phase)
         return ok
+
+    def sparse_allowed(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int,
+                       phase: str) -> torch.Tensor:
+        """[i1-i0, j1-j0] bool: the tile's selected blocks of a sparse Problem (padded rows and
+        columns take their last real block's; the caller masks padded columns)."""
+        sp = p.sparsity
+        sel = selected_blocks(p, sq, sk)
+        qb = torch.clamp(torch.arange(i0, i1), max=max(sq - 1, 0)) // sp.block_q
+        kb = torch.clamp(torch.arange(j0, j1), max=max(sk - 1, 0)) // sp.block_k
+        return sel[qb][:, kb] if sel.numel() else torch.zeros(i1 - i0, j1 - j0, dtype=torch.bool)
+
+    def selection_weight(self, s: torch.Tensor, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int,
+                         phase: str) -> torch.Tensor:
+        """The masked scores of a tile as the softmax weighs them: unchanged (a key a top-k row
+        selects twice counts once, difftest/model/sparsity.py)."""
+        return s
 
     def logit_scale(self, p: Problem, phase: str) -> float:
         """Softmax scale applied to Q K^T when forming S (forward and backward)."""
@@ -380,6 +401,7 @@ class BlockwiseAttention(KernelAdapter):
             for j0, j1 in k_tiles:
                 s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "fwd"), float("-inf"))
+                s = self.selection_weight(s, p, i0, i1, j0, j1, sq, sk, "fwd")
                 m_new = self.running_max(m, s)
                 m_safe = torch.where(torch.isneginf(m_new), torch.zeros_like(m_new), m_new)
                 alpha = self.rescale_factor(m, m_safe, s, j0)
@@ -483,6 +505,7 @@ class BlockwiseAttention(KernelAdapter):
         """Recomputed P and dP = dO V^T of one (query tile, key tile) pair."""
         s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
         s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
+        s = self.selection_weight(s, p, i0, i1, j0, j1, sq, sk, "bwd")
         pt = self.exp((s - mpad[:, i0:i1].unsqueeze(-1)) - logl_p[:, i0:i1].unsqueeze(-1))
         dp = self.gemm(dop[:, i0:i1], vp[:, j0:j1].transpose(1, 2))
         return pt, dp
@@ -507,6 +530,24 @@ class BlockwiseAttention(KernelAdapter):
                 parts.append((i0, i1, self.gemm(ds, kp[:, j0:j1])))
         self.reduce_dq(ws, parts)
         return dk[:, :sk], dv[:, :sk]
+
+# The blockwise kernel with sparse masks declared (difftest/model/sparsity.py): block masks at its
+# own tiles, at tiles unaligned with them and at FlexAttention's default 128 x 128; top-k per
+# query token over key tokens and over 16-key blocks, and per 16-row query block. A kernel of its
+# own (``difftest.kernels.blockwise:SparseBlockwiseAttention``) so that torch-blockwise's draws,
+# and every mutant's, stay what they were; the sparse mutants deviate from it.
+SPARSE_CAPABILITY = replace(CAPABILITY, block_sparse=((BLOCK_M, BLOCK_N), (8, 24), (16, 16), (128, 128)),
+                            topk_sparse=((1, 1), (1, BLOCK_N), (16, 8)))
+
+
+class SparseBlockwiseAttention(BlockwiseAttention):
+    """The blockwise kernel, declaring block-sparse masks and top-k selections (``allowed``
+    serves every Problem's)."""
+
+    name = "torch-blockwise-sparse"
+    capability = SPARSE_CAPABILITY
+    description = "blockwise FlashAttention-2-style forward+backward in plain torch (CPU), block-sparse and top-k"
+
 
 def make() -> BlockwiseAttention:
     return BlockwiseAttention()

@@ -14,6 +14,8 @@
 LSE comes back natural-log, [B, H, S], -inf for an empty row.
 """
 
+from dataclasses import replace
+
 import torch
 
 from difftest.execute.adapter import KernelAdapter
@@ -24,6 +26,7 @@ from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 
 from .cuda_common import cuda_reason, fold_kv_heads, laid_out, lse_bhs_to_thd, normalize_lse
+from .masking import selected_blocks, visible_keys
 
 # The contract (torch 2.13's source; the H200 runs 2.11): flex_attention validates q/k/v
 # as SDPA inputs of one device (torch/nn/attention/flex_attention.py:2315-2318), q and k
@@ -67,6 +70,73 @@ _COMMON = dict(
 CAPABILITY = Capability(gqa=False, varlen=True, empty_seqs=True, pad_tail=True, sinks=True, **_COMMON)
 GQA_CAPABILITY = Capability(gqa=True, seqlen_q_ne_k=False, varlen=False, empty_seqs=False, pad_tail=False,
                             sinks=False, **_COMMON)
+
+
+# Sparse masks (difftest/model/sparsity.py). torch 2.13's BlockMask.from_kv_blocks takes the
+# kept (partial) and full key blocks of each query block at BLOCK_SIZE (Q_BLOCK_SIZE, KV_BLOCK_SIZE),
+# 128 by default (torch/nn/attention/flex_attention.py, _DEFAULT_SPARSE_BLOCK_SIZE); a partial block
+# runs mask_mod per element, a full block skips it. A dense, sink-free block-sparse Problem at
+# 128 x 128 is handed over as that block list itself: kv_indices list the selected blocks (those
+# the causal/window rule leaves whole as full blocks), and the mask_mod, which Flex requires to agree
+# with the list (its eager path applies the mask_mod alone), is the rule AND the block's selection;
+# the forward walks kv_indices and the backward the transposed q_indices, where a block-sparse
+# backward goes wrong (flash-attention#2623). Every other sparse
+# Problem (top-k at any block size, varlen, sinks) puts the selection into the mask_mod, as a lookup
+# of the visible keys, and create_block_mask derives the blocks. Flex has no backward on the CPU
+# ("FlexAttention does not support backward on CPU", torch 2.13, eager and compiled alike), so the
+# sparse adapter's gradients need a GPU; the CPU checks the translation (tests/test_sparsity.py).
+SPARSE_BLOCK = (128, 128)
+SPARSE_CAPABILITY = replace(CAPABILITY, block_sparse=(SPARSE_BLOCK,), topk_sparse=((1, 1), (1, 64), (64, 64)),
+                            compile_key=COMPILE_KEY + ("sparsity",))
+
+
+def sparse_block_mask(p: Problem, mask_mod, n_keys: int, B: int, Lq: int, Lk: int, device="cpu"):
+    """The BlockMask of a sparse Problem (the comment above says which form)."""
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask
+
+    sp = p.sparsity
+    if sp.kind == "block" and not p.varlen and not p.sinks:
+        sq, sk = p.seqlen_q, p.seqlen_k
+        sel = selected_blocks(p, sq, sk)
+        nq, nk = sel.shape
+        base = visible_keys(p.replace(sparsity=None), sq, sk)
+        pad = torch.zeros(nq * sp.block_q, nk * sp.block_k, dtype=torch.bool)
+        pad[:sq, :sk] = base  # tail rows and columns never full
+        whole = pad.view(nq, sp.block_q, nk, sp.block_k).all(dim=3).all(dim=1)
+        full, partial = sel & whole, sel & ~whole
+
+        def listed(m):  # [nq, nk] -> (counts [1, 1, nq], indices [1, 1, nq, nk]), listed blocks first
+            order = torch.argsort((~m).to(torch.int8), dim=1, stable=True).to(torch.int32)
+            return (m.sum(dim=1).to(torch.int32).view(1, 1, nq).to(device), order.view(1, 1, nq, nk).to(device))
+
+        sel_d = sel.to(device)
+
+        def sparse_mod(b, h, q_idx, kv_idx):  # the block mask's own rule, element by element
+            return mask_mod(b, h, q_idx, kv_idx) & sel_d[q_idx // sp.block_q, kv_idx // sp.block_k]
+
+        return BlockMask.from_kv_blocks(*listed(partial), *listed(full), BLOCK_SIZE=(sp.block_q, sp.block_k),
+                                        mask_mod=sparse_mod, seq_lengths=(Lq, Lk))
+    table = _visible_table(p, n_keys, device)
+
+    def lookup(b, h, q_idx, kv_idx):
+        return table[q_idx, kv_idx]
+
+    return create_block_mask(lookup, B, None, Lq, Lk, device=str(device))
+
+
+def _visible_table(p: Problem, n_keys: int, device) -> torch.Tensor:
+    """[query tokens, key tokens (+ the sink column)] bool: packed (varlen) or one sequence's
+    (dense: every sequence has its lengths, and so its pattern) visible keys."""
+    rows, cols = (p.total_q, n_keys) if p.varlen else (p.seqlen_q, p.seqlen_k)
+    table = torch.zeros(rows, cols + int(p.sinks), dtype=torch.bool)
+    seqs = range(p.batch) if p.varlen else range(1)
+    for b in seqs:
+        q0, k0 = (p.cu_seqlens_q[b], p.cu_seqlens_k[b]) if p.varlen else (0, 0)
+        sq, sk = p.seqlens_q[b], p.seqlens_k[b]
+        table[q0:q0 + sq, k0:k0 + sk] = visible_keys(p, sq, sk)
+        if p.sinks:
+            table[q0:q0 + sq, cols] = True
+    return table.to(device)
 
 
 def positions(p: Problem, device="cpu"):
@@ -166,7 +236,11 @@ class FlexAdapter(KernelAdapter):
     capability = CAPABILITY
     description = "torch FlexAttention (compiled Triton on CUDA), block-mask causal/window/varlen, sinks via score_mod"
 
-    def __init__(self, gqa: bool = False):
+    def __init__(self, gqa: bool = False, sparse: bool = False):
+        if sparse:
+            self.name = "flex-sparse"
+            self.capability = SPARSE_CAPABILITY
+            self.description = "torch FlexAttention with block-sparse BlockMasks and top-k selections"
         if gqa:
             self.name = "flex-gqa"
             self.capability = GQA_CAPABILITY
@@ -214,7 +288,9 @@ class FlexAdapter(KernelAdapter):
 
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
         block_mask = None
-        if p.masked or p.varlen or p.sinks:
+        if p.sparse:
+            block_mask = sparse_block_mask(p, mask_mod, n_keys, B, Lq, Lk, dev)
+        elif p.masked or p.varlen or p.sinks:
             block_mask = create_block_mask(mask_mod, B, None, Lq, Lk, device=str(dev))
         fn = flex_fn if flex_fn is not None else _flex_fn(dev.type)
         o, lse = _call(fn, q, kk, vv, score_mod, block_mask, p.scale, q.shape[1] != kk.shape[1])
@@ -259,3 +335,7 @@ def _call(fn, q, k, v, score_mod, block_mask, scale, gqa):
 
 def gqa():
     return FlexAdapter(gqa=True)
+
+
+def sparse():
+    return FlexAdapter(sparse=True)

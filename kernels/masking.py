@@ -5,7 +5,15 @@ lo_i <= j < hi_i, from the causal alignment and the window) as half-open ranges,
 purpose independently of the oracle's ``allowed_mask``: if the two shared code, a bug
 in that code would put the same wrong mask in the kernel's call and in the truth, and
 the gates could not see it. tests/test_sdpa_cpu.py checks that the two agree.
+
+``selected_blocks`` does the same for a sparse Problem (difftest/model/sparsity.py): the
+[query block, key block] selection built from the pattern a kernel is handed (the kept
+blocks, or the top-k slots scattered, so a duplicate lands on the same block once and an
+invalid slot, -1 or past the last block, lands nowhere), apart from ``Sparsity.selected``;
+``visible_keys`` ANDs it in. tests/test_sparsity.py checks that the two agree.
 """
+
+import functools
 
 import torch
 
@@ -25,4 +33,27 @@ def visible_keys(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tens
     if problem.window_left is not None:
         lo = torch.maximum(lo, i - problem.window_left)
     j = torch.arange(sk, device=device).unsqueeze(0)
-    return (j >= lo) & (j < hi)
+    ok = (j >= lo) & (j < hi)
+    if problem.sparsity is not None:
+        sp = problem.sparsity
+        sel = selected_blocks(problem, sq, sk, device)
+        ok = ok & sel[torch.arange(sq, device=device) // sp.block_q][:, torch.arange(sk, device=device) // sp.block_k]
+    return ok
+
+
+def selected_blocks(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tensor:
+    """[query blocks, key blocks] bool of a sparse Problem's (sq, sk) sequence: the kept
+    blocks of a block mask, or the blocks a top-k row's valid slots name."""
+    return _selected(problem.sparsity, sq, sk).to(device)
+
+
+@functools.lru_cache(maxsize=64)
+def _selected(sp, sq: int, sk: int) -> torch.Tensor:
+    nq, nk = -(-sq // sp.block_q), -(-sk // sp.block_k)
+    if sp.kind == "block":
+        return torch.tensor(sp.block_pattern(sq, sk), dtype=torch.bool).reshape(nq, nk)
+    slots = torch.tensor(sp.topk_slots(sq, sk), dtype=torch.long).reshape(nq, sp.topk)
+    valid = (slots >= 0) & (slots < nk)
+    sel = torch.zeros(nq, nk + 1, dtype=torch.bool)  # column nk: where invalid slots land
+    sel.scatter_(1, torch.where(valid, slots, nk), True)
+    return sel[:, :nk]

@@ -25,9 +25,11 @@ from difftest.execute.adapter import KernelAdapter
 from difftest.model import fp8
 from difftest.model.inputs import torch_dtype
 from difftest.model.problem import FP8_DTYPES, V2_ONLY_KINDS, Problem
+from difftest.model.sparsity import Sparsity
 
-from .blockwise import BlockwiseAttention
+from .blockwise import BlockwiseAttention, SparseBlockwiseAttention
 from .extra_sources import load_extra
+from .masking import selected_blocks
 from .variants import Fp8CurrentScaling
 
 # Bug classes, as public bug reports against attention backward kernels name them; every one
@@ -54,6 +56,8 @@ BUG_CLASSES = {
     "partial-tile": "only part of an MMA tile computed (e.g. only the first 16 rows of dQ)",
     "structured-values": "faults that only activations like a trained model's expose (attention sinks, "
                          "heavy tails, tied keys, a dO from a loss)",
+    "sparse": "block-sparse masks and top-k selections: ignored or transposed in the backward, empty rows, "
+              "duplicate selections",
 }
 
 
@@ -738,6 +742,88 @@ class Fp8DvDescaleOfDk(Fp8CurrentScaling):
         if name == "dv":
             return 1.0 / self.scales["dk"]
         return super().output_descale(name, scale)
+
+
+# ----------------------------------------------------------------------------- sparse masks
+# Faults only a sparse Problem shows (difftest/model/sparsity.py): each deviates from the sparse
+# blockwise kernel, and on a dense Problem is that kernel exactly.
+@mutant("sparse", Problem(seqlen_q=40, seqlen_k=40, heads_q=2, heads_kv=2,
+                          sparsity=Sparsity("block", 16, 16, drop=50, seed=1)), clean=SparseBlockwiseAttention)
+class SparseBackwardDense(SparseBlockwiseAttention):
+    """The backward ignores the sparse mask (every key block of a query block recomputed, for a
+    block mask and a top-k selection alike): the forward exact, dQ/dK/dV silently wrong
+    (flash-attention#2623: block-sparse backward, forward exact)."""
+
+    name = "sparse-bwd-ignores-mask"
+
+    def sparse_allowed(self, p, i0, i1, j0, j1, sq, sk, phase):
+        if phase == "bwd":
+            return torch.ones(i1 - i0, j1 - j0, dtype=torch.bool)
+        return super().sparse_allowed(p, i0, i1, j0, j1, sq, sk, phase)
+
+
+@mutant("sparse", Problem(seqlen_q=40, seqlen_k=40, heads_q=2, heads_kv=2,
+                          sparsity=Sparsity("block", 8, 24, drop=40, seed=2)), clean=SparseBlockwiseAttention)
+class SparseBackwardTransposed(SparseBlockwiseAttention):
+    """The backward walks the block mask transposed (key block kb of query block qb read as
+    query block kb's key block qb: Flex's q_indices built from kv_indices the wrong way): right
+    only where the pattern is symmetric."""
+
+    name = "sparse-bwd-transposed"
+
+    def sparse_allowed(self, p, i0, i1, j0, j1, sq, sk, phase):
+        if phase != "bwd":
+            return super().sparse_allowed(p, i0, i1, j0, j1, sq, sk, phase)
+        sp = p.sparsity
+        sel = selected_blocks(p, sq, sk)
+        qb = torch.clamp(torch.arange(i0, i1), max=max(sq - 1, 0)) // sp.block_q
+        kb = torch.clamp(torch.arange(j0, j1), max=max(sk - 1, 0)) // sp.block_k
+        t = torch.zeros(max(sel.shape[0], sel.shape[1]), max(sel.shape[0], sel.shape[1]), dtype=torch.bool)
+        t[:sel.shape[1], :sel.shape[0]] = sel.T
+        return t[qb][:, kb]
+
+
+@mutant("sparse", Problem(seqlen_q=24, seqlen_k=24, sparsity=Sparsity("topk", 1, 1, topk=3, empty=3, seed=1)),
+        clean=SparseBlockwiseAttention)
+class SparseEmptyRowNan(SparseBlockwiseAttention):
+    """A query row whose top-k selection or block row is empty gets NaN gradients (its dQ
+    divided by a zero row sum: cudnn-frontend#676); rows emptied by causal or a window are right."""
+
+    name = "sparse-empty-row-nan"
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        res = super().backward(inputs, fwd, ctx, out)
+        p = inputs.problem
+        if p.sparse:
+            sp = p.sparsity
+            for b, q0, sq, k0, sk in self.sequences(p):
+                if sq and sk:
+                    empty = ~selected_blocks(p, sq, sk).any(dim=1)  # per query block
+                    rows = empty[torch.arange(sq) // sp.block_q]
+                    res.dq[q0:q0 + sq][rows] = float("nan")
+        return res
+
+
+@mutant("sparse", Problem(seqlen_q=24, seqlen_k=24, sparsity=Sparsity("topk", 1, 1, topk=4, dup=50, seed=1)),
+        clean=SparseBlockwiseAttention)
+class SparseTopkDuplicatesTwice(SparseBlockwiseAttention):
+    """A key a top-k row selects twice is counted twice (the gathered list softmaxed as is: its
+    logit gains log 2), where the kernels' convention counts the selected set once."""
+
+    name = "sparse-topk-dup-twice"
+
+    def selection_weight(self, s, p, i0, i1, j0, j1, sq, sk, phase):
+        if not p.sparse or p.sparsity.kind != "topk":
+            return s
+        sp = p.sparsity
+        mult = _multiplicity(sp, sq, sk)
+        qb = torch.clamp(torch.arange(i0, i1), max=max(sq - 1, 0)) // sp.block_q
+        kb = torch.clamp(torch.arange(j0, j1), max=max(sk - 1, 0)) // sp.block_k
+        return s + torch.log(mult[qb][:, kb].clamp_min(1.0))
+
+
+def _multiplicity(sp, sq, sk) -> torch.Tensor:
+    return torch.tensor(sp.multiplicity(sq, sk), dtype=torch.float32).reshape(sp.blocks(sq, sk))
 
 
 # ----------------------------------------------------------------------------- catalogue

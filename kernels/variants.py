@@ -44,7 +44,7 @@ from difftest.model.problem import FP8_DTYPES
 from difftest.model.profiles import get_profile
 from difftest.oracles.tensor_core import mma_matmul
 
-from .blockwise import F32, BlockwiseAttention
+from .blockwise import F32, BlockwiseAttention, SparseBlockwiseAttention
 from .extra_sources import load_extra
 from .gemm_orders import fast_f32_gemm, sequential_gemm, splitk_gemm
 
@@ -666,6 +666,21 @@ class Fp8TensorCoreAccumulator(Fp8CurrentScaling):
 
 
 # ----------------------------------------------------------------------------- catalogue
+# ----------------------------------------------------------------------------- sparse masks
+@variant("block-sparse kernels (FlexAttention, FlashAttention-4 block sparsity) walking their kv_indices "
+         "list, FA's backward walking key blocks last first")
+class SparseTilesReversed(SparseBlockwiseAttention):
+    """Key tiles visited last first, in the forward's online softmax and the backward, as a
+    block-sparse kernel walks its list of selected blocks in the order it is given: another
+    summation order of the same sums (a tile no row selects adds exact zeros, so skipping it,
+    as those kernels do, changes no value)."""
+
+    name = "sparse-tiles-reversed"
+
+    def key_tiles(self, sk, phase):
+        return list(reversed(super().key_tiles(sk, phase)))
+
+
 VARIANTS: dict[str, Variant] = {v.name: v for v in _CATALOGUE}
 
 

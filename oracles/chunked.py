@@ -151,7 +151,10 @@ def chunk_plan(problem: Problem, sq: int, sk: int, budget: int, rows: int | None
 
 
 def _fully_allowed(problem: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int) -> bool:
-    """Every row r0..r1-1 sees every key lo..hi-1 (no mask needed for this block)."""
+    """Every row r0..r1-1 sees every key lo..hi-1 (no mask needed for this block); never
+    assumed of a sparse problem (its selected blocks are no band)."""
+    if problem.sparse:
+        return False
     first, last = problem.key_range(r0, sq, sk), problem.key_range(r1 - 1, sq, sk)
     return last[0] <= lo and first[1] >= hi
 
@@ -678,7 +681,10 @@ def _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) -> list:
 def _common_columns(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int) -> tuple[int, int]:
     """[a0, a1): the keys of [lo, hi) that every row r0..r1-1 sees (a1 <= a0: none). Each
     row sees one contiguous key range whose ends only grow with the row, so it is
-    [lo(r1 - 1), hi(r0))."""
+    [lo(r1 - 1), hi(r0)). A sparse problem's rows share no assumed key: none (the chunk
+    then masks every column and takes the row maximum as its shift)."""
+    if p.sparse:
+        return lo, lo
     a0 = min(hi, max(lo, p.key_range(r1 - 1, sq, sk)[0]))
     return a0, max(a0, min(hi, p.key_range(r0, sq, sk)[1]))
 

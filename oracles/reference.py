@@ -25,7 +25,8 @@ PRECISIONS = ("float64", "float32", "same")
 
 
 def allowed_mask(problem: Problem, sq: int, sk: int, device="cpu", rows: tuple[int, int] | None = None) -> torch.Tensor:
-    """[sq, sk] bool: query i may attend key j (``Problem.key_bounds``: the rule); with
+    """[sq, sk] bool: query i may attend key j (``Problem.key_bounds``: the rule, and
+    ``Problem.sparsity``'s selected blocks); with
     ``rows=(r0, r1)`` only query rows r0..r1-1, without building the full mask."""
     r0, r1 = rows if rows is not None else (0, sq)
     i = torch.arange(r0, r1, device=device).unsqueeze(1) + problem.mask_offset(sq, sk)
@@ -36,6 +37,8 @@ def allowed_mask(problem: Problem, sq: int, sk: int, device="cpu", rows: tuple[i
         ok &= rel >= -left
     if right is not None:
         ok &= rel < right
+    if problem.sparsity is not None:  # block-sparse / top-k: only the selected key blocks
+        ok &= problem.sparsity.allowed(sq, sk, device, (r0, r1))
     return ok
 
 

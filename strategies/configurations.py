@@ -23,7 +23,10 @@ The dimensions, each only where the capability and profile reach two or more val
   longer than seqlen_k);
 - ``batching`` (dense, a dense batch, varlen, varlen with an empty query or key sequence,
   varlen with unused tail tokens);
-- ``sinks``, ``layout``, and ``softmax_scale`` where the compile key names it.
+- ``sinks``, ``layout``, and ``softmax_scale`` where the compile key names it;
+- ``sparsity`` (none, a block-sparse mask, one at its edges: a row with no block or every block
+  dropped; a top-k selection, one with invalid and duplicate slots), where the capability
+  declares sparse block sizes (strategies/sparsity.py).
 
 Value kinds are not a dimension: the coverage phase hands each configuration the next kind
 in turn (``free``), and the value search explores kinds and scales inside configurations.
@@ -44,6 +47,7 @@ from difftest.model.profiles import get_profile
 from .layouts import declared
 from .masks import UNMASKED_ALIGN, mask_kinds
 from .shapes import min_lengths
+from .sparsity import SPARSITY_CLASSES, realise_sparsity, sparsity_class, sparsity_kinds
 from .values import DTYPE_ORDER, SINK_CENTERS, SOFTMAX_SCALES, clamp_scale
 
 SHORT = 16  # a "short" sequence has at most this many tokens
@@ -139,6 +143,7 @@ def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
     add("layout", declared(c))
     if "softmax_scale" in c.compile_key and c.softmax_scale:
         add("softmax_scale", ("default", "custom"))
+    add("sparsity", [v for v in SPARSITY_CLASSES if v == "none" or v.split("_")[0] in sparsity_kinds(c)])
     return tuple(dims)
 
 
@@ -243,6 +248,8 @@ def values_of(p: Problem, capability: Capability, dims) -> dict:
             v = {p.layout.kind}
         elif n == "softmax_scale":
             v = {"default" if p.softmax_scale is None else "custom"}
+        elif n == "sparsity":
+            v = {sparsity_class(p)}
         else:  # pragma: no cover - dimensions() names only the above
             raise KeyError(n)
         out[n] = v & set(d.values)
@@ -383,6 +390,7 @@ def attempt(config: dict, capability: Capability, profile="ci", *, variant: int 
         f["softmax_scale"] = None
     if not c.softmax_scale:
         f["softmax_scale"] = None
+    f["sparsity"] = realise_sparsity(config.get("sparsity", "none"), c, variant, rng)
     if "values" in f:  # the scale a value kind may have in the realised dtype (fp16's range: no inf inputs)
         f["value_scale"] = clamp_scale(f["values"], f.get("value_scale", 1.0), f["dtype"])
     try:

@@ -2,8 +2,9 @@
 
 The features are the classes of bugs attention backward kernels are known to have (varlen,
 GQA/MQA, causal alignment, tails, sinks, value-dependent bugs), plus the memory layouts
-(``layout:<kind>``). ``expected_features`` lists those a capability and profile make
-reachable, so a test can demand that a fixed budget of draws hits every one.
+(``layout:<kind>``) and sparse masks (``sparse:<edge>``, strategies/sparsity.py).
+``expected_features`` lists those a capability and profile make reachable, so a test can
+demand that a fixed budget of draws hits every one.
 """
 
 from collections import Counter
@@ -15,6 +16,8 @@ from difftest.model.profiles import get_profile
 
 from .layouts import declared
 from .shapes import SHORT, min_lengths
+from .sparsity import expected_features as sparse_expected
+from .sparsity import features as sparse_features
 from .values import DTYPE_ORDER, value_kinds
 
 LARGE_LOGIT = 1000.0  # far past exp()'s float32 overflow (88.7) without max subtraction
@@ -129,6 +132,7 @@ def features(p: Problem, c: Capability) -> set[str]:
     if p.softmax_scale is not None:
         f.add("softmax_scale:custom")
     f.add(f"layout:{p.layout.kind}")
+    f |= sparse_features(p)
     return f
 
 
@@ -192,6 +196,7 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
     if c.softmax_scale:
         e.add("softmax_scale:custom")
     e |= {f"layout:{k}" for k in declared(c) if k != "kv_broadcast" or H >= 2}
+    e |= sparse_expected(c)
     return e
 
 

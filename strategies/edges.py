@@ -5,9 +5,9 @@ covering the corners that fixed grids in other suites are built around: tile edg
 seqlen_q != seqlen_k both ways with each causal alignment, fully masked rows, GQA/MQA,
 head_dim_qk != head_dim_v, every declared head dim, every dtype, empty and padded varlen batches, every window
 shape, sinks far above and below the logits, and every value distribution at its
-largest scale, and every declared memory layout. Each corner is adapted to the capability
-(clamped, lifted to its minimum sequence lengths, aligned, made dense or non-empty as
-needed) and dropped only if it still falls outside.
+largest scale, every declared memory layout, and the sparse masks' edges where declared.
+Each corner is adapted to the capability (clamped, lifted to its minimum sequence lengths,
+aligned, made dense or non-empty as needed) and dropped only if it still falls outside.
 """
 
 from difftest.model.capability import Capability
@@ -17,6 +17,7 @@ from difftest.model.profiles import get_profile
 from .layouts import declared
 from .masks import UNMASKED_ALIGN
 from .shapes import min_lengths
+from .sparsity import edge_sparsities
 from .values import DTYPE_ORDER, MAX_SCALE, SCALES, SINK_CENTERS, value_kinds
 
 
@@ -128,6 +129,10 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
             scale = max(s for s in ladder if top is None or s <= top)
             add(base.replace(dtype=dt, values=kind, value_scale=scale, seqlen_q=min(S, 9), seqlen_k=mid))
     add(base.replace(softmax_scale=10.0, seqlen_q=3, seqlen_k=mid))
+
+    # sparse masks at their edges (strategies/sparsity.py), for a kernel that declares them
+    for changes, sp in edge_sparsities(c, S):
+        add(base.replace(sparsity=sp, **changes))
 
     seen, kept = set(), []
     for p in out:

@@ -4,7 +4,8 @@ a kernel declares it supports.
 Composed from the strategies in shapes.py, masks.py, values.py and compile.py, drawn in
 shrink-priority order so a failure shrinks to: fewer batches, fewer heads, smaller head
 dims, shorter sequences, no mask, standard-normal values, the contiguous memory layout
-(then float32, seed 0). The head dims come before the lengths, which the size budget then
+(then float32, seed 0), no sparse mask (drawn last, and only for a kernel that declares one:
+strategies/sparsity.py). The head dims come before the lengths, which the size budget then
 bounds: every declared head dim is as likely on a long problem as on a short one.
 Every Problem is legal by construction (no ``.filter``) and inside the capability.
 
@@ -33,6 +34,7 @@ from .compile import compile_pins, corpus_configs, corpus_only, warm_problems
 from .layouts import layouts
 from .masks import masks
 from .shapes import VARLEN_PATTERNS, dense_seqlens, head_counts, head_dims, seqlen_cap, varlen_seqlens
+from .sparsity import sparsities
 from .values import clamp_scale, dtypes, sink_settings, softmax_scales, value_settings
 
 SEED_MAX = 2**32 - 1
@@ -128,4 +130,7 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
     f["layout"] = pin["layout"] if "layout" in pin else draw(layouts(c, f["heads_q"], f["heads_kv"]))
 
     f["seed"] = pin["seed"] if "seed" in pin else draw(st.integers(0, SEED_MAX))
+
+    # 7. sparse mask (none first): drawn only where the capability declares sparse block sizes
+    f["sparsity"] = pin["sparsity"] if "sparsity" in pin else draw(sparsities(c, max(seqs_q + seqs_k)))
     return Problem(**f).validate()

@@ -19,9 +19,10 @@ from difftest.execute import adapter as registry
 from difftest.judge.runner import RunConfig, run_case
 from difftest.model.inputs import make_inputs
 from difftest.model.problem import Problem
+from difftest.model.sparsity import Sparsity
 from difftest.oracles.reference import allowed_mask, reference
 
-GPU_KERNELS = ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "flex", "flex-gqa", "fa4",
+GPU_KERNELS = ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "flex", "flex-gqa", "flex-sparse", "fa4",
                "fa4-fast", "fa3", "tileops-gqa", "tileops-mla"]
 
 D = dict(head_dim_qk=16, head_dim_v=16)
@@ -363,6 +364,12 @@ GPU_CASES = [
             head_dim_v=64, dtype="float16", causal=True),
     Problem(batch=2, seqlen_q=96, seqlen_k=96, heads_q=4, heads_kv=4, head_dim_qk=64, head_dim_v=64,
             dtype="bfloat16", causal=True, sinks=True),
+    # sparse masks (only kernels declaring them run these): Flex's block list at 128 x 128, whose
+    # backward walks the transposed list; a top-k selection with an empty row, invalid and duplicate slots
+    Problem(batch=2, seqlen_q=300, seqlen_k=270, heads_q=4, heads_kv=4, head_dim_qk=64, head_dim_v=64,
+            dtype="bfloat16", causal=True, sparsity=Sparsity("block", 128, 128, drop=40, empty=1, seed=1)),
+    Problem(batch=2, seqlen_q=200, seqlen_k=260, heads_q=2, heads_kv=2, head_dim_qk=64, head_dim_v=64,
+            dtype="float16", sparsity=Sparsity("topk", 1, 64, topk=3, invalid=25, dup=25, empty=2, seed=2)),
 ]
 
 

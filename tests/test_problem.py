@@ -55,6 +55,7 @@ INVALID = [
     ("input_version", 3, {}, "one of (1, 2)"),
     ("input_version", True, {}, "one of (1, 2)"),
     ("capture", "acts.safetensors", {}, "an object naming a capture file"),
+    ("sparsity", {"kind": "block", "drop": 101}, {}, "drop: an int percentage in 0..100"),
 ]
 
 

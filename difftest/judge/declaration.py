@@ -40,7 +40,8 @@ def claim_line(name: str, cap: Capability) -> str:
                              ("varlen", cap.varlen), ("empty seqs", cap.varlen and cap.empty_seqs),
                              ("tail rows", cap.varlen and cap.pad_tail), ("sinks", cap.sinks),
                              ("seqlen_q!=seqlen_k", cap.seqlen_q_ne_k), ("custom scale", cap.softmax_scale),
-                             ("poisoned buffers", cap.poison), ("deterministic", cap.deterministic)) if on]
+                             ("poisoned buffers", cap.poison), ("deterministic", cap.deterministic),
+                             ("block-sparse", bool(cap.block_sparse)), ("top-k sparse", bool(cap.topk_sparse))) if on]
     if cap.causal or cap.window:
         feats.append("aligns " + "/".join(cap.aligns or ("square only",)))
     dims = ",".join(map(str, cap.head_dims_qk))

@@ -65,6 +65,11 @@ class Capability:
     device: str = "cpu"  # "cpu" or "cuda"
     block_m: int = 64  # query tile: strategies aim sequence lengths at its edges
     block_n: int = 64  # key tile
+    # sparse attention (difftest/model/sparsity.py): the (block_q, block_k) sizes of the block-sparse
+    # masks the kernel takes (FlexAttention's BlockMask: (128, 128) by default), and of the top-k
+    # selections it takes ((1, 1): per query token, key tokens; (1, 64): 64-key blocks); (): none
+    block_sparse: tuple[tuple[int, int], ...] = ()
+    topk_sparse: tuple[tuple[int, int], ...] = ()
     compile_key: tuple[str, ...] = ()  # Problem fields that force a new compile
     # correct designs beyond the flash formula that the kernel documents (``DESIGNS``): the judge
     # adds each one's yardstick where a budget gate fails against the usual ones
@@ -125,6 +130,12 @@ class Capability:
             return f"value distribution {p.values} not in {self.values}"
         if p.layout.kind not in self.layouts:
             return f"layout {p.layout.kind} not in {self.layouts}"
+        if p.sparsity is not None:
+            sp = p.sparsity
+            sizes = self.block_sparse if sp.kind == "block" else self.topk_sparse
+            what = "block-sparse mask" if sp.kind == "block" else "top-k selection"
+            if (sp.block_q, sp.block_k) not in sizes:
+                return f"{what} of {sp.block_q}x{sp.block_k} blocks not in {sizes or 'none'}"
         return None
 
     def narrowed(self, **changes: Any) -> "Capability":
@@ -220,6 +231,11 @@ class Capability:
                              f"length and max_seqlen={self.max_seqlen}")
         if self.causal_required and not self.causal:
             raise ValueError("Capability.causal_required=True needs causal=True")
+        for name in ("block_sparse", "topk_sparse"):
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or not all(
+                    isinstance(t, tuple) and len(t) == 2 and all(_is_int(x) and x >= 1 for x in t) for t in v):
+                raise ValueError(f"Capability.{name}={v!r}: allowed a tuple of (block_q, block_k) int pairs >= 1")
         bad = [f for f in self.compile_key if f not in Problem.__dataclass_fields__]
         if bad:
             raise ValueError(f"Capability.compile_key has {bad}: allowed Problem fields")
@@ -235,9 +251,11 @@ def _is_int(v: object) -> bool:
 
 
 # Fields ``Capability.narrowed`` accepts (device, block sizes, outputs and compile_key
-# describe the kernel, not the problems to draw, so they are not narrowable).
+# describe the kernel, not the problems to draw, so they are not narrowable; nor are the
+# sparse block sizes, pairs the command line's FIELD=VALUE form does not spell).
 NARROWABLE = tuple(f.name for f in fields(Capability)
-                   if f.name not in ("device", "block_m", "block_n", "outputs", "compile_key", "poison"))
+                   if f.name not in ("device", "block_m", "block_n", "outputs", "compile_key", "poison",
+                                     "block_sparse", "topk_sparse"))
 
 
 def parse_narrowing(items: Iterable[str] | None) -> dict:

@@ -141,6 +141,9 @@ class Problem:
     # values="captured": the capture file and where the window lies (difftest/model/capture.py);
     # absent from the JSON when None, so JSON without it reads as before
     capture: Any = None
+    # a block-sparse mask or top-k selection on top of causal/window (difftest/model/sparsity.py);
+    # absent from the JSON when None, so JSON without it reads as before
+    sparsity: Any = None
 
     def __post_init__(self):
         # Accept lists (JSON) for the varlen lengths but store tuples (frozen, hashable).
@@ -159,6 +162,15 @@ class Problem:
                 object.__setattr__(self, "capture", CaptureSlice.coerce(self.capture))
             except CaptureSliceError as e:
                 raise ProblemError("capture", e.value, e.expected) from None
+        if self.sparsity is not None:
+            from difftest.model.sparsity import Sparsity, SparsityError
+
+            try:  # checked here, where the value as given (JSON's dict) can be named
+                object.__setattr__(self, "sparsity", Sparsity.coerce(self.sparsity).check())
+            except SparsityError as e:
+                raise ProblemError("sparsity", self.sparsity, f"{e.field}: {e.expected}") from None
+            except TypeError as e:
+                raise ProblemError("sparsity", self.sparsity, f"a Sparsity or its JSON object ({e})") from None
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> "Problem":
@@ -292,6 +304,12 @@ class Problem:
         return self.softmax_scale if self.softmax_scale is not None else 1.0 / math.sqrt(self.head_dim_qk)
 
     @property
+    def sparse(self) -> bool:
+        """A block-sparse mask or top-k selection applies (``sparsity``): a superset of its
+        visible keys is what ``key_range`` gives."""
+        return self.sparsity is not None
+
+    @property
     def masked(self) -> bool:
         return self.causal or self.window_left is not None or self.window_right is not None
 
@@ -331,6 +349,10 @@ class Problem:
             del d["capture"]
         else:
             d["capture"] = self.capture.to_json(self)
+        if self.sparsity is None:
+            del d["sparsity"]
+        else:
+            d["sparsity"] = self.sparsity.to_json()
         return d
 
     def to_json(self) -> str:
@@ -377,6 +399,8 @@ class Problem:
             parts.append(f"pad{self.pad_tail}")
         if self.layout != CONTIGUOUS:
             parts.append(f"layout:{self.layout.kind}")
+        if self.sparsity is not None:
+            parts.append(f"sparse:{self.sparsity.short()}")
         if self.input_version != 2:
             parts.append(f"inputs-v{self.input_version}")
         return " ".join(parts)

@@ -24,4 +24,23 @@ def check_problem_size(p: Problem, profile=None) -> str | None:
     if n > prof.max_score_elements:
         return (f"problem has {n} score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most "
                 f"{prof.max_score_elements} under profile {prof.name!r}")
+    cells = pattern_cells(p)
+    if cells > MAX_PATTERN_CELLS:
+        return (f"problem's sparse pattern has {cells} cells (query blocks x key blocks, or x top-k slots), "
+                f"drawn in Python: allowed at most {MAX_PATTERN_CELLS}")
     return None
+
+
+# A sparse pattern is drawn in Python, one draw per cell (difftest/model/sparsity.py): 2**25 cells are
+# tens of seconds. What the strategies draw stays far below (the gpu profile's 8192 tokens with 64
+# top-k slots each: 2**19).
+MAX_PATTERN_CELLS = 2**25
+
+
+def pattern_cells(p: Problem) -> int:
+    """What deriving a sparse Problem's pattern costs: 0 without one."""
+    sp = p.sparsity
+    if sp is None:
+        return 0
+    per = (lambda a, b: sp.blocks(a, b)[1]) if sp.kind == "block" else (lambda a, b: sp.topk)
+    return sum(sp.blocks(a, b)[0] * per(a, b) for a, b in zip(p.seqlens_q, p.seqlens_k))

@@ -7,8 +7,9 @@ walks a failing Problem down through simpler neighbours, accepting one only whil
 still fails the same way and is strictly simpler, until none is.
 
 Simpler means a smaller ``complexity`` tuple, compared in the shrink order the project
-wants: fewer sequences, fewer heads, shorter sequences, no mask, no sinks, plain values,
-smaller head dims, the contiguous layout, seed 0.
+wants: fewer sequences, fewer heads, shorter sequences, no mask, no sparse mask (then the
+smallest one: ``Sparsity.complexity``), no sinks, plain values, smaller head dims, the
+contiguous layout, seed 0.
 """
 
 import time
@@ -21,6 +22,7 @@ from difftest.model.problem import Problem, ProblemError
 def complexity(p: Problem) -> tuple:
     return (p.batch, p.heads_q, p.heads_kv, p.max_seqlen_q + p.max_seqlen_k, sum(p.seqlens_q) + sum(p.seqlens_k),
             int(p.varlen), p.pad_tail, int(p.causal) + (p.window_left is not None) + (p.window_right is not None),
+            p.sparsity.complexity() if p.sparsity is not None else (),
             int(p.sinks), abs(p.sink_center), int(p.values != "normal"), p.value_scale,
             int(p.softmax_scale is not None), p.head_dim_qk + p.head_dim_v,
             LAYOUTS.index(p.layout.kind) if p.layout.kind in LAYOUTS else 0, p.seed)
@@ -76,6 +78,10 @@ def neighbours(p: Problem, cap: Capability | None = None):
                     yield p.replace(seqlen_q=L, seqlen_k=L)
     if p.pad_tail:
         yield p.replace(pad_tail=0)
+    if p.sparsity is not None:  # no sparse mask, then a simpler one (fewer empty rows, dense, fewer slots)
+        yield p.replace(sparsity=None)
+        for sp in p.sparsity.simpler():
+            yield p.replace(sparsity=sp)
     g = p.group
     for hq, hkv in ((1, 1), (g, 1), (p.heads_kv, p.heads_kv), (p.heads_q // 2, p.heads_kv // 2),
                     (p.heads_q - p.group, p.heads_kv - 1)):

@@ -30,7 +30,7 @@ Kinds of need (``needs`` maps a name to a value):
 
 - a switch, value ``true``: ``causal``, ``window``, ``sinks``, ``gqa``, ``varlen``,
   ``empty_q``/``empty_k`` (a varlen batch holding an empty query / key sequence), ``pad_tail``,
-  ``dims_differ``, ``softmax_scale``;
+  ``dims_differ``, ``softmax_scale``, ``sparse`` (a block-sparse mask or top-k selection);
 - a lower bound, value an int: ``batch>=``, ``heads_q>=``, ``seqlen_q>=``, ``seqlen_k>=``
   (the longest sequence of the Problem);
 - one of a few values, a list: ``head_dim_qk``, ``dtype``, ``values``, ``layout``, ``align``;
@@ -57,7 +57,7 @@ from difftest.search.failure_store import FOLDER, safe_name
 from difftest.vocab import Status
 
 SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "empty_q", "empty_k", "pad_tail", "dims_differ",
-            "softmax_scale")
+            "softmax_scale", "sparse")
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
 TAILS = ("seqlen_q%", "seqlen_k%")
@@ -110,7 +110,8 @@ def _switch(p: Problem, name: str) -> bool:
     return {"causal": p.causal, "window": p.window_left is not None or p.window_right is not None,
             "sinks": p.sinks, "gqa": p.heads_q != p.heads_kv, "varlen": p.varlen, "pad_tail": p.pad_tail > 0,
             "empty_q": p.varlen and 0 in p.seqlens_q, "empty_k": p.varlen and 0 in p.seqlens_k,
-            "dims_differ": p.head_dim_qk != p.head_dim_v, "softmax_scale": p.softmax_scale is not None}[name]
+            "dims_differ": p.head_dim_qk != p.head_dim_v, "softmax_scale": p.softmax_scale is not None,
+            "sparse": p.sparse}[name]
 
 
 def _switched_off(p: Problem, name: str) -> Problem:
@@ -131,6 +132,8 @@ def _switched_off(p: Problem, name: str) -> Problem:
         return p.replace(**{side: tuple(x or 1 for x in getattr(p, side))})
     if name == "dims_differ":
         return p.replace(head_dim_v=p.head_dim_qk)
+    if name == "sparse":
+        return p.replace(sparsity=None)
     return p.replace(softmax_scale=None)
 
 
