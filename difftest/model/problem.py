@@ -42,6 +42,7 @@ from typing import Any
 
 from difftest.errors import InputError
 from difftest.model.layouts import CONTIGUOUS, Layout
+from difftest.model.sparsity import Sparsity, SparsityError
 
 DTYPES = ("float16", "bfloat16", "float32")
 # FP8 problems (difftest/model/fp8.py): every tensor the kernel reads or writes stored in the
@@ -163,8 +164,6 @@ class Problem:
             except CaptureSliceError as e:
                 raise ProblemError("capture", e.value, e.expected) from None
         if self.sparsity is not None:
-            from difftest.model.sparsity import Sparsity, SparsityError
-
             try:  # checked here, where the value as given (JSON's dict) can be named
                 object.__setattr__(self, "sparsity", Sparsity.coerce(self.sparsity).check())
             except SparsityError as e:

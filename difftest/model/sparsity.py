@@ -162,7 +162,7 @@ class Sparsity:
     def allowed(self, sq: int, sk: int, device="cpu", rows: tuple[int, int] | None = None):
         """[rows, sk] torch bool: query i's key block is selected (the sparsity alone, no
         causal/window), for query rows r0..r1-1 (all without ``rows``)."""
-        import torch
+        import torch  # lazy: keeps torch off --help (model/problem.py imports this module)
 
         r0, r1 = rows if rows is not None else (0, sq)
         sel = self.counts(sq, sk) > 0
@@ -176,7 +176,7 @@ class Sparsity:
         return self.counts(sq, sk).tolist()
 
     def _counts(self, sq: int, sk: int):
-        import torch
+        import torch  # lazy: keeps torch off --help (model/problem.py imports this module)
 
         nq, nk = self.blocks(sq, sk)
         if self.kind == "block":
