@@ -91,9 +91,10 @@ def _campaign(name, kinds, n, out, budget=900, shrink=5):
 
 @pytest.mark.parametrize("name", QUICK_CAMPAIGN)
 def test_a_seeded_campaign_of_its_kind_kills_it_and_one_of_normal_values_does_not(name, tmp_path):
-    """Tripwires within seconds: 20 seeded ci examples of its kind alone kill it (seed 0: at
-    example 3 and 6), 15 of standard-normal values alone do not (the slow test runs 120 of
-    every iid kind)."""
+    """Tripwires within seconds: 20 seeded ci examples of its kind alone kill it (seed 0:
+    max-entry-ds-by-value at the coverage phase's first row, tied-max-stale-rescale at the
+    eighth draw after its 11 rows), 15 of standard-normal values alone do not (the slow test
+    runs 120 of every iid kind)."""
     killed = _campaign(name, (_kind(name),), 20, tmp_path / "kind", budget=120, shrink=1)
     assert killed.failed and killed.first_failure.problem.values == _kind(name)
     normal = _campaign(name, ("normal",), 15, tmp_path / "normal", budget=120)
