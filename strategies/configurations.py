@@ -48,7 +48,7 @@ from .layouts import declared
 from .masks import UNMASKED_ALIGN, mask_kinds
 from .shapes import min_lengths
 from .sparsity import SPARSITY_CLASSES, realise_sparsity, sparsity_class, sparsity_kinds
-from .values import DTYPE_ORDER, SINK_CENTERS, SOFTMAX_SCALES, clamp_scale
+from .values import DTYPE_ORDER, SINK_CENTERS, SOFTMAX_SCALES, clamp_scale, value_kinds
 
 SHORT = 16  # a "short" sequence has at most this many tokens
 GROUPS = (1, 2, 3, 4, 6, 8, 16)  # GQA ratios worth a configuration (3 and 6: packing not a power of two)
@@ -57,6 +57,7 @@ MASKS = ("none", "causal", "window_left", "window_right", "window_both", "causal
 BATCHINGS = ("dense", "batched", "varlen", "varlen_empty_q", "varlen_empty_k", "varlen_pad_tail")
 RELATIONS = ("equal", "q_shorter", "q_longer")
 LENGTHS = ("short", "tile_edge", "long")
+DEFAULT_VALUES = Problem.__dataclass_fields__["values"].default  # what a Problem draws when nothing says
 VARIANTS = 8  # realisations tried per configuration (lengths, windows, seeds), cheapest first
 # A kernel declaring more head dims than this gets representatives (``head_dim_values``): every
 # pair of 256 head dims is 65,536 pairs, and listing which of them the capability claims took
@@ -338,6 +339,8 @@ def attempt(config: dict, capability: Capability, profile="ci", *, variant: int 
     rng = _rng(config, variant)
     f = dict(free or {})
     f.setdefault("seed", rng.randrange(2**31))
+    if "values" not in f and c.values is not None and DEFAULT_VALUES not in c.values:
+        f["values"] = value_kinds(c)[0]  # a kernel narrowed to other value kinds refuses the default one
     f["dtype"] = config.get("dtype", next(d for d in DTYPE_ORDER if d in c.dtypes))
     qk = config.get("head_dim_qk", min(c.head_dims_qk))
     f["head_dim_qk"] = qk

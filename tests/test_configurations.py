@@ -122,6 +122,17 @@ def test_a_realised_value_scale_fits_the_realised_dtype():
     assert make_inputs(p).do.isfinite().all()
 
 
+def test_a_kernel_narrowed_to_other_value_kinds_claims_the_same_pairs():
+    """A kernel narrowed to a structured value kind refuses the Problem default's normal
+    values: realisations take its own kind, so it claims what the unnarrowed kernel claims
+    (it claimed nothing, its coverage phase ran no row, after a minute of failed witnesses)."""
+    tied = dataclasses.replace(SMALL, values=("tied_keys",))
+    p = realise({}, tied, "ci")
+    assert p is not None and p.values == "tied_keys" and tied.excludes(p) is None
+    assert realise({}, tied, "ci", free={"values": "tied_keys", "value_scale": 2.0}).value_scale == 2.0
+    assert claimed_pairs(tied, "ci") == claimed_pairs(SMALL, "ci")
+
+
 def test_realise_takes_the_cheapest_problem_first():
     p = realise({"head_dim_qk": 40, "group": 3, "mask": "causal", "relation": "q_longer", "align": "top_left"},
                 BROAD, "ci")
