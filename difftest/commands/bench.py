@@ -11,6 +11,7 @@ from difftest.argcheck import UsageError, nonneg_int, positive_int
 from difftest.measure import case_bench
 from difftest.model.problem import MAX_BATCH, MAX_HEAD_DIM, MAX_HEADS, MAX_SEQLEN, VALUE_KINDS
 from difftest.safeio import atomic_write_text
+from difftest.vocab import Status
 
 HELP = "time kernels' backward (CUDA events); --oracle: the float64 truth next to FA3; --inputs: the input draw"
 
@@ -166,7 +167,7 @@ def command(a) -> int:
         atomic_write_text(a.json, json.dumps({"env": env, "rows": rows}, indent=1))
     if a.markdown:
         atomic_write_text(a.markdown, markdown(rows) + "\n")
-    return 0 if all(r["status"] != "error" for r in rows) else 1
+    return 0 if all(r["status"] != Status.ERROR for r in rows) else 1
 
 
 def cases_command(a) -> int:

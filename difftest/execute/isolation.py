@@ -341,7 +341,7 @@ class Worker:
         from difftest.execute.transfer import unpack_outputs  # lazy: torch stays off the CLI's start
 
         timer = timing.current()
-        assert self.conn is not None and self.proc is not None  # send() started the worker
+        assert self.conn is not None  # send() started the worker
         waited_from = t0 if waited_from is None else waited_from
         built, building = 0.0, None  # seconds of finished builds; when the build under way began
         while True:
@@ -359,6 +359,7 @@ class Worker:
                 tag, payload = reply[0], reply[1]
             except (EOFError, ConnectionResetError, OSError):
                 # the pipe closes a moment before the process is reaped: wait for its exit status
+                assert self.proc is not None  # send() started it with the pipe
                 self.proc.join(10)
                 code = self.proc.exitcode
                 self.kill()

@@ -36,13 +36,15 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from difftest.errors import InputError
+
 SPARSITY_KINDS = ("block", "topk")
 MAX_SPARSE_BLOCK = 4096
 MAX_TOPK = 4096
 PERCENT_FIELDS = ("drop", "invalid", "dup")
 
 
-class SparsityError(ValueError):
+class SparsityError(InputError):
     """A Sparsity field holds a value outside what is allowed (``field``, ``value``, ``expected``)."""
 
     def __init__(self, field_name: str, value: Any, expected: str):
