@@ -405,7 +405,7 @@ class DeltaInputDtypeAccumulation(BlockwiseAttention):
         delta = torch.zeros(q.shape[0], qp.shape[1], dtype=torch.float32)
         for i0, i1 in self.query_tiles(sq, "bwd"):
             for j0, j1 in self.key_tiles(sk, "bwd"):
-                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                pt, dp, _ = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
                 delta[:, i0:i1] = (delta[:, i0:i1] + (pt * dp).sum(dim=-1)).to(low).to(torch.float32)
         return delta[:, :sq]
 
@@ -574,7 +574,7 @@ class MaxEntryDsByValue(BlockwiseAttention):
                 s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
                 at = s == mpad[:, i0:i1].unsqueeze(-1)
-                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                pt, dp, _ = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
                 self._at_max[:, i0:i1, j0:j1] = at
                 self._p_at_max[:, i0:i1] += (pt * at).sum(dim=-1, keepdim=True)
                 self._rest[:, i0:i1] += (pt * dp * ~at).sum(dim=-1, keepdim=True)

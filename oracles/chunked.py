@@ -12,6 +12,8 @@ FlashAttention formulas:
     Delta_i = sum_d dO_id * O_id        dV = P^T dO
     dP = dO V^T                         dS = P * (dP - Delta)
     dQ = scale * dS K                   dK = scale * dS^T Q
+    with a softcap c: S = c tanh(scale Q K^T / c) (before the mask) and dS times 1 - tanh^2
+    (computed eagerly: the fused passes and the shift bound below are for uncapped logits)
     dSink_h = -sum_i P_sink_i * Delta_i,   P_sink_i = exp(sink_h - LSE_i)
 
 Each chunk holds complete key rows, so LSE is exact for the chunk's rows and no online
@@ -205,7 +207,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     Hq, Hkv, G, D, Dv = p.heads_q, p.heads_kv, p.group, p.head_dim_qk, p.head_dim_v
     scale = p.scale
     budget = max_chunk_elements if max_chunk_elements is not None else auto_chunk_elements(dev, dt)
-    fz = _fused_module(dev, fused_passes) if precision == "float64" else None
+    cap = p.softcap  # capped logits: the eager passes only (the fused ones and the shift bound know no tanh)
+    fz = _fused_module(dev, fused_passes) if precision == "float64" and cap is None else None
     split = SPLIT_TERMS.get(dev.type, False)
     gemms = FUSED_GEMMS if fused_gemms is None else fused_gemms
     fused_chunks = 0  # chunks whose passes were both fused
@@ -237,7 +240,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
         vh = x.v[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
         dkh = torch.zeros_like(kh)
         khn = None
-        if precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False) and sk:  # see _shift_bound
+        if precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False) and sk and cap is None:  # see _shift_bound
             khn = kh.norm(dim=-1)  # [Hkv, sk]
         dvh = torch.zeros_like(vh)
         dk_edge = None if edge is None else torch.zeros(Hkv, sk, dtype=torch.bool, device=dev)
@@ -254,6 +257,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             fused = (fz is not None and (fused_passes or not _FUSED.get("failed")) and w > 0
                      and Hkv * c * G * w >= FUSED_MIN_SCORES)
             gemm = FAILED
+            dcap = None  # with a softcap: d(capped)/d(raw) = 1 - tanh^2 of the chunk's scores, [Hkv, c*G, w]
             if m is not None and fused and gemms and Hkv * c * G * w >= FUSED_GEMM_MIN_SCORES:  # S never stored
                 gemm = _fused_call(fz, fused_passes, "scores_exp", qc * scale, kb, m,
                                    _mask_spec(p, r0, r1, lo, hi, sq, sk, G))
@@ -279,6 +283,10 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 if w:
                     # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
                     s = torch.bmm(qc * scale, kb.transpose(1, 2)).view(Hkv, c, G, w)
+                    if cap is not None:  # s = cap tanh(s / cap), in place, before the mask
+                        s.div_(cap).tanh_()
+                        dcap = torch.addcmul(torch.ones_like(s), s, s, value=-1.0).view(Hkv, c * G, w)
+                        s.mul_(cap)
                     _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
                     m = s.amax(dim=-1)  # [Hkv, c, G]
                 else:
@@ -342,27 +350,33 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                     dabs = delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
                     qa = qabs[:, r0:r1].reshape(Hkv, c * G, D)
                     kab = kabs[:, lo:hi]
+                    if dcap is not None:  # dQ's and dK's terms carry the cap's factor (0 < 1 - tanh^2 <= 1)
+                        pm_g = pm * dcap.to(mdt)
+                    else:
+                        pm_g = pm
                     if split and not fused:
                         # sum_j P (|dP| + |Delta|) |K_j| = sum_j (P |dP|) |K_j| + |Delta| sum_j P |K_j|
                         # (all terms >= 0): one score-sized pass for P |dP| instead of three,
                         # for two more GEMMs (TF32 on CUDA: cheaper than the passes)
-                        f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
-                        dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm, kab))
+                        f = torch.mul(dp, pm_g, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
+                        dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm_g, kab))
                         _add_product(dk_terms[:, lo:hi], f.transpose(1, 2), qa)
                         del f
-                        _add_product(dk_terms[:, lo:hi], pm.transpose(1, 2), qa * dabs)
+                        _add_product(dk_terms[:, lo:hi], pm_g.transpose(1, 2), qa * dabs)
                     else:  # the CPU (GEMMs cost more than passes), or the terms from the fused pass
                         if not fused:
-                            terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm)  # P (|dP| + |Delta|)
+                            terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm_g)  # P (|dP| + |Delta|)
                         dq_terms = torch.bmm(terms, kab)
                         _add_product(dk_terms[:, lo:hi], terms.transpose(1, 2), qa)
                         del terms
                     mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * scale)
-                    del pm, dq_terms
+                    del pm, pm_g, dq_terms
             if fused:
                 ds = dp
             else:
                 ds = dp.sub_(delta.unsqueeze(-1)).mul_(e2)  # dS (times total in float64)
+                if dcap is not None:  # through the cap: dS_raw = dS (1 - tanh^2), as a kernel stores it
+                    ds.mul_(dcap)
                 if edge is not None:
                     rows_edge, cols_edge = _overflow_edge(ds, e2, oc, doc, vb, edge_at, low, scale)
                     edge["dq"][q0 + r0:q0 + r1] = rows_edge.view(Hkv, c, G).permute(1, 0, 2).reshape(c, Hq)
@@ -370,7 +384,7 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
                 ds = rnd(ds)
             fused_chunks += fused
             gemm_chunks += fused and gemm is not FAILED
-            del e, e2, dp
+            del e, e2, dp, dcap
             dqc = torch.bmm(ds, kb).mul_(scale if inv2 is None else inv2 * scale)  # [Hkv, c*G, D]
             dkh[:, lo:hi].baddbmm_(ds.transpose(1, 2), nrm(qc), alpha=scale)
             del ds
