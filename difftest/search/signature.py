@@ -53,7 +53,7 @@ from difftest.model.problem import Problem, ProblemError
 from difftest.vocab import Status
 
 SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "empty_q", "empty_k", "pad_tail", "dims_differ",
-            "softmax_scale")
+            "softmax_scale", "softcap")
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
 TAILS = ("seqlen_q%", "seqlen_k%")
@@ -106,7 +106,8 @@ def _switch(p: Problem, name: str) -> bool:
     return {"causal": p.causal, "window": p.window_left is not None or p.window_right is not None,
             "sinks": p.sinks, "gqa": p.heads_q != p.heads_kv, "varlen": p.varlen, "pad_tail": p.pad_tail > 0,
             "empty_q": p.varlen and 0 in p.seqlens_q, "empty_k": p.varlen and 0 in p.seqlens_k,
-            "dims_differ": p.head_dim_qk != p.head_dim_v, "softmax_scale": p.softmax_scale is not None}[name]
+            "dims_differ": p.head_dim_qk != p.head_dim_v, "softmax_scale": p.softmax_scale is not None,
+            "softcap": p.softcap is not None}[name]
 
 
 def _switched_off(p: Problem, name: str) -> Problem:
@@ -127,6 +128,8 @@ def _switched_off(p: Problem, name: str) -> Problem:
         return p.replace(**{side: tuple(x or 1 for x in getattr(p, side))})
     if name == "dims_differ":
         return p.replace(head_dim_v=p.head_dim_qk)
+    if name == "softcap":
+        return p.replace(softcap=None)
     return p.replace(softmax_scale=None)
 
 
