@@ -49,8 +49,9 @@ SOFTMAX_SCALES = (1.0, 0.5, 2.0, 0.01, 10.0)
 # one far above any), and caps relative to the problem's typical logit (values.typical_logit):
 # near it (tanh bends where the logits are), well below (saturated: 1 - tanh^2 near 0), far above
 SOFTCAPS = (30.0, 50.0, 15.0, 1.0, 0.1, 0.01, 1000.0)
-SOFTCAP_RELATIVE = (1.0, 0.5, 2.0, 0.25, 0.05, 10.0, 100.0)
+SOFTCAP_RELATIVE = (1.0, 0.5, 2.0, 0.25, 4.0, 0.05, 100.0)
 SOFTCAP_RANGE = (0.01, 1000.0)
+SOFTCAP_OCTAVES = 8.0  # arbitrary caps: the typical logit times 2^[-8, 8] (log-uniform around it)
 
 
 def dtypes(capability: Capability) -> st.SearchStrategy[str]:
@@ -108,13 +109,18 @@ def softmax_scales(capability: Capability) -> st.SearchStrategy[float | None]:
 def softcap_settings(capability: Capability, typical: float) -> st.SearchStrategy[float | None]:
     """None (no cap) three draws in four, else a named cap, a cap relative to the typical
     logit ``typical`` (coverage.logit_scale: caps near the logits' scale, below and far above
-    them) or any in SOFTCAP_RANGE. Shrinks toward no cap, then the first named cap."""
+    them) or any log-uniform around it, within SOFTCAP_RANGE. Shrinks toward no cap, then the
+    first named cap."""
     if not capability.softcap:
         return st.none()
-    rel = sorted({min(SOFTCAP_RANGE[1], max(SOFTCAP_RANGE[0], float(f"{r * abs(typical):.3g}")))
-                  for r in SOFTCAP_RELATIVE})
-    caps = st.one_of(st.sampled_from(SOFTCAPS), st.sampled_from(rel),
-                     st.floats(*SOFTCAP_RANGE, allow_nan=False, allow_infinity=False))
+
+    def clamp(c: float) -> float:
+        return min(SOFTCAP_RANGE[1], max(SOFTCAP_RANGE[0], c))
+
+    t = abs(typical)
+    rel = [clamp(float(f"{r * t:.3g}")) for r in SOFTCAP_RELATIVE]
+    caps = st.one_of(st.sampled_from(SOFTCAPS), st.sampled_from(list(dict.fromkeys(rel))),
+                     st.floats(-SOFTCAP_OCTAVES, SOFTCAP_OCTAVES).map(lambda e: clamp(t * 2.0**e)))
     return st.integers(0, 3).flatmap(lambda k: caps if k == 3 else st.none())
 
 
