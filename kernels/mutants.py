@@ -595,7 +595,8 @@ _CAPPED = dict(seqlen_q=8, seqlen_k=12, softcap=1.5, values="scaled", value_scal
 @mutant("softcap", Problem(**_CAPPED))
 class SoftcapIgnoredBwd(BlockwiseAttention):
     """The backward ignores the softcap: P recomputed from the uncapped logits against the
-    capped forward's LSE, no 1 - tanh^2 (flash-attn-4 up to 4.0.0b9, fixed in b10)."""
+    capped forward's LSE, no 1 - tanh^2 (flash-attn-4 up to 4.0.0b8: "softcap - not yet supported
+    in backward", fixed in b9)."""
 
     name = "softcap-ignored-bwd"
 
@@ -604,11 +605,11 @@ class SoftcapIgnoredBwd(BlockwiseAttention):
 
 
 @mutant("softcap", Problem(**_CAPPED))
-class SoftcapFa4B9Formula(BlockwiseAttention):
-    """FA4 4.0.0b9's softcap as a whole: the forward caps with (s / c) * tanh(s / c) instead of
+class SoftcapFa4B8Formula(BlockwiseAttention):
+    """FA4 4.0.0b8's softcap as a whole: the forward caps with (s / c) * tanh(s / c) instead of
     c * tanh(s / c), and the backward ignores the cap."""
 
-    name = "softcap-fa4-b9-formula"
+    name = "softcap-fa4-b8-formula"
 
     def cap_logits(self, p, s, scale, phase):
         if p.softcap is None or phase == "bwd":

@@ -287,7 +287,7 @@ def test_mutants_device_cuda_without_cuda_is_a_usage_error(monkeypatch):
 
 NEW_DIMENSION = {  # mutant: its example off the dimension only it needs (no cap; non-negative sides)
     "softcap-ignored-bwd": dict(softcap=None),
-    "softcap-fa4-b9-formula": dict(softcap=None),
+    "softcap-fa4-b8-formula": dict(softcap=None),
     "softcap-derivative-missing": dict(softcap=None),
     "softcap-derivative-of-raw-logit": dict(softcap=None),
     "softcap-before-scale": dict(softcap=None),
