@@ -43,10 +43,11 @@ from difftest.model.layouts import Layout
 from difftest.model.problem import Problem, ProblemError
 from difftest.model.profiles import get_profile
 
+from .coverage import logit_scale
 from .layouts import declared
 from .masks import UNMASKED_ALIGN, mask_kinds
 from .shapes import min_lengths
-from .values import DTYPE_ORDER, SINK_CENTERS, SOFTCAPS, SOFTMAX_SCALES, clamp_scale
+from .values import DTYPE_ORDER, SINK_CENTERS, SOFTCAP_RANGE, SOFTCAP_RELATIVE, SOFTMAX_SCALES, clamp_scale
 
 SHORT = 16  # a "short" sequence has at most this many tokens
 GROUPS = (1, 2, 3, 4, 6, 8, 16)  # GQA ratios worth a configuration (3 and 6: packing not a power of two)
@@ -376,10 +377,15 @@ def attempt(config: dict, capability: Capability, profile="ci", *, variant: int 
         f["softmax_scale"] = None
     if not c.softmax_scale:
         f["softmax_scale"] = None
-    if config.get("softcap") == "capped":  # a named cap in turn (Gemma's, near typical logits, tiny, far above)
-        f["softcap"] = SOFTCAPS[variant % len(SOFTCAPS)]
     if "values" in f:  # the scale a value kind may have in the realised dtype (fp16's range: no inf inputs)
         f["value_scale"] = clamp_scale(f["values"], f.get("value_scale", 1.0), f["dtype"])
+    if config.get("softcap") == "capped":  # a cap relative to this problem's typical logit, in turn: near it
+        rel = SOFTCAP_RELATIVE[variant % len(SOFTCAP_RELATIVE)]  # first, then below (saturated) and far above
+        try:
+            typical = abs(logit_scale(Problem(**f)))
+        except (TypeError, ValueError):
+            typical = 1.0
+        f["softcap"] = min(SOFTCAP_RANGE[1], max(SOFTCAP_RANGE[0], float(f"{rel * typical:.3g}")))
     try:
         p = Problem(**f).validate()
     except (ProblemError, TypeError, ValueError) as e:
