@@ -17,7 +17,9 @@ and Delta=0 so they contribute nothing, padded key columns are masked out. A blo
 None is one tile as long as the sequence, unpadded (whole rows: every GEMM over whole rows,
 as a composite kernel such as PyTorch's math backend runs them).
 
-Every Problem feature is supported: causal (both alignments), sliding windows,
+Every Problem feature is supported: causal (both alignments), sliding windows (negative
+bounds and crossed ones: rows with no key), softcap (``cap_logits`` on the scaled logits before
+the mask, dS times 1 - tanh^2 in ``softcap_grad``),
 GQA/MQA (dK/dV summed over each group of query heads), varlen with zero-length
 sequences and unused tail tokens, sinks, custom softmax scale, float32/float16/bfloat16
 (computed in float32, outputs cast), and every memory layout of difftest/model/layouts.py
@@ -26,10 +28,11 @@ Outputs are written into the given (poisoned) buffers, every element of them, an
 result is bitwise deterministic.
 
 Hook points: each step a real kernel can get wrong is one small method
-(``load``, ``kv_head_index``, ``allowed``, ``query_tiles``, ``key_tiles``, ``running_max``,
-``rescale_factor``, ``stats_for_backward``, ``softmax_grad``, ``delta_pad_value``, ``dq_workspace``,
-``reduce_dq``, ``dq_postprocess``, ``grad_scale``, ``reduce_group``, ``dsink_rows``, ``store_lse``,
-``forward_sink``, ``sparse_allowed``, ``selection_weight``, ...).
+(``load``, ``kv_head_index``, ``allowed``, ``cap_logits``, ``softcap_grad``, ``query_tiles``,
+``key_tiles``, ``running_max``, ``rescale_factor``, ``stats_for_backward``, ``softmax_grad``,
+``delta_pad_value``, ``dq_workspace``, ``reduce_dq``, ``dq_postprocess``, ``grad_scale``,
+``reduce_group``, ``accumulate_kv``, ``dsink_rows``, ``store_lse``, ``forward_sink``, ``sparse_allowed``,
+``selection_weight``, ...).
 ``kernels/mutants.py`` builds its fault-injected kernels by overriding exactly one or
 two of them, so every mutant is a small, named deviation from this file.
 """
@@ -68,11 +71,13 @@ CAPABILITY = Capability(
     causal=True,
     aligns=("top_left", "bottom_right"),
     window=True,
+    negative_window=True,
     varlen=True,
     empty_seqs=True,
     pad_tail=True,
     sinks=True,
     softmax_scale=True,
+    softcap=True,
     deterministic=True,
     poison=True,
     device="cpu",
@@ -214,6 +219,20 @@ class BlockwiseAttention(KernelAdapter):
     def logit_scale(self, p: Problem, phase: str) -> float:
         """Softmax scale applied to Q K^T when forming S (forward and backward)."""
         return p.scale
+
+    def cap_logits(self, p: Problem, s: torch.Tensor, scale: float, phase: str):
+        """(capped logits, d capped / d raw) of a tile's scaled logits ``s`` (before the mask):
+        softcap * tanh(s / softcap) and 1 - tanh^2, with the cap in the units of ``s`` (``scale``
+        is ``logit_scale``'s, which a log2 kernel folds log2 e into); (s, None) without a softcap."""
+        if p.softcap is None:
+            return s, None
+        cap = p.softcap * scale / p.scale
+        t = torch.tanh(s / cap)
+        return t * cap, 1.0 - t * t
+
+    def softcap_grad(self, ds: torch.Tensor, dcap: torch.Tensor | None) -> torch.Tensor:
+        """dS of the raw logits from dS of the capped ones: times 1 - tanh^2 (as is without a cap)."""
+        return ds if dcap is None else ds * dcap
 
     def gemm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Every tile GEMM (batched a @ b in float32): the CPU BLAS's summation order here;
@@ -400,6 +419,7 @@ class BlockwiseAttention(KernelAdapter):
             acc = torch.zeros(H, n, dv, dtype=F32)
             for j0, j1 in k_tiles:
                 s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
+                s = self.cap_logits(p, s, scale, "fwd")[0]
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "fwd"), float("-inf"))
                 s = self.selection_weight(s, p, i0, i1, j0, j1, sq, sk, "fwd")
                 m_new = self.running_max(m, s)
@@ -489,7 +509,7 @@ class BlockwiseAttention(KernelAdapter):
         delta = torch.zeros(q.shape[0], qp.shape[1], dtype=F32)
         for i0, i1 in self.query_tiles(sq, "bwd"):
             for j0, j1 in self.key_tiles(sk, "bwd"):
-                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                pt, dp, _ = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
                 delta[:, i0:i1] += (pt * dp).sum(dim=-1)
         return delta[:, :sq]
 
@@ -502,13 +522,15 @@ class BlockwiseAttention(KernelAdapter):
                 _pad_rows(m, mp, 0.0), _pad_rows(logl, mp, self.lse_pad_value()))
 
     def _p_dp(self, p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk):
-        """Recomputed P and dP = dO V^T of one (query tile, key tile) pair."""
+        """Recomputed P, dP = dO V^T and the softcap's 1 - tanh^2 (None without one) of one
+        (query tile, key tile) pair."""
         s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
+        s, dcap = self.cap_logits(p, s, scale, "bwd")
         s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
         s = self.selection_weight(s, p, i0, i1, j0, j1, sq, sk, "bwd")
         pt = self.exp((s - mpad[:, i0:i1].unsqueeze(-1)) - logl_p[:, i0:i1].unsqueeze(-1))
         dp = self.gemm(dop[:, i0:i1], vp[:, j0:j1].transpose(1, 2))
-        return pt, dp
+        return pt, dp, dcap
 
     def _backward_sequence(self, p, q, k, v, do, m, logl, delta, ws, sq, sk):
         """One sequence: returns per-query-head dK, dV [Hq, sk, D]; dQ goes into ``ws``."""
@@ -522,14 +544,17 @@ class BlockwiseAttention(KernelAdapter):
         parts = []
         for j0, j1 in self.key_tiles(sk, "bwd"):
             for i0, i1 in self.query_tiles(sq, "bwd"):
-                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                pt, dp, dcap = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
                 dv[:, j0:j1] = self.accumulate_kv(dv[:, j0:j1],
                                                   self.gemm(self.operand(pt, "p_dv").transpose(1, 2), dop[:, i0:i1]))
-                ds = self.operand(self.softmax_grad(pt, dp, deltap[:, i0:i1].unsqueeze(-1), i0, i1, j0, j1), "ds")
+                ds = self.softcap_grad(self.softmax_grad(pt, dp, deltap[:, i0:i1].unsqueeze(-1), i0, i1, j0, j1),
+                                       dcap)
+                ds = self.operand(ds, "ds")
                 dk[:, j0:j1] = self.accumulate_kv(dk[:, j0:j1], self.gemm(ds.transpose(1, 2), qp[:, i0:i1]) * dk_scale)
                 parts.append((i0, i1, self.gemm(ds, kp[:, j0:j1])))
         self.reduce_dq(ws, parts)
         return dk[:, :sk], dv[:, :sk]
+
 
 # The blockwise kernel with sparse masks declared (difftest/model/sparsity.py): block masks at its
 # own tiles, at tiles unaligned with them and at FlexAttention's default 128 x 128; top-k per

@@ -6,10 +6,12 @@ are the laid-out memory of the Problem's layout (difftest/model/layouts.py), dO 
 ``kv_broadcast`` K/V reaches FA4 as an MHA call whose per-head dK/dV are summed here. Gradients come from
 torch autograd through FA4's own ``FlashAttnFunc.backward`` (the kernel under test).
 Conventions: causal and windows are bottom-right aligned (FlashAttention's rule), a
-window side of None is unbounded; learnable sinks are a float32 [H] tensor whose gradient
-is dSink; LSE is returned natural-log, [B, H, S] dense or [H, T] varlen, -inf for an
-empty row. ``deterministic=True`` is passed for the ``fa4`` adapter (it then claims
-bitwise determinism); ``fa4-fast`` leaves FA4's default (atomics, not deterministic).
+window side of None is unbounded, a negative one is passed as is (both negative, or negative
+right under causal, restated: ``Fa4Call.of``); ``softcap`` is FA4's own (0 off); learnable
+sinks are a float32 [H] tensor whose gradient is dSink; LSE is returned natural-log,
+[B, H, S] dense or [H, T] varlen, -inf for an empty row. ``deterministic=True`` is passed
+for the ``fa4`` adapter (it then claims bitwise determinism); ``fa4-fast`` leaves FA4's
+default (atomics, not deterministic).
 """
 
 from dataclasses import dataclass
@@ -54,6 +56,19 @@ from .cuda_common import (
 #   cute_dsl_utils.py:84, kept static per interface.py:1382), anything else FA4 copies
 #   itself. So the interface takes every layout of difftest/model/layouts.py; the adapter hands
 #   over the laid-out memory and FA4 decides what to copy.
+# - softcap: flash_attn_func / flash_attn_varlen_func take ``softcap: float = 0.0`` (interface.py:4155,
+#   4232); the backward turns it into a score_mod pair (interface.py:2579-2584), the forward into
+#   ``softcap * tanh(acc_S / softcap)`` applied after the softmax scale (utils.py:189-209,
+#   create_softcap_scoremod / _bwd with 1 - tanh^2; compute_softmax_scale_log2 keeps the scale apart
+#   "so it can be applied before the score_mod", utils.py compute_softmax_scale_log2): problem.py's
+#   formula. Refused only on SM100 at head dim 256 (interface.py:2958), not on SM90. The cap is a
+#   compile-time constant (the score_mod's hash), so it is in the compile key. Its tanh is
+#   ``fastmath=True`` (tanh.approx): about 2^-11 relative, which the yardsticks do not model.
+# - windows: ``window_size=(left, right)`` with None unbounded; negative sides are taken, and
+#   _resolve_causal_local_window (interface.py:438-459) first reads BOTH sides negative as no
+#   window (FlashAttention 2's (-1, -1)), then sets right = 0 under causal. Before 4.0.0b30 it
+#   read every left + right < 0 as no window (the fixed bug, results/bugs/ has none: it is
+#   upstream's own fix). ``Fa4Call.of`` states each Problem as a window FA4 keeps (module docstring).
 # - max_seqlen / max_heads / max_batch below are campaign bounds (GPU time), not FA4's.
 _DIMS = tuple(range(8, 257, 8))
 
@@ -62,10 +77,10 @@ def _capability(deterministic: bool) -> Capability:
     return Capability(
         dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, head_dims_v=_DIMS, equal_head_dims=False, max_batch=8,
         max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
-        window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True,
+        window=True, negative_window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True, softcap=True,
         outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=deterministic,
         device="cuda", block_m=64, block_n=128, layouts=LAYOUTS,
-        compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv"),
+        compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv", "softcap"),
     )
 
 
@@ -77,17 +92,27 @@ class Fa4Call:
     window_size: tuple  # (left, right), None = unbounded
     softmax_scale: float
     deterministic: bool
+    softcap: float = 0.0  # FA4's "off"
 
     @staticmethod
     def of(p: Problem, deterministic: bool) -> "Fa4Call":
+        """The call for ``p``. Windows FA4 would read otherwise (its _resolve_causal_local_window)
+        are stated as the window that keeps ``p``'s keys: a negative right side under causal
+        (which FA4 would overwrite with 0) as the window alone, causal off; both sides negative
+        (FA4: no window) as (left, -left - 1), the same empty row set with right >= 0."""
         if p.masked and p.align != "bottom_right" and p.seqlens_q != p.seqlens_k:
             raise ValueError(f"FA4 masks are bottom-right aligned; Problem.align={p.align!r}")
-        return Fa4Call(causal=p.causal, window_size=(p.window_left, p.window_right),
-                       softmax_scale=p.scale, deterministic=deterministic)
+        causal, left, right = p.causal, p.window_left, p.window_right
+        if causal and right is not None and right < 0:  # right < 0 is inside causal's right = 0
+            causal = False
+        if left is not None and right is not None and left < 0 and right < 0:  # no key: keep it empty
+            right = -left - 1
+        return Fa4Call(causal=causal, window_size=(left, right), softmax_scale=p.scale,
+                       deterministic=deterministic, softcap=p.softcap or 0.0)
 
     def kwargs(self) -> dict:
-        return dict(causal=self.causal, window_size=self.window_size,
-                    softmax_scale=self.softmax_scale, deterministic=self.deterministic)
+        return dict(causal=self.causal, window_size=self.window_size, softmax_scale=self.softmax_scale,
+                    deterministic=self.deterministic, softcap=self.softcap)
 
 
 class Fa4Adapter(KernelAdapter):

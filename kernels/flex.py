@@ -5,6 +5,10 @@
 - Varlen problems run as document masking over the packed tokens ([1, H, T, D]): a query
   and a key interact only inside the same sequence, at positions counted from that
   sequence's start; unused tail tokens belong to no sequence (their rows see nothing).
+- Windows go into the mask_mod as the Problem states them, negative sides included: a
+  crossed window leaves rows with no key (Flex: O 0, LSE -inf).
+- A softcap is the ``score_mod`` ``softcap * tanh(score / softcap)`` on the scaled score
+  (FlexAttention's tanh soft-capping), before the mask.
 - Sinks are expressed as one extra key column per sequence set (appended after the last
   key, value 0) whose score ``score_mod`` replaces by the head's sink logit; dSink is the
   gradient flowing into that captured tensor. The extra key is visible to every real
@@ -50,16 +54,18 @@ _DIMS = tuple(range(16, 257))
 # misaligned and do_transposed did not, kept anyway as Inductor may treat alignment
 # apart), and the Python constants the call and its mask_mod/score_mod capture: the scale
 # (softmax_scale, or head_dim_qk through its default), causal, align, every window_left /
-# window_right value, sinks. What never recompiles: seed, values, value_scale and
+# window_right value (negative ones too), sinks, the softcap (a constant the score_mod
+# captures). What never recompiles: seed, values, value_scale and
 # sink_center (tensor contents), and varlen splits with the same totals (the key is
 # conservative there: seqlen_q/seqlen_k tuples split configurations dynamo would share).
 COMPILE_KEY = ("dtype", "batch", "seqlen_q", "seqlen_k", "pad_tail", "heads_q", "heads_kv", "head_dim_qk",
                "head_dim_v", "softmax_scale", "causal", "align", "window_left", "window_right", "sinks",
-               "layout")
+               "layout", "softcap")
 _COMMON = dict(
     dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_DIMS,
     head_dims_v=_DIMS, max_batch=4, max_seqlen=2048, max_heads=16,
-    equal_head_dims=False, causal=True, aligns=("top_left", "bottom_right"), window=True,
+    equal_head_dims=False, causal=True, aligns=("top_left", "bottom_right"), window=True, negative_window=True,
+    softcap=True,
     outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False,
     device="cuda", block_m=128, block_n=128, layouts=LAYOUTS, compile_key=COMPILE_KEY,
 )
@@ -202,6 +208,27 @@ def make_mask_mod(p: Problem, device="cpu"):
     return mask_mod, n_keys
 
 
+def make_score_mod(p: Problem, sink, n_keys: int):
+    """The Problem's score modifications as a FlexAttention ``score_mod`` (None: none). Flex
+    hands it the logit already times ``scale`` (torch/nn/attention/flex_attention.py: "score:
+    the scaled dot product"), so a softcap is FlexAttention's own tanh soft-capping,
+    ``softcap * tanh(score / softcap)`` (its docs' and tests' ``_generate_tanh_softcap``), the
+    cap's derivative through autograd of the score_mod. The sink column (index ``n_keys``)
+    takes the head's sink logit, uncapped (problem.py: the sink joins the softmax as is)."""
+    cap = p.softcap
+    if sink is None and cap is None:
+        return None
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        if cap is not None:
+            score = torch.tanh(score / cap) * cap
+        if sink is not None:
+            score = torch.where(kv_idx == n_keys, sink[h].to(score.dtype), score)
+        return score
+
+    return score_mod
+
+
 def compiled_flex(backend="inductor"):
     """``flex_attention`` compiled as the adapter runs it on CUDA (``dynamic=False``: every
     new shape, stride or captured constant is a recompile; ``COMPILE_KEY`` names them).
@@ -275,16 +302,13 @@ class FlexAdapter(KernelAdapter):
         q, k, v = (lay(t) for t in leaves)
         mask_mod, n_keys = make_mask_mod(p, dev)
         sink = None
-        score_mod = None
         kk, vv = k, v
         if p.sinks:
             sink = inputs.sink.detach().clone().float().requires_grad_(grad)
             zk = torch.zeros(*k.shape[:2], 1, k.shape[-1], dtype=k.dtype, device=dev)
             zv = torch.zeros(*v.shape[:2], 1, v.shape[-1], dtype=v.dtype, device=dev)
             kk, vv = torch.cat([k, zk], dim=2), torch.cat([v, zv], dim=2)
-
-            def score_mod(score, b, h, q_idx, kv_idx):
-                return torch.where(kv_idx == n_keys, sink[h].to(score.dtype), score)
+        score_mod = make_score_mod(p, sink, n_keys)
 
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
         block_mask = None

@@ -58,6 +58,7 @@ BUG_CLASSES = {
                          "heavy tails, tied keys, a dO from a loss)",
     "sparse": "block-sparse masks and top-k selections: ignored or transposed in the backward, empty rows, "
               "duplicate selections",
+    "softcap": "softcap formula wrong, or the backward ignoring the cap or its derivative",
 }
 
 
@@ -409,7 +410,7 @@ class DeltaInputDtypeAccumulation(BlockwiseAttention):
         delta = torch.zeros(q.shape[0], qp.shape[1], dtype=torch.float32)
         for i0, i1 in self.query_tiles(sq, "bwd"):
             for j0, j1 in self.key_tiles(sk, "bwd"):
-                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                pt, dp, _ = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
                 delta[:, i0:i1] = (delta[:, i0:i1] + (pt * dp).sum(dim=-1)).to(low).to(torch.float32)
         return delta[:, :sq]
 
@@ -578,7 +579,7 @@ class MaxEntryDsByValue(BlockwiseAttention):
                 s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
                 at = s == mpad[:, i0:i1].unsqueeze(-1)
-                pt, dp = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
+                pt, dp, _ = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
                 self._at_max[:, i0:i1, j0:j1] = at
                 self._p_at_max[:, i0:i1] += (pt * at).sum(dim=-1, keepdim=True)
                 self._rest[:, i0:i1] += (pt * dp * ~at).sum(dim=-1, keepdim=True)
@@ -588,6 +589,105 @@ class MaxEntryDsByValue(BlockwiseAttention):
         at = self._at_max[:, i0:i1, j0:j1]
         from_rest = pt * (dp * (1.0 - self._p_at_max[:, i0:i1]) - self._rest[:, i0:i1])
         return torch.where(at, from_rest, pt * (dp - delta))
+
+
+# ----------------------------------------------------------------------------- softcap
+# caps near the logits' scale: |S| ~ 2..4 under a cap of 1.5 bends tanh where the logits are
+_CAPPED = dict(seqlen_q=8, seqlen_k=12, softcap=1.5, values="scaled", value_scale=2.0)
+
+
+@mutant("softcap", Problem(**_CAPPED))
+class SoftcapIgnoredBwd(BlockwiseAttention):
+    """The backward ignores the softcap: P recomputed from the uncapped logits against the
+    capped forward's LSE, no 1 - tanh^2 (flash-attn-4 up to 4.0.0b8: "softcap - not yet supported
+    in backward", fixed in b9)."""
+
+    name = "softcap-ignored-bwd"
+
+    def cap_logits(self, p, s, scale, phase):
+        return (s, None) if phase == "bwd" else super().cap_logits(p, s, scale, phase)
+
+
+@mutant("softcap", Problem(**_CAPPED))
+class SoftcapFa4B8Formula(BlockwiseAttention):
+    """FA4 4.0.0b8's softcap as a whole: the forward caps with (s / c) * tanh(s / c) instead of
+    c * tanh(s / c), and the backward ignores the cap."""
+
+    name = "softcap-fa4-b8-formula"
+
+    def cap_logits(self, p, s, scale, phase):
+        if p.softcap is None or phase == "bwd":
+            return s, None
+        x = s / (p.softcap * scale / p.scale)
+        return x * torch.tanh(x), None
+
+
+@mutant("softcap", Problem(**_CAPPED))
+class SoftcapDerivativeMissing(BlockwiseAttention):
+    """P is recomputed with the cap, but dS is not multiplied by the cap's derivative
+    1 - tanh^2 (the chain rule through tanh forgotten)."""
+
+    name = "softcap-derivative-missing"
+
+    def softcap_grad(self, ds, dcap):
+        return ds
+
+
+@mutant("softcap", Problem(**_CAPPED))
+class SoftcapDerivativeOfRawLogit(BlockwiseAttention):
+    """The cap's derivative taken at the raw logit, 1 - tanh(s)^2, instead of at s / c:
+    right only for a cap of 1."""
+
+    name = "softcap-derivative-of-raw-logit"
+
+    def cap_logits(self, p, s, scale, phase):
+        capped, dcap = super().cap_logits(p, s, scale, phase)
+        if dcap is None:
+            return capped, dcap
+        t = torch.tanh(s * (p.scale / scale))  # the natural-unit raw logit, uncapped
+        return capped, 1.0 - t * t
+
+
+@mutant("softcap", Problem(**{**_CAPPED, "softmax_scale": 0.5}))
+class SoftcapBeforeScale(BlockwiseAttention):
+    """The cap applied to Q K^T before the softmax scale, scale * c * tanh(Q K^T / c), instead
+    of c * tanh(scale * Q K^T / c) (forward and backward agree with each other)."""
+
+    name = "softcap-before-scale"
+
+    def cap_logits(self, p, s, scale, phase):
+        if p.softcap is None:
+            return s, None
+        t = torch.tanh(s / (p.softcap * scale))  # s / scale is Q K^T
+        return t * (p.softcap * scale), 1.0 - t * t
+
+
+# ----------------------------------------------------------------------------- negative windows
+@mutant("window", Problem(seqlen_q=8, seqlen_k=12, window_left=-3, window_right=1))
+class CrossedWindowAsFull(BlockwiseAttention):
+    """Window bounds that cross (left + right < 0, after causal sets right = 0) are read as
+    no window at all: full attention (causal kept) where no key is visible (flash-attn-4's
+    _resolve_causal_local_window before 4.0.0b30)."""
+
+    name = "crossed-window-as-full"
+
+    def allowed(self, p, i0, i1, j0, j1, sq, sk, phase):
+        wl, wr = p.window_left, 0 if p.causal else p.window_right
+        if wl is not None and wr is not None and wl + wr < 0:
+            p = p.replace(window_left=None, window_right=None)
+        return super().allowed(p, i0, i1, j0, j1, sq, sk, phase)
+
+
+@mutant("window", Problem(seqlen_q=8, seqlen_k=12, window_left=-2, window_right=4))
+class NegativeWindowClamped(BlockwiseAttention):
+    """A negative window side is clamped to 0 (an unsigned or max(0, w) bound): the window
+    never leaves the diagonal."""
+
+    name = "negative-window-clamped"
+
+    def allowed(self, p, i0, i1, j0, j1, sq, sk, phase):
+        clamp = {n: max(0, getattr(p, n)) for n in ("window_left", "window_right") if getattr(p, n) is not None}
+        return super().allowed(p.replace(**clamp), i0, i1, j0, j1, sq, sk, phase)
 
 
 # ----------------------------------------------------------------------------- layouts

@@ -140,7 +140,8 @@ class SdpaCpuMath(SdpaCpu):
     capability = Capability(
         dtypes=DTYPES, head_dims_qk=HEAD_DIMS, head_dims_v=HEAD_DIMS, equal_head_dims=False,
         max_batch=8, max_seqlen=1024, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True,
-        aligns=("top_left", "bottom_right"), window=True, varlen=True, empty_seqs=True, pad_tail=True,
+        aligns=("top_left", "bottom_right"), window=True, negative_window=True, varlen=True, empty_seqs=True,
+        pad_tail=True,
         sinks=False, softmax_scale=True, outputs=("o", "dq", "dk", "dv"), deterministic=True,
         poison=False, device="cpu", block_m=64, block_n=64, layouts=LAYOUTS,
     )
@@ -160,7 +161,8 @@ class SdpaCpuFlash(SdpaCpu):
     capability = Capability(
         dtypes=DTYPES, head_dims_qk=HEAD_DIMS, head_dims_v=None, equal_head_dims=True,
         max_batch=8, max_seqlen=1024, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True,
-        aligns=("top_left", "bottom_right"), window=True, varlen=True, empty_seqs=True, pad_tail=True,
+        aligns=("top_left", "bottom_right"), window=True, negative_window=True, varlen=True, empty_seqs=True,
+        pad_tail=True,
         sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=True,
         poison=False, device="cpu", block_m=32, block_n=512, layouts=LAYOUTS,
         # cpu_flash_attention_backward adds each query block's dK/dV product into grad_k/grad_v

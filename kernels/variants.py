@@ -435,6 +435,8 @@ class SdpaMathComposite(_WholeRows):
     logits, and the backward's saved statistics are (LSE, 0), which only dSink reads."""
 
     name = "sdpa-math-composite"
+    # the math backend has no softcap (its composite's _softmax caps nothing)
+    capability = replace(BlockwiseAttention.capability, softcap=False)
     _sink = None
     _pdp = None
 
@@ -562,6 +564,28 @@ class Fa2Convention(_LseOnly, _InputDtype):
         return torch.stack([rounded[idx == g].sum(dim=0) for g in range(heads_kv)])
 
 
+# ----------------------------------------------------------------------------- softcap
+@variant("FlashAttention 2/3 (softcap folded into the scale), FA4's softcap score_mod with exp2: "
+         "tanh of the raw logits times scale / softcap, then softcap * log2 e")
+class SoftcapFoldedScale(Exp2FoldedScale):
+    """Softcap as FlashAttention 2/3 fold it: S = tanh(Q K^T * (scale / softcap)) with one
+    float32 multiplier, the softmax in base 2 with softcap * log2 e as its scale, and dS times
+    1 - tanh^2 from the tanh it kept (not from the capped logit); no cap: the exp2 variant."""
+
+    name = "softcap-folded-scale"
+
+    def logit_scale(self, p, phase):
+        if p.softcap is None:
+            return super().logit_scale(p, phase)
+        return float(torch.tensor(p.scale / p.softcap, dtype=F32))  # Q K^T times scale / softcap: tanh's argument
+
+    def cap_logits(self, p, s, scale, phase):
+        if p.softcap is None:
+            return s, None
+        t = torch.tanh(s)
+        return t * float(torch.tensor(p.softcap * LOG2E, dtype=F32)), 1.0 - t * t
+
+
 # ----------------------------------------------------------------------------- FP8
 @variant("cuDNN sdpa_fp8 / sdpa_fp8_backward (Hopper, Blackwell), Transformer Engine FP8 attention",
          cuda=FP8_TILED)
@@ -578,7 +602,7 @@ class Fp8CurrentScaling(BlockwiseAttention):
     kernel would report. The FP8 mutants of kernels/mutants.py deviate from it by one hook."""
 
     name = "fp8-current-scaling"
-    capability = replace(BlockwiseAttention.capability, dtypes=FP8_DTYPES, layouts=("contiguous",))
+    capability = replace(BlockwiseAttention.capability, dtypes=FP8_DTYPES, layouts=("contiguous",), softcap=False)
     delta_source = "o_do"  # FP8 kernels take Delta = rowsum(O * dO) from the stored O and dO
 
     def __init__(self, *a, **kw):

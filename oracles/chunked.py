@@ -12,6 +12,8 @@ FlashAttention formulas:
     Delta_i = sum_d dO_id * O_id        dV = P^T dO
     dP = dO V^T                         dS = P * (dP - Delta)
     dQ = scale * dS K                   dK = scale * dS^T Q
+    with a softcap c: S = c tanh(scale Q K^T / c) (before the mask) and dS times 1 - tanh^2
+    (computed eagerly: the fused passes and the shift bound below are for uncapped logits)
     dSink_h = -sum_i P_sink_i * Delta_i,   P_sink_i = exp(sink_h - LSE_i)
 
 Each chunk holds complete key rows, so LSE is exact for the chunk's rows and no online
@@ -50,6 +52,7 @@ head) and their chunks (``_Chunk``, from ``chunk_plan``), calling one function p
 write into ``_Accumulators``. tests/test_chunked_pins.py pins its outputs bit for bit.
 """
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -196,6 +199,8 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     plan = PassPlan.of(inputs.q.dtype, x.q.device, precision, max_chunk_elements, chunk, magnitudes,
                        magnitudes_dtype, flash_rounding, skip_masked, fused_passes, fused_gemms)
     p = inputs.problem
+    if p.softcap is not None:  # capped logits: the eager passes only (the fused ones and the shift bound know no tanh)
+        plan = dataclasses.replace(plan, fused=None, shift_in_gemm=False)
     acc = _Accumulators(plan, p, x)
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         if sq == 0:
@@ -411,6 +416,7 @@ class _Chunk:
     delta: torch.Tensor | None = None
     dp: torch.Tensor | None = None  # dP, then dS in its place
     terms: object = None  # the fused pass's (P, P (|dP| + |Delta|)), or FAILED
+    dcap: torch.Tensor | None = None  # with a softcap: d(capped)/d(raw) = 1 - tanh^2 of S, [Hkv, rows x G, keys]
 
     @classmethod
     def of(cls, p: Problem, seq: _Sequence, r0: int, r1: int, lo: int, hi: int, m) -> "_Chunk":
@@ -468,6 +474,10 @@ def _softmax_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, sink) 
         if w:
             # the scale on the small Q chunk, not on the score-sized product (one pass fewer)
             s = torch.bmm(ch.qc * scale, ch.kb.transpose(1, 2)).view(Hkv, c, G, w)
+            if p.softcap is not None:  # s = cap tanh(s / cap), in place, before the mask
+                s.div_(p.softcap).tanh_()
+                ch.dcap = torch.addcmul(torch.ones_like(s), s, s, value=-1.0).view(Hkv, c * G, w)
+                s.mul_(p.softcap)
             _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
             m = s.amax(dim=-1)  # [Hkv, c, G]
         else:
@@ -542,23 +552,25 @@ def _magnitude_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc:
         dabs = ch.delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
         qa = qabs[:, r0:r1].reshape(Hkv, c * G, p.head_dim_qk)
         kab = kabs[:, lo:hi]
+        # dQ's and dK's terms carry the cap's factor (0 < 1 - tanh^2 <= 1)
+        pm_g = pm if ch.dcap is None else pm * ch.dcap.to(mdt)
         if plan.split_terms and not ch.fused:
             # sum_j P (|dP| + |Delta|) |K_j| = sum_j (P |dP|) |K_j| + |Delta| sum_j P |K_j|
             # (all terms >= 0): one score-sized pass for P |dP| instead of three,
             # for two more GEMMs (TF32 on CUDA: cheaper than the passes)
-            f = torch.mul(dp, pm, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
-            dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm, kab))
+            f = torch.mul(dp, pm_g, out=torch.empty(dp.shape, dtype=mdt, device=dev)).abs_()  # P |dP|
+            dq_terms = torch.bmm(f, kab).addcmul_(dabs, torch.bmm(pm_g, kab))
             _add_product(seq.dk_terms[:, lo:hi], f.transpose(1, 2), qa)
             del f
-            _add_product(seq.dk_terms[:, lo:hi], pm.transpose(1, 2), qa * dabs)
+            _add_product(seq.dk_terms[:, lo:hi], pm_g.transpose(1, 2), qa * dabs)
         else:  # the CPU (GEMMs cost more than passes), or the terms from the fused pass
             if not ch.fused:
-                terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm)  # P (|dP| + |Delta|)
+                terms = dp.to(mdt, copy=True).abs_().add_(dabs).mul_(pm_g)  # P (|dP| + |Delta|)
             dq_terms = torch.bmm(terms, kab)
             _add_product(seq.dk_terms[:, lo:hi], terms.transpose(1, 2), qa)
             del terms
         mag["dq"] = torch.maximum(mag["dq"], _top(dq_terms) * p.scale)
-        del pm, dq_terms
+        del pm, pm_g, dq_terms
 
 
 def _ds_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:
@@ -566,6 +578,8 @@ def _ds_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accum
     and columns, and dS rounded as a flash kernel stores it."""
     if not ch.fused:
         ch.dp.sub_(ch.delta.unsqueeze(-1)).mul_(ch.e2)  # dS (times total in float64)
+        if ch.dcap is not None:  # through the cap: dS_raw = dS (1 - tanh^2), as a kernel stores it
+            ch.dp.mul_(ch.dcap)
         if acc.edge is not None:
             Hkv, G, c, q0, r0, r1 = seq.Hkv, seq.G, ch.c, seq.q0, ch.r0, ch.r1
             rows_edge, cols_edge = _overflow_edge(ch.dp, ch.e2, ch.oc, ch.doc, ch.vb, plan.edge_at, plan.low, p.scale)
@@ -574,7 +588,7 @@ def _ds_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accum
         ch.dp = plan.rnd(ch.dp)
     acc.fused_chunks += ch.fused
     acc.gemm_chunks += ch.fused and ch.gemm is not FAILED
-    ch.e = ch.e2 = None  # E's memory back before the gradient GEMMs
+    ch.e = ch.e2 = ch.dcap = None  # E's memory back before the gradient GEMMs
 
 
 def _gradient_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accumulators) -> None:

@@ -51,12 +51,18 @@ def own_stats_backward(inputs: Inputs, o: torch.Tensor, lse: torch.Tensor, *,
             sl = slice(q0 + r0, q0 + r1)
             qc, doc = x.q[sl], x.do[sl]
             s = torch.einsum("chd,khd->hck", qc, kx) * p.scale
+            dcap = None
+            if p.softcap is not None:  # capped before the mask; dS through the cap's 1 - tanh^2
+                t = torch.tanh(s / p.softcap)
+                s, dcap = t * p.softcap, 1 - t * t
             s = s.masked_fill(~allowed_mask(p, sq, sk, dev, rows=(r0, r1)), float("-inf"))
             lse_h = lse_given[sl].transpose(0, 1)  # [Hq, c]
             seen = ~torch.isneginf(lse_h)
             pr = torch.exp(s - torch.where(seen, lse_h, torch.full_like(lse_h, float("inf"))).unsqueeze(-1))
             delta = (doc * o_given[sl]).sum(dim=-1).transpose(0, 1)  # [Hq, c]
             ds = pr * (torch.einsum("chd,khd->hck", doc, vx) - delta.unsqueeze(-1))
+            if dcap is not None:
+                ds = ds * dcap
             dq[sl] = torch.einsum("hck,khd->chd", ds, kx) * p.scale
             dk_c = torch.einsum("hck,chd->khd", ds, qc) * p.scale
             dk[k0:k0 + sk] += dk_c.view(sk, Hkv, G, p.head_dim_qk).sum(dim=2)

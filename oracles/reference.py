@@ -5,7 +5,8 @@
   "float32"  the same in float32;
   "same"     computed in the Problem's own dtype, to measure how much error rounding
              alone makes (the error budget's yardstick, as FlashAttention's tests do).
-Gradients come from torch autograd of a plain softmax(QK^T) V, one sequence at a time.
+Gradients come from torch autograd of a plain softmax(QK^T) V, one sequence at a time
+(with ``Problem.softcap``, softmax(softcap * tanh(scale QK^T / softcap)) V).
 
 ``rows_reference(inputs, precision, max_elements)``: the same computation, its query rows
 taken in chunks of at most ``max_elements`` scores, so a long problem's naive yardstick fits
@@ -42,12 +43,19 @@ def allowed_mask(problem: Problem, sq: int, sk: int, device="cpu", rows: tuple[i
     return ok
 
 
-def _attention(q, k, v, sink, allowed, scale, group):
+def capped(s: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """The logits ``s`` (already times the softmax scale) capped: softcap * tanh(s / softcap)
+    (Problem's module docstring); ``s`` itself when softcap is None. Autograd gives the
+    backward's factor 1 - tanh^2."""
+    return s if softcap is None else torch.tanh(s / softcap) * softcap
+
+
+def _attention(q, k, v, sink, allowed, scale, group, softcap=None):
     """One sequence. q [sq,Hq,D], k [sk,Hkv,D], v [sk,Hkv,Dv], sink [Hq] or None.
     Returns o [sq,Hq,Dv] and lse [sq,Hq] (float32-able, -inf for empty rows)."""
     kx = k.repeat_interleave(group, dim=1)
     vx = v.repeat_interleave(group, dim=1)
-    s = torch.einsum("qhd,khd->hqk", q, kx) * scale
+    s = capped(torch.einsum("qhd,khd->hqk", q, kx) * scale, softcap)  # capped before the mask
     # also for an unmasked problem: masked_fill's result is contiguous where the product may not
     # be, and the reductions below add in another order on another layout (other last bits)
     s = s.masked_fill(~allowed.unsqueeze(0), float("-inf"))
@@ -87,7 +95,7 @@ def reference(inputs: Inputs, precision: str = "float64") -> Outputs:
         if sq == 0:
             continue
         ob, lb = _attention(q[q0:q0 + sq], k[k0:k0 + sk], v[k0:k0 + sk], sink,
-                            allowed_mask(p, sq, sk, q.device), p.scale, p.group)
+                            allowed_mask(p, sq, sk, q.device), p.scale, p.group, p.softcap)
         outs.append((q0, sq, ob))
         lse[q0:q0 + sq] = lb.float()
     if not outs:
@@ -144,7 +152,8 @@ def rows_reference(inputs: Inputs, precision: str = "same", max_elements: int = 
             k = x.k[k0:k0 + sk].detach().clone().requires_grad_(True)
             v = x.v[k0:k0 + sk].detach().clone().requires_grad_(True)
             sink = None if x.sink is None else x.sink.detach().to(dt).clone().requires_grad_(True)
-            ob, lb = _attention(q, k, v, sink, allowed_mask(p, sq, sk, dev, rows=(r0, r1)), p.scale, p.group)
+            ob, lb = _attention(q, k, v, sink, allowed_mask(p, sq, sk, dev, rows=(r0, r1)), p.scale, p.group,
+                                p.softcap)
             leaves = [q, k, v] + ([sink] if sink is not None else [])
             grads = torch.autograd.grad(ob, leaves, x.do[q0 + r0:q0 + r1].to(dt), allow_unused=True)
             o[q0 + r0:q0 + r1] = ob.detach()

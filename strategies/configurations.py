@@ -17,13 +17,15 @@ The dimensions, each only where the capability and profile reach two or more val
 - ``dtype``; ``head_dim_qk``; ``head_dim_v`` (where the head dims may differ);
 - ``group`` (the GQA ratio heads_q / heads_kv: 1 is MHA) and ``heads_kv`` (1, or 2 and more:
   a reduction over the wrong group or a head stride shows only with several key heads);
-- ``mask`` (none, causal, a window's left / right / both sides, causal with a window) and
+- ``mask`` (none, causal, a window's left / right / both sides, causal with a window; where
+  declared, a window with a negative side and one whose bounds cross: rows with no key) and
   ``align`` (the mask's diagonal on unequal lengths; ``n/a`` where it cannot matter);
 - ``length`` (short, a tile edge, long rows) and ``relation`` (seqlen_q equal to, shorter or
   longer than seqlen_k);
 - ``batching`` (dense, a dense batch, varlen, varlen with an empty query or key sequence,
   varlen with unused tail tokens);
-- ``sinks``, ``layout``, and ``softmax_scale`` where the compile key names it;
+- ``sinks``, ``softcap`` (none or capped) where declared, ``layout``, and ``softmax_scale``
+  where the compile key names it;
 - ``sparsity`` (none, a block-sparse mask, one at its edges: a row with no block or every block
   dropped; a top-k selection, one with invalid and duplicate slots), where the capability
   declares sparse block sizes (strategies/sparsity.py).
@@ -44,16 +46,20 @@ from difftest.model.layouts import Layout
 from difftest.model.problem import Problem, ProblemError
 from difftest.model.profiles import get_profile
 
+from .coverage import logit_scale
 from .layouts import declared
 from .masks import UNMASKED_ALIGN, mask_kinds
 from .shapes import min_lengths
 from .sparsity import SPARSITY_CLASSES, realise_sparsity, sparsity_class, sparsity_kinds
-from .values import DTYPE_ORDER, SINK_CENTERS, SOFTMAX_SCALES, clamp_scale, value_kinds
+from .values import DTYPE_ORDER, SINK_CENTERS, SOFTCAP_RANGE, SOFTCAP_RELATIVE, SOFTMAX_SCALES, clamp_scale, value_kinds
 
 SHORT = 16  # a "short" sequence has at most this many tokens
 GROUPS = (1, 2, 3, 4, 6, 8, 16)  # GQA ratios worth a configuration (3 and 6: packing not a power of two)
 NA = "n/a"  # a dimension that does not apply to a Problem (the alignment of no mask)
 MASKS = ("none", "causal", "window_left", "window_right", "window_both", "causal_window")
+# where the capability declares negative_window: a window with a negative side, and crossed bounds
+NEGATIVE_MASKS = ("window_negative", "window_crossed")
+SOFTCAP = ("none", "capped")
 BATCHINGS = ("dense", "batched", "varlen", "varlen_empty_q", "varlen_empty_k", "varlen_pad_tail")
 RELATIONS = ("equal", "q_shorter", "q_longer")
 LENGTHS = ("short", "tile_edge", "long")
@@ -132,7 +138,7 @@ def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
         add("group", [g for g in GROUPS if g <= (r["HG"] if c.gqa else r["H"])])
     if r["H"] >= 2:
         add("heads_kv", (1, 2))
-    add("mask", [m for m in MASKS if _mask_declared(c, m)])
+    add("mask", [m for m in MASKS + NEGATIVE_MASKS if _mask_declared(c, m)])
     if len(c.aligns) >= 2 and c.seqlen_q_ne_k and (c.causal or c.window):
         add("align", (NA,) + tuple(c.aligns))
     add("length", [n for n in LENGTHS if _length_reachable(c, r, n)])
@@ -141,6 +147,8 @@ def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
     add("batching", [b for b in BATCHINGS if _batching_declared(c, r, prof, b)])
     if c.sinks:
         add("sinks", (False, True))
+    if c.softcap:
+        add("softcap", SOFTCAP)
     add("layout", declared(c))
     if "softmax_scale" in c.compile_key and c.softmax_scale:
         add("softmax_scale", ("default", "custom"))
@@ -150,6 +158,8 @@ def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
 
 def _mask_declared(c: Capability, m: str) -> bool:
     kinds = mask_kinds(c)
+    if m in NEGATIVE_MASKS:
+        return "window" in kinds and c.negative_window
     if m.startswith("window"):
         return "window" in kinds
     return m in kinds
@@ -180,6 +190,8 @@ def _batching_declared(c: Capability, r: dict, prof, b: str) -> bool:
 
 # ---------------------------------------------------------------------------- a Problem's values
 def _mask_of(p: Problem) -> str:
+    if any(w is not None and w < 0 for w in (p.window_left, p.window_right)):
+        return "window_crossed" if p.empty_window else "window_negative"
     window = p.window_left is not None or p.window_right is not None
     if p.causal:
         return "causal_window" if window else "causal"
@@ -251,6 +263,8 @@ def values_of(p: Problem, capability: Capability, dims) -> dict:
             v = {"default" if p.softmax_scale is None else "custom"}
         elif n == "sparsity":
             v = {sparsity_class(p)}
+        elif n == "softcap":
+            v = {"none" if p.softcap is None else "capped"}
         else:  # pragma: no cover - dimensions() names only the above
             raise KeyError(n)
         out[n] = v & set(d.values)
@@ -379,6 +393,10 @@ def attempt(config: dict, capability: Capability, profile="ci", *, variant: int 
         f["window_left"] = _window(rng, variant, max(q, k), block)
     if mask in ("window_right", "window_both"):
         f["window_right"] = _window(rng, variant + 1, max(q, k), block)
+    if mask in NEGATIVE_MASKS:  # a negative left side; the right side past it or short of it
+        w = 1 + _window(rng, variant, max(q, k), block)
+        f["window_left"] = -w
+        f["window_right"] = w + _window(rng, variant + 1, max(q, k), block) if mask == "window_negative" else w - 2
     align = config.get("align", NA)
     if mask == "none":
         f["align"] = UNMASKED_ALIGN
@@ -396,6 +414,13 @@ def attempt(config: dict, capability: Capability, profile="ci", *, variant: int 
     f["sparsity"] = realise_sparsity(config.get("sparsity", "none"), c, variant, rng)
     if "values" in f:  # the scale a value kind may have in the realised dtype (fp16's range: no inf inputs)
         f["value_scale"] = clamp_scale(f["values"], f.get("value_scale", 1.0), f["dtype"])
+    if config.get("softcap") == "capped":  # a cap relative to this problem's typical logit, in turn: near it
+        rel = SOFTCAP_RELATIVE[variant % len(SOFTCAP_RELATIVE)]  # first, then below (saturated) and far above
+        try:
+            typical = abs(logit_scale(Problem(**f)))
+        except (TypeError, ValueError):
+            typical = 1.0
+        f["softcap"] = min(SOFTCAP_RANGE[1], max(SOFTCAP_RANGE[0], float(f"{rel * typical:.3g}")))
     try:
         p = Problem(**f).validate()
     except (ProblemError, TypeError, ValueError) as e:

@@ -1,8 +1,9 @@
 """Which bug-class features a Problem exercises, and a coverage table over many draws.
 
 The features are the classes of bugs attention backward kernels are known to have (varlen,
-GQA/MQA, causal alignment, tails, sinks, value-dependent bugs), plus the memory layouts
-(``layout:<kind>``) and sparse masks (``sparse:<edge>``, strategies/sparsity.py).
+GQA/MQA, causal alignment, tails, sinks, value-dependent bugs, softcap against the logits'
+scale, negative and crossed window bounds), plus the memory layouts (``layout:<kind>``) and
+sparse masks (``sparse:<edge>``, strategies/sparsity.py).
 ``expected_features`` lists those a capability and profile make reachable, so a test can
 demand that a fixed budget of draws hits every one.
 """
@@ -39,6 +40,18 @@ def logit_scale(p: Problem) -> float:
     if p.values == "negative_lse":
         return -s * s * d * sc
     return sqrt(d) * sc
+
+
+SOFTCAP_CLASSES = ("saturating", "near_logits", "far_above")
+SOFTCAP_NEAR = 4.0  # a cap within this factor of the typical logit bends where the logits are
+
+
+def softcap_class(cap: float, typical: float) -> str:
+    """Where a softcap lies against the typical logit: ``saturating`` (below a quarter of it:
+    most logits capped, 1 - tanh^2 near 0), ``near_logits``, or ``far_above`` (4x and more:
+    tanh nearly the identity, the cap a rounding's worth)."""
+    t = max(abs(typical), 1e-30)
+    return "saturating" if cap < t / SOFTCAP_NEAR else "far_above" if cap > t * SOFTCAP_NEAR else "near_logits"
 
 
 def _len_features(prefix: str, lens, block: int) -> set[str]:
@@ -124,7 +137,13 @@ def features(p: Problem, c: Capability) -> set[str]:
             f.add("sink:far_above")
         if p.sink_center <= -20:
             f.add("sink:far_below")
+    if any(w is not None and w < 0 for w in (wl, wr)):
+        f.add("negative_window:crossed" if p.empty_window else
+              "negative_window:right_of_diagonal" if wl is not None and wl < 0 else "negative_window:left_of_diagonal")
     ls = logit_scale(p)
+    if p.softcap is not None:
+        f.add("softcap")
+        f.add(f"softcap:{softcap_class(p.softcap, ls)}")
     if ls >= LARGE_LOGIT:
         f.add("logits:large")
     if ls <= VERY_NEGATIVE_LSE:
@@ -186,8 +205,12 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
     # (or an empty key sequence) leaves a row with no key
     if (c.seqlen_q_ne_k and ((c.causal and "bottom_right" in c.aligns) or c.window)) or (c.varlen and c.empty_seqs):
         e.add("fully_masked_row")
+    if c.window and c.negative_window:
+        e |= {"negative_window:right_of_diagonal", "negative_window:left_of_diagonal", "negative_window:crossed"}
     if c.sinks:
         e |= {"sinks", "sink:far_above", "sink:far_below"}
+    if c.softcap:
+        e |= {"softcap"} | {f"softcap:{k}" for k in SOFTCAP_CLASSES}
     kinds = value_kinds(c)
     if "scaled" in kinds or "outlier_channels" in kinds:
         e.add("logits:large")

@@ -4,7 +4,8 @@
 covering the corners that fixed grids in other suites are built around: tile edges,
 seqlen_q != seqlen_k both ways with each causal alignment, fully masked rows, GQA/MQA,
 head_dim_qk != head_dim_v, every declared head dim, every dtype, empty and padded varlen batches, every window
-shape, sinks far above and below the logits, and every value distribution at its
+shape (negative and crossed bounds where declared), softcaps near, far below and far above the
+logits, sinks far above and below the logits, and every value distribution at its
 largest scale, every declared memory layout, and the sparse masks' edges where declared.
 Each corner is adapted to the capability (clamped, lifted to its minimum sequence lengths,
 aligned, made dense or non-empty as needed) and dropped only if it still falls outside.
@@ -62,6 +63,24 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
                              causal=causal, align=align))
         if not c.aligns:  # square only, where alignment cannot matter
             add(base.replace(seqlen_q=mid, seqlen_k=mid, window_left=wl, window_right=wr, causal=causal))
+
+    # negative window sides: the window right of the diagonal, left of it, and bounds that cross
+    # (left + right < 0: rows with no key, not full attention; FA4 before 4.0.0b30), alone,
+    # under causal, with sinks (the sink alone in every row)
+    for wl, wr, causal, sinks in ((-2, 5, False, False), (6, -1, False, False), (-1, None, False, False),
+                                  (-3, 1, False, False), (-1, -1, False, False), (-2, None, True, False),
+                                  (-(bn + 1), bn, False, True)):
+        for align in c.aligns or (UNMASKED_ALIGN,):
+            add(base.replace(seqlen_q=mid, seqlen_k=min(S, mid + 7) if c.aligns else mid, window_left=wl,
+                             window_right=wr, causal=causal, sinks=sinks, align=align))
+
+    # softcap: near the logits' scale (large logits capped: tanh bends), far below them (every
+    # logit saturated, 1 - tanh^2 near 0), far above (tanh nearly the identity), Gemma's 50 with
+    # a causal mask, a cap with sinks (the sink is not capped), a tiny cap at a tile edge
+    for cap, extra in ((4.0, dict(values="scaled", value_scale=4.0)), (0.05, dict(values="scaled", value_scale=4.0)),
+                       (1000.0, {}), (50.0, dict(causal=True)), (2.0, dict(sinks=True, sink_center=2.0)),
+                       (0.01, dict(seqlen_q=min(S, bm + 1)))):
+        add(base.replace(**{"seqlen_q": min(S, 9), "seqlen_k": mid, "softcap": cap, **extra}))
 
     # heads: GQA and MQA (tile-crossing keys, where a wrong head mapping shows in dK/dV)
     for hq, hkv in ((2, 1), (4, 2), (4, 1), (H, 1), (H, max(1, H // 2))):
@@ -236,6 +255,8 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
         p = p.replace(align=c.aligns[0])
     if p.pad_tail and not c.pad_tail:
         p = p.replace(pad_tail=0)
+    if p.softcap is not None and not c.softcap:
+        return None  # the corner is its cap: without it, it repeats another one
     if p.layout.kind not in c.layouts:
         p = p.replace(layout=declared(c)[0])
     if p.heads_q > H:

@@ -1,9 +1,12 @@
 """Mask strategies: none, causal (top-left or bottom-right), sliding windows (left only,
 right only, both; zero width; wider than the sequence), and causal combined with a window.
+Where the capability declares ``negative_window``, a window side may be negative (the
+window's edge past the diagonal), and bounds that cross (left + right < 0: rows with no key)
+are drawn too.
 
 Fully masked query rows (no visible key) are reachable: bottom-right causal with
-seqlen_q > seqlen_k, a right-only window pushed past the keys, or an empty key sequence.
-Shrinks toward no mask, then toward the narrowest window.
+seqlen_q > seqlen_k, a right-only window pushed past the keys, crossed window bounds, or an
+empty key sequence. Shrinks toward no mask, then toward the narrowest non-negative window.
 """
 
 from hypothesis import strategies as st
@@ -37,6 +40,23 @@ def window_sizes(max_len: int, blocks=(64,)) -> st.SearchStrategy[int]:
     return st.one_of(st.integers(0, max_len + 1), st.sampled_from(sorted(e for e in edges if e >= 0)))
 
 
+def negative_window_sizes(max_len: int, blocks=(64,)) -> st.SearchStrategy[int]:
+    """A negative window side: -1 first (the edge one key past the diagonal), then any down to
+    -(the longest sequence + 1), or an edge (-2, minus a tile +-1, minus the sequence)."""
+    edges = {1, 2, max_len, max_len + 1}
+    for b in blocks:
+        edges.update((b - 1, b, b + 1))
+    return st.one_of(st.integers(-(max_len + 1), -1), st.sampled_from(sorted((-e for e in edges if e >= 1),
+                                                                             reverse=True)))
+
+
+def window_side(capability: Capability, max_len: int, blocks) -> st.SearchStrategy[int]:
+    """One window side: a width >= 0 (shrinks there first), or where the capability declares
+    ``negative_window`` a negative one."""
+    sizes = window_sizes(max_len, blocks)
+    return st.one_of(sizes, negative_window_sizes(max_len, blocks)) if capability.negative_window else sizes
+
+
 @st.composite
 def masks(draw, capability: Capability, max_len: int):
     """A dict of the Problem's mask fields: causal, align, window_left, window_right."""
@@ -51,7 +71,7 @@ def masks(draw, capability: Capability, max_len: int):
         blocks = (capability.block_m, capability.block_n)
         side = draw(st.sampled_from(WINDOW_SIDES))
         if side in ("left", "both"):
-            out["window_left"] = draw(window_sizes(max_len, blocks))
+            out["window_left"] = draw(window_side(capability, max_len, blocks))
         if side in ("right", "both"):
-            out["window_right"] = draw(window_sizes(max_len, blocks))
+            out["window_right"] = draw(window_side(capability, max_len, blocks))
     return out

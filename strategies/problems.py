@@ -3,10 +3,11 @@ a kernel declares it supports.
 
 Composed from the strategies in shapes.py, masks.py, values.py and compile.py, drawn in
 shrink-priority order so a failure shrinks to: fewer batches, fewer heads, smaller head
-dims, shorter sequences, no mask, standard-normal values, the contiguous memory layout
-(then float32, seed 0), no sparse mask (drawn last, and only for a kernel that declares one:
-strategies/sparsity.py). The head dims come before the lengths, which the size budget then
-bounds: every declared head dim is as likely on a long problem as on a short one.
+dims, shorter sequences, no mask (non-negative window sides first), standard-normal values,
+no softcap, the contiguous memory layout (then float32, seed 0), no sparse mask (drawn last,
+and only for a kernel that declares one: strategies/sparsity.py). The head dims come before
+the lengths, which the size budget then bounds: every declared head dim is as likely on a
+long problem as on a short one.
 Every Problem is legal by construction (no ``.filter``) and inside the capability.
 
 Knobs (keyword arguments):
@@ -31,11 +32,12 @@ from difftest.model.problem import Problem
 from difftest.model.profiles import get_profile
 
 from .compile import compile_pins, corpus_configs, corpus_only, warm_problems
+from .coverage import logit_scale
 from .layouts import layouts
 from .masks import masks
 from .shapes import VARLEN_PATTERNS, dense_seqlens, head_counts, head_dims, seqlen_cap, varlen_seqlens
 from .sparsity import sparsities
-from .values import clamp_scale, dtypes, sink_settings, softmax_scales, value_settings
+from .values import clamp_scale, dtypes, sink_settings, softcap_settings, softmax_scales, value_settings
 
 SEED_MAX = 2**32 - 1
 
@@ -125,6 +127,11 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
     else:
         f["values"], f["value_scale"] = draw(value_settings(c, f["dtype"]))
     f["softmax_scale"] = pin["softmax_scale"] if "softmax_scale" in pin else draw(softmax_scales(c))
+    # softcap (none first), aimed at the scale of the logits just drawn
+    if "softcap" in pin:
+        f["softcap"] = pin["softcap"]
+    else:
+        f["softcap"] = draw(softcap_settings(c, logit_scale(Problem(**f))))
 
     # 6. memory layout (contiguous first), inside what the interface accepts
     f["layout"] = pin["layout"] if "layout" in pin else draw(layouts(c, f["heads_q"], f["heads_kv"]))

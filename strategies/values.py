@@ -47,6 +47,13 @@ MAX_SCALE = {
 SINK_CENTERS = (0.0, 2.0, -2.0, 10.0, -10.0, 30.0, -30.0, 90.0, -90.0)  # +-90: past exp's float32 overflow
 SINK_RANGE = (-100.0, 100.0)
 SOFTMAX_SCALES = (1.0, 0.5, 2.0, 0.01, 10.0)
+# softcap: named caps (Gemma 2's 50 and 30, FA4's tests' 15, tiny ones that flatten every logit,
+# one far above any), and caps relative to the problem's typical logit (values.typical_logit):
+# near it (tanh bends where the logits are), well below (saturated: 1 - tanh^2 near 0), far above
+SOFTCAPS = (30.0, 50.0, 15.0, 1.0, 0.1, 0.01, 1000.0)
+SOFTCAP_RELATIVE = (1.0, 0.5, 2.0, 0.25, 4.0, 0.05, 100.0)
+SOFTCAP_RANGE = (0.01, 1000.0)
+SOFTCAP_OCTAVES = 8.0  # arbitrary caps: the typical logit times 2^[-8, 8] (log-uniform around it)
 
 
 def dtypes(capability: Capability) -> st.SearchStrategy[str]:
@@ -99,6 +106,24 @@ def softmax_scales(capability: Capability) -> st.SearchStrategy[float | None]:
                        st.floats(0.01, 10.0, allow_nan=False, allow_infinity=False))
     # a custom scale one draw in four: 0..2 (the shrink target) keep the default
     return st.integers(0, 3).flatmap(lambda k: custom if k == 3 else st.none())
+
+
+def softcap_settings(capability: Capability, typical: float) -> st.SearchStrategy[float | None]:
+    """None (no cap) three draws in four, else a named cap, a cap relative to the typical
+    logit ``typical`` (coverage.logit_scale: caps near the logits' scale, below and far above
+    them) or any log-uniform around it, within SOFTCAP_RANGE. Shrinks toward no cap, then the
+    first named cap."""
+    if not capability.softcap:
+        return st.none()
+
+    def clamp(c: float) -> float:
+        return min(SOFTCAP_RANGE[1], max(SOFTCAP_RANGE[0], c))
+
+    t = abs(typical)
+    rel = [clamp(float(f"{r * t:.3g}")) for r in SOFTCAP_RELATIVE]
+    caps = st.one_of(st.sampled_from(SOFTCAPS), st.sampled_from(list(dict.fromkeys(rel))),
+                     st.floats(-SOFTCAP_OCTAVES, SOFTCAP_OCTAVES).map(lambda e: clamp(t * 2.0**e)))
+    return st.integers(0, 3).flatmap(lambda k: caps if k == 3 else st.none())
 
 
 # ---------------------------------------------------------------- captured activations

@@ -29,6 +29,15 @@ FEATURES = {
                                          value_scale=8.0),
     "one-key": Problem(seqlen_q=33, seqlen_k=1, head_dim_qk=8, head_dim_v=8),
     "negative-lse": Problem(seqlen_q=17, seqlen_k=30, values="negative_lse", value_scale=4.0, sinks=True),
+    # softcap near the logits' scale, in fp16 under GQA, sinks and a causal window across tiles
+    "softcap-fp16-gqa-sinks": Problem(batch=2, seqlen_q=37, seqlen_k=53, heads_q=4, heads_kv=2, causal=True,
+                                      window_left=20, sinks=True, softcap=3.0, values="scaled", value_scale=2.0,
+                                      dtype="float16"),
+    "softcap-tiny-bf16": Problem(seqlen_q=33, seqlen_k=40, softcap=0.05, dtype="bfloat16"),
+    # a window right of the diagonal, and crossed bounds in one varlen batch (rows with no key)
+    "negative-window-varlen": Problem(batch=3, seqlen_q=(9, 40, 0), seqlen_k=(20, 33, 5), heads_q=2, heads_kv=1,
+                                      window_left=-4, window_right=11, align="top_left"),
+    "crossed-window-sinks": Problem(seqlen_q=35, seqlen_k=35, window_left=-3, window_right=2, sinks=True),
 }
 
 

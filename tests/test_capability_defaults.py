@@ -60,7 +60,7 @@ def test_the_defaults_claim_the_basics_only():
     dense = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, head_dim_qk=16, head_dim_v=16)
     assert c.excludes(dense) is None
     for change, why in ((dict(heads_kv=1), "GQA"), (dict(causal=True), "causal"), (dict(window_left=2), "window"),
-                        (dict(sinks=True), "sinks"), (dict(head_dim_v=32), "head_dim"),
+                        (dict(sinks=True), "sinks"), (dict(head_dim_v=32), "head_dim"), (dict(softcap=5.0), "softcap"),
                         (dict(batch=1, seqlen_q=(3,), seqlen_k=(4,)), "varlen")):
         assert why in (c.excludes(dense.replace(**change).validate()) or ""), change
 
@@ -69,3 +69,14 @@ def test_unequal_head_dim_sets_need_the_opt_in():
     with pytest.raises(ValueError, match="equal_head_dims=False"):
         Capability(head_dims_qk=(192,), head_dims_v=(128,))
     assert Capability(head_dims_qk=(192,), head_dims_v=(128,), equal_head_dims=False).v_dims == (128,)
+
+
+def test_negative_window_bounds_need_their_own_opt_in():
+    """A kernel that declares windows is not drawn negative or crossed bounds unless it says so
+    (flash-attn-4 before 4.0.0b30 read left + right < 0 as no window at all)."""
+    window = Capability(window=True)
+    assert window.excludes(Problem(window_left=3, window_right=0).validate()) is None
+    for bounds in (dict(window_left=-2, window_right=4), dict(window_left=3, window_right=-1),
+                   dict(window_left=-3, window_right=1)):
+        assert "negative window" in window.excludes(Problem(**bounds).validate())
+        assert Capability(window=True, negative_window=True).excludes(Problem(**bounds).validate()) is None

@@ -228,3 +228,23 @@ def test_campaign_settings_are_frozen_and_the_strategy_turns_coverage_off():
         c.time_budget = 1.0
     assert dataclasses.replace(c, strategy=object()).coverage_strength == 0
     assert Campaign.of(RefKernel(), "quick").coverage_strength == 0
+
+
+def test_softcap_and_negative_window_configurations_where_declared():
+    """softcap (none, capped) is a dimension and the mask dimension gains a window with a
+    negative side and one whose bounds cross, only where the capability declares them; each
+    realises as a Problem that has it."""
+    from difftest.kernels.blockwise import CAPABILITY as blockwise
+    from difftest.strategies.configurations import realise
+
+    dims = {d.name: d.values for d in dimensions(blockwise, "ci")}
+    assert dims["softcap"] == ("none", "capped")
+    assert {"window_negative", "window_crossed"} <= set(dims["mask"])
+    crossed = realise({"mask": "window_crossed"}, blockwise, "ci")
+    assert crossed.empty_window and crossed.window_left < 0
+    shifted = realise({"mask": "window_negative"}, blockwise, "ci")
+    assert shifted.window_left < 0 and not shifted.empty_window
+    assert realise({"softcap": "capped"}, blockwise, "ci").softcap is not None
+    plain = Capability(window=True, causal=True)
+    names = {d.name: d.values for d in dimensions(plain, "ci")}
+    assert "softcap" not in names and "window_crossed" not in names["mask"]

@@ -105,6 +105,9 @@ NEEDED = [
     ("window_left value", BASE.replace(window_left=2), dict(window_left=3)),
     ("window_right value", BASE.replace(window_right=1), dict(window_right=2)),
     ("sinks", BASE, dict(sinks=True)),
+    ("softcap", BASE, dict(softcap=30.0)),
+    ("softcap value", BASE.replace(softcap=30.0), dict(softcap=2.5)),
+    ("negative window_left", BASE.replace(window_left=2, window_right=4), dict(window_left=-2)),
     ("layout bhsd", BASE, dict(layout="bhsd")),
     ("layout dim_slice", BASE, dict(layout="dim_slice")),
 ]

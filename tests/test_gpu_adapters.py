@@ -107,6 +107,12 @@ FLEX_CASES = [
     Problem(batch=3, seqlen_q=(5, 0, 7), seqlen_k=(6, 3, 0), heads_q=2, heads_kv=2, causal=True, sinks=True,
             pad_tail=2, **D),
     Problem(batch=2, seqlen_q=(4, 6), seqlen_k=(9, 2), window_left=2, window_right=0, sinks=True, **D),
+    # negative sides: right of the diagonal, and crossed bounds (rows with no key), with sinks
+    Problem(seqlen_q=9, seqlen_k=13, window_left=-2, window_right=4, **D),
+    Problem(batch=2, seqlen_q=(4, 6), seqlen_k=(9, 2), window_left=-3, window_right=1, sinks=True, **D),
+    # softcap near the logits (scaled values), with sinks: the sink column is not capped
+    Problem(batch=2, seqlen_q=7, seqlen_k=11, heads_q=2, heads_kv=2, causal=True, softcap=1.5, values="scaled",
+            value_scale=2.0, sinks=True, **D),
 ]
 
 
@@ -148,7 +154,8 @@ def test_flex_mask_mod_alignment_matters():
     assert not torch.equal(_eval_mask_mod(p), _flex_allowed(p.replace(align="top_left")))
 
 
-@pytest.mark.parametrize("p", [FLEX_CASES[0], FLEX_CASES[3], FLEX_CASES[4]], ids=lambda p: p.short())
+@pytest.mark.parametrize("p", [FLEX_CASES[0], FLEX_CASES[3], FLEX_CASES[4], FLEX_CASES[5], FLEX_CASES[6],
+                               FLEX_CASES[7]], ids=lambda p: p.short())
 def test_flex_forward_translation_matches_truth_on_cpu(p):
     """FlexAttention has no CPU backward, so the CPU checks the forward translation:
     layouts, document masking, the sink column and the LSE (natural log, -inf rows)."""
@@ -164,6 +171,22 @@ def test_flex_forward_translation_matches_truth_on_cpu(p):
         assert torch.isinf(fwd.lse[:used]).any()
 
 
+def test_flex_softcap_is_the_score_mod_and_matters():
+    """The softcap reaches flex as its tanh score_mod: the capped and uncapped forwards differ
+    on the CPU, and the capped one is the truth's (above)."""
+    from difftest.kernels.flex import FlexAdapter, make_score_mod
+
+    p = FLEX_CASES[7]
+    x = make_inputs(p)
+    capped = FlexAdapter().translate(x, grad=False)[0]
+    plain = FlexAdapter().translate(make_inputs(p.replace(softcap=None)), grad=False)[0]
+    assert max_err(capped.o, plain.o) > 1e-3
+    mod = make_score_mod(p.replace(sinks=False), None, 11)
+    s = torch.tensor([-40.0, 0.3, 40.0])
+    assert torch.allclose(mod(s, 0, 0, 0, torch.tensor(0)), 1.5 * torch.tanh(s / 1.5))
+    assert make_score_mod(p.replace(sinks=False, softcap=None), None, 11) is None
+
+
 # ---------------------------------------------------------------- FA3 / FA4 translation
 def test_fa_calls_translate_windows_and_refuse_top_left_non_square():
     from difftest.kernels.fa3 import Fa3Call
@@ -172,6 +195,7 @@ def test_fa_calls_translate_windows_and_refuse_top_left_non_square():
     p = Problem(seqlen_q=8, seqlen_k=12, window_left=3, window_right=None, **D)
     assert Fa3Call.of(p).window == (3, -1)
     assert Fa4Call.of(p, True).window_size == (3, None)
+    assert Fa4Call.of(p, True).softcap == 0.0 and Fa4Call.of(p.replace(softcap=30.0), True).softcap == 30.0
     v = Problem(batch=2, seqlen_q=(3, 4), seqlen_k=(5, 0), causal=True, **D)
     assert Fa3Call.of(v).longest == (4, 5)
     assert Fa3Call.of(p).longest is None
@@ -487,3 +511,26 @@ def test_gpu_campaign(difftest_campaign, name):
     if known and res.failed:
         what, matches = known
         assert matches(res.failure), f"{name} failed with something other than {what}: {res.failure.render()}"
+
+
+def test_fa4_call_keeps_negative_and_crossed_windows_what_the_problem_says():
+    """FA4 4.0.0b36 reads both sides negative as no window (the FA2 (-1, -1) convention) and
+    overwrites window_right with 0 under causal (interface.py _resolve_causal_local_window):
+    the call states an equivalent window FA4 keeps, never full attention."""
+    from difftest.kernels.fa4 import Fa4Call
+    from difftest.kernels.masking import visible_keys
+
+    def fa4_keys(call: Fa4Call, sq, sk):  # what b36's resolution makes of the call
+        wl, wr = call.window_size
+        if wl is not None and wr is not None and wl < 0 and wr < 0:
+            wl = wr = None
+        if call.causal:
+            wr = 0
+        return visible_keys(Problem(window_left=wl, window_right=wr), sq, sk)
+
+    for wl, wr, causal in ((-2, 4, False), (3, -1, False), (-3, 1, False), (-1, -1, False), (-4, -2, False),
+                           (-2, None, True), (3, -2, True), (-2, -3, True), (None, -1, True), (2, 5, True)):
+        p = Problem(seqlen_q=6, seqlen_k=9, window_left=wl, window_right=wr, causal=causal, **D)
+        call = Fa4Call.of(p, True)
+        assert torch.equal(fa4_keys(call, 6, 9), visible_keys(p, 6, 9)), (p.short(), call)
+    assert Fa4Call.of(Problem(window_left=3, window_right=0, causal=True, **D), True).causal  # unchanged

@@ -284,3 +284,27 @@ def test_mutants_device_cuda_without_cuda_is_a_usage_error(monkeypatch):
     mutants_front.add_arguments(p)
     with pytest.raises(UsageError, match="--device cuda"):
         mutants_front.command(p.parse_args(["--only", "dk-missing-scale", "--device", "cuda"]))
+
+
+NEW_DIMENSION = {  # mutant: its example off the dimension only it needs (no cap; non-negative sides)
+    "softcap-ignored-bwd": dict(softcap=None),
+    "softcap-fa4-b8-formula": dict(softcap=None),
+    "softcap-derivative-missing": dict(softcap=None),
+    "softcap-derivative-of-raw-logit": dict(softcap=None),
+    "softcap-before-scale": dict(softcap=None),
+    "crossed-window-as-full": dict(window_left=3, window_right=1),
+    "negative-window-clamped": dict(window_left=2, window_right=4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_DIMENSION))
+def test_softcap_and_negative_window_mutants_hide_without_their_dimension(name):
+    """These faults are killed only by the new dimensions: their own example with the cap
+    removed, or its window sides made non-negative, passes every gate (so the old Problem
+    model could not have found them; the FlashAttention-style grid, which has neither,
+    does not: results/softcap.md)."""
+    m = catalogue.MUTANTS[name]
+    off = m.example.replace(**NEW_DIMENSION[name]).validate()
+    case = run_case(m.make(), off, _one_run())
+    assert case.status == "passed", case.render()
+    assert run_case(m.make(), m.example, _one_run()).status == "failed"

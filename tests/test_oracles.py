@@ -59,6 +59,15 @@ CASES = {
                         window_right=0, **S),
     "custom_scale_large_logits": Problem(seqlen_q=5, seqlen_k=5, softmax_scale=2.0, values="scaled", value_scale=2.0,
                                          **S),
+    # softcap near the logits' scale (tanh bends), under GQA, sinks and a causal varlen mask
+    "softcap": Problem(seqlen_q=5, seqlen_k=7, softcap=1.5, values="scaled", value_scale=2.0, **S),
+    "softcap_gqa_sinks_causal_varlen": Problem(batch=2, seqlen_q=(4, 3), seqlen_k=(6, 2), heads_q=4, heads_kv=2,
+                                               causal=True, sinks=True, sink_center=0.5, softcap=0.75, **S),
+    # a window right of the diagonal; crossed bounds (no key: not full attention)
+    "negative_window_left": Problem(seqlen_q=5, seqlen_k=9, window_left=-2, window_right=3, **S),
+    "negative_window_right_top_left": Problem(seqlen_q=6, seqlen_k=5, window_left=3, window_right=-1,
+                                              align="top_left", **S),
+    "crossed_window": Problem(batch=2, seqlen_q=4, seqlen_k=6, window_left=-3, window_right=1, sinks=True, **S),
 }
 IDS = list(CASES)
 
@@ -90,6 +99,8 @@ def naive(p: Problem, q, k, v, do, sink):
     head_map = torch.tensor([h * Hkv // Hq for h in range(Hq)])  # query head -> its key/value head
     Kx, Vx = K[:, :, head_map], V[:, :, head_map]
     scores = torch.einsum("bihd,bjhd->bhij", Q, Kx) * p.scale
+    if p.softcap is not None:  # capped after the scale, before the mask (problem.py)
+        scores = p.softcap * torch.tanh(scores / p.softcap)
     scores = scores.masked_fill(~visible[:, None], -math.inf)
     cols = [scores]
     if sink_l is not None:
@@ -380,7 +391,8 @@ def test_float32_magnitudes_are_the_float64_ones(name, split, monkeypatch):
         assert set(m32.magnitude) == set(m64.magnitude)
         for n, m in m64.magnitude.items():
             assert m32.magnitude[n] == pytest.approx(m, rel=1e-5, abs=1e-300), (n, m32.magnitude[n], m)
-        assert max(m64.magnitude.values()) > 0 or x.problem.total_q == 0 or max(x.problem.seqlens_q) == 0
+        assert (max(m64.magnitude.values()) > 0 or x.problem.total_q == 0 or max(x.problem.seqlens_q) == 0
+                or x.problem.empty_window)
         for n, t in m64.items():
             assert torch.equal(t, m32.get(n)), n
     with pytest.raises(ValueError, match="magnitudes_dtype"):
@@ -757,3 +769,18 @@ def test_masked_chunks_keep_between_min_and_max_skip_rows():
     assert max(r1 - r0 for r0, r1, _, _ in short) == chunked.MIN_SKIP_ROWS == 64
     dense = causal.replace(causal=False)
     assert chunk_plan(dense, 65536, 65536, 2**40) == [(0, 65536, 0, 65536)]
+
+
+def test_softcap_and_crossed_windows_are_told_apart():
+    """Not vacuous: the capped truth differs from the uncapped one, and a crossed window
+    (left + right < 0) gives empty rows (O 0, LSE -inf, zero dQ/dK/dV) where full attention
+    would not."""
+    x = make_inputs(CASES["softcap"])
+    capped, plain = reference(x), reference(make_inputs(CASES["softcap"].replace(softcap=None)))
+    assert max_err(capped, plain)["dq"] > 1e-3
+    crossed = chunked_reference(make_inputs(CASES["crossed_window"]), "float64")  # sinks: LSE of the sink alone
+    assert crossed.o.abs().max() == 0 and crossed.dq.abs().max() == 0
+    assert crossed.dk.abs().max() == 0 and crossed.dv.abs().max() == 0
+    no_sinks = CASES["crossed_window"].replace(sinks=False)
+    out = chunked_reference(make_inputs(no_sinks), "float64")
+    assert torch.isneginf(out.lse).all() and out.o.abs().max() == 0

@@ -34,14 +34,18 @@ INVALID = [
     ("dtype", "float64", {}, f"one of {ALL_DTYPES}"),
     ("causal", 1, {}, "True or False"),
     ("align", "top-left", {}, f"one of {ALIGNS}"),
-    ("window_left", -1, {}, "None (unbounded) or an int >= 0"),
-    ("window_right", 2.5, {}, "None (unbounded) or an int >= 0"),
+    ("window_left", -(2**24) - 1, {}, "None (unbounded) or an int in -16777216..16777216"),
+    ("window_right", 2.5, {}, "None (unbounded) or an int in -16777216..16777216"),
     ("sinks", "yes", {}, "True or False"),
     ("sink_center", float("inf"), {}, "a finite float"),
     ("sink_center", True, {}, "a finite float"),
     ("softmax_scale", 0.0, {}, "None (1/sqrt(head_dim_qk)) or a finite float > 0"),
     ("softmax_scale", float("nan"), {}, "None (1/sqrt(head_dim_qk)) or a finite float > 0"),
     ("softmax_scale", True, {}, "None (1/sqrt(head_dim_qk)) or a finite float > 0"),
+    ("softcap", -1.0, {}, "None or 0 (off) or a finite float > 0, at most 10000"),
+    ("softcap", float("inf"), {}, "None or 0 (off) or a finite float > 0, at most 10000"),
+    ("softcap", True, {}, "None or 0 (off) or a finite float > 0, at most 10000"),
+    ("softcap", 2.0, dict(dtype="float8_e4m3fn"), "None with an FP8 dtype"),
     ("values", "uniform", {}, f"one of {VALUE_KINDS}"),
     ("value_scale", -1.0, {}, "a finite float > 0"),
     ("value_scale", float("inf"), {}, "a finite float > 0"),
@@ -104,6 +108,7 @@ ROUND_TRIP = [
             pad_tail=5, seed=2**62 + 7),
     Problem(batch=1, seqlen_q=(0,), seqlen_k=(0,), pad_tail=1),
     Problem(input_version=1, seed=9),
+    Problem(seqlen_q=5, seqlen_k=9, window_left=-3, window_right=1, softcap=12.5),
 ]
 
 
@@ -134,7 +139,7 @@ def test_derived_sizes():
     assert Problem(softmax_scale=0.3).scale == 0.3
 
 
-WINDOWS = (None, 0, 1, 3)
+WINDOWS = (None, -4, -1, 0, 1, 3)
 
 
 def _sees(p: Problem, i: int, j: int, sq: int, sk: int) -> bool:
@@ -194,3 +199,27 @@ def test_json_without_input_version_means_the_old_generator():
     assert Problem.from_dict(old).input_version == 1
     assert "inputs-v1" in Problem.from_dict(old).short() and "inputs-v" not in Problem().short()
     assert Problem.from_dict({**old, "input_version": 2}) == Problem(seed=3)
+
+
+def test_negative_windows_move_the_edge_past_the_diagonal_and_crossed_bounds_see_nothing():
+    """window_left < 0 starts the window right of the diagonal, window_right < 0 ends it left
+    of it; left + right < 0 is an empty row set (O 0, LSE -inf), never full attention
+    (flash-attn-4 before 4.0.0b30 read it as no window)."""
+    right_of = Problem(window_left=-2, window_right=3, align="top_left")
+    assert [right_of.key_range(i, 3, 9) for i in range(3)] == [(2, 4), (3, 5), (4, 6)]
+    left_of = Problem(window_left=3, window_right=-1, align="top_left")
+    assert [left_of.key_range(i, 3, 9) for i in range(3)] == [(0, 0), (0, 1), (0, 2)]
+    for crossed in (Problem(window_left=-3, window_right=2), Problem(window_left=-1, window_right=-1),
+                    Problem(window_left=-1, causal=True), Problem(window_left=2, window_right=-3)):
+        assert crossed.empty_window, crossed.short()
+        assert not allowed_mask(crossed, 6, 6).any()
+        assert all(lo == hi for lo, hi in (crossed.key_range(i, 6, 6) for i in range(6)))
+    assert not Problem(window_left=-3, window_right=3).empty_window  # one key: the diagonal + 3
+    assert not Problem(window_left=0, causal=True).empty_window and not Problem().empty_window
+
+
+def test_softcap_zero_is_off_and_absent_from_the_json():
+    assert Problem(softcap=0).softcap is None and Problem(softcap=0.0) == Problem()
+    assert "softcap" not in Problem().to_dict()
+    assert Problem(softcap=30.0).to_dict()["softcap"] == 30.0
+    assert "softcap30" in Problem(softcap=30.0).short()

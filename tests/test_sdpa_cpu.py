@@ -197,7 +197,8 @@ def test_zero_length_sequences_do_not_crash(name):
 def test_visible_keys_matches_the_oracle_mask():
     for causal in (False, True):
         for align in ("top_left", "bottom_right"):
-            for wl, wr in ((None, None), (0, 0), (2, None), (None, 1), (3, 2)):
+            for wl, wr in ((None, None), (0, 0), (2, None), (None, 1), (3, 2), (-2, 3), (4, -1), (-3, 1), (-1, -1),
+                           (-2, None)):
                 p = Problem(causal=causal, align=align, window_left=wl, window_right=wr)
                 for sq, sk in ((5, 9), (9, 5), (6, 6), (0, 3), (3, 0)):
                     assert torch.equal(visible_keys(p, sq, sk), allowed_mask(p, sq, sk))

@@ -267,3 +267,16 @@ def test_campaign_shrinks_the_planted_fault_through_the_engine(tmp_path):
     p = res.failure.problem
     assert (p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv) == (1, 1, BLOCK + 1, 2, 1), p.short()
     assert "dk:budget" in res.failure.failed_gates
+
+
+def test_domain_shrinking_drops_the_softcap_and_negative_sides_unless_the_fault_needs_them():
+    start = Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=2, heads_kv=1, causal=True, window_left=-3,
+                    window_right=-1, softcap=0.05, values="scaled", value_scale=4.0, seed=5)
+    anything, _ = simplify(start, lambda q: True)
+    assert anything.softcap is None and not anything.masked, anything.short()
+    capped, _ = simplify(start, lambda q: q.softcap is not None)
+    assert capped.softcap == 0.05 and not capped.masked and capped.batch == 1, capped.short()
+    crossed, _ = simplify(start, lambda q: q.empty_window)
+    assert crossed.softcap is None and crossed.empty_window and not crossed.causal, crossed.short()
+    # a fault of the bound, not of its sign: the negative side goes to 0 (simpler, still crossed)
+    assert (crossed.window_left, crossed.window_right) in ((-1, None), (-1, 0), (0, -1), (None, -1)), crossed.short()

@@ -215,3 +215,35 @@ def test_capability_without_alignments_gets_square_masked_corners_only():
     corners = edge_problems(c)
     assert corners and all(c.covers(p) for p in corners)
     assert any(p.masked for p in corners)
+
+
+# softcap and negative window bounds, declared on a small CPU capability
+CAPPED = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16, 32), max_batch=4, max_seqlen=128,
+                         max_heads=4, block_m=32, block_n=16, softcap=True, negative_window=True)
+NEW_FEATURES = {"softcap", "softcap:saturating", "softcap:near_logits", "softcap:far_above",
+                "negative_window:right_of_diagonal", "negative_window:left_of_diagonal", "negative_window:crossed"}
+
+
+def test_softcap_and_negative_windows_are_drawn_only_where_declared_and_reach_their_edges():
+    ps = draw_many(problems(CAPPED, "ci"), 600)
+    for p in ps:
+        assert CAPPED.excludes(p) is None, (p.short(), CAPPED.excludes(p))
+    seen = set().union(*(features(p, CAPPED) for p in ps))
+    assert NEW_FEATURES <= expected_features(CAPPED)
+    assert NEW_FEATURES <= seen, sorted(NEW_FEATURES - seen)
+    assert sum(p.softcap is None for p in ps) > len(ps) / 2  # no cap stays the common (and shrink) case
+    assert any(p.empty_window and not p.causal for p in ps) and any(p.empty_window and p.causal for p in ps)
+    # a capability that declares neither is drawn neither (its draws are those of before)
+    for p in drawn("broad"):
+        assert p.softcap is None and all(w is None or w >= 0 for w in (p.window_left, p.window_right))
+    assert not NEW_FEATURES & expected_features(BROAD)
+
+
+def test_edge_corpus_has_softcap_and_crossed_window_corners_where_declared():
+    corners = edge_problems(CAPPED)
+    caps = sorted(p.softcap for p in corners if p.softcap is not None)
+    assert caps[0] <= 0.05 and caps[-1] >= 1000.0 and any(1.0 < c < 100.0 for c in caps)
+    assert any(p.empty_window and p.sinks for p in corners)  # the sink alone in every row
+    assert any(p.window_left == p.window_right == -1 for p in corners)  # FA2's "no window", here no key
+    assert any(p.window_left is not None and p.window_left < 0 and not p.empty_window for p in corners)
+    assert not any(p.softcap is not None or p.empty_window for p in edge_problems(BROAD))

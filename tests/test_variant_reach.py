@@ -24,7 +24,8 @@ from difftest.kernels.variants import GPU, VARIANTS
 from difftest.model.problem import Problem
 from difftest.strategies.edges import SDPA_MATH_LONG_ROWS, edge_problems
 
-FEATURES = ("gqa", "seqlen_q_ne_k", "causal", "window", "varlen", "empty_seqs", "pad_tail", "sinks", "softmax_scale")
+FEATURES = ("gqa", "seqlen_q_ne_k", "causal", "window", "negative_window", "varlen", "empty_seqs", "pad_tail", "sinks",
+            "softmax_scale", "softcap")
 # registered kernels that are not a production kernel of this repository
 NOT_PRODUCTION = {"tilelang-file": "the user's own TileLang file (-k tilelang-file:PATH): no capability of its own"}
 # (kernel, claim) -> why no variant models it

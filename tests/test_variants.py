@@ -360,3 +360,36 @@ FAST_F32_ONE_KEY = Problem(seqlen_q=1, seqlen_k=1, head_dim_qk=16, head_dim_v=16
 def test_fast_f32_one_key_lse_passes():
     case = run_case(get("variant:fast-f32-3xtf32"), FAST_F32_ONE_KEY)
     assert case.status == "passed", failed(case)
+
+
+SOFTCAP_CASES = [
+    Problem(seqlen_q=37, seqlen_k=53, heads_q=4, heads_kv=2, causal=True, sinks=True, softcap=3.0, values="scaled",
+            value_scale=2.0, dtype="float16"),
+    Problem(batch=2, seqlen_q=(20, 33), seqlen_k=(41, 9), softcap=0.2, window_left=-2, window_right=30,
+            dtype="bfloat16"),
+    Problem(seqlen_q=17, seqlen_k=40, softcap=50.0, softmax_scale=2.0, values="scaled", value_scale=4.0),
+]
+
+
+@pytest.mark.parametrize("p", SOFTCAP_CASES, ids=lambda p: p.short())
+def test_softcap_folded_into_the_scale_is_correct(p):
+    """FlashAttention 2/3's softcap (scale / softcap folded into one multiplier, exp2 with
+    softcap * log2 e) passes every gate on capped problems."""
+    from difftest.kernels.variants import SoftcapFoldedScale
+
+    case = run_case(SoftcapFoldedScale(), p)
+    assert case.status == "passed", case.render()
+
+
+def test_softcap_folded_into_the_scale_rounds_otherwise():
+    """... and is a real variation: its bits differ from the blockwise kernel's (not on every
+    problem: a saturated bf16 one rounds both to the same values)."""
+    from difftest.kernels.variants import SoftcapFoldedScale
+    from difftest.model.inputs import make_inputs
+
+    def differ(p):
+        x = make_inputs(p)
+        a, b = SoftcapFoldedScale().run(x), BlockwiseAttention().run(x)
+        return any(not torch.equal(getattr(a, n), getattr(b, n)) for n in ("o", "lse", "dq", "dk", "dv"))
+
+    assert differ(SOFTCAP_CASES[0]) and differ(SOFTCAP_CASES[2])

@@ -7,12 +7,12 @@ compile, so strategies can reuse compiled configurations.
 The defaults claim the basics only: dense batches (every sequence the same length,
 seqlen_q may differ from seqlen_k), one key/value head per query head, head_dim_v ==
 head_dim_qk, no mask, no sinks, no varlen, any softmax scale. Every feature beyond
-(``gqa``, ``causal``/``window`` and their ``aligns``, ``varlen``/``empty_seqs``/``pad_tail``,
-``sinks``, unequal head dims) is opted in, so a kernel is never tested on something its
-author did not claim. ``aligns`` defaults to FlashAttention's bottom-right diagonal; a
-failure that needs a field left at its default is reported as a possible declaration
-problem naming that field (difftest/judge/declaration.py). docs/adapters.md has the table of
-every field.
+(``gqa``, ``causal``/``window`` and their ``aligns``, ``negative_window``,
+``varlen``/``empty_seqs``/``pad_tail``, ``sinks``, ``softcap``, unequal head dims) is opted
+in, so a kernel is never tested on something its author did not claim. ``aligns`` defaults to
+FlashAttention's bottom-right diagonal; a failure that needs a field left at its default is
+reported as a possible declaration problem naming that field (difftest/judge/declaration.py).
+docs/adapters.md has the table of every field.
 """
 
 from collections.abc import Iterable
@@ -49,11 +49,15 @@ class Capability:
     causal_required: bool = False  # every problem causal (a kernel that is causal-only)
     aligns: tuple[str, ...] = ("bottom_right",)  # mask diagonal(s) when seqlen_q != seqlen_k
     window: bool = False  # sliding window (window_left/window_right)
+    # a window side may be negative (the window's edge past the diagonal), bounds that cross
+    # included (rows with no key: an empty row set, not full attention); read with ``window``
+    negative_window: bool = False
     varlen: bool = False  # per-sequence lengths (cu_seqlens)
     empty_seqs: bool = False  # zero-length sequences in varlen
     pad_tail: bool = False  # packed buffers longer than the last cu_seqlens offset
     sinks: bool = False  # one sink logit per query head (and dsink)
     softmax_scale: bool = True  # accepts a custom softmax scale
+    softcap: bool = False  # logits capped by softcap * tanh(s / softcap) (Problem.softcap)
     values: tuple[str, ...] | None = None  # value distributions to draw (None: all)
     # memory layouts of q/k/v/dO the kernel's interface accepts (difftest/model/layouts.py);
     # contiguous only unless the adapter declares more, so no adapter meets a stride it
@@ -114,6 +118,8 @@ class Capability:
             return "non-causal unsupported (causal_required)"
         if (p.window_left is not None or p.window_right is not None) and not self.window:
             return "sliding window unsupported"
+        if any(w is not None and w < 0 for w in (p.window_left, p.window_right)) and not self.negative_window:
+            return "negative window bound unsupported"
         if p.masked and p.align not in self.aligns and p.seqlens_q != p.seqlens_k:
             return f"mask alignment {p.align} unsupported"
         if p.varlen and not self.varlen:
@@ -126,6 +132,8 @@ class Capability:
             return "sinks unsupported"
         if p.softmax_scale is not None and not self.softmax_scale:
             return "custom softmax scale unsupported"
+        if p.softcap is not None and not self.softcap:
+            return "softcap unsupported"
         if self.values is not None and p.values not in self.values:
             return f"value distribution {p.values} not in {self.values}"
         if p.layout.kind not in self.layouts:

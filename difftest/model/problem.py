@@ -12,6 +12,16 @@ Layout conventions used throughout difftest:
     window:  i + offset - window_left <= j <= i + offset + window_right  (None = unbounded)
   where offset = seqlen_k - seqlen_q for ``align="bottom_right"`` (FlashAttention's
   convention) and 0 for ``align="top_left"`` (torch SDPA's ``is_causal``).
+  A window side may be negative: window_left = -2 starts the window two keys right of the
+  diagonal, window_right = -2 ends it two keys left of it. Where the bounds cross
+  (window_left + window_right < 0, or window_left < 0 under causal) no key is visible: the
+  rows are empty (O = 0, LSE = -inf, zero gradients), never full attention. (FlashAttention's
+  "no window" (-1, -1) is None, None here; flash-attn-4 before 4.0.0b30 read every
+  left + right < 0 as no window.)
+- Softcap: with ``softcap`` = c (None: off) the logits are capped before the mask and the
+  softmax, after the softmax scale: s_ij = c * tanh(scale * q_i.k_j / c) (FlashAttention's
+  ``softcap`` and FlexAttention's tanh ``score_mod``, Gemma 2's attention logit cap), so
+  dS_raw = dS * (1 - tanh^2). The sink logit is not capped.
 - Sinks: one logit per query head joins the softmax denominator only (not scaled by
   softmax_scale): P_ij = exp(s_ij - LSE_i), LSE_i = log(sum_j exp(s_ij) + exp(sink_h)).
   dSink_h = -sum_i P_sink_i * Delta_i, the gradient of the loss w.r.t. the sink logit.
@@ -89,6 +99,8 @@ MAX_SEQLEN = 2**24
 # overflowed the float32 references ("value cannot be converted to type float") and read as
 # a finding of difftest's own
 MAX_SOFTMAX_SCALE = 1e4
+# softcap: any positive cap up to far above any logit a profile draws (Gemma 2 uses 50 and 30)
+MAX_SOFTCAP = 1e4
 OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
 INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field); 2: counter-based
 LEGACY_INPUT_VERSION = 1
@@ -139,6 +151,9 @@ class Problem:
     seed: int = 0
     layout: Layout = CONTIGUOUS
     input_version: int = 2
+    # logits capped at +-softcap by c * tanh(s / c) (module docstring); None: off. Absent from the
+    # JSON when None, so JSON without it reads as before
+    softcap: float | None = None
     # values="captured": the capture file and where the window lies (difftest/model/capture.py);
     # absent from the JSON when None, so JSON without it reads as before
     capture: Any = None
@@ -152,6 +167,9 @@ class Problem:
             v = getattr(self, name)
             if isinstance(v, list):
                 object.__setattr__(self, name, tuple(v))
+        # softcap 0 means off (FlashAttention's and FA4's convention): one form, None
+        if _is_real(self.softcap) and self.softcap == 0:
+            object.__setattr__(self, "softcap", None)
         # Accept a layout's kind (JSON's form) or its dict; store the Layout value.
         if not isinstance(self.layout, Layout):
             object.__setattr__(self, "layout", Layout.coerce(self.layout))
@@ -209,8 +227,9 @@ class Problem:
             raise ProblemError("align", self.align, f"one of {ALIGNS}")
         for name in ("window_left", "window_right"):
             v = getattr(self, name)
-            if v is not None and (not _is_int(v) or v < 0):
-                raise ProblemError(name, v, "None (unbounded) or an int >= 0")
+            if v is not None and (not _is_int(v) or not -MAX_SEQLEN <= v <= MAX_SEQLEN):
+                raise ProblemError(name, v, f"None (unbounded) or an int in -{MAX_SEQLEN}..{MAX_SEQLEN} "
+                                            f"(negative: the window's edge past the diagonal)")
         if not isinstance(self.sinks, bool):
             raise ProblemError("sinks", self.sinks, "True or False")
         if not _is_real(self.sink_center) or not math.isfinite(self.sink_center):
@@ -221,6 +240,15 @@ class Problem:
         ):
             raise ProblemError("softmax_scale", self.softmax_scale,
                                f"None (1/sqrt(head_dim_qk)) or a finite float > 0, at most {MAX_SOFTMAX_SCALE:g}")
+        if self.softcap is not None and (
+            not _is_real(self.softcap) or not math.isfinite(self.softcap)
+            or self.softcap <= 0 or self.softcap > MAX_SOFTCAP
+        ):
+            raise ProblemError("softcap", self.softcap,
+                               f"None or 0 (off) or a finite float > 0, at most {MAX_SOFTCAP:g}")
+        if self.softcap is not None and self.dtype in FP8_DTYPES:
+            raise ProblemError("softcap", self.softcap, f"None with an FP8 dtype ({self.dtype}): the FP8 yardstick "
+                                                        f"(oracles/fp8.py) models no cap")
         if self.values not in VALUE_KINDS and self.values != CAPTURED:
             raise ProblemError("values", self.values, f"one of {VALUE_KINDS}")
         if (self.values == CAPTURED) != (self.capture is not None):
@@ -309,6 +337,12 @@ class Problem:
         return self.sparsity is not None
 
     @property
+    def empty_window(self) -> bool:
+        """The window's bounds cross (``key_bounds`` left + right <= 0): no row sees any key."""
+        left, right = self.key_bounds()
+        return left is not None and right is not None and left + right <= 0
+
+    @property
     def masked(self) -> bool:
         return self.causal or self.window_left is not None or self.window_right is not None
 
@@ -344,6 +378,8 @@ class Problem:
             if isinstance(d[name], tuple):
                 d[name] = list(d[name])
         d["layout"] = self.layout.to_json()
+        if self.softcap is None:
+            del d["softcap"]
         if self.capture is None:
             del d["capture"]
         else:
@@ -392,6 +428,8 @@ class Problem:
             parts.append(f"win({self.window_left},{self.window_right})-{self.align}")
         if self.sinks:
             parts.append(f"sinks@{self.sink_center:g}")
+        if self.softcap is not None:
+            parts.append(f"softcap{self.softcap:g}")
         if self.values != "normal":
             parts.append(f"{self.values}x{self.value_scale:g}")
         if self.pad_tail:

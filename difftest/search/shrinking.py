@@ -7,9 +7,9 @@ walks a failing Problem down through simpler neighbours, accepting one only whil
 still fails the same way and is strictly simpler, until none is.
 
 Simpler means a smaller ``complexity`` tuple, compared in the shrink order the project
-wants: fewer sequences, fewer heads, shorter sequences, no mask, no sparse mask (then the
-smallest one: ``Sparsity.complexity``), no sinks, plain values, smaller head dims, the
-contiguous layout, seed 0.
+wants: fewer sequences, fewer heads, shorter sequences, no mask (no negative window side), no
+sparse mask (then the smallest one: ``Sparsity.complexity``), no sinks, no softcap, plain values,
+smaller head dims, the contiguous layout, seed 0.
 """
 
 import time
@@ -22,8 +22,9 @@ from difftest.model.problem import Problem, ProblemError
 def complexity(p: Problem) -> tuple:
     return (p.batch, p.heads_q, p.heads_kv, p.max_seqlen_q + p.max_seqlen_k, sum(p.seqlens_q) + sum(p.seqlens_k),
             int(p.varlen), p.pad_tail, int(p.causal) + (p.window_left is not None) + (p.window_right is not None),
+            sum(w is not None and w < 0 for w in (p.window_left, p.window_right)),
             p.sparsity.complexity() if p.sparsity is not None else (),
-            int(p.sinks), abs(p.sink_center), int(p.values != "normal"), p.value_scale,
+            int(p.sinks), abs(p.sink_center), int(p.softcap is not None), int(p.values != "normal"), p.value_scale,
             int(p.softmax_scale is not None), p.head_dim_qk + p.head_dim_v,
             LAYOUTS.index(p.layout.kind) if p.layout.kind in LAYOUTS else 0, p.seed)
 
@@ -93,8 +94,14 @@ def neighbours(p: Problem, cap: Capability | None = None):
         yield p.replace(causal=False)
     if p.window_left is not None:
         yield p.replace(window_left=None)
+        if p.window_left < 0:  # a crossed or shifted window may need the bound, not its sign
+            yield p.replace(window_left=0)
     if p.window_right is not None:
         yield p.replace(window_right=None)
+        if p.window_right < 0:
+            yield p.replace(window_right=0)
+    if p.softcap is not None:
+        yield p.replace(softcap=None)
     if p.sinks:
         yield p.replace(sinks=False, sink_center=0.0)
         if p.sink_center:

@@ -57,7 +57,7 @@ from difftest.search.failure_store import FOLDER, safe_name
 from difftest.vocab import Status
 
 SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "empty_q", "empty_k", "pad_tail", "dims_differ",
-            "softmax_scale", "sparse")
+            "softmax_scale", "sparse", "softcap")
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
 TAILS = ("seqlen_q%", "seqlen_k%")
@@ -111,7 +111,7 @@ def _switch(p: Problem, name: str) -> bool:
             "sinks": p.sinks, "gqa": p.heads_q != p.heads_kv, "varlen": p.varlen, "pad_tail": p.pad_tail > 0,
             "empty_q": p.varlen and 0 in p.seqlens_q, "empty_k": p.varlen and 0 in p.seqlens_k,
             "dims_differ": p.head_dim_qk != p.head_dim_v, "softmax_scale": p.softmax_scale is not None,
-            "sparse": p.sparse}[name]
+            "sparse": p.sparse, "softcap": p.softcap is not None}[name]
 
 
 def _switched_off(p: Problem, name: str) -> Problem:
@@ -134,6 +134,8 @@ def _switched_off(p: Problem, name: str) -> Problem:
         return p.replace(head_dim_v=p.head_dim_qk)
     if name == "sparse":
         return p.replace(sparsity=None)
+    if name == "softcap":
+        return p.replace(softcap=None)
     return p.replace(softmax_scale=None)
 
 
