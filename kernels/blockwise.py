@@ -206,9 +206,13 @@ class BlockwiseAttention(KernelAdapter):
         columns take their last real block's; the caller masks padded columns)."""
         sp = p.sparsity
         sel = selected_blocks(p, sq, sk)
-        qb = torch.clamp(torch.arange(i0, i1), max=max(sq - 1, 0)) // sp.block_q
-        kb = torch.clamp(torch.arange(j0, j1), max=max(sk - 1, 0)) // sp.block_k
-        return sel[qb][:, kb] if sel.numel() else torch.zeros(i1 - i0, j1 - j0, dtype=torch.bool)
+        # the selection is a host tensor; the tiles' tensors are made on the run's default device
+        # (CUDA under --device cuda): index on the host, hand the tile over on that device
+        qb = torch.clamp(torch.arange(i0, i1, device=sel.device), max=max(sq - 1, 0)) // sp.block_q
+        kb = torch.clamp(torch.arange(j0, j1, device=sel.device), max=max(sk - 1, 0)) // sp.block_k
+        if not sel.numel():
+            return torch.zeros(i1 - i0, j1 - j0, dtype=torch.bool)
+        return sel[qb][:, kb].to(torch.get_default_device())
 
     def selection_weight(self, s: torch.Tensor, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int,
                          phase: str) -> torch.Tensor:

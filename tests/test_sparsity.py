@@ -315,3 +315,19 @@ def test_a_file_cannot_ask_for_a_pattern_far_larger_than_its_scores():
     assert check_problem_size(small, "ci") is None
     huge = Problem(seqlen_q=16384, seqlen_k=2, sparsity=Sparsity("topk", 1, 1, topk=4096))
     assert "sparse pattern has 67108864 cells" in check_problem_size(huge, "gpu")
+
+
+def test_the_selection_follows_the_runs_default_device():
+    """Under --device cuda the blockwise kernels make their tiles on CUDA (the default device):
+    the host-side selection indexed with device indices failed 45 of 1,301 sparse-tiles-reversed
+    cases on the H100. Any non-CPU default device shows it here (meta)."""
+    p = Problem(batch=1, seqlen_q=9, seqlen_k=7, heads_q=1, heads_kv=1, head_dim_qk=8, head_dim_v=8,
+                dtype="float32", sparsity=dict(kind="topk", block_q=1, block_k=1, topk=2, seed=3)).validate()
+    k = SparseBlockwiseAttention()
+    k.sparse_allowed(p, 0, 4, 0, 5, 9, 7, "bwd")  # the selection computed (and cached) on the host first,
+    p.sparsity.allowed(9, 7)  # as the references do before the kernel runs
+    with torch.device("meta"):
+        tile = k.sparse_allowed(p, 0, 4, 0, 5, 9, 7, "bwd")
+        rows = p.sparsity.allowed(9, 7, device="meta", rows=(2, 6))
+    assert tile.device.type == "meta" and tile.shape == (4, 5)
+    assert rows.device.type == "meta" and rows.shape == (4, 7)

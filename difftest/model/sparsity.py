@@ -168,8 +168,8 @@ class Sparsity:
 
         r0, r1 = rows if rows is not None else (0, sq)
         sel = self.counts(sq, sk) > 0
-        qb = torch.arange(r0, r1) // self.block_q
-        kb = torch.arange(sk) // self.block_k
+        qb = torch.arange(r0, r1, device=sel.device) // self.block_q  # on the host, whatever the default device
+        kb = torch.arange(sk, device=sel.device) // self.block_k
         return sel[qb][:, kb].to(device)
 
     def multiplicity(self, sq: int, sk: int) -> list[list[int]]:
