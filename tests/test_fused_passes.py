@@ -90,8 +90,10 @@ def _scale(t: torch.Tensor) -> float:
 
 
 # tests/test_oracles.py's problem classes; its two long ones (minutes under the interpreter,
-# which runs one Python call per program) replaced by shorter ones of the same kind
-CASES = {**{n: p for n, p in SKIP_CASES.items() if not n.startswith("long_")},
+# which runs one Python call per program) replaced by shorter ones of the same kind; the capped
+# ones run eagerly by design (the fused passes know no tanh): test_a_capped_problem_never_fuses
+CAPPED = {n: p for n, p in SKIP_CASES.items() if p.softcap is not None}
+CASES = {**{n: p for n, p in SKIP_CASES.items() if not n.startswith("long_") and n not in CAPPED},
          "causal_gqa_fp16": Problem(seqlen_q=40, seqlen_k=40, heads_q=3, heads_kv=1, causal=True, head_dim_qk=16,
                                     head_dim_v=8, dtype="float16"),
          "window_varlen_sinks": Problem(batch=3, seqlen_q=(0, 30, 41), seqlen_k=(9, 0, 38), heads_q=2, heads_kv=2,
@@ -127,6 +129,17 @@ def test_the_fused_truth_equals_the_eager_one_and_dense_float64(name, chunk, gem
         assert fused.fused_gemm_chunks > 0
     # float32 sums of the same non-negative terms, formed unsplit (fused) or split (eager CUDA form)
     _assert_agree(x, eager, fused, dense_rel=1e-13, magnitude_rel=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(CAPPED))
+def test_a_capped_problem_never_fuses(name, interpreted):
+    """The fused passes and the shift bound assume uncapped logits: a softcap runs every chunk
+    eagerly, however the fused passes are asked for."""
+    x = make_inputs(CAPPED[name])
+    out = chunked_reference(x, "float64", magnitudes=True, fused_passes=True, fused_gemms=True)
+    assert interpreted.calls == dict.fromkeys(ENTRY_POINTS, 0) and out.fused_chunks == 0
+    errs = max_err(reference(x, "float64"), out)
+    assert errs.pop("lse") < 1e-6 and max(errs.values(), default=0.0) < 1e-13 * _scale(out.dq), errs
 
 
 def _assert_agree(x, eager, fused, dense_rel: float, magnitude_rel: float) -> None:
