@@ -125,6 +125,14 @@ ENTRIES = (
                   dtype="float16"),
           "error", reason="CUDA error: an illegal memory access was encountered", seen_with=FA4,
           config={"isolate": True, "timeout_s": 300.0}),
+    # the forward alone fails (MHA too); confirmed by repro_insufficient_registers.py on 4.0.0b40, H100
+    Entry("fa4", "insufficient-registers", "REPORT-insufficient-registers.md", "fa4",
+          Problem(batch=1, seqlen_q=33, seqlen_k=33, heads_q=2, heads_kv=2, head_dim_qk=80, head_dim_v=216,
+                  dtype="float16", causal=False),
+          "error", reason="CompilerDiagnosticError: PTX assembly failed: (C7602) Insufficient registers (128)",
+          seen_with="flash-attn-4 4.0.0b40 (flash_attn.cute), nvidia-cutlass-dsl 4.8.1, torch 2.11.0+cu130, "
+                    "NVIDIA H100 80GB HBM3 sm_90, driver 580.159.04",
+          config={"isolate": True, "timeout_s": 300.0}),
     Entry("fa4", "sink-lse-inf", "REPORT-sink-lse-inf.md", "fa4",
           _legacy(batch=1, seqlen_q=1, seqlen_k=1, heads_q=1, heads_kv=1, head_dim_qk=24, head_dim_v=24,
                   dtype="float16", causal=False, align="bottom_right", window_left=None, window_right=None,
@@ -143,6 +151,14 @@ ENTRIES = (
                   dtype="bfloat16", causal=False),
           "error", reason="CompilationError: Input shapes should have M >= 1, N >= 1 and K >= 16",
           seen_with="fastflash-attention 0.2.0, triton 3.6.0, torch 2.11.0+cu130, NVIDIA H200 sm_90"),
+    # ---------------------------------------------------------------- torch SDPA, flash backend
+    # every tensor one element into its storage; the forward faults (sticky: a worker process of its own)
+    Entry("sdpa-flash", "misaligned-address", "REPORT-misaligned-address.md", "sdpa-flash",
+          Problem(batch=1, seqlen_q=63, seqlen_k=63, heads_q=16, heads_kv=2, head_dim_qk=112, head_dim_v=112,
+                  dtype="bfloat16", causal=True, layout="misaligned"),
+          "error", reason="CUDA error: misaligned address",
+          seen_with="torch 2.11.0+cu130 (CUDA 13.0), NVIDIA H100 80GB HBM3 sm_90, driver 580.159.04",
+          config={"isolate": True, "timeout_s": 300.0}),
     # ---------------------------------------------------------------- torch SDPA (a design note, not a report)
     # passes since the kernel declares the input-dtype running sum (oracles/running_sum.py): the
     # JSON pins that our gates keep accepting this correct design (it failed dv:budget, ratio 1.59, before)

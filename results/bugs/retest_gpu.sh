@@ -66,11 +66,14 @@ lane_fa4() {
   run fa4/REPORT-sm90-bwd-hdim-mod32 flash-attn-4 "$p" 200 $B/fa4/repro_sm90_bwd_hdim_mod32.py
   run fa4/REPORT-sink-lse-inf flash-attn-4 "$p" 90 $B/fa4/repro_sink_lse_inf.py
   run fa4/REPORT-bwd-d32-dv120-illegal-access flash-attn-4 "$p" 120 $B/fa4/repro_bwd_d32_dv120_illegal_access.py
+  run fa4/REPORT-insufficient-registers flash-attn-4 "$p" 150 $B/fa4/repro_insufficient_registers.py
 }
 lane_tileops() {  # the hang first: its own limit for seq_len 64 is 60 s
   run tileops/REPORT-bwd-hang-seqlen64 tileops "$TILEOPS_SITE" 170 $B/tileops/repro_bwd_hang_seqlen64.py 60
   run tileops/REPORT-nan-dq-extreme-logits tileops "$TILEOPS_SITE" 120 $B/tileops/repro_nan_dq_extreme_logits.py
   run tileops/REPORT-fwd-head-dim-smem tileops "$TILEOPS_SITE" 90 $B/tileops/repro_fwd_head_dim_smem.py
+  # torch only (the installed one): each case in a child process, 20 cases
+  run sdpa-flash/REPORT-misaligned-address torch "" 150 $B/sdpa-flash/repro_misaligned_address.py
 }
 lane_tilelang() {
   local ex; ex=$(realpath -m "$TILELANG_EXAMPLE")
