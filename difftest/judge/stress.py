@@ -286,9 +286,9 @@ def stress_problems(
             heads_q=h,
             heads_kv=h,
             head_dim_qk=d,  # type: ignore[arg-type]
-            head_dim_v=d if d in c.v_dims else c.v_dims[0],
-            dtype=dt,
-            causal=causal,  # type: ignore[arg-type]
+            head_dim_v=d if d in c.v_dims else c.v_dims[0],  # type: ignore[arg-type]
+            dtype=dt,  # type: ignore[arg-type]
+            causal=causal,
             seed=1,
         )  # (d and dt: a value found in the capability's lists, never None)
         if c.excludes(p) is None:

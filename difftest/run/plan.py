@@ -696,8 +696,8 @@ def print_campaign(k, r) -> None:
             _say(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
     coverage = r.coverage if r.status != CampaignStatus.UNAVAILABLE else {}
     for note in campaign_notes(
-        getattr(r, "profile", None),
-        coverage,  # type: ignore[arg-type]  # a result's profile
+        getattr(r, "profile", None),  # type: ignore[arg-type]  # a result's profile
+        coverage,
         getattr(r, "unexplained_cases", None),
         getattr(r, "unrun", 0),
     ):

@@ -133,9 +133,9 @@ class Campaign:
             prof.shrink_s if shrink_budget is None else shrink_budget,
             prof.seed if seed == -1 else seed,
             config or RunConfig(),
-            out_dir=out_dir,
+            out_dir=out_dir,  # type: ignore[arg-type]  # a str: __post_init__
             **settings,
-        )  # type: ignore[arg-type]  # a str: __post_init__
+        )
 
     @property
     def spec(self) -> str:
@@ -211,8 +211,8 @@ class Search:
             res,
             run_id,
             writer,
-            bar=None,
-            log=log,  # type: ignore[arg-type]  # bar: below
+            bar=None,  # type: ignore[arg-type]  # bar: below
+            log=log,
             max_examples=c.max_examples,
             time_budget=c.time_budget,
         )
