@@ -16,7 +16,8 @@ from typing import Any as _Any
 
 _ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "kernels")) and all(
-        _os.path.isfile(_os.path.join(_ROOT, d, "__init__.py")) for d in ("kernels", "strategies", "oracles")):
+    _os.path.isfile(_os.path.join(_ROOT, d, "__init__.py")) for d in ("kernels", "strategies", "oracles")
+):
     __path__.append(_ROOT)  # noqa: F821 -- a package's own __path__
 
 # The public API: what adapters, reproducers and users' own tests import (``from difftest
@@ -25,18 +26,31 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__))
 # before a subcommand needs it.
 _EXPORTS = {
     # writing an adapter
-    "KernelAdapter": "execute.adapter", "KernelUnavailable": "execute.adapter", "register": "execute.adapter",
-    "Capability": "model.capability", "Inputs": "model.inputs", "make_inputs": "model.inputs",
-    "Outputs": "model.outputs", "Problem": "model.problem", "ProblemError": "model.problem",
+    "KernelAdapter": "execute.adapter",
+    "KernelUnavailable": "execute.adapter",
+    "register": "execute.adapter",
+    "Capability": "model.capability",
+    "Inputs": "model.inputs",
+    "make_inputs": "model.inputs",
+    "Outputs": "model.outputs",
+    "Problem": "model.problem",
+    "ProblemError": "model.problem",
     # the registry: a kernel by name (registry name, "prefix:NAME", "module:attr"), the names known
-    "get_kernel": ("execute.adapter", "get"), "kernel_names": ("execute.adapter", "names"),
+    "get_kernel": ("execute.adapter", "get"),
+    "kernel_names": ("execute.adapter", "names"),
     # one case and its verdicts (reproducers; a user's own @given tests)
-    "run_case": "judge.runner", "RunConfig": "judge.runner", "CaseResult": "judge.runner",
-    "GateConfig": "judge.gates", "Standard": "judge.gates", "Verdict": "judge.gates",
+    "run_case": "judge.runner",
+    "RunConfig": "judge.runner",
+    "CaseResult": "judge.runner",
+    "GateConfig": "judge.gates",
+    "Standard": "judge.gates",
+    "Verdict": "judge.gates",
     # Hypothesis strategies: ``problems(capability, profile)`` draws Problems a kernel serves
-    "problems": ("strategies", "problems"), "get_profile": "model.profiles",
+    "problems": ("strategies", "problems"),
+    "get_profile": "model.profiles",
     # whole campaigns
-    "run_campaign": "search.campaign", "CampaignResult": "search.campaign",
+    "run_campaign": "search.campaign",
+    "CampaignResult": "search.campaign",
     # recording a model's attention inputs for ``difftest run --values-from`` (docs/values.md)
     "capture": "model.capture",
 }

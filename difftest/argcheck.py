@@ -67,20 +67,50 @@ def bounded(kind, lo: float, lo_open: bool, hi: float, what: str, name: str, doc
     return parse
 
 
-positive_float = bounded(float, 0, True, MAX_SECONDS, "seconds: a week", "positive_float",
-                          "Seconds: a finite number in (0, MAX_SECONDS].")
-nonneg_float = bounded(float, 0, False, MAX_SECONDS, "seconds: a week", "nonneg_float",
-                        "Seconds: a finite number in [0, MAX_SECONDS].")
+positive_float = bounded(
+    float, 0, True, MAX_SECONDS, "seconds: a week", "positive_float", "Seconds: a finite number in (0, MAX_SECONDS]."
+)
+nonneg_float = bounded(
+    float, 0, False, MAX_SECONDS, "seconds: a week", "nonneg_float", "Seconds: a finite number in [0, MAX_SECONDS]."
+)
 positive_int = bounded(int, 1, False, MAX_COUNT, "a count", "positive_int", "A count in [1, MAX_COUNT].")
 nonneg_int = bounded(int, 0, False, MAX_COUNT, "a count", "nonneg_int", "A count in [0, MAX_COUNT].")
-examples_int = bounded(int, 1, False, MAX_EXAMPLES, "examples per kernel", "examples_int",
-                        "``--max-examples``: an integer in [1, MAX_EXAMPLES].")
-determinism_int = bounded(int, 1, False, MAX_DETERMINISM, "kernel calls per case", "determinism_int",
-                           "``--determinism``: calls per case, an integer in [1, MAX_DETERMINISM].")
-chunk_threshold_int = bounded(int, 0, False, MAX_CHUNK_THRESHOLD, "score elements", "chunk_threshold_int",
-                               "``--chunk-threshold``: score elements, an integer in [0, MAX_CHUNK_THRESHOLD].")
-coverage_int = bounded(int, 0, False, 3, "the highest coverage stage: triples", "coverage_int",
-                        "``--coverage``: the coverage phase's strength, an integer in [0, 3].")
+examples_int = bounded(
+    int,
+    1,
+    False,
+    MAX_EXAMPLES,
+    "examples per kernel",
+    "examples_int",
+    "``--max-examples``: an integer in [1, MAX_EXAMPLES].",
+)
+determinism_int = bounded(
+    int,
+    1,
+    False,
+    MAX_DETERMINISM,
+    "kernel calls per case",
+    "determinism_int",
+    "``--determinism``: calls per case, an integer in [1, MAX_DETERMINISM].",
+)
+chunk_threshold_int = bounded(
+    int,
+    0,
+    False,
+    MAX_CHUNK_THRESHOLD,
+    "score elements",
+    "chunk_threshold_int",
+    "``--chunk-threshold``: score elements, an integer in [0, MAX_CHUNK_THRESHOLD].",
+)
+coverage_int = bounded(
+    int,
+    0,
+    False,
+    3,
+    "the highest coverage stage: triples",
+    "coverage_int",
+    "``--coverage``: the coverage phase's strength, an integer in [0, 3].",
+)
 
 
 def k_item(text: str) -> tuple[str, float]:
@@ -106,8 +136,10 @@ def check_device(device: str | None) -> None:
         import torch
 
         if not torch.cuda.is_available():
-            raise UsageError("--device cuda: no CUDA device is available here (torch.cuda.is_available() "
-                             "is False): allowed --device cpu, or leave --device out")
+            raise UsageError(
+                "--device cuda: no CUDA device is available here (torch.cuda.is_available() "
+                "is False): allowed --device cpu, or leave --device out"
+            )
 
 
 def check_outputs(out=None, files=(), db=None) -> None:
@@ -142,7 +174,9 @@ def check_database(db, what: str) -> str | None:
 def check_workdir() -> None:
     """Refuse a ``.difftest/hypothesis`` (Hypothesis's own storage, which the CLI claims)
     reached through a link or holding one: its cache files would be written elsewhere."""
-    for why in (check_writable_dir(HYPOTHESIS_HOME, "Hypothesis's folder"),
-                check_database(HYPOTHESIS_HOME, "Hypothesis's folder")):
+    for why in (
+        check_writable_dir(HYPOTHESIS_HOME, "Hypothesis's folder"),
+        check_database(HYPOTHESIS_HOME, "Hypothesis's folder"),
+    ):
         if why:
             raise UsageError(why)

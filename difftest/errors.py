@@ -79,6 +79,9 @@ def exception_text(e: BaseException) -> str:
     text = str(e)
     if not text.strip():
         cause = e.__cause__ or e.__context__
-        text = (f"(no message; from {type(cause).__name__}: {str(cause).strip()[:300] or '(no message)'})"
-                if cause is not None else f"(no message; {e!r})")
+        text = (
+            f"(no message; from {type(cause).__name__}: {str(cause).strip()[:300] or '(no message)'})"
+            if cause is not None
+            else f"(no message; {e!r})"
+        )
     return f"{type(e).__name__}: {text}"

@@ -33,7 +33,7 @@ def cell(text) -> str:
     s = "".join(_escape(c) for c in str(text))
     body = s.lstrip(" ")
     if body.startswith(WORKFLOW_MARKS):
-        s = s[:len(s) - len(body)] + f"\\x{ord(body[0]):02x}" + body[1:]
+        s = s[: len(s) - len(body)] + f"\\x{ord(body[0]):02x}" + body[1:]
     return s
 
 

@@ -74,7 +74,7 @@ def _guarded(path: Path, root) -> list[bool]:
     except ValueError:
         owned = len(parts)
     below = len(parts)
-    if root is not None and parts[:len(Path(root).parts)] == Path(root).parts:
+    if root is not None and parts[: len(Path(root).parts)] == Path(root).parts:
         below = len(Path(root).parts)
     return [rel or i >= owned or i >= below for i in range(len(parts))]
 
@@ -85,7 +85,7 @@ def unsafe_component(path, root=None) -> tuple[Path, str] | None:
     an output path; what is not a folder, the writability probe finds)."""
     path = Path(path)
     for i, guarded in enumerate(_guarded(path, root)):
-        prefix = Path(*path.parts[:i + 1])
+        prefix = Path(*path.parts[: i + 1])
         try:
             st = os.lstat(prefix)
         except FileNotFoundError:
@@ -102,7 +102,7 @@ def ensure_dir(path, root=None) -> Path:
     ``OSError`` (``ELOOP``/``ENOTDIR``, the offending component as its filename) otherwise."""
     path = Path(path)
     for i, guarded in enumerate(_guarded(path, root)):
-        prefix = Path(*path.parts[:i + 1])
+        prefix = Path(*path.parts[: i + 1])
         try:
             st = os.lstat(prefix)
         except FileNotFoundError:
@@ -167,8 +167,10 @@ def check_private_dir(path) -> str | None:
     if st.st_uid != os.geteuid():
         return f"{str(path)!r} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
     if st.st_mode & 0o022:
-        return (f"{str(path)!r} is writable by its group or by everyone (mode {stat.S_IMODE(st.st_mode):o}): "
-                "allowed mode 0700 or 0755")
+        return (
+            f"{str(path)!r} is writable by its group or by everyone (mode {stat.S_IMODE(st.st_mode):o}): "
+            "allowed mode 0700 or 0755"
+        )
     return None
 
 
@@ -210,8 +212,10 @@ def check_writable_dir(path, what: str) -> str | None:
     probe = path
     while not probe.exists():
         if probe.is_symlink():  # a dangling link: mkdir would fail
-            return f"{what} {str(path)!r} is not a writable directory (a dangling symbolic link): allowed a " \
-                   "writable directory"
+            return (
+                f"{what} {str(path)!r} is not a writable directory (a dangling symbolic link): allowed a "
+                "writable directory"
+            )
         parent = probe.parent
         if parent == probe:
             break
@@ -276,8 +280,7 @@ def open_regular(path, error, what: str = "file", root=None):
     if root is not None:
         bad = unsafe_component(path.parent, root)
         if bad is not None:
-            raise error(f"{path}: {str(bad[0])!r} is a symbolic link: allowed a {what} inside "
-                        f"{str(root)!r}")
+            raise error(f"{path}: {str(bad[0])!r} is a symbolic link: allowed a {what} inside {str(root)!r}")
         flags |= os.O_NOFOLLOW
     try:
         fd = os.open(path, flags)
@@ -315,8 +318,10 @@ def read_capped(path, max_bytes: int, error, what: str = "file", root=None) -> b
                             break
                         n += len(chunk)
                         if n > max_bytes:
-                            raise error(f"{path}: expands to more than {max_bytes} bytes: allowed at most that "
-                                        f"(a {what} is far smaller)")
+                            raise error(
+                                f"{path}: expands to more than {max_bytes} bytes: allowed at most that "
+                                f"(a {what} is far smaller)"
+                            )
                         chunks.append(chunk)
                 return b"".join(chunks)
             data = raw.read(max_bytes + 1)
@@ -381,8 +386,9 @@ def parse_json(data, where: str, error, max_depth: int = MAX_JSON_DEPTH):
     try:
         obj = json.loads(data)
     except json.JSONDecodeError as e:
-        raise error(f"{where}: not valid JSON (truncated or edited?): {e.msg} at line {e.lineno} "
-                    f"column {e.colno}") from None
+        raise error(
+            f"{where}: not valid JSON (truncated or edited?): {e.msg} at line {e.lineno} column {e.colno}"
+        ) from None
     except RecursionError:
         raise error(f"{where}: nested deeper than {max_depth} levels: allowed a file difftest wrote") from None
     except ValueError as e:  # an integer beyond int_max_str_digits

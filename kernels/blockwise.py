@@ -135,11 +135,12 @@ class BlockwiseAttention(KernelAdapter):
     delta_source = "p_dp"  # or "o_do" (FlashAttention-2's preprocess); see preprocess_delta
     DELTA_SOURCES = ("p_dp", "o_do")
 
-    def __init__(self, block_m: int | None = BLOCK_M, block_n: int | None = BLOCK_N,
-                 delta_source: str | None = None):
+    def __init__(self, block_m: int | None = BLOCK_M, block_n: int | None = BLOCK_N, delta_source: str | None = None):
         if any(b is not None and b < 1 for b in (block_m, block_n)):
-            raise ValueError(f"block_m={block_m}, block_n={block_n}: allowed ints >= 1, or None (whole rows: "
-                             f"one tile as long as the sequence)")
+            raise ValueError(
+                f"block_m={block_m}, block_n={block_n}: allowed ints >= 1, or None (whole rows: "
+                f"one tile as long as the sequence)"
+            )
         if delta_source is not None:
             if delta_source not in self.DELTA_SOURCES:
                 raise ValueError(f"delta_source={delta_source!r}: allowed {self.DELTA_SOURCES}")
@@ -183,8 +184,7 @@ class BlockwiseAttention(KernelAdapter):
     def key_tiles(self, sk: int, phase: str) -> list[tuple[int, int]]:
         return _tiles(sk, self.block_n)
 
-    def allowed(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int,
-                phase: str) -> torch.Tensor:
+    def allowed(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int, phase: str) -> torch.Tensor:
         """[i1-i0, j1-j0] bool: query row i may attend key column j (tile coordinates
         inside one sequence; padded key columns j >= sk are never allowed)."""
         i = torch.arange(i0, i1).unsqueeze(1) + p.mask_offset(sq, sk)
@@ -200,8 +200,9 @@ class BlockwiseAttention(KernelAdapter):
             ok = ok & self.sparse_allowed(p, i0, i1, j0, j1, sq, sk, phase)
         return ok
 
-    def sparse_allowed(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int,
-                       phase: str) -> torch.Tensor:
+    def sparse_allowed(
+        self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int, phase: str
+    ) -> torch.Tensor:
         """[i1-i0, j1-j0] bool: the tile's selected blocks of a sparse Problem (padded rows and
         columns take their last real block's; the caller masks padded columns)."""
         sp = p.sparsity
@@ -214,8 +215,9 @@ class BlockwiseAttention(KernelAdapter):
             return torch.zeros(i1 - i0, j1 - j0, dtype=torch.bool)
         return sel[qb][:, kb].to(torch.get_default_device())
 
-    def selection_weight(self, s: torch.Tensor, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int,
-                         phase: str) -> torch.Tensor:
+    def selection_weight(
+        self, s: torch.Tensor, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int, phase: str
+    ) -> torch.Tensor:
         """The masked scores of a tile as the softmax weighs them: unchanged (a key a top-k row
         selects twice counts once, difftest/model/sparsity.py)."""
         return s
@@ -282,16 +284,19 @@ class BlockwiseAttention(KernelAdapter):
         """Row max and log row sum as the backward uses them in P = exp((S - m) - logl):
         a row that saw nothing (logl = -inf) gets logl = +inf so its P is 0."""
         empty = torch.isneginf(logl)
-        return (torch.where(empty, torch.zeros_like(m), m),
-                torch.where(empty, torch.full_like(logl, float("inf")), logl))
+        return (
+            torch.where(empty, torch.zeros_like(m), m),
+            torch.where(empty, torch.full_like(logl, float("inf")), logl),
+        )
 
     def stats_rows(self, stats: torch.Tensor, q0: int, sq: int, b: int) -> torch.Tensor:
         """[sq, Hq, 2] saved (row max, log row sum) of a sequence's rows, as the backward
         reads them."""
-        return stats[q0:q0 + sq]
+        return stats[q0 : q0 + sq]
 
-    def softmax_grad(self, pt: torch.Tensor, dp: torch.Tensor, delta: torch.Tensor, i0: int, i1: int,
-                     j0: int, j1: int) -> torch.Tensor:
+    def softmax_grad(
+        self, pt: torch.Tensor, dp: torch.Tensor, delta: torch.Tensor, i0: int, i1: int, j0: int, j1: int
+    ) -> torch.Tensor:
         """dS = P * (dP - Delta) of one (query tile, key tile) pair: rows i0:i1 and key columns
         j0:j1 of the sequence, ``delta`` the rows' Delta as [H, i1 - i0, 1]."""
         return pt * (dp - delta)
@@ -390,10 +395,10 @@ class BlockwiseAttention(KernelAdapter):
             k = self.load(inputs, "k", b).to(F32)[:, idx].transpose(0, 1)  # [Hq, sk, D]
             v = self.load(inputs, "v", b).to(F32)[:, idx].transpose(0, 1)
             o, lse, m, logl, rows = self._forward_sequence(p, q, k, v, sink, sq, sk)
-            stats[q0:q0 + sq][rows] = torch.stack([m, logl], dim=-1).transpose(0, 1)[rows]
-            o_buf[q0:q0 + sq][rows] = o.transpose(0, 1)[rows].to(dt)
+            stats[q0 : q0 + sq][rows] = torch.stack([m, logl], dim=-1).transpose(0, 1)[rows]
+            o_buf[q0 : q0 + sq][rows] = o.transpose(0, 1)[rows].to(dt)
             if self.store_lse(sk):
-                lse_buf[q0:q0 + sq][rows] = self.lse_natural(lse).transpose(0, 1)[rows]
+                lse_buf[q0 : q0 + sq][rows] = self.lse_natural(lse).transpose(0, 1)[rows]
         tail = slice(p.cu_seqlens_q[-1], p.total_q)
         o_buf[tail] = 0
         self.write_lse_padding(lse_buf, tail)
@@ -438,7 +443,7 @@ class BlockwiseAttention(KernelAdapter):
             lse[:, i0:i1] = torch.where(l > 0, m_safe + self.log(l), torch.full_like(l, float("-inf")))
             m_out[:, i0:i1] = m_safe
             logl[:, i0:i1] = self.log(l)
-            rows[i0:min(i1, sq)] = True
+            rows[i0 : min(i1, sq)] = True
         return o[:, :sq], lse[:, :sq], m_out[:, :sq], logl[:, :sq], rows
 
     # ------------------------------------------------------------------ backward
@@ -468,7 +473,7 @@ class BlockwiseAttention(KernelAdapter):
         for (b, q0, sq, k0, sk), mp in zip(seqs, padded):
             q = self.load(inputs, "q", b).to(F32).transpose(0, 1)
             do = self.load(inputs, "do", b).to(F32).transpose(0, 1)
-            o = fwd.o[q0:q0 + sq].to(F32).transpose(0, 1)
+            o = fwd.o[q0 : q0 + sq].to(F32).transpose(0, 1)
             st = self.stats_rows(stats, q0, sq, b).to(F32).transpose(0, 1)  # [Hq, sq, 2]
             m, logl = self.stats_for_backward(st[..., 0], st[..., 1])
             k = self.load(inputs, "k", b).to(F32)[:, idx].transpose(0, 1)
@@ -478,18 +483,18 @@ class BlockwiseAttention(KernelAdapter):
                 n = min(self.dsink_rows(sq), sq)
                 p_sink = self.exp((sink.view(-1, 1) - m[:, :n]) - logl[:, :n])
                 dsink += self.dsink_sign() * (p_sink * delta[:, :n]).sum(dim=-1)
-            dk_h, dv_h = self._backward_sequence(p, q, k, v, do, m, logl, delta, ws[:, off:off + mp], sq, sk)
-            acc = ws[:, off:off + sq]
+            dk_h, dv_h = self._backward_sequence(p, q, k, v, do, m, logl, delta, ws[:, off : off + mp], sq, sk)
+            acc = ws[:, off : off + sq]
             off += mp
             dq = self.dq_postprocess(acc, p).to(dt)  # [Hq, sq, D]
             cols = min(self.dq_columns(p), p.head_dim_qk)
             for h in self.dq_heads(p):
-                dq_buf[q0:q0 + sq, h, :cols] = dq[h, :, :cols]
-            dk_buf[k0:k0 + sk] = self.reduce_group(dk_h, idx, p.heads_kv).transpose(0, 1).to(dt)
-            dv_buf[k0:k0 + sk] = self.reduce_group(dv_h, idx, p.heads_kv).transpose(0, 1).to(dt)
-        dq_buf[p.cu_seqlens_q[-1]:] = 0
-        dk_buf[p.cu_seqlens_k[-1]:] = 0
-        dv_buf[p.cu_seqlens_k[-1]:] = 0
+                dq_buf[q0 : q0 + sq, h, :cols] = dq[h, :, :cols]
+            dk_buf[k0 : k0 + sk] = self.reduce_group(dk_h, idx, p.heads_kv).transpose(0, 1).to(dt)
+            dv_buf[k0 : k0 + sk] = self.reduce_group(dv_h, idx, p.heads_kv).transpose(0, 1).to(dt)
+        dq_buf[p.cu_seqlens_q[-1] :] = 0
+        dk_buf[p.cu_seqlens_k[-1] :] = 0
+        dv_buf[p.cu_seqlens_k[-1] :] = 0
         res = Outputs(o=fwd.o, lse=fwd.lse, dq=dq_buf, dk=dk_buf, dv=dv_buf)
         if p.sinks:
             out.dsink[:] = dsink
@@ -522,8 +527,14 @@ class BlockwiseAttention(KernelAdapter):
         log l = lse_pad_value() (+inf: P = 0)."""
         mp = max(_padded_len(sq, self.block_m), sq)
         np_ = max(_padded_len(sk, self.block_n), sk)
-        return (_pad_rows(q, mp), _pad_rows(do, mp), _pad_rows(k, np_), _pad_rows(v, np_),
-                _pad_rows(m, mp, 0.0), _pad_rows(logl, mp, self.lse_pad_value()))
+        return (
+            _pad_rows(q, mp),
+            _pad_rows(do, mp),
+            _pad_rows(k, np_),
+            _pad_rows(v, np_),
+            _pad_rows(m, mp, 0.0),
+            _pad_rows(logl, mp, self.lse_pad_value()),
+        )
 
     def _p_dp(self, p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk):
         """Recomputed P, dP = dO V^T and the softcap's 1 - tanh^2 (None without one) of one
@@ -549,10 +560,10 @@ class BlockwiseAttention(KernelAdapter):
         for j0, j1 in self.key_tiles(sk, "bwd"):
             for i0, i1 in self.query_tiles(sq, "bwd"):
                 pt, dp, dcap = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
-                dv[:, j0:j1] = self.accumulate_kv(dv[:, j0:j1],
-                                                  self.gemm(self.operand(pt, "p_dv").transpose(1, 2), dop[:, i0:i1]))
-                ds = self.softcap_grad(self.softmax_grad(pt, dp, deltap[:, i0:i1].unsqueeze(-1), i0, i1, j0, j1),
-                                       dcap)
+                dv[:, j0:j1] = self.accumulate_kv(
+                    dv[:, j0:j1], self.gemm(self.operand(pt, "p_dv").transpose(1, 2), dop[:, i0:i1])
+                )
+                ds = self.softcap_grad(self.softmax_grad(pt, dp, deltap[:, i0:i1].unsqueeze(-1), i0, i1, j0, j1), dcap)
                 ds = self.operand(ds, "ds")
                 dk[:, j0:j1] = self.accumulate_kv(dk[:, j0:j1], self.gemm(ds.transpose(1, 2), qp[:, i0:i1]) * dk_scale)
                 parts.append((i0, i1, self.gemm(ds, kp[:, j0:j1])))
@@ -565,8 +576,11 @@ class BlockwiseAttention(KernelAdapter):
 # query token over key tokens and over 16-key blocks, and per 16-row query block. A kernel of its
 # own (``difftest.kernels.blockwise:SparseBlockwiseAttention``) so that torch-blockwise's draws,
 # and every mutant's, stay what they were; the sparse mutants deviate from it.
-SPARSE_CAPABILITY = replace(CAPABILITY, block_sparse=((BLOCK_M, BLOCK_N), (8, 24), (16, 16), (128, 128)),
-                            topk_sparse=((1, 1), (1, BLOCK_N), (16, 8)))
+SPARSE_CAPABILITY = replace(
+    CAPABILITY,
+    block_sparse=((BLOCK_M, BLOCK_N), (8, 24), (16, 16), (128, 128)),
+    topk_sparse=((1, 1), (1, BLOCK_N), (16, 8)),
+)
 
 
 class SparseBlockwiseAttention(BlockwiseAttention):

@@ -42,23 +42,39 @@ class CornerFaults(KernelAdapter):
     name = "corner-faults"
     spec = "difftest.kernels.corner_faults:CornerFaults"
     capability = Capability(
-        dtypes=("float16", "bfloat16"), head_dims_qk=DIMS, head_dims_v=DIMS, equal_head_dims=False, max_batch=3,
-        max_seqlen=192, max_heads=12, gqa=True, causal=True, aligns=("bottom_right",), window=True, varlen=True,
-        empty_seqs=True, pad_tail=True, sinks=True, outputs=("o", "lse", "dq", "dk", "dv", "dsink"),
-        layouts=("contiguous", "do_transposed", "bhsd", "dim_slice", "offset", "misaligned"), block_m=64,
-        block_n=128)
+        dtypes=("float16", "bfloat16"),
+        head_dims_qk=DIMS,
+        head_dims_v=DIMS,
+        equal_head_dims=False,
+        max_batch=3,
+        max_seqlen=192,
+        max_heads=12,
+        gqa=True,
+        causal=True,
+        aligns=("bottom_right",),
+        window=True,
+        varlen=True,
+        empty_seqs=True,
+        pad_tail=True,
+        sinks=True,
+        outputs=("o", "lse", "dq", "dk", "dv", "dsink"),
+        layouts=("contiguous", "do_transposed", "bhsd", "dim_slice", "offset", "misaligned"),
+        block_m=64,
+        block_n=128,
+    )
 
     def forward(self, inputs, out=None):
         p = inputs.problem
         if p.head_dim_v < p.head_dim_qk:
-            raise LegalizeError(f"failed to legalize operation 'cute.copy': head_dim_v={p.head_dim_v} "
-                                f"below head_dim={p.head_dim_qk}")
+            raise LegalizeError(
+                f"failed to legalize operation 'cute.copy': head_dim_v={p.head_dim_v} below head_dim={p.head_dim_qk}"
+            )
         if p.group == 3 and p.head_dim_qk == 88:
             raise BuildError(f"no PackGQA tile for qhead_per_kvhead={p.group} at head_dim={p.head_dim_qk}")
         res = reference(inputs, "float32")
         for q0, sq, sk in zip(p.cu_seqlens_q, p.seqlens_q, p.seqlens_k):
             if p.causal and sq > sk:  # rows before the bottom-right diagonal see no key
-                res.o[q0:q0 + sq - sk] = 1.0
+                res.o[q0 : q0 + sq - sk] = 1.0
         return res, None
 
     def backward(self, inputs, fwd, ctx, out=None):

@@ -52,7 +52,7 @@ def rows_without_keys(problem: Problem, device="cpu") -> torch.Tensor:
     for b, (sq, sk) in enumerate(zip(problem.seqlens_q, problem.seqlens_k)):
         q0 = problem.cu_seqlens_q[b]
         if sq and sk:
-            empty[q0:q0 + sq] = ~visible_keys(problem, sq, sk, device).any(dim=1)
+            empty[q0 : q0 + sq] = ~visible_keys(problem, sq, sk, device).any(dim=1)
     return empty
 
 
@@ -96,7 +96,6 @@ def leaf(t: torch.Tensor | None) -> torch.Tensor | None:
     if t is None:
         return None
     return t.detach().clone().requires_grad_(True)
-
 
 
 def laid_out_leaf(t: torch.Tensor | None) -> torch.Tensor | None:

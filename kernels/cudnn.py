@@ -79,8 +79,23 @@ from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_l
 # - max_seqlen / max_heads / max_batch below are campaign bounds (GPU time), not cuDNN's.
 _DIMS = tuple(range(8, 257, 8))
 
-COMPILE_KEY = ("dtype", "batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim_qk", "head_dim_v",
-               "causal", "align", "window_left", "window_right", "sinks", "softmax_scale", "pad_tail")
+COMPILE_KEY = (
+    "dtype",
+    "batch",
+    "seqlen_q",
+    "seqlen_k",
+    "heads_q",
+    "heads_kv",
+    "head_dim_qk",
+    "head_dim_v",
+    "causal",
+    "align",
+    "window_left",
+    "window_right",
+    "sinks",
+    "softmax_scale",
+    "pad_tail",
+)
 
 
 @dataclass(frozen=True)
@@ -93,11 +108,27 @@ class CudnnCapability(Capability):
 
 def _capability(deterministic: bool) -> Capability:
     return CudnnCapability(
-        dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, head_dims_v=_DIMS, equal_head_dims=False,
-        max_batch=8, max_seqlen=4096, max_heads=32, gqa=True, causal=True, aligns=("top_left", "bottom_right"),
-        window=True, varlen=True, empty_seqs=False, pad_tail=True, sinks=True,
-        outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=deterministic, device="cuda",
-        block_m=128, block_n=128, compile_key=COMPILE_KEY,
+        dtypes=("float16", "bfloat16"),
+        head_dims_qk=_DIMS,
+        head_dims_v=_DIMS,
+        equal_head_dims=False,
+        max_batch=8,
+        max_seqlen=4096,
+        max_heads=32,
+        gqa=True,
+        causal=True,
+        aligns=("top_left", "bottom_right"),
+        window=True,
+        varlen=True,
+        empty_seqs=False,
+        pad_tail=True,
+        sinks=True,
+        outputs=("o", "lse", "dq", "dk", "dv", "dsink"),
+        deterministic=deterministic,
+        device="cuda",
+        block_m=128,
+        block_n=128,
+        compile_key=COMPILE_KEY,
     )
 
 
@@ -108,8 +139,10 @@ def refusal(p: Problem) -> str | None:
     if p.sinks and p.max_seqlen_q == 1:
         return "cuDNN refuses sink_token with s_q == 1 (decode only mode, sdpa_support_surface.h:345-360)"
     if p.sinks and p.varlen:
-        return ("cuDNN < 9.26 refuses the backward with ragged offsets and a sink token "
-                "(scaled_dot_product_flash_attention.h:1374-1379)")
+        return (
+            "cuDNN < 9.26 refuses the backward with ragged offsets and a sink token "
+            "(scaled_dot_product_flash_attention.h:1374-1379)"
+        )
     return None
 
 
@@ -135,8 +168,22 @@ def graph_key(p: Problem, deterministic: bool) -> tuple:
     """What a built graph depends on (its dims, masks, scale): varlen graphs depend on the
     longest sequences and the buffer lengths, not on each length (those are tensors)."""
     lengths = (p.max_seqlen_q, p.max_seqlen_k, p.total_q, p.total_k) if p.varlen else (p.seqlen_q, p.seqlen_k)
-    return (p.dtype, p.varlen, p.batch, lengths, p.heads_q, p.heads_kv, p.head_dim_qk, p.head_dim_v,
-            bounds(p), p.align if p.masked else None, p.sinks, p.scale, needs_padding_mask(p), deterministic)
+    return (
+        p.dtype,
+        p.varlen,
+        p.batch,
+        lengths,
+        p.heads_q,
+        p.heads_kv,
+        p.head_dim_qk,
+        p.head_dim_v,
+        bounds(p),
+        p.align if p.masked else None,
+        p.sinks,
+        p.scale,
+        needs_padding_mask(p),
+        deterministic,
+    )
 
 
 def _cudnn():
@@ -158,8 +205,9 @@ class _Graphs:
         sq, sk = p.max_seqlen_q, p.max_seqlen_k
         dqk, dv = p.head_dim_qk, p.head_dim_v
         left, right = bounds(p)
-        align = cudnn.diagonal_alignment.BOTTOM_RIGHT if p.align == "bottom_right" else \
-            cudnn.diagonal_alignment.TOP_LEFT
+        align = (
+            cudnn.diagonal_alignment.BOTTOM_RIGHT if p.align == "bottom_right" else cudnn.diagonal_alignment.TOP_LEFT
+        )
         padding = needs_padding_mask(p)
 
         def bhsd(h, s, d):  # [B, H, S, D] dims over BSHD / packed THD memory
@@ -192,9 +240,19 @@ class _Graphs:
 
         fg = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
         ft = make(fg, sinks_out=False)
-        o, stats = fg.sdpa(name="sdpa", q=ft["q"], k=ft["k"], v=ft["v"], generate_stats=True, attn_scale=p.scale,
-                           use_padding_mask=padding, seq_len_q=ft.get("seq_q"), seq_len_kv=ft.get("seq_k"),
-                           sink_token=ft.get("sink"), **mask)
+        o, stats = fg.sdpa(
+            name="sdpa",
+            q=ft["q"],
+            k=ft["k"],
+            v=ft["v"],
+            generate_stats=True,
+            attn_scale=p.scale,
+            use_padding_mask=padding,
+            seq_len_q=ft.get("seq_q"),
+            seq_len_kv=ft.get("seq_k"),
+            sink_token=ft.get("sink"),
+            **mask,
+        )
         o.set_output(True).set_data_type(io).set_dim((b, hq, sq, dv)).set_stride(bhsd(hq, sq, dv)["stride"])
         stats.set_output(True).set_data_type(f32).set_dim(stats_dims["dim"]).set_stride(stats_dims["stride"])
         if p.varlen:
@@ -214,12 +272,28 @@ class _Graphs:
             bt["stats"].set_ragged_offset(bt["off_s"])
         ragged_totals = dict(max_total_seq_len_q=p.total_q, max_total_seq_len_kv=p.total_k) if p.varlen else {}
         dq, dk, dvv = bg.sdpa_backward(
-            name="sdpa_backward", q=bt["q"], k=bt["k"], v=bt["v"], o=bt["o"], dO=bt["do"], stats=bt["stats"],
-            attn_scale=p.scale, use_padding_mask=padding, seq_len_q=bt.get("seq_q"), seq_len_kv=bt.get("seq_k"),
-            use_deterministic_algorithm=deterministic, sink_token=bt.get("sink"), dSink_token=bt.get("dsink"),
-            **ragged_totals, **mask)
-        for grad, (h, s, d), off in ((dq, (hq, sq, dqk), "off_q"), (dk, (hk, sk, dqk), "off_k"),
-                                     (dvv, (hk, sk, dv), "off_v")):
+            name="sdpa_backward",
+            q=bt["q"],
+            k=bt["k"],
+            v=bt["v"],
+            o=bt["o"],
+            dO=bt["do"],
+            stats=bt["stats"],
+            attn_scale=p.scale,
+            use_padding_mask=padding,
+            seq_len_q=bt.get("seq_q"),
+            seq_len_kv=bt.get("seq_k"),
+            use_deterministic_algorithm=deterministic,
+            sink_token=bt.get("sink"),
+            dSink_token=bt.get("dsink"),
+            **ragged_totals,
+            **mask,
+        )
+        for grad, (h, s, d), off in (
+            (dq, (hq, sq, dqk), "off_q"),
+            (dk, (hk, sk, dqk), "off_k"),
+            (dvv, (hk, sk, dv), "off_v"),
+        ):
             grad.set_output(True).set_data_type(io).set_dim((b, h, s, d)).set_stride(bhsd(h, s, d)["stride"])
             if p.varlen:
                 grad.set_ragged_offset(bt[off])
@@ -291,8 +365,9 @@ class CudnnAdapter(CudnnGraphAdapter):
         self.deterministic = deterministic
         self.name = "cudnn" if deterministic else "cudnn-fast"
         self.capability = _capability(deterministic)
-        self.description = (f"cuDNN fused SDPA fwd/bwd via nvidia-cudnn-frontend graphs, "
-                            f"use_deterministic_algorithm={deterministic}")
+        self.description = (
+            f"cuDNN fused SDPA fwd/bwd via nvidia-cudnn-frontend graphs, use_deterministic_algorithm={deterministic}"
+        )
 
     def refusal(self, p: Problem) -> str | None:
         return refusal(p)
@@ -361,15 +436,23 @@ class CudnnAdapter(CudnnGraphAdapter):
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         dsink = torch.zeros(1, p.heads_q, 1, 1, dtype=torch.float32, device=q.device) if p.sinks else None
         ws = torch.empty(max(gr.workspace, 1), dtype=torch.uint8, device=q.device)
-        pack = self._common(inputs, t) | {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o, t["do"]: do,
-                                          t["stats"]: stats, t["dq"]: dq, t["dk"]: dk, t["dv"]: dv}
+        pack = self._common(inputs, t) | {
+            t["q"]: q,
+            t["k"]: k,
+            t["v"]: v,
+            t["o"]: o,
+            t["do"]: do,
+            t["stats"]: stats,
+            t["dq"]: dq,
+            t["dk"]: dk,
+            t["dv"]: dv,
+        }
         if p.sinks:
             pack[t["dsink"]] = dsink
         self._run(gr.bwd, pack, ws)
         if not p.varlen:
             dq, dk, dv = (x.reshape(-1, *x.shape[2:]) for x in (dq, dk, dv))
-        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv,
-                       dsink=dsink.view(-1) if dsink is not None else None)
+        return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink.view(-1) if dsink is not None else None)
 
 
 def adapter():

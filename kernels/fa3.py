@@ -80,12 +80,26 @@ _INTERFACE_DIMS = tuple(range(8, 257, 8))
 # copy, not the kernel).
 def _capability(backend: str) -> Capability:
     return Capability(
-        dtypes=("float16", "bfloat16"), head_dims_qk=_DEW_DIMS if backend == "dew" else _INTERFACE_DIMS,
-        equal_head_dims=True, max_batch=8,
-        max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
-        window=True, varlen=True, empty_seqs=True, pad_tail=backend == "interface", sinks=backend == "dew",
-        outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False, device="cuda",
-        block_m=64, block_n=128, layouts=LAYOUTS if backend == "interface" else ("contiguous",),
+        dtypes=("float16", "bfloat16"),
+        head_dims_qk=_DEW_DIMS if backend == "dew" else _INTERFACE_DIMS,
+        equal_head_dims=True,
+        max_batch=8,
+        max_seqlen=8192,
+        max_heads=32,
+        gqa=True,
+        causal=True,
+        aligns=("bottom_right",),
+        window=True,
+        varlen=True,
+        empty_seqs=True,
+        pad_tail=backend == "interface",
+        sinks=backend == "dew",
+        outputs=("o", "lse", "dq", "dk", "dv", "dsink"),
+        deterministic=False,
+        device="cuda",
+        block_m=64,
+        block_n=128,
+        layouts=LAYOUTS if backend == "interface" else ("contiguous",),
     )
 
 
@@ -102,8 +116,7 @@ class Fa3Call:
     def of(p: Problem) -> "Fa3Call":
         if p.masked and p.align != "bottom_right" and p.seqlens_q != p.seqlens_k:
             raise ValueError(f"FA3 masks are bottom-right aligned; Problem.align={p.align!r}")
-        w = (-1 if p.window_left is None else p.window_left,
-             -1 if p.window_right is None else p.window_right)
+        w = (-1 if p.window_left is None else p.window_left, -1 if p.window_right is None else p.window_right)
         # max_seqlen is an upper bound; FA3 reads 0 as "not provided" and aborts
         # (H200 campaign: every sequence empty), so the bound is at least 1.
         longest = (max(1, p.max_seqlen_q), max(1, p.max_seqlen_k)) if p.varlen else None
@@ -198,8 +211,9 @@ class Fa3Adapter(KernelAdapter):
         import dew_flash_attn as dew
 
         # the public functions' own validation (flash_mha / flash_mha_varlen call it first)
-        dew._check("flash_mha_varlen" if p.varlen else "flash_mha", 3 if p.varlen else 4, jq, jk, jv, jsink,
-                   own_keys=p.varlen)
+        dew._check(
+            "flash_mha_varlen" if p.varlen else "flash_mha", 3 if p.varlen else 4, jq, jk, jv, jsink, own_keys=p.varlen
+        )
         o, residuals = fwd_fn(jq, jk, jv, jsink, starts, call.longest, call.scale, call.causal, call.window)
         raw_lse = to_torch(residuals[-1])
         o_t = to_torch(o)
@@ -222,8 +236,7 @@ class Fa3Adapter(KernelAdapter):
         _, bwd_fn = _dew_fns()
         do = inputs.do if p.varlen else inputs.bshd("do")
         torch.cuda.synchronize()
-        dq, dk, dv, dsink = bwd_fn(call.longest, call.scale, call.causal, call.window, residuals,
-                                      to_jax(do))
+        dq, dk, dv, dsink = bwd_fn(call.longest, call.scale, call.causal, call.window, residuals, to_jax(do))
         dq, dk, dv = (to_torch(x).clone() for x in (dq, dk, dv))
         if not p.varlen:
             dq, dk, dv = thd(dq), thd(dk), thd(dv)
@@ -236,12 +249,12 @@ class Fa3Adapter(KernelAdapter):
 
         p = inputs.problem
         call = Fa3Call.of(p)
-        kw = dict(softmax_scale=call.scale, causal=call.causal, window_size=call.window,
-                  return_attn_probs=True)
+        kw = dict(softmax_scale=call.scale, causal=call.causal, window_size=call.window, return_attn_probs=True)
         q, k, v = (laid_out_leaf(laid_out(inputs, n)) for n in ("q", "k", "v"))  # the laid-out memory
         if p.varlen:
-            res = fa3.flash_attn_varlen_func(q, k, v, inputs.cu_seqlens_q, inputs.cu_seqlens_k,
-                                             p.max_seqlen_q, p.max_seqlen_k, **kw)
+            res = fa3.flash_attn_varlen_func(
+                q, k, v, inputs.cu_seqlens_q, inputs.cu_seqlens_k, p.max_seqlen_q, p.max_seqlen_k, **kw
+            )
         else:
             res = fa3.flash_attn_func(q, k, v, **kw)
         o, lse = res[0], res[1]

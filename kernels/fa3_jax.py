@@ -46,8 +46,9 @@ from .cuda_common import cuda_reason, lse_bhs_to_thd, lse_ht_to_thd, module_reas
 from .fa3 import Fa3Call, to_jax, to_torch
 
 MODULE = "flash_attn3_jax"
-WHEEL = ("pip install --no-index --no-deps --target /tmp/site "
-         "flash_attn3_jax-0.2.3-cp312-cp312-manylinux_2_28_x86_64.whl")
+WHEEL = (
+    "pip install --no-index --no-deps --target /tmp/site flash_attn3_jax-0.2.3-cp312-cp312-manylinux_2_28_x86_64.whl"
+)
 
 # The contract, each field from flash_attn3_jax 0.2.3's own text (file:line in the wheel;
 # csrc/ and .github/ at kyutai-labs/flash-attn3-jax dccfc16, the 0.2.3 release commit):
@@ -91,11 +92,28 @@ CLAIMED_DIMS = (128,)  # what README names; DIMS is what the interface accepts a
 
 def _capability() -> Capability:
     return Capability(
-        dtypes=("float16", "bfloat16"), head_dims_qk=DIMS, equal_head_dims=True, max_batch=8,
-        max_seqlen=4096, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True, aligns=("bottom_right",),
-        window=True, varlen=True, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
-        outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
-        layouts=("contiguous",), block_m=80, block_n=128,
+        dtypes=("float16", "bfloat16"),
+        head_dims_qk=DIMS,
+        equal_head_dims=True,
+        max_batch=8,
+        max_seqlen=4096,
+        max_heads=16,
+        gqa=True,
+        seqlen_q_ne_k=True,
+        causal=True,
+        aligns=("bottom_right",),
+        window=True,
+        varlen=True,
+        empty_seqs=False,
+        pad_tail=False,
+        sinks=False,
+        softmax_scale=True,
+        outputs=("o", "lse", "dq", "dk", "dv"),
+        deterministic=False,
+        device="cuda",
+        layouts=("contiguous",),
+        block_m=80,
+        block_n=128,
     )
 
 
@@ -142,8 +160,13 @@ def _fns():
             return flash._flash_mha_bwd(do, *residuals, scale, causal, window)
 
         def config(longest, scale, causal, window):
-            return dict(max_seqlen_q=longest[0], max_seqlen_k=longest[1], softmax_scale=scale,
-                        is_causal=causal, window_size=window)  # varlen.py:77-83
+            return dict(
+                max_seqlen_q=longest[0],
+                max_seqlen_k=longest[1],
+                softmax_scale=scale,
+                is_causal=causal,
+                window_size=window,
+            )  # varlen.py:77-83
 
         def varlen_fwd(q, k, v, cu_q, cu_k, longest, scale, causal, window):
             return varlen._flash_mha_varlen_vjp_fwd(q, k, v, cu_q, cu_k, None, config(longest, scale, causal, window))
@@ -152,20 +175,37 @@ def _fns():
             return varlen._flash_mha_varlen_vjp_bwd(config(longest, scale, causal, window), residuals, do)[:3]
 
         def dense_grads(q, k, v, do, scale, causal, window):
-            _, pull = jax.vjp(lambda q, k, v: flash_attn3_jax.flash_mha(
-                q, k, v, softmax_scale=scale, is_causal=causal, window_size=window), q, k, v)
+            _, pull = jax.vjp(
+                lambda q, k, v: flash_attn3_jax.flash_mha(
+                    q, k, v, softmax_scale=scale, is_causal=causal, window_size=window
+                ),
+                q,
+                k,
+                v,
+            )
             return pull(do)
 
         def varlen_grads(q, k, v, do, cu_q, cu_k, longest, scale, causal, window):
-            _, pull = jax.vjp(lambda q, k, v: flash_attn3_jax.flash_mha_varlen(
-                q, k, v, cu_q, cu_k, None, longest[0], longest[1], scale, causal, window), q, k, v)
+            _, pull = jax.vjp(
+                lambda q, k, v: flash_attn3_jax.flash_mha_varlen(
+                    q, k, v, cu_q, cu_k, None, longest[0], longest[1], scale, causal, window
+                ),
+                q,
+                k,
+                v,
+            )
             return pull(do)
 
-        _JITTED["dense"] = (jax.jit(dense_fwd, static_argnums=(3, 4, 5)), jax.jit(dense_bwd, static_argnums=(0, 1, 2)),
-                            jax.jit(dense_grads, static_argnums=(4, 5, 6)))
-        _JITTED["varlen"] = (jax.jit(varlen_fwd, static_argnums=(5, 6, 7, 8)),
-                             jax.jit(varlen_bwd, static_argnums=(0, 1, 2, 3)),
-                             jax.jit(varlen_grads, static_argnums=(6, 7, 8, 9)))
+        _JITTED["dense"] = (
+            jax.jit(dense_fwd, static_argnums=(3, 4, 5)),
+            jax.jit(dense_bwd, static_argnums=(0, 1, 2)),
+            jax.jit(dense_grads, static_argnums=(4, 5, 6)),
+        )
+        _JITTED["varlen"] = (
+            jax.jit(varlen_fwd, static_argnums=(5, 6, 7, 8)),
+            jax.jit(varlen_bwd, static_argnums=(0, 1, 2, 3)),
+            jax.jit(varlen_grads, static_argnums=(6, 7, 8, 9)),
+        )
     return _JITTED
 
 
@@ -176,12 +216,25 @@ def _public_checks(p: Problem, call: Fa3Call, jq, jk, jv, cu_q=None, cu_k=None) 
     from flash_attn3_jax import flash_mha, flash_mha_varlen
 
     if p.varlen:
-        jax.eval_shape(lambda q, k, v, a, b: flash_mha_varlen(
-            q, k, v, a, b, None, call.longest[0], call.longest[1], call.scale, call.causal, call.window),
-            jq, jk, jv, cu_q, cu_k)
+        jax.eval_shape(
+            lambda q, k, v, a, b: flash_mha_varlen(
+                q, k, v, a, b, None, call.longest[0], call.longest[1], call.scale, call.causal, call.window
+            ),
+            jq,
+            jk,
+            jv,
+            cu_q,
+            cu_k,
+        )
     else:
-        jax.eval_shape(lambda q, k, v: flash_mha(q, k, v, softmax_scale=call.scale, is_causal=call.causal,
-                                                 window_size=call.window), jq, jk, jv)
+        jax.eval_shape(
+            lambda q, k, v: flash_mha(
+                q, k, v, softmax_scale=call.scale, is_causal=call.causal, window_size=call.window
+            ),
+            jq,
+            jk,
+            jv,
+        )
 
 
 class Fa3JaxAdapter(KernelAdapter):

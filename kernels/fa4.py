@@ -75,11 +75,29 @@ _DIMS = tuple(range(8, 257, 8))
 
 def _capability(deterministic: bool) -> Capability:
     return Capability(
-        dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS, head_dims_v=_DIMS, equal_head_dims=False, max_batch=8,
-        max_seqlen=8192, max_heads=32, gqa=True, causal=True, aligns=("bottom_right",),
-        window=True, negative_window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True, softcap=True,
-        outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=deterministic,
-        device="cuda", block_m=64, block_n=128, layouts=LAYOUTS,
+        dtypes=("float16", "bfloat16"),
+        head_dims_qk=_DIMS,
+        head_dims_v=_DIMS,
+        equal_head_dims=False,
+        max_batch=8,
+        max_seqlen=8192,
+        max_heads=32,
+        gqa=True,
+        causal=True,
+        aligns=("bottom_right",),
+        window=True,
+        negative_window=True,
+        varlen=True,
+        empty_seqs=True,
+        pad_tail=True,
+        sinks=True,
+        softcap=True,
+        outputs=("o", "lse", "dq", "dk", "dv", "dsink"),
+        deterministic=deterministic,
+        device="cuda",
+        block_m=64,
+        block_n=128,
+        layouts=LAYOUTS,
         compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv", "softcap"),
     )
 
@@ -107,12 +125,22 @@ class Fa4Call:
             causal = False
         if left is not None and right is not None and left < 0 and right < 0:  # no key: keep it empty
             right = -left - 1
-        return Fa4Call(causal=causal, window_size=(left, right), softmax_scale=p.scale,
-                       deterministic=deterministic, softcap=p.softcap or 0.0)
+        return Fa4Call(
+            causal=causal,
+            window_size=(left, right),
+            softmax_scale=p.scale,
+            deterministic=deterministic,
+            softcap=p.softcap or 0.0,
+        )
 
     def kwargs(self) -> dict:
-        return dict(causal=self.causal, window_size=self.window_size, softmax_scale=self.softmax_scale,
-                    deterministic=self.deterministic, softcap=self.softcap)
+        return dict(
+            causal=self.causal,
+            window_size=self.window_size,
+            softmax_scale=self.softmax_scale,
+            deterministic=self.deterministic,
+            softcap=self.softcap,
+        )
 
 
 class Fa4Adapter(KernelAdapter):
@@ -134,9 +162,17 @@ class Fa4Adapter(KernelAdapter):
         q, k, v = (laid_out_leaf(laid_out(inputs, n)) for n in ("q", "k", "v"))  # the laid-out memory
         if p.varlen:
             o, lse = flash_attn_varlen_func(
-                q, k, v, cu_seqlens_q=inputs.cu_seqlens_q, cu_seqlens_k=inputs.cu_seqlens_k,
-                max_seqlen_q=p.max_seqlen_q, max_seqlen_k=p.max_seqlen_k, learnable_sink=sink,
-                return_lse=True, **call.kwargs())
+                q,
+                k,
+                v,
+                cu_seqlens_q=inputs.cu_seqlens_q,
+                cu_seqlens_k=inputs.cu_seqlens_k,
+                max_seqlen_q=p.max_seqlen_q,
+                max_seqlen_k=p.max_seqlen_k,
+                learnable_sink=sink,
+                return_lse=True,
+                **call.kwargs(),
+            )
             o_thd, lse_thd = o.detach(), lse_ht_to_thd(lse.detach(), p.total_q)
         else:
             o, lse = flash_attn_func(q, k, v, learnable_sink=sink, return_lse=True, **call.kwargs())

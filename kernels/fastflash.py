@@ -47,12 +47,29 @@ DIMS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 def _capability(deterministic: bool) -> Capability:
     return Capability(
-        dtypes=("bfloat16",), head_dims_qk=DIMS, equal_head_dims=True, max_batch=8, max_seqlen=4096,
-        max_heads=32, gqa=False, seqlen_q_ne_k=False, causal=True, aligns=("top_left", "bottom_right"),
-        window=False, varlen=False, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
-        outputs=("o", "lse", "dq", "dk", "dv"), deterministic=deterministic, device="cuda",
+        dtypes=("bfloat16",),
+        head_dims_qk=DIMS,
+        equal_head_dims=True,
+        max_batch=8,
+        max_seqlen=4096,
+        max_heads=32,
+        gqa=False,
+        seqlen_q_ne_k=False,
+        causal=True,
+        aligns=("top_left", "bottom_right"),
+        window=False,
+        varlen=False,
+        empty_seqs=False,
+        pad_tail=False,
+        sinks=False,
+        softmax_scale=True,
+        outputs=("o", "lse", "dq", "dk", "dv"),
+        deterministic=deterministic,
+        device="cuda",
         # the forward autotunes BLOCK_M in {64, 128}, BLOCK_N in {64, 128} (_kernel.py:184-190)
-        block_m=64, block_n=64, compile_key=("head_dim_qk", "causal"),
+        block_m=64,
+        block_n=64,
+        compile_key=("head_dim_qk", "causal"),
     )
 
 
@@ -90,8 +107,9 @@ class FastflashAdapter(KernelAdapter):
         self.atomic = atomic
         self.name = "fastflash-atomic" if atomic else "fastflash"
         self.capability = _capability(deterministic=not atomic)
-        self.description = ("fastflash-attention 0.2.0 Triton backward, "
-                            + ("fused atomic dQ (UNIFLASH_BWD_FUSED_ATOMIC=1)" if atomic else "deterministic split"))
+        self.description = "fastflash-attention 0.2.0 Triton backward, " + (
+            "fused atomic dQ (UNIFLASH_BWD_FUSED_ATOMIC=1)" if atomic else "deterministic split"
+        )
 
     def available(self) -> str | None:
         return cuda_reason() or module_reason("fastflash_attention", WHEEL)
@@ -105,8 +123,9 @@ class FastflashAdapter(KernelAdapter):
         q, k, v = (bhsd_leaf(inputs, n) for n in ("q", "k", "v"))
         o = fast_attention(q, k, v, is_causal=call.is_causal, scale=call.scale)  # autograd path
         with torch.no_grad():  # the same forward kernel, asked for the LSE it keeps private
-            _, lse2 = fastflash_attn(q.detach(), k.detach(), v.detach(), call.is_causal, return_lse=True,
-                                     scale=call.scale)
+            _, lse2 = fastflash_attn(
+                q.detach(), k.detach(), v.detach(), call.is_causal, return_lse=True, scale=call.scale
+            )
         lse = normalize_lse(lse_bhs_to_thd(lse2_to_natural(lse2)), p)
         return Outputs(o=bhsd_to_thd(o), lse=lse), (q, k, v, o, call)
 

@@ -99,14 +99,31 @@ def _capability(device: str) -> Capability:
     cpu = device == "cpu"
     return Capability(
         dtypes=("float16", "float32") if cpu else ("float16", "bfloat16"),
-        head_dims_qk=DIMS, head_dims_v=DIMS, equal_head_dims=False,
-        max_batch=4 if cpu else 8, max_seqlen=512 if cpu else 4096, max_heads=8 if cpu else 32,
-        gqa=True, seqlen_q_ne_k=False, causal=True, causal_required=True, aligns=("bottom_right", "top_left"),
-        window=True, varlen=True, empty_seqs=True, pad_tail=True, sinks=True, softmax_scale=True,
-        layouts=LAYOUTS, outputs=("o", "dq", "dk", "dv", "dsink"), deterministic=True, device=device,
+        head_dims_qk=DIMS,
+        head_dims_v=DIMS,
+        equal_head_dims=False,
+        max_batch=4 if cpu else 8,
+        max_seqlen=512 if cpu else 4096,
+        max_heads=8 if cpu else 32,
+        gqa=True,
+        seqlen_q_ne_k=False,
+        causal=True,
+        causal_required=True,
+        aligns=("bottom_right", "top_left"),
+        window=True,
+        varlen=True,
+        empty_seqs=True,
+        pad_tail=True,
+        sinks=True,
+        softmax_scale=True,
+        layouts=LAYOUTS,
+        outputs=("o", "dq", "dk", "dv", "dsink"),
+        deterministic=True,
+        device=device,
         # the backward's tiles: BT x BS = 64 x 32 on the CPU / non-Ampere path, 128 x 64 on Hopper
         # (parallel.py:625-642); the forward's BT is 128 everywhere (533)
-        block_m=64 if cpu else 128, block_n=32 if cpu else 64,
+        block_m=64 if cpu else 128,
+        block_n=32 if cpu else 64,
         # Triton constexprs (parallel.py:40-54): W, B, H, HQ, G, K, V and the USE_* flags
         compile_key=("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv", "window_left", "sinks", "batch"),
     )
@@ -125,10 +142,10 @@ class FlaCall:
         if not p.causal:
             raise ValueError(f"fla parallel_attn is always causal; got a non-causal problem ({p.short()})")
         if p.seqlens_q != p.seqlens_k:
-            raise ValueError(f"fla parallel_attn is self-attention (one T); got seqlens_q {p.seqlens_q} "
-                             f"!= seqlens_k {p.seqlens_k}")
-        return FlaCall(scale=p.scale, window_size=None if p.window_left is None else p.window_left + 1,
-                       varlen=p.varlen)
+            raise ValueError(
+                f"fla parallel_attn is self-attention (one T); got seqlens_q {p.seqlens_q} != seqlens_k {p.seqlens_k}"
+            )
+        return FlaCall(scale=p.scale, window_size=None if p.window_left is None else p.window_left + 1, varlen=p.varlen)
 
 
 class FlaAttnAdapter(KernelAdapter):
@@ -138,18 +155,25 @@ class FlaAttnAdapter(KernelAdapter):
         self.device = device or device_here()
         self.capability = _capability(self.device)
         where = "CUDA" if self.device == "cuda" else "the CPU under Triton's interpreter (TRITON_INTERPRET=1)"
-        self.description = (f"fla-core {VERSION} fla.ops.attn.parallel.parallel_attn (Triton forward/backward, "
-                            f"always causal), on {where}")
+        self.description = (
+            f"fla-core {VERSION} fla.ops.attn.parallel.parallel_attn (Triton forward/backward, "
+            f"always causal), on {where}"
+        )
 
     def available(self) -> str | None:
-        why = (module_reason("fla", WHEEL) or module_reason("einops", WHEEL)
-               or module_reason("triton", "pip install triton"))
+        why = (
+            module_reason("fla", WHEEL)
+            or module_reason("einops", WHEEL)
+            or module_reason("triton", "pip install triton")
+        )
         if why:
             return why
         if self.device == "cuda":
             if not torch.cuda.is_available():
-                return ("no CUDA device (torch.cuda.is_available() is False) and TRITON_INTERPRET is not set "
-                        "(TRITON_INTERPRET=1 runs fla's Triton kernels on the CPU)")
+                return (
+                    "no CUDA device (torch.cuda.is_available() is False) and TRITON_INTERPRET is not set "
+                    "(TRITON_INTERPRET=1 runs fla's Triton kernels on the CPU)"
+                )
             return _backend_reason()
         if not _interpreted():
             return "device cpu needs TRITON_INTERPRET=1 (Triton's interpreter) in the environment"
@@ -164,8 +188,15 @@ class FlaAttnAdapter(KernelAdapter):
         sink = None if inputs.sink is None else inputs.sink.detach().clone().requires_grad_(True)
         if call.varlen:  # packed [T, H, D] as one sequence of B = 1, offsets as LongTensor
             cu = inputs.cu_seqlens_q.long()
-            o = parallel_attn(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), scale=call.scale,
-                              window_size=call.window_size, cu_seqlens=cu, sink_bias=sink)[0]
+            o = parallel_attn(
+                q.unsqueeze(0),
+                k.unsqueeze(0),
+                v.unsqueeze(0),
+                scale=call.scale,
+                window_size=call.window_size,
+                cu_seqlens=cu,
+                sink_bias=sink,
+            )[0]
             o_thd = o.detach()
         else:
             o = parallel_attn(q, k, v, scale=call.scale, window_size=call.window_size, sink_bias=sink)
@@ -185,8 +216,10 @@ def _backend_reason() -> str | None:
     except Exception as e:  # noqa: BLE001 - a changed fla: say so rather than guess
         return f"cannot tell which fla backend runs parallel_attn: {e!r}"
     if active is not None:
-        return (f"fla would dispatch parallel_attn to its {active.backend_type!r} backend, not the Triton kernels "
-                f"this adapter tests: set FLA_TILELANG=0 (or FLA_DISABLE_BACKEND_DISPATCH=1)")
+        return (
+            f"fla would dispatch parallel_attn to its {active.backend_type!r} backend, not the Triton kernels "
+            f"this adapter tests: set FLA_TILELANG=0 (or FLA_DISABLE_BACKEND_DISPATCH=1)"
+        )
     return None
 
 
@@ -200,8 +233,10 @@ def _numpy_reason() -> str | None:
         return tuple(int(x) for x in v.split(".")[:2] if x.isdigit())
 
     if major_minor(numpy.__version__) >= (2, 4) and major_minor(triton.__version__) <= (3, 6):
-        return (f"Triton {triton.__version__}'s interpreter fails on NumPy {numpy.__version__} "
-                f"(triton-lang/triton#9171): pip install 'numpy<2.4' into this environment")
+        return (
+            f"Triton {triton.__version__}'s interpreter fails on NumPy {numpy.__version__} "
+            f"(triton-lang/triton#9171): pip install 'numpy<2.4' into this environment"
+        )
     return None
 
 

@@ -41,11 +41,28 @@ DIMS = tuple(range(8, 129, 8)) + (1, 3, 20, 100, 127)
 
 def _capability(deterministic: bool) -> Capability:
     return Capability(
-        dtypes=("float16",), head_dims_qk=DIMS, equal_head_dims=True, max_batch=8, max_seqlen=4096,
-        max_heads=32, gqa=False, seqlen_q_ne_k=True, causal=True, causal_required=True, aligns=("top_left",),
-        window=False, varlen=False, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
-        outputs=("o", "dq", "dk", "dv"), deterministic=deterministic, device="cuda",
-        block_m=128, block_n=128,  # forward 128 x 128 on sm80+ (_configurators_v2.py); backward 64/128
+        dtypes=("float16",),
+        head_dims_qk=DIMS,
+        equal_head_dims=True,
+        max_batch=8,
+        max_seqlen=4096,
+        max_heads=32,
+        gqa=False,
+        seqlen_q_ne_k=True,
+        causal=True,
+        causal_required=True,
+        aligns=("top_left",),
+        window=False,
+        varlen=False,
+        empty_seqs=False,
+        pad_tail=False,
+        sinks=False,
+        softmax_scale=True,
+        outputs=("o", "dq", "dk", "dv"),
+        deterministic=deterministic,
+        device="cuda",
+        block_m=128,
+        block_n=128,  # forward 128 x 128 on sm80+ (_configurators_v2.py); backward 64/128
         compile_key=("head_dim_qk",),
     )
 
@@ -62,8 +79,10 @@ class FatCall:
         if p.varlen or p.heads_q != p.heads_kv or p.window_left is not None or p.window_right is not None:
             raise ValueError(f"flash-attention-triton takes dense MHA problems without windows; got {p.short()}")
         if not p.causal or (p.align != "top_left" and p.seqlen_q != p.seqlen_k):
-            raise ValueError(f"flash-attention-triton is always causal, top-left; got causal={p.causal} "
-                             f"align={p.align} ({p.short()})")
+            raise ValueError(
+                f"flash-attention-triton is always causal, top-left; got causal={p.causal} "
+                f"align={p.align} ({p.short()})"
+            )
         return FatCall(softmax_scale=p.scale, deterministic=deterministic)
 
 

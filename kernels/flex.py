@@ -58,24 +58,54 @@ _DIMS = tuple(range(16, 257))
 # captures). What never recompiles: seed, values, value_scale and
 # sink_center (tensor contents), and varlen splits with the same totals (the key is
 # conservative there: seqlen_q/seqlen_k tuples split configurations dynamo would share).
-COMPILE_KEY = ("dtype", "batch", "seqlen_q", "seqlen_k", "pad_tail", "heads_q", "heads_kv", "head_dim_qk",
-               "head_dim_v", "softmax_scale", "causal", "align", "window_left", "window_right", "sinks",
-               "layout", "softcap")
+COMPILE_KEY = (
+    "dtype",
+    "batch",
+    "seqlen_q",
+    "seqlen_k",
+    "pad_tail",
+    "heads_q",
+    "heads_kv",
+    "head_dim_qk",
+    "head_dim_v",
+    "softmax_scale",
+    "causal",
+    "align",
+    "window_left",
+    "window_right",
+    "sinks",
+    "layout",
+    "softcap",
+)
 _COMMON = dict(
-    dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_DIMS,
-    head_dims_v=_DIMS, max_batch=4, max_seqlen=2048, max_heads=16,
-    equal_head_dims=False, causal=True, aligns=("top_left", "bottom_right"), window=True, negative_window=True,
+    dtypes=("float16", "bfloat16", "float32"),
+    head_dims_qk=_DIMS,
+    head_dims_v=_DIMS,
+    max_batch=4,
+    max_seqlen=2048,
+    max_heads=16,
+    equal_head_dims=False,
+    causal=True,
+    aligns=("top_left", "bottom_right"),
+    window=True,
+    negative_window=True,
     softcap=True,
-    outputs=("o", "lse", "dq", "dk", "dv", "dsink"), deterministic=False,
-    device="cuda", block_m=128, block_n=128, layouts=LAYOUTS, compile_key=COMPILE_KEY,
+    outputs=("o", "lse", "dq", "dk", "dv", "dsink"),
+    deterministic=False,
+    device="cuda",
+    block_m=128,
+    block_n=128,
+    layouts=LAYOUTS,
+    compile_key=COMPILE_KEY,
 )
 # Measured on the H200 (torch 2.11): with enable_gqa=True and a
 # query length different from the key length (sq != sk, or the extra sink column), the
 # compiled backward fails to lower ("NoValidChoicesError: No choices to select"). So
 # GQA runs as its own adapter restricted to square, sink-free, dense problems.
 CAPABILITY = Capability(gqa=False, varlen=True, empty_seqs=True, pad_tail=True, sinks=True, **_COMMON)
-GQA_CAPABILITY = Capability(gqa=True, seqlen_q_ne_k=False, varlen=False, empty_seqs=False, pad_tail=False,
-                            sinks=False, **_COMMON)
+GQA_CAPABILITY = Capability(
+    gqa=True, seqlen_q_ne_k=False, varlen=False, empty_seqs=False, pad_tail=False, sinks=False, **_COMMON
+)
 
 
 # Sparse masks (difftest/model/sparsity.py). torch 2.13's BlockMask.from_kv_blocks takes the
@@ -92,8 +122,12 @@ GQA_CAPABILITY = Capability(gqa=True, seqlen_q_ne_k=False, varlen=False, empty_s
 # ("FlexAttention does not support backward on CPU", torch 2.13, eager and compiled alike), so the
 # sparse adapter's gradients need a GPU; the CPU checks the translation (tests/test_sparsity.py).
 SPARSE_BLOCK = (128, 128)
-SPARSE_CAPABILITY = replace(CAPABILITY, block_sparse=(SPARSE_BLOCK,), topk_sparse=((1, 1), (1, 64), (64, 64)),
-                            compile_key=COMPILE_KEY + ("sparsity",))
+SPARSE_CAPABILITY = replace(
+    CAPABILITY,
+    block_sparse=(SPARSE_BLOCK,),
+    topk_sparse=((1, 1), (1, 64), (64, 64)),
+    compile_key=COMPILE_KEY + ("sparsity",),
+)
 
 
 def sparse_block_mask(p: Problem, mask_mod, n_keys: int, B: int, Lq: int, Lk: int, device="cpu"):
@@ -120,8 +154,13 @@ def sparse_block_mask(p: Problem, mask_mod, n_keys: int, B: int, Lq: int, Lk: in
         def sparse_mod(b, h, q_idx, kv_idx):  # the block mask's own rule, element by element
             return mask_mod(b, h, q_idx, kv_idx) & sel_d[q_idx // sp.block_q, kv_idx // sp.block_k]
 
-        return BlockMask.from_kv_blocks(*listed(partial), *listed(full), BLOCK_SIZE=(sp.block_q, sp.block_k),
-                                        mask_mod=sparse_mod, seq_lengths=(Lq, Lk))
+        return BlockMask.from_kv_blocks(
+            *listed(partial),
+            *listed(full),
+            BLOCK_SIZE=(sp.block_q, sp.block_k),
+            mask_mod=sparse_mod,
+            seq_lengths=(Lq, Lk),
+        )
     table = _visible_table(p, n_keys, device)
 
     def lookup(b, h, q_idx, kv_idx):
@@ -139,9 +178,9 @@ def _visible_table(p: Problem, n_keys: int, device) -> torch.Tensor:
     for b in seqs:
         q0, k0 = (p.cu_seqlens_q[b], p.cu_seqlens_k[b]) if p.varlen else (0, 0)
         sq, sk = p.seqlens_q[b], p.seqlens_k[b]
-        table[q0:q0 + sq, k0:k0 + sk] = visible_keys(p, sq, sk)
+        table[q0 : q0 + sq, k0 : k0 + sk] = visible_keys(p, sq, sk)
         if p.sinks:
-            table[q0:q0 + sq, cols] = True
+            table[q0 : q0 + sq, cols] = True
     return table.to(device)
 
 
@@ -149,21 +188,24 @@ def positions(p: Problem, device="cpu"):
     """Per packed token: (sequence id, position within it) for queries and keys.
     Tail tokens get ids -1 (queries) and -2 (keys) so they never match. Dense problems
     use the batch axis, so these are [S] ranges and id 0."""
+
     def build(lens, total):
         seq = torch.full((total,), -1, dtype=torch.int64)
         pos = torch.zeros(total, dtype=torch.int64)
         start = 0
         for b, n in enumerate(lens):
-            seq[start:start + n] = b
-            pos[start:start + n] = torch.arange(n)
+            seq[start : start + n] = b
+            pos[start : start + n] = torch.arange(n)
             start += n
         return seq.to(device), pos.to(device)
 
     if not p.varlen:
-        return (torch.zeros(p.seqlen_q, dtype=torch.int64, device=device),
-                torch.arange(p.seqlen_q, device=device),
-                torch.zeros(p.seqlen_k, dtype=torch.int64, device=device),
-                torch.arange(p.seqlen_k, device=device))
+        return (
+            torch.zeros(p.seqlen_q, dtype=torch.int64, device=device),
+            torch.arange(p.seqlen_q, device=device),
+            torch.zeros(p.seqlen_k, dtype=torch.int64, device=device),
+            torch.arange(p.seqlen_k, device=device),
+        )
     sq, pq = build(p.seqlens_q, p.total_q)
     sk, pk = build(p.seqlens_k, p.total_k)
     sk = torch.where(sk < 0, torch.full_like(sk, -2), sk)
@@ -292,11 +334,14 @@ class FlexAdapter(KernelAdapter):
         p = inputs.problem
         dev = inputs.device
         if p.varlen:
+
             def lay(t):  # [T, H, D] -> [1, H, T, D]
                 return t.transpose(0, 1).unsqueeze(0)
         else:
+
             def lay(t):  # [B, S, H, D] -> [B, H, S, D]
                 return t.transpose(1, 2)
+
         # leaves: the laid-out memory itself (packed, or dense [B, S, H, D] views), never a copy
         leaves = tuple(laid_out(inputs, n).detach().requires_grad_(grad) for n in ("q", "k", "v"))
         q, k, v = (lay(t) for t in leaves)
@@ -350,11 +395,18 @@ def _call(fn, q, k, v, score_mod, block_mask, scale, gqa):
     except ImportError:
         AuxRequest = None
     if AuxRequest is not None:
-        o, aux = fn(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
-                    enable_gqa=gqa, return_aux=AuxRequest(lse=True))
+        o, aux = fn(
+            q,
+            k,
+            v,
+            score_mod=score_mod,
+            block_mask=block_mask,
+            scale=scale,
+            enable_gqa=gqa,
+            return_aux=AuxRequest(lse=True),
+        )
         return o, aux.lse
-    return fn(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
-              enable_gqa=gqa, return_lse=True)
+    return fn(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=gqa, return_lse=True)
 
 
 def gqa():

@@ -26,8 +26,9 @@ MMA_K_TF32 = 8  # K of one TF32 MMA instruction (m16n8k8)
 
 
 def _out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1],
-                       dtype=F32, device=a.device)
+    return torch.zeros(
+        *torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1], dtype=F32, device=a.device
+    )
 
 
 def sequential_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

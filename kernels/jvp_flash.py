@@ -52,13 +52,32 @@ MULTIPLE = 32
 
 def _capability(windows: bool) -> Capability:
     return Capability(
-        dtypes=("float16", "bfloat16", "float32"), head_dims_qk=DIMS, equal_head_dims=True, max_batch=8,
-        max_seqlen=2048, min_seqlen_q=MULTIPLE, min_seqlen_k=MULTIPLE, seqlen_multiple=MULTIPLE, max_heads=32,
-        gqa=False, seqlen_q_ne_k=False, causal=True, aligns=("top_left", "bottom_right"), window=windows,
-        varlen=False, empty_seqs=False, pad_tail=False, sinks=False, softmax_scale=True,
-        outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
+        dtypes=("float16", "bfloat16", "float32"),
+        head_dims_qk=DIMS,
+        equal_head_dims=True,
+        max_batch=8,
+        max_seqlen=2048,
+        min_seqlen_q=MULTIPLE,
+        min_seqlen_k=MULTIPLE,
+        seqlen_multiple=MULTIPLE,
+        max_heads=32,
+        gqa=False,
+        seqlen_q_ne_k=False,
+        causal=True,
+        aligns=("top_left", "bottom_right"),
+        window=windows,
+        varlen=False,
+        empty_seqs=False,
+        pad_tail=False,
+        sinks=False,
+        softmax_scale=True,
+        outputs=("o", "lse", "dq", "dk", "dv"),
+        deterministic=False,
+        device="cuda",
         # backward BLOCK_M1 = N1 = M2 = N2 = 32 (3139-3140); the forward autotunes 32..128
-        block_m=MULTIPLE, block_n=MULTIPLE, compile_key=("dtype", "head_dim_qk", "causal"),
+        block_m=MULTIPLE,
+        block_n=MULTIPLE,
+        compile_key=("dtype", "head_dim_qk", "causal"),
     )
 
 
@@ -94,8 +113,9 @@ class JvpFlashAdapter(KernelAdapter):
         self.windows = windows
         self.name = "jvp-flash-mask" if windows else "jvp-flash"
         self.capability = _capability(windows)
-        self.description = ("jvp-flash-attention 0.14.0 Triton backward"
-                            + (" (windows as a bool mask)" if windows else ""))
+        self.description = "jvp-flash-attention 0.14.0 Triton backward" + (
+            " (windows as a bool mask)" if windows else ""
+        )
 
     def available(self) -> str | None:
         return cuda_reason() or module_reason("jvp_flash_attention", WHEEL)

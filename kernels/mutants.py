@@ -55,9 +55,9 @@ BUG_CLASSES = {
     "fp8-scaling": "FP8 scale factors forgotten, applied twice, or taken from the wrong tensor",
     "partial-tile": "only part of an MMA tile computed (e.g. only the first 16 rows of dQ)",
     "structured-values": "faults that only activations like a trained model's expose (attention sinks, "
-                         "heavy tails, tied keys, a dO from a loss)",
+    "heavy tails, tied keys, a dO from a loss)",
     "sparse": "block-sparse masks and top-k selections: ignored or transposed in the backward, empty rows, "
-              "duplicate selections",
+    "duplicate selections",
     "softcap": "softcap formula wrong, or the backward ignoring the cap or its derivative",
 }
 
@@ -107,9 +107,17 @@ def mutant(bug_class: str, example: Problem, profile: str = "ci", clean=Blockwis
         # (the structured kinds exist only in version 2: their examples keep it)
         # (FP8 exists only under version 2 as well)
         keep = example.values in V2_ONLY_KINDS or example.dtype in FP8_DTYPES
-        _CATALOGUE.append(Mutant(cls.name, bug_class, cls.description, cls,
-                                 (example if keep else example.replace(input_version=1)).validate(),
-                                 clean=clean, profile=profile))
+        _CATALOGUE.append(
+            Mutant(
+                cls.name,
+                bug_class,
+                cls.description,
+                cls,
+                (example if keep else example.replace(input_version=1)).validate(),
+                clean=clean,
+                profile=profile,
+            )
+        )
         return cls
 
     return wrap
@@ -176,8 +184,7 @@ class GqaDkDvWrongGroup(BlockwiseAttention):
 
     def reduce_group(self, grad_h, idx, heads_kv):
         group = grad_h.shape[0] // heads_kv
-        return torch.stack([grad_h[min(2 * g, grad_h.shape[0] - group):][:group].sum(dim=0)
-                            for g in range(heads_kv)])
+        return torch.stack([grad_h[min(2 * g, grad_h.shape[0] - group) :][:group].sum(dim=0) for g in range(heads_kv)])
 
 
 @mutant("gqa", Problem(seqlen_q=12, seqlen_k=12, head_dim_qk=32, head_dim_v=16))
@@ -387,8 +394,11 @@ class DqFp16Accumulation(BlockwiseAttention):
         return torch.zeros(shape, dtype=torch.float16, device=device)
 
 
-@mutant("fp16-accum", Problem(seqlen_q=8, seqlen_k=256, dtype="bfloat16", values="near_constant",
-                              value_scale=0.01), profile="gpu")
+@mutant(
+    "fp16-accum",
+    Problem(seqlen_q=8, seqlen_k=256, dtype="bfloat16", values="near_constant", value_scale=0.01),
+    profile="gpu",
+)
 class DeltaInputDtypeAccumulation(BlockwiseAttention):
     """Delta = rowsum(P * dP) is accumulated in the input dtype across key tiles: its
     rounding error grows with seqlen_k / block_n and reaches dQ and dK through
@@ -486,8 +496,20 @@ class OddLastHeadDropped(BlockwiseAttention):
 
 
 # ----------------------------------------------------------------------------- dtype limits
-@mutant("dtype-limits", Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=64, head_dim_v=64, dtype="float16",
-                                values="mixed_do", value_scale=4.4, seed=1), profile="gpu")
+@mutant(
+    "dtype-limits",
+    Problem(
+        seqlen_q=16,
+        seqlen_k=16,
+        head_dim_qk=64,
+        head_dim_v=64,
+        dtype="float16",
+        values="mixed_do",
+        value_scale=4.4,
+        seed=1,
+    ),
+    profile="gpu",
+)
 class DqCastBeforeScale(BlockwiseAttention):
     """The dQ postprocess stores the unscaled float32 accumulator in the input dtype and
     applies the softmax scale afterwards: dQ / scale overflows (fp16: inf) while the true
@@ -504,8 +526,19 @@ BFP_BLOCK = 16  # keys that share an exponent
 BFP_MANTISSA = 13  # bits kept below the shared exponent
 
 
-@mutant("structured-values", Problem(seqlen_q=8, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="bfloat16",
-                                     values="massive_keys", value_scale=1000.0), profile="gpu")
+@mutant(
+    "structured-values",
+    Problem(
+        seqlen_q=8,
+        seqlen_k=16,
+        head_dim_qk=16,
+        head_dim_v=16,
+        dtype="bfloat16",
+        values="massive_keys",
+        value_scale=1000.0,
+    ),
+    profile="gpu",
+)
 class KeysSharedExponent(BlockwiseAttention):
     """16-bit keys are read from a block-floating-point copy (a compressed K cache): every
     16 consecutive keys share one exponent per channel, the largest one's, with 13 bits of
@@ -529,8 +562,12 @@ class KeysSharedExponent(BlockwiseAttention):
         return (torch.round(blocks / step) * step).view(-1, *x.shape[1:])[:n]
 
 
-@mutant("structured-values", Problem(seqlen_q=16, seqlen_k=64, head_dim_qk=16, head_dim_v=16, dtype="float16",
-                                     values="tied_keys", value_scale=2.0))
+@mutant(
+    "structured-values",
+    Problem(
+        seqlen_q=16, seqlen_k=64, head_dim_qk=16, head_dim_v=16, dtype="float16", values="tied_keys", value_scale=2.0
+    ),
+)
 class TiedMaxStaleRescale(BlockwiseAttention):
     """The online softmax's rescale factor register is written only where a key tile's max
     is above the running max (exp(m_old - m_new)) or below it (1): a tile whose max equals
@@ -548,14 +585,17 @@ class TiedMaxStaleRescale(BlockwiseAttention):
             self._factor, self._seen = torch.ones_like(m), torch.zeros_like(m, dtype=torch.bool)
         top = s.amax(dim=-1)
         seen = self._seen
-        self._factor = torch.where(seen & (top > m), alpha,
-                                   torch.where(top < m, torch.ones_like(m), self._factor))
+        self._factor = torch.where(seen & (top > m), alpha, torch.where(top < m, torch.ones_like(m), self._factor))
         self._seen = seen | (top > float("-inf"))
         return torch.where(seen, self._factor, alpha)
 
 
-@mutant("structured-values", Problem(seqlen_q=16, seqlen_k=48, head_dim_qk=16, head_dim_v=16, dtype="float16",
-                                     values="tied_keys", value_scale=4.0))
+@mutant(
+    "structured-values",
+    Problem(
+        seqlen_q=16, seqlen_k=48, head_dim_qk=16, head_dim_v=16, dtype="float16", values="tied_keys", value_scale=4.0
+    ),
+)
 class MaxEntryDsByValue(BlockwiseAttention):
     """dS of a row's max entry comes from the rest of the row, P_max ((1 - P_max) dP_max -
     sum_{k != max} P_k dP_k), which avoids the cancellation dP_max - Delta where P saturates;
@@ -702,7 +742,7 @@ def _sequence(full, inputs, name, b):
     if not p.varlen:
         return full[b]
     cu = p.cu_seqlens_q if name in ("q", "do") else p.cu_seqlens_k
-    return full[cu[b]:cu[b + 1]]
+    return full[cu[b] : cu[b + 1]]
 
 
 def _contiguous_strides(shape) -> tuple:
@@ -804,8 +844,9 @@ class Fp8DoDescaleForgotten(Fp8CurrentScaling):
         return 1.0 if name == "do" else super().descale_of(inputs, name)
 
 
-@mutant("fp8-scaling", Problem(seqlen_q=8, seqlen_k=8, values="mixed_do", value_scale=1.0, **_FP8),
-        clean=Fp8CurrentScaling)
+@mutant(
+    "fp8-scaling", Problem(seqlen_q=8, seqlen_k=8, values="mixed_do", value_scale=1.0, **_FP8), clean=Fp8CurrentScaling
+)
 class Fp8DoDescaleTwice(Fp8CurrentScaling):
     """dO's descale is applied twice (once folded into the dP GEMM's epilogue, once more in
     the dV one): the gradients are divided by dO's scale."""
@@ -817,8 +858,11 @@ class Fp8DoDescaleTwice(Fp8CurrentScaling):
         return d * d if name == "do" else d
 
 
-@mutant("fp8-scaling", Problem(seqlen_q=16, seqlen_k=16, values="mixed_do", value_scale=3.0, **_FP8),
-        clean=Fp8CurrentScaling)
+@mutant(
+    "fp8-scaling",
+    Problem(seqlen_q=16, seqlen_k=16, values="mixed_do", value_scale=3.0, **_FP8),
+    clean=Fp8CurrentScaling,
+)
 class Fp8DsScaleOfP(Fp8CurrentScaling):
     """dS is stored with P's scale (scale_dP = scale_s, one scale register reused) instead of
     one from dS's own amax: large gradients saturate at the format's largest value and small
@@ -847,8 +891,11 @@ class Fp8DvDescaleOfDk(Fp8CurrentScaling):
 # ----------------------------------------------------------------------------- sparse masks
 # Faults only a sparse Problem shows (difftest/model/sparsity.py): each deviates from the sparse
 # blockwise kernel, and on a dense Problem is that kernel exactly.
-@mutant("sparse", Problem(seqlen_q=40, seqlen_k=40, heads_q=2, heads_kv=2,
-                          sparsity=Sparsity("block", 16, 16, drop=50, seed=1)), clean=SparseBlockwiseAttention)
+@mutant(
+    "sparse",
+    Problem(seqlen_q=40, seqlen_k=40, heads_q=2, heads_kv=2, sparsity=Sparsity("block", 16, 16, drop=50, seed=1)),
+    clean=SparseBlockwiseAttention,
+)
 class SparseBackwardDense(SparseBlockwiseAttention):
     """The backward ignores the sparse mask (every key block of a query block recomputed, for a
     block mask and a top-k selection alike): the forward exact, dQ/dK/dV silently wrong
@@ -862,8 +909,11 @@ class SparseBackwardDense(SparseBlockwiseAttention):
         return super().sparse_allowed(p, i0, i1, j0, j1, sq, sk, phase)
 
 
-@mutant("sparse", Problem(seqlen_q=40, seqlen_k=40, heads_q=2, heads_kv=2,
-                          sparsity=Sparsity("block", 8, 24, drop=40, seed=2)), clean=SparseBlockwiseAttention)
+@mutant(
+    "sparse",
+    Problem(seqlen_q=40, seqlen_k=40, heads_q=2, heads_kv=2, sparsity=Sparsity("block", 8, 24, drop=40, seed=2)),
+    clean=SparseBlockwiseAttention,
+)
 class SparseBackwardTransposed(SparseBlockwiseAttention):
     """The backward walks the block mask transposed (key block kb of query block qb read as
     query block kb's key block qb: Flex's q_indices built from kv_indices the wrong way): right
@@ -879,12 +929,15 @@ class SparseBackwardTransposed(SparseBlockwiseAttention):
         qb = torch.clamp(torch.arange(i0, i1), max=max(sq - 1, 0)) // sp.block_q
         kb = torch.clamp(torch.arange(j0, j1), max=max(sk - 1, 0)) // sp.block_k
         t = torch.zeros(max(sel.shape[0], sel.shape[1]), max(sel.shape[0], sel.shape[1]), dtype=torch.bool)
-        t[:sel.shape[1], :sel.shape[0]] = sel.T
+        t[: sel.shape[1], : sel.shape[0]] = sel.T
         return t[qb][:, kb]
 
 
-@mutant("sparse", Problem(seqlen_q=24, seqlen_k=24, sparsity=Sparsity("topk", 1, 1, topk=3, empty=3, seed=1)),
-        clean=SparseBlockwiseAttention)
+@mutant(
+    "sparse",
+    Problem(seqlen_q=24, seqlen_k=24, sparsity=Sparsity("topk", 1, 1, topk=3, empty=3, seed=1)),
+    clean=SparseBlockwiseAttention,
+)
 class SparseEmptyRowNan(SparseBlockwiseAttention):
     """A query row whose top-k selection or block row is empty gets NaN gradients (its dQ
     divided by a zero row sum: cudnn-frontend#676); rows emptied by causal or a window are right."""
@@ -900,12 +953,15 @@ class SparseEmptyRowNan(SparseBlockwiseAttention):
                 if sq and sk:
                     empty = ~selected_blocks(p, sq, sk).any(dim=1)  # per query block
                     rows = empty[torch.arange(sq) // sp.block_q]
-                    res.dq[q0:q0 + sq][rows] = float("nan")
+                    res.dq[q0 : q0 + sq][rows] = float("nan")
         return res
 
 
-@mutant("sparse", Problem(seqlen_q=24, seqlen_k=24, sparsity=Sparsity("topk", 1, 1, topk=4, dup=50, seed=1)),
-        clean=SparseBlockwiseAttention)
+@mutant(
+    "sparse",
+    Problem(seqlen_q=24, seqlen_k=24, sparsity=Sparsity("topk", 1, 1, topk=4, dup=50, seed=1)),
+    clean=SparseBlockwiseAttention,
+)
 class SparseTopkDuplicatesTwice(SparseBlockwiseAttention):
     """A key a top-k row selects twice is counted twice (the gathered list softmaxed as is: its
     logit gains log 2), where the kernels' convention counts the selected set once."""

@@ -88,8 +88,10 @@ class SdpaCpu(KernelAdapter):
         lse = torch.full((p.total_q, p.heads_q), float("-inf"), dtype=torch.float32)
         pieces = []  # packed O, in order, with zero filler for the unused tail
         if p.varlen:
-            segments = [(q[q0:q0 + sq].unsqueeze(0), k[k0:k0 + sk].unsqueeze(0), v[k0:k0 + sk].unsqueeze(0), q0, sq, sk)
-                        for q0, k0, sq, sk in zip(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlens_q, p.seqlens_k)]
+            segments = [
+                (q[q0 : q0 + sq].unsqueeze(0), k[k0 : k0 + sk].unsqueeze(0), v[k0 : k0 + sk].unsqueeze(0), q0, sq, sk)
+                for q0, k0, sq, sk in zip(p.cu_seqlens_q, p.cu_seqlens_k, p.seqlens_q, p.seqlens_k)
+            ]
         else:
             segments = [(q, k, v, 0, p.seqlen_q, p.seqlen_k)]
         for qs, ks, vs, q0, sq, sk in segments:
@@ -104,7 +106,7 @@ class SdpaCpu(KernelAdapter):
                     lse_s = lse_s.masked_fill(~allowed.any(dim=1), float("-inf"))
                 if sk == 0:
                     lse_s = torch.full_like(lse_s, float("-inf"))
-                lse[q0:q0 + nb * sq] = lse_s.transpose(1, 2).reshape(nb * sq, p.heads_q)
+                lse[q0 : q0 + nb * sq] = lse_s.transpose(1, 2).reshape(nb * sq, p.heads_q)
         if p.varlen:
             used = sum(p.seqlens_q)
             tail = [torch.zeros(p.total_q - used, p.heads_q, p.head_dim_v, dtype=q.dtype)] if p.total_q > used else []
@@ -138,19 +140,40 @@ class SdpaCpuMath(SdpaCpu):
     backend = "math"
     description = "torch SDPA, math backend on CPU (autograd); no LSE output"
     capability = Capability(
-        dtypes=DTYPES, head_dims_qk=HEAD_DIMS, head_dims_v=HEAD_DIMS, equal_head_dims=False,
-        max_batch=8, max_seqlen=1024, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True,
-        aligns=("top_left", "bottom_right"), window=True, negative_window=True, varlen=True, empty_seqs=True,
+        dtypes=DTYPES,
+        head_dims_qk=HEAD_DIMS,
+        head_dims_v=HEAD_DIMS,
+        equal_head_dims=False,
+        max_batch=8,
+        max_seqlen=1024,
+        max_heads=16,
+        gqa=True,
+        seqlen_q_ne_k=True,
+        causal=True,
+        aligns=("top_left", "bottom_right"),
+        window=True,
+        negative_window=True,
+        varlen=True,
+        empty_seqs=True,
         pad_tail=True,
-        sinks=False, softmax_scale=True, outputs=("o", "dq", "dk", "dv"), deterministic=True,
-        poison=False, device="cpu", block_m=64, block_n=64, layouts=LAYOUTS,
+        sinks=False,
+        softmax_scale=True,
+        outputs=("o", "dq", "dk", "dv"),
+        deterministic=True,
+        poison=False,
+        device="cpu",
+        block_m=64,
+        block_n=64,
+        layouts=LAYOUTS,
     )
 
     def _attend(self, q, k, v, p, is_causal, mask):
         from torch.nn.attention import SDPBackend, sdpa_kernel
+
         with sdpa_kernel(SDPBackend.MATH):
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale,
-                                               enable_gqa=q.shape[1] != k.shape[1])
+            o = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale, enable_gqa=q.shape[1] != k.shape[1]
+            )
         return o, None
 
 
@@ -159,12 +182,31 @@ class SdpaCpuFlash(SdpaCpu):
     backend = "flash"
     description = "torch SDPA CPU flash-attention kernel (aten op, autograd); kernel's own LSE"
     capability = Capability(
-        dtypes=DTYPES, head_dims_qk=HEAD_DIMS, head_dims_v=None, equal_head_dims=True,
-        max_batch=8, max_seqlen=1024, max_heads=16, gqa=True, seqlen_q_ne_k=True, causal=True,
-        aligns=("top_left", "bottom_right"), window=True, negative_window=True, varlen=True, empty_seqs=True,
+        dtypes=DTYPES,
+        head_dims_qk=HEAD_DIMS,
+        head_dims_v=None,
+        equal_head_dims=True,
+        max_batch=8,
+        max_seqlen=1024,
+        max_heads=16,
+        gqa=True,
+        seqlen_q_ne_k=True,
+        causal=True,
+        aligns=("top_left", "bottom_right"),
+        window=True,
+        negative_window=True,
+        varlen=True,
+        empty_seqs=True,
         pad_tail=True,
-        sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=True,
-        poison=False, device="cpu", block_m=32, block_n=512, layouts=LAYOUTS,
+        sinks=False,
+        softmax_scale=True,
+        outputs=("o", "lse", "dq", "dk", "dv"),
+        deterministic=True,
+        poison=False,
+        device="cpu",
+        block_m=32,
+        block_n=512,
+        layouts=LAYOUTS,
         # cpu_flash_attention_backward adds each query block's dK/dV product into grad_k/grad_v
         # with beta = 1 GEMMs on the output tensors (FlashAttentionKernel.cpp): the sum is rounded
         # in fp16/bf16 per (query head, query block); qSplitSize is 32 up to 192 rows, 64 below
@@ -183,9 +225,11 @@ class SdpaCpuFlash(SdpaCpu):
             # a zero-length query or key sequence (torch 2.13 CPU). F.sdpa never sends
             # empty tensors to it: it answers them itself, so go through F.sdpa here.
             from torch.nn.attention import SDPBackend, sdpa_kernel
+
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale,
-                                                   enable_gqa=q.shape[1] != k.shape[1])
+                o = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale, enable_gqa=q.shape[1] != k.shape[1]
+                )
             return o, None
         additive = None
         if mask is not None:  # the op takes an additive mask in the query dtype

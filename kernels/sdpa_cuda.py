@@ -64,34 +64,95 @@ _MULT8_128 = tuple(range(8, 129, 8))
 # max_batch / max_seqlen / max_heads are campaign bounds (GPU time), not SDPA's.
 CAPABILITIES = {
     "flash": Capability(
-        dtypes=_HALF, head_dims_qk=_ANY, equal_head_dims=True, max_batch=8, max_seqlen=4096,
-        max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True, aligns=("top_left",), window=False, varlen=False,
-        empty_seqs=False, pad_tail=False, sinks=False, outputs=("o", "dq", "dk", "dv"),
-        deterministic=False, device="cuda", block_m=128, block_n=128, layouts=LAYOUTS,
+        dtypes=_HALF,
+        head_dims_qk=_ANY,
+        equal_head_dims=True,
+        max_batch=8,
+        max_seqlen=4096,
+        max_heads=32,
+        gqa=True,
+        seqlen_q_ne_k=False,
+        causal=True,
+        aligns=("top_left",),
+        window=False,
+        varlen=False,
+        empty_seqs=False,
+        pad_tail=False,
+        sinks=False,
+        outputs=("o", "dq", "dk", "dv"),
+        deterministic=False,
+        device="cuda",
+        block_m=128,
+        block_n=128,
+        layouts=LAYOUTS,
     ),
     "efficient": Capability(
-        dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_MULT8, head_dims_v=_MULT8,
+        dtypes=("float16", "bfloat16", "float32"),
+        head_dims_qk=_MULT8,
+        head_dims_v=_MULT8,
         equal_head_dims=False,
-        max_batch=8, max_seqlen=4096, max_heads=32, gqa=False, causal=True, aligns=("top_left", "bottom_right"),
+        max_batch=8,
+        max_seqlen=4096,
+        max_heads=32,
+        gqa=False,
+        causal=True,
+        aligns=("top_left", "bottom_right"),
         window=True,
-        varlen=False, empty_seqs=False, pad_tail=False, sinks=False,
-        outputs=("o", "dq", "dk", "dv"), deterministic=False, device="cuda", block_m=64,
-        block_n=64, layouts=tuple(k for k in LAYOUTS if k != "misaligned"),
+        varlen=False,
+        empty_seqs=False,
+        pad_tail=False,
+        sinks=False,
+        outputs=("o", "dq", "dk", "dv"),
+        deterministic=False,
+        device="cuda",
+        block_m=64,
+        block_n=64,
+        layouts=tuple(k for k in LAYOUTS if k != "misaligned"),
     ),
     "cudnn": Capability(
-        dtypes=_HALF, head_dims_qk=_MULT8_128, head_dims_v=_MULT8_128, max_batch=8,
+        dtypes=_HALF,
+        head_dims_qk=_MULT8_128,
+        head_dims_v=_MULT8_128,
+        max_batch=8,
         equal_head_dims=False,
-        max_seqlen=4096, min_seqlen_k=2, max_heads=32, gqa=True, causal=True, aligns=("top_left", "bottom_right"),
+        max_seqlen=4096,
+        min_seqlen_k=2,
+        max_heads=32,
+        gqa=True,
+        causal=True,
+        aligns=("top_left", "bottom_right"),
         window=True,
-        varlen=False, empty_seqs=False, pad_tail=False, sinks=False, outputs=("o", "dq", "dk", "dv"),
-        deterministic=False, device="cuda", block_m=128, block_n=128, layouts=LAYOUTS,
+        varlen=False,
+        empty_seqs=False,
+        pad_tail=False,
+        sinks=False,
+        outputs=("o", "dq", "dk", "dv"),
+        deterministic=False,
+        device="cuda",
+        block_m=128,
+        block_n=128,
+        layouts=LAYOUTS,
     ),
     "math": Capability(
-        dtypes=("float16", "bfloat16", "float32"), head_dims_qk=_ANY,
-        head_dims_v=_ANY, equal_head_dims=False, max_batch=4, max_seqlen=2048, max_heads=16,
-        gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=True, varlen=False, empty_seqs=False,
+        dtypes=("float16", "bfloat16", "float32"),
+        head_dims_qk=_ANY,
+        head_dims_v=_ANY,
+        equal_head_dims=False,
+        max_batch=4,
+        max_seqlen=2048,
+        max_heads=16,
+        gqa=True,
+        causal=True,
+        aligns=("top_left", "bottom_right"),
+        window=True,
+        varlen=False,
+        empty_seqs=False,
         pad_tail=False,
-        sinks=False, outputs=("o", "dq", "dk", "dv"), deterministic=True, device="cuda", layouts=LAYOUTS,
+        sinks=False,
+        outputs=("o", "dq", "dk", "dv"),
+        deterministic=True,
+        device="cuda",
+        layouts=LAYOUTS,
     ),
 }
 
@@ -108,8 +169,9 @@ class SdpaCall:
     @staticmethod
     def of(p: Problem) -> "SdpaCall":
         square = p.seqlens_q == p.seqlens_k
-        plain_causal = p.causal and p.window_left is None and p.window_right is None and (
-            p.align == "top_left" or square)
+        plain_causal = (
+            p.causal and p.window_left is None and p.window_right is None and (p.align == "top_left" or square)
+        )
         return SdpaCall(
             is_causal=plain_causal,
             bool_mask=p.masked and not plain_causal,
@@ -162,8 +224,8 @@ class SdpaAdapter(KernelAdapter):
 
         with sdpa_kernel([_backend_enum(self.backend)]):
             o = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=call.is_causal, scale=call.scale,
-                enable_gqa=q.shape[1] != k.shape[1])  # a kv_broadcast K/V is an MHA call
+                q, k, v, attn_mask=mask, is_causal=call.is_causal, scale=call.scale, enable_gqa=q.shape[1] != k.shape[1]
+            )  # a kv_broadcast K/V is an MHA call
         o_thd = o.detach().transpose(1, 2).reshape(p.total_q, p.heads_q, p.head_dim_v)
         return Outputs(o=o_thd), (*leaves, o)
 

@@ -88,11 +88,28 @@ GUARD_ROWS = 64  # NaN rows per batch after dQ: room for any layout rounding row
 # (batch, heads, seq_len, dims, causal, groups) is four TileLang compiles, ~60 s on an H200).
 _DIMS16 = tuple(range(16, 257, 16))
 CAPABILITY = Capability(
-    dtypes=("float16",), head_dims_qk=_DIMS16, head_dims_v=_DIMS16,
-    equal_head_dims=False, max_batch=2, max_seqlen=1024, max_heads=8, gqa=True, seqlen_q_ne_k=False, causal=True,
-    aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False, sinks=False,
-    softmax_scale=False, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
-    block_m=BWD_TILES[0], block_n=FWD_TILES[1],
+    dtypes=("float16",),
+    head_dims_qk=_DIMS16,
+    head_dims_v=_DIMS16,
+    equal_head_dims=False,
+    max_batch=2,
+    max_seqlen=1024,
+    max_heads=8,
+    gqa=True,
+    seqlen_q_ne_k=False,
+    causal=True,
+    aligns=("top_left", "bottom_right"),
+    window=False,
+    varlen=False,
+    empty_seqs=False,
+    pad_tail=False,
+    sinks=False,
+    softmax_scale=False,
+    outputs=("o", "lse", "dq", "dk", "dv"),
+    deterministic=False,
+    device="cuda",
+    block_m=BWD_TILES[0],
+    block_n=FWD_TILES[1],
     compile_key=("batch", "seqlen_q", "heads_q", "heads_kv", "head_dim_qk", "head_dim_v", "causal"),
 )
 
@@ -113,9 +130,10 @@ def resolve(path: str) -> Path:
     for name, params in FUNCTIONS.items():
         if name not in defs:
             raise KernelSpecError(f"{PREFIX}: {path!r} defines no function {name!r} (needs {sorted(FUNCTIONS)})")
-        if tuple(defs[name][:len(params)]) != params:
-            raise KernelSpecError(f"{PREFIX}: {path!r}: {name}({', '.join(defs[name])}) does not take "
-                                  f"({', '.join(params)})")
+        if tuple(defs[name][: len(params)]) != params:
+            raise KernelSpecError(
+                f"{PREFIX}: {path!r}: {name}({', '.join(defs[name])}) does not take ({', '.join(params)})"
+            )
     return p
 
 
@@ -157,9 +175,14 @@ class TileLangFileAdapter(KernelAdapter):
 
             jit = getattr(load(self.path), fn)
             prim = jit.get_tir(*args)
-            self._kernels[key] = tilelang.compile(prim, out_idx=jit.out_idx, target="cuda",
-                                                  execution_backend=jit.execution_backend,
-                                                  pass_configs=jit.pass_configs, compile_flags=jit.compile_flags)
+            self._kernels[key] = tilelang.compile(
+                prim,
+                out_idx=jit.out_idx,
+                target="cuda",
+                execution_backend=jit.execution_backend,
+                pass_configs=jit.pass_configs,
+                compile_flags=jit.compile_flags,
+            )
         return self._kernels[key]
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
@@ -203,8 +226,12 @@ def call_args(p) -> dict:
     if p.softmax_scale is not None:
         raise ValueError(f"{PREFIX}: the kernel's scale is fixed to 1/sqrt(head_dim_qk); got {p.softmax_scale}")
     b, h, s, dqk, dv, g = p.batch, p.heads_q, p.seqlen_q, p.head_dim_qk, p.head_dim_v, p.heads_q // p.heads_kv
-    return {"fwd": (b, h, s, dqk, dv, p.causal, *FWD_TILES, g), "prep": (b, h, s, dv),
-            "bwd": (b, h, s, dqk, dv, p.causal, *BWD_TILES, g), "post": (b, h, s, dqk)}
+    return {
+        "fwd": (b, h, s, dqk, dv, p.causal, *FWD_TILES, g),
+        "prep": (b, h, s, dv),
+        "bwd": (b, h, s, dqk, dv, p.causal, *BWD_TILES, g),
+        "post": (b, h, s, dqk),
+    }
 
 
 def from_env() -> TileLangFileAdapter:
@@ -256,8 +283,12 @@ def warm_shapes(profile: str = "gpu") -> list[tuple[str, tuple]]:
     out = []
     for p in edge_problems(CAPABILITY, profile):
         a = call_args(p)
-        for fn, key in (("flashattn_fwd", "fwd"), ("flashattn_bwd_preprocess", "prep"), ("flashattn_bwd", "bwd"),
-                        ("flashattn_bwd_postprocess", "post")):
+        for fn, key in (
+            ("flashattn_fwd", "fwd"),
+            ("flashattn_bwd_preprocess", "prep"),
+            ("flashattn_bwd", "bwd"),
+            ("flashattn_bwd_postprocess", "post"),
+        ):
             if (fn, a[key]) not in out:
                 out.append((fn, a[key]))
     return out

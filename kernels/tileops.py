@@ -105,6 +105,8 @@ def site_problem(site: str) -> str | None:
     if not Path(site, "tileops").is_dir():
         return f"TileOPs site folder {site}/tileops missing (set ${SITE_ENV})"
     return site_unsafe(site)
+
+
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
 
 # What makes TileOPs compile again: its kernels take every shape as a compile-time constant
@@ -149,32 +151,84 @@ COMPILE_KEY = ("dtype", "head_dim_qk", "causal", "heads_q", "heads_kv", "batch",
 # could reach the kernel, and TileOPs' ops are TileLang kernels over contiguous BSHD buffers.
 _DIMS16 = tuple(range(16, 289, 16))
 GQA_CAPABILITY = Capability(
-    dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS16, equal_head_dims=True, max_batch=8,
-    max_seqlen=4096, min_seqlen_q=2, min_seqlen_k=2, max_heads=32, gqa=True, seqlen_q_ne_k=False,
-    causal=True, aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False,
-    sinks=False, softmax_scale=True, outputs=("o", "lse", "dq", "dk", "dv"), deterministic=False, device="cuda",
-    block_m=64, block_n=64, compile_key=COMPILE_KEY,
+    dtypes=("float16", "bfloat16"),
+    head_dims_qk=_DIMS16,
+    equal_head_dims=True,
+    max_batch=8,
+    max_seqlen=4096,
+    min_seqlen_q=2,
+    min_seqlen_k=2,
+    max_heads=32,
+    gqa=True,
+    seqlen_q_ne_k=False,
+    causal=True,
+    aligns=("top_left", "bottom_right"),
+    window=False,
+    varlen=False,
+    empty_seqs=False,
+    pad_tail=False,
+    sinks=False,
+    softmax_scale=True,
+    outputs=("o", "lse", "dq", "dk", "dv"),
+    deterministic=False,
+    device="cuda",
+    block_m=64,
+    block_n=64,
+    compile_key=COMPILE_KEY,
 )
 
 # The backward op alone: the backward half of the contract above; its O and LSE come from our
 # float32 reference, so the forward's S_q > 1 does not bind it.
 GQA_BWD_CAPABILITY = Capability(
-    dtypes=("float16", "bfloat16"), head_dims_qk=_DIMS16, equal_head_dims=True, max_batch=8,
-    max_seqlen=4096, max_heads=32, gqa=True, seqlen_q_ne_k=False, causal=True,
-    aligns=("top_left", "bottom_right"), window=False, varlen=False, empty_seqs=False, pad_tail=False,
-    sinks=False, softmax_scale=True, outputs=("dq", "dk", "dv"), deterministic=False, device="cuda",
-    block_m=64, block_n=64, compile_key=COMPILE_KEY,
+    dtypes=("float16", "bfloat16"),
+    head_dims_qk=_DIMS16,
+    equal_head_dims=True,
+    max_batch=8,
+    max_seqlen=4096,
+    max_heads=32,
+    gqa=True,
+    seqlen_q_ne_k=False,
+    causal=True,
+    aligns=("top_left", "bottom_right"),
+    window=False,
+    varlen=False,
+    empty_seqs=False,
+    pad_tail=False,
+    sinks=False,
+    softmax_scale=True,
+    outputs=("dq", "dk", "dv"),
+    deterministic=False,
+    device="cuda",
+    block_m=64,
+    block_n=64,
+    compile_key=COMPILE_KEY,
 )
 
 # MHA calls of the GQA ops (the same contract, heads_kv == heads_q).
 MHA_CAPABILITY = replace(GQA_CAPABILITY, gqa=False)
 
 MLA_CAPABILITY = Capability(
-    dtypes=("float16", "bfloat16"), head_dims_qk=(192,), head_dims_v=(128,), equal_head_dims=False, max_batch=4,
-    max_seqlen=4096, max_heads=32, gqa=False, seqlen_q_ne_k=True, causal=True,
-    aligns=("bottom_right",), window=False, varlen=False, empty_seqs=False, pad_tail=False,
-    sinks=False, outputs=("dq", "dk", "dv"), deterministic=False, device="cuda",
-    block_m=64, block_n=64,
+    dtypes=("float16", "bfloat16"),
+    head_dims_qk=(192,),
+    head_dims_v=(128,),
+    equal_head_dims=False,
+    max_batch=4,
+    max_seqlen=4096,
+    max_heads=32,
+    gqa=False,
+    seqlen_q_ne_k=True,
+    causal=True,
+    aligns=("bottom_right",),
+    window=False,
+    varlen=False,
+    empty_seqs=False,
+    pad_tail=False,
+    sinks=False,
+    outputs=("dq", "dk", "dv"),
+    deterministic=False,
+    device="cuda",
+    block_m=64,
+    block_n=64,
     compile_key=("dtype", "causal", "batch", "heads_q", "seqlen_q", "seqlen_k", "softmax_scale"),
 )
 
@@ -243,8 +297,13 @@ class Worker:
         self.site = site
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "difftest.kernels.tileops", "--serve"], cwd=REPO_ROOT,
-            env=worker_env(site), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr)
+            [sys.executable, "-m", "difftest.kernels.tileops", "--serve"],
+            cwd=REPO_ROOT,
+            env=worker_env(site),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=sys.stderr,
+        )
         hello = recv(self.proc.stdout)
         if not hello.get("ok"):
             self.close()
@@ -338,9 +397,16 @@ class TileOpsAdapter(KernelAdapter):
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         p = inputs.problem
         if self.own_forward:
-            rep = get_worker().call({
-                "op": "gqa_fwd", "causal": p.causal, "scale": p.scale,
-                "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")), "v": _cpu(inputs.bshd("v"))})
+            rep = get_worker().call(
+                {
+                    "op": "gqa_fwd",
+                    "causal": p.causal,
+                    "scale": p.scale,
+                    "q": _cpu(inputs.bshd("q")),
+                    "k": _cpu(inputs.bshd("k")),
+                    "v": _cpu(inputs.bshd("v")),
+                }
+            )
             o = rep["o"].to(inputs.device)  # [B, S, H, D]
             lse = rep["lse"].to(inputs.device)  # [B, H, S]
             fwd = Outputs(o=thd(o), lse=normalize_lse(lse_bhs_to_thd(lse), p))
@@ -355,10 +421,19 @@ class TileOpsAdapter(KernelAdapter):
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
         p = inputs.problem
         o, lse = ctx
-        rep = get_worker().call({
-            "op": f"{self.wire}_bwd", "causal": p.causal, "scale": p.scale,
-            "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")), "v": _cpu(inputs.bshd("v")),
-            "do": _cpu(inputs.bshd("do")), "o": _cpu(o), "lse": _cpu(lse)})
+        rep = get_worker().call(
+            {
+                "op": f"{self.wire}_bwd",
+                "causal": p.causal,
+                "scale": p.scale,
+                "q": _cpu(inputs.bshd("q")),
+                "k": _cpu(inputs.bshd("k")),
+                "v": _cpu(inputs.bshd("v")),
+                "do": _cpu(inputs.bshd("do")),
+                "o": _cpu(o),
+                "lse": _cpu(lse),
+            }
+        )
         dq, dk, dv = (thd(rep[n].to(inputs.device)) for n in ("dq", "dk", "dv"))
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv)
 
@@ -374,10 +449,21 @@ class TileOpsAdapter(KernelAdapter):
         """Backward times in microseconds measured inside the worker with CUDA events."""
         p = inputs.problem
         o, lse = ctx
-        rep = get_worker().call({
-            "op": f"{self.wire}_bench", "causal": p.causal, "scale": p.scale, "repeats": repeats,
-            "warmup": warmup, "q": _cpu(inputs.bshd("q")), "k": _cpu(inputs.bshd("k")),
-            "v": _cpu(inputs.bshd("v")), "do": _cpu(inputs.bshd("do")), "o": _cpu(o), "lse": _cpu(lse)})
+        rep = get_worker().call(
+            {
+                "op": f"{self.wire}_bench",
+                "causal": p.causal,
+                "scale": p.scale,
+                "repeats": repeats,
+                "warmup": warmup,
+                "q": _cpu(inputs.bshd("q")),
+                "k": _cpu(inputs.bshd("k")),
+                "v": _cpu(inputs.bshd("v")),
+                "do": _cpu(inputs.bshd("do")),
+                "o": _cpu(o),
+                "lse": _cpu(lse),
+            }
+        )
         return rep["times_us"]
 
 
@@ -420,6 +506,7 @@ def report_builds(proto, jit) -> bool:
                 depth[0] -= 1
                 if depth[0] == 0:
                     send(proto, {"building": False})
+
         return wrapper
 
     impl.compile = announcing(impl.compile)
@@ -445,9 +532,18 @@ def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU
     reports = report_builds(proto, jit)
     if reports and public:
         tilelang.compile = jit.compile  # the same wrapper under its public name
-    send(proto, {"ok": True, "reports_builds": reports,
-                 "versions": {"tileops": getattr(tileops, "__version__", "?"),
-                              "tilelang": getattr(tilelang, "__version__", "?"), "torch": torch.__version__}})
+    send(
+        proto,
+        {
+            "ok": True,
+            "reports_builds": reports,
+            "versions": {
+                "tileops": getattr(tileops, "__version__", "?"),
+                "tilelang": getattr(tilelang, "__version__", "?"),
+                "torch": torch.__version__,
+            },
+        },
+    )
     ops: dict = {}
 
     def op(kind, causal, scale):
@@ -470,7 +566,8 @@ def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU
                 rep = {"o": o.cpu(), "lse": lse.float().cpu()}
             elif kind in ("gqa_bwd", "mla_bwd"):
                 dq, dk, dv = op(kind, g["causal"], g["scale"]).forward(
-                    g["do"], g["q"], g["k"], g["v"], g["o"].contiguous(), g["lse"].contiguous())
+                    g["do"], g["q"], g["k"], g["v"], g["o"].contiguous(), g["lse"].contiguous()
+                )
                 torch.cuda.synchronize()
                 rep = {"dq": dq.cpu(), "dk": dk.cpu(), "dv": dv.cpu()}
             elif kind in ("gqa_bench", "mla_bench"):
@@ -574,8 +671,14 @@ class WarmJob:
             self.errors.append(f"{left} shapes not built: no TileOPs worker started")
         n = len(self.todo)
         failed = n - self.built
-        return {"requested": n, "cached": 0, "built": self.built, "failed": failed,
-                "seconds": round(time.perf_counter() - self.t0, 2), "jobs": self.jobs}
+        return {
+            "requested": n,
+            "cached": 0,
+            "built": self.built,
+            "failed": failed,
+            "seconds": round(time.perf_counter() - self.t0, 2),
+            "jobs": self.jobs,
+        }
 
 
 def warm(op: str, jobs: int = 8, profile: str = "gpu", extra=(), log=print) -> list[str]:
@@ -590,13 +693,19 @@ def parse_warm_args(argv):
     import argparse
     import json
 
-    ap = argparse.ArgumentParser(prog="python -m difftest.kernels.tileops",
-                                 description="build a TileOPs op's edge-corpus shapes in parallel")
+    ap = argparse.ArgumentParser(
+        prog="python -m difftest.kernels.tileops", description="build a TileOPs op's edge-corpus shapes in parallel"
+    )
     ap.add_argument("--warm", required=True, choices=sorted(OPS), metavar="OP", help=f"one of {sorted(OPS)}")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--profile", default="gpu")
-    ap.add_argument("--problem", action="append", default=[], metavar="JSON",
-                    help="also warm this Problem (difftest's Problem.to_dict JSON); repeatable")
+    ap.add_argument(
+        "--problem",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="also warm this Problem (difftest's Problem.to_dict JSON); repeatable",
+    )
     a = ap.parse_args(argv)
     if a.jobs < 1:
         ap.error(f"--jobs={a.jobs}: allowed an integer >= 1")
@@ -613,11 +722,15 @@ def _warm_main(argv) -> int:
     if why:
         print(why, file=sys.stderr)
         return 2
-    job = WarmJob(TileOpsAdapter(a.warm), warm_problems(a.warm, a.profile, a.extra), a.jobs,
-                  log=lambda m: print(m, flush=True))
+    job = WarmJob(
+        TileOpsAdapter(a.warm), warm_problems(a.warm, a.profile, a.extra), a.jobs, log=lambda m: print(m, flush=True)
+    )
     c = job.wait()
-    print(f"warmed {c['built']}/{c['requested']} tileops-{a.warm} shapes in {c['seconds']:.0f} s "
-          f"with {c['jobs']} workers", flush=True)
+    print(
+        f"warmed {c['built']}/{c['requested']} tileops-{a.warm} shapes in {c['seconds']:.0f} s "
+        f"with {c['jobs']} workers",
+        flush=True,
+    )
     for e in job.errors:
         print("  did not build:", e, flush=True)
     return 0

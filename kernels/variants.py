@@ -81,9 +81,18 @@ class CudaReach:
         """``cpu`` (the variant's CPU capability: dtypes, features, layouts) on CUDA, at this reach
         and every GPU head dim. Whole rows aim drawn lengths at 128-row production tiles."""
         bm, bn = self.tiles or (128, 128)
-        return replace(cpu, device="cuda", head_dims_qk=GPU_HEAD_DIMS, head_dims_v=None, equal_head_dims=False,
-                       max_seqlen=self.max_seqlen, max_batch=self.max_batch, max_heads=self.max_heads,
-                       block_m=bm, block_n=bn)
+        return replace(
+            cpu,
+            device="cuda",
+            head_dims_qk=GPU_HEAD_DIMS,
+            head_dims_v=None,
+            equal_head_dims=False,
+            max_seqlen=self.max_seqlen,
+            max_batch=self.max_batch,
+            max_heads=self.max_heads,
+            block_m=bm,
+            block_n=bn,
+        )
 
 
 TILED = CudaReach((128, 128), max_seqlen=4096, max_batch=4, max_heads=GPU.max_heads)  # FA2/FA3 forward tiles
@@ -135,8 +144,9 @@ def variant(models: str, cuda: CudaReach = TILED):
         cls.description = " ".join(line.strip() for line in doc[: doc.index("") if "" in doc else len(doc)])
         cls.spec = f"variant:{cls.name}"
         cls.cuda_reach = cuda
-        _CATALOGUE.append(Variant(cls.name, models, cls.description, cls, cls.capability.deterministic,
-                                  _on_cuda(cls, cuda)))
+        _CATALOGUE.append(
+            Variant(cls.name, models, cls.description, cls, cls.capability.deterministic, _on_cuda(cls, cuda))
+        )
         return cls
 
     return wrap
@@ -237,11 +247,16 @@ class _LseOnly(BlockwiseAttention):
         return lse.to(F32)
 
     def stats_rows(self, stats, q0, sq, b):
-        lse = self._lse[q0:q0 + sq]
+        lse = self._lse[q0 : q0 + sq]
         m = self.stats_from_lse(lse)
         empty = torch.isneginf(lse)
-        return torch.stack([torch.where(empty, torch.zeros_like(m), m),
-                            torch.where(empty, torch.full_like(m, float("-inf")), torch.zeros_like(m))], dim=-1)
+        return torch.stack(
+            [
+                torch.where(empty, torch.zeros_like(m), m),
+                torch.where(empty, torch.full_like(m, float("-inf")), torch.zeros_like(m)),
+            ],
+            dim=-1,
+        )
 
     def backward(self, inputs, fwd, ctx, out=None):
         self._lse = fwd.lse
@@ -332,8 +347,10 @@ class InputDtypeRunningSum(_InputDtype):
 
 
 # ----------------------------------------------------------------------------- tile sizes
-@variant("tile shapes of real kernels: 64 x 128 (FA2 fwd on A100), 128 x 64 (FA3 bwd)",
-         cuda=CudaReach((64, 128), max_seqlen=4096, max_batch=2, max_heads=GPU.max_heads))
+@variant(
+    "tile shapes of real kernels: 64 x 128 (FA2 fwd on A100), 128 x 64 (FA3 bwd)",
+    cuda=CudaReach((64, 128), max_seqlen=4096, max_batch=2, max_heads=GPU.max_heads),
+)
 class Tiles64x128(BlockwiseAttention):
     """Query tiles of 64 rows, key tiles of 128 keys: other accumulation orders for the
     online softmax, dK/dV (over query tiles) and dQ (over key tiles)."""
@@ -346,8 +363,10 @@ class Tiles64x128(BlockwiseAttention):
         super().__init__(*a, **kw)
 
 
-@variant("small tiles (sm80 head dim 256, Triton autotune minimums)",
-         cuda=CudaReach((16, 8), max_seqlen=512, max_batch=2, max_heads=GPU.max_heads))
+@variant(
+    "small tiles (sm80 head dim 256, Triton autotune minimums)",
+    cuda=CudaReach((16, 8), max_seqlen=512, max_batch=2, max_heads=GPU.max_heads),
+)
 class Tiles16x8(BlockwiseAttention):
     """Query tiles of 16 rows and key tiles of 8 keys: many short partial sums."""
 
@@ -398,8 +417,9 @@ class _WholeRows(BlockwiseAttention):
         super().__init__(*a, **kw)
 
 
-@variant("the sdpa math backend on CUDA (cuBLAS/cuBLASLt SGEMM), any attention written as torch.matmul",
-         cuda=WHOLE_ROWS)
+@variant(
+    "the sdpa math backend on CUDA (cuBLAS/cuBLASLt SGEMM), any attention written as torch.matmul", cuda=WHOLE_ROWS
+)
 class WholeRowDeviceGemm(_WholeRows):
     """Every GEMM one torch.matmul over whole rows on the kernel's device: cuBLAS/cuBLASLt's
     float32 SGEMM on CUDA, in whatever order and K split it picks for the shape (the CPU
@@ -408,8 +428,9 @@ class WholeRowDeviceGemm(_WholeRows):
     name = "whole-row-device-gemm"
 
 
-@variant("cuBLAS/CUTLASS split-K SGEMM: tall-skinny GEMMs such as dK = dS^T Q at head dim 3 over 1,395 rows",
-         cuda=WHOLE_ROWS)
+@variant(
+    "cuBLAS/CUTLASS split-K SGEMM: tall-skinny GEMMs such as dK = dS^T Q at head dim 3 over 1,395 rows", cuda=WHOLE_ROWS
+)
 class WholeRowSplitKGemm(_WholeRows):
     """Every GEMM over whole rows with K split into 4 slices, each slice's float32 GEMM on the
     device, the slices' partials then added in order (a split-K reduction)."""
@@ -420,8 +441,11 @@ class WholeRowSplitKGemm(_WholeRows):
         return splitk_gemm(a, b, SPLIT_K_SLICES)
 
 
-@variant("PyTorch's sdpa math backend (_scaled_dot_product_attention_math) under autograd; sinks as gpt-oss's "
-         "reference sdpa adds them", cuda=WHOLE_ROWS)
+@variant(
+    "PyTorch's sdpa math backend (_scaled_dot_product_attention_math) under autograd; sinks as gpt-oss's "
+    "reference sdpa adds them",
+    cuda=WHOLE_ROWS,
+)
 class SdpaMathComposite(_WholeRows):
     """The composite as PyTorch's math backend writes it, in float32: Q and K each times
     sqrt(scale), S = Q K^T over whole rows, the mask added, P = torch.softmax over whole rows
@@ -514,8 +538,9 @@ class DqAtomicsPerElement(BlockwiseAttention):
                 acc[:, r0:r1] += part
 
 
-@variant("PyTorch's memory-efficient attention (xFormers' cutlass kernel), float32 on sm80+: 3xTF32 GEMMs",
-         cuda=STEPPED)
+@variant(
+    "PyTorch's memory-efficient attention (xFormers' cutlass kernel), float32 on sm80+: 3xTF32 GEMMs", cuda=STEPPED
+)
 class FastF32Gemm(BlockwiseAttention):
     """Every tile GEMM of a float32 problem as CUTLASS's OpMultiplyAddFastF32 (3xTF32) adds it:
     each operand split into TF32 big and small parts, small*big, big*small and big*big added
@@ -565,8 +590,10 @@ class Fa2Convention(_LseOnly, _InputDtype):
 
 
 # ----------------------------------------------------------------------------- softcap
-@variant("FlashAttention 2/3 (softcap folded into the scale), FA4's softcap score_mod with exp2: "
-         "tanh of the raw logits times scale / softcap, then softcap * log2 e")
+@variant(
+    "FlashAttention 2/3 (softcap folded into the scale), FA4's softcap score_mod with exp2: "
+    "tanh of the raw logits times scale / softcap, then softcap * log2 e"
+)
 class SoftcapFoldedScale(Exp2FoldedScale):
     """Softcap as FlashAttention 2/3 fold it: S = tanh(Q K^T * (scale / softcap)) with one
     float32 multiplier, the softmax in base 2 with softcap * log2 e as its scale, and dS times
@@ -587,8 +614,7 @@ class SoftcapFoldedScale(Exp2FoldedScale):
 
 
 # ----------------------------------------------------------------------------- FP8
-@variant("cuDNN sdpa_fp8 / sdpa_fp8_backward (Hopper, Blackwell), Transformer Engine FP8 attention",
-         cuda=FP8_TILED)
+@variant("cuDNN sdpa_fp8 / sdpa_fp8_backward (Hopper, Blackwell), Transformer Engine FP8 attention", cuda=FP8_TILED)
 class Fp8CurrentScaling(BlockwiseAttention):
     """FP8 attention emulated on the CPU: reads the stored FP8 Q, K, V, dO with their
     descales, feeds P (scaled by P_SCALE) and dS (scaled by its own amax, measured in a first
@@ -617,7 +643,7 @@ class Fp8CurrentScaling(BlockwiseAttention):
         t = inputs.fp8[name]
         p = inputs.problem
         cu = p.cu_seqlens_q if name in ("q", "do") else p.cu_seqlens_k
-        return fp8.dequantise(t.data[cu[b]:cu[b + 1]], self.descale_of(inputs, name))
+        return fp8.dequantise(t.data[cu[b] : cu[b + 1]], self.descale_of(inputs, name))
 
     def descale_of(self, inputs, name: str) -> float:
         """The descale the kernel multiplies a stored input by."""
@@ -675,8 +701,10 @@ class Fp8CurrentScaling(BlockwiseAttention):
         return res
 
 
-@variant("cuDNN sdpa_fp8 on Hopper: GEMMs added in the FP8 tensor core's own accumulator (H200, results/fp8.md)",
-         cuda=replace(STEPPED, max_heads=16))
+@variant(
+    "cuDNN sdpa_fp8 on Hopper: GEMMs added in the FP8 tensor core's own accumulator (H200, results/fp8.md)",
+    cuda=replace(STEPPED, max_heads=16),
+)
 class Fp8TensorCoreAccumulator(Fp8CurrentScaling):
     """The FP8 emulation with every tile GEMM added as Hopper's FP8 MMA adds: per 32 products,
     aligned to the largest and cut to about 13 fraction bits (oracles/tensor_core.py), not in
@@ -691,8 +719,10 @@ class Fp8TensorCoreAccumulator(Fp8CurrentScaling):
 
 # ----------------------------------------------------------------------------- catalogue
 # ----------------------------------------------------------------------------- sparse masks
-@variant("block-sparse kernels (FlexAttention, FlashAttention-4 block sparsity) walking their kv_indices "
-         "list, FA's backward walking key blocks last first")
+@variant(
+    "block-sparse kernels (FlexAttention, FlashAttention-4 block sparsity) walking their kv_indices "
+    "list, FA's backward walking key blocks last first"
+)
 class SparseTilesReversed(SparseBlockwiseAttention):
     """Key tiles visited last first, in the forward's online softmax and the backward, as a
     block-sparse kernel walks its list of selected blocks in the order it is given: another

@@ -43,8 +43,10 @@ from .running_sum import input_dtype_running_sum
 # the naive same-dtype reference is left out of the yardstick. Its dense graph keeps ~6
 # score-sized tensors: 2**22 elements is about 200 MiB in float64.
 DEFAULT_CHUNK_THRESHOLD = 2**22
-TENSOR_CORE_NOTE = ("judged with the FP8 yardstick of float32 GEMMs and with the one of Hopper's FP8 tensor-core "
-                    "accumulator (oracles/tensor_core.py), the larger error of the two")
+TENSOR_CORE_NOTE = (
+    "judged with the FP8 yardstick of float32 GEMMs and with the one of Hopper's FP8 tensor-core "
+    "accumulator (oracles/tensor_core.py), the larger error of the two"
+)
 
 
 def score_elements(inputs_or_problem) -> int:
@@ -112,7 +114,21 @@ def design_yardsticks(designs, inputs: Inputs, block_m: int, flash: Outputs) -> 
     return out
 
 
-__all__ = ["CHUNK_PRECISIONS", "DEFAULT_CHUNK_THRESHOLD", "DEFAULT_MAX_CHUNK_ELEMENTS", "PRECISIONS", "References",
-           "allowed_mask", "chunk_rows", "chunked_reference",
-           "design_yardsticks", "flash_style_reference", "fp8_reference", "reference",
-           "references", "rows_allowed", "rows_reference", "score_elements"]
+__all__ = [
+    "CHUNK_PRECISIONS",
+    "DEFAULT_CHUNK_THRESHOLD",
+    "DEFAULT_MAX_CHUNK_ELEMENTS",
+    "PRECISIONS",
+    "References",
+    "allowed_mask",
+    "chunk_rows",
+    "chunked_reference",
+    "design_yardsticks",
+    "flash_style_reference",
+    "fp8_reference",
+    "reference",
+    "references",
+    "rows_allowed",
+    "rows_reference",
+    "score_elements",
+]

@@ -124,8 +124,9 @@ def key_band(problem: Problem, r0: int, r1: int, sq: int, sk: int) -> tuple[int,
     return lo, hi
 
 
-def chunk_plan(problem: Problem, sq: int, sk: int, budget: int, rows: int | None = None,
-               skip_masked: bool = True) -> list[tuple[int, int, int, int]]:
+def chunk_plan(
+    problem: Problem, sq: int, sk: int, budget: int, rows: int | None = None, skip_masked: bool = True
+) -> list[tuple[int, int, int, int]]:
     """(r0, r1, lo, hi) per chunk: query rows [r0, r1) against keys [lo, hi). ``rows``
     fixes the rows per chunk; otherwise each chunk takes the most rows whose
     heads_q x rows x band width stays within ``budget`` (at least one row), and a masked
@@ -163,12 +164,19 @@ def _fully_allowed(problem: Problem, r0: int, r1: int, lo: int, hi: int, sq: int
 
 
 @torch.no_grad()
-def chunked_reference(inputs: Inputs, precision: str = "float64", *,
-                      max_chunk_elements: int | None = None,
-                      chunk: int | None = None, magnitudes: bool = False,
-                      magnitudes_dtype: str | None = None,
-                      flash_rounding: bool = False, skip_masked: bool = True,
-                      fused_passes: bool | None = None, fused_gemms: bool | None = None) -> Outputs:
+def chunked_reference(
+    inputs: Inputs,
+    precision: str = "float64",
+    *,
+    max_chunk_elements: int | None = None,
+    chunk: int | None = None,
+    magnitudes: bool = False,
+    magnitudes_dtype: str | None = None,
+    flash_rounding: bool = False,
+    skip_masked: bool = True,
+    fused_passes: bool | None = None,
+    fused_gemms: bool | None = None,
+) -> Outputs:
     """O, LSE, dQ, dK, dV (and dSink) for ``inputs`` in ``precision``, computed in query
     chunks. ``chunk`` fixes the rows per chunk (tests use it to force many chunks);
     otherwise they follow ``max_chunk_elements`` (None: ``auto_chunk_elements``).
@@ -196,8 +204,19 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
     bound, S = Q K^T and dP = dO V^T computed inside them (never stored)."""
     _check_options(precision, magnitudes_dtype, chunk, max_chunk_elements, flash_rounding)
     x = inputs.upcast(getattr(torch, precision))
-    plan = PassPlan.of(inputs.q.dtype, x.q.device, precision, max_chunk_elements, chunk, magnitudes,
-                       magnitudes_dtype, flash_rounding, skip_masked, fused_passes, fused_gemms)
+    plan = PassPlan.of(
+        inputs.q.dtype,
+        x.q.device,
+        precision,
+        max_chunk_elements,
+        chunk,
+        magnitudes,
+        magnitudes_dtype,
+        flash_rounding,
+        skip_masked,
+        fused_passes,
+        fused_gemms,
+    )
     p = inputs.problem
     if p.softcap is not None:  # capped logits: the eager passes only (the fused ones and the shift bound know no tanh)
         plan = dataclasses.replace(plan, fused=None, shift_in_gemm=False)
@@ -207,8 +226,11 @@ def chunked_reference(inputs: Inputs, precision: str = "float64", *,
             continue
         seq = _Sequence.of(plan, p, x, b)
         chunks = chunk_plan(p, sq, sk, plan.budget, plan.rows, plan.skip_masked)
-        shifts = (_shift_bounds(p, seq.qh, seq.khn, seq.kh, chunks, sq, sk, p.scale, acc.sink)
-                  if seq.khn is not None else [None] * len(chunks))
+        shifts = (
+            _shift_bounds(p, seq.qh, seq.khn, seq.kh, chunks, sq, sk, p.scale, acc.sink)
+            if seq.khn is not None
+            else [None] * len(chunks)
+        )
         for (r0, r1, lo, hi), m in zip(chunks, shifts):
             ch = _Chunk.of(p, seq, r0, r1, lo, hi, m)
             _softmax_pass(plan, p, seq, ch, acc.sink)
@@ -246,22 +268,45 @@ class PassPlan:
     shift_in_gemm: bool
 
     @classmethod
-    def of(cls, low, dev, precision, max_chunk_elements, chunk, magnitudes, magnitudes_dtype, flash_rounding,
-           skip_masked, fused_passes, fused_gemms) -> "PassPlan":
+    def of(
+        cls,
+        low,
+        dev,
+        precision,
+        max_chunk_elements,
+        chunk,
+        magnitudes,
+        magnitudes_dtype,
+        flash_rounding,
+        skip_masked,
+        fused_passes,
+        fused_gemms,
+    ) -> "PassPlan":
         dt = getattr(torch, precision)
         # the magnitudes never in a finer precision than the values
-        mdt = torch.float32 if precision == "float32" else getattr(torch, magnitudes_dtype or MAGNITUDES_DTYPE.get(
-            dev.type, "float32"))
-        return cls(precision=precision, dtype=dt, low=low, magnitudes=mdt if magnitudes else None,
-                   acc=torch.float32 if mdt == torch.bfloat16 else mdt, flash_rounding=flash_rounding,
-                   # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of fp16 inputs)
-                   edge_at=_overflow_edge_at(low) if flash_rounding else None,
-                   budget=max_chunk_elements if max_chunk_elements is not None else auto_chunk_elements(dev, dt),
-                   rows=chunk, skip_masked=skip_masked,
-                   fused=_fused_module(dev, fused_passes) if precision == "float64" else None,
-                   fused_wanted=fused_passes, fused_gemms=FUSED_GEMMS if fused_gemms is None else fused_gemms,
-                   split_terms=SPLIT_TERMS.get(dev.type, False),
-                   shift_in_gemm=precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False))
+        mdt = (
+            torch.float32
+            if precision == "float32"
+            else getattr(torch, magnitudes_dtype or MAGNITUDES_DTYPE.get(dev.type, "float32"))
+        )
+        return cls(
+            precision=precision,
+            dtype=dt,
+            low=low,
+            magnitudes=mdt if magnitudes else None,
+            acc=torch.float32 if mdt == torch.bfloat16 else mdt,
+            flash_rounding=flash_rounding,
+            # the rows of dQ and dK a dS at the input dtype's overflow edge feeds (flash_rounding of fp16 inputs)
+            edge_at=_overflow_edge_at(low) if flash_rounding else None,
+            budget=max_chunk_elements if max_chunk_elements is not None else auto_chunk_elements(dev, dt),
+            rows=chunk,
+            skip_masked=skip_masked,
+            fused=_fused_module(dev, fused_passes) if precision == "float64" else None,
+            fused_wanted=fused_passes,
+            fused_gemms=FUSED_GEMMS if fused_gemms is None else fused_gemms,
+            split_terms=SPLIT_TERMS.get(dev.type, False),
+            shift_in_gemm=precision == "float64" and SHIFT_IN_GEMM.get(dev.type, False),
+        )
 
     def rnd(self, t):
         """What a flash kernel stores or feeds to the MMA in the input dtype."""
@@ -297,11 +342,15 @@ class _Accumulators:
         self.dsink = None if self.sink is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
         zero = torch.zeros((), dtype=torch.float64, device=dev)
         self.mag = {n: zero for n in ("o", "dq", "dk", "dv", "dsink")} if plan.magnitudes is not None else None
-        self.dsink_terms = (None if self.sink is None or self.mag is None
-                            else torch.zeros(Hkv, G, dtype=dt, device=dev))
-        self.edge = None if plan.edge_at is None else {
-            "dq": torch.zeros(p.total_q, Hq, dtype=torch.bool, device=dev),
-            "dk": torch.zeros(p.total_k, Hkv, dtype=torch.bool, device=dev)}
+        self.dsink_terms = None if self.sink is None or self.mag is None else torch.zeros(Hkv, G, dtype=dt, device=dev)
+        self.edge = (
+            None
+            if plan.edge_at is None
+            else {
+                "dq": torch.zeros(p.total_q, Hq, dtype=torch.bool, device=dev),
+                "dk": torch.zeros(p.total_k, Hkv, dtype=torch.bool, device=dev),
+            }
+        )
         self.scale = p.scale
         self.fused_chunks = 0  # chunks whose passes were both fused
         self.gemm_chunks = 0  # of those, chunks whose Q K^T and dO V^T GEMMs were fused with them
@@ -311,16 +360,16 @@ class _Accumulators:
         permuted chunk would copy it twice)."""
         q0, r0, r1, c, Hkv, G = seq.q0, ch.r0, ch.r1, ch.c, seq.Hkv, seq.G
         oc = ch.oc
-        self.o[q0 + r0:q0 + r1].view(c, Hkv, G, oc.shape[-1]).copy_(oc.view(Hkv, c, G, -1).permute(1, 0, 2, 3))
-        self.dq[q0 + r0:q0 + r1].view(c, Hkv, G, dqc.shape[-1]).copy_(dqc.view(Hkv, c, G, -1).permute(1, 0, 2, 3))
-        self.lse[q0 + r0:q0 + r1].view(c, Hkv, G).copy_(ch.row_lse.permute(1, 0, 2))  # to float32, as .float()
+        self.o[q0 + r0 : q0 + r1].view(c, Hkv, G, oc.shape[-1]).copy_(oc.view(Hkv, c, G, -1).permute(1, 0, 2, 3))
+        self.dq[q0 + r0 : q0 + r1].view(c, Hkv, G, dqc.shape[-1]).copy_(dqc.view(Hkv, c, G, -1).permute(1, 0, 2, 3))
+        self.lse[q0 + r0 : q0 + r1].view(c, Hkv, G).copy_(ch.row_lse.permute(1, 0, 2))  # to float32, as .float()
 
     def store_sequence(self, seq: "_Sequence") -> None:
         k0, sk = seq.k0, seq.sk
-        self.dk[k0:k0 + sk] = seq.dkh.permute(1, 0, 2)
-        self.dv[k0:k0 + sk] = seq.dvh.permute(1, 0, 2)
+        self.dk[k0 : k0 + sk] = seq.dkh.permute(1, 0, 2)
+        self.dv[k0 : k0 + sk] = seq.dvh.permute(1, 0, 2)
         if seq.dk_edge is not None:
-            self.edge["dk"][k0:k0 + sk] = seq.dk_edge.permute(1, 0)
+            self.edge["dk"][k0 : k0 + sk] = seq.dk_edge.permute(1, 0)
         if self.mag is not None:
             self.mag["dk"] = torch.maximum(self.mag["dk"], _top(seq.dk_terms) * self.scale)
             self.mag["dv"] = torch.maximum(self.mag["dv"], _top(seq.dv_terms))
@@ -339,8 +388,7 @@ class _Accumulators:
         out.fused_gemm_chunks = self.gemm_chunks
         if mag is not None:  # one host read, at the end
             margin = MAGNITUDE_MARGIN.get(plan.magnitudes, 1.0)
-            out.magnitude = dict(zip(mag, (torch.stack([t.to(torch.float64) for t in mag.values()])
-                                           * margin).tolist()))
+            out.magnitude = dict(zip(mag, (torch.stack([t.to(torch.float64) for t in mag.values()]) * margin).tolist()))
         else:
             out.magnitude = None
         return out
@@ -374,10 +422,10 @@ class _Sequence:
         sq, sk = p.seqlens_q[b], p.seqlens_k[b]
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
         Hkv, G, D, Dv = p.heads_kv, p.group, p.head_dim_qk, p.head_dim_v
-        qh = x.q[q0:q0 + sq].view(sq, Hkv, G, D).permute(1, 0, 2, 3).contiguous()
-        doh = x.do[q0:q0 + sq].view(sq, Hkv, G, Dv).permute(1, 0, 2, 3).contiguous()
-        kh = x.k[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, D]
-        vh = x.v[k0:k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
+        qh = x.q[q0 : q0 + sq].view(sq, Hkv, G, D).permute(1, 0, 2, 3).contiguous()
+        doh = x.do[q0 : q0 + sq].view(sq, Hkv, G, Dv).permute(1, 0, 2, 3).contiguous()
+        kh = x.k[k0 : k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, D]
+        vh = x.v[k0 : k0 + sk].permute(1, 0, 2).contiguous()  # [Hkv, sk, Dv]
         seq = cls(q0, k0, sq, sk, Hkv, G, qh, doh, kh, vh, dkh=torch.zeros_like(kh), dvh=torch.zeros_like(vh))
         if plan.shift_in_gemm and sk:  # see _shift_bound
             seq.khn = kh.norm(dim=-1)  # [Hkv, sk]
@@ -421,9 +469,17 @@ class _Chunk:
     @classmethod
     def of(cls, p: Problem, seq: _Sequence, r0: int, r1: int, lo: int, hi: int, m) -> "_Chunk":
         c = r1 - r0
-        return cls(r0, r1, lo, hi, m, qc=seq.qh[:, r0:r1].reshape(seq.Hkv, c * seq.G, p.head_dim_qk),
-                   doc=seq.doh[:, r0:r1].reshape(seq.Hkv, c * seq.G, p.head_dim_v),
-                   kb=seq.kh[:, lo:hi], vb=seq.vh[:, lo:hi])
+        return cls(
+            r0,
+            r1,
+            lo,
+            hi,
+            m,
+            qc=seq.qh[:, r0:r1].reshape(seq.Hkv, c * seq.G, p.head_dim_qk),
+            doc=seq.doh[:, r0:r1].reshape(seq.Hkv, c * seq.G, p.head_dim_v),
+            kb=seq.kh[:, lo:hi],
+            vb=seq.vh[:, lo:hi],
+        )
 
     @property
     def c(self) -> int:
@@ -445,12 +501,10 @@ def _softmax_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, sink) 
     Hkv, G, c, w, m = seq.Hkv, seq.G, ch.c, ch.w, ch.m
     r0, r1, lo, hi, sq, sk, scale = ch.r0, ch.r1, ch.lo, ch.hi, seq.sq, seq.sk, p.scale
     fz, wanted, dt, dev = plan.fused, plan.fused_wanted, plan.dtype, ch.qc.device
-    fused = (fz is not None and (wanted or not _FUSED.get("failed")) and w > 0
-             and Hkv * c * G * w >= FUSED_MIN_SCORES)
+    fused = fz is not None and (wanted or not _FUSED.get("failed")) and w > 0 and Hkv * c * G * w >= FUSED_MIN_SCORES
     gemm = FAILED
     if m is not None and fused and plan.fused_gemms and Hkv * c * G * w >= FUSED_GEMM_MIN_SCORES:  # S never stored
-        gemm = _fused_call(fz, wanted, "scores_exp", ch.qc * scale, ch.kb, m,
-                           _mask_spec(p, r0, r1, lo, hi, sq, sk, G))
+        gemm = _fused_call(fz, wanted, "scores_exp", ch.qc * scale, ch.kb, m, _mask_spec(p, r0, r1, lo, hi, sq, sk, G))
         fused = gemm is not FAILED
     if gemm is not FAILED:
         e, total = gemm
@@ -516,7 +570,7 @@ def _forward_pass(plan: PassPlan, seq: _Sequence, ch: _Chunk) -> None:
     p_mma = plan.rnd(ch.e2)  # P (or E) as the PV and dV GEMMs consume it
     ch.oc = plan.rnd(ch.nrm(torch.bmm(p_mma, ch.vb)))  # [Hkv, c*G, Dv]
     ch.delta = (ch.doc * ch.oc).sum(dim=-1)  # [Hkv, c*G]
-    seq.dvh[:, ch.lo:ch.hi].baddbmm_(p_mma.transpose(1, 2), ch.nrm(ch.doc))
+    seq.dvh[:, ch.lo : ch.hi].baddbmm_(p_mma.transpose(1, 2), ch.nrm(ch.doc))
 
 
 def _dp_pass(plan: PassPlan, ch: _Chunk) -> None:
@@ -545,8 +599,9 @@ def _magnitude_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc:
         if ch.fused:  # P and P (|dP| + |Delta|) from the fused pass
             pm, terms = terms
         else:
-            pm = e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(
-                e2.shape, dtype=mdt, device=dev))  # P
+            pm = (
+                e2.to(mdt) if inv2 is None else torch.mul(e2, inv2, out=torch.empty(e2.shape, dtype=mdt, device=dev))
+            )  # P
         mag["o"] = torch.maximum(mag["o"], _top(torch.bmm(pm, vabs[:, lo:hi])))
         _add_product(seq.dv_terms[:, lo:hi], pm.transpose(1, 2), doabs[:, r0:r1].reshape(Hkv, c * G, p.head_dim_v))
         dabs = ch.delta.abs().to(mdt).unsqueeze(-1)  # [Hkv, c*G, 1]
@@ -583,8 +638,8 @@ def _ds_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: _Accum
         if acc.edge is not None:
             Hkv, G, c, q0, r0, r1 = seq.Hkv, seq.G, ch.c, seq.q0, ch.r0, ch.r1
             rows_edge, cols_edge = _overflow_edge(ch.dp, ch.e2, ch.oc, ch.doc, ch.vb, plan.edge_at, plan.low, p.scale)
-            acc.edge["dq"][q0 + r0:q0 + r1] = rows_edge.view(Hkv, c, G).permute(1, 0, 2).reshape(c, p.heads_q)
-            seq.dk_edge[:, ch.lo:ch.hi] |= cols_edge
+            acc.edge["dq"][q0 + r0 : q0 + r1] = rows_edge.view(Hkv, c, G).permute(1, 0, 2).reshape(c, p.heads_q)
+            seq.dk_edge[:, ch.lo : ch.hi] |= cols_edge
         ch.dp = plan.rnd(ch.dp)
     acc.fused_chunks += ch.fused
     acc.gemm_chunks += ch.fused and ch.gemm is not FAILED
@@ -596,7 +651,7 @@ def _gradient_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, acc: 
     scale, ds = p.scale, ch.dp
     ch.dp = None
     dqc = torch.bmm(ds, ch.kb).mul_(scale if ch.inv2 is None else ch.inv2 * scale)  # [Hkv, c*G, D]
-    seq.dkh[:, ch.lo:ch.hi].baddbmm_(ds.transpose(1, 2), ch.nrm(ch.qc), alpha=scale)
+    seq.dkh[:, ch.lo : ch.hi].baddbmm_(ds.transpose(1, 2), ch.nrm(ch.qc), alpha=scale)
     del ds
     if acc.sink is not None:
         seen, row_lse = ch.seen, ch.row_lse
@@ -637,8 +692,9 @@ def _overflow_edge_at(dtype: torch.dtype) -> float | None:
     return float(fmax) + (float(fmax) - float(below)) / 2
 
 
-def _overflow_edge(ds, p, o, do, v, at: float, dtype: torch.dtype,
-                   scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def _overflow_edge(
+    ds, p, o, do, v, at: float, dtype: torch.dtype, scale: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows [heads, rows], cols [heads, keys]): where |dS| plus the band by which a correct
     kernel's dS may differ from this one (see above), stored unscaled or times the softmax
     ``scale`` (see above), reaches ``at`` (``_overflow_edge_at`` of the input ``dtype``),
@@ -685,8 +741,10 @@ def _shift_bounds(p, qh, khn, kh, plan, sq, sk, scale, sink) -> list:
     key or its gap exceeds SHIFT_SPAN (the chunk then takes the row maximum). Every chunk's
     bound is queued first and the gaps are read in one host sync per sequence, not one per
     chunk (a sync drains the GPU's queue before the chunk's GEMMs can be launched)."""
-    bounds = [_shift_bound(p, qh, khn, kh, r0, r1, lo, hi, sq, sk, scale, sink) if hi > lo else None
-              for r0, r1, lo, hi in plan]
+    bounds = [
+        _shift_bound(p, qh, khn, kh, r0, r1, lo, hi, sq, sk, scale, sink) if hi > lo else None
+        for r0, r1, lo, hi in plan
+    ]
     gaps = [b[1] for b in bounds if b is not None]
     ok = iter((torch.stack(gaps) <= SHIFT_SPAN).tolist() if gaps else [])
     return [None if b is None or not next(ok) else b[0] for b in bounds]
@@ -715,7 +773,7 @@ def _mask_partial_columns(s: torch.Tensor, p: Problem, r0: int, r1: int, lo: int
     c = r1 - r0
     for x0, x1 in ((lo, a0), (a1, hi)) if a1 > a0 else ((lo, hi),):
         if x1 > x0:
-            s[..., x0 - lo:x1 - lo].masked_fill_(~allowed[:, x0:x1].view(1, c, 1, x1 - x0), float("-inf"))
+            s[..., x0 - lo : x1 - lo].masked_fill_(~allowed[:, x0:x1].view(1, c, 1, x1 - x0), float("-inf"))
 
 
 def _mask_spec(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int, group: int):
@@ -767,8 +825,13 @@ def _fused_call(fz, wanted: bool | None, name: str, *args):
         if wanted:
             raise
         _FUSED["failed"] = True
-        warnings.warn(f"the float64 truth's fused passes are off for this process, eager from here: "
-                      f"{type(e).__name__}: {e}"[:400], RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"the float64 truth's fused passes are off for this process, eager from here: {type(e).__name__}: {e}"[
+                :400
+            ],
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return FAILED
 
 

@@ -107,15 +107,15 @@ def fp8_reference(inputs: Inputs, accumulator: str = "float32") -> Outputs:
         for h0, h1 in seq.chunks:
             prob, l, _ = _softmax(p, seq, h0, h1, sink, mm)
             pq = fp8.round_trip(prob, f.p_scale, p.dtype)
-            o[seq.q0:seq.q0 + seq.sq, h0:h1] = mm(pq, seq.v[h0:h1]).transpose(0, 1)
-            lse[seq.q0:seq.q0 + seq.sq, h0:h1] = l.transpose(0, 1)
+            o[seq.q0 : seq.q0 + seq.sq, h0:h1] = mm(pq, seq.v[h0:h1]).transpose(0, 1)
+            lse[seq.q0 : seq.q0 + seq.sq, h0:h1] = l.transpose(0, 1)
     o, o_scale, o_amax = fp8.store_current(o, p.dtype)
     delta = (o * inputs.do.to(F32)).sum(dim=-1)  # [total_q, Hq], from the stored O
 
     def ds_of(seq, h0, h1):
         prob, _, p_sink = _softmax(p, seq, h0, h1, sink, mm)
         dp = mm(seq.do[h0:h1], seq.v[h0:h1].transpose(1, 2))
-        d = delta[seq.q0:seq.q0 + seq.sq, h0:h1].transpose(0, 1).unsqueeze(-1)
+        d = delta[seq.q0 : seq.q0 + seq.sq, h0:h1].transpose(0, 1).unsqueeze(-1)
         return prob, prob * (dp - d), p_sink
 
     ds_amax = 0.0  # pass 1: dS's amax over the whole problem, the scale its FP8 store needs

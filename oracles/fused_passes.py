@@ -90,8 +90,9 @@ def _store_terms(pm_ptr, g_ptr, at, ok, e, inv, dp, d, BF16: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["w"])
-def _ds_terms_kernel(dp_ptr, e_ptr, delta_ptr, inv_ptr, pm_ptr, g_ptr, w, TERMS: tl.constexpr,
-                     BF16: tl.constexpr, BLOCK: tl.constexpr):
+def _ds_terms_kernel(
+    dp_ptr, e_ptr, delta_ptr, inv_ptr, pm_ptr, g_ptr, w, TERMS: tl.constexpr, BF16: tl.constexpr, BLOCK: tl.constexpr
+):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < w
@@ -115,21 +116,28 @@ def _ds_terms_kernel(dp_ptr, e_ptr, delta_ptr, inv_ptr, pm_ptr, g_ptr, w, TERMS:
 # Tiles from sweeps on the H200 (29 configs, each kernel alone at the 64k truth's chunk shape):
 # 32 x 64 x 16 is the fastest or within 2% of it for both kernels; 64 x 128 and 128 x 64 ran 3x
 # slower (the float64 accumulators spill).
-GEMM_TILES = {"scores_exp": {"BM": 32, "BN": 64, "BK": 16, "num_warps": 2, "num_stages": 3},
-              "dp_ds": {"BM": 32, "BN": 64, "BK": 16, "num_warps": 4, "num_stages": 3}}
+GEMM_TILES = {
+    "scores_exp": {"BM": 32, "BN": 64, "BK": 16, "num_warps": 2, "num_stages": 3},
+    "dp_ds": {"BM": 32, "BN": 64, "BK": 16, "num_warps": 4, "num_stages": 3},
+}
 
 
 @triton.jit
-def _qk_tile(a_ptr, b_ptr, rows, cols, M, w, D, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-             BD: tl.constexpr):
+def _qk_tile(a_ptr, b_ptr, rows, cols, M, w, D, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BD: tl.constexpr):
     """[BM, BN] float64: rows of A [M, D] times rows of B [w, D], transposed (row stride D)."""
     rk = tl.arange(0, BK)
     acc = tl.full([BM, BN], 0.0, tl.float64)
     for k0 in range(0, BD, BK):
-        a = tl.load(a_ptr + rows[:, None].to(tl.int64) * D + (k0 + rk)[None, :],
-                    mask=(rows[:, None] < M) & ((k0 + rk)[None, :] < D), other=0.0)
-        b = tl.load(b_ptr + cols[None, :].to(tl.int64) * D + (k0 + rk)[:, None],
-                    mask=(cols[None, :] < w) & ((k0 + rk)[:, None] < D), other=0.0)
+        a = tl.load(
+            a_ptr + rows[:, None].to(tl.int64) * D + (k0 + rk)[None, :],
+            mask=(rows[:, None] < M) & ((k0 + rk)[None, :] < D),
+            other=0.0,
+        )
+        b = tl.load(
+            b_ptr + cols[None, :].to(tl.int64) * D + (k0 + rk)[:, None],
+            mask=(cols[None, :] < w) & ((k0 + rk)[:, None] < D),
+            other=0.0,
+        )
         acc = tl.dot(a, b, acc, out_dtype=tl.float64)
     return acc
 
@@ -142,9 +150,29 @@ def _qk_tile(a_ptr, b_ptr, rows, cols, M, w, D, BM: tl.constexpr, BN: tl.constex
 # campaign's varied problems still meet many patterns, so chunked.FUSED_GEMM_MIN_SCORES keeps these
 # kernels to chunks large enough to pay for their compiles.
 @triton.jit(do_not_specialize=["M", "G", "base", "left", "right"])
-def _scores_exp_kernel(a_ptr, b_ptr, shift_ptr, e_ptr, part_ptr, M, w, D, G, nbn, a_bs, b_bs, base, left, right,
-                       HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                       BK: tl.constexpr, BD: tl.constexpr):
+def _scores_exp_kernel(
+    a_ptr,
+    b_ptr,
+    shift_ptr,
+    e_ptr,
+    part_ptr,
+    M,
+    w,
+    D,
+    G,
+    nbn,
+    a_bs,
+    b_bs,
+    base,
+    left,
+    right,
+    HAS_LEFT: tl.constexpr,
+    HAS_RIGHT: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    BD: tl.constexpr,
+):
     h = tl.program_id(2).to(tl.int64)
     pn = tl.program_id(1)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -166,9 +194,26 @@ def _scores_exp_kernel(a_ptr, b_ptr, shift_ptr, e_ptr, part_ptr, M, w, D, G, nbn
 
 
 @triton.jit(do_not_specialize=["M"])  # as _scores_exp_kernel
-def _dp_ds_terms_kernel(a_ptr, b_ptr, e_ptr, delta_ptr, inv_ptr, pm_ptr, g_ptr, M, w, D, a_bs, b_bs,
-                        TERMS: tl.constexpr, BF16: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                        BD: tl.constexpr):
+def _dp_ds_terms_kernel(
+    a_ptr,
+    b_ptr,
+    e_ptr,
+    delta_ptr,
+    inv_ptr,
+    pm_ptr,
+    g_ptr,
+    M,
+    w,
+    D,
+    a_bs,
+    b_bs,
+    TERMS: tl.constexpr,
+    BF16: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    BD: tl.constexpr,
+):
     h = tl.program_id(2).to(tl.int64)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
@@ -213,8 +258,13 @@ def exp_rowsum_(s: torch.Tensor, shift: torch.Tensor | None = None) -> torch.Ten
     return part.sum(dim=-1).view(s.shape[:-1])
 
 
-def ds_and_terms_(dp: torch.Tensor, e: torch.Tensor, delta: torch.Tensor, inv: torch.Tensor | None = None,
-                  terms_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
+def ds_and_terms_(
+    dp: torch.Tensor,
+    e: torch.Tensor,
+    delta: torch.Tensor,
+    inv: torch.Tensor | None = None,
+    terms_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
     """dS = (dP - Delta) E in place of ``dp`` (``delta``: one value per row). With
     ``terms_dtype``: also P = E * inv (``inv``: 1 / rowsum per row) and the error-budget
     terms P (|dP| + |Delta|), both in that dtype (computed in it, as chunked.py's eager
@@ -227,8 +277,19 @@ def ds_and_terms_(dp: torch.Tensor, e: torch.Tensor, delta: torch.Tensor, inv: t
     g = torch.empty(dp.shape, dtype=terms_dtype, device=dp.device) if terms else dp
     if n and w:
         iv = inv.contiguous() if terms else delta
-        _start(_ds_terms_kernel, (n, triton.cdiv(w, BLOCK)), dp, e, delta.contiguous(), iv, *_terms_out(pm, g), w,
-               TERMS=terms, BF16=terms_dtype == torch.bfloat16, BLOCK=BLOCK)
+        _start(
+            _ds_terms_kernel,
+            (n, triton.cdiv(w, BLOCK)),
+            dp,
+            e,
+            delta.contiguous(),
+            iv,
+            *_terms_out(pm, g),
+            w,
+            TERMS=terms,
+            BF16=terms_dtype == torch.bfloat16,
+            BLOCK=BLOCK,
+        )
     return (pm, g) if terms else None
 
 
@@ -246,8 +307,18 @@ def _heads_rows_dim(t: torch.Tensor, what: str) -> tuple[int, int, int, int]:
 
 def _launch(kernel, tile: dict, h: int, m: int, w: int, *args, BD: int, **const):
     grid = (triton.cdiv(m, tile["BM"]), triton.cdiv(w, tile["BN"]), h)
-    _start(kernel, grid, *args, **const, BM=tile["BM"], BN=tile["BN"], BK=tile["BK"], BD=max(BD, tile["BK"]),
-           num_warps=tile["num_warps"], num_stages=tile["num_stages"])
+    _start(
+        kernel,
+        grid,
+        *args,
+        **const,
+        BM=tile["BM"],
+        BN=tile["BN"],
+        BK=tile["BK"],
+        BD=max(BD, tile["BK"]),
+        num_warps=tile["num_warps"],
+        num_stages=tile["num_stages"],
+    )
 
 
 def scores_exp(q: torch.Tensor, k: torch.Tensor, shift: torch.Tensor, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -267,14 +338,42 @@ def scores_exp(q: torch.Tensor, k: torch.Tensor, shift: torch.Tensor, mask=None)
     part = torch.empty(h, m, nbn, dtype=torch.float64, device=q.device)
     if h and m and w:
         base, group, left, right = mask if mask is not None else (0, 1, None, None)
-        _launch(_scores_exp_kernel, tile, h, m, w, q, k, shift.contiguous(), e, part, m, w, d, group, nbn, q_bs,
-                k_bs, base, left or 0, right or 0, BD=triton.next_power_of_2(d), HAS_LEFT=left is not None,
-                HAS_RIGHT=right is not None)
+        _launch(
+            _scores_exp_kernel,
+            tile,
+            h,
+            m,
+            w,
+            q,
+            k,
+            shift.contiguous(),
+            e,
+            part,
+            m,
+            w,
+            d,
+            group,
+            nbn,
+            q_bs,
+            k_bs,
+            base,
+            left or 0,
+            right or 0,
+            BD=triton.next_power_of_2(d),
+            HAS_LEFT=left is not None,
+            HAS_RIGHT=right is not None,
+        )
     return e, part.sum(dim=-1)
 
 
-def dp_ds_and_terms_(do: torch.Tensor, v: torch.Tensor, e: torch.Tensor, delta: torch.Tensor,
-                     inv: torch.Tensor | None = None, terms_dtype: torch.dtype | None = None):
+def dp_ds_and_terms_(
+    do: torch.Tensor,
+    v: torch.Tensor,
+    e: torch.Tensor,
+    delta: torch.Tensor,
+    inv: torch.Tensor | None = None,
+    terms_dtype: torch.dtype | None = None,
+):
     """dS = (dP - Delta) E in place of ``e`` [heads, rows, keys] float64, with dP = do v^T
     (``do`` [heads, rows, dim], ``v`` [heads, keys, dim]) never stored; with ``terms_dtype``
     also (P, P (|dP| + |Delta|)) as ds_and_terms_ returns them."""
@@ -287,7 +386,25 @@ def dp_ds_and_terms_(do: torch.Tensor, v: torch.Tensor, e: torch.Tensor, delta: 
     g = torch.empty(e.shape, dtype=terms_dtype, device=e.device) if terms else e
     if h and m and w:
         iv = inv.contiguous() if terms else delta
-        _launch(_dp_ds_terms_kernel, GEMM_TILES["dp_ds"], h, m, w, do, v, e, delta.contiguous(), iv,
-                *_terms_out(pm, g), m, w, d, do_bs, v_bs, BD=triton.next_power_of_2(d), TERMS=terms,
-                BF16=terms_dtype == torch.bfloat16)
+        _launch(
+            _dp_ds_terms_kernel,
+            GEMM_TILES["dp_ds"],
+            h,
+            m,
+            w,
+            do,
+            v,
+            e,
+            delta.contiguous(),
+            iv,
+            *_terms_out(pm, g),
+            m,
+            w,
+            d,
+            do_bs,
+            v_bs,
+            BD=triton.next_power_of_2(d),
+            TERMS=terms,
+            BF16=terms_dtype == torch.bfloat16,
+        )
     return (pm, g) if terms else None

@@ -25,8 +25,9 @@ from .reference import allowed_mask
 
 
 @torch.no_grad()
-def own_stats_backward(inputs: Inputs, o: torch.Tensor, lse: torch.Tensor, *,
-                       max_chunk_elements: int = DEFAULT_MAX_CHUNK_ELEMENTS) -> Outputs:
+def own_stats_backward(
+    inputs: Inputs, o: torch.Tensor, lse: torch.Tensor, *, max_chunk_elements: int = DEFAULT_MAX_CHUNK_ELEMENTS
+) -> Outputs:
     """dQ, dK, dV (and dSink) in float64 from the given forward statistics ``o``, ``lse``."""
     p = inputs.problem
     dt = torch.float64
@@ -43,8 +44,8 @@ def own_stats_backward(inputs: Inputs, o: torch.Tensor, lse: torch.Tensor, *,
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
         if sq == 0:
             continue  # (sk == 0 with sq > 0 is a sequence of queries that see no key: sized views, never -1)
-        kx = x.k[k0:k0 + sk].repeat_interleave(G, dim=1)  # [sk, Hq, D]
-        vx = x.v[k0:k0 + sk].repeat_interleave(G, dim=1)
+        kx = x.k[k0 : k0 + sk].repeat_interleave(G, dim=1)  # [sk, Hq, D]
+        vx = x.v[k0 : k0 + sk].repeat_interleave(G, dim=1)
         rows = chunk_rows(p, sk, max_chunk_elements)
         for r0 in range(0, sq, rows):
             r1 = min(sq, r0 + rows)
@@ -65,10 +66,11 @@ def own_stats_backward(inputs: Inputs, o: torch.Tensor, lse: torch.Tensor, *,
                 ds = ds * dcap
             dq[sl] = torch.einsum("hck,khd->chd", ds, kx) * p.scale
             dk_c = torch.einsum("hck,chd->khd", ds, qc) * p.scale
-            dk[k0:k0 + sk] += dk_c.view(sk, Hkv, G, p.head_dim_qk).sum(dim=2)
-            dv[k0:k0 + sk] += torch.einsum("hck,chd->khd", pr, doc).view(sk, Hkv, G, p.head_dim_v).sum(dim=2)
+            dk[k0 : k0 + sk] += dk_c.view(sk, Hkv, G, p.head_dim_qk).sum(dim=2)
+            dv[k0 : k0 + sk] += torch.einsum("hck,chd->khd", pr, doc).view(sk, Hkv, G, p.head_dim_v).sum(dim=2)
             if sink is not None:
-                p_sink = torch.where(seen, torch.exp(sink - torch.where(seen, lse_h, torch.zeros_like(lse_h))),
-                                     torch.zeros_like(lse_h))
+                p_sink = torch.where(
+                    seen, torch.exp(sink - torch.where(seen, lse_h, torch.zeros_like(lse_h))), torch.zeros_like(lse_h)
+                )
                 dsink -= (p_sink * delta).sum(dim=-1)
     return Outputs(o=o, lse=lse, dq=dq, dk=dk, dv=dv, dsink=dsink)

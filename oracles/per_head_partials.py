@@ -23,9 +23,16 @@ def per_head_partials(inputs: Inputs) -> dict:
     float64: each query head's share of dK and dV before its group's sum."""
     p = inputs.problem
     g = p.group
-    mha = Inputs(problem=p.replace(heads_kv=p.heads_q, layout=CONTIGUOUS), q=inputs.q,
-                 k=inputs.k.repeat_interleave(g, dim=1), v=inputs.v.repeat_interleave(g, dim=1), do=inputs.do,
-                 sink=inputs.sink, cu_seqlens_q=inputs.cu_seqlens_q, cu_seqlens_k=inputs.cu_seqlens_k)
+    mha = Inputs(
+        problem=p.replace(heads_kv=p.heads_q, layout=CONTIGUOUS),
+        q=inputs.q,
+        k=inputs.k.repeat_interleave(g, dim=1),
+        v=inputs.v.repeat_interleave(g, dim=1),
+        do=inputs.do,
+        sink=inputs.sink,
+        cu_seqlens_q=inputs.cu_seqlens_q,
+        cu_seqlens_k=inputs.cu_seqlens_k,
+    )
     out = chunked_reference(mha, "float64")
     return {"dk": out.dk, "dv": out.dv}
 

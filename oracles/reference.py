@@ -59,8 +59,11 @@ def _attention(q, k, v, sink, allowed, scale, group, softcap=None):
     # also for an unmasked problem: masked_fill's result is contiguous where the product may not
     # be, and the reductions below add in another order on another layout (other last bits)
     s = s.masked_fill(~allowed.unsqueeze(0), float("-inf"))
-    m = s.detach().amax(dim=-1, keepdim=True) if s.shape[-1] else torch.full(
-        (*s.shape[:2], 1), float("-inf"), dtype=s.dtype, device=s.device)
+    m = (
+        s.detach().amax(dim=-1, keepdim=True)
+        if s.shape[-1]
+        else torch.full((*s.shape[:2], 1), float("-inf"), dtype=s.dtype, device=s.device)
+    )
     if sink is not None:
         m = torch.maximum(m, sink.detach().view(-1, 1, 1).to(s.dtype))
     m = torch.where(torch.isinf(m), 0.0, m)
@@ -94,22 +97,37 @@ def reference(inputs: Inputs, precision: str = "float64") -> Outputs:
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
         if sq == 0:
             continue
-        ob, lb = _attention(q[q0:q0 + sq], k[k0:k0 + sk], v[k0:k0 + sk], sink,
-                            allowed_mask(p, sq, sk, q.device), p.scale, p.group, p.softcap)
+        ob, lb = _attention(
+            q[q0 : q0 + sq],
+            k[k0 : k0 + sk],
+            v[k0 : k0 + sk],
+            sink,
+            allowed_mask(p, sq, sk, q.device),
+            p.scale,
+            p.group,
+            p.softcap,
+        )
         outs.append((q0, sq, ob))
-        lse[q0:q0 + sq] = lb.float()
+        lse[q0 : q0 + sq] = lb.float()
     if not outs:
         # No query row anywhere (every query sequence empty): nothing attends, so every
         # gradient is zero. autograd has no graph to walk here, so build them directly.
         return Outputs(
-            o=o, lse=lse, dq=torch.zeros_like(q), dk=torch.zeros_like(k), dv=torch.zeros_like(v),
+            o=o,
+            lse=lse,
+            dq=torch.zeros_like(q),
+            dk=torch.zeros_like(k),
+            dv=torch.zeros_like(v),
             dsink=None if sink is None else torch.zeros_like(sink).float(),
         )
     o = torch.cat([o[: outs[0][0]]] + _interleave(o, outs, p.total_q), dim=0)
     o.backward(x.do.to(dt))
     return Outputs(
-        o=o.detach(), lse=lse,
-        dq=q.grad, dk=k.grad, dv=v.grad,
+        o=o.detach(),
+        lse=lse,
+        dq=q.grad,
+        dk=k.grad,
+        dv=v.grad,
         dsink=None if sink is None else sink.grad.float(),
     )
 
@@ -148,18 +166,20 @@ def rows_reference(inputs: Inputs, precision: str = "same", max_elements: int = 
         rows = max(1, max_elements // max(1, sk * p.heads_q))
         for r0 in range(0, sq, rows):
             r1 = min(sq, r0 + rows)
-            q = x.q[q0 + r0:q0 + r1].detach().clone().requires_grad_(True)
-            k = x.k[k0:k0 + sk].detach().clone().requires_grad_(True)
-            v = x.v[k0:k0 + sk].detach().clone().requires_grad_(True)
+            q = x.q[q0 + r0 : q0 + r1].detach().clone().requires_grad_(True)
+            k = x.k[k0 : k0 + sk].detach().clone().requires_grad_(True)
+            v = x.v[k0 : k0 + sk].detach().clone().requires_grad_(True)
             sink = None if x.sink is None else x.sink.detach().to(dt).clone().requires_grad_(True)
-            ob, lb = _attention(q, k, v, sink, allowed_mask(p, sq, sk, dev, rows=(r0, r1)), p.scale, p.group,
-                                p.softcap)
+            ob, lb = _attention(q, k, v, sink, allowed_mask(p, sq, sk, dev, rows=(r0, r1)), p.scale, p.group, p.softcap)
             leaves = [q, k, v] + ([sink] if sink is not None else [])
-            grads = torch.autograd.grad(ob, leaves, x.do[q0 + r0:q0 + r1].to(dt), allow_unused=True)
-            o[q0 + r0:q0 + r1] = ob.detach()
-            lse[q0 + r0:q0 + r1] = lb.float()
-            for buf, g, at in ((dq, grads[0], slice(q0 + r0, q0 + r1)), (dk, grads[1], slice(k0, k0 + sk)),
-                               (dv, grads[2], slice(k0, k0 + sk))):
+            grads = torch.autograd.grad(ob, leaves, x.do[q0 + r0 : q0 + r1].to(dt), allow_unused=True)
+            o[q0 + r0 : q0 + r1] = ob.detach()
+            lse[q0 + r0 : q0 + r1] = lb.float()
+            for buf, g, at in (
+                (dq, grads[0], slice(q0 + r0, q0 + r1)),
+                (dk, grads[1], slice(k0, k0 + sk)),
+                (dv, grads[2], slice(k0, k0 + sk)),
+            ):
                 if g is not None:
                     buf[at] += g.to(buf.dtype)
             if sink is not None and grads[3] is not None:

@@ -59,17 +59,18 @@ def input_dtype_running_sum(inputs: Inputs, block_m: int, base: Outputs) -> Outp
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
         if sq == 0 or sk == 0:
             continue
-        q, do = x.q[q0:q0 + sq], x.do[q0:q0 + sq]
-        probs, ds = _sequence_partials(q, x.k[k0:k0 + sk], x.v[k0:k0 + sk], do, sink,
-                                       allowed_mask(p, sq, sk, q.device), p.scale, p.group)
+        q, do = x.q[q0 : q0 + sq], x.do[q0 : q0 + sq]
+        probs, ds = _sequence_partials(
+            q, x.k[k0 : k0 + sk], x.v[k0 : k0 + sk], do, sink, allowed_mask(p, sq, sk, q.device), p.scale, p.group
+        )
         for h in range(p.heads_q):
             g = h // p.group
             for i0 in range(0, sq, block):
                 i1 = min(sq, i0 + block)
                 part_v = probs[h, i0:i1].T @ do[i0:i1, h]
                 part_k = (ds[h, i0:i1].T @ q[i0:i1, h]) * p.scale
-                dv[k0:k0 + sk, g] = (dv[k0:k0 + sk, g].to(F64) + part_v).to(low)
-                dk[k0:k0 + sk, g] = (dk[k0:k0 + sk, g].to(F64) + part_k).to(low)
+                dv[k0 : k0 + sk, g] = (dv[k0 : k0 + sk, g].to(F64) + part_v).to(low)
+                dk[k0 : k0 + sk, g] = (dk[k0 : k0 + sk, g].to(F64) + part_k).to(low)
     return Outputs(o=base.o, lse=base.lse, dq=base.dq, dk=dk, dv=dv, dsink=base.dsink)
 
 

@@ -69,14 +69,21 @@ def _cutter(a, b, ea, eb, group: int, frac_bits: int):
     digits = 24 if a.dtype == torch.float32 else 53
     small = frac_bits + 2 + (group + 1).bit_length() <= digits and frac_bits + 2 <= 31
     # products below 2^126 are finite and never meet the quantum's lower clamp
-    if small and a.numel() and b.numel() and int(ea.max()) + int(eb.max()) <= 124 \
-            and bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all()):
+    if (
+        small
+        and a.numel()
+        and b.numel()
+        and int(ea.max()) + int(eb.max()) <= 124
+        and bool(torch.isfinite(a).all())
+        and bool(torch.isfinite(b).all())
+    ):
         return lambda t: t.to(torch.int32)
     return torch.trunc
 
 
-def mma_matmul(a: torch.Tensor, b: torch.Tensor, group: int = HOPPER_GROUP,
-               frac_bits: int = HOPPER_FRAC_BITS) -> torch.Tensor:
+def mma_matmul(
+    a: torch.Tensor, b: torch.Tensor, group: int = HOPPER_GROUP, frac_bits: int = HOPPER_FRAC_BITS
+) -> torch.Tensor:
     """a [..., M, K] @ b [..., K, N] as an FP8 tensor core's accumulator adds (module
     docstring), in float64 if either operand is, else float32 (exact for FP8 operands).
     Chunked over M so no step holds more than MAX_ELEMS aligned terms."""

@@ -13,5 +13,14 @@ from .coverage import coverage_table, expected_features, features
 from .edges import edge_problems
 from .problems import problems
 
-__all__ = ["problems", "edge_problems", "compile_keys", "features", "expected_features", "coverage_table",
-           "PROFILES", "Profile", "get_profile"]
+__all__ = [
+    "problems",
+    "edge_problems",
+    "compile_keys",
+    "features",
+    "expected_features",
+    "coverage_table",
+    "PROFILES",
+    "Profile",
+    "get_profile",
+]

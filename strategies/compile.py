@@ -102,16 +102,19 @@ def warm_problems(capability: Capability, profile, count: int | None) -> list[Pr
 def corpus_only(capability: Capability, profile) -> bool:
     """Whether draws under ``profile`` keep to ``corpus_configs`` (see the module docstring)."""
     key = capability.compile_key
-    return (bool(key) and capability.device == "cpu" and get_profile(profile).cpu_compile_configs == "corpus"
-            and set(key) <= set(ENUMERABLE))
+    return (
+        bool(key)
+        and capability.device == "cpu"
+        and get_profile(profile).cpu_compile_configs == "corpus"
+        and set(key) <= set(ENUMERABLE)
+    )
 
 
 def _domains(c: Capability, prof) -> dict:
     """Each enumerable compile-key field's values that draws under ``prof`` reach."""
     qk = [d for d in c.head_dims_qk if d <= prof.max_head_dim] or [min(c.head_dims_qk)]
     v = [d for d in c.v_dims if d <= prof.max_head_dim] or [min(c.v_dims)]
-    return {"dtype": list(c.dtypes), "head_dim_qk": qk, "head_dim_v": v,
-            "sinks": [False, True] if c.sinks else [False]}
+    return {"dtype": list(c.dtypes), "head_dim_qk": qk, "head_dim_v": v, "sinks": [False, True] if c.sinks else [False]}
 
 
 def corpus_configs(capability: Capability, profile) -> list[Problem]:
@@ -186,8 +189,12 @@ def compile_reuse(cases, capability: Capability) -> dict | None:
         if sig in seen:
             reusing += 1
         seen.add(sig)
-    return {"cases": n, "reusing": reusing, "configurations": len(seen),
-            "fraction": round(reusing / n, 4) if n else 0.0}
+    return {
+        "cases": n,
+        "reusing": reusing,
+        "configurations": len(seen),
+        "fraction": round(reusing / n, 4) if n else 0.0,
+    }
 
 
 def key_violations(events, compile_key) -> list[str]:

@@ -87,9 +87,14 @@ def _reach(c: Capability, prof) -> dict:
     S = max(1, min(c.max_seqlen, prof.max_seqlen))
     H = max(1, min(c.max_heads, prof.max_heads))
     HG = max(H, min(c.max_heads, prof.max_gqa_heads))
-    return {"S": S, "H": H, "HG": HG, "tile": max(c.block_m, c.block_n),
-            "batch": max(1, min(c.max_batch, prof.max_batch)),
-            "varlen_batch": max(1, min(c.max_batch, prof.max_varlen_batch))}
+    return {
+        "S": S,
+        "H": H,
+        "HG": HG,
+        "tile": max(c.block_m, c.block_n),
+        "batch": max(1, min(c.max_batch, prof.max_batch)),
+        "varlen_batch": max(1, min(c.max_batch, prof.max_varlen_batch)),
+    }
 
 
 def tile_edges(c: Capability) -> set[int]:
@@ -106,8 +111,7 @@ def head_dim_values(declared) -> list[int]:
     if len(ds) <= HEAD_DIMS_KEPT:
         return ds
     powers = [1 << k for k in range(4, 11)]
-    corners = {d for d in ds if d <= 8 or d % 32 == 0 or d == ds[-1]
-               or any(abs(d - m) <= 1 for m in powers)}
+    corners = {d for d in ds if d <= 8 or d % 32 == 0 or d == ds[-1] or any(abs(d - m) <= 1 for m in powers)}
     for step in (16, 8):
         for d in ds:
             if len(corners) >= HEAD_DIMS_KEPT:
@@ -129,8 +133,7 @@ def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
             dims.append(Dimension(name, values))
 
     add("dtype", [d for d in DTYPE_ORDER if d in c.dtypes])
-    add("head_dim_qk", head_dim_values([d for d in c.head_dims_qk if d <= prof.max_head_dim]
-                                       or [min(c.head_dims_qk)]))
+    add("head_dim_qk", head_dim_values([d for d in c.head_dims_qk if d <= prof.max_head_dim] or [min(c.head_dims_qk)]))
     if not c.equal_head_dims:
         add("head_dim_v", head_dim_values([d for d in c.v_dims if d <= prof.max_head_dim] or [min(c.v_dims)]))
     kv_broadcast = "kv_broadcast" in c.layouts
@@ -335,8 +338,9 @@ def _window(rng: random.Random, variant: int, length: int, block: int) -> int:
     return widths[variant % len(widths)] if variant < len(widths) else rng.randint(0, length + 1)
 
 
-def realise(config: dict, capability: Capability, profile="ci", *, variant: int = 0, free: dict | None = None
-            ) -> Problem | None:
+def realise(
+    config: dict, capability: Capability, profile="ci", *, variant: int = 0, free: dict | None = None
+) -> Problem | None:
     """The ``variant``-th cheapest Problem inside ``capability`` whose values include every
     value of ``config`` (dimension name -> value; a dimension left out takes its cheapest
     value), or None where that realisation is not a Problem the capability covers. ``free``
@@ -345,8 +349,9 @@ def realise(config: dict, capability: Capability, profile="ci", *, variant: int 
     return got if isinstance(got, Problem) else None
 
 
-def attempt(config: dict, capability: Capability, profile="ci", *, variant: int = 0, free: dict | None = None
-            ) -> Problem | str:
+def attempt(
+    config: dict, capability: Capability, profile="ci", *, variant: int = 0, free: dict | None = None
+) -> Problem | str:
     """``realise``'s Problem, or why there is none (one line)."""
     c, prof = capability, get_profile(profile)
     r = _reach(c, prof)
@@ -438,8 +443,15 @@ def _within(p: Problem, prof) -> bool:
     return scores <= prof.max_score_elements and p.total_q + p.total_k + 2 * p.pad_tail <= prof.max_tokens
 
 
-def realise_first(config: dict, capability: Capability, profile="ci", *, free: dict | None = None,
-                  accept=None, variants: int = VARIANTS) -> Problem | None:
+def realise_first(
+    config: dict,
+    capability: Capability,
+    profile="ci",
+    *,
+    free: dict | None = None,
+    accept=None,
+    variants: int = VARIANTS,
+) -> Problem | None:
     """The cheapest of the first ``variants`` realisations of ``config`` that ``accept`` (default:
     any) takes, or None."""
     for v in range(variants):
@@ -508,22 +520,29 @@ def plan(dims, *, strength: int = 2, covered=(), illegal=(), avoid=(), salt: str
         by_dims.setdefault(tuple(n for n, _ in pair), set()).add(tuple(v for _, v in pair))
     for names, bad in by_dims.items():
         if all(n in factors for n in names):
+
             def legal(row, names=names, bad=bad):
                 return tuple(row[n] for n in names) not in bad
 
             constraints.append({"operator": "fn", "requires": list(names), "evaluate": legal})
     for names, predicate in avoid:
         if all(n in factors for n in names):
-            constraints.append({"operator": "fn", "requires": list(names),
-                                "evaluate": (lambda row, predicate=predicate: not predicate(row))})
+            constraints.append(
+                {
+                    "operator": "fn",
+                    "requires": list(names),
+                    "evaluate": (lambda row, predicate=predicate: not predicate(row)),
+                }
+            )
     presets = [{n: v for n, v in row.items() if n in factors} for row in covered]
     seen = [dict(p) for p in presets]
     rows = make_async(factors, strength=strength, salt=salt, presets=presets, constraints=constraints or None)
     return (row for row in rows if row not in seen)
 
 
-def pair_coverage(problems, capability: Capability, profile="ci", *, strength: int = 2, claimed=None,
-                  dims=None) -> dict:
+def pair_coverage(
+    problems, capability: Capability, profile="ci", *, strength: int = 2, claimed=None, dims=None
+) -> dict:
     """Which claimed t-tuples of values the ``problems`` exercised, per dimension pair:
     {"strength", "claimed", "covered", "by_dimensions": {"a x b": [covered, claimed]},
     "missing": [pair_text...]}."""
@@ -540,6 +559,11 @@ def pair_coverage(problems, capability: Capability, profile="ci", *, strength: i
         row = by.setdefault(key, [0, 0])
         row[1] += 1
         row[0] += pair in hit
-    return {"strength": strength, "dimensions": [d.name for d in dims], "claimed": len(claimed),
-            "covered": len(hit), "by_dimensions": dict(sorted(by.items())),
-            "missing": sorted(pair_text(p) for p in claimed - hit)}
+    return {
+        "strength": strength,
+        "dimensions": [d.name for d in dims],
+        "claimed": len(claimed),
+        "covered": len(hit),
+        "by_dimensions": dict(sorted(by.items())),
+        "missing": sorted(pair_text(p) for p in claimed - hit),
+    }

@@ -71,8 +71,7 @@ def _len_features(prefix: str, lens, block: int) -> set[str]:
 
 
 def features(p: Problem, c: Capability) -> set[str]:
-    f = {"batch=1" if p.batch == 1 else "batch>1", f"dtype:{p.dtype}", f"values:{p.values}",
-         f"dim_qk={p.head_dim_qk}"}
+    f = {"batch=1" if p.batch == 1 else "batch>1", f"dtype:{p.dtype}", f"values:{p.values}", f"dim_qk={p.head_dim_qk}"}
     f.add(f"heads:{p.heads_q}/{p.heads_kv}")  # head counts as drawn
     if p.heads_q == p.heads_kv:
         f.add("heads:MHA")
@@ -109,8 +108,11 @@ def features(p: Problem, c: Capability) -> set[str]:
             f.add("varlen:many_short")
         tile = max(c.block_m, c.block_n)
         longs = [i for i, (a, b) in enumerate(pairs) if max(a, b) >= min(tile, c.max_seqlen)]
-        if p.batch >= 2 and len(longs) == 1 and all(
-                max(a, b) <= SHORT for i, (a, b) in enumerate(pairs) if i != longs[0]):
+        if (
+            p.batch >= 2
+            and len(longs) == 1
+            and all(max(a, b) <= SHORT for i, (a, b) in enumerate(pairs) if i != longs[0])
+        ):
             f.add("varlen:one_long")
         if p.pad_tail:
             f.add("varlen:pad_tail")
@@ -120,8 +122,11 @@ def features(p: Problem, c: Capability) -> set[str]:
     if p.causal:
         f.add(f"causal:{p.align}")
     if wl is not None or wr is not None:
-        f.add({(True, False): "window:left_only", (False, True): "window:right_only",
-               (True, True): "window:both"}[(wl is not None, wr is not None)])
+        f.add(
+            {(True, False): "window:left_only", (False, True): "window:right_only", (True, True): "window:both"}[
+                (wl is not None, wr is not None)
+            ]
+        )
         if 0 in (wl, wr):
             f.add("window:zero")
         if any(w is not None and w > p.max_seqlen_k for w in (wl, wr)):
@@ -138,8 +143,13 @@ def features(p: Problem, c: Capability) -> set[str]:
         if p.sink_center <= -20:
             f.add("sink:far_below")
     if any(w is not None and w < 0 for w in (wl, wr)):
-        f.add("negative_window:crossed" if p.empty_window else
-              "negative_window:right_of_diagonal" if wl is not None and wl < 0 else "negative_window:left_of_diagonal")
+        f.add(
+            "negative_window:crossed"
+            if p.empty_window
+            else "negative_window:right_of_diagonal"
+            if wl is not None and wl < 0
+            else "negative_window:left_of_diagonal"
+        )
     ls = logit_scale(p)
     if p.softcap is not None:
         f.add("softcap")
@@ -180,9 +190,15 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e.add("dims:not_multiple_of_16")
     least_q, least_k = min_lengths(c)  # the shortest lengths drawn
     for prefix, block, least in (("sq", c.block_m, least_q), ("sk", c.block_n, least_k)):
-        e |= _len_features(prefix, [x for x in (1, block - 1, block, block + 1, 64, 65, 128, 129)
-                                          if least <= x <= S and x % c.seqlen_multiple == 0],
-                           block)
+        e |= _len_features(
+            prefix,
+            [
+                x
+                for x in (1, block - 1, block, block + 1, 64, 65, 128, 129)
+                if least <= x <= S and x % c.seqlen_multiple == 0
+            ],
+            block,
+        )
     if c.seqlen_q_ne_k:
         e |= {"sq>sk", "sq<sk"}
     if c.varlen:
@@ -231,8 +247,9 @@ def beyond_profile(c: Capability, profile="ci") -> list[str]:
     out = []
     H, HG = min(c.max_heads, prof.max_heads), min(c.max_heads, max(prof.max_heads, prof.max_gqa_heads))
     if c.max_heads > H:
-        out.append(f"heads {H + 1}..{c.max_heads} (MHA/MQA; GQA to {HG})" if HG > H else
-                   f"heads {H + 1}..{c.max_heads}")
+        out.append(
+            f"heads {H + 1}..{c.max_heads} (MHA/MQA; GQA to {HG})" if HG > H else f"heads {H + 1}..{c.max_heads}"
+        )
     if c.max_seqlen > prof.max_seqlen:
         out.append(f"seqlen {prof.max_seqlen + 1}..{c.max_seqlen}")
     if c.max_batch > max(prof.max_batch, prof.max_varlen_batch):

@@ -35,8 +35,16 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
     qk_dims = sorted(c.head_dims_qk)
     v_dims = sorted(c.v_dims)
     d0 = qk_dims[0]
-    base = Problem(batch=1, seqlen_q=1, seqlen_k=1, heads_q=1, heads_kv=1, head_dim_qk=d0,
-                   head_dim_v=d0 if (d0 in v_dims or c.equal_head_dims) else v_dims[0], dtype=dtypes[0])
+    base = Problem(
+        batch=1,
+        seqlen_q=1,
+        seqlen_k=1,
+        heads_q=1,
+        heads_kv=1,
+        head_dim_qk=d0,
+        head_dim_v=d0 if (d0 in v_dims or c.equal_head_dims) else v_dims[0],
+        dtype=dtypes[0],
+    )
     mid = min(S, tile + 1)
     out = [base]
     add = out.append
@@ -56,30 +64,61 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
     add(base.replace(causal=True, seqlen_q=mid, seqlen_k=mid))  # square: fits every alignment
 
     # sliding windows: left only, right only, both, zero width, wider than the sequence, + causal
-    for wl, wr, causal in ((0, None, False), (None, 0, False), (3, 2, False), (S + 1, None, False),
-                           (None, S + 1, False), (0, 0, False), (4, None, True), (bn, None, True)):
+    for wl, wr, causal in (
+        (0, None, False),
+        (None, 0, False),
+        (3, 2, False),
+        (S + 1, None, False),
+        (None, S + 1, False),
+        (0, 0, False),
+        (4, None, True),
+        (bn, None, True),
+    ):
         for align in c.aligns:
-            add(base.replace(seqlen_q=mid, seqlen_k=min(S, mid + 7), window_left=wl, window_right=wr,
-                             causal=causal, align=align))
+            add(
+                base.replace(
+                    seqlen_q=mid, seqlen_k=min(S, mid + 7), window_left=wl, window_right=wr, causal=causal, align=align
+                )
+            )
         if not c.aligns:  # square only, where alignment cannot matter
             add(base.replace(seqlen_q=mid, seqlen_k=mid, window_left=wl, window_right=wr, causal=causal))
 
     # negative window sides: the window right of the diagonal, left of it, and bounds that cross
     # (left + right < 0: rows with no key, not full attention; FA4 before 4.0.0b30), alone,
     # under causal, with sinks (the sink alone in every row)
-    for wl, wr, causal, sinks in ((-2, 5, False, False), (6, -1, False, False), (-1, None, False, False),
-                                  (-3, 1, False, False), (-1, -1, False, False), (-2, None, True, False),
-                                  (-(bn + 1), bn, False, True)):
+    for wl, wr, causal, sinks in (
+        (-2, 5, False, False),
+        (6, -1, False, False),
+        (-1, None, False, False),
+        (-3, 1, False, False),
+        (-1, -1, False, False),
+        (-2, None, True, False),
+        (-(bn + 1), bn, False, True),
+    ):
         for align in c.aligns or (UNMASKED_ALIGN,):
-            add(base.replace(seqlen_q=mid, seqlen_k=min(S, mid + 7) if c.aligns else mid, window_left=wl,
-                             window_right=wr, causal=causal, sinks=sinks, align=align))
+            add(
+                base.replace(
+                    seqlen_q=mid,
+                    seqlen_k=min(S, mid + 7) if c.aligns else mid,
+                    window_left=wl,
+                    window_right=wr,
+                    causal=causal,
+                    sinks=sinks,
+                    align=align,
+                )
+            )
 
     # softcap: near the logits' scale (large logits capped: tanh bends), far below them (every
     # logit saturated, 1 - tanh^2 near 0), far above (tanh nearly the identity), Gemma's 50 with
     # a causal mask, a cap with sinks (the sink is not capped), a tiny cap at a tile edge
-    for cap, extra in ((4.0, dict(values="scaled", value_scale=4.0)), (0.05, dict(values="scaled", value_scale=4.0)),
-                       (1000.0, {}), (50.0, dict(causal=True)), (2.0, dict(sinks=True, sink_center=2.0)),
-                       (0.01, dict(seqlen_q=min(S, bm + 1)))):
+    for cap, extra in (
+        (4.0, dict(values="scaled", value_scale=4.0)),
+        (0.05, dict(values="scaled", value_scale=4.0)),
+        (1000.0, {}),
+        (50.0, dict(causal=True)),
+        (2.0, dict(sinks=True, sink_center=2.0)),
+        (0.01, dict(seqlen_q=min(S, bm + 1))),
+    ):
         add(base.replace(**{"seqlen_q": min(S, 9), "seqlen_k": mid, "softcap": cap, **extra}))
 
     # heads: GQA and MQA (tile-crossing keys, where a wrong head mapping shows in dK/dV)
@@ -98,8 +137,9 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
     # strides all differ; kv_broadcast on the MQA form of that problem
     kinds = declared(c)
     if len(kinds) > 1:
-        lay = base.replace(batch=min(B, 2), heads_q=min(H, 2), heads_kv=min(H, 2), seqlen_q=min(S, bn + 1),
-                           seqlen_k=min(S, bn + 3))
+        lay = base.replace(
+            batch=min(B, 2), heads_q=min(H, 2), heads_kv=min(H, 2), seqlen_q=min(S, bn + 1), seqlen_k=min(S, bn + 3)
+        )
         mqa = lay.replace(heads_kv=1)
         add(lay)
         add(mqa)
@@ -119,8 +159,7 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
     have = {p.head_dim_qk for p in out}
     for d in qk_dims:
         if d % 16 or d not in have:
-            add(base.replace(head_dim_qk=d, head_dim_v=d if d in v_dims else base.head_dim_v,
-                             seqlen_q=3, seqlen_k=mid))
+            add(base.replace(head_dim_qk=d, head_dim_v=d if d in v_dims else base.head_dim_v, seqlen_q=3, seqlen_k=mid))
 
     # every dtype
     for dt in dtypes:
@@ -195,30 +234,94 @@ def rounding_regressions(c: Capability) -> list[Problem]:
       long problem was computed in another order than cuBLAS's whole-row GEMMs): the naive
       same-dtype yardstick at every length, oracles/reference.py rows_reference. It fits
       sdpa-math's gpu corpus and the CUDA variants' (kernels/variants.py), no CPU kernel's."""
-    out = [Problem(batch=3, seqlen_q=(3, 1, 2), seqlen_k=(3, 2, 5), heads_q=2, heads_kv=1, head_dim_qk=32,
-                   head_dim_v=32, dtype="float16", values="mixed_do", value_scale=1.0, softmax_scale=4.9375, seed=s)
-           for s in (91, 160)]
-    out.append(Problem(seqlen_q=2, seqlen_k=3, heads_q=2, heads_kv=1, head_dim_qk=80, head_dim_v=16,
-                       dtype="float32", values="negative_lse", value_scale=4.0, seed=13))
+    out = [
+        Problem(
+            batch=3,
+            seqlen_q=(3, 1, 2),
+            seqlen_k=(3, 2, 5),
+            heads_q=2,
+            heads_kv=1,
+            head_dim_qk=32,
+            head_dim_v=32,
+            dtype="float16",
+            values="mixed_do",
+            value_scale=1.0,
+            softmax_scale=4.9375,
+            seed=s,
+        )
+        for s in (91, 160)
+    ]
+    out.append(
+        Problem(
+            seqlen_q=2,
+            seqlen_k=3,
+            heads_q=2,
+            heads_kv=1,
+            head_dim_qk=80,
+            head_dim_v=16,
+            dtype="float32",
+            values="negative_lse",
+            value_scale=4.0,
+            seed=13,
+        )
+    )
     lay = "kv_broadcast" if "kv_broadcast" in c.layouts else "contiguous"
-    out.append(Problem(seqlen_q=256, seqlen_k=1, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8,
-                       dtype="float16", values="large_do", value_scale=4.0, seed=7, layout=lay))
-    out.append(Problem(seqlen_q=650, seqlen_k=650, head_dim_qk=16, head_dim_v=16, dtype="float32",
-                       values="near_constant", seed=1))
+    out.append(
+        Problem(
+            seqlen_q=256,
+            seqlen_k=1,
+            heads_q=2,
+            heads_kv=1,
+            head_dim_qk=8,
+            head_dim_v=8,
+            dtype="float16",
+            values="large_do",
+            value_scale=4.0,
+            seed=7,
+            layout=lay,
+        )
+    )
+    out.append(
+        Problem(
+            seqlen_q=650, seqlen_k=650, head_dim_qk=16, head_dim_v=16, dtype="float32", values="near_constant", seed=1
+        )
+    )
     out.append(Problem(**SCALED_DS_OVERFLOW, layout=lay))
     out.append(Problem(**SDPA_MATH_LONG_ROWS))
     return out
 
 
 # fp16, scale 5.8, large dO: |scale dS| passes 65504 where |dS| does not (scaled-ds-stored)
-SCALED_DS_OVERFLOW = dict(seqlen_q=1, seqlen_k=128, heads_q=16, heads_kv=1, head_dim_qk=64, head_dim_v=64,
-                          dtype="float16", softmax_scale=5.8, values="large_do", value_scale=6.0, seed=2)
+SCALED_DS_OVERFLOW = dict(
+    seqlen_q=1,
+    seqlen_k=128,
+    heads_q=16,
+    heads_kv=1,
+    head_dim_qk=64,
+    head_dim_v=64,
+    dtype="float16",
+    softmax_scale=5.8,
+    values="large_do",
+    value_scale=6.0,
+    seed=2,
+)
 
 
 # float32, 1,458 near-constant keys, head dim 3, a window: sdpa-math failed it on an H100
-SDPA_MATH_LONG_ROWS = dict(seqlen_q=1395, seqlen_k=1458, heads_q=3, heads_kv=1, head_dim_qk=3, head_dim_v=3,
-                           dtype="float32", align="top_left", window_left=9, values="near_constant",
-                           value_scale=0.001, seed=3)
+SDPA_MATH_LONG_ROWS = dict(
+    seqlen_q=1395,
+    seqlen_k=1458,
+    heads_q=3,
+    heads_kv=1,
+    head_dim_qk=3,
+    head_dim_v=3,
+    dtype="float32",
+    align="top_left",
+    window_left=9,
+    values="near_constant",
+    value_scale=0.001,
+    seed=3,
+)
 
 
 def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
@@ -231,6 +334,7 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
     # caller); an empty varlen sequence stays empty where the kernel takes those
     least_q, least_k = min_lengths(c)
     if p.varlen:
+
         def lift(x, least):
             return 0 if x == 0 and c.empty_seqs else max(1, least, x)
 

@@ -46,8 +46,9 @@ def negative_window_sizes(max_len: int, blocks=(64,)) -> st.SearchStrategy[int]:
     edges = {1, 2, max_len, max_len + 1}
     for b in blocks:
         edges.update((b - 1, b, b + 1))
-    return st.one_of(st.integers(-(max_len + 1), -1), st.sampled_from(sorted((-e for e in edges if e >= 1),
-                                                                             reverse=True)))
+    return st.one_of(
+        st.integers(-(max_len + 1), -1), st.sampled_from(sorted((-e for e in edges if e >= 1), reverse=True))
+    )
 
 
 def window_side(capability: Capability, max_len: int, blocks) -> st.SearchStrategy[int]:
@@ -61,8 +62,12 @@ def window_side(capability: Capability, max_len: int, blocks) -> st.SearchStrate
 def masks(draw, capability: Capability, max_len: int):
     """A dict of the Problem's mask fields: causal, align, window_left, window_right."""
     kind = draw(st.sampled_from(mask_kinds(capability)))
-    out = {"causal": kind in ("causal", "causal_window"), "align": UNMASKED_ALIGN,
-           "window_left": None, "window_right": None}
+    out = {
+        "causal": kind in ("causal", "causal_window"),
+        "align": UNMASKED_ALIGN,
+        "window_left": None,
+        "window_right": None,
+    }
     if kind == "none":
         return out
     # a capability with no alignment masks square problems only, where it cannot matter

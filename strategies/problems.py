@@ -42,15 +42,21 @@ from .values import clamp_scale, dtypes, sink_settings, softcap_settings, softma
 SEED_MAX = 2**32 - 1
 
 
-def problems(capability: Capability, profile="ci", *, new_compile_p: float | None = None, warm_configs: int = 4,
-             warm=None, **size_knobs) -> st.SearchStrategy[Problem]:
+def problems(
+    capability: Capability,
+    profile="ci",
+    *,
+    new_compile_p: float | None = None,
+    warm_configs: int = 4,
+    warm=None,
+    **size_knobs,
+) -> st.SearchStrategy[Problem]:
     """A strategy of valid Problems inside ``capability``, sized by ``profile``
     ("quick", "ci", "nightly", "gpu"); see the module docstring for the knobs."""
     if not isinstance(capability, Capability):
         raise TypeError(f"capability must be a difftest Capability, got {type(capability).__name__}")
     prof = get_profile(profile).with_knobs(**size_knobs)
-    if new_compile_p is not None and (not isinstance(new_compile_p, (int, float))
-                                      or not 0.0 <= new_compile_p <= 1.0):
+    if new_compile_p is not None and (not isinstance(new_compile_p, (int, float)) or not 0.0 <= new_compile_p <= 1.0):
         raise ValueError(f"new_compile_p={new_compile_p!r} is invalid: allowed a probability in [0, 1] or None")
     if not isinstance(warm_configs, int) or warm_configs < 1:
         raise ValueError(f"warm_configs={warm_configs!r} is invalid: allowed an int >= 1")

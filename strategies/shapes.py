@@ -77,8 +77,9 @@ def lengths(lo: int, hi: int, blocks=(64, 128), least: int = 1, multiple: int = 
         return st.just(lo)
     if least <= 1 and multiple <= 1:  # no gap: plain integers, exactly the draws of before the minimums
         return st.one_of(st.integers(lo, hi), st.sampled_from(edge_lengths(lo, hi, blocks)))
-    return st.one_of(st.integers(to_index(lo), to_index(hi)).map(to_length),
-                     st.sampled_from(_edges(lo, hi, least, blocks, multiple)))
+    return st.one_of(
+        st.integers(to_index(lo), to_index(hi)).map(to_length), st.sampled_from(_edges(lo, hi, least, blocks, multiple))
+    )
 
 
 def blocks_of(capability: Capability) -> tuple[int, int]:
@@ -157,8 +158,9 @@ def head_dims(draw, capability: Capability, max_dim: int):
     return qk, others[min(draw(st.integers(0, len(others) - 1)), fit - 1)]
 
 
-def key_length(sq: int, lo: int, hi: int, blocks=(64, 128), least: int = 1,
-               multiple: int = 1) -> st.SearchStrategy[int]:
+def key_length(
+    sq: int, lo: int, hi: int, blocks=(64, 128), least: int = 1, multiple: int = 1
+) -> st.SearchStrategy[int]:
     """A key length in [lo, hi] for a query length ``sq``, drawn as ``sq + delta``; a
     non-zero key length is at least ``least`` (``Capability.min_seqlen_k``: the delta is
     counted in ``_index_space``, and "equal" means the legal length nearest ``sq``).

@@ -123,8 +123,11 @@ def expected_features(c: Capability) -> set[str]:
     e = set()
     for kind in sparsity_kinds(c):
         e |= {f"sparse:{kind}", "sparse:row_with_no_block", "sparse:single_block_rows"}
-        e |= ({"sparse:all_blocks_masked", "sparse:all_blocks_kept"} if kind == "block"
-              else {"sparse:topk_invalid", "sparse:topk_duplicate"})
+        e |= (
+            {"sparse:all_blocks_masked", "sparse:all_blocks_kept"}
+            if kind == "block"
+            else {"sparse:topk_invalid", "sparse:topk_duplicate"}
+        )
     return e
 
 
@@ -139,15 +142,25 @@ def edge_sparsities(c: Capability, S: int) -> list[tuple[dict, Sparsity]]:
     for bq, bk in _sizes(c, "block") if c.block_sparse else []:
         L = max(1, min(S, 3 * max(bq, bk) - 1))
         one = max(1, min(S, max(bq, bk)))
-        for changes, sp in (({}, dict(drop=0)), ({}, dict(drop=50, seed=1)), ({}, dict(drop=100)),
-                            ({}, dict(drop=0, empty=1, seed=2)), ({"causal": True}, dict(drop=30, seed=3)),
-                            ({"seqlen_q": one, "seqlen_k": one}, dict(drop=0))):
+        for changes, sp in (
+            ({}, dict(drop=0)),
+            ({}, dict(drop=50, seed=1)),
+            ({}, dict(drop=100)),
+            ({}, dict(drop=0, empty=1, seed=2)),
+            ({"causal": True}, dict(drop=30, seed=3)),
+            ({"seqlen_q": one, "seqlen_k": one}, dict(drop=0)),
+        ):
             out.append(({"seqlen_q": L, "seqlen_k": L, **changes}, Sparsity("block", bq, bk, **sp)))
     for bq, bk in _sizes(c, "topk") if c.topk_sparse else []:
         L = max(1, min(S, 4 * max(bq, bk) + 1))
         nk = -(-L // bk)
-        for changes, sp in (({}, dict(topk=1)), ({}, dict(topk=3, dup=100)), ({}, dict(topk=2, invalid=100)),
-                            ({}, dict(topk=4, invalid=30, dup=30, empty=1, seed=1)),
-                            ({}, dict(topk=nk + 1, seed=2)), ({"causal": True}, dict(topk=2, dup=40, seed=3))):
+        for changes, sp in (
+            ({}, dict(topk=1)),
+            ({}, dict(topk=3, dup=100)),
+            ({}, dict(topk=2, invalid=100)),
+            ({}, dict(topk=4, invalid=30, dup=30, empty=1, seed=1)),
+            ({}, dict(topk=nk + 1, seed=2)),
+            ({"causal": True}, dict(topk=2, dup=40, seed=3)),
+        ):
             out.append(({"seqlen_q": L, "seqlen_k": L, **changes}, Sparsity("topk", bq, bk, **sp)))
     return out

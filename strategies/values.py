@@ -82,8 +82,7 @@ def value_settings(draw, capability: Capability, dtype: str):
         rng = None if rng is None else (rng[0], min(rng[1], top))
     if rng is None:
         return kind, draw(st.sampled_from(ladder))
-    scale = draw(st.one_of(st.sampled_from(ladder),
-                           st.floats(rng[0], rng[1], allow_nan=False, allow_infinity=False)))
+    scale = draw(st.one_of(st.sampled_from(ladder), st.floats(rng[0], rng[1], allow_nan=False, allow_infinity=False)))
     return kind, float(scale)
 
 
@@ -93,8 +92,9 @@ def sink_settings(draw, capability: Capability):
     above the row maxima."""
     if not capability.sinks or not draw(st.booleans()):
         return False, 0.0
-    center = draw(st.one_of(st.sampled_from(SINK_CENTERS),
-                            st.floats(*SINK_RANGE, allow_nan=False, allow_infinity=False)))
+    center = draw(
+        st.one_of(st.sampled_from(SINK_CENTERS), st.floats(*SINK_RANGE, allow_nan=False, allow_infinity=False))
+    )
     return True, float(center)
 
 
@@ -102,8 +102,7 @@ def softmax_scales(capability: Capability) -> st.SearchStrategy[float | None]:
     """None (1/sqrt(head_dim_qk)) three draws in four, else a named or arbitrary scale."""
     if not capability.softmax_scale:
         return st.none()
-    custom = st.one_of(st.sampled_from(SOFTMAX_SCALES),
-                       st.floats(0.01, 10.0, allow_nan=False, allow_infinity=False))
+    custom = st.one_of(st.sampled_from(SOFTMAX_SCALES), st.floats(0.01, 10.0, allow_nan=False, allow_infinity=False))
     # a custom scale one draw in four: 0..2 (the shrink target) keep the default
     return st.integers(0, 3).flatmap(lambda k: custom if k == 3 else st.none())
 
@@ -121,8 +120,11 @@ def softcap_settings(capability: Capability, typical: float) -> st.SearchStrateg
 
     t = abs(typical)
     rel = [clamp(float(f"{r * t:.3g}")) for r in SOFTCAP_RELATIVE]
-    caps = st.one_of(st.sampled_from(SOFTCAPS), st.sampled_from(list(dict.fromkeys(rel))),
-                     st.floats(-SOFTCAP_OCTAVES, SOFTCAP_OCTAVES).map(lambda e: clamp(t * 2.0**e)))
+    caps = st.one_of(
+        st.sampled_from(SOFTCAPS),
+        st.sampled_from(list(dict.fromkeys(rel))),
+        st.floats(-SOFTCAP_OCTAVES, SOFTCAP_OCTAVES).map(lambda e: clamp(t * 2.0**e)),
+    )
     return st.integers(0, 3).flatmap(lambda k: caps if k == 3 else st.none())
 
 
@@ -137,16 +139,22 @@ def captured_problems(cap, capability: Capability, profile="ci") -> st.SearchStr
     smallest windows. Raises ValueError when no call fits the kernel."""
     prof = get_profile(profile)
     c = capability
-    fits = [call for call in cap.calls
-            if call.head_dim_qk in c.head_dims_qk and call.head_dim_v in c.v_dims
-            and (call.head_dim_qk == call.head_dim_v or not c.equal_head_dims)
-            and (call.heads_q == call.heads_kv or c.gqa)
-            and (c.causal or (not call.causal and not c.causal_required))
-            and min(call.seqlen_q, call.seqlen_k) >= max(c.min_seqlen_q, c.min_seqlen_k, c.seqlen_multiple)
-            and call.heads_q // call.heads_kv <= min(c.max_heads, prof.max_heads)]
+    fits = [
+        call
+        for call in cap.calls
+        if call.head_dim_qk in c.head_dims_qk
+        and call.head_dim_v in c.v_dims
+        and (call.head_dim_qk == call.head_dim_v or not c.equal_head_dims)
+        and (call.heads_q == call.heads_kv or c.gqa)
+        and (c.causal or (not call.causal and not c.causal_required))
+        and min(call.seqlen_q, call.seqlen_k) >= max(c.min_seqlen_q, c.min_seqlen_k, c.seqlen_multiple)
+        and call.heads_q // call.heads_kv <= min(c.max_heads, prof.max_heads)
+    ]
     if not fits:
-        raise ValueError(f"{cap.path}: no recorded call fits the kernel (head dims, GQA, causal, lengths): "
-                         f"calls {[(x.head_dim_qk, x.head_dim_v, x.heads_q, x.heads_kv, x.causal) for x in cap.calls]}")
+        raise ValueError(
+            f"{cap.path}: no recorded call fits the kernel (head dims, GQA, causal, lengths): "
+            f"calls {[(x.head_dim_qk, x.head_dim_v, x.heads_q, x.heads_kv, x.causal) for x in cap.calls]}"
+        )
     m = c.seqlen_multiple
 
     @st.composite
@@ -174,12 +182,25 @@ def captured_problems(cap, capability: Capability, profile="ci") -> st.SearchStr
         own = PROBLEM_DTYPES[call.dtype]
         dts = [own] + [d for d in DTYPE_ORDER if d != own]
         dtype = draw(st.sampled_from([d for d in dts if d in c.dtypes]))
-        default = 1.0 / (call.head_dim_qk ** 0.5)
+        default = 1.0 / (call.head_dim_qk**0.5)
         scale = call.scale if c.softmax_scale and abs(call.scale - default) > 1e-12 * default else None
         sl = CaptureSlice(cap.path, cap.sha256, call.index, call.extents, call.dtype, call.has_do, b0, h0, q0, k0)
-        return Problem(batch=batch, seqlen_q=sq, seqlen_k=sk, heads_q=heads_kv * g, heads_kv=heads_kv,
-                       head_dim_qk=call.head_dim_qk, head_dim_v=call.head_dim_v, dtype=dtype, causal=causal,
-                       align=align, softmax_scale=scale, values=CAPTURED, capture=sl, seed=0)
+        return Problem(
+            batch=batch,
+            seqlen_q=sq,
+            seqlen_k=sk,
+            heads_q=heads_kv * g,
+            heads_kv=heads_kv,
+            head_dim_qk=call.head_dim_qk,
+            head_dim_v=call.head_dim_v,
+            dtype=dtype,
+            causal=causal,
+            align=align,
+            softmax_scale=scale,
+            values=CAPTURED,
+            capture=sl,
+            seed=0,
+        )
 
     def ok(p):
         try:

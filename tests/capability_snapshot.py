@@ -34,16 +34,21 @@ def resolved() -> dict:
         for det in (False, True):
             caps[f"tilelang.capability_for({dev},{det})"] = capability_for(dev, det)
     for name, obj in sorted(vars(kernels_for_tests).items()):
-        if (inspect.isclass(obj) and obj.__module__ == kernels_for_tests.__name__
-                and isinstance(getattr(obj, "capability", None), Capability)):
+        if (
+            inspect.isclass(obj)
+            and obj.__module__ == kernels_for_tests.__name__
+            and isinstance(getattr(obj, "capability", None), Capability)
+        ):
             caps[f"tests.kernels_for_tests:{name}"] = obj.capability
     out = {}
     for name, c in sorted(caps.items()):
         if isinstance(c, str):
             out[name] = c
             continue
-        out[name] = {"capability": _cap(c),
-                     "expected_features": {p: sorted(expected_features(c, p)) for p in ("quick", "ci", "gpu")}}
+        out[name] = {
+            "capability": _cap(c),
+            "expected_features": {p: sorted(expected_features(c, p)) for p in ("quick", "ci", "gpu")},
+        }
     return out
 
 

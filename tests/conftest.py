@@ -22,8 +22,14 @@ def checkout_env(**extra) -> dict:
 
 
 def _run_difftest(*args, cwd, timeout=600, env=None):
-    return subprocess.run([sys.executable, "-m", "difftest", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env=checkout_env() if env is None else env)
+    return subprocess.run(
+        [sys.executable, "-m", "difftest", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=checkout_env() if env is None else env,
+    )
 
 
 @pytest.fixture

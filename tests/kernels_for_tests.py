@@ -13,8 +13,17 @@ from difftest.oracles.reference import reference
 
 # Every opt-in feature (what Capability() claimed before its defaults became the basics):
 # the engine's own test kernels serve them all.
-ALL_FEATURES = dict(equal_head_dims=False, gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=True,
-                    varlen=True, empty_seqs=True, pad_tail=True, sinks=True)
+ALL_FEATURES = dict(
+    equal_head_dims=False,
+    gqa=True,
+    causal=True,
+    aligns=("top_left", "bottom_right"),
+    window=True,
+    varlen=True,
+    empty_seqs=True,
+    pad_tail=True,
+    sinks=True,
+)
 
 
 def full_capability(**kw) -> Capability:
@@ -22,8 +31,9 @@ def full_capability(**kw) -> Capability:
     return Capability(**{**ALL_FEATURES, **kw})
 
 
-SMALL = Capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2,
-                   **ALL_FEATURES)
+SMALL = Capability(
+    dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2, **ALL_FEATURES
+)
 
 
 class RefKernel(KernelAdapter):
@@ -99,8 +109,9 @@ class PoisonAware(RefKernel):
 
     name = "test-unwritten"
     spec = "tests.kernels_for_tests:PoisonAware"
-    capability = Capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2,
-                            poison=True, **ALL_FEATURES)
+    capability = Capability(
+        dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2, poison=True, **ALL_FEATURES
+    )
     skip_last_head = True
 
     def corrupt(self, inputs, out):
@@ -130,8 +141,15 @@ class Flaky(RefKernel):
 
     name = "test-nondeterministic"
     spec = "tests.kernels_for_tests:Flaky"
-    capability = Capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4, max_batch=2,
-                            deterministic=True, **ALL_FEATURES)
+    capability = Capability(
+        dtypes=("float32",),
+        head_dims_qk=(8, 16),
+        max_seqlen=48,
+        max_heads=4,
+        max_batch=2,
+        deterministic=True,
+        **ALL_FEATURES,
+    )
 
     def corrupt(self, inputs, out):
         out.dq = out.dq + torch.randn_like(out.dq) * 1e-7 * out.dq.abs()

@@ -67,8 +67,13 @@ def _venv_over_this_interpreter(venv: Path) -> str:
     folders after the venv's own, so what pip installs there comes first. Returns its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     py = str(venv / "bin" / "python")
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
     (Path(site) / "outer_interpreter.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
     return py
@@ -82,24 +87,47 @@ def test_new_adapter_skeleton_installs_registers_and_passes(tmp_path):
     one its pyproject asks for, whatever this interpreter holds. This checkout's difftest comes
     first on the path."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "difftest", "new-adapter", "my-attn", "--dir", str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "difftest", "new-adapter", "my-attn", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "pip install -e " in r.stdout and "no-build-isolation" not in r.stdout
     pkg = tmp_path / "my-attn"
     assert {p.name for p in pkg.rglob("*.py")} == {"__init__.py", "kernel.py", "adapter.py", "test_my_attn.py"}
-    again = subprocess.run([sys.executable, "-m", "difftest", "new-adapter", "my-attn", "--dir", str(tmp_path)],
-                           capture_output=True, text=True, env=env, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "difftest", "new-adapter", "my-attn", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert again.returncode == 2 and "already exists" in again.stderr
     py = _venv_over_this_interpreter(tmp_path / "venv")
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "-e", str(pkg)],
-                       capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-deps", "-e", str(pkg)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    r = subprocess.run([py, "-m", "difftest", "list"], capture_output=True, text=True, env=env, timeout=120,
-                       cwd=tmp_path)
-    assert any(line.split()[:2] == ["my-attn", "my_attn.adapter:MyAttnAdapter"] for line in r.stdout.splitlines()), \
+    r = subprocess.run(
+        [py, "-m", "difftest", "list"], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
+    )
+    assert any(line.split()[:2] == ["my-attn", "my_attn.adapter:MyAttnAdapter"] for line in r.stdout.splitlines()), (
         r.stdout
-    r = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "--difftest-max-examples", "4"],
-                       capture_output=True, text=True, env=env, timeout=900, cwd=pkg)
+    )
+    r = subprocess.run(
+        [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "--difftest-max-examples", "4"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        cwd=pkg,
+    )
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
     assert "my-attn [quick]: passed" in r.stdout

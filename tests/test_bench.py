@@ -13,8 +13,22 @@ from difftest.measure.bench import oracle_markdown, run_oracle_bench
 def test_oracle_bench_times_the_truth_and_says_why_fa3_is_missing(tmp_path, capsys):
     out = tmp_path / "o.json"
     md = tmp_path / "o.md"
-    rc = main(["bench", "--oracle", "--device", "cpu", "--shape", "1,2,96,16", "--unskipped", "--eager",
-               "--json", str(out), "--markdown", str(md)])
+    rc = main(
+        [
+            "bench",
+            "--oracle",
+            "--device",
+            "cpu",
+            "--shape",
+            "1,2,96,16",
+            "--unskipped",
+            "--eager",
+            "--json",
+            str(out),
+            "--markdown",
+            str(md),
+        ]
+    )
     assert rc == 0
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 1 and rows[0]["shape"] == [1, 2, 96, 16]
@@ -50,12 +64,15 @@ def test_oracle_rows_render_as_markdown():
 class _Capped:
     """A stand-in kernel: capability up to 8192 keys, bfloat16 only; ``available`` says
     what time_backward would do next (it needs CUDA, so the test stops there)."""
+
     name = "capped"
 
     def __init__(self):
         from difftest.model.capability import Capability
-        self.capability = Capability(dtypes=("bfloat16",), head_dims_qk=(128,), max_seqlen=8192, max_heads=8,
-                                     causal=True, device="cuda")
+
+        self.capability = Capability(
+            dtypes=("bfloat16",), head_dims_qk=(128,), max_seqlen=8192, max_heads=8, causal=True, device="cuda"
+        )
 
     def available(self):
         return "reached the timing"
@@ -66,8 +83,16 @@ def test_oracle_bench_times_a_kernel_past_its_max_seqlen_but_nothing_else():
     from difftest.model.problem import Problem
 
     k = _Capped()
-    p = Problem(seqlen_q=16384, seqlen_k=16384, heads_q=8, heads_kv=8, head_dim_qk=128, head_dim_v=128,
-                dtype="bfloat16", causal=True)
+    p = Problem(
+        seqlen_q=16384,
+        seqlen_k=16384,
+        heads_q=8,
+        heads_kv=8,
+        head_dim_qk=128,
+        head_dim_v=128,
+        dtype="bfloat16",
+        causal=True,
+    )
     # the plain bench keeps the campaign's limit
     assert time_backward(k, p)["reason"] == "sequence longer than 8192"
     # the oracle bench passes the length check (and only it)
@@ -82,9 +107,31 @@ def test_inputs_bench_times_each_kind_and_compares_bytes_with_another_checkout(t
 
     root = Path(__file__).resolve().parents[1]
     out, md = tmp_path / "i.json", tmp_path / "i.md"
-    rc = main(["bench", "--inputs", "--device", "cpu", "--shape", "1,2,24,16", "--dtype", "bfloat16",
-               "--kind", "normal", "--kind", "loss_do", "--inputs-repeats", "1", "--before", str(root),
-               "--count-ops", "--json", str(out), "--markdown", str(md)])
+    rc = main(
+        [
+            "bench",
+            "--inputs",
+            "--device",
+            "cpu",
+            "--shape",
+            "1,2,24,16",
+            "--dtype",
+            "bfloat16",
+            "--kind",
+            "normal",
+            "--kind",
+            "loss_do",
+            "--inputs-repeats",
+            "1",
+            "--before",
+            str(root),
+            "--count-ops",
+            "--json",
+            str(out),
+            "--markdown",
+            str(md),
+        ]
+    )
     assert rc == 0
     rows = json.loads(out.read_text())["rows"]
     assert [r["kind"] for r in rows] == ["normal", "loss_do"]
@@ -107,8 +154,25 @@ def test_case_bench_splits_each_campaign_s_framework_time_per_case(tmp_path, cap
     --count-ops the ATen ops and host reads per case and phase (this process's)."""
     monkeypatch.chdir(tmp_path)
     out, md = tmp_path / "c.json", tmp_path / "c.md"
-    rc = main(["bench", "--cases", "-k", "torch-blockwise", "--examples", "3", "--case-profile", "quick",
-               "--mode", "both", "--count-ops", "--json", str(out), "--markdown", str(md)])
+    rc = main(
+        [
+            "bench",
+            "--cases",
+            "-k",
+            "torch-blockwise",
+            "--examples",
+            "3",
+            "--case-profile",
+            "quick",
+            "--mode",
+            "both",
+            "--count-ops",
+            "--json",
+            str(out),
+            "--markdown",
+            str(md),
+        ]
+    )
     assert rc == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["mode"], r["kernel"]) for r in rows] == [("alone", "torch-blockwise"), ("side", "torch-blockwise")]

@@ -69,8 +69,18 @@ DOC_GATES = {"status": "failed", "gates": ["dq:budget"]}
 
 
 def _rec(**kw):
-    return {"phase": "done", "status": "passed", "failed_gates": [], "reason": "", "error_type": "",
-            "used": ["toyattn 1"], "exit": 0, "timed_out": False, "last_line": "", **kw}
+    return {
+        "phase": "done",
+        "status": "passed",
+        "failed_gates": [],
+        "reason": "",
+        "error_type": "",
+        "used": ["toyattn 1"],
+        "exit": 0,
+        "timed_out": False,
+        "last_line": "",
+        **kw,
+    }
 
 
 def test_classify_against_the_documented_failure():
@@ -108,7 +118,7 @@ def test_classify_untestable_replays():
 
 
 # ---------------------------------------------------------------- versions made here
-ADAPTER = '''
+ADAPTER = """
 import toyattn
 from difftest.kernels.blockwise import BlockwiseAttention
 
@@ -119,7 +129,7 @@ class Toy(BlockwiseAttention):
     def grad_scale(self, p, which):
         s = super().grad_scale(p, which)
         return s * toyattn.DQ_FACTOR if which == "dq" else s
-'''
+"""
 
 
 def _package_files(version: int, bad_from: int) -> dict:
@@ -127,12 +137,14 @@ def _package_files(version: int, bad_from: int) -> dict:
     wrong (x1.25) from version ``bad_from`` on."""
     factor = 1.25 if version >= bad_from else 1.0
     info = f"toyattn-{version}.dist-info"
-    return {"toyattn/__init__.py": f"__version__ = '{version}'\nDQ_FACTOR = {factor}\n",
-            "toyattn/adapter.py": ADAPTER,
-            f"{info}/METADATA": f"Metadata-Version: 2.1\nName: toyattn\nVersion: {version}\n",
-            f"{info}/entry_points.txt": "[difftest.kernels]\ntoy = toyattn.adapter:Toy\n",
-            f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-            f"{info}/RECORD": ""}
+    return {
+        "toyattn/__init__.py": f"__version__ = '{version}'\nDQ_FACTOR = {factor}\n",
+        "toyattn/adapter.py": ADAPTER,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: toyattn\nVersion: {version}\n",
+        f"{info}/entry_points.txt": "[difftest.kernels]\ntoy = toyattn.adapter:Toy\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/RECORD": "",
+    }
 
 
 def _write_tree(root: Path, files: dict) -> Path:
@@ -151,11 +163,23 @@ def _wheel(folder: Path, version: int, bad_from: int) -> Path:
 
 
 def _reproducer(folder: Path, kernel="toy", status="failed", gates=("dq:budget",)) -> Path:
-    p = Problem(batch=1, seqlen_q=8, seqlen_k=8, heads_q=1, heads_kv=1, head_dim_qk=16, head_dim_v=16,
-                dtype="float32").validate()
+    p = Problem(
+        batch=1, seqlen_q=8, seqlen_k=8, heads_q=1, heads_kv=1, head_dim_qk=16, head_dim_v=16, dtype="float32"
+    ).validate()
     path = folder / "repro.json"
-    path.write_text(json.dumps({"kernel": kernel, "problem": p.to_dict(), "config": {}, "status": status,
-                                "failed_gates": list(gates), "reason": "", "verdicts": []}))
+    path.write_text(
+        json.dumps(
+            {
+                "kernel": kernel,
+                "problem": p.to_dict(),
+                "config": {},
+                "status": status,
+                "failed_gates": list(gates),
+                "reason": "",
+                "verdicts": [],
+            }
+        )
+    )
     return path
 
 
@@ -187,8 +211,11 @@ def test_bisect_over_folders_steps_around_an_untestable_one(tmp_path, capsys, mo
     PYTHONPATH (kept after the version's folders): its verdict would not be about site2."""
     base = _write_tree(tmp_path / "base", _package_files(0, bad_from=9))
     monkeypatch.setenv("PYTHONPATH", str(base))
-    dirs = [_write_tree(tmp_path / "site1", _package_files(1, bad_from=3)), tmp_path / "site2",
-            _write_tree(tmp_path / "site3", _package_files(3, bad_from=3))]
+    dirs = [
+        _write_tree(tmp_path / "site1", _package_files(1, bad_from=3)),
+        tmp_path / "site2",
+        _write_tree(tmp_path / "site3", _package_files(3, bad_from=3)),
+    ]
     dirs[1].mkdir()
     listing = tmp_path / "versions.txt"
     listing.write_text("# oldest first\n" + "\n".join(d.name for d in dirs) + "\n")  # relative to the file
@@ -202,10 +229,16 @@ def test_bisect_over_folders_steps_around_an_untestable_one(tmp_path, capsys, mo
 
 
 def _git(repo, *args):
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
 
 
 def _toy_repo(tmp_path, n=3, bad_from=1) -> tuple[Path, list[str]]:
@@ -230,8 +263,24 @@ BUILD = "rm -rf _v && mkdir _v && cp -r src/. _v/"  # a stand-in for pip install
 def test_bisect_over_a_git_range_with_a_build(tmp_path, capsys):
     repo, shas = _toy_repo(tmp_path)
     work = tmp_path / "work"
-    rc, out, err = _main([_reproducer(tmp_path), "--git", repo, "--range", f"{shas[0]}..{shas[-1]}",
-                          "--build", BUILD, "--path", "_v", "--work", work, "--json", tmp_path / "r.json"], capsys)
+    rc, out, err = _main(
+        [
+            _reproducer(tmp_path),
+            "--git",
+            repo,
+            "--range",
+            f"{shas[0]}..{shas[-1]}",
+            "--build",
+            BUILD,
+            "--path",
+            "_v",
+            "--work",
+            work,
+            "--json",
+            tmp_path / "r.json",
+        ],
+        capsys,
+    )
     assert rc == 0, out + err
     r = json.loads((tmp_path / "r.json").read_text())
     assert r["first_bad"] == f"{shas[1][:10]} toyattn 1" and r["last_good"] == f"{shas[0][:10]} toyattn 0"
@@ -252,16 +301,20 @@ def test_as_a_git_bisect_run_script(tmp_path):
     _git(repo, "bisect", "start", shas[-1], shas[0])
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    r = subprocess.run(["git", "-C", str(repo), "bisect", "run", *run[:4], str(broken), *run[5:]],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["git", "-C", str(repo), "bisect", "run", *run[:4], str(broken), *run[5:]], capture_output=True, text=True
+    )
     assert r.returncode != 0 and "is the first bad commit" not in r.stdout
     assert "not valid JSON" in r.stderr + r.stdout
 
 
 def test_run_mode_untestable_is_125(tmp_path):
     """git bisect run skips a commit on 125 (0 and 1: test_as_a_git_bisect_run_script)."""
-    r = subprocess.run([sys.executable, "-m", "difftest", "bisect", str(_reproducer(tmp_path)), "--run", "--here",
-                        str(tmp_path)], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "difftest", "bisect", str(_reproducer(tmp_path)), "--run", "--here", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 125 and "untestable" in r.stdout, r.stdout + r.stderr
 
 
@@ -332,9 +385,13 @@ def _argparse_exit(args, capsys):
 def test_bad_git_ranges(tmp_path, capsys):
     repo, shas = _toy_repo(tmp_path, n=3)
     repro = _reproducer(tmp_path)
-    for rng, words in ((shas[0], "allowed OLD..NEW"), (f"{shas[0]}..nosuch", "is not a commit"),
-                       (f"{shas[2]}..{shas[0]}", "not an ancestor"), (f"--all..{shas[0]}", "not a commit name"),
-                       (f"{shas[1]}..{shas[1]}", "no commit between")):
+    for rng, words in (
+        (shas[0], "allowed OLD..NEW"),
+        (f"{shas[0]}..nosuch", "is not a commit"),
+        (f"{shas[2]}..{shas[0]}", "not an ancestor"),
+        (f"--all..{shas[0]}", "not a commit name"),
+        (f"{shas[1]}..{shas[1]}", "no commit between"),
+    ):
         rc, out, err = _main([repro, "--git", repo, f"--range={rng}"], capsys)
         assert rc == 2 and len(err.strip().splitlines()) == 1 and words in err, (rng, err)
     rc, out, err = _main([repro, "--git", repo, "--range", f"{shas[0]}..{shas[1]}", "--path", "../up"], capsys)

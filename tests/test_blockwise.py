@@ -13,30 +13,85 @@ from difftest.model.problem import Problem
 
 FEATURES = {
     "dense-fp32": Problem(batch=2, seqlen_q=37, seqlen_k=53, heads_q=2, heads_kv=2),
-    "causal-br-gqa-dims": Problem(batch=2, seqlen_q=37, seqlen_k=53, heads_q=4, heads_kv=2, head_dim_qk=40,
-                                  head_dim_v=24, causal=True, align="bottom_right"),
-    "causal-tl-mqa-sinks": Problem(batch=2, seqlen_q=53, seqlen_k=37, heads_q=4, heads_kv=1, causal=True,
-                                   align="top_left", sinks=True, sink_center=2.0),
+    "causal-br-gqa-dims": Problem(
+        batch=2,
+        seqlen_q=37,
+        seqlen_k=53,
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=40,
+        head_dim_v=24,
+        causal=True,
+        align="bottom_right",
+    ),
+    "causal-tl-mqa-sinks": Problem(
+        batch=2,
+        seqlen_q=53,
+        seqlen_k=37,
+        heads_q=4,
+        heads_kv=1,
+        causal=True,
+        align="top_left",
+        sinks=True,
+        sink_center=2.0,
+    ),
     "causal-br-masked-rows": Problem(seqlen_q=40, seqlen_k=9, causal=True, align="bottom_right"),
-    "varlen-empty-pad-sinks": Problem(batch=4, seqlen_q=(5, 0, 40, 3), seqlen_k=(0, 7, 33, 17), heads_q=2,
-                                      heads_kv=1, causal=True, sinks=True, pad_tail=3),
-    "window-fp16": Problem(seqlen_q=70, seqlen_k=50, heads_q=3, heads_kv=3, window_left=5, window_right=3,
-                           dtype="float16"),
-    "window-top-left-bf16": Problem(batch=2, seqlen_q=20, seqlen_k=45, heads_q=2, heads_kv=1, window_left=0,
-                                    window_right=7, align="top_left", dtype="bfloat16", head_dim_qk=59,
-                                    head_dim_v=59),
-    "custom-scale-large-logits": Problem(seqlen_q=33, seqlen_k=65, softmax_scale=0.7, values="scaled",
-                                         value_scale=8.0),
+    "varlen-empty-pad-sinks": Problem(
+        batch=4,
+        seqlen_q=(5, 0, 40, 3),
+        seqlen_k=(0, 7, 33, 17),
+        heads_q=2,
+        heads_kv=1,
+        causal=True,
+        sinks=True,
+        pad_tail=3,
+    ),
+    "window-fp16": Problem(
+        seqlen_q=70, seqlen_k=50, heads_q=3, heads_kv=3, window_left=5, window_right=3, dtype="float16"
+    ),
+    "window-top-left-bf16": Problem(
+        batch=2,
+        seqlen_q=20,
+        seqlen_k=45,
+        heads_q=2,
+        heads_kv=1,
+        window_left=0,
+        window_right=7,
+        align="top_left",
+        dtype="bfloat16",
+        head_dim_qk=59,
+        head_dim_v=59,
+    ),
+    "custom-scale-large-logits": Problem(seqlen_q=33, seqlen_k=65, softmax_scale=0.7, values="scaled", value_scale=8.0),
     "one-key": Problem(seqlen_q=33, seqlen_k=1, head_dim_qk=8, head_dim_v=8),
     "negative-lse": Problem(seqlen_q=17, seqlen_k=30, values="negative_lse", value_scale=4.0, sinks=True),
     # softcap near the logits' scale, in fp16 under GQA, sinks and a causal window across tiles
-    "softcap-fp16-gqa-sinks": Problem(batch=2, seqlen_q=37, seqlen_k=53, heads_q=4, heads_kv=2, causal=True,
-                                      window_left=20, sinks=True, softcap=3.0, values="scaled", value_scale=2.0,
-                                      dtype="float16"),
+    "softcap-fp16-gqa-sinks": Problem(
+        batch=2,
+        seqlen_q=37,
+        seqlen_k=53,
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        window_left=20,
+        sinks=True,
+        softcap=3.0,
+        values="scaled",
+        value_scale=2.0,
+        dtype="float16",
+    ),
     "softcap-tiny-bf16": Problem(seqlen_q=33, seqlen_k=40, softcap=0.05, dtype="bfloat16"),
     # a window right of the diagonal, and crossed bounds in one varlen batch (rows with no key)
-    "negative-window-varlen": Problem(batch=3, seqlen_q=(9, 40, 0), seqlen_k=(20, 33, 5), heads_q=2, heads_kv=1,
-                                      window_left=-4, window_right=11, align="top_left"),
+    "negative-window-varlen": Problem(
+        batch=3,
+        seqlen_q=(9, 40, 0),
+        seqlen_k=(20, 33, 5),
+        heads_q=2,
+        heads_kv=1,
+        window_left=-4,
+        window_right=11,
+        align="top_left",
+    ),
     "crossed-window-sinks": Problem(seqlen_q=35, seqlen_k=35, window_left=-3, window_right=2, sinks=True),
 }
 
@@ -70,8 +125,8 @@ def test_writes_every_element_of_the_poisoned_buffers(kernel):
         assert not is_poison(t).any(), f"{name} left poison"
         assert t.data_ptr() == out.get(name).data_ptr(), f"{name} not written in place"
     # unused tail tokens and empty sequences hold zeros (and -inf LSE without a sink)
-    assert torch.equal(got.dq[-p.pad_tail:], torch.zeros_like(got.dq[-p.pad_tail:]))
-    assert torch.equal(got.dk[-p.pad_tail:], torch.zeros_like(got.dk[-p.pad_tail:]))
+    assert torch.equal(got.dq[-p.pad_tail :], torch.zeros_like(got.dq[-p.pad_tail :]))
+    assert torch.equal(got.dk[-p.pad_tail :], torch.zeros_like(got.dk[-p.pad_tail :]))
 
 
 def test_unwritten_region_is_visible_as_poison(kernel):

@@ -32,8 +32,9 @@ def test_a_correct_kernel_gets_no_breakdown():
 
 
 def test_sequences_and_tiles_of_a_varlen_output():
-    p = Problem(batch=3, seqlen_q=(5, 0, 9), seqlen_k=(5, 3, 9), heads_q=2, heads_kv=2, head_dim_qk=8, head_dim_v=8,
-                pad_tail=2).validate()
+    p = Problem(
+        batch=3, seqlen_q=(5, 0, 9), seqlen_k=(5, 3, 9), heads_q=2, heads_kv=2, head_dim_qk=8, head_dim_v=8, pad_tail=2
+    ).validate()
     truth = torch.zeros(p.total_q, 2, 8, dtype=torch.float64)
     got = truth.clone().float()
     got[5 + 4 + 0, 1, 3] = 1.0  # sequence 2, token 4: first tile of 4 rows is 0..3, so tile 1
@@ -42,8 +43,9 @@ def test_sequences_and_tiles_of_a_varlen_output():
     assert b["sequence"] == {"index": [0, 2], "max_err": [0.0, 1.0], "wrong": [2], "right": [0]}
     assert b["tile"]["wrong"] == [1] and b["tile"]["right"] == [0, 2] and b["tile_side"] == "query"
     assert b["head"]["wrong"] == [1] and b["head"]["right"] == [0]
-    assert render(b) == ("by head: wrong 1, right 0; by sequence: wrong 2, right 0; "
-                         "by query tile of 4 rows: wrong 1, right 0,2")
+    assert render(b) == (
+        "by head: wrong 1, right 0; by sequence: wrong 2, right 0; by query tile of 4 rows: wrong 1, right 0,2"
+    )
 
 
 def test_nonfinite_mismatch_counts_as_wrong_and_equal_infinities_as_right():

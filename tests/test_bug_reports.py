@@ -41,13 +41,16 @@ SCRIPT_MAX_LINES = 66  # "about 60": the two cuDNN graph scripts need a few more
 HEADER = ("- Package:", "- Environment:", "- Retested:", "- First bad release:", "- Already reported:")
 SECTIONS = ("## What happens", "## Reproduce", "## Expected vs got", "## Where")
 # our words: a maintainer should meet none of them
-BANNED = re.compile(r"(?<![/.\w])(difftest|campaigns?|gates?|budgets?|findings?|yardsticks?|adapters?|surveys?|shrunk|"
-                    r"k_needed|reproducer json|call [A-Z]\d*|phase \d+)(?![/.\w])",  # not inside a path
-                    re.IGNORECASE)
+BANNED = re.compile(
+    r"(?<![/.\w])(difftest|campaigns?|gates?|budgets?|findings?|yardsticks?|adapters?|surveys?|shrunk|"
+    r"k_needed|reproducer json|call [A-Z]\d*|phase \d+)(?![/.\w])",  # not inside a path
+    re.IGNORECASE,
+)
 STATUSES = ("ready", "known-upstream", "fixed-upstream")
 # the header item only (its continuation lines are indented): a date, then what the script did
-RETESTED = re.compile(r"^- Retested: (not\b|20\d\d-\d\d-\d\d, (?:[^\n]|\n  )*?(still fails|fixed|exits [01]))",
-                      re.MULTILINE)
+RETESTED = re.compile(
+    r"^- Retested: (not\b|20\d\d-\d\d-\d\d, (?:[^\n]|\n  )*?(still fails|fixed|exits [01]))", re.MULTILINE
+)
 # reports whose failure difftest's judge does not see (no reproducer JSON), and why
 NO_REPRODUCER = {
     "cudnn/REPORT-fp8-bwd-amax-short-seq.md": "the judge checks O, LSE and gradients; amax outputs are not judged",
@@ -71,7 +74,7 @@ def _split(text: str) -> tuple[list[str], str | None]:
     m = re.search(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
     if not m:
         return text.splitlines(), None
-    return (text[: m.start()] + text[m.end():]).splitlines(), m.group(1)
+    return (text[: m.start()] + text[m.end() :]).splitlines(), m.group(1)
 
 
 # ------------------------------------------------------------------ 2. the upstream text
@@ -79,8 +82,9 @@ def _split(text: str) -> tuple[list[str], str | None]:
 def test_report_stands_alone(path):
     text = path.read_text()
     prose, block = _split(text)
-    assert len(prose) <= REPORT_MAX_LINES, \
+    assert len(prose) <= REPORT_MAX_LINES, (
         f"{path.name}: {len(prose)} lines outside the script (allowed {REPORT_MAX_LINES})"
+    )
     assert prose[0].startswith("# "), f"{path.name}: the first line is the title"
     for h in HEADER:
         assert any(line.startswith(h) for line in prose[:18]), f"{path.name}: no '{h}' line in the header"
@@ -97,8 +101,9 @@ def test_report_stands_alone(path):
 
 
 def _scripts(reports):
-    return sorted({p.parent / SCRIPT_LINE.search(p.read_text()).group(1) for p in reports
-                   if SCRIPT_LINE.search(p.read_text())})
+    return sorted(
+        {p.parent / SCRIPT_LINE.search(p.read_text()).group(1) for p in reports if SCRIPT_LINE.search(p.read_text())}
+    )
 
 
 SCRIPTS = _scripts(REPORTS)
@@ -107,8 +112,9 @@ SCRIPTS = _scripts(REPORTS)
 @pytest.mark.parametrize("path", REPORTS + DRAFTS, ids=_ids(REPORTS + DRAFTS))
 def test_retest_is_recorded_and_drafts_say_so(path):
     text = path.read_text()
-    assert RETESTED.search(text), \
+    assert RETESTED.search(text), (
         f"{path.name}: '- Retested:' needs 'not ...' or 'YYYY-MM-DD, <card, versions>: still fails / fixed / exits N'"
+    )
     top = "\n".join(text.splitlines()[:6])
     if path.name.startswith("DRAFT-"):
         assert "UNCONFIRMED" in top, f"{path.name}: a draft says UNCONFIRMED at the top"
@@ -129,8 +135,13 @@ def test_script_is_short_and_standalone(path):
 
 def test_every_report_and_note_is_listed_with_its_status():
     readme = (BUGS / "README.md").read_text()
-    rows = dict(re.findall(r"^\| \[([a-z0-9-]+/(?:REPORT|NOTE|DRAFT)-[a-z0-9-]+\.md)\]\([^)]*\) \|.*\| ([a-z-]+) \|$",
-                           readme, re.MULTILINE))
+    rows = dict(
+        re.findall(
+            r"^\| \[([a-z0-9-]+/(?:REPORT|NOTE|DRAFT)-[a-z0-9-]+\.md)\]\([^)]*\) \|.*\| ([a-z-]+) \|$",
+            readme,
+            re.MULTILINE,
+        )
+    )
     for p in REPORTS:
         key = str(p.relative_to(BUGS))
         assert rows.get(key) in STATUSES, f"README.md lists {key} with status {rows.get(key)!r}: allowed {STATUSES}"
@@ -148,8 +159,9 @@ def test_every_reproducer_is_replayed_beside_its_report():
         if p.name.endswith(".sanitizer.json"):
             continue
         replay = p.parent / "REPLAY.md"
-        assert replay.exists() and f"results/bugs/{p.parent.name}/{p.name}" in replay.read_text(), \
+        assert replay.exists() and f"results/bugs/{p.parent.name}/{p.name}" in replay.read_text(), (
             f"{p.parent.name}/REPLAY.md does not say how to replay {p.name}"
+        )
 
 
 def test_the_gpu_retest_runs_every_script():
@@ -260,11 +272,27 @@ class Judged:
 
     def verdicts(self, got: Outputs):
         refs = self.refs
-        v = check_outputs(self.problem, got, refs.truth, refs.yardsticks, GateConfig(), expected=self.cap.outputs,
-                          yardstick=refs.flash, inputs=self.inputs)
+        v = check_outputs(
+            self.problem,
+            got,
+            refs.truth,
+            refs.yardsticks,
+            GateConfig(),
+            expected=self.cap.outputs,
+            yardstick=refs.flash,
+            inputs=self.inputs,
+        )
         if refs.more is not None and any(not x.passed for x in v):  # the further designs, as the runner does
-            v = check_outputs(self.problem, got, refs.truth, refs.yardsticks + refs.more(), GateConfig(),
-                              expected=self.cap.outputs, yardstick=refs.flash, inputs=self.inputs)
+            v = check_outputs(
+                self.problem,
+                got,
+                refs.truth,
+                refs.yardsticks + refs.more(),
+                GateConfig(),
+                expected=self.cap.outputs,
+                yardstick=refs.flash,
+                inputs=self.inputs,
+            )
         return v
 
 

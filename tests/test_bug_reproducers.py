@@ -46,8 +46,12 @@ def test_every_report_has_a_reproducer():
     """Every report has its minimal problem as a JSON, unless its folder's REPLAY.md says why not."""
     assert len(REPORTS) >= 13
     named = {(p.parent.name, json.loads(p.read_text())["report"]) for p in JSONS}
-    missing = [str(r.relative_to(BUGS)) for r in REPORTS if (r.parent.name, r.name) not in named
-               and f"No reproducer JSON: {r.name}" not in (r.parent / "REPLAY.md").read_text()]
+    missing = [
+        str(r.relative_to(BUGS))
+        for r in REPORTS
+        if (r.parent.name, r.name) not in named
+        and f"No reproducer JSON: {r.name}" not in (r.parent / "REPLAY.md").read_text()
+    ]
     assert not missing, f"reports without a reproducer JSON: {missing}"
 
 
@@ -69,8 +73,9 @@ def test_reproducer_loads_and_matches_its_report(path):
         assert d["reason"] and not d["failed_gates"]
     report = path.parent / d["report"]  # a REPORT-*.md, or the NOTE-*.md of a design note
     assert report.exists(), f"{path.name} names {d['report']}, which is not in {path.parent}"
-    assert f"results/bugs/{path.parent.name}/{path.name}" in (path.parent / "REPLAY.md").read_text(), \
+    assert f"results/bugs/{path.parent.name}/{path.name}" in (path.parent / "REPLAY.md").read_text(), (
         f"{path.parent.name}/REPLAY.md does not say how to replay {path.name}"
+    )
     assert d["seen_with"]
 
 

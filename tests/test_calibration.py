@@ -31,8 +31,9 @@ def test_calibrated_k_is_per_dtype_and_an_explicit_k_applies_to_every_dtype():
             assert cfg.k_for(dt, out) == k and 1.0 <= k
             assert dt in FP8_DTYPES or k <= DEFAULT_K[out]
     # FP8's wider k (its emulation's) never loosens what a config without a dtype states
-    assert DEFAULT_K == {n: max(DEFAULT_K_BY_DTYPE[d][n] for d in ("float16", "bfloat16", "float32"))
-                         for n in DEFAULT_K}
+    assert DEFAULT_K == {
+        n: max(DEFAULT_K_BY_DTYPE[d][n] for d in ("float16", "bfloat16", "float32")) for n in DEFAULT_K
+    }
     assert GateConfig(k={**DEFAULT_K, "dq": 4.0}).k_for("float32", "dq") == 4.0
 
 
@@ -45,8 +46,9 @@ def test_an_error_the_old_k_let_through_now_fails():
     from difftest.judge.gates import GateConfig, check_outputs
     from difftest.oracles.reference import reference
 
-    p = Problem(batch=2, seqlen_q=24, seqlen_k=40, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=16,
-                dtype="float16", seed=3).validate()
+    p = Problem(
+        batch=2, seqlen_q=24, seqlen_k=40, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=16, dtype="float16", seed=3
+    ).validate()
     x = make_inputs(p)
     truth, ref, good = reference(x, "float64"), reference(x, "same"), reference(x, "float32")
     v = next(v for v in check_outputs(p, good, truth, ref) if v.label == "dq:budget")
@@ -54,8 +56,9 @@ def test_an_error_the_old_k_let_through_now_fails():
     i = (0, 0, 0)
     bad.dq = good.dq.to(torch.float16)
     bad.dq[i] = float(truth.dq[i]) + v.numbers["floor"] + 2.2 * v.numbers["ref_err"]
-    old = next(v for v in check_outputs(p, bad, truth, ref, GateConfig(k={**DEFAULT_K, "dq": 3.0}))
-               if v.label == "dq:budget")
+    old = next(
+        v for v in check_outputs(p, bad, truth, ref, GateConfig(k={**DEFAULT_K, "dq": 3.0})) if v.label == "dq:budget"
+    )
     new = next(v for v in check_outputs(p, bad, truth, ref) if v.label == "dq:budget")
     assert 1.5 < new.numbers["k_needed"] < 3.0
     assert old.passed and not new.passed and new.numbers["k"] == 1.5
@@ -70,17 +73,25 @@ def test_calibrate_command_parses():
 
 
 # ----------------------------------------------------------------------------- deriving k from logs
-FA_PROBLEM = ('{"batch": 3, "seqlen_q": [3, 1, 2], "seqlen_k": [3, 2, 5], "heads_q": 2, "heads_kv": 1, '
-              '"head_dim_qk": 32, "head_dim_v": 32, "dtype": "float16", "values": "mixed_do", '
-              '"value_scale": 1.0, "softmax_scale": 4.9375, "seed": 160, "input_version": 2}')
+FA_PROBLEM = (
+    '{"batch": 3, "seqlen_q": [3, 1, 2], "seqlen_k": [3, 2, 5], "heads_q": 2, "heads_kv": 1, '
+    '"head_dim_qk": 32, "head_dim_v": 32, "dtype": "float16", "values": "mixed_do", '
+    '"value_scale": 1.0, "softmax_scale": 4.9375, "seed": 160, "input_version": 2}'
+)
 
 
 def _log(tmp_path, name, k_needed, problem=FA_PROBLEM, output="dk", dtype="float16"):
     import json
 
     path = tmp_path / f"{name}.jsonl"
-    line = {"problem": problem, "dtype": dtype, "status": "passed", "failed": [],
-            "budget": {output: [0.8, k_needed, True], "o": [0.1, 0.0, True]}, "reason": ""}
+    line = {
+        "problem": problem,
+        "dtype": dtype,
+        "status": "passed",
+        "failed": [],
+        "budget": {output: [0.8, k_needed, True], "o": [0.1, 0.0, True]},
+        "reason": "",
+    }
     path.write_text(json.dumps(line) + "\n")
     return path
 

@@ -22,9 +22,17 @@ from tests.kernels_for_tests import CrashOnLongQ, RefKernel, WrongDkForLongGqa
 @st.composite
 def small(draw):
     hkv = draw(st.integers(1, 2))
-    return Problem(batch=draw(st.integers(1, 2)), seqlen_q=draw(st.integers(1, 40)), seqlen_k=draw(st.integers(1, 48)),
-                   heads_q=hkv * draw(st.integers(1, 2)), heads_kv=hkv, head_dim_qk=draw(st.sampled_from([8, 16])),
-                   head_dim_v=8, causal=draw(st.booleans()), seed=draw(st.integers(0, 99))).validate()
+    return Problem(
+        batch=draw(st.integers(1, 2)),
+        seqlen_q=draw(st.integers(1, 40)),
+        seqlen_k=draw(st.integers(1, 48)),
+        heads_q=hkv * draw(st.integers(1, 2)),
+        heads_kv=hkv,
+        head_dim_qk=draw(st.sampled_from([8, 16])),
+        head_dim_v=8,
+        causal=draw(st.booleans()),
+        seed=draw(st.integers(0, 99)),
+    ).validate()
 
 
 def test_correct_kernel_campaign_passes(tmp_path):
@@ -36,8 +44,9 @@ def test_correct_kernel_campaign_passes(tmp_path):
 
 
 def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path, capsys):
-    r = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
-                     database=None, out_dir=tmp_path)
+    r = run_campaign(
+        WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False, database=None, out_dir=tmp_path
+    )
     assert r.status == "failed" and r.failure is not None
     p = r.failure.problem
     # the fault needs seqlen_k > 32 and a GQA group > 1: shrunk to exactly that edge
@@ -48,14 +57,23 @@ def test_broken_kernel_fails_shrinks_and_reproduces(tmp_path, capsys):
     assert r.first_failure.problem.size() >= p.size()
     # the standalone script reproduces it without Hypothesis
     script = r.reproducer["py"]
-    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300,
-                         env={**__import__("os").environ, "PYTHONPATH": "."})
+    run = subprocess.run(
+        [sys.executable, script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": "."},
+    )
     assert run.returncode == 1, run.stderr
     assert "dk: budget FAILED" in run.stdout
     # so does `difftest repro` on the .json (the kernel is a module:attr spec: the user must
     # trust the file with --allow-import), and against a fixed kernel it passes
-    rr = subprocess.run([sys.executable, "-m", "difftest", "repro", r.reproducer["json"], "--allow-import"],
-                        capture_output=True, text=True, timeout=300)
+    rr = subprocess.run(
+        [sys.executable, "-m", "difftest", "repro", r.reproducer["json"], "--allow-import"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rr.returncode == 1 and "[FAILED]" in rr.stdout, rr.stderr
     capsys.readouterr()
     for f, why in ((r.reproducer["json"], "--allow-import"), (script, "replays only the .json")):
@@ -74,9 +92,17 @@ def test_crashing_kernel_does_not_stop_the_campaign(tmp_path, monkeypatch):
     # shrink budget, and 1 s instead of 5 for the simplify walk and the signature after it
     monkeypatch.setattr(first_failure, "FINISH_FLOOR_S", 1.0)
     try:
-        r = run_campaign(CrashOnLongQ(), "quick", max_examples=15, strategy=small(), edge_cases=False,
-                         database=None, out_dir=tmp_path, config=RunConfig(isolate=True, timeout_s=120),
-                         shrink_budget=1)
+        r = run_campaign(
+            CrashOnLongQ(),
+            "quick",
+            max_examples=15,
+            strategy=small(),
+            edge_cases=False,
+            database=None,
+            out_dir=tmp_path,
+            config=RunConfig(isolate=True, timeout_s=120),
+            shrink_budget=1,
+        )
     finally:
         close_all()
     assert r.status == "failed" and r.failure.status == "error" and "died" in r.failure.reason
@@ -89,8 +115,16 @@ def test_crashing_kernel_does_not_stop_the_campaign(tmp_path, monkeypatch):
 
 
 def test_time_budget_stops_the_search(tmp_path):
-    r = run_campaign(RefKernel(), "ci", max_examples=10_000, time_budget=3.0, strategy=small(), edge_cases=False,
-                     database=None, out_dir=tmp_path)
+    r = run_campaign(
+        RefKernel(),
+        "ci",
+        max_examples=10_000,
+        time_budget=3.0,
+        strategy=small(),
+        edge_cases=False,
+        database=None,
+        out_dir=tmp_path,
+    )
     assert r.status == "passed" and 0 < len(r.cases) < 10_000
 
 
@@ -100,17 +134,34 @@ def test_failure_database_replays_the_saved_failure_first(tmp_path):
     from difftest.search.failure_store import load_failures
 
     db = str(tmp_path / "db")
-    first = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
-                         database=db, out_dir=tmp_path, seed=2)  # finds the fault at example 11
+    first = run_campaign(
+        WrongDkForLongGqa(),
+        "ci",
+        max_examples=60,
+        strategy=small(),
+        edge_cases=False,
+        database=db,
+        out_dir=tmp_path,
+        seed=2,
+    )  # finds the fault at example 11
     assert first.failed
     assert load_failures(db, WrongDkForLongGqa.spec)[0] == first.failure.problem
     for seed in (0, None):
-        again = run_campaign(WrongDkForLongGqa(), "ci", max_examples=60, strategy=small(), edge_cases=False,
-                             database=db, out_dir=tmp_path, seed=seed)
+        again = run_campaign(
+            WrongDkForLongGqa(),
+            "ci",
+            max_examples=60,
+            strategy=small(),
+            edge_cases=False,
+            database=db,
+            out_dir=tmp_path,
+            seed=seed,
+        )
         assert again.failed and again.examples_to_fail == 1 and again.settings["replayed_failures"] >= 1
         assert again.cases[0].problem == first.failure.problem
-    fixed = run_campaign(RefKernel(), "ci", max_examples=5, strategy=small(), edge_cases=False, database=db,
-                         out_dir=tmp_path, seed=0)
+    fixed = run_campaign(
+        RefKernel(), "ci", max_examples=5, strategy=small(), edge_cases=False, database=db, out_dir=tmp_path, seed=0
+    )
     assert fixed.status == "passed"  # another kernel's store is its own
     assert load_failures(None, WrongDkForLongGqa.spec) == []
 
@@ -151,8 +202,15 @@ def test_shrinking_stays_with_the_first_kind_of_error(tmp_path):
     from tests.kernels_for_tests import TwoKindsOfError
 
     for seed in (0, 1, 2):
-        r = run_campaign(TwoKindsOfError(), "quick", database=None, out_dir=tmp_path / str(seed), seed=seed,
-                         shrink_budget=20, config=RunConfig(isolate=False))
+        r = run_campaign(
+            TwoKindsOfError(),
+            "quick",
+            database=None,
+            out_dir=tmp_path / str(seed),
+            seed=seed,
+            shrink_budget=20,
+            config=RunConfig(isolate=False),
+        )
         assert r.status == "failed"
         kinds = {c.error_type for c in r.cases if c.status == "error"}
         first, final = r.first_failure.error_type, r.failure.error_type
@@ -184,8 +242,16 @@ def test_a_failing_campaign_never_runs_a_problem_twice(tmp_path):
     cases: no Problem reaches the kernel twice (the diagnosis used to run the simplest one again,
     which a resumed run then counted as a finished case run twice)."""
     k = _CountingWrongDk()
-    r = run_campaign(k, "quick", max_examples=25, strategy=small(), edge_cases=False, database=None,
-                     out_dir=tmp_path, config=RunConfig(isolate=False))
+    r = run_campaign(
+        k,
+        "quick",
+        max_examples=25,
+        strategy=small(),
+        edge_cases=False,
+        database=None,
+        out_dir=tmp_path,
+        config=RunConfig(isolate=False),
+    )
     assert r.status == "failed" and r.failure.problem.seqlen_k == 17
     assert len(k.calls) == len(set(k.calls)) >= len(r.cases)  # the diagnosis may add Problems of its own
 
@@ -197,8 +263,17 @@ def test_the_finish_floor_bounds_what_runs_after_a_spent_shrink_budget(tmp_path,
     worker restart) lower it; at 0 nothing runs after the first failure."""
 
     def run(out):
-        r = run_campaign(_CountingWrongDk(), "quick", max_examples=25, strategy=small(), edge_cases=False,
-                         database=None, out_dir=tmp_path / out, config=RunConfig(isolate=False), shrink_budget=0)
+        r = run_campaign(
+            _CountingWrongDk(),
+            "quick",
+            max_examples=25,
+            strategy=small(),
+            edge_cases=False,
+            database=None,
+            out_dir=tmp_path / out,
+            config=RunConfig(isolate=False),
+            shrink_budget=0,
+        )
         assert r.status == "failed" and r.findings
         return r, next(i for i, c in enumerate(r.cases) if c.failed)
 

@@ -33,8 +33,10 @@ def test_every_builtin_kernel_resolves_to_its_recorded_capability(now):
         assert isinstance(now.get(name), dict), f"{name} no longer resolves: {now.get(name)}"
         cap = now[name]["capability"]
         changed = {f: (v, cap.get(f)) for f, v in rec["capability"].items() if cap.get(f) != v}
-        assert not changed, (f"{name}: capability fields changed (recorded, now): {changed}; if deliberate, re-record "
-                             f"with python3 tests/capability_snapshot.py | xz -9e > tests/data/capabilities.json.xz")
+        assert not changed, (
+            f"{name}: capability fields changed (recorded, now): {changed}; if deliberate, re-record "
+            f"with python3 tests/capability_snapshot.py | xz -9e > tests/data/capabilities.json.xz"
+        )
 
 
 def _family(feature: str) -> str:
@@ -59,9 +61,15 @@ def test_the_defaults_claim_the_basics_only():
     assert c.equal_head_dims and c.aligns == ("bottom_right",) and c.seqlen_q_ne_k and c.softmax_scale
     dense = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, head_dim_qk=16, head_dim_v=16)
     assert c.excludes(dense) is None
-    for change, why in ((dict(heads_kv=1), "GQA"), (dict(causal=True), "causal"), (dict(window_left=2), "window"),
-                        (dict(sinks=True), "sinks"), (dict(head_dim_v=32), "head_dim"), (dict(softcap=5.0), "softcap"),
-                        (dict(batch=1, seqlen_q=(3,), seqlen_k=(4,)), "varlen")):
+    for change, why in (
+        (dict(heads_kv=1), "GQA"),
+        (dict(causal=True), "causal"),
+        (dict(window_left=2), "window"),
+        (dict(sinks=True), "sinks"),
+        (dict(head_dim_v=32), "head_dim"),
+        (dict(softcap=5.0), "softcap"),
+        (dict(batch=1, seqlen_q=(3,), seqlen_k=(4,)), "varlen"),
+    ):
         assert why in (c.excludes(dense.replace(**change).validate()) or ""), change
 
 
@@ -76,7 +84,10 @@ def test_negative_window_bounds_need_their_own_opt_in():
     (flash-attn-4 before 4.0.0b30 read left + right < 0 as no window at all)."""
     window = Capability(window=True)
     assert window.excludes(Problem(window_left=3, window_right=0).validate()) is None
-    for bounds in (dict(window_left=-2, window_right=4), dict(window_left=3, window_right=-1),
-                   dict(window_left=-3, window_right=1)):
+    for bounds in (
+        dict(window_left=-2, window_right=4),
+        dict(window_left=3, window_right=-1),
+        dict(window_left=-3, window_right=1),
+    ):
         assert "negative window" in window.excludes(Problem(**bounds).validate())
         assert Capability(window=True, negative_window=True).excludes(Problem(**bounds).validate()) is None

@@ -88,7 +88,7 @@ def _kurtosis(x):
 def _effective_rank(x):
     """Participation ratio of the singular values of [tokens, dim] (dim for white noise)."""
     s = torch.linalg.svdvals(x.double() - x.double().mean(0))
-    return (s.sum() ** 2 / (s ** 2).sum()).item()
+    return (s.sum() ** 2 / (s**2).sum()).item()
 
 
 def test_capture_records_every_call_forward_and_backward(captured):
@@ -112,8 +112,10 @@ def test_captured_activations_are_not_gaussian(captured):
     ranks = [_effective_rank(t[:, h].reshape(-1, 8)) for t in (q, k) for h in range(H)]
     gauss = [_effective_rank(torch.randn(4 * T, 8, generator=torch.Generator().manual_seed(h))) for h in range(8)]
     kurt = max(_kurtosis(t[:, h]) for t in (q, k) for h in range(H))
-    print(f"\neffective rank per head (of 8): captured {min(ranks):.2f}..{max(ranks):.2f}, "
-          f"gaussian {min(gauss):.2f}..{max(gauss):.2f}; largest excess kurtosis {kurt:.2f}")
+    print(
+        f"\neffective rank per head (of 8): captured {min(ranks):.2f}..{max(ranks):.2f}, "
+        f"gaussian {min(gauss):.2f}..{max(gauss):.2f}; largest excess kurtosis {kurt:.2f}"
+    )
     assert min(ranks) < min(gauss) - 1.0 or kurt > 1.0
 
 
@@ -127,10 +129,12 @@ def test_values_from_windows_match_the_capture_and_shrink_toward_smaller_windows
         x = make_inputs(p)
         s = p.capture
         g = p.group
-        ref = cap.tensor(f"c{s.call}.q")[s.b0:s.b0 + p.batch, s.h0 * g:(s.h0 + p.heads_kv) * g, s.q0:s.q0 + p.seqlen_q]
+        ref = cap.tensor(f"c{s.call}.q")[
+            s.b0 : s.b0 + p.batch, s.h0 * g : (s.h0 + p.heads_kv) * g, s.q0 : s.q0 + p.seqlen_q
+        ]
         got = x.bshd("q").transpose(1, 2)
         assert torch.equal(got.float(), ref.to(got.dtype).float())
-        kref = cap.tensor(f"c{s.call}.k")[s.b0:s.b0 + p.batch, s.h0:s.h0 + p.heads_kv, s.k0:s.k0 + p.seqlen_k]
+        kref = cap.tensor(f"c{s.call}.k")[s.b0 : s.b0 + p.batch, s.h0 : s.h0 + p.heads_kv, s.k0 : s.k0 + p.seqlen_k]
         assert torch.equal(x.bshd("k").transpose(1, 2).float(), kref.to(got.dtype).float())
         seen.append(p)
         for n in neighbours(p, CAPABILITY):  # shrinking keeps the window's start and shrinks it
@@ -139,7 +143,11 @@ def test_values_from_windows_match_the_capture_and_shrink_toward_smaller_windows
             except ProblemError:
                 continue
             assert n.values == "captured" and (n.capture.b0, n.capture.h0, n.capture.q0, n.capture.k0) == (
-                s.b0, s.h0, s.q0, s.k0)
+                s.b0,
+                s.h0,
+                s.q0,
+                s.k0,
+            )
             if complexity(n) < complexity(p):  # what the shrinker accepts: never a larger window
                 assert n.seqlen_q + n.seqlen_k <= p.seqlen_q + p.seqlen_k and n.batch <= p.batch
 
@@ -180,8 +188,25 @@ def test_small_window_json_embeds_it_and_replays_without_the_file(captured, tmp_
 
 def test_cli_values_from_runs_a_campaign_on_the_capture(captured, tmp_path):
     out = tmp_path / "out"
-    rc = main(["run", "-k", "torch-blockwise", "--values-from", str(captured[0]), "--max-examples", "6",
-               "--no-isolate", "--db", "none", "--out", str(out), "-q", "--seed", "3"])
+    rc = main(
+        [
+            "run",
+            "-k",
+            "torch-blockwise",
+            "--values-from",
+            str(captured[0]),
+            "--max-examples",
+            "6",
+            "--no-isolate",
+            "--db",
+            "none",
+            "--out",
+            str(out),
+            "-q",
+            "--seed",
+            "3",
+        ]
+    )
     assert rc == 0
     cases = [json.loads(line) for line in (next((out / "runs").iterdir()) / "torch-blockwise.cases.jsonl").open()]
     drawn = [c["problem"] for c in cases if c.get("problem")]
@@ -202,15 +227,20 @@ def _raw(tmp_path, data: bytes):
     return path
 
 
-META = {"difftest.capture": json.dumps({"version": 1, "calls": [
-    {"q": "q", "k": "k", "v": "v", "causal": False, "scale": 0.5}]})}
+META = {
+    "difftest.capture": json.dumps(
+        {"version": 1, "calls": [{"q": "q", "k": "k", "v": "v", "causal": False, "scale": 0.5}]}
+    )
+}
 
 
 def _header(**over):
-    h = {"__metadata__": META,
-         "q": {"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [0, 16]},
-         "k": {"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [16, 32]},
-         "v": {"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [32, 48]}}
+    h = {
+        "__metadata__": META,
+        "q": {"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [0, 16]},
+        "k": {"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [16, 32]},
+        "v": {"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [32, 48]},
+    }
     h.update(over)
     return h
 
@@ -220,18 +250,27 @@ HOSTILE = {
     "short": (lambda t: _raw(t, b"abc"), "shorter than the 8-byte"),
     "header_size": (lambda t: _file(t, _header(), GOOD, size=2**60), "header size"),
     "not_json": (lambda t: _file(t, b"{not json", GOOD), "not JSON"),
-    "dtype": (lambda t: _file(t, _header(q={"dtype": "I64", "shape": [1, 1, 2, 2], "data_offsets": [0, 16]}), GOOD),
-              "dtype"),
-    "bytes_for_shape": (lambda t: _file(t, _header(q={"dtype": "F32", "shape": [1, 1, 4, 2], "data_offsets": [0, 16]}),
-                                        GOOD), "bytes for shape"),
-    "offsets": (lambda t: _file(t, _header(v={"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [40, 56]}),
-                                GOOD), "outside"),
-    "overlap": (lambda t: _file(t, _header(k={"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [8, 24]}),
-                                GOOD), "overlap"),
-    "no_metadata": (lambda t: _file(t, {k: v for k, v in _header().items() if k != "__metadata__"}, GOOD),
-                    "metadata"),
-    "call_shapes": (lambda t: _file(t, _header(k={"dtype": "F32", "shape": [1, 1, 1, 4], "data_offsets": [16, 32]}),
-                                    GOOD), "shapes"),
+    "dtype": (
+        lambda t: _file(t, _header(q={"dtype": "I64", "shape": [1, 1, 2, 2], "data_offsets": [0, 16]}), GOOD),
+        "dtype",
+    ),
+    "bytes_for_shape": (
+        lambda t: _file(t, _header(q={"dtype": "F32", "shape": [1, 1, 4, 2], "data_offsets": [0, 16]}), GOOD),
+        "bytes for shape",
+    ),
+    "offsets": (
+        lambda t: _file(t, _header(v={"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [40, 56]}), GOOD),
+        "outside",
+    ),
+    "overlap": (
+        lambda t: _file(t, _header(k={"dtype": "F32", "shape": [1, 1, 2, 2], "data_offsets": [8, 24]}), GOOD),
+        "overlap",
+    ),
+    "no_metadata": (lambda t: _file(t, {k: v for k, v in _header().items() if k != "__metadata__"}, GOOD), "metadata"),
+    "call_shapes": (
+        lambda t: _file(t, _header(k={"dtype": "F32", "shape": [1, 1, 1, 4], "data_offsets": [16, 32]}), GOOD),
+        "shapes",
+    ),
     "nan": (lambda t: _file(t, _header(), struct.pack("<12f", *([float("nan")] + list(range(11))))), "non-finite"),
 }
 
@@ -242,8 +281,9 @@ def test_hostile_capture_files_are_refused_in_one_line_with_exit_2(case, tmp_pat
     path = make(tmp_path)
     with pytest.raises(CaptureError, match=why):
         open_capture(path)
-    rc = main(["run", "-k", "torch-blockwise", "--values-from", str(path), "--out", str(tmp_path / "o"),
-               "--no-isolate"])
+    rc = main(
+        ["run", "-k", "torch-blockwise", "--values-from", str(path), "--out", str(tmp_path / "o"), "--no-isolate"]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--values-from" in err[0], err
 

@@ -30,56 +30,141 @@ S = dict(head_dim_qk=8, head_dim_v=8)
 PINS = {
     "varlen_empty_chunk2_magnitudes": (
         Problem(batch=4, seqlen_q=(3, 0, 5, 2), seqlen_k=(4, 3, 0, 6), heads_q=2, heads_kv=1, causal=True, **S),
-        dict(chunk=2, magnitudes=True), False),
+        dict(chunk=2, magnitudes=True),
+        False,
+    ),
     "sinks_gqa_float64_magnitudes": (
         Problem(batch=2, seqlen_q=9, seqlen_k=13, heads_q=4, heads_kv=2, sinks=True, sink_center=0.5, **S),
-        dict(magnitudes=True, magnitudes_dtype="float64"), False),
+        dict(magnitudes=True, magnitudes_dtype="float64"),
+        False,
+    ),
     "window_varlen_sinks_budget": (
-        Problem(batch=3, seqlen_q=(0, 70, 90), seqlen_k=(40, 0, 85), heads_q=2, heads_kv=1, window_left=9,
-                window_right=4, sinks=True, pad_tail=3, **S),
-        dict(magnitudes=True, max_chunk_elements=600), False),
+        Problem(
+            batch=3,
+            seqlen_q=(0, 70, 90),
+            seqlen_k=(40, 0, 85),
+            heads_q=2,
+            heads_kv=1,
+            window_left=9,
+            window_right=4,
+            sinks=True,
+            pad_tail=3,
+            **S,
+        ),
+        dict(magnitudes=True, max_chunk_elements=600),
+        False,
+    ),
     "rows_past_the_keys_cuda_like_bf16_magnitudes": (
-        Problem(batch=2, seqlen_q=(40, 9), seqlen_k=(8, 30), heads_q=4, heads_kv=1, causal=True, align="top_left",
-                window_left=0, sinks=True, **S),
-        dict(chunk=7, magnitudes=True, magnitudes_dtype="bfloat16"), True),
+        Problem(
+            batch=2,
+            seqlen_q=(40, 9),
+            seqlen_k=(8, 30),
+            heads_q=4,
+            heads_kv=1,
+            causal=True,
+            align="top_left",
+            window_left=0,
+            sinks=True,
+            **S,
+        ),
+        dict(chunk=7, magnitudes=True, magnitudes_dtype="bfloat16"),
+        True,
+    ),
     "long_causal_cuda_like": (
-        Problem(seqlen_q=100, seqlen_k=100, heads_q=2, heads_kv=1, causal=True, head_dim_qk=16, head_dim_v=8,
-                dtype="float16"),
-        dict(magnitudes=True), True),
+        Problem(
+            seqlen_q=100,
+            seqlen_k=100,
+            heads_q=2,
+            heads_kv=1,
+            causal=True,
+            head_dim_qk=16,
+            head_dim_v=8,
+            dtype="float16",
+        ),
+        dict(magnitudes=True),
+        True,
+    ),
     "long_causal_cuda_like_no_magnitudes": (
-        Problem(seqlen_q=100, seqlen_k=100, heads_q=2, heads_kv=1, causal=True, head_dim_qk=16, head_dim_v=8,
-                dtype="float16"),
-        dict(chunk=20), True),
+        Problem(
+            seqlen_q=100,
+            seqlen_k=100,
+            heads_q=2,
+            heads_kv=1,
+            causal=True,
+            head_dim_qk=16,
+            head_dim_v=8,
+            dtype="float16",
+        ),
+        dict(chunk=20),
+        True,
+    ),
     "huge_logits_cuda_like": (
-        Problem(seqlen_q=40, seqlen_k=50, heads_q=2, heads_kv=1, causal=True, values="scaled", value_scale=40.0,
-                sinks=True, head_dim_qk=16, head_dim_v=8),
-        dict(chunk=7, magnitudes=True), True),
+        Problem(
+            seqlen_q=40,
+            seqlen_k=50,
+            heads_q=2,
+            heads_kv=1,
+            causal=True,
+            values="scaled",
+            value_scale=40.0,
+            sinks=True,
+            head_dim_qk=16,
+            head_dim_v=8,
+        ),
+        dict(chunk=7, magnitudes=True),
+        True,
+    ),
     "window_past_the_keys_full_walk": (
         Problem(seqlen_q=37, seqlen_k=6, heads_q=2, heads_kv=2, align="top_left", window_left=2, window_right=1, **S),
-        dict(magnitudes=True, magnitudes_dtype="float64", skip_masked=False), True),
+        dict(magnitudes=True, magnitudes_dtype="float64", skip_masked=False),
+        True,
+    ),
     "scale_large_logits_float64": (
         Problem(seqlen_q=5, seqlen_k=5, softmax_scale=2.0, values="scaled", value_scale=2.0, **S),
-        dict(), False),
+        dict(),
+        False,
+    ),
     "fp16_flash_rounding_edge": (
-        Problem(batch=2, seqlen_q=(17, 9), seqlen_k=(12, 20), heads_q=4, heads_kv=2, causal=True, sinks=True,
-                values="scaled", value_scale=60.0, dtype="float16", **S),
-        dict(precision="float32", flash_rounding=True, chunk=5, magnitudes=True), False),
+        Problem(
+            batch=2,
+            seqlen_q=(17, 9),
+            seqlen_k=(12, 20),
+            heads_q=4,
+            heads_kv=2,
+            causal=True,
+            sinks=True,
+            values="scaled",
+            value_scale=60.0,
+            dtype="float16",
+            **S,
+        ),
+        dict(precision="float32", flash_rounding=True, chunk=5, magnitudes=True),
+        False,
+    ),
     "bf16_float32_full_walk_budget": (
-        Problem(batch=2, seqlen_q=(20, 31), seqlen_k=(25, 18), heads_q=3, heads_kv=1, window_left=4,
-                dtype="bfloat16", **S),
-        dict(precision="float32", max_chunk_elements=500, skip_masked=False), False),
+        Problem(
+            batch=2, seqlen_q=(20, 31), seqlen_k=(25, 18), heads_q=3, heads_kv=1, window_left=4, dtype="bfloat16", **S
+        ),
+        dict(precision="float32", max_chunk_elements=500, skip_masked=False),
+        False,
+    ),
     # inputs crafted so that dS sits at fp16's rounding edge (tests/test_dtype_limits.py): edge rows set
     "fp16_ds_at_the_overflow_edge": ("edge", dict(precision="float32", flash_rounding=True, magnitudes=True), False),
     "float32_flash_rounding_fully_masked_sinks": (
         Problem(seqlen_q=6, seqlen_k=3, causal=True, sinks=True, **S),
-        dict(precision="float32", flash_rounding=True, chunk=2), False),
+        dict(precision="float32", flash_rounding=True, chunk=2),
+        False,
+    ),
 }
 
 
 def environment() -> dict:
     """What a float64 GEMM's order of summation may depend on."""
-    return {"torch": str(torch.__version__), "cpu": torch.backends.cpu.get_cpu_capability(),
-            "threads": torch.get_num_threads()}
+    return {
+        "torch": str(torch.__version__),
+        "cpu": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def outputs_of(name: str) -> dict:

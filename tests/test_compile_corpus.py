@@ -19,9 +19,20 @@ from tests.test_strategies import draw_many
 
 # the tilelang-det CPU capability (kernels/tilelang/adapter.py capability_for("cpu", True)),
 # spelled out so these tests need neither tilelang nor its adapter
-TL_CPU = Capability(dtypes=("float32", "float16"), head_dims_qk=(16, 32, 64), head_dims_v=(16, 32, 64),
-                    max_batch=4, max_seqlen=256, max_heads=8, deterministic=True, device="cpu", block_m=32,
-                    block_n=32, compile_key=("dtype", "head_dim_qk", "head_dim_v", "sinks"), **ALL_FEATURES)
+TL_CPU = Capability(
+    dtypes=("float32", "float16"),
+    head_dims_qk=(16, 32, 64),
+    head_dims_v=(16, 32, 64),
+    max_batch=4,
+    max_seqlen=256,
+    max_heads=8,
+    deterministic=True,
+    device="cpu",
+    block_m=32,
+    block_n=32,
+    compile_key=("dtype", "head_dim_qk", "head_dim_v", "sinks"),
+    **ALL_FEATURES,
+)
 TL_GPU = Capability(**{**TL_CPU.__dict__, "device": "cuda"})
 
 

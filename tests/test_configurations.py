@@ -30,9 +30,16 @@ from difftest.strategies.configurations import (
 )
 from tests.kernels_for_tests import SMALL, RefKernel, full_capability
 
-BROAD = full_capability(dtypes=("float32", "float16", "bfloat16"), head_dims_qk=(8, 16, 24, 40), max_seqlen=160,
-                        max_heads=8, max_batch=4, layouts=("contiguous", "bhsd", "kv_broadcast"), block_m=16,
-                        block_n=32)
+BROAD = full_capability(
+    dtypes=("float32", "float16", "bfloat16"),
+    head_dims_qk=(8, 16, 24, 40),
+    max_seqlen=160,
+    max_heads=8,
+    max_batch=4,
+    layouts=("contiguous", "bhsd", "kv_broadcast"),
+    block_m=16,
+    block_n=32,
+)
 NARROW = Capability(dtypes=("float32",), head_dims_qk=(16,))
 
 
@@ -41,8 +48,20 @@ def _names(cap, profile="ci"):
 
 
 def test_dimensions_follow_the_capability():
-    assert _names(BROAD) == ["dtype", "head_dim_qk", "head_dim_v", "group", "heads_kv", "mask", "align", "length",
-                             "relation", "batching", "sinks", "layout"]
+    assert _names(BROAD) == [
+        "dtype",
+        "head_dim_qk",
+        "head_dim_v",
+        "group",
+        "heads_kv",
+        "mask",
+        "align",
+        "length",
+        "relation",
+        "batching",
+        "sinks",
+        "layout",
+    ]
     dims = {d.name: d.values for d in dimensions(BROAD, "ci")}
     assert dims["dtype"] == ("float32", "float16", "bfloat16")  # cheapest first
     assert dims["group"] == (1, 2, 3, 4, 6, 8)  # reaches the profile's GQA heads (8), 3 and 6 included
@@ -102,8 +121,19 @@ def test_a_pair_no_problem_can_exercise_is_not_claimed():
 
 
 def test_values_of_a_varlen_problem():
-    p = Problem(batch=3, seqlen_q=(0, 33, 5), seqlen_k=(4, 33, 0), heads_q=6, heads_kv=2, head_dim_qk=8, head_dim_v=16,
-                causal=True, align="top_left", pad_tail=2, sinks=True)
+    p = Problem(
+        batch=3,
+        seqlen_q=(0, 33, 5),
+        seqlen_k=(4, 33, 0),
+        heads_q=6,
+        heads_kv=2,
+        head_dim_qk=8,
+        head_dim_v=16,
+        causal=True,
+        align="top_left",
+        pad_tail=2,
+        sinks=True,
+    )
     v = values_of(p, BROAD, dimensions(BROAD, "ci"))
     assert v["batching"] == {"varlen", "varlen_empty_q", "varlen_empty_k", "varlen_pad_tail"}
     assert v["length"] == {"tile_edge"} and v["relation"] == {"equal"}  # 33 = block_n + 1; empty pairs count not
@@ -134,8 +164,9 @@ def test_a_kernel_narrowed_to_other_value_kinds_claims_the_same_pairs():
 
 
 def test_realise_takes_the_cheapest_problem_first():
-    p = realise({"head_dim_qk": 40, "group": 3, "mask": "causal", "relation": "q_longer", "align": "top_left"},
-                BROAD, "ci")
+    p = realise(
+        {"head_dim_qk": 40, "group": 3, "mask": "causal", "relation": "q_longer", "align": "top_left"}, BROAD, "ci"
+    )
     assert (p.batch, p.heads_q, p.heads_kv, p.head_dim_qk) == (1, 3, 1, 40)
     assert p.causal and p.align == "top_left" and p.seqlen_q > p.seqlen_k and p.seqlen_q <= 16
     assert realise({"layout": "kv_broadcast"}, BROAD, "ci").heads_kv == 1
@@ -159,8 +190,17 @@ class CornerBug(RefKernel):
 
 def test_the_coverage_phase_meets_a_corner_bug_on_schedule(tmp_path):
     """No drawn example and no edge corpus: the pairs alone find the bug, and it signs its corner."""
-    r = run_campaign(CornerBug(), "ci", max_examples=1, edge_cases=False, database=None, out_dir=tmp_path,
-                     coverage=2, hunt=True, config=RunConfig(isolate=False))
+    r = run_campaign(
+        CornerBug(),
+        "ci",
+        max_examples=1,
+        edge_cases=False,
+        database=None,
+        out_dir=tmp_path,
+        coverage=2,
+        hunt=True,
+        config=RunConfig(isolate=False),
+    )
     assert r.status == "failed" and len(r.findings) == 1
     needs = dict(r.findings[0].signature.needs)
     assert needs.get("dtype") == ("bfloat16",) and needs.get("head_dim_qk") == (24,), needs
@@ -174,8 +214,9 @@ def test_the_coverage_phase_meets_a_corner_bug_on_schedule(tmp_path):
 
 def test_first_failure_mode_runs_every_value_once_in_ci(tmp_path):
     """ci's coverage strength is 1: every value of every dimension runs (the edge corpus counts)."""
-    r = run_campaign(RefKernel(), "ci", max_examples=5, database=None, out_dir=tmp_path,
-                     config=RunConfig(isolate=False))
+    r = run_campaign(
+        RefKernel(), "ci", max_examples=5, database=None, out_dir=tmp_path, config=RunConfig(isolate=False)
+    )
     assert r.status == "passed" and r.settings["coverage_strength"] == 1
     dims = dimensions(RefKernel.capability, "ci")
     ran = [c.problem for c in r.cases]
@@ -188,8 +229,9 @@ def test_first_failure_mode_runs_every_value_once_in_ci(tmp_path):
 
 
 def test_pair_coverage_is_reported_read_back_and_gated(tmp_path):
-    a = run_campaign(RefKernel(), "ci", max_examples=5, database=None, out_dir=tmp_path / "a",
-                     config=RunConfig(isolate=False))
+    a = run_campaign(
+        RefKernel(), "ci", max_examples=5, database=None, out_dir=tmp_path / "a", config=RunConfig(isolate=False)
+    )
     doc_a = load_report_doc(write_json([a], tmp_path / "a.json"))
     pairs = doc_a["campaigns"][0]["coverage"]["pairs"]
     assert pairs["claimed"] > 100 and 0 < pairs["covered"] <= pairs["claimed"]

@@ -35,20 +35,41 @@ class SixHeadDims(CornerFaults):
 
     name = "corner-faults-6"
     spec = "tests.test_corner_faults:SixHeadDims"
-    capability = CornerFaults.capability.narrowed(head_dims_qk=(8, 40, 88, 136, 192, 256),
-                                                  head_dims_v=(8, 40, 88, 136, 192, 256))
+    capability = CornerFaults.capability.narrowed(
+        head_dims_qk=(8, 40, 88, 136, 192, 256), head_dims_v=(8, 40, 88, 136, 192, 256)
+    )
 
 
 def test_one_nightly_campaign_reports_each_corner_fault_once(tmp_path):
-    _check(run_campaign(SixHeadDims(), PAIRWISE_NIGHTLY, time_budget=600, database=None, out_dir=tmp_path,
-                        config=RunConfig(isolate=False)), SixHeadDims.capability, stage="t=2")
+    _check(
+        run_campaign(
+            SixHeadDims(),
+            PAIRWISE_NIGHTLY,
+            time_budget=600,
+            database=None,
+            out_dir=tmp_path,
+            config=RunConfig(isolate=False),
+        ),
+        SixHeadDims.capability,
+        stage="t=2",
+    )
 
 
 @pytest.mark.slow
 def test_one_nightly_campaign_over_the_whole_interface(tmp_path):
     """All 32 head dims of each side (three and a half minutes on two loaded CPU cores)."""
-    _check(run_campaign(CornerFaults(), NIGHTLY_TO_THE_END, time_budget=900, database=None, out_dir=tmp_path,
-                        config=RunConfig(isolate=False)), CornerFaults.capability, stage="t=3")
+    _check(
+        run_campaign(
+            CornerFaults(),
+            NIGHTLY_TO_THE_END,
+            time_budget=900,
+            database=None,
+            out_dir=tmp_path,
+            config=RunConfig(isolate=False),
+        ),
+        CornerFaults.capability,
+        stage="t=3",
+    )
 
 
 def _check(r, capability, stage):
@@ -64,12 +85,21 @@ def _check(r, capability, stage):
             key += ":packgqa" if "PackGQA" in s.message else ":smem"
         assert key not in by, described  # one finding per fault
         by[key] = f
-    assert set(by) == {"RuntimeError", "o", "BuildError:smem", "LegalizeError", "dv", "dsink", "dq",
-                       "BuildError:packgqa"}, described
+    assert set(by) == {
+        "RuntimeError",
+        "o",
+        "BuildError:smem",
+        "LegalizeError",
+        "dv",
+        "dsink",
+        "dq",
+        "BuildError:packgqa",
+    }, described
     assert _needs(by["RuntimeError"]).get("empty_k") is True  # the empty key sequence
     assert _needs(by["o"]).get("causal") is True  # the causal diagonal on seqlen_q > seqlen_k
     assert set(_needs(by["BuildError:smem"])["head_dim_qk"]) == {  # the backward-only range
-        d for d in capability.head_dims_qk if 136 <= d <= 184}
+        d for d in capability.head_dims_qk if 136 <= d <= 184
+    }
     assert _needs(by["LegalizeError"]).get("dims_differ") is True  # mixed head dims
     assert _needs(by["dv"]).get("window") is True and _needs(by["dv"]).get("seqlen_k>=", 0) > 128  # long rows
     assert {"gqa", "sinks"} <= set(_needs(by["dsink"]))  # sinks with GQA

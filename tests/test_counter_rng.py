@@ -39,7 +39,10 @@ def test_counter_past_two_to_the_32_uses_the_high_word():
     first = counter_rng._bits_np(0, 4, k0, k1).tolist()
     assert hi != first  # element 2^32 + i is not element i again
     assert list(counter_rng._chunks((1 << 32) + 5, 1 << 31)) == [
-        (0, 1 << 31), (1 << 31, 1 << 32), (1 << 32, (1 << 32) + 5)]
+        (0, 1 << 31),
+        (1 << 31, 1 << 32),
+        (1 << 32, (1 << 32) + 5),
+    ]
 
 
 def test_bytes_do_not_depend_on_threads(monkeypatch):
@@ -82,12 +85,27 @@ def test_the_quantile_table_is_checked():
 
 # ------------------------------------------------------------------ make_inputs, version 2
 PROBLEMS = [
-    Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8,
-            dtype="float16", seed=3),
-    Problem(batch=3, seqlen_q=(4, 0, 6), seqlen_k=(0, 3, 5), heads_q=3, heads_kv=1, head_dim_qk=8,
-            head_dim_v=8, dtype="bfloat16", sinks=True, sink_center=-1.0, pad_tail=3, seed=12345),
-] + [Problem(seqlen_q=9, seqlen_k=11, head_dim_qk=32, values=kind, value_scale=3.0, seed=2**40 + 1)
-     for kind in VALUE_KINDS]
+    Problem(
+        batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8, dtype="float16", seed=3
+    ),
+    Problem(
+        batch=3,
+        seqlen_q=(4, 0, 6),
+        seqlen_k=(0, 3, 5),
+        heads_q=3,
+        heads_kv=1,
+        head_dim_qk=8,
+        head_dim_v=8,
+        dtype="bfloat16",
+        sinks=True,
+        sink_center=-1.0,
+        pad_tail=3,
+        seed=12345,
+    ),
+] + [
+    Problem(seqlen_q=9, seqlen_k=11, head_dim_qk=32, values=kind, value_scale=3.0, seed=2**40 + 1)
+    for kind in VALUE_KINDS
+]
 
 
 @pytest.mark.parametrize("p", PROBLEMS, ids=lambda p: p.short())
@@ -173,11 +191,32 @@ def test_every_stored_reproducer_reads_as_version_1():
 
 # ------------------------------------------------------------------ on a GPU: the guarantee itself
 GPU_PROBLEMS = PROBLEMS + [
-    Problem(batch=2, seqlen_q=300, seqlen_k=257, heads_q=8, heads_kv=2, head_dim_qk=128, head_dim_v=64,
-            dtype=dt, values=kind, value_scale=scale, sinks=True, sink_center=-30.0, seed=2**62 + 5)
+    Problem(
+        batch=2,
+        seqlen_q=300,
+        seqlen_k=257,
+        heads_q=8,
+        heads_kv=2,
+        head_dim_qk=128,
+        head_dim_v=64,
+        dtype=dt,
+        values=kind,
+        value_scale=scale,
+        sinks=True,
+        sink_center=-30.0,
+        seed=2**62 + 5,
+    )
     for dt in ("float16", "bfloat16", "float32")
-    for kind, scale in (("normal", 1.0), ("scaled", 64.0), ("near_constant", 0.01), ("outlier_channels", 64.0),
-                        ("negative_lse", 16.0), ("mixed_do", 4.0), ("large_do", 8.0))]
+    for kind, scale in (
+        ("normal", 1.0),
+        ("scaled", 64.0),
+        ("near_constant", 0.01),
+        ("outlier_channels", 64.0),
+        ("negative_lse", 16.0),
+        ("mixed_do", 4.0),
+        ("large_do", 8.0),
+    )
+]
 
 
 @pytest.mark.gpu
@@ -191,15 +230,16 @@ def test_cuda_and_cpu_draw_identical_bytes():
             a, b = getattr(cpu, n), getattr(gpu, n)
             assert (a is None) == (b is None), (n, p.short())
             if a is not None:
-                assert torch.equal(a.view(torch.uint8) if a.dtype.is_floating_point and a.numel() else a,
-                                   b.cpu().view(torch.uint8) if b.dtype.is_floating_point and b.numel() else b.cpu()
-                                   ), (n, p.short())
+                assert torch.equal(
+                    a.view(torch.uint8) if a.dtype.is_floating_point and a.numel() else a,
+                    b.cpu().view(torch.uint8) if b.dtype.is_floating_point and b.numel() else b.cpu(),
+                ), (n, p.short())
         assert gpu.digest() == cpu.digest(), p.short()
 
 
 def test_device_path_on_the_cpu_matches_for_the_gpu_problems(monkeypatch):
     """The GPU test's Problems, device path (torch int64) run on the CPU against the numpy path."""
-    for p in GPU_PROBLEMS[len(PROBLEMS):]:
+    for p in GPU_PROBLEMS[len(PROBLEMS) :]:
         want = make_inputs(p).digest()
         monkeypatch.setattr(counter_rng, "_use_numpy", lambda device, force: False)
         assert make_inputs(p).digest() == want, p.short()

@@ -42,7 +42,9 @@ GPU_CASES = [
     P(sinks=True, causal=True, seqlen_q=90, seqlen_k=90),
     P(batch=3, seqlen_q=(17, 1, 64), seqlen_k=(30, 5, 64), causal=True, pad_tail=3),
     P(batch=2, seqlen_q=(40, 7), seqlen_k=(40, 70), heads_q=4, heads_kv=1, window_left=8, align="top_left"),
-    P(seqlen_q=1, seqlen_k=33), P(seqlen_q=5, seqlen_k=1), P(head_dim_qk=8, head_dim_v=24),
+    P(seqlen_q=1, seqlen_k=33),
+    P(seqlen_q=5, seqlen_k=1),
+    P(head_dim_qk=8, head_dim_v=24),
 ]
 
 
@@ -86,9 +88,17 @@ def visible_from_bounds(p: Problem, sq: int, sk: int) -> torch.Tensor:
     return ok
 
 
-MASKS = [dict(causal=True), dict(causal=True, align="top_left"), dict(window_left=3, window_right=0),
-         dict(window_left=0, window_right=5), dict(window_left=7), dict(window_right=2, align="top_left"),
-         dict(causal=True, window_left=4), dict(causal=True, window_right=3), dict(window_left=2, window_right=9)]
+MASKS = [
+    dict(causal=True),
+    dict(causal=True, align="top_left"),
+    dict(window_left=3, window_right=0),
+    dict(window_left=0, window_right=5),
+    dict(window_left=7),
+    dict(window_right=2, align="top_left"),
+    dict(causal=True, window_left=4),
+    dict(causal=True, window_right=3),
+    dict(window_left=2, window_right=9),
+]
 
 
 @pytest.mark.parametrize("mask", MASKS)
@@ -135,15 +145,18 @@ def test_capability_states_the_contract():
     assert cap.covers(P(head_dim_qk=192, head_dim_v=128, heads_q=8, heads_kv=2))
 
 
-@pytest.mark.parametrize("p,refused", [
-    (P(seqlen_q=1, seqlen_k=1), True),
-    (P(seqlen_q=1, seqlen_k=7), False),
-    (P(seqlen_q=1, seqlen_k=7, sinks=True), True),
-    (P(seqlen_q=2, seqlen_k=7, sinks=True), False),
-    (P(batch=2, seqlen_q=(1, 1), seqlen_k=(1, 1)), True),
-    (P(batch=2, seqlen_q=(1, 2), seqlen_k=(1, 1)), False),
-    (P(batch=2, seqlen_q=(3, 2), seqlen_k=(4, 1), sinks=True), True),
-])
+@pytest.mark.parametrize(
+    "p,refused",
+    [
+        (P(seqlen_q=1, seqlen_k=1), True),
+        (P(seqlen_q=1, seqlen_k=7), False),
+        (P(seqlen_q=1, seqlen_k=7, sinks=True), True),
+        (P(seqlen_q=2, seqlen_k=7, sinks=True), False),
+        (P(batch=2, seqlen_q=(1, 1), seqlen_k=(1, 1)), True),
+        (P(batch=2, seqlen_q=(1, 2), seqlen_k=(1, 1)), False),
+        (P(batch=2, seqlen_q=(3, 2), seqlen_k=(4, 1), sinks=True), True),
+    ],
+)
 def test_refusals_are_what_the_capability_adds_to_its_fields(p, refused):
     cap = registry.get("cudnn").capability
     assert Capability.excludes(cap, p) is None  # the fields alone cover it
@@ -212,9 +225,11 @@ class _T:
 
     def __getattr__(self, name):
         if name.startswith("set_"):
+
             def setter(value):
                 self.kw[name[4:]] = value
                 return self
+
             return setter
         raise AttributeError(name)
 
@@ -292,9 +307,15 @@ def test_varlen_graph_is_ragged_with_the_padding_mask_and_buffer_totals():
     assert fwd["sdpa"]["use_padding_mask"] and fwd["sdpa"]["diagonal_band_right_bound"] == 0
 
 
-@pytest.mark.parametrize("kw,left,right,align", [
-    (dict(causal=True), None, 0, "BR"), (dict(causal=True, align="top_left"), None, 0, "TL"),
-    (dict(window_left=3, window_right=5), 4, 5, "BR"), (dict(window_left=0), 1, None, "BR")])
+@pytest.mark.parametrize(
+    "kw,left,right,align",
+    [
+        (dict(causal=True), None, 0, "BR"),
+        (dict(causal=True, align="top_left"), None, 0, "TL"),
+        (dict(window_left=3, window_right=5), 4, 5, "BR"),
+        (dict(window_left=0), 1, None, "BR"),
+    ],
+)
 def test_masks_reach_both_graphs(kw, left, right, align):
     fwd, bwd = built(P(**kw))
     for call in (fwd["sdpa"], bwd["sdpa_backward"]):

@@ -20,15 +20,18 @@ def test_capability_takes_what_hopper_serves():
     assert cap.covers(Problem(**{**P, "causal": True, "align": "bottom_right", "seqlen_k": P["seqlen_q"]}))
 
 
-@pytest.mark.parametrize("change, why", [
-    ({"head_dim_qk": 64, "head_dim_v": 64}, "head_dim_qk 64"),
-    ({"dtype": "float16"}, "dtype float16"),
-    ({"causal": True, "align": "bottom_right", "seqlen_q": 64, "seqlen_k": 128}, "Blackwell-only"),
-    ({"seqlen_q": 1, "seqlen_k": 64}, "declines s_q == 1"),
-    ({"seqlen_q": 1, "seqlen_k": 1}, "s_q == s_kv == 1"),
-    ({"batch": 2, "seqlen_q": (3, 5), "seqlen_k": (4, 4)}, "varlen"),
-    ({"window_left": 3}, "sliding window"),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"head_dim_qk": 64, "head_dim_v": 64}, "head_dim_qk 64"),
+        ({"dtype": "float16"}, "dtype float16"),
+        ({"causal": True, "align": "bottom_right", "seqlen_q": 64, "seqlen_k": 128}, "Blackwell-only"),
+        ({"seqlen_q": 1, "seqlen_k": 64}, "declines s_q == 1"),
+        ({"seqlen_q": 1, "seqlen_k": 1}, "s_q == s_kv == 1"),
+        ({"batch": 2, "seqlen_q": (3, 5), "seqlen_k": (4, 4)}, "varlen"),
+        ({"window_left": 3}, "sliding window"),
+    ],
+)
 def test_capability_refuses_with_the_reason(change, why):
     assert why in cudnn_fp8.CAPABILITY.excludes(Problem(**{**P, **change}))
 

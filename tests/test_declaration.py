@@ -30,8 +30,9 @@ class TopLeftOnly(RefKernel):
 
     name = "test-top-left"
     spec = "tests.test_declaration:TopLeftOnly"
-    capability = Capability(dtypes=("float32",), head_dims_qk=(8,), max_seqlen=12, max_heads=2, max_batch=1,
-                            causal=True)
+    capability = Capability(
+        dtypes=("float32",), head_dims_qk=(8,), max_seqlen=12, max_heads=2, max_batch=1, causal=True
+    )
 
     def forward(self, inputs, out=None):
         top_left = dataclasses.replace(inputs, problem=inputs.problem.replace(align="top_left"))
@@ -92,5 +93,8 @@ def test_claim_line_and_record_show_what_was_left_at_default():
 def test_a_mask_bug_is_not_blamed_on_the_declaration(tmp_path):
     res = run_campaign(CausalOneKeyTooMany(), "quick", max_examples=30, out_dir=tmp_path, database=None)
     assert res.failed and res.failure.problem.causal
-    assert not any("aligns" in d for d in res.declaration), (res.failure.problem.short(),
-                                                             res.first_failure.problem.short(), res.declaration)
+    assert not any("aligns" in d for d in res.declaration), (
+        res.failure.problem.short(),
+        res.first_failure.problem.short(),
+        res.declaration,
+    )

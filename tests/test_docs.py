@@ -61,8 +61,7 @@ def _readme_failure_lines() -> list[str]:
     return shown.splitlines()
 
 
-def test_readme_adapter_passes_its_own_test_and_fails_as_shown_with_the_bug(difftest_campaign, tmp_path,
-                                                                            monkeypatch):
+def test_readme_adapter_passes_its_own_test_and_fails_as_shown_with_the_bug(difftest_campaign, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ns = _run_page(ROOT / "README.md")
     ns["test_my_kernel"](difftest_campaign)  # the README's one-line test, as written: passes
@@ -82,14 +81,18 @@ def test_readme_adapter_passes_its_own_test_and_fails_as_shown_with_the_bug(diff
 
     def same(text):
         return run_id.sub("/runs/ID/", hexname.sub("-HASH.py", text))
+
     assert same(shown[3]) == same(line), line
 
 
 def test_every_example_passes_the_resolved_scale():
     """One spelling: an example hands its kernel ``problem.scale`` (resolved), never
     ``problem.softmax_scale``, which is None unless a custom scale was drawn."""
-    examples = [(f"{p.relative_to(ROOT)} python block {i + 1}", block) for p in PAGES
-                for i, block in enumerate(_blocks(p, "python"))]
+    examples = [
+        (f"{p.relative_to(ROOT)} python block {i + 1}", block)
+        for p in PAGES
+        for i, block in enumerate(_blocks(p, "python"))
+    ]
     examples += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "examples").rglob("*.py"))]
     examples.append(("difftest/commands/scaffold.py", (ROOT / "difftest" / "commands" / "scaffold.py").read_text()))
     raw = [where for where, text in examples if re.search(r"\b(p|problem|inputs\.problem)\.softmax_scale\b", text)]
@@ -99,10 +102,17 @@ def test_every_example_passes_the_resolved_scale():
 
 # the functions whose lines the terminal prints after a campaign (run/plan.py's print_campaign
 # and the helpers it and the HTML share); their line labels are the terms docs/gates.md defines
-PRINTERS = {"difftest/run/plan.py": ("print_campaign", "nothing_checked_line"),
-            "difftest/report/write.py": ("campaign_notes", "compile_reuse_line", "replay_line", "overflow_note",
-                                         "findings_table"),
-            "difftest/execute/timing.py": ("render",)}
+PRINTERS = {
+    "difftest/run/plan.py": ("print_campaign", "nothing_checked_line"),
+    "difftest/report/write.py": (
+        "campaign_notes",
+        "compile_reuse_line",
+        "replay_line",
+        "overflow_note",
+        "findings_table",
+    ),
+    "difftest/execute/timing.py": ("render",),
+}
 
 
 def _printed_terms() -> set[str]:
@@ -177,8 +187,11 @@ def test_quick_start_commands_exist_and_the_test_command_is_what_ci_runs():
             else:
                 assert shutil.which(argv[0]), f"{argv[0]} (README quick start) is not on PATH"
     assert lines[0].startswith("pip install -e '.[test]'")
-    ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip()
-          and not ln.lstrip().startswith("#")]
+    ci = [
+        ln.strip()
+        for ln in (ROOT / ".ci" / "run").read_text().splitlines()
+        if ln.strip() and not ln.lstrip().startswith("#")
+    ]
     assert lines[1] in ci, f"README's test command {lines[1]!r} is not what .ci/run runs"
     assert "pip install -q -e '.[test]'" in " ".join(ci)
 
@@ -246,8 +259,10 @@ def test_tests_map_names_every_test_file():
 # Pointers a reader of the code cannot follow: the project's issue numbers, seed files and notes,
 # labels of device runs and phase logs (kept on the branch lab-notebook, not in the product), and
 # paths on the machine the code was written on.
-OUTSIDE = re.compile(r"\bissue \d+|\bseed[ -]?00\d|anchors\.md|\bR\d{2}\b|\bphase ?\d+|results/h200|scripts/device"
-                     r"|/work/|\.seed/")
+OUTSIDE = re.compile(
+    r"\bissue \d+|\bseed[ -]?00\d|anchors\.md|\bR\d{2}\b|\bphase ?\d+|results/h200|scripts/device"
+    r"|/work/|\.seed/"
+)
 
 
 def test_no_code_points_outside_the_repository():
@@ -326,8 +341,9 @@ def test_a_result_named_but_gone_carries_its_commit():
             path = m.group(0).rstrip(".")
             if not (path.startswith("results/h200/") or path.endswith(SCRIPT_SUFFIXES)) or not _gone(path):
                 continue
-            after = text[m.end():m.end() + 120].split("results/", 1)[0]
+            after = text[m.end() : m.end() + 120].split("results/", 1)[0]
             cited[path] = cited.get(path, False) or bool(
-                re.search(r"\bat commit\s+[0-9a-f]{7,40}\b", after) or re.search(r"[0-9a-f]{7,40}:$", text[:m.start()]))
+                re.search(r"\bat commit\s+[0-9a-f]{7,40}\b", after) or re.search(r"[0-9a-f]{7,40}:$", text[: m.start()])
+            )
         uncited += [f"{page.relative_to(ROOT)}: {path}" for path, ok in cited.items() if not ok]
     assert not uncited, "named under results/ but gone, with no commit:\n" + "\n".join(uncited)

@@ -28,9 +28,18 @@ FP16_MAX = 65504.0
 
 
 def _problem(softmax_scale):
-    return Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="float16", values="mixed_do",
-                   value_scale=4.4, softmax_scale=softmax_scale, seed=1,
-                   input_version=1).validate()  # crafted against version 1's values
+    return Problem(
+        seqlen_q=16,
+        seqlen_k=16,
+        head_dim_qk=16,
+        head_dim_v=16,
+        dtype="float16",
+        values="mixed_do",
+        value_scale=4.4,
+        softmax_scale=softmax_scale,
+        seed=1,
+        input_version=1,
+    ).validate()  # crafted against version 1's values
 
 
 JUST_BELOW = _problem(10.236)  # max |dQ| = 65459.9
@@ -121,8 +130,16 @@ def test_yardstick_rule():
 # straddle fp16's threshold without any input being infinite (mixed_do had to stop at
 # 10^4 in fp16, where dq-cast-before-scale survived the gpu profile).
 
-NEAR = Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="float16", values="large_do",
-               value_scale=5.0, seed=13).validate()
+NEAR = Problem(
+    seqlen_q=16,
+    seqlen_k=16,
+    head_dim_qk=16,
+    head_dim_v=16,
+    dtype="float16",
+    values="large_do",
+    value_scale=5.0,
+    seed=13,
+).validate()
 
 
 def test_large_do_inputs_stay_finite_at_every_scale_of_every_dtype():
@@ -130,8 +147,17 @@ def test_large_do_inputs_stay_finite_at_every_scale_of_every_dtype():
     for dt in ("float16", "bfloat16", "float32"):
         fmax = torch.finfo(getattr(torch, dt)).max
         for s in ladder + rng + (4.18, 37.9, 40.0, 300.0):
-            p = Problem(seqlen_q=300, seqlen_k=5, heads_q=4, head_dim_qk=8, head_dim_v=64, dtype=dt,
-                        values="large_do", value_scale=s, seed=7)
+            p = Problem(
+                seqlen_q=300,
+                seqlen_k=5,
+                heads_q=4,
+                head_dim_qk=8,
+                head_dim_v=64,
+                dtype=dt,
+                values="large_do",
+                value_scale=s,
+                seed=7,
+            )
             x = make_inputs(p)
             for n in ("q", "k", "v", "do"):
                 assert torch.isfinite(getattr(x, n)).all(), (dt, s, n)
@@ -194,8 +220,9 @@ def _edge_inputs(do_scale: float):
     h = torch.float16
     do = torch.tensor([32768.0] * 7 + [32672.0], dtype=h) * do_scale
     v = torch.stack([torch.ones(8, dtype=h), torch.zeros(8, dtype=h)])
-    return dataclasses.replace(x, q=torch.full_like(x.q, 0.0625), k=torch.full_like(x.k, 0.5), v=v.view(2, 1, 8),
-                               do=do.view(1, 1, 8))
+    return dataclasses.replace(
+        x, q=torch.full_like(x.q, 0.0625), k=torch.full_like(x.k, 0.5), v=v.view(2, 1, 8), do=do.view(1, 1, 8)
+    )
 
 
 @pytest.mark.parametrize("do_scale, at_edge", [(1.0, True), (0.5, False)], ids=["dS-at-the-edge", "dS-half-of-it"])

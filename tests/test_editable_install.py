@@ -45,10 +45,18 @@ def _venv_seeing_this_interpreter(venv: Path) -> str:
     other install of difftest) are not run. Returns its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     py = str(venv / "bin" / "python")
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-    ours = [p for p in dict.fromkeys([sysconfig.get_paths()["purelib"], *sys.path])
-            if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    ours = [
+        p
+        for p in dict.fromkeys([sysconfig.get_paths()["purelib"], *sys.path])
+        if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()
+    ]
     (Path(site) / "outer_interpreter.pth").write_text("".join(f"{p}\n" for p in ours))
     return py
 
@@ -65,8 +73,14 @@ def test_a_script_beside_an_editable_clone_imports_the_package(tmp_path):
     py = _venv_seeing_this_interpreter(tmp_path / "venv")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["OMP_NUM_THREADS"] = "1"
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "-e", str(clone)],
-                       capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    r = subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-deps", "-e", str(clone)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     (tmp_path / "use.py").write_text(SCRIPT)
     r = subprocess.run([py, "use.py"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)

@@ -95,11 +95,11 @@ def test_varlen_lse_is_read_as_heads_by_tokens_from_the_buffer_start():
     T, H, B, M = p.total_q, p.heads_q, p.batch, p.max_seqlen_q
     truth = torch.arange(T * H, dtype=torch.float32).view(H, T) / 7  # FA3's [H, total_q]
     buf = torch.full((B, H, M), float("nan"))  # the package's [B, H, max_seqlen_q] buffer
-    buf.view(-1)[:H * T] = truth.reshape(-1)
+    buf.view(-1)[: H * T] = truth.reshape(-1)
     got = lse_to_thd(buf, p)
     assert got.shape == (T, H) and torch.equal(got, truth.t())
     with pytest.raises(ValueError, match="heads_q\\*total_q"):
-        lse_to_thd(buf.view(-1)[:H * T - 1], p)
+        lse_to_thd(buf.view(-1)[: H * T - 1], p)
 
 
 def test_window_causal_and_scale_are_fa3s_arguments():
@@ -145,7 +145,9 @@ def _attend(q, k, v, scale, causal, window):
 def _packed(q, k, v, cu_q, cu_k, scale, causal, window):
     outs, lses = [], []
     for b in range(len(cu_q) - 1):
-        o, lse = _attend(q[cu_q[b]:cu_q[b + 1]], k[cu_k[b]:cu_k[b + 1]], v[cu_k[b]:cu_k[b + 1]], scale, causal, window)
+        o, lse = _attend(
+            q[cu_q[b] : cu_q[b + 1]], k[cu_k[b] : cu_k[b + 1]], v[cu_k[b] : cu_k[b + 1]], scale, causal, window
+        )
         outs.append(o)
         lses.append(lse)
     return torch.cat(outs), torch.cat(lses, dim=1)  # [T, H, D], [H, T]
@@ -185,12 +187,13 @@ def fake_package(monkeypatch):
         return c["softmax_scale"], c["is_causal"], c["window_size"]
 
     def vjp_fwd(q, k, v, cu_q, cu_k, seqused_k, config):
-        calls.append(("varlen", config["is_causal"], config["window_size"], config["max_seqlen_q"],
-                      config["max_seqlen_k"]))
+        calls.append(
+            ("varlen", config["is_causal"], config["window_size"], config["max_seqlen_q"], config["max_seqlen_k"])
+        )
         cq, ck = cu_q.tolist(), cu_k.tolist()
         o, lse = _packed(q, k, v, cq, ck, *cfg_args(config))
         buf = torch.full((len(cq) - 1, q.shape[1], config["max_seqlen_q"]), float("nan"))
-        buf.view(-1)[:lse.numel()] = lse.float().reshape(-1)
+        buf.view(-1)[: lse.numel()] = lse.float().reshape(-1)
         o = o.to(q.dtype)
         return o, (q, k, v, cu_q, cu_k, seqused_k, o, buf)
 
@@ -200,12 +203,24 @@ def fake_package(monkeypatch):
         grads = _grads(lambda a, b, c: _packed(a, b, c, cq, ck, *cfg_args(config))[0], q, k, v, dout)
         return (*grads, None, None, None)
 
-    def flash_mha_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, seqused_k=None, max_seqlen_q=-1,
-                         max_seqlen_k=-1, softmax_scale=None, is_causal=False, window_size=(-1, -1)):
+    def flash_mha_varlen(
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k=None,
+        seqused_k=None,
+        max_seqlen_q=-1,
+        max_seqlen_k=-1,
+        softmax_scale=None,
+        is_causal=False,
+        window_size=(-1, -1),
+    ):
         assert q.dim() == 3 and cu_seqlens_q.shape == cu_seqlens_k.shape
         calls.append(("public varlen", is_causal, window_size, max_seqlen_q, max_seqlen_k))
-        return _packed(q, k, v, cu_seqlens_q.tolist(), cu_seqlens_k.tolist(), softmax_scale, is_causal,
-                       window_size)[0].to(q.dtype)
+        return _packed(q, k, v, cu_seqlens_q.tolist(), cu_seqlens_k.tolist(), softmax_scale, is_causal, window_size)[
+            0
+        ].to(q.dtype)
 
     def vjp(f, *primals):  # jax.vjp through torch autograd, in float64
         leaves = [x.detach().double().requires_grad_(True) for x in primals]
@@ -235,12 +250,42 @@ def _close(a, b):
 
 TRANSLATED = [
     # GQA, bottom-right causal with more queries than keys: the first rows see no key
-    Problem(batch=2, seqlen_q=7, seqlen_k=4, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=16,
-            causal=True, dtype="bfloat16", softmax_scale=0.3),
-    Problem(batch=1, seqlen_q=9, seqlen_k=12, heads_q=2, heads_kv=1, head_dim_qk=24, head_dim_v=24,
-            window_left=3, window_right=1, dtype="float16"),
-    Problem(batch=3, seqlen_q=(3, 8, 1), seqlen_k=(5, 4, 6), heads_q=4, heads_kv=1, head_dim_qk=8,
-            head_dim_v=8, causal=True, window_left=2, dtype="bfloat16"),
+    Problem(
+        batch=2,
+        seqlen_q=7,
+        seqlen_k=4,
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=16,
+        head_dim_v=16,
+        causal=True,
+        dtype="bfloat16",
+        softmax_scale=0.3,
+    ),
+    Problem(
+        batch=1,
+        seqlen_q=9,
+        seqlen_k=12,
+        heads_q=2,
+        heads_kv=1,
+        head_dim_qk=24,
+        head_dim_v=24,
+        window_left=3,
+        window_right=1,
+        dtype="float16",
+    ),
+    Problem(
+        batch=3,
+        seqlen_q=(3, 8, 1),
+        seqlen_k=(5, 4, 6),
+        heads_q=4,
+        heads_kv=1,
+        head_dim_qk=8,
+        head_dim_v=8,
+        causal=True,
+        window_left=2,
+        dtype="bfloat16",
+    ),
 ]
 
 
@@ -279,8 +324,9 @@ def test_a_dropped_window_is_caught(fake_package, monkeypatch):
     from difftest.oracles.reference import reference
 
     p = TRANSLATED[1].validate()
-    monkeypatch.setattr(fa3_jax, "call_for", lambda q: Fa3Call(causal=False, window=(-1, -1), scale=q.scale,
-                                                                longest=None))
+    monkeypatch.setattr(
+        fa3_jax, "call_for", lambda q: Fa3Call(causal=False, window=(-1, -1), scale=q.scale, longest=None)
+    )
     inputs = make_inputs(p)
     got, ref = fa3_jax.adapter().run(inputs), reference(inputs, "float64")
     assert not _close(got.o, ref.o)

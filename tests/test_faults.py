@@ -27,12 +27,16 @@ def test_exit_status_in_words():
     assert "no exit status" in describe_exit(None)
 
 
-@pytest.mark.parametrize("kernel,expected", [
-    (fk.Segfaults(), "kernel process died: killed by signal SIGSEGV"),
-    (fk.ExitsProcess(), "kernel process died: exited with code 3"),
-    (fk.CudaLikeError(), "CUDA error: an illegal memory access was encountered"),
-    (fk.AllocatesWithoutBound(), "alloc"),
-], ids=["segfault", "os._exit", "cuda-like-error", "unbounded-allocation"])
+@pytest.mark.parametrize(
+    "kernel,expected",
+    [
+        (fk.Segfaults(), "kernel process died: killed by signal SIGSEGV"),
+        (fk.ExitsProcess(), "kernel process died: exited with code 3"),
+        (fk.CudaLikeError(), "CUDA error: an illegal memory access was encountered"),
+        (fk.AllocatesWithoutBound(), "alloc"),
+    ],
+    ids=["segfault", "os._exit", "cuda-like-error", "unbounded-allocation"],
+)
 def test_isolated_fault_costs_one_case_and_is_named(kernel, expected):
     r = run_case(kernel, BAD, ISOLATED)
     assert r.status == "error" and expected in r.reason, r.reason

@@ -46,9 +46,19 @@ def test_a_run_writes_its_reports_and_state_with_one_mode(tmp_path, umask):
     from difftest.run.plan import RunOptions, RunPlan
 
     umask(0o027)
-    opts = RunOptions(kernels=("tests.kernels_for_tests:RefKernel",), profile="quick", max_examples=2,
-                      edge_cases=False, db="none", isolate=False, out=str(tmp_path / "out"), quiet=True,
-                      prebuild=False, jobs=1, argv=("run",))
+    opts = RunOptions(
+        kernels=("tests.kernels_for_tests:RefKernel",),
+        profile="quick",
+        max_examples=2,
+        edge_cases=False,
+        db="none",
+        isolate=False,
+        out=str(tmp_path / "out"),
+        quiet=True,
+        prebuild=False,
+        jobs=1,
+        argv=("run",),
+    )
     assert RunPlan(opts).execute() == 0
     out = tmp_path / "out"
     (run,) = (out / "runs").iterdir()
@@ -62,9 +72,14 @@ def _replaces(path) -> bool:
     another interpreter, e.g. bisect's child script, is not its code)."""
     import ast
 
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "replace"
-               and isinstance(n.func.value, ast.Name) and n.func.value.id == "os"
-               for n in ast.walk(ast.parse(path.read_text())))
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "replace"
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "os"
+        for n in ast.walk(ast.parse(path.read_text()))
+    )
 
 
 # os.replace of a folder, not a file written: bisect moves an unpacked wheel's folder into place
@@ -73,6 +88,9 @@ FOLDER_MOVES = {"difftest/investigate/bisect.py"}
 
 def test_no_second_atomic_writer():
     """Only safeio replaces files: a second writer would bring a second policy."""
-    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "difftest").rglob("*.py")
-                 if p.name != "safeio.py" and str(p.relative_to(ROOT)) not in FOLDER_MOVES and _replaces(p)]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "difftest").rglob("*.py")
+        if p.name != "safeio.py" and str(p.relative_to(ROOT)) not in FOLDER_MOVES and _replaces(p)
+    ]
     assert offenders == []

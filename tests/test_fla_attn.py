@@ -53,11 +53,16 @@ def results():
     if not CUDA:
         env["TRITON_INTERPRET"] = "1"
     probs = {n: p.to_dict() for n, p in {**PASSING, **{f"tail_sinks{i}": TAIL_SINKS for i in range(3)}}.items()}
-    r = subprocess.run([sys.executable, "-W", "ignore", "-c", _RUN, "cuda" if CUDA else "cpu", json.dumps(probs)],
-                       capture_output=True, text=True, timeout=600, env=env)
+    r = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", _RUN, "cuda" if CUDA else "cpu", json.dumps(probs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
     assert r.returncode == 0 and line, r.stderr[-3000:]
-    out = json.loads(line[-1][len("RESULT"):])
+    out = json.loads(line[-1][len("RESULT") :])
     if out["unavailable"]:
         pytest.skip(out["unavailable"])
     return out
@@ -72,10 +77,12 @@ PASSING = {
     "causal": _p(seqlen_q=70, seqlen_k=70),
     "gqa_unequal_dims": _p(batch=2, seqlen_q=40, seqlen_k=40, heads_q=4, heads_kv=1, head_dim_qk=32, head_dim_v=8),
     "window": _p(seqlen_q=90, seqlen_k=90, heads_kv=1, window_left=20),
-    "varlen_empty_sinks": _p(batch=3, seqlen_q=(0, 30, 41), seqlen_k=(0, 30, 41), sinks=True, head_dim_qk=8,
-                             head_dim_v=8),
-    "diagonal_window_sinks_odd_dims": _p(seqlen_q=20, seqlen_k=20, window_left=0, window_right=3, sinks=True,
-                                         head_dim_qk=3, head_dim_v=20),
+    "varlen_empty_sinks": _p(
+        batch=3, seqlen_q=(0, 30, 41), seqlen_k=(0, 30, 41), sinks=True, head_dim_qk=8, head_dim_v=8
+    ),
+    "diagonal_window_sinks_odd_dims": _p(
+        seqlen_q=20, seqlen_k=20, window_left=0, window_right=3, sinks=True, head_dim_qk=3, head_dim_v=20
+    ),
     "varlen_tail_no_sinks": _p(batch=2, seqlen_q=(30, 41), seqlen_k=(30, 41), pad_tail=3, heads_kv=1),
 }
 

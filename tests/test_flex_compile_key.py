@@ -47,8 +47,9 @@ class Recorder:
         flex may fail to run a compiled graph (an all-empty varlen problem: "max(): Expected
         reduction dim 3 to have non-zero size"); the compile, decided before, still counts."""
         before = self.compiles
-        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True, recompile_limit=10_000,
-                                        accumulated_recompile_limit=10_000):
+        with torch._dynamo.config.patch(
+            fail_on_recompile_limit_hit=True, recompile_limit=10_000, accumulated_recompile_limit=10_000
+        ):
             try:
                 adapter.translate(lay_out(make_inputs(p)), grad=False, flex_fn=self.fn)
             except (RuntimeError, IndexError) as e:
@@ -142,8 +143,10 @@ def test_compile_aware_draws_reuse_flex_configurations():
         assert len({(p.values, p.seed) for p in never}) > n // 2  # what the key leaves free still varies
         ps = draw_many(problems(cap, "gpu", new_compile_p=0.1, warm_configs=4), n)
         keys = compile_keys(ps, cap)
-        print(f"\n{n} gpu draws: {len(keys)} compile configurations, warm share "
-              f"{sum(cap.compile_signature(p) in warm for p in ps) / n:.2f}")
+        print(
+            f"\n{n} gpu draws: {len(keys)} compile configurations, warm share "
+            f"{sum(cap.compile_signature(p) in warm for p in ps) / n:.2f}"
+        )
         assert len(keys) < n / 2
         for p in never + ps:
             assert cap.excludes(p) is None

@@ -63,8 +63,9 @@ def test_inputs_hold_exactly_the_dequantised_fp8_bytes(dtype):
         assert torch.equal(t.data.to(torch.float64) * t.descale, getattr(x, n).to(torch.float64))
         assert fp8.fmt(dtype).fmax / 2 < t.amax / t.descale <= fp8.fmt(dtype).fmax
     again = make_inputs(p)
-    assert again.digest() == x.digest() and torch.equal(again.fp8["q"].data.view(torch.uint8),
-                                                        x.fp8["q"].data.view(torch.uint8))
+    assert again.digest() == x.digest() and torch.equal(
+        again.fp8["q"].data.view(torch.uint8), x.fp8["q"].data.view(torch.uint8)
+    )
 
 
 def test_a_16_bit_problem_has_no_fp8_tensors_and_its_own_dtype():
@@ -104,11 +105,14 @@ def test_the_fp8_floor_is_one_ulp_at_the_tensors_magnitude():
     b = budget_limit(p, truth, truth, 2.0, 2.0, name="dq")
     # one e4m3 ulp at |truth| = 1e-3 (no floor_magnitude), float32's 2 ulps at magnitude 1, P's
     # float32 rounding and the accumulator over 13 keys (the terms every dtype's floor has)
-    want = (EPS[E4] * 1e-3 + 2 * EPS["float32"] * 1.0 + math.expm1(2 * EPS["float32"]) * 1e-3
-            + math.sqrt(13) * EPS["float32"] / 2 * 1e-3)
+    want = (
+        EPS[E4] * 1e-3
+        + 2 * EPS["float32"] * 1.0
+        + math.expm1(2 * EPS["float32"]) * 1e-3
+        + math.sqrt(13) * EPS["float32"] / 2 * 1e-3
+    )
     assert b["floor"] == pytest.approx(want, rel=1e-9)
-    zero = budget_limit(p, torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), 2.0, 2.0,
-                        name="o")
+    zero = budget_limit(p, torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), 2.0, 2.0, name="o")
     assert zero["limit"] > 0
 
 
@@ -118,13 +122,17 @@ def test_the_emulation_is_in_the_variant_catalogue():
     assert v.deterministic and set(v.factory().capability.dtypes) == set(FP8_DTYPES)
 
 
-@pytest.mark.parametrize("p", [
-    small(causal=True, seqlen_q=40, seqlen_k=70, heads_q=4, heads_kv=2),
-    small(dtype="float8_e5m2", batch=2, seqlen_q=(9, 30), seqlen_k=(17, 0), sinks=True, pad_tail=3),
-    small(values="scaled", value_scale=8.0, seqlen_q=33, seqlen_k=64),
-    small(values="heavy_tailed", value_scale=4.0, window_left=5, window_right=2),
-    small(batch=2, seqlen_q=(0, 0), seqlen_k=(0, 0)),  # nothing to attend: every tensor empty
-], ids=["causal-gqa", "e5m2-varlen-sinks", "scaled", "heavy-window", "empty"])
+@pytest.mark.parametrize(
+    "p",
+    [
+        small(causal=True, seqlen_q=40, seqlen_k=70, heads_q=4, heads_kv=2),
+        small(dtype="float8_e5m2", batch=2, seqlen_q=(9, 30), seqlen_k=(17, 0), sinks=True, pad_tail=3),
+        small(values="scaled", value_scale=8.0, seqlen_q=33, seqlen_k=64),
+        small(values="heavy_tailed", value_scale=4.0, window_left=5, window_right=2),
+        small(batch=2, seqlen_q=(0, 0), seqlen_k=(0, 0)),  # nothing to attend: every tensor empty
+    ],
+    ids=["causal-gqa", "e5m2-varlen-sinks", "scaled", "heavy-window", "empty"],
+)
 def test_the_correct_fp8_emulation_passes(p):
     r = run_case(Fp8CurrentScaling(), p, RunConfig())
     assert r.status == Status.PASSED, [v.message for v in r.verdicts if not v.passed]

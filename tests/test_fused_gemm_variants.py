@@ -12,10 +12,24 @@ from difftest.oracles import fused_passes
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import fused_gemm_variants as fgv  # noqa: E402
 
-PROBLEMS = [Problem(seqlen_q=s, seqlen_k=s + extra, heads_q=4, heads_kv=2, head_dim_qk=d, head_dim_v=d,
-                    causal=causal, window_left=wl).validate()
-            for s, extra, d, causal, wl in ((700, 0, 64, True, None), (1000, 37, 72, True, None),
-                                            (1500, 0, 128, False, 200), (333, 5, 96, False, None))]
+PROBLEMS = [
+    Problem(
+        seqlen_q=s,
+        seqlen_k=s + extra,
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=d,
+        head_dim_v=d,
+        causal=causal,
+        window_left=wl,
+    ).validate()
+    for s, extra, d, causal, wl in (
+        (700, 0, 64, True, None),
+        (1000, 37, 72, True, None),
+        (1500, 0, 128, False, 200),
+        (333, 5, 96, False, None),
+    )
+]
 
 
 def test_a_variant_is_keyed_on_specialised_arguments_and_flags_only():

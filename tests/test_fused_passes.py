@@ -25,9 +25,22 @@ ENTRY_POINTS = ("exp_rowsum_", "ds_and_terms_", "scores_exp", "dp_ds_and_terms_"
 FIRST, SECOND = ("exp_rowsum_", "scores_exp"), ("ds_and_terms_", "dp_ds_and_terms_")
 # problems some of whose chunks take the bound as the softmax shift at both chunk sizes, so the
 # GEMMs are fused there when asked (the others: no key every row of a chunk sees, or huge logits)
-GEMM_CASES = ("no_mask", "causal_top_left", "causal_top_left_sq_gt_sk", "causal_bottom_right_sq_lt_sk", "window_left",
-              "window_right", "gqa", "mqa", "varlen_empty_q_and_k", "sinks", "sinks_varlen_empty_k", "pad_tail",
-              "custom_scale_large_logits", "causal_gqa_fp16")
+GEMM_CASES = (
+    "no_mask",
+    "causal_top_left",
+    "causal_top_left_sq_gt_sk",
+    "causal_bottom_right_sq_lt_sk",
+    "window_left",
+    "window_right",
+    "gqa",
+    "mqa",
+    "varlen_empty_q_and_k",
+    "sinks",
+    "sinks_varlen_empty_k",
+    "pad_tail",
+    "custom_scale_large_logits",
+    "causal_gqa_fp16",
+)
 
 
 @pytest.fixture
@@ -46,6 +59,7 @@ def interpreted(monkeypatch):
         def counted(*a, _real=real, _name=name, **k):
             calls[_name] += 1
             return _real(*a, **k)
+
         monkeypatch.setattr(fz, name, counted)
     fz.calls = calls
     monkeypatch.setitem(chunked._FUSED, "module", fz)
@@ -74,6 +88,7 @@ def _interpret(monkeypatch):
     """oracles/fused_passes.py re-decorated with TRITON_INTERPRET set: interpreted kernels."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     from difftest.oracles import fused_passes
+
     return importlib.reload(fused_passes)
 
 
@@ -93,15 +108,38 @@ def _scale(t: torch.Tensor) -> float:
 # which runs one Python call per program) replaced by shorter ones of the same kind; the capped
 # ones run eagerly by design (the fused passes know no tanh): test_a_capped_problem_never_fuses
 CAPPED = {n: p for n, p in SKIP_CASES.items() if p.softcap is not None}
-CASES = {**{n: p for n, p in SKIP_CASES.items() if not n.startswith("long_") and n not in CAPPED},
-         "causal_gqa_fp16": Problem(seqlen_q=40, seqlen_k=40, heads_q=3, heads_kv=1, causal=True, head_dim_qk=16,
-                                    head_dim_v=8, dtype="float16"),
-         "window_varlen_sinks": Problem(batch=3, seqlen_q=(0, 30, 41), seqlen_k=(9, 0, 38), heads_q=2, heads_kv=2,
-                                        window_left=9, window_right=4, sinks=True, head_dim_qk=8, head_dim_v=8,
-                                        pad_tail=3),
-         # logits in the thousands: the row maximum is taken, not the bound in the GEMM
-         "huge_logits": Problem(seqlen_q=40, seqlen_k=50, heads_q=2, heads_kv=1, causal=True, values="scaled",
-                                value_scale=40.0, sinks=True, head_dim_qk=16, head_dim_v=8)}
+CASES = {
+    **{n: p for n, p in SKIP_CASES.items() if not n.startswith("long_") and n not in CAPPED},
+    "causal_gqa_fp16": Problem(
+        seqlen_q=40, seqlen_k=40, heads_q=3, heads_kv=1, causal=True, head_dim_qk=16, head_dim_v=8, dtype="float16"
+    ),
+    "window_varlen_sinks": Problem(
+        batch=3,
+        seqlen_q=(0, 30, 41),
+        seqlen_k=(9, 0, 38),
+        heads_q=2,
+        heads_kv=2,
+        window_left=9,
+        window_right=4,
+        sinks=True,
+        head_dim_qk=8,
+        head_dim_v=8,
+        pad_tail=3,
+    ),
+    # logits in the thousands: the row maximum is taken, not the bound in the GEMM
+    "huge_logits": Problem(
+        seqlen_q=40,
+        seqlen_k=50,
+        heads_q=2,
+        heads_kv=1,
+        causal=True,
+        values="scaled",
+        value_scale=40.0,
+        sinks=True,
+        head_dim_qk=16,
+        head_dim_v=8,
+    ),
+}
 
 
 def _count(calls, names) -> int:
@@ -159,8 +197,9 @@ def _assert_agree(x, eager, fused, dense_rel: float, magnitude_rel: float) -> No
 # test_oracles' cancelling case with one sequence and one GQA group of 2 (it had 2 and 2): every
 # row is as before (70 causal rows of 90 keys, mixed dO, logits x1.5, a sink), a quarter of the
 # rows for Triton's interpreter to walk (10.8 s and 6.6 s per call before)
-FUSED_MAGNITUDE_CASES = {"mixed_do_large_logits": MAGNITUDE_CASES["mixed_do_large_logits"].replace(
-    batch=1, heads_q=2, heads_kv=1)}
+FUSED_MAGNITUDE_CASES = {
+    "mixed_do_large_logits": MAGNITUDE_CASES["mixed_do_large_logits"].replace(batch=1, heads_q=2, heads_kv=1)
+}
 
 
 @pytest.mark.parametrize("name", ["causal_gqa_fp16", "window_varlen_sinks", "mixed_do_large_logits"])
@@ -216,8 +255,9 @@ def _masked_scores(q, k, mask):
     return s
 
 
-@pytest.mark.parametrize("mask", [None, (0, 1, None, 1), (5, 3, None, 1), (-4, 2, 6, 3), (20, 1, 0, None),
-                                  (-70, 1, None, 1)])
+@pytest.mark.parametrize(
+    "mask", [None, (0, 1, None, 1), (5, 3, None, 1), (-4, 2, 6, 3), (20, 1, 0, None), (-70, 1, None, 1)]
+)
 @pytest.mark.parametrize("dim", [16, 24, 40])
 def test_scores_exp_is_exp_of_the_masked_scores(mask, dim, interpreted):
     """E = exp(q k^T - shift), masked scores 0, and the row sums, against torch: causal rows
@@ -329,8 +369,7 @@ def test_the_cpu_keeps_eager_passes_and_a_missing_triton_falls_back(monkeypatch)
 def test_the_oracle_bench_times_the_fused_truth_next_to_the_eager_one(interpreted):
     from difftest.measure.bench import oracle_markdown, run_oracle_bench
 
-    rows = run_oracle_bench([(1, 2, 48, 8)], kernels=(), device="cpu", eager=True, passes_only=True,
-                            log=lambda s: None)
+    rows = run_oracle_bench([(1, 2, 48, 8)], kernels=(), device="cpu", eager=True, passes_only=True, log=lambda s: None)
     assert rows[0]["truth"]["passes"] == "fused+gemms" and rows[0]["truth_eager"]["passes"] == "eager"
     assert rows[0]["truth_passes_only"]["passes"] == "fused" and rows[0]["truth"]["fused_gemm_chunks"] > 0
     assert rows[0]["truth"]["magnitudes_dtype"] == "float32"  # the runner's on the CPU, named rather than None
@@ -352,6 +391,7 @@ def test_the_truths_kernel_builds_are_their_own_phase(interpreted, monkeypatch):
             if kernel not in built:
                 built.add(kernel)
                 time.sleep(0.1)
+
         return warmup
 
     for kernel in KERNELS:
@@ -366,13 +406,41 @@ def test_the_truths_kernel_builds_are_their_own_phase(interpreted, monkeypatch):
 # ------------------------------------------------------------------ on a GPU: the compiled kernels
 KERNELS = ("_exp_rowsum_kernel", "_ds_terms_kernel", "_scores_exp_kernel", "_dp_ds_terms_kernel")
 GPU_CASES = {
-    "causal_2k_gqa": Problem(seqlen_q=2048, seqlen_k=2048, heads_q=8, heads_kv=2, causal=True, head_dim_qk=128,
-                             head_dim_v=128, dtype="bfloat16"),
-    "bottom_right_window_sinks": Problem(batch=2, seqlen_q=(700, 1500), seqlen_k=(1900, 1200), heads_q=4, heads_kv=4,
-                                         causal=True, window_left=300, sinks=True, head_dim_qk=64, head_dim_v=96,
-                                         dtype="float16", pad_tail=5),
-    "huge_logits": Problem(seqlen_q=600, seqlen_k=1100, heads_q=2, heads_kv=1, values="scaled", value_scale=40.0,
-                           head_dim_qk=32, head_dim_v=32, dtype="float16"),
+    "causal_2k_gqa": Problem(
+        seqlen_q=2048,
+        seqlen_k=2048,
+        heads_q=8,
+        heads_kv=2,
+        causal=True,
+        head_dim_qk=128,
+        head_dim_v=128,
+        dtype="bfloat16",
+    ),
+    "bottom_right_window_sinks": Problem(
+        batch=2,
+        seqlen_q=(700, 1500),
+        seqlen_k=(1900, 1200),
+        heads_q=4,
+        heads_kv=4,
+        causal=True,
+        window_left=300,
+        sinks=True,
+        head_dim_qk=64,
+        head_dim_v=96,
+        dtype="float16",
+        pad_tail=5,
+    ),
+    "huge_logits": Problem(
+        seqlen_q=600,
+        seqlen_k=1100,
+        heads_q=2,
+        heads_kv=1,
+        values="scaled",
+        value_scale=40.0,
+        head_dim_qk=32,
+        head_dim_v=32,
+        dtype="float16",
+    ),
 }
 
 
@@ -420,8 +488,12 @@ def test_a_fused_pass_that_cannot_run_falls_back_to_eager_once(interpreted, monk
     x = make_inputs(CASES["causal_gqa_fp16"])
     eager = chunked_reference(x, "float64", chunk=16, magnitudes=True, fused_passes=False)
     # the first or the second pass fails, with the GEMMs inside them or not
-    for kernel, gemms in (("_exp_rowsum_kernel", False), ("_ds_terms_kernel", False), ("_scores_exp_kernel", True),
-                          ("_dp_ds_terms_kernel", True)):
+    for kernel, gemms in (
+        ("_exp_rowsum_kernel", False),
+        ("_ds_terms_kernel", False),
+        ("_scores_exp_kernel", True),
+        ("_dp_ds_terms_kernel", True),
+    ):
         monkeypatch.setattr(chunked, "FUSED_GEMMS", gemms)
         monkeypatch.setattr(chunked, "_FUSED", {"module": interpreted})
         with monkeypatch.context() as m:

@@ -21,19 +21,28 @@ from tests.kernels_for_tests import Flaky, RefKernel, WrongDkForLongGqa
 
 class BrokenRef(WrongDkForLongGqa):
     """The candidate: the same kernel name as the baseline, dK wrong for long GQA."""
+
     name = RefKernel.name
 
 
 class NoisyRef(RefKernel):
     """The candidate: run-to-run noise in dQ, no determinism claimed (measured only)."""
+
     name = RefKernel.name
     corrupt = Flaky.corrupt
 
 
 def _report(tmp_path, name, kernel, **kw):
     kw.setdefault("max_examples", 25)
-    res = run_campaign(kernel, "quick", edge_cases=kw.pop("edge_cases", False), database=None,
-                       out_dir=tmp_path / name, seed=kw.pop("seed", 3), **kw)
+    res = run_campaign(
+        kernel,
+        "quick",
+        edge_cases=kw.pop("edge_cases", False),
+        database=None,
+        out_dir=tmp_path / name,
+        seed=kw.pop("seed", 3),
+        **kw,
+    )
     path = write_json([res], tmp_path / name / "report.json")
     return path, json.loads(path.read_text())
 
@@ -45,16 +54,23 @@ def baseline(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory):
-    return _report(tmp_path_factory.mktemp("broken"), "b", BrokenRef(), max_examples=40, shrink_budget=10.0,
-                   config=RunConfig(determinism_runs=2))
+    return _report(
+        tmp_path_factory.mktemp("broken"),
+        "b",
+        BrokenRef(),
+        max_examples=40,
+        shrink_budget=10.0,
+        config=RunConfig(determinism_runs=2),
+    )
 
 
 def test_report_against_itself_passes(baseline, tmp_path, difftest_cli):
     path, doc = baseline
     res = compare(doc, copy.deepcopy(doc))
     assert res.passed and not res.findings, render(res)
-    r = difftest_cli("gate", "--baseline", str(path), "--candidate", str(path), "--junit", str(tmp_path / "j.xml"),
-                     cwd=tmp_path)
+    r = difftest_cli(
+        "gate", "--baseline", str(path), "--candidate", str(path), "--junit", str(tmp_path / "j.xml"), cwd=tmp_path
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "gate: PASSED" in r.stdout and "dk      budget" in r.stdout
     suites = ET.parse(tmp_path / "j.xml").getroot()
@@ -67,8 +83,18 @@ def test_broken_candidate_fails_with_shrunk_problem_and_reproducer(baseline, bro
     a_path, a = baseline
     b_path, b = broken
     assert b["campaigns"][0]["status"] == "failed"
-    r = difftest_cli("gate", "--baseline", str(a_path), "--candidate", str(b_path),
-                     "--junit", str(tmp_path / "j.xml"), "--html", str(tmp_path / "g.html"), cwd=tmp_path)
+    r = difftest_cli(
+        "gate",
+        "--baseline",
+        str(a_path),
+        "--candidate",
+        str(b_path),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        "--html",
+        str(tmp_path / "g.html"),
+        cwd=tmp_path,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "REGRESSION: test-ref32 dk:budget" in r.stdout and "gate: FAILED" in r.stdout
     repro = b["campaigns"][0]["reproducer"]["py"]
@@ -102,8 +128,9 @@ def test_known_failure_does_not_block_but_a_newly_failing_problem_does(broken):
     for v in bad["verdicts"]:
         v["passed"] = True
     res = compare(a, b)
-    assert not res.passed and any(f.kind == "regression" and "passed in the baseline" in f.message
-                                  for f in res.findings), render(res)
+    assert not res.passed and any(
+        f.kind == "regression" and "passed in the baseline" in f.message for f in res.findings
+    ), render(res)
 
 
 def test_ratio_growth_fails_beyond_the_allowed_factor(baseline):
@@ -111,8 +138,12 @@ def test_ratio_growth_fails_beyond_the_allowed_factor(baseline):
     b = copy.deepcopy(a)
     case = max(b["campaigns"][0]["cases"], key=lambda c: c["worst_ratio"])
     v = next(v for v in case["verdicts"] if v["output"] == "dv" and v["gate"] == "budget")
-    old = max(x["numbers"]["ratio"] for c in a["campaigns"][0]["cases"] for x in c["verdicts"]
-              if x["output"] == "dv" and x["gate"] == "budget")
+    old = max(
+        x["numbers"]["ratio"]
+        for c in a["campaigns"][0]["cases"]
+        for x in c["verdicts"]
+        if x["output"] == "dv" and x["gate"] == "budget"
+    )
     v["numbers"]["ratio"] = max(old, 0.05) * 2.5  # still under the limit: only growth can catch it
     res = compare(a, b, max_ratio_growth=1.0)
     assert [(f.kind, f.output) for f in res.findings] == [("ratio", "dv")], render(res)
@@ -146,6 +177,7 @@ def test_less_coverage_fails(baseline):
 
 class NoSinksRef(RefKernel):
     """The candidate: the same kernel, claiming no sinks (a narrower capability)."""
+
     capability = dataclasses.replace(RefKernel.capability, sinks=False)
 
 
@@ -190,13 +222,16 @@ def test_bad_input_is_one_line_and_exit_2(baseline, tmp_path, difftest_cli):
     path, _ = baseline
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "other.json").write_text(json.dumps({"campaigns": []}))
-    (tmp_path / "typed.json").write_text(json.dumps({"difftest_report": 1, "campaigns": [{"kernel": "x",
-                                                                                       "cases": [{"status": 3}]}]}))
-    for args in (["--candidate", str(path), "--baseline", str(tmp_path / "missing.json")],
-                 ["--candidate", str(tmp_path / "bad.json"), "--baseline", str(path)],
-                 ["--candidate", str(tmp_path / "other.json"), "--baseline", str(path)],
-                 ["--candidate", str(tmp_path / "typed.json"), "--baseline", str(path)],
-                 ["--candidate", str(path), "--baseline", str(path), "--max-ratio-growth", "nan"]):
+    (tmp_path / "typed.json").write_text(
+        json.dumps({"difftest_report": 1, "campaigns": [{"kernel": "x", "cases": [{"status": 3}]}]})
+    )
+    for args in (
+        ["--candidate", str(path), "--baseline", str(tmp_path / "missing.json")],
+        ["--candidate", str(tmp_path / "bad.json"), "--baseline", str(path)],
+        ["--candidate", str(tmp_path / "other.json"), "--baseline", str(path)],
+        ["--candidate", str(tmp_path / "typed.json"), "--baseline", str(path)],
+        ["--candidate", str(path), "--baseline", str(path), "--max-ratio-growth", "nan"],
+    ):
         r = difftest_cli("gate", *args, cwd=tmp_path)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and not r.stdout, (args, r.stderr)
 
@@ -243,17 +278,38 @@ def test_ill_typed_reports_are_refused_or_handled_never_a_traceback(baseline):
     _, a = baseline
     a = copy.deepcopy(a)
     a["campaigns"][0]["cases"] = a["campaigns"][0]["cases"][:3]
-    paths = [("campaigns",), ("campaigns", 0)] + \
-        [("campaigns", 0, k) for k in ("kernel", "status", "cases", "settings", "coverage", "failure", "failures",
-                                       "reproducer", "reason", "profile", "elapsed_s", "compile_stats")] + \
-        [("campaigns", 0, "coverage", k) for k in ("hit", "missing")] + \
-        [("campaigns", 0, "settings", k) for k in ("shard", "seed", "narrowed", "config", "edge_cases")] + \
-        [("campaigns", 0, "cases", 0)] + \
-        [("campaigns", 0, "cases", 0, k) for k in ("problem", "status", "verdicts", "worst_ratio", "reason",
-                                                   "failed_gates")] + \
-        [("campaigns", 0, "cases", 0, "verdicts", 0, k) for k in ("output", "gate", "passed", "numbers", "worst",
-                                                                  "message")] + \
-        [("campaigns", 0, "cases", 0, "verdicts", 0, "numbers", "ratio")]
+    paths = (
+        [("campaigns",), ("campaigns", 0)]
+        + [
+            ("campaigns", 0, k)
+            for k in (
+                "kernel",
+                "status",
+                "cases",
+                "settings",
+                "coverage",
+                "failure",
+                "failures",
+                "reproducer",
+                "reason",
+                "profile",
+                "elapsed_s",
+                "compile_stats",
+            )
+        ]
+        + [("campaigns", 0, "coverage", k) for k in ("hit", "missing")]
+        + [("campaigns", 0, "settings", k) for k in ("shard", "seed", "narrowed", "config", "edge_cases")]
+        + [("campaigns", 0, "cases", 0)]
+        + [
+            ("campaigns", 0, "cases", 0, k)
+            for k in ("problem", "status", "verdicts", "worst_ratio", "reason", "failed_gates")
+        ]
+        + [
+            ("campaigns", 0, "cases", 0, "verdicts", 0, k)
+            for k in ("output", "gate", "passed", "numbers", "worst", "message")
+        ]
+        + [("campaigns", 0, "cases", 0, "verdicts", 0, "numbers", "ratio")]
+    )
     refused = 0
     for path in paths:
         for bad in (None, "x", 7, 1.5, True, [], {}, [1], {"a": 1}):
@@ -294,6 +350,19 @@ def test_a_report_reads_back_as_the_types_that_wrote_it(broken):
     assert c.failure is not None and c.failure.failed and c.reproducer == doc["campaigns"][0]["reproducer"]
     again = json.loads(json.dumps(campaign_record(c)))
     written = doc["campaigns"][0]
-    for key in ("kernel", "profile", "status", "counts", "outputs", "triage", "failure", "cases", "findings",
-                "coverage", "settings", "unrun", "hunt"):
+    for key in (
+        "kernel",
+        "profile",
+        "status",
+        "counts",
+        "outputs",
+        "triage",
+        "failure",
+        "cases",
+        "findings",
+        "coverage",
+        "settings",
+        "unrun",
+        "hunt",
+    ):
         assert again[key] == written[key], key

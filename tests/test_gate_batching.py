@@ -17,12 +17,43 @@ from difftest.model.outputs import Outputs
 from difftest.oracles import references
 
 PROBLEMS = [
-    Problem(batch=2, seqlen_q=24, seqlen_k=40, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=16,
-            dtype="float16", causal=True, sinks=True, seed=3),
-    Problem(batch=3, seqlen_q=(5, 0, 9), seqlen_k=(7, 4, 0), heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=16,
-            dtype="bfloat16", pad_tail=3, seed=5),
-    Problem(seqlen_q=12, seqlen_k=12, heads_q=2, heads_kv=2, head_dim_qk=32, head_dim_v=32, dtype="float32",
-            window_left=2, window_right=1, seed=7),
+    Problem(
+        batch=2,
+        seqlen_q=24,
+        seqlen_k=40,
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=16,
+        head_dim_v=16,
+        dtype="float16",
+        causal=True,
+        sinks=True,
+        seed=3,
+    ),
+    Problem(
+        batch=3,
+        seqlen_q=(5, 0, 9),
+        seqlen_k=(7, 4, 0),
+        heads_q=2,
+        heads_kv=1,
+        head_dim_qk=8,
+        head_dim_v=16,
+        dtype="bfloat16",
+        pad_tail=3,
+        seed=5,
+    ),
+    Problem(
+        seqlen_q=12,
+        seqlen_k=12,
+        heads_q=2,
+        heads_kv=2,
+        head_dim_qk=32,
+        head_dim_v=32,
+        dtype="float32",
+        window_left=2,
+        window_right=1,
+        seed=7,
+    ),
 ]
 
 
@@ -61,9 +92,20 @@ def _verdicts(p, x, refs, out, config, long_way: bool, monkeypatch):
     if long_way:
         monkeypatch.setattr(gates._Judged, "__init__", _all_long(gates._Judged.__init__))
     try:
-        return [v.to_dict() for v in check_outputs(p, out, refs.truth, refs.yardsticks, config, poisoned=True,
-                                                   expected=("o", "lse", "dq", "dk", "dv", "dsink"),
-                                                   yardstick=refs.flash, inputs=x)]
+        return [
+            v.to_dict()
+            for v in check_outputs(
+                p,
+                out,
+                refs.truth,
+                refs.yardsticks,
+                config,
+                poisoned=True,
+                expected=("o", "lse", "dq", "dk", "dv", "dsink"),
+                yardstick=refs.flash,
+                inputs=x,
+            )
+        ]
     finally:
         monkeypatch.undo()
 
@@ -72,6 +114,7 @@ def _all_long(init):
     def wrapped(self, *a, **kw):
         kw["quick"] = False
         init(self, *a, **kw)
+
     return wrapped
 
 

@@ -43,8 +43,13 @@ def test_set_k_survives_the_round_trip_through_a_report():
 
 def test_a_config_written_before_reads_as_it_did():
     """Before, to_dict listed every output's k; a default there meant "not set"."""
-    old = {"k": {**DEFAULT_K, "dv": 7.0}, "floor_ulps": 2.0, "floor_magnitude": 1.0, "standards": {},
-           "check_nonfinite": True}
+    old = {
+        "k": {**DEFAULT_K, "dv": 7.0},
+        "floor_ulps": 2.0,
+        "floor_magnitude": 1.0,
+        "standards": {},
+        "check_nonfinite": True,
+    }
     g = GateConfig.from_dict(old)
     assert g.k == {"dv": 7.0}
     assert g.k_for("float32", "dq") == DEFAULT_K_BY_DTYPE["float32"]["dq"] and g.k_for("float16", "dv") == 7.0

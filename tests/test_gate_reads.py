@@ -49,8 +49,19 @@ class HostReads(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-P = Problem(batch=2, seqlen_q=24, seqlen_k=40, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=16,
-            dtype="float16", causal=True, sinks=True, seed=3).validate()
+P = Problem(
+    batch=2,
+    seqlen_q=24,
+    seqlen_k=40,
+    heads_q=4,
+    heads_kv=2,
+    head_dim_qk=16,
+    head_dim_v=16,
+    dtype="float16",
+    causal=True,
+    sinks=True,
+    seed=3,
+).validate()
 
 
 def _poisoned_good():

@@ -1,6 +1,5 @@
 """Each gate passes a correct result and FAILS a deliberately wrong one."""
 
-
 import pytest
 import torch
 
@@ -12,8 +11,20 @@ from difftest.oracles.reference import reference
 
 
 def _case(**kw):
-    p = Problem(**{"batch": 2, "seqlen_q": 24, "seqlen_k": 40, "heads_q": 4, "heads_kv": 2, "head_dim_qk": 16,
-                   "head_dim_v": 16, "dtype": "float16", "seed": 3, **kw}).validate()
+    p = Problem(
+        **{
+            "batch": 2,
+            "seqlen_q": 24,
+            "seqlen_k": 40,
+            "heads_q": 4,
+            "heads_kv": 2,
+            "head_dim_qk": 16,
+            "head_dim_v": 16,
+            "dtype": "float16",
+            "seed": 3,
+            **kw,
+        }
+    ).validate()
     x = make_inputs(p)
     return p, x, reference(x, "float64"), reference(x, "same"), reference(x, "float32")
 
@@ -43,7 +54,7 @@ def test_one_zeroed_block_fails_and_is_located():
     p, x, truth, ref, good = _case()
     bad = good.clone()
     # zero key block 16..31 of the second sequence, kv head 1
-    bad.dk[40 + 16:40 + 32, 1] = 0
+    bad.dk[40 + 16 : 40 + 32, 1] = 0
     vs = check_outputs(p, bad, truth, ref)
     assert _failed(vs) == ["dk:budget"]
     v = next(v for v in vs if v.label == "dk:budget")
@@ -245,9 +256,21 @@ def test_locate_maps_packed_rows_to_sequences():
 
 # ---------------------------------------------------------------- logit rounding (yardstick)
 LARGE_CANCELLING_LOGITS = Problem(
-    batch=3, seqlen_q=(1, 95, 159), seqlen_k=(1, 95, 1), heads_q=4, heads_kv=2, head_dim_qk=111, head_dim_v=111,
-    dtype="bfloat16", causal=True, window_right=60, softmax_scale=2.549176438848354, values="scaled",
-    value_scale=256.0, seed=4749333)
+    batch=3,
+    seqlen_q=(1, 95, 159),
+    seqlen_k=(1, 95, 1),
+    heads_q=4,
+    heads_kv=2,
+    head_dim_qk=111,
+    head_dim_v=111,
+    dtype="bfloat16",
+    causal=True,
+    window_right=60,
+    softmax_scale=2.549176438848354,
+    values="scaled",
+    value_scale=256.0,
+    seed=4749333,
+)
 
 
 def test_logit_terms_bound_the_absolute_terms_of_every_logit():
@@ -292,8 +315,20 @@ def test_float32_logits_of_1e7_leave_p_unknown_by_a_factor_and_the_floor_says_so
     from difftest.execute import adapter as registry
     from difftest.judge.runner import RunConfig, run_case
 
-    p = Problem(seqlen_q=129, seqlen_k=129, heads_q=3, heads_kv=3, head_dim_qk=80, head_dim_v=80,
-                dtype="float32", window_left=3, window_right=2, softmax_scale=10.0, values="outlier_channels",
-                value_scale=256.0, seed=778923)
+    p = Problem(
+        seqlen_q=129,
+        seqlen_k=129,
+        heads_q=3,
+        heads_kv=3,
+        head_dim_qk=80,
+        head_dim_v=80,
+        dtype="float32",
+        window_left=3,
+        window_right=2,
+        softmax_scale=10.0,
+        values="outlier_channels",
+        value_scale=256.0,
+        seed=778923,
+    )
     res = run_case(registry.get("sdpa-cpu-flash"), p, RunConfig())
     assert res.status == "passed", res.render(verbose=True)

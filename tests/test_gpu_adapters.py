@@ -22,8 +22,20 @@ from difftest.model.problem import Problem
 from difftest.model.sparsity import Sparsity
 from difftest.oracles.reference import allowed_mask, reference
 
-GPU_KERNELS = ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "flex", "flex-gqa", "flex-sparse", "fa4",
-               "fa4-fast", "fa3", "tileops-gqa", "tileops-mla"]
+GPU_KERNELS = [
+    "sdpa-flash",
+    "sdpa-efficient",
+    "sdpa-cudnn",
+    "sdpa-math",
+    "flex",
+    "flex-gqa",
+    "flex-sparse",
+    "fa4",
+    "fa4-fast",
+    "fa3",
+    "tileops-gqa",
+    "tileops-mla",
+]
 
 D = dict(head_dim_qk=16, head_dim_v=16)
 
@@ -71,12 +83,16 @@ def test_sdpa_call_uses_builtin_causal_only_when_top_left_or_square():
     assert g.enable_gqa and g.scale == 0.3 and not g.bool_mask
 
 
-@pytest.mark.parametrize("p", [
-    Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=4, heads_kv=2, causal=True, **D),
-    Problem(seqlen_q=14, seqlen_k=9, heads_q=2, heads_kv=1, causal=True, **D),  # rows that see nothing
-    Problem(seqlen_q=12, seqlen_k=12, heads_q=2, window_left=3, window_right=1, head_dim_qk=16, head_dim_v=32),
-    Problem(seqlen_q=9, seqlen_k=14, causal=True, align="top_left", **D),
-], ids=lambda p: p.short())
+@pytest.mark.parametrize(
+    "p",
+    [
+        Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=4, heads_kv=2, causal=True, **D),
+        Problem(seqlen_q=14, seqlen_k=9, heads_q=2, heads_kv=1, causal=True, **D),  # rows that see nothing
+        Problem(seqlen_q=12, seqlen_k=12, heads_q=2, window_left=3, window_right=1, head_dim_qk=16, head_dim_v=32),
+        Problem(seqlen_q=9, seqlen_k=14, causal=True, align="top_left", **D),
+    ],
+    ids=lambda p: p.short(),
+)
 def test_sdpa_math_adapter_matches_truth_on_cpu(p):
     from difftest.kernels.sdpa_cuda import SdpaAdapter
 
@@ -104,15 +120,27 @@ FLEX_CASES = [
     Problem(batch=2, seqlen_q=7, seqlen_k=11, heads_q=2, heads_kv=2, causal=True, **D),
     Problem(batch=2, seqlen_q=11, seqlen_k=7, causal=True, align="top_left", **D),
     Problem(seqlen_q=10, seqlen_k=10, window_left=3, window_right=1, **D),
-    Problem(batch=3, seqlen_q=(5, 0, 7), seqlen_k=(6, 3, 0), heads_q=2, heads_kv=2, causal=True, sinks=True,
-            pad_tail=2, **D),
+    Problem(
+        batch=3, seqlen_q=(5, 0, 7), seqlen_k=(6, 3, 0), heads_q=2, heads_kv=2, causal=True, sinks=True, pad_tail=2, **D
+    ),
     Problem(batch=2, seqlen_q=(4, 6), seqlen_k=(9, 2), window_left=2, window_right=0, sinks=True, **D),
     # negative sides: right of the diagonal, and crossed bounds (rows with no key), with sinks
     Problem(seqlen_q=9, seqlen_k=13, window_left=-2, window_right=4, **D),
     Problem(batch=2, seqlen_q=(4, 6), seqlen_k=(9, 2), window_left=-3, window_right=1, sinks=True, **D),
     # softcap near the logits (scaled values), with sinks: the sink column is not capped
-    Problem(batch=2, seqlen_q=7, seqlen_k=11, heads_q=2, heads_kv=2, causal=True, softcap=1.5, values="scaled",
-            value_scale=2.0, sinks=True, **D),
+    Problem(
+        batch=2,
+        seqlen_q=7,
+        seqlen_k=11,
+        heads_q=2,
+        heads_kv=2,
+        causal=True,
+        softcap=1.5,
+        values="scaled",
+        value_scale=2.0,
+        sinks=True,
+        **D,
+    ),
 ]
 
 
@@ -121,16 +149,16 @@ def _flex_allowed(p: Problem) -> torch.Tensor:
     sink = int(p.sinks)
     if not p.varlen:
         m = torch.zeros(p.seqlen_q, p.seqlen_k + sink, dtype=torch.bool)
-        m[:, :p.seqlen_k] = allowed_mask(p, p.seqlen_q, p.seqlen_k)
+        m[:, : p.seqlen_k] = allowed_mask(p, p.seqlen_q, p.seqlen_k)
         if sink:
             m[:, -1] = True
         return m
     m = torch.zeros(p.total_q, p.total_k + sink, dtype=torch.bool)
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
-        m[q0:q0 + sq, k0:k0 + sk] = allowed_mask(p, sq, sk)
+        m[q0 : q0 + sq, k0 : k0 + sk] = allowed_mask(p, sq, sk)
         if sink:
-            m[q0:q0 + sq, p.total_k] = True
+            m[q0 : q0 + sq, p.total_k] = True
     return m
 
 
@@ -154,8 +182,11 @@ def test_flex_mask_mod_alignment_matters():
     assert not torch.equal(_eval_mask_mod(p), _flex_allowed(p.replace(align="top_left")))
 
 
-@pytest.mark.parametrize("p", [FLEX_CASES[0], FLEX_CASES[3], FLEX_CASES[4], FLEX_CASES[5], FLEX_CASES[6],
-                               FLEX_CASES[7]], ids=lambda p: p.short())
+@pytest.mark.parametrize(
+    "p",
+    [FLEX_CASES[0], FLEX_CASES[3], FLEX_CASES[4], FLEX_CASES[5], FLEX_CASES[6], FLEX_CASES[7]],
+    ids=lambda p: p.short(),
+)
 def test_flex_forward_translation_matches_truth_on_cpu(p):
     """FlexAttention has no CPU backward, so the CPU checks the forward translation:
     layouts, document masking, the sink column and the LSE (natural log, -inf rows)."""
@@ -211,8 +242,17 @@ def test_fa_calls_translate_windows_and_refuse_top_left_non_square():
 
 def test_fa_capabilities_exclude_what_the_kernels_refuse():
     fa3, fa4 = registry.get("fa3"), registry.get("fa4")
-    tl = Problem(seqlen_q=64, seqlen_k=96, causal=True, align="top_left", heads_q=2, heads_kv=2,
-                 head_dim_qk=64, head_dim_v=64, dtype="float16")
+    tl = Problem(
+        seqlen_q=64,
+        seqlen_k=96,
+        causal=True,
+        align="top_left",
+        heads_q=2,
+        heads_kv=2,
+        head_dim_qk=64,
+        head_dim_v=64,
+        dtype="float16",
+    )
     assert "alignment" in fa3.capability.excludes(tl) and "alignment" in fa4.capability.excludes(tl)
     f32 = tl.replace(align="bottom_right", dtype="float32")
     assert "dtype" in fa4.capability.excludes(f32)
@@ -227,8 +267,18 @@ def test_fa3_capability_is_each_backends_interface_contract():
     from difftest.kernels.fa3 import Fa3Adapter
 
     dew, interface = Fa3Adapter("dew").capability, Fa3Adapter("interface").capability
-    base = Problem(batch=2, seqlen_q=(3, 0), seqlen_k=(5, 4), heads_q=4, heads_kv=2, head_dim_qk=44,
-                   head_dim_v=44, dtype="bfloat16", causal=True, window_left=2)
+    base = Problem(
+        batch=2,
+        seqlen_q=(3, 0),
+        seqlen_k=(5, 4),
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=44,
+        head_dim_v=44,
+        dtype="bfloat16",
+        causal=True,
+        window_left=2,
+    )
     assert dew.excludes(base) is None and dew.excludes(base.replace(head_dim_qk=1, head_dim_v=1)) is None
     assert dew.excludes(base.replace(head_dim_qk=256, head_dim_v=256)) is None
     assert "head_dim_qk" in interface.excludes(base)
@@ -244,8 +294,9 @@ def test_fa3_capability_is_each_backends_interface_contract():
 
 def test_capabilities_exclude_limits_found_on_the_h200():
     """Each limit below was a refusal or a documented contract seen on the H200."""
-    base = Problem(batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=64, head_dim_v=64,
-                   dtype="float16")
+    base = Problem(
+        batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=64, head_dim_v=64, dtype="float16"
+    )
     cudnn = registry.get("sdpa-cudnn").capability
     assert cudnn.excludes(base) is None
     assert "length 1" in cudnn.excludes(base.replace(seqlen_q=5, seqlen_k=1))
@@ -266,8 +317,9 @@ def test_minimum_sequence_lengths_found_on_the_h200():
     from difftest.model.capability import Capability
     from difftest.strategies import edge_problems
 
-    base = Problem(batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128,
-                   dtype="float16")
+    base = Problem(
+        batch=1, seqlen_q=64, seqlen_k=64, heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128, dtype="float16"
+    )
     cudnn = registry.get("sdpa-cudnn").capability
     assert type(cudnn) is Capability and (cudnn.min_seqlen_q, cudnn.min_seqlen_k) == (1, 2)
     assert cudnn.excludes(base.replace(seqlen_k=1)) == "key sequence length 1 < min_seqlen_k 2"
@@ -361,10 +413,22 @@ def test_bench_device_time_counts_gpu_activities_only():
     with profile(activities=[ProfilerActivity.CPU]) as prof:  # real profiler events: host work is not GPU time
         torch.ones(64, 64) @ torch.ones(64, 64)
     assert prof.events() and gpu_activity(prof.events()) == (0.0, 0)
-    md = markdown([{"status": "ok", "kernel": "a", "problem": "p", "median_us": 10.0, "min_us": 9.0, "how": "h",
-                    "device_us": 7.25, "kernels": 3.0},
-                   {"status": "ok", "kernel": "b", "problem": "p", "median_us": 10.0, "min_us": 9.0, "how": "w"},
-                   {"status": "error", "kernel": "c", "problem": "p", "reason": "boom"}]).splitlines()
+    md = markdown(
+        [
+            {
+                "status": "ok",
+                "kernel": "a",
+                "problem": "p",
+                "median_us": 10.0,
+                "min_us": 9.0,
+                "how": "h",
+                "device_us": 7.25,
+                "kernels": 3.0,
+            },
+            {"status": "ok", "kernel": "b", "problem": "p", "median_us": 10.0, "min_us": 9.0, "how": "w"},
+            {"status": "error", "kernel": "c", "problem": "p", "reason": "boom"},
+        ]
+    ).splitlines()
     assert md[2] == "| a | p | 10.0 | 9.0 | 7.2 | 3 | h |"
     assert "n/a | timed in its worker" in md[3] and "boom" in md[4] and all(r.count("|") == 8 for r in md)
 
@@ -382,18 +446,65 @@ def test_fa3_second_reference_falls_back_with_a_note():
 # ---------------------------------------------------------------- on the GPU
 GPU_CASES = [
     Problem(batch=2, seqlen_q=128, seqlen_k=128, heads_q=4, heads_kv=4, head_dim_qk=64, head_dim_v=64, dtype="float16"),
-    Problem(batch=2, seqlen_q=130, seqlen_k=130, heads_q=8, heads_kv=2, head_dim_qk=128, head_dim_v=128,
-            dtype="bfloat16", causal=True),
-    Problem(batch=3, seqlen_q=(100, 0, 37), seqlen_k=(80, 50, 0), heads_q=4, heads_kv=4, head_dim_qk=64,
-            head_dim_v=64, dtype="float16", causal=True),
-    Problem(batch=2, seqlen_q=96, seqlen_k=96, heads_q=4, heads_kv=4, head_dim_qk=64, head_dim_v=64,
-            dtype="bfloat16", causal=True, sinks=True),
+    Problem(
+        batch=2,
+        seqlen_q=130,
+        seqlen_k=130,
+        heads_q=8,
+        heads_kv=2,
+        head_dim_qk=128,
+        head_dim_v=128,
+        dtype="bfloat16",
+        causal=True,
+    ),
+    Problem(
+        batch=3,
+        seqlen_q=(100, 0, 37),
+        seqlen_k=(80, 50, 0),
+        heads_q=4,
+        heads_kv=4,
+        head_dim_qk=64,
+        head_dim_v=64,
+        dtype="float16",
+        causal=True,
+    ),
+    Problem(
+        batch=2,
+        seqlen_q=96,
+        seqlen_k=96,
+        heads_q=4,
+        heads_kv=4,
+        head_dim_qk=64,
+        head_dim_v=64,
+        dtype="bfloat16",
+        causal=True,
+        sinks=True,
+    ),
     # sparse masks (only kernels declaring them run these): Flex's block list at 128 x 128, whose
     # backward walks the transposed list; a top-k selection with an empty row, invalid and duplicate slots
-    Problem(batch=2, seqlen_q=300, seqlen_k=270, heads_q=4, heads_kv=4, head_dim_qk=64, head_dim_v=64,
-            dtype="bfloat16", causal=True, sparsity=Sparsity("block", 128, 128, drop=40, empty=1, seed=1)),
-    Problem(batch=2, seqlen_q=200, seqlen_k=260, heads_q=2, heads_kv=2, head_dim_qk=64, head_dim_v=64,
-            dtype="float16", sparsity=Sparsity("topk", 1, 64, topk=3, invalid=25, dup=25, empty=2, seed=2)),
+    Problem(
+        batch=2,
+        seqlen_q=300,
+        seqlen_k=270,
+        heads_q=4,
+        heads_kv=4,
+        head_dim_qk=64,
+        head_dim_v=64,
+        dtype="bfloat16",
+        causal=True,
+        sparsity=Sparsity("block", 128, 128, drop=40, empty=1, seed=1),
+    ),
+    Problem(
+        batch=2,
+        seqlen_q=200,
+        seqlen_k=260,
+        heads_q=2,
+        heads_kv=2,
+        head_dim_qk=64,
+        head_dim_v=64,
+        dtype="float16",
+        sparsity=Sparsity("topk", 1, 64, topk=3, invalid=25, dup=25, empty=2, seed=2),
+    ),
 ]
 
 
@@ -415,8 +526,17 @@ def test_gpu_cudnn_fully_masked_rows_bug_is_detected():
     k = registry.get("sdpa-cudnn")
     if k.available():
         pytest.skip(k.available())
-    p = Problem(batch=1, seqlen_q=100, seqlen_k=40, heads_q=2, heads_kv=2, head_dim_qk=64, head_dim_v=64,
-                dtype="float16", causal=True)
+    p = Problem(
+        batch=1,
+        seqlen_q=100,
+        seqlen_k=40,
+        heads_q=2,
+        heads_kv=2,
+        head_dim_qk=64,
+        head_dim_v=64,
+        dtype="float16",
+        causal=True,
+    )
     res = run_case(k, p, RunConfig())
     assert res.status == "failed" and "o:budget" in res.failed_gates
 
@@ -425,8 +545,12 @@ def test_gpu_cudnn_fully_masked_rows_bug_is_detected():
 def test_gpu_xdist_worker_pinning_sees_one_device():
     if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("CUDA_VISIBLE_DEVICES"):
         assert torch.cuda.device_count() == 1
-    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert int(out.stdout.strip()) >= 1
 
 
@@ -459,8 +583,11 @@ def fa4_known(case) -> bool:
     lse = case.status == "failed" and p.sinks and set(case.failed_gates) == {"lse:nonfinite"}
     # results/bugs/fa4/REPORT-sm90-bwd-hdim-mod32.md: head dims 8/16 leave gradient rows past the
     # first 64-row tile at zero (wrong dQ/dK/dV, never O or LSE)
-    small = case.status == "failed" and min(p.head_dim_qk, p.head_dim_v) <= 16 and all(
-        g.split(":")[0] in ("dq", "dk", "dv") for g in case.failed_gates)
+    small = (
+        case.status == "failed"
+        and min(p.head_dim_qk, p.head_dim_v) <= 16
+        and all(g.split(":")[0] in ("dq", "dk", "dv") for g in case.failed_gates)
+    )
     return build or lse or small
 
 
@@ -480,8 +607,9 @@ def test_fa4_known_helper():
     d8 = unequal.replace(head_dim_qk=8, head_dim_v=8)
     assert fa4_known(CaseResult("fa4", d8, "failed", verdicts=failing("dq:budget", "dv:budget")))
     assert not fa4_known(CaseResult("fa4", d8, "failed", verdicts=failing("o:budget")))
-    assert not fa4_known(CaseResult("fa4", d8.replace(head_dim_qk=64, head_dim_v=64), "failed",
-                                    verdicts=failing("dq:budget")))
+    assert not fa4_known(
+        CaseResult("fa4", d8.replace(head_dim_qk=64, head_dim_v=64), "failed", verdicts=failing("dq:budget"))
+    )
 
 
 KNOWN_BUGS = {
@@ -505,8 +633,9 @@ def test_gpu_campaign(difftest_campaign, name):
         pytest.skip(k.available())
     secs = float(os.environ.get("DIFFTEST_GPU_CAMPAIGN_SECONDS", "120"))
     known = KNOWN_BUGS.get(name)
-    res = difftest_campaign(k, time_budget=secs, shrink_budget=min(secs, 60.0), database=None,
-                            expect_failure=known is not None)
+    res = difftest_campaign(
+        k, time_budget=secs, shrink_budget=min(secs, 60.0), database=None, expect_failure=known is not None
+    )
     assert res.cases
     if known and res.failed:
         what, matches = known
@@ -528,8 +657,18 @@ def test_fa4_call_keeps_negative_and_crossed_windows_what_the_problem_says():
             wr = 0
         return visible_keys(Problem(window_left=wl, window_right=wr), sq, sk)
 
-    for wl, wr, causal in ((-2, 4, False), (3, -1, False), (-3, 1, False), (-1, -1, False), (-4, -2, False),
-                           (-2, None, True), (3, -2, True), (-2, -3, True), (None, -1, True), (2, 5, True)):
+    for wl, wr, causal in (
+        (-2, 4, False),
+        (3, -1, False),
+        (-3, 1, False),
+        (-1, -1, False),
+        (-4, -2, False),
+        (-2, None, True),
+        (3, -2, True),
+        (-2, -3, True),
+        (None, -1, True),
+        (2, 5, True),
+    ):
         p = Problem(seqlen_q=6, seqlen_k=9, window_left=wl, window_right=wr, causal=causal, **D)
         call = Fa4Call.of(p, True)
         assert torch.equal(fa4_keys(call, 6, 9), visible_keys(p, 6, 9)), (p.short(), call)

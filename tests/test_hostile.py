@@ -96,34 +96,58 @@ REPORTS = {
     "report-case-seconds-str": _case(seconds="slow"),
     "report-case-notes-str": _case(notes="x"),
     "report-verdict-runs-str": _verdict(gate="determinism", numbers={"runs": "many"}),
-    "report-failure-verdict-unknown-field": _camp(failure={"problem": P.to_dict(), "status": "failed",
-                                                           "verdicts": [{"output": "dq", "gate": "budget",
-                                                                         "passed": False, "evil": 1}]}),
+    "report-failure-verdict-unknown-field": _camp(
+        failure={
+            "problem": P.to_dict(),
+            "status": "failed",
+            "verdicts": [{"output": "dq", "gate": "budget", "passed": False, "evil": 1}],
+        }
+    ),
 }
 REPORT_EXPECT = {
-    "report-empty": "not valid JSON", "report-not-json": "not valid JSON", "report-truncated": "not valid JSON",
-    "report-not-utf8": "not UTF-8", "report-list": "not a difftest report",
+    "report-empty": "not valid JSON",
+    "report-not-json": "not valid JSON",
+    "report-truncated": "not valid JSON",
+    "report-not-utf8": "not UTF-8",
+    "report-list": "not a difftest report",
     "report-no-version": "not a difftest report",
-    "report-version-999": "field 'difftest_report' is '999'", "report-version-true": "field 'difftest_report'",
-    "report-version-str": "field 'difftest_report'", "report-campaigns-missing": "field 'campaigns' missing",
-    "report-campaigns-dict": "field 'campaigns' is dict", "report-campaign-int": "campaigns[0]: is int",
-    "report-kernel-missing": "field 'kernel' missing", "report-kernel-int": "field 'kernel' is int",
-    "report-status-bad": "field 'status' is 'great'", "report-cases-dict": "field 'cases' is dict",
-    "report-case-int": "cases[0]: is int", "report-case-status": "field 'status' is 'fine'",
-    "report-case-no-problem": "field 'problem' missing", "report-verdicts-dict": "field 'verdicts' is dict",
-    "report-verdict-str": "verdicts[0]: is str", "report-verdict-passed-str": "field 'passed' is str",
-    "report-verdict-output-int": "field 'output' is int", "report-worst-ratio-word": "field 'worst_ratio'",
-    "report-settings-list": "field 'settings' is list", "report-seed-str": "field 'seed' is str",
-    "report-shard-bad": "field 'shard' is '3/2'", "report-coverage-hit-str": "'hit' counts must be integers",
-    "report-failures-dict": "field 'failures' is dict", "report-reproducer-int": "field 'json' is int",
-    "report-unrun-float": "field 'unrun' is float", "report-deep": "nested deeper than",
-    "report-big-int": "4300", "report-lone-surrogate": "unpaired surrogate",
+    "report-version-999": "field 'difftest_report' is '999'",
+    "report-version-true": "field 'difftest_report'",
+    "report-version-str": "field 'difftest_report'",
+    "report-campaigns-missing": "field 'campaigns' missing",
+    "report-campaigns-dict": "field 'campaigns' is dict",
+    "report-campaign-int": "campaigns[0]: is int",
+    "report-kernel-missing": "field 'kernel' missing",
+    "report-kernel-int": "field 'kernel' is int",
+    "report-status-bad": "field 'status' is 'great'",
+    "report-cases-dict": "field 'cases' is dict",
+    "report-case-int": "cases[0]: is int",
+    "report-case-status": "field 'status' is 'fine'",
+    "report-case-no-problem": "field 'problem' missing",
+    "report-verdicts-dict": "field 'verdicts' is dict",
+    "report-verdict-str": "verdicts[0]: is str",
+    "report-verdict-passed-str": "field 'passed' is str",
+    "report-verdict-output-int": "field 'output' is int",
+    "report-worst-ratio-word": "field 'worst_ratio'",
+    "report-settings-list": "field 'settings' is list",
+    "report-seed-str": "field 'seed' is str",
+    "report-shard-bad": "field 'shard' is '3/2'",
+    "report-coverage-hit-str": "'hit' counts must be integers",
+    "report-failures-dict": "field 'failures' is dict",
+    "report-reproducer-int": "field 'json' is int",
+    "report-unrun-float": "field 'unrun' is float",
+    "report-deep": "nested deeper than",
+    "report-big-int": "4300",
+    "report-lone-surrogate": "unpaired surrogate",
     "report-bad-xz.json.xz": "cannot read",
-    "report-problem-bad": "field 'problem': Problem.batch=0", "report-problem-unknown-field": "field 'problem'",
-    "report-verdict-output-bad": "field 'output' is '::error::x'", "report-verdict-gate-bad": "field 'gate' is 'nope'",
+    "report-problem-bad": "field 'problem': Problem.batch=0",
+    "report-problem-unknown-field": "field 'problem'",
+    "report-verdict-output-bad": "field 'output' is '::error::x'",
+    "report-verdict-gate-bad": "field 'gate' is 'nope'",
     "report-outputs-bad": "field 'outputs' is not per-output statistics",
     "report-verdict-unknown-field": "not a campaign record (TypeError",
-    "report-case-seconds-str": "field 'seconds' is str", "report-case-notes-str": "field 'notes' is str",
+    "report-case-seconds-str": "field 'seconds' is str",
+    "report-case-notes-str": "field 'notes' is str",
     "report-verdict-runs-str": "field 'runs' is str",
     "report-failure-verdict-unknown-field": "not a campaign record (TypeError",
 }
@@ -131,8 +155,18 @@ REPORT_EXPECT = {
 
 def _captured(file: str) -> dict:
     """A captured Problem whose window is not embedded: replaying it reads ``file``."""
-    slice_ = {"file": file, "sha256": "0" * 16, "call": 0, "extents": [1, 1, 1, 4, 5, 8, 8], "dtype": "F32",
-              "has_do": True, "b0": 0, "h0": 0, "q0": 0, "k0": 0}
+    slice_ = {
+        "file": file,
+        "sha256": "0" * 16,
+        "call": 0,
+        "extents": [1, 1, 1, 4, 5, 8, 8],
+        "dtype": "F32",
+        "has_do": True,
+        "b0": 0,
+        "h0": 0,
+        "q0": 0,
+        "k0": 0,
+    }
     return {**P.to_dict(), "values": "captured", "capture": slice_}
 
 
@@ -164,8 +198,10 @@ REPRODUCERS = {
     "repro-head-dim-float": (_rec(problem={**P.to_dict(), "head_dim_qk": 8.5}), "head_dim_qk"),
     "repro-dtype-bad": (_rec(problem={**P.to_dict(), "dtype": "float7"}), "dtype"),
     "repro-unknown-field": (_rec(problem={**P.to_dict(), "evil": 1}), "evil"),
-    "repro-too-large": (_rec(problem={**P.to_dict(), "seqlen_q": 32768, "seqlen_k": 32768, "heads_q": 128,
-                                      "heads_kv": 128}), "allowed at most"),
+    "repro-too-large": (
+        _rec(problem={**P.to_dict(), "seqlen_q": 32768, "seqlen_k": 32768, "heads_q": 128, "heads_kv": 128}),
+        "allowed at most",
+    ),
     "repro-pad-tail-huge": (_rec(problem={**P.to_dict(), "pad_tail": 10**7}), "pad_tail"),
     "repro-config-list": (_rec(config=[1]), "field 'config' is a list"),
     "repro-config-unknown": (_rec(config={"isolated": True}), "config field 'isolated' is unknown"),
@@ -205,27 +241,54 @@ def _case_rows():
         add(f"gate-baseline-{name}", ["gate", "--baseline", f, "--candidate", "in/good.json"], expected)
         add(f"merge-{name}", ["merge", "in/good.json", f, "-o", "merged.json"], expected)
         add(f"report-{name}", ["report", f, "--html", "r.html"], expected)
-    for cmd in (["gate", "--baseline", "in/good.json", "--candidate"], ["merge", "-o", "m.json"],
-                ["report", "--html", "r.html"]):
+    for cmd in (
+        ["gate", "--baseline", "in/good.json", "--candidate"],
+        ["merge", "-o", "m.json"],
+        ["report", "--html", "r.html"],
+    ):
         add(f"{cmd[0]}-missing-file", [*cmd, "in/nope.json"], "no such file")
         add(f"{cmd[0]}-directory", [*cmd, "in"], "is a directory")
         add(f"{cmd[0]}-xz-bomb", [*cmd, "in/bomb.json.xz"], "expands to more than")
-    add("gate-growth-nan", ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json",
-                            "--max-ratio-growth", "nan"], "--max-ratio-growth nan is invalid")
-    add("gate-growth-negative", ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json",
-                                 "--max-ratio-growth", "-1"], "--max-ratio-growth -1.0 is invalid")
-    add("gate-growth-huge", ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json",
-                             "--max-ratio-growth", "1e9"], "--max-ratio-growth 1000000000.0 is invalid")
-    add("gate-growth-word", ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json",
-                             "--max-ratio-growth", "lots"], "invalid float value: 'lots'")
-    add("gate-min-ratio-inf", ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json",
-                               "--min-ratio", "inf"], "--min-ratio inf is invalid")
-    add("gate-junit-directory", ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json",
-                                 "--junit", "in"], "--junit 'in' is a directory")
-    add("gate-html-under-file", ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json",
-                                 "--html", "in/good.json/x.html"], "--html 'in/good.json/x.html': its folder")
-    add("gate-junit-empty", ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json",
-                             "--junit", ""], "--junit '': an empty path")
+    add(
+        "gate-growth-nan",
+        ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json", "--max-ratio-growth", "nan"],
+        "--max-ratio-growth nan is invalid",
+    )
+    add(
+        "gate-growth-negative",
+        ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json", "--max-ratio-growth", "-1"],
+        "--max-ratio-growth -1.0 is invalid",
+    )
+    add(
+        "gate-growth-huge",
+        ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json", "--max-ratio-growth", "1e9"],
+        "--max-ratio-growth 1000000000.0 is invalid",
+    )
+    add(
+        "gate-growth-word",
+        ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json", "--max-ratio-growth", "lots"],
+        "invalid float value: 'lots'",
+    )
+    add(
+        "gate-min-ratio-inf",
+        ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json", "--min-ratio", "inf"],
+        "--min-ratio inf is invalid",
+    )
+    add(
+        "gate-junit-directory",
+        ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json", "--junit", "in"],
+        "--junit 'in' is a directory",
+    )
+    add(
+        "gate-html-under-file",
+        ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json", "--html", "in/good.json/x.html"],
+        "--html 'in/good.json/x.html': its folder",
+    )
+    add(
+        "gate-junit-empty",
+        ["gate", "--baseline", "in/good.json", "--candidate", "in/good.json", "--junit", ""],
+        "--junit '': an empty path",
+    )
     add("gate-no-candidate", ["gate", "--baseline", "in/good.json"], "the following arguments are required")
     add("merge-output-directory", ["merge", "in/good.json", "-o", "in"], "-o 'in' is a directory")
     add("merge-output-empty", ["merge", "in/good.json", "-o", ""], "-o '': an empty path")
@@ -244,127 +307,220 @@ def _case_rows():
     add("repro-oversized", ["repro", "in/huge.json"], "allowed at most 16777216")
     add("repro-profile-bad", ["repro", "in/repro-kernel-int.json", "-p", "huge"], "invalid choice: 'huge'")
     add("repro-kernel-flag-unknown", ["repro", "in/good-repro.json", "--kernel", "nope"], "unknown kernel 'nope'")
-    add("repro-kernel-flag-not-adapter", ["repro", "in/good-repro.json", "--kernel", "os:getcwd"],
-        "factory returned str, not a KernelAdapter")
+    add(
+        "repro-kernel-flag-not-adapter",
+        ["repro", "in/good-repro.json", "--kernel", "os:getcwd"],
+        "factory returned str, not a KernelAdapter",
+    )
     add("repro-quick-profile-too-small", ["repro", "in/mid-repro.json", "-p", "quick"], "under profile 'quick'")
 
     # -- run: every numeric flag beyond its bounds, and every other flag's bad values
-    run = ["run", "-q", "-p", "quick", "--no-edge-cases", "-k", "torch-blockwise", "--out", "out", "--db", "none",
-           "--no-isolate"]  # no worker is started for a refused run
+    run = [
+        "run",
+        "-q",
+        "-p",
+        "quick",
+        "--no-edge-cases",
+        "-k",
+        "torch-blockwise",
+        "--out",
+        "out",
+        "--db",
+        "none",
+        "--no-isolate",
+    ]  # no worker is started for a refused run
     bad_numbers = {
-        "--max-examples": [("0", "allowed an integer >= 1"), ("-3", "allowed an integer >= 1"),
-                           ("2.5", "is not a number"), ("1e20", "is not a number"), ("lots", "is not a number"),
-                           ("1000001", "allowed at most 1e+06"), (BIG_INT, "is not a number")],
-        "--time-budget": [("0", "allowed a finite number > 0"), ("-1", "allowed a finite number > 0"),
-                          ("nan", "allowed a finite number > 0"), ("inf", "allowed a finite number > 0"),
-                          ("1e9", "allowed at most 604800"), ("soon", "is not a number")],
-        "--shrink-budget": [("-1", "allowed a finite number >= 0"), ("nan", "allowed a finite number >= 0"),
-                            ("1e7", "allowed at most 604800"), ("x", "is not a number")],
-        "--timeout": [("0", "allowed a finite number > 0"), ("-5", "allowed a finite number > 0"),
-                      ("nan", "allowed a finite number > 0"), ("inf", "allowed a finite number > 0"),
-                      ("3e6", "allowed at most 604800"), ("1e300", "allowed at most 604800"),
-                      ("soon", "is not a number")],
-        "--compile-timeout": [("0", "allowed a finite number > 0"), ("-inf", "allowed a finite number > 0"),
-                              ("2.2e6", "allowed at most 604800"), ("x", "is not a number")],
-        "--determinism": [("0", "allowed an integer >= 1"), ("101", "allowed at most 100"),
-                          ("1000000", "allowed at most 100"), ("2.0", "is not a number"), ("x", "is not a number")],
-        "--chunk-threshold": [("-1", "allowed an integer >= 0"), (str(2**51), "allowed at most"),
-                              ("x", "is not a number")],
+        "--max-examples": [
+            ("0", "allowed an integer >= 1"),
+            ("-3", "allowed an integer >= 1"),
+            ("2.5", "is not a number"),
+            ("1e20", "is not a number"),
+            ("lots", "is not a number"),
+            ("1000001", "allowed at most 1e+06"),
+            (BIG_INT, "is not a number"),
+        ],
+        "--time-budget": [
+            ("0", "allowed a finite number > 0"),
+            ("-1", "allowed a finite number > 0"),
+            ("nan", "allowed a finite number > 0"),
+            ("inf", "allowed a finite number > 0"),
+            ("1e9", "allowed at most 604800"),
+            ("soon", "is not a number"),
+        ],
+        "--shrink-budget": [
+            ("-1", "allowed a finite number >= 0"),
+            ("nan", "allowed a finite number >= 0"),
+            ("1e7", "allowed at most 604800"),
+            ("x", "is not a number"),
+        ],
+        "--timeout": [
+            ("0", "allowed a finite number > 0"),
+            ("-5", "allowed a finite number > 0"),
+            ("nan", "allowed a finite number > 0"),
+            ("inf", "allowed a finite number > 0"),
+            ("3e6", "allowed at most 604800"),
+            ("1e300", "allowed at most 604800"),
+            ("soon", "is not a number"),
+        ],
+        "--compile-timeout": [
+            ("0", "allowed a finite number > 0"),
+            ("-inf", "allowed a finite number > 0"),
+            ("2.2e6", "allowed at most 604800"),
+            ("x", "is not a number"),
+        ],
+        "--determinism": [
+            ("0", "allowed an integer >= 1"),
+            ("101", "allowed at most 100"),
+            ("1000000", "allowed at most 100"),
+            ("2.0", "is not a number"),
+            ("x", "is not a number"),
+        ],
+        "--chunk-threshold": [
+            ("-1", "allowed an integer >= 0"),
+            (str(2**51), "allowed at most"),
+            ("x", "is not a number"),
+        ],
         "--coverage": [("-1", "allowed an integer >= 0"), ("4", "allowed at most 3"), ("two", "is not a number")],
         "--max-findings": [("0", "allowed an integer >= 1"), ("1e9", "is not a number"), ("x", "is not a number")],
-        "--threads": [("-1", "allowed an integer in [0, 1024]"), ("1025", "allowed an integer in [0, 1024]"),
-                      ("1000000", "allowed an integer in [0, 1024]"), ("abc", "allowed an integer in [0, 1024]"),
-                      ("1.5", "allowed an integer in [0, 1024]")],
-        "--jobs": [("0", "allowed an integer in [1, 256]"), ("-2", "allowed an integer in [1, 256]"),
-                   ("257", "allowed an integer in [1, 256]"), ("many", "allowed an integer in [1, 256]")],
-        "--seed": [("-1", "allowed an integer in [0, 2**64-1]"), ("x", "allowed an integer in [0, 2**64-1]"),
-                   (str(2**64), "allowed an integer in [0, 2**64-1]"), (BIG_INT, "allowed an integer in [0, 2**64-1]")],
-        "--shard": [("2/2", "allowed I/N"), ("-1/2", "allowed I/N"), ("0/0", "allowed I/N"), ("a/b", "allowed I/N"),
-                    ("0/10001", "allowed I/N"), ("1", "allowed I/N"), ("", "allowed I/N")],
-        "--k": [("dq=0", "allowed a finite number > 0"), ("dq=nan", "allowed a finite number > 0"),
-                ("dq=-1", "allowed a finite number > 0"), ("dq=1e7", "allowed at most 1e+06"),
-                ("dq=abc", "is not a number"), ("dx=3", "allowed OUTPUT=K"), ("dq", "allowed OUTPUT=K")],
+        "--threads": [
+            ("-1", "allowed an integer in [0, 1024]"),
+            ("1025", "allowed an integer in [0, 1024]"),
+            ("1000000", "allowed an integer in [0, 1024]"),
+            ("abc", "allowed an integer in [0, 1024]"),
+            ("1.5", "allowed an integer in [0, 1024]"),
+        ],
+        "--jobs": [
+            ("0", "allowed an integer in [1, 256]"),
+            ("-2", "allowed an integer in [1, 256]"),
+            ("257", "allowed an integer in [1, 256]"),
+            ("many", "allowed an integer in [1, 256]"),
+        ],
+        "--seed": [
+            ("-1", "allowed an integer in [0, 2**64-1]"),
+            ("x", "allowed an integer in [0, 2**64-1]"),
+            (str(2**64), "allowed an integer in [0, 2**64-1]"),
+            (BIG_INT, "allowed an integer in [0, 2**64-1]"),
+        ],
+        "--shard": [
+            ("2/2", "allowed I/N"),
+            ("-1/2", "allowed I/N"),
+            ("0/0", "allowed I/N"),
+            ("a/b", "allowed I/N"),
+            ("0/10001", "allowed I/N"),
+            ("1", "allowed I/N"),
+            ("", "allowed I/N"),
+        ],
+        "--k": [
+            ("dq=0", "allowed a finite number > 0"),
+            ("dq=nan", "allowed a finite number > 0"),
+            ("dq=-1", "allowed a finite number > 0"),
+            ("dq=1e7", "allowed at most 1e+06"),
+            ("dq=abc", "is not a number"),
+            ("dx=3", "allowed OUTPUT=K"),
+            ("dq", "allowed OUTPUT=K"),
+        ],
     }
     for flag, values in bad_numbers.items():
         for i, (value, expected) in enumerate(values):
             add(f"run{flag}-{i}", [*run, f"{flag}={value}"], expected)
-    for i, (value, expected) in enumerate([
-            ("dq", "no SPEC"), ("all:", "no SPEC"), ("dx:atol=1", "allowed OUTPUT:atol="),
-            ("dq:atol=abc", "--standard 'dq:atol=abc'"), ("dq:atol=-1", "allowed a float >= 0"),
-            ("dq:rtol=nan", "allowed a float >= 0"), ("dq:ratio=2", "allowed a float in [0, 1]"),
-            ("dq:foo=1", "allowed keys")]):
+    for i, (value, expected) in enumerate(
+        [
+            ("dq", "no SPEC"),
+            ("all:", "no SPEC"),
+            ("dx:atol=1", "allowed OUTPUT:atol="),
+            ("dq:atol=abc", "--standard 'dq:atol=abc'"),
+            ("dq:atol=-1", "allowed a float >= 0"),
+            ("dq:rtol=nan", "allowed a float >= 0"),
+            ("dq:ratio=2", "allowed a float in [0, 1]"),
+            ("dq:foo=1", "allowed keys"),
+        ]
+    ):
         add(f"run--standard-{i}", [*run, "--standard", value], expected)
-    for i, (value, expected) in enumerate([
-            ("foo=1", "allowed FIELD=VALUE"), ("head_dims_qk=abc", "comma-separated integers"),
-            ("head_dims_qk=7", "allowed a non-empty subset of"), ("max_seqlen=0", "narrow max_seqlen=0")]):
+    for i, (value, expected) in enumerate(
+        [
+            ("foo=1", "allowed FIELD=VALUE"),
+            ("head_dims_qk=abc", "comma-separated integers"),
+            ("head_dims_qk=7", "allowed a non-empty subset of"),
+            ("max_seqlen=0", "narrow max_seqlen=0"),
+        ]
+    ):
         add(f"run--narrow-{i}", [*run, "--narrow", value], expected)
     for case_id, extra, expected in [
-            ("run-kernel-unknown", ["-k", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
-            ("run-kernel-module-missing", ["-k", "no_module_xyz:X"], "cannot import module 'no_module_xyz'"),
-            ("run-kernel-not-adapter", ["-k", "os:getcwd"], "factory returned str, not a KernelAdapter"),
-            ("run-kernel-needs-args", ["-k", "os:system"], "cannot be called without arguments"),
-            ("run-second-reference-unknown", ["--second-reference", "nope"], "unknown kernel 'nope'"),
-            ("run-device-tpu", ["--device", "tpu"], "invalid choice: 'tpu'"),
-            ("run-device-cuda-absent", ["--device", "cuda"], "no CUDA device is available here"),
-            ("run-profile-unknown", ["--profile", "huge"], "invalid choice: 'huge'"),
-            ("run-truth-unknown", ["--truth", "float16"], "invalid choice: 'float16'"),
-            ("run-unknown-flag", ["--bogus"], "unrecognized arguments: --bogus"),
-            ("run-out-empty", ["--out", ""], "--out '': an empty path"),
-            ("run-out-file", ["--out", "in/good.json"], "--out 'in/good.json' is a file"),
-            ("run-out-under-file", ["--out", "in/good.json/x"], "is not a writable directory"),
-            ("run-db-empty", ["--db", ""], "--db '': an empty path"),
-            ("run-db-file", ["--db", "in/good.json"], "--db 'in/good.json' is a file"),
-            ("run-report-directory", ["--report", "in"], "--report 'in' is a directory"),
-            ("run-report-empty", ["--report", ""], "--report '': an empty path"),
-            ("run-report-under-file", ["--report", "in/good.json/r.json"], "its folder"),
-            ("run-markdown-directory", ["--markdown", "in"], "--markdown 'in' is a directory"),
-            ("run-html-directory", ["--html", "in"], "--html 'in' is a directory"),
-            ("run-jobs-no-isolate", ["--jobs", "2", "-k", "sdpa-cpu-math"], "needs isolation"),
-            ("run-known-deep", ["--known", "in/report-deep.json"], "nested deeper than"),
-            ("run-known-big-int", ["--known", "in/report-big-int.json"], "4300"),
-            ("run-known-surrogate", ["--known", "in/report-lone-surrogate.json"], "unpaired surrogate"),
-            ("run-known-not-json", ["--known", "in/report-not-json.json"], "not valid JSON"),
-            ("run-known-list", ["--known", "in/report-list.json"], "not a difftest report or findings file"),
-            ("run-known-store-deep", ["--known", "in/store-deep.jsonl"], "not a Problem"),
-            ("run-out-link", ["--out", "in/out-link"], "'in/out-link' is a symbolic link where difftest writes"),
-            ("run-out-under-link", ["--out", "in/out-link/sub"], "'in/out-link' is a symbolic link"),
-            ("run-db-link", ["--db", "in/db-link"], "'in/db-link' is a symbolic link"),
-            ("run-db-store-link", ["--db", "in/db-store-link"], "difftest-failures' is a symbolic link"),
-            ("run-db-key-link", ["--db", "in/db-key-link"], "is a symbolic link"),
-            ("run-db-fifo", ["--db", "in/db-fifo"], "not a regular file"),
-            ("run-report-under-link", ["--report", "in/out-link/r.json"], "'in/out-link' is a symbolic link"),
-            ("run-values-from-huge-scale", ["--values-from", "in/huge-scale.safetensors"],
-             "scale 1e+308: allowed a finite number > 0, at most 10000"),
-            ("run-values-from-fifo", ["--values-from", "in/fifo"], "not a regular file"),
-            ("run-values-from-directory", ["--values-from", "in"], "is a directory")]:
+        ("run-kernel-unknown", ["-k", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
+        ("run-kernel-module-missing", ["-k", "no_module_xyz:X"], "cannot import module 'no_module_xyz'"),
+        ("run-kernel-not-adapter", ["-k", "os:getcwd"], "factory returned str, not a KernelAdapter"),
+        ("run-kernel-needs-args", ["-k", "os:system"], "cannot be called without arguments"),
+        ("run-second-reference-unknown", ["--second-reference", "nope"], "unknown kernel 'nope'"),
+        ("run-device-tpu", ["--device", "tpu"], "invalid choice: 'tpu'"),
+        ("run-device-cuda-absent", ["--device", "cuda"], "no CUDA device is available here"),
+        ("run-profile-unknown", ["--profile", "huge"], "invalid choice: 'huge'"),
+        ("run-truth-unknown", ["--truth", "float16"], "invalid choice: 'float16'"),
+        ("run-unknown-flag", ["--bogus"], "unrecognized arguments: --bogus"),
+        ("run-out-empty", ["--out", ""], "--out '': an empty path"),
+        ("run-out-file", ["--out", "in/good.json"], "--out 'in/good.json' is a file"),
+        ("run-out-under-file", ["--out", "in/good.json/x"], "is not a writable directory"),
+        ("run-db-empty", ["--db", ""], "--db '': an empty path"),
+        ("run-db-file", ["--db", "in/good.json"], "--db 'in/good.json' is a file"),
+        ("run-report-directory", ["--report", "in"], "--report 'in' is a directory"),
+        ("run-report-empty", ["--report", ""], "--report '': an empty path"),
+        ("run-report-under-file", ["--report", "in/good.json/r.json"], "its folder"),
+        ("run-markdown-directory", ["--markdown", "in"], "--markdown 'in' is a directory"),
+        ("run-html-directory", ["--html", "in"], "--html 'in' is a directory"),
+        ("run-jobs-no-isolate", ["--jobs", "2", "-k", "sdpa-cpu-math"], "needs isolation"),
+        ("run-known-deep", ["--known", "in/report-deep.json"], "nested deeper than"),
+        ("run-known-big-int", ["--known", "in/report-big-int.json"], "4300"),
+        ("run-known-surrogate", ["--known", "in/report-lone-surrogate.json"], "unpaired surrogate"),
+        ("run-known-not-json", ["--known", "in/report-not-json.json"], "not valid JSON"),
+        ("run-known-list", ["--known", "in/report-list.json"], "not a difftest report or findings file"),
+        ("run-known-store-deep", ["--known", "in/store-deep.jsonl"], "not a Problem"),
+        ("run-out-link", ["--out", "in/out-link"], "'in/out-link' is a symbolic link where difftest writes"),
+        ("run-out-under-link", ["--out", "in/out-link/sub"], "'in/out-link' is a symbolic link"),
+        ("run-db-link", ["--db", "in/db-link"], "'in/db-link' is a symbolic link"),
+        ("run-db-store-link", ["--db", "in/db-store-link"], "difftest-failures' is a symbolic link"),
+        ("run-db-key-link", ["--db", "in/db-key-link"], "is a symbolic link"),
+        ("run-db-fifo", ["--db", "in/db-fifo"], "not a regular file"),
+        ("run-report-under-link", ["--report", "in/out-link/r.json"], "'in/out-link' is a symbolic link"),
+        (
+            "run-values-from-huge-scale",
+            ["--values-from", "in/huge-scale.safetensors"],
+            "scale 1e+308: allowed a finite number > 0, at most 10000",
+        ),
+        ("run-values-from-fifo", ["--values-from", "in/fifo"], "not a regular file"),
+        ("run-values-from-directory", ["--values-from", "in"], "is a directory"),
+    ]:
         add(case_id, [*run, *extra], expected)
     for case_id, env, expected in [
-            ("env-omp-word", {"OMP_NUM_THREADS": "abc"}, "OMP_NUM_THREADS='abc' is invalid"),
-            ("env-omp-zero", {"OMP_NUM_THREADS": "0"}, "OMP_NUM_THREADS='0' is invalid"),
-            ("env-omp-huge", {"OMP_NUM_THREADS": "100000"}, "OMP_NUM_THREADS='100000' is invalid"),
-            ("env-difftest-threads-word", {"DIFFTEST_THREADS": "all"}, "DIFFTEST_THREADS='all' is invalid"),
-            ("env-difftest-threads-negative", {"DIFFTEST_THREADS": "-1"}, "DIFFTEST_THREADS='-1' is invalid"),
-            ("env-difftest-threads-huge", {"DIFFTEST_THREADS": "5000"}, "DIFFTEST_THREADS='5000' is invalid")]:
+        ("env-omp-word", {"OMP_NUM_THREADS": "abc"}, "OMP_NUM_THREADS='abc' is invalid"),
+        ("env-omp-zero", {"OMP_NUM_THREADS": "0"}, "OMP_NUM_THREADS='0' is invalid"),
+        ("env-omp-huge", {"OMP_NUM_THREADS": "100000"}, "OMP_NUM_THREADS='100000' is invalid"),
+        ("env-difftest-threads-word", {"DIFFTEST_THREADS": "all"}, "DIFFTEST_THREADS='all' is invalid"),
+        ("env-difftest-threads-negative", {"DIFFTEST_THREADS": "-1"}, "DIFFTEST_THREADS='-1' is invalid"),
+        ("env-difftest-threads-huge", {"DIFFTEST_THREADS": "5000"}, "DIFFTEST_THREADS='5000' is invalid"),
+    ]:
         add(case_id, run, expected, env=env)
 
     # -- run --resume: ids, planted and malformed run folders (the folders: _plant_runs)
     resume = ["run", "--resume"]
     for case_id, rid, expected in [
-            ("resume-dotdot", "../../elsewhere", "not a run id"), ("resume-dot", ".", "not a run id"),
-            ("resume-absolute", "/etc", "not a run id"), ("resume-short", "0" * 31, "not a run id"),
-            ("resume-upper", "A" * 32, "not a run id"), ("resume-slash", "0" * 32 + "/x", "not a run id"),
-            ("resume-unknown", "0" * 32, "no such run in"),
-            ("resume-planted", PLANTED, "is not signed by this user's difftest"),
-            ("resume-symlink", LINKED, "is a symbolic link"),
-            ("resume-not-json", BROKEN["not-json"], "not valid JSON"),
-            ("resume-deep", BROKEN["deep"], "nested deeper than"),
-            ("resume-big-int", BROKEN["big-int"], "4300"),
-            ("resume-surrogate", BROKEN["surrogate"], "unpaired surrogate"),
-            ("resume-list", BROKEN["list"], "allowed the object difftest wrote"),
-            ("resume-argv-not-run", BROKEN["argv-not-run"], "field 'argv' is not the arguments"),
-            ("resume-argv-int", BROKEN["argv-int"], "field 'argv' is not the arguments"),
-            ("resume-wrong-id", BROKEN["wrong-id"], "field 'run_id'"),
-            ("resume-finished", FINISHED, "that run finished")]:
+        ("resume-dotdot", "../../elsewhere", "not a run id"),
+        ("resume-dot", ".", "not a run id"),
+        ("resume-absolute", "/etc", "not a run id"),
+        ("resume-short", "0" * 31, "not a run id"),
+        ("resume-upper", "A" * 32, "not a run id"),
+        ("resume-slash", "0" * 32 + "/x", "not a run id"),
+        ("resume-unknown", "0" * 32, "no such run in"),
+        ("resume-planted", PLANTED, "is not signed by this user's difftest"),
+        ("resume-symlink", LINKED, "is a symbolic link"),
+        ("resume-not-json", BROKEN["not-json"], "not valid JSON"),
+        ("resume-deep", BROKEN["deep"], "nested deeper than"),
+        ("resume-big-int", BROKEN["big-int"], "4300"),
+        ("resume-surrogate", BROKEN["surrogate"], "unpaired surrogate"),
+        ("resume-list", BROKEN["list"], "allowed the object difftest wrote"),
+        ("resume-argv-not-run", BROKEN["argv-not-run"], "field 'argv' is not the arguments"),
+        ("resume-argv-int", BROKEN["argv-int"], "field 'argv' is not the arguments"),
+        ("resume-wrong-id", BROKEN["wrong-id"], "field 'run_id'"),
+        ("resume-finished", FINISHED, "that run finished"),
+    ]:
         add(case_id, [*resume, rid, "--out", "runs-out"], expected)
     add("resume-none-signed", [*resume, "--out", "planted-out"], "no unfinished run in")
     add("resume-nothing", [*resume, "--out", "empty-out"], "no unfinished run in")
@@ -372,73 +528,95 @@ def _case_rows():
 
     # -- the other subcommands
     for case_id, argv, expected in [
-            ("new-adapter-bad-name", ["new-adapter", "1bad"], "allowed a name of letters"),
-            ("new-adapter-dotdot", ["new-adapter", "../x"], "allowed a name of letters"),
-            ("new-adapter-empty", ["new-adapter", ""], "allowed a name of letters"),
-            ("new-adapter-dir-file", ["new-adapter", "mine", "--dir", "in/good.json"], "not a folder"),
-            ("new-adapter-dir-empty", ["new-adapter", "mine", "--dir", ""], "not a folder"),
-            ("mutants-only-unknown", ["mutants", "--only", "nope"], "--only nope: unknown mutants"),
-            ("mutants-examples-zero", ["mutants", "--max-examples", "0"], "allowed an integer >= 1"),
-            ("mutants-budget-nan", ["mutants", "--time-budget", "nan"], "allowed a finite number > 0"),
-            ("mutants-budget-huge", ["mutants", "--time-budget", "1e9"], "allowed at most 604800"),
-            ("mutants-per-mutant-zero", ["mutants", "--per-mutant-budget", "0"], "allowed a finite number > 0"),
-            ("mutants-shrink-negative", ["mutants", "--shrink-budget", "-1"], "allowed a finite number >= 0"),
-            ("mutants-profile-bad", ["mutants", "-p", "huge"], "invalid choice: 'huge'"),
-            ("mutants-device-bad", ["mutants", "--device", "tpu"], "invalid choice: 'tpu'"),
-            ("calibrate-kernel-unknown", ["calibrate", "-k", "nope"], "unknown kernel 'nope'"),
-            ("calibrate-no-kernel", ["calibrate"], "--kernel: required unless --from-variant-logs or --from-reports"),
-            ("calibrate-variant-log-is-a-report", ["calibrate", "--from-variant-logs", "in/good.json"],
-             "line 1 is not a variant case record"),
-            ("calibrate-report-missing", ["calibrate", "--from-reports", "in/nope.json"], "cannot read"),
-            ("calibrate-replay-huge", ["calibrate", "--from-reports", "in/good.json", "--replay", "1001"],
-             "at most 1000"),
-            ("calibrate-examples-zero", ["calibrate", "-k", "torch-blockwise", "--max-examples", "0"],
-             "allowed an integer >= 1"),
-            ("calibrate-examples-huge", ["calibrate", "-k", "torch-blockwise", "--max-examples", "10000000"],
-             "allowed at most"),
-            ("calibrate-budget-negative", ["calibrate", "-k", "torch-blockwise", "--time-budget", "-1"],
-             "allowed a finite number > 0"),
-            ("calibrate-json-under-file", ["calibrate", "-k", "torch-blockwise", "--json", "in/good.json/x.json"],
-             "its folder"),
-            ("calibrate-json-directory", ["calibrate", "-k", "torch-blockwise", "--json", "in"],
-             "--json 'in' is a directory"),
-            ("calibrate-profile-bad", ["calibrate", "-k", "torch-blockwise", "-p", "x"], "invalid choice: 'x'"),
-            ("bench-repeats-zero", ["bench", "-k", "fa3", "--repeats", "0"], "allowed an integer >= 1"),
-            ("bench-repeats-huge", ["bench", "-k", "fa3", "--repeats", "1000000"], "allowed at most"),
-            ("bench-warmup-negative", ["bench", "-k", "fa3", "--warmup", "-1"], "allowed an integer >= 0"),
-            ("bench-gqa-zero", ["bench", "-k", "fa3", "--gqa-kv", "0"], "allowed an integer >= 1"),
-            ("bench-dtype-bad", ["bench", "-k", "fa3", "--dtype", "float8"], "invalid choice: 'float8'"),
-            ("bench-no-kernel", ["bench"], "--kernel/-k: required"),
-            ("bench-shape-words", ["bench", "--oracle", "--shape", "a,b,c,d"], "allowed B,H,S,D integers"),
-            ("bench-shape-three", ["bench", "--oracle", "--shape", "1,2,3"], "exactly four integers"),
-            ("bench-shape-huge", ["bench", "--oracle", "--shape", "1,1,100000000,64"], "S <= 16777216"),
-            ("bench-no-cuda", ["bench", "-k", "fa3"], "needs a CUDA device"),
-            ("bench-oracle-cuda-absent", ["bench", "--oracle", "--device", "cuda"], "no CUDA device"),
-            ("list-bogus", ["list", "--bogus"], "unrecognized arguments: --bogus"),
-            ("calibrate-reports-dev-zero", ["calibrate", "--from-reports", "/dev/zero"], "not a regular file"),
-            ("calibrate-reports-xz-bomb", ["calibrate", "--from-reports", "in/bomb.json.xz"], "expands to more than"),
-            ("calibrate-reports-deep", ["calibrate", "--from-reports", "in/report-deep.json"], "nested deeper than"),
-            ("calibrate-variant-log-dev-zero", ["calibrate", "--from-variant-logs", "/dev/zero"],
-             "not a regular file"),
-            ("calibrate-variant-log-deep", ["calibrate", "--from-variant-logs", "in/store-deep.jsonl"],
-             "nested deeper than"),
-            ("calibrate-variant-log-fifo", ["calibrate", "--from-variant-logs", "in/fifo"], "not a regular file"),
-            ("variants-log-dev-zero", ["variants", "--from-logs", "/dev/zero"], "not a regular file"),
-            ("variants-log-deep", ["variants", "--from-logs", "in/store-deep.jsonl"], "nested deeper than"),
-            ("variants-log-long-line", ["variants", "--from-logs", "in/huge.json"], "a line longer than"),
-            ("variants-only-unknown", ["variants", "--only", "nope"], "--only nope: unknown variants"),
-            ("sanitize-repro-empty-problem", ["sanitize", "in/repro-problem-empty.json"],
-             "field 'problem' lacks batch"),
-            ("sanitize-repro-capture-fifo", ["sanitize", "in/repro-capture-fifo.json"], "not a regular file"),
-            ("sanitize-run-dir-missing", ["sanitize", "--run-dir", "in/nope"], "not a folder"),
-            ("sanitize-nothing", ["sanitize"], "nothing to sanitize"),
-            ("stress-kernel-unknown", ["stress", "-k", "nope"], "unknown kernel 'nope'"),
-            ("probe-kernel-unknown", ["probe", "-k", "nope"], "unknown kernel 'nope'"),
-            ("bisect-version-missing", ["bisect", "in/good-repro.json", "--versions", "in/nope"], "does not exist"),
-            ("bisect-repro-empty-problem", ["bisect", "in/repro-problem-empty.json", "--versions", "in"],
-             "field 'problem' lacks batch"),
-            ("no-subcommand", [], "the following arguments are required: command"),
-            ("unknown-subcommand", ["frobnicate"], "invalid choice: 'frobnicate'")]:
+        ("new-adapter-bad-name", ["new-adapter", "1bad"], "allowed a name of letters"),
+        ("new-adapter-dotdot", ["new-adapter", "../x"], "allowed a name of letters"),
+        ("new-adapter-empty", ["new-adapter", ""], "allowed a name of letters"),
+        ("new-adapter-dir-file", ["new-adapter", "mine", "--dir", "in/good.json"], "not a folder"),
+        ("new-adapter-dir-empty", ["new-adapter", "mine", "--dir", ""], "not a folder"),
+        ("mutants-only-unknown", ["mutants", "--only", "nope"], "--only nope: unknown mutants"),
+        ("mutants-examples-zero", ["mutants", "--max-examples", "0"], "allowed an integer >= 1"),
+        ("mutants-budget-nan", ["mutants", "--time-budget", "nan"], "allowed a finite number > 0"),
+        ("mutants-budget-huge", ["mutants", "--time-budget", "1e9"], "allowed at most 604800"),
+        ("mutants-per-mutant-zero", ["mutants", "--per-mutant-budget", "0"], "allowed a finite number > 0"),
+        ("mutants-shrink-negative", ["mutants", "--shrink-budget", "-1"], "allowed a finite number >= 0"),
+        ("mutants-profile-bad", ["mutants", "-p", "huge"], "invalid choice: 'huge'"),
+        ("mutants-device-bad", ["mutants", "--device", "tpu"], "invalid choice: 'tpu'"),
+        ("calibrate-kernel-unknown", ["calibrate", "-k", "nope"], "unknown kernel 'nope'"),
+        ("calibrate-no-kernel", ["calibrate"], "--kernel: required unless --from-variant-logs or --from-reports"),
+        (
+            "calibrate-variant-log-is-a-report",
+            ["calibrate", "--from-variant-logs", "in/good.json"],
+            "line 1 is not a variant case record",
+        ),
+        ("calibrate-report-missing", ["calibrate", "--from-reports", "in/nope.json"], "cannot read"),
+        ("calibrate-replay-huge", ["calibrate", "--from-reports", "in/good.json", "--replay", "1001"], "at most 1000"),
+        (
+            "calibrate-examples-zero",
+            ["calibrate", "-k", "torch-blockwise", "--max-examples", "0"],
+            "allowed an integer >= 1",
+        ),
+        (
+            "calibrate-examples-huge",
+            ["calibrate", "-k", "torch-blockwise", "--max-examples", "10000000"],
+            "allowed at most",
+        ),
+        (
+            "calibrate-budget-negative",
+            ["calibrate", "-k", "torch-blockwise", "--time-budget", "-1"],
+            "allowed a finite number > 0",
+        ),
+        (
+            "calibrate-json-under-file",
+            ["calibrate", "-k", "torch-blockwise", "--json", "in/good.json/x.json"],
+            "its folder",
+        ),
+        (
+            "calibrate-json-directory",
+            ["calibrate", "-k", "torch-blockwise", "--json", "in"],
+            "--json 'in' is a directory",
+        ),
+        ("calibrate-profile-bad", ["calibrate", "-k", "torch-blockwise", "-p", "x"], "invalid choice: 'x'"),
+        ("bench-repeats-zero", ["bench", "-k", "fa3", "--repeats", "0"], "allowed an integer >= 1"),
+        ("bench-repeats-huge", ["bench", "-k", "fa3", "--repeats", "1000000"], "allowed at most"),
+        ("bench-warmup-negative", ["bench", "-k", "fa3", "--warmup", "-1"], "allowed an integer >= 0"),
+        ("bench-gqa-zero", ["bench", "-k", "fa3", "--gqa-kv", "0"], "allowed an integer >= 1"),
+        ("bench-dtype-bad", ["bench", "-k", "fa3", "--dtype", "float8"], "invalid choice: 'float8'"),
+        ("bench-no-kernel", ["bench"], "--kernel/-k: required"),
+        ("bench-shape-words", ["bench", "--oracle", "--shape", "a,b,c,d"], "allowed B,H,S,D integers"),
+        ("bench-shape-three", ["bench", "--oracle", "--shape", "1,2,3"], "exactly four integers"),
+        ("bench-shape-huge", ["bench", "--oracle", "--shape", "1,1,100000000,64"], "S <= 16777216"),
+        ("bench-no-cuda", ["bench", "-k", "fa3"], "needs a CUDA device"),
+        ("bench-oracle-cuda-absent", ["bench", "--oracle", "--device", "cuda"], "no CUDA device"),
+        ("list-bogus", ["list", "--bogus"], "unrecognized arguments: --bogus"),
+        ("calibrate-reports-dev-zero", ["calibrate", "--from-reports", "/dev/zero"], "not a regular file"),
+        ("calibrate-reports-xz-bomb", ["calibrate", "--from-reports", "in/bomb.json.xz"], "expands to more than"),
+        ("calibrate-reports-deep", ["calibrate", "--from-reports", "in/report-deep.json"], "nested deeper than"),
+        ("calibrate-variant-log-dev-zero", ["calibrate", "--from-variant-logs", "/dev/zero"], "not a regular file"),
+        (
+            "calibrate-variant-log-deep",
+            ["calibrate", "--from-variant-logs", "in/store-deep.jsonl"],
+            "nested deeper than",
+        ),
+        ("calibrate-variant-log-fifo", ["calibrate", "--from-variant-logs", "in/fifo"], "not a regular file"),
+        ("variants-log-dev-zero", ["variants", "--from-logs", "/dev/zero"], "not a regular file"),
+        ("variants-log-deep", ["variants", "--from-logs", "in/store-deep.jsonl"], "nested deeper than"),
+        ("variants-log-long-line", ["variants", "--from-logs", "in/huge.json"], "a line longer than"),
+        ("variants-only-unknown", ["variants", "--only", "nope"], "--only nope: unknown variants"),
+        ("sanitize-repro-empty-problem", ["sanitize", "in/repro-problem-empty.json"], "field 'problem' lacks batch"),
+        ("sanitize-repro-capture-fifo", ["sanitize", "in/repro-capture-fifo.json"], "not a regular file"),
+        ("sanitize-run-dir-missing", ["sanitize", "--run-dir", "in/nope"], "not a folder"),
+        ("sanitize-nothing", ["sanitize"], "nothing to sanitize"),
+        ("stress-kernel-unknown", ["stress", "-k", "nope"], "unknown kernel 'nope'"),
+        ("probe-kernel-unknown", ["probe", "-k", "nope"], "unknown kernel 'nope'"),
+        ("bisect-version-missing", ["bisect", "in/good-repro.json", "--versions", "in/nope"], "does not exist"),
+        (
+            "bisect-repro-empty-problem",
+            ["bisect", "in/repro-problem-empty.json", "--versions", "in"],
+            "field 'problem' lacks batch",
+        ),
+        ("no-subcommand", [], "the following arguments are required: command"),
+        ("unknown-subcommand", ["frobnicate"], "invalid choice: 'frobnicate'"),
+    ]:
         add(case_id, argv, expected)
     return rows
 
@@ -447,8 +625,12 @@ PLANTED = uuid.UUID(int=1).hex
 LINKED = uuid.UUID(int=2).hex
 FINISHED = uuid.UUID(int=3).hex
 MODULE_RUN = uuid.UUID(int=4).hex
-BROKEN = {name: uuid.UUID(int=100 + i).hex for i, name in enumerate(
-    ["not-json", "deep", "big-int", "surrogate", "list", "argv-not-run", "argv-int", "wrong-id"])}
+BROKEN = {
+    name: uuid.UUID(int=100 + i).hex
+    for i, name in enumerate(
+        ["not-json", "deep", "big-int", "surrogate", "list", "argv-not-run", "argv-int", "wrong-id"]
+    )
+}
 
 
 def _write(path: Path, content) -> None:
@@ -478,8 +660,10 @@ def make_world(root: Path) -> None:
     for name, (content, _) in REPRODUCERS.items():
         _write(inp / f"{name}.json", content)
     _write(inp / "good-repro.json", _rec())
-    _write(inp / "mid-repro.json", _rec(problem={**P.to_dict(), "seqlen_q": 1000, "seqlen_k": 1000,
-                                                 "heads_q": 100, "heads_kv": 100}))
+    _write(
+        inp / "mid-repro.json",
+        _rec(problem={**P.to_dict(), "seqlen_q": 1000, "seqlen_k": 1000, "heads_q": 100, "heads_kv": 100}),
+    )
     _write(inp / "case.py", "raise SystemExit('ran')\n")
     _write(inp / "store-deep.jsonl", DEEP + "\n")
     _write(inp / "case.txt", "{}")
@@ -499,24 +683,44 @@ def make_world(root: Path) -> None:
         f.truncate(17 * 2**20)
     out = root / "runs-out"
     (out / "runs").mkdir(parents=True)
-    _plant(out, PLANTED, {"run_id": PLANTED, "argv": ["run", "-k", "evil:A"], "status": "running",
-                          "finished_kernels": {}, "started_ns": 10**30})
-    _plant(root / "planted-out", PLANTED, {"run_id": PLANTED, "argv": ["run"], "status": "running",
-                                           "finished_kernels": {}, "started_ns": 1})
+    _plant(
+        out,
+        PLANTED,
+        {
+            "run_id": PLANTED,
+            "argv": ["run", "-k", "evil:A"],
+            "status": "running",
+            "finished_kernels": {},
+            "started_ns": 10**30,
+        },
+    )
+    _plant(
+        root / "planted-out",
+        PLANTED,
+        {"run_id": PLANTED, "argv": ["run"], "status": "running", "finished_kernels": {}, "started_ns": 1},
+    )
     (root / "empty-out").mkdir()
     elsewhere = root / "elsewhere"
-    for rid, status, argv in ((LINKED, "interrupted", ["run"]), (FINISHED, "finished", ["run"]),
-                              (MODULE_RUN, "interrupted", ["run", "-k", "evil_module_xyz:Adapter"])):
+    for rid, status, argv in (
+        (LINKED, "interrupted", ["run"]),
+        (FINISHED, "finished", ["run"]),
+        (MODULE_RUN, "interrupted", ["run", "-k", "evil_module_xyz:Adapter"]),
+    ):
         r = Run(elsewhere if rid == LINKED else out, rid)
         r.dir.mkdir(parents=True)
         (r.dir / ".lock").touch()  # as Run.start leaves it
         r._save({"run_id": rid, "argv": argv, "status": status, "finished_kernels": {}, "started_ns": 1})
     (out / "runs" / LINKED).symlink_to(elsewhere / "runs" / LINKED)
-    bad = {"not-json": "{", "deep": DEEP, "big-int": '{"argv": ' + BIG_INT + "}",
-           "surrogate": '{"argv": ["run", "\\ud800"]}', "list": [],
-           "argv-not-run": {"argv": ["gate"], "run_id": BROKEN["argv-not-run"]},
-           "argv-int": {"argv": 3, "run_id": BROKEN["argv-int"]},
-           "wrong-id": {"argv": ["run"], "run_id": PLANTED}}
+    bad = {
+        "not-json": "{",
+        "deep": DEEP,
+        "big-int": '{"argv": ' + BIG_INT + "}",
+        "surrogate": '{"argv": ["run", "\\ud800"]}',
+        "list": [],
+        "argv-not-run": {"argv": ["gate"], "run_id": BROKEN["argv-not-run"]},
+        "argv-int": {"argv": 3, "run_id": BROKEN["argv-int"]},
+        "wrong-id": {"argv": ["run"], "run_id": PLANTED},
+    }
     for name, content in bad.items():
         _write(out / "runs" / BROKEN[name] / "run.json", content)
 
@@ -713,8 +917,9 @@ class TestSymlinks:
         _one_line(rc, lines, "'.difftest/out' is a symbolic link where difftest writes")
         assert snapshot(base) == before
 
-    @pytest.mark.parametrize("planted", [".difftest/examples", ".difftest/examples/difftest-failures",
-                                         ".difftest/hypothesis"])
+    @pytest.mark.parametrize(
+        "planted", [".difftest/examples", ".difftest/examples/difftest-failures", ".difftest/hypothesis"]
+    )
     def test_workdir_folders_linked_elsewhere_are_refused(self, here, tmp_path, planted):
         """The failure store, Hypothesis's example database and its own cache used to write
         their files into a linked folder's target."""
@@ -905,12 +1110,31 @@ def _printable(text: str) -> None:
 
 
 def _report_of(kernel: str, failed: bool) -> dict:
-    v = {"output": "dq", "gate": "budget", "passed": not failed, "numbers": {"ratio": 2.0 if failed else 0.1},
-         "message": f"{kernel} dq budget"}
-    case = {"problem": P.to_dict(), "status": "failed" if failed else "passed", "verdicts": [v],
-            "reason": kernel, "kernel": kernel}
-    return {"difftest_report": 1, "campaigns": [{"kernel": kernel, "status": "failed" if failed else "passed",
-                                                 "cases": [case], "reproducer": {"py": kernel + ".py"}}]}
+    v = {
+        "output": "dq",
+        "gate": "budget",
+        "passed": not failed,
+        "numbers": {"ratio": 2.0 if failed else 0.1},
+        "message": f"{kernel} dq budget",
+    }
+    case = {
+        "problem": P.to_dict(),
+        "status": "failed" if failed else "passed",
+        "verdicts": [v],
+        "reason": kernel,
+        "kernel": kernel,
+    }
+    return {
+        "difftest_report": 1,
+        "campaigns": [
+            {
+                "kernel": kernel,
+                "status": "failed" if failed else "passed",
+                "cases": [case],
+                "reproducer": {"py": kernel + ".py"},
+            }
+        ],
+    }
 
 
 class TestPrintable:
@@ -934,11 +1158,17 @@ class TestPrintable:
 
     def test_calibrate_and_variants_print_log_texts_escaped(self, here):
         """A variant log's failing problem and gates, a report's kernel name: printed raw before."""
-        line = {"dtype": "float32", "budget": {"dq": [0.1, 0.5, True]}, "problem": P.to_json(), "status": "passed",
-                "failed": []}
+        line = {
+            "dtype": "float32",
+            "budget": {"dq": [0.1, 0.5, True]},
+            "problem": P.to_json(),
+            "status": "passed",
+            "failed": [],
+        }
         (here / "ok.jsonl").write_text(json.dumps(line) + "\n")
-        (here / "evil.jsonl").write_text(json.dumps({**line, "status": "failed", "problem": EVIL, "failed": [EVIL]})
-                                         + "\n")
+        (here / "evil.jsonl").write_text(
+            json.dumps({**line, "status": "failed", "problem": EVIL, "failed": [EVIL]}) + "\n"
+        )
         rc, out, lines = _cli(["variants", "--from-logs", "evil.jsonl"])
         assert rc == 1 and "\\x1b[2J" in out, (rc, out, lines)
         _printable(out)
@@ -956,8 +1186,16 @@ class TestPrintable:
         from difftest.run.plan import print_campaign
 
         k = SimpleNamespace(name="k", capability=SimpleNamespace(compile_key=()))
-        r = SimpleNamespace(name="k", status="unavailable", cases=[], elapsed=0.0, compile_stats=None, reason=EVIL,
-                            coverage={}, failure=None)
+        r = SimpleNamespace(
+            name="k",
+            status="unavailable",
+            cases=[],
+            elapsed=0.0,
+            compile_stats=None,
+            reason=EVIL,
+            coverage={},
+            failure=None,
+        )
         print_campaign(k, r)
         _printable(capsys.readouterr().out)
 
@@ -967,8 +1205,23 @@ class TestNothingChecked:
     def test_a_run_that_judged_no_case_exits_3_on_a_broken_kernel(self, here):
         """``--time-budget 0.001`` ran 0 cases of a kernel with a planted bug and printed
         "passed", exit 0."""
-        rc, out, lines = _cli(["run", "-k", PLANTED_BUG, "-q", "-p", "quick", "--no-edge-cases", "--no-isolate",
-                               "--no-prebuild", "--db", "none", "--time-budget", "0.001"])
+        rc, out, lines = _cli(
+            [
+                "run",
+                "-k",
+                PLANTED_BUG,
+                "-q",
+                "-p",
+                "quick",
+                "--no-edge-cases",
+                "--no-isolate",
+                "--no-prebuild",
+                "--db",
+                "none",
+                "--time-budget",
+                "0.001",
+            ]
+        )
         assert rc == 3 and "nothing checked" in lines[-1], (rc, lines)
         assert ": nothing checked (0 cases" in out, out
         assert [ln.split()[-2:] for ln in out.splitlines() if "(all)" in ln] == [["checked", "-"]], out
@@ -976,25 +1229,57 @@ class TestNothingChecked:
         assert doc["campaigns"][0]["status"] == "nothing checked"
 
     def test_a_run_whose_every_case_is_skipped_checked_nothing(self, here):
-        rc, out, lines = _cli(["run", "-k", KERNEL, *TINY, "--db", "none", "--narrow", "dtypes=float16",
-                               "--narrow", "max_seqlen=1", "--time-budget", "0.001"])
+        rc, out, lines = _cli(
+            [
+                "run",
+                "-k",
+                KERNEL,
+                *TINY,
+                "--db",
+                "none",
+                "--narrow",
+                "dtypes=float16",
+                "--narrow",
+                "max_seqlen=1",
+                "--time-budget",
+                "0.001",
+            ]
+        )
         assert rc == 3 and "nothing checked" in lines[-1], (rc, lines)
 
     def test_the_gate_never_passes_a_candidate_that_checked_nothing(self, here):
         empty = {"difftest_report": 1, "campaigns": [{"kernel": "k", "status": "passed", "cases": []}]}
-        skipped = {"difftest_report": 1, "campaigns": [{"kernel": "k", "status": "passed", "cases": [
-            {"problem": P.to_dict(), "status": "skipped", "verdicts": []}]}]}
+        skipped = {
+            "difftest_report": 1,
+            "campaigns": [
+                {
+                    "kernel": "k",
+                    "status": "passed",
+                    "cases": [{"problem": P.to_dict(), "status": "skipped", "verdicts": []}],
+                }
+            ],
+        }
         unavailable = {"difftest_report": 1, "campaigns": [{"kernel": "k", "status": "unavailable", "cases": []}]}
-        for name, doc in (("empty", empty), ("skipped", skipped), ("unavailable", unavailable),
-                          ("none", {"difftest_report": 1, "campaigns": []})):
+        for name, doc in (
+            ("empty", empty),
+            ("skipped", skipped),
+            ("unavailable", unavailable),
+            ("none", {"difftest_report": 1, "campaigns": []}),
+        ):
             (here / f"{name}.json").write_text(json.dumps(doc))
             rc, out, lines = _cli(["gate", "--baseline", f"{name}.json", "--candidate", f"{name}.json"])
             assert rc == 3 and "gate: NOTHING CHECKED" in out, (name, rc, out)
         (here / "base.json").write_text(json.dumps(_report_of("k", failed=False)))
         rc, out, _ = _cli(["gate", "--baseline", "base.json", "--candidate", "empty.json"])
         assert rc == 3 and "gate: NOTHING CHECKED" in out, out
-        (here / "bad.json").write_text(json.dumps({"difftest_report": 1, "campaigns": [
-            _report_of("j", failed=True)["campaigns"][0], empty["campaigns"][0]]}))
+        (here / "bad.json").write_text(
+            json.dumps(
+                {
+                    "difftest_report": 1,
+                    "campaigns": [_report_of("j", failed=True)["campaigns"][0], empty["campaigns"][0]],
+                }
+            )
+        )
         rc, out, _ = _cli(["gate", "--baseline", "base.json", "--candidate", "bad.json"])
         assert rc == 1, out  # a regression outranks it
 
@@ -1100,15 +1385,18 @@ def sub(pytester, monkeypatch, tmp_path):
 
 
 class TestPytestPlugin:
-    @pytest.mark.parametrize("args,expected", [
-        (["--difftest-profile", "nosuch"], "--difftest-profile 'nosuch'"),
-        (["--difftest-out", ""], "--difftest-out '': an empty path"),
-        (["--difftest-out", "afile"], "--difftest-out 'afile' is a file"),
-        (["--difftest-out", "alink/out"], "'alink' is a symbolic link"),
-        (["--difftest-max-examples", "10000000"], "allowed at most"),
-        (["--difftest-max-examples", "0"], "allowed an integer >= 1"),
-        (["--difftest-seed", str(2**64)], "allowed an integer in [0, 2**64-1]"),
-    ])
+    @pytest.mark.parametrize(
+        "args,expected",
+        [
+            (["--difftest-profile", "nosuch"], "--difftest-profile 'nosuch'"),
+            (["--difftest-out", ""], "--difftest-out '': an empty path"),
+            (["--difftest-out", "afile"], "--difftest-out 'afile' is a file"),
+            (["--difftest-out", "alink/out"], "'alink' is a symbolic link"),
+            (["--difftest-max-examples", "10000000"], "allowed at most"),
+            (["--difftest-max-examples", "0"], "allowed an integer >= 1"),
+            (["--difftest-seed", str(2**64)], "allowed an integer in [0, 2**64-1]"),
+        ],
+    )
     def test_options_are_checked_like_their_cli_twins(self, sub, args, expected):
         (sub.path / "afile").write_text("x")
         (sub.path.parent / "elsewhere").mkdir(exist_ok=True)
@@ -1119,7 +1407,8 @@ class TestPytestPlugin:
         assert expected in res.stderr.str() + res.stdout.str()
 
     def test_the_fixture_fails_a_campaign_that_checked_nothing(self, sub):
-        sub.makepyfile(test_k=f"""
+        sub.makepyfile(
+            test_k=f"""
             def test_nothing(difftest_campaign):
                 difftest_campaign("{PLANTED_BUG}", time_budget=0.001, edge_cases=False, database=None,
                                   isolate=False)
@@ -1127,7 +1416,8 @@ class TestPytestPlugin:
             def test_nothing_even_when_a_failure_is_expected(difftest_campaign):
                 difftest_campaign("{PLANTED_BUG}", time_budget=0.001, edge_cases=False, database=None,
                                   isolate=False, expect_failure=True)
-        """)
+        """
+        )
         res = sub.runpytest_inprocess("--difftest-profile", "quick", "--difftest-out", str(sub.path / "out"))
         res.assert_outcomes(failed=2)
         assert "nothing checked" in res.stdout.str()
@@ -1136,10 +1426,12 @@ class TestPytestPlugin:
         target = _target(tmp_path)
         (sub.path / ".difftest").mkdir()
         (sub.path / ".difftest" / "out").symlink_to(target)
-        sub.makepyfile(test_k=f"""
+        sub.makepyfile(
+            test_k=f"""
             def test_k(difftest_campaign):
                 difftest_campaign("{KERNEL}", max_examples=2, edge_cases=False, database=None, isolate=False)
-        """)
+        """
+        )
         res = sub.runpytest_inprocess("--difftest-profile", "quick")
         res.assert_outcomes(failed=1)
         assert "is a symbolic link where difftest writes" in res.stdout.str()

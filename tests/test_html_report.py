@@ -56,11 +56,21 @@ def _keys(text: str) -> dict:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("html")
-    results = [run_campaign(k, "quick", max_examples=20, edge_cases=edge, database=None, out_dir=tmp, seed=1,
-                            shrink_budget=5.0) for k, edge in ((RefKernel(), False), (WrongDkForLongGqa(), True))]
+    results = [
+        run_campaign(
+            k, "quick", max_examples=20, edge_cases=edge, database=None, out_dir=tmp, seed=1, shrink_budget=5.0
+        )
+        for k, edge in ((RefKernel(), False), (WrongDkForLongGqa(), True))
+    ]
     path = write_json(results, tmp / "report.json")
-    r = subprocess.run([sys.executable, "-m", "difftest", "report", str(path), "--html", str(tmp / "r.html")],
-                       cwd=tmp, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "difftest", "report", str(path), "--html", str(tmp / "r.html")],
+        cwd=tmp,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     return tmp, json.loads(path.read_text()), (tmp / "r.html").read_text()
 
@@ -99,13 +109,25 @@ def test_chromium_renders_the_report(report):
     from PIL import Image
 
     tmp, doc, _ = report
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp / 'chromium-profile'}"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'chromium-profile'}",
+    ]
     url = (tmp / "r.html").as_uri()
     shot = tmp / "shot.png"
-    r = subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", f"--window-size={SIZE[0]},{SIZE[1]}", url],
-                       capture_output=True, text=True, timeout=180)
+    r = subprocess.run(
+        [CHROMIUM, *flags, f"--screenshot={shot}", f"--window-size={SIZE[0]},{SIZE[1]}", url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=180)
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -129,8 +151,14 @@ def test_report_command_refuses_bad_input_in_one_line(tmp_path):
     (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "cut.json").write_text('{"difftest_report": 1, "campaigns": [{"kern')
     for src in ("missing.json", "list.json", "cut.json", "."):
-        r = subprocess.run([sys.executable, "-m", "difftest", "report", src, "--html", "out.html"], cwd=tmp_path,
-                           env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "difftest", "report", src, "--html", "out.html"],
+            cwd=tmp_path,
+            env=dict(os.environ, PYTHONPATH=ROOT),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and src in r.stderr, (src, r.stderr)
     assert not (tmp_path / "out.html").exists()
 
@@ -154,17 +182,32 @@ def _crafted_campaign():
     worst = next(v for v in bad.verdicts if v.output == "dq" and v.gate == Gate.BUDGET)
     worst.numbers["ratio"], worst.passed, worst.message = 1.38e6, False, "dq: budget FAILED (crafted)"
     bad.status = Status.FAILED
-    r = CampaignResult(kernel=k.name, profile="quick", status="failed", cases=[ok, bad], failure=bad,
-                       examples_to_fail=2, seconds_to_fail=0.5, unrun=7,
-                       reproducer={"json": "repro/x.json", "py": "repro/x.py"},
-                       coverage={"hit": {"dense": 2}, "missing": [], "beyond_profile": ["head dim 512"]},
-                       compile_reuse={"reusing": 1, "cases": 2, "fraction": 0.5, "configurations": 1},
-                       timing={"wall_s": 2.0, "phases_s": {"kernel": 1.0, "truth": 0.5},
-                               "share": {"kernel": 0.5, "truth": 0.25}, "overhead_s": 0.5, "overhead_share": 0.25},
-                       declaration=["declaration problem? the case passes without seqlen_q_ne_k (left at its "
-                                    "default, True): declare seqlen_q_ne_k=False; if the kernel does serve it, "
-                                    "this is a kernel bug"],
-                       unexplained_cases=["case 2: dq:budget (a larger --max-findings or --time-budget shrinks it)"])
+    r = CampaignResult(
+        kernel=k.name,
+        profile="quick",
+        status="failed",
+        cases=[ok, bad],
+        failure=bad,
+        examples_to_fail=2,
+        seconds_to_fail=0.5,
+        unrun=7,
+        reproducer={"json": "repro/x.json", "py": "repro/x.py"},
+        coverage={"hit": {"dense": 2}, "missing": [], "beyond_profile": ["head dim 512"]},
+        compile_reuse={"reusing": 1, "cases": 2, "fraction": 0.5, "configurations": 1},
+        timing={
+            "wall_s": 2.0,
+            "phases_s": {"kernel": 1.0, "truth": 0.5},
+            "share": {"kernel": 0.5, "truth": 0.25},
+            "overhead_s": 0.5,
+            "overhead_share": 0.25,
+        },
+        declaration=[
+            "declaration problem? the case passes without seqlen_q_ne_k (left at its "
+            "default, True): declare seqlen_q_ne_k=False; if the kernel does serve it, "
+            "this is a kernel bug"
+        ],
+        unexplained_cases=["case 2: dq:budget (a larger --max-findings or --time-budget shrinks it)"],
+    )
     return k, r
 
 
@@ -172,9 +215,16 @@ def _table(text: str) -> list[dict]:
     """The terminal's summary table as rows of {column: cell}, cut where the dashes are."""
     lines = text.splitlines()
     spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[1])]
-    head = [lines[0][a:b + 2].strip() for a, b in spans]
-    return [dict(zip(head, (line[a:(spans[i + 1][0] if i + 1 < len(spans) else None)].strip()
-                            for i, (a, _) in enumerate(spans)))) for line in lines[2:]]
+    head = [lines[0][a : b + 2].strip() for a, b in spans]
+    return [
+        dict(
+            zip(
+                head,
+                (line[a : (spans[i + 1][0] if i + 1 < len(spans) else None)].strip() for i, (a, _) in enumerate(spans)),
+            )
+        )
+        for line in lines[2:]
+    ]
 
 
 def _page_text(page: str) -> str:
@@ -192,10 +242,18 @@ def test_the_html_carries_every_hint_and_number_the_terminal_prints(capsys):
     terminal = capsys.readouterr().out
     page = render_html({"campaigns": [campaign_record(r)]})
     text, keys = _page_text(page), _keys(page)
-    marks = ("declaration problem", "search budget spent", "unexplained failing", "claimed but beyond profile",
-             "compile reuse", "time split", "framework overhead", "shrunk reproducer")
+    marks = (
+        "declaration problem",
+        "search budget spent",
+        "unexplained failing",
+        "claimed but beyond profile",
+        "compile reuse",
+        "time split",
+        "framework overhead",
+        "shrunk reproducer",
+    )
     hints = [line.strip() for line in terminal.splitlines() if any(m in line for m in marks)]
-    hints = [h[h.index("shrunk reproducer"):] if "shrunk reproducer" in h else h for h in hints]
+    hints = [h[h.index("shrunk reproducer") :] if "shrunk reproducer" in h else h for h in hints]
     assert len(hints) >= len(marks)
     for hint in hints:
         assert " ".join(hint.split()) in text, f"the HTML lacks the terminal's line: {hint}"

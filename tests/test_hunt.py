@@ -33,9 +33,18 @@ def small(draw):
     """Small Problems where every fault below is reachable: causal, sinks, GQA, both dims."""
     hkv = draw(st.integers(1, 2))
     d = draw(st.sampled_from([8, 16]))
-    return Problem(batch=draw(st.integers(1, 2)), seqlen_q=draw(st.integers(1, 24)), seqlen_k=draw(st.integers(1, 40)),
-                   heads_q=hkv * draw(st.integers(1, 2)), heads_kv=hkv, head_dim_qk=d, head_dim_v=d,
-                   causal=draw(st.booleans()), sinks=draw(st.booleans()), seed=draw(st.integers(0, 99))).validate()
+    return Problem(
+        batch=draw(st.integers(1, 2)),
+        seqlen_q=draw(st.integers(1, 24)),
+        seqlen_k=draw(st.integers(1, 40)),
+        heads_q=hkv * draw(st.integers(1, 2)),
+        heads_kv=hkv,
+        head_dim_qk=d,
+        head_dim_v=d,
+        causal=draw(st.booleans()),
+        sinks=draw(st.booleans()),
+        seed=draw(st.integers(0, 99)),
+    ).validate()
 
 
 class ThreeBugs(RefKernel):
@@ -87,8 +96,16 @@ class TwoTriggersOneOutput(RefKernel):
 def _hunt(kernel, tmp_path, **kw):
     kw.setdefault("max_examples", 60)
     kw.setdefault("database", None)
-    return Campaign.of(kernel, "ci", strategy=small(), edge_cases=False, out_dir=tmp_path,
-                       config=RunConfig(isolate=False), hunt=kw.pop("hunt", True), **kw).run()
+    return Campaign.of(
+        kernel,
+        "ci",
+        strategy=small(),
+        edge_cases=False,
+        out_dir=tmp_path,
+        config=RunConfig(isolate=False),
+        hunt=kw.pop("hunt", True),
+        **kw,
+    ).run()
 
 
 def _needs(f) -> dict:
@@ -149,8 +166,9 @@ def test_steering_skips_what_a_finding_explains_and_counts_it(tmp_path):
 def test_two_triggers_on_one_output_are_two_findings(tmp_path):
     r = _hunt(TwoTriggersOneOutput(), tmp_path)
     assert len(r.findings) == 2, [f.signature.describe() for f in r.findings]
-    assert all(f.signature.gates == ("dk:budget",) for f in r.findings) or \
-        all("dk:budget" in f.signature.gates for f in r.findings)
+    assert all(f.signature.gates == ("dk:budget",) for f in r.findings) or all(
+        "dk:budget" in f.signature.gates for f in r.findings
+    )
     needs = sorted(tuple(sorted(k for k, v in f.signature.needs if v is True)) for f in r.findings)
     assert needs == [("causal",), ("sinks",)]
 
@@ -246,21 +264,42 @@ def test_known_from_the_failure_store_are_replayed_and_not_shrunk(tmp_path):
     assert r2.status == "passed"
 
 
-@pytest.mark.parametrize("text, why", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "not a difftest report or findings file"),
-    ('{"difftest_report": 1, "campaigns": [7]}', "campaigns[0]"),
-    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "fine"}}]}]}',
-     "kind"),
-    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
-     '"gates": ["dk:budget"], "needs": {"rm -rf": true}}}]}]}', "needs"),
-    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
-     '"gates": ["dk:budget"], "needs": {"seqlen_k>=": "many"}}}]}]}', "seqlen_k>="),
-    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
-     '"gates": ["dk:budget"], "needs": {"seqlen_q%": 1}}}]}]}', "seqlen_q%"),
-    ('{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "wrong result", '
-     '"gates": ["dk:budget"]}, "failure": {"problem": {"batch": -1}}}]}]}', "not a Problem"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not a difftest report or findings file"),
+        ('{"difftest_report": 1, "campaigns": [7]}', "campaigns[0]"),
+        (
+            '{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": {"kind": "fine"}}]}]}',
+            "kind",
+        ),
+        (
+            '{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": '
+            '{"kind": "wrong result", '
+            '"gates": ["dk:budget"], "needs": {"rm -rf": true}}}]}]}',
+            "needs",
+        ),
+        (
+            '{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": '
+            '{"kind": "wrong result", '
+            '"gates": ["dk:budget"], "needs": {"seqlen_k>=": "many"}}}]}]}',
+            "seqlen_k>=",
+        ),
+        (
+            '{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": '
+            '{"kind": "wrong result", '
+            '"gates": ["dk:budget"], "needs": {"seqlen_q%": 1}}}]}]}',
+            "seqlen_q%",
+        ),
+        (
+            '{"difftest_findings": 1, "campaigns": [{"kernel": "k", "findings": [{"signature": '
+            '{"kind": "wrong result", '
+            '"gates": ["dk:budget"]}, "failure": {"problem": {"batch": -1}}}]}]}',
+            "not a Problem",
+        ),
+    ],
+)
 def test_a_malformed_known_file_is_refused_in_one_line(tmp_path, text, why):
     bad = tmp_path / "bad.json"
     bad.write_text(text)
@@ -274,9 +313,27 @@ def test_known_files_of_every_other_shape_are_refused_by_the_cli(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "bin.json").write_bytes(b"\xff\xfe\x00")
     for src in ("missing.json", "store.jsonl", "empty", "bin.json"):
-        r = subprocess.run([sys.executable, "-m", "difftest", "run", "-k", "tests.test_hunt:ThreeBugs", "--known",
-                            src, "--out", "o", "--db", "none"], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "difftest",
+                "run",
+                "-k",
+                "tests.test_hunt:ThreeBugs",
+                "--known",
+                src,
+                "--out",
+                "o",
+                "--db",
+                "none",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=dict(os.environ, PYTHONPATH=ROOT),
+        )
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--known" in r.stderr, (src, r.stderr)
         assert not (tmp_path / "o").exists()  # refused before anything ran
 
@@ -327,8 +384,9 @@ class RaisesOnSinksWrongDkCausal(RefKernel):
 def test_a_kernel_error_and_a_wrong_result_are_two_findings(tmp_path):
     r = _hunt(RaisesOnSinksWrongDkCausal(), tmp_path, max_examples=40)
     kinds = sorted((f.signature.kind, f.signature.error_type) for f in r.findings)
-    assert kinds == [("contract violation", "ValueError"), ("wrong result", "")], \
-        [f.signature.describe() for f in r.findings]
+    assert kinds == [("contract violation", "ValueError"), ("wrong result", "")], [
+        f.signature.describe() for f in r.findings
+    ]
     err = next(f for f in r.findings if f.signature.error_type)
     assert dict(err.signature.needs).get("sinks") is True and err.signature.gates == ("all:run",)
     assert err.best.status == "error" and err.hits >= 1
@@ -364,8 +422,13 @@ def test_one_finding_per_root_cause_merges_what_fails_the_same_way():
     from difftest.search.signature import merged, message_shape, same_identity
 
     def err(message, **needs):
-        return Signature("contract violation", ("all:run",), "MLIRError",
-                         tuple(sorted((n, v) for n, v in needs.items())), message=message_shape(message))
+        return Signature(
+            "contract violation",
+            ("all:run",),
+            "MLIRError",
+            tuple(sorted((n, v) for n, v in needs.items())),
+            message=message_shape(message),
+        )
 
     shape = "MLIRError: failed to legalize 'cute.copy' at head_dim 24 (tile 0x7f3a) in /tmp/x/kernel.py"
     a = err(shape, dims_differ=True, head_dim_qk=(24, 32))
@@ -559,12 +622,36 @@ def test_a_findings_signature_takes_a_share_of_the_budget_not_the_campaign(tmp_p
 
     for module in (campaign, shrinking, state):
         monkeypatch.setattr(module, "time", CLOCK)
-    rich = Problem(batch=2, seqlen_q=(5, 3), seqlen_k=(6, 4), heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8,
-                   dtype="float16", causal=True, window_left=3, sinks=True, softmax_scale=0.5, pad_tail=2,
-                   values="scaled", value_scale=2.0).validate()
-    r = Campaign.of(SlowWrongDk(), "ci", strategy=st.just(rich), time_budget=60, max_examples=1, edge_cases=False,
-                    database=None, out_dir=tmp_path, hunt=True, finding_calls=0,
-                    config=RunConfig(isolate=False)).run()
+    rich = Problem(
+        batch=2,
+        seqlen_q=(5, 3),
+        seqlen_k=(6, 4),
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=16,
+        head_dim_v=8,
+        dtype="float16",
+        causal=True,
+        window_left=3,
+        sinks=True,
+        softmax_scale=0.5,
+        pad_tail=2,
+        values="scaled",
+        value_scale=2.0,
+    ).validate()
+    r = Campaign.of(
+        SlowWrongDk(),
+        "ci",
+        strategy=st.just(rich),
+        time_budget=60,
+        max_examples=1,
+        edge_cases=False,
+        database=None,
+        out_dir=tmp_path,
+        hunt=True,
+        finding_calls=0,
+        config=RunConfig(isolate=False),
+    ).run()
     (f,) = [f for f in r.findings if not f.known]
     share = max(5.0, FINDING_SHARE * 60)
     assert f.shrink["seconds"] <= share + 0.6 + 0.1, f.shrink  # one variation may run past the share

@@ -86,8 +86,11 @@ def test_bad_run_option_is_one_line_and_exit_2(extra, expected, tmp_path, capsys
     monkeypatch.chdir(tmp_path)
     (tmp_path / "afile").write_text("x")
     (tmp_path / "adir").mkdir()
-    subs = {"UNDER_FILE": str(tmp_path / "afile" / "sub"), "FILE": str(tmp_path / "afile"),
-            "DIR": str(tmp_path / "adir")}
+    subs = {
+        "UNDER_FILE": str(tmp_path / "afile" / "sub"),
+        "FILE": str(tmp_path / "afile"),
+        "DIR": str(tmp_path / "adir"),
+    }
 
     def sub(s):
         for k, v in subs.items():
@@ -113,36 +116,67 @@ REPRO_CASES = [
     ("not-an-object", "[1, 2]", "top level is a JSON list: allowed an object"),
     ("kernel-not-a-string", _record(kernel=5), "field 'kernel' = 5: allowed a kernel name"),
     ("problem-not-an-object", _record(problem="b1 sq4"), "field 'problem' is a str: allowed an object"),
-    ("problem-ill-typed", _record(problem={**P.to_dict(), "batch": "1"}),
-     "Problem.batch='1' is invalid: allowed an int in 1..65536"),
-    ("problem-unknown-field", _record(problem={**P.to_dict(), "heads": 2}),
-     "Problem.heads=2 is invalid: allowed known fields"),
-    ("pad-tail-huge", _record(problem={**VARLEN.to_dict(), "pad_tail": 10**7}),
-     "Problem.pad_tail=10000000 is invalid: allowed an int in 0..4096"),
-    ("problem-too-many-tokens", _record(problem={**VARLEN.to_dict(), "seqlen_q": [2000000], "seqlen_k": [5]}),
-     "2000000 packed tokens (pad_tail 0 included): allowed at most"),
-    ("problem-too-many-scores",
-     _record(problem={**P.to_dict(), "seqlen_q": 32768, "seqlen_k": 32768, "heads_q": 128, "heads_kv": 128}),
-     "score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most"),
+    (
+        "problem-ill-typed",
+        _record(problem={**P.to_dict(), "batch": "1"}),
+        "Problem.batch='1' is invalid: allowed an int in 1..65536",
+    ),
+    (
+        "problem-unknown-field",
+        _record(problem={**P.to_dict(), "heads": 2}),
+        "Problem.heads=2 is invalid: allowed known fields",
+    ),
+    (
+        "pad-tail-huge",
+        _record(problem={**VARLEN.to_dict(), "pad_tail": 10**7}),
+        "Problem.pad_tail=10000000 is invalid: allowed an int in 0..4096",
+    ),
+    (
+        "problem-too-many-tokens",
+        _record(problem={**VARLEN.to_dict(), "seqlen_q": [2000000], "seqlen_k": [5]}),
+        "2000000 packed tokens (pad_tail 0 included): allowed at most",
+    ),
+    (
+        "problem-too-many-scores",
+        _record(problem={**P.to_dict(), "seqlen_q": 32768, "seqlen_k": 32768, "heads_q": 128, "heads_kv": 128}),
+        "score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most",
+    ),
     ("config-not-an-object", _record(config=[1]), "field 'config' is a list: allowed an object"),
     ("config-unknown-field", _record(config={"isolated": True}), "config field 'isolated' is unknown"),
-    ("config-timeout-zero", _record(config={"timeout_s": 0}),
-     "config field 'timeout_s' = 0: allowed a finite number in (0, 604800]"),
-    ("config-compile-timeout-zero", _record(config={"compile_timeout_s": 0}),
-     "config field 'compile_timeout_s' = 0: allowed a finite number in (0, 604800]"),
-    ("config-device", _record(config={"device": "tpu"}),
-     "config field 'device' = 'tpu': allowed 'cpu', 'cuda' or null"),
-    ("config-determinism-ill-typed", _record(config={"determinism_runs": "2"}),
-     "config field 'determinism_runs' = '2': allowed int or null"),
-    ("config-truth", _record(config={"truth": "float16"}),
-     "config field 'truth' = 'float16': allowed one of"),
-    ("config-k-nan", _record(config={"gates": {"k": {"dq": float("nan")}}}),
-     "k for dq = nan: allowed a finite number > 0"),
+    (
+        "config-timeout-zero",
+        _record(config={"timeout_s": 0}),
+        "config field 'timeout_s' = 0: allowed a finite number in (0, 604800]",
+    ),
+    (
+        "config-compile-timeout-zero",
+        _record(config={"compile_timeout_s": 0}),
+        "config field 'compile_timeout_s' = 0: allowed a finite number in (0, 604800]",
+    ),
+    (
+        "config-device",
+        _record(config={"device": "tpu"}),
+        "config field 'device' = 'tpu': allowed 'cpu', 'cuda' or null",
+    ),
+    (
+        "config-determinism-ill-typed",
+        _record(config={"determinism_runs": "2"}),
+        "config field 'determinism_runs' = '2': allowed int or null",
+    ),
+    ("config-truth", _record(config={"truth": "float16"}), "config field 'truth' = 'float16': allowed one of"),
+    (
+        "config-k-nan",
+        _record(config={"gates": {"k": {"dq": float("nan")}}}),
+        "k for dq = nan: allowed a finite number > 0",
+    ),
     ("config-k-negative", _record(config={"gates": {"k": {"dq": -1}}}), "k for dq = -1: allowed a finite number > 0"),
     ("kernel-unknown", _record(kernel="no-such-kernel"), "unknown kernel 'no-such-kernel'"),
     ("kernel-import-spec", _record(kernel="os:getcwd"), "kernel 'os:getcwd' would import a module named by the file"),
-    ("second-reference-import-spec", _record(config={"second_reference": "os:getcwd"}),
-     "config.second_reference 'os:getcwd' would import a module"),
+    (
+        "second-reference-import-spec",
+        _record(config={"second_reference": "os:getcwd"}),
+        "config.second_reference 'os:getcwd' would import a module",
+    ),
     ("no-kernel", _record(kernel=""), "names no kernel: pass one with --kernel"),
 ]
 
@@ -168,25 +202,45 @@ def test_reproducer_size_follows_the_chosen_profile(tmp_path, capsys):
     """100 heads x 1000 x 1000 = 10^8 score elements: within the CPU's default limits (the
     kernel's capability then skips it: exit 3, nothing replayed), refused under --profile quick."""
     f = tmp_path / "case.json"
-    f.write_text(json.dumps(_record(problem={**P.to_dict(), "seqlen_q": 1000, "seqlen_k": 1000,
-                                             "heads_q": 100, "heads_kv": 100})))
+    f.write_text(
+        json.dumps(
+            _record(problem={**P.to_dict(), "seqlen_q": 1000, "seqlen_k": 1000, "heads_q": 100, "heads_kv": 100})
+        )
+    )
     rc, err = _cli(["repro", str(f)], capsys)
     assert rc == 3 and "skipped, nothing replayed" in err, err
     rc, err = _cli(["repro", str(f), "--profile", "quick"], capsys)
-    _one_line_exit_2(rc, err, "100000000 score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most "
-                              "16777216 under profile 'quick'")
+    _one_line_exit_2(
+        rc,
+        err,
+        "100000000 score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most 16777216 under profile 'quick'",
+    )
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["mutants", "--only", "no-such-mutant"], "--only no-such-mutant: unknown mutants"),
-    (["mutants", "--max-examples", "0"], "--max-examples: '0': allowed an integer >= 1"),
-    (["calibrate", "-k", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
-    (["calibrate", "-k", "torch-blockwise", "--time-budget", "-1"], "--time-budget: '-1': allowed a finite number > 0"),
-    (["bench", "-k", "fa3", "--repeats", "0"], "--repeats: '0': allowed an integer >= 1"),
-    (["run", "--resume", "--out", "OUT"], "--resume: no unfinished run in"),
-    (["run", "--resume", "nope", "--out", "OUT"], "--resume 'nope': not a run id"),
-], ids=["mutants-only", "mutants-examples", "calibrate-kernel", "calibrate-budget", "bench-repeats",
-        "resume-nothing", "resume-unknown-id"])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (["mutants", "--only", "no-such-mutant"], "--only no-such-mutant: unknown mutants"),
+        (["mutants", "--max-examples", "0"], "--max-examples: '0': allowed an integer >= 1"),
+        (["calibrate", "-k", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
+        (
+            ["calibrate", "-k", "torch-blockwise", "--time-budget", "-1"],
+            "--time-budget: '-1': allowed a finite number > 0",
+        ),
+        (["bench", "-k", "fa3", "--repeats", "0"], "--repeats: '0': allowed an integer >= 1"),
+        (["run", "--resume", "--out", "OUT"], "--resume: no unfinished run in"),
+        (["run", "--resume", "nope", "--out", "OUT"], "--resume 'nope': not a run id"),
+    ],
+    ids=[
+        "mutants-only",
+        "mutants-examples",
+        "calibrate-kernel",
+        "calibrate-budget",
+        "bench-repeats",
+        "resume-nothing",
+        "resume-unknown-id",
+    ],
+)
 def test_other_subcommands_refuse_bad_input_in_one_line(argv, expected, tmp_path, capsys):
     rc, err = _cli([x.replace("OUT", str(tmp_path / "out")) for x in argv], capsys)
     _one_line_exit_2(rc, err, expected)
@@ -236,17 +290,25 @@ def test_only_cli_main_returns_exit_code_2():
         if path == ROOT / "difftest" / "commands" / "cli.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Return) and node.value is not None and any(
-                    isinstance(v, ast.Constant) and v.value == 2 and type(v.value) is int
-                    for v in _returned(node.value)):
+            if (
+                isinstance(node, ast.Return)
+                and node.value is not None
+                and any(
+                    isinstance(v, ast.Constant) and v.value == 2 and type(v.value) is int for v in _returned(node.value)
+                )
+            ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not found, f"`return 2` outside difftest/commands/cli.py: {found}"
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["probe", "-k", "no-such-kernel"], "difftest probe: error: unknown kernel 'no-such-kernel'"),
-    (["bisect", "NOFILE", "--versions", "NOFILE"], "difftest bisect: error: "),
-], ids=["probe", "bisect"])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["probe", "-k", "no-such-kernel"], "difftest probe: error: unknown kernel 'no-such-kernel'"),
+        (["bisect", "NOFILE", "--versions", "NOFILE"], "difftest bisect: error: "),
+    ],
+    ids=["probe", "bisect"],
+)
 def test_every_subcommand_words_its_error_line_alike(argv, expected, tmp_path, capsys):
     """``difftest SUBCOMMAND: error: WHAT`` (docs/exit-codes.md), bisect and probe included."""
     rc, err = _cli([x.replace("NOFILE", str(tmp_path / "nope.json")) for x in argv], capsys)

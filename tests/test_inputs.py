@@ -18,8 +18,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PROBLEMS = [
     Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8, dtype="float16"),
-    Problem(batch=3, seqlen_q=(4, 0, 6), seqlen_k=(0, 3, 5), heads_q=3, heads_kv=1, head_dim_qk=8, head_dim_v=8,
-            dtype="bfloat16", sinks=True, sink_center=-1.0, pad_tail=3, seed=12345),
+    Problem(
+        batch=3,
+        seqlen_q=(4, 0, 6),
+        seqlen_k=(0, 3, 5),
+        heads_q=3,
+        heads_kv=1,
+        head_dim_qk=8,
+        head_dim_v=8,
+        dtype="bfloat16",
+        sinks=True,
+        sink_center=-1.0,
+        pad_tail=3,
+        seed=12345,
+    ),
     Problem(seqlen_q=9, seqlen_k=9, values="outlier_channels", value_scale=6.0, head_dim_qk=40, seed=7),
     Problem(values="negative_lse", value_scale=2.0, seed=2**40),
     Problem(values="mixed_do", value_scale=2.0, dtype="float16"),
@@ -49,9 +61,15 @@ print(json.dumps([_fingerprint(make_inputs(Problem.from_json(s))) for s in json.
 
 def test_inputs_are_byte_identical_in_another_process():
     here = [_fingerprint(make_inputs(p)) for p in PROBLEMS]
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT)],
-                         input=json.dumps([p.to_json() for p in PROBLEMS]),
-                         capture_output=True, text=True, check=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(root=ROOT)],
+        input=json.dumps([p.to_json() for p in PROBLEMS]),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     there = json.loads(out.stdout)
     assert there == here
     # and the fingerprint is sensitive: different problems give different digests
@@ -116,6 +134,7 @@ def test_bshd_views_dense_and_refuses_varlen():
 
 def test_make_inputs_validates():
     from difftest.model.problem import ProblemError
+
     with pytest.raises(ProblemError) as info:
         make_inputs(Problem(heads_q=3, heads_kv=2))
     assert info.value.field == "heads_kv"

@@ -19,19 +19,42 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ["run", "-p", "quick", "--max-examples", "25", "--no-edge-cases", "--out", "out", "--db", "db", "-q",
-       "--no-isolate"]
+RUN = [
+    "run",
+    "-p",
+    "quick",
+    "--max-examples",
+    "25",
+    "--no-edge-cases",
+    "--out",
+    "out",
+    "--db",
+    "db",
+    "-q",
+    "--no-isolate",
+]
 
 
 def _env(tmp_path, sleep="0.3", **extra):
-    return {**os.environ, "PYTHONPATH": str(ROOT), "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
-            "DIFFTEST_TEST_SLEEP": sleep, "OMP_NUM_THREADS": "1", **extra}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
+        "DIFFTEST_TEST_SLEEP": sleep,
+        "OMP_NUM_THREADS": "1",
+        **extra,
+    }
 
 
 def _start(tmp_path, kernel, *extra, env=None):
-    return subprocess.Popen([sys.executable, "-m", "difftest", *RUN, "-k", f"tests.faulty_kernels:{kernel}", *extra],
-                            cwd=tmp_path, env=env or _env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "difftest", *RUN, "-k", f"tests.faulty_kernels:{kernel}", *extra],
+        cwd=tmp_path,
+        env=env or _env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _log_lines(tmp_path, event="case"):
@@ -67,9 +90,14 @@ def _calls(tmp_path) -> list[str]:
 
 
 def _resume(tmp_path, *extra):
-    return subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out",
-                           *extra],
-                          cwd=tmp_path, env=_env(tmp_path, "0"), capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out", *extra],
+        cwd=tmp_path,
+        env=_env(tmp_path, "0"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _kill(proc, sig):
@@ -183,8 +211,15 @@ def test_sigkill_in_the_second_kernel_resumes_it_and_keeps_the_first(tmp_path):
     """A kernel whose campaign finished before the kill is taken from its record: not one
     call of it after --resume, and the report still holds both campaigns."""
     # only slow-ref sleeps (the kill must land mid-campaign there); slow-wrong-dk's campaign runs at full speed
-    proc = _start(tmp_path, "SlowWrongDk", "-k", "tests.faulty_kernels:SlowRef", "--shrink-budget", "3",
-                  env=_env(tmp_path, DIFFTEST_TEST_SLEEPERS="slow-ref"))
+    proc = _start(
+        tmp_path,
+        "SlowWrongDk",
+        "-k",
+        "tests.faulty_kernels:SlowRef",
+        "--shrink-budget",
+        "3",
+        env=_env(tmp_path, DIFFTEST_TEST_SLEEPERS="slow-ref"),
+    )
     _wait_for(proc, tmp_path, lambda cases: sum(c["kernel"] == "slow-ref" for c in cases) >= 2)
     _kill(proc, signal.SIGKILL)
     calls_before = len(_calls(tmp_path))
@@ -202,9 +237,14 @@ def test_sigkill_of_a_hunt_after_its_first_finding_keeps_it_once_and_hunts_on(tm
     finding is kept and the second is being shrunk: ``--resume`` keeps the first finding as
     it was (its reproducer not rewritten, no second copy, the shrink not redone), runs no
     finished case again, and goes on to the second finding."""
-    proc = subprocess.Popen([sys.executable, "-m", "difftest", *RUN, "--hunt", "-k",
-                             "tests.faulty_kernels:SlowTwoBugs"], cwd=tmp_path, env=_env(tmp_path, "0.1"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "difftest", *RUN, "--hunt", "-k", "tests.faulty_kernels:SlowTwoBugs"],
+        cwd=tmp_path,
+        env=_env(tmp_path, "0.1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def repro(name):
         return list((tmp_path / "out" / "runs").glob(f"*/repro/tests_faulty_kernels_SlowTwoBugs-{name}.json"))

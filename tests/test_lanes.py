@@ -24,32 +24,71 @@ SLOW_TOO = "tests.faulty_kernels:SlowRefToo"
 KS = ("slow-ref", "slow-ref-too")
 # budgets that never bind here: a campaign that hits a wall-clock budget (search or shrink) runs
 # fewer cases on a slower machine, serial or not; below them its cases depend on the seed alone
-BASE = ["run", "-p", "quick", "--max-examples", "8", "--seed", "3", "--no-edge-cases", "--db", "db", "-q",
-        "--out", "out", "--shrink-budget", "300"]
+BASE = [
+    "run",
+    "-p",
+    "quick",
+    "--max-examples",
+    "8",
+    "--seed",
+    "3",
+    "--no-edge-cases",
+    "--db",
+    "db",
+    "-q",
+    "--out",
+    "out",
+    "--shrink-budget",
+    "300",
+]
 
 
 def _env(tmp_path, sleep="0"):
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIFFTEST_THREADS")}
     # the kernels stop sleeping once tmp_path/wake exists (a test creates it when its signal has landed)
-    return {**env, "PYTHONPATH": str(ROOT), "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
-            "DIFFTEST_TEST_SLEEP": sleep, "DIFFTEST_TEST_WAKE": str(tmp_path / "wake")}
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT),
+        "DIFFTEST_TEST_CALLS": str(tmp_path / "calls"),
+        "DIFFTEST_TEST_SLEEP": sleep,
+        "DIFFTEST_TEST_WAKE": str(tmp_path / "wake"),
+    }
 
 
 def _run(tmp_path, *args, sleep="0"):
-    return subprocess.run([sys.executable, "-m", "difftest", *BASE, *args], cwd=tmp_path, env=_env(tmp_path, sleep),
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "difftest", *BASE, *args],
+        cwd=tmp_path,
+        env=_env(tmp_path, sleep),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _start(tmp_path, *args, sleep="0.3"):
-    return subprocess.Popen([sys.executable, "-m", "difftest", *BASE, *args], cwd=tmp_path,
-                            env=_env(tmp_path, sleep), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "difftest", *BASE, *args],
+        cwd=tmp_path,
+        env=_env(tmp_path, sleep),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _cases(campaign) -> list:
     """What a verdict is made of, without times."""
-    return [(c["problem"], c["status"], c.get("input_digest"), c.get("error_type"),
-             [(v["output"], v["gate"], v["passed"], v.get("max_abs_err"), v.get("limit")) for v in c["verdicts"]])
-            for c in campaign["cases"]]
+    return [
+        (
+            c["problem"],
+            c["status"],
+            c.get("input_digest"),
+            c.get("error_type"),
+            [(v["output"], v["gate"], v["passed"], v.get("max_abs_err"), v.get("limit")) for v in c["verdicts"]],
+        )
+        for c in campaign["cases"]
+    ]
 
 
 def _children(pid: int) -> list[int]:
@@ -78,14 +117,13 @@ def test_two_at_once_report_equals_the_serial_one_case_for_case(tmp_path):
     assert b["campaigns"][0]["failure"]["failed_gates"] == ["dk:budget"]
     assert set(a) == set(b) and set(a["campaigns"][0]) == set(b["campaigns"][0])  # the same schema
     # the summary table keeps the named order too; each campaign's block is printed once
-    table = r2.stdout[r2.stdout.index("output  cases"):]
+    table = r2.stdout[r2.stdout.index("output  cases") :]
     assert table.index("slow-wrong-dk") < table.index("slow-ref") < table.index("torch-blockwise")
     assert r2.stdout.count("slow-ref: passed (") == 1
 
 
 def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_path):
-    proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2",
-                  "--max-examples", "30")
+    proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2", "--max-examples", "30")
     # wait until both lanes have logged cases
     _wait_for(proc, tmp_path, lambda cases: min(sum(c["kernel"] == k for c in cases) for k in KS) >= 2)
     proc.send_signal(signal.SIGINT)  # the parent only: it forwards the signal to its lanes
@@ -99,9 +137,14 @@ def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_
     assert all(c["status"] == "interrupted" and c["cases"] for c in partial["campaigns"])
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
     assert not (tmp_path / "out" / "report.json").exists()
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
-                       cwd=tmp_path,
-                       env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert all(c["status"] == "passed" for c in _report(tmp_path)["campaigns"])
 
@@ -118,8 +161,9 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     # run multiprocessing's spawn_main, not the run's command line
     workers = [w for lane in lanes_of_run for w in _children(lane)]
     run_cmd = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-    assert workers and all(Path(f"/proc/{w}/cmdline").read_bytes() == run_cmd for w in workers), \
-        [Path(f"/proc/{w}/cmdline").read_bytes()[:200] for w in workers]
+    assert workers and all(Path(f"/proc/{w}/cmdline").read_bytes() == run_cmd for w in workers), [
+        Path(f"/proc/{w}/cmdline").read_bytes()[:200] for w in workers
+    ]
     os.kill(lanes_of_run[0], signal.SIGKILL)
     (tmp_path / "wake").touch()  # the kill has landed: the campaign left need not sleep per call
     out, err = proc.communicate(timeout=300)
@@ -135,9 +179,14 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     if alive["kernel"] == "slow-wrong-dk":
         assert alive["failure"]["failed_gates"] == ["dk:budget"]
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
-                       cwd=tmp_path,
-                       env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]  # slow-wrong-dk fails, by design
     camps = {c["kernel"]: c for c in _report(tmp_path)["campaigns"]}
     assert camps["slow-ref"]["status"] == "passed" and camps["slow-wrong-dk"]["status"] == "failed"
@@ -162,24 +211,29 @@ def test_a_segfaulting_kernel_beside_another_costs_its_cases_only(tmp_path):
 
 
 def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(tmp_path):
-    proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2",
-                  "--max-examples", "30")
+    proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2", "--max-examples", "30")
     _wait_for(proc, tmp_path, lambda cases: min(sum(c["kernel"] == k for c in cases) for k in KS) >= 2)
     lanes_of_run = _children(proc.pid)
     proc.kill()
     proc.communicate(timeout=60)
     t0 = time.monotonic()
-    while any(Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]
-              for p in lanes_of_run):  # nothing keeps running into the killed run's folder
+    while any(
+        Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2] for p in lanes_of_run
+    ):  # nothing keeps running into the killed run's folder
         assert time.monotonic() - t0 < 60, "a lane outlived its run"
         time.sleep(0.2)
     finished = {f"{c['kernel']} {json.dumps(c['problem'], sort_keys=True)}" for c in _log_lines(tmp_path)}
     calls = tmp_path / "calls"
     before = len(calls.read_text().splitlines())
     assert finished <= set(calls.read_text().splitlines())  # the two name a case alike
-    r = subprocess.run([sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
-                       cwd=tmp_path,
-                       env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "difftest", "run", "--resume", "--allow-import", "--out", "out"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0 and "2 campaigns at once" in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
     after = calls.read_text().splitlines()[before:]
     assert after and finished and set(after) - finished  # the rest ran, named as the log names them
@@ -189,8 +243,14 @@ def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(t
     assert len(camps) == 2 and all(c["status"] == "passed" and c["settings"]["resumed_cases"] for c in camps)
 
 
-@pytest.mark.parametrize("value,why", [("0", "allowed an integer in [1, 256]"), ("x", "allowed an integer in [1, 256]"),
-                                       ("-3", "allowed an integer in [1, 256]")])
+@pytest.mark.parametrize(
+    "value,why",
+    [
+        ("0", "allowed an integer in [1, 256]"),
+        ("x", "allowed an integer in [1, 256]"),
+        ("-3", "allowed an integer in [1, 256]"),
+    ],
+)
 def test_bad_jobs_is_one_line_and_exit_2(tmp_path, value, why):
     r = _run(tmp_path, "-k", SLOW_REF, "--jobs", value)
     assert r.returncode == 2 and f"--jobs {value!r} is invalid: {why}" in r.stderr
@@ -233,9 +293,16 @@ def test_longest_previous_campaign_goes_first_unknown_ones_before_all():
 
 def test_previous_times_leave_out_the_worker_start(tmp_path):
     f = tmp_path / "report.json"
-    f.write_text(json.dumps({"campaigns": [
-        {"kernel": "a", "elapsed_s": 9.0, "timing": {"phases_s": {"worker_start": 4.0}}},
-        {"kernel": "b", "elapsed_s": 6.0}]}))
+    f.write_text(
+        json.dumps(
+            {
+                "campaigns": [
+                    {"kernel": "a", "elapsed_s": 9.0, "timing": {"phases_s": {"worker_start": 4.0}}},
+                    {"kernel": "b", "elapsed_s": 6.0},
+                ]
+            }
+        )
+    )
     assert lanes.previous_times(f) == {"a": 5.0, "b": 6.0}
     assert lanes.schedule(["a", "b"], lanes.previous_times(f)) == [1, 0]
     assert lanes.previous_times(tmp_path / "none.json") == {}
@@ -247,17 +314,19 @@ def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
     """In a fresh interpreter: a pytest worker that ran other tests may hold threads of theirs.
     The orphan watchdog every lane starts (isolation.die_with_parent) is not a hazard: counting
     it made every lane wait and spawn its worker instead of forking it."""
-    code = ("import os, threading\n"
-            "from difftest.run import lanes\n"
-            "stop = threading.Event()\n"
-            "t = threading.Thread(target=stop.wait)\n"
-            "t.start()\n"
-            "live = lanes.fork_hazard(settle_s=0.2)\n"  # a live second thread: no fork
-            "stop.set()\n"
-            "t.join()\n"
-            "from difftest.execute import isolation\n"
-            "isolation.die_with_parent(os.getppid())\n"  # a lane's orphan watchdog: holds no lock
-            "print(repr(live), repr(lanes.fork_hazard()), threading.active_count())\n")  # joined: it may linger
+    code = (
+        "import os, threading\n"
+        "from difftest.run import lanes\n"
+        "stop = threading.Event()\n"
+        "t = threading.Thread(target=stop.wait)\n"
+        "t.start()\n"
+        "live = lanes.fork_hazard(settle_s=0.2)\n"  # a live second thread: no fork
+        "stop.set()\n"
+        "t.join()\n"
+        "from difftest.execute import isolation\n"
+        "isolation.die_with_parent(os.getppid())\n"  # a lane's orphan watchdog: holds no lock
+        "print(repr(live), repr(lanes.fork_hazard()), threading.active_count())\n"
+    )  # joined: it may linger
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout.strip().splitlines()[-1]
@@ -270,24 +339,40 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
     goes back to one campaign at a time with exactly the threads a serial run sets (this
     process and its worker: half of 8 cores each, or the OMP_NUM_THREADS the user set)."""
     env = {**_env(tmp_path), **({"OMP_NUM_THREADS": omp} if omp else {})}
-    code = ("import os, sys, torch; from difftest.commands import cli; from difftest.run import threads\n"
-            "os.sched_getaffinity = lambda pid: set(range(8))\n"  # an 8-core host, for threads.py and isolation.py
-            "rc = cli.main(sys.argv[1:])\n"
-            "print('OMP', os.environ.get('OMP_NUM_THREADS'), 'TORCH', torch.get_num_threads(), 'RC', rc)\n")
-    r = subprocess.run([sys.executable, "-c", code, *BASE, "-k", "fa4", "-k", SLOW_REF, "--max-examples", "1"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    code = (
+        "import os, sys, torch; from difftest.commands import cli; from difftest.run import threads\n"
+        "os.sched_getaffinity = lambda pid: set(range(8))\n"  # an 8-core host, for threads.py and isolation.py
+        "rc = cli.main(sys.argv[1:])\n"
+        "print('OMP', os.environ.get('OMP_NUM_THREADS'), 'TORCH', torch.get_num_threads(), 'RC', rc)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, *BASE, "-k", "fa4", "-k", SLOW_REF, "--max-examples", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     want = omp or "4"
     assert f"OMP {want} TORCH {want} RC 0" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     assert "campaigns at once" not in r.stderr
 
 
 def test_a_run_that_cannot_fork_runs_its_campaigns_here_one_at_a_time(tmp_path):
-    code = ("import sys; from difftest.commands import cli; from difftest.run import lanes\n"
-            "lanes.fork_hazard = lambda: 'a test hazard'\n"
-            "lanes.run_lanes = lambda *a, **k: sys.exit(99)\n"  # not even one forked lane
-            "sys.exit(cli.main(sys.argv[1:]))\n")
-    r = subprocess.run([sys.executable, "-c", code, *BASE, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2"],
-                       cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    code = (
+        "import sys; from difftest.commands import cli; from difftest.run import lanes\n"
+        "lanes.fork_hazard = lambda: 'a test hazard'\n"
+        "lanes.run_lanes = lambda *a, **k: sys.exit(99)\n"  # not even one forked lane
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, *BASE, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "campaigns one at a time: a test hazard" in r.stderr
     camps = _report(tmp_path)["campaigns"]

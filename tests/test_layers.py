@@ -33,8 +33,12 @@ LAYERS = [
     ("kernels", ("difftest.kernels",)),  # adapters: reach the engine only through entry points
     ("fronts", ("difftest.commands", "difftest.pytest_plugin", "difftest.__main__")),
 ]
-FOLDERS = {"difftest": "difftest", "kernels": "difftest.kernels", "strategies": "difftest.strategies",
-           "oracles": "difftest.oracles"}
+FOLDERS = {
+    "difftest": "difftest",
+    "kernels": "difftest.kernels",
+    "strategies": "difftest.strategies",
+    "oracles": "difftest.oracles",
+}
 
 
 def _modules() -> dict:
@@ -115,8 +119,12 @@ def test_a_layer_never_carves_a_module_out_of_another_layers_folder():
     """A module lives in its layer's folder: a check every layer shares is a base module, not a
     file of the fronts' commands/ that the engine reaches up into (#45)."""
     prefixes = [(name, pre) for name, pres in LAYERS for pre in pres]
-    nested = [f"{inner} ({a}) inside {outer} ({b})" for a, inner in prefixes for b, outer in prefixes
-              if a != b and inner.startswith(outer + ".")]
+    nested = [
+        f"{inner} ({a}) inside {outer} ({b})"
+        for a, inner in prefixes
+        for b, outer in prefixes
+        if a != b and inner.startswith(outer + ".")
+    ]
     assert not nested, nested
 
 
@@ -136,8 +144,10 @@ def test_every_internal_import_goes_down_the_layers():
         for t, line, inside in internal_imports(m, path):
             if layer(t) > layer(m):
                 where = "inside a function" if inside else "at module level"
-                wrong.append(f"{path.relative_to(ROOT)}:{line} ({LAYERS[layer(m)][0]}) imports {t} "
-                             f"({LAYERS[layer(t)][0]}) {where}")
+                wrong.append(
+                    f"{path.relative_to(ROOT)}:{line} ({LAYERS[layer(m)][0]}) imports {t} "
+                    f"({LAYERS[layer(t)][0]}) {where}"
+                )
     assert not wrong, "imports going up the layers:\n" + "\n".join(dict.fromkeys(wrong))
 
 
@@ -151,7 +161,7 @@ def test_no_import_cycles():
         stack.append(m)
         for t in sorted(graph.get(m, ())):
             if seen.get(t) == "open":
-                cycles.append(stack[stack.index(t):] + [t])
+                cycles.append(stack[stack.index(t) :] + [t])
             elif t not in seen:
                 visit(t)
         stack.pop()
@@ -183,7 +193,7 @@ def function_local_imports(path: Path) -> list:
     import_lines = {i for n in local.values() for i in range(n.lineno, n.end_lineno + 1)}
     out = []
     for n in sorted(local.values(), key=lambda n: n.lineno):
-        own = lines[n.lineno - 1:n.end_lineno]
+        own = lines[n.lineno - 1 : n.end_lineno]
         i = n.lineno - 1
         while i >= 1 and (not lines[i - 1].strip() or i in import_lines):
             i -= 1
@@ -204,10 +214,15 @@ def test_every_function_local_import_says_why_it_is_not_at_the_top():
     for m, path in MODULES.items():
         if m.startswith("difftest.kernels"):
             continue
-        unmarked += [f"{path.relative_to(ROOT)}:{line}: {text}" for line, text, marked in function_local_imports(path)
-                     if not marked]
-    assert not unmarked, (f"{len(unmarked)} function-local imports without '{LAZY_MARK} REASON' (move them to "
-                          "the top of the module):\n" + "\n".join(unmarked))
+        unmarked += [
+            f"{path.relative_to(ROOT)}:{line}: {text}"
+            for line, text, marked in function_local_imports(path)
+            if not marked
+        ]
+    assert not unmarked, (
+        f"{len(unmarked)} function-local imports without '{LAZY_MARK} REASON' (move them to "
+        "the top of the module):\n" + "\n".join(unmarked)
+    )
 
 
 def _optional_missing(stderr: str) -> bool:
@@ -245,18 +260,31 @@ for m in sys.argv[1:]:
 
 
 def test_every_module_imports_alone():
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+    }
     runnable = [m for m in sorted(MODULES) if not m.endswith(".__main__")]  # importing it runs the CLI
-    r = subprocess.run([sys.executable, "-c", _IMPORT_EACH_ALONE, *runnable], capture_output=True, text=True,
-                       env=env, timeout=600, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EACH_ALONE, *runnable],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     # a module may print on import: only the driver's own lines are read
-    results = [json.loads(line.split(" ", 1)[1]) for line in r.stdout.splitlines()
-               if line.startswith("imported-alone ")]
+    results = [
+        json.loads(line.split(" ", 1)[1]) for line in r.stdout.splitlines() if line.startswith("imported-alone ")
+    ]
     assert [m for m, _, _ in results] == runnable, r.stderr[-3000:]
-    broken = [f"{m}:\n{err.strip().splitlines()[-1] if err.strip() else rc}" for m, rc, err in results
-              if rc != 0 and not _optional_missing(err)]
+    broken = [
+        f"{m}:\n{err.strip().splitlines()[-1] if err.strip() else rc}"
+        for m, rc, err in results
+        if rc != 0 and not _optional_missing(err)
+    ]
     assert not broken, "modules that fail to import alone:\n" + "\n".join(broken)
 
 
@@ -276,8 +304,12 @@ def test_every_subcommand_builds_its_parser(name):
 
 
 # the modules of commands/ that are no subcommand: the dispatcher, the shared options, new-adapter's files
-COMMAND_HELPERS = {"difftest.commands", "difftest.commands.cli", "difftest.commands.options",
-                   "difftest.commands.scaffold"}
+COMMAND_HELPERS = {
+    "difftest.commands",
+    "difftest.commands.cli",
+    "difftest.commands.options",
+    "difftest.commands.scaffold",
+}
 
 
 def test_every_front_lives_in_commands_one_module_per_subcommand():

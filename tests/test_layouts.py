@@ -26,10 +26,18 @@ from difftest.strategies import edge_problems, expected_features, features, prob
 from tests.drawing import draw_many
 from tests.kernels_for_tests import full_capability
 
-DENSE = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=8,
-                dtype="float16")
-VARLEN = Problem(batch=3, seqlen_q=(4, 0, 6), seqlen_k=(0, 3, 5), heads_q=3, heads_kv=1, head_dim_qk=8,
-                 head_dim_v=8, pad_tail=2, sinks=True)
+DENSE = Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=8, dtype="float16")
+VARLEN = Problem(
+    batch=3,
+    seqlen_q=(4, 0, 6),
+    seqlen_k=(0, 3, 5),
+    heads_q=3,
+    heads_kv=1,
+    head_dim_qk=8,
+    head_dim_v=8,
+    pad_tail=2,
+    sinks=True,
+)
 ALL = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16, 32), max_heads=4, layouts=LAYOUTS)
 
 
@@ -155,9 +163,13 @@ def test_strategies_draw_every_declared_layout_inside_the_capability():
     # rare kv_broadcast, which needs heads_kv == 1, fell out of 600 draws on a fresh clone under xdist).
     # Reaching it is the property, so the search stops at the first such draw (no shrinking).
     for kind in LAYOUTS:
-        found = find(problems(ALL, "ci"), lambda p, kind=kind: p.layout.kind == kind,
-                     settings=settings(max_examples=2000, database=None, derandomize=True, deadline=None,
-                                       phases=[Phase.generate]))
+        found = find(
+            problems(ALL, "ci"),
+            lambda p, kind=kind: p.layout.kind == kind,
+            settings=settings(
+                max_examples=2000, database=None, derandomize=True, deadline=None, phases=[Phase.generate]
+            ),
+        )
         assert found.layout.kind == kind and ALL.excludes(found) is None, (kind, found.short())
     ps = draw_many(problems(ALL, "ci"), 300)
     share = sum(p.layout == CONTIGUOUS for p in ps) / len(ps)
@@ -179,8 +191,9 @@ def test_strategies_draw_every_declared_layout_inside_the_capability():
 
 def test_layout_draws_shrink_toward_contiguous():
     s = problems(ALL, "quick")
-    cfg = settings(database=None, max_examples=5000, deadline=None, derandomize=True,
-                   phases=[Phase.generate, Phase.shrink])
+    cfg = settings(
+        database=None, max_examples=5000, deadline=None, derandomize=True, phases=[Phase.generate, Phase.shrink]
+    )
     assert find(s, lambda p: True, settings=cfg).layout == CONTIGUOUS
     # a failure that needs a non-contiguous layout shrinks to the earliest kind in LAYOUTS
     assert find(s, lambda p: p.layout != CONTIGUOUS, settings=cfg).layout.kind == LAYOUTS[1]
@@ -241,8 +254,11 @@ def test_kernel_receives_the_laid_out_tensors_and_references_the_logical_ones():
 
 
 def test_isolated_worker_lays_out_the_inputs_too():
-    case = run_case(catalogue.MUTANTS["storage-offset-ignored"].make(), DENSE.replace(layout="offset"),
-                    RunConfig(isolate=True, timeout_s=120))
+    case = run_case(
+        catalogue.MUTANTS["storage-offset-ignored"].make(),
+        DENSE.replace(layout="offset"),
+        RunConfig(isolate=True, timeout_s=120),
+    )
     assert case.status == "failed", case.render()
 
 
@@ -260,10 +276,30 @@ def test_reproducer_records_the_layout(tmp_path):
 
 # ----------------------------------------------------------------------------- kernels
 CLEAN_CASES = [
-    Problem(batch=2, seqlen_q=20, seqlen_k=37, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=8,
-            dtype="float16", causal=True),
-    Problem(batch=3, seqlen_q=(4, 0, 36), seqlen_k=(0, 3, 35), heads_q=2, heads_kv=1, head_dim_qk=24,
-            head_dim_v=24, pad_tail=2, sinks=True, dtype="bfloat16", window_left=5),
+    Problem(
+        batch=2,
+        seqlen_q=20,
+        seqlen_k=37,
+        heads_q=4,
+        heads_kv=1,
+        head_dim_qk=16,
+        head_dim_v=8,
+        dtype="float16",
+        causal=True,
+    ),
+    Problem(
+        batch=3,
+        seqlen_q=(4, 0, 36),
+        seqlen_k=(0, 3, 35),
+        heads_q=2,
+        heads_kv=1,
+        head_dim_qk=24,
+        head_dim_v=24,
+        pad_tail=2,
+        sinks=True,
+        dtype="bfloat16",
+        window_left=5,
+    ),
 ]
 
 
@@ -278,8 +314,12 @@ LAYOUT_MUTANTS = sorted(n for n, m in catalogue.MUTANTS.items() if m.bug_class =
 
 
 def test_layout_mutants_cover_strides_offsets_alignment_and_the_stride_blind_cache():
-    assert {"contiguous-strides-assumed", "storage-offset-ignored", "aligned-base-assumed",
-            "stride-blind-kernel-cache"} <= set(LAYOUT_MUTANTS)
+    assert {
+        "contiguous-strides-assumed",
+        "storage-offset-ignored",
+        "aligned-base-assumed",
+        "stride-blind-kernel-cache",
+    } <= set(LAYOUT_MUTANTS)
     for name in LAYOUT_MUTANTS:  # each one is invisible to a campaign that never varies layouts
         m = catalogue.MUTANTS[name]
         assert run_case(m.make(), m.example.replace(layout=CONTIGUOUS)).status == "passed", name
@@ -289,8 +329,9 @@ def test_layout_mutants_cover_strides_offsets_alignment_and_the_stride_blind_cac
 def test_ci_profile_kills_each_layout_mutant(name, tmp_path):
     """The ci campaign (edge corpus first, then seeded draws) kills it, and the kill is
     genuine: the shrunk failing Problem passes on the clean kernel."""
-    row = mutants_cmd.run_mutant(catalogue.MUTANTS[name], "ci", per_mutant_budget=60, shrink_budget=10,
-                                 out_dir=tmp_path, database=None)
+    row = mutants_cmd.run_mutant(
+        catalogue.MUTANTS[name], "ci", per_mutant_budget=60, shrink_budget=10, out_dir=tmp_path, database=None
+    )
     assert row.status == "killed", (row.status, row.reason)
     assert row.clean_passes is True
     assert "layout:" in row.problem  # what killed it is a layout
@@ -300,10 +341,30 @@ def test_ci_profile_kills_each_layout_mutant(name, tmp_path):
 def test_sdpa_cpu_adapters_take_every_layout_and_get_the_laid_out_memory(kind):
     from difftest.kernels.sdpa_cpu import SdpaCpuFlash, SdpaCpuMath
 
-    cases = [Problem(batch=2, seqlen_q=20, seqlen_k=37, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=16,
-                     dtype="float16", causal=True),
-             Problem(batch=3, seqlen_q=(4, 0, 36), seqlen_k=(0, 3, 35), heads_q=3, heads_kv=1, head_dim_qk=8,
-                     head_dim_v=8, pad_tail=2, window_left=3)]
+    cases = [
+        Problem(
+            batch=2,
+            seqlen_q=20,
+            seqlen_k=37,
+            heads_q=4,
+            heads_kv=1,
+            head_dim_qk=16,
+            head_dim_v=16,
+            dtype="float16",
+            causal=True,
+        ),
+        Problem(
+            batch=3,
+            seqlen_q=(4, 0, 36),
+            seqlen_k=(0, 3, 35),
+            heads_q=3,
+            heads_kv=1,
+            head_dim_qk=8,
+            head_dim_v=8,
+            pad_tail=2,
+            window_left=3,
+        ),
+    ]
     for kernel in (SdpaCpuMath(), SdpaCpuFlash()):
         assert kind in kernel.capability.layouts
         for p in cases:
@@ -327,8 +388,18 @@ def test_gpu_adapters_hand_the_laid_out_memory_and_translate_back(kind):
     from difftest.kernels.sdpa_cuda import SdpaAdapter
     from difftest.oracles.reference import reference
 
-    dense = Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=4, heads_kv=1, head_dim_qk=16, head_dim_v=16,
-                    causal=True, align="top_left", layout=kind).validate()
+    dense = Problem(
+        batch=2,
+        seqlen_q=9,
+        seqlen_k=14,
+        heads_q=4,
+        heads_kv=1,
+        head_dim_qk=16,
+        head_dim_v=16,
+        causal=True,
+        align="top_left",
+        layout=kind,
+    ).validate()
     x = make_inputs(dense)
     truth = reference(x, "float64")
     sdpa = SdpaAdapter("math")
@@ -339,8 +410,18 @@ def test_gpu_adapters_hand_the_laid_out_memory_and_translate_back(kind):
     y = lay_out(x)
     _, ctx = sdpa.forward(y)
     assert (ctx[0].data_ptr(), ctx[0].stride()) == (y.bshd("q").data_ptr(), y.bshd("q").stride())
-    varlen = Problem(batch=2, seqlen_q=(4, 6), seqlen_k=(9, 2), heads_q=2, heads_kv=1, head_dim_qk=16,
-                     head_dim_v=16, window_left=2, window_right=0, layout=kind).validate()
+    varlen = Problem(
+        batch=2,
+        seqlen_q=(4, 6),
+        seqlen_k=(9, 2),
+        heads_q=2,
+        heads_kv=1,
+        head_dim_qk=16,
+        head_dim_v=16,
+        window_left=2,
+        window_right=0,
+        layout=kind,
+    ).validate()
     for p in (dense, varlen):
         x = make_inputs(p)
         fwd, _ = FlexAdapter().translate(lay_out(x), grad=False)

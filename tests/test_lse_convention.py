@@ -19,15 +19,17 @@ def _fa_convention(lse):
 
 
 def test_rows_without_keys():
-    p = Problem(batch=3, seqlen_q=(4, 2, 3), seqlen_k=(2, 0, 3), causal=True, align="bottom_right",
-                pad_tail=2).validate()
+    p = Problem(
+        batch=3, seqlen_q=(4, 2, 3), seqlen_k=(2, 0, 3), causal=True, align="bottom_right", pad_tail=2
+    ).validate()
     # seq 0: offset -2, rows 0-1 see nothing; seq 1: no keys; seq 2: all see keys; 2 tail rows
     assert rows_without_keys(p).tolist() == [True, True, False, False, True, True, False, False, False, True, True]
 
 
 def test_only_rows_that_see_no_key_are_normalised():
-    p = Problem(seqlen_q=6, seqlen_k=3, heads_q=2, heads_kv=2, causal=True, align="bottom_right",
-                dtype="float16").validate()
+    p = Problem(
+        seqlen_q=6, seqlen_k=3, heads_q=2, heads_kv=2, causal=True, align="bottom_right", dtype="float16"
+    ).validate()
     x = make_inputs(p)
     truth, good = reference(x, "float64"), reference(x, "float32")
     raw = _fa_convention(good.lse)

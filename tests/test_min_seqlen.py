@@ -15,18 +15,48 @@ from tests.drawing import draw_many
 from tests.kernels_for_tests import RefKernel, full_capability
 
 MIN_Q, MIN_K = 3, 5
-DENSE = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
-                        min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K, varlen=False, empty_seqs=False, pad_tail=False)
-VARLEN = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
-                         min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K)
-VARLEN_NO_EMPTY = full_capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4,
-                                  min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K, empty_seqs=False)
-SQUARE = full_capability(dtypes=("float16",), head_dims_qk=(16,), max_seqlen=160, max_heads=4, seqlen_q_ne_k=False,
-                         varlen=False, empty_seqs=False, pad_tail=False, min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K,
-                         compile_key=("dtype", "causal"))  # TileOPs-like: square, compile pins
+DENSE = full_capability(
+    dtypes=("float32", "float16"),
+    head_dims_qk=(8, 16),
+    max_seqlen=160,
+    max_heads=4,
+    min_seqlen_q=MIN_Q,
+    min_seqlen_k=MIN_K,
+    varlen=False,
+    empty_seqs=False,
+    pad_tail=False,
+)
+VARLEN = full_capability(
+    dtypes=("float32", "float16"),
+    head_dims_qk=(8, 16),
+    max_seqlen=160,
+    max_heads=4,
+    min_seqlen_q=MIN_Q,
+    min_seqlen_k=MIN_K,
+)
+VARLEN_NO_EMPTY = full_capability(
+    dtypes=("float32",),
+    head_dims_qk=(8, 16),
+    max_seqlen=160,
+    max_heads=4,
+    min_seqlen_q=MIN_Q,
+    min_seqlen_k=MIN_K,
+    empty_seqs=False,
+)
+SQUARE = full_capability(
+    dtypes=("float16",),
+    head_dims_qk=(16,),
+    max_seqlen=160,
+    max_heads=4,
+    seqlen_q_ne_k=False,
+    varlen=False,
+    empty_seqs=False,
+    pad_tail=False,
+    min_seqlen_q=MIN_Q,
+    min_seqlen_k=MIN_K,
+    compile_key=("dtype", "causal"),
+)  # TileOPs-like: square, compile pins
 CAPS = {"dense": DENSE, "varlen": VARLEN, "varlen_no_empty": VARLEN_NO_EMPTY, "square": SQUARE}
-
-
 
 
 @pytest.mark.parametrize("name", sorted(CAPS))
@@ -54,7 +84,8 @@ def test_draws_respect_the_minimum_and_reach_it(name):
 def test_other_profiles_and_a_tiny_max_seqlen_knob_respect_the_minimum(profile):
     for cap in (DENSE, VARLEN):
         for p in draw_many(problems(cap, profile, budget=2**20), 60) + draw_many(
-                problems(cap, profile, max_seqlen=2), 30):  # the minimum wins over the profile's bound
+            problems(cap, profile, max_seqlen=2), 30
+        ):  # the minimum wins over the profile's bound
             assert cap.excludes(p) is None, (p.short(), cap.excludes(p))
 
 
@@ -97,13 +128,16 @@ def test_excludes_names_the_field():
     assert full_capability().excludes(base.replace(seqlen_q=1, seqlen_k=1)) is None  # default minimum: 1
 
 
-@pytest.mark.parametrize("kw, says", [
-    ({"min_seqlen_q": 0}, "min_seqlen_q=0: allowed an int in 1..256"),
-    ({"min_seqlen_k": -3}, "min_seqlen_k=-3: allowed an int in 1..256"),
-    ({"min_seqlen_k": 65, "max_seqlen": 64}, "min_seqlen_k=65: allowed an int in 1..64"),
-    ({"min_seqlen_q": 2.0}, "min_seqlen_q=2.0"),
-    ({"min_seqlen_q": True}, "min_seqlen_q=True"),
-])
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        ({"min_seqlen_q": 0}, "min_seqlen_q=0: allowed an int in 1..256"),
+        ({"min_seqlen_k": -3}, "min_seqlen_k=-3: allowed an int in 1..256"),
+        ({"min_seqlen_k": 65, "max_seqlen": 64}, "min_seqlen_k=65: allowed an int in 1..64"),
+        ({"min_seqlen_q": 2.0}, "min_seqlen_q=2.0"),
+        ({"min_seqlen_q": True}, "min_seqlen_q=True"),
+    ],
+)
 def test_bad_minimums_are_a_clear_error(kw, says):
     with pytest.raises(ValueError) as e:
         Capability(**kw)
@@ -112,13 +146,13 @@ def test_bad_minimums_are_a_clear_error(kw, says):
 
 
 def test_simplify_stops_at_the_minimum():
-    p = Problem(batch=2, seqlen_q=90, seqlen_k=70, heads_q=4, heads_kv=2, causal=True, head_dim_qk=16,
-                head_dim_v=16, seed=5).validate()
+    p = Problem(
+        batch=2, seqlen_q=90, seqlen_k=70, heads_q=4, heads_kv=2, causal=True, head_dim_qk=16, head_dim_v=16, seed=5
+    ).validate()
     best, _ = simplify(p, lambda q: True, DENSE)
     assert (best.batch, best.seqlen_q, best.seqlen_k, best.heads_q, best.causal) == (1, MIN_Q, MIN_K, 1, False)
     assert DENSE.covers(best)
-    assert all(min(n.seqlens_q) >= MIN_Q and min(n.seqlens_k) >= MIN_K
-               for n in neighbours(p, DENSE) if not n.varlen)
+    assert all(min(n.seqlens_q) >= MIN_Q and min(n.seqlens_k) >= MIN_K for n in neighbours(p, DENSE) if not n.varlen)
     # varlen: non-empty sequences stop at the minimum, empty ones stay allowed
     v = Problem(batch=3, seqlen_q=(40, 0, 9), seqlen_k=(33, 12, 0), head_dim_qk=16, head_dim_v=16).validate()
     best, _ = simplify(v, lambda q: q.varlen and q.batch == 3, VARLEN)
@@ -144,8 +178,15 @@ class RaisesOnCausalMin(RefKernel):
 
     name = "test-raises-min"
     spec = "tests.test_min_seqlen:RaisesOnCausalMin"
-    capability = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_seqlen=48, max_heads=4,
-                                 max_batch=2, min_seqlen_q=MIN_Q, min_seqlen_k=MIN_K)
+    capability = full_capability(
+        dtypes=("float32", "float16"),
+        head_dims_qk=(8, 16),
+        max_seqlen=48,
+        max_heads=4,
+        max_batch=2,
+        min_seqlen_q=MIN_Q,
+        min_seqlen_k=MIN_K,
+    )
 
     def corrupt(self, inputs, out):
         if inputs.problem.causal:

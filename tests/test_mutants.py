@@ -103,8 +103,7 @@ def test_extra_sources_merge_lazily_and_skip_cleanly(monkeypatch):
     assert "difftest.kernels.no_such_mutants_module" in catalogue.skipped_sources()
 
     fake = types.ModuleType("fake_tl_mutants")
-    entry = catalogue.Mutant("tl-fake", "tail-blocks", "a fake TileLang mutant", BlockwiseAttention,
-                             source="tilelang")
+    entry = catalogue.Mutant("tl-fake", "tail-blocks", "a fake TileLang mutant", BlockwiseAttention, source="tilelang")
     fake.MUTANTS = {"tl-fake": entry, "dsink-missing": entry}
     monkeypatch.setitem(sys.modules, "fake_tl_mutants", fake)
     monkeypatch.setattr(catalogue, "EXTRA_SOURCES", ("fake_tl_mutants",))
@@ -128,8 +127,20 @@ def test_command_kills_a_mutant_and_writes_the_table(tmp_path, capsys):
     p = argparse.ArgumentParser()
     mutants_front.add_arguments(p)
     out = tmp_path / "mutants.md"
-    args = p.parse_args(["--only", "dk-missing-scale", "--per-mutant-budget", "30", "--shrink-budget", "5",
-                         "--out", str(out), "--out-dir", str(tmp_path / "runs")])
+    args = p.parse_args(
+        [
+            "--only",
+            "dk-missing-scale",
+            "--per-mutant-budget",
+            "30",
+            "--shrink-budget",
+            "5",
+            "--out",
+            str(out),
+            "--out-dir",
+            str(tmp_path / "runs"),
+        ]
+    )
     assert mutants_front.command(args) == 0
     text = out.read_text()
     assert "| dk-missing-scale | scale | killed |" in text
@@ -138,11 +149,11 @@ def test_command_kills_a_mutant_and_writes_the_table(tmp_path, capsys):
 
 def test_a_survivor_fails_the_run(monkeypatch, tmp_path):
     """The gate can fail: a 'mutant' that is the clean kernel survives, exit status 1."""
-    clean = catalogue.Mutant("not-a-fault", "tail-blocks", "the clean kernel", BlockwiseAttention,
-                             Problem())
+    clean = catalogue.Mutant("not-a-fault", "tail-blocks", "the clean kernel", BlockwiseAttention, Problem())
     monkeypatch.setattr(catalogue, "all_mutants", lambda: {"not-a-fault": clean})
-    report = mutants_cmd.run_mutants(None, "quick", per_mutant_budget=3, shrink_budget=1, max_examples=3,
-                                     out_dir=tmp_path)
+    report = mutants_cmd.run_mutants(
+        None, "quick", per_mutant_budget=3, shrink_budget=1, max_examples=3, out_dir=tmp_path
+    )
     assert [r.status for r in report.rows] in (["survived"], ["spurious"])
     assert not report.ok and report.kills == 0
     assert "0/1 killed" in mutants_cmd.render_markdown(report)
@@ -155,8 +166,14 @@ def test_spurious_kill_is_not_counted(tmp_path):
         def dq_heads(self, p):
             return []
 
-    entry = catalogue.Mutant("spurious", "scale", "fails like its clean kernel",
-                             catalogue.MUTANTS["dk-missing-scale"].factory, Problem(), clean=BrokenClean)
+    entry = catalogue.Mutant(
+        "spurious",
+        "scale",
+        "fails like its clean kernel",
+        catalogue.MUTANTS["dk-missing-scale"].factory,
+        Problem(),
+        clean=BrokenClean,
+    )
     row = mutants_cmd.run_mutant(entry, "quick", per_mutant_budget=20, shrink_budget=2, out_dir=tmp_path)
     assert row.status == "spurious" and row.clean_passes is False
 
@@ -173,10 +190,17 @@ def test_grid_comparison_rule():
     def report(kills, gkills, secs, gsecs):
         r = mutants_cmd.MutantReport("ci", 10, 5, 100, grid=True)
         for i in range(3):
-            r.rows.append(mutants_cmd.MutantRow(f"m{i}", "tail-blocks", "blockwise",
-                                                "killed" if i < kills else "survived", seconds=secs,
-                                                grid_status="killed" if i < gkills else "survived",
-                                                grid_seconds=gsecs))
+            r.rows.append(
+                mutants_cmd.MutantRow(
+                    f"m{i}",
+                    "tail-blocks",
+                    "blockwise",
+                    "killed" if i < kills else "survived",
+                    seconds=secs,
+                    grid_status="killed" if i < gkills else "survived",
+                    grid_seconds=gsecs,
+                )
+            )
         return r
 
     assert report(3, 2, 5.0, 1.0).beats_grid()  # more kills wins
@@ -223,7 +247,6 @@ def test_ci_gate_whole_catalogue_zero_survivors_within_budget(tmp_path):
     print(f"\nwhole catalogue: {elapsed:.0f} s (budget {CI_TOTAL_BUDGET_S} s; not asserted: wall clock)")
 
 
-
 def test_mutant_beyond_the_profile_is_shown_but_not_a_survivor():
     """A mutant the catalogue expects of the gpu profile (its trigger lies beyond what ci
     draws) runs under ci and shows its outcome, without failing the ci gate."""
@@ -265,8 +288,20 @@ def test_mutants_device_reaches_every_campaign_and_the_table(monkeypatch, tmp_pa
     p = argparse.ArgumentParser()
     mutants_front.add_arguments(p)
     out = tmp_path / "m.md"
-    args = p.parse_args(["--only", "dk-missing-scale", "--device", "cpu", "--per-mutant-budget", "30",
-                         "--shrink-budget", "5", "--out", str(out)])
+    args = p.parse_args(
+        [
+            "--only",
+            "dk-missing-scale",
+            "--device",
+            "cpu",
+            "--per-mutant-budget",
+            "30",
+            "--shrink-budget",
+            "5",
+            "--out",
+            str(out),
+        ]
+    )
     assert mutants_front.command(args) == 0
     assert seen == ["cpu"]
     assert "device cpu for every mutant" in out.read_text()

@@ -41,8 +41,19 @@ def _extremes(kinds, dtype):
 
 
 def _corner(dtype, kind, scale):
-    return Problem(batch=2, seqlen_q=17, seqlen_k=40, heads_q=2, heads_kv=1, head_dim_qk=32, head_dim_v=32,
-                   dtype=dtype, values=kind, value_scale=scale, seed=3)
+    return Problem(
+        batch=2,
+        seqlen_q=17,
+        seqlen_k=40,
+        heads_q=2,
+        heads_kv=1,
+        head_dim_qk=32,
+        head_dim_v=32,
+        dtype=dtype,
+        values=kind,
+        value_scale=scale,
+        seed=3,
+    )
 
 
 def test_there_are_structured_only_mutants():
@@ -85,8 +96,18 @@ def test_its_kind_exposes_it_where_the_clean_kernel_passes(name):
 
 def _campaign(name, kinds, n, out, budget=900, shrink=5, **kw):
     k = narrow(catalogue.MUTANTS[name].make(), values=kinds)
-    return run_campaign(k, "ci", max_examples=n, time_budget=budget, shrink_budget=shrink, edge_cases=False,
-                        database=None, out_dir=out, seed=0, **kw)
+    return run_campaign(
+        k,
+        "ci",
+        max_examples=n,
+        time_budget=budget,
+        shrink_budget=shrink,
+        edge_cases=False,
+        database=None,
+        out_dir=out,
+        seed=0,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("name", QUICK_CAMPAIGN)

@@ -16,22 +16,26 @@ from tests.kernels_for_tests import full_capability
 
 def test_narrowed_capability_covers_less():
     c = full_capability()
-    n = c.narrowed(**parse_narrowing(["head_dims_qk=16,32", "sinks=false", "max_seqlen=64",
-                                      "values=normal", "aligns=top_left"]))
+    n = c.narrowed(
+        **parse_narrowing(["head_dims_qk=16,32", "sinks=false", "max_seqlen=64", "values=normal", "aligns=top_left"])
+    )
     assert n.head_dims_qk == (16, 32) and n.sinks is False and n.max_seqlen == 64
     assert n.values == ("normal",) and n.aligns == ("top_left",)
     assert c.head_dims_qk == (16, 32, 64) and c.sinks is True  # the original is untouched
 
 
-@pytest.mark.parametrize("item, says", [
-    ("head_dims_qk=16,128", "non-empty subset of (16, 32, 64)"),
-    ("max_seqlen=1000", "allowed 1..256"),
-    ("dtypes=bfloat16", "subset of ('float32', 'float16')"),
-    ("device=cuda", "FIELD in"),
-    ("sinks=maybe", "sinks takes true|false"),
-    ("max_batch=two", "max_batch takes an integer"),
-    ("head_dims_qk", "FIELD in"),
-])
+@pytest.mark.parametrize(
+    "item, says",
+    [
+        ("head_dims_qk=16,128", "non-empty subset of (16, 32, 64)"),
+        ("max_seqlen=1000", "allowed 1..256"),
+        ("dtypes=bfloat16", "subset of ('float32', 'float16')"),
+        ("device=cuda", "FIELD in"),
+        ("sinks=maybe", "sinks takes true|false"),
+        ("max_batch=two", "max_batch takes an integer"),
+        ("head_dims_qk", "FIELD in"),
+    ],
+)
 def test_widening_or_malformed_narrowing_is_a_clear_error(item, says):
     with pytest.raises(ValueError) as e:
         full_capability().narrowed(**parse_narrowing([item]))
@@ -47,13 +51,16 @@ def test_minimum_sequence_lengths_may_only_go_up():
     assert {"min_seqlen_q", "min_seqlen_k"} <= set(NARROWABLE)
 
 
-@pytest.mark.parametrize("items, says", [
-    (["min_seqlen_k=1"], "narrow min_seqlen_k=1: allowed 2..256"),  # going down widens the claim
-    (["min_seqlen_q=257"], "narrow min_seqlen_q=257: allowed 1..256"),
-    (["min_seqlen_q=40", "max_seqlen=32"], "narrow max_seqlen=32: allowed 40..256"),
-    (["max_seqlen=1"], "narrow max_seqlen=1: allowed 2..256"),  # below the kernel's own minimum
-    (["min_seqlen_q=two"], "min_seqlen_q takes an integer"),
-])
+@pytest.mark.parametrize(
+    "items, says",
+    [
+        (["min_seqlen_k=1"], "narrow min_seqlen_k=1: allowed 2..256"),  # going down widens the claim
+        (["min_seqlen_q=257"], "narrow min_seqlen_q=257: allowed 1..256"),
+        (["min_seqlen_q=40", "max_seqlen=32"], "narrow max_seqlen=32: allowed 40..256"),
+        (["max_seqlen=1"], "narrow max_seqlen=1: allowed 2..256"),  # below the kernel's own minimum
+        (["min_seqlen_q=two"], "min_seqlen_q takes an integer"),
+    ],
+)
 def test_lowering_a_minimum_or_crossing_the_maximum_is_a_clear_error(items, says):
     with pytest.raises(ValueError) as e:
         Capability(min_seqlen_k=2).narrowed(**parse_narrowing(items))
@@ -80,10 +87,26 @@ def test_campaign_steps_around_a_known_failure(tmp_path):
 
 
 def test_cli_narrow_reaches_the_report_and_bad_values_exit_2(tmp_path, monkeypatch, capsys):
-    args = ["run", "-k", "torch-blockwise", "--profile", "quick", "--max-examples", "3", "--no-edge-cases", "--db",
-            "none", "-q"]
-    ok = subprocess.run([sys.executable, "-m", "difftest", *args, "--narrow", "head_dims_qk=16", "--narrow",
-                         "varlen=false"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    args = [
+        "run",
+        "-k",
+        "torch-blockwise",
+        "--profile",
+        "quick",
+        "--max-examples",
+        "3",
+        "--no-edge-cases",
+        "--db",
+        "none",
+        "-q",
+    ]
+    ok = subprocess.run(
+        [sys.executable, "-m", "difftest", *args, "--narrow", "head_dims_qk=16", "--narrow", "varlen=false"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
     camp = json.loads((tmp_path / ".difftest" / "out" / "report.json").read_text())["campaigns"][0]
     assert camp["settings"]["narrowed"] == {"head_dims_qk": [16], "varlen": False}

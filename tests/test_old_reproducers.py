@@ -51,8 +51,12 @@ def test_a_generated_script_imports_only_the_public_api_and_runs(tmp_path):
     text = Path(paths["py"]).read_text()
     imports = [ln.strip() for ln in text.splitlines() if "import" in ln and "difftest" in ln]
     assert imports and all(ln.startswith("from difftest import ") for ln in imports), imports
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    r = subprocess.run([sys.executable, paths["py"]], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=tmp_path)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+    }
+    r = subprocess.run(
+        [sys.executable, paths["py"]], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
     assert r.returncode == 1 and "dk: budget FAILED" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]

@@ -34,12 +34,12 @@ S = dict(head_dim_qk=6, head_dim_v=5)  # small, with head_dim_v != head_dim_qk
 
 CASES = {
     "no_mask": Problem(batch=2, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, **S),
-    "causal_top_left": Problem(batch=1, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, causal=True,
-                               align="top_left", **S),
+    "causal_top_left": Problem(
+        batch=1, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=2, causal=True, align="top_left", **S
+    ),
     "causal_top_left_sq_gt_sk": Problem(batch=1, seqlen_q=7, seqlen_k=4, causal=True, align="top_left", **S),
     "causal_bottom_right_sq_lt_sk": Problem(batch=2, seqlen_q=4, seqlen_k=7, causal=True, **S),
-    "causal_bottom_right_sq_gt_sk": Problem(batch=1, seqlen_q=7, seqlen_k=4, heads_q=2, heads_kv=1, causal=True,
-                                            **S),
+    "causal_bottom_right_sq_gt_sk": Problem(batch=1, seqlen_q=7, seqlen_k=4, heads_q=2, heads_kv=1, causal=True, **S),
     "window_left": Problem(seqlen_q=6, seqlen_k=6, window_left=2, **S),
     "window_right": Problem(seqlen_q=5, seqlen_k=8, window_right=1, **S),
     "window_both_top_left": Problem(seqlen_q=6, seqlen_k=9, window_left=1, window_right=2, align="top_left", **S),
@@ -47,26 +47,41 @@ CASES = {
     "window_0_0": Problem(seqlen_q=4, seqlen_k=6, window_left=0, window_right=0, **S),
     "gqa": Problem(batch=2, seqlen_q=4, seqlen_k=5, heads_q=6, heads_kv=2, causal=True, **S),
     "mqa": Problem(seqlen_q=5, seqlen_k=5, heads_q=4, heads_kv=1, **S),
-    "varlen_empty_q_and_k": Problem(batch=4, seqlen_q=(3, 0, 5, 2), seqlen_k=(4, 3, 0, 6), heads_q=2, heads_kv=1,
-                                    causal=True, **S),
+    "varlen_empty_q_and_k": Problem(
+        batch=4, seqlen_q=(3, 0, 5, 2), seqlen_k=(4, 3, 0, 6), heads_q=2, heads_kv=1, causal=True, **S
+    ),
     "varlen_all_queries_empty": Problem(batch=2, seqlen_q=(0, 0), seqlen_k=(3, 2), pad_tail=1, **S),
     "sinks": Problem(batch=2, seqlen_q=4, seqlen_k=6, heads_q=4, heads_kv=2, sinks=True, sink_center=0.5, **S),
     "sinks_fully_masked_rows": Problem(seqlen_q=6, seqlen_k=3, causal=True, sinks=True, **S),
-    "sinks_varlen_empty_k": Problem(batch=2, seqlen_q=(3, 2), seqlen_k=(0, 4), heads_q=2, sinks=True,
-                                    sink_center=-1.0, window_left=1, **S),
+    "sinks_varlen_empty_k": Problem(
+        batch=2, seqlen_q=(3, 2), seqlen_k=(0, 4), heads_q=2, sinks=True, sink_center=-1.0, window_left=1, **S
+    ),
     "fully_masked_rows": Problem(batch=2, seqlen_q=6, seqlen_k=3, causal=True, **S),
-    "pad_tail": Problem(batch=2, seqlen_q=(3, 4), seqlen_k=(5, 2), pad_tail=3, heads_q=2, heads_kv=1,
-                        window_right=0, **S),
-    "custom_scale_large_logits": Problem(seqlen_q=5, seqlen_k=5, softmax_scale=2.0, values="scaled", value_scale=2.0,
-                                         **S),
+    "pad_tail": Problem(
+        batch=2, seqlen_q=(3, 4), seqlen_k=(5, 2), pad_tail=3, heads_q=2, heads_kv=1, window_right=0, **S
+    ),
+    "custom_scale_large_logits": Problem(
+        seqlen_q=5, seqlen_k=5, softmax_scale=2.0, values="scaled", value_scale=2.0, **S
+    ),
     # softcap near the logits' scale (tanh bends), under GQA, sinks and a causal varlen mask
     "softcap": Problem(seqlen_q=5, seqlen_k=7, softcap=1.5, values="scaled", value_scale=2.0, **S),
-    "softcap_gqa_sinks_causal_varlen": Problem(batch=2, seqlen_q=(4, 3), seqlen_k=(6, 2), heads_q=4, heads_kv=2,
-                                               causal=True, sinks=True, sink_center=0.5, softcap=0.75, **S),
+    "softcap_gqa_sinks_causal_varlen": Problem(
+        batch=2,
+        seqlen_q=(4, 3),
+        seqlen_k=(6, 2),
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        sinks=True,
+        sink_center=0.5,
+        softcap=0.75,
+        **S,
+    ),
     # a window right of the diagonal; crossed bounds (no key: not full attention)
     "negative_window_left": Problem(seqlen_q=5, seqlen_k=9, window_left=-2, window_right=3, **S),
-    "negative_window_right_top_left": Problem(seqlen_q=6, seqlen_k=5, window_left=3, window_right=-1,
-                                              align="top_left", **S),
+    "negative_window_right_top_left": Problem(
+        seqlen_q=6, seqlen_k=5, window_left=3, window_right=-1, align="top_left", **S
+    ),
     "crossed_window": Problem(batch=2, seqlen_q=4, seqlen_k=6, window_left=-3, window_right=1, sinks=True, **S),
 }
 IDS = list(CASES)
@@ -89,10 +104,10 @@ def naive(p: Problem, q, k, v, do, sink):
     Q, K, V = Q.clone(), K.clone(), V.clone()
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
-        Q = Q.index_put((torch.tensor([b]), torch.arange(sq)), q[q0:q0 + sq])
-        K = K.index_put((torch.tensor([b]), torch.arange(sk)), k[k0:k0 + sk])
-        V = V.index_put((torch.tensor([b]), torch.arange(sk)), v[k0:k0 + sk])
-        dO[b, :sq] = do[q0:q0 + sq].double()
+        Q = Q.index_put((torch.tensor([b]), torch.arange(sq)), q[q0 : q0 + sq])
+        K = K.index_put((torch.tensor([b]), torch.arange(sk)), k[k0 : k0 + sk])
+        V = V.index_put((torch.tensor([b]), torch.arange(sk)), v[k0 : k0 + sk])
+        dO[b, :sq] = do[q0 : q0 + sq].double()
         for i in range(sq):
             lo, hi = p.key_range(i, sq, sk)
             visible[b, i, lo:hi] = True
@@ -116,10 +131,9 @@ def naive(p: Problem, q, k, v, do, sink):
     lse_p = torch.full((p.total_q, Hq), -math.inf, dtype=torch.float64)
     for b, sq in enumerate(p.seqlens_q):
         q0 = p.cu_seqlens_q[b]
-        o[q0:q0 + sq] = O[b, :sq].detach()
-        lse_p[q0:q0 + sq] = lse_b[b, :sq].detach()
-    return Outputs(o=o, lse=lse_p, dq=q.grad, dk=k.grad, dv=v.grad,
-                   dsink=None if sink_l is None else sink_l.grad)
+        o[q0 : q0 + sq] = O[b, :sq].detach()
+        lse_p[q0 : q0 + sq] = lse_b[b, :sq].detach()
+    return Outputs(o=o, lse=lse_p, dq=q.grad, dk=k.grad, dv=v.grad, dsink=None if sink_l is None else sink_l.grad)
 
 
 def max_err(a: Outputs, b: Outputs) -> dict:
@@ -138,8 +152,9 @@ def max_err(a: Outputs, b: Outputs) -> dict:
 
 
 def _naive_of(x: Inputs) -> Outputs:
-    return naive(x.problem, x.q.double(), x.k.double(), x.v.double(), x.do.double(),
-                 None if x.sink is None else x.sink.double())
+    return naive(
+        x.problem, x.q.double(), x.k.double(), x.v.double(), x.do.double(), None if x.sink is None else x.sink.double()
+    )
 
 
 @pytest.mark.parametrize("name", IDS)
@@ -171,8 +186,10 @@ class _RefAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, sink, x):
         ctx.saved = (q.detach(), k.detach(), v.detach(), None if sink is None else sink.detach(), x)
         with torch.enable_grad():  # the reference runs autograd inside; Function bodies run without grad
-            return reference(_with(x, q=q.detach(), k=k.detach(), v=v.detach(),
-                                   sink=None if sink is None else sink.detach()), "float64").o
+            return reference(
+                _with(x, q=q.detach(), k=k.detach(), v=v.detach(), sink=None if sink is None else sink.detach()),
+                "float64",
+            ).o
 
     @staticmethod
     def backward(ctx, g):
@@ -193,8 +210,9 @@ def test_reference_backward_passes_gradcheck(name):
         # the reference returns dsink as float32: keep dsink checks apart (below)
         x = _with(x, sink=x.sink.double())
     q, k, v = (getattr(x, n).clone().requires_grad_(True) for n in ("q", "k", "v"))
-    assert torch.autograd.gradcheck(lambda q_, k_, v_: _RefAttention.apply(q_, k_, v_, x.sink, x), (q, k, v),
-                                    eps=1e-6, atol=1e-6, rtol=1e-4)
+    assert torch.autograd.gradcheck(
+        lambda q_, k_, v_: _RefAttention.apply(q_, k_, v_, x.sink, x), (q, k, v), eps=1e-6, atol=1e-6, rtol=1e-4
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in IDS if CASES[n].sinks])
@@ -250,8 +268,19 @@ def test_chunked_float32_close_to_float64():
 
 def test_chunked_many_small_chunks_long_keys():
     """A budget far below one sequence's scores forces single-row chunks."""
-    p = Problem(batch=2, seqlen_q=(70, 33), seqlen_k=(90, 120), heads_q=4, heads_kv=2, causal=True,
-                window_left=20, sinks=True, head_dim_qk=8, head_dim_v=8, pad_tail=2)
+    p = Problem(
+        batch=2,
+        seqlen_q=(70, 33),
+        seqlen_k=(90, 120),
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        window_left=20,
+        sinks=True,
+        head_dim_qk=8,
+        head_dim_v=8,
+        pad_tail=2,
+    )
     x = make_inputs(p)
     assert chunk_rows(p, 120, max_chunk_elements=100) == 1
     assert chunk_rows(p, 120, max_chunk_elements=4 * 120 * 16) == 16
@@ -261,19 +290,51 @@ def test_chunked_many_small_chunks_long_keys():
 
 
 # ------------------------------------------------------------------ block skipping
-SKIP_CASES = {**CASES,
-              "long_causal": Problem(seqlen_q=300, seqlen_k=300, heads_q=4, heads_kv=1, causal=True, head_dim_qk=16,
-                                     head_dim_v=8, dtype="float16"),
-              "long_window_varlen": Problem(batch=3, seqlen_q=(0, 130, 200), seqlen_k=(40, 0, 190), heads_q=2,
-                                            heads_kv=2, window_left=9, window_right=4, sinks=True, head_dim_qk=8,
-                                            head_dim_v=8, pad_tail=3),
-              # top-left rows past the last key: their key range starts beyond sk (H200: a band
-              # reaching past the keys broke the chunk's score view, "difftest error" on 18 cases)
-              "rows_past_the_keys": Problem(batch=2, seqlen_q=(40, 9), seqlen_k=(8, 30), heads_q=4, heads_kv=1,
-                                            causal=True, align="top_left", window_left=0, sinks=True,
-                                            head_dim_qk=8, head_dim_v=8),
-              "window_past_the_keys": Problem(seqlen_q=37, seqlen_k=6, heads_q=2, heads_kv=2, align="top_left",
-                                              window_left=2, window_right=1, head_dim_qk=8, head_dim_v=8)}
+SKIP_CASES = {
+    **CASES,
+    "long_causal": Problem(
+        seqlen_q=300, seqlen_k=300, heads_q=4, heads_kv=1, causal=True, head_dim_qk=16, head_dim_v=8, dtype="float16"
+    ),
+    "long_window_varlen": Problem(
+        batch=3,
+        seqlen_q=(0, 130, 200),
+        seqlen_k=(40, 0, 190),
+        heads_q=2,
+        heads_kv=2,
+        window_left=9,
+        window_right=4,
+        sinks=True,
+        head_dim_qk=8,
+        head_dim_v=8,
+        pad_tail=3,
+    ),
+    # top-left rows past the last key: their key range starts beyond sk (H200: a band
+    # reaching past the keys broke the chunk's score view, "difftest error" on 18 cases)
+    "rows_past_the_keys": Problem(
+        batch=2,
+        seqlen_q=(40, 9),
+        seqlen_k=(8, 30),
+        heads_q=4,
+        heads_kv=1,
+        causal=True,
+        align="top_left",
+        window_left=0,
+        sinks=True,
+        head_dim_qk=8,
+        head_dim_v=8,
+    ),
+    "window_past_the_keys": Problem(
+        seqlen_q=37,
+        seqlen_k=6,
+        heads_q=2,
+        heads_kv=2,
+        align="top_left",
+        window_left=2,
+        window_right=1,
+        head_dim_qk=8,
+        head_dim_v=8,
+    ),
+}
 
 
 def _close_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -301,16 +362,25 @@ def test_block_skipping_gives_the_values_of_the_full_walk(name, chunk):
         assert skip.magnitude[n] == pytest.approx(m, rel=1e-14, abs=1e-300), n
 
 
-@pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "causal_bottom_right_sq_gt_sk",
-                                  "window_both_top_left", "varlen_empty_q_and_k", "rows_past_the_keys",
-                                  "window_past_the_keys"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "long_causal",
+        "long_window_varlen",
+        "causal_bottom_right_sq_gt_sk",
+        "window_both_top_left",
+        "varlen_empty_q_and_k",
+        "rows_past_the_keys",
+        "window_past_the_keys",
+    ],
+)
 def test_chunk_plan_covers_every_allowed_key_and_skips_the_masked_blocks(name):
     p = SKIP_CASES[name]
     for sq, sk in zip(p.seqlens_q, p.seqlens_k):
         mask = allowed_mask(p, sq, sk)
         for rows in (1, 7, None):
             plan = chunk_plan(p, sq, sk, budget=p.heads_q * 32 * max(1, sk), rows=rows)
-            assert [r0 for r0, *_ in plan] == list(range(0, sq, rows or 1))[:len(plan)] or rows is None
+            assert [r0 for r0, *_ in plan] == list(range(0, sq, rows or 1))[: len(plan)] or rows is None
             assert sum(r1 - r0 for r0, r1, _, _ in plan) == sq
             inside = torch.zeros_like(mask)
             for r0, r1, lo, hi in plan:
@@ -367,11 +437,24 @@ def test_magnitudes_do_not_depend_on_the_chunking():
             assert parts == pytest.approx(whole, rel=rel), mdt
 
 
-MAGNITUDE_CASES = {**SKIP_CASES,
-                   # terms that cancel: |dP| and |Delta| far above dS, the case the magnitudes exist for
-                   "mixed_do_large_logits": Problem(batch=2, seqlen_q=70, seqlen_k=90, heads_q=4, heads_kv=2,
-                                                    causal=True, softmax_scale=1.5, values="mixed_do",
-                                                    value_scale=3.0, sinks=True, head_dim_qk=16, head_dim_v=8)}
+MAGNITUDE_CASES = {
+    **SKIP_CASES,
+    # terms that cancel: |dP| and |Delta| far above dS, the case the magnitudes exist for
+    "mixed_do_large_logits": Problem(
+        batch=2,
+        seqlen_q=70,
+        seqlen_k=90,
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        softmax_scale=1.5,
+        values="mixed_do",
+        value_scale=3.0,
+        sinks=True,
+        head_dim_qk=16,
+        head_dim_v=8,
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(MAGNITUDE_CASES))
@@ -391,8 +474,12 @@ def test_float32_magnitudes_are_the_float64_ones(name, split, monkeypatch):
         assert set(m32.magnitude) == set(m64.magnitude)
         for n, m in m64.magnitude.items():
             assert m32.magnitude[n] == pytest.approx(m, rel=1e-5, abs=1e-300), (n, m32.magnitude[n], m)
-        assert (max(m64.magnitude.values()) > 0 or x.problem.total_q == 0 or max(x.problem.seqlens_q) == 0
-                or x.problem.empty_window)
+        assert (
+            max(m64.magnitude.values()) > 0
+            or x.problem.total_q == 0
+            or max(x.problem.seqlens_q) == 0
+            or x.problem.empty_window
+        )
         for n, t in m64.items():
             assert torch.equal(t, m32.get(n)), n
     with pytest.raises(ValueError, match="magnitudes_dtype"):
@@ -493,7 +580,7 @@ def test_references_is_the_one_policy():
     assert len(large.yardsticks) == 2 and "chunks of query rows" in large.note
     rows = large.yardsticks[0]
     assert rows.dq.dtype == torch.float16 and torch.equal(rows.o, same.o) and torch.equal(rows.dq, same.dq)
-    assert max(max_err(rows, same).values()) <= 2 ** -9  # dK/dV: chunks' partials added in float32
+    assert max(max_err(rows, same).values()) <= 2**-9  # dK/dV: chunks' partials added in float32
     assert len(references(x).yardsticks) == 2  # the default threshold is far above this problem
     with pytest.raises(ValueError, match="chunk_threshold"):
         references(x, chunk_threshold=-1)
@@ -547,12 +634,15 @@ def test_all_queries_empty_gives_zero_gradients():
 
 
 # ------------------------------------------------------------------ the comparison has teeth
-@pytest.mark.parametrize("name,change", [
-    ("causal_bottom_right_sq_lt_sk", dict(align="top_left")),
-    ("window_both_top_left", dict(window_right=1)),
-    ("sinks", dict(sink_center=-0.5)),
-    ("varlen_empty_q_and_k", dict(seqlen_k=(4, 0, 3, 6))),
-])
+@pytest.mark.parametrize(
+    "name,change",
+    [
+        ("causal_bottom_right_sq_lt_sk", dict(align="top_left")),
+        ("window_both_top_left", dict(window_right=1)),
+        ("sinks", dict(sink_center=-0.5)),
+        ("varlen_empty_q_and_k", dict(seqlen_k=(4, 0, 3, 6))),
+    ],
+)
 def test_naive_comparison_detects_a_different_problem(name, change):
     """The same tensors read under a slightly different problem (other alignment, wider
     window, other sink values, keys split differently) must not pass the comparison."""
@@ -614,8 +704,9 @@ def test_cuda_truth_as_the_runner_calls_it(name):
     assert tf32.magnitude == pytest.approx(m64, rel=2e-3, abs=1e-300)
 
 
-@pytest.mark.parametrize("name", ["long_causal", "long_window_varlen", "sinks", "custom_scale_large_logits", "gqa",
-                                  "huge_logits"])
+@pytest.mark.parametrize(
+    "name", ["long_causal", "long_window_varlen", "sinks", "custom_scale_large_logits", "gqa", "huge_logits"]
+)
 def test_softmax_shift_in_the_gemm_gives_the_values_of_the_row_maximum(name, monkeypatch):
     """float64 on CUDA takes S - m straight from the QK^T GEMM with m a Cauchy-Schwarz bound
     of the row maximum (oracles/chunked.py, _shift_bound; forced on here), and falls back to the maximum where the
@@ -623,13 +714,25 @@ def test_softmax_shift_in_the_gemm_gives_the_values_of_the_row_maximum(name, mon
     dense reference and the walk that always takes the maximum; each way is really taken."""
     import difftest.oracles.chunked as chunked
 
-    cases = {**SKIP_CASES, "huge_logits": Problem(seqlen_q=40, seqlen_k=50, heads_q=2, heads_kv=1, causal=True,
-                                                  values="scaled", value_scale=40.0, sinks=True,
-                                                  head_dim_qk=16, head_dim_v=8)}
+    cases = {
+        **SKIP_CASES,
+        "huge_logits": Problem(
+            seqlen_q=40,
+            seqlen_k=50,
+            heads_q=2,
+            heads_kv=1,
+            causal=True,
+            values="scaled",
+            value_scale=40.0,
+            sinks=True,
+            head_dim_qk=16,
+            head_dim_v=8,
+        ),
+    }
     x = make_inputs(cases[name])
     taken = []
     bounds = chunked._shift_bounds
-    monkeypatch.setattr(chunked, "_shift_bounds", lambda *a: taken.extend(bounds(*a)) or taken[-len(a[4]):])
+    monkeypatch.setattr(chunked, "_shift_bounds", lambda *a: taken.extend(bounds(*a)) or taken[-len(a[4]) :])
     monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", True)  # as on CUDA
     shifted = chunked_reference(x, chunk=7)
     used = sum(t is not None for t in taken)
@@ -637,8 +740,9 @@ def test_softmax_shift_in_the_gemm_gives_the_values_of_the_row_maximum(name, mon
     plain = chunked_reference(x, chunk=7)
     dense = reference(x, "float64")
     for n, t in dense.items():
-        tol = (1e-6 if n in ("lse", "dsink") else 1e-13) * max(1.0, t.double()[torch.isfinite(t)].abs().max().item()
-                                                               if t.numel() else 1.0)
+        tol = (1e-6 if n in ("lse", "dsink") else 1e-13) * max(
+            1.0, t.double()[torch.isfinite(t)].abs().max().item() if t.numel() else 1.0
+        )
         for other in (shifted, plain):
             assert max_err(Outputs(**{n: t}), Outputs(**{n: other.get(n)}))[n] <= tol, n
     if name == "huge_logits":
@@ -675,8 +779,18 @@ def test_the_cuda_configuration_reads_the_host_once_per_sequence_not_per_chunk(m
     import difftest.oracles.chunked as chunked
     from tests.test_gate_reads import HostReads
 
-    p = Problem(batch=3, seqlen_q=(90, 0, 70), seqlen_k=(90, 40, 0), heads_q=4, heads_kv=2, causal=True,
-                head_dim_qk=16, head_dim_v=16, dtype="float16", sinks=True).validate()
+    p = Problem(
+        batch=3,
+        seqlen_q=(90, 0, 70),
+        seqlen_k=(90, 40, 0),
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        head_dim_qk=16,
+        head_dim_v=16,
+        dtype="float16",
+        sinks=True,
+    ).validate()
     x = make_inputs(p)
     monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", True)
     monkeypatch.setitem(chunked.SPLIT_TERMS, "cpu", True)
@@ -720,9 +834,16 @@ def _sequence_alone(x: Inputs, b: int) -> Inputs:
     p = x.problem
     q0, q1, k0, k1 = p.cu_seqlens_q[b], p.cu_seqlens_q[b + 1], p.cu_seqlens_k[b], p.cu_seqlens_k[b + 1]
     one = p.replace(batch=1, seqlen_q=(q1 - q0,), seqlen_k=(k1 - k0,)).validate()  # varlen: a length may be 0
-    return Inputs(problem=one, q=x.q[q0:q1], k=x.k[k0:k1], v=x.v[k0:k1], do=x.do[q0:q1], sink=x.sink,
-                  cu_seqlens_q=torch.tensor([0, q1 - q0], dtype=torch.int32),
-                  cu_seqlens_k=torch.tensor([0, k1 - k0], dtype=torch.int32))
+    return Inputs(
+        problem=one,
+        q=x.q[q0:q1],
+        k=x.k[k0:k1],
+        v=x.v[k0:k1],
+        do=x.do[q0:q1],
+        sink=x.sink,
+        cu_seqlens_q=torch.tensor([0, q1 - q0], dtype=torch.int32),
+        cu_seqlens_k=torch.tensor([0, k1 - k0], dtype=torch.int32),
+    )
 
 
 @pytest.mark.parametrize("cuda_like", [False, True])
@@ -733,8 +854,19 @@ def test_every_sequence_of_a_batch_equals_itself_alone(cuda_like, monkeypatch):
     forced on or off."""
     import difftest.oracles.chunked as chunked
 
-    p = Problem(batch=5, seqlen_q=(5, 3, 5, 0, 3), seqlen_k=(6, 4, 6, 2, 4), heads_q=4, heads_kv=2, causal=True,
-                window_left=3, sinks=True, head_dim_qk=8, head_dim_v=8, dtype="bfloat16").validate()
+    p = Problem(
+        batch=5,
+        seqlen_q=(5, 3, 5, 0, 3),
+        seqlen_k=(6, 4, 6, 2, 4),
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        window_left=3,
+        sinks=True,
+        head_dim_qk=8,
+        head_dim_v=8,
+        dtype="bfloat16",
+    ).validate()
     x = make_inputs(p)
     monkeypatch.setitem(chunked.SHIFT_IN_GEMM, "cpu", cuda_like)
     monkeypatch.setitem(chunked.SPLIT_TERMS, "cpu", cuda_like)
@@ -744,7 +876,7 @@ def test_every_sequence_of_a_batch_equals_itself_alone(cuda_like, monkeypatch):
     for n, cu in (("o", cq), ("lse", cq), ("dq", cq), ("dk", ck), ("dv", ck)):
         got = whole.get(n)
         for b, one in enumerate(alone):
-            part = got[cu[b]:cu[b + 1]]
+            part = got[cu[b] : cu[b + 1]]
             assert torch.allclose(part, one.get(n), rtol=1e-13, atol=1e-15, equal_nan=True), (n, b)
     assert torch.allclose(whole.dsink, sum(one.dsink for one in alone), rtol=1e-6, atol=1e-9)
     for n in ("o", "dq", "dk", "dv"):

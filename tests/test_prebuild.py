@@ -38,8 +38,14 @@ def test_prebuild_skips_built_kernels_without_starting_a_process(tmp_path, monke
         cache.mark_built(kind, "c", **params)
     job = prebuild("c", requests, wait=False)
     assert job.ex is None and not job.futures  # nothing to build: no pool
-    assert job.wait() == {"requested": len(requests), "cached": len(requests), "built": 0, "failed": 0,
-                          "seconds": 0.0, "jobs": 0}
+    assert job.wait() == {
+        "requested": len(requests),
+        "cached": len(requests),
+        "built": 0,
+        "failed": 0,
+        "seconds": 0.0,
+        "jobs": 0,
+    }
 
 
 def test_prebuild_builds_into_the_disk_cache_and_marks_it(tmp_path, monkeypatch):

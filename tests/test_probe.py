@@ -151,8 +151,12 @@ def test_past_adapter_checks_reaches_the_kernel():
     """With the adapter's own check opened too, the kernel behind it (the reference,
     which serves everything) shows through: what it serves beyond the declaration."""
     k = ChecksItsDeclaration()
-    pts = P.probe(k, P.points(k.capability, ("head_dim", "sinks"), head_dim_step=8, max_head_dim=64), CONFIG,
-                  past_adapter_checks=True)
+    pts = P.probe(
+        k,
+        P.points(k.capability, ("head_dim", "sinks"), head_dim_step=8, max_head_dim=64),
+        CONFIG,
+        past_adapter_checks=True,
+    )
     assert all(p.outcome == P.SERVED for p in pts), [(p.label, p.detail) for p in pts if p.outcome != P.SERVED]
     draft, diffs = P.draft(k.capability, pts)
     assert diffs["head_dims_qk"][1] == (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
@@ -180,8 +184,22 @@ def test_points_cover_every_dimension_inside_the_problem_model():
 
 def test_probe_command_prints_the_draft_and_exits_1_on_a_violation(tmp_path, capsys):
     out = tmp_path / "probe.json"
-    rc = cli.main(["probe", "-k", "tests.test_probe:WrongAtDeclared32", "--dimensions", "head_dim",
-                   "--max-head-dim", "64", "--head-dim-step", "16", "--json", str(out), "-q"])
+    rc = cli.main(
+        [
+            "probe",
+            "-k",
+            "tests.test_probe:WrongAtDeclared32",
+            "--dimensions",
+            "head_dim",
+            "--max-head-dim",
+            "64",
+            "--head-dim-step",
+            "16",
+            "--json",
+            str(out),
+            "-q",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 1
     assert "head_dim failed: 32" in text and "contract violations: 1" in text and "draft Capability" in text
@@ -190,11 +208,14 @@ def test_probe_command_prints_the_draft_and_exits_1_on_a_violation(tmp_path, cap
     assert len(d["violations"]) == 1
 
 
-@pytest.mark.parametrize("args, words", [
-    (["-k", "torch-blockwise", "--dimensions", "head_dim,bogus"], "--dimensions"),
-    (["-k", "no-such-kernel"], "unknown kernel"),
-    (["-k", "torch-blockwise", "--max-head-dim", "1024"], "--max-head-dim"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["-k", "torch-blockwise", "--dimensions", "head_dim,bogus"], "--dimensions"),
+        (["-k", "no-such-kernel"], "unknown kernel"),
+        (["-k", "torch-blockwise", "--max-head-dim", "1024"], "--max-head-dim"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
     rc = cli.main(["probe", *args])
     err = capsys.readouterr().err.strip().splitlines()

@@ -81,9 +81,23 @@ def test_every_field_has_an_invalid_case():
 
 
 def test_valid_problems_validate_and_return_self():
-    for p in (Problem(), Problem(**VARLEN), Problem(**VARLEN, pad_tail=4, sinks=True, sink_center=-2.0),
-              Problem(heads_q=8, heads_kv=1, causal=True, align="top_left", window_left=0, window_right=0,
-                      softmax_scale=0.25, values="negative_lse", value_scale=3.0, dtype="bfloat16")):
+    for p in (
+        Problem(),
+        Problem(**VARLEN),
+        Problem(**VARLEN, pad_tail=4, sinks=True, sink_center=-2.0),
+        Problem(
+            heads_q=8,
+            heads_kv=1,
+            causal=True,
+            align="top_left",
+            window_left=0,
+            window_right=0,
+            softmax_scale=0.25,
+            values="negative_lse",
+            value_scale=3.0,
+            dtype="bfloat16",
+        ),
+    ):
         assert p.validate() is p
 
 
@@ -102,10 +116,27 @@ def test_from_dict_validates():
 
 ROUND_TRIP = [
     Problem(),
-    Problem(batch=3, seqlen_q=(5, 0, 7), seqlen_k=(0, 4, 9), heads_q=6, heads_kv=2, head_dim_qk=40,
-            head_dim_v=24, dtype="float16", causal=True, align="top_left", window_left=3, window_right=0,
-            sinks=True, sink_center=-1.5, softmax_scale=0.125, values="mixed_do", value_scale=2.5,
-            pad_tail=5, seed=2**62 + 7),
+    Problem(
+        batch=3,
+        seqlen_q=(5, 0, 7),
+        seqlen_k=(0, 4, 9),
+        heads_q=6,
+        heads_kv=2,
+        head_dim_qk=40,
+        head_dim_v=24,
+        dtype="float16",
+        causal=True,
+        align="top_left",
+        window_left=3,
+        window_right=0,
+        sinks=True,
+        sink_center=-1.5,
+        softmax_scale=0.125,
+        values="mixed_do",
+        value_scale=2.5,
+        pad_tail=5,
+        seed=2**62 + 7,
+    ),
     Problem(batch=1, seqlen_q=(0,), seqlen_k=(0,), pad_tail=1),
     Problem(input_version=1, seed=9),
     Problem(seqlen_q=5, seqlen_k=9, window_left=-3, window_right=1, softcap=12.5),
@@ -146,14 +177,18 @@ def _sees(p: Problem, i: int, j: int, sq: int, sk: int) -> bool:
     """The documented rule, written out apart from Problem.key_bounds (which key_range and
     allowed_mask both read): query i sits at i + (sk - sq) when bottom-right aligned."""
     at = i + (sk - sq if p.align == "bottom_right" else 0)
-    return ((not p.causal or j <= at) and (p.window_right is None or j <= at + p.window_right)
-            and (p.window_left is None or j >= at - p.window_left))
+    return (
+        (not p.causal or j <= at)
+        and (p.window_right is None or j <= at + p.window_right)
+        and (p.window_left is None or j >= at - p.window_left)
+    )
 
 
 def test_key_range_and_allowed_mask_follow_the_documented_rule():
     checked = 0
-    for sq, sk, causal, align, wl, wr in itertools.product(range(0, 6), range(0, 6), (False, True), ALIGNS,
-                                                           WINDOWS, WINDOWS):
+    for sq, sk, causal, align, wl, wr in itertools.product(
+        range(0, 6), range(0, 6), (False, True), ALIGNS, WINDOWS, WINDOWS
+    ):
         p = Problem(causal=causal, align=align, window_left=wl, window_right=wr)
         m = allowed_mask(p, sq, sk)
         assert m.shape == (sq, sk)
@@ -184,8 +219,17 @@ def test_mask_rule_examples():
 def test_short_names_the_features():
     p = ROUND_TRIP[1]
     s = p.short()
-    for part in ("b3", "h6/2", "d40/24", "float16", "causal-top_left", "win(3,0)", "sinks@-1.5", "mixed_dox2.5",
-                 "pad5"):
+    for part in (
+        "b3",
+        "h6/2",
+        "d40/24",
+        "float16",
+        "causal-top_left",
+        "win(3,0)",
+        "sinks@-1.5",
+        "mixed_dox2.5",
+        "pad5",
+    ):
         assert part in s
 
 
@@ -209,8 +253,12 @@ def test_negative_windows_move_the_edge_past_the_diagonal_and_crossed_bounds_see
     assert [right_of.key_range(i, 3, 9) for i in range(3)] == [(2, 4), (3, 5), (4, 6)]
     left_of = Problem(window_left=3, window_right=-1, align="top_left")
     assert [left_of.key_range(i, 3, 9) for i in range(3)] == [(0, 0), (0, 1), (0, 2)]
-    for crossed in (Problem(window_left=-3, window_right=2), Problem(window_left=-1, window_right=-1),
-                    Problem(window_left=-1, causal=True), Problem(window_left=2, window_right=-3)):
+    for crossed in (
+        Problem(window_left=-3, window_right=2),
+        Problem(window_left=-1, window_right=-1),
+        Problem(window_left=-1, causal=True),
+        Problem(window_left=2, window_right=-3),
+    ):
         assert crossed.empty_window, crossed.short()
         assert not allowed_mask(crossed, 6, 6).any()
         assert all(lo == hi for lo, hi in (crossed.key_range(i, 6, 6) for i in range(6)))

@@ -28,13 +28,16 @@ def test_unknown_profile_names_the_allowed_ones():
         assert repr(name) in msg
 
 
-@pytest.mark.parametrize("call", [
-    lambda: run_campaign(BlockwiseAttention(), "nope", max_examples=1, database=None),
-    lambda: mutants_cmd.run_mutants(["dk-missing-scale"], "nope"),
-    lambda: mutants_cmd.run_mutant(None, "nope"),
-    lambda: strategies.problems(BlockwiseAttention().capability, "nope"),
-    lambda: strategies.edge_problems(BlockwiseAttention().capability, "nope"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: run_campaign(BlockwiseAttention(), "nope", max_examples=1, database=None),
+        lambda: mutants_cmd.run_mutants(["dk-missing-scale"], "nope"),
+        lambda: mutants_cmd.run_mutant(None, "nope"),
+        lambda: strategies.problems(BlockwiseAttention().capability, "nope"),
+        lambda: strategies.edge_problems(BlockwiseAttention().capability, "nope"),
+    ],
+)
 def test_every_reader_rejects_an_unknown_profile(call):
     with pytest.raises(ValueError, match=r"profile='nope' is invalid: allowed \['ci', 'gpu', 'nightly', 'quick'\]"):
         call()
@@ -51,13 +54,15 @@ def test_one_table_serves_strategies_campaign_and_mutants(monkeypatch):
     report = mutants_cmd.run_mutants(None, "quick")
     assert report.rows == []
     q = PROFILES["quick"]
-    assert (report.per_mutant_budget, report.shrink_budget, report.time_budget) == \
-        (q.mutant_search_s, q.mutant_shrink_s, q.mutant_total_s)
+    assert (report.per_mutant_budget, report.shrink_budget, report.time_budget) == (
+        q.mutant_search_s,
+        q.mutant_shrink_s,
+        q.mutant_total_s,
+    )
 
 
 def test_campaign_settings_come_from_the_profile():
-    res = run_campaign(BlockwiseAttention(), "quick", max_examples=1, edge_cases=False, database=None,
-                       time_budget=0.0)
+    res = run_campaign(BlockwiseAttention(), "quick", max_examples=1, edge_cases=False, database=None, time_budget=0.0)
     q = PROFILES["quick"]
     assert res.profile == "quick"
     assert res.settings["seed"] == q.seed and res.settings["shrink_budget_s"] == q.shrink_s
@@ -65,6 +70,12 @@ def test_campaign_settings_come_from_the_profile():
 
 @pytest.mark.parametrize("command", [["run", "--profile", "nope"], ["mutants", "--profile", "nope"]])
 def test_cli_rejects_an_unknown_profile_with_exit_2(command, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "difftest", *command], cwd=tmp_path, capture_output=True,
-                       text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "difftest", *command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert r.returncode == 2 and "'nope'" in r.stderr and "quick" in r.stderr, r.stderr

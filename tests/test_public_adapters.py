@@ -90,8 +90,9 @@ def fake_fastflash(monkeypatch):
                 return (*torch.autograd.grad(o, (q, k, v), do), None, None)
 
     def fast_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-        assert q.dtype == torch.bfloat16 and q.shape == k.shape == v.shape and q.shape[-1] in (1, 2, 4, 8, 16, 32,
-                                                                                              64, 128)
+        assert (
+            q.dtype == torch.bfloat16 and q.shape == k.shape == v.shape and q.shape[-1] in (1, 2, 4, 8, 16, 32, 64, 128)
+        )
         calls.append(("fwd", is_causal, scale))
         return Fn.apply(q, k, v, is_causal, scale)
 
@@ -99,8 +100,9 @@ def fake_fastflash(monkeypatch):
         o, lse = exact(q, k, v, causal, scale)
         return (o, lse * LOG2E) if return_lse else o  # base 2, as _kernel.py:286-289 documents
 
-    pkg = install(monkeypatch, "fastflash_attention", fast_attention=fast_attention,
-                  UnsupportedConfig=UnsupportedConfig)
+    pkg = install(
+        monkeypatch, "fastflash_attention", fast_attention=fast_attention, UnsupportedConfig=UnsupportedConfig
+    )
     pkg.__path__ = []
     install(monkeypatch, "fastflash_attention._kernel", fastflash_attn=fastflash_attn)
     return calls
@@ -109,10 +111,15 @@ def fake_fastflash(monkeypatch):
 FF = dict(dtype="bfloat16", head_dim_qk=16, head_dim_v=16, heads_q=2, heads_kv=2, batch=2)
 
 
-@pytest.mark.parametrize("p", [Problem(seqlen_q=37, seqlen_k=37, **FF),
-                               Problem(seqlen_q=70, seqlen_k=70, causal=True, align="top_left", **FF),
-                               Problem(seqlen_q=9, seqlen_k=9, softmax_scale=0.3, values="scaled", value_scale=3.0,
-                                       **FF)], ids=["plain", "causal", "scale"])
+@pytest.mark.parametrize(
+    "p",
+    [
+        Problem(seqlen_q=37, seqlen_k=37, **FF),
+        Problem(seqlen_q=70, seqlen_k=70, causal=True, align="top_left", **FF),
+        Problem(seqlen_q=9, seqlen_k=9, softmax_scale=0.3, values="scaled", value_scale=3.0, **FF),
+    ],
+    ids=["plain", "causal", "scale"],
+)
 def test_fastflash_translation_matches_the_reference(fake_fastflash, p):
     from difftest.kernels.fastflash import deterministic
 
@@ -144,10 +151,12 @@ def test_fastflash_capability_is_the_package_contract():
     assert c.deterministic and not atomic().capability.deterministic
     assert c.dtypes == ("bfloat16",) and c.head_dims_qk == (1, 2, 4, 8, 16, 32, 64, 128)
     assert not c.gqa and not c.seqlen_q_ne_k and not c.window and not c.varlen
-    for bad in (Problem(dtype="float16", head_dim_qk=16, head_dim_v=16), Problem(head_dim_qk=48, head_dim_v=48,
-                                                                                 dtype="bfloat16"),
-                Problem(seqlen_q=3, seqlen_k=4, dtype="bfloat16", head_dim_qk=16, head_dim_v=16),
-                Problem(heads_q=2, heads_kv=1, dtype="bfloat16", head_dim_qk=16, head_dim_v=16)):
+    for bad in (
+        Problem(dtype="float16", head_dim_qk=16, head_dim_v=16),
+        Problem(head_dim_qk=48, head_dim_v=48, dtype="bfloat16"),
+        Problem(seqlen_q=3, seqlen_k=4, dtype="bfloat16", head_dim_qk=16, head_dim_v=16),
+        Problem(heads_q=2, heads_kv=1, dtype="bfloat16", head_dim_qk=16, head_dim_v=16),
+    ):
         assert c.excludes(bad.validate())
     with pytest.raises(ValueError, match="square MHA"):
         FastflashCall.of(Problem(seqlen_q=3, seqlen_k=4).validate(), False)
@@ -189,11 +198,16 @@ def fake_jvp(monkeypatch):
 JV = dict(dtype="float32", head_dim_qk=16, head_dim_v=16, heads_q=2, heads_kv=2, batch=1)
 
 
-@pytest.mark.parametrize("p", [Problem(seqlen_q=64, seqlen_k=64, **JV),
-                               Problem(seqlen_q=32, seqlen_k=32, causal=True, **JV),
-                               Problem(seqlen_q=64, seqlen_k=64, window_left=5, window_right=0, **JV),
-                               Problem(seqlen_q=64, seqlen_k=64, window_left=3, causal=True, align="top_left", **JV)],
-                         ids=["plain", "causal", "window", "causal_window"])
+@pytest.mark.parametrize(
+    "p",
+    [
+        Problem(seqlen_q=64, seqlen_k=64, **JV),
+        Problem(seqlen_q=32, seqlen_k=32, causal=True, **JV),
+        Problem(seqlen_q=64, seqlen_k=64, window_left=5, window_right=0, **JV),
+        Problem(seqlen_q=64, seqlen_k=64, window_left=3, causal=True, align="top_left", **JV),
+    ],
+    ids=["plain", "causal", "window", "causal_window"],
+)
 def test_jvp_translation_matches_the_reference(fake_jvp, p):
     from difftest.kernels.jvp_flash import masked
 
@@ -260,13 +274,18 @@ def fake_fat(monkeypatch):
     return calls
 
 
-FT = dict(dtype="float16", head_dim_qk=20, head_dim_v=20, heads_q=2, heads_kv=2, batch=2, causal=True,
-          align="top_left")
+FT = dict(dtype="float16", head_dim_qk=20, head_dim_v=20, heads_q=2, heads_kv=2, batch=2, causal=True, align="top_left")
 
 
-@pytest.mark.parametrize("p", [Problem(seqlen_q=33, seqlen_k=33, **FT), Problem(seqlen_q=40, seqlen_k=17, **FT),
-                               Problem(seqlen_q=9, seqlen_k=70, softmax_scale=0.2, **FT)],
-                         ids=["square", "sq>sk", "sq<sk"])
+@pytest.mark.parametrize(
+    "p",
+    [
+        Problem(seqlen_q=33, seqlen_k=33, **FT),
+        Problem(seqlen_q=40, seqlen_k=17, **FT),
+        Problem(seqlen_q=9, seqlen_k=70, softmax_scale=0.2, **FT),
+    ],
+    ids=["square", "sq>sk", "sq<sk"],
+)
 def test_flash_attention_triton_translation_matches_the_reference(fake_fat, p):
     from difftest.kernels.flash_attention_triton import deterministic, fast
 
@@ -292,8 +311,14 @@ def test_flash_attention_triton_is_causal_only_by_construction():
 
 
 # ---------------------------------------------------------------- registry
-NEW = ["fastflash", "fastflash-atomic", "jvp-flash", "jvp-flash-mask", "flash-attention-triton",
-       "flash-attention-triton-fast"]
+NEW = [
+    "fastflash",
+    "fastflash-atomic",
+    "jvp-flash",
+    "jvp-flash-mask",
+    "flash-attention-triton",
+    "flash-attention-triton-fast",
+]
 
 
 @pytest.mark.parametrize("name", NEW)

@@ -22,9 +22,23 @@ def sub(pytester, monkeypatch):
 
 
 def _args(sub, *extra):
-    return ("--difftest-kernel", GOOD, "--difftest-kernel", BAD, "--difftest-profile", "quick",
-            "--difftest-max-examples", "3", "--difftest-seed", "1", "--difftest-out", str(sub.path / "out"),
-            "-p", "no:cacheprovider", *extra)
+    return (
+        "--difftest-kernel",
+        GOOD,
+        "--difftest-kernel",
+        BAD,
+        "--difftest-profile",
+        "quick",
+        "--difftest-max-examples",
+        "3",
+        "--difftest-seed",
+        "1",
+        "--difftest-out",
+        str(sub.path / "out"),
+        "-p",
+        "no:cacheprovider",
+        *extra,
+    )
 
 
 def _check(res, sub):
@@ -49,8 +63,9 @@ def test_kernel_option_collects_tests_without_a_test_file(sub):
     finally:
         torch.set_num_threads(threads)
     ids = [line for line in res.stdout.lines if line.startswith("difftest::")]
-    assert ids == [f"difftest::{GOOD}"] + [f"difftest::{GOOD}::{o}" for o in ("o", "lse", "dq", "dk", "dv", "dsink")] \
-        + [f"difftest::{BAD}"] + [f"difftest::{BAD}::{o}" for o in ("o", "lse", "dq", "dk", "dv", "dsink")]
+    assert ids == [f"difftest::{GOOD}"] + [
+        f"difftest::{GOOD}::{o}" for o in ("o", "lse", "dq", "dk", "dv", "dsink")
+    ] + [f"difftest::{BAD}"] + [f"difftest::{BAD}::{o}" for o in ("o", "lse", "dq", "dk", "dv", "dsink")]
     res = sub.runpytest_subprocess(*_args(sub), timeout=600)
     _check(res, sub)
 
@@ -62,8 +77,11 @@ def test_kernel_tests_under_xdist_run_each_campaign_once(sub):
     recs = _check(res, sub)
     assert {r["pytest_worker"] for r in recs.values()} <= {"gw0", "gw1"}
     assert all(r["settings"]["config"]["isolate"] for r in recs.values())  # kernels in a worker process, as the CLI
-    props = {(tc.get("classname") + "::" + tc.get("name"), p.get("name")): p.get("value")
-             for tc in ET.parse(sub.path / "j.xml").iter("testcase") for p in tc.iter("property")}
+    props = {
+        (tc.get("classname") + "::" + tc.get("name"), p.get("name")): p.get("value")
+        for tc in ET.parse(sub.path / "j.xml").iter("testcase")
+        for p in tc.iter("property")
+    }
     dk = next(k for k, _ in props if "WrongDkForLongGqa" in k and k.endswith("::dk"))
     assert props[(dk, "difftest_status")] == "failed" and props[(dk, "difftest_reproducer")].endswith(".py")
 

@@ -19,7 +19,8 @@ def sub(pytester, monkeypatch):
 
 
 def test_fixture_fails_broken_kernel_and_passes_correct_one(sub):
-    sub.makepyfile(test_k="""
+    sub.makepyfile(
+        test_k="""
         def test_good(difftest_campaign):
             r = difftest_campaign("tests.kernels_for_tests:RefKernel", max_examples=5, edge_cases=False, database=None)
             assert r.status == "passed"
@@ -27,9 +28,9 @@ def test_fixture_fails_broken_kernel_and_passes_correct_one(sub):
         def test_bad(difftest_campaign):
             difftest_campaign("tests.kernels_for_tests:WrongDkForLongGqa", max_examples=40, edge_cases=False,
                               database=None)
-    """)
-    res = sub.runpytest_subprocess("--difftest-profile", "quick",
-                                   "--difftest-out", str(sub.path / "out"), timeout=600)
+    """
+    )
+    res = sub.runpytest_subprocess("--difftest-profile", "quick", "--difftest-out", str(sub.path / "out"), timeout=600)
     res.assert_outcomes(passed=1, failed=1)
     out = res.stdout.str()
     assert "dk: budget FAILED" in out and "reproducer:" in out
@@ -41,13 +42,15 @@ def test_gpu_marker_skips_without_cuda(sub):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the marker would not skip")
-    sub.makepyfile(test_g="""
+    sub.makepyfile(
+        test_g="""
         import pytest
 
         @pytest.mark.gpu
         def test_needs_gpu():
             raise AssertionError("must not run without CUDA")
-    """)
+    """
+    )
     res = sub.runpytest_inprocess()  # nothing runs: no interpreter of its own needed
     res.assert_outcomes(skipped=1)
 
@@ -73,7 +76,8 @@ def test_fixture_isolates_kernels_and_reports_junit_properties(sub):
 
         first_failure.FINISH_FLOOR_S = 1.0
     """)
-    sub.makepyfile(test_k="""
+    sub.makepyfile(
+        test_k="""
         def test_crashing_kernel(difftest_campaign):
             difftest_campaign("tests.kernels_for_tests:CrashOnLongQ", max_examples=12, database=None, shrink_budget=1)
 
@@ -81,14 +85,18 @@ def test_fixture_isolates_kernels_and_reports_junit_properties(sub):
             r = difftest_campaign("tests.kernels_for_tests:RefKernel", max_examples=2, edge_cases=False,
                                   database=None, isolate=False)
             assert r.status == "passed" and r.settings["config"]["isolate"] is False
-    """)
+    """
+    )
     junit = sub.path / "junit.xml"
-    res = sub.runpytest_subprocess("--difftest-profile", "quick", "--difftest-out", "out",
-                                   f"--junitxml={junit}", timeout=600)
+    res = sub.runpytest_subprocess(
+        "--difftest-profile", "quick", "--difftest-out", "out", f"--junitxml={junit}", timeout=600
+    )
     res.assert_outcomes(passed=1, failed=1)
     assert "KernelCrashed" in res.stdout.str()
-    cases = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
-             for c in ET.parse(junit).getroot().iter("testcase")}
+    cases = {
+        c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+        for c in ET.parse(junit).getroot().iter("testcase")
+    }
     crash = cases["test_crashing_kernel"]
     assert crash["difftest_kernel"] == "test-crash" and crash["difftest_profile"] == "quick"
     assert int(crash["difftest_cases"]) >= 1 and crash["difftest_status"] == "failed"
@@ -103,7 +111,8 @@ def test_xdist_workers_share_the_cores_between_their_torch_threads(sub, monkeypa
 
     assert worker_threads(2, 2) == 1 and worker_threads(2, 16) == 8 and worker_threads(4, 2) == 1
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    sub.makepyfile(test_t="""
+    sub.makepyfile(
+        test_t="""
         import os
         import torch
 
@@ -114,7 +123,8 @@ def test_xdist_workers_share_the_cores_between_their_torch_threads(sub, monkeypa
 
         def test_b():
             assert os.environ["OMP_NUM_THREADS"] == str(WANT) and torch.get_num_threads() == WANT
-    """)
+    """
+    )
     res = sub.runpytest_subprocess("-n", "2", "-p", "xdist", timeout=300)
     res.assert_outcomes(passed=2)
 
@@ -125,17 +135,30 @@ def test_gpu_per_worker_records_each_workers_gpus(sub, monkeypatch):
     import xml.etree.ElementTree as ET
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    sub.makepyfile(test_g="""
+    sub.makepyfile(
+        test_g="""
         import pytest
 
         @pytest.mark.parametrize("i", range(4))
         def test_campaign(difftest_campaign, i):
             difftest_campaign("tests.kernels_for_tests:RefKernel", max_examples=1, edge_cases=False,
                               database=None, isolate=False)
-    """)
+    """
+    )
     junit = sub.path / "junit.xml"
-    res = sub.runpytest_subprocess("-n", "2", "-p", "xdist", "--difftest-gpu-per-worker", "--difftest-profile",
-                                   "quick", "--difftest-out", "out", f"--junitxml={junit}", timeout=600)
+    res = sub.runpytest_subprocess(
+        "-n",
+        "2",
+        "-p",
+        "xdist",
+        "--difftest-gpu-per-worker",
+        "--difftest-profile",
+        "quick",
+        "--difftest-out",
+        "out",
+        f"--junitxml={junit}",
+        timeout=600,
+    )
     res.assert_outcomes(passed=4)
     seen = {}
     for c in ET.parse(junit).getroot().iter("testcase"):
@@ -152,11 +175,18 @@ def test_the_plugin_loads_light_into_every_pytest_session():
     import subprocess
     import sys
 
-    code = ("import sys, difftest.pytest_plugin; "
-            "print(sorted(m for m in sys.modules if m.startswith(('difftest.run', 'difftest.report', "
-            "'difftest.search', 'difftest.judge', 'torch', 'hypothesis'))))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": ROOT})
+    code = (
+        "import sys, difftest.pytest_plugin; "
+        "print(sorted(m for m in sys.modules if m.startswith(('difftest.run', 'difftest.report', "
+        "'difftest.search', 'difftest.judge', 'torch', 'hypothesis'))))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
 
 

@@ -17,8 +17,9 @@ from tests.kernels_for_tests import RefKernel
 # atol 6.10e-5, rtol 1.95e-3, max_abs 0.1, required ratio 0.99, against a float32 golden,
 # all backward outputs blocking
 SEED_001 = Standard(atol=6.10e-5, rtol=1.95e-3, max_abs=0.1, required_ratio=0.99)
-SEED_001_CONFIG = RunConfig(truth="float32", gates=GateConfig(
-    standards={n: SEED_001 for n in ("o", "dq", "dk", "dv", "dsink")}))
+SEED_001_CONFIG = RunConfig(
+    truth="float32", gates=GateConfig(standards={n: SEED_001 for n in ("o", "dq", "dk", "dv", "dsink")})
+)
 
 
 def _v(case, output, gate):
@@ -26,8 +27,18 @@ def _v(case, output, gate):
 
 
 def test_seed_001_standard_passes_a_correct_kernel_against_the_float32_truth():
-    p = Problem(batch=2, seqlen_q=48, seqlen_k=64, heads_q=4, heads_kv=2, head_dim_qk=32, head_dim_v=32,
-                dtype="float16", causal=True, sinks=True)
+    p = Problem(
+        batch=2,
+        seqlen_q=48,
+        seqlen_k=64,
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=32,
+        head_dim_v=32,
+        dtype="float16",
+        causal=True,
+        sinks=True,
+    )
     case = run_case(BlockwiseAttention(), p, SEED_001_CONFIG)
     assert case.status == "passed", case.render()
     for n in ("o", "dq", "dk", "dv", "dsink"):
@@ -56,14 +67,28 @@ def test_the_standard_really_uses_the_float32_truth():
     assert _v(f64, "dq", "elementwise").reference == "float64 truth"
 
 
-@pytest.mark.parametrize("sq, sk", [((7, 20), (5, 9)),
-                                    # queries that see no key and keys no query sees: sized views (the
-                                    # reference raised on a 0-key sequence, so a failing FP8 dSink of such a
-                                    # problem was never judged against its own statistics)
-                                    ((7, 0, 5), (0, 4, 3))])
+@pytest.mark.parametrize(
+    "sq, sk",
+    [
+        ((7, 20), (5, 9)),
+        # queries that see no key and keys no query sees: sized views (the
+        # reference raised on a 0-key sequence, so a failing FP8 dSink of such a
+        # problem was never judged against its own statistics)
+        ((7, 0, 5), (0, 4, 3)),
+    ],
+)
 def test_own_statistics_reference_with_exact_statistics_is_the_truth(sq, sk):
-    p = Problem(batch=len(sq), seqlen_q=sq, seqlen_k=sk, heads_q=4, heads_kv=2, causal=True, sinks=True,
-                pad_tail=3, dtype="float16").validate()
+    p = Problem(
+        batch=len(sq),
+        seqlen_q=sq,
+        seqlen_k=sk,
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        sinks=True,
+        pad_tail=3,
+        dtype="float16",
+    ).validate()
     x = make_inputs(p)
     t = chunked_reference(x)
     own = own_stats_backward(x, t.o, t.lse, max_chunk_elements=4 * 9)  # several chunks per sequence
@@ -81,10 +106,13 @@ def test_wrong_forward_statistics_are_attributed_to_the_forward():
 
 
 def test_a_wrong_backward_is_attributed_to_the_backward():
-    for name, outputs in (("dq-double-scale", ("dq",)), ("dk-missing-scale", ("dk",)),
-                          # the returned LSE is right; the backward reads the saved statistics
-                          # at the wrong rows: the backward's own fault
-                          ("lse-batch-offset-missing", ("dq", "dk", "dv"))):
+    for name, outputs in (
+        ("dq-double-scale", ("dq",)),
+        ("dk-missing-scale", ("dk",)),
+        # the returned LSE is right; the backward reads the saved statistics
+        # at the wrong rows: the backward's own fault
+        ("lse-batch-offset-missing", ("dq", "dk", "dv")),
+    ):
         m = MUTANTS[name]
         case = run_case(m.make(), m.example)
         for n in outputs:

@@ -68,8 +68,12 @@ def test_no_engine_module_imports_the_adapters_package():
                 mods = [("." * node.level) + (node.module or "")]
             elif isinstance(node, ast.Import):
                 mods = [a.name for a in node.names]
-            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module" and node.args \
-                    and isinstance(node.args[0], ast.Constant):
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", "") == "import_module"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 mods = [node.args[0].value]
             for m in mods:
                 if m.split(".")[0] == "kernels" or m.startswith(("difftest.kernels", ".kernels")):

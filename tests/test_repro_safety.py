@@ -27,8 +27,8 @@ def _plant_module(tmp_path, name):
     working adapter (so --allow-import can run it)."""
     marker = tmp_path / f"{name}.ran"
     (tmp_path / f"{name}.py").write_text(
-        f"open({str(marker)!r}, 'w').write('imported')\n"
-        "from tests.kernels_for_tests import RefKernel as K\n")
+        f"open({str(marker)!r}, 'w').write('imported')\nfrom tests.kernels_for_tests import RefKernel as K\n"
+    )
     return marker
 
 
@@ -37,9 +37,11 @@ def test_py_reproducer_is_never_executed(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "py.ran"
     f = tmp_path / "evil.py"
-    f.write_text(f"import json\nopen({str(marker)!r}, 'w').write('ran')\n"
-                 f"KERNEL = 'torch-blockwise'\nPROBLEM = json.loads({P.to_json()!r})\nCONFIG = {{}}\n\n"
-                 "def main():\n    pass\n")
+    f.write_text(
+        f"import json\nopen({str(marker)!r}, 'w').write('ran')\n"
+        f"KERNEL = 'torch-blockwise'\nPROBLEM = json.loads({P.to_json()!r})\nCONFIG = {{}}\n\n"
+        "def main():\n    pass\n"
+    )
     rc, cap = _cli(["repro", str(f)], capsys)
     assert rc == 2 and "difftest replays only the .json reproducer" in cap.err and "evil.json" in cap.err
     assert not marker.exists()
@@ -85,13 +87,20 @@ def test_written_reproducer_pair_replays_from_json_and_runs_standalone(tmp_path)
     from tests.kernels_for_tests import WrongDkForLongGqa
 
     k = WrongDkForLongGqa()
-    case = run_case(k, Problem(batch=1, seqlen_q=4, seqlen_k=33, heads_q=2, heads_kv=1, head_dim_qk=8,
-                               head_dim_v=8).validate())
+    case = run_case(
+        k, Problem(batch=1, seqlen_q=4, seqlen_k=33, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8).validate()
+    )
     assert case.failed
     paths = write_reproducer(k, case, RunConfig(), tmp_path)
     spec, problem, cfg = load(paths["json"])
     assert spec == k.spec and problem == case.problem and cfg["isolate"] is False
     root = str(__import__("pathlib").Path(__file__).resolve().parents[1])
-    r = subprocess.run([sys.executable, paths["py"]], capture_output=True, text=True, timeout=300,
-                       env={**__import__("os").environ, "PYTHONPATH": root}, cwd=root)
+    r = subprocess.run(
+        [sys.executable, paths["py"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": root},
+        cwd=root,
+    )
     assert r.returncode == 1 and "dk: budget FAILED" in r.stdout, r.stdout + r.stderr

@@ -1,7 +1,6 @@
 """Runner: skips outside the capability, turns kernel exceptions, crashes and hangs into
 case results (never a crash of the campaign), runs the poison and determinism gates."""
 
-
 import pytest
 import torch
 
@@ -128,8 +127,19 @@ def test_case_result_round_trips_through_json():
 # the long-problem yardstick once was a float32 chunked reference that rounds nowhere, and
 # both our TileLang kernels failed at ratio 1.1-1.6. chunk_threshold=0 sends a small
 # problem down the long-problem path.
-NEAR_CONSTANT_MQA = Problem(batch=2, seqlen_q=(96, 40), seqlen_k=(64, 33), heads_q=8, heads_kv=1, head_dim_qk=64,
-                            head_dim_v=64, dtype="float16", causal=True, values="near_constant", seed=7).validate()
+NEAR_CONSTANT_MQA = Problem(
+    batch=2,
+    seqlen_q=(96, 40),
+    seqlen_k=(64, 33),
+    heads_q=8,
+    heads_kv=1,
+    head_dim_qk=64,
+    head_dim_v=64,
+    dtype="float16",
+    causal=True,
+    values="near_constant",
+    seed=7,
+).validate()
 
 
 def test_long_problem_yardstick_rounds_where_a_flash_kernel_rounds():
@@ -140,8 +150,12 @@ def test_long_problem_yardstick_rounds_where_a_flash_kernel_rounds():
     assert good.status == "passed", good.render()
     assert any("chunks of query rows" in n for n in good.notes)
     assert good.worst_ratio < 0.5, good.render()  # not a near miss
-    for mutant in ("mutant:gqa-dkdv-first-head", "mutant:causal-align-swapped-bwd", "mutant:tail-key-tile-skipped-bwd",
-                   "mutant:dk-missing-scale"):  # faults this problem exercises are still caught
+    for mutant in (
+        "mutant:gqa-dkdv-first-head",
+        "mutant:causal-align-swapped-bwd",
+        "mutant:tail-key-tile-skipped-bwd",
+        "mutant:dk-missing-scale",
+    ):  # faults this problem exercises are still caught
         bad = run_case(registry.get(mutant), NEAR_CONSTANT_MQA, cfg)
         assert bad.status == "failed", (mutant, bad.render())
 
@@ -206,7 +220,12 @@ class RaisesWithoutAMessage(RefKernel):
 @pytest.mark.parametrize("isolate", [False, True])
 def test_an_error_without_a_message_says_what_it_chains_to(isolate):
     """An old FA4 beta's DSLRuntimeError had an empty message: the reason ended at the colon."""
-    case = run_case(RaisesWithoutAMessage(), Problem(seqlen_q=2, seqlen_k=2, head_dim_qk=8, head_dim_v=8),
-                    RunConfig(isolate=isolate))
-    assert case.status == "error" and "_SilentError: (no message; from ValueError: predicate shape: head_dim_v % 32" \
-        in case.reason, case.reason
+    case = run_case(
+        RaisesWithoutAMessage(),
+        Problem(seqlen_q=2, seqlen_k=2, head_dim_qk=8, head_dim_v=8),
+        RunConfig(isolate=isolate),
+    )
+    assert (
+        case.status == "error"
+        and "_SilentError: (no message; from ValueError: predicate shape: head_dim_v % 32" in case.reason
+    ), case.reason

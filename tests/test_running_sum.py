@@ -14,8 +14,19 @@ from difftest.model.problem import Problem
 from difftest.oracles import chunked_reference, flash_style_reference, input_dtype_running_sum
 
 # GQA 16/1 with a large dO: 16 heads x 8 query tiles of roundings at the group sum's magnitude
-GROUPED = Problem(batch=1, seqlen_q=256, seqlen_k=145, heads_q=16, heads_kv=1, head_dim_qk=8, head_dim_v=8,
-                  dtype="float16", softmax_scale=0.01, values="large_do", value_scale=1.0)
+GROUPED = Problem(
+    batch=1,
+    seqlen_q=256,
+    seqlen_k=145,
+    heads_q=16,
+    heads_kv=1,
+    head_dim_qk=8,
+    head_dim_v=8,
+    dtype="float16",
+    softmax_scale=0.01,
+    values="large_do",
+    value_scale=1.0,
+)
 
 
 def _dv_budget(result):
@@ -35,15 +46,25 @@ def test_the_design_passes_with_its_yardstick_and_only_with_it():
 
 
 def test_one_block_one_head_is_one_rounding_of_the_truth():
-    p = Problem(batch=2, seqlen_q=24, seqlen_k=40, heads_q=2, heads_kv=2, head_dim_qk=16, head_dim_v=16,
-                dtype="float16", causal=True, values="normal")
+    p = Problem(
+        batch=2,
+        seqlen_q=24,
+        seqlen_k=40,
+        heads_q=2,
+        heads_kv=2,
+        head_dim_qk=16,
+        head_dim_v=16,
+        dtype="float16",
+        causal=True,
+        values="normal",
+    )
     inputs = make_inputs(p)
     truth = chunked_reference(inputs, "float64")
     yard = input_dtype_running_sum(inputs, 64, flash_style_reference(inputs))
     for name in ("dk", "dv"):
         got, want = getattr(yard, name), getattr(truth, name).to(torch.float16)
         assert got.dtype == torch.float16
-        torch.testing.assert_close(got.double(), want.double(), atol=0, rtol=2 ** -10)
+        torch.testing.assert_close(got.double(), want.double(), atol=0, rtol=2**-10)
     # smaller blocks round more often: the running sum drifts from the single rounding
     drift = input_dtype_running_sum(inputs, 1, flash_style_reference(inputs))
     assert not torch.equal(drift.dv, yard.dv)

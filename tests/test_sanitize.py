@@ -18,8 +18,12 @@ from difftest.model.problem import Problem
 from difftest.report.read import load_report_doc
 
 P = Problem(batch=1, seqlen_q=8, seqlen_k=8, heads_q=1, heads_kv=1, head_dim_qk=16, head_dim_v=16)
-BLOCK = ["Invalid __global__ write of size 4 bytes", "at 0x1a0 in bwd_kernel(float*)",
-         "by thread (3,0,0) in block (0,0,0)", "Address 0x7f00 is 4 bytes after the nearest allocation"]
+BLOCK = [
+    "Invalid __global__ write of size 4 bytes",
+    "at 0x1a0 in bwd_kernel(float*)",
+    "by thread (3,0,0) in block (0,0,0)",
+    "Address 0x7f00 is 4 bytes after the nearest allocation",
+]
 
 
 def fake_sanitizer(folder, errors=2, mode="summary"):
@@ -28,10 +32,11 @@ def fake_sanitizer(folder, errors=2, mode="summary"):
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "compute-sanitizer"
     block = "\n".join(["========= " + BLOCK[0]] + [f"=========     {x}" for x in BLOCK[1:]] + ["========= "])
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         #!{sys.executable}
         import json, sys, time
-        with open({str(folder / 'calls.jsonl')!r}, "a") as f:
+        with open({str(folder / "calls.jsonl")!r}, "a") as f:
             f.write(json.dumps(sys.argv[1:]) + "\\n")
         print("========= COMPUTE-SANITIZER")
         if {mode!r} == "hang":
@@ -42,9 +47,10 @@ def fake_sanitizer(folder, errors=2, mode="summary"):
         for _ in range({errors}):
             print({block!r})
         print("[FAILED] torch-blockwise on b1 sq8 sk8 h1/1 d16/16 float32")
-        print("========= ERROR SUMMARY: {errors} error{'s' if errors != 1 else ''}")
+        print("========= ERROR SUMMARY: {errors} error{"s" if errors != 1 else ""}")
         sys.exit(1)
-        """))
+        """)
+    )
     path.chmod(0o755)
     return path
 
@@ -82,8 +88,16 @@ def test_planted_errors_are_counted_with_their_first_block_and_written_beside_th
     # one child per tool: the sanitizer runs `python -P -m difftest repro FILE` (the JSON, never a .py)
     argvs = calls(tmp_path / "bin")
     assert [a[:2] for a in argvs] == [["--tool", t] for t in ("memcheck", "racecheck", "initcheck", "synccheck")]
-    assert argvs[0][2:] == ["--report-api-errors", "no", sys.executable, "-P", "-m", "difftest", "repro",
-                            str(r.resolve())]
+    assert argvs[0][2:] == [
+        "--report-api-errors",
+        "no",
+        sys.executable,
+        "-P",
+        "-m",
+        "difftest",
+        "repro",
+        str(r.resolve()),
+    ]
     assert "2 errors" in out and NOTE in out and BLOCK[0] in out
 
 
@@ -126,14 +140,17 @@ def test_a_cpu_reproducer_is_not_a_cuda_problem_and_never_reaches_the_sanitizer(
 
 
 def test_the_parser_reads_summaries_and_blocks_of_each_tool():
-    race = ("========= COMPUTE-SANITIZER\n========= Error: Race reported between Write access at 0x50 in k()\n"
-            "=========     and Read access at 0x90 in k() [128 hazards]\n=========\n"
-            "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
-            "========= ERROR SUMMARY: 1 error\n")
+    race = (
+        "========= COMPUTE-SANITIZER\n========= Error: Race reported between Write access at 0x50 in k()\n"
+        "=========     and Read access at 0x90 in k() [128 hazards]\n=========\n"
+        "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
+        "========= ERROR SUMMARY: 1 error\n"
+    )
     got = parse("racecheck", race, 0, 1.0)
     assert got.status == "errors" and got.errors == 1 and got.first[0].startswith("Error: Race reported")
-    assert error_blocks(race) == [["Error: Race reported between Write access at 0x50 in k()",
-                                   "and Read access at 0x90 in k() [128 hazards]"]]
+    assert error_blocks(race) == [
+        ["Error: Race reported between Write access at 0x50 in k()", "and Read access at 0x90 in k() [128 hazards]"]
+    ]
     assert parse("memcheck", "hello\n", 0, 0.1).status == "not run"
 
 
@@ -147,17 +164,19 @@ def _run_folder(tmp_path):
     rel = os.path.relpath(cuda, tmp_path)
     case = {"kernel": "torch-blockwise", "problem": P.to_dict(), "status": "failed", "verdicts": []}
     finding = {"id": "f1", "status": "new", "reproducer": {"json": rel, "py": rel[:-5] + ".py"}, "failure": case}
-    camp = [{"kernel": "torch-blockwise", "cases": [], "reproducer": {"json": str(cpu)}, "findings": [finding]},
-            {"kernel": "other", "cases": [], "reproducer": {"json": "/etc/elsewhere/x.json"}}]
+    camp = [
+        {"kernel": "torch-blockwise", "cases": [], "reproducer": {"json": str(cpu)}, "findings": [finding]},
+        {"kernel": "other", "cases": [], "reproducer": {"json": "/etc/elsewhere/x.json"}},
+    ]
     (folder / "report.json").write_text(json.dumps({"difftest_report": 1, "campaigns": camp}))
-    (folder / "findings.json").write_text(json.dumps({"difftest_findings": 1, "campaigns": [
-        {"kernel": "torch-blockwise", "findings": [finding]}]}))
+    (folder / "findings.json").write_text(
+        json.dumps({"difftest_findings": 1, "campaigns": [{"kernel": "torch-blockwise", "findings": [finding]}]})
+    )
     (folder / "summary.md").write_text("| kernel |\n|---|\n")
     return folder, cuda, cpu
 
 
-def test_run_dir_sanitizes_every_finding_and_attaches_the_result_where_a_reader_looks(tmp_path, capsys,
-                                                                                       monkeypatch):
+def test_run_dir_sanitizes_every_finding_and_attaches_the_result_where_a_reader_looks(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     folder, cuda, cpu = _run_folder(tmp_path)
     fake = fake_sanitizer(tmp_path / "bin", errors=2)
@@ -184,26 +203,34 @@ def _write(path, text):
     return path
 
 
-@pytest.mark.parametrize("make, args, words", [
-    (lambda t: t / "r.json", [], "no such file"),
-    (lambda t: _write(t / "r.json", "{nope"), [], "reproducer"),
-    (lambda t: _write(t / "r.json", "[1, 2]"), [], "top level is a JSON list"),
-    (lambda t: _write(t / "r.json", '{"kernel": "torch-blockwise", "problem": {"batch": 1e400}}'), [], "reproducer"),
-    (lambda t: _write(t / "r.py", "import os"), [], "replays only the .json"),
-    (lambda t: repro(t, kernel="os:system"), [], "--allow-import"),
-    (lambda t: repro(t, kernel="no-such-kernel"), [], "no-such-kernel"),
-    (lambda t: repro(t), ["--sanitizer", "/no/such/sanitizer"], "not an executable file"),
-    (lambda t: repro(t), ["--tools", "memcheck,leakcheck"], "allowed a comma-separated subset"),
-    (lambda t: repro(t), ["--timeout", "0"], "> 0"),
-    (lambda t: repro(t), ["--timeout", "1e9"], "at most 604800"),
-    (lambda t: None, [], "nothing to sanitize"),
-    (lambda t: None, ["--run-dir", "/no/such/dir"], "not a folder"),
-])
+@pytest.mark.parametrize(
+    "make, args, words",
+    [
+        (lambda t: t / "r.json", [], "no such file"),
+        (lambda t: _write(t / "r.json", "{nope"), [], "reproducer"),
+        (lambda t: _write(t / "r.json", "[1, 2]"), [], "top level is a JSON list"),
+        (
+            lambda t: _write(t / "r.json", '{"kernel": "torch-blockwise", "problem": {"batch": 1e400}}'),
+            [],
+            "reproducer",
+        ),
+        (lambda t: _write(t / "r.py", "import os"), [], "replays only the .json"),
+        (lambda t: repro(t, kernel="os:system"), [], "--allow-import"),
+        (lambda t: repro(t, kernel="no-such-kernel"), [], "no-such-kernel"),
+        (lambda t: repro(t), ["--sanitizer", "/no/such/sanitizer"], "not an executable file"),
+        (lambda t: repro(t), ["--tools", "memcheck,leakcheck"], "allowed a comma-separated subset"),
+        (lambda t: repro(t), ["--timeout", "0"], "> 0"),
+        (lambda t: repro(t), ["--timeout", "1e9"], "at most 604800"),
+        (lambda t: None, [], "nothing to sanitize"),
+        (lambda t: None, ["--run-dir", "/no/such/dir"], "not a folder"),
+    ],
+)
 def test_hostile_and_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, make, args, words):
     fake = fake_sanitizer(tmp_path / "bin")
     path = make(tmp_path)
-    rc = run(*([path] if path is not None else []), *args, *(["--sanitizer", fake] if "--sanitizer" not in args
-                                                               else []))
+    rc = run(
+        *([path] if path is not None else []), *args, *(["--sanitizer", fake] if "--sanitizer" not in args else [])
+    )
     err = capsys.readouterr().err
     assert rc == 2 and words in err and len(err.strip().splitlines()) == 1, err
     assert not list(tmp_path.glob("*.sanitizer.json")) and calls(tmp_path / "bin") == []
@@ -234,8 +261,10 @@ def test_racecheck_counts_from_its_own_summary_and_a_long_output_keeps_its_end(t
     163 cuGetProcAddress 'errors' on cuDNN)."""
     from difftest.investigate import sanitize
 
-    race = ("========= Error: Race reported between Write access at 0x50 in k()\n"
-            "========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warning)\n")
+    race = (
+        "========= Error: Race reported between Write access at 0x50 in k()\n"
+        "========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warning)\n"
+    )
     got = parse("racecheck", race, 1, 1.0)
     assert got.status == "errors" and got.errors == 2
     monkeypatch.setattr(sanitize, "MAX_OUTPUT", 2000)

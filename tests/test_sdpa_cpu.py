@@ -36,13 +36,21 @@ CORPUS = [
     Problem(seqlen_q=20, seqlen_k=30, window_left=0, window_right=0, align="top_left", **D),
     Problem(batch=3, seqlen_q=(9, 0, 20), seqlen_k=(15, 7, 0), heads_q=2, heads_kv=1, causal=True, pad_tail=5, **D),
     Problem(seqlen_q=20, seqlen_k=20, head_dim_qk=59, head_dim_v=59, values="scaled", value_scale=3.0),
-    Problem(seqlen_q=20, seqlen_k=20, head_dim_qk=111, head_dim_v=111, softmax_scale=0.5,
-            values="outlier_channels", value_scale=5.0),
+    Problem(
+        seqlen_q=20,
+        seqlen_k=20,
+        head_dim_qk=111,
+        head_dim_v=111,
+        softmax_scale=0.5,
+        values="outlier_channels",
+        value_scale=5.0,
+    ),
     Problem(seqlen_q=20, seqlen_k=20, values="negative_lse", value_scale=2.0, causal=True, **D),
     Problem(seqlen_q=20, seqlen_k=20, values="mixed_do", value_scale=2.0, **D),
 ]
-MATH_ONLY = [Problem(batch=2, seqlen_q=12, seqlen_k=19, heads_q=4, heads_kv=2, head_dim_qk=40, head_dim_v=24,
-                     causal=True)]
+MATH_ONLY = [
+    Problem(batch=2, seqlen_q=12, seqlen_k=19, heads_q=4, heads_kv=2, head_dim_qk=40, head_dim_v=24, causal=True)
+]
 
 
 def relative_errors(got: Outputs, truth: Outputs) -> dict:
@@ -86,8 +94,7 @@ def test_adapter_matches_float64_reference(name, dtype):
         assert_agrees(kernel, p)
 
 
-@settings(max_examples=8, deadline=None, derandomize=True, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(data=problems(SdpaCpuFlash.capability, "quick", max_seqlen=48, max_head_dim=64))
 def test_flash_agrees_on_drawn_problems(data):
     """Drawn problems (masks, varlen, GQA, value distributions) inside the capability."""
@@ -125,10 +132,14 @@ class IgnoresScale(SdpaCpuFlash):
         return super()._attend(q, k, v, p.replace(softmax_scale=None), is_causal, mask)
 
 
-@pytest.mark.parametrize("bad,p", [
-    (FlippedAlignment(), CORPUS[3]),
-    (IgnoresScale(), CORPUS[9]),
-], ids=["flipped_alignment", "ignores_scale"])
+@pytest.mark.parametrize(
+    "bad,p",
+    [
+        (FlippedAlignment(), CORPUS[3]),
+        (IgnoresScale(), CORPUS[9]),
+    ],
+    ids=["flipped_alignment", "ignores_scale"],
+)
 def test_wrong_adapter_fails(bad, p):
     with pytest.raises(AssertionError):
         assert_agrees(bad, p)
@@ -164,6 +175,7 @@ def test_flash_op_is_what_sdpa_dispatches_to():
     """The adapter calls the aten op directly (for its LSE); F.sdpa under the flash
     backend gives bitwise the same O and gradients on a masked GQA problem."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
     p = Problem(seqlen_q=24, seqlen_k=40, heads_q=4, heads_kv=2, causal=True, window_left=6, dtype="bfloat16", **D)
     x = make_inputs(p)
     got = get("sdpa-cpu-flash").run(x)
@@ -197,8 +209,18 @@ def test_zero_length_sequences_do_not_crash(name):
 def test_visible_keys_matches_the_oracle_mask():
     for causal in (False, True):
         for align in ("top_left", "bottom_right"):
-            for wl, wr in ((None, None), (0, 0), (2, None), (None, 1), (3, 2), (-2, 3), (4, -1), (-3, 1), (-1, -1),
-                           (-2, None)):
+            for wl, wr in (
+                (None, None),
+                (0, 0),
+                (2, None),
+                (None, 1),
+                (3, 2),
+                (-2, 3),
+                (4, -1),
+                (-3, 1),
+                (-1, -1),
+                (-2, None),
+            ):
                 p = Problem(causal=causal, align=align, window_left=wl, window_right=wr)
                 for sq, sk in ((5, 9), (9, 5), (6, 6), (0, 3), (3, 0)):
                     assert torch.equal(visible_keys(p, sq, sk), allowed_mask(p, sq, sk))

@@ -63,12 +63,15 @@ def test_planted_multiprocessing_in_cwd_never_runs_in_the_kernel_worker(tmp_path
     marker = _plant_module(tmp_path, "multiprocessing")
     script = tmp_path / "bin" / "launch.py"
     script.parent.mkdir()
-    script.write_text("from difftest.execute.isolation import Worker\n"
-                      "if __name__ == '__main__':\n"
-                      "    w = Worker(); w.launch(); w._start(); print('ready', flush=True); w.close()\n")
+    script.write_text(
+        "from difftest.execute.isolation import Worker\n"
+        "if __name__ == '__main__':\n"
+        "    w = Worker(); w.launch(); w._start(); print('ready', flush=True); w.close()\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
-    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0 and "ready" in r.stdout, r.stderr[-3000:]
     assert not marker.exists(), "the worker imported multiprocessing.py from the working directory"
 
@@ -79,8 +82,12 @@ def test_safe_child_path_is_set_only_inside_the_block(monkeypatch):
     monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
     with safe_child_path():
         assert os.environ["PYTHONSAFEPATH"] == "1"
-        r = subprocess.run([sys.executable, "-c", "import sys; print(sys.flags.safe_path)"], capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", "import sys; print(sys.flags.safe_path)"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.stdout.strip() == "True"
     assert "PYTHONSAFEPATH" not in os.environ
 
@@ -90,8 +97,9 @@ def _plant_run(out: Path, argv, started_ns=10**30, status="running", run_id=None
     run_id = run_id or uuid.uuid4().hex
     d = out / "runs" / run_id
     d.mkdir(parents=True)
-    (d / "run.json").write_text(json.dumps({"run_id": run_id, "argv": argv, "status": status,
-                                            "finished_kernels": {}, "started_ns": started_ns}))
+    (d / "run.json").write_text(
+        json.dumps({"run_id": run_id, "argv": argv, "status": status, "finished_kernels": {}, "started_ns": started_ns})
+    )
     return d
 
 
@@ -120,14 +128,17 @@ def test_planted_run_json_is_never_resumed(tmp_path, capsys, monkeypatch):
     assert victim.read_text() == "precious\n"
 
 
-@pytest.mark.parametrize("run_id,expected", [
-    ("../../elsewhere", "not a run id"),
-    ("..", "not a run id"),
-    ("/etc", "not a run id"),
-    ("0" * 31, "not a run id"),
-    ("A" * 32, "not a run id"),
-    ("0" * 32 + "/x", "not a run id"),
-])
+@pytest.mark.parametrize(
+    "run_id,expected",
+    [
+        ("../../elsewhere", "not a run id"),
+        ("..", "not a run id"),
+        ("/etc", "not a run id"),
+        ("0" * 31, "not a run id"),
+        ("A" * 32, "not a run id"),
+        ("0" * 32 + "/x", "not a run id"),
+    ],
+)
 def test_resume_id_must_be_a_run_id(run_id, expected, tmp_path, capsys):
     rc, err = _cli(["run", "--resume", run_id, "--out", str(tmp_path / "out")], capsys)
     _one_line(rc, err, expected)
@@ -175,8 +186,7 @@ def test_two_resumes_of_one_run_cannot_both_work(tmp_path, capsys):
     run.unlock()
 
 
-def test_resume_writes_outputs_of_the_current_command_line_and_skips_a_newer_planted_run(tmp_path, capsys,
-                                                                                          monkeypatch):
+def test_resume_writes_outputs_of_the_current_command_line_and_skips_a_newer_planted_run(tmp_path, capsys, monkeypatch):
     """A genuine interrupted run recorded ``--markdown victim.txt``; a planted run is "newer".
     ``--resume`` (no id) continues the genuine one and writes only where this command says."""
     from difftest.run.folder import Run
@@ -186,8 +196,26 @@ def test_resume_writes_outputs_of_the_current_command_line_and_skips_a_newer_pla
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     out = tmp_path / "out"
-    run = Run.start(out, ["run", "-q", "-p", "quick", "--max-examples", "1", "--no-edge-cases", "--no-isolate",
-                          "--no-prebuild", "-k", "torch-blockwise", "--markdown", str(victim), "--db", "none"])
+    run = Run.start(
+        out,
+        [
+            "run",
+            "-q",
+            "-p",
+            "quick",
+            "--max-examples",
+            "1",
+            "--no-edge-cases",
+            "--no-isolate",
+            "--no-prebuild",
+            "-k",
+            "torch-blockwise",
+            "--markdown",
+            str(victim),
+            "--db",
+            "none",
+        ],
+    )
     run.set_status("interrupted")
     run.unlock()
     _plant_run(out, ["run", "-k", "evilmod3:Adapter"])
@@ -206,9 +234,13 @@ def test_malformed_run_json_is_one_line(tmp_path, capsys):
     out = tmp_path / "out"
     run = Run.start(out, ["run", "-k", "torch-blockwise"])
     run.unlock()
-    for text, expected in (("{", "not valid JSON"), ("[" * 100000 + "]" * 100000, "nested deeper"),
-                           ('{"argv": ["run"], "x": "\\ud800"}', "unpaired surrogate"),
-                           ('{"argv": 1' + "0" * 5000 + "}", "4300"), ("[]", "allowed the object")):
+    for text, expected in (
+        ("{", "not valid JSON"),
+        ("[" * 100000 + "]" * 100000, "nested deeper"),
+        ('{"argv": ["run"], "x": "\\ud800"}', "unpaired surrogate"),
+        ('{"argv": 1' + "0" * 5000 + "}", "4300"),
+        ("[]", "allowed the object"),
+    ):
         run.meta_path.write_text(text)
         rc, err = _cli(["run", "--resume", run.id, "--out", str(out)], capsys)
         _one_line(rc, err, expected)
@@ -226,22 +258,23 @@ def test_reproducer_script_never_turns_recorded_text_into_code(tmp_path):
         case = CaseResult("torch-blockwise", P, "error", reason=reason, error_type="RuntimeError")
         paths = write_reproducer(adapter.get("torch-blockwise"), case, RunConfig(), tmp_path)
         code = "import runpy, sys; g = runpy.run_path(sys.argv[1]); print(g['KERNEL'])"  # module level, no main()
-        r = subprocess.run([sys.executable, "-P", "-c", code, paths["py"]], capture_output=True, text=True,
-                           timeout=120)
+        r = subprocess.run([sys.executable, "-P", "-c", code, paths["py"]], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and r.stdout.strip() == "torch-blockwise", r.stderr
         assert not marker.exists(), Path(paths["py"]).read_text()
 
 
 # ---------------------------------------------------------------- a killed run's worker
 def test_kernel_worker_dies_with_a_sigkilled_parent(tmp_path):
-    code = ("import sys, time\n"
-            "from difftest import Problem\n"
-            "from difftest.execute.isolation import Worker\n"
-            "w = Worker(); w.launch(); w._start()\n"
-            "p = Problem(batch=1, seqlen_q=4, seqlen_k=17, head_dim_qk=8, head_dim_v=8).validate()\n"
-            "w.send('tests.faulty_kernels:Hangs', p, 'cpu', False, 1)\n"
-            "print(w.proc.pid, flush=True)\n"
-            "time.sleep(3600)\n")
+    code = (
+        "import sys, time\n"
+        "from difftest import Problem\n"
+        "from difftest.execute.isolation import Worker\n"
+        "w = Worker(); w.launch(); w._start()\n"
+        "p = Problem(batch=1, seqlen_q=4, seqlen_k=17, head_dim_qk=8, head_dim_v=8).validate()\n"
+        "w.send('tests.faulty_kernels:Hangs', p, 'cpu', False, 1)\n"
+        "print(w.proc.pid, flush=True)\n"
+        "time.sleep(3600)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     try:
@@ -289,8 +322,15 @@ def test_the_time_budget_is_a_hard_stop(monkeypatch):
     calls = []
     real = campaign.Search._property
     monkeypatch.setattr(campaign.Search, "_property", lambda self, p: (calls.append(p), real(self, p))[1])
-    r = campaign.run_campaign("torch-blockwise", "quick", max_examples=3000, time_budget=1e-3, edge_cases=False,
-                              database=None, config=RunConfig(isolate=False))
+    r = campaign.run_campaign(
+        "torch-blockwise",
+        "quick",
+        max_examples=3000,
+        time_budget=1e-3,
+        edge_cases=False,
+        database=None,
+        config=RunConfig(isolate=False),
+    )
     assert r.status == "passed" and r.unrun >= 3000 - len(r.cases) - 1
     assert len(calls) <= len(r.cases) + 1, f"{len(calls)} draws for {len(r.cases)} cases"
 
@@ -302,10 +342,30 @@ def test_strict_json_report_round_trip(tmp_path):
     from difftest.report.read import load_report, load_report_doc
     from difftest.safeio import json_text
 
-    doc = {"difftest_report": 1, "campaigns": [{"kernel": "k", "status": "failed", "cases": [
-        {"problem": P.to_dict(), "status": "failed", "worst_ratio": float("inf"),
-         "verdicts": [{"output": "dq", "gate": "elementwise", "passed": False,
-                       "numbers": {"ratio": float("inf"), "max_abs": float("nan"), "n": 3}}]}]}]}
+    doc = {
+        "difftest_report": 1,
+        "campaigns": [
+            {
+                "kernel": "k",
+                "status": "failed",
+                "cases": [
+                    {
+                        "problem": P.to_dict(),
+                        "status": "failed",
+                        "worst_ratio": float("inf"),
+                        "verdicts": [
+                            {
+                                "output": "dq",
+                                "gate": "elementwise",
+                                "passed": False,
+                                "numbers": {"ratio": float("inf"), "max_abs": float("nan"), "n": 3},
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
     f = tmp_path / "report.json"
     f.write_text(json_text(doc, indent=1))
 
@@ -327,8 +387,16 @@ def test_a_bad_failure_store_line_is_skipped_with_a_warning_naming_file_and_line
     good2 = Problem(batch=1, seqlen_q=3, seqlen_k=7, head_dim_qk=8, head_dim_v=8).validate()
     path = store_path(str(tmp_path), "torch-blockwise")
     path.parent.mkdir(parents=True)
-    lines = [P.to_json(), "{", "[" * 10000 + "]" * 10000, '{"batch": 1' + "0" * 5000 + "}", '{"dtype": "\\ud800"}',
-             "[]", json.dumps({**P.to_dict(), "batch": -1}), good2.to_json()]
+    lines = [
+        P.to_json(),
+        "{",
+        "[" * 10000 + "]" * 10000,
+        '{"batch": 1' + "0" * 5000 + "}",
+        '{"dtype": "\\ud800"}',
+        "[]",
+        json.dumps({**P.to_dict(), "batch": -1}),
+        good2.to_json(),
+    ]
     path.write_text("\n".join(lines) + "\n")
     assert load_failures(str(tmp_path), "torch-blockwise") == [P, good2]
     err = capsys.readouterr().err
@@ -372,8 +440,9 @@ def test_case_log_cuts_an_incomplete_line_and_undoes_a_failed_write(tmp_path, mo
     log.close()
 
 
-def test_disk_full_stops_the_run_in_one_line_with_a_partial_report_and_resume_finishes_it(tmp_path, capsys,
-                                                                                           monkeypatch):
+def test_disk_full_stops_the_run_in_one_line_with_a_partial_report_and_resume_finishes_it(
+    tmp_path, capsys, monkeypatch
+):
     import errno
 
     from difftest.search.case_log import CaseLog
@@ -388,8 +457,23 @@ def test_disk_full_stops_the_run_in_one_line_with_a_partial_report_and_resume_fi
         real(self, data)
 
     monkeypatch.setattr(CaseLog, "_write_all", full_after_two)
-    argv = ["run", "-q", "-p", "quick", "--max-examples", "5", "--no-edge-cases", "--no-isolate", "--no-prebuild",
-            "-k", "torch-blockwise", "--out", "out", "--db", "none"]
+    argv = [
+        "run",
+        "-q",
+        "-p",
+        "quick",
+        "--max-examples",
+        "5",
+        "--no-edge-cases",
+        "--no-isolate",
+        "--no-prebuild",
+        "-k",
+        "torch-blockwise",
+        "--out",
+        "out",
+        "--db",
+        "none",
+    ]
     rc, err = _cli(argv, capsys)
     lines = [ln for ln in err.splitlines() if "No space left on device" in ln]
     assert rc == 2 and len(lines) == 1 and "--resume" in lines[0] and "Traceback" not in err, err
@@ -410,7 +494,24 @@ def test_a_planted_runs_link_is_refused_before_anything_is_written(tmp_path, cap
     out = tmp_path / "out"
     out.mkdir()
     (out / "runs").symlink_to(target)
-    rc, err = _cli(["run", "-q", "-p", "quick", "--max-examples", "1", "--no-edge-cases", "--no-isolate",
-                    "-k", "torch-blockwise", "--out", str(out), "--db", "none"], capsys)
+    rc, err = _cli(
+        [
+            "run",
+            "-q",
+            "-p",
+            "quick",
+            "--max-examples",
+            "1",
+            "--no-edge-cases",
+            "--no-isolate",
+            "-k",
+            "torch-blockwise",
+            "--out",
+            str(out),
+            "--db",
+            "none",
+        ],
+        capsys,
+    )
     _one_line(rc, err, "is a symbolic link")
     assert not any(target.iterdir())

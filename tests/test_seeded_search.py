@@ -34,8 +34,7 @@ class Noisy(RefKernel):
 
 
 def _drawn(kernel):
-    res = run_campaign(kernel, "quick", max_examples=EXAMPLES, edge_cases=False, database=None, seed=5,
-                       time_budget=1e4)
+    res = run_campaign(kernel, "quick", max_examples=EXAMPLES, edge_cases=False, database=None, seed=5, time_budget=1e4)
     assert res.status == "passed", res.reason
     return [c.problem for c in res.cases]
 
@@ -58,7 +57,8 @@ def test_a_seeded_search_ignores_the_literals_of_local_code(tmp_path, monkeypatc
     (tmp_path / "kernel_v2_literals.py").write_text(
         "BLOCK_M, BLOCK_N, STAGES, WARPS = 96, 48, 3, 5\n"
         "TILES = (17, 33, 65, 129, 7, 11, 13, 2.5, 0.125, 1e-3, -7, 255, 1023)\n"
-        "NAME = 'tail_kernel_v2'\n")
+        "NAME = 'tail_kernel_v2'\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         importlib.import_module("kernel_v2_literals")

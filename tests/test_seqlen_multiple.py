@@ -16,15 +16,24 @@ from tests.drawing import draw_many
 from tests.kernels_for_tests import RefKernel, full_capability
 
 M = 16
-MULT = full_capability(dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4, seqlen_multiple=M,
-                       min_seqlen_q=20)
-SQUARE_MULT = full_capability(dtypes=("float16",), head_dims_qk=(16,), max_seqlen=160, max_heads=4,
-                              seqlen_q_ne_k=False, varlen=False, empty_seqs=False, pad_tail=False,
-                              seqlen_multiple=M, compile_key=("dtype", "causal"))
-CAUSAL_ONLY = full_capability(dtypes=("float32",), head_dims_qk=(8,), max_seqlen=96, max_heads=2,
-                              causal_required=True, aligns=("top_left",))
-
-
+MULT = full_capability(
+    dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=160, max_heads=4, seqlen_multiple=M, min_seqlen_q=20
+)
+SQUARE_MULT = full_capability(
+    dtypes=("float16",),
+    head_dims_qk=(16,),
+    max_seqlen=160,
+    max_heads=4,
+    seqlen_q_ne_k=False,
+    varlen=False,
+    empty_seqs=False,
+    pad_tail=False,
+    seqlen_multiple=M,
+    compile_key=("dtype", "causal"),
+)
+CAUSAL_ONLY = full_capability(
+    dtypes=("float32",), head_dims_qk=(8,), max_seqlen=96, max_heads=2, causal_required=True, aligns=("top_left",)
+)
 
 
 @pytest.mark.parametrize("cap", [MULT, SQUARE_MULT], ids=["varlen", "square"])
@@ -75,9 +84,14 @@ def test_excludes_names_the_field_and_narrowing_cannot_widen():
     assert Capability(causal=True).narrowed(causal_required=True).causal_required
 
 
-@pytest.mark.parametrize("kw, says", [({"seqlen_multiple": 0}, "seqlen_multiple=0"),
-                                      ({"seqlen_multiple": 64, "max_seqlen": 48}, "no multiple"),
-                                      ({"causal_required": True}, "needs causal=True")])
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        ({"seqlen_multiple": 0}, "seqlen_multiple=0"),
+        ({"seqlen_multiple": 64, "max_seqlen": 48}, "no multiple"),
+        ({"causal_required": True}, "needs causal=True"),
+    ],
+)
 def test_bad_fields_are_a_clear_error(kw, says):
     with pytest.raises(ValueError, match=says):
         Capability(**kw)
@@ -96,8 +110,16 @@ def test_simplify_stays_on_the_multiple():
 class RaisesOnLongCausal(RefKernel):
     name = "test-raises-mult"
     spec = "tests.test_seqlen_multiple:RaisesOnLongCausal"
-    capability = full_capability(dtypes=("float32",), head_dims_qk=(8,), max_seqlen=96, max_heads=2, max_batch=2,
-                                 seqlen_multiple=M, causal_required=True, aligns=("top_left",))
+    capability = full_capability(
+        dtypes=("float32",),
+        head_dims_qk=(8,),
+        max_seqlen=96,
+        max_heads=2,
+        max_batch=2,
+        seqlen_multiple=M,
+        causal_required=True,
+        aligns=("top_left",),
+    )
 
     def corrupt(self, inputs, out):
         if max(inputs.problem.seqlens_q) > 40:

@@ -37,15 +37,45 @@ def test_parse_shard():
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("shards")
-    procs = [subprocess.Popen(_cmd("run", "-k", KERNEL, "-p", "quick", "--max-examples", "8", "--seed", "5",
-                                   "--shard", f"{i}/2", "--out", str(tmp / f"s{i}"), "--db", "none", "-q",
-                                   "--no-isolate"), cwd=tmp, env=_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for i in range(2)]  # side by side
+    procs = [
+        subprocess.Popen(
+            _cmd(
+                "run",
+                "-k",
+                KERNEL,
+                "-p",
+                "quick",
+                "--max-examples",
+                "8",
+                "--seed",
+                "5",
+                "--shard",
+                f"{i}/2",
+                "--out",
+                str(tmp / f"s{i}"),
+                "--db",
+                "none",
+                "-q",
+                "--no-isolate",
+            ),
+            cwd=tmp,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]  # side by side
     for p in procs:
         out, _ = p.communicate(timeout=600)
         assert p.returncode == 0, out[-3000:]
-    r = subprocess.run(_cmd("merge", str(tmp / "s0" / "report.json"), str(tmp / "s1" / "report.json"),
-                            "-o", str(tmp / "merged.json")), cwd=tmp, env=_env(), capture_output=True, text=True)
+    r = subprocess.run(
+        _cmd("merge", str(tmp / "s0" / "report.json"), str(tmp / "s1" / "report.json"), "-o", str(tmp / "merged.json")),
+        cwd=tmp,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     parts = [json.loads((tmp / f"s{i}" / "report.json").read_text()) for i in range(2)]
     return tmp, parts, json.loads((tmp / "merged.json").read_text())
@@ -83,8 +113,13 @@ def test_two_shards_side_by_side_merge_into_one_campaign(shards):
     assert pairs["by_dimensions"] == union["by_dimensions"]
     assert m["outputs"]["dq"]["cases"] == m["examples"] - m["counts"]["skipped"]
     # and merging gives the gate a report it can compare with itself
-    r = subprocess.run(_cmd("gate", "--baseline", str(tmp / "merged.json"), "--candidate", str(tmp / "merged.json")),
-                       cwd=tmp, env=_env(), capture_output=True, text=True)
+    r = subprocess.run(
+        _cmd("gate", "--baseline", str(tmp / "merged.json"), "--candidate", str(tmp / "merged.json")),
+        cwd=tmp,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -94,17 +129,30 @@ def test_merge_refuses_incomplete_or_mismatched_shards(shards, tmp_path):
     other = json.loads((tmp / "s1" / "report.json").read_text())
     other["campaigns"][0]["settings"]["seed"] = 6
     (tmp_path / "seed6.json").write_text(json.dumps(other))
-    for args, why in (([s0], "missing"), ([s0, s0], "given twice"), ([s0, str(tmp_path / "seed6.json")], "seed"),
-                      ([s0, str(tmp_path / "nope.json")], "no such file")):
-        r = subprocess.run(_cmd("merge", *args, "-o", str(tmp_path / "m.json")), cwd=tmp_path, env=_env(),
-                           capture_output=True, text=True)
+    for args, why in (
+        ([s0], "missing"),
+        ([s0, s0], "given twice"),
+        ([s0, str(tmp_path / "seed6.json")], "seed"),
+        ([s0, str(tmp_path / "nope.json")], "no such file"),
+    ):
+        r = subprocess.run(
+            _cmd("merge", *args, "-o", str(tmp_path / "m.json")),
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 2 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
     assert not (tmp_path / "m.json").exists()
 
 
 def test_in_shard_partitions_problems():
-    ps = [Problem(batch=1, seqlen_q=s, seqlen_k=s + 1, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8,
-                  dtype="float32") for s in range(1, 41)]
+    ps = [
+        Problem(
+            batch=1, seqlen_q=s, seqlen_k=s + 1, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8, dtype="float32"
+        )
+        for s in range(1, 41)
+    ]
     for n in (1, 2, 3):
         owners = [[i for i in range(n) if in_shard(p, (i, n))] for p in ps]
         assert all(len(o) == 1 for o in owners)
@@ -116,15 +164,31 @@ def test_merge_puts_kernels_side_by_side_and_refuses_one_kernel_twice():
     from difftest.report.read import ReportError
 
     def doc(kernel, status="passed"):
-        case = {"kernel": kernel, "problem": {"batch": 1, "seqlen_q": 3}, "status": status, "verdicts": [
-            {"output": "dq", "gate": "budget", "passed": status == "passed", "numbers": {"ratio": 0.5}}]}
-        return {"difftest_report": 1, "campaigns": [{"kernel": kernel, "profile": "ci", "status": status,
-                                                     "cases": [case], "coverage": {"hit": {"f": 1}, "missing": []},
-                                                     "settings": {"seed": 0}}]}
+        case = {
+            "kernel": kernel,
+            "problem": {"batch": 1, "seqlen_q": 3},
+            "status": status,
+            "verdicts": [{"output": "dq", "gate": "budget", "passed": status == "passed", "numbers": {"ratio": 0.5}}],
+        }
+        return {
+            "difftest_report": 1,
+            "campaigns": [
+                {
+                    "kernel": kernel,
+                    "profile": "ci",
+                    "status": status,
+                    "cases": [case],
+                    "coverage": {"hit": {"f": 1}, "missing": []},
+                    "settings": {"seed": 0},
+                }
+            ],
+        }
 
     m = merge_reports([("a.json", doc("k1")), ("b.json", doc("k2", "failed"))])
-    assert [(c["kernel"], c["status"], c["examples"]) for c in m["campaigns"]] == [("k1", "passed", 1),
-                                                                                  ("k2", "failed", 1)]
+    assert [(c["kernel"], c["status"], c["examples"]) for c in m["campaigns"]] == [
+        ("k1", "passed", 1),
+        ("k2", "failed", 1),
+    ]
     assert m["campaigns"][1]["outputs"]["dq"] == {"cases": 1, "passed": 0, "failed": 1, "worst_ratio": 0.5}
     with pytest.raises(ReportError, match="without --shard"):
         merge_reports([("a.json", doc("k1")), ("b.json", doc("k1"))])

@@ -22,8 +22,15 @@ from difftest.search.shrinking import simplify
 from difftest.strategies import problems
 from tests.kernels_for_tests import full_capability
 
-CAP = full_capability(dtypes=("float32", "float16"), head_dims_qk=(16, 32), max_batch=4, max_seqlen=128, max_heads=4,
-                      block_m=64, block_n=64)
+CAP = full_capability(
+    dtypes=("float32", "float16"),
+    head_dims_qk=(16, 32),
+    max_batch=4,
+    max_seqlen=128,
+    max_heads=4,
+    block_m=64,
+    block_n=64,
+)
 BLOCK = CAP.block_n
 
 
@@ -44,8 +51,16 @@ def gqa_mapping(inputs: Inputs) -> Outputs:
     """Query head h reads key/value head h % heads_kv instead of h // group."""
     p = inputs.problem
     idx = torch.tensor([h % p.heads_kv for h in range(p.heads_q)])
-    wide = Inputs(problem=p.replace(heads_kv=p.heads_q), q=inputs.q, k=inputs.k[:, idx], v=inputs.v[:, idx],
-                  do=inputs.do, sink=inputs.sink, cu_seqlens_q=inputs.cu_seqlens_q, cu_seqlens_k=inputs.cu_seqlens_k)
+    wide = Inputs(
+        problem=p.replace(heads_kv=p.heads_q),
+        q=inputs.q,
+        k=inputs.k[:, idx],
+        v=inputs.v[:, idx],
+        do=inputs.do,
+        sink=inputs.sink,
+        cu_seqlens_q=inputs.cu_seqlens_q,
+        cu_seqlens_k=inputs.cu_seqlens_k,
+    )
     out = reference(wide, "float64")
     dk = torch.zeros_like(inputs.k, dtype=out.dk.dtype).index_add_(1, idx, out.dk)
     dv = torch.zeros_like(inputs.v, dtype=out.dv.dtype).index_add_(1, idx, out.dv)
@@ -67,8 +82,8 @@ def tail_block(inputs: Inputs) -> Outputs:
     for b, sk in enumerate(p.seqlens_k):
         if sk > BLOCK and sk % BLOCK:
             k0 = p.cu_seqlens_k[b] + (sk // BLOCK) * BLOCK
-            out.dk[k0:p.cu_seqlens_k[b + 1]] = 0
-            out.dv[k0:p.cu_seqlens_k[b + 1]] = 0
+            out.dk[k0 : p.cu_seqlens_k[b + 1]] = 0
+            out.dv[k0 : p.cu_seqlens_k[b + 1]] = 0
     return out
 
 
@@ -78,7 +93,7 @@ def empty_key_sequence(inputs: Inputs) -> Outputs:
     p = inputs.problem
     for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
         if sk == 0 and sq:
-            out.o[p.cu_seqlens_q[b]:p.cu_seqlens_q[b + 1]] = float("nan")
+            out.o[p.cu_seqlens_q[b] : p.cu_seqlens_q[b + 1]] = float("nan")
     return out
 
 
@@ -101,16 +116,16 @@ def naive_softmax(inputs: Inputs) -> Outputs:
         q0, k0 = p.cu_seqlens_q[b], p.cu_seqlens_k[b]
         if not sq:
             continue
-        k = x.k[k0:k0 + sk].repeat_interleave(p.group, dim=1)
-        v = x.v[k0:k0 + sk].repeat_interleave(p.group, dim=1)
-        s = torch.einsum("qhd,khd->hqk", x.q[q0:q0 + sq], k) * p.scale
+        k = x.k[k0 : k0 + sk].repeat_interleave(p.group, dim=1)
+        v = x.v[k0 : k0 + sk].repeat_interleave(p.group, dim=1)
+        s = torch.einsum("qhd,khd->hqk", x.q[q0 : q0 + sq], k) * p.scale
         e = torch.exp(s) * allowed_mask(p, sq, sk)
         den = e.sum(-1, keepdim=True)
         if x.sink is not None:
             den = den + torch.exp(x.sink).view(-1, 1, 1)
         visible = allowed_mask(p, sq, sk).any(-1).view(1, sq, 1) | (x.sink is not None)
         den = torch.where(visible, den, torch.ones_like(den))  # fully masked rows: O = 0, not a fault
-        o[q0:q0 + sq] = torch.einsum("hqk,khd->qhd", e / den, v)
+        o[q0 : q0 + sq] = torch.einsum("hqk,khd->qhd", e / den, v)
     out.o = o.double()
     return out
 
@@ -171,9 +186,17 @@ def shrink(fn, capability=CAP, profile="quick", max_examples=500):
             _TRUTH.pop(id(x), None)
 
     t0 = time.perf_counter()
-    p = find(problems(capability, profile), fails,
-             settings=settings(max_examples=max_examples, database=None, derandomize=True, deadline=None,
-                               suppress_health_check=[HealthCheck.too_slow]))  # each example runs 2 references
+    p = find(
+        problems(capability, profile),
+        fails,
+        settings=settings(
+            max_examples=max_examples,
+            database=None,
+            derandomize=True,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )  # each example runs 2 references
     # Hypothesis's shrinker can stall in a local minimum that depends on its seed (which
     # derandomize takes from the test's source and path): difftest finishes the shrink
     p, _ = simplify(p, fails, capability)
@@ -252,8 +275,11 @@ def test_correct_kernel_is_never_reported():
     """The planted-fault harness does not itself fail: the uncorrupted reference passes."""
     kernel = Planted(lambda x: reference(x, "float64"))
     with pytest.raises(NoSuchExample):
-        find(problems(CAP, "quick"), lambda p: differs(kernel.run(make_inputs(p)), reference(make_inputs(p))),
-             settings=settings(max_examples=60, database=None, derandomize=True, deadline=None))
+        find(
+            problems(CAP, "quick"),
+            lambda p: differs(kernel.run(make_inputs(p)), reference(make_inputs(p))),
+            settings=settings(max_examples=60, database=None, derandomize=True, deadline=None),
+        )
 
 
 @pytest.mark.slow
@@ -261,8 +287,16 @@ def test_campaign_shrinks_the_planted_fault_through_the_engine(tmp_path):
     """The same fault through difftest.search.campaign (runner, gates, reproducer): ~25 s."""
     from difftest.search.campaign import run_campaign
 
-    res = run_campaign(Planted(tail_and_gqa), "quick", max_examples=200, edge_cases=False, database=None,
-                       out_dir=tmp_path, time_budget=60, shrink_budget=60)
+    res = run_campaign(
+        Planted(tail_and_gqa),
+        "quick",
+        max_examples=200,
+        edge_cases=False,
+        database=None,
+        out_dir=tmp_path,
+        time_budget=60,
+        shrink_budget=60,
+    )
     assert res.failed, res.status
     p = res.failure.problem
     assert (p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv) == (1, 1, BLOCK + 1, 2, 1), p.short()
@@ -270,8 +304,20 @@ def test_campaign_shrinks_the_planted_fault_through_the_engine(tmp_path):
 
 
 def test_domain_shrinking_drops_the_softcap_and_negative_sides_unless_the_fault_needs_them():
-    start = Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=2, heads_kv=1, causal=True, window_left=-3,
-                    window_right=-1, softcap=0.05, values="scaled", value_scale=4.0, seed=5)
+    start = Problem(
+        batch=2,
+        seqlen_q=9,
+        seqlen_k=14,
+        heads_q=2,
+        heads_kv=1,
+        causal=True,
+        window_left=-3,
+        window_right=-1,
+        softcap=0.05,
+        values="scaled",
+        value_scale=4.0,
+        seed=5,
+    )
     anything, _ = simplify(start, lambda q: True)
     assert anything.softcap is None and not anything.masked, anything.short()
     capped, _ = simplify(start, lambda q: q.softcap is not None)

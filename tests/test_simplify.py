@@ -9,8 +9,17 @@ from tests.kernels_for_tests import SMALL, RaisesOnCausal, WrongDkForLongGqa
 
 def test_walks_out_of_a_local_minimum():
     # what Hypothesis left once: a batch of empty varlen sequences around one token, 3 heads
-    p = Problem(batch=4, seqlen_q=(0, 0, 0, 1), seqlen_k=(0, 0, 0, 1), heads_q=3, heads_kv=3, head_dim_qk=16,
-                head_dim_v=16, sinks=True, seed=7).validate()
+    p = Problem(
+        batch=4,
+        seqlen_q=(0, 0, 0, 1),
+        seqlen_k=(0, 0, 0, 1),
+        heads_q=3,
+        heads_kv=3,
+        head_dim_qk=16,
+        head_dim_v=16,
+        sinks=True,
+        seed=7,
+    ).validate()
     best, calls = simplify(p, lambda q: q.sinks and q.total_q >= 1)
     assert (best.varlen, best.batch, best.seqlen_q, best.seqlen_k, best.heads_q) == (False, 1, 1, 1, 1)
     assert best.seed == 0 and best.head_dim_qk == 8 and calls < 100

@@ -42,11 +42,18 @@ def test_json_round_trip_and_json_without_it_reads_as_before():
     assert "sparse:topk1x4-k3-inv30-dup30-empty2@5" in p.short()
 
 
-@pytest.mark.parametrize("bad,field", [
-    (dict(kind="diagonal"), "kind"), (dict(block_q=0), "block_q"), (dict(drop=101), "drop"),
-    (dict(kind="topk", topk=0), "topk"), (dict(kind="topk", topk=2, invalid=60, dup=50), "dup"),
-    (dict(kind="block", topk=3), "topk"), (dict(kind="topk", topk=1, drop=5), "drop"),
-])
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        (dict(kind="diagonal"), "kind"),
+        (dict(block_q=0), "block_q"),
+        (dict(drop=101), "drop"),
+        (dict(kind="topk", topk=0), "topk"),
+        (dict(kind="topk", topk=2, invalid=60, dup=50), "dup"),
+        (dict(kind="block", topk=3), "topk"),
+        (dict(kind="topk", topk=1, drop=5), "drop"),
+    ],
+)
 def test_each_bad_sparsity_field_is_named(bad, field):
     with pytest.raises(ProblemError) as info:
         Problem(sparsity=bad).validate()
@@ -56,8 +63,12 @@ def test_each_bad_sparsity_field_is_named(bad, field):
 def test_the_pattern_is_pinned_and_the_same_from_json():
     """The pattern is derived, not stored: the same bits on any machine (a SHA-512 seeded stream),
     pinned here so that a change of the derivation is seen (old reproducers would change mask)."""
-    assert BLOCK.block_pattern(13, 17) == ((False, True, True), (True, True, True), (False, False, True),
-                                           (False, False, False))  # empty=1: the last query block
+    assert BLOCK.block_pattern(13, 17) == (
+        (False, True, True),
+        (True, True, True),
+        (False, False, True),
+        (False, False, False),
+    )  # empty=1: the last query block
     assert TOPK.topk_slots(6, 9)[:3] == ((3, -1, 3), (0, 1, -1), (0, 2, 1))
     again = Problem.from_json(Problem(sparsity=TOPK).to_json()).sparsity
     assert again.topk_slots(19, 23) == TOPK.topk_slots(19, 23)
@@ -102,8 +113,12 @@ def _brute(p: Problem) -> torch.Tensor:
     (sq,), (sk,) = p.seqlens_q[:1], p.seqlens_k[:1]
     sel = p.sparsity.selected(sq, sk)
     dense = allowed_mask(p.replace(sparsity=None), sq, sk)
-    return torch.tensor([[bool(dense[i, j]) and sel[i // p.sparsity.block_q][j // p.sparsity.block_k]
-                          for j in range(sk)] for i in range(sq)])
+    return torch.tensor(
+        [
+            [bool(dense[i, j]) and sel[i // p.sparsity.block_q][j // p.sparsity.block_k] for j in range(sk)]
+            for i in range(sq)
+        ]
+    )
 
 
 @pytest.mark.parametrize("p", [CASES[0], CASES[2], CASES[3]], ids=lambda p: p.short())
@@ -152,14 +167,16 @@ def test_capability_covers_only_declared_block_sizes():
     assert "block-sparse mask of 16x16 blocks not in none" in Capability().excludes(p)
     assert Capability(block_sparse=((16, 16),)).covers(p)
     assert "top-k" in Capability(block_sparse=((16, 16),)).excludes(
-        p.replace(sparsity=Sparsity("topk", 16, 16, topk=1)))
+        p.replace(sparsity=Sparsity("topk", 16, 16, topk=1))
+    )
     with pytest.raises(ValueError, match="block_sparse"):
         Capability(block_sparse=(16, 16))
 
 
 # ----------------------------------------------------------------------------- strategies
-_SETTINGS = settings(max_examples=250, database=None, derandomize=True, suppress_health_check=list(HealthCheck),
-                     deadline=None)
+_SETTINGS = settings(
+    max_examples=250, database=None, derandomize=True, suppress_health_check=list(HealthCheck), deadline=None
+)
 
 
 def test_draws_reach_every_sparse_edge_and_stay_inside_the_capability():
@@ -178,8 +195,7 @@ def test_draws_reach_every_sparse_edge_and_stay_inside_the_capability():
 
 
 def test_a_kernel_without_sparse_sizes_is_never_drawn_one():
-    @settings(max_examples=60, database=None, derandomize=True, suppress_health_check=list(HealthCheck),
-              deadline=None)
+    @settings(max_examples=60, database=None, derandomize=True, suppress_health_check=list(HealthCheck), deadline=None)
     @given(problems(CAPABILITY, "ci"))
     def draw(p):
         assert p.sparsity is None
@@ -200,8 +216,13 @@ def test_edge_corpus_and_configurations_hold_the_sparse_edges():
 
 
 def test_shrinking_drops_the_mask_or_walks_it_to_the_smallest_that_fails():
-    big = Problem(seqlen_q=40, seqlen_k=40, heads_q=2, heads_kv=2, sparsity=Sparsity(
-        "topk", 1, 16, topk=5, invalid=20, dup=30, empty=3, seed=77))
+    big = Problem(
+        seqlen_q=40,
+        seqlen_k=40,
+        heads_q=2,
+        heads_kv=2,
+        sparsity=Sparsity("topk", 1, 16, topk=5, invalid=20, dup=30, empty=3, seed=77),
+    )
     got, _ = simplify(big, lambda p: True, SPARSE_CAPABILITY)
     assert got.sparsity is None
 
@@ -215,14 +236,18 @@ def test_shrinking_drops_the_mask_or_walks_it_to_the_smallest_that_fails():
 
 
 # ----------------------------------------------------------------------------- kernels
-@pytest.mark.parametrize("p", CASES + [e for e in edge_problems(SPARSE_CAPABILITY) if e.sparse][::7],
-                         ids=lambda p: p.short())
+@pytest.mark.parametrize(
+    "p", CASES + [e for e in edge_problems(SPARSE_CAPABILITY) if e.sparse][::7], ids=lambda p: p.short()
+)
 def test_the_sparse_blockwise_kernel_and_its_variant_pass(p):
     for k in (SparseBlockwiseAttention(), VARIANTS["sparse-tiles-reversed"].factory()):
         sp = p.sparsity  # the blockwise kernel serves any block size: the CASES' ones declared too
         size = ((sp.block_q, sp.block_k),)
-        k.capability = replace(SPARSE_CAPABILITY, block_sparse=SPARSE_CAPABILITY.block_sparse + size,
-                               topk_sparse=SPARSE_CAPABILITY.topk_sparse + size)
+        k.capability = replace(
+            SPARSE_CAPABILITY,
+            block_sparse=SPARSE_CAPABILITY.block_sparse + size,
+            topk_sparse=SPARSE_CAPABILITY.topk_sparse + size,
+        )
         case = run_case(k, p)
         assert case.status == "passed", case.render()
 
@@ -236,23 +261,55 @@ def test_sparse_mutants_hide_on_every_dense_problem(name):
 
 
 def test_sparse_mutants_exist_and_the_catalogue_names_their_class():
-    assert SPARSE_NAMES == ["sparse-bwd-ignores-mask", "sparse-bwd-transposed", "sparse-empty-row-nan",
-                            "sparse-topk-dup-twice"]
+    assert SPARSE_NAMES == [
+        "sparse-bwd-ignores-mask",
+        "sparse-bwd-transposed",
+        "sparse-empty-row-nan",
+        "sparse-topk-dup-twice",
+    ]
     assert all(MUTANTS[n].bug_class == "sparse" for n in SPARSE_NAMES)
 
 
 # ----------------------------------------------------------------------------- FlexAttention
 FLEX_CASES = [
-    Problem(seqlen_q=300, seqlen_k=270, head_dim_qk=16, head_dim_v=16, sparsity=Sparsity("block", 128, 128, drop=50,
-                                                                                          seed=1)),
-    Problem(batch=2, seqlen_q=300, seqlen_k=270, head_dim_qk=16, head_dim_v=16, causal=True,
-            sparsity=Sparsity("block", 128, 128, drop=30, empty=1, seed=2)),
-    Problem(batch=2, seqlen_q=40, seqlen_k=50, head_dim_qk=16, head_dim_v=16,
-            sparsity=Sparsity("topk", 1, 1, topk=5, invalid=30, dup=30, empty=2, seed=3)),
-    Problem(batch=2, seqlen_q=(40, 0), seqlen_k=(50, 9), head_dim_qk=16, head_dim_v=16, sinks=True,
-            sparsity=Sparsity("topk", 1, 64, topk=2, invalid=30, seed=3)),
-    Problem(batch=2, seqlen_q=(140, 20), seqlen_k=(150, 9), head_dim_qk=16, head_dim_v=16, window_left=30,
-            sparsity=Sparsity("block", 128, 128, drop=30, seed=3)),
+    Problem(
+        seqlen_q=300, seqlen_k=270, head_dim_qk=16, head_dim_v=16, sparsity=Sparsity("block", 128, 128, drop=50, seed=1)
+    ),
+    Problem(
+        batch=2,
+        seqlen_q=300,
+        seqlen_k=270,
+        head_dim_qk=16,
+        head_dim_v=16,
+        causal=True,
+        sparsity=Sparsity("block", 128, 128, drop=30, empty=1, seed=2),
+    ),
+    Problem(
+        batch=2,
+        seqlen_q=40,
+        seqlen_k=50,
+        head_dim_qk=16,
+        head_dim_v=16,
+        sparsity=Sparsity("topk", 1, 1, topk=5, invalid=30, dup=30, empty=2, seed=3),
+    ),
+    Problem(
+        batch=2,
+        seqlen_q=(40, 0),
+        seqlen_k=(50, 9),
+        head_dim_qk=16,
+        head_dim_v=16,
+        sinks=True,
+        sparsity=Sparsity("topk", 1, 64, topk=2, invalid=30, seed=3),
+    ),
+    Problem(
+        batch=2,
+        seqlen_q=(140, 20),
+        seqlen_k=(150, 9),
+        head_dim_qk=16,
+        head_dim_v=16,
+        window_left=30,
+        sparsity=Sparsity("block", 128, 128, drop=30, seed=3),
+    ),
 ]
 
 
@@ -285,7 +342,7 @@ def test_flex_block_mask_lists_the_selected_blocks_and_full_ones_only_where_whol
     assert torch.equal(bm.to_dense()[0, 0].bool(), sel)
     full = torch.zeros_like(sel)
     for qb in range(sel.shape[0]):
-        for j in bm.full_kv_indices[0, 0, qb, :int(bm.full_kv_num_blocks[0, 0, qb])].tolist():
+        for j in bm.full_kv_indices[0, 0, qb, : int(bm.full_kv_num_blocks[0, 0, qb])].tolist():
             full[qb, j] = True
     assert torch.equal(full & ~sel, torch.zeros_like(sel)) and not full[:, -1].any()  # a 14-key tail block is partial
 
@@ -321,8 +378,17 @@ def test_the_selection_follows_the_runs_default_device():
     """Under --device cuda the blockwise kernels make their tiles on CUDA (the default device):
     the host-side selection indexed with device indices failed 45 of 1,301 sparse-tiles-reversed
     cases on the H100. Any non-CPU default device shows it here (meta)."""
-    p = Problem(batch=1, seqlen_q=9, seqlen_k=7, heads_q=1, heads_kv=1, head_dim_qk=8, head_dim_v=8,
-                dtype="float32", sparsity=dict(kind="topk", block_q=1, block_k=1, topk=2, seed=3)).validate()
+    p = Problem(
+        batch=1,
+        seqlen_q=9,
+        seqlen_k=7,
+        heads_q=1,
+        heads_kv=1,
+        head_dim_qk=8,
+        head_dim_v=8,
+        dtype="float32",
+        sparsity=dict(kind="topk", block_q=1, block_k=1, topk=2, seed=3),
+    ).validate()
     k = SparseBlockwiseAttention()
     k.sparse_allowed(p, 0, 4, 0, 5, 9, 7, "bwd")  # the selection computed (and cached) on the host first,
     p.sparsity.allowed(9, 7)  # as the references do before the kernel runs

@@ -12,23 +12,52 @@ from tests.drawing import draw_many
 from tests.kernels_for_tests import full_capability
 
 # broad CPU kernel (like the torch blockwise one): every feature, odd head dims, qk != v
-BROAD = full_capability(dtypes=("float32", "float16", "bfloat16"), head_dims_qk=(8, 16, 24, 32, 59, 64),
-                        max_batch=8, max_seqlen=256, max_heads=8, varlen=True, sinks=True, block_m=64, block_n=64)
+BROAD = full_capability(
+    dtypes=("float32", "float16", "bfloat16"),
+    head_dims_qk=(8, 16, 24, 32, 59, 64),
+    max_batch=8,
+    max_seqlen=256,
+    max_heads=8,
+    varlen=True,
+    sinks=True,
+    block_m=64,
+    block_n=64,
+)
 # SDPA-CPU-like: no sinks, causal top-left only, equal head dims
-SDPA_LIKE = full_capability(dtypes=("float32", "bfloat16"), head_dims_qk=(16, 32, 64), equal_head_dims=True,
-                            aligns=("top_left",), sinks=False, block_m=32, block_n=128)
+SDPA_LIKE = full_capability(
+    dtypes=("float32", "bfloat16"),
+    head_dims_qk=(16, 32, 64),
+    equal_head_dims=True,
+    aligns=("top_left",),
+    sinks=False,
+    block_m=32,
+    block_n=128,
+)
 # narrow: float16, head dim 128, causal, no varlen
-NARROW = full_capability(dtypes=("float16",), head_dims_qk=(128,), varlen=False, empty_seqs=False, pad_tail=False,
-                         window=False, sinks=False, softmax_scale=False, gqa=False, max_heads=4, block_m=128,
-                         block_n=64)
+NARROW = full_capability(
+    dtypes=("float16",),
+    head_dims_qk=(128,),
+    varlen=False,
+    empty_seqs=False,
+    pad_tail=False,
+    window=False,
+    sinks=False,
+    softmax_scale=False,
+    gqa=False,
+    max_heads=4,
+    block_m=128,
+    block_n=64,
+)
 CAPS = {"broad": BROAD, "sdpa_like": SDPA_LIKE, "narrow": NARROW}
 # a JIT kernel that recompiles per dtype, head dims, causal, sinks and head counts (FA4-like)
-JIT = full_capability(dtypes=("float16", "bfloat16"), head_dims_qk=(64, 96, 128), max_heads=8,
-                      compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv"))
+JIT = full_capability(
+    dtypes=("float16", "bfloat16"),
+    head_dims_qk=(64, 96, 128),
+    max_heads=8,
+    compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv"),
+)
 
 DRAWS = {"broad": 2000, "sdpa_like": 800, "narrow": 500}
-
-
 
 
 _CACHE = {}
@@ -64,8 +93,16 @@ def test_seeded_budget_of_draws_reaches_every_feature(name):
 
 def test_expected_features_follow_the_capability():
     broad, narrow = expected_features(BROAD), expected_features(NARROW)
-    assert {"varlen:empty_q", "heads:GQA", "sink:far_below", "window:zero", "causal:bottom_right",
-            "dims:qk!=v", "dims:not_multiple_of_16", "sk=block+1"} <= broad
+    assert {
+        "varlen:empty_q",
+        "heads:GQA",
+        "sink:far_below",
+        "window:zero",
+        "causal:bottom_right",
+        "dims:qk!=v",
+        "dims:not_multiple_of_16",
+        "sk=block+1",
+    } <= broad
     assert not {f for f in narrow if f.startswith(("varlen", "sink", "window", "heads:G", "heads:MQ"))}
     assert "causal:top_left" not in expected_features(SDPA_LIKE) - {"causal:top_left"}
     assert "causal:bottom_right" not in expected_features(SDPA_LIKE)
@@ -102,12 +139,39 @@ def test_edge_corpus_runs_every_declared_head_dim(name, profile):
 
 def test_edge_corpus_covers_the_classic_corners_without_randomness():
     seen = set().union(*(features(p, BROAD) for p in edge_problems(BROAD)))
-    corners = {"sq=block+1", "sk=block+1", "sk=block-1", "sq>sk", "sq<sk", "fully_masked_row", "heads:GQA",
-               "heads:MQA", "dims:qk!=v", "dims:not_multiple_of_16", "varlen:empty_q", "varlen:empty_k",
-               "varlen:single", "varlen:many_short", "varlen:one_long", "varlen:pad_tail", "causal:top_left",
-               "causal:bottom_right", "window:left_only", "window:right_only", "window:both", "window:zero",
-               "window:wider_than_seq", "window+causal", "sink:far_above", "sink:far_below", "logits:large",
-               "lse:very_negative", "dtype:bfloat16", "values:mixed_do", "values:near_constant"}
+    corners = {
+        "sq=block+1",
+        "sk=block+1",
+        "sk=block-1",
+        "sq>sk",
+        "sq<sk",
+        "fully_masked_row",
+        "heads:GQA",
+        "heads:MQA",
+        "dims:qk!=v",
+        "dims:not_multiple_of_16",
+        "varlen:empty_q",
+        "varlen:empty_k",
+        "varlen:single",
+        "varlen:many_short",
+        "varlen:one_long",
+        "varlen:pad_tail",
+        "causal:top_left",
+        "causal:bottom_right",
+        "window:left_only",
+        "window:right_only",
+        "window:both",
+        "window:zero",
+        "window:wider_than_seq",
+        "window+causal",
+        "sink:far_above",
+        "sink:far_below",
+        "logits:large",
+        "lse:very_negative",
+        "dtype:bfloat16",
+        "values:mixed_do",
+        "values:near_constant",
+    }
     assert corners <= seen, sorted(corners - seen)
 
 
@@ -137,10 +201,17 @@ def test_size_knobs_override_the_profile():
         assert p.batch == 1 and p.heads_q <= 2 and max(p.max_seqlen_q, p.max_seqlen_k) <= 65
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"profile": "huge"}, "profile"), ({"budget": 0}, "budget"), ({"max_seqlen": "64"}, "max_seqlen"),
-    ({"new_compile_p": 1.5}, "new_compile_p"), ({"warm_configs": 0}, "warm_configs"), ({"max_sq": 3}, "max_sq"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"profile": "huge"}, "profile"),
+        ({"budget": 0}, "budget"),
+        ({"max_seqlen": "64"}, "max_seqlen"),
+        ({"new_compile_p": 1.5}, "new_compile_p"),
+        ({"warm_configs": 0}, "warm_configs"),
+        ({"max_sq": 3}, "max_sq"),
+    ],
+)
 def test_bad_knobs_raise_naming_the_knob(kwargs, field):
     with pytest.raises(ValueError, match=field):
         problems(BROAD, **kwargs)
@@ -158,8 +229,10 @@ def test_compile_aware_draws_reuse_warm_configurations():
     never = draw_many(problems(JIT, "ci", new_compile_p=0.0), n)
     k_reuse, k_fresh, k_never = (compile_keys(x, JIT) for x in (reuse, fresh, never))
     assert sum(k_reuse.values()) == n
-    print(f"\ndistinct compile keys over {n} draws: p=0.0 -> {len(k_never)}, p=0.1 -> {len(k_reuse)}, "
-          f"p=1.0 -> {len(k_fresh)}; warm share at p=0.1: {_warm_share(reuse, JIT):.1%}")
+    print(
+        f"\ndistinct compile keys over {n} draws: p=0.0 -> {len(k_never)}, p=0.1 -> {len(k_reuse)}, "
+        f"p=1.0 -> {len(k_fresh)}; warm share at p=0.1: {_warm_share(reuse, JIT):.1%}"
+    )
     assert len(k_never) <= 4
     assert _warm_share(never, JIT) == 1.0
     assert 0.8 <= _warm_share(reuse, JIT) < 1.0  # most draws reuse, some open a new configuration
@@ -173,8 +246,17 @@ def test_compile_aware_draws_reuse_warm_configurations():
         assert JIT.excludes(p) is None
 
 
-@pytest.mark.parametrize("key", [("seqlen_q",), ("batch", "pad_tail"), ("window_left", "align"), ("values",),
-                                 ("sink_center",), ("head_dim_v", "softmax_scale", "seed")])
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("seqlen_q",),
+        ("batch", "pad_tail"),
+        ("window_left", "align"),
+        ("values",),
+        ("sink_center",),
+        ("head_dim_v", "softmax_scale", "seed"),
+    ],
+)
 def test_any_compile_key_keeps_draws_inside_the_capability(key):
     for base in (BROAD, SDPA_LIKE):
         cap = Capability(**{**base.__dict__, "compile_key": key})
@@ -218,10 +300,26 @@ def test_capability_without_alignments_gets_square_masked_corners_only():
 
 
 # softcap and negative window bounds, declared on a small CPU capability
-CAPPED = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16, 32), max_batch=4, max_seqlen=128,
-                         max_heads=4, block_m=32, block_n=16, softcap=True, negative_window=True)
-NEW_FEATURES = {"softcap", "softcap:saturating", "softcap:near_logits", "softcap:far_above",
-                "negative_window:right_of_diagonal", "negative_window:left_of_diagonal", "negative_window:crossed"}
+CAPPED = full_capability(
+    dtypes=("float32", "float16"),
+    head_dims_qk=(8, 16, 32),
+    max_batch=4,
+    max_seqlen=128,
+    max_heads=4,
+    block_m=32,
+    block_n=16,
+    softcap=True,
+    negative_window=True,
+)
+NEW_FEATURES = {
+    "softcap",
+    "softcap:saturating",
+    "softcap:near_logits",
+    "softcap:far_above",
+    "negative_window:right_of_diagonal",
+    "negative_window:left_of_diagonal",
+    "negative_window:crossed",
+}
 
 
 def test_softcap_and_negative_windows_are_drawn_only_where_declared_and_reach_their_edges():

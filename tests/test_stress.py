@@ -181,11 +181,33 @@ def main_rc(argv) -> int:
 
 
 def _stress(tmp_path, capsys, *args):
-    rc = cli.main(["stress", "--out", str(tmp_path / "out"), "--batch", "1", "--heads", "2", "--seqlen", "70",
-                   "--head-dim", "16", "--dtype", "float32", "--load-size", "32", "-q", *map(str, args)])
+    rc = cli.main(
+        [
+            "stress",
+            "--out",
+            str(tmp_path / "out"),
+            "--batch",
+            "1",
+            "--heads",
+            "2",
+            "--seqlen",
+            "70",
+            "--head-dim",
+            "16",
+            "--dtype",
+            "float32",
+            "--load-size",
+            "32",
+            "-q",
+            *map(str, args),
+        ]
+    )
     cap = capsys.readouterr()
-    doc = json.loads((tmp_path / "out" / "stress.json").read_text()) if (tmp_path / "out" / "stress.json").exists() \
+    doc = (
+        json.loads((tmp_path / "out" / "stress.json").read_text())
+        if (tmp_path / "out" / "stress.json").exists()
         else None
+    )
     return rc, cap, doc
 
 
@@ -217,8 +239,22 @@ def test_stress_command_on_torch_blockwise_passes(tmp_path, capsys):
 def test_a_crash_in_a_later_repetition_is_that_problems_result(tmp_path, capsys):
     one = tmp_path / "p.json"
     one.write_text(json.dumps({"problem": P.to_dict()}))
-    rc = cli.main(["stress", "-k", CrashesOnThirdCall.spec, "--reps", "5", "--load", "0", "--problem", str(one),
-                   "--out", str(tmp_path / "out"), "-q"])
+    rc = cli.main(
+        [
+            "stress",
+            "-k",
+            CrashesOnThirdCall.spec,
+            "--reps",
+            "5",
+            "--load",
+            "0",
+            "--problem",
+            str(one),
+            "--out",
+            str(tmp_path / "out"),
+            "-q",
+        ]
+    )
     cap = capsys.readouterr()
     doc = json.loads((tmp_path / "out" / "stress.json").read_text())
     assert rc == 1, cap.err
@@ -229,28 +265,32 @@ def test_a_crash_in_a_later_repetition_is_that_problems_result(tmp_path, capsys)
 
 
 def test_time_budget_stops_between_problems(tmp_path, capsys):
-    rc, cap, doc = _stress(tmp_path, capsys, "-k", "torch-blockwise", "--reps", 2, "--load", 0, "--no-isolate",
-                           "--time-budget", "1e-9")
+    rc, cap, doc = _stress(
+        tmp_path, capsys, "-k", "torch-blockwise", "--reps", 2, "--load", 0, "--no-isolate", "--time-budget", "1e-9"
+    )
     assert len(doc["results"]) == 0 and len(doc["not_run"]) == 2 and rc == 3
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--reps", "1"], "allowed an integer >= 2"),
-    (["--reps", "100001"], "at most 100000"),
-    (["--load", "65"], "at most 64"),
-    (["--load", "-1"], ">= 0"),
-    (["--batch", "4097"], "at most 4096"),
-    (["--batch", "0"], ">= 1"),
-    (["--seqlen", "nan"], "not a number"),
-    (["--heads", "1025"], "at most 1024"),
-    (["--load-size", "16385"], "at most 16384"),
-    (["--time-budget", "inf"], "allowed a finite number"),
-    (["--timeout", "0"], "> 0"),
-    (["--chunk-mib", "0"], ">= 1"),
-    (["--head-dim", "17"], "does not declare it"),
-    (["--dtype", "float64"], "invalid choice"),
-    (["-k", "no-such-kernel"], "no-such-kernel"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--reps", "1"], "allowed an integer >= 2"),
+        (["--reps", "100001"], "at most 100000"),
+        (["--load", "65"], "at most 64"),
+        (["--load", "-1"], ">= 0"),
+        (["--batch", "4097"], "at most 4096"),
+        (["--batch", "0"], ">= 1"),
+        (["--seqlen", "nan"], "not a number"),
+        (["--heads", "1025"], "at most 1024"),
+        (["--load-size", "16385"], "at most 16384"),
+        (["--time-budget", "inf"], "allowed a finite number"),
+        (["--timeout", "0"], "> 0"),
+        (["--chunk-mib", "0"], ">= 1"),
+        (["--head-dim", "17"], "does not declare it"),
+        (["--dtype", "float64"], "invalid choice"),
+        (["-k", "no-such-kernel"], "no-such-kernel"),
+    ],
+)
 def test_stress_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, words):
     base = ["stress", "-k", "torch-blockwise", "--out", str(tmp_path / "out")]
     rc = main_rc(base + args if args[0] != "-k" else ["stress", *args, "--out", str(tmp_path / "out")])
@@ -265,12 +305,30 @@ def test_stress_problem_files_are_read_as_hostile_and_exclusive_with_shape_flags
     bad.write_text('{"kernel": "torch-blockwise", "problem": {"batch": -3}}')
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"kernel": "x", "problem": P.to_dict()}))
-    for args, words in ((["--problem", str(bad)], "reproducer"), (["--problem", str(tmp_path / "r.py")], ".json"),
-                        (["--problem", str(good), "--batch", "2"], "--batch")):
+    for args, words in (
+        (["--problem", str(bad)], "reproducer"),
+        (["--problem", str(tmp_path / "r.py")], ".json"),
+        (["--problem", str(good), "--batch", "2"], "--batch"),
+    ):
         rc = cli.main(["stress", "-k", "torch-blockwise", "--out", str(tmp_path / "out"), *args])
         err = capsys.readouterr().err
         assert rc == 2 and words in err and len(err.strip().splitlines()) == 1, err
-    rc = cli.main(["stress", "-k", RacyClaims.spec, "--out", str(tmp_path / "out"), "--problem", str(good),
-                   "--reps", "40", "--load", "0", "--no-isolate", "-q"])
+    rc = cli.main(
+        [
+            "stress",
+            "-k",
+            RacyClaims.spec,
+            "--out",
+            str(tmp_path / "out"),
+            "--problem",
+            str(good),
+            "--reps",
+            "40",
+            "--load",
+            "0",
+            "--no-isolate",
+            "-q",
+        ]
+    )
     doc = json.loads((tmp_path / "out" / "stress.json").read_text())
     assert rc == 1 and [r["short"] for r in doc["results"]] == [P.short()]

@@ -117,10 +117,14 @@ def test_the_second_yardstick_is_built_only_where_a_budget_fails():
     assert r.status == Status.PASSED and TENSOR_CORE_NOTE not in r.notes
 
 
-@pytest.mark.parametrize("p", [
-    Problem(seqlen_q=40, seqlen_k=70, heads_q=4, heads_kv=2, causal=True, dtype="float8_e4m3fn", seed=4),
-    Problem(batch=2, seqlen_q=(9, 30), seqlen_k=(17, 0), sinks=True, pad_tail=3, dtype="float8_e5m2", seed=5),
-], ids=["causal-gqa", "e5m2-varlen-sinks"])
+@pytest.mark.parametrize(
+    "p",
+    [
+        Problem(seqlen_q=40, seqlen_k=70, heads_q=4, heads_kv=2, causal=True, dtype="float8_e4m3fn", seed=4),
+        Problem(batch=2, seqlen_q=(9, 30), seqlen_k=(17, 0), sinks=True, pad_tail=3, dtype="float8_e5m2", seed=5),
+    ],
+    ids=["causal-gqa", "e5m2-varlen-sinks"],
+)
 def test_the_tensor_core_variant_passes(p):
     r = run_case(VARIANTS["fp8-tensor-core-accumulator"].factory(), p, RunConfig())
     assert r.status == Status.PASSED, [v.message for v in r.verdicts if not v.passed]

@@ -42,14 +42,41 @@ def test_bad_values_are_named():
 def test_run_applies_the_shard_default_to_itself_and_its_worker(tmp_path):
     """A real run: the message, and OMP_NUM_THREADS exported for the isolated worker."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIFFTEST_THREADS")}
-    code = ("import os, sys; from difftest.commands import cli; from difftest.run import threads\n"
-            "threads.usable_cpus = lambda: 8\n"
-            "rc = cli.main(sys.argv[1:])\n"
-            "print('OMP', os.environ.get('OMP_NUM_THREADS'))\n")
-    out = subprocess.run([sys.executable, "-c", code, "run", "-k", "torch-blockwise", "-p", "quick",
-                          "--max-examples", "1", "--no-edge-cases", "--no-isolate", "--shard", "1/4", "-q",
-                          "--db", "none", "--out", str(tmp_path / "o"), "--no-prebuild"],
-                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    code = (
+        "import os, sys; from difftest.commands import cli; from difftest.run import threads\n"
+        "threads.usable_cpus = lambda: 8\n"
+        "rc = cli.main(sys.argv[1:])\n"
+        "print('OMP', os.environ.get('OMP_NUM_THREADS'))\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "run",
+            "-k",
+            "torch-blockwise",
+            "-p",
+            "quick",
+            "--max-examples",
+            "1",
+            "--no-edge-cases",
+            "--no-isolate",
+            "--shard",
+            "1/4",
+            "-q",
+            "--db",
+            "none",
+            "--out",
+            str(tmp_path / "o"),
+            "--no-prebuild",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert "difftest: 2 CPU threads per process (--shard 1/4: 8 cores / 4 shards)" in out.stderr, out.stderr[-2000:]
     assert "OMP 2" in out.stdout
 

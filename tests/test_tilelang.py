@@ -29,10 +29,12 @@ FEATURES = [
     BASE.replace(seqlen_q=40, seqlen_k=65, heads_q=4, heads_kv=2, causal=True),  # GQA, causal bottom-right
     BASE.replace(seqlen_q=65, seqlen_k=40, causal=True, align="top_left", softmax_scale=0.7),
     BASE.replace(batch=2, seqlen_q=33, seqlen_k=33, window_left=5, window_right=2),  # sliding window
-    BASE.replace(batch=4, seqlen_q=(7, 0, 33, 12), seqlen_k=(0, 9, 40, 12), heads_q=3, heads_kv=3,
-                 causal=True, pad_tail=5),  # varlen, empty sequences, unused tail tokens
-    BASE.replace(batch=2, seqlen_q=(20, 3), seqlen_k=(31, 0), heads_q=4, heads_kv=1, sinks=True,
-                 window_left=7, window_right=0),  # MQA + sinks + window; rows that see only the sink
+    BASE.replace(
+        batch=4, seqlen_q=(7, 0, 33, 12), seqlen_k=(0, 9, 40, 12), heads_q=3, heads_kv=3, causal=True, pad_tail=5
+    ),  # varlen, empty sequences, unused tail tokens
+    BASE.replace(
+        batch=2, seqlen_q=(20, 3), seqlen_k=(31, 0), heads_q=4, heads_kv=1, sinks=True, window_left=7, window_right=0
+    ),  # MQA + sinks + window; rows that see only the sink
     BASE.replace(seqlen_q=50, seqlen_k=20, causal=True),  # bottom-right, sq > sk: 30 fully masked rows
     BASE.replace(heads_q=2, heads_kv=2, head_dim_qk=32, head_dim_v=16),  # qk != v head dims
     BASE.replace(dtype="float16", seqlen_q=40, seqlen_k=40, heads_q=4, heads_kv=2, causal=True),
@@ -86,9 +88,11 @@ def test_runtime_fields_reuse_one_build(kernels):
     k = kernels["atomic"]
     k.run(make_inputs(BASE))
     before = cache.stats().builds
-    for p in (BASE.replace(batch=3, seqlen_q=70, seqlen_k=50, heads_q=6, heads_kv=3),
-              BASE.replace(causal=True, align="top_left", softmax_scale=0.2, seqlen_q=9, seqlen_k=41),
-              BASE.replace(batch=2, seqlen_q=(0, 19), seqlen_k=(3, 0), window_left=1, window_right=4, pad_tail=2)):
+    for p in (
+        BASE.replace(batch=3, seqlen_q=70, seqlen_k=50, heads_q=6, heads_kv=3),
+        BASE.replace(causal=True, align="top_left", softmax_scale=0.2, seqlen_q=9, seqlen_k=41),
+        BASE.replace(batch=2, seqlen_q=(0, 19), seqlen_k=(3, 0), window_left=1, window_right=4, pad_tail=2),
+    ):
         k.run(make_inputs(p))
     assert cache.stats().builds == before
     k.run(make_inputs(BASE.replace(head_dim_v=32)))  # a compile-key field: a new main kernel
@@ -131,8 +135,10 @@ def test_ci_campaign_passes_and_reuses_compiles(kernels, mode):
     # at most the 5 kernels (fwd, pre, dsink, main, post) per compile key, and most calls reuse them
     assert s.builds <= 5 * res.compile_keys
     assert s.hits > 3 * s.builds
-    print(f"\n{mode}: {len(res.cases)} cases, {res.compile_keys} compile keys, {s.builds} builds "
-          f"({s.build_seconds:.1f} s), {s.hits} cache hits, {res.elapsed:.1f} s")
+    print(
+        f"\n{mode}: {len(res.cases)} cases, {res.compile_keys} compile keys, {s.builds} builds "
+        f"({s.build_seconds:.1f} s), {s.hits} cache hits, {res.elapsed:.1f} s"
+    )
 
 
 def _mutants():
@@ -141,8 +147,7 @@ def _mutants():
     return MUTANTS
 
 
-@pytest.mark.parametrize("name", ["tl-causal-off-by-one", "tl-dsink-sign", "tl-tail-block-skipped",
-                                  "tl-gqa-head-map"])
+@pytest.mark.parametrize("name", ["tl-causal-off-by-one", "tl-dsink-sign", "tl-tail-block-skipped", "tl-gqa-head-map"])
 def test_faulted_tilelang_kernel_fails_where_the_clean_one_passes(name):
     m = _mutants()[name]
     bad = run_case(m.make(), m.example)
@@ -183,8 +188,9 @@ def test_same_source_lowers_for_cuda(kind):
 
 # ---------------------------------------------------------------- on the GPU (H200)
 def _gpu_problem(p: Problem, dtype: str) -> Problem:
-    dims = dict(head_dim_qk=64, head_dim_v=64) if p.head_dim_qk == p.head_dim_v else dict(head_dim_qk=192,
-                                                                                         head_dim_v=128)
+    dims = (
+        dict(head_dim_qk=64, head_dim_v=64) if p.head_dim_qk == p.head_dim_v else dict(head_dim_qk=192, head_dim_v=128)
+    )
     return p.replace(dtype=dtype, **dims).validate()
 
 
@@ -224,8 +230,18 @@ def test_tilelang_variant_is_correct_and_sums_in_another_order(name):
     """A correct variant passes every gate on a problem whose partial tiles differ from the
     shipped kernel's, and its dQ is not bit-identical to the shipped kernel's (another
     accumulation order really ran)."""
-    p = Problem(batch=1, seqlen_q=70, seqlen_k=70, heads_q=2, heads_kv=1, head_dim_qk=16, head_dim_v=16,
-                dtype="float32", causal=True, seed=5)
+    p = Problem(
+        batch=1,
+        seqlen_q=70,
+        seqlen_k=70,
+        heads_q=2,
+        heads_kv=1,
+        head_dim_qk=16,
+        head_dim_v=16,
+        dtype="float32",
+        causal=True,
+        seed=5,
+    )
     k = get(f"variant:{name}")
     case = run_case(k, p)
     assert case.status == "passed", case.render()

@@ -48,8 +48,15 @@ def test_path_resolves_without_running_the_file(tmp_path):
     assert not marker.exists()  # resolving parses, it does not import
 
 
-@pytest.mark.parametrize("case, says", [("missing", "is not a file"), ("no_fn", "defines no function 'flashattn_bwd'"),
-                                        ("sig", "does not take"), ("syntax", "cannot read")])
+@pytest.mark.parametrize(
+    "case, says",
+    [
+        ("missing", "is not a file"),
+        ("no_fn", "defines no function 'flashattn_bwd'"),
+        ("sig", "does not take"),
+        ("syntax", "cannot read"),
+    ],
+)
 def test_unsuitable_file_is_one_clear_line(tmp_path, case, says):
     if case == "missing":
         path = tmp_path / "nope.py"
@@ -99,14 +106,26 @@ def test_file_spec_is_an_import_spec_and_repro_refuses_it(tmp_path, capsys):
 
 def test_capability_is_the_examples_contract():
     c = tf.CAPABILITY
-    ok = Problem(batch=2, seqlen_q=65, seqlen_k=65, heads_q=8, heads_kv=2, dtype="float16", head_dim_qk=192,
-                 head_dim_v=128, causal=True).validate()
+    ok = Problem(
+        batch=2,
+        seqlen_q=65,
+        seqlen_k=65,
+        heads_q=8,
+        heads_kv=2,
+        dtype="float16",
+        head_dim_qk=192,
+        head_dim_v=128,
+        causal=True,
+    ).validate()
     assert c.excludes(ok) is None
     for d_qk, d_v in ((48, 80), (80, 48), (256, 16)):  # every multiple of 16, qk and v apart
         assert c.excludes(ok.replace(head_dim_qk=d_qk, head_dim_v=d_v).validate()) is None
-    for bad, why in ((ok.replace(dtype="bfloat16"), "dtype"), (ok.replace(seqlen_k=64), "seqlen_q != seqlen_k"),
-                     (ok.replace(softmax_scale=0.5), "custom softmax scale"),
-                     (ok.replace(head_dim_qk=100), "head_dim_qk")):
+    for bad, why in (
+        (ok.replace(dtype="bfloat16"), "dtype"),
+        (ok.replace(seqlen_k=64), "seqlen_q != seqlen_k"),
+        (ok.replace(softmax_scale=0.5), "custom softmax scale"),
+        (ok.replace(head_dim_qk=100), "head_dim_qk"),
+    ):
         assert why in c.excludes(bad.validate())
     assert not c.deterministic and c.gqa and not c.softmax_scale
     corpus = edge_problems(c, "gpu")
@@ -114,8 +133,17 @@ def test_capability_is_the_examples_contract():
 
 
 def test_call_args_follow_the_examples_wrapper():
-    p = Problem(batch=2, seqlen_q=65, seqlen_k=65, heads_q=8, heads_kv=2, dtype="float16", head_dim_qk=192,
-                head_dim_v=128, causal=True).validate()
+    p = Problem(
+        batch=2,
+        seqlen_q=65,
+        seqlen_k=65,
+        heads_q=8,
+        heads_kv=2,
+        dtype="float16",
+        head_dim_qk=192,
+        head_dim_v=128,
+        causal=True,
+    ).validate()
     a = tf.call_args(p)
     assert a["fwd"] == (2, 8, 65, 192, 128, True, 128, 64, 4)  # groups = heads_q // heads_kv
     assert a["bwd"] == (2, 8, 65, 192, 128, True, 64, 32, 4)
@@ -212,15 +240,28 @@ def test_forward_and_backward_follow_the_examples_calls(tmp_path, monkeypatch):
     f = tmp_path / "fake_gqa_bwd.py"
     f.write_text(FAKE_FILE)
     k = tf.TileLangFileAdapter(str(f))
-    p = Problem(batch=2, seqlen_q=20, seqlen_k=20, heads_q=4, heads_kv=2, dtype="float16", head_dim_qk=32,
-                head_dim_v=16, causal=True).validate()
+    p = Problem(
+        batch=2,
+        seqlen_q=20,
+        seqlen_k=20,
+        heads_q=4,
+        heads_kv=2,
+        dtype="float16",
+        head_dim_qk=32,
+        head_dim_v=16,
+        causal=True,
+    ).validate()
     x = make_inputs(p)
     got, ref = k.run(x), reference(x, "float64")
     for n in ("o", "lse", "dq", "dk", "dv"):
         assert torch.allclose(getattr(got, n).double(), getattr(ref, n).double(), atol=2e-2, rtol=2e-2), n
     assert {c[2] for c in compiled} == {"cuda"} and all(c[3] == {"fast_math": True} for c in compiled)
-    assert [c[0] for c in compiled] == ["flashattn_fwd", "flashattn_bwd_preprocess", "flashattn_bwd",
-                                        "flashattn_bwd_postprocess"]
+    assert [c[0] for c in compiled] == [
+        "flashattn_fwd",
+        "flashattn_bwd_preprocess",
+        "flashattn_bwd",
+        "flashattn_bwd_postprocess",
+    ]
     assert compiled[0][1] == tf.call_args(p)["fwd"] and compiled[2][1] == tf.call_args(p)["bwd"]
     k.run(x)
     assert len(compiled) == 4  # compiled once per shape
@@ -250,19 +291,22 @@ def test_warm_builds_the_edge_corpus_shapes_once_each(tmp_path, monkeypatch):
 # The example's make_dq_layout addresses ceil(seq_len/8)*8 rows per batch of the caller's
 # seq_len-row dQ (results/bugs/tilelang-example/REPORT-dq-layout-overrun.md); this fake does
 # the same with a plain row-padded view over dQ's storage, in flashattn_bwd and the postprocess.
-OVERRUN_FILE = FAKE_FILE.replace(
-    '        dq += torch.einsum("bhqk,bkhd->bqhd", ds, kx)\n',
-    '        padded_rows(dq)[:, :seq_len] += torch.einsum("bhqk,bkhd->bqhd", ds, kx)\n',
-).replace(
-    "    return lambda dq: dq.half()\n",
-    "    return lambda dq: padded_rows(dq)[:, :seq_len].half()\n",
-) + '''
+OVERRUN_FILE = (
+    FAKE_FILE.replace(
+        '        dq += torch.einsum("bhqk,bkhd->bqhd", ds, kx)\n',
+        '        padded_rows(dq)[:, :seq_len] += torch.einsum("bhqk,bkhd->bqhd", ds, kx)\n',
+    ).replace(
+        "    return lambda dq: dq.half()\n",
+        "    return lambda dq: padded_rows(dq)[:, :seq_len].half()\n",
+    )
+    + """
 
 def padded_rows(dq):
     b, s, h, d = dq.shape
     s8 = -(-s // 8) * 8
     return torch.as_strided(dq, (b, s8, h, d), (s8 * h * d, h * d, d, 1), dq.storage_offset())
-'''
+"""
+)
 
 
 def test_a_dq_layout_overrun_reads_nan_and_spares_dk(tmp_path, monkeypatch):
@@ -283,8 +327,17 @@ def test_a_dq_layout_overrun_reads_nan_and_spares_dk(tmp_path, monkeypatch):
     f.write_text(OVERRUN_FILE)
     k = tf.TileLangFileAdapter(str(f))
     b, s, h, d = 2, 13, 4, 32  # 13 rows per batch, 16 addressed: batch 1's rows 10-12 lie past the end
-    p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=2, dtype="float16", head_dim_qk=d,
-                head_dim_v=16, causal=True).validate()
+    p = Problem(
+        batch=b,
+        seqlen_q=s,
+        seqlen_k=s,
+        heads_q=h,
+        heads_kv=2,
+        dtype="float16",
+        head_dim_qk=d,
+        head_dim_v=16,
+        causal=True,
+    ).validate()
     x = make_inputs(p)
     got, ref = k.run(x), reference(x, "float64")
     offset = torch.arange(b).view(b, 1) * 16 + torch.arange(s).view(1, s)  # the row each (batch, token) is stored at

@@ -126,8 +126,9 @@ def test_the_tileops_worker_dies_with_the_killed_isolation_worker():
     (building for nobody, or hung on the GPU). Stand-ins: a 'middle' process starts a child
     with the TileOPs worker's environment and arming; killing the middle kills the child."""
     repo = str(Path(__file__).resolve().parents[1])
-    middle = subprocess.Popen([sys.executable, "-c", MIDDLE, repo], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": repo})
+    middle = subprocess.Popen(
+        [sys.executable, "-c", MIDDLE, repo], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": repo}
+    )
     try:
         pid = int(middle.stdout.readline())
         assert not _gone(pid)
@@ -165,4 +166,3 @@ def test_starting_the_tileops_worker_is_set_up_time_not_the_kernel_s(monkeypatch
             tileops.get_worker()  # started once
     assert seen == [["kernel", "worker_start"]] and told == [True, False]
     assert "worker_start" in t.seconds
-

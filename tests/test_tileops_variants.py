@@ -40,8 +40,17 @@ def run(adapter, p, monkeypatch):
     return adapter.run(inputs), reference(inputs, "float64"), fake
 
 
-GQA = Problem(batch=2, seqlen_q=70, seqlen_k=70, heads_q=4, heads_kv=2, head_dim_qk=48, head_dim_v=48,
-              dtype="bfloat16", causal=True).validate()
+GQA = Problem(
+    batch=2,
+    seqlen_q=70,
+    seqlen_k=70,
+    heads_q=4,
+    heads_kv=2,
+    head_dim_qk=48,
+    head_dim_v=48,
+    dtype="bfloat16",
+    causal=True,
+).validate()
 
 
 def test_gqa_bwd_feeds_the_reference_o_and_natural_lse(monkeypatch):
@@ -60,8 +69,9 @@ def test_gqa_bwd_feeds_the_reference_o_and_natural_lse(monkeypatch):
 
 
 def test_mha_uses_tileops_forward_and_is_mha_only(monkeypatch):
-    p = Problem(batch=1, seqlen_q=33, seqlen_k=33, heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128,
-                dtype="float16").validate()
+    p = Problem(
+        batch=1, seqlen_q=33, seqlen_k=33, heads_q=2, heads_kv=2, head_dim_qk=128, head_dim_v=128, dtype="float16"
+    ).validate()
     out, ref, fake = run(tileops.mha(), p, monkeypatch)
     assert [r["op"] for r in fake.requests] == ["gqa_fwd", "gqa_bwd"]
     assert torch.allclose(out.lse.double(), ref.lse.double(), atol=1e-3) and out.o is not None

@@ -14,8 +14,9 @@ from difftest.kernels import tileops
 from difftest.model.problem import Problem
 from difftest.strategies import edge_problems, problems
 
-P = Problem(batch=1, seqlen_q=9, seqlen_k=9, heads_q=2, heads_kv=1, head_dim_qk=128, head_dim_v=128,
-            dtype="float16").validate()
+P = Problem(
+    batch=1, seqlen_q=9, seqlen_k=9, heads_q=2, heads_kv=1, head_dim_qk=128, head_dim_v=128, dtype="float16"
+).validate()
 
 
 def shape(p):
@@ -27,13 +28,19 @@ def shape(p):
 def test_compile_key_separates_every_field_tileops_compiles_for(op):
     cap = tileops.OPS[op][0]
     base = P.replace(heads_q=1) if op == "mha" else P
-    for change in ({"batch": 2}, {"seqlen_q": 10, "seqlen_k": 10}, {"softmax_scale": 10.0}, {"causal": True},
-                   {"dtype": "bfloat16"}):
+    for change in (
+        {"batch": 2},
+        {"seqlen_q": 10, "seqlen_k": 10},
+        {"softmax_scale": 10.0},
+        {"causal": True},
+        {"dtype": "bfloat16"},
+    ):
         other = base.replace(**change).validate()
         assert cap.compile_signature(other) != cap.compile_signature(base), change
     # the values and the seed are run-time data: same kernel
-    assert cap.compile_signature(base.replace(values="negative_lse", value_scale=16.0, seed=3)) == \
-        cap.compile_signature(base)
+    assert cap.compile_signature(
+        base.replace(values="negative_lse", value_scale=16.0, seed=3)
+    ) == cap.compile_signature(base)
 
 
 def test_warm_problems_are_the_edge_corpus_distinct_compile_keys():
@@ -42,10 +49,12 @@ def test_warm_problems_are_the_edge_corpus_distinct_compile_keys():
     warm = tileops.warm_problems("gqa", "gpu")
     sigs = [cap.compile_signature(p) for p in warm]
     assert len(sigs) == len(set(sigs)) == len({cap.compile_signature(p) for p in edge})
-    assert warm == [p for i, p in enumerate(edge) if cap.compile_signature(p) not in
-                    {cap.compile_signature(q) for q in edge[:i]}]  # first of each, in corpus order
-    det = Problem(batch=2, seqlen_q=333, seqlen_k=333, heads_q=8, heads_kv=2, head_dim_qk=128, head_dim_v=128,
-                  dtype="bfloat16").validate()
+    assert warm == [
+        p for i, p in enumerate(edge) if cap.compile_signature(p) not in {cap.compile_signature(q) for q in edge[:i]}
+    ]  # first of each, in corpus order
+    det = Problem(
+        batch=2, seqlen_q=333, seqlen_k=333, heads_q=8, heads_kv=2, head_dim_qk=128, head_dim_v=128, dtype="bfloat16"
+    ).validate()
     d40 = det.replace(head_dim_qk=40, head_dim_v=40).validate()  # outside tileops-gqa (multiples of 16)
     assert tileops.warm_problems("gqa", "gpu", [det, d40]) == warm + [det]
     with pytest.raises(ValueError, match="allowed"):
@@ -89,8 +98,21 @@ def test_warm_runs_each_configuration_once_over_its_workers(monkeypatch):
     errors = tileops.warm("gqa", jobs=4, profile="gpu", log=log.append)
     assert FakeWorker.started == FakeWorker.closed == 4
     fwd = sorted((r[1:] for r in FakeWorker.seen if r[0] == "gqa_fwd"), key=str)
-    want = sorted(((p.batch, p.seqlen_q, p.heads_q, p.heads_kv, torch.float16 if p.dtype == "float16"
-                    else torch.bfloat16, p.causal, p.scale) for p in warm), key=str)
+    want = sorted(
+        (
+            (
+                p.batch,
+                p.seqlen_q,
+                p.heads_q,
+                p.heads_kv,
+                torch.float16 if p.dtype == "float16" else torch.bfloat16,
+                p.causal,
+                p.scale,
+            )
+            for p in warm
+        ),
+        key=str,
+    )
     assert fwd == want  # every configuration once, with its own scale
     # the failing shape (s129) is reported, the others still ran their backward
     assert len(errors) == 1 and "sq129" in errors[0] and "does not build" in errors[0]
@@ -116,8 +138,13 @@ def test_warm_arguments():
     a = tileops.parse_warm_args(["--warm", "mha", "--jobs", "14", "--problem", json.dumps(P.to_dict())])
     assert a.warm == "mha" and a.jobs == 14 and a.profile == "gpu" and len(a.extra) == 1
     assert a.extra[0].seqlen_q == 9
-    for bad in (["--warm", "mqa"], ["--warm", "gqa", "--jobs", "0"], ["--warm", "gqa", "--problem", "{bad"],
-                ["--warm", "gqa", "--problem", '{"batch": 0}'], []):
+    for bad in (
+        ["--warm", "mqa"],
+        ["--warm", "gqa", "--jobs", "0"],
+        ["--warm", "gqa", "--problem", "{bad"],
+        ["--warm", "gqa", "--problem", '{"batch": 0}'],
+        [],
+    ):
         with pytest.raises(SystemExit) as e:
             tileops.parse_warm_args(bad)
         assert e.value.code == 2, bad

@@ -77,8 +77,13 @@ def test_isolated_worker_reports_its_phases():
 def test_compile_reuse_counts_cases_after_the_first_of_each_configuration():
     cap = Capability(compile_key=("dtype", "head_dim_qk"))
     base = Problem(seqlen_q=8, seqlen_k=8, head_dim_qk=16, head_dim_v=16)
-    probs = [base, base.replace(seqlen_q=9), base.replace(head_dim_qk=32), base.replace(seqlen_k=5),
-             base.replace(dtype="float16")]
+    probs = [
+        base,
+        base.replace(seqlen_q=9),
+        base.replace(head_dim_qk=32),
+        base.replace(seqlen_k=5),
+        base.replace(dtype="float16"),
+    ]
     cases = [SimpleNamespace(problem=p, status="passed") for p in probs]
     cases.append(SimpleNamespace(problem=base.replace(dtype="bfloat16"), status="skipped"))
     r = compile_reuse(cases, cap)
@@ -92,8 +97,15 @@ def test_a_campaign_reports_its_time_split(isolate, tmp_path):
     from difftest.report.write import campaign_record
     from difftest.search.campaign import run_campaign
 
-    res = run_campaign("torch-blockwise", "quick", max_examples=3, edge_cases=False, database=None,
-                       config=RunConfig(isolate=isolate), out_dir=tmp_path)
+    res = run_campaign(
+        "torch-blockwise",
+        "quick",
+        max_examples=3,
+        edge_cases=False,
+        database=None,
+        config=RunConfig(isolate=isolate),
+        out_dir=tmp_path,
+    )
     assert res.status == "passed" and res.cases
     split = campaign_record(res)["timing"]
     phases = split["phases_s"]

@@ -12,9 +12,18 @@ from difftest.search.campaign import CampaignResult
 from tests.kernels_for_tests import CrashOnLongQ, Flaky, InfAtLargestDq, RaisesOnCausal, RefKernel, WrongDkForLongGqa
 
 SMALL = Problem(seqlen_q=8, seqlen_k=8, head_dim_qk=8, head_dim_v=8, dtype="float16")
-OVERFLOW = Problem(seqlen_q=16, seqlen_k=16, head_dim_qk=16, head_dim_v=16, dtype="float16", values="mixed_do",
-                   value_scale=4.4, softmax_scale=10.236, seed=1,
-                   input_version=1)  # max |dQ| 65459.9 with version 1's values (test_dtype_limits)
+OVERFLOW = Problem(
+    seqlen_q=16,
+    seqlen_k=16,
+    head_dim_qk=16,
+    head_dim_v=16,
+    dtype="float16",
+    values="mixed_do",
+    value_scale=4.4,
+    softmax_scale=10.236,
+    seed=1,
+    input_version=1,
+)  # max |dQ| 65459.9 with version 1's values (test_dtype_limits)
 
 
 class RaisesAs(RefKernel):
@@ -57,15 +66,24 @@ def test_internal_error_is_difftest_s_own():
     # a value failure together with a determinism failure is a wrong result first
     from difftest.judge.gates import Verdict
 
-    both = CaseResult("k", SMALL, "failed",
-                      verdicts=[Verdict("dq", "determinism", False), Verdict("dq", "budget", False)])
+    both = CaseResult(
+        "k", SMALL, "failed", verdicts=[Verdict("dq", "determinism", False), Verdict("dq", "budget", False)]
+    )
     assert classify(both) == Kind.WRONG_RESULT
 
 
 def test_campaign_reports_carry_the_triage():
-    res = CampaignResult("test-mix", "quick", status="failed", cases=[
-        run_case(RefKernel(), SMALL), run_case(RaisesOnCausal(), SMALL.replace(causal=True)),
-        run_case(InfAtLargestDq(), OVERFLOW), run_case(InfAtLargestDq(), OVERFLOW.replace(softmax_scale=6.0))])
+    res = CampaignResult(
+        "test-mix",
+        "quick",
+        status="failed",
+        cases=[
+            run_case(RefKernel(), SMALL),
+            run_case(RaisesOnCausal(), SMALL.replace(causal=True)),
+            run_case(InfAtLargestDq(), OVERFLOW),
+            run_case(InfAtLargestDq(), OVERFLOW.replace(softmax_scale=6.0)),
+        ],
+    )
     s = summarize(res.cases)
     assert s["kinds"] == {"passed": 1, "overflow-limited": 1, "wrong result": 1, "contract violation": 1}
     assert s["findings"] == 2 and s["overflow_limited"] == {"dq": 1} and s["overflow_limited_cases"] == 1

@@ -13,8 +13,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_mypy_passes_on_the_configured_files(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # ``files`` in the config is relative to the checkout
-    stdout, stderr, status = api.run(["--config-file", str(ROOT / "pyproject.toml"),
-                                      "--cache-dir", os.fspath(tmp_path / "mypy_cache"),
-                                      "--no-error-summary", "--hide-error-context"])
+    stdout, stderr, status = api.run(
+        [
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            os.fspath(tmp_path / "mypy_cache"),
+            "--no-error-summary",
+            "--hide-error-context",
+        ]
+    )
     errors = [line for line in stdout.splitlines() if ": error:" in line]
     assert status == 0 and not errors, "\n".join(errors[:60]) + stderr[-2000:]

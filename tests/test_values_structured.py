@@ -64,7 +64,7 @@ def test_low_rank_q_and_k_have_the_drawn_rank_plus_small_noise():
             assert s[r:].max() < 0.05 * s[r - 1], (h, r, s[: r + 1])  # rank r, then noise
     # many nearly equal logits: each row of S is a combination of `rank` fixed vectors
     s = torch.linalg.svdvals(_logits(p, x)[0])
-    assert s[ranks[0]:].max() < 0.05 * s[0]
+    assert s[ranks[0] :].max() < 0.05 * s[0]
 
 
 def test_qk_correlated_queries_match_keys_of_their_own_token():
@@ -105,8 +105,19 @@ def test_heavy_tailed_is_student_t_with_the_degrees_of_freedom_of_its_scale(scal
 
 
 def test_tied_keys_are_exact_copies_within_their_sequence():
-    p = Problem(batch=2, seqlen_q=(5, 9), seqlen_k=(32, 16), heads_q=2, heads_kv=1, head_dim_qk=16,
-                head_dim_v=16, pad_tail=3, values="tied_keys", value_scale=4.0, seed=2)
+    p = Problem(
+        batch=2,
+        seqlen_q=(5, 9),
+        seqlen_k=(32, 16),
+        heads_q=2,
+        heads_kv=1,
+        head_dim_qk=16,
+        head_dim_v=16,
+        pad_tail=3,
+        values="tied_keys",
+        value_scale=4.0,
+        seed=2,
+    )
     x = make_inputs(p)
     src = tied_sources(p)
     for v in set(src.tolist()):  # keys that copy the same row are equal, bit for bit
@@ -121,8 +132,22 @@ def test_tied_keys_are_exact_copies_within_their_sequence():
 
 
 def test_loss_do_is_o_minus_a_sparse_target():
-    p = Problem(batch=2, seqlen_q=(7, 12), seqlen_k=(9, 3), heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8,
-                causal=True, sinks=True, sink_center=1.0, pad_tail=2, values="loss_do", value_scale=4.0, seed=9)
+    p = Problem(
+        batch=2,
+        seqlen_q=(7, 12),
+        seqlen_k=(9, 3),
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=16,
+        head_dim_v=8,
+        causal=True,
+        sinks=True,
+        sink_center=1.0,
+        pad_tail=2,
+        values="loss_do",
+        value_scale=4.0,
+        seed=9,
+    )
     x = make_inputs(p)
     o = reference(x).o.double()
     t = loss_target(p)
@@ -148,23 +173,53 @@ def test_structured_kinds_use_no_device_dependent_path(kind, monkeypatch):
     """The generator's torch int64 path (what CUDA runs), here on the CPU, gives the same
     bytes as the numpy path; the operations after it are exact, so a GPU gives them too
     (the gpu-marked test below checks it there)."""
-    p = Problem(batch=2, seqlen_q=(7, 12), seqlen_k=(9, 5), heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8,
-                causal=True, sinks=True, values=kind, value_scale=SCALES[kind][0][-1], seed=3, dtype="bfloat16")
+    p = Problem(
+        batch=2,
+        seqlen_q=(7, 12),
+        seqlen_k=(9, 5),
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=16,
+        head_dim_v=8,
+        causal=True,
+        sinks=True,
+        values=kind,
+        value_scale=SCALES[kind][0][-1],
+        seed=3,
+        dtype="bfloat16",
+    )
     a = make_inputs(p).digest()
     monkeypatch.setattr(counter_rng, "_use_numpy", lambda device, force: False)
     assert make_inputs(p).digest() == a
 
 
 PINNED = {  # make_inputs(...).digest() of PIN_PROBLEM per kind: the bytes must never change silently
-    "low_rank": "a4da6c158da65d82", "qk_correlated": "be60858bc1273e2f", "massive_keys": "b39a2584d23f618b",
-    "heavy_tailed": "529490c3e77817ad", "tied_keys": "fa4bc7542fc291a1", "loss_do": "66962cdec70b1d78",
+    "low_rank": "a4da6c158da65d82",
+    "qk_correlated": "be60858bc1273e2f",
+    "massive_keys": "b39a2584d23f618b",
+    "heavy_tailed": "529490c3e77817ad",
+    "tied_keys": "fa4bc7542fc291a1",
+    "loss_do": "66962cdec70b1d78",
 }
 
 
 def _pin_problem(kind):
-    return Problem(batch=2, seqlen_q=(5, 9), seqlen_k=(7, 3), heads_q=4, heads_kv=2, head_dim_qk=16, head_dim_v=8,
-                   dtype="float16", causal=True, sinks=True, pad_tail=2, values=kind,
-                   value_scale=SCALES[kind][0][1], seed=3)
+    return Problem(
+        batch=2,
+        seqlen_q=(5, 9),
+        seqlen_k=(7, 3),
+        heads_q=4,
+        heads_kv=2,
+        head_dim_qk=16,
+        head_dim_v=8,
+        dtype="float16",
+        causal=True,
+        sinks=True,
+        pad_tail=2,
+        values=kind,
+        value_scale=SCALES[kind][0][1],
+        seed=3,
+    )
 
 
 @pytest.mark.parametrize("kind", STRUCTURED_KINDS)
@@ -177,9 +232,22 @@ def test_structured_bytes_are_pinned(kind):
 @pytest.mark.parametrize("kind", STRUCTURED_KINDS)
 def test_cuda_and_cpu_draw_identical_structured_bytes(kind):
     for dt in ("float16", "bfloat16", "float32"):
-        p = Problem(batch=2, seqlen_q=300, seqlen_k=257, heads_q=8, heads_kv=2, head_dim_qk=128, head_dim_v=64,
-                    dtype=dt, values=kind, value_scale=SCALES[kind][0][-1], sinks=True, sink_center=-3.0,
-                    causal=True, seed=2**62 + 5)
+        p = Problem(
+            batch=2,
+            seqlen_q=300,
+            seqlen_k=257,
+            heads_q=8,
+            heads_kv=2,
+            head_dim_qk=128,
+            head_dim_v=64,
+            dtype=dt,
+            values=kind,
+            value_scale=SCALES[kind][0][-1],
+            sinks=True,
+            sink_center=-3.0,
+            causal=True,
+            seed=2**62 + 5,
+        )
         assert make_inputs(p, "cuda").digest() == make_inputs(p, "cpu").digest(), (kind, dt)
 
 
@@ -204,8 +272,18 @@ def test_every_structured_kind_shrinks_toward_normal_and_stays_finite(kind):
         ladder = SCALES[kind][0]
         top = MAX_SCALE[dt].get(kind)
         for s in (ladder[0], max(x for x in ladder if top is None or x <= top)):
-            p = Problem(seqlen_q=33, seqlen_k=40, heads_q=2, heads_kv=1, head_dim_qk=64, head_dim_v=32, dtype=dt,
-                        values=kind, value_scale=s, seed=11)
+            p = Problem(
+                seqlen_q=33,
+                seqlen_k=40,
+                heads_q=2,
+                heads_kv=1,
+                head_dim_qk=64,
+                head_dim_v=32,
+                dtype=dt,
+                values=kind,
+                value_scale=s,
+                seed=11,
+            )
             x = make_inputs(p)
             for n in ("q", "k", "v", "do"):
                 assert torch.isfinite(getattr(x, n)).all(), (kind, dt, s, n)

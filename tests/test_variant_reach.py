@@ -24,8 +24,19 @@ from difftest.kernels.variants import GPU, VARIANTS
 from difftest.model.problem import Problem
 from difftest.strategies.edges import SDPA_MATH_LONG_ROWS, edge_problems
 
-FEATURES = ("gqa", "seqlen_q_ne_k", "causal", "window", "negative_window", "varlen", "empty_seqs", "pad_tail", "sinks",
-            "softmax_scale", "softcap")
+FEATURES = (
+    "gqa",
+    "seqlen_q_ne_k",
+    "causal",
+    "window",
+    "negative_window",
+    "varlen",
+    "empty_seqs",
+    "pad_tail",
+    "sinks",
+    "softmax_scale",
+    "softcap",
+)
 # registered kernels that are not a production kernel of this repository
 NOT_PRODUCTION = {"tilelang-file": "the user's own TileLang file (-k tilelang-file:PATH): no capability of its own"}
 # (kernel, claim) -> why no variant models it
@@ -34,8 +45,20 @@ NOT_MODELLED = {
     "of every output (a 2^-4 relative step for e4m3) dwarfs any float32 summation order before it",
     ("cudnn-fp8", "float8_e5m2: non-deterministic"): "as for e4m3 (a 2^-3 step)",
 }
-MUST_RESOLVE = {"sdpa-math", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn", "fa3", "fa4", "flex", "fla-attn", "cudnn",
-                "cudnn-fp8", "tilelang (cuda)", "tilelang-det (cuda)"}
+MUST_RESOLVE = {
+    "sdpa-math",
+    "sdpa-efficient",
+    "sdpa-flash",
+    "sdpa-cudnn",
+    "fa3",
+    "fa4",
+    "flex",
+    "fla-attn",
+    "cudnn",
+    "cudnn-fp8",
+    "tilelang (cuda)",
+    "tilelang-det (cuda)",
+}
 
 
 def production_gpu_capabilities() -> dict:
@@ -71,8 +94,10 @@ def uncovered(kernel, variants) -> list[str]:
         def union(attr):
             return set().union(*(getattr(c, attr) for c in vs))
 
-        dims = [(attr, sorted({d for d in getattr(kernel, attr) if d <= GPU.max_head_dim} - union(attr)))
-                for attr in ("head_dims_qk", "v_dims")]
+        dims = [
+            (attr, sorted({d for d in getattr(kernel, attr) if d <= GPU.max_head_dim} - union(attr)))
+            for attr in ("head_dims_qk", "v_dims")
+        ]
         out += [f"{dt}: {attr} {missing[:8]}" for attr, missing in dims if missing]
         out += [f"{dt}: {f}" for f in FEATURES if getattr(kernel, f) and not any(getattr(c, f) for c in vs)]
         if not kernel.equal_head_dims and all(c.equal_head_dims for c in vs):
@@ -88,8 +113,11 @@ def uncovered(kernel, variants) -> list[str]:
                 out.append(f"{dt}: {attr} {sorted(missing)}")
         if kernel.values is None and all(c.values is not None for c in vs):
             out.append(f"{dt}: every value kind")
-        elif kernel.values is not None and not set(kernel.values) <= set().union(*(c.values or () for c in vs)) \
-                and all(c.values is not None for c in vs):
+        elif (
+            kernel.values is not None
+            and not set(kernel.values) <= set().union(*(c.values or () for c in vs))
+            and all(c.values is not None for c in vs)
+        ):
             out.append(f"{dt}: values {kernel.values}")
         if not kernel.deterministic and all(c.deterministic for c in vs):
             out.append(f"{dt}: non-deterministic")
@@ -124,16 +152,21 @@ def test_the_sdpa_math_reproducer_is_in_the_gpu_corpora_only():
     p = Problem(**SDPA_MATH_LONG_ROWS)
     assert p in edge_problems(registry.get("sdpa-math").capability, "gpu")
     takers = [n for n, v in VARIANTS.items() if v.cuda().capability.covers(p)]
-    assert {"sdpa-math-composite", "whole-row-device-gemm", "sequential-fp32-gemm-one-tile",
-            "rounded-mma-operands"} <= set(takers)
+    assert {
+        "sdpa-math-composite",
+        "whole-row-device-gemm",
+        "sequential-fp32-gemm-one-tile",
+        "rounded-mma-operands",
+    } <= set(takers)
     for n in takers:
         assert p in edge_problems(VARIANTS[n].cuda().capability, "gpu"), n
     for cpu in ("torch-blockwise", "sdpa-cpu-math", "variant:sequential-fp32-gemm-one-tile"):
         assert p not in edge_problems(registry.get(cpu).capability, "nightly")
 
 
-@pytest.mark.parametrize("name", ["sdpa-math-composite", "whole-row-splitk-gemm", "sequential-fp32-gemm-one-tile",
-                                  "tiles-64x128"])
+@pytest.mark.parametrize(
+    "name", ["sdpa-math-composite", "whole-row-splitk-gemm", "sequential-fp32-gemm-one-tile", "tiles-64x128"]
+)
 def test_cuda_variants_pass_the_sdpa_math_reproducer(name):
     """What the catalogue could not meet before: the problem sdpa-math failed on the H100, run
     here on the CPU by the variants' CUDA forms (the math backend's composite itself, split-K

@@ -19,12 +19,44 @@ from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.kernels.variants import VARIANTS
 from difftest.model.problem import Problem
 
-FA_SHAPE = dict(batch=3, seqlen_q=(3, 1, 2), seqlen_k=(3, 2, 5), heads_q=2, heads_kv=1, head_dim_qk=32,
-                head_dim_v=32, dtype="float16", values="mixed_do", value_scale=1.0, softmax_scale=4.9375)
-FP32_LARGE_LOGITS = Problem(seqlen_q=2, seqlen_k=3, heads_q=2, heads_kv=1, head_dim_qk=80, head_dim_v=16,
-                            dtype="float32", values="negative_lse", value_scale=4.0, seed=13)
-PARTIAL_OVERFLOW = Problem(seqlen_q=256, seqlen_k=1, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8,
-                           dtype="float16", values="large_do", value_scale=4.0, seed=7, layout="kv_broadcast")
+FA_SHAPE = dict(
+    batch=3,
+    seqlen_q=(3, 1, 2),
+    seqlen_k=(3, 2, 5),
+    heads_q=2,
+    heads_kv=1,
+    head_dim_qk=32,
+    head_dim_v=32,
+    dtype="float16",
+    values="mixed_do",
+    value_scale=1.0,
+    softmax_scale=4.9375,
+)
+FP32_LARGE_LOGITS = Problem(
+    seqlen_q=2,
+    seqlen_k=3,
+    heads_q=2,
+    heads_kv=1,
+    head_dim_qk=80,
+    head_dim_v=16,
+    dtype="float32",
+    values="negative_lse",
+    value_scale=4.0,
+    seed=13,
+)
+PARTIAL_OVERFLOW = Problem(
+    seqlen_q=256,
+    seqlen_k=1,
+    heads_q=2,
+    heads_kv=1,
+    head_dim_qk=8,
+    head_dim_v=8,
+    dtype="float16",
+    values="large_do",
+    value_scale=4.0,
+    seed=7,
+    layout="kv_broadcast",
+)
 
 
 def failed(case):
@@ -94,8 +126,21 @@ def test_regressions_are_in_the_edge_corpus_where_they_fit():
 def test_variants_command_reports_false_alarms(tmp_path, capsys):
     from difftest.commands.cli import main
 
-    rc = main(["variants", "-p", "quick", "--cases", "3", "--per-variant-budget", "60", "--only",
-               "delta-from-stored-o", "--out-dir", str(tmp_path)])
+    rc = main(
+        [
+            "variants",
+            "-p",
+            "quick",
+            "--cases",
+            "3",
+            "--per-variant-budget",
+            "60",
+            "--only",
+            "delta-from-stored-o",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "| delta-from-stored-o |" in out
     lines = (tmp_path / "delta-from-stored-o.jsonl").read_text().splitlines()
@@ -105,8 +150,14 @@ def test_variants_command_reports_false_alarms(tmp_path, capsys):
     # the same variant's log from another process's --out-dir joins the same row
     (tmp_path / "shard2").mkdir()
     (tmp_path / "shard2" / "delta-from-stored-o.jsonl").write_text("\n".join(lines[:2]) + "\n")
-    rc = main(["variants", "--from-logs", str(tmp_path / "delta-from-stored-o.jsonl"),
-               str(tmp_path / "shard2" / "delta-from-stored-o.jsonl")])
+    rc = main(
+        [
+            "variants",
+            "--from-logs",
+            str(tmp_path / "delta-from-stored-o.jsonl"),
+            str(tmp_path / "shard2" / "delta-from-stored-o.jsonl"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and f"| delta-from-stored-o | {len(lines) + 2} | 0 |" in out and out.count("| delta-from") == 1
 
@@ -241,8 +292,11 @@ def test_each_variant_on_cuda_is_registered_with_its_reach_and_keeps_its_cpu_for
         assert c.device == "cuda" and c.head_dims_qk == GPU_HEAD_DIMS and c.v_dims == GPU_HEAD_DIMS
         assert (c.max_seqlen, c.max_batch, c.max_heads) == (reach.max_seqlen, reach.max_batch, reach.max_heads)
         assert (gpu.block_m, gpu.block_n) == (reach.tiles or (None, None))
-        assert (c.dtypes, c.layouts, c.deterministic) == (cpu.capability.dtypes, cpu.capability.layouts,
-                                                          cpu.capability.deterministic)
+        assert (c.dtypes, c.layouts, c.deterministic) == (
+            cpu.capability.dtypes,
+            cpu.capability.layouts,
+            cpu.capability.deterministic,
+        )
         assert reach.tile_pairs() <= TILE_PAIRS, name  # the largest case stays affordable
     assert min(get("variant:tiles-16x8").capability.head_dims_qk) == 8
 
@@ -252,8 +306,17 @@ def test_a_cuda_variant_runs_wherever_its_inputs_live():
     problem only its CUDA capability takes (head dim 3, 300 keys), which the CPU form skips."""
     from difftest.judge.runner import RunConfig
 
-    p = Problem(seqlen_q=40, seqlen_k=300, heads_q=2, heads_kv=1, head_dim_qk=3, head_dim_v=3, dtype="float32",
-                causal=True, seed=4)
+    p = Problem(
+        seqlen_q=40,
+        seqlen_k=300,
+        heads_q=2,
+        heads_kv=1,
+        head_dim_qk=3,
+        head_dim_v=3,
+        dtype="float32",
+        causal=True,
+        seed=4,
+    )
     assert run_case(get("variant:sequential-fp32-gemm-one-tile"), p).status == "skipped"
     case = run_case(get("variant-cuda:sequential-fp32-gemm-one-tile"), p, RunConfig(device="cpu"))
     assert case.status == "passed", failed(case)
@@ -270,17 +333,64 @@ def test_variants_on_cuda_without_a_gpu_is_one_line_exit_2(capsys):
     assert "tiles-16x8" in capsys.readouterr().out
 
 
-NEW_GPU_ORDERS = ("whole-row-device-gemm", "whole-row-splitk-gemm", "sdpa-math-composite", "dq-atomics-per-element",
-                  "fast-f32-3xtf32")
+NEW_GPU_ORDERS = (
+    "whole-row-device-gemm",
+    "whole-row-splitk-gemm",
+    "sdpa-math-composite",
+    "dq-atomics-per-element",
+    "fast-f32-3xtf32",
+)
 FEATURE_PROBLEMS = [
-    Problem(batch=4, seqlen_q=(5, 0, 40, 3), seqlen_k=(0, 7, 33, 17), heads_q=2, heads_kv=1, causal=True, sinks=True,
-            pad_tail=3, head_dim_qk=24, head_dim_v=8, dtype="float32", seed=2),
-    Problem(seqlen_q=40, seqlen_k=9, causal=True, align="bottom_right", dtype="float32", values="negative_lse",
-            value_scale=4.0, seed=3),
-    Problem(seqlen_q=70, seqlen_k=50, heads_q=4, heads_kv=2, window_left=5, window_right=3, dtype="float16",
-            layout="bhsd", seed=4),
-    Problem(batch=2, seqlen_q=33, seqlen_k=65, heads_q=2, heads_kv=1, dtype="bfloat16", sinks=True, sink_center=30.0,
-            softmax_scale=0.7, values="scaled", value_scale=8.0, layout="kv_broadcast", seed=5),
+    Problem(
+        batch=4,
+        seqlen_q=(5, 0, 40, 3),
+        seqlen_k=(0, 7, 33, 17),
+        heads_q=2,
+        heads_kv=1,
+        causal=True,
+        sinks=True,
+        pad_tail=3,
+        head_dim_qk=24,
+        head_dim_v=8,
+        dtype="float32",
+        seed=2,
+    ),
+    Problem(
+        seqlen_q=40,
+        seqlen_k=9,
+        causal=True,
+        align="bottom_right",
+        dtype="float32",
+        values="negative_lse",
+        value_scale=4.0,
+        seed=3,
+    ),
+    Problem(
+        seqlen_q=70,
+        seqlen_k=50,
+        heads_q=4,
+        heads_kv=2,
+        window_left=5,
+        window_right=3,
+        dtype="float16",
+        layout="bhsd",
+        seed=4,
+    ),
+    Problem(
+        batch=2,
+        seqlen_q=33,
+        seqlen_k=65,
+        heads_q=2,
+        heads_kv=1,
+        dtype="bfloat16",
+        sinks=True,
+        sink_center=30.0,
+        softmax_scale=0.7,
+        values="scaled",
+        value_scale=8.0,
+        layout="kv_broadcast",
+        seed=5,
+    ),
 ]
 
 
@@ -305,10 +415,11 @@ def test_sdpa_math_composite_is_pytorchs_math_backend_bit_for_bit():
     from difftest.model.inputs import make_inputs
 
     shape = dict(batch=1, seqlen_q=37, seqlen_k=53, head_dim_qk=24, head_dim_v=24, seed=5)
-    problems = [Problem(**shape, heads_q=2, heads_kv=2, dtype="float32"),
-                Problem(**shape, heads_q=4, heads_kv=2, dtype="float32", softmax_scale=0.3, causal=True,
-                        align="top_left"),
-                Problem(**shape, heads_q=2, heads_kv=2, dtype="float16")]
+    problems = [
+        Problem(**shape, heads_q=2, heads_kv=2, dtype="float32"),
+        Problem(**shape, heads_q=4, heads_kv=2, dtype="float32", softmax_scale=0.3, causal=True, align="top_left"),
+        Problem(**shape, heads_q=2, heads_kv=2, dtype="float16"),
+    ]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -317,8 +428,9 @@ def test_sdpa_math_composite_is_pytorchs_math_backend_bit_for_bit():
             got = get("variant:sdpa-math-composite").run(x)
             q, k, v = (x.bshd(n).transpose(1, 2).detach().clone().requires_grad_() for n in "qkv")
             with sdpa_kernel([SDPBackend.MATH]):
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=p.causal, scale=p.scale,
-                                                   enable_gqa=p.heads_q != p.heads_kv)
+                o = F.scaled_dot_product_attention(
+                    q, k, v, is_causal=p.causal, scale=p.scale, enable_gqa=p.heads_q != p.heads_kv
+                )
             grads = torch.autograd.grad(o, (q, k, v), x.bshd("do").transpose(1, 2))
             for name, t in zip(("o", "dq", "dk", "dv"), (o.detach(), *grads)):
                 assert torch.equal(getattr(got, name), t.transpose(1, 2).reshape(getattr(got, name).shape)), (p, name)
@@ -331,8 +443,17 @@ def test_atomics_per_element_add_in_a_new_order_every_call():
     dV do not, and both calls pass."""
     from difftest.model.inputs import make_inputs
 
-    p = Problem(seqlen_q=40, seqlen_k=200, heads_q=2, heads_kv=2, head_dim_qk=16, head_dim_v=16, dtype="float32",
-                values="mixed_do", seed=9)
+    p = Problem(
+        seqlen_q=40,
+        seqlen_k=200,
+        heads_q=2,
+        heads_kv=2,
+        head_dim_qk=16,
+        head_dim_v=16,
+        dtype="float32",
+        values="mixed_do",
+        seed=9,
+    )
     k = get("variant:dq-atomics-per-element")
     x = make_inputs(p)
     a, b = k.run(x), k.run(x)
@@ -351,22 +472,44 @@ def test_fast_f32_is_the_float32_path_only():
 # A one-key row's LSE is its logit: 3xTF32 drops every small*small product (each up to 2^-20 of
 # its product, of the product's sign: the big parts are cut toward zero), 4.8e-6 on this q.k of
 # 0.577 over terms summing to 60, where the float32 LSE floor allows 9.3e-7 (results/variants.md)
-FAST_F32_ONE_KEY = Problem(seqlen_q=1, seqlen_k=1, head_dim_qk=16, head_dim_v=16, dtype="float32", values="scaled",
-                           value_scale=2.0, seed=16777215)
+FAST_F32_ONE_KEY = Problem(
+    seqlen_q=1,
+    seqlen_k=1,
+    head_dim_qk=16,
+    head_dim_v=16,
+    dtype="float32",
+    values="scaled",
+    value_scale=2.0,
+    seed=16777215,
+)
 
 
-@pytest.mark.xfail(strict=True, reason="3xTF32's dropped small*small products are a rounding the float32 LSE floor "
-                                       "does not model (the gates' owner decides; strict: a fix turns this red)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="3xTF32's dropped small*small products are a rounding the float32 LSE floor "
+    "does not model (the gates' owner decides; strict: a fix turns this red)",
+)
 def test_fast_f32_one_key_lse_passes():
     case = run_case(get("variant:fast-f32-3xtf32"), FAST_F32_ONE_KEY)
     assert case.status == "passed", failed(case)
 
 
 SOFTCAP_CASES = [
-    Problem(seqlen_q=37, seqlen_k=53, heads_q=4, heads_kv=2, causal=True, sinks=True, softcap=3.0, values="scaled",
-            value_scale=2.0, dtype="float16"),
-    Problem(batch=2, seqlen_q=(20, 33), seqlen_k=(41, 9), softcap=0.2, window_left=-2, window_right=30,
-            dtype="bfloat16"),
+    Problem(
+        seqlen_q=37,
+        seqlen_k=53,
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        sinks=True,
+        softcap=3.0,
+        values="scaled",
+        value_scale=2.0,
+        dtype="float16",
+    ),
+    Problem(
+        batch=2, seqlen_q=(20, 33), seqlen_k=(41, 9), softcap=0.2, window_left=-2, window_right=30, dtype="bfloat16"
+    ),
     Problem(seqlen_q=17, seqlen_k=40, softcap=50.0, softmax_scale=2.0, values="scaled", value_scale=4.0),
 ]
 

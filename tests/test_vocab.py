@@ -37,8 +37,17 @@ def test_members_are_their_strings():
     assert [str(s) for s in Status] == ["passed", "failed", "error", "skipped"]
     assert [str(s) for s in CampaignStatus] == ["passed", "failed", "unavailable", "interrupted", "nothing checked"]
     assert [str(s) for s in MutantStatus] == ["killed", "survived", "spurious", "error", "unavailable"]
-    assert {str(g) for g in Gate} == {"budget", "elementwise", "nonfinite", "poison", "shape", "missing",
-                                      "determinism", "determinism_info", "second_reference"}
+    assert {str(g) for g in Gate} == {
+        "budget",
+        "elementwise",
+        "nonfinite",
+        "poison",
+        "shape",
+        "missing",
+        "determinism",
+        "determinism_info",
+        "second_reference",
+    }
     assert [str(k) for k in FailureKind] == ["gate", "error"]
     assert json.dumps([Status.ERROR, Gate.BUDGET, {Status.PASSED: 1}]) == '["error", "budget", {"passed": 1}]'
     assert f"{Status.FAILED:>8s}|{Gate.POISON}" == "  failed|poison" and Status.ERROR == "error"

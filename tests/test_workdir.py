@@ -14,16 +14,21 @@ def _env():
     from pathlib import Path
 
     root = str(Path(__file__).resolve().parents[1])
-    return {**os.environ, "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))),
+    }
 
 
 def test_importing_the_cli_and_building_help_and_list_parsers_imports_no_torch():
     """Every subcommand's parser built, and ``difftest list`` run: no torch, Hypothesis or numpy
     (the fronts import their heavy parts when their command runs)."""
-    code = ("import sys, difftest, difftest.commands.cli as c; c.build_parser(['--help']); c.build_parser(); "
-            "assert c.main(['list']) == 0; "
-            "print(sorted(m for m in ('torch', 'hypothesis', 'numpy') if m in sys.modules))")
+    code = (
+        "import sys, difftest, difftest.commands.cli as c; c.build_parser(['--help']); c.build_parser(); "
+        "assert c.main(['list']) == 0; "
+        "print(sorted(m for m in ('torch', 'hypothesis', 'numpy') if m in sys.modules))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env())
     assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
 
@@ -44,15 +49,16 @@ def test_list_has_a_header_and_names_where_each_kernel_comes_from(tmp_path, diff
 
 
 def test_a_run_writes_only_under_the_hidden_working_folder(tmp_path, difftest_cli):
-    r = difftest_cli("run", "-k", "torch-blockwise", "-p", "quick", "--max-examples", "2", "--no-edge-cases", "-q",
-                     cwd=tmp_path)
+    r = difftest_cli(
+        "run", "-k", "torch-blockwise", "-p", "quick", "--max-examples", "2", "--no-edge-cases", "-q", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".difftest"]
     assert json.loads((tmp_path / ".difftest" / "out" / "report.json").read_text())["campaigns"]
     assert (tmp_path / ".difftest" / "out" / "summary.md").exists()
 
 
-MODULE = textwrap.dedent('''
+MODULE = textwrap.dedent("""
     from difftest import Capability, KernelAdapter
     from difftest.oracles.reference import reference
 
@@ -66,13 +72,14 @@ MODULE = textwrap.dedent('''
 
         def backward(self, inputs, fwd, ctx, out=None):
             return fwd
-''')
+""")
 
 
 def test_module_attr_spec_finds_the_current_directory_in_the_worker_too(tmp_path, difftest_cli):
     (tmp_path / "mine_mod.py").write_text(MODULE)
-    r = difftest_cli("run", "-k", "mine_mod:Mine", "-p", "quick", "--max-examples", "2", "--no-edge-cases", "-q",
-                     cwd=tmp_path)  # isolated by default: the worker process imports it as well
+    r = difftest_cli(
+        "run", "-k", "mine_mod:Mine", "-p", "quick", "--max-examples", "2", "--no-edge-cases", "-q", cwd=tmp_path
+    )  # isolated by default: the worker process imports it as well
     assert r.returncode == 0 and "mine: passed" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
@@ -97,7 +104,26 @@ def test_a_difftest_folder_in_the_current_directory_does_not_shadow_the_package(
     (tmp_path / "difftest").mkdir()
     (tmp_path / "mine_mod.py").write_text(MODULE)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, "-P", "-m", "difftest", "run", "-k", "mine_mod:Mine", "-p", "quick",
-                        "--max-examples", "2", "--no-edge-cases", "-q"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=600, env={**env, "OMP_NUM_THREADS": "1"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "difftest",
+            "run",
+            "-k",
+            "mine_mod:Mine",
+            "-p",
+            "quick",
+            "--max-examples",
+            "2",
+            "--no-edge-cases",
+            "-q",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0 and "mine: passed" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]

@@ -66,7 +66,8 @@ def test_fixture_campaigns_see_the_environment_each_test_sets(sub):
     """One pytest session: a clean campaign, then the same kernel with its bug switched on
     by monkeypatch.setenv (must be found), then clean again (must pass). The worked
     example's two planted bugs (examples/myattn) are found the same way."""
-    sub.makepyfile(test_env="""
+    sub.makepyfile(
+        test_env="""
         import pytest
 
         ENVK = "tests.kernels_for_tests:EnvSwitchedDk"
@@ -95,6 +96,7 @@ def test_fixture_campaigns_see_the_environment_each_test_sets(sub):
             assert r.failed, bug
             p = r.failure.problem
             assert (p.heads_q > p.heads_kv) if bug == "gqa-head-map" else p.causal
-    """)
+    """
+    )
     res = sub.runpytest_subprocess("-p", "no:cacheprovider", "--difftest-out", str(sub.path / "out"), timeout=900)
     res.assert_outcomes(passed=6)

@@ -44,8 +44,10 @@ def test_workflow_parses_and_is_wired():
     parser_args = []
     for argv in cmds:
         argv = [a for a in argv if a != "$KERNELS"]
-        argv = [re.sub(r"\$\{\{ matrix\.(\w+) \}\}", lambda m: {"shard": "1", "side": "candidate"}[m.group(1)], a)
-                for a in argv]
+        argv = [
+            re.sub(r"\$\{\{ matrix\.(\w+) \}\}", lambda m: {"shard": "1", "side": "candidate"}[m.group(1)], a)
+            for a in argv
+        ]
         for k, v in env.items():
             argv = [a.replace(k, v) for a in argv]
         argv = [a for a in argv if "*" not in a] + (["x.json"] if argv[0] == "merge" else [])

@@ -35,33 +35,64 @@ HELP = "replay a reproducer across versions (wheels, folders, a git range): firs
 def add_arguments(p) -> None:
     p.add_argument("reproducer", help="a .json reproducer (difftest repro's input)")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--versions", nargs="+", metavar="VERSION",
-                     help="versions oldest first: .whl files or install folders (several for one version "
-                          "joined by ',')")
+    src.add_argument(
+        "--versions",
+        nargs="+",
+        metavar="VERSION",
+        help="versions oldest first: .whl files or install folders (several for one version joined by ',')",
+    )
     src.add_argument("--versions-file", metavar="FILE", help="the same, one version a line ('#' comments)")
     src.add_argument("--git", metavar="REPO", help="a git repository: test the commits of --range")
-    src.add_argument("--run", action="store_true",
-                     help="test one tree (--here, default the current directory) for `git bisect run`: exit 0 "
-                          "good, 1 bad, 125 untestable (128 on bad input, so git bisect stops)")
+    src.add_argument(
+        "--run",
+        action="store_true",
+        help="test one tree (--here, default the current directory) for `git bisect run`: exit 0 "
+        "good, 1 bad, 125 untestable (128 on bad input, so git bisect stops)",
+    )
     p.add_argument("--range", metavar="OLD..NEW", help="with --git: OLD (good) and the commits up to NEW (bad)")
-    p.add_argument("--build", metavar="CMD", help="with --git/--run: shell command run in the tree before testing it "
-                                                  "(a failure makes the version untestable)")
-    p.add_argument("--path", default=".", metavar="SUBDIR",
-                   help="with --git/--run: the folder of the tree to import from (default: its root)")
+    p.add_argument(
+        "--build",
+        metavar="CMD",
+        help="with --git/--run: shell command run in the tree before testing it "
+        "(a failure makes the version untestable)",
+    )
+    p.add_argument(
+        "--path",
+        default=".",
+        metavar="SUBDIR",
+        help="with --git/--run: the folder of the tree to import from (default: its root)",
+    )
     p.add_argument("--here", metavar="DIR", help="with --run: the tree to test (default: the current directory)")
     p.add_argument("--kernel", help="replay against this kernel instead of the reproducer's")
-    p.add_argument("--allow-import", action="store_true",
-                   help="trust a 'module:attr' kernel named in the file (the child imports it)")
-    p.add_argument("--any-failure", action="store_true",
-                   help="any failing verdict is bad (default: the failure the reproducer documents; another "
-                        "failure makes the version untestable)")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds for one version's replay before it counts as hung (default {DEFAULT_TIMEOUT_S:g})")
-    p.add_argument("--build-timeout", type=positive_float, default=DEFAULT_BUILD_TIMEOUT_S,
-                   help=f"seconds for one --build (default {DEFAULT_BUILD_TIMEOUT_S:g})")
-    p.add_argument("--work", metavar="DIR",
-                   help="folder for unpacked wheels, checkouts, builds and logs, kept and reused (default: a "
-                        "temporary folder, removed at the end)")
+    p.add_argument(
+        "--allow-import",
+        action="store_true",
+        help="trust a 'module:attr' kernel named in the file (the child imports it)",
+    )
+    p.add_argument(
+        "--any-failure",
+        action="store_true",
+        help="any failing verdict is bad (default: the failure the reproducer documents; another "
+        "failure makes the version untestable)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds for one version's replay before it counts as hung (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--build-timeout",
+        type=positive_float,
+        default=DEFAULT_BUILD_TIMEOUT_S,
+        help=f"seconds for one --build (default {DEFAULT_BUILD_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--work",
+        metavar="DIR",
+        help="folder for unpacked wheels, checkouts, builds and logs, kept and reused (default: a "
+        "temporary folder, removed at the end)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON here")
 
 
@@ -98,9 +129,18 @@ def command(a) -> int:
             here = Path(a.here or os.getcwd())
             if run_mode and not here.is_dir():
                 raise BisectError(f"--here {str(here)!r}: not a directory")
-            b = Bisector(Path(a.reproducer), work, kernel=a.kernel, allow_import=a.allow_import,
-                         any_failure=a.any_failure, timeout=a.timeout, build=a.build, build_timeout=a.build_timeout,
-                         subdir=a.path, repo=Path(a.git) if a.git else None)
+            b = Bisector(
+                Path(a.reproducer),
+                work,
+                kernel=a.kernel,
+                allow_import=a.allow_import,
+                any_failure=a.any_failure,
+                timeout=a.timeout,
+                build=a.build,
+                build_timeout=a.build_timeout,
+                subdir=a.path,
+                repo=Path(a.git) if a.git else None,
+            )
         except InputError as e:
             if run_mode:
                 raise BisectAbort(str(e)) from None

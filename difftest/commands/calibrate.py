@@ -15,18 +15,45 @@ HELP = "measure k_needed over correct kernels"
 
 
 def add_arguments(p):
-    replays_int = bounded(int, 0, False, 1000, "replays of one derivation", "replays_int",
-                           "an integer 0..1000: cases replayed by calibrate --replay")
+    replays_int = bounded(
+        int,
+        0,
+        False,
+        1000,
+        "replays of one derivation",
+        "replays_int",
+        "an integer 0..1000: cases replayed by calibrate --replay",
+    )
 
-    p.add_argument("--kernel", "-k", action="append", dest="kernels",
-                   help="a correct kernel (repeatable; or derive from --from-variant-logs/--from-reports)")
-    p.add_argument("--from-variant-logs", nargs="+", metavar="JSONL", default=None,
-                   help="derive the k defaults from `difftest variants --out-dir` case logs (runs nothing)")
-    p.add_argument("--from-reports", nargs="+", metavar="REPORT", default=None,
-                   help="... and from campaign reports of real kernels (report.json or .json.xz)")
-    p.add_argument("--replay", type=replays_int, default=100, metavar="N",
-                   help="replay up to N variant cases whose k_needed would raise a shipped k, judged as the "
-                        "shipped verdicts judge them (against the kernel's own O/LSE where those pass); 0: none")
+    p.add_argument(
+        "--kernel",
+        "-k",
+        action="append",
+        dest="kernels",
+        help="a correct kernel (repeatable; or derive from --from-variant-logs/--from-reports)",
+    )
+    p.add_argument(
+        "--from-variant-logs",
+        nargs="+",
+        metavar="JSONL",
+        default=None,
+        help="derive the k defaults from `difftest variants --out-dir` case logs (runs nothing)",
+    )
+    p.add_argument(
+        "--from-reports",
+        nargs="+",
+        metavar="REPORT",
+        default=None,
+        help="... and from campaign reports of real kernels (report.json or .json.xz)",
+    )
+    p.add_argument(
+        "--replay",
+        type=replays_int,
+        default=100,
+        metavar="N",
+        help="replay up to N variant cases whose k_needed would raise a shipped k, judged as the "
+        "shipped verdicts judge them (against the kernel's own O/LSE where those pass); 0: none",
+    )
     p.add_argument("--profile", "-p", default="ci", choices=sorted(PROFILES))
     p.add_argument("--max-examples", type=positive_int, default=200)
     p.add_argument("--time-budget", type=positive_float)

@@ -33,9 +33,23 @@ from difftest.safeio import safe_child_path
 from difftest.workdir import WORKDIR
 
 # subcommand -> its module (difftest/commands/<name>.py: HELP, add_arguments, command), in --help's order
-SUBCOMMANDS = {"run": run, "repro": repro, "list": list_, "new-adapter": new_adapter, "mutants": mutants,
-               "variants": variants, "calibrate": calibrate, "bench": bench, "merge": merge, "gate": gate,
-               "report": report, "bisect": bisect, "probe": probe, "stress": stress, "sanitize": sanitize}
+SUBCOMMANDS = {
+    "run": run,
+    "repro": repro,
+    "list": list_,
+    "new-adapter": new_adapter,
+    "mutants": mutants,
+    "variants": variants,
+    "calibrate": calibrate,
+    "bench": bench,
+    "merge": merge,
+    "gate": gate,
+    "report": report,
+    "bisect": bisect,
+    "probe": probe,
+    "stress": stress,
+    "sanitize": sanitize,
+}
 # subcommand -> its help line, the module's HELP
 COMMANDS = {name: mod.HELP for name, mod in SUBCOMMANDS.items()}
 
@@ -49,16 +63,20 @@ def _fill(name: str, sp) -> None:
 def description() -> str:
     """``difftest --help``'s opening, generated from ``COMMANDS``: it names every subcommand,
     and argparse lists each below it with its help line."""
-    return (f"Property-based differential testing for attention backward kernels. {len(COMMANDS)} commands: "
-            f"{', '.join(COMMANDS)}; each is described below and has its own --help.")
+    return (
+        f"Property-based differential testing for attention backward kernels. {len(COMMANDS)} commands: "
+        f"{', '.join(COMMANDS)}; each is described below and has its own --help."
+    )
 
 
 def build_parser(argv=None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` (default: all of them) gets its
     arguments (every one is light to build: the fronts import their engines when they run)."""
-    p = OneLineParser(prog="difftest", description=description(),
-                      epilog=f"working folder: {WORKDIR}/ (outputs, failure store, Hypothesis data); add it "
-                             f"to .gitignore")
+    p = OneLineParser(
+        prog="difftest",
+        description=description(),
+        epilog=f"working folder: {WORKDIR}/ (outputs, failure store, Hypothesis data); add it to .gitignore",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     chosen = [a for a in (argv or []) if a in COMMANDS][:1] if argv is not None else list(COMMANDS)
     for name, help_ in COMMANDS.items():
@@ -101,8 +119,10 @@ def main(argv=None) -> int:
             return code
         except OSError as e:
             where = f" {e.filename}" if e.filename else ""
-            print(f"difftest{' ' + cmd if cmd else ''}: error: cannot read or write{where}: "
-                  f"{one_line(e.strerror or e)}", file=sys.stderr)
+            print(
+                f"difftest{' ' + cmd if cmd else ''}: error: cannot read or write{where}: {one_line(e.strerror or e)}",
+                file=sys.stderr,
+            )
         finally:
             if "difftest.run.folder" in sys.modules:
                 sys.modules["difftest.run.folder"].release_locks()

@@ -16,10 +16,20 @@ HELP = "compare a candidate report with a baseline (CI gating)"
 def add_arguments(p):
     p.add_argument("--baseline", required=True, metavar="A.json", help="report of the target branch")
     p.add_argument("--candidate", required=True, metavar="B.json", help="report of the change")
-    p.add_argument("--max-ratio-growth", type=float, default=DEFAULT_GROWTH, metavar="F",
-                   help=f"fail when a worst error ratio exceeds (1+F) x the baseline's (default {DEFAULT_GROWTH:g})")
-    p.add_argument("--min-ratio", type=float, default=DEFAULT_MIN_RATIO, metavar="R",
-                   help=f"baseline ratios below R count as R for growth (default {DEFAULT_MIN_RATIO:g})")
+    p.add_argument(
+        "--max-ratio-growth",
+        type=float,
+        default=DEFAULT_GROWTH,
+        metavar="F",
+        help=f"fail when a worst error ratio exceeds (1+F) x the baseline's (default {DEFAULT_GROWTH:g})",
+    )
+    p.add_argument(
+        "--min-ratio",
+        type=float,
+        default=DEFAULT_MIN_RATIO,
+        metavar="R",
+        help=f"baseline ratios below R count as R for growth (default {DEFAULT_MIN_RATIO:g})",
+    )
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (one testcase per kernel x output x gate)")
     p.add_argument("--html", metavar="FILE", help="write the candidate's HTML report with the gate on top")
 

@@ -7,8 +7,11 @@ HELP = "list known kernels (--check: whether they can run here)"
 
 
 def add_arguments(sp) -> None:
-    sp.add_argument("--check", action="store_true",
-                    help="load every adapter: whether it can run here, device, dtypes (imports torch)")
+    sp.add_argument(
+        "--check",
+        action="store_true",
+        help="load every adapter: whether it can run here, device, dtypes (imports torch)",
+    )
 
 
 def command(a) -> int:
@@ -25,8 +28,16 @@ def command(a) -> int:
             k = registry.get(n)
             why = k.available()
             c = k.capability
-            rows.append((n, target, "yes" if why is None else f"no: {why}", c.device, ",".join(c.dtypes),
-                         "yes" if c.deterministic else ""))
+            rows.append(
+                (
+                    n,
+                    target,
+                    "yes" if why is None else f"no: {why}",
+                    c.device,
+                    ",".join(c.dtypes),
+                    "yes" if c.deterministic else "",
+                )
+            )
         except Exception as e:  # a broken third-party adapter must not hide the others
             rows.append((n, target, f"no: {type(e).__name__}: {e}", "", "", ""))
     w = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]

@@ -21,6 +21,8 @@ def command(a) -> int:
         root = write_skeleton(a.name, a.dir)
     except (ValueError, FileExistsError, NotADirectoryError) as e:
         raise UsageError(str(e)) from None
-    print(f"wrote {root}/ (adapter, capability, pyproject.toml entry point, a pytest test)\n"
-          f"next: pip install -e {root} && difftest run -k {a.name} -p quick")
+    print(
+        f"wrote {root}/ (adapter, capability, pyproject.toml entry point, a pytest test)\n"
+        f"next: pip install -e {root} && difftest run -k {a.name} -p quick"
+    )
     return 0

@@ -33,21 +33,35 @@ HELP = "call a kernel across its capability's dimensions: served, refused, or ac
 # ---------------------------------------------------------------- command line
 def add_arguments(p) -> None:
     p.add_argument("--kernel", "-k", required=True, help="the kernel to probe (see `difftest list`)")
-    p.add_argument("--dimensions", metavar="DIM,DIM",
-                   help=f"probe only these (default all): {','.join(DIMENSIONS)}")
+    p.add_argument("--dimensions", metavar="DIM,DIM", help=f"probe only these (default all): {','.join(DIMENSIONS)}")
     p.add_argument("--head-dim-step", type=positive_int, default=8, help="head-dim grid step (default 8)")
-    p.add_argument("--max-head-dim", type=positive_int, default=MAX_HEAD_DIM,
-                   help=f"largest head dim probed (default {MAX_HEAD_DIM})")
-    p.add_argument("--max-seqlen", type=positive_int, default=DEFAULT_MAX_SEQLEN,
-                   help=f"longest sequence probed (default {DEFAULT_MAX_SEQLEN})")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds per point's kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument(
+        "--max-head-dim",
+        type=positive_int,
+        default=MAX_HEAD_DIM,
+        help=f"largest head dim probed (default {MAX_HEAD_DIM})",
+    )
+    p.add_argument(
+        "--max-seqlen",
+        type=positive_int,
+        default=DEFAULT_MAX_SEQLEN,
+        help=f"longest sequence probed (default {DEFAULT_MAX_SEQLEN})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds per point's kernel call before it counts as hung (default {DEFAULT_TIMEOUT_S:g})",
+    )
     p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the kernel's own)")
     p.add_argument("--json", metavar="FILE", help="also write every point, the draft and the violations as JSON")
-    p.add_argument("--past-adapter-checks", action="store_true",
-                   help="open the adapter's own capability too, so an adapter that refuses what it does not declare "
-                        "lets the call reach the kernel (what the kernel serves, not what the adapter admits; a "
-                        "feature the adapter cannot pass on then shows as failed)")
+    p.add_argument(
+        "--past-adapter-checks",
+        action="store_true",
+        help="open the adapter's own capability too, so an adapter that refuses what it does not declare "
+        "lets the call reach the kernel (what the kernel serves, not what the adapter admits; a "
+        "feature the adapter cannot pass on then shows as failed)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no line per point")
 
 
@@ -81,8 +95,12 @@ def command(a) -> int:
 
     def progress(i, n, pt):
         if not a.quiet:
-            print(f"  [{i + 1}/{n}] {pt.dimension} {pt.label}: {pt.outcome} ({pt.seconds:.1f} s)"
-                  + (f": {pt.detail}" if pt.detail else ""), file=sys.stderr, flush=True)
+            print(
+                f"  [{i + 1}/{n}] {pt.dimension} {pt.label}: {pt.outcome} ({pt.seconds:.1f} s)"
+                + (f": {pt.detail}" if pt.detail else ""),
+                file=sys.stderr,
+                flush=True,
+            )
 
     try:
         probe(kernel, pts, config, progress, past_adapter_checks=a.past_adapter_checks)
@@ -93,10 +111,20 @@ def command(a) -> int:
     _, diffs = draft(cap, pts)
     bad = violations(pts, a.past_adapter_checks)
     if a.json:
-        atomic_write_text(a.json, json.dumps({
-            "kernel": a.kernel, "points": [p.to_dict() for p in pts],
-            "differences": {k: [jsonable(o), jsonable(n), direction(k, o, n)] for k, (o, n) in diffs.items()},
-            "past_adapter_checks": a.past_adapter_checks, "violations": bad,
-            "served_not_declared": undeclared_served(pts), "not_served_not_declared": not_served(pts)},
-            indent=1) + "\n")
+        atomic_write_text(
+            a.json,
+            json.dumps(
+                {
+                    "kernel": a.kernel,
+                    "points": [p.to_dict() for p in pts],
+                    "differences": {k: [jsonable(o), jsonable(n), direction(k, o, n)] for k, (o, n) in diffs.items()},
+                    "past_adapter_checks": a.past_adapter_checks,
+                    "violations": bad,
+                    "served_not_declared": undeclared_served(pts),
+                    "not_served_not_declared": not_served(pts),
+                },
+                indent=1,
+            )
+            + "\n",
+        )
     return 1 if diffs or bad else 0

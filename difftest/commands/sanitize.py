@@ -41,20 +41,33 @@ def _tools(text: str) -> tuple:
 
 def add_arguments(p) -> None:
     p.add_argument("files", nargs="*", metavar="REPRO.json", help=".json reproducers written by difftest")
-    p.add_argument("--run-dir", metavar="DIR",
-                   help="sanitize every finding of a run (the reproducers its report.json names) and add the "
-                        "results to its report.json, findings.json and summary.md")
+    p.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        help="sanitize every finding of a run (the reproducers its report.json names) and add the "
+        "results to its report.json, findings.json and summary.md",
+    )
     p.add_argument("--tools", type=_tools, default=TOOLS, help=f"comma-separated (default {','.join(TOOLS)})")
     p.add_argument("--sanitizer", metavar="PATH", help="compute-sanitizer's path (default: compute-sanitizer on PATH)")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds per tool before its run is ended (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds per tool before its run is ended (default {DEFAULT_TIMEOUT_S:g})",
+    )
     p.add_argument("--kernel", help="replay against another kernel (as difftest repro --kernel)")
-    p.add_argument("--allow-import", action="store_true",
-                   help="trust a 'module:attr' kernel named in the file (as difftest repro --allow-import)")
+    p.add_argument(
+        "--allow-import",
+        action="store_true",
+        help="trust a 'module:attr' kernel named in the file (as difftest repro --allow-import)",
+    )
     p.add_argument("--profile", "-p", choices=sorted(PROFILES), help="size limits (as difftest repro -p)")
-    p.add_argument("--keep-pools", action="store_true",
-                   help="leave PyTorch's and XLA's memory pools on (by default they are off in the children, so "
-                        "memcheck sees an overflow into a neighbouring buffer)")
+    p.add_argument(
+        "--keep-pools",
+        action="store_true",
+        help="leave PyTorch's and XLA's memory pools on (by default they are off in the children, so "
+        "memcheck sees an overflow into a neighbouring buffer)",
+    )
 
 
 def command(a) -> int:
@@ -87,8 +100,9 @@ def command(a) -> int:
     for rec in records:
         for r in rec["tools"].values():
             if r["first"]:
-                print(block(f"{Path(rec['reproducer']).name} {r['tool']}: first error:\n    "
-                            + "\n    ".join(r["first"])))
+                print(
+                    block(f"{Path(rec['reproducer']).name} {r['tool']}: first error:\n    " + "\n    ".join(r["first"]))
+                )
     print(text_table([HEAD] + rows(records)) if records else "no reproducer to sanitize")
     print(f"note: {NOTE} (memcheck does not see inside a framework's memory pool; racecheck sees shared memory only)")
     for rec in records:

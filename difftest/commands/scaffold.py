@@ -15,7 +15,7 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 # setuptools >= 64 builds editable installs (PEP 660); pip's build isolation fetches it (and the
 # wheel package older setuptools ask for), so the interpreter's own setuptools never matters.
-PYPROJECT = '''[build-system]
+PYPROJECT = """[build-system]
 requires = ["setuptools>=64"]
 build-backend = "setuptools.build_meta"
 
@@ -32,7 +32,7 @@ packages = ["{pkg}"]
 # difftest finds the kernel under this name: `difftest run -k {name}`
 [project.entry-points."difftest.kernels"]
 {name} = "{pkg}.adapter:{cls}"
-'''
+"""
 
 KERNEL = '''"""The kernel under test. This stand-in is plain torch (float32 math, autograd for the
 backward) so the skeleton passes out of the box; replace the two functions' bodies with
@@ -109,7 +109,7 @@ def test_{pkg}_backward(difftest_campaign):
     difftest_campaign("{name}", profile="quick")
 '''
 
-README = '''# {name}: difftest adapter
+README = """# {name}: difftest adapter
 
 ```bash
 pip install -e .                          # registers the kernel with difftest (entry point)
@@ -120,7 +120,7 @@ python -m pytest tests                    # the same through pytest
 
 Replace the bodies of `{pkg}/kernel.py` with calls into your kernel and opt in to the
 features it serves in `{pkg}/adapter.py` (`Capability`; table in difftest's docs/adapters.md).
-'''
+"""
 
 
 def write_skeleton(name: str, where=".") -> Path:
@@ -135,9 +135,14 @@ def write_skeleton(name: str, where=".") -> Path:
     if root.exists():
         raise FileExistsError(f"new-adapter {name!r}: {root} already exists; choose another --dir or name")
     fmt = {"name": name, "pkg": pkg, "cls": cls, "dist": f"{name}-difftest-adapter"}
-    files = {"pyproject.toml": PYPROJECT, f"{pkg}/__init__.py": '"""{name} and its difftest adapter."""\n',
-             f"{pkg}/kernel.py": KERNEL, f"{pkg}/adapter.py": ADAPTER, f"tests/test_{pkg}.py": TEST,
-             "README.md": README}
+    files = {
+        "pyproject.toml": PYPROJECT,
+        f"{pkg}/__init__.py": '"""{name} and its difftest adapter."""\n',
+        f"{pkg}/kernel.py": KERNEL,
+        f"{pkg}/adapter.py": ADAPTER,
+        f"tests/test_{pkg}.py": TEST,
+        "README.md": README,
+    }
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -46,33 +46,60 @@ def add_arguments(p) -> None:
     seqlen = bounded(int, 1, False, MAX_SEQLEN, "tokens per sequence", "seqlen_int", "``--seqlen``")
     hd = bounded(int, 1, False, MAX_HEAD_DIM, "the largest head dim", "head_dim_int", "``--head-dim``")
     p.add_argument("--kernel", "-k", required=True, help="the kernel to stress (see `difftest list`)")
-    p.add_argument("--problem", action="append", metavar="FILE.json",
-                   help="stress the Problem of this .json reproducer instead of the drawn stress problems "
-                        "(repeatable; only its Problem is read: the kernel is -k)")
-    p.add_argument("--reps", type=reps, default=DEFAULT_REPS,
-                   help=f"repetitions of each problem, all compared bit for bit with the first "
-                        f"(default {DEFAULT_REPS}, at most {MAX_REPS})")
-    p.add_argument("--load", type=load, default=DEFAULT_LOAD,
-                   help=f"threads keeping the device busy with matmuls meanwhile (default {DEFAULT_LOAD}; 0: none; "
-                        f"at most {MAX_LOAD}); on CUDA each on its own stream, in this process (the kernel's "
-                        "worker is another process: --no-isolate puts them in the kernel's)")
-    p.add_argument("--load-size", type=size, help="the load's square matmul side (default 4096 on CUDA, 256 on "
-                                                  "the CPU)")
-    p.add_argument("--batch", type=batch, help=f"batch of the stress problems (default {DEFAULT_BATCH}, as "
-                                               f"FlashAttention's race test; the capability's max_batch caps it)")
+    p.add_argument(
+        "--problem",
+        action="append",
+        metavar="FILE.json",
+        help="stress the Problem of this .json reproducer instead of the drawn stress problems "
+        "(repeatable; only its Problem is read: the kernel is -k)",
+    )
+    p.add_argument(
+        "--reps",
+        type=reps,
+        default=DEFAULT_REPS,
+        help=f"repetitions of each problem, all compared bit for bit with the first "
+        f"(default {DEFAULT_REPS}, at most {MAX_REPS})",
+    )
+    p.add_argument(
+        "--load",
+        type=load,
+        default=DEFAULT_LOAD,
+        help=f"threads keeping the device busy with matmuls meanwhile (default {DEFAULT_LOAD}; 0: none; "
+        f"at most {MAX_LOAD}); on CUDA each on its own stream, in this process (the kernel's "
+        "worker is another process: --no-isolate puts them in the kernel's)",
+    )
+    p.add_argument(
+        "--load-size", type=size, help="the load's square matmul side (default 4096 on CUDA, 256 on the CPU)"
+    )
+    p.add_argument(
+        "--batch",
+        type=batch,
+        help=f"batch of the stress problems (default {DEFAULT_BATCH}, as "
+        f"FlashAttention's race test; the capability's max_batch caps it)",
+    )
     p.add_argument("--heads", type=heads, help=f"heads of the stress problems (default {DEFAULT_HEADS})")
-    p.add_argument("--seqlen", type=seqlen, help=f"sequence length of the stress problems (default {DEFAULT_SEQLEN}: "
-                                                 "a partial last tile)")
+    p.add_argument(
+        "--seqlen",
+        type=seqlen,
+        help=f"sequence length of the stress problems (default {DEFAULT_SEQLEN}: a partial last tile)",
+    )
     p.add_argument("--head-dim", type=hd, help="head dim of the stress problems (default: the largest declared <= 128)")
     p.add_argument("--dtype", choices=DTYPES, help="dtype of the stress problems (default bfloat16 where declared)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the kernel's own)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"folder for stress.json and stress.md (default {DEFAULT_OUT})")
-    p.add_argument("--time-budget", type=positive_float,
-                   help="seconds: no problem starts after this (the problems left are listed as not run)")
+    p.add_argument(
+        "--time-budget",
+        type=positive_float,
+        help="seconds: no problem starts after this (the problems left are listed as not run)",
+    )
     add_isolation_arguments(p, "problem", DEFAULT_TIMEOUT_S, DEFAULT_COMPILE_TIMEOUT_S)
     chunk = bounded(int, 1, False, MAX_CHUNK_MIB, "MiB", "chunk_mib_int", "``--chunk-mib``")
-    p.add_argument("--chunk-mib", type=chunk,
-                   default=1024, help="MiB of repetitions' outputs fetched and compared at once (default 1024)")
+    p.add_argument(
+        "--chunk-mib",
+        type=chunk,
+        default=1024,
+        help="MiB of repetitions' outputs fetched and compared at once (default 1024)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no line per problem on stderr")
 
 
@@ -82,12 +109,17 @@ def _problems(a, kernel) -> list:
     # lazy: keeps torch off --help
     from difftest.judge.stress import stress_problems
 
-    shape_flags = [f"--{n.replace('_', '-')}" for n in ("batch", "heads", "seqlen", "head_dim", "dtype")
-                   if getattr(a, n) is not None]
+    shape_flags = [
+        f"--{n.replace('_', '-')}"
+        for n in ("batch", "heads", "seqlen", "head_dim", "dtype")
+        if getattr(a, n) is not None
+    ]
     if a.problem:
         if shape_flags:
-            raise UsageError(f"{', '.join(shape_flags)}: shape the drawn stress problems, not a --problem file's: "
-                             "allowed either --problem FILE or the shape flags")
+            raise UsageError(
+                f"{', '.join(shape_flags)}: shape the drawn stress problems, not a --problem file's: "
+                "allowed either --problem FILE or the shape flags"
+            )
 
         out = []
         for path in a.problem:
@@ -102,13 +134,22 @@ def _problems(a, kernel) -> list:
         raise UsageError(f"--dtype {a.dtype}: {kernel.name} does not declare it: allowed {', '.join(c.dtypes)}")
     if a.head_dim is not None and a.head_dim not in c.head_dims_qk:
         dims = ", ".join(map(str, c.head_dims_qk[:20])) + (" ..." if len(c.head_dims_qk) > 20 else "")
-        raise UsageError(f"--head-dim {a.head_dim}: {kernel.name} does not declare it: allowed one of its "
-                         f"head_dims_qk ({dims})")
-    out = stress_problems(c, batch=a.batch or DEFAULT_BATCH, heads=a.heads or DEFAULT_HEADS,
-                          seqlen=a.seqlen or DEFAULT_SEQLEN, head_dim=a.head_dim, dtype=a.dtype)
+        raise UsageError(
+            f"--head-dim {a.head_dim}: {kernel.name} does not declare it: allowed one of its head_dims_qk ({dims})"
+        )
+    out = stress_problems(
+        c,
+        batch=a.batch or DEFAULT_BATCH,
+        heads=a.heads or DEFAULT_HEADS,
+        seqlen=a.seqlen or DEFAULT_SEQLEN,
+        head_dim=a.head_dim,
+        dtype=a.dtype,
+    )
     if not out:
-        raise UsageError(f"no stress problem of {kernel.name} fits its capability with these flags: allowed "
-                         "other --seqlen/--heads/--head-dim, or --problem FILE.json")
+        raise UsageError(
+            f"no stress problem of {kernel.name} fits its capability with these flags: allowed "
+            "other --seqlen/--heads/--head-dim, or --problem FILE.json"
+        )
     return out
 
 
@@ -118,8 +159,9 @@ def _error_result(kernel, problem, e, reps, load):
     from difftest.judge.runner import CaseResult
     from difftest.judge.stress import StressResult
 
-    case = CaseResult(kernel.name, problem, Status.ERROR, f"stress raised {exception_text(e)}",
-                      error_type=type(e).__name__)
+    case = CaseResult(
+        kernel.name, problem, Status.ERROR, f"stress raised {exception_text(e)}", error_type=type(e).__name__
+    )
     return StressResult(case, 0, 0.0, load, 0, asked=reps)
 
 
@@ -150,8 +192,15 @@ def command(a) -> int:
             if a.time_budget is not None and time.perf_counter() - t0 >= a.time_budget:
                 break
             try:
-                r = stress_case(kernel, problem, a.reps, load=a.load, load_size=load_size, config=config,
-                                chunk_bytes=a.chunk_mib << 20)
+                r = stress_case(
+                    kernel,
+                    problem,
+                    a.reps,
+                    load=a.load,
+                    load_size=load_size,
+                    config=config,
+                    chunk_bytes=a.chunk_mib << 20,
+                )
             except Exception as e:  # noqa: BLE001 -- recorded as this problem's result
                 r = _error_result(kernel, problem, e, a.reps, a.load)
             results.append(r)

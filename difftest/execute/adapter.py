@@ -236,11 +236,15 @@ def get(name: str) -> KernelAdapter:
     try:
         adapter = f()
     except TypeError as e:
-        raise KernelSpecError(f"kernel {name!r}: its factory cannot be called without arguments ({e}): allowed "
-                              "a KernelAdapter class or a zero-argument factory") from None
+        raise KernelSpecError(
+            f"kernel {name!r}: its factory cannot be called without arguments ({e}): allowed "
+            "a KernelAdapter class or a zero-argument factory"
+        ) from None
     if not isinstance(adapter, KernelAdapter):
-        raise KernelSpecError(f"kernel {name!r} factory returned {type(adapter).__name__}, not a KernelAdapter: "
-                              "allowed a 'module:attr' naming a KernelAdapter class or a factory of one")
+        raise KernelSpecError(
+            f"kernel {name!r} factory returned {type(adapter).__name__}, not a KernelAdapter: "
+            "allowed a 'module:attr' naming a KernelAdapter class or a factory of one"
+        )
     if getattr(adapter, "spec", None) is None:
         adapter.spec = name  # how a worker process or a reproducer gets the same kernel back
     _REGISTRY[name] = adapter

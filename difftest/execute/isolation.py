@@ -198,8 +198,14 @@ STARTUP_TIMEOUT_S = 600.0  # a worker's imports, before any kernel call
 COMPILE_TIMEOUT_S = 1800.0  # a case's JIT builds together (RunConfig.compile_timeout_s)
 
 
-STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure",
-          "misaligned address", "illegal instruction", "CUDA error: an illegal")
+STICKY = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "misaligned address",
+    "illegal instruction",
+    "CUDA error: an illegal",
+)
 
 
 def context_broken(e: BaseException) -> bool:
@@ -258,8 +264,9 @@ class Worker:
         parent, child = ctx.Pipe()
         inherited = () if fork_closing is None else (parent, *fork_closing)
         pdeathsig = threading.current_thread() is threading.main_thread()
-        self.proc = ctx.Process(target=_worker_main, daemon=True,
-                                args=(child, self.env, tuple(preload), inherited, os.getpid(), pdeathsig))
+        self.proc = ctx.Process(
+            target=_worker_main, daemon=True, args=(child, self.env, tuple(preload), inherited, os.getpid(), pdeathsig)
+        )
         with safe_child_path():  # spawn: the new interpreter does not put the cwd on sys.path
             self.proc.start()
         child.close()
@@ -305,10 +312,19 @@ class Worker:
         seen = then if self.worker_env is None else self.worker_env
         return any(now.get(k) != seen.get(k) for k in changed)
 
-    def run(self, spec: str, problem: Problem, device: str, poison: bool, runs: int, timeout_s: float,
-            compile_timeout_s: float = COMPILE_TIMEOUT_S):
-        return self.receive(self.send(spec, problem, device, poison, runs), timeout_s,
-                            compile_timeout_s=compile_timeout_s)
+    def run(
+        self,
+        spec: str,
+        problem: Problem,
+        device: str,
+        poison: bool,
+        runs: int,
+        timeout_s: float,
+        compile_timeout_s: float = COMPILE_TIMEOUT_S,
+    ):
+        return self.receive(
+            self.send(spec, problem, device, poison, runs), timeout_s, compile_timeout_s=compile_timeout_s
+        )
 
     def send(self, spec: str, problem: Problem, device: str, poison: bool, runs: int) -> float:
         """Hand the worker one case (starting a worker if none is alive) and return at once,
@@ -328,8 +344,14 @@ class Worker:
             self.conn.send(msg)
         return t0
 
-    def receive(self, t0: float, timeout_s: float, waited_from: float | None = None,
-                compile_timeout_s: float = COMPILE_TIMEOUT_S, device=None):
+    def receive(
+        self,
+        t0: float,
+        timeout_s: float,
+        waited_from: float | None = None,
+        compile_timeout_s: float = COMPILE_TIMEOUT_S,
+        device=None,
+    ):
         """The reply to the case sent at ``t0``: each run's Outputs (transfer.py; on
         ``device`` when given, else on the CPU). ``timeout_s`` counts from ``t0``, less the
         time the worker reported building (bounded by ``compile_timeout_s`` in all). Raises
@@ -400,9 +422,11 @@ class Worker:
             waited = now - waited_from
             timer.add({"compile": min(building_s, waited), "kernel": max(0.0, waited - building_s)})
         if building is not None:
-            raise BuildTimeout(f"kernel build did not finish within {compile_timeout_s:g} s (worker killed after "
-                               f"{building_s:.1f} s of building and {now - t0 - building_s:.1f} s outside builds): "
-                               "a slow build, not a hung kernel (RunConfig.compile_timeout_s, --compile-timeout)")
+            raise BuildTimeout(
+                f"kernel build did not finish within {compile_timeout_s:g} s (worker killed after "
+                f"{building_s:.1f} s of building and {now - t0 - building_s:.1f} s outside builds): "
+                "a slow build, not a hung kernel (RunConfig.compile_timeout_s, --compile-timeout)"
+            )
         how = f"; its build/setup took {built:.1f} s, then the kernel ran {now - t0 - built:.1f} s" if built else ""
         raise KernelTimeout(f"kernel did not return within {timeout_s:g} s (worker killed{how})")
 

@@ -41,8 +41,20 @@ Framework overhead is everything except ``compile``, ``kernel`` and ``determinis
 import time
 from contextlib import contextmanager
 
-PHASES = ("inputs", "compile", "kernel", "determinism", "truth", "truth_compile", "yardsticks", "gates", "second_ref",
-          "transfer", "worker_start", "search")
+PHASES = (
+    "inputs",
+    "compile",
+    "kernel",
+    "determinism",
+    "truth",
+    "truth_compile",
+    "yardsticks",
+    "gates",
+    "second_ref",
+    "transfer",
+    "worker_start",
+    "search",
+)
 KERNEL_PHASES = ("compile", "kernel", "determinism")
 UNTIMED = ("compile", "worker_start")  # set-up inside a kernel call: not the kernel's timeout_s
 
@@ -98,10 +110,14 @@ class PhaseTimer:
         phases = {n: round(measured.get(n, 0.0), 4) for n in PHASES if n != "search"}
         phases["search"] = round(max(0.0, wall - sum(measured.values())), 4)
         kernel = sum(phases[n] for n in KERNEL_PHASES)
-        return {"wall_s": round(wall, 4), "phases_s": phases,
-                "share": {n: round(s / wall, 4) if wall > 0 else 0.0 for n, s in phases.items()},
-                "kernel_s": round(kernel, 4), "overhead_s": round(max(0.0, wall - kernel), 4),
-                "overhead_share": round(max(0.0, wall - kernel) / wall, 4) if wall > 0 else 0.0}
+        return {
+            "wall_s": round(wall, 4),
+            "phases_s": phases,
+            "share": {n: round(s / wall, 4) if wall > 0 else 0.0 for n, s in phases.items()},
+            "kernel_s": round(kernel, 4),
+            "overhead_s": round(max(0.0, wall - kernel), 4),
+            "overhead_share": round(max(0.0, wall - kernel) / wall, 4) if wall > 0 else 0.0,
+        }
 
 
 _CURRENT: list[PhaseTimer] = []
@@ -144,6 +160,8 @@ def render(split: dict) -> str:
     for n, s in sorted(split["phases_s"].items(), key=lambda kv: -kv[1]):
         if s > 0:
             lines.append(f"  {n:<13} {s:8.2f} s  {100 * split['share'][n]:5.1f}%")
-    lines.append(f"  framework overhead (all but compile and the kernel's calls): {split['overhead_s']:.2f} s, "
-                 f"{100 * split['overhead_share']:.1f}% of the wall time")
+    lines.append(
+        f"  framework overhead (all but compile and the kernel's calls): {split['overhead_s']:.2f} s, "
+        f"{100 * split['overhead_share']:.1f}% of the wall time"
+    )
     return "\n".join(lines)

@@ -56,7 +56,7 @@ def pack_outputs(runs: list) -> tuple:
     host = None if inline else torch.empty(total, dtype=torch.uint8).share_memory_()
     buf = host if host is not None and device.type == "cpu" else torch.empty(total, dtype=torch.uint8, device=device)
     for off, flat in pieces:  # the padding between them is never read
-        buf[off:off + flat.numel()].copy_(flat)
+        buf[off : off + flat.numel()].copy_(flat)
     if inline:
         return layout, buf.cpu().numpy().tobytes()
     assert host is not None
@@ -79,7 +79,7 @@ def unpack_outputs(packed: tuple, device=None) -> list:
         for name, (dtype, shape, off, n) in entry.items():
             dt = _dtype(dtype)
             if n:
-                tensors[name] = buf[off:off + n].view(dt).view(shape)
+                tensors[name] = buf[off : off + n].view(dt).view(shape)
             else:
                 tensors[name] = torch.empty(shape, dtype=dt, device=buf.device)
         runs.append(Outputs(**tensors))

@@ -91,7 +91,7 @@ class Version:
 
 
 def _wheel_label(path: Path) -> str:
-    bits = path.name[:-len(".whl")].split("-")
+    bits = path.name[: -len(".whl")].split("-")
     return f"{bits[0]} {bits[1]}" if len(bits) >= 2 else path.name
 
 
@@ -109,8 +109,9 @@ def _check_wheel(path: Path, where: str) -> None:
         name = info.filename
         parts = PurePosixPath(name).parts
         if name.startswith("/") or "\\" in name or ".." in parts or (parts and ":" in parts[0]):
-            raise BisectError(f"{where}: {str(path)!r} has a member {name!r} outside the wheel: allowed relative "
-                              f"paths inside it")
+            raise BisectError(
+                f"{where}: {str(path)!r} has a member {name!r} outside the wheel: allowed relative paths inside it"
+            )
         if (info.external_attr >> 16) & 0o170000 == 0o120000:
             raise BisectError(f"{where}: {str(path)!r} has a symbolic link {name!r}: allowed plain files")
         total += info.file_size
@@ -177,13 +178,16 @@ def read_versions_file(path) -> list[Version]:
 
 def _distinct(versions: list[Version]) -> list[Version]:
     if not versions:
-        raise BisectError("no versions given: allowed --versions PATH ..., --versions-file FILE or --git REPO "
-                          "--range OLD..NEW")
+        raise BisectError(
+            "no versions given: allowed --versions PATH ..., --versions-file FILE or --git REPO --range OLD..NEW"
+        )
     seen = {}
     for i, v in enumerate(versions):
         if v.parts in seen:
-            raise BisectError(f"version {i + 1} ({v.label}) is version {seen[v.parts] + 1} again: allowed each "
-                              f"version once, oldest first")
+            raise BisectError(
+                f"version {i + 1} ({v.label}) is version {seen[v.parts] + 1} again: allowed each "
+                f"version once, oldest first"
+            )
         seen[v.parts] = i
     return versions
 
@@ -200,8 +204,10 @@ def git_versions(repo, rng: str) -> list[Version]:
     repo = Path(repo)
     if shutil.which("git") is None:
         raise BisectError("--git needs the git command, which is not on PATH")
-    if not repo.is_dir() or subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"],
-                                           capture_output=True).returncode:
+    if (
+        not repo.is_dir()
+        or subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True).returncode
+    ):
         raise BisectError(f"--git {str(repo)!r}: not a git repository")
     old, sep, new = rng.partition("..")
     if not sep or not old or not new or new.startswith("."):
@@ -274,12 +280,29 @@ def checkout(repo: Path, commit: str, work: Path) -> Path:
     if not (dest / ".git").exists():
         shutil.rmtree(dest, ignore_errors=True)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["git", "clone", "--quiet", "--shared", "--no-checkout", str(repo), str(dest)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["git", "clone", "--quiet", "--shared", "--no-checkout", str(repo), str(dest)],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode:
             raise OSError(f"git clone failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    r = subprocess.run(["git", "-C", str(dest), "-c", "advice.detachedHead=false", "checkout", "--quiet", "--force",
-                        "--detach", commit], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(dest),
+            "-c",
+            "advice.detachedHead=false",
+            "checkout",
+            "--quiet",
+            "--force",
+            "--detach",
+            commit,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         raise OSError(f"git checkout {commit[:10]} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
     return dest
@@ -346,12 +369,28 @@ def run_child(repro: Path, roots, logdir: Path, kernel: str | None, allow_import
     before = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
     env["PYTHONPATH"] = os.pathsep.join([str(r) for r in roots] + before)
     env["PYTHONSAFEPATH"] = "1"  # -P for the kernel worker processes the replay may start too
-    cmd = [sys.executable, "-P", "-c", CHILD, str(out), str(repro), kernel or "", "1" if allow_import else "0",
-           *[str(r) for r in roots]]
+    cmd = [
+        sys.executable,
+        "-P",
+        "-c",
+        CHILD,
+        str(out),
+        str(repro),
+        kernel or "",
+        "1" if allow_import else "0",
+        *[str(r) for r in roots],
+    ]
     timed_out = False
     with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, cwd=logdir, env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=logdir,
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             rc = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -384,7 +423,7 @@ def documented_failure(record: dict) -> dict | None:
             name = m.group(1).split(".")[-1]
             if name.endswith(("Error", "Exception", "Timeout", "Crashed")):
                 cls = name
-            reason = reason[m.end():]
+            reason = reason[m.end() :]
         return {"status": "error", "error": cls}
     return None
 
@@ -410,8 +449,9 @@ def classify(rec: dict, documented: dict | None, any_failure: bool = False) -> t
     if status == Status.SKIPPED:
         return UNTESTABLE, f"skipped: {reason}"
     if used is not None and not used:
-        return UNTESTABLE, (f"{status}, but nothing was imported from the version's folders: the replay did not use "
-                            f"this version")
+        return UNTESTABLE, (
+            f"{status}, but nothing was imported from the version's folders: the replay did not use this version"
+        )
     uses = f"; used {', '.join(used)}" if used else ""
     if status == Status.PASSED:
         return GOOD, f"passed{uses}"
@@ -428,8 +468,11 @@ def classify(rec: dict, documented: dict | None, any_failure: bool = False) -> t
         cls = documented["error"]
         if not cls or re.search(rf"\b{re.escape(cls)}\b", f"{error} {reason}"):
             return BAD, got + uses
-    want = (f"failed {', '.join(documented['gates'])}" if documented["status"] == Status.FAILED
-            else f"error {documented['error'] or ''}".strip())
+    want = (
+        f"failed {', '.join(documented['gates'])}"
+        if documented["status"] == Status.FAILED
+        else f"error {documented['error'] or ''}".strip()
+    )
     return UNTESTABLE, f"fails differently ({got}; documented: {want}; --any-failure counts it as bad){uses}"
 
 
@@ -462,9 +505,14 @@ class BisectResult:
         def name(i):
             return None if i is None else self.versions[i]
 
-        return {"versions": self.versions, "tested": [t.to_dict() for t in self.tested],
-                "first_bad": name(self.first_bad), "last_good": name(self.last_good),
-                "possible_first_bad": [self.versions[i] for i in self.candidates], "found": self.found}
+        return {
+            "versions": self.versions,
+            "tested": [t.to_dict() for t in self.tested],
+            "first_bad": name(self.first_bad),
+            "last_good": name(self.last_good),
+            "possible_first_bad": [self.versions[i] for i in self.candidates],
+            "found": self.found,
+        }
 
     def summary(self) -> str:
         n, t = len(self.versions), len(self.tested)
@@ -476,15 +524,24 @@ class BisectResult:
                 lines.append("no version could be tested")
         elif self.found:
             lines.append(f"first bad: {self.versions[self.first_bad]}")
-            lines.append(f"last good: {self.versions[self.last_good]}" if self.last_good is not None else
-                         "last good: none (the oldest version tested is bad)")
+            lines.append(
+                f"last good: {self.versions[self.last_good]}"
+                if self.last_good is not None
+                else "last good: none (the oldest version tested is bad)"
+            )
         else:
-            lines.append("first bad: one of " + ", ".join(self.versions[i] for i in self.candidates) +
-                         " (the ones before the last are untestable)")
-            lines.append(f"last good: {self.versions[self.last_good]}" if self.last_good is not None else
-                         "last good: none")
-        lines.append(f"tested {t} of {n} versions (assuming good ... good, bad ... bad): " +
-                     ", ".join(f"{x.label}={x.verdict}" for x in sorted(self.tested, key=lambda x: x.index)))
+            lines.append(
+                "first bad: one of "
+                + ", ".join(self.versions[i] for i in self.candidates)
+                + " (the ones before the last are untestable)"
+            )
+            lines.append(
+                f"last good: {self.versions[self.last_good]}" if self.last_good is not None else "last good: none"
+            )
+        lines.append(
+            f"tested {t} of {n} versions (assuming good ... good, bad ... bad): "
+            + ", ".join(f"{x.label}={x.verdict}" for x in sorted(self.tested, key=lambda x: x.index))
+        )
         return "\n".join(lines)
 
 
@@ -562,9 +619,21 @@ def load_reproducer(path, kernel: str | None, allow_import: bool) -> dict:
 class Bisector:
     """Prepares each version (unpack, checkout, build) and replays the reproducer there."""
 
-    def __init__(self, repro: Path, work: Path, *, kernel=None, allow_import=False, any_failure=False,
-                 timeout=DEFAULT_TIMEOUT_S, build=None, build_timeout=DEFAULT_BUILD_TIMEOUT_S, subdir=".",
-                 repo=None, out=sys.stdout):
+    def __init__(
+        self,
+        repro: Path,
+        work: Path,
+        *,
+        kernel=None,
+        allow_import=False,
+        any_failure=False,
+        timeout=DEFAULT_TIMEOUT_S,
+        build=None,
+        build_timeout=DEFAULT_BUILD_TIMEOUT_S,
+        subdir=".",
+        repo=None,
+        out=sys.stdout,
+    ):
         self.repro = repro.resolve()
         self.work = work
         self.kernel, self.allow_import, self.any_failure = kernel, allow_import, any_failure
@@ -609,8 +678,11 @@ class Bisector:
         t0 = time.perf_counter()
         roots, why = self.roots(v, slot)
         verdict, detail = (UNTESTABLE, why) if roots is None else self.test_roots(roots, slot)
-        print(cell(f"bisect: [{i + 1}/{n}] {v.label}: {verdict} ({detail}) {time.perf_counter() - t0:.1f} s"),
-              file=self.out, flush=True)
+        print(
+            cell(f"bisect: [{i + 1}/{n}] {v.label}: {verdict} ({detail}) {time.perf_counter() - t0:.1f} s"),
+            file=self.out,
+            flush=True,
+        )
         return verdict, detail
 
     def bisect(self, versions: list[Version]) -> BisectResult:

@@ -54,8 +54,7 @@ from difftest.vocab import Status
 
 SERVED, REFUSED, FAILED = "served", "refused", "failed"
 REFUSALS = ("ValueError", "NotImplementedError", "KernelUnavailable")
-DIMENSIONS = ("dtype", "head_dim", "head_dim_v", "gqa", "mask", "varlen", "sinks", "layout", "scale", "seqlen",
-              "batch")
+DIMENSIONS = ("dtype", "head_dim", "head_dim_v", "gqa", "mask", "varlen", "sinks", "layout", "scale", "seqlen", "batch")
 DEFAULT_MAX_SEQLEN = 4096
 DEFAULT_TIMEOUT_S = 300.0
 EXTRA_DIMS = 6  # declared head dims off the step grid that are probed too (spread over the declared list)
@@ -77,8 +76,15 @@ class Point:
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        return {"dimension": self.dimension, "label": self.label, "problem": self.problem.short(),
-                "declared": self.declared, "outcome": self.outcome, "detail": self.detail, "seconds": self.seconds}
+        return {
+            "dimension": self.dimension,
+            "label": self.label,
+            "problem": self.problem.short(),
+            "declared": self.declared,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "seconds": self.seconds,
+        }
 
 
 # ---------------------------------------------------------------- the points
@@ -94,8 +100,18 @@ def base_problem(cap: Capability) -> Problem:
     dv = d if d in cap.v_dims else _pick(cap.v_dims, d)
     s = max(16, cap.min_seqlen_q, cap.min_seqlen_k)
     s = -(-s // cap.seqlen_multiple) * cap.seqlen_multiple
-    return Problem(batch=1, seqlen_q=s, seqlen_k=s, heads_q=1, heads_kv=1, head_dim_qk=d, head_dim_v=dv, dtype=dtype,
-                   causal=cap.causal_required, align=cap.aligns[0] if cap.aligns else "bottom_right")
+    return Problem(
+        batch=1,
+        seqlen_q=s,
+        seqlen_k=s,
+        heads_q=1,
+        heads_kv=1,
+        head_dim_qk=d,
+        head_dim_v=dv,
+        dtype=dtype,
+        causal=cap.causal_required,
+        align=cap.aligns[0] if cap.aligns else "bottom_right",
+    )
 
 
 def _spread(xs, n):
@@ -111,8 +127,14 @@ def head_dims(cap: Capability, step: int, top: int) -> list[int]:
     return sorted(grid | set(_spread(off, EXTRA_DIMS)))
 
 
-def points(cap: Capability, dimensions=DIMENSIONS, *, head_dim_step: int = 8, max_head_dim: int = MAX_HEAD_DIM,
-           max_seqlen: int = DEFAULT_MAX_SEQLEN) -> list[Point]:
+def points(
+    cap: Capability,
+    dimensions=DIMENSIONS,
+    *,
+    head_dim_step: int = 8,
+    max_head_dim: int = MAX_HEAD_DIM,
+    max_seqlen: int = DEFAULT_MAX_SEQLEN,
+) -> list[Point]:
     base = base_problem(cap)
     s = base.seqlen_q
     out: list[Point] = []
@@ -141,10 +163,8 @@ def points(cap: Capability, dimensions=DIMENSIONS, *, head_dim_step: int = 8, ma
         short, long_ = max(1, s // 2), 2 * s
         add("mask", f"causal sq=sk={s}", causal=True)
         for align in ("bottom_right", "top_left"):
-            add("mask", f"causal sq{short}<sk{long_} {align}", causal=True, align=align, seqlen_q=short,
-                seqlen_k=long_)
-            add("mask", f"causal sq{long_}>sk{short} {align}", causal=True, align=align, seqlen_q=long_,
-                seqlen_k=short)
+            add("mask", f"causal sq{short}<sk{long_} {align}", causal=True, align=align, seqlen_q=short, seqlen_k=long_)
+            add("mask", f"causal sq{long_}>sk{short} {align}", causal=True, align=align, seqlen_q=long_, seqlen_k=short)
         add("mask", "window left 4", window_left=4, causal=cap.causal_required)
         add("mask", "window right 3", window_right=3, causal=cap.causal_required)
         add("mask", "window 4/3", window_left=4, window_right=3, causal=cap.causal_required)
@@ -191,11 +211,32 @@ def points(cap: Capability, dimensions=DIMENSIONS, *, head_dim_step: int = 8, ma
 def unbounded(cap: Capability) -> Capability:
     """``cap`` with every drawable field opened: the runner's pre-check then lets every
     point through to the adapter (outputs, device, poison, determinism stay the kernel's)."""
-    return replace(cap, dtypes=DTYPES, head_dims_qk=tuple(range(1, MAX_HEAD_DIM + 1)), head_dims_v=None,
-                   equal_head_dims=False, max_batch=1 << 20, max_seqlen=1 << 30, min_seqlen_q=1, min_seqlen_k=1,
-                   seqlen_multiple=1, max_heads=1 << 20, gqa=True, seqlen_q_ne_k=True, causal=True,
-                   causal_required=False, aligns=("top_left", "bottom_right"), window=True, varlen=True,
-                   empty_seqs=True, pad_tail=True, sinks=True, softmax_scale=True, values=None, layouts=LAYOUTS)
+    return replace(
+        cap,
+        dtypes=DTYPES,
+        head_dims_qk=tuple(range(1, MAX_HEAD_DIM + 1)),
+        head_dims_v=None,
+        equal_head_dims=False,
+        max_batch=1 << 20,
+        max_seqlen=1 << 30,
+        min_seqlen_q=1,
+        min_seqlen_k=1,
+        seqlen_multiple=1,
+        max_heads=1 << 20,
+        gqa=True,
+        seqlen_q_ne_k=True,
+        causal=True,
+        causal_required=False,
+        aligns=("top_left", "bottom_right"),
+        window=True,
+        varlen=True,
+        empty_seqs=True,
+        pad_tail=True,
+        sinks=True,
+        softmax_scale=True,
+        values=None,
+        layouts=LAYOUTS,
+    )
 
 
 def classify(result) -> tuple[str, str]:
@@ -203,7 +244,7 @@ def classify(result) -> tuple[str, str]:
     reason = (result.reason or "").strip().splitlines()
     first = reason[0][:200] if reason else ""
     if re.match(r"RuntimeError: [A-Za-z_][\w.]*(Error|Exception)\b", first):
-        first = first[len("RuntimeError: "):]  # the worker's wrapper around the kernel's own exception
+        first = first[len("RuntimeError: ") :]  # the worker's wrapper around the kernel's own exception
     if status == Status.PASSED:
         return SERVED, ""
     if status == Status.SKIPPED:  # KernelUnavailable raised by the adapter for this call (in this process)
@@ -226,7 +267,7 @@ def __getattr__(name):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
     def factory():
-        k = copy.copy(registry.get(name[len(UNBOUNDED):]))
+        k = copy.copy(registry.get(name[len(UNBOUNDED) :]))
         k.capability = unbounded(k.capability)
         k.spec = f"{__name__}:{name}"
         return k
@@ -293,11 +334,13 @@ def draft(cap: Capability, pts: list[Point]) -> tuple[Capability | None, dict]:
     ch = {}
     if _probed(pts, "dtype"):
         got = _set_field(cap.dtypes, {p.problem.dtype: p.outcome == SERVED for p in _probed(pts, "dtype")})
-        ch["dtypes"] = tuple([t for t in cap.dtypes if t in got] + [t for t in DTYPES if t in got
-                                                                    and t not in cap.dtypes])
+        ch["dtypes"] = tuple(
+            [t for t in cap.dtypes if t in got] + [t for t in DTYPES if t in got and t not in cap.dtypes]
+        )
     if _probed(pts, "head_dim"):
-        ch["head_dims_qk"] = _set_field(cap.head_dims_qk, {p.problem.head_dim_qk: p.outcome == SERVED
-                                                           for p in _probed(pts, "head_dim")})
+        ch["head_dims_qk"] = _set_field(
+            cap.head_dims_qk, {p.problem.head_dim_qk: p.outcome == SERVED for p in _probed(pts, "head_dim")}
+        )
         if cap.head_dims_v is not None and set(cap.head_dims_v) != set(cap.head_dims_qk):
             ch["head_dims_v"] = cap.head_dims_v  # separate v dims: not probed apart from the unequal pairs
     if _probed(pts, "head_dim_v"):
@@ -306,8 +349,9 @@ def draft(cap: Capability, pts: list[Point]) -> tuple[Capability | None, dict]:
         ch["gqa"] = bool(_served(pts, "gqa"))
     if _probed(pts, "mask"):
         served = _served(pts, "mask")
-        causal = [p for p in served if p.problem.causal and p.problem.window_left is None
-                  and p.problem.window_right is None]
+        causal = [
+            p for p in served if p.problem.causal and p.problem.window_left is None and p.problem.window_right is None
+        ]
         ch["causal"] = bool(causal)
         if not causal:
             ch["causal_required"] = False
@@ -327,6 +371,7 @@ def draft(cap: Capability, pts: list[Point]) -> tuple[Capability | None, dict]:
     if _probed(pts, "scale"):
         ch["softmax_scale"] = bool(_served(pts, "scale"))
     if _probed(pts, "seqlen"):
+
         def longest(p):
             return max(p.problem.max_seqlen_q, p.problem.max_seqlen_k)
 
@@ -342,6 +387,7 @@ def draft(cap: Capability, pts: list[Point]) -> tuple[Capability | None, dict]:
             ch["seqlen_q_ne_k"] = any(p.outcome == SERVED for p in ne)
     if _probed(pts, "batch"):
         ch["max_batch"] = _bound(pts, "batch", lambda p: p.problem.batch, cap.max_batch, 1, upper=True)
+
     def same(old, new):
         return set(old) == set(new) if isinstance(old, tuple) and isinstance(new, tuple) else old == new
 
@@ -362,8 +408,10 @@ def violations(pts: list[Point], past_adapter_checks: bool = False) -> list[str]
         if p.outcome == FAILED and p.declared:
             out.append(f"accepted then failed, inside the declaration (a kernel bug): {where}: {p.detail}")
         elif p.outcome == FAILED and not past_adapter_checks:
-            out.append(f"accepted then failed, outside the declaration (the adapter accepts a call it cannot "
-                       f"serve: it should refuse it): {where}: {p.detail}")
+            out.append(
+                f"accepted then failed, outside the declaration (the adapter accepts a call it cannot "
+                f"serve: it should refuse it): {where}: {p.detail}"
+            )
         elif p.outcome == REFUSED and p.declared:
             out.append(f"declared but refused: {where}: {p.detail}")
     return out
@@ -371,8 +419,11 @@ def violations(pts: list[Point], past_adapter_checks: bool = False) -> list[str]
 
 def not_served(pts: list[Point]) -> list[str]:
     """Points outside the declaration the kernel did not serve (refused or failed)."""
-    return [f"{p.dimension} {p.label}: {p.outcome}" + (f" ({p.detail})" if p.detail else "")
-            for p in pts if p.outcome != SERVED and not p.declared]
+    return [
+        f"{p.dimension} {p.label}: {p.outcome}" + (f" ({p.detail})" if p.detail else "")
+        for p in pts
+        if p.outcome != SERVED and not p.declared
+    ]
 
 
 def undeclared_served(pts: list[Point]) -> list[str]:
@@ -452,14 +503,20 @@ def render_draft(cap: Capability, pts: list[Point], past_adapter_checks: bool = 
     d, diffs = draft(cap, pts)
     lines = []
     if d is None:
-        lines.append("draft Capability: none (some probed field served nothing: " +
-                     ", ".join(f"{k}={v[1]!r}" for k, v in diffs.items()) + ")")
+        lines.append(
+            "draft Capability: none (some probed field served nothing: "
+            + ", ".join(f"{k}={v[1]!r}" for k, v in diffs.items())
+            + ")"
+        )
     else:
         probed = sorted(diffs)
         lines.append("draft Capability (fields the probe measured that differ from the declaration):")
         body = ", ".join(f"{k}={getattr(d, k)!r}" for k in probed)
-        lines.append(f"    Capability({body}, <the rest as declared>)" if probed else
-                     "    identical to the declaration on every probed field")
+        lines.append(
+            f"    Capability({body}, <the rest as declared>)"
+            if probed
+            else "    identical to the declaration on every probed field"
+        )
     for k, (old, new) in sorted(diffs.items()):
         lines.append(f"  {k}: {direction(k, old, new)} (declared {_short(old)}, probed {_short(new)})")
     v = violations(pts, past_adapter_checks)
@@ -467,12 +524,14 @@ def render_draft(cap: Capability, pts: list[Point], past_adapter_checks: bool = 
     lines += [f"  - {x}" for x in v]
     gone = not_served(pts)
     if gone and past_adapter_checks:  # what the kernel itself does not serve, behind the adapter's check
-        lines.append(f"not declared, not served ({len(gone)}): " + "; ".join(gone[:12]) +
-                     (" ..." if len(gone) > 12 else ""))
+        lines.append(
+            f"not declared, not served ({len(gone)}): " + "; ".join(gone[:12]) + (" ..." if len(gone) > 12 else "")
+        )
     extra = undeclared_served(pts)
     if extra:
-        lines.append(f"served but not declared ({len(extra)}): " + "; ".join(extra[:40]) +
-                     (" ..." if len(extra) > 40 else ""))
+        lines.append(
+            f"served but not declared ({len(extra)}): " + "; ".join(extra[:40]) + (" ..." if len(extra) > 40 else "")
+        )
     return "\n".join(lines)
 
 

@@ -109,8 +109,9 @@ def error_blocks(text: str) -> list[list[str]]:
         indent, body = m.group(1), m.group(2).rstrip()
         if not body:
             cur = None
-        elif len(indent) <= 1 and not body.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY",
-                                                       "LEAK SUMMARY")):
+        elif len(indent) <= 1 and not body.startswith(
+            ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY")
+        ):
             cur = [body]
             blocks.append(cur)
         elif cur is not None and len(cur) < BLOCK_LINES:
@@ -125,10 +126,19 @@ def parse(tool: str, text: str, code: int | None, seconds: float) -> ToolResult:
     counts = [int(n) for n in SUMMARY.findall(text)] or [int(n) for n in RACE_SUMMARY.findall(text)]
     if not counts:
         lines = [x.strip("= ").strip() for x in text.splitlines() if x.strip("= ").strip()]
-        said = next((x for x in lines if "error" in x.lower() and x.startswith(("Error", "ERROR"))), None) or \
-            (lines[-1] if lines else "no output")
-        return ToolResult(tool, NOT_RUN, None, [], code, round(seconds, 2),
-                          f"the sanitizer printed no ERROR SUMMARY (exit {code}): {said[:300]}", case_line)
+        said = next((x for x in lines if "error" in x.lower() and x.startswith(("Error", "ERROR"))), None) or (
+            lines[-1] if lines else "no output"
+        )
+        return ToolResult(
+            tool,
+            NOT_RUN,
+            None,
+            [],
+            code,
+            round(seconds, 2),
+            f"the sanitizer printed no ERROR SUMMARY (exit {code}): {said[:300]}",
+            case_line,
+        )
     n = max(counts)
     first = [line for b in error_blocks(text)[:FIRST_BLOCKS] for line in b + [""]][:-1] if n else []
     return ToolResult(tool, ERRORS if n else CLEAN, n, first, code, round(seconds, 2), "", case_line)
@@ -136,21 +146,38 @@ def parse(tool: str, text: str, code: int | None, seconds: float) -> ToolResult:
 
 def _run_tool(sanitizer: str, tool: str, repro: Path, extra: list, env: dict, timeout: float) -> ToolResult:
     """One tool on the reproducer, in its own process group (ended whole on a timeout)."""
-    cmd = [sanitizer, "--tool", tool, *SANITIZER_FLAGS, sys.executable, "-P", "-m", "difftest", "repro", str(repro),
-           *extra]
+    cmd = [
+        sanitizer,
+        "--tool",
+        tool,
+        *SANITIZER_FLAGS,
+        sys.executable,
+        "-P",
+        "-m",
+        "difftest",
+        "repro",
+        str(repro),
+        *extra,
+    ]
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as log:
         try:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            )
         except OSError as e:
             return ToolResult(tool, NOT_RUN, why=f"the sanitizer could not start: {e.strerror or e}")
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _end_group(proc)
-            return ToolResult(tool, NOT_RUN, exit_code=None, seconds=round(time.perf_counter() - t0, 2),
-                              why=f"timed out after {timeout:g} s (--timeout)")
+            return ToolResult(
+                tool,
+                NOT_RUN,
+                exit_code=None,
+                seconds=round(time.perf_counter() - t0, 2),
+                why=f"timed out after {timeout:g} s (--timeout)",
+            )
         size = log.seek(0, os.SEEK_END)
         log.seek(0)
         head = log.read(MAX_OUTPUT)
@@ -199,8 +226,11 @@ def sanitize(path, a, tools, sanitizer: str | None, missing: str) -> dict:
     spec, problem, cfg = check_reproducer(path, a)
     cuda = is_cuda(spec, cfg, a.kernel)
     env = {**os.environ, "PYTHONSAFEPATH": "1", **({} if a.keep_pools else NO_POOLS)}
-    extra = (["--kernel", a.kernel] if a.kernel else []) + (["--allow-import"] if a.allow_import else []) + \
-        (["--profile", a.profile] if a.profile else [])
+    extra = (
+        (["--kernel", a.kernel] if a.kernel else [])
+        + (["--allow-import"] if a.allow_import else [])
+        + (["--profile", a.profile] if a.profile else [])
+    )
     results = []
     for tool in tools:
         if not cuda:
@@ -209,25 +239,36 @@ def sanitize(path, a, tools, sanitizer: str | None, missing: str) -> dict:
             results.append(ToolResult(tool, NOT_RUN, why=missing))
         else:
             results.append(_run_tool(sanitizer, tool, path.resolve(), extra, env, a.timeout))
-    record = {"difftest_sanitizer": 1, "reproducer": str(path), "kernel": a.kernel or spec,
-              "problem": problem.short(), "cuda": cuda, "sanitizer": sanitizer if cuda else None,
-              "env": {k: env[k] for k in NO_POOLS} if cuda and not a.keep_pools else {},
-              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "note": NOTE,
-              "tools": {r.tool: r.to_dict() for r in results}}
+    record = {
+        "difftest_sanitizer": 1,
+        "reproducer": str(path),
+        "kernel": a.kernel or spec,
+        "problem": problem.short(),
+        "cuda": cuda,
+        "sanitizer": sanitizer if cuda else None,
+        "env": {k: env[k] for k in NO_POOLS} if cuda and not a.keep_pools else {},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "note": NOTE,
+        "tools": {r.tool: r.to_dict() for r in results},
+    }
     atomic_write_text(sidecar(path), json_text(record, indent=1))
     return record
 
 
 def sidecar(path) -> Path:
     path = Path(path)
-    return path.with_name(path.name[:-len(".json")] + SIDECAR if path.name.endswith(".json") else path.name + SIDECAR)
+    return path.with_name(path.name[: -len(".json")] + SIDECAR if path.name.endswith(".json") else path.name + SIDECAR)
 
 
 def brief(record: dict) -> dict:
     """What a finding carries: the sidecar's path and per tool status and error count."""
-    return {"file": str(sidecar(record["reproducer"])), "note": NOTE,
-            "tools": {t: {"status": r["status"], "errors": r["errors"], "why": r["why"]}
-                      for t, r in record["tools"].items()}}
+    return {
+        "file": str(sidecar(record["reproducer"])),
+        "note": NOTE,
+        "tools": {
+            t: {"status": r["status"], "errors": r["errors"], "why": r["why"]} for t, r in record["tools"].items()
+        },
+    }
 
 
 # ---------------------------------------------------------------- a run's findings
@@ -237,8 +278,10 @@ def run_reproducers(run_dir: Path) -> tuple[dict, list]:
     path elsewhere is listed as skipped, never replayed)."""
     report_path = run_dir / "report.json"
     if not os.path.lexists(report_path):
-        raise UsageError(f"--run-dir {str(run_dir)!r}: no report.json there: allowed a run's output folder "
-                         "(--out of difftest run, or its runs/<run id>)")
+        raise UsageError(
+            f"--run-dir {str(run_dir)!r}: no report.json there: allowed a run's output folder "
+            "(--out of difftest run, or its runs/<run id>)"
+        )
     doc = load_report_doc(report_path, root=run_dir)  # a file of the folder: no link followed
     out = []
     for c in doc["campaigns"]:
@@ -279,14 +322,16 @@ def run_files(run_dir: Path) -> dict:
     """The run folder's findings.json (parsed) and summary.md (text) that ``attach`` rewrites,
     read before any tool runs: each as a file of the folder (a link, a FIFO, an oversized or
     malformed file is one line and exit 2, nothing written); absent ones are left out."""
+
     def error(msg):
         return ReproducerError(f"run folder file {msg}")
 
     out = {}
     fpath, spath = run_dir / "findings.json", run_dir / "summary.md"
     if os.path.lexists(fpath):
-        out["findings"] = parse_json(read_capped(fpath, 4 * MAX_BYTES, error, "findings JSON", root=run_dir),
-                                     repr(str(fpath)), error)
+        out["findings"] = parse_json(
+            read_capped(fpath, 4 * MAX_BYTES, error, "findings JSON", root=run_dir), repr(str(fpath)), error
+        )
     if os.path.lexists(spath):
         out["summary"] = read_capped(spath, 4 * MAX_BYTES, error, "summary.md", root=run_dir).decode("utf-8", "replace")
     return out
@@ -295,6 +340,7 @@ def run_files(run_dir: Path) -> dict:
 def attach(run_dir: Path, doc: dict, done: dict, files: dict) -> list[str]:
     """Add each sanitized reproducer's ``brief`` to the records naming it in report.json and
     findings.json, and a section to summary.md (``files``: ``run_files``); returns the files changed."""
+
     def mark(d):
         for c in d.get("campaigns") or ():
             if not isinstance(c, dict):
@@ -317,7 +363,7 @@ def attach(run_dir: Path, doc: dict, done: dict, files: dict) -> list[str]:
     if "summary" in files:
         text = files["summary"]
         if MARK in text:
-            text = text[:text.index(MARK)].rstrip("\n")
+            text = text[: text.index(MARK)].rstrip("\n")
         atomic_write_text(run_dir / "summary.md", text + "\n\n" + markdown(done.values()))
         changed.append(str(run_dir / "summary.md"))
     return changed
@@ -332,14 +378,30 @@ def rows(records) -> list[tuple]:
     for rec in records:
         for t, r in rec["tools"].items():
             first = next((x for x in r["first"] if x), "")
-            out.append((Path(rec["reproducer"]).name, rec["problem"], t, ToolResult(**r).cell(),
-                        "" if r["exit_code"] is None else str(r["exit_code"]), f"{r['seconds']:.1f}",
-                        r["case"].split(" on ")[0], first[:100]))
+            out.append(
+                (
+                    Path(rec["reproducer"]).name,
+                    rec["problem"],
+                    t,
+                    ToolResult(**r).cell(),
+                    "" if r["exit_code"] is None else str(r["exit_code"]),
+                    f"{r['seconds']:.1f}",
+                    r["case"].split(" on ")[0],
+                    first[:100],
+                )
+            )
     return out
 
 
 def markdown(records) -> str:
-    out = [MARK, "## Sanitizers (difftest sanitize)", "", f"*{NOTE}.*", "",
-           "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    out = [
+        MARK,
+        "## Sanitizers (difftest sanitize)",
+        "",
+        f"*{NOTE}.*",
+        "",
+        "| " + " | ".join(HEAD) + " |",
+        "|" + "---|" * len(HEAD),
+    ]
     out += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in rows(records)]
     return "\n".join(out) + "\n"

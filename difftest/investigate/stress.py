@@ -47,9 +47,18 @@ def rows(results) -> list[tuple]:
     for r in results:
         diff = ", ".join(f"{k} {n} in {r.differing_reps.get(k, 0)}" for k, n in r.differing.items() if n) or "none"
         bad = ", ".join(r.case.failed_gates) or (r.case.reason.strip().splitlines() or [""])[0][:120]
-        out.append((r.case.problem.short(), r.case.status.value, f"{r.reps}/{r.asked}",
-                    _rate(r.reps_per_second), _rate(r.calls_per_second),
-                    str(r.load_ops), diff, bad))
+        out.append(
+            (
+                r.case.problem.short(),
+                r.case.status.value,
+                f"{r.reps}/{r.asked}",
+                _rate(r.reps_per_second),
+                _rate(r.calls_per_second),
+                str(r.load_ops),
+                diff,
+                bad,
+            )
+        )
     return out
 
 
@@ -60,7 +69,7 @@ def _rate(x: float) -> str:
 def render(kernel: str, problems, results) -> str:
     lines = [f"stress {kernel}: {len(results)} of {len(problems)} problems"]
     lines.append(text_table([HEAD] + rows(results)))
-    for p in problems[len(results):]:
+    for p in problems[len(results) :]:
         lines.append(f"not run (time budget): {p.short()}")
     for r in results:
         for n in r.notes:
@@ -69,15 +78,20 @@ def render(kernel: str, problems, results) -> str:
 
 
 def markdown(kernel: str, problems, results, seconds: float) -> str:
-    out = [f"# difftest stress: {kernel}", "",
-           f"{len(results)} of {len(problems)} problems in {seconds:.1f} s. Every repetition is compared with the "
-           "first bit for bit; each one that differs is judged by the gates. *reps/s*: repetitions after the first per "
-           "second, comparing and judging included; *calls/s*: the same per second of waiting for the kernel alone. "
-           "*differing*: per output, the elements "
-           "that differed from the first repetition in any later one, and in how many repetitions.", "",
-           "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    out = [
+        f"# difftest stress: {kernel}",
+        "",
+        f"{len(results)} of {len(problems)} problems in {seconds:.1f} s. Every repetition is compared with the "
+        "first bit for bit; each one that differs is judged by the gates. *reps/s*: repetitions after the first per "
+        "second, comparing and judging included; *calls/s*: the same per second of waiting for the kernel alone. "
+        "*differing*: per output, the elements "
+        "that differed from the first repetition in any later one, and in how many repetitions.",
+        "",
+        "| " + " | ".join(HEAD) + " |",
+        "|" + "---|" * len(HEAD),
+    ]
     out += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in rows(results)]
-    out += [f"- not run (time budget): `{p.short()}`" for p in problems[len(results):]]
+    out += [f"- not run (time budget): `{p.short()}`" for p in problems[len(results) :]]
     for r in results:
         if r.case.failed:
             out += ["", f"**{r.case.problem.short()}**: {r.case.status.value}", "```", r.case.render(), "```"]
@@ -88,11 +102,19 @@ def write_results(out: Path, a, kernel, problems, results, seconds: float) -> No
     """stress.json and stress.md as they stand (after each problem: a killed stress keeps
     what finished)."""
     torch = sys.modules.get("torch")
-    doc = {"difftest_stress": 1, "kernel": kernel.name, "host": platform.node(),
-           "device": a.device or kernel.capability.device,
-           "gpu": torch.cuda.get_device_name(0) if torch is not None and torch.cuda.is_available() else None,
-           "reps": a.reps, "load_threads": a.load, "isolate": a.isolate, "seconds": round(seconds, 3),
-           "problems": [p.to_dict() for p in problems], "results": [r.to_dict() for r in results],
-           "not_run": [p.short() for p in problems[len(results):]]}
+    doc = {
+        "difftest_stress": 1,
+        "kernel": kernel.name,
+        "host": platform.node(),
+        "device": a.device or kernel.capability.device,
+        "gpu": torch.cuda.get_device_name(0) if torch is not None and torch.cuda.is_available() else None,
+        "reps": a.reps,
+        "load_threads": a.load,
+        "isolate": a.isolate,
+        "seconds": round(seconds, 3),
+        "problems": [p.to_dict() for p in problems],
+        "results": [r.to_dict() for r in results],
+        "not_run": [p.short() for p in problems[len(results) :]],
+    }
     atomic_write_text(out / "stress.json", json_text(doc, indent=1))
     atomic_write_text(out / "stress.md", markdown(kernel.name, problems, results, seconds))

@@ -61,8 +61,10 @@ def _pass_as_design(v, err, lim):
         n["ratio"] = err / lim if lim > 0 else (0.0 if err == 0 else float("inf"))
         n["k_needed"] = max(0.0, err - floor) / ref_err if ref_err > 0 else 0.0
     v.passed, v.worst, v.reference = True, None, REFERENCE
-    v.message = (f"{v.output}: {v.gate} ok against the {REFERENCE} (max|err| {err:.3g} <= limit {lim:.3g}); "
-                 f"against the float64 truth: {v.message.split(': ', 2)[-1]}")
+    v.message = (
+        f"{v.output}: {v.gate} ok against the {REFERENCE} (max|err| {err:.3g} <= limit {lim:.3g}); "
+        f"against the float64 truth: {v.message.split(': ', 2)[-1]}"
+    )
 
 
 def attribute(problem, inputs, got, truth, verdicts) -> None:
@@ -84,8 +86,10 @@ def attribute(problem, inputs, got, truth, verdicts) -> None:
             _mark(vs, ErrorSource.UNKNOWN, f"unknown (the own-statistics reference failed: {type(e).__name__}: {e})")
         return
     limits = {v.output: v.numbers["limit"] for v in verdicts if v.gate == Gate.BUDGET and "limit" in v.numbers}
-    fwd_ok = {n: all(v.passed for v in verdicts if v.output == n) and any(v.output == n for v in verdicts)
-              for n in ("o", "lse")}
+    fwd_ok = {
+        n: all(v.passed for v in verdicts if v.output == n) and any(v.output == n for v in verdicts)
+        for n in ("o", "lse")
+    }
     for name, vs in failed.items():
         g_raw, o_raw = got.get(name), own.get(name)
         if g_raw is None or o_raw is None or name not in limits:
@@ -97,16 +101,24 @@ def attribute(problem, inputs, got, truth, verdicts) -> None:
         err = float((gf - of).abs().max()) if gf.numel() else 0.0
         lim = limits[name]
         if same_nonfinite and err <= lim and fwd_ok["o"] and fwd_ok["lse"]:
-            _mark(vs, ErrorSource.STORED_ROUNDING,
-                  f"the rounding of the stored O/LSE, which pass their own gates: within the budget of the "
-                  f"{REFERENCE} (max|err| {err:.3g} <= limit {lim:.3g}), as a correct kernel's backward is "
-                  f"(FlashAttention's Delta from the stored O); no forward bug", err)
+            _mark(
+                vs,
+                ErrorSource.STORED_ROUNDING,
+                f"the rounding of the stored O/LSE, which pass their own gates: within the budget of the "
+                f"{REFERENCE} (max|err| {err:.3g} <= limit {lim:.3g}), as a correct kernel's backward is "
+                f"(FlashAttention's Delta from the stored O); no forward bug",
+                err,
+            )
             for v in vs:
                 if v.gate in DESIGN_GATES:
                     _pass_as_design(v, err, lim)
         elif same_nonfinite and err <= lim:
-            _mark(vs, ErrorSource.FORWARD, f"the forward statistics: within the budget of the {REFERENCE} "
-                                           f"(max|err| {err:.3g} <= limit {lim:.3g})", err)
+            _mark(
+                vs,
+                ErrorSource.FORWARD,
+                f"the forward statistics: within the budget of the {REFERENCE} (max|err| {err:.3g} <= limit {lim:.3g})",
+                err,
+            )
         else:
             why = f"max|err| {err:.3g} > limit {lim:.3g}" if err > lim else "non-finite where it is finite"
             _mark(vs, ErrorSource.BACKWARD, f"the backward itself: wrong even against the {REFERENCE} ({why})", err)

@@ -34,13 +34,15 @@ def _errors(problem, name, got, truth) -> torch.Tensor:
 def _axis(per_index: torch.Tensor, limit: float, labels=None) -> dict:
     vals = [float(x) for x in per_index.tolist()]
     labels = list(range(len(vals))) if labels is None else labels
-    return {"index": labels, "max_err": vals,
-            "wrong": [i for i, v in zip(labels, vals) if v > limit],
-            "right": [i for i, v in zip(labels, vals) if v <= limit]}
+    return {
+        "index": labels,
+        "max_err": vals,
+        "wrong": [i for i, v in zip(labels, vals) if v > limit],
+        "right": [i for i, v in zip(labels, vals) if v <= limit],
+    }
 
 
-def breakdown(problem, name: str, got: torch.Tensor, truth: torch.Tensor, limit: float,
-              block: int = 64) -> dict:
+def breakdown(problem, name: str, got: torch.Tensor, truth: torch.Tensor, limit: float, block: int = 64) -> dict:
     """{"limit", "head": axis, "sequence": axis, "tile": axis, "tile_rows": block,
     "tile_side": "query"|"key"}; an axis is {"index", "max_err", "wrong", "right"}
     (dsink has the head axis only; a sequence without rows is left out)."""
@@ -56,7 +58,7 @@ def breakdown(problem, name: str, got: torch.Tensor, truth: torch.Tensor, limit:
     per_row = per_row_head.amax(dim=1)
     cu = problem.cu_seqlens_q if name in QUERY_SIDE else problem.cu_seqlens_k
     seqs = [b for b in range(problem.batch) if cu[b + 1] > cu[b]]
-    out["sequence"] = _axis(torch.stack([per_row[cu[b]:cu[b + 1]].max() for b in seqs]), limit, seqs)
+    out["sequence"] = _axis(torch.stack([per_row[cu[b] : cu[b + 1]].max() for b in seqs]), limit, seqs)
     tile = torch.cat([torch.arange(cu[b + 1] - cu[b]) // block for b in seqs]).to(per_row.device)
     n_tiles = int(tile.max()) + 1
     per_tile = torch.full((n_tiles,), float("-inf"), dtype=per_row.dtype, device=per_row.device)
@@ -74,8 +76,11 @@ def render(b: dict) -> str:
     """One line: 'by head: wrong 1,2, right 0,3; by sequence: wrong 0 (of 1); ...' (axes with
     a single index are left out: they tell nothing)."""
     parts = []
-    for axis, label in (("head", "head"), ("sequence", "sequence"),
-                        ("tile", f"{b.get('tile_side', 'query')} tile of {b.get('tile_rows', '?')} rows")):
+    for axis, label in (
+        ("head", "head"),
+        ("sequence", "sequence"),
+        ("tile", f"{b.get('tile_side', 'query')} tile of {b.get('tile_rows', '?')} rows"),
+    ):
         a = b.get(axis)
         if not a or len(a["index"]) < 2:
             continue

@@ -36,27 +36,44 @@ def claim_record(cap: Capability) -> dict:
 
 def claim_line(name: str, cap: Capability) -> str:
     """One line: what ``name`` claims, features first (printed when a run starts)."""
-    feats = [f for f, on in (("GQA", cap.gqa), ("causal", cap.causal), ("window", cap.window),
-                             ("varlen", cap.varlen), ("empty seqs", cap.varlen and cap.empty_seqs),
-                             ("tail rows", cap.varlen and cap.pad_tail), ("sinks", cap.sinks),
-                             ("seqlen_q!=seqlen_k", cap.seqlen_q_ne_k), ("custom scale", cap.softmax_scale),
-                             ("poisoned buffers", cap.poison), ("deterministic", cap.deterministic),
-                             ("block-sparse", bool(cap.block_sparse)), ("top-k sparse", bool(cap.topk_sparse))) if on]
+    feats = [
+        f
+        for f, on in (
+            ("GQA", cap.gqa),
+            ("causal", cap.causal),
+            ("window", cap.window),
+            ("varlen", cap.varlen),
+            ("empty seqs", cap.varlen and cap.empty_seqs),
+            ("tail rows", cap.varlen and cap.pad_tail),
+            ("sinks", cap.sinks),
+            ("seqlen_q!=seqlen_k", cap.seqlen_q_ne_k),
+            ("custom scale", cap.softmax_scale),
+            ("poisoned buffers", cap.poison),
+            ("deterministic", cap.deterministic),
+            ("block-sparse", bool(cap.block_sparse)),
+            ("top-k sparse", bool(cap.topk_sparse)),
+        )
+        if on
+    ]
     if cap.causal or cap.window:
         feats.append("aligns " + "/".join(cap.aligns or ("square only",)))
     dims = ",".join(map(str, cap.head_dims_qk))
     dims += "" if cap.equal_head_dims else f" (v: {','.join(map(str, cap.v_dims))}, may differ)"
-    return (f"{name} claims: {cap.device} {','.join(cap.dtypes)}; head dims {dims}; batch<={cap.max_batch} "
-            f"seqlen {cap.min_seqlen_q}/{cap.min_seqlen_k}..{cap.max_seqlen} heads<={cap.max_heads}; "
-            f"{', '.join(feats) or 'dense MHA only'}; layouts {','.join(cap.layouts)}; outputs {','.join(cap.outputs)}")
+    return (
+        f"{name} claims: {cap.device} {','.join(cap.dtypes)}; head dims {dims}; batch<={cap.max_batch} "
+        f"seqlen {cap.min_seqlen_q}/{cap.min_seqlen_k}..{cap.max_seqlen} heads<={cap.max_heads}; "
+        f"{', '.join(feats) or 'dense MHA only'}; layouts {','.join(cap.layouts)}; outputs {','.join(cap.outputs)}"
+    )
 
 
 def missing_output_message(name: str, expected) -> str:
     """The verdict text for an output the capability declares but the kernel did not return."""
     rest = tuple(o for o in (expected or OUTPUTS) if o != name)
     how = "the default, every output" if tuple(expected or OUTPUTS) == OUTPUTS else "as declared"
-    return (f"{name}: declaration problem: Capability.outputs includes {name!r} ({how}) but the kernel returned "
-            f"none; return it, or declare outputs={rest}")
+    return (
+        f"{name}: declaration problem: Capability.outputs includes {name!r} ({how}) but the kernel returned "
+        f"none; return it, or declare outputs={rest}"
+    )
 
 
 # (field, does the problem use the feature, the same problem without it, what to write)
@@ -67,13 +84,24 @@ def _without_unequal_lengths(p: Problem) -> Problem:
 
 
 CHECKS = (
-    ("seqlen_q_ne_k", lambda p: p.seqlens_q != p.seqlens_k, _without_unequal_lengths,
-     "seqlen_q_ne_k=False if the kernel needs seqlen_q == seqlen_k"),
-    ("aligns", lambda p: p.masked and p.seqlens_q != p.seqlens_k, lambda p: p.replace(
-        align="top_left" if p.align == "bottom_right" else "bottom_right"),
-     "aligns=('top_left',) if the kernel's mask starts at the top-left corner (torch SDPA's is_causal)"),
-    ("softmax_scale", lambda p: p.softmax_scale is not None, lambda p: p.replace(softmax_scale=None),
-     "softmax_scale=False if the kernel always uses 1/sqrt(head_dim)"),
+    (
+        "seqlen_q_ne_k",
+        lambda p: p.seqlens_q != p.seqlens_k,
+        _without_unequal_lengths,
+        "seqlen_q_ne_k=False if the kernel needs seqlen_q == seqlen_k",
+    ),
+    (
+        "aligns",
+        lambda p: p.masked and p.seqlens_q != p.seqlens_k,
+        lambda p: p.replace(align="top_left" if p.align == "bottom_right" else "bottom_right"),
+        "aligns=('top_left',) if the kernel's mask starts at the top-left corner (torch SDPA's is_causal)",
+    ),
+    (
+        "softmax_scale",
+        lambda p: p.softmax_scale is not None,
+        lambda p: p.replace(softmax_scale=None),
+        "softmax_scale=False if the kernel always uses 1/sqrt(head_dim)",
+    ),
 )
 
 
@@ -89,8 +117,7 @@ ROUNDING_RATIO = 4.0
 def rounding_sized(case) -> bool:
     """Every failed verdict of ``case`` is a budget verdict with ratio < ROUNDING_RATIO."""
     bad = [v for v in case.verdicts if not v.passed]
-    return bool(bad) and all(v.gate == "budget" and v.numbers.get("ratio", float("inf")) < ROUNDING_RATIO
-                             for v in bad)
+    return bool(bad) and all(v.gate == "budget" and v.numbers.get("ratio", float("inf")) < ROUNDING_RATIO for v in bad)
 
 
 def diagnose(kernel, failure, run, first=None) -> list[str]:
@@ -130,6 +157,8 @@ def diagnose(kernel, failure, run, first=None) -> list[str]:
 
         # the first failure too must need the feature (else the bug shows without it)
         if passes_without(p) and all(used(x) and passes_without(x) for x in others):
-            out.append(f"declaration problem? the case passes without {name} (left at its default, "
-                       f"{getattr(cap, name)!r}): declare {how}; if the kernel does serve it, this is a kernel bug")
+            out.append(
+                f"declaration problem? the case passes without {name} (left at its default, "
+                f"{getattr(cap, name)!r}): declare {how}; if the kernel does serve it, this is a kernel bug"
+            )
     return out

@@ -40,7 +40,7 @@ class RunTally:
             t0 = first.get(name)
             if t0 is None:
                 continue
-            base = t0 if name == "dsink" else t0[:used_rows(problem, name)]
+            base = t0 if name == "dsink" else t0[: used_rows(problem, name)]
             self._base[name], self._bits[name] = base, _bits(base)
             self._differ[name] = torch.zeros(self._bits[name].shape, dtype=torch.bool, device=base.device)
             self.max_diff[name], self.differing_runs[name] = 0.0, 0
@@ -56,7 +56,7 @@ class RunTally:
         masks = {}
         for name, b0 in self._bits.items():
             t = run.get(name)
-            t = (t if name == "dsink" else t[:used_rows(self.problem, name)]).to(b0.device)
+            t = (t if name == "dsink" else t[: used_rows(self.problem, name)]).to(b0.device)
             masks[name] = (t, _bits(t) != b0)
         # whether each output differs, and whether the runs differ anywhere (outside the used
         # rows, say): one host read (each read is a device synchronisation on a GPU)
@@ -68,8 +68,9 @@ class RunTally:
                 self._differ[name] |= d
                 self.differing_runs[name] += 1
                 a, b = t.detach()[d].double(), self._base[name].detach()[d].double()
-                self.max_diff[name] = max(self.max_diff[name],
-                                          float(torch.nan_to_num((a - b).abs(), nan=float("inf")).max()))
+                self.max_diff[name] = max(
+                    self.max_diff[name], float(torch.nan_to_num((a - b).abs(), nan=float("inf")).max())
+                )
         differs = differs or flags[-1]
         if differs and self.judge is not None:
             self.judged += 1
@@ -87,12 +88,29 @@ class RunTally:
         counts = _read_ints([differ.sum() for differ in self._differ.values()])  # one host read
         for (name, differ), n in zip(self._differ.items(), counts):
             k = self.differing_runs[name]
-            msg = (f"{name}: determinism {'FAILED' if n else 'ok'}: {n} of {differ.numel()} elements differ "
-                   f"across {self.runs} runs" + (f" (in {k} of {self.runs - 1} reruns)" if k else "")
-                   + f" (max |diff| {self.max_diff[name]:.3g})")
-            out.append(Verdict(name, Gate.DETERMINISM if claimed else Gate.DETERMINISM_INFO, n == 0 or not claimed,
-                               {"runs": self.runs, "differing": n, "elements": differ.numel(),
-                                "max_diff": self.max_diff[name], "differing_runs": k}, None, msg, "first run"))
+            msg = (
+                f"{name}: determinism {'FAILED' if n else 'ok'}: {n} of {differ.numel()} elements differ "
+                f"across {self.runs} runs"
+                + (f" (in {k} of {self.runs - 1} reruns)" if k else "")
+                + f" (max |diff| {self.max_diff[name]:.3g})"
+            )
+            out.append(
+                Verdict(
+                    name,
+                    Gate.DETERMINISM if claimed else Gate.DETERMINISM_INFO,
+                    n == 0 or not claimed,
+                    {
+                        "runs": self.runs,
+                        "differing": n,
+                        "elements": differ.numel(),
+                        "max_diff": self.max_diff[name],
+                        "differing_runs": k,
+                    },
+                    None,
+                    msg,
+                    "first run",
+                )
+            )
         return out
 
     def rerun_verdicts(self) -> list[Verdict]:
@@ -170,4 +188,3 @@ def rerun_verdicts(runs: list, judge) -> list[Verdict]:
         v.numbers = {**v.numbers, "run": i, "runs": len(runs), "failing_reruns": failing}
         v.message = f"run {i} of {len(runs)} ({failing} failing rerun{'s' if failing != 1 else ''}): {v.message}"
     return [v for _, v in first]
-

@@ -97,8 +97,7 @@ DEFAULT_K_BY_DTYPE = {
 DEFAULT_K = {n: max(t[n] for d, t in DEFAULT_K_BY_DTYPE.items() if d not in FP8_DTYPES) for n in OUTPUTS}
 # the second reference's k (FA3 as a yardstick) is not calibrated: the original defaults
 SECOND_REFERENCE_K = {"o": 2.0, "lse": 2.0, "dq": 3.0, "dk": 3.0, "dv": 3.0, "dsink": 3.0}
-EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23,
-       "float8_e4m3fn": 2.0**-3, "float8_e5m2": 2.0**-2}
+EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float8_e4m3fn": 2.0**-3, "float8_e5m2": 2.0**-2}
 # the outputs an FP8 kernel stores in the format (LSE and dSink stay float32)
 FP8_STORED = ("o", "dq", "dk", "dv")
 
@@ -123,8 +122,13 @@ class Standard:
     def parse(cls, text: str) -> "Standard":
         """'atol=1e-2,rtol=1e-2,max_abs=0.5,ratio=0.999' (any subset)."""
         kw = {}
-        names = {"atol": "atol", "rtol": "rtol", "max_abs": "max_abs", "ratio": "required_ratio",
-                 "required_ratio": "required_ratio"}
+        names = {
+            "atol": "atol",
+            "rtol": "rtol",
+            "max_abs": "max_abs",
+            "ratio": "required_ratio",
+            "required_ratio": "required_ratio",
+        }
         for part in filter(None, (x.strip() for x in text.split(","))):
             key, _, val = part.partition("=")
             if key not in names or not val:
@@ -146,7 +150,8 @@ class GateConfig:
     second_reference_k: dict = field(default_factory=lambda: dict(SECOND_REFERENCE_K))
     # calibrated k per dtype and output, for the outputs ``k`` leaves unset (see ``k_for``)
     k_by_dtype: dict[str, dict[str, float]] = field(
-        default_factory=lambda: {d: dict(t) for d, t in DEFAULT_K_BY_DTYPE.items()})
+        default_factory=lambda: {d: dict(t) for d, t in DEFAULT_K_BY_DTYPE.items()}
+    )
 
     def k_for(self, dtype: str, name: str) -> float:
         """The budget's k for output ``name`` of a ``dtype`` problem."""
@@ -162,10 +167,14 @@ class GateConfig:
         for dt, d in self.k_by_dtype.items():
             bad = [n for n in d if n not in OUTPUTS]
             if dt not in EPS or bad:
-                raise ValueError(f"GateConfig.k_by_dtype[{dt!r}] keys {bad}: allowed dtypes {sorted(EPS)}, "
-                                 f"outputs {OUTPUTS}")
-        for what, d in (("k", self.k), ("second_reference_k", self.second_reference_k),
-                        *((f"k_by_dtype[{dt!r}]", t) for dt, t in self.k_by_dtype.items())):
+                raise ValueError(
+                    f"GateConfig.k_by_dtype[{dt!r}] keys {bad}: allowed dtypes {sorted(EPS)}, outputs {OUTPUTS}"
+                )
+        for what, d in (
+            ("k", self.k),
+            ("second_reference_k", self.second_reference_k),
+            *((f"k_by_dtype[{dt!r}]", t) for dt, t in self.k_by_dtype.items()),
+        ):
             for n, v in d.items():  # nan or <= 0 would fail every case (false alarms in the store)
                 if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
                     raise ValueError(f"{what} for {n} = {v!r}: allowed a finite number > 0")
@@ -227,9 +236,15 @@ class Verdict:
         # by hand, not dataclasses.asdict: asdict deep-copies every number, and a report
         # serialises each verdict three times (case log, run state, report.json); the
         # warm main job spent ~10% of its wall time there
-        return {"output": self.output, "gate": self.gate, "passed": self.passed, "numbers": dict(self.numbers),
-                "worst": None if self.worst is None else dict(self.worst), "message": self.message,
-                "reference": self.reference}
+        return {
+            "output": self.output,
+            "gate": self.gate,
+            "passed": self.passed,
+            "numbers": dict(self.numbers),
+            "worst": None if self.worst is None else dict(self.worst),
+            "message": self.message,
+            "reference": self.reference,
+        }
 
 
 # ------------------------------------------------------------------------- helpers
@@ -287,7 +302,7 @@ def _read(*scalars: Any) -> list[Any]:  # floats; None where a None was given
     flat = torch.cat([torch.stack(groups[dt]).to(torch.float64) for dt in order]).tolist()
     start, at = 0, {}
     for dt in order:
-        at[dt] = iter(flat[start:start + len(groups[dt])])
+        at[dt] = iter(flat[start : start + len(groups[dt])])
         start += len(groups[dt])
     return [next(at[x.dtype]) if isinstance(x, torch.Tensor) else None if x is None else float(x) for x in scalars]
 
@@ -297,8 +312,7 @@ def _at_max(x: torch.Tensor, got: torch.Tensor, truth: Any) -> tuple:
     flat = x.reshape(-1)
     i = torch.argmax(torch.nan_to_num(flat, nan=float("inf"))).reshape(1)
     # index_select, not t[i]: indexing with a tensor reads the index to the host (a sync)
-    return (flat.index_select(0, i), i, got.reshape(-1).index_select(0, i),
-            truth.reshape(-1).index_select(0, i))
+    return (flat.index_select(0, i), i, got.reshape(-1).index_select(0, i), truth.reshape(-1).index_select(0, i))
 
 
 def _loc(problem: Problem, name: str, shape: tuple[int, ...], i: Any, got_v: Any, truth_v: Any) -> dict:
@@ -307,8 +321,9 @@ def _loc(problem: Problem, name: str, shape: tuple[int, ...], i: Any, got_v: Any
     return loc
 
 
-def _worst(problem: Problem, name: str, diff: torch.Tensor, got: torch.Tensor, truth: Any,
-           shape: tuple[int, ...]) -> dict | None:
+def _worst(
+    problem: Problem, name: str, diff: torch.Tensor, got: torch.Tensor, truth: Any, shape: tuple[int, ...]
+) -> dict | None:
     if diff.numel() == 0:
         return None
     _, i, g, t = _read(*_at_max(diff, got, truth))
@@ -338,28 +353,51 @@ def sum_length(problem: Problem, name: str | None) -> int:
     if name is None:
         return 0
     sq, sk = max(problem.seqlens_q, default=0), max(problem.seqlens_k, default=0)
-    return {"o": sk, "lse": sk, "dq": sk, "dk": sq * problem.group, "dv": sq * problem.group,
-            "dsink": problem.total_q}.get(name, 0)
+    return {
+        "o": sk,
+        "lse": sk,
+        "dq": sk,
+        "dk": sq * problem.group,
+        "dv": sq * problem.group,
+        "dsink": problem.total_q,
+    }.get(name, 0)
 
 
-def budget_limit(problem: Problem, truth: Any, ref: Any, k: float, floor_ulps: float, floor_magnitude: float = 1.0,
-                 logit_scale: float = 0.0, terms: float = 0.0, name: str | None = None) -> dict:
+def budget_limit(
+    problem: Problem,
+    truth: Any,
+    ref: Any,
+    k: float,
+    floor_ulps: float,
+    floor_magnitude: float = 1.0,
+    logit_scale: float = 0.0,
+    terms: float = 0.0,
+    name: str | None = None,
+) -> dict:
     """The budget gate's limit for one output: k * (the yardstick's error vs truth) + floor.
     ``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
     ``name``: the output, for the float32 accumulation term (``sum_length``).
     Returns {"limit", "ref_err", "floor", "scale"} (scale: max|truth| over finite elements)."""
     t = torch.where(torch.isfinite(truth), truth, 0.0)
     errs = []
-    for one in (ref if isinstance(ref, (list, tuple)) else [ref]):
+    for one in ref if isinstance(ref, (list, tuple)) else [ref]:
         r, t2 = _finite_pair(one, truth)
         errs.append((r - t2).abs().max() if r.numel() else 0.0)
     *errs, scale = _read(*errs, t.abs().max() if t.numel() else 0.0)  # one host read
     return limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name)
 
 
-def limit_from(problem: Problem, errs: list[Any], scale: float, k: float, floor_ulps: float,
-               floor_magnitude: float = 1.0, logit_scale: float = 0.0, terms: float = 0.0,
-               name: str | None = None) -> dict:
+def limit_from(
+    problem: Problem,
+    errs: list[Any],
+    scale: float,
+    k: float,
+    floor_ulps: float,
+    floor_magnitude: float = 1.0,
+    logit_scale: float = 0.0,
+    terms: float = 0.0,
+    name: str | None = None,
+) -> dict:
     """``budget_limit``'s arithmetic on the numbers read back: ``errs``, the yardsticks'
     largest errors against the truth, and ``scale``, max|truth| over finite elements."""
     ref_err = max([0.0] + list(errs))
@@ -371,8 +409,9 @@ def limit_from(problem: Problem, errs: list[Any], scale: float, k: float, floor_
     delta = min(floor_ulps * EPS["float32"] * (1.0 + logit_scale), 50.0)
     if problem.dtype in FP8_DTYPES:  # one ulp of the format at the tensor's magnitude (module docstring),
         # plus float32's floor (LSE and dSink are float32; a truth of 0 keeps a limit above 0)
-        floor = ((EPS[problem.dtype] * scale if name in FP8_STORED else 0.0)
-                 + floor_ulps * EPS["float32"] * max(scale, floor_magnitude))
+        floor = (EPS[problem.dtype] * scale if name in FP8_STORED else 0.0) + floor_ulps * EPS["float32"] * max(
+            scale, floor_magnitude
+        )
     else:
         floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude)
     floor += math.expm1(delta) * max(terms, scale)
@@ -383,10 +422,24 @@ def limit_from(problem: Problem, errs: list[Any], scale: float, k: float, floor_
     return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
 
 
-def budget_gate(problem: Problem, name: str, got: torch.Tensor, truth: Any, ref: Any, k: float, floor_ulps: float,
-                floor_magnitude: float = 1.0, gate: Gate = Gate.BUDGET, ref_label: str = "same-dtype ref",
-                logit_scale: float = 0.0, terms: float = 0.0, *, limited: torch.Tensor | None = None,
-                reference: str = TRUTH, bounds: dict | None = None) -> Verdict:
+def budget_gate(
+    problem: Problem,
+    name: str,
+    got: torch.Tensor,
+    truth: Any,
+    ref: Any,
+    k: float,
+    floor_ulps: float,
+    floor_magnitude: float = 1.0,
+    gate: Gate = Gate.BUDGET,
+    ref_label: str = "same-dtype ref",
+    logit_scale: float = 0.0,
+    terms: float = 0.0,
+    *,
+    limited: torch.Tensor | None = None,
+    reference: str = TRUTH,
+    bounds: dict | None = None,
+) -> Verdict:
     """``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
     ``limited``: bool mask of elements accepted at the dtype's limits (``dtype_limited``):
     left out of the error and counted as ``overflow_limited``. ``bounds``: ``budget_limit``'s
@@ -398,8 +451,23 @@ def budget_gate(problem: Problem, name: str, got: torch.Tensor, truth: Any, ref:
     b = bounds or budget_limit(problem, truth, ref, k, floor_ulps, floor_magnitude, logit_scale, terms, name)
     # the count, the error and where it is largest: one host read
     n_lim, err, i, g_i, t_i = _read(limited.sum() if limited is not None else 0, *_budget_error(got, truth))
-    return _budget_verdict(problem, name, shape, k, b, int(n_lim), err, i, g_i, t_i, gate=gate, ref_label=ref_label,
-                           logit_scale=logit_scale, terms=terms, reference=reference)
+    return _budget_verdict(
+        problem,
+        name,
+        shape,
+        k,
+        b,
+        int(n_lim),
+        err,
+        i,
+        g_i,
+        t_i,
+        gate=gate,
+        ref_label=ref_label,
+        logit_scale=logit_scale,
+        terms=terms,
+        reference=reference,
+    )
 
 
 def _budget_error(got: torch.Tensor, truth: Any, both: torch.Tensor | None = None) -> tuple:
@@ -410,52 +478,96 @@ def _budget_error(got: torch.Tensor, truth: Any, both: torch.Tensor | None = Non
     return _at_max(diff, g, t) if diff.numel() else (0.0, 0, 0.0, 0.0)
 
 
-def _budget_verdict(problem: Problem, name: str, shape: tuple[int, ...], k: float, b: dict, n_lim: int, err: Any,
-                    i: Any, g_i: Any, t_i: Any, *, gate: Gate = Gate.BUDGET, ref_label: str = "same-dtype ref",
-                    logit_scale: float = 0.0, terms: float = 0.0, reference: str = TRUTH) -> Verdict:
+def _budget_verdict(
+    problem: Problem,
+    name: str,
+    shape: tuple[int, ...],
+    k: float,
+    b: dict,
+    n_lim: int,
+    err: Any,
+    i: Any,
+    g_i: Any,
+    t_i: Any,
+    *,
+    gate: Gate = Gate.BUDGET,
+    ref_label: str = "same-dtype ref",
+    logit_scale: float = 0.0,
+    terms: float = 0.0,
+    reference: str = TRUTH,
+) -> Verdict:
     """The budget verdict from its numbers read back (``b``: ``budget_limit``'s bounds)."""
     ref_err, floor, limit, scale = b["ref_err"], b["floor"], b["limit"], b["scale"]
     ratio = err / limit
     k_needed = max(0.0, err - floor) / ref_err if ref_err > 0 else (0.0 if err <= floor else float("inf"))
     passed = err <= limit
     worst = _loc(problem, name, shape, i, g_i, t_i) if err > 0 else None
-    msg = (f"{name}: {gate} {'ok' if passed else 'FAILED'}: max|err|={err:.3g} vs {ref_label} "
-           f"{ref_err:.3g} (limit {k:g}x + floor {floor:.3g} = {limit:.3g}, ratio {ratio:.3g}, "
-           f"k needed {k_needed:.3g})")
+    msg = (
+        f"{name}: {gate} {'ok' if passed else 'FAILED'}: max|err|={err:.3g} vs {ref_label} "
+        f"{ref_err:.3g} (limit {k:g}x + floor {floor:.3g} = {limit:.3g}, ratio {ratio:.3g}, "
+        f"k needed {k_needed:.3g})"
+    )
     if n_lim:
         msg += f"; {n_lim} overflow-limited elements left out"
     if not passed:
         msg += _fmt_loc(worst)
-    numbers = {"err": err, "ref_err": ref_err, "floor": floor, "k": k, "limit": limit, "ratio": ratio,
-               "k_needed": k_needed, "logit_scale": logit_scale, "terms": terms, "max_abs_truth": scale}
+    numbers = {
+        "err": err,
+        "ref_err": ref_err,
+        "floor": floor,
+        "k": k,
+        "limit": limit,
+        "ratio": ratio,
+        "k_needed": k_needed,
+        "logit_scale": logit_scale,
+        "terms": terms,
+        "max_abs_truth": scale,
+    }
     if n_lim:
         numbers["overflow_limited"] = n_lim
     return Verdict(name, gate, passed, numbers, worst, msg, reference)
 
 
-def elementwise_gate(problem: Problem, name: str, got: torch.Tensor, truth: Any, std: Standard, *,
-                     reference: str = TRUTH) -> Verdict:
+def elementwise_gate(
+    problem: Problem, name: str, got: torch.Tensor, truth: Any, std: Standard, *, reference: str = TRUTH
+) -> Verdict:
     shape = got.shape
     g, t = _finite_pair(got, truth)
     diff = (g - t).abs()
     tol = std.atol + std.rtol * t.abs()
     n = diff.numel()
     excess = (diff - tol).reshape(-1)
-    within, err, _, i, g_i, t_i = _read((diff <= tol).sum(), diff.max(), *_at_max(excess, g, t)) if n else (
-        0, 0.0, 0.0, 0, 0.0, 0.0)  # one host read
+    within, err, _, i, g_i, t_i = (
+        _read((diff <= tol).sum(), diff.max(), *_at_max(excess, g, t)) if n else (0, 0.0, 0.0, 0, 0.0, 0.0)
+    )  # one host read
     within = int(within)
     ratio = within / n if n else 1.0
     passed = ratio >= std.required_ratio and err <= std.max_abs
     worst = _loc(problem, name, shape, i, g_i, t_i) if n and not passed else None
-    msg = (f"{name}: elementwise {'ok' if passed else 'FAILED'}: {ratio:.4%} within atol={std.atol:g}+rtol={std.rtol:g}"
-           f" (need {std.required_ratio:.4%}), max|err|={err:.3g} (limit {std.max_abs:g})")
+    msg = (
+        f"{name}: elementwise {'ok' if passed else 'FAILED'}: {ratio:.4%} within atol={std.atol:g}+rtol={std.rtol:g}"
+        f" (need {std.required_ratio:.4%}), max|err|={err:.3g} (limit {std.max_abs:g})"
+    )
     if reference != TRUTH:
         msg += f" vs the {reference}"
     if not passed:
         msg += _fmt_loc(worst)
-    return Verdict(name, Gate.ELEMENTWISE, passed,
-                   {"within_ratio": ratio, "required_ratio": std.required_ratio, "err": err, "atol": std.atol,
-                    "rtol": std.rtol, "max_abs": std.max_abs}, worst, msg, reference)
+    return Verdict(
+        name,
+        Gate.ELEMENTWISE,
+        passed,
+        {
+            "within_ratio": ratio,
+            "required_ratio": std.required_ratio,
+            "err": err,
+            "atol": std.atol,
+            "rtol": std.rtol,
+            "max_abs": std.max_abs,
+        },
+        worst,
+        msg,
+        reference,
+    )
 
 
 def overflow_threshold(dtype: torch.dtype) -> float:
@@ -464,8 +576,14 @@ def overflow_threshold(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).max)
 
 
-def dtype_limited(got: torch.Tensor, truth: Any, yardstick: Any, out_dtype: torch.dtype, limit: float,
-                  edge: torch.Tensor | None = None) -> torch.Tensor:
+def dtype_limited(
+    got: torch.Tensor,
+    truth: Any,
+    yardstick: Any,
+    out_dtype: torch.dtype,
+    limit: float,
+    edge: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Bool mask: elements where the kernel holds a non-finite or saturated (|got| >= the
     dtype's largest finite value) value, the truth is finite, and a correct kernel storing
     ``out_dtype`` can hold that value there:
@@ -494,8 +612,16 @@ def dtype_limited(got: torch.Tensor, truth: Any, yardstick: Any, out_dtype: torc
     return ok  # type: ignore[no-any-return]  # torch types these operators Any
 
 
-def nonfinite_gate(problem: Problem, name: str, got: torch.Tensor, truth: Any, out_dtype: torch.dtype | None = None, *,
-                   limited: torch.Tensor | None = None, reference: str = TRUTH) -> Verdict:
+def nonfinite_gate(
+    problem: Problem,
+    name: str,
+    got: torch.Tensor,
+    truth: Any,
+    out_dtype: torch.dtype | None = None,
+    *,
+    limited: torch.Tensor | None = None,
+    reference: str = TRUTH,
+) -> Verdict:
     """Non-finite values must match: NaN for NaN, an infinity for one of the same sign.
     ``limited``: elements accepted at the dtype's limits (``dtype_limited``), counted as
     ``overflow_limited``. Without it, ``out_dtype`` (the dtype the kernel stores ``name``
@@ -503,13 +629,20 @@ def nonfinite_gate(problem: Problem, name: str, got: torch.Tensor, truth: Any, o
     finite value (found on the H200: fp16 dQ of 7e4 > 65504 stored as inf)."""
     gf, tf = torch.isfinite(got), torch.isfinite(truth)
     if limited is None:
-        limited = (dtype_limited(got, truth, None, out_dtype, 0.0) if out_dtype is not None
-                   else torch.zeros_like(gf))
+        limited = dtype_limited(got, truth, None, out_dtype, 0.0) if out_dtype is not None else torch.zeros_like(gf)
     bad = _nonfinite_mask(got, truth, gf & tf) & ~limited
     # n_lim: the saturated finite ones are counted by the budget gate too; one host read for all
     counts = _read(bad.sum(), torch.isnan(got).sum(), (limited & ~(gf & tf)).sum(), limited.sum())
-    return _nonfinite_verdict(problem, name, got, truth, bad, *(int(c) for c in counts),  # type: ignore[call-arg,arg-type]
-                              out_dtype, reference)  # (counts: 4 numbers; mypy cannot count a *generator)
+    return _nonfinite_verdict(
+        problem,
+        name,
+        got,
+        truth,
+        bad,
+        *(int(c) for c in counts),  # type: ignore[call-arg,arg-type]
+        out_dtype,
+        reference,
+    )  # (counts: 4 numbers; mypy cannot count a *generator)
 
 
 def _nonfinite_mask(got: torch.Tensor, truth: Any, both: torch.Tensor) -> torch.Tensor:
@@ -526,9 +659,19 @@ def _finite(t: torch.Tensor) -> torch.Tensor:
     return t.abs() < math.inf
 
 
-def _nonfinite_verdict(problem: Problem, name: str, got: torch.Tensor, truth: Any, bad: torch.Tensor, n_bad: int,
-                       n_nan: int, n_lim: int, n_lim_all: int, out_dtype: torch.dtype | None,
-                       reference: str = TRUTH) -> Verdict:
+def _nonfinite_verdict(
+    problem: Problem,
+    name: str,
+    got: torch.Tensor,
+    truth: Any,
+    bad: torch.Tensor,
+    n_bad: int,
+    n_nan: int,
+    n_lim: int,
+    n_lim_all: int,
+    out_dtype: torch.dtype | None,
+    reference: str = TRUTH,
+) -> Verdict:
     """The nonfinite verdict from its counts read back; on a failure the first bad element
     (``bad``, a mask over ``got``) is read too."""
     shape = got.shape
@@ -536,15 +679,18 @@ def _nonfinite_verdict(problem: Problem, name: str, got: torch.Tensor, truth: An
     worst = None
     if not passed:  # a second read, on failures only
         i = torch.argmax(bad.reshape(-1).to(torch.uint8)).reshape(1)
-        worst = _loc(problem, name, shape,
-                     *_read(i, got.reshape(-1).index_select(0, i), truth.reshape(-1).index_select(0, i)))
+        worst = _loc(
+            problem, name, shape, *_read(i, got.reshape(-1).index_select(0, i), truth.reshape(-1).index_select(0, i))
+        )
     msg = f"{name}: nonfinite {'ok' if passed else 'FAILED'}: {n_bad} elements non-finite in one of kernel/truth only"
     if n_lim_all:
         thr = overflow_threshold(out_dtype) if out_dtype is not None else float("nan")
-        msg += (f"; {n_lim_all} overflow-limited ({n_lim} non-finite, {n_lim_all - n_lim} saturated) accepted: "
-                f"a correct {str(out_dtype).replace('torch.', '')} kernel can store them (|truth| + budget "
-                f">= {thr:.6g}, or the flash-style yardstick is non-finite there, or a dS they sum is at the "
-                f"dtype's overflow edge)")
+        msg += (
+            f"; {n_lim_all} overflow-limited ({n_lim} non-finite, {n_lim_all - n_lim} saturated) accepted: "
+            f"a correct {str(out_dtype).replace('torch.', '')} kernel can store them (|truth| + budget "
+            f">= {thr:.6g}, or the flash-style yardstick is non-finite there, or a dS they sum is at the "
+            f"dtype's overflow edge)"
+        )
     if not passed:
         msg += _fmt_loc(worst)
     numbers = {"mismatched": n_bad, "nan_in_kernel": n_nan}
@@ -583,8 +729,15 @@ def _poison_verdict(problem: Problem, name: str, t: torch.Tensor, mask: torch.Te
 
 def shape_verdict(problem: Problem, name: str, got: torch.Tensor, expected_shape: tuple[int, ...]) -> Verdict | None:
     if tuple(got.shape) != tuple(expected_shape):
-        return Verdict(name, Gate.SHAPE, False, {"got": list(got.shape), "expected": list(expected_shape)}, None,
-                       f"{name}: shape {tuple(got.shape)} != expected {tuple(expected_shape)}", "declared shapes")
+        return Verdict(
+            name,
+            Gate.SHAPE,
+            False,
+            {"got": list(got.shape), "expected": list(expected_shape)},
+            None,
+            f"{name}: shape {tuple(got.shape)} != expected {tuple(expected_shape)}",
+            "declared shapes",
+        )
     return None
 
 
@@ -627,8 +780,7 @@ def _logit_scalars(problem: Problem, truth: Any, inputs: Any) -> tuple:
 
 def _logit_value(problem: Problem, inputs: Any, qk: Any, lm: Any) -> float:
     """``logit_magnitude`` from ``_logit_scalars``' numbers read back."""
-    terms = (0.0 if qk is None else qk * problem.scale) * dot_growth(problem.head_dim_qk) if inputs is not None \
-        else 0.0
+    terms = (0.0 if qk is None else qk * problem.scale) * dot_growth(problem.head_dim_qk) if inputs is not None else 0.0
     return terms if lm is None else max(lm, terms)
 
 
@@ -656,10 +808,20 @@ def _norm_product(inputs: Any) -> torch.Tensor | None:
     return qn * kn  # type: ignore[no-any-return]  # torch types these operators Any
 
 
-def check_outputs(problem: Problem, got: "Outputs", truth: "Outputs", ref: Any, config: GateConfig | None = None, *,
-                  poisoned: bool = False, expected: tuple[str, ...] | None = None, yardstick: Any | None = None,
-                  standard_truth: Any | None = None, standard_label: str = TRUTH,
-                  inputs: Any | None = None) -> list[Verdict]:
+def check_outputs(
+    problem: Problem,
+    got: "Outputs",
+    truth: "Outputs",
+    ref: Any,
+    config: GateConfig | None = None,
+    *,
+    poisoned: bool = False,
+    expected: tuple[str, ...] | None = None,
+    yardstick: Any | None = None,
+    standard_truth: Any | None = None,
+    standard_label: str = TRUTH,
+    inputs: Any | None = None,
+) -> list[Verdict]:
     """Every gate on every output the kernel produced (``expected``: outputs it declared).
     ``ref``: the same-dtype reference Outputs, or a list of them (largest error wins).
     ``yardstick``: the flash-style same-dtype reference, for the dtype-limit rule
@@ -685,12 +847,16 @@ def check_outputs(problem: Problem, got: "Outputs", truth: "Outputs", ref: Any, 
         g_raw = got.get(name)
         if g_raw is None:
             if expected is not None and name in expected:
-                steps.append(Verdict(name, Gate.MISSING, False, {}, None,
-                                     missing_output_message(name, expected), "declared outputs"))
+                steps.append(
+                    Verdict(
+                        name, Gate.MISSING, False, {}, None, missing_output_message(name, expected), "declared outputs"
+                    )
+                )
             continue
         bad_shape = shape_verdict(problem, name, g_raw, shapes[name])
-        steps.append(bad_shape or _Judged(problem, name, g_raw, t_truth, refs, poisoned,
-                                          quick=name not in config.standards))
+        steps.append(
+            bad_shape or _Judged(problem, name, g_raw, t_truth, refs, poisoned, quick=name not in config.standards)
+        )
     judged = [x for x in steps if isinstance(x, _Judged)]
     values = iter(_read(*_logit_scalars(problem, truth, inputs), *(x for j in judged for x in j.scalars)))
     logit_scale = _logit_value(problem, inputs, next(values), next(values))
@@ -704,8 +870,21 @@ def check_outputs(problem: Problem, got: "Outputs", truth: "Outputs", ref: Any, 
         if step.quick and not step.candidates:
             verdicts += step.verdicts(config, logit_scale, _terms(truth, step.name))
         else:
-            verdicts += _judge_output(problem, step.name, step.g_raw, truth, refs, config, poisoned, yardstick,
-                                      standard_truth, standard_label, inputs, logit_scale, partials)
+            verdicts += _judge_output(
+                problem,
+                step.name,
+                step.g_raw,
+                truth,
+                refs,
+                config,
+                poisoned,
+                yardstick,
+                standard_truth,
+                standard_label,
+                inputs,
+                logit_scale,
+                partials,
+            )
     return verdicts
 
 
@@ -718,8 +897,16 @@ class _Judged:
     all False). ``take`` reads them back; ``verdicts`` builds the verdicts with the gates' own
     builders. ``quick=False`` (an elementwise standard): nothing is computed here."""
 
-    def __init__(self, problem: Problem, name: str, g_raw: torch.Tensor, t_truth: torch.Tensor, refs: Any,
-                 poisoned: bool, quick: bool) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        name: str,
+        g_raw: torch.Tensor,
+        t_truth: torch.Tensor,
+        refs: Any,
+        poisoned: bool,
+        quick: bool,
+    ) -> None:
         self.problem, self.name, self.g_raw, self.poisoned, self.quick = problem, name, g_raw, poisoned, quick
         self.scalars = []
         if not quick:
@@ -760,19 +947,46 @@ class _Judged:
         p, name = self.problem, self.name
         out = [_poison_verdict(p, name, self.pt, self.pmask, self.unwritten)] if self.poisoned else []
         if config.check_nonfinite:
-            out.append(_nonfinite_verdict(p, name, self.g, self.t, self.bad, self.n_bad, self.n_nan, 0, 0,
-                                          self.g_raw.dtype))
+            out.append(
+                _nonfinite_verdict(p, name, self.g, self.t, self.bad, self.n_bad, self.n_nan, 0, 0, self.g_raw.dtype)
+            )
         k = config.k_for(p.dtype, name)
         b = limit_from(p, self.errs, self.scale, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
-        out.append(_budget_verdict(p, name, self.g.shape, k, b, 0, self.err, self.i, self.g_i, self.t_i,
-                                   logit_scale=logit_scale, terms=terms,
-                                   reference=f"{TRUTH} (yardstick: same-dtype refs)"))
+        out.append(
+            _budget_verdict(
+                p,
+                name,
+                self.g.shape,
+                k,
+                b,
+                0,
+                self.err,
+                self.i,
+                self.g_i,
+                self.t_i,
+                logit_scale=logit_scale,
+                terms=terms,
+                reference=f"{TRUTH} (yardstick: same-dtype refs)",
+            )
+        )
         return out
 
 
-def _judge_output(problem: Problem, name: str, g_raw: torch.Tensor, truth: Any, refs: Any, config: GateConfig,
-                  poisoned: bool, yardstick: Any, standard_truth: Any, standard_label: str, inputs: Any,
-                  logit_scale: float, partials: dict) -> list[Verdict]:
+def _judge_output(
+    problem: Problem,
+    name: str,
+    g_raw: torch.Tensor,
+    truth: Any,
+    refs: Any,
+    config: GateConfig,
+    poisoned: bool,
+    yardstick: Any,
+    standard_truth: Any,
+    standard_label: str,
+    inputs: Any,
+    logit_scale: float,
+    partials: dict,
+) -> list[Verdict]:
     """Every gate on output ``name``, the long way: the dtype-limit rule applied, each gate
     reading its own numbers (``check_outputs`` takes it for an output with elements the rule
     looks at, or with an elementwise standard)."""
@@ -790,27 +1004,53 @@ def _judge_output(problem: Problem, name: str, g_raw: torch.Tensor, truth: Any, 
     bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
     limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
     if name in ("dk", "dv") and problem.group > 1 and inputs is not None:
-        limited = limited | _partials_limited(problem, name, g, t, g_raw.dtype, bounds["limit"], limited,
-                                              inputs, partials)
+        limited = limited | _partials_limited(
+            problem, name, g, t, g_raw.dtype, bounds["limit"], limited, inputs, partials
+        )
     if config.check_nonfinite:
         verdicts.append(nonfinite_gate(problem, name, g, t, g_raw.dtype, limited=limited))
-    verdicts.append(budget_gate(problem, name, g, t, r, k, config.floor_ulps, config.floor_magnitude,
-                                logit_scale=logit_scale, terms=terms, limited=limited, bounds=bounds,
-                                reference=f"{TRUTH} (yardstick: same-dtype refs)"))
+    verdicts.append(
+        budget_gate(
+            problem,
+            name,
+            g,
+            t,
+            r,
+            k,
+            config.floor_ulps,
+            config.floor_magnitude,
+            logit_scale=logit_scale,
+            terms=terms,
+            limited=limited,
+            bounds=bounds,
+            reference=f"{TRUTH} (yardstick: same-dtype refs)",
+        )
+    )
     if name in config.standards:
         st = standard_truth.get(name) if standard_truth is not None else None
         if st is None:
-            verdicts.append(elementwise_gate(problem, name, torch.where(limited, t, g), t,
-                                             config.standards[name]))
+            verdicts.append(elementwise_gate(problem, name, torch.where(limited, t, g), t, config.standards[name]))
         else:
             st = _prep(problem, name, st, dev)
-            verdicts.append(elementwise_gate(problem, name, torch.where(limited, st, g), st,
-                                             config.standards[name], reference=standard_label))
+            verdicts.append(
+                elementwise_gate(
+                    problem, name, torch.where(limited, st, g), st, config.standards[name], reference=standard_label
+                )
+            )
     return verdicts
 
 
-def _partials_limited(problem: Problem, name: str, got: torch.Tensor, truth: Any, out_dtype: torch.dtype, limit: float,
-                      limited: torch.Tensor, inputs: Any, cache: dict) -> torch.Tensor:
+def _partials_limited(
+    problem: Problem,
+    name: str,
+    got: torch.Tensor,
+    truth: Any,
+    out_dtype: torch.dtype,
+    limit: float,
+    limited: torch.Tensor,
+    inputs: Any,
+    cache: dict,
+) -> torch.Tensor:
     """Rule (d) of ``dtype_limited`` for dK/dV of a GQA problem: a non-finite or saturated
     value where the truth is finite is accepted where some query head's partial of that
     element (``oracles.per_head_partials``: what a kernel storing per-head gradients before
@@ -838,8 +1078,9 @@ def _edge(problem: Problem, name: str, yardstick: Any, device: Any) -> torch.Ten
     return None if rows is None else rows[: used_rows(problem, name)].to(device).unsqueeze(-1)
 
 
-def check_second_reference(problem: Problem, got: "Outputs", truth: "Outputs", second: Any, config: GateConfig,
-                           label: str) -> list[Verdict]:
+def check_second_reference(
+    problem: Problem, got: "Outputs", truth: "Outputs", second: Any, config: GateConfig, label: str
+) -> list[Verdict]:
     """The kernel must also stay within k x (the second reference's error vs truth)."""
     verdicts = []
     for name in OUTPUTS:
@@ -848,9 +1089,20 @@ def check_second_reference(problem: Problem, got: "Outputs", truth: "Outputs", s
             continue
         dev = t.device
         g, t, s = _prep(problem, name, g, dev), _prep(problem, name, t, dev), _prep(problem, name, s, dev)
-        v = budget_gate(problem, name, g, t, s, config.second_reference_k.get(name, SECOND_REFERENCE_K[name]),
-                        config.floor_ulps, config.floor_magnitude, gate=Gate.SECOND_REFERENCE, ref_label=label,
-                        logit_scale=logit_magnitude(problem, truth), terms=_terms(truth, name),
-                        reference=f"{TRUTH} (yardstick: {label})")
+        v = budget_gate(
+            problem,
+            name,
+            g,
+            t,
+            s,
+            config.second_reference_k.get(name, SECOND_REFERENCE_K[name]),
+            config.floor_ulps,
+            config.floor_magnitude,
+            gate=Gate.SECOND_REFERENCE,
+            ref_label=label,
+            logit_scale=logit_magnitude(problem, truth),
+            terms=_terms(truth, name),
+            reference=f"{TRUTH} (yardstick: {label})",
+        )
         verdicts.append(v)
     return verdicts

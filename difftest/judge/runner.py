@@ -125,21 +125,39 @@ class CaseResult:
         return {v.output: v.numbers["ratio"] for v in self.verdicts if v.gate == Gate.BUDGET}
 
     def to_dict(self) -> dict:
-        return {"kernel": self.kernel, "problem": self.problem.to_dict(), "status": self.status, "reason": self.reason,
-                "failed_gates": self.failed_gates, "worst_ratio": self.worst_ratio, "seconds": round(self.seconds, 4),
-                "kernel_seconds": round(self.kernel_seconds, 4), "notes": self.notes, "input_digest": self.input_digest,
-                "triage": str(triage.classify(self)), "overflow_limited": triage.overflow_limited(self),
-                "verdicts": [v.to_dict() for v in self.verdicts],
-                **({"error_type": self.error_type} if self.error_type else {}),
-                **({"error_origin": self.error_origin} if self.error_origin else {})}
+        return {
+            "kernel": self.kernel,
+            "problem": self.problem.to_dict(),
+            "status": self.status,
+            "reason": self.reason,
+            "failed_gates": self.failed_gates,
+            "worst_ratio": self.worst_ratio,
+            "seconds": round(self.seconds, 4),
+            "kernel_seconds": round(self.kernel_seconds, 4),
+            "notes": self.notes,
+            "input_digest": self.input_digest,
+            "triage": str(triage.classify(self)),
+            "overflow_limited": triage.overflow_limited(self),
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            **({"error_type": self.error_type} if self.error_type else {}),
+            **({"error_origin": self.error_origin} if self.error_origin else {}),
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> "CaseResult":
-        return cls(kernel=d["kernel"], problem=Problem.from_dict(d["problem"]), status=d["status"],
-                   reason=d.get("reason", ""), verdicts=[Verdict(**v) for v in d.get("verdicts", [])],
-                   seconds=d.get("seconds", 0.0), kernel_seconds=d.get("kernel_seconds", 0.0),
-                   notes=d.get("notes", []), input_digest=d.get("input_digest", ""),
-                   error_type=d.get("error_type", ""), error_origin=d.get("error_origin", ""))
+        return cls(
+            kernel=d["kernel"],
+            problem=Problem.from_dict(d["problem"]),
+            status=d["status"],
+            reason=d.get("reason", ""),
+            verdicts=[Verdict(**v) for v in d.get("verdicts", [])],
+            seconds=d.get("seconds", 0.0),
+            kernel_seconds=d.get("kernel_seconds", 0.0),
+            notes=d.get("notes", []),
+            input_digest=d.get("input_digest", ""),
+            error_type=d.get("error_type", ""),
+            error_origin=d.get("error_origin", ""),
+        )
 
     def render(self, verbose: bool = False) -> str:
         lines = [f"[{self.status.upper()}] {self.kernel} on {self.problem.short()}"]
@@ -164,8 +182,9 @@ def error_type(e: BaseException) -> str:
     return getattr(e, "error_type", None) or type(e).__name__
 
 
-def _call_kernel(kernel: KernelAdapter, problem: Problem, inputs: "Inputs", device: str, poison: bool, runs: int,
-                 config: "RunConfig") -> list:
+def _call_kernel(
+    kernel: KernelAdapter, problem: Problem, inputs: "Inputs", device: str, poison: bool, runs: int, config: "RunConfig"
+) -> list:
     """The kernel's runs in this process (run_case sends isolated cases to the worker itself)."""
     results = []
     with phase("inputs"):
@@ -189,8 +208,10 @@ def _references(inputs: "Inputs", config: RunConfig) -> tuple[Any, tuple[str, st
             raise ValueError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
         return oracles.references(inputs, config.chunk_threshold, standard=standard), None
     except Exception as e:
-        return None, (error_type(e), f"difftest error: the reference failed ({type(e).__name__}: {e})\n"
-                      + traceback.format_exc(limit=4))
+        return None, (
+            error_type(e),
+            f"difftest error: the reference failed ({type(e).__name__}: {e})\n" + traceback.format_exc(limit=4),
+        )
 
 
 @dataclass
@@ -208,8 +229,9 @@ class CaseParts:
     poison: bool | None = None
 
 
-def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None = None, *,
-             parts: CaseParts | None = None) -> CaseResult:
+def run_case(
+    kernel: KernelAdapter, problem: Problem, config: RunConfig | None = None, *, parts: CaseParts | None = None
+) -> CaseResult:
     config = config or RunConfig()
     t0 = time.perf_counter()
     cap = kernel.capability
@@ -230,8 +252,16 @@ def run_case(kernel: KernelAdapter, problem: Problem, config: RunConfig | None =
         result.input_digest = digest()
 
 
-def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs: "Inputs", result: CaseResult,
-         device: str, t0: float, parts: CaseParts | None = None) -> CaseResult:
+def _run(
+    kernel: KernelAdapter,
+    problem: Problem,
+    config: RunConfig,
+    inputs: "Inputs",
+    result: CaseResult,
+    device: str,
+    t0: float,
+    parts: CaseParts | None = None,
+) -> CaseResult:
     """run_case after its inputs: the kernel's runs, the references, the gates."""
     cap = kernel.capability
     poison = config.poison and cap.poison
@@ -245,8 +275,13 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs: "In
             worker = shared_worker()
             sent = worker.send(getattr(kernel, "spec", None) or kernel.name, problem, device, poison, runs)
             refs, refs_error = _references(inputs, config)
-            got_runs = worker.receive(sent, config.timeout_s, waited_from=time.perf_counter(),
-                                      compile_timeout_s=config.compile_timeout_s, device=inputs.device)
+            got_runs = worker.receive(
+                sent,
+                config.timeout_s,
+                waited_from=time.perf_counter(),
+                compile_timeout_s=config.compile_timeout_s,
+                device=inputs.device,
+            )
             t1 = time.perf_counter() - sum(worker.last_seconds.values())  # the worker's own seconds
         else:
             got_runs = _call_kernel(kernel, problem, inputs, device, poison, runs, config)
@@ -277,16 +312,25 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs: "In
         more: list = []  # the further designs' yardsticks (References.more), built at most once a case
 
         def check(outputs: Outputs, yardsticks: list) -> list[Verdict]:
-            return check_outputs(problem, outputs, refs.truth, yardsticks, config.gates, poisoned=poison,
-                                 expected=cap.outputs, yardstick=refs.flash, standard_truth=refs.standard,
-                                 standard_label=f"{config.truth} truth", inputs=inputs)
+            return check_outputs(
+                problem,
+                outputs,
+                refs.truth,
+                yardsticks,
+                config.gates,
+                poisoned=poison,
+                expected=cap.outputs,
+                yardstick=refs.flash,
+                standard_truth=refs.standard,
+                standard_label=f"{config.truth} truth",
+                inputs=inputs,
+            )
 
         # the gates (with further designs' yardsticks where one fails), then the backward
         # re-judged from its own statistics
         def judge(outputs: Outputs) -> list[Verdict]:
             verdicts = check(outputs, refs.yardsticks)
-            if (refs.more is not None or cap.designs) and any(not v.passed and v.gate == Gate.BUDGET
-                                                              for v in verdicts):
+            if (refs.more is not None or cap.designs) and any(not v.passed and v.gate == Gate.BUDGET for v in verdicts):
                 if not more:
                     if refs.more is not None:
                         more.extend(refs.more())
@@ -294,8 +338,9 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs: "In
                     with phase("yardsticks"):
                         more.extend(oracles.design_yardsticks(cap.designs, inputs, cap.block_m, refs.flash))
                     if cap.designs:
-                        result.notes.append(f"judged also with the yardsticks of the designs it declares: "
-                                            f"{', '.join(cap.designs)}")
+                        result.notes.append(
+                            f"judged also with the yardsticks of the designs it declares: {', '.join(cap.designs)}"
+                        )
                 verdicts = check(outputs, refs.yardsticks + more)
             attribute(problem, inputs, outputs, refs.truth, verdicts)
             return verdicts
@@ -321,16 +366,18 @@ def _run(kernel: KernelAdapter, problem: Problem, config: RunConfig, inputs: "In
     return result
 
 
-def _second_reference(problem: Problem, inputs: "Inputs", got: Outputs, truth: Outputs, config: RunConfig,
-                      notes: list[str]) -> list:
+def _second_reference(
+    problem: Problem, inputs: "Inputs", got: Outputs, truth: Outputs, config: RunConfig, notes: list[str]
+) -> list:
     assert config.second_reference is not None  # the caller asked for one
     second = registry.get(config.second_reference)
     # a yardstick, not the kernel under test: it runs the same values laid out contiguously
     logical = problem.replace(layout=CONTIGUOUS)
     why = second.capability.excludes(logical) or second.available()
     if why:
-        notes.append(f"second reference {second.name} cannot run this case ({why}); "
-                     "judged against the float64 truth only")
+        notes.append(
+            f"second reference {second.name} cannot run this case ({why}); judged against the float64 truth only"
+        )
         return []
     try:
         ref2 = second.run(dataclasses.replace(inputs, problem=logical).to(second.capability.device))

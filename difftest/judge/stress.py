@@ -71,8 +71,9 @@ class StressResult:
         return (self.reps - 1) / self.call_seconds if self.reps > 1 and self.call_seconds > 0 else float("nan")
 
     def _determinism(self) -> dict:
-        return {v.output: v for v in self.case.verdicts
-                if str(getattr(v.gate, "value", v.gate)).startswith("determinism")}
+        return {
+            v.output: v for v in self.case.verdicts if str(getattr(v.gate, "value", v.gate)).startswith("determinism")
+        }
 
     @property
     def differing(self) -> dict:
@@ -86,21 +87,32 @@ class StressResult:
 
     def line(self) -> str:
         diff = {k: f"{n} elements in {self.differing_reps.get(k, 0)} reps" for k, n in self.differing.items() if n}
-        return (f"{self.case.kernel} {self.case.problem.short()}: {self.case.status.value} after {self.reps} "
-                f"repetitions ({self.reps_per_second:.1f}/s after the first, {self.load} load threads, "
-                f"{self.load_ops} load ops); "
-                f"differing: {diff or 'none'}")
+        return (
+            f"{self.case.kernel} {self.case.problem.short()}: {self.case.status.value} after {self.reps} "
+            f"repetitions ({self.reps_per_second:.1f}/s after the first, {self.load} load threads, "
+            f"{self.load_ops} load ops); "
+            f"differing: {diff or 'none'}"
+        )
 
     def to_dict(self) -> dict:
-        return {"kernel": self.case.kernel, "problem": self.case.problem.to_dict(), "short": self.case.problem.short(),
-                "status": self.case.status.value, "reps": self.reps, "reps_asked": self.asked,
-                "seconds": round(self.seconds, 4), "first_seconds": round(self.first_seconds, 4),
-                "call_seconds": round(self.call_seconds, 4),
-                "reps_per_second": _finite(self.reps_per_second), "calls_per_second": _finite(self.calls_per_second),
-                "load_threads": self.load, "load_ops": self.load_ops,
-                "differing": {k: {"elements": n, "reps": self.differing_reps.get(k, 0)}
-                              for k, n in self.differing.items()},
-                "notes": self.notes, "case": self.case.to_dict()}
+        return {
+            "kernel": self.case.kernel,
+            "problem": self.case.problem.to_dict(),
+            "short": self.case.problem.short(),
+            "status": self.case.status.value,
+            "reps": self.reps,
+            "reps_asked": self.asked,
+            "seconds": round(self.seconds, 4),
+            "first_seconds": round(self.first_seconds, 4),
+            "call_seconds": round(self.call_seconds, 4),
+            "reps_per_second": _finite(self.reps_per_second),
+            "calls_per_second": _finite(self.calls_per_second),
+            "load_threads": self.load,
+            "load_ops": self.load_ops,
+            "differing": {k: {"elements": n, "reps": self.differing_reps.get(k, 0)} for k, n in self.differing.items()},
+            "notes": self.notes,
+            "case": self.case.to_dict(),
+        }
 
 
 def _finite(x: float):
@@ -115,8 +127,9 @@ class _Load:
         self.stop = threading.Event()
         self.ops = 0
         self._lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._work, name=f"difftest-stress-load-{i}", daemon=True)
-                        for i in range(threads)]
+        self.threads = [
+            threading.Thread(target=self._work, name=f"difftest-stress-load-{i}", daemon=True) for i in range(threads)
+        ]
 
     def _work(self):
         dev = torch.device(self.device)
@@ -155,8 +168,11 @@ def run_bytes(problem: Problem) -> int:
     item = {"float32": 4}.get(problem.dtype, 2)
     q = problem.total_q * problem.heads_q
     k = problem.total_k * problem.heads_kv
-    return item * (q * (problem.head_dim_qk + problem.head_dim_v) + k * (problem.head_dim_qk + problem.head_dim_v)) \
-        + 4 * q + 8 * problem.heads_q
+    return (
+        item * (q * (problem.head_dim_qk + problem.head_dim_v) + k * (problem.head_dim_qk + problem.head_dim_v))
+        + 4 * q
+        + 8 * problem.heads_q
+    )
 
 
 def _repetitions(kernel, problem: Problem, cfg: RunConfig, parts: CaseParts, n: int) -> list:
@@ -164,13 +180,28 @@ def _repetitions(kernel, problem: Problem, cfg: RunConfig, parts: CaseParts, n: 
     # run_case set them with parts.judge
     assert parts.inputs is not None and parts.device is not None and parts.poison is not None
     if cfg.isolate:
-        return shared_worker().run(getattr(kernel, "spec", None) or kernel.name, problem, parts.device, parts.poison,
-                                   n, cfg.timeout_s * n, compile_timeout_s=cfg.compile_timeout_s)
+        return shared_worker().run(
+            getattr(kernel, "spec", None) or kernel.name,
+            problem,
+            parts.device,
+            parts.poison,
+            n,
+            cfg.timeout_s * n,
+            compile_timeout_s=cfg.compile_timeout_s,
+        )
     return _call_kernel(kernel, problem, parts.inputs, parts.device, parts.poison, n, cfg)
 
 
-def stress_case(kernel, problem: Problem, reps: int = 100, *, load: int = 1, load_size: int = 512,
-                config: RunConfig | None = None, chunk_bytes: int = CHUNK_BYTES) -> StressResult:
+def stress_case(
+    kernel,
+    problem: Problem,
+    reps: int = 100,
+    *,
+    load: int = 1,
+    load_size: int = 512,
+    config: RunConfig | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> StressResult:
     """``kernel`` on ``problem`` ``reps`` times under ``load`` busy threads; see the module."""
     if not isinstance(reps, int) or reps < MIN_REPS:
         raise ValueError(f"reps={reps!r}: allowed an int >= {MIN_REPS}")
@@ -210,31 +241,56 @@ def stress_case(kernel, problem: Problem, reps: int = 100, *, load: int = 1, loa
             if case.status == Status.PASSED and any(not v.passed for v in case.verdicts):
                 case.status = Status.FAILED
     ops = getattr(busy, "ops", 0)
-    notes = [] if kernel.capability.deterministic else ["the kernel does not claim determinism: differing "
-                                                        "repetitions fail only when the gates reject them"]
+    notes = (
+        []
+        if kernel.capability.deterministic
+        else ["the kernel does not claim determinism: differing repetitions fail only when the gates reject them"]
+    )
     if done:
         notes.append(f"{tally.judged} differing repetitions judged by the gates, {tally.failing_reruns} failed")
-    return StressResult(case, done, time.perf_counter() - t0, load, ops, notes, call_seconds=waited, asked=reps,
-                        first_seconds=first)
+    return StressResult(
+        case, done, time.perf_counter() - t0, load, ops, notes, call_seconds=waited, asked=reps, first_seconds=first
+    )
 
 
-def stress_problems(capability, *, batch: int = 60, heads: int = 8, seqlen: int = 257, head_dim: int | None = None,
-                    dtype: str | None = None) -> list[Problem]:
+def stress_problems(
+    capability,
+    *,
+    batch: int = 60,
+    heads: int = 8,
+    seqlen: int = 257,
+    head_dim: int | None = None,
+    dtype: str | None = None,
+) -> list[Problem]:
     """Large-batch Problems inside ``capability`` (each field lowered to what it allows):
     non-causal and causal, square, with a partial last tile."""
     c = capability
-    d = head_dim if head_dim in c.head_dims_qk else max(x for x in c.head_dims_qk if x <= 128) \
-        if any(x <= 128 for x in c.head_dims_qk) else min(c.head_dims_qk)
+    d = (
+        head_dim
+        if head_dim in c.head_dims_qk
+        else max(x for x in c.head_dims_qk if x <= 128)
+        if any(x <= 128 for x in c.head_dims_qk)
+        else min(c.head_dims_qk)
+    )
     dt = dtype if dtype in c.dtypes else ("bfloat16" if "bfloat16" in c.dtypes else c.dtypes[0])
     b = max(1, min(batch, c.max_batch))
     h = max(1, min(heads, c.max_heads))
     s = max(c.min_seqlen_q, c.min_seqlen_k, min(seqlen, c.max_seqlen))
     s -= s % c.seqlen_multiple
     out = []
-    for causal in ((False, True) if c.causal and not c.causal_required else (c.causal_required,)):
-        p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim_qk=d,  # type: ignore[arg-type]
-                    head_dim_v=d if d in c.v_dims else c.v_dims[0], dtype=dt, causal=causal,  # type: ignore[arg-type]
-                    seed=1)  # (d and dt: a value found in the capability's lists, never None)
+    for causal in (False, True) if c.causal and not c.causal_required else (c.causal_required,):
+        p = Problem(
+            batch=b,
+            seqlen_q=s,
+            seqlen_k=s,
+            heads_q=h,
+            heads_kv=h,
+            head_dim_qk=d,  # type: ignore[arg-type]
+            head_dim_v=d if d in c.v_dims else c.v_dims[0],  # type: ignore[arg-type]
+            dtype=dt,  # type: ignore[arg-type]
+            causal=causal,
+            seed=1,
+        )  # (d and dt: a value found in the capability's lists, never None)
         if c.excludes(p) is None:
             out.append(p)
     return out

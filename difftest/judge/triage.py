@@ -33,8 +33,15 @@ from difftest.vocab import ErrorOrigin, Status, TriageKind
 Kind = TriageKind  # the name this module's readers use
 
 
-FINDINGS = (Kind.WRONG_RESULT, Kind.NONDETERMINISM, Kind.DECLARATION, Kind.CONTRACT_VIOLATION, Kind.CRASH, Kind.HANG,
-            Kind.BUILD_TIMEOUT)
+FINDINGS = (
+    Kind.WRONG_RESULT,
+    Kind.NONDETERMINISM,
+    Kind.DECLARATION,
+    Kind.CONTRACT_VIOLATION,
+    Kind.CRASH,
+    Kind.HANG,
+    Kind.BUILD_TIMEOUT,
+)
 _DETERMINISM = ("determinism",)
 
 
@@ -70,15 +77,16 @@ def error_origin(case) -> ErrorOrigin:
 
 def plain_error_type(error_type: str) -> str:
     """``error_type`` without the older "internal:" mark (see ``error_origin``)."""
-    return error_type[len(LEGACY_INTERNAL):] if error_type.startswith(LEGACY_INTERNAL) else error_type
+    return error_type[len(LEGACY_INTERNAL) :] if error_type.startswith(LEGACY_INTERNAL) else error_type
 
 
 def _error_kind(reason: str, error_type: str = "") -> Kind:
     """From the exception type the runner recorded (``CaseResult.error_type``); reports
     written before it was recorded are read from the reason's text."""
     if error_type:
-        return {"KernelTimeout": Kind.HANG, "KernelCrashed": Kind.CRASH,
-                "BuildTimeout": Kind.BUILD_TIMEOUT}.get(error_type, Kind.CONTRACT_VIOLATION)
+        return {"KernelTimeout": Kind.HANG, "KernelCrashed": Kind.CRASH, "BuildTimeout": Kind.BUILD_TIMEOUT}.get(
+            error_type, Kind.CONTRACT_VIOLATION
+        )
     text = (reason or "").strip()
     head = text.splitlines()[0] if text else ""
     if head.startswith("KernelTimeout") or "KernelTimeout:" in head:
@@ -132,9 +140,12 @@ def summarize(cases) -> dict:
         if ol:
             limited_cases += 1
             elems.update(ol)
-    return {"kinds": {str(k): kinds[str(k)] for k in Kind if kinds[str(k)]},
-            "findings": sum(kinds[str(k)] for k in FINDINGS),
-            "overflow_limited": dict(sorted(elems.items())), "overflow_limited_cases": limited_cases}
+    return {
+        "kinds": {str(k): kinds[str(k)] for k in Kind if kinds[str(k)]},
+        "findings": sum(kinds[str(k)] for k in FINDINGS),
+        "overflow_limited": dict(sorted(elems.items())),
+        "overflow_limited_cases": limited_cases,
+    }
 
 
 def describe(summary: dict) -> str:

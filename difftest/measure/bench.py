@@ -64,16 +64,28 @@ DEFAULT_SHAPES = ((4, 32, 512, 128), (2, 32, 2048, 128))
 def shape_problems(shapes=DEFAULT_SHAPES, dtypes=("float16", "bfloat16"), causal=True, gqa_kv=8):
     """The benchmark Problems: each shape x dtype, MHA and GQA (``gqa_kv`` key heads)."""
     out = []
-    for (b, h, s, d) in shapes:
+    for b, h, s, d in shapes:
         for dt in dtypes:
             for hkv in (h, gqa_kv):
-                out.append(Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=hkv,
-                                   head_dim_qk=d, head_dim_v=d, dtype=dt, causal=causal).validate())
+                out.append(
+                    Problem(
+                        batch=b,
+                        seqlen_q=s,
+                        seqlen_k=s,
+                        heads_q=h,
+                        heads_kv=hkv,
+                        head_dim_qk=d,
+                        head_dim_v=d,
+                        dtype=dt,
+                        causal=causal,
+                    ).validate()
+                )
     return out
 
 
-def time_backward(kernel, problem: Problem, repeats: int = 20, warmup: int = 3,
-                  beyond_max_seqlen: bool = False) -> dict:
+def time_backward(
+    kernel, problem: Problem, repeats: int = 20, warmup: int = 3, beyond_max_seqlen: bool = False
+) -> dict:
     """Median/min backward microseconds of one kernel on one Problem (GPU).
     ``beyond_max_seqlen`` (the oracle bench): time a Problem longer than the capability's
     ``max_seqlen`` anyway (every other field of the capability still applies); the row says
@@ -81,8 +93,10 @@ def time_backward(kernel, problem: Problem, repeats: int = 20, warmup: int = 3,
     cap, note = kernel.capability, None
     longest = max(problem.max_seqlen_q, problem.max_seqlen_k)
     if beyond_max_seqlen and longest > cap.max_seqlen:
-        note = (f"timed beyond the capability's max_seqlen={cap.max_seqlen} (speed only: "
-                f"campaigns never draw S={longest} for {kernel.name})")
+        note = (
+            f"timed beyond the capability's max_seqlen={cap.max_seqlen} (speed only: "
+            f"campaigns never draw S={longest} for {kernel.name})"
+        )
         cap = replace(cap, max_seqlen=longest)
     why = cap.excludes(problem) or kernel.available()
     if why:
@@ -111,8 +125,7 @@ def time_backward(kernel, problem: Problem, repeats: int = 20, warmup: int = 3,
             dev = device_time(lambda: kernel.backward(inputs, fwd, ctx), repeats)
         except Exception as e:  # the profiler is an extra column, never a failed row
             dev = {"device_error": f"{type(e).__name__}: {e}"[:200]}
-    row = {"status": "ok", "median_us": statistics.median(times), "min_us": min(times),
-           "repeats": repeats, "how": how}
+    row = {"status": "ok", "median_us": statistics.median(times), "min_us": min(times), "repeats": repeats, "how": how}
     if not hasattr(kernel, "bench_backward"):
         row.update(dev)
     if note:
@@ -167,14 +180,20 @@ def _row_text(r: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| kernel | problem | median us | min us | device us (CUPTI) | GPU activities per call | how |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| kernel | problem | median us | min us | device us (CUPTI) | GPU activities per call | how |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         if r["status"] == "ok":
-            dev = (f"{r['device_us']:.1f} | {r['kernels']:.0f}" if "device_us" in r
-                   else f"n/a | {r.get('device_error', 'timed in its worker')[:80]}")
-            lines.append(f"| {r['kernel']} | {r['problem']} | {r['median_us']:.1f} | {r['min_us']:.1f} | {dev} "
-                         f"| {r['how']} |")
+            dev = (
+                f"{r['device_us']:.1f} | {r['kernels']:.0f}"
+                if "device_us" in r
+                else f"n/a | {r.get('device_error', 'timed in its worker')[:80]}"
+            )
+            lines.append(
+                f"| {r['kernel']} | {r['problem']} | {r['median_us']:.1f} | {r['min_us']:.1f} | {dev} | {r['how']} |"
+            )
         else:
             lines.append(f"| {r['kernel']} | {r['problem']} | {r['status']} | | | | {r.get('reason', '')[:120]} |")
     return "\n".join(lines)
@@ -184,16 +203,24 @@ def markdown(rows: list[dict]) -> str:
 ORACLE_SHAPES = tuple((1, 8, s, 128) for s in (4096, 16384, 32768, 65536, 131072))
 
 
-def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bool = True,
-                magnitudes_dtype: str | None = None, fused_passes: bool | None = None,
-                fused_gemms: bool | None = None) -> dict:
+def time_oracle(
+    problem: Problem,
+    device: str,
+    repeats: int = 1,
+    skip_masked: bool = True,
+    magnitudes_dtype: str | None = None,
+    fused_passes: bool | None = None,
+    fused_gemms: bool | None = None,
+) -> dict:
     """Seconds (min over ``repeats``) and peak extra memory of the float64 truth;
     ``fused_passes`` as chunked_reference takes it (None: as the runner calls it)."""
     inputs = make_inputs(problem, device)
     cuda = torch.device(device).type == "cuda"
     budget = auto_chunk_elements(device)
-    plans = [chunk_plan(problem, sq, sk, budget, skip_masked=skip_masked)
-             for sq, sk in zip(problem.seqlens_q, problem.seqlens_k)]
+    plans = [
+        chunk_plan(problem, sq, sk, budget, skip_masked=skip_masked)
+        for sq, sk in zip(problem.seqlens_q, problem.seqlens_k)
+    ]
     chunks = sum(map(len, plans))
     times, peak, mallocs, fused, gemms = [], None, [], 0, 0
     for _ in range(repeats):
@@ -204,9 +231,15 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
             before = _allocator_counts()
         t0 = time.perf_counter()
         try:
-            out = chunked_reference(inputs, "float64", magnitudes=True, skip_masked=skip_masked,
-                                    magnitudes_dtype=magnitudes_dtype, fused_passes=fused_passes,
-                                    fused_gemms=fused_gemms)
+            out = chunked_reference(
+                inputs,
+                "float64",
+                magnitudes=True,
+                skip_masked=skip_masked,
+                magnitudes_dtype=magnitudes_dtype,
+                fused_passes=fused_passes,
+                fused_gemms=fused_gemms,
+            )
             if cuda:
                 torch.cuda.synchronize()
         except torch.OutOfMemoryError as e:
@@ -217,11 +250,19 @@ def time_oracle(problem: Problem, device: str, repeats: int = 1, skip_masked: bo
             mallocs.append({k: v - before[k] for k, v in _allocator_counts().items()})
         fused, gemms = out.fused_chunks, out.fused_gemm_chunks
         del out
-    row = {"status": "ok", "seconds": min(times), "all_seconds": times, "repeats": repeats, "chunks": chunks,
-           "chunk_elements": budget, "skip_masked": skip_masked,
-           "magnitudes_dtype": magnitudes_dtype or MAGNITUDES_DTYPE.get(torch.device(device).type, "float32"),
-           "passes": ("fused+gemms" if gemms else "fused") if fused else "eager", "fused_chunks": fused,
-           "fused_gemm_chunks": gemms}
+    row = {
+        "status": "ok",
+        "seconds": min(times),
+        "all_seconds": times,
+        "repeats": repeats,
+        "chunks": chunks,
+        "chunk_elements": budget,
+        "skip_masked": skip_masked,
+        "magnitudes_dtype": magnitudes_dtype or MAGNITUDES_DTYPE.get(torch.device(device).type, "float32"),
+        "passes": ("fused+gemms" if gemms else "fused") if fused else "eager",
+        "fused_chunks": fused,
+        "fused_gemm_chunks": gemms,
+    }
     if peak is not None:
         row["peak_gib"] = peak
         row["allocator"] = mallocs  # per repeat: cudaMalloc/cudaFree calls and retries inside the timed call
@@ -235,24 +276,52 @@ def _allocator_counts() -> dict:
     return {k: int(st.get(k, 0)) for k in ("num_device_alloc", "num_device_free", "num_alloc_retries")}
 
 
-def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, repeats=1, kernel_repeats=10,
-                     unskipped=False, log=print, magnitudes_dtype=None, eager=False,
-                     passes_only=False, float32_magnitudes=False) -> list[dict]:
+def run_oracle_bench(
+    shapes,
+    kernels=("fa3",),
+    dtype="bfloat16",
+    device=None,
+    repeats=1,
+    kernel_repeats=10,
+    unskipped=False,
+    log=print,
+    magnitudes_dtype=None,
+    eager=False,
+    passes_only=False,
+    float32_magnitudes=False,
+) -> list[dict]:
     """One row per shape: the truth next to each kernel's backward on the same Problem, and
     the truth's VARIANTS asked for, timed right after it: ``unskipped`` (the walk without
     block skipping), ``eager`` (elementwise passes unfused), ``passes_only`` (passes fused, the
     Q K^T and dO V^T GEMMs not), ``float32_magnitudes`` (TF32 magnitude GEMMs)."""
-    wanted = {"truth_unskipped": unskipped, "truth_eager": eager, "truth_passes_only": passes_only,
-              "truth_float32_magnitudes": float32_magnitudes}
+    wanted = {
+        "truth_unskipped": unskipped,
+        "truth_eager": eager,
+        "truth_passes_only": passes_only,
+        "truth_float32_magnitudes": float32_magnitudes,
+    }
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if torch.device(device).type == "cuda":  # cuBLAS/handles and the fused passes' JIT outside the timings
         time_oracle(shape_problems([(1, 8, 4096, 128)], (dtype,), True, 1)[0], device)
     rows = []
-    for (b, h, s, d) in shapes:
-        p = Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=h, head_dim_qk=d, head_dim_v=d,
-                    dtype=dtype, causal=True).validate()
-        row = {"problem": p.short(), "shape": [b, h, s, d], "device": device,
-               "truth": time_oracle(p, device, repeats, magnitudes_dtype=magnitudes_dtype)}
+    for b, h, s, d in shapes:
+        p = Problem(
+            batch=b,
+            seqlen_q=s,
+            seqlen_k=s,
+            heads_q=h,
+            heads_kv=h,
+            head_dim_qk=d,
+            head_dim_v=d,
+            dtype=dtype,
+            causal=True,
+        ).validate()
+        row = {
+            "problem": p.short(),
+            "shape": [b, h, s, d],
+            "device": device,
+            "truth": time_oracle(p, device, repeats, magnitudes_dtype=magnitudes_dtype),
+        }
         for key, _, how in VARIANTS:
             if wanted[key]:
                 row[key] = time_oracle(p, device, repeats, **{"magnitudes_dtype": magnitudes_dtype, **how})
@@ -279,10 +348,12 @@ def run_oracle_bench(shapes, kernels=("fa3",), dtype="bfloat16", device=None, re
 
 
 # the truth's other timings a row may carry: (key, label, time_oracle's arguments)
-VARIANTS = (("truth_unskipped", "unskipped", {"skip_masked": False}),
-            ("truth_eager", "eager", {"fused_passes": False}),
-            ("truth_passes_only", "passes only", {"fused_gemms": False}),
-            ("truth_float32_magnitudes", "float32 magnitudes", {"magnitudes_dtype": "float32"}))
+VARIANTS = (
+    ("truth_unskipped", "unskipped", {"skip_masked": False}),
+    ("truth_eager", "eager", {"fused_passes": False}),
+    ("truth_passes_only", "passes only", {"fused_gemms": False}),
+    ("truth_float32_magnitudes", "float32 magnitudes", {"magnitudes_dtype": "float32"}),
+)
 
 
 def _oracle_text(row: dict) -> str:
@@ -298,8 +369,11 @@ def _oracle_text(row: dict) -> str:
             parts.append(truth(row[key], label))
     for name, r in row["kernels"].items():
         if r["status"] == "ok":
-            parts.append(f"{name} {r['median_us'] / 1000:8.2f} ms  truth/{name} {r['truth_over_kernel']:6.1f}x"
-                         if "truth_over_kernel" in r else f"{name} {r['median_us'] / 1000:8.2f} ms")
+            parts.append(
+                f"{name} {r['median_us'] / 1000:8.2f} ms  truth/{name} {r['truth_over_kernel']:6.1f}x"
+                if "truth_over_kernel" in r
+                else f"{name} {r['median_us'] / 1000:8.2f} ms"
+            )
             if "note" in r:
                 parts.append("(beyond its max_seqlen: timing only)")
         else:
@@ -320,8 +394,12 @@ def oracle_markdown(rows: list[dict]) -> str:
     def t_cells(t):
         if t["status"] != "ok":
             return [t["status"], "", str(t.get("chunks", "")), ""]
-        return [f"{t['seconds']:.3f}", f"{t['peak_gib']:.2f}" if "peak_gib" in t else "n/a", str(t["chunks"]),
-                t["passes"]]
+        return [
+            f"{t['seconds']:.3f}",
+            f"{t['peak_gib']:.2f}" if "peak_gib" in t else "n/a",
+            str(t["chunks"]),
+            t["passes"],
+        ]
 
     for r in rows:
         cells = [r["problem"], r["device"], *t_cells(r["truth"])]
@@ -343,21 +421,34 @@ def oracle_markdown(rows: list[dict]) -> str:
 INPUT_SHAPES = ((1, 8, 1024, 128), (1, 8, 4096, 128))
 
 
-def input_problems(shapes=INPUT_SHAPES, dtypes=("float16", "bfloat16"), kinds=None, causal=True,
-                   gqa_kv=8) -> list[Problem]:
+def input_problems(
+    shapes=INPUT_SHAPES, dtypes=("float16", "bfloat16"), kinds=None, causal=True, gqa_kv=8
+) -> list[Problem]:
     """One Problem per value kind x shape x dtype: ``gqa_kv`` key heads (where it divides H,
     else H), each kind at the middle of its ladder of named scales (strategies/values.py),
     clamped to what the dtype allows."""
     out = []
     for kind in kinds or VALUE_KINDS:
         ladder = SCALES[kind][0]
-        for (b, h, s, d) in shapes:
+        for b, h, s, d in shapes:
             for dt in dtypes:
                 hkv = gqa_kv if gqa_kv <= h and h % gqa_kv == 0 else h
-                out.append(Problem(batch=b, seqlen_q=s, seqlen_k=s, heads_q=h, heads_kv=hkv, head_dim_qk=d,
-                                   head_dim_v=d, dtype=dt, causal=causal, values=kind,
-                                   value_scale=clamp_scale(kind, ladder[len(ladder) // 2], dt),
-                                   seed=20261202).validate())
+                out.append(
+                    Problem(
+                        batch=b,
+                        seqlen_q=s,
+                        seqlen_k=s,
+                        heads_q=h,
+                        heads_kv=hkv,
+                        head_dim_qk=d,
+                        head_dim_v=d,
+                        dtype=dt,
+                        causal=causal,
+                        values=kind,
+                        value_scale=clamp_scale(kind, ladder[len(ladder) // 2], dt),
+                        seed=20261202,
+                    ).validate()
+                )
     return out
 
 
@@ -413,26 +504,37 @@ def time_inputs(problems, device: str, repeats: int = 3, checkout=None, log=prin
     (``.item()``/``bool()``, ``nonzero``): what a draw costs a GPU beyond its arithmetic."""
     root = Path(checkout).resolve() if checkout else Path(__file__).resolve().parents[2]
     path = [str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
-    proc = subprocess.Popen([sys.executable, "-c", _INPUT_TIMER], cwd=str(root), text=True,
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(path)),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    proc.stdin.write(json.dumps({"device": device, "repeats": repeats, "count_ops": count_ops,
-                                 "problems": [p.to_json() for p in problems]}))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _INPUT_TIMER],
+        cwd=str(root),
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(path)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    proc.stdin.write(
+        json.dumps(
+            {"device": device, "repeats": repeats, "count_ops": count_ops, "problems": [p.to_json() for p in problems]}
+        )
+    )
     proc.stdin.close()
     rows = []
     for p, line in zip(problems, proc.stdout):
         r = json.loads(line)
         rows.append(r)
         ops = f"  {r['ops']:8d} ops, {r['host_syncs']} syncs" if "ops" in r else ""
-        log(f"{'before' if checkout else 'after':>6}  {p.values:<17} {p.short():<60} {r['seconds']:9.3f} s "
-            f"(cpu {r['cpu_seconds']:.3f} s){ops}")
+        log(
+            f"{'before' if checkout else 'after':>6}  {p.values:<17} {p.short():<60} {r['seconds']:9.3f} s "
+            f"(cpu {r['cpu_seconds']:.3f} s){ops}"
+        )
     if proc.wait() != 0 or len(rows) != len(problems):
         raise RuntimeError(f"the input timer in {root} failed (exit code {proc.returncode})")
     return rows
 
 
-def run_inputs_bench(problems, device: str, repeats: int = 3, before=None, log=print,
-                     count_ops: bool = False) -> list[dict]:
+def run_inputs_bench(
+    problems, device: str, repeats: int = 3, before=None, log=print, count_ops: bool = False
+) -> list[dict]:
     """Rows: kind, problem, device, seconds (wall, CPU) and digest of this checkout's draw,
     and with ``before`` (another checkout's folder) its seconds, the speedup and whether the
     bytes match; ``count_ops``: the operations and host syncs of each (``time_inputs``)."""
@@ -440,13 +542,19 @@ def run_inputs_bench(problems, device: str, repeats: int = 3, before=None, log=p
     old = time_inputs(problems, device, repeats, before, log=log, count_ops=count_ops) if before else None
     rows = []
     for i, p in enumerate(problems):
-        row = {"kind": p.values, "problem": p.short(), "device": device,
-               **{k: after[i][k] for k in ("seconds", "cpu_seconds", "digest", "ops", "host_syncs") if k in after[i]}}
+        row = {
+            "kind": p.values,
+            "problem": p.short(),
+            "device": device,
+            **{k: after[i][k] for k in ("seconds", "cpu_seconds", "digest", "ops", "host_syncs") if k in after[i]},
+        }
         if old:
-            row.update({f"before_{k}": old[i][k] for k in ("seconds", "cpu_seconds", "ops", "host_syncs")
-                        if k in old[i]})
-            row.update(speedup=old[i]["seconds"] / after[i]["seconds"],
-                       same_bytes=old[i]["digest"] == after[i]["digest"])
+            row.update(
+                {f"before_{k}": old[i][k] for k in ("seconds", "cpu_seconds", "ops", "host_syncs") if k in old[i]}
+            )
+            row.update(
+                speedup=old[i]["seconds"] / after[i]["seconds"], same_bytes=old[i]["digest"] == after[i]["digest"]
+            )
         rows.append(row)
     return rows
 
@@ -464,11 +572,21 @@ def inputs_markdown(rows: list[dict]) -> str:
     for r in rows:
         cells = [r["kind"], r["problem"], r["device"]]
         if before:
-            cells += [f"{r['before_seconds']:.3f}", f"{r['seconds']:.3f}", f"{r['speedup']:.1f}x",
-                      f"{r['before_cpu_seconds']:.3f}", f"{r['cpu_seconds']:.3f}", "yes" if r["same_bytes"] else "NO"]
+            cells += [
+                f"{r['before_seconds']:.3f}",
+                f"{r['seconds']:.3f}",
+                f"{r['speedup']:.1f}x",
+                f"{r['before_cpu_seconds']:.3f}",
+                f"{r['cpu_seconds']:.3f}",
+                "yes" if r["same_bytes"] else "NO",
+            ]
             if ops:
-                cells += [str(r.get("before_ops", "")), str(r.get("ops", "")), str(r.get("before_host_syncs", "")),
-                          str(r.get("host_syncs", ""))]
+                cells += [
+                    str(r.get("before_ops", "")),
+                    str(r.get("ops", "")),
+                    str(r.get("before_host_syncs", "")),
+                    str(r.get("host_syncs", "")),
+                ]
         else:
             cells += [f"{r['seconds']:.3f}", f"{r['cpu_seconds']:.3f}"]
             cells += [str(r.get("ops", "")), str(r.get("host_syncs", ""))] if ops else []

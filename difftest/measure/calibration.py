@@ -41,16 +41,24 @@ def collect(kernels, profile="ci", max_examples=200, time_budget=None, seed=None
     data = defaultdict(list)
     cfg = RunConfig(gates=GateConfig(k={n: OPEN_K for n in OUTPUTS}))
     for k in kernels:
-        res = run_campaign(k, profile, max_examples=max_examples, time_budget=time_budget, config=cfg,
-                           database=None, seed=seed)
+        res = run_campaign(
+            k, profile, max_examples=max_examples, time_budget=time_budget, config=cfg, database=None, seed=seed
+        )
         for c in res.cases:
             for v in c.verdicts:
                 if v.gate == "budget":
                     data[(c.problem.dtype, v.output)].append(v.numbers["k_needed"])
                     if detail is not None:
-                        detail.append({"kernel": res.kernel, "dtype": c.problem.dtype, "output": v.output,
-                                       **{n: v.numbers.get(n) for n in ("k_needed", "err", "ref_err", "floor")},
-                                       "problem": c.problem.short(), "problem_json": c.problem.to_json()})
+                        detail.append(
+                            {
+                                "kernel": res.kernel,
+                                "dtype": c.problem.dtype,
+                                "output": v.output,
+                                **{n: v.numbers.get(n) for n in ("k_needed", "err", "ref_err", "floor")},
+                                "problem": c.problem.short(),
+                                "problem_json": c.problem.to_json(),
+                            }
+                        )
     return data
 
 
@@ -64,10 +72,12 @@ def quantile(xs, q):
 
 def table(data) -> str:
     lines = [f"{'dtype':9} {'output':6} {'cases':>5} {'median':>8} {'p90':>8} {'p99':>8} {'max':>8}"]
-    for (dt, out) in sorted(data):
+    for dt, out in sorted(data):
         xs = data[(dt, out)]
-        lines.append(f"{dt:9} {out:6} {len(xs):5d} {quantile(xs, .5):8.3g} {quantile(xs, .9):8.3g} "
-                     f"{quantile(xs, .99):8.3g} {max(xs):8.3g}")
+        lines.append(
+            f"{dt:9} {out:6} {len(xs):5d} {quantile(xs, 0.5):8.3g} {quantile(xs, 0.9):8.3g} "
+            f"{quantile(xs, 0.99):8.3g} {max(xs):8.3g}"
+        )
     return "\n".join(lines)
 
 
@@ -127,7 +137,8 @@ def samples_from_reports(paths) -> dict:
                             k = float(v["numbers"]["k_needed"])
                             if k >= 0:
                                 data[(c["problem"]["dtype"], v["output"])].append(
-                                    (k, f"{c['kernel']} ({Path(path).name})", json.dumps(c["problem"])))
+                                    (k, f"{c['kernel']} ({Path(path).name})", json.dumps(c["problem"]))
+                                )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise _hostile(path, f"not a difftest report ({type(e).__name__})") from None
     return data
@@ -176,8 +187,10 @@ def replay_high(data: dict, margin: float = K_MARGIN, limit: int = 20, log=None)
             if eff is not None:
                 data[(dt, out)][i] = (eff, f"{name} (own O/LSE; truth k_needed {k:.3g})", pjson)
         if log:
-            log(f"replayed {name} {out}/{places[0][1]}: truth k_needed {places[0][0]:.3g}, effective {eff} "
-                f"({len(places)} samples)")
+            log(
+                f"replayed {name} {out}/{places[0][1]}: truth k_needed {places[0][0]:.3g}, effective {eff} "
+                f"({len(places)} samples)"
+            )
     return ran
 
 
@@ -185,13 +198,17 @@ def derivation_table(data: dict) -> tuple[str, dict]:
     """Markdown rows of (dtype, output): samples, largest k_needed and where, derived k,
     shipped k; and {(dtype, output): derived k}."""
     derived = {}
-    lines = ["| dtype | output | samples | max k_needed | set by | derived k | shipped k |",
-             "|---|---|---|---|---|---|---|"]
-    for (dt, out) in sorted(data):
+    lines = [
+        "| dtype | output | samples | max k_needed | set by | derived k | shipped k |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for dt, out in sorted(data):
         k_max, who, pjson = max(data[(dt, out)], key=lambda t: t[0])
         src = f"{who} `{Problem.from_json(pjson).short()}`" if k_max > 0 else "-"
         derived[(dt, out)] = derive_k(k_max)
         shipped = DEFAULT_K_BY_DTYPE.get(dt, {}).get(out)
-        lines.append(f"| {dt} | {out} | {len(data[(dt, out)])} | {k_max:.3g} | {src} | {derived[(dt, out)]:g} | "
-                     f"{'-' if shipped is None else f'{shipped:g}'} |")
+        lines.append(
+            f"| {dt} | {out} | {len(data[(dt, out)])} | {k_max:.3g} | {src} | {derived[(dt, out)]:g} | "
+            f"{'-' if shipped is None else f'{shipped:g}'} |"
+        )
     return "\n".join(lines), derived

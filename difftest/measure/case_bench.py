@@ -113,8 +113,15 @@ def start_child(kernel: str, args: dict, checkout, threads: int, log_path: Path)
     path = [str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), OMP_NUM_THREADS=str(threads))
     log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, "-c", _CASE_TIMER], cwd=str(root), text=True, env=env,
-                            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CASE_TIMER],
+        cwd=str(root),
+        text=True,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     proc.stdin.write(json.dumps({**args, "kernel": kernel}))
     proc.stdin.close()
     proc.log_path = log_path
@@ -126,7 +133,7 @@ def finish_child(proc: subprocess.Popen) -> dict:
     text = Path(proc.log_path).read_text()
     for line in reversed(text.splitlines()):
         if line.startswith("CASE-BENCH "):
-            return json.loads(line[len("CASE-BENCH "):])
+            return json.loads(line[len("CASE-BENCH ") :])
     tail = "\n".join(text.splitlines()[-15:])
     raise RuntimeError(f"the case timer failed (exit code {proc.returncode}); its output ends:\n{tail}")
 
@@ -140,15 +147,23 @@ def summarise(res: dict) -> dict:
     split = res["timing"]
     phases = {k: round(1000 * v / n, 2) for k, v in split["phases_s"].items() if v}
     wall = res["wall_s"]
-    return {"kernel": res["kernel"], "cases": res["cases"], "wall_s": round(wall, 2),
-            "worker_ready_s": round(res.get("worker_ready_s", 0.0), 2),
-            "cases_per_hour": round(3600 * res["cases"] / wall) if wall else 0,
-            "framework_ms_mean": round(1000 * split["overhead_s"] / n, 2),
-            "framework_ms_median": round(statistics.median(frame), 2) if frame else 0.0,
-            "kernel_share": round(split["kernel_s"] / wall, 4) if wall else 0.0,
-            "phases_ms": phases, "failed_cases": res["failed_cases"],
-            **({"ops_per_case": res["ops_per_case"], "reads_per_case": res["reads_per_case"]}
-               if "ops_per_case" in res else {})}
+    return {
+        "kernel": res["kernel"],
+        "cases": res["cases"],
+        "wall_s": round(wall, 2),
+        "worker_ready_s": round(res.get("worker_ready_s", 0.0), 2),
+        "cases_per_hour": round(3600 * res["cases"] / wall) if wall else 0,
+        "framework_ms_mean": round(1000 * split["overhead_s"] / n, 2),
+        "framework_ms_median": round(statistics.median(frame), 2) if frame else 0.0,
+        "kernel_share": round(split["kernel_s"] / wall, 4) if wall else 0.0,
+        "phases_ms": phases,
+        "failed_cases": res["failed_cases"],
+        **(
+            {"ops_per_case": res["ops_per_case"], "reads_per_case": res["reads_per_case"]}
+            if "ops_per_case" in res
+            else {}
+        ),
+    }
 
 
 def run_case_bench(kernels, mode: str, args: dict, before=None, out_dir=None, log=print) -> list[dict]:
@@ -164,8 +179,9 @@ def run_case_bench(kernels, mode: str, args: dict, before=None, out_dir=None, lo
         if m == "alone":
             for k in kernels:
                 for label, checkout in checkouts:
-                    res = finish_child(start_child(k, args, checkout, max(1, cores // 2),
-                                                   out_dir / f"{label}-{m}-{k}.log"))
+                    res = finish_child(
+                        start_child(k, args, checkout, max(1, cores // 2), out_dir / f"{label}-{m}-{k}.log")
+                    )
                     rows.append({"checkout": label, "mode": m, **summarise(res)})
                     log(_line(rows[-1]))
         else:
@@ -180,27 +196,64 @@ def run_case_bench(kernels, mode: str, args: dict, before=None, out_dir=None, lo
 
 def _line(r: dict) -> str:
     top = sorted(r["phases_ms"].items(), key=lambda kv: -kv[1])[:6]
-    return (f"{r['checkout']:>6} {r['mode']:<5} {r['kernel']:<16} {r['cases']:5d} cases {r['wall_s']:8.1f} s "
-            f"{r['cases_per_hour']:7d}/h  framework {r['framework_ms_mean']:7.1f} ms/case (median case "
-            f"{r['framework_ms_median']:.1f})  " + ", ".join(f"{k} {v:.1f}" for k, v in top))
+    return (
+        f"{r['checkout']:>6} {r['mode']:<5} {r['kernel']:<16} {r['cases']:5d} cases {r['wall_s']:8.1f} s "
+        f"{r['cases_per_hour']:7d}/h  framework {r['framework_ms_mean']:7.1f} ms/case (median case "
+        f"{r['framework_ms_median']:.1f})  " + ", ".join(f"{k} {v:.1f}" for k, v in top)
+    )
 
 
-PHASE_COLUMNS = ("truth", "truth_compile", "yardsticks", "gates", "inputs", "transfer", "search", "worker_start",
-                 "compile", "kernel", "determinism")
+PHASE_COLUMNS = (
+    "truth",
+    "truth_compile",
+    "yardsticks",
+    "gates",
+    "inputs",
+    "transfer",
+    "search",
+    "worker_start",
+    "compile",
+    "kernel",
+    "determinism",
+)
 
 
 def markdown(rows: list) -> str:
-    head = ["checkout", "mode", "kernel", "cases", "wall s", "cases/h", "framework ms/case", "median case ms",
-            "kernel share"] + [f"{p} ms" for p in PHASE_COLUMNS] + ["failed cases"]
+    head = (
+        [
+            "checkout",
+            "mode",
+            "kernel",
+            "cases",
+            "wall s",
+            "cases/h",
+            "framework ms/case",
+            "median case ms",
+            "kernel share",
+        ]
+        + [f"{p} ms" for p in PHASE_COLUMNS]
+        + ["failed cases"]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
-        cells = [r["checkout"], r["mode"], r["kernel"], str(r["cases"]), f"{r['wall_s']:.1f}",
-                 str(r["cases_per_hour"]), f"{r['framework_ms_mean']:.1f}", f"{r['framework_ms_median']:.1f}",
-                 f"{100 * r['kernel_share']:.1f}%"] + [f"{r['phases_ms'].get(p, 0.0):.1f}" for p in PHASE_COLUMNS]
+        cells = [
+            r["checkout"],
+            r["mode"],
+            r["kernel"],
+            str(r["cases"]),
+            f"{r['wall_s']:.1f}",
+            str(r["cases_per_hour"]),
+            f"{r['framework_ms_mean']:.1f}",
+            f"{r['framework_ms_median']:.1f}",
+            f"{100 * r['kernel_share']:.1f}%",
+        ] + [f"{r['phases_ms'].get(p, 0.0):.1f}" for p in PHASE_COLUMNS]
         lines.append("| " + " | ".join(cells + [str(r["failed_cases"])]) + " |")
     if any("ops_per_case" in r for r in rows):
-        lines += ["", "| checkout | mode | kernel | ATen ops/case by phase (this process) | host reads/case |",
-                  "| --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "| checkout | mode | kernel | ATen ops/case by phase (this process) | host reads/case |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for r in rows:
             if "ops_per_case" in r:
                 ops = ", ".join(f"{k} {v:.0f}" for k, v in sorted(r["ops_per_case"].items(), key=lambda kv: -kv[1]))

@@ -32,8 +32,18 @@ from difftest.vocab import Status
 DTYPES = ("float16", "bfloat16")
 MHA_TYPES = ("mha", "mqa", "gqa")
 HEAD_DIMS = (32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256)
-SEQLEN_PAIRS = ((113, 203), (128, 217), (113, 211), (108, 256), (256, 512), (512, 256),
-                (1024, 1024), (1023, 1024), (1024, 1023), (2048, 2048))
+SEQLEN_PAIRS = (
+    (113, 203),
+    (128, 217),
+    (113, 211),
+    (108, 256),
+    (256, 512),
+    (512, 256),
+    (1024, 1024),
+    (1023, 1024),
+    (1024, 1023),
+    (2048, 2048),
+)
 VARLEN_SEQLEN_PAIRS = ((1, 147),) + SEQLEN_PAIRS
 BATCH = 4
 NHEADS = 9  # FlashAttention 2's tests
@@ -78,10 +88,23 @@ def grid_problems(varlen: bool = True, max_heads: int | None = None) -> list[Pro
                                         seqs = {"seqlen_q": lq, "seqlen_k": lk}
                                     else:
                                         seqs = {"seqlen_q": sq, "seqlen_k": sk}
-                                    cells.append(Problem(
-                                        batch=BATCH, heads_q=nheads, heads_kv=nheads_k[mha], head_dim_qk=d,
-                                        head_dim_v=d, dtype=dtype, causal=causal, align="bottom_right",
-                                        window_left=wl, window_right=wr, sinks=sinks, seed=seed, **seqs))
+                                    cells.append(
+                                        Problem(
+                                            batch=BATCH,
+                                            heads_q=nheads,
+                                            heads_kv=nheads_k[mha],
+                                            head_dim_qk=d,
+                                            head_dim_v=d,
+                                            dtype=dtype,
+                                            causal=causal,
+                                            align="bottom_right",
+                                            window_left=wl,
+                                            window_right=wr,
+                                            sinks=sinks,
+                                            seed=seed,
+                                            **seqs,
+                                        )
+                                    )
     return [c.validate() for c in cells]
 
 
@@ -101,8 +124,14 @@ class GridResult:
         return self.failure is not None
 
 
-def run_grid(kernel, time_budget: float, *, problems: list[Problem] | None = None,
-             config: RunConfig | None = None, stop_on_failure: bool = True) -> GridResult:
+def run_grid(
+    kernel,
+    time_budget: float,
+    *,
+    problems: list[Problem] | None = None,
+    config: RunConfig | None = None,
+    stop_on_failure: bool = True,
+) -> GridResult:
     """Run the grid cells in order until one fails (like ``pytest -x``) or the budget is
     spent. A cell is started only while budget remains."""
     cells = grid_problems(max_heads=kernel.capability.max_heads) if problems is None else problems

@@ -121,9 +121,16 @@ class MutantReport:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(difftest_elapsed=self.difftest_elapsed, kills=self.kills, grid_kills=self.grid_kills,
-                 median_kill_s=self.median_kill_seconds(), grid_median_kill_s=self.median_kill_seconds(grid=True),
-                 beats_grid=self.beats_grid(), over_budget=self.over_budget, ok=self.ok)
+        d.update(
+            difftest_elapsed=self.difftest_elapsed,
+            kills=self.kills,
+            grid_kills=self.grid_kills,
+            median_kill_s=self.median_kill_seconds(),
+            grid_median_kill_s=self.median_kill_seconds(grid=True),
+            beats_grid=self.beats_grid(),
+            over_budget=self.over_budget,
+            ok=self.ok,
+        )
         return d
 
 
@@ -138,9 +145,18 @@ def _clean_kernel(entry):
     return clean() if clean is not None else None
 
 
-def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = None,
-               shrink_budget: float | None = None, max_examples: int | None = None, grid: bool = False,
-               out_dir=None, database: str | None = None, config: RunConfig | None = None) -> MutantRow:
+def run_mutant(
+    entry,
+    profile: str = "ci",
+    *,
+    per_mutant_budget: float | None = None,
+    shrink_budget: float | None = None,
+    max_examples: int | None = None,
+    grid: bool = False,
+    out_dir=None,
+    database: str | None = None,
+    config: RunConfig | None = None,
+) -> MutantRow:
     """One mutant: a campaign (and the grid) with fresh adapters, judged the same way."""
     prof = get_profile(profile)
     search_s = per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s
@@ -152,9 +168,17 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
     if why:
         row.status, row.reason = MutantStatus.UNAVAILABLE, why
         return row
-    res = run_campaign(kernel, profile, max_examples=max_examples, time_budget=search_s, shrink_budget=shrink_s,
-                       out_dir=None if out_dir is None else Path(out_dir) / entry.name, config=config,
-                       database=database, hunt=False)  # a mutant is killed by its first failure
+    res = run_campaign(
+        kernel,
+        profile,
+        max_examples=max_examples,
+        time_budget=search_s,
+        shrink_budget=shrink_s,
+        out_dir=None if out_dir is None else Path(out_dir) / entry.name,
+        config=config,
+        database=database,
+        hunt=False,
+    )  # a mutant is killed by its first failure
     if res.failure is not None:
         f = res.failure
         row.examples, row.seconds = res.examples_to_fail, res.seconds_to_fail
@@ -182,17 +206,32 @@ def run_mutant(entry, profile: str = "ci", *, per_mutant_budget: float | None = 
     return row
 
 
-def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | None = None,
-                shrink_budget: float | None = None, time_budget: float | None = None,
-                max_examples: int | None = None, grid: bool = False, out_dir=None, database: str | None = None,
-                config: RunConfig | None = None, progress=None) -> MutantReport:
+def run_mutants(
+    names=None,
+    profile: str = "ci",
+    *,
+    per_mutant_budget: float | None = None,
+    shrink_budget: float | None = None,
+    time_budget: float | None = None,
+    max_examples: int | None = None,
+    grid: bool = False,
+    out_dir=None,
+    database: str | None = None,
+    config: RunConfig | None = None,
+    progress=None,
+) -> MutantReport:
     """Every mutant (or those in ``names``); ``progress``: a callable given each row."""
     catalogue = catalogue_for("mutant")
     prof = get_profile(profile)
-    report = MutantReport(profile, per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s,
-                          shrink_budget if shrink_budget is not None else prof.mutant_shrink_s,
-                          time_budget if time_budget is not None else prof.mutant_total_s, grid=grid,
-                          skipped_sources=catalogue.skipped(), device=config.device if config else None)
+    report = MutantReport(
+        profile,
+        per_mutant_budget if per_mutant_budget is not None else prof.mutant_search_s,
+        shrink_budget if shrink_budget is not None else prof.mutant_shrink_s,
+        time_budget if time_budget is not None else prof.mutant_total_s,
+        grid=grid,
+        skipped_sources=catalogue.skipped(),
+        device=config.device if config else None,
+    )
     entries = catalogue.entries()
     if names:
         unknown = [n for n in names if n not in entries]
@@ -203,12 +242,26 @@ def run_mutants(names=None, profile: str = "ci", *, per_mutant_budget: float | N
     for entry in entries.values():
         t1 = time.perf_counter()
         try:
-            row = run_mutant(entry, profile, per_mutant_budget=report.per_mutant_budget,
-                             shrink_budget=report.shrink_budget, max_examples=max_examples, grid=grid,
-                             out_dir=out_dir, database=database, config=config)
+            row = run_mutant(
+                entry,
+                profile,
+                per_mutant_budget=report.per_mutant_budget,
+                shrink_budget=report.shrink_budget,
+                max_examples=max_examples,
+                grid=grid,
+                out_dir=out_dir,
+                database=database,
+                config=config,
+            )
         except Exception as e:  # an engine crash on one mutant is that mutant's row, not the run's end
-            row = MutantRow(entry.name, entry.bug_class, getattr(entry, "source", "blockwise"), MutantStatus.ERROR,
-                            elapsed=time.perf_counter() - t1, reason=f"{type(e).__name__}: {e}")
+            row = MutantRow(
+                entry.name,
+                entry.bug_class,
+                getattr(entry, "source", "blockwise"),
+                MutantStatus.ERROR,
+                elapsed=time.perf_counter() - t1,
+                reason=f"{type(e).__name__}: {e}",
+            )
         row.expected_of = getattr(entry, "profile", "ci")
         row.expected = _reach(row.expected_of) <= prof.mutant_reach
         report.rows.append(row)
@@ -235,8 +288,16 @@ def render_markdown(report: MutantReport) -> str:
     for r in report.rows:
         gates = ", ".join(r.gates[:3]) + (" ..." if len(r.gates) > 3 else "")
         status = r.status if r.expected else f"{r.status} (expected of {r.expected_of})"
-        cells = [r.name, r.bug_class, status, fmt_n(r.examples), fmt_s(r.seconds), gates or "-",
-                 fmt_n(r.size), f"`{r.problem}`" if r.problem else (r.reason or "-")]
+        cells = [
+            r.name,
+            r.bug_class,
+            status,
+            fmt_n(r.examples),
+            fmt_s(r.seconds),
+            gates or "-",
+            fmt_n(r.size),
+            f"`{r.problem}`" if r.problem else (r.reason or "-"),
+        ]
         if report.grid:
             gg = ", ".join(r.grid_gates[:2]) + (" ..." if len(r.grid_gates) > 2 else "")
             cells += [r.grid_status or "-", fmt_n(r.grid_examples), fmt_s(r.grid_seconds), gg or "-"]
@@ -245,25 +306,38 @@ def render_markdown(report: MutantReport) -> str:
     lines.append("")
     lines.append(f"difftest: {report.kills}/{n} killed, median time to kill {fmt_s(report.median_kill_seconds())} s")
     if report.beyond_profile:
-        lines.append("not expected of the " + report.profile + " profile (not counted as survivors): " + ", ".join(
-            f"{r.name} {r.status}" for r in report.beyond_profile))
+        lines.append(
+            "not expected of the "
+            + report.profile
+            + " profile (not counted as survivors): "
+            + ", ".join(f"{r.name} {r.status}" for r in report.beyond_profile)
+        )
     if report.grid:
-        lines.append(f"grid baseline: {report.grid_kills}/{n} killed, median time to kill "
-                     f"{fmt_s(report.median_kill_seconds(grid=True))} s "
-                     f"(same {report.per_mutant_budget:g} s budget per mutant)")
+        lines.append(
+            f"grid baseline: {report.grid_kills}/{n} killed, median time to kill "
+            f"{fmt_s(report.median_kill_seconds(grid=True))} s "
+            f"(same {report.per_mutant_budget:g} s budget per mutant)"
+        )
         lines.append(f"difftest beats the grid: {'yes' if report.beats_grid() else 'NO'}")
     device = f"device {report.device} for every mutant" if report.device else "each mutant on its own device"
-    lines.append(f"{device}; profile {report.profile}; per mutant: {report.per_mutant_budget:g} s search + "
-                 f"{report.shrink_budget:g} s shrink; difftest total {report.difftest_elapsed:.0f} s of a "
-                 f"{report.time_budget:g} s budget{' (OVER BUDGET)' if report.over_budget else ''}; "
-                 f"whole run {report.elapsed:.0f} s")
+    lines.append(
+        f"{device}; profile {report.profile}; per mutant: {report.per_mutant_budget:g} s search + "
+        f"{report.shrink_budget:g} s shrink; difftest total {report.difftest_elapsed:.0f} s of a "
+        f"{report.time_budget:g} s budget{' (OVER BUDGET)' if report.over_budget else ''}; "
+        f"whole run {report.elapsed:.0f} s"
+    )
     for src, why in report.skipped_sources.items():
         lines.append(f"skipped mutant source {src}: {why}")
     return "\n".join(lines)
 
 
 def write_results(report: MutantReport, path, command: str = "") -> None:
-    text = ["# Mutant kill table", "",
-            "Generated by `" + (command or "difftest mutants") + "`; do not edit by hand.", "",
-            render_markdown(report), ""]
+    text = [
+        "# Mutant kill table",
+        "",
+        "Generated by `" + (command or "difftest mutants") + "`; do not edit by hand.",
+        "",
+        render_markdown(report),
+        "",
+    ]
     atomic_write_text(path, "\n".join(text))  # no link followed where it writes (safeio)

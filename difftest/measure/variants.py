@@ -76,9 +76,14 @@ def case_line(case) -> dict:
     for v in case.verdicts:
         if v.gate == "budget":
             outs[v.output] = [float(v.numbers.get("ratio", 0.0)), float(v.numbers.get("k_needed", 0.0)), v.passed]
-    return {"problem": case.problem.to_json(), "dtype": case.problem.dtype, "status": str(case.status),
-            "failed": [v.label for v in case.verdicts if not v.passed], "budget": outs,
-            "reason": (case.reason or "")[:300] if case.status == Status.ERROR else ""}
+    return {
+        "problem": case.problem.to_json(),
+        "dtype": case.problem.dtype,
+        "status": str(case.status),
+        "failed": [v.label for v in case.verdicts if not v.passed],
+        "budget": outs,
+        "reason": (case.reason or "")[:300] if case.status == Status.ERROR else "",
+    }
 
 
 def add_line(row: VariantRow, line: dict) -> None:
@@ -96,8 +101,17 @@ def add_line(row: VariantRow, line: dict) -> None:
         row.stat(out, line["dtype"]).add(ratio, k_needed, not passed)
 
 
-def run_variant(entry, profile: str = "nightly", *, cases: int = 200, per_variant_budget: float = 600.0,
-                shrink_budget: float = 30.0, log_path=None, progress=None, share_gpu: bool = False) -> VariantRow:
+def run_variant(
+    entry,
+    profile: str = "nightly",
+    *,
+    cases: int = 200,
+    per_variant_budget: float = 600.0,
+    shrink_budget: float = 30.0,
+    log_path=None,
+    progress=None,
+    share_gpu: bool = False,
+) -> VariantRow:
     """Campaigns (unseeded unless the profile fixes a seed) against one variant until it has
     run ``cases`` cases or spent ``per_variant_budget`` seconds. ``share_gpu``: after each case the
     allocator's cached GPU memory goes back to the device, so variants run side by side in other
@@ -126,9 +140,16 @@ def run_variant(entry, profile: str = "nightly", *, cases: int = 200, per_varian
             if left <= 1:
                 break
             before = row.cases
-            res = run_campaign(entry.factory(), profile, max_examples=cases - row.cases, time_budget=left,
-                               shrink_budget=shrink_budget, database=None, on_case=on_case,
-                               edge_cases=row.campaigns == 0)
+            res = run_campaign(
+                entry.factory(),
+                profile,
+                max_examples=cases - row.cases,
+                time_budget=left,
+                shrink_budget=shrink_budget,
+                database=None,
+                on_case=on_case,
+                edge_cases=row.campaigns == 0,
+            )
             row.campaigns += 1
             if res.failure is not None and res.failure.problem.to_json() != row.first_failure:
                 row.first_failure = res.failure.problem.to_json()  # the shrunk one says more
@@ -162,16 +183,21 @@ def rows_from_logs(paths) -> list[VariantRow]:
 
 
 def render_markdown(rows, profile: str = "") -> str:
-    lines = ["| variant | cases | false alarms | errors | worst ratio / k_needed per output and dtype "
-             "| first failure |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| variant | cases | false alarms | errors | worst ratio / k_needed per output and dtype | first failure |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        per = "; ".join(f"{k} {s.worst_ratio:.3g}/{s.worst_k_needed:.3g}" + (f" ({s.failures} failed)" if s.failures
-                                                                              else "")
-                        for k, s in sorted(r.stats.items()))
+        per = "; ".join(
+            f"{k} {s.worst_ratio:.3g}/{s.worst_k_needed:.3g}" + (f" ({s.failures} failed)" if s.failures else "")
+            for k, s in sorted(r.stats.items())
+        )
         fail = f"`{r.first_failure}` {', '.join(r.failed_gates[:3])}" if r.first_failure else "-"
         lines.append(f"| {r.name} | {r.cases} | {r.failures} | {r.errors} | {per or '-'} | {fail} |")
     total = sum(r.cases for r in rows)
     bad = sum(r.failures + r.errors for r in rows)
-    lines += ["", f"{len(rows)} variants, {total} cases, {bad} false alarms" + (f" (profile {profile})" if profile
-                                                                                else "")]
+    lines += [
+        "",
+        f"{len(rows)} variants, {total} cases, {bad} false alarms" + (f" (profile {profile})" if profile else ""),
+    ]
     return "\n".join(lines)

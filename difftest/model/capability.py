@@ -155,8 +155,11 @@ class Capability:
         would widen the kernel's claim raises ValueError naming the field and what is allowed."""
         out = {}
         max_seqlen = changes.get("max_seqlen", self.max_seqlen)
-        least = max(self.min_seqlen_q, self.min_seqlen_k, *(v for n, v in changes.items()
-                                                            if n in ("min_seqlen_q", "min_seqlen_k") and _is_int(v)))
+        least = max(
+            self.min_seqlen_q,
+            self.min_seqlen_k,
+            *(v for n, v in changes.items() if n in ("min_seqlen_q", "min_seqlen_k") and _is_int(v)),
+        )
         # max_seqlen first: the minimums are then checked against a valid maximum
         for name, new in sorted(changes.items(), key=lambda kv: kv[0] != "max_seqlen"):
             if name not in NARROWABLE:
@@ -184,8 +187,9 @@ class Capability:
             elif name in ("min_seqlen_q", "min_seqlen_k"):
                 top = min(max_seqlen, self.max_seqlen)
                 if not _is_int(new) or not old <= new <= top:
-                    raise ValueError(f"narrow {name}={new}: allowed {old}..{top} (a minimum may only go up, "
-                                     f"to at most max_seqlen)")
+                    raise ValueError(
+                        f"narrow {name}={new}: allowed {old}..{top} (a minimum may only go up, to at most max_seqlen)"
+                    )
             elif isinstance(old, int):
                 bottom = max(1, least) if name == "max_seqlen" else 1
                 if not _is_int(new) or not bottom <= new <= old:
@@ -207,9 +211,11 @@ class Capability:
         if bad:
             raise ValueError(f"Capability.dtypes has {bad}: allowed {ALL_DTYPES}")
         if self.equal_head_dims and self.head_dims_v is not None and set(self.head_dims_v) != set(self.head_dims_qk):
-            raise ValueError(f"Capability.head_dims_v={self.head_dims_v} differs from head_dims_qk={self.head_dims_qk} "
-                             f"while equal_head_dims=True (the default): set equal_head_dims=False to draw "
-                             f"head_dim_v != head_dim_qk, or leave head_dims_v=None")
+            raise ValueError(
+                f"Capability.head_dims_v={self.head_dims_v} differs from head_dims_qk={self.head_dims_qk} "
+                f"while equal_head_dims=True (the default): set equal_head_dims=False to draw "
+                f"head_dim_v != head_dim_qk, or leave head_dims_v=None"
+            )
         bad = [a for a in self.aligns if a not in ALIGNS]
         if bad:
             raise ValueError(f"Capability.aligns has {bad}: allowed {ALIGNS}")
@@ -229,20 +235,22 @@ class Capability:
         for name in ("min_seqlen_q", "min_seqlen_k"):
             v = getattr(self, name)
             if not _is_int(v) or not 1 <= v <= self.max_seqlen:
-                raise ValueError(f"Capability.{name}={v!r}: allowed an int in 1..{self.max_seqlen} "
-                                 f"(1..max_seqlen)")
+                raise ValueError(f"Capability.{name}={v!r}: allowed an int in 1..{self.max_seqlen} (1..max_seqlen)")
         m = self.seqlen_multiple
         if not _is_int(m) or m < 1:
             raise ValueError(f"Capability.seqlen_multiple={m!r}: allowed an int >= 1")
         if -(-max(self.min_seqlen_q, self.min_seqlen_k) // m) * m > self.max_seqlen:
-            raise ValueError(f"Capability.seqlen_multiple={m}: no multiple of it between the minimum sequence "
-                             f"length and max_seqlen={self.max_seqlen}")
+            raise ValueError(
+                f"Capability.seqlen_multiple={m}: no multiple of it between the minimum sequence "
+                f"length and max_seqlen={self.max_seqlen}"
+            )
         if self.causal_required and not self.causal:
             raise ValueError("Capability.causal_required=True needs causal=True")
         for name in ("block_sparse", "topk_sparse"):
             v = getattr(self, name)
             if not isinstance(v, tuple) or not all(
-                    isinstance(t, tuple) and len(t) == 2 and all(_is_int(x) and x >= 1 for x in t) for t in v):
+                isinstance(t, tuple) and len(t) == 2 and all(_is_int(x) and x >= 1 for x in t) for t in v
+            ):
                 raise ValueError(f"Capability.{name}={v!r}: allowed a tuple of (block_q, block_k) int pairs >= 1")
         bad = [f for f in self.compile_key if f not in Problem.__dataclass_fields__]
         if bad:
@@ -261,9 +269,11 @@ def _is_int(v: object) -> bool:
 # Fields ``Capability.narrowed`` accepts (device, block sizes, outputs and compile_key
 # describe the kernel, not the problems to draw, so they are not narrowable; nor are the
 # sparse block sizes, pairs the command line's FIELD=VALUE form does not spell).
-NARROWABLE = tuple(f.name for f in fields(Capability)
-                   if f.name not in ("device", "block_m", "block_n", "outputs", "compile_key", "poison",
-                                     "block_sparse", "topk_sparse"))
+NARROWABLE = tuple(
+    f.name
+    for f in fields(Capability)
+    if f.name not in ("device", "block_m", "block_n", "outputs", "compile_key", "poison", "block_sparse", "topk_sparse")
+)
 
 
 def parse_narrowing(items: Iterable[str] | None) -> dict:
@@ -290,7 +300,14 @@ def parse_narrowing(items: Iterable[str] | None) -> dict:
             else:
                 out[name] = int(val)
         except ValueError:
-            form = "true|false" if "bool" in kind else "comma-separated integers" if "tuple[int" in kind \
-                else "comma-separated names" if "tuple[str" in kind or name == "values" else "an integer"
+            form = (
+                "true|false"
+                if "bool" in kind
+                else "comma-separated integers"
+                if "tuple[int" in kind
+                else "comma-separated names"
+                if "tuple[str" in kind or name == "values"
+                else "an integer"
+            )
             raise ValueError(f"--narrow {it!r}: {name} takes {form}") from None
     return out

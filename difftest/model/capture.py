@@ -50,8 +50,11 @@ MAX_CALLS = 4096
 MAX_HEAD_DIM = 512
 MAX_SOFTMAX_SCALE = 1e4  # a call's scale: problem.MAX_SOFTMAX_SCALE (this module cannot import problem.py)
 EMBED_MAX = 32 << 10  # window bytes (q, k, v, dO together) up to which a Problem's JSON embeds them
-DTYPES = {"F16": (torch.float16, np.uint16, 2), "BF16": (torch.bfloat16, np.uint16, 2),
-          "F32": (torch.float32, np.float32, 4)}
+DTYPES = {
+    "F16": (torch.float16, np.uint16, 2),
+    "BF16": (torch.bfloat16, np.uint16, 2),
+    "F32": (torch.float32, np.float32, 4),
+}
 TORCH_NAMES = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32"}
 PROBLEM_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}
 
@@ -75,25 +78,39 @@ class Recorder:
             out = sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **kw)
             self._record(query, key, value, attn_mask, dropout_p, is_causal, scale, kw, out)
             return out
+
         recorded.__wrapped__ = sdpa
         return recorded
 
     def _record(self, q, k, v, mask, dropout_p, causal, scale, kw, out):
-        usable = (mask is None and not dropout_p and set(kw) <= {"enable_gqa"}
-                  and all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v))
-                  and q.dtype in TORCH_NAMES and q.dtype == k.dtype == v.dtype
-                  and q.shape[1] % k.shape[1] == 0)
+        usable = (
+            mask is None
+            and not dropout_p
+            and set(kw) <= {"enable_gqa"}
+            and all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (q, k, v))
+            and q.dtype in TORCH_NAMES
+            and q.dtype == k.dtype == v.dtype
+            and q.shape[1] % k.shape[1] == 0
+        )
         with self._lock:
             if not usable or len(self.calls) >= self.max_calls:
                 self.skipped += 1
                 return
             i = len(self.calls)
-            call = {"q": _host(q), "k": _host(k), "v": _host(v), "do": None, "causal": bool(causal),
-                    "scale": float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])}
+            call = {
+                "q": _host(q),
+                "k": _host(k),
+                "v": _host(v),
+                "do": None,
+                "causal": bool(causal),
+                "scale": float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1]),
+            }
             self.calls.append(call)
         if isinstance(out, torch.Tensor) and out.requires_grad:
+
             def grad(g, call=call):
                 call["do"] = _host(g)
+
             out.register_hook(grad)
         del i
 
@@ -164,8 +181,15 @@ class Call:
 
     @property
     def extents(self) -> tuple:
-        return (self.batch, self.heads_q, self.heads_kv, self.seqlen_q, self.seqlen_k, self.head_dim_qk,
-                self.head_dim_v)
+        return (
+            self.batch,
+            self.heads_q,
+            self.heads_kv,
+            self.seqlen_q,
+            self.seqlen_k,
+            self.head_dim_qk,
+            self.head_dim_v,
+        )
 
 
 @dataclass
@@ -184,8 +208,9 @@ class Capture:
         np_dt = DTYPES[e["dtype"]][1]
         if not e["numel"]:
             return np.zeros(e["shape"], dtype=np_dt)
-        return np.memmap(self.path, dtype=np_dt, mode="r", offset=self._data_start + e["begin"],
-                         shape=tuple(e["shape"]))
+        return np.memmap(
+            self.path, dtype=np_dt, mode="r", offset=self._data_start + e["begin"], shape=tuple(e["shape"])
+        )
 
     def tensor(self, name: str, index=None) -> torch.Tensor:
         """Tensor ``name`` (or its ``index`` slice) as a torch tensor in its own dtype (a copy)."""
@@ -247,8 +272,12 @@ def open_capture(path) -> Capture:
         shape, offs = e["shape"], e["data_offsets"]
         if not isinstance(shape, list) or len(shape) != 4 or not all(_is_int(s) and 0 <= s < 2**31 for s in shape):
             _fail(path, f"tensor {name!r}: shape {shape!r} is not 4 sizes in 0..2^31-1")
-        if (not isinstance(offs, list) or len(offs) != 2 or not all(_is_int(o) for o in offs)
-                or not 0 <= offs[0] <= offs[1] <= data_size):
+        if (
+            not isinstance(offs, list)
+            or len(offs) != 2
+            or not all(_is_int(o) for o in offs)
+            or not 0 <= offs[0] <= offs[1] <= data_size
+        ):
             _fail(path, f"tensor {name!r}: data_offsets {offs!r} outside the {data_size} data bytes")
         numel = math.prod(shape)
         if offs[1] - offs[0] != numel * DTYPES[e["dtype"]][2]:
@@ -270,8 +299,7 @@ def open_capture(path) -> Capture:
         _fail(path, f"{META_KEY} metadata: expected version {FORMAT_VERSION} and a list of calls")
     if len(info["calls"]) > MAX_CALLS:
         _fail(path, f"{len(info['calls'])} calls, more than {MAX_CALLS}")
-    cap = Capture(path, "", [], {}, info.get("skipped", 0) if _is_int(info.get("skipped")) else 0, entries,
-                  data_start)
+    cap = Capture(path, "", [], {}, info.get("skipped", 0) if _is_int(info.get("skipped")) else 0, entries, data_start)
     for i, c in enumerate(info["calls"]):
         call = _check_call(path, i, c, entries)
         bad = _non_finite(cap, call)
@@ -293,10 +321,18 @@ def _check_call(path, i: int, c, entries: dict) -> Call:
     if not isinstance(c.get("causal"), bool):
         _fail(path, f"{where}: causal must be true or false")
     scale = c.get("scale")
-    if (not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale) or scale <= 0
-            or scale > MAX_SOFTMAX_SCALE):
-        _fail(path, f"{where}: scale {scale!r}: allowed a finite number > 0, at most {MAX_SOFTMAX_SCALE:g} "
-                    "(a Problem's softmax_scale)")
+    if (
+        not isinstance(scale, (int, float))
+        or isinstance(scale, bool)
+        or not math.isfinite(scale)
+        or scale <= 0
+        or scale > MAX_SOFTMAX_SCALE
+    ):
+        _fail(
+            path,
+            f"{where}: scale {scale!r}: allowed a finite number > 0, at most {MAX_SOFTMAX_SCALE:g} "
+            "(a Problem's softmax_scale)",
+        )
     names = {}
     for n in ("q", "k", "v", "do"):
         name = c.get(n)
@@ -326,7 +362,7 @@ def _non_finite(cap: Capture, call: Call) -> str | None:
         a = cap.read(name)
         flat = a.reshape(-1)
         for s in range(0, flat.size, 1 << 22):
-            t = torch.from_numpy(np.array(flat[s:s + (1 << 22)]))
+            t = torch.from_numpy(np.array(flat[s : s + (1 << 22)]))
             if a.dtype == np.uint16:
                 t = t.view(DTYPES[cap._entries[name]["dtype"]][0])
             if not torch.isfinite(t).all():
@@ -391,19 +427,39 @@ class CaptureSlice:
         if not need <= set(x) or not set(x) <= need | {"data"}:
             raise CaptureSliceError(x, f"the fields {sorted(need)} (and data)")
         ext = x["extents"]
-        if (not isinstance(ext, list) or len(ext) != 7 or not all(_is_int(v) and v >= 1 for v in ext)
-                or not all(_is_int(x[n]) and x[n] >= 0 for n in ("call", "b0", "h0", "q0", "k0"))
-                or x["dtype"] not in DTYPES or not isinstance(x["has_do"], bool)
-                or not isinstance(x["file"], str) or not isinstance(x["sha256"], str)):
+        if (
+            not isinstance(ext, list)
+            or len(ext) != 7
+            or not all(_is_int(v) and v >= 1 for v in ext)
+            or not all(_is_int(x[n]) and x[n] >= 0 for n in ("call", "b0", "h0", "q0", "k0"))
+            or x["dtype"] not in DTYPES
+            or not isinstance(x["has_do"], bool)
+            or not isinstance(x["file"], str)
+            or not isinstance(x["sha256"], str)
+        ):
             raise CaptureSliceError(x, "7 extents >= 1, offsets >= 0, a dtype of F16/BF16/F32")
         data = x.get("data")
         if data is not None:
-            if not isinstance(data, dict) or not isinstance(data.get("window"), list) or not all(
-                    isinstance(data.get(n), str) for n in ("q", "k", "v")):
+            if (
+                not isinstance(data, dict)
+                or not isinstance(data.get("window"), list)
+                or not all(isinstance(data.get(n), str) for n in ("q", "k", "v"))
+            ):
                 raise CaptureSliceError(x, "embedded data: window and base64 q, k, v (and do)")
             data = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in data.items()))
-        return cls(x["file"], x["sha256"], x["call"], tuple(ext), x["dtype"], x["has_do"], x["b0"], x["h0"],
-                   x["q0"], x["k0"], data)
+        return cls(
+            x["file"],
+            x["sha256"],
+            x["call"],
+            tuple(ext),
+            x["dtype"],
+            x["has_do"],
+            x["b0"],
+            x["h0"],
+            x["q0"],
+            x["k0"],
+            data,
+        )
 
     def unfit(self, p) -> str | None:
         """Why Problem ``p`` cannot be a window of this call, or None."""
@@ -430,14 +486,26 @@ class CaptureSlice:
         return [p.batch, p.heads_kv, p.seqlen_q, p.seqlen_k]
 
     def to_json(self, p=None) -> dict:
-        d = {"file": self.file, "sha256": self.sha256, "call": self.call, "extents": list(self.extents),
-             "dtype": self.dtype, "has_do": self.has_do, "b0": self.b0, "h0": self.h0, "q0": self.q0, "k0": self.k0}
+        d = {
+            "file": self.file,
+            "sha256": self.sha256,
+            "call": self.call,
+            "extents": list(self.extents),
+            "dtype": self.dtype,
+            "has_do": self.has_do,
+            "b0": self.b0,
+            "h0": self.h0,
+            "q0": self.q0,
+            "k0": self.k0,
+        }
         if p is not None and self.window_bytes(p) <= EMBED_MAX:
             got = self._embedded(p)
             if got is None:
                 try:
-                    got = {n: base64.b64encode(t.contiguous().view(torch.uint8).numpy().tobytes()).decode()
-                           for n, t in self._from_file(p).items()}
+                    got = {
+                        n: base64.b64encode(t.contiguous().view(torch.uint8).numpy().tobytes()).decode()
+                        for n, t in self._from_file(p).items()
+                    }
                 except CaptureError:
                     got = None
             if got is not None:
@@ -448,13 +516,16 @@ class CaptureSlice:
         item = DTYPES[self.dtype][2]
         n_q = p.batch * p.heads_q * p.seqlen_q
         n_k = p.batch * p.heads_kv * p.seqlen_k
-        return item * (n_q * p.head_dim_qk + n_k * (p.head_dim_qk + p.head_dim_v)
-                       + (n_q * p.head_dim_v if self.has_do else 0))
+        return item * (
+            n_q * p.head_dim_qk + n_k * (p.head_dim_qk + p.head_dim_v) + (n_q * p.head_dim_v if self.has_do else 0)
+        )
 
     def _shapes(self, p) -> dict:
-        s = {"q": (p.batch, p.heads_q, p.seqlen_q, p.head_dim_qk),
-             "k": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk),
-             "v": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v)}
+        s = {
+            "q": (p.batch, p.heads_q, p.seqlen_q, p.head_dim_qk),
+            "k": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk),
+            "v": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v),
+        }
         if self.has_do:
             s["do"] = (p.batch, p.heads_q, p.seqlen_q, p.head_dim_v)
         return s
@@ -478,8 +549,11 @@ class CaptureSlice:
         hk = slice(self.h0, self.h0 + p.heads_kv)
         b = slice(self.b0, self.b0 + p.batch)
         rows_q, rows_k = slice(self.q0, self.q0 + p.seqlen_q), slice(self.k0, self.k0 + p.seqlen_k)
-        out = {"q": cap.tensor(call.names["q"], (b, hq, rows_q)), "k": cap.tensor(call.names["k"], (b, hk, rows_k)),
-               "v": cap.tensor(call.names["v"], (b, hk, rows_k))}
+        out = {
+            "q": cap.tensor(call.names["q"], (b, hq, rows_q)),
+            "k": cap.tensor(call.names["k"], (b, hk, rows_k)),
+            "v": cap.tensor(call.names["v"], (b, hk, rows_k)),
+        }
         if self.has_do:
             out["do"] = cap.tensor(call.names["do"], (b, hq, rows_q))
         return out
@@ -498,5 +572,7 @@ class CaptureSlice:
                 raw[n] = torch.frombuffer(bytearray(b), dtype=torch.uint8).view(dt).view(shape)
         else:
             raw = self._from_file(p)
-        return {n: t.to(device).to(torch.float64).transpose(1, 2).reshape(-1, t.shape[1], t.shape[3])
-                for n, t in raw.items()}
+        return {
+            n: t.to(device).to(torch.float64).transpose(1, 2).reshape(-1, t.shape[1], t.shape[3])
+            for n, t in raw.items()
+        }

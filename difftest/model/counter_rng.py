@@ -102,9 +102,11 @@ def _table_values() -> np.ndarray:
     t = np.array(half + [0.0] + [-v for v in reversed(half)], dtype="<f8")
     got = hashlib.sha256(t.tobytes()).hexdigest()
     if got != TABLE_SHA256:
-        raise RuntimeError(f"difftest.model.counter_rng: the normal quantile table has sha256 {got}, expected "
-                           f"{TABLE_SHA256}: this platform's statistics.NormalDist.inv_cdf differs, so "
-                           f"inputs of input_version 2 cannot be reproduced here")
+        raise RuntimeError(
+            f"difftest.model.counter_rng: the normal quantile table has sha256 {got}, expected "
+            f"{TABLE_SHA256}: this platform's statistics.NormalDist.inv_cdf differs, so "
+            f"inputs of input_version 2 cannot be reproduced here"
+        )
     return t
 
 
@@ -186,7 +188,7 @@ def _fill_np(kind, n: int, k0: int, k1: int) -> np.ndarray:
             fn(out[s:e], s, k0, k1)
     else:  # numpy releases the GIL inside these ufuncs; the bytes do not depend on the split
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda se: fn(out[se[0]:se[1]], se[0], k0, k1), pieces))
+            list(pool.map(lambda se: fn(out[se[0] : se[1]], se[0], k0, k1), pieces))
     return out
 
 
@@ -246,8 +248,11 @@ def _fill_normals_triton(keys: list, sizes: list, device) -> torch.Tensor | None
         return mod.fill_normals(keys, sizes, _table(device), device)
     except Exception as e:  # noqa: BLE001 -- any build or launch failure: the torch path draws instead
         _TRITON["failed"] = True
-        warnings.warn(f"counter_rng: the Triton draw is off for this process, torch from here: "
-                      f"{type(e).__name__}: {e}"[:400], RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"counter_rng: the Triton draw is off for this process, torch from here: {type(e).__name__}: {e}"[:400],
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
 
 
@@ -330,12 +335,13 @@ def normals(seed: int, requests, device="cpu", force_torch: bool = False) -> lis
     shapes = [tuple(int(x) for x in shape) for _, shape in requests]
     sizes = [math.prod(shape) for shape in shapes]
     if _use_numpy(device, force_torch) or not sizes or max(sizes) > M32 or sum(sizes) == 0:
-        return [_draw("normal", seed, stream, shape, device, force_torch) for (stream, _), shape in
-                zip(requests, shapes)]
+        return [
+            _draw("normal", seed, stream, shape, device, force_torch) for (stream, _), shape in zip(requests, shapes)
+        ]
     flat = _fill_many_t([stream_keys(seed, stream) for stream, _ in requests], sizes, device)
     out, at = [], 0
     for shape, n in zip(shapes, sizes):
-        out.append(flat[at:at + n].view(shape))
+        out.append(flat[at : at + n].view(shape))
         at += n
     return out
 

@@ -64,6 +64,7 @@ def large_do_top(dtype: str, value_scale: float) -> float:
 
 def draw_v2(p: Problem, device: torch.device):
     """Float64 q, k, v, dO and sink of input version 2, on ``device`` (counter_rng)."""
+
     def normal(stream, *shape):
         return counter_rng.normal(p.seed, stream, shape, device)
 
@@ -73,10 +74,16 @@ def draw_v2(p: Problem, device: torch.device):
         do = w["do"] if "do" in w else normal("do", Tq, p.heads_q, p.head_dim_v)
         sink = normal("sink", p.heads_q).add_(p.sink_center) if p.sinks else None
         return w["q"], w["k"], w["v"], do, sink
-    q, k, v, do = counter_rng.normals(p.seed, (("q", (Tq, p.heads_q, p.head_dim_qk)),
-                                               ("k", (Tk, p.heads_kv, p.head_dim_qk)),
-                                               ("v", (Tk, p.heads_kv, p.head_dim_v)),
-                                               ("do", (Tq, p.heads_q, p.head_dim_v))), device)
+    q, k, v, do = counter_rng.normals(
+        p.seed,
+        (
+            ("q", (Tq, p.heads_q, p.head_dim_qk)),
+            ("k", (Tk, p.heads_kv, p.head_dim_qk)),
+            ("v", (Tk, p.heads_kv, p.head_dim_v)),
+            ("do", (Tq, p.heads_q, p.head_dim_v)),
+        ),
+        device,
+    )
     s = p.value_scale
     if p.values == "scaled":
         q, k = q.mul_(s), k.mul_(s)
@@ -86,8 +93,9 @@ def draw_v2(p: Problem, device: torch.device):
         v = normal("base_v", 1, p.heads_kv, p.head_dim_v) + v.mul_(c)
     elif p.values == "outlier_channels":
         n_out = max(1, p.head_dim_qk // 16)
-        ch = torch.tensor(counter_rng.permutation_keys(p.seed, "outlier_channels", p.head_dim_qk)[:n_out],
-                          device=device)
+        ch = torch.tensor(
+            counter_rng.permutation_keys(p.seed, "outlier_channels", p.head_dim_qk)[:n_out], device=device
+        )
         q[..., ch] *= s
         k[..., ch] *= s
     elif p.values == "negative_lse":
@@ -111,7 +119,6 @@ def draw_v2(p: Problem, device: torch.device):
     if p.sinks:
         sink = normal("sink", p.heads_q).add_(p.sink_center)
     return q, k, v, do, sink
-
 
 
 def draw_v1(p: Problem):
@@ -152,4 +159,3 @@ def draw_v1(p: Problem):
     if p.sinks:
         sink = (p.sink_center + randn(p.heads_q)).to(torch.float32)
     return q, k, v, do, sink
-

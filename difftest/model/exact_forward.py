@@ -48,12 +48,12 @@ def _halve(x: torch.Tensor, n: int) -> torch.Tensor:
     w = 1 << (n - 1).bit_length()
     h = w // 2
     if h:
-        x[:n - h].add_(x[h:n])
+        x[: n - h].add_(x[h:n])
         if n < w:
-            x[n - h:h].add_(0.0)
+            x[n - h : h].add_(0.0)
     while h > 1:
         h //= 2
-        x[:h].add_(x[h:2 * h])
+        x[:h].add_(x[h : 2 * h])
     return x[0]
 
 
@@ -84,9 +84,9 @@ def _dot_halving(qc: torch.Tensor, kc: torch.Tensor, scratch: _Scratch) -> torch
     if h == 0:
         return torch.mul(qc, kc, out=x)[0]
     torch.mul(qc[:h], kc[:h], out=x)
-    x[:d - h].addcmul_(qc[h:d], kc[h:d])
+    x[: d - h].addcmul_(qc[h:d], kc[h:d])
     if d < 2 * h:
-        x[d - h:h].add_(0.0)
+        x[d - h : h].add_(0.0)
     return _halve(x, h)
 
 
@@ -104,9 +104,9 @@ def _product_halving(e: torch.Tensor, vb: torch.Tensor, scratch: _Scratch | None
     if h == 0:
         return torch.mul(e, vb, out=x)[0]
     torch.mul(e[:h], vb[:h], out=x)
-    x[:m - h].add_(torch.mul(e[h:m], vb[h:m], out=scratch.get("upper", (m - h, *shape))))
+    x[: m - h].add_(torch.mul(e[h:m], vb[h:m], out=scratch.get("upper", (m - h, *shape))))
     if m < 2 * h:
-        x[m - h:h].add_(0.0)
+        x[m - h : h].add_(0.0)
     return _halve(x, h)
 
 
@@ -128,8 +128,9 @@ def _key_block(lo: int, hi: int) -> tuple[int, int]:
     return (lo >> m) << m, 1 << m
 
 
-def exact_forward_o(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                    sink: torch.Tensor | None) -> torch.Tensor:
+def exact_forward_o(
+    p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sink: torch.Tensor | None
+) -> torch.Tensor:
     """O of attention over the given (rounded) tensors in float64, [total_q, heads_q,
     head_dim_v], the same bits on every device: dot products and row sums added by
     halving (``_halve``: a fixed order of correctly rounded additions), exp by
@@ -156,15 +157,27 @@ def exact_forward_o(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 
     def sequence(b):  # sequence b's queries [D, Hq, sq, 1], keys [D, Hq, 1, sk], values [sk, Hq, 1, Dv]
         q0, sq, k0, sk = p.cu_seqlens_q[b], p.seqlens_q[b], p.cu_seqlens_k[b], p.seqlens_k[b]
-        return (q[q0:q0 + sq].permute(2, 1, 0).contiguous().unsqueeze(-1),
-                k[k0:k0 + sk][:, idx].permute(2, 1, 0).contiguous().unsqueeze(2), v[k0:k0 + sk][:, idx].unsqueeze(2))
+        return (
+            q[q0 : q0 + sq].permute(2, 1, 0).contiguous().unsqueeze(-1),
+            k[k0 : k0 + sk][:, idx].permute(2, 1, 0).contiguous().unsqueeze(2),
+            v[k0 : k0 + sk][:, idx].unsqueeze(2),
+        )
 
     def rows_of(b, h0, h1, r0, r1, lo, hi, tensors):
         qt, kt, vb = tensors
-        out, flag = _forward_rows(p, qt[:, h0:h1, r0:r1], kt[:, h0:h1], vb[:, h0:h1], r0,
-                                  p.mask_offset(p.seqlens_q[b], p.seqlens_k[b]), lo, hi,
-                                  None if sink64 is None else sink64[h0:h1].view(-1, 1), scratch)
-        o[p.cu_seqlens_q[b] + r0:p.cu_seqlens_q[b] + r1, h0:h1] = out.permute(1, 0, 2)
+        out, flag = _forward_rows(
+            p,
+            qt[:, h0:h1, r0:r1],
+            kt[:, h0:h1],
+            vb[:, h0:h1],
+            r0,
+            p.mask_offset(p.seqlens_q[b], p.seqlens_k[b]),
+            lo,
+            hi,
+            None if sink64 is None else sink64[h0:h1].view(-1, 1),
+            scratch,
+        )
+        o[p.cu_seqlens_q[b] + r0 : p.cu_seqlens_q[b] + r1, h0:h1] = out.permute(1, 0, 2)
         return flag
 
     pending = []  # (b, h0, h1, r0, r1, flag) of the chunks that left keys out
@@ -210,8 +223,7 @@ def _forward_rows(p, qt, kt, vb, r0, off, lo, hi, sink, scratch):
     e = torch.zeros((max(0, hi - a), hc, n), dtype=f64, device=dev)  # keys [a, hi), H, rows; +0 where masked
     if hi > lo:
         s = _dot_halving(qt, kt[..., lo:hi], scratch).mul_(p.scale)  # [H, n, keys lo..hi]
-        rel = (torch.arange(lo, hi, device=dev).view(1, -1)
-               - (torch.arange(r0, r0 + n, device=dev).view(-1, 1) + off))
+        rel = torch.arange(lo, hi, device=dev).view(1, -1) - (torch.arange(r0, r0 + n, device=dev).view(-1, 1) + off)
         ok = torch.ones_like(rel, dtype=torch.bool)
         if left is not None:
             ok &= rel >= -left
@@ -225,7 +237,7 @@ def _forward_rows(p, qt, kt, vb, r0, off, lo, hi, sink, scratch):
         mx = torch.maximum(mx, sink)
     mx = mx.masked_fill_(torch.isinf(mx), 0.0)
     if hi > lo:
-        e[lo - a:] = exact_exp(s.sub_(mx.unsqueeze(-1))).permute(2, 0, 1)
+        e[lo - a :] = exact_exp(s.sub_(mx.unsqueeze(-1))).permute(2, 0, 1)
     num = _product_halving(e.unsqueeze(-1), vb[a:hi], scratch)
     if sink is None and hi <= lo:  # no key and no sink: O = 0
         return torch.zeros_like(num), None
@@ -236,4 +248,3 @@ def _forward_rows(p, qt, kt, vb, r0, off, lo, hi, sink, scratch):
     flag = None if whole else ((num == 0) & (denom > 0).unsqueeze(-1)).any()
     safe = torch.where(denom > 0, denom, torch.ones_like(denom))
     return torch.where(denom.unsqueeze(-1) > 0, num / safe.unsqueeze(-1), torch.zeros_like(num)), flag
-

@@ -94,7 +94,7 @@ class Inputs:
         if not p.varlen:
             return self.bshd(name)[b]
         cu = p.cu_seqlens_q if name in ("q", "do") else p.cu_seqlens_k
-        return getattr(self, name)[cu[b]:cu[b + 1]]
+        return getattr(self, name)[cu[b] : cu[b + 1]]
 
     def digest(self) -> str:
         """The first 16 hex digits of the SHA-256 of every tensor's name, shape and bytes."""
@@ -128,7 +128,7 @@ class Inputs:
             whole = torch.cat(flat).cpu()  # a copy: later writes into the tensors change nothing here
             flat, at = [], 0
             for size in [t.numel() * t.element_size() for _, t in named]:
-                flat.append(whole[at:at + size])
+                flat.append(whole[at : at + size])
                 at += size
         elif copy or len(devices) > 1:
             flat = [f.to("cpu", copy=True) for f in flat]
@@ -154,12 +154,14 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
         q, k, v, do, sink = draw_v2(p, torch.device(device))
     dt = torch_dtype(p.dtype)
     if p.input_version == 1:  # rounded on the CPU, as it always was, then moved
+
         def rnd(t):
             return t.to(dt).to(device)
     else:  # float64 -> float32 -> dtype, each step round-to-nearest-even as IEEE defines it on
         # every device, rather than whatever path torch takes from float64 to a 16-bit type
         def rnd(t):
             return t.to(torch.float32).to(dt)
+
     q, k, v = rnd(q), rnd(k), rnd(v)
     stored = None
     if fp8.is_fp8(p.dtype):  # quantised per tensor; the references see the dequantised values
@@ -174,7 +176,10 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
         do = stored["do"].dequantised()
     return Inputs(
         problem=p,
-        q=q, k=k, v=v, do=do,
+        q=q,
+        k=k,
+        v=v,
+        do=do,
         sink=sink,
         cu_seqlens_q=torch.tensor(p.cu_seqlens_q, dtype=torch.int32, device=device),
         cu_seqlens_k=torch.tensor(p.cu_seqlens_k, dtype=torch.int32, device=device),

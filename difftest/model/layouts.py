@@ -72,8 +72,10 @@ class Layout:
         if self.kind not in LAYOUTS:
             return f"one of {LAYOUTS}"
         if self.kind == "kv_broadcast" and not (problem.heads_kv == 1 and problem.heads_q >= 2):
-            return (f"'kv_broadcast' only with heads_kv=1 and heads_q >= 2 (got {problem.heads_q}/"
-                    f"{problem.heads_kv}): one K/V head expanded with stride 0 to every query head")
+            return (
+                f"'kv_broadcast' only with heads_kv=1 and heads_q >= 2 (got {problem.heads_q}/"
+                f"{problem.heads_kv}): one K/V head expanded with stride 0 to every query head"
+            )
         return None
 
     def to_json(self) -> str:

@@ -15,8 +15,12 @@ from difftest.model.problem import OUTPUTS, Problem
 
 # A NaN with a payload that arithmetic never produces (computed NaNs carry the
 # canonical payload), so a surviving poison element is told apart from a computed NaN.
-_POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float16: (torch.int16, 0x7E5A),
-                torch.bfloat16: (torch.int16, 0x7FDA), torch.float64: (torch.int64, 0x7FF8DEADBEEFDEAD)}
+_POISON_BITS = {
+    torch.float32: (torch.int32, 0x7FC0DEAD),
+    torch.float16: (torch.int16, 0x7E5A),
+    torch.bfloat16: (torch.int16, 0x7FDA),
+    torch.float64: (torch.int64, 0x7FF8DEADBEEFDEAD),
+}
 
 
 def poison_fill(shape: tuple[int, ...], dtype: torch.dtype, device: "torch.device | str" = "cpu") -> torch.Tensor:

@@ -203,18 +203,19 @@ class Problem:
                 if not all(_is_int(x) and 0 <= x <= MAX_SEQLEN for x in v):
                     raise ProblemError(name, v, f"per-sequence lengths that are ints in 0..{MAX_SEQLEN}")
             elif not _is_int(v) or not 1 <= v <= MAX_SEQLEN:
-                raise ProblemError(name, v, f"an int in 1..{MAX_SEQLEN} (dense) or a list of ints in "
-                                            f"0..{MAX_SEQLEN} (varlen)")
+                raise ProblemError(
+                    name, v, f"an int in 1..{MAX_SEQLEN} (dense) or a list of ints in 0..{MAX_SEQLEN} (varlen)"
+                )
         if varlen_q != varlen_k:
-            raise ProblemError("seqlen_k", self.seqlen_k,
-                               "the same form as seqlen_q: both ints (dense) or both lists (varlen)")
+            raise ProblemError(
+                "seqlen_k", self.seqlen_k, "the same form as seqlen_q: both ints (dense) or both lists (varlen)"
+            )
         for name in ("heads_q", "heads_kv"):
             v = getattr(self, name)
             if not _is_int(v) or not 1 <= v <= MAX_HEADS:
                 raise ProblemError(name, v, f"an int in 1..{MAX_HEADS}")
         if self.heads_q % self.heads_kv:
-            raise ProblemError("heads_kv", self.heads_kv,
-                               f"a divisor of heads_q={self.heads_q} (GQA/MQA groups)")
+            raise ProblemError("heads_kv", self.heads_kv, f"a divisor of heads_q={self.heads_q} (GQA/MQA groups)")
         for name in ("head_dim_qk", "head_dim_v"):
             v = getattr(self, name)
             if not _is_int(v) or not 1 <= v <= MAX_HEAD_DIM:
@@ -228,27 +229,42 @@ class Problem:
         for name in ("window_left", "window_right"):
             v = getattr(self, name)
             if v is not None and (not _is_int(v) or not -MAX_SEQLEN <= v <= MAX_SEQLEN):
-                raise ProblemError(name, v, f"None (unbounded) or an int in -{MAX_SEQLEN}..{MAX_SEQLEN} "
-                                            f"(negative: the window's edge past the diagonal)")
+                raise ProblemError(
+                    name,
+                    v,
+                    f"None (unbounded) or an int in -{MAX_SEQLEN}..{MAX_SEQLEN} "
+                    f"(negative: the window's edge past the diagonal)",
+                )
         if not isinstance(self.sinks, bool):
             raise ProblemError("sinks", self.sinks, "True or False")
         if not _is_real(self.sink_center) or not math.isfinite(self.sink_center):
             raise ProblemError("sink_center", self.sink_center, "a finite float")
         if self.softmax_scale is not None and (
-            not _is_real(self.softmax_scale) or not math.isfinite(self.softmax_scale)
-            or self.softmax_scale <= 0 or self.softmax_scale > MAX_SOFTMAX_SCALE
+            not _is_real(self.softmax_scale)
+            or not math.isfinite(self.softmax_scale)
+            or self.softmax_scale <= 0
+            or self.softmax_scale > MAX_SOFTMAX_SCALE
         ):
-            raise ProblemError("softmax_scale", self.softmax_scale,
-                               f"None (1/sqrt(head_dim_qk)) or a finite float > 0, at most {MAX_SOFTMAX_SCALE:g}")
+            raise ProblemError(
+                "softmax_scale",
+                self.softmax_scale,
+                f"None (1/sqrt(head_dim_qk)) or a finite float > 0, at most {MAX_SOFTMAX_SCALE:g}",
+            )
         if self.softcap is not None and (
-            not _is_real(self.softcap) or not math.isfinite(self.softcap)
-            or self.softcap <= 0 or self.softcap > MAX_SOFTCAP
+            not _is_real(self.softcap)
+            or not math.isfinite(self.softcap)
+            or self.softcap <= 0
+            or self.softcap > MAX_SOFTCAP
         ):
-            raise ProblemError("softcap", self.softcap,
-                               f"None or 0 (off) or a finite float > 0, at most {MAX_SOFTCAP:g}")
+            raise ProblemError(
+                "softcap", self.softcap, f"None or 0 (off) or a finite float > 0, at most {MAX_SOFTCAP:g}"
+            )
         if self.softcap is not None and self.dtype in FP8_DTYPES:
-            raise ProblemError("softcap", self.softcap, f"None with an FP8 dtype ({self.dtype}): the FP8 yardstick "
-                                                        f"(oracles/fp8.py) models no cap")
+            raise ProblemError(
+                "softcap",
+                self.softcap,
+                f"None with an FP8 dtype ({self.dtype}): the FP8 yardstick (oracles/fp8.py) models no cap",
+            )
         if self.values not in VALUE_KINDS and self.values != CAPTURED:
             raise ProblemError("values", self.values, f"one of {VALUE_KINDS}")
         if (self.values == CAPTURED) != (self.capture is not None):
@@ -257,8 +273,7 @@ class Problem:
             why = self.capture.unfit(self)
             if why:
                 raise ProblemError("capture", self.capture.to_json(), why)
-        if (not _is_real(self.value_scale) or not math.isfinite(self.value_scale)
-                or self.value_scale <= 0):
+        if not _is_real(self.value_scale) or not math.isfinite(self.value_scale) or self.value_scale <= 0:
             raise ProblemError("value_scale", self.value_scale, "a finite float > 0")
         if not _is_int(self.pad_tail) or not 0 <= self.pad_tail <= MAX_PAD_TAIL:
             raise ProblemError("pad_tail", self.pad_tail, f"an int in 0..{MAX_PAD_TAIL}")
@@ -269,12 +284,18 @@ class Problem:
         if self.input_version not in INPUT_VERSIONS or not _is_int(self.input_version):
             raise ProblemError("input_version", self.input_version, f"one of {INPUT_VERSIONS}")
         if (self.values in V2_ONLY_KINDS or self.values == CAPTURED) and self.input_version < 2:
-            raise ProblemError("values", self.values,
-                               f"one of {tuple(k for k in VALUE_KINDS if k not in V2_ONLY_KINDS)} under "
-                               f"input_version {self.input_version} ({self.values} needs input_version 2)")
+            raise ProblemError(
+                "values",
+                self.values,
+                f"one of {tuple(k for k in VALUE_KINDS if k not in V2_ONLY_KINDS)} under "
+                f"input_version {self.input_version} ({self.values} needs input_version 2)",
+            )
         if self.dtype in FP8_DTYPES and self.input_version < 2:
-            raise ProblemError("dtype", self.dtype,
-                               f"one of {DTYPES} under input_version {self.input_version} (FP8 needs input_version 2)")
+            raise ProblemError(
+                "dtype",
+                self.dtype,
+                f"one of {DTYPES} under input_version {self.input_version} (FP8 needs input_version 2)",
+            )
         why = self.layout.unfit(self)
         if why:
             raise ProblemError("layout", self.layout.kind, why)
@@ -368,8 +389,11 @@ class Problem:
 
     def size(self) -> int:
         """A rough cost (attention score elements), used to rank and bound cases."""
-        return sum(a * b for a, b in zip(self.seqlens_q, self.seqlens_k)) * self.heads_q * max(
-            self.head_dim_qk, self.head_dim_v)
+        return (
+            sum(a * b for a, b in zip(self.seqlens_q, self.seqlens_k))
+            * self.heads_q
+            * max(self.head_dim_qk, self.head_dim_v)
+        )
 
     # ---------------------------------------------------------------- (de)serialisation
     def to_dict(self) -> dict:
@@ -420,8 +444,14 @@ class Problem:
         """One line for tables and logs."""
         sq = list(self.seqlen_q) if self.varlen else self.seqlen_q
         sk = list(self.seqlen_k) if self.varlen else self.seqlen_k
-        parts = [f"b{self.batch}", f"sq{sq}", f"sk{sk}", f"h{self.heads_q}/{self.heads_kv}",
-                 f"d{self.head_dim_qk}/{self.head_dim_v}", self.dtype]
+        parts = [
+            f"b{self.batch}",
+            f"sq{sq}",
+            f"sk{sk}",
+            f"h{self.heads_q}/{self.heads_kv}",
+            f"d{self.head_dim_qk}/{self.head_dim_v}",
+            self.dtype,
+        ]
         if self.causal:
             parts.append(f"causal-{self.align}")
         if self.window_left is not None or self.window_right is not None:

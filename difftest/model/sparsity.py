@@ -192,8 +192,15 @@ class Sparsity:
     def complexity(self) -> tuple:
         """Smaller is simpler: block before topk, fewer empty rows, nothing dropped, fewer
         slots, no invalid or duplicate slot, seed 0."""
-        return (SPARSITY_KINDS.index(self.kind) + 1, self.empty, self.drop, self.topk, self.invalid, self.dup,
-                self.seed)
+        return (
+            SPARSITY_KINDS.index(self.kind) + 1,
+            self.empty,
+            self.drop,
+            self.topk,
+            self.invalid,
+            self.dup,
+            self.seed,
+        )
 
     def simpler(self):
         """Simpler Sparsities than this one (not yet checked against a Problem)."""
@@ -214,8 +221,11 @@ class Sparsity:
     def short(self) -> str:
         base = f"{self.kind}{self.block_q}x{self.block_k}"
         if self.kind == "topk":
-            base += f"-k{self.topk}" + (f"-inv{self.invalid}" if self.invalid else "") + (
-                f"-dup{self.dup}" if self.dup else "")
+            base += (
+                f"-k{self.topk}"
+                + (f"-inv{self.invalid}" if self.invalid else "")
+                + (f"-dup{self.dup}" if self.dup else "")
+            )
         elif self.drop:
             base += f"-drop{self.drop}"
         return base + (f"-empty{self.empty}" if self.empty else "") + f"@{self.seed}"

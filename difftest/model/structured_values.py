@@ -54,14 +54,14 @@ def _low_rank(p, q, k, v, do, device):
     ranks = low_rank_ranks(p, device)  # [Hkv]
     basis = counter_rng.normal(p.seed, "low_rank_basis", (p.heads_kv, R, d), device)
     keep = (torch.arange(R, device=device).view(1, R) < ranks.view(-1, 1)).to(torch.float64)  # [Hkv, R]
-    coef = keep.div_(torch.sqrt(ranks.to(torch.float64)).view(-1, 1)).mul_(s * d ** -0.25)
+    coef = keep.div_(torch.sqrt(ranks.to(torch.float64)).view(-1, 1)).mul_(s * d**-0.25)
     idx = torch.arange(p.heads_q, device=device) // p.group
 
     def build(stream, rows, heads_coef, heads_basis, noise):
         a = counter_rng.normal(p.seed, stream, (rows, heads_coef.shape[0], R), device)
         out = noise.mul_(0.01)
         for r in range(R):  # explicit sum over the rank: a fixed order on every device
-            out = out.add_(a[..., r:r + 1] * heads_coef[:, r].view(1, -1, 1) * heads_basis[:, r].unsqueeze(0))
+            out = out.add_(a[..., r : r + 1] * heads_coef[:, r].view(1, -1, 1) * heads_basis[:, r].unsqueeze(0))
         return out
 
     q = build("low_rank_q", p.total_q, coef[idx], basis[idx], q)
@@ -113,10 +113,15 @@ def heavy_tail_dof(value_scale: float) -> int:
     return max(1, min(8, int(math.floor(8.0 / value_scale + 0.5))))
 
 
-HEAVY_TAIL_CLIP = {"float16": 64.0, "bfloat16": 1024.0, "float32": 1024.0,
-                   # FP8: drawn in float32, scaled per tensor: one outlier of 1024 pushes the
-                   # bulk of the tensor toward the format's subnormals, FP8's own hazard
-                   "float8_e4m3fn": 1024.0, "float8_e5m2": 1024.0}
+HEAVY_TAIL_CLIP = {
+    "float16": 64.0,
+    "bfloat16": 1024.0,
+    "float32": 1024.0,
+    # FP8: drawn in float32, scaled per tensor: one outlier of 1024 pushes the
+    # bulk of the tensor toward the format's subnormals, FP8's own hazard
+    "float8_e4m3fn": 1024.0,
+    "float8_e5m2": 1024.0,
+}
 
 
 def _student_t(p, stream, shape, z, device):
@@ -132,8 +137,12 @@ def _student_t(p, stream, shape, z, device):
 
 
 def _heavy_tailed(p, q, k, v, do, device):
-    return (_student_t(p, "t_q", q.shape, q, device), _student_t(p, "t_k", k.shape, k, device),
-            _student_t(p, "t_v", v.shape, v, device), do)
+    return (
+        _student_t(p, "t_q", q.shape, q, device),
+        _student_t(p, "t_k", k.shape, k, device),
+        _student_t(p, "t_v", v.shape, v, device),
+        do,
+    )
 
 
 def tied_sources(p: Problem, device="cpu") -> torch.Tensor:
@@ -154,9 +163,14 @@ def _tied_keys(p, q, k, v, do, device):
     return q, k[tied_sources(p, device)], v, do
 
 
-STRUCTURED = {"low_rank": _low_rank, "qk_correlated": _qk_correlated, "massive_keys": _massive_keys,
-              "heavy_tailed": _heavy_tailed, "tied_keys": _tied_keys,
-              "loss_do": lambda p, q, k, v, do, device: (q, k, v, do)}  # dO: see loss_do()
+STRUCTURED = {
+    "low_rank": _low_rank,
+    "qk_correlated": _qk_correlated,
+    "massive_keys": _massive_keys,
+    "heavy_tailed": _heavy_tailed,
+    "tied_keys": _tied_keys,
+    "loss_do": lambda p, q, k, v, do, device: (q, k, v, do),
+}  # dO: see loss_do()
 
 
 def loss_target(p: Problem, device="cpu") -> torch.Tensor:
@@ -176,4 +190,3 @@ def loss_do(p: Problem, q, k, v, sink) -> torch.Tensor:
     """dO of the loss 0.5 |O - target|^2: O - target in float64, O from ``exact_forward_o``
     on the inputs as rounded to the Problem's dtype (the float64 truth's O)."""
     return exact_forward_o(p, q, k, v, sink).sub_(loss_target(p, q.device))
-

@@ -45,21 +45,46 @@ from difftest.workdir import DEFAULT_OUT
 
 def pytest_addoption(parser):
     g = parser.getgroup("difftest")
-    g.addoption("--difftest-profile", default=os.environ.get("DIFFTEST_PROFILE", "ci"),
-                help=f"campaign profile for difftest_campaign ({', '.join(sorted(PROFILES))}; default "
-                     "$DIFFTEST_PROFILE, else ci)")
-    g.addoption("--difftest-out", default=DEFAULT_OUT,
-                help=f"directory for reports and reproducers (default {DEFAULT_OUT})")
-    g.addoption("--difftest-gpu-per-worker", action="store_true",
-                help="with pytest-xdist, give each worker one GPU (CUDA_VISIBLE_DEVICES by worker number)")
-    g.addoption("--difftest-kernel", action="append", default=[], metavar="NAME",
-                help="collect a test per kernel and per output, no test file needed (repeatable)")
-    g.addoption("--difftest-seed", type=_seed, default=None, metavar="N",
-                help="fix every campaign's search (a baseline and a candidate then draw the same problems)")
-    g.addoption("--difftest-max-examples", type=examples_int, default=None, metavar="N",
-                help=f"generated examples per campaign (overrides the profile; 1 to {MAX_EXAMPLES})")
-    g.addoption("--difftest-no-isolate", action="store_true",
-                help="run kernels in the test process instead of a worker process (a crash then ends the session)")
+    g.addoption(
+        "--difftest-profile",
+        default=os.environ.get("DIFFTEST_PROFILE", "ci"),
+        help=f"campaign profile for difftest_campaign ({', '.join(sorted(PROFILES))}; default "
+        "$DIFFTEST_PROFILE, else ci)",
+    )
+    g.addoption(
+        "--difftest-out", default=DEFAULT_OUT, help=f"directory for reports and reproducers (default {DEFAULT_OUT})"
+    )
+    g.addoption(
+        "--difftest-gpu-per-worker",
+        action="store_true",
+        help="with pytest-xdist, give each worker one GPU (CUDA_VISIBLE_DEVICES by worker number)",
+    )
+    g.addoption(
+        "--difftest-kernel",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="collect a test per kernel and per output, no test file needed (repeatable)",
+    )
+    g.addoption(
+        "--difftest-seed",
+        type=_seed,
+        default=None,
+        metavar="N",
+        help="fix every campaign's search (a baseline and a candidate then draw the same problems)",
+    )
+    g.addoption(
+        "--difftest-max-examples",
+        type=examples_int,
+        default=None,
+        metavar="N",
+        help=f"generated examples per campaign (overrides the profile; 1 to {MAX_EXAMPLES})",
+    )
+    g.addoption(
+        "--difftest-no-isolate",
+        action="store_true",
+        help="run kernels in the test process instead of a worker process (a crash then ends the session)",
+    )
 
 
 def worker_threads(workers: int, cpus: int | None = None) -> int:
@@ -92,8 +117,10 @@ def check_options(config) -> None:
     session without difftest tests is never stopped by the working folder."""
     profile = config.getoption("--difftest-profile")
     if profile not in PROFILES:
-        raise pytest.UsageError(f"--difftest-profile {str(profile)[:40]!r} (or $DIFFTEST_PROFILE): allowed one of "
-                                f"{', '.join(sorted(PROFILES))}")
+        raise pytest.UsageError(
+            f"--difftest-profile {str(profile)[:40]!r} (or $DIFFTEST_PROFILE): allowed one of "
+            f"{', '.join(sorted(PROFILES))}"
+        )
     out = config.getoption("--difftest-out")
     if out != DEFAULT_OUT:
         try:
@@ -184,18 +211,25 @@ def difftest_campaign(request):
 
         res = run_campaign(config, kernel, isolate=isolate, **kw)
         props = request.node.user_properties
-        props += [("difftest_kernel", res.kernel), ("difftest_profile", res.profile),
-                  ("difftest_cases", len(res.cases)), ("difftest_status", str(res.status)),
-                  ("difftest_worker", _worker_id(config) or "main"),  # which xdist worker, on which GPUs
-                  ("difftest_cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))]
+        props += [
+            ("difftest_kernel", res.kernel),
+            ("difftest_profile", res.profile),
+            ("difftest_cases", len(res.cases)),
+            ("difftest_status", str(res.status)),
+            ("difftest_worker", _worker_id(config) or "main"),  # which xdist worker, on which GPUs
+            ("difftest_cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", "")),
+        ]
         if res.reproducer:
             props.append(("difftest_reproducer", str(Path(res.reproducer["py"]).resolve())))
         if res.status == CampaignStatus.UNAVAILABLE:
             pytest.skip(f"kernel {res.kernel} unavailable: {res.reason}")
         if res.status == CampaignStatus.NOTHING_CHECKED:  # never a pass, expected failure or not
-            pytest.fail(f"{res.kernel}: nothing checked: the campaign judged no case ({len(res.cases)} cases, "
-                        "every one skipped or none run): give it cases (a larger time_budget or max_examples, "
-                        "a wider strategy)", pytrace=False)
+            pytest.fail(
+                f"{res.kernel}: nothing checked: the campaign judged no case ({len(res.cases)} cases, "
+                "every one skipped or none run): give it cases (a larger time_budget or max_examples, "
+                "a wider strategy)",
+                pytrace=False,
+            )
         if res.failed and not expect_failure:
             # lazy: keeps the run machinery out of every pytest session (the plugin loads into each)
             from difftest.search.findings import failure_message
@@ -223,13 +257,21 @@ def _part_records(part: Path, out: Path) -> list:
     row rather than breaking the session's summary."""
     try:
         recs = read_json(part, FileFormatError, "pytest summary part", root=out)
-        if not isinstance(recs, list) or not all(isinstance(r, dict) and isinstance(r.get("kernel"), str)
-                                                 for r in recs):
+        if not isinstance(recs, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("kernel"), str) for r in recs
+        ):
             raise FileFormatError(f"{part}: not a list of campaign records")
         return recs
     except FileFormatError as e:
-        return [{"kernel": f"(unreadable part: {e})", "profile": "-", "examples": 0, "status": "-",
-                 "examples_to_fail": None}]
+        return [
+            {
+                "kernel": f"(unreadable part: {e})",
+                "profile": "-",
+                "examples": 0,
+                "status": "-",
+                "examples_to_fail": None,
+            }
+        ]
     finally:
         part.unlink(missing_ok=True)
 
@@ -248,8 +290,14 @@ def pytest_sessionfinish(session):
 
         path = _part_path(session.config, worker)
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        recs = [{**{k: v for k, v in campaign_record(r).items() if k != "cases"}, "pytest_worker": worker,
-                 "cuda_visible_devices": gpus} for r in results]
+        recs = [
+            {
+                **{k: v for k, v in campaign_record(r).items() if k != "cases"},
+                "pytest_worker": worker,
+                "cuda_visible_devices": gpus,
+            }
+            for r in results
+        ]
         atomic_write_text(path, json.dumps(recs, default=str))  # no link followed under the output folder
 
 
@@ -261,9 +309,17 @@ def pytest_terminal_summary(terminalreporter, config):
     if not _worker_id(config) and out.exists():
         for part in sorted(out.glob("pytest-summary-gw*.json")):
             for rec in _part_records(part, out):
-                rows.append((rec["kernel"], rec.get("profile"), rec.get("examples"), rec.get("status"),
-                             rec.get("examples_to_fail"), rec.get("pytest_worker"),
-                             rec.get("cuda_visible_devices") or None))
+                rows.append(
+                    (
+                        rec["kernel"],
+                        rec.get("profile"),
+                        rec.get("examples"),
+                        rec.get("status"),
+                        rec.get("examples_to_fail"),
+                        rec.get("pytest_worker"),
+                        rec.get("cuda_visible_devices") or None,
+                    )
+                )
     if not rows:
         return
     terminalreporter.section("difftest campaigns")

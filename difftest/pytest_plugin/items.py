@@ -98,8 +98,11 @@ def _case_text(case: dict, output: str | None = None) -> str:
     lines = [f"[{case.get('status', '?').upper()}] {case.get('kernel', '')} on {short}"]
     if case.get("reason"):
         lines.append(f"  reason: {case['reason'].strip()}")
-    lines += [f"  {v.get('message', '')}" for v in case.get("verdicts", [])
-              if not v["passed"] and (output is None or v["output"] == output)]
+    lines += [
+        f"  {v.get('message', '')}"
+        for v in case.get("verdicts", [])
+        if not v["passed"] and (output is None or v["output"] == output)
+    ]
     return "\n".join(lines)
 
 
@@ -115,9 +118,12 @@ class KernelItem(pytest.Item):
         if self.error:
             raise DifftestFailure(f"--difftest-kernel {self.kernel}: {self.error}")
         rec = campaign_record(self.config, self.kernel)
-        self.user_properties += [("difftest_kernel", str(rec["kernel"])), ("difftest_profile", str(rec.get("profile"))),
-                                 ("difftest_cases", int(rec.get("examples") or 0)),
-                                 ("difftest_status", str(rec.get("status")))]
+        self.user_properties += [
+            ("difftest_kernel", str(rec["kernel"])),
+            ("difftest_profile", str(rec.get("profile"))),
+            ("difftest_cases", int(rec.get("examples") or 0)),
+            ("difftest_status", str(rec.get("status"))),
+        ]
         if (rec.get("reproducer") or {}).get("py"):
             self.user_properties.append(("difftest_reproducer", str(Path(rec["reproducer"]["py"]).resolve())))
         if rec["status"] == CampaignStatus.UNAVAILABLE:
@@ -126,27 +132,37 @@ class KernelItem(pytest.Item):
         failure = rec.get("failure")
         if self.output is None:
             if rec["status"] == CampaignStatus.NOTHING_CHECKED:
-                raise DifftestFailure(f"{self.kernel}: nothing checked: the campaign judged no case "
-                                      f"({rec.get('examples', 0)} cases, every one skipped or none run)")
+                raise DifftestFailure(
+                    f"{self.kernel}: nothing checked: the campaign judged no case "
+                    f"({rec.get('examples', 0)} cases, every one skipped or none run)"
+                )
             if rec["status"] == CampaignStatus.FAILED or rec["counts"]["failed"] or rec["counts"]["error"]:
                 n = rec["counts"]["failed"] + rec["counts"]["error"]
                 text = [f"{self.kernel}: {n} of {rec['examples']} cases failed"]
                 if failure:
-                    text += [f"shrunk failure (after {rec.get('examples_to_fail')} examples):", _case_text(failure),
-                             f"reproducer: {repro}"]
+                    text += [
+                        f"shrunk failure (after {rec.get('examples_to_fail')} examples):",
+                        _case_text(failure),
+                        f"reproducer: {repro}",
+                    ]
                 raise DifftestFailure("\n".join(text))
             return
         stats = (rec.get("outputs") or {}).get(self.output)
         if not stats or not stats["cases"]:
             pytest.skip(f"no case of the campaign checked {self.output}")
         if stats["failed"]:
-            text = [f"{self.kernel} {self.output}: {stats['failed']} of {stats['cases']} cases failed "
-                    f"(worst ratio {stats['worst_ratio']:.3g})"]
+            text = [
+                f"{self.kernel} {self.output}: {stats['failed']} of {stats['cases']} cases failed "
+                f"(worst ratio {stats['worst_ratio']:.3g})"
+            ]
             if failure and any(g.startswith(f"{self.output}:") for g in failure.get("failed_gates") or []):
                 text += ["shrunk failure:", _case_text(failure, self.output), f"reproducer: {repro}"]
             else:
-                first = next(c for c in rec["cases"] if any(
-                    v["output"] == self.output and not v["passed"] for v in c.get("verdicts", [])))
+                first = next(
+                    c
+                    for c in rec["cases"]
+                    if any(v["output"] == self.output and not v["passed"] for v in c.get("verdicts", []))
+                )
                 text += ["first failing case (not shrunk):", _case_text(first, self.output)]
             raise DifftestFailure("\n".join(text))
 
@@ -172,9 +188,13 @@ class KernelCollector:
         for kernel in self.kernels:
             outputs, error = kernel_outputs(kernel)
             base = f"difftest::{kernel}"
-            new.append(KernelItem.from_parent(session, name=kernel, nodeid=base, kernel=kernel, output=None,
-                                              error=error))
+            new.append(
+                KernelItem.from_parent(session, name=kernel, nodeid=base, kernel=kernel, output=None, error=error)
+            )
             for o in outputs:
-                new.append(KernelItem.from_parent(session, name=f"{kernel}::{o}", nodeid=f"{base}::{o}",
-                                                  kernel=kernel, output=o))
+                new.append(
+                    KernelItem.from_parent(
+                        session, name=f"{kernel}::{o}", nodeid=f"{base}::{o}", kernel=kernel, output=o
+                    )
+                )
         items[:0] = new

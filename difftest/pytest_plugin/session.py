@@ -20,12 +20,15 @@ from difftest.run.plan import PYTEST_RUNS, RunOptions, RunPlan
 
 def options(config) -> RunOptions:
     """The session's RunOptions from the plugin's command-line options."""
-    return RunOptions(kernels=tuple(config.getoption("--difftest-kernel") or ()),
-                      profile=config.getoption("--difftest-profile"), out=config.getoption("--difftest-out"),
-                      seed=config.getoption("--difftest-seed"),
-                      max_examples=config.getoption("--difftest-max-examples"),
-                      isolate=not config.getoption("--difftest-no-isolate"),
-                      argv=("pytest", *map(str, config.invocation_params.args)))
+    return RunOptions(
+        kernels=tuple(config.getoption("--difftest-kernel") or ()),
+        profile=config.getoption("--difftest-profile"),
+        out=config.getoption("--difftest-out"),
+        seed=config.getoption("--difftest-seed"),
+        max_examples=config.getoption("--difftest-max-examples"),
+        isolate=not config.getoption("--difftest-no-isolate"),
+        argv=("pytest", *map(str, config.invocation_params.args)),
+    )
 
 
 def plan(config) -> RunPlan:

@@ -38,5 +38,6 @@ def run_checked_nothing(statuses) -> bool:
     """Whether a run whose campaigns ended in ``statuses`` checked nothing: one of them judged
     no case, or none ran at all (no campaign, or every kernel unavailable)."""
     statuses = list(statuses)
-    return (any(s == CampaignStatus.NOTHING_CHECKED for s in statuses)
-            or all(s == CampaignStatus.UNAVAILABLE for s in statuses))
+    return any(s == CampaignStatus.NOTHING_CHECKED for s in statuses) or all(
+        s == CampaignStatus.UNAVAILABLE for s in statuses
+    )

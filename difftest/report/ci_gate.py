@@ -109,8 +109,10 @@ def _campaigns(doc, which) -> dict:
     out = {}
     for c in Report.of(doc).campaigns:
         if c.kernel in out:
-            raise ReportError(f"{which}: kernel {c.kernel!r} appears twice: allowed once per kernel "
-                              f"(join shards with `difftest merge` first)")
+            raise ReportError(
+                f"{which}: kernel {c.kernel!r} appears twice: allowed once per kernel "
+                f"(join shards with `difftest merge` first)"
+            )
         out[c.kernel] = c
     return out
 
@@ -120,8 +122,13 @@ def _gates_with_run(c: "CampaignResult") -> dict:
     ran = [x for x in c.cases if x.status != Status.SKIPPED]
     errors = [x for x in ran if x.status == Status.ERROR]
     if ran:
-        g[RUN] = {"checked": len(ran), "failed": len(errors), "worst_ratio": 0.0, "differing_cases": 0,
-                  "first_failing": errors[0] if errors else None}
+        g[RUN] = {
+            "checked": len(ran),
+            "failed": len(errors),
+            "worst_ratio": 0.0,
+            "differing_cases": 0,
+            "first_failing": errors[0] if errors else None,
+        }
     return g
 
 
@@ -153,8 +160,9 @@ def _failing_message(case: "CaseResult", output: str, gate: str) -> str:
 
 def _finding(kernel, c_b, output, gate, kind, message, case=None) -> Finding:
     shrunk, repro = _shrunk(c_b, output, gate) if c_b else (None, None)
-    return Finding(kernel, output, gate, kind, message, case=shrunk or case, shrunk=shrunk is not None,
-                   reproducer=repro)
+    return Finding(
+        kernel, output, gate, kind, message, case=shrunk or case, shrunk=shrunk is not None, reproducer=repro
+    )
 
 
 def _matches(fb, known: list) -> bool:
@@ -174,16 +182,28 @@ def _finding_cases(res: GateResult, kernel: str, found_b: list, found_a: list, a
         else:
             known = a_ran and any((ga.get(tuple(label.split(":", 1))) or {}).get("failed") for label in sig.gates)
         seen = rec.get("first_seen") if isinstance(rec.get("first_seen"), dict) else {}
-        msg = (f"{kernel} finding {sig.id}: {sig.describe()}; {rec.get('hits', '?')} failing cases, first seen at "
-               f"case {seen.get('case', '-')}" + ("; known (the baseline has it)" if known else "; new"))
+        msg = (
+            f"{kernel} finding {sig.id}: {sig.describe()}; {rec.get('hits', '?')} failing cases, first seen at "
+            f"case {seen.get('case', '-')}" + ("; known (the baseline has it)" if known else "; new")
+        )
         kind = FindingKind.KNOWN if known else FindingKind.REGRESSION
-        res.testcases.setdefault((kernel, f"finding {sig.id}"), []).append(Finding(
-            kernel, "finding", sig.id, kind, msg, case=case, shrunk=case is not None,
-            reproducer=_reproducer_path(rec.get("reproducer"))))
+        res.testcases.setdefault((kernel, f"finding {sig.id}"), []).append(
+            Finding(
+                kernel,
+                "finding",
+                sig.id,
+                kind,
+                msg,
+                case=case,
+                shrunk=case is not None,
+                reproducer=_reproducer_path(rec.get("reproducer")),
+            )
+        )
 
 
-def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
-            min_ratio: float = DEFAULT_MIN_RATIO) -> GateResult:
+def compare(
+    a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH, min_ratio: float = DEFAULT_MIN_RATIO
+) -> GateResult:
     res = GateResult()
     ca, cb = _campaigns(a, "baseline"), _campaigns(b, "candidate")
     res.findings += _candidate_checked_nothing(ca, cb)
@@ -209,9 +229,18 @@ def compare(a: dict, b: dict, max_ratio_growth: float = DEFAULT_GROWTH,
             res.findings += found
             found, verdict = _determinism_lost(s, output, gate, x, y, verdict)
             res.findings += found
-            res.rows.append((kernel, output, gate, _cell(x), _cell(y),
-                             x["worst_ratio"] if x and gate in RATIO_GATES else None,
-                             y["worst_ratio"] if y and gate in RATIO_GATES else None, verdict))
+            res.rows.append(
+                (
+                    kernel,
+                    output,
+                    gate,
+                    _cell(x),
+                    _cell(y),
+                    x["worst_ratio"] if x and gate in RATIO_GATES else None,
+                    y["worst_ratio"] if y and gate in RATIO_GATES else None,
+                    verdict,
+                )
+            )
         if not s.a_up:
             continue
         found, note = _problems_regressed(s)
@@ -239,8 +268,17 @@ class _Sides:
     @classmethod
     def of(cls, kernel: str, A: "CampaignResult | None", B: "CampaignResult") -> "_Sides":
         a_up = A is not None and A.status != CampaignStatus.UNAVAILABLE
-        return cls(kernel, A, B, a_up, _gates_with_run(A) if a_up else {}, _gates_with_run(B),
-                   signed_findings(A) if a_up else [], signed_findings(B), _cut_short(A, B) if a_up else None)
+        return cls(
+            kernel,
+            A,
+            B,
+            a_up,
+            _gates_with_run(A) if a_up else {},
+            _gates_with_run(B),
+            signed_findings(A) if a_up else [],
+            signed_findings(B),
+            _cut_short(A, B) if a_up else None,
+        )
 
     @property
     def lost(self) -> FindingKind:
@@ -262,18 +300,32 @@ def _candidate_checked_nothing(ca: dict, cb: dict) -> list:
     """NOTHING_CHECKED: no campaign of the candidate ran (a candidate without the baseline's
     kernels already fails as coverage lost)."""
     if (cb or not ca) and all(c.status == CampaignStatus.UNAVAILABLE for c in cb.values()):
-        return [Finding("(all)", "coverage", "cases", FindingKind.NOTHING_CHECKED,
-                        f"the candidate checked nothing: {len(cb)} campaigns, none of them ran (a report that judged "
-                        "no case does not pass the gate)")]
+        return [
+            Finding(
+                "(all)",
+                "coverage",
+                "cases",
+                FindingKind.NOTHING_CHECKED,
+                f"the candidate checked nothing: {len(cb)} campaigns, none of them ran (a report that judged "
+                "no case does not pass the gate)",
+            )
+        ]
     return []
 
 
 def _kernel_checked_nothing(kernel: str, B: "CampaignResult | None") -> list:
     """NOTHING_CHECKED: the candidate's campaign of ``kernel`` judged no case."""
     if B is not None and checked_status(B.status, B.cases) == CampaignStatus.NOTHING_CHECKED:
-        return [Finding(kernel, "coverage", "cases", FindingKind.NOTHING_CHECKED,
-                        f"{kernel}: the candidate judged no case ({len(B.cases)} cases, none passed, "
-                        "failed or errored): nothing was checked, which never passes")]
+        return [
+            Finding(
+                kernel,
+                "coverage",
+                "cases",
+                FindingKind.NOTHING_CHECKED,
+                f"{kernel}: the candidate judged no case ({len(B.cases)} cases, none passed, "
+                "failed or errored): nothing was checked, which never passes",
+            )
+        ]
     return []
 
 
@@ -282,19 +334,35 @@ def _kernel_lost(kernel: str, A: "CampaignResult | None", B: "CampaignResult | N
     baseline ran it. None where its gates are compared; [] where there is nothing to compare
     (unavailable in both: a note)."""
     if B is None:
-        return [Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
-                        f"{kernel}: in the baseline, absent from the candidate")]
+        return [
+            Finding(
+                kernel,
+                "coverage",
+                "kernel",
+                FindingKind.COVERAGE,
+                f"{kernel}: in the baseline, absent from the candidate",
+            )
+        ]
     a_up = A is not None and A.status != CampaignStatus.UNAVAILABLE
     b_up = B.status != CampaignStatus.UNAVAILABLE
     if a_up and not b_up:
-        return [Finding(kernel, "coverage", "kernel", FindingKind.COVERAGE,
-                        f"{kernel}: ran in the baseline, unavailable in the candidate: {B.reason}")]
+        return [
+            Finding(
+                kernel,
+                "coverage",
+                "kernel",
+                FindingKind.COVERAGE,
+                f"{kernel}: ran in the baseline, unavailable in the candidate: {B.reason}",
+            )
+        ]
     if not b_up:
         notes.append(f"{kernel}: unavailable in both ({B.reason})")
         return []
     if not a_up:
-        notes.append(f"{kernel}: not run in the baseline ({'absent' if A is None else A.reason}); "
-                     f"its failures in the candidate count as new")
+        notes.append(
+            f"{kernel}: not run in the baseline ({'absent' if A is None else A.reason}); "
+            f"its failures in the candidate count as new"
+        )
     return None
 
 
@@ -303,17 +371,23 @@ def _setting_notes(s: _Sides) -> list:
     kernel, A, out = s.kernel, s.A, []
     sa, sb = A.settings if A is not None else {}, s.B.settings
     if A is not None and (sa.get("seed") is None or sa.get("seed") != sb.get("seed")):
-        out.append(f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
-                   f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N")
+        out.append(
+            f"{kernel}: seeds differ or are unset (baseline {sa.get('seed')!r}, candidate "
+            f"{sb.get('seed')!r}): the two drew different problems; run both with --seed N"
+        )
     if A is not None and bool(sa.get("hunt")) != bool(sb.get("hunt")):
         mode = {True: "hunted", False: "stopped at its first failure"}
-        out.append(f"{kernel}: the baseline {mode[bool(sa.get('hunt'))]}, the candidate "
-                   f"{mode[bool(sb.get('hunt'))]}: one side looked for more bugs than the other; run both "
-                   f"with the same --hunt/--first-failure")
+        out.append(
+            f"{kernel}: the baseline {mode[bool(sa.get('hunt'))]}, the candidate "
+            f"{mode[bool(sb.get('hunt'))]}: one side looked for more bugs than the other; run both "
+            f"with the same --hunt/--first-failure"
+        )
     if A is not None and sa.get("shard") != sb.get("shard"):
-        raise ReportError(f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
-                          f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
-                          f"(join shards with `difftest merge` first)")
+        raise ReportError(
+            f"kernel {kernel!r}: baseline shard {sa.get('shard')!r}, candidate shard "
+            f"{sb.get('shard')!r}: allowed the same shard on both sides, or whole campaigns "
+            f"(join shards with `difftest merge` first)"
+        )
     return out
 
 
@@ -324,18 +398,31 @@ def _settings_differ(s: _Sides) -> list:
     diffs = settings_differences(s.A.settings, s.B.settings)
     if not diffs:
         return []
-    return [Finding(s.kernel, "coverage", "settings", FindingKind.SETTINGS,
-                    f"{s.kernel}: the candidate ran with other gate settings ({'; '.join(diffs)}): its verdicts "
-                    f"are not comparable with the baseline's; run both sides with the same options")]
+    return [
+        Finding(
+            s.kernel,
+            "coverage",
+            "settings",
+            FindingKind.SETTINGS,
+            f"{s.kernel}: the candidate ran with other gate settings ({'; '.join(diffs)}): its verdicts "
+            f"are not comparable with the baseline's; run both sides with the same options",
+        )
+    ]
 
 
 def _gate_lost(s: _Sides, output, gate, x, y, verdict) -> tuple[list, str]:
     """COVERAGE (or not reached): an output x gate checked in the baseline, never in the candidate."""
     if y is None or not y["checked"]:
-        return [Finding(s.kernel, output, gate, s.lost,
-                        f"{s.kernel} {output}:{gate}: checked in {x['checked']} baseline cases, "
-                        "none in the candidate" + (f" ({s.cut})" if s.cut else ""))], \
-            "NOT REACHED" if s.cut else "COVERAGE LOST"
+        return [
+            Finding(
+                s.kernel,
+                output,
+                gate,
+                s.lost,
+                f"{s.kernel} {output}:{gate}: checked in {x['checked']} baseline cases, "
+                "none in the candidate" + (f" ({s.cut})" if s.cut else ""),
+            )
+        ], "NOT REACHED" if s.cut else "COVERAGE LOST"
     return [], verdict
 
 
@@ -350,19 +437,45 @@ def _gate_fails(s: _Sides, output, gate, x, y, verdict) -> tuple[list, str]:
     msg = _failing_message(case, output, gate)
     new_bugs = s.other_bugs(output, gate)
     if x and x["failed"] and new_bugs:
-        return [_finding(kernel, B, output, gate, FindingKind.REGRESSION,
-                         f"{kernel} {output}:{gate}: fails in the baseline too, but the candidate's finding "
-                         f"{new_bugs[0].id} is another bug ({new_bugs[0].describe()}): {msg}", case)], \
-            "REGRESSION (new bug)"
+        return [
+            _finding(
+                kernel,
+                B,
+                output,
+                gate,
+                FindingKind.REGRESSION,
+                f"{kernel} {output}:{gate}: fails in the baseline too, but the candidate's finding "
+                f"{new_bugs[0].id} is another bug ({new_bugs[0].describe()}): {msg}",
+                case,
+            )
+        ], "REGRESSION (new bug)"
     if x and x["failed"]:
-        return [_finding(kernel, B, output, gate, FindingKind.KNOWN,
-                         f"{kernel} {output}:{gate}: fails in the baseline too "
-                         f"({x['failed']} of {x['checked']} cases; candidate {y['failed']} of "
-                         f"{y['checked']}): {msg}", case)], "known failure"
-    return [_finding(kernel, B, output, gate, FindingKind.REGRESSION,
-                     f"{kernel} {output}:{gate}: {y['failed']} of {y['checked']} candidate cases fail, "
-                     + (f"0 of {x['checked']} in the baseline" if x else "not run in the baseline")
-                     + f": {msg}", case)], "REGRESSION"
+        return [
+            _finding(
+                kernel,
+                B,
+                output,
+                gate,
+                FindingKind.KNOWN,
+                f"{kernel} {output}:{gate}: fails in the baseline too "
+                f"({x['failed']} of {x['checked']} cases; candidate {y['failed']} of "
+                f"{y['checked']}): {msg}",
+                case,
+            )
+        ], "known failure"
+    return [
+        _finding(
+            kernel,
+            B,
+            output,
+            gate,
+            FindingKind.REGRESSION,
+            f"{kernel} {output}:{gate}: {y['failed']} of {y['checked']} candidate cases fail, "
+            + (f"0 of {x['checked']} in the baseline" if x else "not run in the baseline")
+            + f": {msg}",
+            case,
+        )
+    ], "REGRESSION"
 
 
 def _ratio_grew(s: _Sides, output, gate, x, y, verdict, max_ratio_growth, min_ratio) -> tuple[list, str]:
@@ -373,23 +486,40 @@ def _ratio_grew(s: _Sides, output, gate, x, y, verdict, max_ratio_growth, min_ra
     allowed = (1.0 + max_ratio_growth) * max(wa, min_ratio)
     if wb <= allowed:
         return [], verdict
-    return [_finding(s.kernel, s.B, output, gate, FindingKind.RATIO,
-                     f"{s.kernel} {output}:{gate}: worst error ratio grew {wa:.3g} -> {wb:.3g} "
-                     f"(allowed up to {allowed:.3g}: "
-                     f"--max-ratio-growth {max_ratio_growth:g} over max(baseline, {min_ratio:g}))",
-                     _worst_case(s.B, output, gate))], "RATIO GREW" if verdict == "ok" else verdict
+    return [
+        _finding(
+            s.kernel,
+            s.B,
+            output,
+            gate,
+            FindingKind.RATIO,
+            f"{s.kernel} {output}:{gate}: worst error ratio grew {wa:.3g} -> {wb:.3g} "
+            f"(allowed up to {allowed:.3g}: "
+            f"--max-ratio-growth {max_ratio_growth:g} over max(baseline, {min_ratio:g}))",
+            _worst_case(s.B, output, gate),
+        )
+    ], "RATIO GREW" if verdict == "ok" else verdict
 
 
 def _determinism_lost(s: _Sides, output, gate, x, y, verdict) -> tuple[list, str]:
     """DETERMINISM: bitwise equal in every baseline case, differing in some candidate case."""
-    if not (x and y and gate in DETERMINISM_GATES and x["checked"] and not x["differing_cases"]
-            and y["differing_cases"]):
+    if not (
+        x and y and gate in DETERMINISM_GATES and x["checked"] and not x["differing_cases"] and y["differing_cases"]
+    ):
         return [], verdict
-    return [_finding(s.kernel, s.B, output, gate, FindingKind.DETERMINISM,
-                     f"{s.kernel} {output}: determinism lost: bitwise equal in all {x['checked']} "
-                     "baseline cases, "
-                     f"differs in {y['differing_cases']} of {y['checked']} candidate cases",
-                     _first_differing(s.B, output, gate))], "DETERMINISM LOST" if verdict == "ok" else verdict
+    return [
+        _finding(
+            s.kernel,
+            s.B,
+            output,
+            gate,
+            FindingKind.DETERMINISM,
+            f"{s.kernel} {output}: determinism lost: bitwise equal in all {x['checked']} "
+            "baseline cases, "
+            f"differs in {y['differing_cases']} of {y['checked']} candidate cases",
+            _first_differing(s.B, output, gate),
+        )
+    ], "DETERMINISM LOST" if verdict == "ok" else verdict
 
 
 def _problems_regressed(s: _Sides) -> tuple[list, str]:
@@ -411,16 +541,34 @@ def _problems_regressed(s: _Sides) -> tuple[list, str]:
             skipped.append(bc)
     for (output, gate), bcs in newly.items():
         more = f" (and {len(bcs) - 1} more)" if len(bcs) > 1 else ""
-        out.append(_finding(kernel, B, output, gate, FindingKind.REGRESSION,
-                            f"{kernel}: a problem that passed in the baseline {bcs[0].status} in the candidate"
-                            f"{more}: {_failing_message(bcs[0], output, gate)}", bcs[0]))
+        out.append(
+            _finding(
+                kernel,
+                B,
+                output,
+                gate,
+                FindingKind.REGRESSION,
+                f"{kernel}: a problem that passed in the baseline {bcs[0].status} in the candidate"
+                f"{more}: {_failing_message(bcs[0], output, gate)}",
+                bcs[0],
+            )
+        )
     if skipped:
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-        out.append(Finding(kernel, "coverage", "cases", FindingKind.COVERAGE,
-                           f"{kernel}: a problem run in the baseline is skipped in the candidate{more}: "
-                           f"{skipped[0].reason}", case=skipped[0]))
-    note = (f"{kernel}: {common} of {len(A.cases)} baseline problems also ran in the candidate "
-            f"({len(B.cases)} candidate cases)")
+        out.append(
+            Finding(
+                kernel,
+                "coverage",
+                "cases",
+                FindingKind.COVERAGE,
+                f"{kernel}: a problem run in the baseline is skipped in the candidate{more}: {skipped[0].reason}",
+                case=skipped[0],
+            )
+        )
+    note = (
+        f"{kernel}: {common} of {len(A.cases)} baseline problems also ran in the candidate "
+        f"({len(B.cases)} candidate cases)"
+    )
     return out, note
 
 
@@ -430,9 +578,16 @@ def _features_lost(s: _Sides) -> list:
     hit_b = set(s.B.coverage.get("hit") or {})
     if not hit_a - hit_b:
         return []
-    return [Finding(s.kernel, "coverage", "features", s.lost,
-                    f"{s.kernel}: coverage features hit in the baseline, not in the candidate: "
-                    f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({s.cut})" if s.cut else ""))]
+    return [
+        Finding(
+            s.kernel,
+            "coverage",
+            "features",
+            s.lost,
+            f"{s.kernel}: coverage features hit in the baseline, not in the candidate: "
+            f"{', '.join(sorted(hit_a - hit_b))}" + (f" ({s.cut})" if s.cut else ""),
+        )
+    ]
 
 
 def _pairs_lost(s: _Sides) -> list:
@@ -440,10 +595,18 @@ def _pairs_lost(s: _Sides) -> list:
     lost_pairs = _lost_pairs(s.A, s.B)
     if not lost_pairs:
         return []
-    return [Finding(s.kernel, "coverage", "pairs", s.lost,
-                    f"{s.kernel}: {len(lost_pairs)} configuration pairs covered in the baseline, not in the "
-                    f"candidate: {', '.join(lost_pairs[:6])}" + (" ..." if len(lost_pairs) > 6 else "")
-                    + (f" ({s.cut})" if s.cut else ""))]
+    return [
+        Finding(
+            s.kernel,
+            "coverage",
+            "pairs",
+            s.lost,
+            f"{s.kernel}: {len(lost_pairs)} configuration pairs covered in the baseline, not in the "
+            f"candidate: {', '.join(lost_pairs[:6])}"
+            + (" ..." if len(lost_pairs) > 6 else "")
+            + (f" ({s.cut})" if s.cut else ""),
+        )
+    ]
 
 
 def _testcases(res: GateResult, ca: dict, cb: dict, sides: list) -> None:
@@ -479,8 +642,10 @@ def _cut_short(a: "CampaignResult", b: "CampaignResult") -> str | None:
     candidate that draws otherwise (a narrower capability, another seed) has another corpus or
     runs Problems the baseline never did."""
     if b.status == CampaignStatus.FAILED and not b.hunt:
-        return (f"the candidate stopped at its first failure (case {b.examples_to_fail}): what it did not "
-                f"run is not lost coverage")
+        return (
+            f"the candidate stopped at its first failure (case {b.examples_to_fail}): what it did not "
+            f"run is not lost coverage"
+        )
     unrun = b.unrun
     corpus = [x.settings.get("edge_cases") for x in (a, b)]
     if not unrun or corpus[0] != corpus[1]:
@@ -489,8 +654,10 @@ def _cut_short(a: "CampaignResult", b: "CampaignResult") -> str | None:
     cases_b = b.cases
     if any(c.problem not in ran_a for c in cases_b):
         return None
-    return (f"the candidate's search budget ran out after {len(cases_b)} of the baseline's "
-            f"{len(ran_a)} problems, {unrun} drawn problems left unrun; rerun it with a larger --time-budget")
+    return (
+        f"the candidate's search budget ran out after {len(cases_b)} of the baseline's "
+        f"{len(ran_a)} problems, {unrun} drawn problems left unrun; rerun it with a larger --time-budget"
+    )
 
 
 _COMPARED = ("gates", "poison", "second_reference")  # what a verdict depends on (operational knobs left out)
@@ -511,8 +678,10 @@ def settings_differences(sa: dict, sb: dict) -> list[str]:
     from difftest.judge.gates import GateConfig  # loads torch: `difftest gate` only needs it here
 
     ca, cb = sa.get("config") or {}, sb.get("config") or {}
-    ca, cb = ({**c, "gates": {**c["gates"], "k": GateConfig.listed_k(c["gates"])}}
-              if isinstance(c.get("gates"), dict) else c for c in (ca, cb))
+    ca, cb = (
+        {**c, "gates": {**c["gates"], "k": GateConfig.listed_k(c["gates"])}} if isinstance(c.get("gates"), dict) else c
+        for c in (ca, cb)
+    )
     la = dict(_leaves({k: ca[k] for k in _COMPARED if k in ca}))
     lb = dict(_leaves({k: cb[k] for k in _COMPARED if k in cb}))
     out = [f"{k} {la[k]!r} -> {lb[k]!r}" for k in la if k in lb and la[k] != lb[k]]
@@ -568,9 +737,16 @@ def render(res: GateResult) -> str:
     blocking = [f for f in res.findings if f.blocking]
     lines.append("")
     count = {k: sum(f.kind == k for f in res.findings) for k in NOT_BLOCKING}
-    listed = [f"{n} {what}" for what, n in (("known failures", count[FindingKind.KNOWN]),
-                                             ("not reached", count[FindingKind.INCOMPLETE])) if n]
-    lines.append("gate: PASSED" + (f" ({', '.join(listed)})" if listed else "")
-                 if res.passed else "gate: NOTHING CHECKED (the candidate judged no case)" if res.checked_nothing
-                 else f"gate: FAILED ({len(blocking)} findings)")
+    listed = [
+        f"{n} {what}"
+        for what, n in (("known failures", count[FindingKind.KNOWN]), ("not reached", count[FindingKind.INCOMPLETE]))
+        if n
+    ]
+    lines.append(
+        "gate: PASSED" + (f" ({', '.join(listed)})" if listed else "")
+        if res.passed
+        else "gate: NOTHING CHECKED (the candidate judged no case)"
+        if res.checked_nothing
+        else f"gate: FAILED ({len(blocking)} findings)"
+    )
     return "\n".join(lines)

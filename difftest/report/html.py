@@ -96,8 +96,9 @@ def _hints_html(c: "CampaignResult") -> list[str]:
     out += [f'<p class="meta hint">{_e(n)}</p>' for n in notes]
     if c.timing is not None:
         try:
-            out.append(f"<details><summary>Where the time went</summary><pre>{_e(render_timing(c.timing))}"
-                       "</pre></details>")
+            out.append(
+                f"<details><summary>Where the time went</summary><pre>{_e(render_timing(c.timing))}</pre></details>"
+            )
         except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError):
             pass
     return out
@@ -108,19 +109,29 @@ def _pairs_html(k: str, pairs: dict) -> list[str]:
     if not pairs:
         return []
     claimed, covered = pairs.get("claimed", 0), pairs.get("covered", 0)
-    out = [f'<h3>Configuration pairs: <span data-k="{_e(k)}/pairs_covered">{covered}</span> of '
-           f'<span data-k="{_e(k)}/pairs_claimed">{claimed}</span> covered'
-           + (f', {pairs["explained"]} explained by findings' if pairs.get("explained") else "") + "</h3>",
-           "<table><tr><th>dimensions</th><th>covered</th><th>claimed</th></tr>"]
+    out = [
+        f'<h3>Configuration pairs: <span data-k="{_e(k)}/pairs_covered">{covered}</span> of '
+        f'<span data-k="{_e(k)}/pairs_claimed">{claimed}</span> covered'
+        + (f", {pairs['explained']} explained by findings" if pairs.get("explained") else "")
+        + "</h3>",
+        "<table><tr><th>dimensions</th><th>covered</th><th>claimed</th></tr>",
+    ]
     for name, (c, n) in sorted((pairs.get("by_dimensions") or {}).items(), key=lambda kv: kv[1][0] / max(1, kv[1][1])):
         row_cls = ' class="bad"' if c < n else ""
-        out.append(f"<tr{row_cls}><td>{_e(name)}</td>" + _num(c, f"{k}/pairs/{name}/covered")
-                   + _num(n, f"{k}/pairs/{name}/claimed") + "</tr>")
+        out.append(
+            f"<tr{row_cls}><td>{_e(name)}</td>"
+            + _num(c, f"{k}/pairs/{name}/covered")
+            + _num(n, f"{k}/pairs/{name}/claimed")
+            + "</tr>"
+        )
     out.append("</table>")
     missing = pairs.get("missing") or []
     if missing:
-        out.append(f"<details><summary>{len(missing)} pairs not covered</summary><div>"
-                   + "".join(f'<span class="chip miss">{_e(m)}</span>' for m in missing[:400]) + "</div></details>")
+        out.append(
+            f"<details><summary>{len(missing)} pairs not covered</summary><div>"
+            + "".join(f'<span class="chip miss">{_e(m)}</span>' for m in missing[:400])
+            + "</div></details>"
+        )
     return out
 
 
@@ -135,8 +146,10 @@ def histogram_svg(ratios_by_output: dict, width: int = 720) -> str:
     left, right, row_h, top = 60, 150, 46, 8
     plot_w = width - left - right
     height = top + row_h * len(rows) + 30
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-           f'aria-label="error ratio distribution per output">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="error ratio distribution per output">'
+    ]
 
     def x_of(lg):
         return left + (lg - LOG_MIN) / (LOG_MAX - LOG_MIN) * plot_w
@@ -158,20 +171,31 @@ def histogram_svg(ratios_by_output: dict, width: int = 720) -> str:
             h = max(2.0, (row_h - 14) * c / peak)
             lo = LOG_MIN + b * BIN
             colour = "#cf222e" if lo >= 0 else "#0969da"
-            span = (f"ratio <= 1e{lo + BIN:g}" if b == 0 else f"ratio >= 1e{lo:g} (or not finite)"
-                    if b == n_bins - 1 else f"ratio 1e{lo:g}..1e{lo + BIN:g}")
-            out.append(f'<rect x="{x_of(lo) + 0.5:.1f}" y="{base - h:.1f}" width="{plot_w / n_bins - 1:.1f}" '
-                       f'height="{h:.1f}" fill="{colour}"><title>{c} cases, {span}</title></rect>')
+            span = (
+                f"ratio <= 1e{lo + BIN:g}"
+                if b == 0
+                else f"ratio >= 1e{lo:g} (or not finite)"
+                if b == n_bins - 1
+                else f"ratio 1e{lo:g}..1e{lo + BIN:g}"
+            )
+            out.append(
+                f'<rect x="{x_of(lo) + 0.5:.1f}" y="{base - h:.1f}" width="{plot_w / n_bins - 1:.1f}" '
+                f'height="{h:.1f}" fill="{colour}"><title>{c} cases, {span}</title></rect>'
+            )
         out.append(f'<text x="{left + plot_w + 8}" y="{base - 12}">n={len(rs)} worst {ratio_text(max(rs))}</text>')
     x1 = x_of(0.0)
-    out.append(f'<line x1="{x1:.1f}" y1="{top}" x2="{x1:.1f}" y2="{top + row_h * len(rows)}" stroke="#cf222e" '
-               f'stroke-dasharray="4 3"/>')
+    out.append(
+        f'<line x1="{x1:.1f}" y1="{top}" x2="{x1:.1f}" y2="{top + row_h * len(rows)}" stroke="#cf222e" '
+        f'stroke-dasharray="4 3"/>'
+    )
     axis_y = top + row_h * len(rows) + 14
     for lg in range(int(LOG_MIN), int(LOG_MAX) + 1):
         label = "1" if lg == 0 else f"1e{lg}"
         out.append(f'<text x="{x_of(lg):.1f}" y="{axis_y}" text-anchor="middle">{label}</text>')
-    out.append(f'<text x="{left + plot_w / 2}" y="{axis_y + 14}" text-anchor="middle">'
-               f'error ratio (error / limit; the red line is the limit)</text>')
+    out.append(
+        f'<text x="{left + plot_w / 2}" y="{axis_y + 14}" text-anchor="middle">'
+        f"error ratio (error / limit; the red line is the limit)</text>"
+    )
     out.append("</svg>")
     return "".join(out)
 
@@ -181,8 +205,7 @@ def _kernel_section(c: "CampaignResult") -> str:
     s = c.settings
     cases = c.cases
     counts = {st: sum(1 for x in cases if x.status == st) for st in ("passed", "failed", "error", "skipped")}
-    out = [f'<h2 id="{_e(k)}">{_e(k)} <span class="{_e(c.status)}" data-k="{_e(k)}/status">'
-           f'{_e(c.status)}</span></h2>']
+    out = [f'<h2 id="{_e(k)}">{_e(k)} <span class="{_e(c.status)}" data-k="{_e(k)}/status">{_e(c.status)}</span></h2>']
     meta = [f"profile {c.profile or None}", f"seed {s.get('seed')}", f"{c.elapsed:.1f} s"]
     if s.get("shard"):
         meta.append(f"shard {s['shard']}")
@@ -194,15 +217,20 @@ def _kernel_section(c: "CampaignResult") -> str:
     if c.status == CampaignStatus.UNAVAILABLE:
         out.append(f"<p>Unavailable: {_e(c.reason)}</p>")
         return "\n".join(out)
-    out.append("<table><tr><th>cases</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr><tr>"
-               + _num(len(cases), f"{k}/cases") + "".join(_num(counts[st], f"{k}/{st}") for st in counts)
-               + "</tr></table>")
+    out.append(
+        "<table><tr><th>cases</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr><tr>"
+        + _num(len(cases), f"{k}/cases")
+        + "".join(_num(counts[st], f"{k}/{st}") for st in counts)
+        + "</tr></table>"
+    )
     out += _hints_html(c)
     # coverage
     cov = c.coverage
     hit, missing = cov.get("hit") or {}, cov.get("missing") or []
-    out.append(f'<h3>Coverage: <span data-k="{_e(k)}/features_hit">{len(hit)}</span> features hit, '
-               f'<span data-k="{_e(k)}/features_missing">{len(missing)}</span> missing</h3><div>')
+    out.append(
+        f'<h3>Coverage: <span data-k="{_e(k)}/features_hit">{len(hit)}</span> features hit, '
+        f'<span data-k="{_e(k)}/features_missing">{len(missing)}</span> missing</h3><div>'
+    )
     out += [f'<span class="chip" title="{n} cases">{_e(f)} ×{n}</span>' for f, n in hit.items()]
     out += [f'<span class="chip miss" title="expected, never drawn">{_e(f)}</span>' for f in missing]
     out.append("</div>")
@@ -221,26 +249,34 @@ def _kernel_section(c: "CampaignResult") -> str:
     out.append(histogram_svg(ratios))
     gates = gate_results(c)
     limited = triage.summarize(cases)["overflow_limited"]
-    out.append("<table><tr><th>output</th><th>cases</th><th>failed</th><th>worst ratio</th><th>gates failing</th>"
-               "<th>triage</th></tr>")
+    out.append(
+        "<table><tr><th>output</th><th>cases</th><th>failed</th><th>worst ratio</th><th>gates failing</th>"
+        "<th>triage</th></tr>"
+    )
     for o in OUTPUTS:
         if o not in ratios and not any(key[0] == o for key in gates):
             continue
         checked = max((g["checked"] for key, g in gates.items() if key[0] == o), default=0)
         failing = [f"{key[1]} ({g['failed']})" for key, g in gates.items() if key[0] == o and g["failed"]]
-        n_failed = sum(1 for x in cases if x.status != Status.SKIPPED and any(
-            v.output == o and not v.passed for v in x.verdicts))
+        n_failed = sum(
+            1 for x in cases if x.status != Status.SKIPPED and any(v.output == o and not v.passed for v in x.verdicts)
+        )
         row_cls = ' class="bad"' if failing else ""
-        out.append(f"<tr{row_cls}><td>{_e(o)}</td>" + _num(checked, f"{k}/{o}/cases")
-                   + _num(n_failed, f"{k}/{o}/failed") + _ratio(max(ratios.get(o, [0.0])), f"{k}/{o}/worst")
-                   + f"<td>{_e(', '.join(failing))}</td><td>{_e(overflow_note(limited, o))}</td></tr>")
+        out.append(
+            f"<tr{row_cls}><td>{_e(o)}</td>"
+            + _num(checked, f"{k}/{o}/cases")
+            + _num(n_failed, f"{k}/{o}/failed")
+            + _ratio(max(ratios.get(o, [0.0])), f"{k}/{o}/worst")
+            + f"<td>{_e(', '.join(failing))}</td><td>{_e(overflow_note(limited, o))}</td></tr>"
+        )
     out.append("</table>")
     # worst cases
-    ranked = sorted((x for x in cases if x.status in (Status.PASSED, Status.FAILED)),
-                    key=lambda x: -x.worst_ratio)[:5]
+    ranked = sorted((x for x in cases if x.status in (Status.PASSED, Status.FAILED)), key=lambda x: -x.worst_ratio)[:5]
     if ranked:
-        out.append("<h3>Worst cases</h3><table><tr><th>problem</th><th>output</th><th>ratio</th>"
-                   "<th>worst element (seq, token, head, dim)</th><th>got</th><th>truth</th></tr>")
+        out.append(
+            "<h3>Worst cases</h3><table><tr><th>problem</th><th>output</th><th>ratio</th>"
+            "<th>worst element (seq, token, head, dim)</th><th>got</th><th>truth</th></tr>"
+        )
         for x in ranked:
             vs = [v for v in x.verdicts if v.gate == "budget"]
             if not vs:
@@ -248,8 +284,10 @@ def _kernel_section(c: "CampaignResult") -> str:
             v = max(vs, key=ratio)
             w = v.worst or {}
             where = ", ".join(f"{n} {w[n]}" for n in ("seq", "token", "head", "dim") if n in w)
-            out.append(f"<tr><td>{_e(x.problem.short())}</td><td>{_e(v.output)}</td>{_ratio(ratio(v))}"
-                       f"<td>{_e(where)}</td>{_num(w.get('got'))}{_num(w.get('truth'))}</tr>")
+            out.append(
+                f"<tr><td>{_e(x.problem.short())}</td><td>{_e(v.output)}</td>{_ratio(ratio(v))}"
+                f"<td>{_e(where)}</td>{_num(w.get('got'))}{_num(w.get('truth'))}</tr>"
+            )
         out.append("</table>")
     out += _findings_section(c)
     # failures
@@ -273,26 +311,37 @@ def _kernel_section(c: "CampaignResult") -> str:
         out.append("<table><tr><th>problem</th><th>status</th><th>failed gates / reason</th></tr>")
         for x in failing[:20]:
             why = ", ".join(x.failed_gates) or x.reason.strip().split("\n")[0][:200]
-            out.append(f"<tr><td>{_e(x.problem.short())}</td><td class='{_e(x.status)}'>{_e(x.status)}"
-                       f"</td><td>{_e(why)}</td></tr>")
-        out.append("</table>" + (f"<p>… and {len(failing) - 20} more (report.json has them all)</p>"
-                                 if len(failing) > 20 else ""))
+            out.append(
+                f"<tr><td>{_e(x.problem.short())}</td><td class='{_e(x.status)}'>{_e(x.status)}"
+                f"</td><td>{_e(why)}</td></tr>"
+            )
+        out.append(
+            "</table>"
+            + (f"<p>… and {len(failing) - 20} more (report.json has them all)</p>" if len(failing) > 20 else "")
+        )
     # determinism
     det = {key: g for key, g in gates.items() if key[1] in ("determinism", "determinism_info")}
     out.append("<h3>Determinism</h3>")
     if not det:
         out.append("<p>Not measured (one call per case; run with <code>--determinism N</code>).</p>")
     else:
-        runs = max(v.numbers.get("runs", 0) for x in cases for v in x.verdicts
-                   if v.gate in ("determinism", "determinism_info"))
+        runs = max(
+            v.numbers.get("runs", 0) for x in cases for v in x.verdicts if v.gate in ("determinism", "determinism_info")
+        )
         claimed = any(key[1] == "determinism" for key in det)
-        out.append(f"<p>{runs} calls per case; "
-                   f"{'claimed by the kernel (a gate)' if claimed else 'measured, not claimed'}"
-                   "</p><table><tr><th>output</th><th>cases</th><th>cases differing</th></tr>")
+        out.append(
+            f"<p>{runs} calls per case; "
+            f"{'claimed by the kernel (a gate)' if claimed else 'measured, not claimed'}"
+            "</p><table><tr><th>output</th><th>cases</th><th>cases differing</th></tr>"
+        )
         for (o, _), g in sorted(det.items(), key=lambda kv: OUTPUTS.index(kv[0][0]) if kv[0][0] in OUTPUTS else 99):
             bad = ' class="bad"' if g["differing_cases"] else ""
-            out.append(f"<tr{bad}><td>{_e(o)}</td>"
-                       + _num(g["checked"]) + _num(g["differing_cases"], f"{k}/{o}/nondeterministic") + "</tr>")
+            out.append(
+                f"<tr{bad}><td>{_e(o)}</td>"
+                + _num(g["checked"])
+                + _num(g["differing_cases"], f"{k}/{o}/nondeterministic")
+                + "</tr>"
+            )
         out.append("</table>")
     return "\n".join(out)
 
@@ -303,27 +352,37 @@ def _findings_section(c: "CampaignResult") -> list[str]:
     findings = c.findings
     if not findings:
         return []
-    out = [f'<h3>Findings: <span data-k="{_e(k)}/findings">{len(findings)}</span> distinct '
-           f'({"hunt: the search went on after each" if c.hunt else "first failure"})</h3>']
+    out = [
+        f'<h3>Findings: <span data-k="{_e(k)}/findings">{len(findings)}</span> distinct '
+        f"({'hunt: the search went on after each' if c.hunt else 'first failure'})</h3>"
+    ]
     if c.explained_skipped:
         out.append(f'<p class="meta">{_e(c.explained_skipped)} drawn problems not run: a finding explains them</p>')
     if c.unexplained:
-        out.append(f'<p class="meta">{_e(c.unexplained)} failing cases no finding explains '
-                   f'(findings cap or budget reached)</p>')
-    out.append("<table><tr><th>finding</th><th>status</th><th>cases</th><th>first seen</th><th>signature</th>"
-               "<th>shrunk problem</th><th>reproducer</th></tr>")
+        out.append(
+            f'<p class="meta">{_e(c.unexplained)} failing cases no finding explains '
+            f"(findings cap or budget reached)</p>"
+        )
+    out.append(
+        "<table><tr><th>finding</th><th>status</th><th>cases</th><th>first seen</th><th>signature</th>"
+        "<th>shrunk problem</th><th>reproducer</th></tr>"
+    )
     for f in findings:
-        sig, seen, rep = (f.get(x) if isinstance(f.get(x), dict) else {}  # a hand-edited report: no crash
-                          for x in ("signature", "first_seen", "reproducer"))
+        sig, seen, rep = (
+            f.get(x) if isinstance(f.get(x), dict) else {}  # a hand-edited report: no crash
+            for x in ("signature", "first_seen", "reproducer")
+        )
         shrunk = finding_case(f, k)
         repro = rep.get("py") or rep.get("json") or ""
         cls = "known" if f.get("status") == "known" else "REGRESSION"
-        out.append(f'<tr><td>{_e(f.get("id", ""))}</td><td class="{cls}">{_e(f.get("status", ""))}</td>'
-                   + _num(f.get("hits", 0), f"{k}/finding/{f.get('id', '')}/cases")
-                   + f'<td>{_e("case " + str(seen["case"]) if seen.get("case") else "not hit")}</td>'
-                   f'<td>{_e(sig.get("describe", ""))}</td>'
-                   f'<td>{_e(shrunk.problem.short() if shrunk else "")}</td>'
-                   f'<td>{_e(repro)}</td></tr>')
+        out.append(
+            f'<tr><td>{_e(f.get("id", ""))}</td><td class="{cls}">{_e(f.get("status", ""))}</td>'
+            + _num(f.get("hits", 0), f"{k}/finding/{f.get('id', '')}/cases")
+            + f"<td>{_e('case ' + str(seen['case']) if seen.get('case') else 'not hit')}</td>"
+            f"<td>{_e(sig.get('describe', ''))}</td>"
+            f"<td>{_e(shrunk.problem.short() if shrunk else '')}</td>"
+            f"<td>{_e(repro)}</td></tr>"
+        )
     out.append("</table>")
     return out
 
@@ -350,14 +409,20 @@ def render_html(doc, gate=None, title: str = "difftest report") -> str:
     head = [f"{meta.get('created', '')}", f"host {meta.get('host', '')}", f"torch {meta.get('torch', '')}"]
     if meta.get("cuda"):
         head.append(str(meta["cuda"]))
-    rows = "".join(f'<tr><td><a href="#{_e(c.kernel)}">{_e(c.kernel)}</a></td>'
-                   f'<td class="{_e(c.status)}">{_e(c.status)}</td>'
-                   + _num(len(c.cases)) + _ratio(kernel_worst(c), f"{c.kernel}/worst")
-                   + "</tr>" for c in camps)
+    rows = "".join(
+        f'<tr><td><a href="#{_e(c.kernel)}">{_e(c.kernel)}</a></td>'
+        f'<td class="{_e(c.status)}">{_e(c.status)}</td>'
+        + _num(len(c.cases))
+        + _ratio(kernel_worst(c), f"{c.kernel}/worst")
+        + "</tr>"
+        for c in camps
+    )
     body = [f"<h1>{_e(title)}</h1>", f'<p class="meta">{_e(" · ".join(head))}</p>']
     if gate is not None:
         body.append(_gate_section(gate))
     body.append("<table><tr><th>kernel</th><th>status</th><th>cases</th><th>worst ratio</th></tr>" + rows + "</table>")
     body += [_kernel_section(c) for c in camps]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )

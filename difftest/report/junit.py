@@ -31,8 +31,14 @@ def _detail(f) -> str:
         lines += [f"  {v.message}" for v in f.case.verdicts if not v.passed and v.message]
         if f.case.reason:
             lines.append(f"reason: {f.case.reason.strip()}")
-    lines.append(f"reproducer: {f.reproducer}" if f.reproducer else "reproducer: none written (not the campaign's "
-                 "shrunk failure; replay the problem above with `difftest repro`)" if f.case else "")
+    lines.append(
+        f"reproducer: {f.reproducer}"
+        if f.reproducer
+        else "reproducer: none written (not the campaign's "
+        "shrunk failure; replay the problem above with `difftest repro`)"
+        if f.case
+        else ""
+    )
     return _clean("\n".join(x for x in lines if x))
 
 
@@ -51,13 +57,20 @@ def junit_xml(res) -> str:
             known = [f for f in findings if not f.blocking]
             if blocking:
                 n_fail += 1
-                el = ET.SubElement(tc, "failure", message=_clean(blocking[0].message.splitlines()[0][:500]),
-                                   type=",".join(dict.fromkeys(f.kind for f in blocking)))
+                el = ET.SubElement(
+                    tc,
+                    "failure",
+                    message=_clean(blocking[0].message.splitlines()[0][:500]),
+                    type=",".join(dict.fromkeys(f.kind for f in blocking)),
+                )
                 el.text = "\n\n".join(_detail(f) for f in blocking)
             elif known:
                 n_skip += 1
-                why = ("not reached in the candidate's search budget: " if known[0].kind == FindingKind.INCOMPLETE
-                       else "known failure (fails in the baseline too): ")
+                why = (
+                    "not reached in the candidate's search budget: "
+                    if known[0].kind == FindingKind.INCOMPLETE
+                    else "known failure (fails in the baseline too): "
+                )
                 el = ET.SubElement(tc, "skipped", message=_clean(why + known[0].message.splitlines()[0][:400]))
                 el.text = "\n\n".join(_detail(f) for f in known)
         suite.set("tests", str(len(cases)))

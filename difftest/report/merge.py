@@ -47,8 +47,13 @@ def merged_pairs(records) -> dict:
         if name in by:
             by[name][0] -= 1
     claimed = parts[0].get("claimed", 0)
-    return {**parts[0], "covered": claimed - len(missing), "missing": sorted(missing), "by_dimensions": by,
-            "explained": min(p.get("explained", 0) for p in parts)}
+    return {
+        **parts[0],
+        "covered": claimed - len(missing),
+        "missing": sorted(missing),
+        "by_dimensions": by,
+        "explained": min(p.get("explained", 0) for p in parts),
+    }
 
 
 def _shard(c: "CampaignResult"):
@@ -65,8 +70,9 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
     if len(parts) > 1:
         if None in shards:
             srcs = ", ".join(str(p) for p, c in parts)
-            raise ReportError(f"kernel {kernel!r} appears in {srcs} without --shard: allowed once per kernel, "
-                              f"or once per shard I/N")
+            raise ReportError(
+                f"kernel {kernel!r} appears in {srcs} without --shard: allowed once per kernel, or once per shard I/N"
+            )
         ns = {n for _, n in shards}
         if len(ns) > 1:
             raise ReportError(f"kernel {kernel!r}: shards of different counts {sorted(ns)}: allowed one N")
@@ -83,16 +89,21 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
             s = c.settings
             for k in _SAME:
                 if s.get(k) != first.get(k):
-                    raise ReportError(f"kernel {kernel!r}: {src} was run with {k}={s.get(k)!r}, "
-                                      f"{parts[0][0]} with {first.get(k)!r}: allowed shards of one campaign")
+                    raise ReportError(
+                        f"kernel {kernel!r}: {src} was run with {k}={s.get(k)!r}, "
+                        f"{parts[0][0]} with {first.get(k)!r}: allowed shards of one campaign"
+                    )
             if c.profile != parts[0][1].profile:
-                raise ReportError(f"kernel {kernel!r}: {src} ran profile {c.profile!r}, {parts[0][0]} "
-                                  f"{parts[0][1].profile!r}: allowed shards of one campaign")
+                raise ReportError(
+                    f"kernel {kernel!r}: {src} ran profile {c.profile!r}, {parts[0][0]} "
+                    f"{parts[0][1].profile!r}: allowed shards of one campaign"
+                )
     elif shards[0] is not None and shards[0][1] > 1:
         i, n = shards[0]
         missing = [f"{j}/{n}" for j in range(n) if j != i]
-        raise ReportError(f"kernel {kernel!r}: only shard {i}/{n} given, shard(s) {', '.join(missing)} missing: "
-                          f"merge needs all {n}")
+        raise ReportError(
+            f"kernel {kernel!r}: only shard {i}/{n} given, shard(s) {', '.join(missing)} missing: merge needs all {n}"
+        )
     order = sorted(range(len(parts)), key=lambda j: shards[j] or (0, 1))
     parts = [parts[j] for j in order]
     cases, seen, dropped = [], set(), 0
@@ -123,12 +134,18 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
             if isinstance(v, (int, float)):
                 compile_stats[k] = compile_stats.get(k, 0) + v
     settings = dict(recs[0].settings)
-    settings.update(shard=None, shards=len(parts) if shards[0] is not None else None,
-                    edge_cases=sum(c.settings.get("edge_cases") or 0 for c in recs),
-                    replayed_failures=sum(c.settings.get("replayed_failures") or 0 for c in recs),
-                    duplicates_dropped=dropped, merged_from=[str(p) for p, _ in parts])
+    settings.update(
+        shard=None,
+        shards=len(parts) if shards[0] is not None else None,
+        edge_cases=sum(c.settings.get("edge_cases") or 0 for c in recs),
+        replayed_failures=sum(c.settings.get("replayed_failures") or 0 for c in recs),
+        duplicates_dropped=dropped,
+        merged_from=[str(p) for p, _ in parts],
+    )
     return {
-        "kernel": kernel, "profile": recs[0].profile, "status": status,
+        "kernel": kernel,
+        "profile": recs[0].profile,
+        "status": status,
         "reason": "; ".join(dict.fromkeys(c.reason for c in recs if c.reason)),
         "examples": len(cases),
         "counts": {s: sum(1 for c in cases if c.status == s) for s in ("passed", "failed", "error", "skipped")},
@@ -139,18 +156,25 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         "unrun": sum(c.unrun for c in recs),
         "compile_keys": sum(c.compile_keys for c in recs),
         "compile_stats": compile_stats or None,
-        "coverage": {"hit": dict(sorted(hit.items())), "missing": sorted(missing or ()),
-                     **({"beyond_profile": beyond} if beyond else {}),
-                     **({"pairs": pairs} if (pairs := merged_pairs(available)) else {})},
+        "coverage": {
+            "hit": dict(sorted(hit.items())),
+            "missing": sorted(missing or ()),
+            **({"beyond_profile": beyond} if beyond else {}),
+            **({"pairs": pairs} if (pairs := merged_pairs(available)) else {}),
+        },
         "outputs": output_stats(cases),
         "failure": failing[0].failure.to_dict() if failing else None,
         "reproducer": failing[0].reproducer if failing else None,
-        "failures": [{"shard": c.settings.get("shard"), "failure": c.failure.to_dict(),
-                      "reproducer": c.reproducer} for c in failing],
-        "hunt": any(c.hunt for c in recs), "findings": merge_findings(recs),
+        "failures": [
+            {"shard": c.settings.get("shard"), "failure": c.failure.to_dict(), "reproducer": c.reproducer}
+            for c in failing
+        ],
+        "hunt": any(c.hunt for c in recs),
+        "findings": merge_findings(recs),
         "explained_skipped": sum(c.explained_skipped for c in recs),
         "unexplained": sum(c.unexplained for c in recs),
-        "settings": settings, "cases": [case.to_dict() for case in cases],
+        "settings": settings,
+        "cases": [case.to_dict() for case in cases],
     }
 
 

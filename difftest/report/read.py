@@ -59,6 +59,7 @@ def load_report_doc(path, root=None) -> dict:
 def _nonfinite_back(doc: dict) -> None:
     """The numbers ``safeio.finite_json`` wrote as "inf"/"-inf"/"nan" (strict JSON) are
     floats again: a case's worst_ratio and its verdicts' numbers."""
+
     def case(c):
         if isinstance(c, dict):
             if isinstance(c.get("worst_ratio"), str) and c["worst_ratio"] in NONFINITE:
@@ -108,8 +109,9 @@ def _check_pairs(pairs, where: str) -> None:
         raise ReportError(f"{where}: field 'dimensions': allowed a list of names")
     by = pairs.get("by_dimensions", {})
     if not isinstance(by, dict) or not all(
-            isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
-            for v in by.values()):
+        isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+        for v in by.values()
+    ):
         raise ReportError(f"{where}: field 'by_dimensions': allowed an object 'a x b' -> [covered, claimed]")
     missing = pairs.get("missing", [])
     if not isinstance(missing, list) or not all(isinstance(m, str) and len(m) < 400 for m in missing):
@@ -124,8 +126,9 @@ def _check_problem(problem: dict, where: str) -> None:
     except ProblemError as e:
         raise ReportError(f"{where}: field 'problem': {str(e)[:300]}") from None
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
-        raise ReportError(f"{where}: field 'problem' is not a Problem ({type(e).__name__}): allowed the Problem "
-                          "a run recorded") from None
+        raise ReportError(
+            f"{where}: field 'problem' is not a Problem ({type(e).__name__}): allowed the Problem a run recorded"
+        ) from None
 
 
 def _check_case(case, where: str) -> None:
@@ -134,8 +137,7 @@ def _check_case(case, where: str) -> None:
     _expect(case, "problem", dict, where, "an object (a Problem)", required=True)
     _check_problem(case["problem"], where)
     if case.get("status") not in tuple(Status):
-        raise ReportError(f"{where}: field 'status' is {str(case.get('status'))[:40]!r}: allowed "
-                          f"{'|'.join(Status)}")
+        raise ReportError(f"{where}: field 'status' is {str(case.get('status'))[:40]!r}: allowed {'|'.join(Status)}")
     _expect(case, "verdicts", list, where, "a list of verdicts")
     _expect(case, "worst_ratio", _NUM + (str,), where, "a number")
     if isinstance(case.get("worst_ratio"), str) and case["worst_ratio"] not in ("inf", "-inf", "nan"):
@@ -172,8 +174,10 @@ def check_report(doc, path="report") -> None:
         raise ReportError(f"{path}: not a difftest report (no 'difftest_report' key at the top level)")
     v = doc["difftest_report"]
     if isinstance(v, bool) or v not in REPORT_VERSIONS:
-        raise ReportError(f"{path}: field 'difftest_report' is {str(v)[:20]!r}: allowed one of {REPORT_VERSIONS} "
-                          "(a report format this difftest reads)")
+        raise ReportError(
+            f"{path}: field 'difftest_report' is {str(v)[:20]!r}: allowed one of {REPORT_VERSIONS} "
+            "(a report format this difftest reads)"
+        )
     _expect(doc, "campaigns", list, str(path), "a list of campaigns", required=True)
     for i, c in enumerate(doc["campaigns"]):
         where = f"{path}: campaigns[{i}]"
@@ -182,37 +186,49 @@ def check_report(doc, path="report") -> None:
         _expect(c, "kernel", str, where, "a kernel name", required=True)
         where = f"{path}: campaigns[{i}] ({c['kernel']})"
         if "status" in c and c["status"] not in tuple(CampaignStatus):
-            raise ReportError(f"{where}: field 'status' is {str(c['status'])[:40]!r}: allowed "
-                              f"{'|'.join(CampaignStatus)}")
-        for key, types, allowed in (("cases", list, "a list of case records"), ("settings", (dict, _NONE), "an object"),
-                                    ("coverage", (dict, _NONE), "an object with 'hit' and 'missing'"),
-                                    ("failure", (dict, _NONE), "a case record or null"),
-                                    ("failures", (list, _NONE), "a list"), ("reproducer", (dict, _NONE), "an object"),
-                                    ("reason", (str, _NONE), "a string"), ("profile", (str, _NONE), "a profile name"),
-                                    ("elapsed_s", (_NUM, _NONE), "a number"),
-                                    ("compile_stats", (dict, _NONE), "an object"),
-                                    ("compile_keys", (int, _NONE), "an integer"),
-                                    ("unrun", (int, _NONE), "an integer (drawn problems left unrun)")):
+            raise ReportError(
+                f"{where}: field 'status' is {str(c['status'])[:40]!r}: allowed {'|'.join(CampaignStatus)}"
+            )
+        for key, types, allowed in (
+            ("cases", list, "a list of case records"),
+            ("settings", (dict, _NONE), "an object"),
+            ("coverage", (dict, _NONE), "an object with 'hit' and 'missing'"),
+            ("failure", (dict, _NONE), "a case record or null"),
+            ("failures", (list, _NONE), "a list"),
+            ("reproducer", (dict, _NONE), "an object"),
+            ("reason", (str, _NONE), "a string"),
+            ("profile", (str, _NONE), "a profile name"),
+            ("elapsed_s", (_NUM, _NONE), "a number"),
+            ("compile_stats", (dict, _NONE), "an object"),
+            ("compile_keys", (int, _NONE), "an integer"),
+            ("unrun", (int, _NONE), "an integer (drawn problems left unrun)"),
+        ):
             _expect(c, key, types, where, allowed)
         st = c.get("settings") or {}
-        for key, types, allowed in (("seed", (int, _NONE), "an integer or null"),
-                                    ("narrowed", (dict, _NONE), "an object or null"),
-                                    ("config", (dict, _NONE), "an object (the run config)"),
-                                    ("edge_cases", (int, _NONE), "an integer"),
-                                    ("replayed_failures", (int, _NONE), "an integer"),
-                                    ("shard", (str, _NONE), "I/N or null")):
+        for key, types, allowed in (
+            ("seed", (int, _NONE), "an integer or null"),
+            ("narrowed", (dict, _NONE), "an object or null"),
+            ("config", (dict, _NONE), "an object (the run config)"),
+            ("edge_cases", (int, _NONE), "an integer"),
+            ("replayed_failures", (int, _NONE), "an integer"),
+            ("shard", (str, _NONE), "I/N or null"),
+        ):
             _expect(st, key, types, f"{where} settings", allowed)
         if st.get("shard") is not None:
             try:
                 parse_shard(st["shard"])
             except ShardError:
-                raise ReportError(f"{where} settings: field 'shard' is {st['shard'][:20]!r}: allowed I/N with "
-                                  f"0 <= I < N") from None
+                raise ReportError(
+                    f"{where} settings: field 'shard' is {st['shard'][:20]!r}: allowed I/N with 0 <= I < N"
+                ) from None
         outs = c.get("outputs")
-        if outs is not None and (not isinstance(outs, dict) or not all(
-                k in OUTPUTS and isinstance(x, dict) for k, x in outs.items())):
-            raise ReportError(f"{where}: field 'outputs' is not per-output statistics: allowed an object keyed by "
-                              f"{', '.join(OUTPUTS)}")
+        if outs is not None and (
+            not isinstance(outs, dict) or not all(k in OUTPUTS and isinstance(x, dict) for k, x in outs.items())
+        ):
+            raise ReportError(
+                f"{where}: field 'outputs' is not per-output statistics: allowed an object keyed by "
+                f"{', '.join(OUTPUTS)}"
+            )
         cov = c.get("coverage") or {}
         _expect(cov, "hit", dict, f"{where} coverage", "an object feature -> cases")
         _expect(cov, "missing", list, f"{where} coverage", "a list of features")
@@ -255,9 +271,11 @@ class Report:
                 campaigns.append(CampaignResult.from_dict(c))
             except (TypeError, ValueError, KeyError, AttributeError) as e:
                 kernel = c.get("kernel") if isinstance(c, dict) else None
-                raise ReportError(f"{where}: campaigns[{i}] ({str(kernel)[:60]}): not a campaign record "
-                                  f"({type(e).__name__}: {str(e)[:200]}): allowed what `difftest run` "
-                                  "writes") from None
+                raise ReportError(
+                    f"{where}: campaigns[{i}] ({str(kernel)[:60]}): not a campaign record "
+                    f"({type(e).__name__}: {str(e)[:200]}): allowed what `difftest run` "
+                    "writes"
+                ) from None
         return cls(campaigns, {k: v for k, v in doc.items() if k != "campaigns"})
 
     @classmethod
@@ -304,8 +322,9 @@ def gate_results(campaign: "CampaignResult") -> dict:
             continue
         for v in case.verdicts:
             key = (v.output, v.gate)
-            s = out.setdefault(key, {"checked": 0, "failed": 0, "worst_ratio": 0.0, "differing_cases": 0,
-                                     "first_failing": None})
+            s = out.setdefault(
+                key, {"checked": 0, "failed": 0, "worst_ratio": 0.0, "differing_cases": 0, "first_failing": None}
+            )
             s["checked"] += 1
             if not v.passed:
                 s["failed"] += 1

@@ -62,19 +62,33 @@ def output_stats(cases) -> dict:
 def campaign_record(res) -> dict:
     counts = {s: sum(1 for c in res.cases if c.status == s) for s in Status}
     return {
-        "kernel": res.kernel, "profile": res.profile, "status": res.status, "reason": res.reason,
-        "examples": len(res.cases), "counts": counts, "elapsed_s": round(res.elapsed, 3),
-        "examples_to_fail": res.examples_to_fail, "seconds_to_fail": res.seconds_to_fail,
-        "unrun": getattr(res, "unrun", 0), "compile_keys": res.compile_keys, "compile_stats": res.compile_stats,
+        "kernel": res.kernel,
+        "profile": res.profile,
+        "status": res.status,
+        "reason": res.reason,
+        "examples": len(res.cases),
+        "counts": counts,
+        "elapsed_s": round(res.elapsed, 3),
+        "examples_to_fail": res.examples_to_fail,
+        "seconds_to_fail": res.seconds_to_fail,
+        "unrun": getattr(res, "unrun", 0),
+        "compile_keys": res.compile_keys,
+        "compile_stats": res.compile_stats,
         "coverage": res.coverage,
         "outputs": output_stats(res.cases),
-        "triage": triage.summarize(res.cases), "declaration": getattr(res, "declaration", []),
-        "timing": getattr(res, "timing", None), "compile_reuse": getattr(res, "compile_reuse", None),
-        "failure": res.failure.to_dict() if res.failure else None, "reproducer": res.reproducer,
-        "hunt": getattr(res, "hunt", False), "findings": finding_records(res),
-        "explained_skipped": getattr(res, "explained_skipped", 0), "unexplained": getattr(res, "unexplained", 0),
+        "triage": triage.summarize(res.cases),
+        "declaration": getattr(res, "declaration", []),
+        "timing": getattr(res, "timing", None),
+        "compile_reuse": getattr(res, "compile_reuse", None),
+        "failure": res.failure.to_dict() if res.failure else None,
+        "reproducer": res.reproducer,
+        "hunt": getattr(res, "hunt", False),
+        "findings": finding_records(res),
+        "explained_skipped": getattr(res, "explained_skipped", 0),
+        "unexplained": getattr(res, "unexplained", 0),
         "unexplained_cases": list(getattr(res, "unexplained_cases", None) or ()),
-        "settings": res.settings, "cases": [c.to_dict() for c in res.cases],
+        "settings": res.settings,
+        "cases": [c.to_dict() for c in res.cases],
     }
 
 
@@ -98,9 +112,14 @@ def finding_records(res) -> list[dict]:
 
 def write_findings(results, path) -> Path:
     """findings.json: every campaign's findings (what ``--known`` reads back)."""
-    doc = {"difftest_findings": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "campaigns": [{"kernel": r.kernel, "settings": {"spec": (r.settings or {}).get("spec")},
-                          "findings": finding_records(r)} for r in results]}
+    doc = {
+        "difftest_findings": 1,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "campaigns": [
+            {"kernel": r.kernel, "settings": {"spec": (r.settings or {}).get("spec")}, "findings": finding_records(r)}
+            for r in results
+        ],
+    }
     return atomic_write_text(Path(path), json.dumps(doc, indent=1, default=str))
 
 
@@ -111,10 +130,21 @@ def _finding_rows(results) -> list[tuple]:
             sig = f.get("signature") or {}
             seen = f.get("first_seen") or {}
             first = f"case {seen['case']} ({seen.get('seconds', 0):.1f} s)" if seen.get("case") else "not hit"
-            repro = (f.get("reproducer") or {}).get("json") or ("replayed, not shrunk" if f.get("status") == "known"
-                                                                else "-")
-            rows.append((r.kernel, f.get("id", ""), f.get("status", ""), str(f.get("hits", 0)),
-                         str(f.get("skipped", 0)), first, sig.get("describe", ""), str(repro)))
+            repro = (f.get("reproducer") or {}).get("json") or (
+                "replayed, not shrunk" if f.get("status") == "known" else "-"
+            )
+            rows.append(
+                (
+                    r.kernel,
+                    f.get("id", ""),
+                    f.get("status", ""),
+                    str(f.get("hits", 0)),
+                    str(f.get("skipped", 0)),
+                    first,
+                    sig.get("describe", ""),
+                    str(repro),
+                )
+            )
     return rows
 
 
@@ -126,10 +156,16 @@ def findings_table(results) -> str:
     rows = _finding_rows(results)
     if not rows:
         return ""
-    notes = [f"{r.kernel}: {r.explained_skipped} drawn problems not run (a finding explains them)"
-             for r in results if getattr(r, "explained_skipped", 0)]
-    notes += [f"{r.kernel}: {r.unexplained} failing cases no finding explains (findings cap or budget reached)"
-              for r in results if getattr(r, "unexplained", 0)]
+    notes = [
+        f"{r.kernel}: {r.explained_skipped} drawn problems not run (a finding explains them)"
+        for r in results
+        if getattr(r, "explained_skipped", 0)
+    ]
+    notes += [
+        f"{r.kernel}: {r.unexplained} failing cases no finding explains (findings cap or budget reached)"
+        for r in results
+        if getattr(r, "unexplained", 0)
+    ]
     return text_table([FINDINGS_HEAD] + rows) + "".join("\n" + n for n in notes)
 
 
@@ -139,10 +175,15 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
     import torch
 
     path = Path(path)
-    doc = {"difftest_report": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
-           "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-           "campaigns": [(records or {}).get(id(r)) or campaign_record(r) for r in results]}
+    doc = {
+        "difftest_report": 1,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "campaigns": [(records or {}).get(id(r)) or campaign_record(r) for r in results],
+    }
     if extra:
         doc.update(extra)
     return atomic_write_text(path, json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
@@ -162,13 +203,38 @@ def _rows(results):
         counts = {s: sum(1 for c in r.cases if c.status == s) for s in Status}
         summary = triage.summarize(r.cases)
         stats = output_stats(r.cases)
-        worst = max([s["worst_ratio"] for s in stats.values()]
-                    + [capped(c.worst_ratio) for c in r.cases if c.status != Status.SKIPPED], default=0.0)
-        rows.append((r.kernel, "(all)", len(r.cases), counts["passed"], counts["failed"] + counts["error"],
-                     counts["skipped"], worst, r.status, triage.describe(summary)))
+        worst = max(
+            [s["worst_ratio"] for s in stats.values()]
+            + [capped(c.worst_ratio) for c in r.cases if c.status != Status.SKIPPED],
+            default=0.0,
+        )
+        rows.append(
+            (
+                r.kernel,
+                "(all)",
+                len(r.cases),
+                counts["passed"],
+                counts["failed"] + counts["error"],
+                counts["skipped"],
+                worst,
+                r.status,
+                triage.describe(summary),
+            )
+        )
         for name, s in stats.items():
-            rows.append((r.kernel, name, s["cases"], s["passed"], s["failed"], 0, s["worst_ratio"], "",
-                         overflow_note(summary["overflow_limited"], name)))
+            rows.append(
+                (
+                    r.kernel,
+                    name,
+                    s["cases"],
+                    s["passed"],
+                    s["failed"],
+                    0,
+                    s["worst_ratio"],
+                    "",
+                    overflow_note(summary["overflow_limited"], name),
+                )
+            )
     return rows
 
 
@@ -186,22 +252,28 @@ def campaign_notes(profile: str, coverage: dict, unexplained_cases, unrun: int) 
 
 
 def compile_reuse_line(cr: dict) -> str:
-    return (f"compile reuse: {cr['reusing']}/{cr['cases']} cases ({100 * cr['fraction']:.0f}%) reused one "
-            f"of {cr['configurations']} compiled configurations")
+    return (
+        f"compile reuse: {cr['reusing']}/{cr['cases']} cases ({100 * cr['fraction']:.0f}%) reused one "
+        f"of {cr['configurations']} compiled configurations"
+    )
 
 
 def replay_line(reproducer: dict) -> str:
     """How to replay a shrunk failure: its JSON through difftest, its script alone."""
-    return (f"shrunk reproducer: {reproducer.get('json')} (replay: difftest repro FILE; "
-            f"standalone: python {reproducer.get('py')})")
+    return (
+        f"shrunk reproducer: {reproducer.get('json')} (replay: difftest repro FILE; "
+        f"standalone: python {reproducer.get('py')})"
+    )
 
 
 HEAD = ("kernel", "output", "cases", "passed", "failed", "skipped", "worst ratio", "verdict", "triage")
 
 
 def summary_table(results) -> str:
-    return text_table([HEAD] + [(k, o, str(n), str(p), str(f), str(s), ratio_text(w), v, t)
-                                for k, o, n, p, f, s, w, v, t in _rows(results)])
+    return text_table(
+        [HEAD]
+        + [(k, o, str(n), str(p), str(f), str(s), ratio_text(w), v, t) for k, o, n, p, f, s, w, v, t in _rows(results)]
+    )
 
 
 def text_table(rows) -> str:
@@ -222,30 +294,51 @@ def markdown_summary(results) -> str:
     out = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     for k, o, n, p, f, s, w, v, t in _rows(results):
         out.append(f"| {k} | {o} | {n} | {p} | {f} | {s} | {ratio_text(w)} | {v} | {t} |")
-    out += ["", "Triage per kernel (cases): " + "; ".join(
-        f"**{r.kernel}** " + (", ".join(f"{kind} {n}" for kind, n in triage.summarize(r.cases)["kinds"].items()) or "-")
-        for r in results)]
+    out += [
+        "",
+        "Triage per kernel (cases): "
+        + "; ".join(
+            f"**{r.kernel}** "
+            + (", ".join(f"{kind} {n}" for kind, n in triage.summarize(r.cases)["kinds"].items()) or "-")
+            for r in results
+        ),
+    ]
     out += ["", "Coverage: features the capability makes reachable that no case exercised:"]
-    out += [f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
-            for r in results if r.status != CampaignStatus.UNAVAILABLE]
+    out += [
+        f"- **{r.kernel}**: " + (", ".join(f"`{f}`" for f in r.coverage.get("missing") or ()) or "none")
+        for r in results
+        if r.status != CampaignStatus.UNAVAILABLE
+    ]
     pairs = [(r.kernel, r.coverage.get("pairs")) for r in results if (r.coverage or {}).get("pairs")]
     if pairs:
-        out += ["", "Configuration pairs (every pair of two configuration dimensions' values the capability "
-                "claims; docs/coverage.md):"]
+        out += [
+            "",
+            "Configuration pairs (every pair of two configuration dimensions' values the capability "
+            "claims; docs/coverage.md):",
+        ]
         out += [f"- **{k}**: {pair_line(p)}" for k, p in pairs]
     rows = _finding_rows(results)
     if rows:
-        out += ["", "Findings (one per distinct bug; cases: failing cases it explains; skipped: drawn problems "
-                "not run because it explains them):", "",
-                "| " + " | ".join(FINDINGS_HEAD) + " |", "|" + "---|" * len(FINDINGS_HEAD)]
-        out += ["| " + " | ".join(x.replace("|", "\\|") if i != 7 else f"`{x}`" for i, x in enumerate(row)) + " |"
-                for row in rows]
+        out += [
+            "",
+            "Findings (one per distinct bug; cases: failing cases it explains; skipped: drawn problems "
+            "not run because it explains them):",
+            "",
+            "| " + " | ".join(FINDINGS_HEAD) + " |",
+            "|" + "---|" * len(FINDINGS_HEAD),
+        ]
+        out += [
+            "| " + " | ".join(x.replace("|", "\\|") if i != 7 else f"`{x}`" for i, x in enumerate(row)) + " |"
+            for row in rows
+        ]
     for r in results:
         if r.failure is not None:
             out.append("")
-            out.append(f"**{r.kernel}** failed on `{r.failure.problem.short()}` "
-                       f"after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
-                       f"reproducer: `{(r.reproducer or {}).get('py', '-')}`")
+            out.append(
+                f"**{r.kernel}** failed on `{r.failure.problem.short()}` "
+                f"after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
+                f"reproducer: `{(r.reproducer or {}).get('py', '-')}`"
+            )
             out.append("```")
             out.append(r.failure.render())
             out.extend(f"  {d}" for d in getattr(r, "declaration", []))

@@ -119,8 +119,10 @@ def verified(d: dict) -> bool:
 
 def check_run_id(run_id) -> str:
     if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-        raise RunError(f"--resume {str(run_id)[:80]!r}: not a run id: allowed the 32 hex digits `difftest run` "
-                       "printed (run <id>), or no id for the latest unfinished run")
+        raise RunError(
+            f"--resume {str(run_id)[:80]!r}: not a run id: allowed the 32 hex digits `difftest run` "
+            "printed (run <id>), or no id for the latest unfinished run"
+        )
     return run_id
 
 
@@ -149,17 +151,27 @@ def read_meta(path, run_id: str) -> dict:
         raise RunError(f"--resume {run_id}: {path}: a JSON {type(d).__name__}: allowed the object difftest wrote")
     argv = d.get("argv")
     # a pytest session's run folder (OUT/pytest/runs) records its own command line: readable, never resumed
-    if (not isinstance(argv, list) or not argv or argv[0] not in ("run", "pytest") or len(argv) > MAX_ARGV
-            or not all(isinstance(a, str) and len(a) <= MAX_ARG_CHARS for a in argv)):
-        raise RunError(f"--resume {run_id}: {path}: field 'argv' is not the arguments of a `difftest run`: "
-                       f"allowed a list of at most {MAX_ARGV} strings starting with 'run'")
+    if (
+        not isinstance(argv, list)
+        or not argv
+        or argv[0] not in ("run", "pytest")
+        or len(argv) > MAX_ARGV
+        or not all(isinstance(a, str) and len(a) <= MAX_ARG_CHARS for a in argv)
+    ):
+        raise RunError(
+            f"--resume {run_id}: {path}: field 'argv' is not the arguments of a `difftest run`: "
+            f"allowed a list of at most {MAX_ARGV} strings starting with 'run'"
+        )
     if d.get("run_id") != run_id:
-        raise RunError(f"--resume {run_id}: {path}: field 'run_id' is {str(d.get('run_id'))[:40]!r}: allowed the "
-                       "folder's own id")
+        raise RunError(
+            f"--resume {run_id}: {path}: field 'run_id' is {str(d.get('run_id'))[:40]!r}: allowed the folder's own id"
+        )
     for key, types in (("status", str), ("finished_kernels", dict), ("started_ns", int)):
         if not isinstance(d.get(key), types) or isinstance(d.get(key), bool):
-            raise RunError(f"--resume {run_id}: {path}: field {key!r} is missing or of the wrong type: allowed "
-                           "the run.json difftest wrote")
+            raise RunError(
+                f"--resume {run_id}: {path}: field {key!r} is missing or of the wrong type: allowed "
+                "the run.json difftest wrote"
+            )
     return d
 
 
@@ -178,8 +190,10 @@ def resumed_args(current, recorded, allow_import: bool, defaults=None):
     specs = list(getattr(recorded, "kernels", None) or ()) + [getattr(recorded, "second_reference", None) or ""]
     for spec in specs:
         if spec and not allow_import and is_import_spec(spec):
-            raise RunError(f"--resume: the run's arguments name {spec[:80]!r}, which imports a module: allowed with "
-                           "--allow-import (trust that run folder), or a registered kernel name")
+            raise RunError(
+                f"--resume: the run's arguments name {spec[:80]!r}, which imports a module: allowed with "
+                "--allow-import (trust that run folder), or a registered kernel name"
+            )
     return recorded
 
 
@@ -227,8 +241,10 @@ class Run:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise RunError(f"--resume {self.id}: the run is in use by another difftest process (its folder "
-                           f"{str(self.dir)!r} is locked): allowed once that process has ended") from None
+            raise RunError(
+                f"--resume {self.id}: the run is in use by another difftest process (its folder "
+                f"{str(self.dir)!r} is locked): allowed once that process has ended"
+            ) from None
         self._lock = fd
         _HELD.append(self)
         return self
@@ -245,13 +261,23 @@ class Run:
     def start(cls, out, argv: list) -> "Run":
         run = cls(out, uuid.uuid4().hex)
         if (run.out / RUNS).is_symlink():  # planted: the run would write wherever it points
-            raise RunError(f"--out {str(run.out)!r}: {str(run.out / RUNS)!r} is a symbolic link: allowed a folder "
-                           "difftest made (remove the link)")
+            raise RunError(
+                f"--out {str(run.out)!r}: {str(run.out / RUNS)!r} is a symbolic link: allowed a folder "
+                "difftest made (remove the link)"
+            )
         ensure_dir(run.out / RUNS, root=run.out)  # no link on the way (.difftest/out -> ../baseline): OSError
         os.mkdir(run.dir)
         run.lock()
-        run._save(dict(run_id=run.id, argv=list(argv), status=RunStatus.RUNNING, finished_kernels={},
-                       started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), started_ns=time.time_ns()))
+        run._save(
+            dict(
+                run_id=run.id,
+                argv=list(argv),
+                status=RunStatus.RUNNING,
+                finished_kernels={},
+                started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                started_ns=time.time_ns(),
+            )
+        )
         return run
 
     @classmethod
@@ -267,9 +293,11 @@ class Run:
                 raise RunError(f"--resume {run_id}: no such run in {str(base)!r}: known runs are {known[:20]}")
             d = run.meta()
             if not verified(d):
-                raise RunError(f"--resume {run_id}: {str(run.meta_path)!r} is not signed by this user's difftest "
-                               f"(planted, edited, or made with another key than {str(state_dir() / KEY_FILE)!r}): "
-                               "allowed a run this difftest started")
+                raise RunError(
+                    f"--resume {run_id}: {str(run.meta_path)!r} is not signed by this user's difftest "
+                    f"(planted, edited, or made with another key than {str(state_dir() / KEY_FILE)!r}): "
+                    "allowed a run this difftest started"
+                )
             if d.get("status") == RunStatus.FINISHED:
                 raise RunError(f"--resume {run_id}: that run finished; nothing to resume")
             return run.lock()
@@ -285,8 +313,10 @@ class Run:
             if verified(d) and d.get("status") != RunStatus.FINISHED:
                 candidates.append((d["started_ns"], p.name))
         if not candidates:
-            raise RunError(f"--resume: no unfinished run in {str(base)!r} that this difftest started: "
-                           "allowed after a run was killed or interrupted")
+            raise RunError(
+                f"--resume: no unfinished run in {str(base)!r} that this difftest started: "
+                "allowed after a run was killed or interrupted"
+            )
         return cls(out, max(candidates)[1]).lock()
 
     def mark_kernel(self, name: str, record: dict) -> None:
@@ -344,9 +374,13 @@ def record_crash(run: Run) -> str | None:
         if lines and lines[-1].get("event") == "started":
             d = lines[-1]
             problem = Problem.from_dict(d["problem"])
-            case = CaseResult(d.get("kernel") or path.name.split(".cases")[0], problem, "error",  # type: ignore[arg-type]  # coerced
-                              reason=f"ProcessCrashed: the campaign process died running this case "
-                                     f"(--no-isolate): {first}", error_type="ProcessCrashed")
+            case = CaseResult(
+                d.get("kernel") or path.name.split(".cases")[0],
+                problem,
+                "error",  # type: ignore[arg-type]  # coerced
+                reason=f"ProcessCrashed: the campaign process died running this case (--no-isolate): {first}",
+                error_type="ProcessCrashed",
+            )
             log = CaseLog(path, run.id)
             log.write(case)
             log.close()

@@ -66,8 +66,10 @@ def parse_jobs(text: str):
     except ValueError:
         n = 0
     if not 1 <= n <= MAX_JOBS:
-        raise JobsError(f"--jobs {str(text)[:40]!r} is invalid: allowed an integer in [1, {MAX_JOBS}] (1: one "
-                        "campaign at a time) or 'auto'")
+        raise JobsError(
+            f"--jobs {str(text)[:40]!r} is invalid: allowed an integer in [1, {MAX_JOBS}] (1: one "
+            "campaign at a time) or 'auto'"
+        )
     return n
 
 
@@ -77,8 +79,10 @@ def choose(requested, n_kernels: int, cpus: int, isolate: bool, device: str | No
     on the CPU; a GPU run (``--device cuda``) and ``--no-isolate`` run one at a time."""
     if requested is not None:
         if requested > 1 and not isolate:
-            raise JobsError(f"--jobs {requested} needs isolation: with --no-isolate a crashing kernel takes its "
-                            "campaign's process down; allowed --jobs 1 (or drop --no-isolate)")
+            raise JobsError(
+                f"--jobs {requested} needs isolation: with --no-isolate a crashing kernel takes its "
+                "campaign's process down; allowed --jobs 1 (or drop --no-isolate)"
+            )
         return min(requested, max(1, n_kernels)), "--jobs"
     if not isolate:
         return 1, "--no-isolate"
@@ -128,8 +132,9 @@ def schedule(names: list, previous: dict, first=()) -> list:
     then the longest previous campaign first (``previous``: kernel -> elapsed seconds, from
     the last report in ``--out``), kernels without a previous time first, in the user's
     order. Only the order of work changes."""
-    return sorted(range(len(names)), key=lambda i: (names[i] not in first, names[i] in previous,
-                                                    -previous.get(names[i], 0.0), i))
+    return sorted(
+        range(len(names)), key=lambda i: (names[i] not in first, names[i] in previous, -previous.get(names[i], 0.0), i)
+    )
 
 
 def previous_times(report_path) -> dict:
@@ -228,8 +233,9 @@ def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order
     try:
         for _ in range(min(jobs, len(order))):
             parent_end, child_end = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_lane_main, args=(child_end, counter, order, run_one, kernels, me, env or {}),
-                            daemon=False)
+            p = ctx.Process(
+                target=_lane_main, args=(child_end, counter, order, run_one, kernels, me, env or {}), daemon=False
+            )
             p.start()
             child_end.close()
             lanes.append((p, parent_end))
@@ -296,7 +302,13 @@ def lost_result(kernel, profile: str, run, why: str):
     log = f"{safe_name(kernel.name)}.cases.jsonl"
     cases = logged_cases(run.dir / log, run.id)
     failed = next((c for c in cases if c.failed), None)  # its reproducer was written when it was found
-    return CampaignResult(kernel.name, profile, status=CampaignStatus.FAILED if failed else CampaignStatus.INTERRUPTED,
-                          reason=why.splitlines()[0] if why else "its campaign process died",
-                          cases=cases, failure=failed, first_failure=failed,
-                          settings={"case_log": log, "run_id": run.id})
+    return CampaignResult(
+        kernel.name,
+        profile,
+        status=CampaignStatus.FAILED if failed else CampaignStatus.INTERRUPTED,
+        reason=why.splitlines()[0] if why else "its campaign process died",
+        cases=cases,
+        failure=failed,
+        first_failure=failed,
+        settings={"case_log": log, "run_id": run.id},
+    )

@@ -126,17 +126,43 @@ class RunOptions:
     @classmethod
     def from_args(cls, a) -> RunOptions:
         """The options of a parsed ``difftest run`` Namespace (read, never written)."""
-        return cls(kernels=tuple(a.kernels or ()), profile=a.profile, max_examples=a.max_examples,
-                   time_budget=a.time_budget, shrink_budget=a.shrink_budget, out=a.out, report=a.report,
-                   markdown=a.markdown, html=a.html, device=a.device, prebuild=a.prebuild, isolate=a.isolate,
-                   timeout=a.timeout, compile_timeout=a.compile_timeout, determinism=a.determinism,
-                   k=tuple(a.k or ()), standard=tuple(a.standard or ()), second_reference=a.second_reference,
-                   truth=a.truth, chunk_threshold=a.chunk_threshold, poison=not a.no_poison,
-                   narrow=tuple(a.narrow or ()), edge_cases=not a.no_edge_cases, db=a.db, quiet=a.quiet,
-                   seed=a.seed, shard=a.shard, threads=a.threads, jobs=a.jobs,
-                   hunt=getattr(a, "hunt", None), known=tuple(getattr(a, "known", None) or ()),
-                   max_findings=getattr(a, "max_findings", None), coverage=getattr(a, "coverage", None),
-                   values_from=getattr(a, "values_from", None), argv=tuple(getattr(a, "argv", None) or ()))
+        return cls(
+            kernels=tuple(a.kernels or ()),
+            profile=a.profile,
+            max_examples=a.max_examples,
+            time_budget=a.time_budget,
+            shrink_budget=a.shrink_budget,
+            out=a.out,
+            report=a.report,
+            markdown=a.markdown,
+            html=a.html,
+            device=a.device,
+            prebuild=a.prebuild,
+            isolate=a.isolate,
+            timeout=a.timeout,
+            compile_timeout=a.compile_timeout,
+            determinism=a.determinism,
+            k=tuple(a.k or ()),
+            standard=tuple(a.standard or ()),
+            second_reference=a.second_reference,
+            truth=a.truth,
+            chunk_threshold=a.chunk_threshold,
+            poison=not a.no_poison,
+            narrow=tuple(a.narrow or ()),
+            edge_cases=not a.no_edge_cases,
+            db=a.db,
+            quiet=a.quiet,
+            seed=a.seed,
+            shard=a.shard,
+            threads=a.threads,
+            jobs=a.jobs,
+            hunt=getattr(a, "hunt", None),
+            known=tuple(getattr(a, "known", None) or ()),
+            max_findings=getattr(a, "max_findings", None),
+            coverage=getattr(a, "coverage", None),
+            values_from=getattr(a, "values_from", None),
+            argv=tuple(getattr(a, "argv", None) or ()),
+        )
 
     @property
     def names(self) -> list:
@@ -153,11 +179,18 @@ class RunOptions:
         from difftest.judge.runner import RunConfig
 
         gates = GateConfig(k=dict(self.k), standards=_standards(self.standard))
-        return RunConfig(gates=gates, device=self.device, poison=self.poison, determinism_runs=self.determinism,
-                         second_reference=self.second_reference, isolate=self.isolate,
-                         timeout_s=DEFAULT_TIMEOUT_S if self.timeout is None else self.timeout,
-                         compile_timeout_s=self.compile_timeout or DEFAULT_COMPILE_TIMEOUT_S,
-                         chunk_threshold=self.chunk_threshold, truth=self.truth)
+        return RunConfig(
+            gates=gates,
+            device=self.device,
+            poison=self.poison,
+            determinism_runs=self.determinism,
+            second_reference=self.second_reference,
+            isolate=self.isolate,
+            timeout_s=DEFAULT_TIMEOUT_S if self.timeout is None else self.timeout,
+            compile_timeout_s=self.compile_timeout or DEFAULT_COMPILE_TIMEOUT_S,
+            chunk_threshold=self.chunk_threshold,
+            truth=self.truth,
+        )
 
 
 def _standards(items) -> dict:
@@ -171,8 +204,10 @@ def _standards(items) -> dict:
             raise UsageError(f"--standard {it!r}: no SPEC: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=..")
         names = OUTPUTS if name == "all" else (name,)
         if name != "all" and name not in OUTPUTS:
-            raise UsageError(f"--standard {it!r}: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=.. "
-                             f"with OUTPUT in {OUTPUTS} or 'all'")
+            raise UsageError(
+                f"--standard {it!r}: allowed OUTPUT:atol=..,rtol=..,max_abs=..,ratio=.. "
+                f"with OUTPUT in {OUTPUTS} or 'all'"
+            )
         try:
             std = Standard.parse(spec)
         except ValueError as e:
@@ -197,8 +232,7 @@ def resumable(out, run_id: str | None) -> tuple[Run, list]:
 class RunPlan:
     """Runs the campaigns of one run (see the module docstring)."""
 
-    def __init__(self, options: RunOptions, *, resume: Run | None = None, publish: bool = True,
-                 runs_base=None):
+    def __init__(self, options: RunOptions, *, resume: Run | None = None, publish: bool = True, runs_base=None):
         self.options = options
         self.resume = resume
         self.publish = publish  # copy the reports to OUT when the run finishes (the CLI; not pytest)
@@ -244,16 +278,22 @@ class RunPlan:
                 self.jobs, self.jobs_why = 1, f"{', '.join(gpu)} on CUDA: campaigns share the GPU, one at a time"
                 self.share_threads(names)
             elif gpu:
-                print(f"difftest: warning: --jobs {self.jobs}: {', '.join(gpu)} run on CUDA side by side (they "
-                      "share the GPU's memory and time)", file=sys.stderr)
+                print(
+                    f"difftest: warning: --jobs {self.jobs}: {', '.join(gpu)} run on CUDA side by side (they "
+                    "share the GPU's memory and time)",
+                    file=sys.stderr,
+                )
             if self.jobs > 1:
                 if self.lane_threads:
                     print(f"difftest: {self.lane_threads}", file=sys.stderr)
                 print(f"difftest: {self.jobs} campaigns at once ({self.jobs_why})", file=sys.stderr)
         self.config = o.run_config()  # the standards import torch: after share_threads chose its threads
         if not o.isolate and (o.timeout is not None or o.compile_timeout is not None):
-            print("difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
-                  "stopped): it is ignored with --no-isolate, as is --compile-timeout", file=sys.stderr)
+            print(
+                "difftest: warning: --timeout needs isolation (a kernel call in this process cannot be "
+                "stopped): it is ignored with --no-isolate, as is --compile-timeout",
+                file=sys.stderr,
+            )
         return self._run_all(kernels)
 
     def load_kernels(self, names) -> list:
@@ -393,10 +433,22 @@ class RunPlan:
             base = self.config or o.run_config()
             kw["config"] = base if base.isolate == iso else dataclasses.replace(base, isolate=iso)
         self.prebuild([kernel])
-        args: dict[str, Any] = dict(profile=o.profile, max_examples=o.max_examples, time_budget=o.time_budget,
-                    shrink_budget=o.shrink_budget, out_dir=run.dir, progress=progress, edge_cases=o.edge_cases,
-                    database=o.database, seed=-1 if o.seed is None else o.seed, shard=o.shard, run_id=run.id,
-                    resume=self.resume is not None, hunt=o.hunt, coverage=o.coverage)
+        args: dict[str, Any] = dict(
+            profile=o.profile,
+            max_examples=o.max_examples,
+            time_budget=o.time_budget,
+            shrink_budget=o.shrink_budget,
+            out_dir=run.dir,
+            progress=progress,
+            edge_cases=o.edge_cases,
+            database=o.database,
+            seed=-1 if o.seed is None else o.seed,
+            shard=o.shard,
+            run_id=run.id,
+            resume=self.resume is not None,
+            hunt=o.hunt,
+            coverage=o.coverage,
+        )
         if o.max_findings is not None:
             args["max_findings"] = o.max_findings
         if self.options.known:
@@ -422,8 +474,14 @@ class RunPlan:
             r.settings["prebuild"] = self.prebuilt[name]
         self.records[id(r)] = campaign_record(r)  # once: the run state and report.json share it
         assert self.run is not None  # started (or resumed) before any campaign
-        self.run.mark_kernel(name, {**self.records[id(r)], "case_log": r.settings.get("case_log"),
-                                           "first_failure": r.first_failure.to_dict() if r.first_failure else None})
+        self.run.mark_kernel(
+            name,
+            {
+                **self.records[id(r)],
+                "case_log": r.settings.get("case_log"),
+                "first_failure": r.first_failure.to_dict() if r.first_failure else None,
+            },
+        )
 
     def write_reports(self, results, interrupted: str | None, argv=None) -> Path:
         """report.json, summary.md and report.html in the run folder (the user's extra paths
@@ -458,13 +516,18 @@ class RunPlan:
         if resume:
             crashed = record_crash(run)
             if crashed:
-                print(f"difftest: the killed run crashed in-process on {crashed}: recorded as an error case",
-                      file=sys.stderr)
+                print(
+                    f"difftest: the killed run crashed in-process on {crashed}: recorded as an error case",
+                    file=sys.stderr,
+                )
         if not o.isolate:  # a crash in the kernel takes this process: faulthandler leaves its stack
             crash_log = os.fdopen(open_append(run.dir / CRASH_LOG, root=run.out), "a")
             faulthandler.enable(file=crash_log)
-            print(f"difftest: --no-isolate: a crash's stack is written to {run.dir / CRASH_LOG}; "
-                  f"`--resume` records it as an error case", file=sys.stderr)
+            print(
+                f"difftest: --no-isolate: a crash's stack is written to {run.dir / CRASH_LOG}; "
+                f"`--resume` records it as an error case",
+                file=sys.stderr,
+            )
         results = []
         interrupted, lost = None, []  # lost: campaigns whose process died (--jobs > 1, lanes.py)
         t0 = time.perf_counter()
@@ -512,12 +575,18 @@ class RunPlan:
         print(f"\nreport: {where}  ({time.perf_counter() - t0:.1f} s)")
         failed = any(r.failed for r in results)
         if interrupted:
-            print(f"difftest: interrupted by {interrupted.name}: partial report {report}; "
-                  f"continue with: difftest run --resume {run.id} --out {out}", file=sys.stderr)
+            print(
+                f"difftest: interrupted by {interrupted.name}: partial report {report}; "
+                f"continue with: difftest run --resume {run.id} --out {out}",
+                file=sys.stderr,
+            )
             return 1 if failed else interrupted.exit_code
         if lost:
-            print(f"difftest: the campaign process of {', '.join(lost)} died: partial report {report}; "
-                  f"continue with: difftest run --resume {run.id} --out {out}", file=sys.stderr)
+            print(
+                f"difftest: the campaign process of {', '.join(lost)} died: partial report {report}; "
+                f"continue with: difftest run --resume {run.id} --out {out}",
+                file=sys.stderr,
+            )
             return 1
         if failed:
             return EXIT_FAILED
@@ -548,8 +617,9 @@ class RunPlan:
                 todo.append(i)
         try:
             builds = [k.name for k in kernels if self.options.prebuild and hasattr(k, "prepare")]
-            order = lanes.schedule([kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"),
-                                   first=builds)
+            order = lanes.schedule(
+                [kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"), first=builds
+            )
         except Interrupted as e:  # before any lane started: what finished before the kill is kept
             return [done[i] for i in sorted(done)], e, []
 
@@ -566,15 +636,25 @@ class RunPlan:
             if not self.options.quiet:
                 print(f"{kernels[todo[j]].name}: running", flush=True)
 
-        out = lanes.run_lanes([kernels[i] for i in todo], self.jobs, lambda k: self.campaign(k),
-                              on_result, on_start=on_start, order=order, env=self.lane_env)
+        out = lanes.run_lanes(
+            [kernels[i] for i in todo],
+            self.jobs,
+            lambda k: self.campaign(k),
+            on_result,
+            on_start=on_start,
+            order=order,
+            env=self.lane_env,
+        )
         for j, r in out["partial"].items():
             done[todo[j]] = r
         for j, why in out["lost"].items():  # its lane died: what its case log kept, as a partial result
             k = kernels[todo[j]]
             r = lanes.lost_result(k, self.options.profile, run, why)
-            print(f"difftest: {k.name}: {why.splitlines()[0]}; its {len(r.cases)} logged cases are kept as a "
-                  f"partial result", file=sys.stderr)
+            print(
+                f"difftest: {k.name}: {why.splitlines()[0]}; its {len(r.cases)} logged cases are kept as a "
+                f"partial result",
+                file=sys.stderr,
+            )
             if len(why.splitlines()) > 1:
                 print(why, file=sys.stderr)
             done[todo[j]] = r
@@ -586,9 +666,11 @@ def nothing_checked_line(results) -> str:
     """Why a run that checked nothing does not pass, in one line."""
     empty = [r.kernel for r in results if r.status == CampaignStatus.NOTHING_CHECKED]
     if empty:
-        return (f"nothing checked: {', '.join(empty)} judged no case (none run, or every one skipped): a run that "
-                "checks nothing does not pass; give it cases (a larger --time-budget or --max-examples, a wider "
-                "--narrow)")
+        return (
+            f"nothing checked: {', '.join(empty)} judged no case (none run, or every one skipped): a run that "
+            "checks nothing does not pass; give it cases (a larger --time-budget or --max-examples, a wider "
+            "--narrow)"
+        )
     return "nothing checked: no kernel could run here (every one unavailable): a run that checks nothing does not pass"
 
 
@@ -613,21 +695,29 @@ def print_campaign(k, r) -> None:
         if r.coverage.get("pairs"):
             _say(f"  configuration pairs: {pair_line(r.coverage['pairs'])}")
     coverage = r.coverage if r.status != CampaignStatus.UNAVAILABLE else {}
-    for note in campaign_notes(getattr(r, "profile", None), coverage,  # type: ignore[arg-type]  # a result's profile
-                               getattr(r, "unexplained_cases", None), getattr(r, "unrun", 0)):
+    for note in campaign_notes(
+        getattr(r, "profile", None),  # type: ignore[arg-type]  # a result's profile
+        coverage,
+        getattr(r, "unexplained_cases", None),
+        getattr(r, "unrun", 0),
+    ):
         _say(f"  {note}")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
         if isinstance(f, dict):
             continue  # a resumed campaign's record: the findings table lists them
         where = f.reproducer["json"] if f.reproducer else "replayed, not shrunk"
-        _say(f"  finding {f.id} ({'known' if f.known else 'new'}): {f.signature.describe()}; "
-             f"{f.hits} cases, first at case {f.first_seen.get('case', '-')}; reproducer: {where}")
+        _say(
+            f"  finding {f.id} ({'known' if f.known else 'new'}): {f.signature.describe()}; "
+            f"{f.hits} cases, first at case {f.first_seen.get('case', '-')}; reproducer: {where}"
+        )
     if r.failure is not None:
         _say(r.failure.render())
         for d in getattr(r, "declaration", ()):
             _say(f"  {d}")
-        _say(f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
-             f"{replay_line(r.reproducer)}")
+        _say(
+            f"  first failure after {r.examples_to_fail} examples ({r.seconds_to_fail:.1f} s); "
+            f"{replay_line(r.reproducer)}"
+        )
 
 
 def _say(text) -> None:
@@ -635,5 +725,4 @@ def _say(text) -> None:
 
 
 def _write_html(report_path, html_path):
-    return atomic_write_text(html_path, render_html(load_report(report_path),
-                                                    title=f"difftest report: {report_path}"))
+    return atomic_write_text(html_path, render_html(load_report(report_path), title=f"difftest report: {report_path}"))

@@ -44,7 +44,6 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-
 def parse_threads(text: str, source: str = "--threads", least: int = 0) -> int:
     t = str(text).strip()
     try:
@@ -53,13 +52,15 @@ def parse_threads(text: str, source: str = "--threads", least: int = 0) -> int:
         n = -1
     if not least <= n <= MAX_THREADS:
         every = " (0 = every usable core)" if least == 0 else ""
-        raise ThreadsError(f"{source}={str(text)[:40]!r} is invalid: allowed an integer in [{least}, {MAX_THREADS}]"
-                           f"{every}")
+        raise ThreadsError(
+            f"{source}={str(text)[:40]!r} is invalid: allowed an integer in [{least}, {MAX_THREADS}]{every}"
+        )
     return n
 
 
-def choose(threads: int | None = None, shard: tuple[int, int] | None = None, env=None,
-           cpus: int | None = None, jobs: int = 1) -> tuple[int | None, str]:
+def choose(
+    threads: int | None = None, shard: tuple[int, int] | None = None, env=None, cpus: int | None = None, jobs: int = 1
+) -> tuple[int | None, str]:
     """(threads, why): the number of threads the rule above gives, None to leave the
     process as it is, and a phrase saying which rule decided."""
     env = os.environ if env is None else env

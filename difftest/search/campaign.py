@@ -107,18 +107,35 @@ class Campaign:
         object.__setattr__(self, "out_dir", Path(self.out_dir) if self.out_dir else None)
 
     @classmethod
-    def of(cls, kernel: KernelAdapter | str, profile: Profile | str = "ci", *, max_examples: int | None = None,
-           time_budget: float | None = None, shrink_budget: float | None = None, seed: int | None = -1,
-           config: RunConfig | None = None, out_dir: Path | str | None = None, **settings: Any) -> "Campaign":
+    def of(
+        cls,
+        kernel: KernelAdapter | str,
+        profile: Profile | str = "ci",
+        *,
+        max_examples: int | None = None,
+        time_budget: float | None = None,
+        shrink_budget: float | None = None,
+        seed: int | None = -1,
+        config: RunConfig | None = None,
+        out_dir: Path | str | None = None,
+        **settings: Any,
+    ) -> "Campaign":
         """``kernel``: an adapter or a registry name; ``profile``: a name or a Profile. The
         numbers left as None (``seed``: -1) come from the profile."""
         if isinstance(kernel, str):
             kernel = registry.get(kernel)
         prof = get_profile(profile)
-        return cls(kernel, prof, prof.examples if max_examples is None else max_examples,
-                   prof.search_s if time_budget is None else time_budget,
-                   prof.shrink_s if shrink_budget is None else shrink_budget,
-                   prof.seed if seed == -1 else seed, config or RunConfig(), out_dir=out_dir, **settings)  # type: ignore[arg-type]  # a str: __post_init__
+        return cls(
+            kernel,
+            prof,
+            prof.examples if max_examples is None else max_examples,
+            prof.search_s if time_budget is None else time_budget,
+            prof.shrink_s if shrink_budget is None else shrink_budget,
+            prof.seed if seed == -1 else seed,
+            config or RunConfig(),
+            out_dir=out_dir,  # type: ignore[arg-type]  # a str: __post_init__
+            **settings,
+        )
 
     @property
     def spec(self) -> str:
@@ -156,12 +173,24 @@ class Search:
         c = self.c
         kernel, prof = c.kernel, c.profile
         run_id = c.run_id or uuid.uuid4().hex
-        res = CampaignResult(kernel.name, prof.name, settings={
-            "max_examples": c.max_examples, "time_budget_s": c.time_budget, "shrink_budget_s": c.shrink_budget,
-            "seed": c.seed, "database": c.database, "config": c.config.to_dict(), "spec": c.spec,
-            "shard": shard_label(c.shard), "run_id": run_id, "capability": claim_record(kernel.capability),
-            "coverage_strength": c.coverage_strength,
-            **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {})})
+        res = CampaignResult(
+            kernel.name,
+            prof.name,
+            settings={
+                "max_examples": c.max_examples,
+                "time_budget_s": c.time_budget,
+                "shrink_budget_s": c.shrink_budget,
+                "seed": c.seed,
+                "database": c.database,
+                "config": c.config.to_dict(),
+                "spec": c.spec,
+                "shard": shard_label(c.shard),
+                "run_id": run_id,
+                "capability": claim_record(kernel.capability),
+                "coverage_strength": c.coverage_strength,
+                **({"narrowed": kernel.narrowed} if getattr(kernel, "narrowed", None) else {}),
+            },
+        )
         res.hunt = res.settings["hunt"] = c.hunting
         why = kernel.available()
         if why:
@@ -169,14 +198,24 @@ class Search:
             return res
         log_name = f"{safe_name(kernel.name)}.cases.jsonl"
         prior = logged_cases(c.out_dir / log_name, run_id) if c.out_dir and c.resume else []
-        hunts = logged_events(c.out_dir / log_name, run_id, ("hunt", "finding", "merged")) \
-            if prior and c.hunting and c.out_dir else []  # (prior: out_dir is set)
+        hunts = (
+            logged_events(c.out_dir / log_name, run_id, ("hunt", "finding", "merged"))
+            if prior and c.hunting and c.out_dir
+            else []
+        )  # (prior: out_dir is set)
         log = CaseLog(c.out_dir / log_name, run_id) if c.out_dir else None
         res.settings["case_log"] = log_name if c.out_dir else None
         writer = Findings(kernel, c.config, (c.out_dir or Path(DEFAULT_OUT)) / "repro", c.database, c.spec, run_id)
-        st = self.st = SearchState(c, res, run_id, writer, bar=None, log=log,  # type: ignore[arg-type]  # bar: below
-                                   max_examples=c.max_examples,
-                                   time_budget=c.time_budget)
+        st = self.st = SearchState(
+            c,
+            res,
+            run_id,
+            writer,
+            bar=None,  # type: ignore[arg-type]  # bar: below
+            log=log,
+            max_examples=c.max_examples,
+            time_budget=c.time_budget,
+        )
         st.mode = Hunt(st) if c.hunting else FirstFailure(st)
         explicit = self._explicit_problems()
         st.bar = Progress(kernel.name, st.max_examples + len(explicit), c.progress)
@@ -194,7 +233,7 @@ class Search:
                     if st.resume_hunt is not None:  # finish the shrink the kill cut short, from where it began
                         assert isinstance(st.mode, Hunt)  # only a hunt logs a shrink to resume
                         st.mode.hunt(st.seen[st.resume_hunt])
-                    replays, edge = explicit[:self.replayed], explicit[self.replayed:]
+                    replays, edge = explicit[: self.replayed], explicit[self.replayed :]
                     self._explicit(replays, len(edge))
                     self.phase.run(strengths=(1,))  # every value once: what a compile-bound kernel reaches first
                     self._explicit(edge)
@@ -301,8 +340,12 @@ class Search:
         st.keys.add(self.c.kernel.capability.compile_signature(problem))
         if self.c.on_case:
             self.c.on_case(case)
-        st.bar.update(len(res.cases), sum(x.failed for x in res.cases), max(x.worst_ratio for x in res.cases),
-                      "shrinking" if st.failed_at is not None and not st.mode.hunting else "")
+        st.bar.update(
+            len(res.cases),
+            sum(x.failed for x in res.cases),
+            max(x.worst_ratio for x in res.cases),
+            "shrinking" if st.failed_at is not None and not st.mode.hunting else "",
+        )
         return case
 
     # ------------------------------------------------------------------ the value search
@@ -343,12 +386,15 @@ class Search:
 
         prop._hypothesis_internal_add_digest = f"difftest:{c.kernel.name}:{c.profile.name}".encode()  # type: ignore[attr-defined]  # Hypothesis's hook
         test = settings(
-            max_examples=max(1, st.max_examples), deadline=None,
+            max_examples=max(1, st.max_examples),
+            deadline=None,
             database=DirectoryBasedExampleDatabase(c.database) if c.database else None,
             # each example runs a kernel and two references: seconds, by design
             # a shard rejects the other shards' Problems: (N-1)/N of the draws, by design
             suppress_health_check=[HealthCheck.too_slow] + ([HealthCheck.filter_too_much] if c.shard else []),
-            report_multiple_bugs=False, print_blob=False, verbosity=hypothesis.Verbosity.quiet,
+            report_multiple_bugs=False,
+            print_blob=False,
+            verbosity=hypothesis.Verbosity.quiet,
         )(given(strategy)(prop))
         if c.seed is not None:
             with local_constants_off():
@@ -432,14 +478,29 @@ class Search:
                 st.resume_hunt = p
 
 
-def run_campaign(kernel: KernelAdapter | str, profile: Profile | str = "ci", *, max_examples: int | None = None,
-                 time_budget: float | None = None, shrink_budget: float | None = None, strategy: Any = None,
-                 out_dir: Path | str | None = None, config: RunConfig | None = None,
-                 progress: bool = False, edge_cases: bool = True, database: str | None = DEFAULT_DB,
-                 seed: int | None = -1, on_case: Callable[[CaseResult], object] | None = None,
-                 shard: tuple[int, int] | None = None,
-                 run_id: str | None = None, resume: bool = False, hunt: bool | None = None,
-                 known: Any = (), coverage: int | None = None, max_findings: int = 16) -> CampaignResult:
+def run_campaign(
+    kernel: KernelAdapter | str,
+    profile: Profile | str = "ci",
+    *,
+    max_examples: int | None = None,
+    time_budget: float | None = None,
+    shrink_budget: float | None = None,
+    strategy: Any = None,
+    out_dir: Path | str | None = None,
+    config: RunConfig | None = None,
+    progress: bool = False,
+    edge_cases: bool = True,
+    database: str | None = DEFAULT_DB,
+    seed: int | None = -1,
+    on_case: Callable[[CaseResult], object] | None = None,
+    shard: tuple[int, int] | None = None,
+    run_id: str | None = None,
+    resume: bool = False,
+    hunt: bool | None = None,
+    known: Any = (),
+    coverage: int | None = None,
+    max_findings: int = 16,
+) -> CampaignResult:
     """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a
     registry name. ``database``: directory of Hypothesis's example database and the
     failure store (None: neither), so failures found before are replayed first. ``seed``:
@@ -453,11 +514,28 @@ def run_campaign(kernel: KernelAdapter | str, profile: Profile | str = "ci", *, 
     kernel (``load_known`` + ``known_for``): replayed first, listed as known, never shrunk.
     ``coverage``: the coverage phase's strength (None: the profile's, 0 when ``strategy`` is given).
     ``max_findings``: distinct findings a hunt shrinks and signs at most."""
-    return Campaign.of(kernel, profile, max_examples=max_examples, time_budget=time_budget,
-                       shrink_budget=shrink_budget, seed=seed, config=config, out_dir=out_dir, strategy=strategy,
-                       progress=progress, edge_cases=edge_cases, database=database, on_case=on_case,
-                       shard=shard, run_id=run_id, resume=resume, hunt=hunt, known=tuple(known),
-                       coverage=coverage, max_findings=max_findings).run()
+    return Campaign.of(
+        kernel,
+        profile,
+        max_examples=max_examples,
+        time_budget=time_budget,
+        shrink_budget=shrink_budget,
+        seed=seed,
+        config=config,
+        out_dir=out_dir,
+        strategy=strategy,
+        progress=progress,
+        edge_cases=edge_cases,
+        database=database,
+        on_case=on_case,
+        shard=shard,
+        run_id=run_id,
+        resume=resume,
+        hunt=hunt,
+        known=tuple(known),
+        coverage=coverage,
+        max_findings=max_findings,
+    ).run()
 
 
 def _coverage(cases: list[CaseResult], capability: Capability, profile: Profile) -> dict:
@@ -468,6 +546,8 @@ def _coverage(cases: list[CaseResult], capability: Capability, profile: Profile)
         hit.update(features(p, capability))
     compile_expected, compile_hit = compile_coverage(ran, capability, profile)  # compile:new_configuration
     hit.update(compile_hit)
-    return {"hit": dict(sorted(hit.items())),
-            "missing": sorted((expected_features(capability, profile) | compile_expected) - set(hit)),
-            "beyond_profile": beyond_profile(capability, profile)}
+    return {
+        "hit": dict(sorted(hit.items())),
+        "missing": sorted((expected_features(capability, profile) | compile_expected) - set(hit)),
+        "beyond_profile": beyond_profile(capability, profile),
+    }

@@ -49,7 +49,7 @@ class CaseLog:
         assert self._fd is not None
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(self._fd, view) :]
 
     def _line(self, d: dict) -> None:
         data = (json.dumps(d, default=str) + "\n").encode("utf-8", "backslashreplace")
@@ -104,8 +104,9 @@ def read_case_log(path, events=("case",), run_id: str | None = None) -> list[dic
     ``CaseLogError``, one line)."""
     path = Path(path)
     out = []
-    for _, line in read_lines(path, CaseLogError, "case log difftest wrote", MAX_LINE_BYTES, MAX_LOG_BYTES,
-                              root=path.parent):
+    for _, line in read_lines(
+        path, CaseLogError, "case log difftest wrote", MAX_LINE_BYTES, MAX_LOG_BYTES, root=path.parent
+    ):
         line = line.strip()
         if line:
             try:

@@ -83,8 +83,9 @@ class ConfigurationPhase:
         self.cap, self.prof = c.kernel.capability, c.profile
         self.strength = strength
         self.dims = dimensions(self.cap, self.prof)
-        self.claimed, self.illegal = _claimed(self.cap, self.prof, self.dims, 2) if len(self.dims) >= 2 \
-            else (frozenset(), frozenset())
+        self.claimed, self.illegal = (
+            _claimed(self.cap, self.prof, self.dims, 2) if len(self.dims) >= 2 else (frozenset(), frozenset())
+        )
         self.explained: set = set()  # tuples every realisation of which a finding explains
         self.unrealised: set = set()  # tuples no realisation of the planned row reached
         self.values: dict = {}  # Problem -> values_of, cached
@@ -94,8 +95,11 @@ class ConfigurationPhase:
         self.turn = 0  # the value kind the next row gets (round robin)
         # ci's CPU JIT kernels build only the corpus's configurations, before the run (strategies/compile.py):
         # the rows take those too
-        self.corpus = ({self.cap.compile_signature(p) for p in corpus_configs(self.cap, self.prof)}
-                       if corpus_only(self.cap, self.prof) else None)
+        self.corpus = (
+            {self.cap.compile_signature(p) for p in corpus_configs(self.cap, self.prof)}
+            if corpus_only(self.cap, self.prof)
+            else None
+        )
 
     # ------------------------------------------------------------------ the stages
     def run(self, strengths=(1, 2, 3)) -> None:
@@ -123,8 +127,10 @@ class ConfigurationPhase:
         """(claimed, illegal) tuples of strength ``t`` over ``dims``."""
         names = {d.name for d in dims}
         if t == 2:
-            return ({p for p in self.claimed if {n for n, _ in p} <= names},
-                    {p for p in self.illegal if {n for n, _ in p} <= names})
+            return (
+                {p for p in self.claimed if {n for n, _ in p} <= names},
+                {p for p in self.illegal if {n for n, _ in p} <= names},
+            )
         if t == 1:
             singles = {(x,) for p in self.claimed for x in p if x[0] in names}
             return singles, set()
@@ -141,8 +147,14 @@ class ConfigurationPhase:
         while targets:
             t0 = time.perf_counter()
             found = len(self.search.st.found)
-            rows = plan(dims, strength=t, covered=self._covered_rows(dims), illegal=illegal if t <= 2 else (),
-                        avoid=self._avoid(dims), salt=f"{self.search.c.seed}:{t}:{len(targets)}")
+            rows = plan(
+                dims,
+                strength=t,
+                covered=self._covered_rows(dims),
+                illegal=illegal if t <= 2 else (),
+                avoid=self._avoid(dims),
+                salt=f"{self.search.c.seed}:{t}:{len(targets)}",
+            )
             self.seconds_planning += time.perf_counter() - t0
             progressed = False
             for row in rows:
@@ -201,8 +213,11 @@ class ConfigurationPhase:
         free = self._free(row)
 
         def accept(p):
-            return p not in st.seen and not st.explained_problem(p) and (
-                self.corpus is None or self.cap.compile_signature(p) in self.corpus)
+            return (
+                p not in st.seen
+                and not st.explained_problem(p)
+                and (self.corpus is None or self.cap.compile_signature(p) in self.corpus)
+            )
 
         p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
         if p is not None:
@@ -278,10 +293,15 @@ class ConfigurationPhase:
 
     def record(self) -> dict:
         """What the phase did, for the campaign's settings."""
-        return {"strength": self.strength, "stage": self.stage, "rows": self.rows,
-                "dimensions": [str(d) for d in self.dims],
-                "explained_tuples": len(self.explained), "unrealised_tuples": len(self.unrealised),
-                "seconds_planning": round(self.seconds_planning, 2)}
+        return {
+            "strength": self.strength,
+            "stage": self.stage,
+            "rows": self.rows,
+            "dimensions": [str(d) for d in self.dims],
+            "explained_tuples": len(self.explained),
+            "unrealised_tuples": len(self.unrealised),
+            "seconds_planning": round(self.seconds_planning, 2),
+        }
 
 
 def pair_report(phase: ConfigurationPhase, cases) -> dict:
@@ -304,8 +324,13 @@ def pair_report(phase: ConfigurationPhase, cases) -> dict:
         row[1] += 1
         row[0] += pair in hit
     missing = phase.claimed - hit
-    return {"strength": 2, "dimensions": [d.name for d in dims], "claimed": len(phase.claimed),
-            "covered": len(hit), "explained": len(missing & phase.explained),
-            "by_dimensions": {k: v for k, v in by.items() if v[1]},
-            "missing": sorted(pair_text(p) for p in missing)[:MISSING_LISTED],
-            "phase": phase.record()}
+    return {
+        "strength": 2,
+        "dimensions": [d.name for d in dims],
+        "claimed": len(phase.claimed),
+        "covered": len(hit),
+        "explained": len(missing & phase.explained),
+        "by_dimensions": {k: v for k, v in by.items() if v[1]},
+        "missing": sorted(pair_text(p) for p in missing)[:MISSING_LISTED],
+        "phase": phase.record(),
+    }

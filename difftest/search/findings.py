@@ -125,11 +125,16 @@ class Finding:
         """What a hunt's case log keeps of a new finding (``"event": "finding"``), so a resumed
         hunt rebuilds it (``from_log``) instead of shrinking it again."""
         assert self.first is not None and self.best is not None  # a new finding has both
-        return {"number": self.number, "signature": self.signature.to_dict(),
-                "variants": [v.to_dict() for v in self.variants],
-                "trigger": self.trigger.to_dict() if self.trigger is not None else None,
-                "first": self.first.problem.to_dict(), "best": self.best.problem.to_dict(),
-                "reproducer": self.reproducer, "shrink": self.shrink}
+        return {
+            "number": self.number,
+            "signature": self.signature.to_dict(),
+            "variants": [v.to_dict() for v in self.variants],
+            "trigger": self.trigger.to_dict() if self.trigger is not None else None,
+            "first": self.first.problem.to_dict(),
+            "best": self.best.problem.to_dict(),
+            "reproducer": self.reproducer,
+            "shrink": self.shrink,
+        }
 
     @classmethod
     def from_log(cls, d: dict, seen: dict) -> "Finding | None":
@@ -138,19 +143,33 @@ class Finding:
         first, best = seen.get(Problem.from_dict(d["first"])), seen.get(Problem.from_dict(d["best"]))
         if first is None or best is None:
             return None
-        return cls(Signature.from_dict(d["signature"]), first=first, best=best, reproducer=d.get("reproducer"),
-                   shrink=dict(d.get("shrink") or {}), number=int(d["number"]),
-                   variants=[Signature.from_dict(v) for v in d.get("variants") or ()],
-                   trigger=Problem.from_dict(d["trigger"]) if d.get("trigger") else None)
+        return cls(
+            Signature.from_dict(d["signature"]),
+            first=first,
+            best=best,
+            reproducer=d.get("reproducer"),
+            shrink=dict(d.get("shrink") or {}),
+            number=int(d["number"]),
+            variants=[Signature.from_dict(v) for v in d.get("variants") or ()],
+            trigger=Problem.from_dict(d["trigger"]) if d.get("trigger") else None,
+        )
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "status": "known" if self.known else "new", "signature": self.signature.to_dict(),
-                "hits": self.hits, "search_hits": self.search_hits, "skipped": self.skipped,
-                "first_seen": self.first_seen, "reproducer": self.reproducer, "shrink": self.shrink,
-                "variants": [v.to_dict() for v in self.variants],
-                "failure": self.best.to_dict() if self.best is not None else None,
-                "first_failure": self.first.problem.to_dict() if self.first is not None else None,
-                **({"source": self.source} if self.source else {})}
+        return {
+            "id": self.id,
+            "status": "known" if self.known else "new",
+            "signature": self.signature.to_dict(),
+            "hits": self.hits,
+            "search_hits": self.search_hits,
+            "skipped": self.skipped,
+            "first_seen": self.first_seen,
+            "reproducer": self.reproducer,
+            "shrink": self.shrink,
+            "variants": [v.to_dict() for v in self.variants],
+            "failure": self.best.to_dict() if self.best is not None else None,
+            "first_failure": self.first.problem.to_dict() if self.first is not None else None,
+            **({"source": self.source} if self.source else {}),
+        }
 
 
 def failure_message(res) -> str:
@@ -161,13 +180,17 @@ def failure_message(res) -> str:
     if not new:
         repro = (res.reproducer or {}).get("py", "-")
         return f"{res.failure.render()}\nfirst failure after {res.examples_to_fail} examples; reproducer: {repro}"
-    lines = [f"{res.kernel}: {len(new)} distinct finding{'s' * (len(new) != 1)}"
-             + (f" ({res.explained_skipped} drawn problems they explain not run)" if res.explained_skipped else "")]
+    lines = [
+        f"{res.kernel}: {len(new)} distinct finding{'s' * (len(new) != 1)}"
+        + (f" ({res.explained_skipped} drawn problems they explain not run)" if res.explained_skipped else "")
+    ]
     for i, f in enumerate(new, 1):
         seen = f.first_seen or {}
         lines.append(f"--- finding {i}/{len(new)} [{f.id}] {f.signature.describe()}")
-        lines.append(f"  {f.hits} failing cases; first seen at case {seen.get('case', '-')} "
-                     f"({seen.get('seconds', 0.0):.1f} s in)")
+        lines.append(
+            f"  {f.hits} failing cases; first seen at case {seen.get('case', '-')} "
+            f"({seen.get('seconds', 0.0):.1f} s in)"
+        )
         lines += ["  " + x for x in f.best.render().splitlines()]
         lines.append(f"  reproducer: {(f.reproducer or {}).get('py', '-')}")
     for f in res.findings:

@@ -50,8 +50,9 @@ class FirstFailure:
         """Seconds in by which the simplify walk or the signature stops: what is left of the
         shrink budget, at least FINISH_FLOOR_S, never past the campaign's deadline."""
         st = self.state
-        return min(st.deadline, st.now() + max(FINISH_FLOOR_S, (st.failed_at or 0.0) + st.settings.shrink_budget
-                                               - st.now()))
+        return min(
+            st.deadline, st.now() + max(FINISH_FLOOR_S, (st.failed_at or 0.0) + st.settings.shrink_budget - st.now())
+        )
 
     # ------------------------------------------------------------------ after the search
     def failed(self, case) -> None:
@@ -64,8 +65,9 @@ class FirstFailure:
         def still_fails(p):
             return same_failure(case, st.run_seen(p))
 
-        best, _ = simplify(case.problem, still_fails, st.settings.kernel.capability,
-                           time_budget=max(0.0, self._finish_by() - st.now()))
+        best, _ = simplify(
+            case.problem, still_fails, st.settings.kernel.capability, time_budget=max(0.0, self._finish_by() - st.now())
+        )
         res.failure = st.seen.get(best, case)
 
     def finish(self) -> None:
@@ -82,12 +84,23 @@ class FirstFailure:
         if res.failure is None:
             return
         over = self._finish_by()
-        sig = derive(res.failure, st.run_seen, st.settings.kernel.capability, budget_calls=MAX_VARIATIONS,
-                     deadline=lambda: st.now() > over)
+        sig = derive(
+            res.failure,
+            st.run_seen,
+            st.settings.kernel.capability,
+            budget_calls=MAX_VARIATIONS,
+            deadline=lambda: st.now() > over,
+        )
         if not any(same_identity(s, sig, res.failure.problem) for f in st.found for s in f.signatures):
-            st.found.append(Finding(sig, first=res.first_failure, best=res.failure,
-                                    reproducer=st.findings.reproducer,
-                                    shrink={"seconds": round(st.now() - (st.failed_at or 0.0), 2)}))
+            st.found.append(
+                Finding(
+                    sig,
+                    first=res.first_failure,
+                    best=res.failure,
+                    reproducer=st.findings.reproducer,
+                    shrink={"seconds": round(st.now() - (st.failed_at or 0.0), 2)},
+                )
+            )
 
     def interrupted(self, e) -> None:
         st = self.state
@@ -114,5 +127,6 @@ class FirstFailure:
         res.reproducer = st.findings.reproducer
         if res.findings and not res.findings[-1].known:
             res.findings[-1].reproducer = res.reproducer
-        res.declaration = diagnose(st.settings.kernel, res.failure, run, res.first_failure) \
-            if st.now() < st.deadline else []
+        res.declaration = (
+            diagnose(st.settings.kernel, res.failure, run, res.first_failure) if st.now() < st.deadline else []
+        )

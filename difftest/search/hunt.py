@@ -97,24 +97,44 @@ class Hunt:
         st.result.settings["hunt_attempts"] = st.result.settings.get("hunt_attempts", 0) + 1
         n_new = sum(not f.known for f in st.found) + 1
         source = st.known_problems.get(case.problem)  # a known failure-store Problem: not shrunk again
-        writer = None if source else Findings(s.kernel, s.config, (s.out_dir or Path(DEFAULT_OUT)) / "repro",
-                                              s.database, s.spec, st.run_id, number=n_new)
+        writer = (
+            None
+            if source
+            else Findings(
+                s.kernel,
+                s.config,
+                (s.out_dir or Path(DEFAULT_OUT)) / "repro",
+                s.database,
+                s.spec,
+                st.run_id,
+                number=n_new,
+            )
+        )
         best, calls = case, 0
         if writer is not None:
             st.log_event("hunt", {"number": n_new, "problem": case.problem.to_dict()})
             writer.found(case, case)
-            budget = min(s.shrink_budget, max(FINISH_FLOOR_S, FINDING_SHARE * st.time_budget),
-                         SHRINK_SHARE * (st.deadline - t))
+            budget = min(
+                s.shrink_budget, max(FINISH_FLOOR_S, FINDING_SHARE * st.time_budget), SHRINK_SHARE * (st.deadline - t)
+            )
             best, calls = self._shrink_toward(case, new, writer, budget)
         target = (unexplained_gates(st.signatures(), best) & new) or new
         # the signature's variations get their own share: each compiles anew on a JIT kernel (FA4 on the
         # H100 spent ~200 of 240 s signing three findings, five seconds a variation)
         signed_by = min(st.deadline, st.now() + max(FINISH_FLOOR_S, FINDING_SHARE * st.time_budget))
-        sig = derive(best, st.run_seen, s.kernel.capability, gates=target, budget_calls=MAX_VARIATIONS,
-                     deadline=lambda: st.now() > signed_by)
+        sig = derive(
+            best,
+            st.run_seen,
+            s.kernel.capability,
+            gates=target,
+            budget_calls=MAX_VARIATIONS,
+            deadline=lambda: st.now() > signed_by,
+        )
         for f in st.found:
-            if any(same_identity(x, sig, best.problem, f.best.problem if f.best is not None else None)
-                   for x in f.signatures):
+            if any(
+                same_identity(x, sig, best.problem, f.best.problem if f.best is not None else None)
+                for x in f.signatures
+            ):
                 if sig not in f.signatures:
                     f.variants.append(sig)  # the same bug, reached from elsewhere: it explains this too
                     if not f.known:
@@ -126,10 +146,17 @@ class Hunt:
                 return f
         if writer is not None and writer.best is not best:
             writer.write(best)
-        f = Finding(sig, first=case, best=best, known=source is not None, source=source or "",
-                    reproducer=writer.reproducer if writer else None,
-                    shrink={} if source else {"calls": calls, "seconds": round(st.now() - t, 2)},
-                    number=0 if source else n_new, trigger=case.problem)
+        f = Finding(
+            sig,
+            first=case,
+            best=best,
+            known=source is not None,
+            source=source or "",
+            reproducer=writer.reproducer if writer else None,
+            shrink={} if source else {"calls": calls, "seconds": round(st.now() - t, 2)},
+            number=0 if source else n_new,
+            trigger=case.problem,
+        )
         st.found.append(f)
         if writer is not None:
             st.log_event("finding", f.log_record())
@@ -150,8 +177,13 @@ class Hunt:
             writer.found(c, case)
             return True
 
-        best, calls = simplify(case.problem, still_fails, st.settings.kernel.capability,
-                               time_budget=max(0.0, budget), max_calls=st.settings.finding_calls)
+        best, calls = simplify(
+            case.problem,
+            still_fails,
+            st.settings.kernel.capability,
+            time_budget=max(0.0, budget),
+            max_calls=st.settings.finding_calls,
+        )
         return st.seen.get(best, case), calls
 
     # ------------------------------------------------------------------ after the search
@@ -184,13 +216,18 @@ class Hunt:
             res.seconds_to_fail = new[0].first_seen.get("seconds")
         if res.unexplained:
             cap = len(st.found) - sum(f.known for f in st.found) >= st.settings.max_findings
-            why = f"the findings cap ({st.settings.max_findings}) was reached" if cap else \
-                "the budget ran out before they were shrunk and signed"
+            why = (
+                f"the findings cap ({st.settings.max_findings}) was reached"
+                if cap
+                else "the budget ran out before they were shrunk and signed"
+            )
             how = "a larger --max-findings" if cap else "a larger --time-budget"
-            res.reason = (f"{res.unexplained} failing cases no finding explains ({why}; {how} shrinks and signs "
-                          f"them, and --resume of this run keeps what it found): "
-                          + "; ".join(res.unexplained_cases[:3])
-                          + (" ..." if res.unexplained > 3 else ""))
+            res.reason = (
+                f"{res.unexplained} failing cases no finding explains ({why}; {how} shrinks and signs "
+                f"them, and --resume of this run keeps what it found): "
+                + "; ".join(res.unexplained_cases[:3])
+                + (" ..." if res.unexplained > 3 else "")
+            )
         if not new and res.unexplained:  # failures the budget left unsigned still fail the campaign, unshrunk
             first = next(c for c in res.cases if c.failed and unexplained_gates(st.signatures(), c))
             res.status, res.failure, res.first_failure = CampaignStatus.FAILED, first, first

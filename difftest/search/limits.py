@@ -18,16 +18,22 @@ def check_problem_size(p: Problem, profile=None) -> str | None:
     prof = get_profile(profile) if profile is not None else max(PROFILES.values(), key=lambda q: q.max_tokens)
     tokens = max(p.total_q, p.total_k)
     if tokens > prof.max_tokens:
-        return (f"problem has {tokens} packed tokens (pad_tail {p.pad_tail} included): allowed at most "
-                f"{prof.max_tokens} under profile {prof.name!r}")
+        return (
+            f"problem has {tokens} packed tokens (pad_tail {p.pad_tail} included): allowed at most "
+            f"{prof.max_tokens} under profile {prof.name!r}"
+        )
     n = score_elements(p)
     if n > prof.max_score_elements:
-        return (f"problem has {n} score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most "
-                f"{prof.max_score_elements} under profile {prof.name!r}")
+        return (
+            f"problem has {n} score elements (sum seqlen_q*seqlen_k x heads_q): allowed at most "
+            f"{prof.max_score_elements} under profile {prof.name!r}"
+        )
     cells = pattern_cells(p)
     if cells > MAX_PATTERN_CELLS:
-        return (f"problem's sparse pattern has {cells} cells (query blocks x key blocks, or x top-k slots), "
-                f"drawn in Python: allowed at most {MAX_PATTERN_CELLS}")
+        return (
+            f"problem's sparse pattern has {cells} cells (query blocks x key blocks, or x top-k slots), "
+            f"drawn in Python: allowed at most {MAX_PATTERN_CELLS}"
+        )
     return None
 
 

@@ -24,8 +24,9 @@ class Progress:
         width = 24
         frac = min(1.0, done / max(1, self.total))
         bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} failed={failed} "
-                          f"worst={worst:.3g} {dt:.0f}s {phase}   ")
+        self.stream.write(
+            f"\r{self.label} [{bar}] {done}/{self.total} failed={failed} worst={worst:.3g} {dt:.0f}s {phase}   "
+        )
         self.stream.flush()
         self.shown = True
 

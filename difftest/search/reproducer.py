@@ -71,17 +71,32 @@ def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> 
     cfg["isolate"] = False  # the reproducer runs the kernel in its own process already
     digest = hashlib.sha256((spec + case.problem.to_json()).encode()).hexdigest()[:10]
     stem = stem or "".join(c if c.isalnum() or c in "-_" else "_" for c in spec) + "-" + digest
-    record = {"kernel": spec, "problem": case.problem.to_dict(), "config": cfg,
-              "status": case.status, "failed_gates": case.failed_gates, "reason": case.reason,
-              "verdicts": [v.to_dict() for v in case.verdicts]}
+    record = {
+        "kernel": spec,
+        "problem": case.problem.to_dict(),
+        "config": cfg,
+        "status": case.status,
+        "failed_gates": case.failed_gates,
+        "reason": case.reason,
+        "verdicts": [v.to_dict() for v in case.verdicts],
+    }
     jpath = out / f"{stem}.json"
     atomic_write_text(jpath, json.dumps(record, indent=1, default=str), root=out.parent)
     ppath = out / f"{stem}.py"
     gates = ", ".join(case.failed_gates) or (case.reason.splitlines() or ["-"])[0]
     # every recorded text (the kernel's error message included) enters the script as one
     # Python string literal (repr of JSON text): no recorded text can become code
-    data = json.dumps({"kernel": spec, "problem": case.problem.to_dict(), "config": cfg,
-                       "short": case.problem.short(), "failed": gates}, default=str, ensure_ascii=True)
+    data = json.dumps(
+        {
+            "kernel": spec,
+            "problem": case.problem.to_dict(),
+            "config": cfg,
+            "short": case.problem.short(),
+            "failed": gates,
+        },
+        default=str,
+        ensure_ascii=True,
+    )
     atomic_write_text(ppath, SCRIPT.format(record=data), mode=0o755, root=out.parent)
     return {"json": str(jpath), "py": str(ppath)}
 
@@ -103,8 +118,11 @@ def read_json(path) -> dict:
     object. Never executes anything from the file."""
     path = Path(path)
     if path.suffix == ".py":
-        _fail(path, f"difftest replays only the .json reproducer (the .py is a standalone script for "
-                    f"people: run it with python); pass {str(path.with_suffix('.json'))!r}")
+        _fail(
+            path,
+            f"difftest replays only the .json reproducer (the .py is a standalone script for "
+            f"people: run it with python); pass {str(path.with_suffix('.json'))!r}",
+        )
     if path.suffix != ".json":
         _fail(path, "allowed a .json reproducer written by difftest")
     if not path.exists():
@@ -199,8 +217,11 @@ def load(path) -> tuple[str, Problem, dict]:
         _fail(path, f"field 'problem' is a {type(d['problem']).__name__}: allowed an object of Problem fields")
     missing = [f for f in REQUIRED_PROBLEM_FIELDS if f not in d["problem"]]
     if missing:  # {"problem": {}} would replay Problem()'s defaults, a case nobody recorded
-        _fail(path, f"field 'problem' lacks {', '.join(missing)}: allowed a Problem as difftest writes it, with "
-                    f"{', '.join(REQUIRED_PROBLEM_FIELDS)}")
+        _fail(
+            path,
+            f"field 'problem' lacks {', '.join(missing)}: allowed a Problem as difftest writes it, with "
+            f"{', '.join(REQUIRED_PROBLEM_FIELDS)}",
+        )
     try:
         problem = Problem.from_dict(d["problem"])
     except ProblemError as e:
@@ -212,8 +233,7 @@ def load(path) -> tuple[str, Problem, dict]:
 
 
 # what every reproducer difftest ever wrote records (tests/data/reproducer-33ddc2c.json too)
-REQUIRED_PROBLEM_FIELDS = ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim_qk", "head_dim_v",
-                           "dtype")
+REQUIRED_PROBLEM_FIELDS = ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim_qk", "head_dim_v", "dtype")
 
 
 def check_capture(path, problem) -> None:
@@ -231,8 +251,11 @@ def check_capture(path, problem) -> None:
     except (OSError, RuntimeError) as e:
         _fail(path, f"capture file {cap.file!r} cannot be resolved ({e}): allowed a capture inside {str(roots[0])!r}")
     if not any(real.is_relative_to(r) for r in roots):
-        _fail(path, f"capture file {cap.file!r} lies outside the reproducer's folder and the working directory: "
-                    f"allowed a capture file inside {str(roots[0])!r} or {str(roots[1])!r}")
+        _fail(
+            path,
+            f"capture file {cap.file!r} lies outside the reproducer's folder and the working directory: "
+            f"allowed a capture file inside {str(roots[0])!r} or {str(roots[1])!r}",
+        )
     try:
         with open_regular(real, ReproducerError, "capture file (safetensors)"):
             pass
@@ -244,8 +267,11 @@ def check_spec(path, field_name: str, spec: str, allow_import: bool) -> None:
     """Refuse a ``module:attr`` spec read from a file unless the user allowed imports: a
     name in a file resolves only through the registry, entry points and catalogues."""
     if spec and not allow_import and is_import_spec(spec):
-        _fail(path, f"{field_name} {spec!r} would import a module named by the file: allowed a registered kernel "
-                    f"name (see `difftest list`); pass --allow-import to trust this file, or --kernel NAME")
+        _fail(
+            path,
+            f"{field_name} {spec!r} would import a module named by the file: allowed a registered kernel "
+            f"name (see `difftest list`); pass --allow-import to trust this file, or --kernel NAME",
+        )
 
 
 CPU_PROFILE, GPU_PROFILE = "nightly", "gpu"  # the largest profile meant for each device
@@ -281,12 +307,21 @@ def check_device_here(path, kernel, cfg: dict) -> None:
 
         if not torch.cuda.is_available():
             why = "recorded on CUDA" if cfg.get("device") else f"kernel {kernel.name!r} runs on CUDA"
-            _fail(path, f"{why} and no CUDA device is available here (torch.cuda.is_available() is False): "
-                        "allowed --device cpu to replay it on the CPU, or a host with CUDA")
+            _fail(
+                path,
+                f"{why} and no CUDA device is available here (torch.cuda.is_available() is False): "
+                "allowed --device cpu to replay it on the CPU, or a host with CUDA",
+            )
 
 
-def replay(path, kernel: str | None = None, *, allow_import: bool = False, profile: str | None = None,
-           device: str | None = None):
+def replay(
+    path,
+    kernel: str | None = None,
+    *,
+    allow_import: bool = False,
+    profile: str | None = None,
+    device: str | None = None,
+):
     """Run a reproducer again; ``kernel`` (the user's own choice, so it may be a
     ``module:attr`` spec) overrides the recorded one. Names from the file resolve only
     through the registry unless ``allow_import``. ``profile``: the size limits the

@@ -59,21 +59,37 @@ class CampaignResult:
 
         if cases is None:
             cases = [case(d) for d in rec.get("cases") or ()]
-        return cls(kernel, of("profile", str, ""), status=rec.get("status") or CampaignStatus.PASSED,
-                   reason=of("reason", str, ""), cases=cases, failure=case(rec.get("failure")),
-                   first_failure=case(rec.get("first_failure")), examples_to_fail=of("examples_to_fail", int),
-                   seconds_to_fail=of("seconds_to_fail", (int, float)), unrun=of("unrun", int, 0),
-                   reproducer=of("reproducer", dict), compile_keys=of("compile_keys", int, 0),
-                   coverage=of("coverage", dict, {}), compile_stats=of("compile_stats", dict),
-                   elapsed=of("elapsed_s", (int, float), 0.0), timing=of("timing", dict),
-                   compile_reuse=of("compile_reuse", dict), settings=of("settings", dict, {}),
-                   declaration=[x for x in of("declaration", list, []) if isinstance(x, str)],
-                   hunt=bool(rec.get("hunt")), findings=[f for f in of("findings", list, []) if isinstance(f, dict)],
-                   explained_skipped=of("explained_skipped", int, 0), unexplained=of("unexplained", int, 0),
-                   unexplained_cases=[x for x in of("unexplained_cases", list, []) if isinstance(x, str)],
-                   failures=[{"shard": f.get("shard"), "failure": case(f.get("failure")),
-                              "reproducer": f.get("reproducer")} for f in of("failures", list, [])
-                             if isinstance(f, dict)])
+        return cls(
+            kernel,
+            of("profile", str, ""),
+            status=rec.get("status") or CampaignStatus.PASSED,
+            reason=of("reason", str, ""),
+            cases=cases,
+            failure=case(rec.get("failure")),
+            first_failure=case(rec.get("first_failure")),
+            examples_to_fail=of("examples_to_fail", int),
+            seconds_to_fail=of("seconds_to_fail", (int, float)),
+            unrun=of("unrun", int, 0),
+            reproducer=of("reproducer", dict),
+            compile_keys=of("compile_keys", int, 0),
+            coverage=of("coverage", dict, {}),
+            compile_stats=of("compile_stats", dict),
+            elapsed=of("elapsed_s", (int, float), 0.0),
+            timing=of("timing", dict),
+            compile_reuse=of("compile_reuse", dict),
+            settings=of("settings", dict, {}),
+            declaration=[x for x in of("declaration", list, []) if isinstance(x, str)],
+            hunt=bool(rec.get("hunt")),
+            findings=[f for f in of("findings", list, []) if isinstance(f, dict)],
+            explained_skipped=of("explained_skipped", int, 0),
+            unexplained=of("unexplained", int, 0),
+            unexplained_cases=[x for x in of("unexplained_cases", list, []) if isinstance(x, str)],
+            failures=[
+                {"shard": f.get("shard"), "failure": case(f.get("failure")), "reproducer": f.get("reproducer")}
+                for f in of("failures", list, [])
+                if isinstance(f, dict)
+            ],
+        )
 
     @property
     def failed(self) -> bool:

@@ -42,8 +42,9 @@ def local_constants_off():
         from hypothesis.internal.conjecture import providers
     except ImportError:  # pragma: no cover - every supported Hypothesis has the module
         providers = None
-    if providers is None or not all(hasattr(providers, n) for n in ("_get_local_constants", "Constants",
-                                                                          "CONSTANTS_CACHE")):
+    if providers is None or not all(
+        hasattr(providers, n) for n in ("_get_local_constants", "Constants", "CONSTANTS_CACHE")
+    ):
         yield  # a Hypothesis without local constants: nothing to turn off
         return
     with _lock:

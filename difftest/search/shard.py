@@ -35,8 +35,10 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     except ValueError:
         i = n = None
     if not sep or i is None or n is None or n < 1 or not 0 <= i < n or n > MAX_SHARDS:
-        raise ShardError(f"--shard {str(text)[:40]!r} is invalid: allowed I/N with integers 0 <= I < N <= "
-                         f"{MAX_SHARDS} (e.g. 0/2, 1/2)")
+        raise ShardError(
+            f"--shard {str(text)[:40]!r} is invalid: allowed I/N with integers 0 <= I < N <= "
+            f"{MAX_SHARDS} (e.g. 0/2, 1/2)"
+        )
     return i, n
 
 

@@ -20,13 +20,27 @@ from difftest.model.problem import Problem, ProblemError
 
 
 def complexity(p: Problem) -> tuple:
-    return (p.batch, p.heads_q, p.heads_kv, p.max_seqlen_q + p.max_seqlen_k, sum(p.seqlens_q) + sum(p.seqlens_k),
-            int(p.varlen), p.pad_tail, int(p.causal) + (p.window_left is not None) + (p.window_right is not None),
-            sum(w is not None and w < 0 for w in (p.window_left, p.window_right)),
-            p.sparsity.complexity() if p.sparsity is not None else (),
-            int(p.sinks), abs(p.sink_center), int(p.softcap is not None), int(p.values != "normal"), p.value_scale,
-            int(p.softmax_scale is not None), p.head_dim_qk + p.head_dim_v,
-            LAYOUTS.index(p.layout.kind) if p.layout.kind in LAYOUTS else 0, p.seed)
+    return (
+        p.batch,
+        p.heads_q,
+        p.heads_kv,
+        p.max_seqlen_q + p.max_seqlen_k,
+        sum(p.seqlens_q) + sum(p.seqlens_k),
+        int(p.varlen),
+        p.pad_tail,
+        int(p.causal) + (p.window_left is not None) + (p.window_right is not None),
+        sum(w is not None and w < 0 for w in (p.window_left, p.window_right)),
+        p.sparsity.complexity() if p.sparsity is not None else (),
+        int(p.sinks),
+        abs(p.sink_center),
+        int(p.softcap is not None),
+        int(p.values != "normal"),
+        p.value_scale,
+        int(p.softmax_scale is not None),
+        p.head_dim_qk + p.head_dim_v,
+        LAYOUTS.index(p.layout.kind) if p.layout.kind in LAYOUTS else 0,
+        p.seed,
+    )
 
 
 def _lengths(n: int, least: int = 1, multiple: int = 1) -> list[int]:
@@ -36,8 +50,13 @@ def _lengths(n: int, least: int = 1, multiple: int = 1) -> list[int]:
     capability's ``seqlen_multiple``) only its multiples, the candidates rounded down to one."""
     m = max(1, multiple)
     least = -(-max(1, least) // m) * m
-    return sorted({x // m * m for x in (0, least, least + m, 1, 2, n // 2, n - 1)
-                   if 0 <= x // m * m < n and (x // m * m == 0 or x // m * m >= least)})
+    return sorted(
+        {
+            x // m * m
+            for x in (0, least, least + m, 1, 2, n // 2, n - 1)
+            if 0 <= x // m * m < n and (x // m * m == 0 or x // m * m >= least)
+        }
+    )
 
 
 def neighbours(p: Problem, cap: Capability | None = None):
@@ -49,15 +68,16 @@ def neighbours(p: Problem, cap: Capability | None = None):
         sq, sk = list(p.seqlen_q), list(p.seqlen_k)  # type: ignore[arg-type]  # varlen: tuples
         for i in range(p.batch):  # drop a sequence
             if p.batch > 1:
-                yield p.replace(batch=p.batch - 1, seqlen_q=tuple(sq[:i] + sq[i + 1:]),
-                                seqlen_k=tuple(sk[:i] + sk[i + 1:]))
+                yield p.replace(
+                    batch=p.batch - 1, seqlen_q=tuple(sq[:i] + sq[i + 1 :]), seqlen_k=tuple(sk[:i] + sk[i + 1 :])
+                )
         if p.batch == 1 and sq[0] >= 1 and sk[0] >= 1:  # one sequence: dense
             yield p.replace(seqlen_q=sq[0], seqlen_k=sk[0], pad_tail=0)
         for i in range(p.batch):
             for L in _lengths(sq[i], least_q, m):
-                yield p.replace(seqlen_q=tuple(sq[:i] + [L] + sq[i + 1:]))
+                yield p.replace(seqlen_q=tuple(sq[:i] + [L] + sq[i + 1 :]))
             for L in _lengths(sk[i], least_k, m):
-                yield p.replace(seqlen_k=tuple(sk[:i] + [L] + sk[i + 1:]))
+                yield p.replace(seqlen_k=tuple(sk[:i] + [L] + sk[i + 1 :]))
     else:
         if p.batch > 1:
             yield p.replace(batch=1)
@@ -84,8 +104,13 @@ def neighbours(p: Problem, cap: Capability | None = None):
         for sp in p.sparsity.simpler():
             yield p.replace(sparsity=sp)
     g = p.group
-    for hq, hkv in ((1, 1), (g, 1), (p.heads_kv, p.heads_kv), (p.heads_q // 2, p.heads_kv // 2),
-                    (p.heads_q - p.group, p.heads_kv - 1)):
+    for hq, hkv in (
+        (1, 1),
+        (g, 1),
+        (p.heads_kv, p.heads_kv),
+        (p.heads_q // 2, p.heads_kv // 2),
+        (p.heads_q - p.group, p.heads_kv - 1),
+    ):
         if hq >= 1 and hkv >= 1 and hq % hkv == 0 and (hq, hkv) != (p.heads_q, p.heads_kv):
             # a value-dependent fault may need other values once heads are gone: a few seeds
             for seed in dict.fromkeys((p.seed, 0, 1, 2, 3)):
@@ -129,8 +154,14 @@ def neighbours(p: Problem, cap: Capability | None = None):
         yield p.replace(seed=0)
 
 
-def simplify(problem: Problem, still_fails, capability: Capability | None = None, *,
-             time_budget: float = 60.0, max_calls: int = 400) -> tuple[Problem, int]:
+def simplify(
+    problem: Problem,
+    still_fails,
+    capability: Capability | None = None,
+    *,
+    time_budget: float = 60.0,
+    max_calls: int = 400,
+) -> tuple[Problem, int]:
     """Greedily replace ``problem`` by a strictly simpler neighbour for which
     ``still_fails(neighbour)`` is true, until none is or the budget is spent.
     Returns (simplest failing Problem, calls made)."""

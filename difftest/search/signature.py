@@ -56,8 +56,20 @@ from difftest.safeio import parse_json, read_capped
 from difftest.search.failure_store import FOLDER, safe_name
 from difftest.vocab import Status
 
-SWITCHES = ("causal", "window", "sinks", "gqa", "varlen", "empty_q", "empty_k", "pad_tail", "dims_differ",
-            "softmax_scale", "sparse", "softcap")
+SWITCHES = (
+    "causal",
+    "window",
+    "sinks",
+    "gqa",
+    "varlen",
+    "empty_q",
+    "empty_k",
+    "pad_tail",
+    "dims_differ",
+    "softmax_scale",
+    "sparse",
+    "softcap",
+)
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
 TAILS = ("seqlen_q%", "seqlen_k%")
@@ -70,9 +82,13 @@ MAX_VARIATIONS = 24  # re-runs per signature, at most
 MESSAGE_CHARS = 200  # an error message's shape keeps this many characters
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\\x1b\[[0-9;]*[A-Za-z]")  # terminal colour codes, raw or escaped
 # what varies between two raises of one error: numbers, hex, quoted text with digits or paths, paths
-_VARYING = ((re.compile(r"0x[0-9a-fA-F]+"), "#"), (re.compile(r"'[^']*[\d/][^']*'|\"[^\"]*[\d/][^\"]*\""), "''"),
-            (re.compile(r"(?<![\w.])/[\w./-]+"), "/"), (re.compile(r"\d+(\.\d+)?"), "#"),
-            (re.compile(r"\s+"), " "))
+_VARYING = (
+    (re.compile(r"0x[0-9a-fA-F]+"), "#"),
+    (re.compile(r"'[^']*[\d/][^']*'|\"[^\"]*[\d/][^\"]*\""), "''"),
+    (re.compile(r"(?<![\w.])/[\w./-]+"), "/"),
+    (re.compile(r"\d+(\.\d+)?"), "#"),
+    (re.compile(r"\s+"), " "),
+)
 
 
 def message_shape(reason: str) -> str:
@@ -107,11 +123,20 @@ class SignatureError(FileFormatError):
 
 
 def _switch(p: Problem, name: str) -> bool:
-    return {"causal": p.causal, "window": p.window_left is not None or p.window_right is not None,
-            "sinks": p.sinks, "gqa": p.heads_q != p.heads_kv, "varlen": p.varlen, "pad_tail": p.pad_tail > 0,
-            "empty_q": p.varlen and 0 in p.seqlens_q, "empty_k": p.varlen and 0 in p.seqlens_k,
-            "dims_differ": p.head_dim_qk != p.head_dim_v, "softmax_scale": p.softmax_scale is not None,
-            "sparse": p.sparse, "softcap": p.softcap is not None}[name]
+    return {
+        "causal": p.causal,
+        "window": p.window_left is not None or p.window_right is not None,
+        "sinks": p.sinks,
+        "gqa": p.heads_q != p.heads_kv,
+        "varlen": p.varlen,
+        "pad_tail": p.pad_tail > 0,
+        "empty_q": p.varlen and 0 in p.seqlens_q,
+        "empty_k": p.varlen and 0 in p.seqlens_k,
+        "dims_differ": p.head_dim_qk != p.head_dim_v,
+        "softmax_scale": p.softmax_scale is not None,
+        "sparse": p.sparse,
+        "softcap": p.softcap is not None,
+    }[name]
 
 
 def _switched_off(p: Problem, name: str) -> Problem:
@@ -140,8 +165,9 @@ def _switched_off(p: Problem, name: str) -> Problem:
 
 
 def _bound(p: Problem, name: str) -> int:
-    return {"batch>=": p.batch, "heads_q>=": p.heads_q, "seqlen_q>=": p.max_seqlen_q,
-            "seqlen_k>=": p.max_seqlen_k}[name]
+    return {"batch>=": p.batch, "heads_q>=": p.heads_q, "seqlen_q>=": p.max_seqlen_q, "seqlen_k>=": p.max_seqlen_k}[
+        name
+    ]
 
 
 def _lowered(p: Problem, name: str, step: int) -> Problem | None:
@@ -181,8 +207,13 @@ def _rounded_up(p: Problem, name: str, m: int) -> Problem:
 
 
 def _choice(p: Problem, name: str):
-    return {"head_dim_qk": p.head_dim_qk, "dtype": p.dtype, "values": p.values, "layout": p.layout.kind,
-            "align": p.align}[name]
+    return {
+        "head_dim_qk": p.head_dim_qk,
+        "dtype": p.dtype,
+        "values": p.values,
+        "layout": p.layout.kind,
+        "align": p.align,
+    }[name]
 
 
 def _with_choice(p: Problem, name: str, value, capability) -> Problem:
@@ -273,8 +304,11 @@ class Signature:
         if not case.failed:
             return False
         if self.error_type or self.gates == (RUN,):
-            return case.status == Status.ERROR and (case.error_type or "") == self.error_type and (
-                not self.message or message_shape(case.reason) == self.message)
+            return (
+                case.status == Status.ERROR
+                and (case.error_type or "") == self.error_type
+                and (not self.message or message_shape(case.reason) == self.message)
+            )
         return case.status == Status.FAILED and bool(set(root_gates(case)) & set(self.gates))
 
     def explains(self, case) -> bool:
@@ -282,10 +316,16 @@ class Signature:
 
     # ------------------------------------------------------------------- data
     def to_dict(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "gates": list(self.gates), "error_type": self.error_type,
-                **({"message": self.message} if self.message else {}),
-                "needs": {n: _jsonable(v) for n, v in self.needs}, "variations_run": self.tried,
-                "describe": self.describe()}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "gates": list(self.gates),
+            "error_type": self.error_type,
+            **({"message": self.message} if self.message else {}),
+            "needs": {n: _jsonable(v) for n, v in self.needs},
+            "variations_run": self.tried,
+            "describe": self.describe(),
+        }
 
     @classmethod
     def from_dict(cls, d, where: str = "signature") -> "Signature":
@@ -294,19 +334,24 @@ class Signature:
             raise SignatureError(f"{where}: a {type(d).__name__}: allowed an object with kind, gates, needs")
         kind = d.get("kind")
         if kind not in {str(k) for k in triage.FINDINGS} | {str(triage.Kind.INTERNAL)}:
-            raise SignatureError(f"{where}: kind {str(kind)[:40]!r}: allowed one of "
-                                 f"{sorted(str(k) for k in triage.FINDINGS)}")
+            raise SignatureError(
+                f"{where}: kind {str(kind)[:40]!r}: allowed one of {sorted(str(k) for k in triage.FINDINGS)}"
+            )
         gates = d.get("gates")
-        if not isinstance(gates, list) or not gates or not all(isinstance(g, str) and ":" in g and len(g) < 80
-                                                                for g in gates):
+        if (
+            not isinstance(gates, list)
+            or not gates
+            or not all(isinstance(g, str) and ":" in g and len(g) < 80 for g in gates)
+        ):
             raise SignatureError(f"{where}: gates {str(gates)[:60]!r}: allowed a non-empty list of 'output:gate'")
         err = d.get("error_type", "")
         if not isinstance(err, str) or len(err) > 200:
             raise SignatureError(f"{where}: error_type {str(err)[:40]!r}: allowed a string")
         message = d.get("message", "")
         if not isinstance(message, str) or len(message) > MESSAGE_CHARS:
-            raise SignatureError(f"{where}: message {str(message)[:40]!r}: allowed a string of at most "
-                                 f"{MESSAGE_CHARS} characters")
+            raise SignatureError(
+                f"{where}: message {str(message)[:40]!r}: allowed a string of at most {MESSAGE_CHARS} characters"
+            )
         needs = d.get("needs", {})
         if not isinstance(needs, dict):
             raise SignatureError(f"{where}: needs {str(needs)[:40]!r}: allowed an object")
@@ -322,13 +367,18 @@ class Signature:
                 if not isinstance(v, int) or isinstance(v, bool) or not 2 <= v < 2**20:
                     raise SignatureError(f"{where}: needs.{name}={str(v)[:40]!r}: allowed an int >= 2")
             elif name in CHOICES:
-                if not isinstance(v, list) or not v or len(v) > 64 or not all(
-                        isinstance(x, (str, int)) and not isinstance(x, bool) for x in v):
+                if (
+                    not isinstance(v, list)
+                    or not v
+                    or len(v) > 64
+                    or not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v)
+                ):
                     raise SignatureError(f"{where}: needs.{name}={str(v)[:40]!r}: allowed a non-empty list")
                 v = tuple(v)
             else:
-                raise SignatureError(f"{where}: needs.{str(name)[:40]!r}: allowed "
-                                     f"{list(SWITCHES + BOUNDS + CHOICES + TAILS)}")
+                raise SignatureError(
+                    f"{where}: needs.{str(name)[:40]!r}: allowed {list(SWITCHES + BOUNDS + CHOICES + TAILS)}"
+                )
             out.append((name, v))
         return cls(str(kind), tuple(sorted(gates)), err, tuple(sorted(out)), message=message)
 
@@ -369,8 +419,12 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     campaign has seen); at most ``budget_calls`` variations run, none once ``deadline()``."""
     gates = tuple(sorted(gates)) if gates else gates_of(case)
     error = case.status == Status.ERROR
-    base = Signature(str(triage.classify(case)), gates, case.error_type if error else "",
-                     message=message_shape(case.reason) if error else "")
+    base = Signature(
+        str(triage.classify(case)),
+        gates,
+        case.error_type if error else "",
+        message=message_shape(case.reason) if error else "",
+    )
     p = case.problem
     needs: list[tuple[str, Any]]  # (name, True | an int bound | a tuple of choices)
     needs, calls = [], 0
@@ -496,8 +550,9 @@ def unexplained_gates(signatures, case) -> set:
     return set(root_gates(case)) - covered
 
 
-def same_identity(a: Signature, b: Signature, problem_b: Problem | None = None,
-                  problem_a: Problem | None = None) -> bool:
+def same_identity(
+    a: Signature, b: Signature, problem_b: Problem | None = None, problem_a: Problem | None = None
+) -> bool:
     """``b`` is ``a``'s bug: one finding per root cause. The same id; or the same failure (triage
     kind, exception type and message shape, where both records have one, and a gate in common)
     triggered the same way:
@@ -551,8 +606,14 @@ def merged(a: Signature, b: Signature) -> Signature:
                 out.append((name, max(va, vb)))
         else:
             out.append((name, tuple(sorted(set(va) | set(vb), key=str))))
-    return Signature(a.kind, tuple(sorted(set(a.gates) | set(b.gates))), a.error_type, tuple(sorted(out)),
-                     a.tried + b.tried, a.message or b.message)
+    return Signature(
+        a.kind,
+        tuple(sorted(set(a.gates) | set(b.gates))),
+        a.error_type,
+        tuple(sorted(out)),
+        a.tried + b.tried,
+        a.message or b.message,
+    )
 
 
 # ---------------------------------------------------------------------------- known findings
@@ -576,8 +637,9 @@ def _problem(d, where: str) -> Problem:
     try:
         return Problem.from_dict(d).validate() if isinstance(d, dict) else Problem.from_json(d)
     except (ValueError, TypeError, KeyError, ProblemError, RecursionError) as e:
-        raise SignatureError(f"{where}: not a Problem ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})"
-                             ) from None
+        raise SignatureError(
+            f"{where}: not a Problem ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})"
+        ) from None
 
 
 def _read(path) -> str:
@@ -600,8 +662,10 @@ def load_known(path) -> list[Known]:
         store = path / FOLDER if (path / FOLDER).is_dir() else path
         files = sorted(store.glob("*.jsonl"))
         if not files:
-            raise SignatureError(f"{path}: a folder without failure-store files (*.jsonl): allowed a report.json, "
-                                 f"a findings.json, a failure-store .jsonl or its database folder")
+            raise SignatureError(
+                f"{path}: a folder without failure-store files (*.jsonl): allowed a report.json, "
+                f"a findings.json, a failure-store .jsonl or its database folder"
+            )
         return [k for f in files for k in load_known(f)]
     text = _read(path)
     if path.suffix == ".jsonl":
@@ -614,10 +678,15 @@ def load_known(path) -> list[Known]:
         return [Known(None, [p], path.stem, str(path)) for p in dict.fromkeys(problems)]
 
     doc = parse_json(text, str(path), SignatureError)  # depth, huge integers, lone surrogates: one line
-    if not isinstance(doc, dict) or not isinstance(doc.get("campaigns"), list) or not (
-            "difftest_report" in doc or "difftest_findings" in doc):
-        raise SignatureError(f"{path}: not a difftest report or findings file (no 'campaigns' list): allowed a "
-                             f"report.json, a findings.json or a failure-store .jsonl")
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("campaigns"), list)
+        or not ("difftest_report" in doc or "difftest_findings" in doc)
+    ):
+        raise SignatureError(
+            f"{path}: not a difftest report or findings file (no 'campaigns' list): allowed a "
+            f"report.json, a findings.json or a failure-store .jsonl"
+        )
     out = []
     for i, c in enumerate(doc["campaigns"]):
         where = f"{path}: campaigns[{i}]"
@@ -628,8 +697,7 @@ def load_known(path) -> list[Known]:
         findings = c.get("findings")
         if findings is None:  # a report written before findings: its one shrunk failure
             if isinstance(c.get("failure"), dict):
-                out.append(Known(None, [_problem(c["failure"].get("problem"), f"{where}.failure")], kernel,
-                                 str(path)))
+                out.append(Known(None, [_problem(c["failure"].get("problem"), f"{where}.failure")], kernel, str(path)))
             continue
         if not isinstance(findings, list) or len(findings) > MAX_KNOWN_ENTRIES:
             raise SignatureError(f"{where}.findings: allowed a list of findings")

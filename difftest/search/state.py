@@ -127,16 +127,20 @@ class SearchState:
             if unexplained_gates(st.signatures(), c):
                 res.unexplained += 1
                 if len(res.unexplained_cases) < UNEXPLAINED_LISTED:
-                    res.unexplained_cases.append(f"case {i + 1}: {c.problem.short()} "
-                                                 f"({c.error_type or ', '.join(c.failed_gates)})")
+                    res.unexplained_cases.append(
+                        f"case {i + 1}: {c.problem.short()} ({c.error_type or ', '.join(c.failed_gates)})"
+                    )
             for f in st.found:
                 if f.explains(c):
                     f.hits += 1
                     f.search_hits += c.problem in st.searched or c.problem in st.explicit
                     if not f.first_seen:
                         at = st.finished_at.get(c.problem, 0.0)
-                        f.first_seen = {"case": i + 1, "seconds": round(at, 2),
-                                        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.wall0 + at))}
+                        f.first_seen = {
+                            "case": i + 1,
+                            "seconds": round(at, 2),
+                            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.wall0 + at)),
+                        }
                         if f.first is None:
                             f.first = c
                         if f.best is None:

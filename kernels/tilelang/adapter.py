@@ -27,8 +27,17 @@ DEVICES = ("cpu", "cuda")
 
 # Every mask and layout feature, both devices: GQA, unequal head dims, causal and windows in
 # both alignments, varlen with empty sequences and unused tail tokens, sinks.
-FEATURES = dict(equal_head_dims=False, gqa=True, causal=True, aligns=("top_left", "bottom_right"), window=True,
-                varlen=True, empty_seqs=True, pad_tail=True, sinks=True)
+FEATURES = dict(
+    equal_head_dims=False,
+    gqa=True,
+    causal=True,
+    aligns=("top_left", "bottom_right"),
+    window=True,
+    varlen=True,
+    empty_seqs=True,
+    pad_tail=True,
+    sinks=True,
+)
 
 
 # Memory layouts: contiguous only (the Capability default). Our TileLang kernels are
@@ -39,13 +48,33 @@ def capability_for(device: str, deterministic: bool, tiles: dict | None = None) 
     t = tiles or TILES[device]
     if device == "cpu":
         return Capability(
-            dtypes=("float32", "float16"), head_dims_qk=(16, 32, 64), head_dims_v=(16, 32, 64),
-            max_batch=4, max_seqlen=256, max_heads=8, deterministic=True,  # CPU atomics are serial
-            device="cpu", block_m=t["block_m"], block_n=t["block_n"], compile_key=COMPILE_KEY, **FEATURES)
+            dtypes=("float32", "float16"),
+            head_dims_qk=(16, 32, 64),
+            head_dims_v=(16, 32, 64),
+            max_batch=4,
+            max_seqlen=256,
+            max_heads=8,
+            deterministic=True,  # CPU atomics are serial
+            device="cpu",
+            block_m=t["block_m"],
+            block_n=t["block_n"],
+            compile_key=COMPILE_KEY,
+            **FEATURES,
+        )
     return Capability(
-        dtypes=("float16", "bfloat16"), head_dims_qk=(64, 128, 192), head_dims_v=(64, 128),
-        max_batch=16, max_seqlen=8192, max_heads=64, deterministic=deterministic,
-        device="cuda", block_m=t["block_m"], block_n=t["block_n"], compile_key=COMPILE_KEY, **FEATURES)
+        dtypes=("float16", "bfloat16"),
+        head_dims_qk=(64, 128, 192),
+        head_dims_v=(64, 128),
+        max_batch=16,
+        max_seqlen=8192,
+        max_heads=64,
+        deterministic=deterministic,
+        device="cuda",
+        block_m=t["block_m"],
+        block_n=t["block_n"],
+        compile_key=COMPILE_KEY,
+        **FEATURES,
+    )
 
 
 def _default_device() -> str:
@@ -77,8 +106,14 @@ def scale_params(problem, device) -> torch.Tensor:
 class TileLangAttention(KernelAdapter):
     """Forward + backward of our TileLang kernels; ``dq_mode`` picks the dQ strategy."""
 
-    def __init__(self, dq_mode: str = "atomic", device: str | None = None, mutant: str = "",
-                 name: str | None = None, tiles: dict | None = None):
+    def __init__(
+        self,
+        dq_mode: str = "atomic",
+        device: str | None = None,
+        mutant: str = "",
+        name: str | None = None,
+        tiles: dict | None = None,
+    ):
         if dq_mode not in DQ_MODES:
             raise ValueError(f"dq_mode={dq_mode!r}: allowed {DQ_MODES}")
         if mutant not in MUTANTS:
@@ -93,9 +128,10 @@ class TileLangAttention(KernelAdapter):
         self.name = name or ("tilelang" if dq_mode == "atomic" else "tilelang-det")
         self.capability = capability_for(self.device, deterministic=dq_mode == "deterministic", tiles=self.tiles)
         self.stage_events = None  # bench.py sets a list: backward then records (stage, cuda event)
-        self.description = (f"our TileLang flash attention ({self.target}), dQ {dq_mode}, "
-                            f"tiles {self.tiles['block_m']}x{self.tiles['block_n']}"
-                            + (f", MUTANT {mutant}" if mutant else ""))
+        self.description = (
+            f"our TileLang flash attention ({self.target}), dQ {dq_mode}, "
+            f"tiles {self.tiles['block_m']}x{self.tiles['block_n']}" + (f", MUTANT {mutant}" if mutant else "")
+        )
 
     # ------------------------------------------------------------------ availability
     def available(self) -> str | None:
@@ -118,14 +154,30 @@ class TileLangAttention(KernelAdapter):
         forward/backward and by ``prepare``, so a prebuild builds exactly what a call asks for)."""
         t = self.tiles
         if kind == "fwd":
-            return dict(dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v, sinks=p.sinks,
-                        block_m=t["block_m"], block_n=t["block_n"], threads=t["fwd_threads"], stages=t["stages"])
+            return dict(
+                dtype=p.dtype,
+                dim_qk=p.head_dim_qk,
+                dim_v=p.head_dim_v,
+                sinks=p.sinks,
+                block_m=t["block_m"],
+                block_n=t["block_n"],
+                threads=t["fwd_threads"],
+                stages=t["stages"],
+            )
         if kind == "pre":
             return dict(dtype=p.dtype, dim_v=p.head_dim_v, sinks=p.sinks, block_m=t["block_m"], mutant=self._m("pre"))
         if kind == "main":
-            return dict(dtype=p.dtype, dim_qk=p.head_dim_qk, dim_v=p.head_dim_v, block_m=t["block_m"],
-                        block_n=t["block_n"], dq_mode=self.dq_mode, threads=t["bwd_threads"], stages=t["stages"],
-                        mutant=self._m("main"))
+            return dict(
+                dtype=p.dtype,
+                dim_qk=p.head_dim_qk,
+                dim_v=p.head_dim_v,
+                block_m=t["block_m"],
+                block_n=t["block_n"],
+                dq_mode=self.dq_mode,
+                threads=t["bwd_threads"],
+                stages=t["stages"],
+                mutant=self._m("main"),
+            )
         if kind == "post_det":
             return dict(dtype=p.dtype, dim_qk=p.head_dim_qk, block_m=t["block_m"], block_n=t["block_n"])
         if kind == "post":
@@ -204,8 +256,7 @@ class TileLangAttention(KernelAdapter):
             else:
                 dqa = torch.zeros(p.total_q, p.heads_q, p.head_dim_qk, dtype=torch.float32, device=dev)
             main = self._kernel("main", **self.kernel_params("main", p))
-            main(q, k, v, do, lse, delta, ctx["cuq"], ctx["cuk"], ctx["mp"], ctx["sc"], p.max_seqlen_k,
-                 dqa, dk, dv)
+            main(q, k, v, do, lse, delta, ctx["cuq"], ctx["cuk"], ctx["mp"], ctx["sc"], p.max_seqlen_k, dqa, dk, dv)
             self._mark("main")
             if det:
                 post = self._kernel("post_det", **self.kernel_params("post_det", p))

@@ -62,9 +62,15 @@ def time_ours(kernel, problem, repeats: int = 20, warmup: int = 3, determinism: 
         for (_, e0), (name, e1) in zip(ev, ev[1:]):
             stages.setdefault(name, []).append(e0.elapsed_time(e1) * 1000.0)
     kernel.stage_events = None
-    row = {"status": "ok", "median_us": statistics.median(totals), "min_us": min(totals), "repeats": repeats,
-           "first_call_s": round(first_s, 2), "stages_median_us": {k: statistics.median(v) for k, v in stages.items()},
-           "how": "cuda events around adapter.backward"}
+    row = {
+        "status": "ok",
+        "median_us": statistics.median(totals),
+        "min_us": min(totals),
+        "repeats": repeats,
+        "first_call_s": round(first_s, 2),
+        "stages_median_us": {k: statistics.median(v) for k, v in stages.items()},
+        "how": "cuda events around adapter.backward",
+    }
     if determinism:
         same = {n: True for n in ("dq", "dk", "dv", "dsink") if first.get(n) is not None}
         for _ in range(determinism):
@@ -95,8 +101,14 @@ def run(dtypes=("float16", "bfloat16"), repeats=20, warmup=3, determinism=0, oth
             k = registry.get(name)
         except Exception as e:  # FA3/FA4 adapters may not import here
             for p in problems:
-                rows.append({"kernel": name, "problem": p.short(), "status": "unavailable",
-                             "reason": f"{type(e).__name__}: {e}"})
+                rows.append(
+                    {
+                        "kernel": name,
+                        "problem": p.short(),
+                        "status": "unavailable",
+                        "reason": f"{type(e).__name__}: {e}",
+                    }
+                )
             log(f"{name}: not importable here ({type(e).__name__}: {e})")
             continue
         why = k.available()
@@ -128,7 +140,8 @@ def _text(r: dict) -> str:
         extra += f" first {r['first_call_s']}s"
     if "bitwise_equal" in r:
         extra += f" bitwise x{r['determinism_runs']} " + ",".join(
-            f"{k}={'Y' if v else 'N'}" for k, v in r["bitwise_equal"].items())
+            f"{k}={'Y' if v else 'N'}" for k, v in r["bitwise_equal"].items()
+        )
     return f"{r['kernel']:14s} {r['problem']:55s} median {r['median_us']:9.1f} us  min {r['min_us']:9.1f} us{extra}"
 
 
@@ -144,8 +157,10 @@ def markdown(rows: list) -> str:
             cells.append(f"{r['median_us']:.0f} us" if r.get("status") == "ok" else r.get("status", "-"))
         out.append(f"| {p} | " + " | ".join(cells) + " |")
     out.append("")
-    out.append("Backward median of CUDA-event timings around the adapter call (includes the adapters' "
-               "buffer allocation and zero-fill); FA3 via dew/JAX is host wall clock incl. dispatch.")
+    out.append(
+        "Backward median of CUDA-event timings around the adapter call (includes the adapters' "
+        "buffer allocation and zero-fill); FA3 via dew/JAX is host wall clock incl. dispatch."
+    )
     return "\n".join(out)
 
 

@@ -36,8 +36,12 @@ class CacheStats:
     keys: list = field(default_factory=list)  # the keys built, in order
 
     def as_dict(self) -> dict:
-        return {"builds": self.builds, "hits": self.hits,
-                "build_seconds": round(self.build_seconds, 3), "keys": [repr(k) for k in self.keys]}
+        return {
+            "builds": self.builds,
+            "hits": self.hits,
+            "build_seconds": round(self.build_seconds, 3),
+            "keys": [repr(k) for k in self.keys],
+        }
 
 
 _LOCK = threading.Lock()

@@ -79,8 +79,9 @@ def main(argv=None) -> int:
         rows.append(r)
         brief = " ".join(f"{k}={v}" for k, v in params.items())
         status = "ok" if "error" not in r else "FAIL " + r["error"]
-        print(f"{kind:5s} {brief:90s} lowered={r['lowered']} nvcc={r['nvcc']} {r['seconds']:6.1f}s {status}",
-              flush=True)
+        print(
+            f"{kind:5s} {brief:90s} lowered={r['lowered']} nvcc={r['nvcc']} {r['seconds']:6.1f}s {status}", flush=True
+        )
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     bad = [r for r in rows if "error" in r]

@@ -38,7 +38,6 @@ LN2 = math.log(2.0)
 UNBOUNDED = 1 << 24  # a window side wider than any sequence (keeps int32 index math safe)
 
 
-
 @dataclass(frozen=True)
 class TargetStyle:
     """The per-target choices that let one kernel body build for the CPU and the GPU."""
@@ -75,8 +74,12 @@ class TargetStyle:
 
     def compile_kwargs(self) -> dict:
         if self.cpu:
-            return {"target": "c", "execution_backend": "cython", "compile_flags": ["-O2"],
-                    "pass_configs": self.pass_configs()}
+            return {
+                "target": "c",
+                "execution_backend": "cython",
+                "compile_flags": ["-O2"],
+                "pass_configs": self.pass_configs(),
+            }
         return {"target": "cuda", "pass_configs": self.pass_configs()}
 
 
@@ -87,8 +90,17 @@ def style(target: str) -> TargetStyle:
 
 
 # ---------------------------------------------------------------------------- forward
-def forward_kernel(target: str, dtype: str, dim_qk: int, dim_v: int, sinks: bool,
-                   block_m: int, block_n: int, threads: int = 128, stages: int = 1):
+def forward_kernel(
+    target: str,
+    dtype: str,
+    dim_qk: int,
+    dim_v: int,
+    sinks: bool,
+    block_m: int,
+    block_n: int,
+    threads: int = 128,
+    stages: int = 1,
+):
     """O [TQ,HQ,Dv] and LSE [TQ,HQ] (float32, natural log, sink included, -inf for a row
     that sees nothing). Rows outside every sequence are left untouched."""
     st = style(target)
@@ -182,8 +194,13 @@ def forward_kernel(target: str, dtype: str, dim_qk: int, dim_v: int, sinks: bool
                 T.gemm(Qs, Ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for i, j in Par(BM, BN):
                     s[i, j] = T.if_then_else(
-                        (row0 + i < sq) and (col0 + j < sk) and (col0 + j >= row0 + i + off - wl)
-                        and (col0 + j <= row0 + i + off + wr), s[i, j] * sc2, NEG)
+                        (row0 + i < sq)
+                        and (col0 + j < sk)
+                        and (col0 + j >= row0 + i + off - wl)
+                        and (col0 + j <= row0 + i + off + wr),
+                        s[i, j] * sc2,
+                        NEG,
+                    )
                 T.copy(m, m_prev)
                 T.reduce_max(s, m, dim=1, clear=False)
                 for i in Par(BM):
@@ -212,8 +229,9 @@ def forward_kernel(target: str, dtype: str, dim_qk: int, dim_v: int, sinks: bool
 
 
 # ---------------------------------------------------------------------------- backward
-def preprocess_kernel(target: str, dtype: str, dim_v: int, sinks: bool, block_m: int,
-                      threads: int = 128, mutant: str = ""):
+def preprocess_kernel(
+    target: str, dtype: str, dim_v: int, sinks: bool, block_m: int, threads: int = 128, mutant: str = ""
+):
     """Delta = rowsum(O * dO) [TQ,HQ] float32; with sinks also the per-row dSink terms
     DSR = -exp(sink - LSE) * Delta (rows outside every sequence untouched)."""
     st = style(target)
@@ -287,8 +305,18 @@ def dsink_kernel(target: str, chunk: int = 128, threads: int = 128):
     return attn_dsink
 
 
-def main_kernel(target: str, dtype: str, dim_qk: int, dim_v: int, block_m: int, block_n: int,
-                dq_mode: str, threads: int = 256, stages: int = 1, mutant: str = ""):
+def main_kernel(
+    target: str,
+    dtype: str,
+    dim_qk: int,
+    dim_v: int,
+    block_m: int,
+    block_n: int,
+    dq_mode: str,
+    threads: int = 256,
+    stages: int = 1,
+    mutant: str = "",
+):
     """One block per (key block, kv head, sequence). It loops over the query heads of its
     group and the query blocks that can see its keys, recomputes P from LSE and writes dK
     (scaled once) and dV directly: no atomics for dK/dV, GQA summed in registers.
@@ -353,8 +381,9 @@ def main_kernel(target: str, dtype: str, dim_qk: int, dim_v: int, block_m: int, 
             iv[6] = T.max(0, bx * BN - iv[4] - iv[5])  # first query that sees this key block
             iv[7] = T.min(iv[1], bx * BN + BN - iv[4] + MP[0])  # end of those queries
             iv[8] = iv[6] // BM
-            iv[9] = T.if_then_else((bx * BN + tail_cut < iv[3] + tail_one) and iv[7] > iv[6],
-                                   T.ceildiv(iv[7], BM) - iv[8], 0)
+            iv[9] = T.if_then_else(
+                (bx * BN + tail_cut < iv[3] + tail_one) and iv[7] > iv[6], T.ceildiv(iv[7], BM) - iv[8], 0
+            )
             G = HQ // HKV
             q0 = iv[0]
             sq = iv[1]
@@ -407,8 +436,13 @@ def main_kernel(target: str, dtype: str, dim_qk: int, dim_v: int, block_m: int, 
                 T.gemm(Ks, Qs, pT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 for j, i in Par(BN, BM):
                     pT[j, i] = T.if_then_else(
-                        (row0 + i < sq) and (col0 + j < sk) and (col0 + j >= row0 + i + off - wl)
-                        and (col0 + j <= row0 + i + off + wr), T.exp2(pT[j, i] * sc2 - lse2[i]), 0.0)
+                        (row0 + i < sq)
+                        and (col0 + j < sk)
+                        and (col0 + j >= row0 + i + off - wl)
+                        and (col0 + j <= row0 + i + off + wr),
+                        T.exp2(pT[j, i] * sc2 - lse2[i]),
+                        0.0,
+                    )
                 T.clear(dpT)
                 T.gemm(Vs, dOs, dpT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(pT, Ps)
@@ -469,8 +503,7 @@ def postprocess_kernel(target: str, dtype: str, dim_qk: int, block: int = 64, th
     return attn_bwd_post
 
 
-def postprocess_det_kernel(target: str, dtype: str, dim_qk: int, block_m: int, block_n: int,
-                           threads: int = 128):
+def postprocess_det_kernel(target: str, dtype: str, dim_qk: int, block_m: int, block_n: int, threads: int = 128):
     """The deterministic dQ reduction (see postprocess_kernel); ``block_n`` must be the
     main kernel's key tile, ``block_m`` is free."""
     st = style(target)

@@ -16,14 +16,22 @@ from .adapter import TileLangAttention, _default_device
 
 # (name, dQ mode, tiles per device, the choice, which real kernels make it)
 _SPECS = (
-    ("tl-tiles-16x64", "deterministic", {"cpu": dict(block_m=16, block_n=64), "cuda": dict(block_m=64, block_n=128)},
-     "TileLang kernel with short query tiles and long key tiles: other online-softmax, dK/dV and dQ "
-     "accumulation orders than the shipped 32 x 32 (CPU) / 64 x 64 (CUDA)",
-     "tile shapes TileLang authors autotune (FA3's 128 x 64 / 64 x 128 bwd tiles)"),
-    ("tl-atomic-dq-64x16", "atomic", {"cpu": dict(block_m=64, block_n=16), "cuda": dict(block_m=64, block_n=32)},
-     "TileLang kernel with dQ by atomic float32 adds of every key tile's partial (many short partials: "
-     "key tiles of 16) instead of per-key-tile partials reduced in order",
-     "TileLang's upstream GQA backward example, FA2/FA3 atomic dQ"),
+    (
+        "tl-tiles-16x64",
+        "deterministic",
+        {"cpu": dict(block_m=16, block_n=64), "cuda": dict(block_m=64, block_n=128)},
+        "TileLang kernel with short query tiles and long key tiles: other online-softmax, dK/dV and dQ "
+        "accumulation orders than the shipped 32 x 32 (CPU) / 64 x 64 (CUDA)",
+        "tile shapes TileLang authors autotune (FA3's 128 x 64 / 64 x 128 bwd tiles)",
+    ),
+    (
+        "tl-atomic-dq-64x16",
+        "atomic",
+        {"cpu": dict(block_m=64, block_n=16), "cuda": dict(block_m=64, block_n=32)},
+        "TileLang kernel with dQ by atomic float32 adds of every key tile's partial (many short partials: "
+        "key tiles of 16) instead of per-key-tile partials reduced in order",
+        "TileLang's upstream GQA backward example, FA2/FA3 atomic dQ",
+    ),
 )
 
 
@@ -33,6 +41,7 @@ def _factory(name: str, dq_mode: str, tiles: dict, description: str):
         a.spec = f"variant:{name}"  # the registry key reproducers and isolated workers use
         a.description = description
         return a
+
     make.__name__ = f"make_{name.replace('-', '_')}"
     return make
 

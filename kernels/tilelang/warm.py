@@ -40,11 +40,38 @@ def configs(target: str, dtypes=None, dims=None) -> list[tuple[str, dict]]:
     for dt in dtypes:
         for dqk, dv in dims:
             for sinks in (False, True):
-                out.append(("fwd", dict(dtype=dt, dim_qk=dqk, dim_v=dv, sinks=sinks, block_m=t["block_m"],
-                                        block_n=t["block_n"], threads=t["fwd_threads"], stages=t["stages"])))
+                out.append(
+                    (
+                        "fwd",
+                        dict(
+                            dtype=dt,
+                            dim_qk=dqk,
+                            dim_v=dv,
+                            sinks=sinks,
+                            block_m=t["block_m"],
+                            block_n=t["block_n"],
+                            threads=t["fwd_threads"],
+                            stages=t["stages"],
+                        ),
+                    )
+                )
             for mode in ("atomic", "deterministic"):
-                out.append(("main", dict(dtype=dt, dim_qk=dqk, dim_v=dv, block_m=t["block_m"], block_n=t["block_n"],
-                                         dq_mode=mode, threads=t["bwd_threads"], stages=t["stages"], mutant="")))
+                out.append(
+                    (
+                        "main",
+                        dict(
+                            dtype=dt,
+                            dim_qk=dqk,
+                            dim_v=dv,
+                            block_m=t["block_m"],
+                            block_n=t["block_n"],
+                            dq_mode=mode,
+                            threads=t["bwd_threads"],
+                            stages=t["stages"],
+                            mutant="",
+                        ),
+                    )
+                )
         for dv in sorted({b for _, b in dims}):
             for sinks in (False, True):
                 out.append(("pre", dict(dtype=dt, dim_v=dv, sinks=sinks, block_m=t["block_m"], mutant="")))
@@ -87,8 +114,10 @@ def warm(target: str, jobs: int, dtypes=None, dims=None, log=print) -> list[dict
             rows.append({"kind": kind, **params, "seconds": round(secs, 2), "error": err})
             log(f"{kind:5s} {params} {secs:6.1f}s {'ok' if not err else 'FAIL ' + err}")
     bad = [r for r in rows if r["error"]]
-    log(f"built {len(rows) - len(bad)}/{len(rows)} kernels for target={target} in "
-        f"{time.perf_counter() - t0:.0f} s with {jobs} jobs")
+    log(
+        f"built {len(rows) - len(bad)}/{len(rows)} kernels for target={target} in "
+        f"{time.perf_counter() - t0:.0f} s with {jobs} jobs"
+    )
     return rows
 
 
@@ -101,8 +130,14 @@ class Prebuild:
         self.t0 = time.perf_counter()
         self.log = log
         todo = [(k, p) for k, p in requests if not cache.is_built(k, target, **p)]
-        self.result = {"requested": len(requests), "cached": len(requests) - len(todo), "built": 0, "failed": 0,
-                       "seconds": 0.0, "jobs": 0}
+        self.result = {
+            "requested": len(requests),
+            "cached": len(requests) - len(todo),
+            "built": 0,
+            "failed": 0,
+            "seconds": 0.0,
+            "jobs": 0,
+        }
         self.futures, self.ex = [], None
         if todo:
             jobs = max(1, min(len(todo), jobs or os.cpu_count() or 1))
