@@ -253,6 +253,17 @@ def test_the_sparse_blockwise_kernel_and_its_variant_pass(p):
 
 
 @pytest.mark.parametrize("name", SPARSE_NAMES)
+def test_each_sparse_mutant_fails_the_gates_on_its_own_example(name):
+    """The faults the sparse dimension claims to catch: each mutant's sparse example fails a gate
+    (or errors, the empty-row NaN) where the clean sparse kernel passes it."""
+    m = MUTANTS[name]
+    assert run_case(SparseBlockwiseAttention(), m.example).status == "passed"
+    bad = run_case(m.make(), m.example)
+    assert bad.status in ("failed", "error"), bad.render()
+    assert bad.status == "error" or bad.failed_gates, bad.render()
+
+
+@pytest.mark.parametrize("name", SPARSE_NAMES)
 def test_sparse_mutants_hide_on_every_dense_problem(name):
     """Only the new dimension kills them: without a sparse mask each is the clean kernel."""
     p = MUTANTS[name].example.replace(sparsity=None)
