@@ -50,11 +50,9 @@ def capped(s: torch.Tensor, softcap: float | None) -> torch.Tensor:
     return s if softcap is None else torch.tanh(s / softcap) * softcap
 
 
-def _attention(q, k, v, sink, allowed, scale, group, softcap=None):
-    """One sequence. q [sq,Hq,D], k [sk,Hkv,D], v [sk,Hkv,Dv], sink [Hq] or None.
-    Returns o [sq,Hq,Dv] and lse [sq,Hq] (float32-able, -inf for empty rows)."""
-    kx = k.repeat_interleave(group, dim=1)
-    vx = v.repeat_interleave(group, dim=1)
+def probabilities(q, kx, sink, allowed, scale, softcap=None):
+    """(P [Hq, sq, sk], the row shift m, the row sums) of one sequence: q [sq,Hq,D] against
+    kx [sk,Hq,D] (K already per query head), sink [Hq] or None; rows that see nothing get P = 0."""
     s = capped(torch.einsum("qhd,khd->hqk", q, kx) * scale, softcap)  # capped before the mask
     # also for an unmasked problem: masked_fill's result is contiguous where the product may not
     # be, and the reductions below add in another order on another layout (other last bits)
@@ -72,7 +70,15 @@ def _attention(q, k, v, sink, allowed, scale, group, softcap=None):
     if sink is not None:
         denom = denom + torch.exp(sink.view(-1, 1, 1).to(s.dtype) - m)
     safe = torch.where(denom == 0, 1.0, denom)
-    p = e / safe
+    return e / safe, m, denom
+
+
+def _attention(q, k, v, sink, allowed, scale, group, softcap=None):
+    """One sequence. q [sq,Hq,D], k [sk,Hkv,D], v [sk,Hkv,Dv], sink [Hq] or None.
+    Returns o [sq,Hq,Dv] and lse [sq,Hq] (float32-able, -inf for empty rows)."""
+    kx = k.repeat_interleave(group, dim=1)
+    vx = v.repeat_interleave(group, dim=1)
+    p, m, denom = probabilities(q, kx, sink, allowed, scale, softcap)
     o = torch.einsum("hqk,khd->qhd", p, vx)
     lse = (m + torch.log(denom.detach())).squeeze(-1).transpose(0, 1)
     return o, lse

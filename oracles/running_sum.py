@@ -22,28 +22,21 @@ import torch
 from difftest.model.inputs import Inputs, torch_dtype
 from difftest.model.outputs import Outputs
 
-from .reference import allowed_mask
+from .reference import allowed_mask, probabilities
 
 F64 = torch.float64
 
 
-def _sequence_partials(q, k, v, do, sink, allowed, scale, group):
-    """One sequence, float64: P [Hq, sq, sk] and dS [Hq, sq, sk] (the softmax's gradient)."""
+def _sequence_partials(q, k, v, do, sink, allowed, scale, group, softcap):
+    """One sequence, float64: P [Hq, sq, sk] and dS [Hq, sq, sk], the gradient of the raw (scaled,
+    uncapped) logits: through the cap's 1 - tanh^2 where there is one."""
     kx, vx = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    s = torch.einsum("qhd,khd->hqk", q, kx) * scale
-    s = s.masked_fill(~allowed.unsqueeze(0), float("-inf"))
-    m = s.amax(dim=-1, keepdim=True)
-    if sink is not None:
-        m = torch.maximum(m, sink.view(-1, 1, 1))
-    m = torch.where(torch.isinf(m), 0.0, m)
-    e = torch.exp(s - m)
-    denom = e.sum(dim=-1, keepdim=True)
-    if sink is not None:
-        denom = denom + torch.exp(sink.view(-1, 1, 1) - m)
-    p = e / torch.where(denom == 0, 1.0, denom)
+    p, _, _ = probabilities(q, kx, sink, allowed, scale, softcap)
     dp = torch.einsum("qhd,khd->hqk", do, vx)
-    delta = (p * dp).sum(dim=-1, keepdim=True)
-    return p, p * (dp - delta)
+    ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
+    if softcap is not None:
+        ds = ds * (1 - torch.tanh(torch.einsum("qhd,khd->hqk", q, kx) * scale / softcap) ** 2)
+    return p, ds
 
 
 def input_dtype_running_sum(inputs: Inputs, block_m: int, base: Outputs) -> Outputs:
@@ -61,7 +54,15 @@ def input_dtype_running_sum(inputs: Inputs, block_m: int, base: Outputs) -> Outp
             continue
         q, do = x.q[q0 : q0 + sq], x.do[q0 : q0 + sq]
         probs, ds = _sequence_partials(
-            q, x.k[k0 : k0 + sk], x.v[k0 : k0 + sk], do, sink, allowed_mask(p, sq, sk, q.device), p.scale, p.group
+            q,
+            x.k[k0 : k0 + sk],
+            x.v[k0 : k0 + sk],
+            do,
+            sink,
+            allowed_mask(p, sq, sk, q.device),
+            p.scale,
+            p.group,
+            p.softcap,
         )
         for h in range(p.heads_q):
             g = h // p.group

@@ -45,7 +45,10 @@ def test_the_design_passes_with_its_yardstick_and_only_with_it():
     assert _dv_budget(r).numbers["ratio"] > 1
 
 
-def test_one_block_one_head_is_one_rounding_of_the_truth():
+@pytest.mark.parametrize("softcap", [None, 2.0], ids=["uncapped", "softcap"])
+def test_one_block_one_head_is_one_rounding_of_the_truth(softcap):
+    """With one block and one head per group the running sum is the truth rounded once: the
+    partials follow every Problem feature the truth does (the cap's 1 - tanh^2 included)."""
     p = Problem(
         batch=2,
         seqlen_q=24,
@@ -57,6 +60,7 @@ def test_one_block_one_head_is_one_rounding_of_the_truth():
         dtype="float16",
         causal=True,
         values="normal",
+        softcap=softcap,
     )
     inputs = make_inputs(p)
     truth = chunked_reference(inputs, "float64")
