@@ -90,7 +90,8 @@ def test_classify_against_the_documented_failure():
     verdict, detail = B.classify(other, DOC_GATES)
     assert verdict == U and "fails differently" in detail
     assert B.classify(other, DOC_GATES, any_failure=True)[0] == X
-    assert B.classify(other, None)[0] == X  # nothing documented: any failure
+    assert B.classify(other, None)[0] == X  # nothing documented: any failure (but one of loading: below)
+    assert B.classify(_rec(status="error", reason="RuntimeError: boom"), None)[0] == X
     assert B.classify(_rec(status="error", reason="TypeError: bad arg"), DOC_GATES)[0] == U
 
 
@@ -107,6 +108,62 @@ def test_classify_errors_crashes_and_hangs():
     assert crash == {"status": "error", "error": ""}
     verdict, detail = B.classify(_rec(phase="running", exit=-11), crash)
     assert verdict == X and "signal 11" in detail
+
+
+THRMMA = "AttributeError: module 'cutlass.cute.core' has no attribute 'ThrMma'"
+
+
+def test_a_version_that_does_not_load_is_untestable_though_nothing_is_documented():
+    """FA4 4.0.0b8 and b9 against cutlass-dsl 4.8 on the H100: bisect named b8 first bad for a
+    reproducer documenting no failure, while neither beta could import. git bisect skip."""
+    wrapped = _rec(status="error", reason=f"RuntimeError: {THRMMA}", error_type="AttributeError")  # a worker's
+    for rec in (wrapped, _rec(status="error", reason=THRMMA, error_type="AttributeError")):
+        verdict, detail = B.classify(rec, None)
+        assert verdict == U, detail
+        assert detail.startswith(f"the version does not load here: {THRMMA}"), detail
+    for reason, error in (
+        ("ImportError: cannot import name 'ThrMma' from 'cutlass.cute.core'", "ImportError"),
+        ("ModuleNotFoundError: No module named 'flash_attn.cute.interface'", "ModuleNotFoundError"),
+        ("SyntaxError: invalid syntax (flash_bwd.py, line 3)", "SyntaxError"),
+        ("OSError: libcutlass.so: undefined symbol: _ZN7cutlass3fooEv", "OSError"),
+        ("module 'cutlass.cute' has no attribute 'nvgpu'", "AttributeError"),  # the class only in error_type
+    ):
+        verdict, detail = B.classify(_rec(status="error", reason=reason, error_type=error), None)
+        assert verdict == U and "does not load here" in detail, (reason, detail)
+    # a reproducer documenting something else, and --any-failure, do not make it bad either
+    assert B.classify(wrapped, DOC_GATES)[0] == U
+    assert B.classify(wrapped, None, any_failure=True)[0] == U
+    crash = B.documented_failure({"status": "error", "reason": "CUDA error: an illegal memory access"})
+    assert B.classify(wrapped, crash)[0] == U  # a documented error of no class took any error as bad
+
+
+def test_a_kernel_error_or_wrong_result_is_still_bad_when_nothing_is_documented():
+    for reason, error in (
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", "RuntimeError"),
+        ("RuntimeError: MLIRError: Operation creation failed", "MLIRError"),
+        ("AttributeError: 'NoneType' object has no attribute 'shape'", "AttributeError"),  # the kernel's bug
+        ("ValueError: head_dim 72 not supported", "ValueError"),
+    ):
+        assert B.classify(_rec(status="error", reason=reason, error_type=error), None)[0] == X, reason
+    assert B.classify(_rec(status="failed", failed_gates=["dq:budget"]), None)[0] == X
+    assert B.classify(_rec(phase="running", exit=-11), None)[0] == X  # a crash
+    assert B.classify(_rec(phase="running", exit=-9, timed_out=True), None)[0] == X  # a hang
+
+
+def test_a_documented_load_error_stays_bad():
+    doc = B.documented_failure(
+        {"status": "error", "reason": "ImportError: cannot import name 'ThrMma' from 'cutlass.cute.core'\nTraceback"}
+    )
+    assert doc == {"status": "error", "error": "ImportError", "load": ["ImportError", "cannot import name"]}
+    same = _rec(status="error", reason="ImportError: cannot import name 'TiledMma' from 'cutlass'", error_type="")
+    assert B.classify(same, doc)[0] == X
+    verdict, detail = B.classify(
+        _rec(status="error", reason="ModuleNotFoundError: No module named 'cutlass'", error_type=""), doc
+    )
+    assert verdict == U and "does not load here" in detail  # another class and shape
+    attr = B.documented_failure({"status": "error", "reason": f"RuntimeError: {THRMMA}"})
+    assert attr["load"] == ["AttributeError", "module has no attribute"]
+    assert B.classify(_rec(status="error", reason=THRMMA, error_type="AttributeError"), attr)[0] == X
 
 
 def test_classify_untestable_replays():
@@ -127,18 +184,23 @@ class Toy(BlockwiseAttention):
     name = "toy"
 
     def grad_scale(self, p, which):
+        toyattn.load()  # an old version's code against this environment's packages
         s = super().grad_scale(p, which)
         return s * toyattn.DQ_FACTOR if which == "dq" else s
 """
 
 
-def _package_files(version: int, bad_from: int) -> dict:
+LOADS = "def load():\n    pass\n"
+
+
+def _package_files(version: int, bad_from: int, load: str = LOADS) -> dict:
     """toyattn VERSION: its adapter registers kernel 'toy' through an entry point; dQ is
-    wrong (x1.25) from version ``bad_from`` on."""
+    wrong (x1.25) from version ``bad_from`` on. ``load``: the code of ``toyattn.load()``,
+    which the kernel calls when it runs (an old version's that does not load here)."""
     factor = 1.25 if version >= bad_from else 1.0
     info = f"toyattn-{version}.dist-info"
     return {
-        "toyattn/__init__.py": f"__version__ = '{version}'\nDQ_FACTOR = {factor}\n",
+        "toyattn/__init__.py": f"__version__ = '{version}'\nDQ_FACTOR = {factor}\n{load}",
         "toyattn/adapter.py": ADAPTER,
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: toyattn\nVersion: {version}\n",
         f"{info}/entry_points.txt": "[difftest.kernels]\ntoy = toyattn.adapter:Toy\n",
@@ -163,23 +225,15 @@ def _wheel(folder: Path, version: int, bad_from: int) -> Path:
 
 
 def _reproducer(folder: Path, kernel="toy", status="failed", gates=("dq:budget",)) -> Path:
+    """``status=None``: a hand-written reproducer, a kernel and a Problem, no failure documented."""
     p = Problem(
         batch=1, seqlen_q=8, seqlen_k=8, heads_q=1, heads_kv=1, head_dim_qk=16, head_dim_v=16, dtype="float32"
     ).validate()
     path = folder / "repro.json"
-    path.write_text(
-        json.dumps(
-            {
-                "kernel": kernel,
-                "problem": p.to_dict(),
-                "config": {},
-                "status": status,
-                "failed_gates": list(gates),
-                "reason": "",
-                "verdicts": [],
-            }
-        )
-    )
+    record = {"kernel": kernel, "problem": p.to_dict()}
+    if status is not None:
+        record.update(config={}, status=status, failed_gates=list(gates), reason="", verdicts=[])
+    path.write_text(json.dumps(record))
     return path
 
 
@@ -226,6 +280,28 @@ def test_bisect_over_folders_steps_around_an_untestable_one(tmp_path, capsys, mo
     site2 = next(t for t in r["tested"] if t["label"] == "site2")
     assert site2["verdict"] == U and "nothing was imported from the version" in site2["detail"]
     assert "first bad: one of site2, site3" in out
+
+
+def test_bisect_steps_around_old_versions_that_do_not_load(tmp_path, capsys):
+    """The H100's FA4 b8/b9 case in small: the oldest versions cannot load against this
+    environment (an ImportError, a module attribute gone), the reproducer is a hand-written
+    one that documents no failure. They are untestable, not first bad."""
+    loads = [
+        "def load():\n    from json import ThrMma\n",  # ImportError: cannot import name
+        "def load():\n    import json\n    json.ThrMma\n",  # AttributeError: module 'json' has no attribute
+        LOADS,
+        LOADS,
+    ]
+    dirs = [_write_tree(tmp_path / f"site{v}", _package_files(v, bad_from=3, load=loads[v])) for v in range(4)]
+    repro = _reproducer(tmp_path, status=None)
+    rc, out, err = _main([repro, "--versions", *dirs, "--json", tmp_path / "r.json"], capsys)
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert rc == 0, out + err
+    assert r["first_bad"] == str(dirs[3]) and r["last_good"] == str(dirs[2]) and r["found"], r
+    got = {t["index"]: (t["verdict"], t["detail"]) for t in r["tested"]}
+    assert got[0][0] == U and "does not load here: ImportError: cannot import name 'ThrMma'" in got[0][1]
+    assert got[1][0] == U and "does not load here: AttributeError: module 'json' has no attribute" in got[1][1]
+    assert got[3][0] == X and "dq:budget" in got[3][1]
 
 
 def _git(repo, *args):

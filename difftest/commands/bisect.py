@@ -73,7 +73,8 @@ def add_arguments(p) -> None:
         "--any-failure",
         action="store_true",
         help="any failing verdict is bad (default: the failure the reproducer documents; another "
-        "failure makes the version untestable)",
+        "failure makes the version untestable); a version that does not load here (ImportError, "
+        "module 'x' has no attribute 'y', ...) stays untestable unless the reproducer documents that error",
     )
     p.add_argument(
         "--timeout",

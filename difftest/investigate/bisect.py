@@ -19,9 +19,19 @@ Each tested version gets a verdict: **good** (the replay passes), **bad** (it fa
 way the reproducer documents: one of its ``failed_gates``, or for a documented error an
 error of the same class; ``--any-failure``: any failure, also what a reproducer without
 a documented failure uses), or **untestable** (the kernel is unavailable or refused there,
-the build failed, the replay could not start, it failed differently, or nothing was
-imported from the version's folders, so the verdict would not be about the version). A
-crash or hang of the replay counts as an error of the kernel. The search assumes the list
+the build failed, the replay could not start, it failed differently, nothing was imported
+from the version's folders, so the verdict would not be about the version, or the version
+does not load here: its error says its code does not match this environment, whatever
+the reproducer documents and ``--any-failure`` too, unless the reproducer documents that
+same error). A version that does not load is an ``ImportError`` or ``ModuleNotFoundError``,
+a ``SyntaxError``, an ``AttributeError`` of a module attribute (``module 'x' has no
+attribute 'y'``: FA4 4.0.0b8 and b9 against cutlass-dsl 4.8's ``cutlass.cute.core``, which
+has no ``ThrMma`` any more), ``cannot import name``, ``No module named``, or a missing
+shared library or symbol (``undefined symbol``, ``cannot open shared object file``); as
+``git bisect skip`` would, it is stepped around, not named first bad. A wrong result or
+the kernel's own error at run time (a ``RuntimeError``, a CUDA or MLIR error, a build of
+the kernel that fails) is bad where the reproducer documents no failure. A crash or hang
+of the replay counts as an error of the kernel. The search assumes the list
 is monotone (good ... good, bad ... bad): it tests the newest version (it must be bad),
 the oldest (it must be good), then halves the interval; an untestable version is stepped
 around as ``git bisect skip`` does, and if only untestable versions remain between the
@@ -405,9 +415,55 @@ def run_child(repro: Path, roots, logdir: Path, kernel: str | None, allow_import
 
 
 # ---------------------------------------------------------------- verdicts
+def _innermost_error(reason: str) -> tuple[str, str]:
+    """(the innermost exception class the line names, the line from that class on):
+    ``RuntimeError: MLIRError: ...`` (a worker's wrapper names the kernel's own class
+    inside) gives ``("MLIRError", "MLIRError: ...")``; ``("", reason)`` when it names none."""
+    cls, start, pos = "", 0, 0
+    while True:
+        m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*:", reason[pos:])
+        if not m:
+            break
+        name = m.group(1).split(".")[-1]
+        if name.endswith(("Error", "Exception", "Timeout", "Crashed")):
+            cls, start = name, pos + m.start(1)
+        pos += m.end()
+    return cls, reason[start:].strip()
+
+
+# the version does not load here: its code and this environment do not match, so no verdict
+# about the failure is possible (``git bisect skip``). Classes that say so whatever their
+# message, and message shapes that say so whatever the class (an AttributeError only of
+# this shape: ``'NoneType' object has no attribute`` is a bug of the kernel).
+LOAD_CLASSES = frozenset({"ImportError", "ModuleNotFoundError", "SyntaxError", "IndentationError", "TabError"})
+LOAD_SHAPES = (
+    ("module has no attribute", re.compile(r"\bmodule '[^']+' has no attribute '[^']+'")),
+    ("cannot import name", re.compile(r"\bcannot import name\b")),
+    ("no module named", re.compile(r"\bNo module named\b")),
+    ("undefined symbol", re.compile(r"\bundefined symbol\b|\bsymbol not found\b")),
+    ("no shared object", re.compile(r"\bcannot open shared object file\b")),
+)
+
+
+def load_failure(reason: str, error_type: str = "") -> tuple[str, str] | None:
+    """(class, message shape) of an error that says the version could not be imported or
+    loaded, or that its API does not match this environment (``LOAD_CLASSES``,
+    ``LOAD_SHAPES``); None for any other error (the kernel's own: a RuntimeError, a CUDA
+    or MLIR error, a crash, a hang). ``reason``: the error's first line; ``error_type``: the
+    class the runner recorded, where the line names none."""
+    first = (reason or "").strip().splitlines()
+    cls, text = _innermost_error(first[0] if first else "")
+    cls = cls or (error_type or "").split(".")[-1]
+    shape = next((name for name, pattern in LOAD_SHAPES if pattern.search(text)), "")
+    if cls in LOAD_CLASSES or shape:
+        return cls, shape
+    return None
+
+
 def documented_failure(record: dict) -> dict | None:
-    """What the reproducer says its failure is: status and gates or error class; None
-    when it documents none (then any failure is bad)."""
+    """What the reproducer says its failure is: status and gates or error class (and, for
+    an error that says the version does not load, its ``load_failure`` shape); None when it
+    documents none (then any failure but a version that does not load is bad)."""
     status = record.get("status")
     if status == Status.FAILED and record.get("failed_gates"):
         gates = record["failed_gates"]
@@ -415,16 +471,12 @@ def documented_failure(record: dict) -> dict | None:
             return {"status": "failed", "gates": list(gates)}
     if status == Status.ERROR:
         reason = record.get("reason") if isinstance(record.get("reason"), str) else ""
-        cls = ""
-        while True:  # "RuntimeError: MLIRError: ...": the innermost class a wrapper names
-            m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*:", reason)
-            if not m:
-                break
-            name = m.group(1).split(".")[-1]
-            if name.endswith(("Error", "Exception", "Timeout", "Crashed")):
-                cls = name
-            reason = reason[m.end() :]
-        return {"status": "error", "error": cls}
+        cls, _ = _innermost_error(reason)
+        doc = {"status": "error", "error": cls}
+        load = load_failure(reason)
+        if load:
+            doc["load"] = list(load)
+        return doc
     return None
 
 
@@ -458,6 +510,14 @@ def classify(rec: dict, documented: dict | None, any_failure: bool = False) -> t
     got = f"failed {', '.join(gates)}" if status == Status.FAILED else f"error: {reason}"
     if status not in (Status.FAILED, Status.ERROR):
         return UNTESTABLE, f"unexpected status {status!r}"
+    load = load_failure(reason, error) if status == Status.ERROR else None
+    if load and not (documented and documented.get("load") == list(load)):
+        # git bisect skip: an old version that cannot import against this environment's
+        # packages says nothing about the failure, whatever the reproducer documents
+        _, text = _innermost_error(reason.strip())
+        if load[0] and not text.startswith(load[0]):
+            text = f"{load[0]}: {text}"
+        return UNTESTABLE, f"the version does not load here: {text}{uses}"
     if documented is None or any_failure:
         return BAD, got + uses
     if documented["status"] == Status.FAILED:
