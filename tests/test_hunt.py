@@ -655,3 +655,90 @@ def test_a_findings_signature_takes_a_share_of_the_budget_not_the_campaign(tmp_p
     (f,) = [f for f in r.findings if not f.known]
     share = max(5.0, FINDING_SHARE * 60)
     assert f.shrink["seconds"] <= share + 0.6 + 0.1, f.shrink  # one variation may run past the share
+
+
+# ---------------------------------------------------------------------------- compile-bound kernels
+DIMS_40 = tuple(range(8, 97, 8))
+COMPILED = dataclasses.replace(SMALL, head_dims_qk=DIMS_40, compile_key=("dtype", "head_dim_qk", "head_dim_v"))
+
+
+class Smem40To72(RefKernel):
+    """A JIT kernel (compile key: dtype and head dims) whose backward does not fit shared memory
+    at head dims 40 to 72: FA4's head-dim-range build errors in miniature."""
+
+    name = "test-smem-40-72"
+    spec = "tests.test_hunt:Smem40To72"
+    capability = COMPILED
+
+    def corrupt(self, inputs, out):
+        if 40 <= inputs.problem.head_dim_qk <= 72:
+            raise MemoryError(f"backward needs {inputs.problem.head_dim_qk * 1024} bytes of shared memory")
+        return out
+
+
+def _hunted(kernel, problems, tmp_path):
+    return Campaign.of(
+        kernel,
+        "ci",
+        strategy=st.sampled_from(problems),
+        max_examples=len(problems) * 4,
+        edge_cases=False,
+        database=None,
+        out_dir=tmp_path,
+        hunt=True,
+        coverage=0,
+        config=RunConfig(isolate=False),
+    ).run()
+
+
+def test_a_failure_of_a_findings_kind_at_another_head_dim_widens_it_with_one_run(tmp_path):
+    """The same build error met at head dims the finding's signature did not name: the finding's
+    own shrunk Problem, moved to the new head dim, fails alike, so its needs widen, one case and
+    no shrink or variations (on the old code each sighting was hunted, shrunk and signed again,
+    a compile a step on FA4, before merging). One finding, the head dims of every sighting."""
+    base = Problem(batch=1, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=1, head_dim_qk=64, head_dim_v=64)
+    problems = [base.replace(head_dim_qk=d, head_dim_v=d, seed=i) for i, d in enumerate((48, 72, 64, 40))]
+    r = _hunted(Smem40To72(), problems, tmp_path)
+    new = [f for f in r.findings if not f.known]
+    assert len(new) == 1, [f.signature.describe() for f in new]
+    needs = dict(new[0].signature.needs)
+    assert set(needs["head_dim_qk"]) == {40, 48, 56, 64, 72}, needs  # the signature's three, two sightings'
+    assert r.settings["hunt_attempts"] == 1, r.settings  # the later sightings were widened, not hunted
+    assert r.settings["widened"] == 2
+    assert r.unexplained == 0
+
+
+class WrongDkAbove40(RefKernel):
+    """A JIT kernel (compile key: dtype and head dims) whose dK is 5% off at head dims 40 and up."""
+
+    name = "test-dk-above-40"
+    spec = "tests.test_hunt:WrongDkAbove40"
+    capability = COMPILED
+
+    def corrupt(self, inputs, out):
+        if inputs.problem.head_dim_qk >= 40:
+            out.dk = out.dk * 1.05
+        return out
+
+
+def test_a_compile_bound_kernels_shrink_builds_few_new_configurations(tmp_path):
+    """A shrink on a kernel with a compile key moves a compiled field (a head dim, the dtype) at
+    most SHRINK_BUILDS times: the old shrink walked head dims 8, 16, 24, 32 ... up to the
+    failing one, a compile each (FA4: 1-3 s), while lengths and heads shrink inside what is built."""
+    from difftest.search.hunt import SHRINK_BUILDS
+
+    start = Problem(batch=2, seqlen_q=9, seqlen_k=11, heads_q=4, heads_kv=2, head_dim_qk=64, head_dim_v=64)
+    r = _hunted(WrongDkAbove40(), [start], tmp_path)
+    (f,) = [f for f in r.findings if not f.known]
+    events = [json.loads(x) for x in (tmp_path / "test-dk-above-40.cases.jsonl").read_text().splitlines()]
+    keys, shrinking = set(), False
+    for e in events:
+        if e["event"] == "hunt":
+            shrinking = True
+        elif e["event"] == "case" and shrinking:
+            p = e["problem"]
+            keys.add((p["dtype"], p["head_dim_qk"], p["head_dim_v"]))
+    # the shrink's and the signature's cases: the start's configuration, at most SHRINK_BUILDS
+    # new ones while shrinking, and the signature's head-dim and dtype variations (at most 4)
+    assert len(keys) <= 1 + SHRINK_BUILDS + 4, sorted(keys)
+    assert f.best.problem.heads_q < start.heads_q or f.best.problem.batch < start.batch  # it still shrank

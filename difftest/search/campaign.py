@@ -12,7 +12,9 @@ A search runs in three phases:
 1. *Explicit Problems*: failures of the kernel's earlier campaigns (the failure store) and
    known findings (``--known``) first, whatever the seed; then every value of every
    configuration dimension once (the coverage phase's first stage: what a compile-bound
-   kernel reaches first); then the classic corners of ``strategies.edge_problems``.
+   kernel reaches first); then the classic corners of ``strategies.edge_problems`` (on a
+   kernel with a compile key, a corner needing a build of its own waits until the
+   coverage phase's pairs have run).
 2. *Configuration coverage* (``configuration_phase.py``): the capability's configuration
    dimensions (dtype, head dims, GQA ratio, mask, lengths, varlen, sinks, layout...) planned
    as a covering array, so every pair of values (the profile's ``coverage`` strength t)
@@ -236,8 +238,10 @@ class Search:
                     replays, edge = explicit[: self.replayed], explicit[self.replayed :]
                     self._explicit(replays, len(edge))
                     self.phase.run(strengths=(1,))  # every value once: what a compile-bound kernel reaches first
-                    self._explicit(edge)
+                    edge, costly = self._by_build_cost(edge)
+                    self._explicit(edge, len(costly))
                     self.phase.run(strengths=(2, 3))
+                    self._explicit(costly)
                     self._draws(self._strategy())
                     st.mode.finish()
                 except BudgetSpent:  # the search's budget is spent; what it left undrawn is res.unrun
@@ -299,6 +303,26 @@ class Search:
         if c.known:
             res.settings["known"] = {"findings": len(st.found), "problems": len(st.known_problems)}
         return out
+
+    def _by_build_cost(self, edge: list) -> tuple[list, list]:
+        """The corner Problems in two lists, run before and after the coverage phase's pairs: on a
+        kernel with a compile key (coverage on), a corner that alone needs a configuration not
+        built yet goes after them. Such a corner is one build for one Problem, where a coverage
+        row is one build for dozens of configuration pairs (the corpus's head-dim sweep repeats
+        what the phase's first stage ran); a simulated FA4 (tests/test_hunt.py) spent a third of
+        its builds on them before reaching the pairs that hold its bugs."""
+        c, st = self.c, self.st
+        assert st is not None
+        cap = c.kernel.capability
+        if not cap.compile_key or c.coverage_strength <= 0:
+            return edge, []
+        keys = Counter(cap.compile_signature(p) for p in edge)
+        first: list[Problem] = []
+        later: list[Problem] = []
+        for p in edge:
+            k = cap.compile_signature(p)
+            (first if keys[k] > 1 or k in st.built else later).append(p)
+        return first, later
 
     def _explicit(self, problems: list, later: int = 0) -> None:
         """Run ``problems`` in order (``later``: explicit Problems still to come, unrun if the

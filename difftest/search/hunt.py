@@ -17,7 +17,15 @@ from difftest.judge.declaration import diagnose
 from difftest.search.findings import Finding, Findings
 from difftest.search.first_failure import FINISH_FLOOR_S
 from difftest.search.shrinking import simplify
-from difftest.search.signature import MAX_VARIATIONS, derive, escapes, merged, same_identity, unexplained_gates
+from difftest.search.signature import (
+    MAX_VARIATIONS,
+    derive,
+    escapes,
+    merged,
+    same_identity,
+    unexplained_gates,
+    widening,
+)
 from difftest.vocab import CampaignStatus, Status
 from difftest.workdir import DEFAULT_OUT
 
@@ -29,6 +37,12 @@ SHRINK_SHARE = 0.7
 # compile, and a 420 s FA4 campaign once spent nearly all of it on its first findings, never
 # reaching its coverage phase.
 FINDING_SHARE = 0.05
+# New builds one finding's shrink may make on a kernel that declares a compile key: a shrink
+# step that moves a compiled field (a head dim, the dtype, the heads) is a compile, ~1-3 s on
+# FA4, and a shrink walking the head dims down one at a time spent most of a 420 s campaign's
+# budget there (simulated: tests/test_compile_bound.py). Lengths, batch and values shrink
+# freely inside what is built; the signature's variations say which compiled fields matter.
+SHRINK_BUILDS = 3
 
 
 class Hunt:
@@ -93,6 +107,9 @@ class Hunt:
             return None
         if len(st.found) >= s.max_findings + sum(f.known for f in st.found) or st.now() > st.deadline:
             return None  # counted as unexplained at the end
+        widened = self._widen(case, new)
+        if widened is not None:
+            return widened
         t = st.now()
         st.result.settings["hunt_attempts"] = st.result.settings.get("hunt_attempts", 0) + 1
         n_new = sum(not f.known for f in st.found) + 1
@@ -117,7 +134,13 @@ class Hunt:
             budget = min(
                 s.shrink_budget, max(FINISH_FLOOR_S, FINDING_SHARE * st.time_budget), SHRINK_SHARE * (st.deadline - t)
             )
-            best, calls = self._shrink_toward(case, new, writer, budget)
+            # an error of a kind a finding has (exception and message shape) is most likely that
+            # finding's bug met at another corner: its shrink builds nothing new, its signature
+            # decides (same_identity below merges it, or keeps it as a bug of its own)
+            alike = case.status == Status.ERROR and any(
+                sig.error_type and sig.fails_alike(case) for sig in st.signatures()
+            )
+            best, calls = self._shrink_toward(case, new, writer, budget, 0 if alike else SHRINK_BUILDS)
         target = (unexplained_gates(st.signatures(), best) & new) or new
         # the signature's variations get their own share: each compiles anew on a JIT kernel (FA4 on the
         # H100 spent ~200 of 240 s signing three findings, five seconds a variation)
@@ -164,9 +187,50 @@ class Hunt:
             st.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
         return f
 
-    def _shrink_toward(self, case, gates: set, writer, budget: float):
-        """Shrink ``case`` keeping a failure on one of ``gates`` that no finding explains."""
+    def _widen(self, case, gates: set) -> Finding | None:
+        """The finding whose bug ``case`` shows at one more value of a choice (a head dim, a
+        dtype: ``signature.widening``), tried on that finding's own shrunk Problem moved to the
+        value; its signature widened to explain ``case``. None when no finding's is (the case
+        is hunted as usual)."""
         st = self.state
+        cap = st.settings.kernel.capability
+        for f in st.found:
+            if f.known or f.best is None:
+                continue
+            for i, sig in enumerate(f.signatures):
+                if not sig.fails_alike(case) or (sig.error_type == "" and not set(sig.gates) & gates):
+                    continue
+                w = widening(sig, case.problem, f.best.problem, cap)
+                if w is None or st.now() > st.deadline:
+                    continue
+                wider, q = w
+                if not sig.fails_alike(st.run_seen(q)):
+                    continue
+                if i == 0:
+                    f.signature = wider
+                else:
+                    f.variants[i - 1] = wider
+                st.result.settings["widened"] = st.result.settings.get("widened", 0) + 1
+                st.log_event("finding", f.log_record())
+                if not unexplained_gates(st.signatures(), case) & gates:
+                    return f
+        return None
+
+    def _shrink_toward(self, case, gates: set, writer, budget: float, builds: int):
+        """Shrink ``case`` keeping a failure on one of ``gates`` that no finding explains; on a
+        kernel with a compile key, through at most ``builds`` configurations not built yet."""
+        st = self.state
+        cap = st.settings.kernel.capability
+        left = [builds]
+
+        def affordable(p) -> bool:
+            key = cap.compile_signature(p)
+            if key in st.built or p in st.seen:
+                return True
+            if left[0] <= 0:
+                return False
+            left[0] -= 1
+            return True
 
         def still_fails(p):
             c = st.run_seen(p)
@@ -183,6 +247,7 @@ class Hunt:
             st.settings.kernel.capability,
             time_budget=max(0.0, budget),
             max_calls=st.settings.finding_calls,
+            affordable=affordable if cap.compile_key else None,
         )
         return st.seen.get(best, case), calls
 

@@ -161,10 +161,13 @@ def simplify(
     *,
     time_budget: float = 60.0,
     max_calls: int = 400,
+    affordable=None,
 ) -> tuple[Problem, int]:
     """Greedily replace ``problem`` by a strictly simpler neighbour for which
     ``still_fails(neighbour)`` is true, until none is or the budget is spent.
-    Returns (simplest failing Problem, calls made)."""
+    ``affordable(neighbour)``, where given, says whether a valid neighbour may be tried at
+    all (a compile-bound kernel's new builds are rationed: ``hunt.py``); one it refuses is
+    neither run nor counted. Returns (simplest failing Problem, calls made)."""
     t0 = time.perf_counter()
     calls = 0
     best = problem
@@ -183,6 +186,8 @@ def simplify(
             except ProblemError:
                 continue
             if capability is not None and not capability.covers(cand):
+                continue
+            if affordable is not None and not affordable(cand):
                 continue
             calls += 1
             if still_fails(cand):

@@ -588,6 +588,40 @@ def same_identity(
     return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
 
 
+WIDENED = ("head_dim_qk", "dtype", "align")  # choices a finding's Problem can be moved along
+
+
+def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tuple[Signature, Problem] | None:
+    """Where ``p`` has every need of ``sig`` but one choice (its head dim, dtype or alignment
+    is outside the set), that signature with ``p``'s value added, and the Problem that puts it
+    to the test: ``anchor`` (the finding's shrunk Problem) moved to that value. If the moved
+    Problem fails the same way, the finding's bug lives at the new value too: one run instead
+    of a shrink and a signature's variations (a compile each on a JIT kernel), and one
+    finding per root cause. None where ``p`` misses a switch, a bound, a tail or two choices,
+    or the moved Problem is not one the capability covers."""
+    missed = []
+    for name, value in sig.needs:
+        if name in SWITCHES:
+            held = _switch(p, name)
+        elif name in BOUNDS:
+            held = _bound(p, name) >= value
+        elif name in TAILS:
+            held = _has_tail(p, name, value)
+        else:
+            held = _choice(p, name) in value
+        if not held:
+            missed.append((name, value))
+    if len(missed) != 1 or missed[0][0] not in WIDENED:
+        return None
+    name, value = missed[0]
+    x = _choice(p, name)
+    q = _with_choice(anchor, name, x, capability)
+    if not _valid(q, capability) or _choice(q, name) != x:
+        return None
+    needs = tuple((n, tuple(sorted({*v, x}, key=str)) if n == name else v) for n, v in sig.needs)
+    return Signature(sig.kind, sig.gates, sig.error_type, needs, sig.tried + 1, sig.message), q
+
+
 def merged(a: Signature, b: Signature) -> Signature:
     """The smallest rule covering two signatures of one bug (``same_identity``): the switches
     both need, the choices both constrain with the values of either, the lower of two bounds,

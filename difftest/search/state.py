@@ -45,6 +45,7 @@ class SearchState:
     wall0: float = field(default_factory=time.time)
     seen: dict[Problem, CaseResult] = field(default_factory=dict)  # Problem -> its case (replayed, never run twice)
     keys: set[tuple] = field(default_factory=set)  # compile signatures run by the search
+    built: set[tuple] = field(default_factory=set)  # compile signatures of every case run (shrinks, variations too)
     failed_at: float | None = None  # seconds in, at the first failure
     found: list[Finding] = field(default_factory=list)  # Finding per distinct bug so far (known ones first)
     explicit: set[Problem] = field(default_factory=set)  # replayed and corner Problems: never skipped
@@ -80,6 +81,7 @@ class SearchState:
         if self.log and not s.config.isolate:
             self.log.started(problem, s.kernel.name)  # in-process: a crash leaves this line naming the Problem
         case = self.seen[problem] = run_case(s.kernel, problem, s.config)
+        self.built.add(s.kernel.capability.compile_signature(problem))
         res = self.result
         res.cases.append(case)
         self.finished_at[problem] = self.now()
