@@ -14,6 +14,7 @@ import importlib.util
 import torch
 
 from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 
 from .masking import visible_keys
@@ -126,8 +127,6 @@ def autograd_backward(inputs, fwd, ctx):
     laid-out leaves and the package's output, by torch autograd through the package's own
     backward; GQA gradients folded to the KV heads, dense results packed to [T, H, D]; O and
     LSE from ``fwd``."""
-    from difftest.model.outputs import Outputs
-
     p = inputs.problem
     q, k, v, sink, o = ctx
     wrt = (q, k, v) + ((sink,) if sink is not None else ())

@@ -28,6 +28,7 @@ NaN-poisoned buffers, ``Capability.poison`` stays False).
 """
 
 import abc
+import time
 from dataclasses import dataclass
 
 import torch
@@ -188,7 +189,7 @@ def graph_key(p: Problem, deterministic: bool) -> tuple:
 
 def _cudnn():
     try:
-        import cudnn
+        import cudnn  # lazy: nvidia-cudnn-frontend is optional; the adapter loads and says so without it
     except ImportError as e:  # pragma: no cover - depends on the machine
         raise KernelUnavailable(f"nvidia-cudnn-frontend does not import: {e}") from None
     return cudnn
@@ -347,8 +348,6 @@ class CudnnGraphAdapter(KernelAdapter, abc.ABC):
         cudnn = _cudnn()
         key = self.graph_key(p)
         if key not in self._graphs:
-            import time
-
             if self._handle is None:
                 self._handle = cudnn.create_handle()
             t0 = time.perf_counter()

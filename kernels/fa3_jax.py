@@ -148,6 +148,7 @@ def _fns():
     and shape)."""
     if not _JITTED:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        # lazy: JAX and flash-attn3-jax are optional, and XLA's preallocation flag must be set first
         import flash_attn3_jax
         import jax
         from flash_attn3_jax import flash, varlen
@@ -212,6 +213,7 @@ def _fns():
 def _public_checks(p: Problem, call: Fa3Call, jq, jk, jv, cu_q=None, cu_k=None) -> None:
     """Trace the public function (no kernel runs): its asserts and the primitives'
     abstract-eval checks, the validation a user's call meets first."""
+    # lazy: JAX and flash-attn3-jax are optional; the adapter loads and says so without them
     import jax
     from flash_attn3_jax import flash_mha, flash_mha_varlen
 
@@ -263,6 +265,7 @@ class Fa3JaxAdapter(KernelAdapter):
             return r
         try:  # the package registers its FFI targets and JAX primitives at import
             os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+            # lazy: flash-attn3-jax is optional; importing it is the check
             import flash_attn3_jax  # noqa: F401
         except Exception as e:  # noqa: BLE001 -- the reason is the point
             return f"import flash_attn3_jax failed: {type(e).__name__}: {e}"

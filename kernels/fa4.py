@@ -154,6 +154,7 @@ class Fa4Adapter(KernelAdapter):
         return cuda_reason() or module_reason("flash_attn.cute", "pip install flash-attn-4") or sm_reason(9)
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
+        # lazy: flash-attn-4 is optional; the adapter loads and says so without it
         from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
 
         p = inputs.problem

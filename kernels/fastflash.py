@@ -115,6 +115,7 @@ class FastflashAdapter(KernelAdapter):
         return cuda_reason() or module_reason("fastflash_attention", WHEEL)
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
+        # lazy: fastflash-attention is optional; the adapter loads and says so without it
         from fastflash_attention import fast_attention
         from fastflash_attention._kernel import fastflash_attn
 

@@ -180,6 +180,7 @@ class FlaAttnAdapter(KernelAdapter):
         return _numpy_reason() or _interpreter_reason()
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
+        # lazy: fla-core is optional, and must be imported after TRITON_INTERPRET is set (CPU runs)
         from fla.ops.attn.parallel import parallel_attn
 
         p = inputs.problem
@@ -210,7 +211,7 @@ class FlaAttnAdapter(KernelAdapter):
 def _backend_reason() -> str | None:
     """None when fla would run parallel_attn's Triton kernels (no other backend enabled)."""
     try:
-        from fla.backends import _load_operation_registry
+        from fla.backends import _load_operation_registry  # lazy: fla-core is optional
 
         active = _load_operation_registry("attn").get_active()
     except Exception as e:  # noqa: BLE001 - a changed fla: say so rather than guess
@@ -226,6 +227,7 @@ def _backend_reason() -> str | None:
 def _numpy_reason() -> str | None:
     """Triton <= 3.6's interpreter turns a program id (a 1-element array) into a Python int with
     ``int(array)``, which NumPy >= 2.4 refuses (triton-lang/triton#9171, fixed after 3.6)."""
+    # lazy: NumPy and Triton are optional (neither is a dependency); asked only on the interpreter path
     import numpy
     import triton
 
@@ -242,6 +244,7 @@ def _numpy_reason() -> str | None:
 
 def _interpreter_reason() -> str | None:
     """fla's kernels are interpreted only if fla was imported with TRITON_INTERPRET set."""
+    # lazy: fla-core and Triton are optional; the adapter loads and says so without them
     from fla.ops.attn import parallel
     from triton.runtime.interpreter import InterpretedFunction
 

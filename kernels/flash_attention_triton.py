@@ -97,6 +97,7 @@ class FlashAttentionTritonAdapter(KernelAdapter):
         return cuda_reason() or module_reason("flash_attention_triton", WHEEL)
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
+        # lazy: flash-attention-triton is optional; the adapter loads and says so without it
         from flash_attention_triton import flash_attention_v2
 
         call = FatCall.of(inputs.problem, self.deterministic)

@@ -32,6 +32,18 @@ from difftest.model.problem import Problem
 from .cuda_common import cuda_reason, fold_kv_heads, laid_out, lse_bhs_to_thd, normalize_lse
 from .masking import selected_blocks, visible_keys
 
+try:  # FlexAttention is torch >= 2.5's (the floor is 2.4): without it the adapters load and say so
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+
+    FLEX_MISSING = None
+except ImportError as e:  # pragma: no cover - torch 2.4
+    BlockMask = create_block_mask = flex_attention = None
+    FLEX_MISSING = f"torch.nn.attention.flex_attention missing: {e}"
+try:  # a newer torch returns the LSE through return_aux=AuxRequest(lse=True); older ones take return_lse=True
+    from torch.nn.attention.flex_attention import AuxRequest
+except ImportError:
+    AuxRequest = None
+
 # The contract (torch 2.13's source; the H200 runs 2.11): flex_attention validates q/k/v
 # as SDPA inputs of one device (torch/nn/attention/flex_attention.py:2315-2318), q and k
 # with the same embedding dim and v's free (_validate_embed_dim, :2067), 4-D tensors, GQA
@@ -132,8 +144,6 @@ SPARSE_CAPABILITY = replace(
 
 def sparse_block_mask(p: Problem, mask_mod, n_keys: int, B: int, Lq: int, Lk: int, device="cpu"):
     """The BlockMask of a sparse Problem (the comment above says which form)."""
-    from torch.nn.attention.flex_attention import BlockMask, create_block_mask
-
     sp = p.sparsity
     if sp.kind == "block" and not p.varlen and not p.sinks:
         sq, sk = p.seqlen_q, p.seqlen_k
@@ -276,8 +286,7 @@ def compiled_flex(backend="inductor"):
     new shape, stride or captured constant is a recompile; ``COMPILE_KEY`` names them).
     ``backend`` is there for tests/test_flex_compile_key.py, which counts dynamo's compiles
     on the CPU with a counting backend through this same call."""
-    import torch._dynamo
-    from torch.nn.attention.flex_attention import flex_attention
+    import torch._dynamo  # lazy: ~1.5 s to import; only the CUDA path (and its test) compiles
 
     # A campaign draws many shapes; without room for them dynamo would fall back to
     # the eager path after 8 recompiles and we would no longer test the Triton kernels.
@@ -288,8 +297,6 @@ def compiled_flex(backend="inductor"):
 
 
 def _flex_fn(device_type: str):
-    from torch.nn.attention.flex_attention import flex_attention
-
     if device_type != "cuda":
         return flex_attention
     if "compiled" not in _CACHE:
@@ -316,11 +323,7 @@ class FlexAdapter(KernelAdapter):
             self.description = "torch FlexAttention with enable_gqa=True (square dense problems)"
 
     def available(self) -> str | None:
-        try:
-            from torch.nn.attention.flex_attention import flex_attention  # noqa: F401
-        except ImportError as e:
-            return f"torch.nn.attention.flex_attention missing: {e}"
-        return cuda_reason()
+        return FLEX_MISSING or cuda_reason()
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         return self.translate(inputs, grad=True)
@@ -329,8 +332,6 @@ class FlexAdapter(KernelAdapter):
         """Forward on whatever device ``inputs`` live on. ``grad=False`` skips autograd, so
         the CPU (where FlexAttention has no backward) can check the translation. ``flex_fn``
         replaces the flex_attention callable (default: compiled on CUDA, eager elsewhere)."""
-        from torch.nn.attention.flex_attention import create_block_mask
-
         p = inputs.problem
         dev = inputs.device
         if p.varlen:
@@ -390,10 +391,6 @@ class FlexAdapter(KernelAdapter):
 
 
 def _call(fn, q, k, v, score_mod, block_mask, scale, gqa):
-    try:
-        from torch.nn.attention.flex_attention import AuxRequest
-    except ImportError:
-        AuxRequest = None
     if AuxRequest is not None:
         o, aux = fn(
             q,

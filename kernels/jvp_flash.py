@@ -121,6 +121,7 @@ class JvpFlashAdapter(KernelAdapter):
         return cuda_reason() or module_reason("jvp_flash_attention", WHEEL)
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
+        # lazy: jvp-flash-attention is optional; the adapter loads and says so without it
         from jvp_flash_attention.jvp_attention import JVPAttn
 
         p = inputs.problem

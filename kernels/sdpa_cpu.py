@@ -40,6 +40,7 @@ Shared translation:
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from difftest.execute.adapter import KernelAdapter
 from difftest.model.capability import Capability
@@ -168,8 +169,6 @@ class SdpaCpuMath(SdpaCpu):
     )
 
     def _attend(self, q, k, v, p, is_causal, mask):
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         with sdpa_kernel(SDPBackend.MATH):
             o = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale, enable_gqa=q.shape[1] != k.shape[1]
@@ -224,8 +223,6 @@ class SdpaCpuFlash(SdpaCpu):
             # The raw op dies of SIGFPE (integer division by zero, the whole process) on
             # a zero-length query or key sequence (torch 2.13 CPU). F.sdpa never sends
             # empty tensors to it: it answers them itself, so go through F.sdpa here.
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                 o = F.scaled_dot_product_attention(
                     q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale, enable_gqa=q.shape[1] != k.shape[1]

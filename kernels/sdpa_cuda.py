@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
 from difftest.model.capability import Capability
@@ -181,8 +182,6 @@ class SdpaCall:
 
 
 def _backend_enum(backend: str):
-    from torch.nn.attention import SDPBackend
-
     return {
         "flash": SDPBackend.FLASH_ATTENTION,
         "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -203,11 +202,7 @@ class SdpaAdapter(KernelAdapter):
         self.description = f"torch SDPA, {backend} backend only (sdpa_kernel)"
 
     def available(self) -> str | None:
-        try:
-            from torch.nn.attention import sdpa_kernel  # noqa: F401
-        except ImportError as e:
-            return f"torch.nn.attention.sdpa_kernel missing: {e}"
-        return cuda_reason()
+        return cuda_reason()  # sdpa_kernel (imported at the top) is torch >= 2.3's; the floor is 2.4
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         p = inputs.problem
@@ -220,8 +215,6 @@ class SdpaAdapter(KernelAdapter):
         mask = None
         if call.bool_mask:
             mask = visible_keys(p, p.seqlen_q, p.seqlen_k, q.device)
-        from torch.nn.attention import sdpa_kernel
-
         with sdpa_kernel([_backend_enum(self.backend)]):
             o = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=call.is_causal, scale=call.scale, enable_gqa=q.shape[1] != k.shape[1]
@@ -233,8 +226,6 @@ class SdpaAdapter(KernelAdapter):
         p = inputs.problem
         q, k, v, o = ctx
         do = inputs.bshd("do").transpose(1, 2)
-        from torch.nn.attention import sdpa_kernel
-
         with sdpa_kernel([_backend_enum(self.backend)]):
             dq, dk, dv = torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
 

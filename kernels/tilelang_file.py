@@ -45,9 +45,11 @@ not a narrowing: every sequence length stays in the capability (the example docu
 import ast
 import hashlib
 import importlib.util
+import multiprocessing as mp
 import os
 import sys
 import threading
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -56,6 +58,8 @@ from difftest.execute.adapter import KernelAdapter, KernelSpecError
 from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
+from difftest.safeio import safe_child_path
+from difftest.strategies import edge_problems
 
 from .bhsd import lse2_to_natural
 from .cuda_common import cuda_reason, lse_bhs_to_thd, module_reason, normalize_lse, thd
@@ -171,7 +175,7 @@ class TileLangFileAdapter(KernelAdapter):
         """``fn`` of the file compiled for ``args`` (cached per process)."""
         key = (fn,) + args
         if key not in self._kernels:
-            import tilelang
+            import tilelang  # lazy: tilelang is optional; the adapter loads and says so without it
 
             jit = getattr(load(self.path), fn)
             prim = jit.get_tir(*args)
@@ -278,8 +282,6 @@ CATALOGUE = Catalogue()
 def warm_shapes(profile: str = "gpu") -> list[tuple[str, tuple]]:
     """(function, arguments) to compile for the edge corpus a campaign runs first, in its
     order, each distinct call once (every corner is a new shape: four compiles each)."""
-    from difftest.strategies import edge_problems
-
     out = []
     for p in edge_problems(CAPABILITY, profile):
         a = call_args(p)
@@ -316,11 +318,6 @@ def warm(path: str, profile: str = "gpu", jobs: int = 8) -> list[str]:
     todo = warm_shapes(profile)
     if jobs <= 1:
         return [e for e in (_build(path, fn, a) for fn, a in todo) if e]
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    from difftest.safeio import safe_child_path
-
     with safe_child_path(), ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
         return [e for e in ex.map(_build, [path] * len(todo), [fn for fn, _ in todo], [a for _, a in todo]) if e]
 

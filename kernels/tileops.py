@@ -47,12 +47,16 @@ build timeout. A TileLang without these names sends nothing (``Worker.reports_bu
 False) and builds count as kernel time, as before.
 """
 
+import argparse
 import contextlib
+import ctypes
 import functools
 import importlib
 import io
+import json
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -69,7 +73,9 @@ from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs, make_inputs
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
+from difftest.oracles.reference import reference
 from difftest.safeio import check_private_dir
+from difftest.strategies import edge_problems
 
 from .cuda_common import cuda_reason, lse_bhs_to_thd, normalize_lse, thd
 
@@ -275,9 +281,6 @@ def die_with_parent() -> None:
     parent = os.environ.get(PARENT_ENV)
     if not parent or not sys.platform.startswith("linux"):
         return
-    import ctypes
-    import signal
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -411,8 +414,6 @@ class TileOpsAdapter(KernelAdapter):
             lse = rep["lse"].to(inputs.device)  # [B, H, S]
             fwd = Outputs(o=thd(o), lse=normalize_lse(lse_bhs_to_thd(lse), p))
             return fwd, (o, lse)
-        from difftest.oracles.reference import reference
-
         ref = reference(inputs, "float32")
         o = ref.o.to(inputs.q.dtype).view(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v)
         lse = ref.lse.view(p.batch, p.seqlen_q, p.heads_q).permute(0, 2, 1).contiguous()
@@ -521,6 +522,7 @@ def _serve() -> None:  # pragma: no cover - runs in the TileOPs process on a GPU
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
     stdin = sys.stdin.buffer
     try:
+        # lazy: TileOPs and its own tilelang (0.1.12, not ours) exist only on this worker's PYTHONPATH
         import tilelang
         import tileops
         from tileops.attention import GQADenseBwdOp, GQADenseWithLSEFwdOp, MLADenseBwdOp
@@ -607,8 +609,6 @@ def distinct_configs(capability: Capability, problems) -> list[Problem]:
 def warm_problems(op: str, profile: str = "gpu", extra=()) -> list[Problem]:
     """One Problem per compile configuration of the edge corpus a campaign of ``op`` runs
     first, in its order, then of ``extra`` (those the op covers)."""
-    from difftest.strategies import edge_problems
-
     if op not in OPS:
         raise ValueError(f"op={op!r}: allowed {sorted(OPS)}")
     cap = OPS[op][0]
@@ -690,9 +690,6 @@ def warm(op: str, jobs: int = 8, profile: str = "gpu", extra=(), log=print) -> l
 
 def parse_warm_args(argv):
     """``--warm OP [--jobs N] [--profile P] [--problem JSON ...]``; bad input exits 2 with one line."""
-    import argparse
-    import json
-
     ap = argparse.ArgumentParser(
         prog="python -m difftest.kernels.tileops", description="build a TileOPs op's edge-corpus shapes in parallel"
     )

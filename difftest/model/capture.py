@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import math
 import os
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 import torch
@@ -59,6 +62,42 @@ TORCH_NAMES = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32
 PROBLEM_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}
 
 
+class Window(Protocol):
+    """What a CaptureSlice reads of the Problem it is the values of: problem.py's Problem, which
+    this module cannot import, not even for annotations (problem.py imports this module, and
+    tests/test_layers.py counts every import in its cycle check)."""
+
+    @property
+    def values(self) -> str: ...
+    @property
+    def varlen(self) -> bool: ...
+    @property
+    def pad_tail(self) -> int: ...
+    @property
+    def batch(self) -> int: ...
+    @property
+    def heads_q(self) -> int: ...
+    @property
+    def heads_kv(self) -> int: ...
+    @property
+    def group(self) -> int: ...
+    @property
+    def head_dim_qk(self) -> int: ...
+    @property
+    def head_dim_v(self) -> int: ...
+    @property
+    def seqlen_q(self) -> int | tuple[int, ...]: ...
+    @property
+    def seqlen_k(self) -> int | tuple[int, ...]: ...
+
+
+def _lengths(p: Window) -> tuple[int, int]:
+    """A dense Problem's (seqlen_q, seqlen_k): a capture window is dense (``unfit`` says so)."""
+    if isinstance(p.seqlen_q, tuple) or isinstance(p.seqlen_k, tuple):
+        raise CaptureError(f"a capture window is dense: seqlen_q={p.seqlen_q!r}, seqlen_k={p.seqlen_k!r}")
+    return p.seqlen_q, p.seqlen_k
+
+
 class CaptureError(FileFormatError):
     """A capture file that cannot be used, with the reason in one line (exit 2)."""
 
@@ -67,22 +106,43 @@ class CaptureError(FileFormatError):
 class Recorder:
     """What ``capture`` collects; ``calls`` holds dicts of CPU tensors and settings."""
 
-    def __init__(self, max_calls: int):
+    def __init__(self, max_calls: int) -> None:
         self.max_calls = max_calls
         self.calls: list[dict] = []
         self.skipped = 0
         self._lock = threading.Lock()
 
-    def wrap(self, sdpa):
-        def recorded(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+    def wrap(self, sdpa: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(
+            query: Any,
+            key: Any,
+            value: Any,
+            attn_mask: Any = None,
+            dropout_p: float = 0.0,
+            is_causal: bool = False,
+            scale: float | None = None,
+            **kw: Any,
+        ) -> Any:
             out = sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **kw)
             self._record(query, key, value, attn_mask, dropout_p, is_causal, scale, kw, out)
             return out
 
-        recorded.__wrapped__ = sdpa
+        functools.update_wrapper(recorded, sdpa, assigned=(), updated=())  # sets __wrapped__ only
         return recorded
 
-    def _record(self, q, k, v, mask, dropout_p, causal, scale, kw, out):
+    # what the model passed scaled_dot_product_attention and got back, checked here before use
+    def _record(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        mask: Any,
+        dropout_p: float,
+        causal: bool,
+        scale: float | None,
+        kw: dict[str, Any],
+        out: Any,
+    ) -> None:
         usable = (
             mask is None
             and not dropout_p
@@ -108,7 +168,7 @@ class Recorder:
             self.calls.append(call)
         if isinstance(out, torch.Tensor) and out.requires_grad:
 
-            def grad(g, call=call):
+            def grad(g: torch.Tensor, call: dict = call) -> None:
                 call["do"] = _host(g)
 
             out.register_hook(grad)
@@ -129,7 +189,7 @@ class Recorder:
         meta = {"version": FORMAT_VERSION, "calls": calls, "skipped": self.skipped}
         return tensors, {META_KEY: json.dumps(meta, sort_keys=True)}
 
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         try:
             # lazy: optional dependency (safetensors: pip install 'difftest[capture]')
             from safetensors.torch import save_file
@@ -144,7 +204,7 @@ def _host(t: torch.Tensor) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def capture(path, *, max_calls: int = 64):
+def capture(path: str | os.PathLike[str], *, max_calls: int = 64) -> Iterator[Recorder]:
     """Record the q/k/v/dO of up to ``max_calls`` ``scaled_dot_product_attention`` calls
     made while active (forward and, for outputs that get a gradient, backward) and write
     them to ``path`` (safetensors) on exit. Yields the ``Recorder``."""
@@ -212,7 +272,7 @@ class Capture:
             self.path, dtype=np_dt, mode="r", offset=self._data_start + e["begin"], shape=tuple(e["shape"])
         )
 
-    def tensor(self, name: str, index=None) -> torch.Tensor:
+    def tensor(self, name: str, index: tuple[slice, ...] | None = None) -> torch.Tensor:
         """Tensor ``name`` (or its ``index`` slice) as a torch tensor in its own dtype (a copy)."""
         e = self._entries[name]
         a = self.read(name)
@@ -221,15 +281,15 @@ class Capture:
         return t.view(DTYPES[e["dtype"]][0]) if a.dtype == np.uint16 else t
 
 
-def _fail(path, why: str):
+def _fail(path: str, why: str) -> NoReturn:
     raise CaptureError(f"{path}: not a usable difftest capture: {why}")
 
 
-def _is_int(x) -> bool:
+def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _file_sha(path) -> str:
+def _file_sha(path: str) -> str:
     h = hashlib.sha256()
     with open_regular(path, CaptureError, "capture file") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -237,7 +297,7 @@ def _file_sha(path) -> str:
     return h.hexdigest()[:16]
 
 
-def open_capture(path) -> Capture:
+def open_capture(path: str | os.PathLike[str]) -> Capture:
     """Read and validate a capture file (see the module docstring); CaptureError if unusable."""
     path = os.path.abspath(os.fspath(path))
     try:
@@ -264,12 +324,12 @@ def open_capture(path) -> Capture:
         _fail(path, f"no {META_KEY!r} metadata (write it with difftest.capture)")
     entries = {}
     spans = []
-    for name, e in header.items():
-        if not isinstance(e, dict) or set(e) != {"dtype", "shape", "data_offsets"}:
+    for name, spec in header.items():
+        if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
             _fail(path, f"tensor {name!r}: expected dtype, shape, data_offsets")
-        if e["dtype"] not in DTYPES:
-            _fail(path, f"tensor {name!r}: dtype {e['dtype']!r} not one of {sorted(DTYPES)}")
-        shape, offs = e["shape"], e["data_offsets"]
+        if spec["dtype"] not in DTYPES:
+            _fail(path, f"tensor {name!r}: dtype {spec['dtype']!r} not one of {sorted(DTYPES)}")
+        shape, offs = spec["shape"], spec["data_offsets"]
         if not isinstance(shape, list) or len(shape) != 4 or not all(_is_int(s) and 0 <= s < 2**31 for s in shape):
             _fail(path, f"tensor {name!r}: shape {shape!r} is not 4 sizes in 0..2^31-1")
         if (
@@ -280,11 +340,11 @@ def open_capture(path) -> Capture:
         ):
             _fail(path, f"tensor {name!r}: data_offsets {offs!r} outside the {data_size} data bytes")
         numel = math.prod(shape)
-        if offs[1] - offs[0] != numel * DTYPES[e["dtype"]][2]:
-            _fail(path, f"tensor {name!r}: {offs[1] - offs[0]} bytes for shape {shape} of {e['dtype']}")
-        if offs[0] % DTYPES[e["dtype"]][2]:
+        if offs[1] - offs[0] != numel * DTYPES[spec["dtype"]][2]:
+            _fail(path, f"tensor {name!r}: {offs[1] - offs[0]} bytes for shape {shape} of {spec['dtype']}")
+        if offs[0] % DTYPES[spec["dtype"]][2]:
             _fail(path, f"tensor {name!r}: offset {offs[0]} not aligned to its element size")
-        entries[name] = {"dtype": e["dtype"], "shape": shape, "begin": offs[0], "numel": numel}
+        entries[name] = {"dtype": spec["dtype"], "shape": shape, "begin": offs[0], "numel": numel}
         if numel:
             spans.append((offs[0], offs[1], name))
     spans.sort()
@@ -314,7 +374,7 @@ def open_capture(path) -> Capture:
     return cap
 
 
-def _check_call(path, i: int, c, entries: dict) -> Call:
+def _check_call(path: str, i: int, c: object, entries: dict) -> Call:
     where = f"call {i}"
     if not isinstance(c, dict):
         _fail(path, f"{where} is not an object")
@@ -396,7 +456,7 @@ class CaptureSliceError(FileFormatError):
     """A capture slice read from a file is malformed: ``Problem`` turns it into a ProblemError
     (this module sits below problem.py and does not import it)."""
 
-    def __init__(self, value, expected: str):
+    def __init__(self, value: object, expected: str) -> None:
         super().__init__(expected)
         self.value, self.expected = value, expected
 
@@ -418,7 +478,7 @@ class CaptureSlice:
     data: tuple | None = field(default=None, compare=False, hash=False)  # embedded window (from JSON)
 
     @classmethod
-    def coerce(cls, x) -> "CaptureSlice":
+    def coerce(cls, x: object) -> CaptureSlice:
         if isinstance(x, CaptureSlice):
             return x
         if not isinstance(x, dict):
@@ -461,7 +521,7 @@ class CaptureSlice:
             data,
         )
 
-    def unfit(self, p) -> str | None:
+    def unfit(self, p: Window) -> str | None:
         """Why Problem ``p`` cannot be a window of this call, or None."""
         B, Hq, Hkv, L, S, E, Ev = self.extents
         if p.values != "captured":
@@ -474,19 +534,20 @@ class CaptureSlice:
             return f"the call's {Hq // Hkv} query heads per key head"
         if self.b0 + p.batch > B or self.h0 + p.heads_kv > Hkv:
             return f"batch and heads inside the call's {B} x {Hkv} key heads"
-        if self.q0 + p.seqlen_q > L or self.k0 + p.seqlen_k > S:
+        sq, sk = _lengths(p)
+        if self.q0 + sq > L or self.k0 + sk > S:
             return f"token windows inside the call's {L} queries and {S} keys"
         return None
 
-    def needs_file(self, p) -> bool:
+    def needs_file(self, p: Window) -> bool:
         """Whether Problem ``p``'s window must be read from the file (its bytes are not embedded)."""
         return self._embedded(p) is None
 
-    def window_key(self, p) -> list:
-        return [p.batch, p.heads_kv, p.seqlen_q, p.seqlen_k]
+    def window_key(self, p: Window) -> list:
+        return [p.batch, p.heads_kv, *_lengths(p)]
 
-    def to_json(self, p=None) -> dict:
-        d = {
+    def to_json(self, p: Window | None = None) -> dict:
+        d: dict[str, Any] = {
             "file": self.file,
             "sha256": self.sha256,
             "call": self.call,
@@ -512,25 +573,27 @@ class CaptureSlice:
                 d["data"] = {"window": self.window_key(p), **got}
         return d
 
-    def window_bytes(self, p) -> int:
+    def window_bytes(self, p: Window) -> int:
         item = DTYPES[self.dtype][2]
-        n_q = p.batch * p.heads_q * p.seqlen_q
-        n_k = p.batch * p.heads_kv * p.seqlen_k
+        sq, sk = _lengths(p)
+        n_q = p.batch * p.heads_q * sq
+        n_k = p.batch * p.heads_kv * sk
         return item * (
             n_q * p.head_dim_qk + n_k * (p.head_dim_qk + p.head_dim_v) + (n_q * p.head_dim_v if self.has_do else 0)
         )
 
-    def _shapes(self, p) -> dict:
+    def _shapes(self, p: Window) -> dict[str, tuple[int, int, int, int]]:
+        sq, sk = _lengths(p)
         s = {
-            "q": (p.batch, p.heads_q, p.seqlen_q, p.head_dim_qk),
-            "k": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk),
-            "v": (p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v),
+            "q": (p.batch, p.heads_q, sq, p.head_dim_qk),
+            "k": (p.batch, p.heads_kv, sk, p.head_dim_qk),
+            "v": (p.batch, p.heads_kv, sk, p.head_dim_v),
         }
         if self.has_do:
-            s["do"] = (p.batch, p.heads_q, p.seqlen_q, p.head_dim_v)
+            s["do"] = (p.batch, p.heads_q, sq, p.head_dim_v)
         return s
 
-    def _embedded(self, p) -> dict | None:
+    def _embedded(self, p: Window) -> dict | None:
         if self.data is None:
             return None
         d = dict(self.data)
@@ -539,7 +602,7 @@ class CaptureSlice:
             return None  # another window's bytes (the Problem shrank since), or a part missing: the file
         return {n: d[n] for n in names}
 
-    def _from_file(self, p) -> dict:
+    def _from_file(self, p: Window) -> dict[str, torch.Tensor]:
         cap = cached_capture(self.file, self.sha256)
         call = next((c for c in cap.calls if c.index == self.call), None)
         if call is None or call.extents != self.extents:
@@ -548,7 +611,8 @@ class CaptureSlice:
         hq = slice(self.h0 * g, (self.h0 + p.heads_kv) * g)
         hk = slice(self.h0, self.h0 + p.heads_kv)
         b = slice(self.b0, self.b0 + p.batch)
-        rows_q, rows_k = slice(self.q0, self.q0 + p.seqlen_q), slice(self.k0, self.k0 + p.seqlen_k)
+        sq, sk = _lengths(p)
+        rows_q, rows_k = slice(self.q0, self.q0 + sq), slice(self.k0, self.k0 + sk)
         out = {
             "q": cap.tensor(call.names["q"], (b, hq, rows_q)),
             "k": cap.tensor(call.names["k"], (b, hk, rows_k)),
@@ -558,7 +622,7 @@ class CaptureSlice:
             out["do"] = cap.tensor(call.names["do"], (b, hq, rows_q))
         return out
 
-    def window(self, p, device="cpu") -> dict:
+    def window(self, p: Window, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
         """name -> float64 packed [batch * len, heads, dim] tensors of Problem ``p``'s window:
         from the embedded bytes when they are this window's, else from the file."""
         emb = self._embedded(p)

@@ -27,11 +27,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from difftest.model import fp8
 from difftest.model.draw import TORCH_DTYPES, draw_v1, draw_v2, torch_dtype
+from difftest.model.fp8 import Fp8Tensor
 from difftest.model.layouts import materialise
 from difftest.model.problem import Problem
 from difftest.model.structured_values import loss_do
@@ -51,10 +53,10 @@ class Inputs:
     cu_seqlens_k: torch.Tensor
     # dense problems under a layout (difftest/model/layouts.py): name -> the laid-out
     # [B, S, H, D] view, which the packed field above may only copy (head-major, B > 1)
-    dense: dict | None = None
+    dense: dict[str, torch.Tensor] | None = None
     # FP8 problems: name ("q", "k", "v", "do") -> fp8.Fp8Tensor, what an FP8 kernel is handed
     # (contiguous packed bytes and descale); q, k, v, do above hold the dequantised values
-    fp8: dict | None = None
+    fp8: dict[str, Fp8Tensor] | None = None
 
     TENSORS = ("q", "k", "v", "do", "sink", "cu_seqlens_q", "cu_seqlens_k")
 
@@ -62,14 +64,15 @@ class Inputs:
     def device(self) -> torch.device:
         return self.q.device
 
-    def to(self, device) -> "Inputs":
-        kw = {n: (None if getattr(self, n) is None else getattr(self, n).to(device)) for n in self.TENSORS}
+    def to(self, device: torch.device | str) -> "Inputs":
+        kw: dict[str, Any] = {n: getattr(self, n) for n in self.TENSORS}  # tensors, and a sink that may be None
+        kw = {n: None if t is None else t.to(device) for n, t in kw.items()}
         f8 = None if self.fp8 is None else {n: t.to(device) for n, t in self.fp8.items()}
         return Inputs(problem=self.problem, fp8=f8, **kw)
 
-    def upcast(self, dtype=torch.float64) -> "Inputs":
+    def upcast(self, dtype: torch.dtype = torch.float64) -> "Inputs":
         """The same (already rounded) values in a wider float type, for references."""
-        kw = {n: getattr(self, n) for n in self.TENSORS}
+        kw: dict[str, Any] = {n: getattr(self, n) for n in self.TENSORS}
         for n in ("q", "k", "v", "do", "sink"):
             if kw[n] is not None:
                 kw[n] = kw[n].to(dtype)
@@ -79,12 +82,12 @@ class Inputs:
         """A dense problem's tensor as [batch, seq, heads, dim]: a view of the memory the
         kernel receives (the laid-out one under a layout)."""
         p = self.problem
-        if p.varlen:
+        s = p.seqlen_q if name in ("q", "do") else p.seqlen_k
+        if isinstance(s, tuple):
             raise ValueError("bshd() needs a dense problem; varlen problems use the packed layout")
         if self.dense and name in self.dense:
             return self.dense[name]
-        t = getattr(self, name)
-        s = p.seqlen_q if name in ("q", "do") else p.seqlen_k
+        t: torch.Tensor = getattr(self, name)
         return t.view(p.batch, s, *t.shape[1:])
 
     def rows(self, name: str, b: int) -> torch.Tensor:
@@ -94,7 +97,8 @@ class Inputs:
         if not p.varlen:
             return self.bshd(name)[b]
         cu = p.cu_seqlens_q if name in ("q", "do") else p.cu_seqlens_k
-        return getattr(self, name)[cu[b] : cu[b + 1]]
+        t: torch.Tensor = getattr(self, name)
+        return t[cu[b] : cu[b + 1]]
 
     def digest(self) -> str:
         """The first 16 hex digits of the SHA-256 of every tensor's name, shape and bytes."""
@@ -106,9 +110,9 @@ class Inputs:
         hashed; the hash runs on a thread of its own (hashlib releases the GIL), and the
         returned call waits for it. On the H200 hashing in line took ~34 ms of a TileLang
         case's ~200 (a profile of a gpu campaign); a case now overlaps it."""
-        parts, result = self._bytes(copy=True), Future()
+        parts, result = self._bytes(copy=True), Future[str]()
 
-        def work():
+        def work() -> None:
             try:
                 result.set_result(_sha256(parts))
             except BaseException as e:  # re-raised by the waiting call
@@ -145,7 +149,7 @@ def _sha256(parts: list) -> str:
     return h.hexdigest()[:16]
 
 
-def make_inputs(problem: Problem, device="cpu") -> Inputs:
+def make_inputs(problem: Problem, device: torch.device | str = "cpu") -> Inputs:
     """Draw the inputs of ``problem`` (validated first) on ``device``."""
     p = problem.validate()
     if p.input_version == 1:
@@ -155,11 +159,11 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
     dt = torch_dtype(p.dtype)
     if p.input_version == 1:  # rounded on the CPU, as it always was, then moved
 
-        def rnd(t):
+        def rnd(t: torch.Tensor) -> torch.Tensor:
             return t.to(dt).to(device)
     else:  # float64 -> float32 -> dtype, each step round-to-nearest-even as IEEE defines it on
         # every device, rather than whatever path torch takes from float64 to a 16-bit type
-        def rnd(t):
+        def rnd(t: torch.Tensor) -> torch.Tensor:
             return t.to(torch.float32).to(dt)
 
     q, k, v = rnd(q), rnd(k), rnd(v)
@@ -187,7 +191,7 @@ def make_inputs(problem: Problem, device="cpu") -> Inputs:
     )
 
 
-def lay_out(inputs):
+def lay_out(inputs: Inputs) -> Inputs:
     """The Inputs a kernel receives under ``inputs.problem.layout``: the tensors the layout
     names re-materialised (same values, new strides/offsets/storage), the rest as given.
     ``inputs`` are the logical contiguous tensors from ``make_inputs``; keep them for the
@@ -199,9 +203,9 @@ def lay_out(inputs):
     why = layout.unfit(p)
     if why:
         raise ValueError(f"Problem.layout={layout.kind!r} is invalid: allowed {why}")
-    kw = {n: getattr(inputs, n) for n in Inputs.TENSORS}
+    kw: dict[str, Any] = {n: getattr(inputs, n) for n in Inputs.TENSORS}
     kw["fp8"] = inputs.fp8  # the stored FP8 bytes stay packed and contiguous
-    dense = None if p.varlen else {}
+    dense: dict[str, torch.Tensor] | None = None if p.varlen else {}
     for name in layout.tensors:
         if dense is None:
             kw[name] = materialise(layout.kind, getattr(inputs, name), p.heads_q)

@@ -47,6 +47,7 @@ Layout conventions used throughout difftest:
 import dataclasses
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,11 +117,11 @@ class ProblemError(InputError):
         super().__init__(f"Problem.{field_name}={value!r} is invalid: allowed {allowed}")
 
 
-def _is_int(x) -> bool:
+def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _is_real(x) -> bool:
+def _is_real(x: object) -> bool:
     """An int or float, not a bool (True would silently mean 1.0)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
@@ -161,7 +162,7 @@ class Problem:
     # absent from the JSON when None, so JSON without it reads as before
     sparsity: Any = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Accept lists (JSON) for the varlen lengths but store tuples (frozen, hashable).
         for name in ("seqlen_q", "seqlen_k"):
             v = getattr(self, name)
@@ -194,10 +195,8 @@ class Problem:
         """Raise ProblemError naming the first bad field; return self when valid."""
         if not _is_int(self.batch) or not 1 <= self.batch <= MAX_BATCH:
             raise ProblemError("batch", self.batch, f"an int in 1..{MAX_BATCH}")
-        varlen_q = isinstance(self.seqlen_q, tuple)
-        varlen_k = isinstance(self.seqlen_k, tuple)
-        for name, v, vl in (("seqlen_q", self.seqlen_q, varlen_q), ("seqlen_k", self.seqlen_k, varlen_k)):
-            if vl:
+        for name, v in (("seqlen_q", self.seqlen_q), ("seqlen_k", self.seqlen_k)):
+            if isinstance(v, tuple):
                 if len(v) != self.batch:
                     raise ProblemError(name, v, f"a list of exactly batch={self.batch} lengths")
                 if not all(_is_int(x) and 0 <= x <= MAX_SEQLEN for x in v):
@@ -206,7 +205,7 @@ class Problem:
                 raise ProblemError(
                     name, v, f"an int in 1..{MAX_SEQLEN} (dense) or a list of ints in 0..{MAX_SEQLEN} (varlen)"
                 )
-        if varlen_q != varlen_k:
+        if isinstance(self.seqlen_q, tuple) != isinstance(self.seqlen_k, tuple):
             raise ProblemError(
                 "seqlen_k", self.seqlen_k, "the same form as seqlen_q: both ints (dense) or both lists (varlen)"
             )
@@ -308,11 +307,11 @@ class Problem:
 
     @property
     def seqlens_q(self) -> tuple[int, ...]:
-        return self.seqlen_q if self.varlen else (self.seqlen_q,) * self.batch
+        return self.seqlen_q if isinstance(self.seqlen_q, tuple) else (self.seqlen_q,) * self.batch
 
     @property
     def seqlens_k(self) -> tuple[int, ...]:
-        return self.seqlen_k if self.varlen else (self.seqlen_k,) * self.batch
+        return self.seqlen_k if isinstance(self.seqlen_k, tuple) else (self.seqlen_k,) * self.batch
 
     @property
     def cu_seqlens_q(self) -> tuple[int, ...]:
@@ -431,10 +430,10 @@ class Problem:
     def from_json(cls, s: str) -> "Problem":
         return cls.from_dict(json.loads(s))
 
-    def replace(self, **changes) -> "Problem":
+    def replace(self, **changes: Any) -> "Problem":
         return dataclasses.replace(self, **changes)
 
-    def _repr_pretty_(self, printer, cycle) -> None:
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         """How Hypothesis prints a Problem: its repr. Hypothesis renders every explicit
         example (a campaign's edge corpus) before running it, and its field-by-field
         printer took ~2 ms of a CPU case, more than the case's inputs."""
@@ -442,8 +441,8 @@ class Problem:
 
     def short(self) -> str:
         """One line for tables and logs."""
-        sq = list(self.seqlen_q) if self.varlen else self.seqlen_q
-        sk = list(self.seqlen_k) if self.varlen else self.seqlen_k
+        sq = list(self.seqlen_q) if isinstance(self.seqlen_q, tuple) else self.seqlen_q
+        sk = list(self.seqlen_k) if isinstance(self.seqlen_k, tuple) else self.seqlen_k
         parts = [
             f"b{self.batch}",
             f"sq{sq}",
@@ -473,7 +472,7 @@ class Problem:
         return " ".join(parts)
 
 
-def _cumsum(xs) -> tuple[int, ...]:
+def _cumsum(xs: Iterable[int]) -> tuple[int, ...]:
     out = [0]
     for x in xs:
         out.append(out[-1] + x)

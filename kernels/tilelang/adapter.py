@@ -88,7 +88,7 @@ def _default_device() -> str:
 
 def mask_params(problem, device) -> torch.Tensor:
     """[window_left, window_right, bottom_right] as the kernels read them."""
-    from .source import UNBOUNDED
+    from .source import UNBOUNDED  # lazy: source.py imports tilelang, which is optional
 
     wl = UNBOUNDED if problem.window_left is None else min(problem.window_left, UNBOUNDED)
     wr = UNBOUNDED if problem.window_right is None else min(problem.window_right, UNBOUNDED)
@@ -136,6 +136,7 @@ class TileLangAttention(KernelAdapter):
     # ------------------------------------------------------------------ availability
     def available(self) -> str | None:
         try:
+            # lazy: tilelang is optional (the 'tilelang' extra); the adapter loads and says so without it
             import tilelang  # noqa: F401
         except Exception as e:  # ImportError or a broken native library
             return f"tilelang not importable: {e}"

@@ -88,7 +88,7 @@ def run(dtypes=("float16", "bfloat16"), repeats=20, warmup=3, determinism=0, oth
         raise SystemExit("no CUDA device: this benchmark times GPU kernels")
     log(f"# {torch.cuda.get_device_name()} torch {torch.__version__}")
     try:
-        import tilelang
+        import tilelang  # lazy: optional; the benchmark logs when it does not import
 
         log(f"# tilelang {tilelang.__version__}")
     except Exception as e:

@@ -20,7 +20,10 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
+
+from difftest.execute import timing
 
 _REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE_DIR = _REPO / "build" / "tilelang-cache"
@@ -63,8 +66,6 @@ _SOURCE_DIGEST: list = []
 def _source_digest() -> str:
     if not _SOURCE_DIGEST:
         try:
-            from importlib.metadata import version
-
             tl = version("tilelang")
         except Exception:  # not installed: no build will succeed anyway
             tl = "none"
@@ -91,7 +92,7 @@ def mark_built(kind: str, target: str, **params) -> None:
 
 def get_kernel(kind: str, target: str, **params):
     """The compiled kernel for (kind, target, params), built once per process."""
-    from . import source
+    from . import source  # lazy: source.py imports tilelang (optional, seconds to load)
 
     key = cache_key(kind, target, **params)
     with _LOCK:
@@ -99,8 +100,6 @@ def get_kernel(kind: str, target: str, **params):
         if k is not None:
             _STATS.hits += 1
             return k
-        from difftest.execute import timing
-
         t0 = time.perf_counter()
         with timing.phase("compile"):
             k = source.build(kind, target, **params)

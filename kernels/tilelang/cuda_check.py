@@ -10,6 +10,7 @@ checked for CUDA-side lowering and compile errors before the H200 ever sees it.
 """
 
 import argparse
+import faulthandler
 import json
 import shutil
 import sys
@@ -17,19 +18,19 @@ import time
 from pathlib import Path
 
 from . import cache  # noqa: F401  (sets TILELANG_CACHE_DIR before tilelang is used)
+from .warm import configs
 
 ARCH = "sm_90"
 
 
 def gpu_configs(dtypes=("float16", "bfloat16"), dims=((64, 64), (128, 128), (192, 128))):
     """(kind, params) for every kernel a GPU campaign or benchmark builds at these dims."""
-    from .warm import configs
-
     return configs("cuda", tuple(dtypes), list(dims))
 
 
 def check(kind: str, params: dict, nvcc: bool = True, save: Path | None = None) -> dict:
     """Lower one kernel for sm_90 (and nvcc-compile it); a dict saying what happened."""
+    # lazy: tilelang is optional, and tvm imports only once tilelang has put its bundled copy on sys.path
     import tilelang
     import tvm
 
@@ -69,8 +70,6 @@ def main(argv=None) -> int:
     use_nvcc = not a.no_nvcc and shutil.which("nvcc") is not None
     if not a.no_nvcc and not use_nvcc:
         print("nvcc not on PATH: lowering only")
-    import faulthandler
-
     rows = []
     for kind, params in gpu_configs(tuple(a.dtype) if a.dtype else ("float16", "bfloat16")):
         faulthandler.dump_traceback_later(a.stall, exit=False)  # a stuck build shows where it is

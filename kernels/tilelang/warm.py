@@ -24,6 +24,9 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from difftest.safeio import safe_child_path
+
+from . import cache  # (also sets TILELANG_CACHE_DIR before a build worker imports tilelang)
 from .tiles import TILES
 
 
@@ -85,10 +88,7 @@ def configs(target: str, dtypes=None, dims=None) -> list[tuple[str, dict]]:
 def _build(kind: str, target: str, params: dict) -> tuple[float, str]:
     t0 = time.perf_counter()
     try:
-        from . import (
-            cache,  # noqa: F401  (cache dir default)
-            source,
-        )
+        from . import source  # lazy: source.py imports tilelang (optional, seconds to load)
 
         source.build(kind, target, **params)
         cache.mark_built(kind, target, **params)
@@ -103,8 +103,6 @@ def warm(target: str, jobs: int, dtypes=None, dims=None, log=print) -> list[dict
     rows = []
     t0 = time.perf_counter()
     ctx = mp.get_context("spawn")  # fresh interpreters: no inherited tilelang/CUDA state
-    from difftest.safeio import safe_child_path
-
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
         with safe_child_path():  # workers start at submit: none puts the cwd on its sys.path
             futs = {ex.submit(_build, kind, target, params): (kind, params) for kind, params in todo}
@@ -125,8 +123,6 @@ class Prebuild:
     """Builds under way in a process pool; ``wait()`` collects them (counts and seconds)."""
 
     def __init__(self, target: str, requests, jobs: int | None = None, log=None):
-        from . import cache
-
         self.t0 = time.perf_counter()
         self.log = log
         todo = [(k, p) for k, p in requests if not cache.is_built(k, target, **p)]
@@ -149,8 +145,6 @@ class Prebuild:
             ctx = mp.get_context("fork" if target == "c" and sys.platform == "linux" and not cuda_up else "spawn")
             self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
             # the largest first: fwd and main take longest, so every core stays busy to the end
-            from difftest.safeio import safe_child_path
-
             with safe_child_path():  # spawned workers start at submit: none puts the cwd on its sys.path
                 for kind, params in sorted(todo, key=lambda kp: kp[0] not in ("fwd", "main")):
                     self.futures.append((kind, params, self.ex.submit(_build, kind, target, params)))
