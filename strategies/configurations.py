@@ -279,9 +279,11 @@ Pair = tuple  # ((dim, value), ...) sorted by dimension order, t entries
 
 def pairs_of(values: dict, dims, strength: int = 2) -> set:
     """Every t-tuple of (dimension, value) that a Problem with these ``values`` exercises."""
+    # each dimension's (name, value) items once, not once per combination it is in
+    items = [tuple((d.name, v) for v in sorted(values.get(d.name, ()), key=str)) for d in dims]
     out = set()
-    for combo in combinations([d.name for d in dims], strength):
-        out.update(tuple(zip(combo, vs)) for vs in product(*(sorted(values.get(n, ()), key=str) for n in combo)))
+    for combo in combinations(items, strength):
+        out.update(product(*combo))
     return out
 
 
@@ -468,12 +470,13 @@ def claimed_pairs(capability: Capability, profile="ci", dims=None, strength: int
     cheapest values, then with each other dimension moved one value at a time)."""
     dims = dimensions(capability, profile) if dims is None else dims
     claimed, illegal = set(), set()
+    doomed = _doomed_test(capability)
     for combo in combinations(dims, strength):
         for vs in product(*(d.values for d in combo)):
             pair = tuple((d.name, v) for d, v in zip(combo, vs))
             if pair in claimed:
                 continue
-            p = _witness(dict(pair), capability, profile, dims)
+            p = _witness(dict(pair), capability, profile, dims, doomed=doomed)
             if p is None:
                 illegal.add(pair)
             else:
@@ -481,26 +484,71 @@ def claimed_pairs(capability: Capability, profile="ci", dims=None, strength: int
     return claimed, illegal - claimed
 
 
-def _witness(base: dict, capability, profile, dims, tries: int = 24) -> Problem | None:
+def _witness(base: dict, capability, profile, dims, tries: int = 24, doomed=None) -> Problem | None:
     """A Problem exercising every value of ``base``: its cheapest realisation, else one with
-    another dimension moved one value, else seeded random completions."""
-    p = realise_first(base, capability, profile, variants=2)
+    another dimension moved one value, else seeded random completions. ``doomed``: the
+    capability's ``_doomed_test``, made once by the caller."""
+    doomed = doomed or _doomed_test(capability)
+
+    def first(config):  # realise_first(config, variants=2), skipping a configuration no variant realises
+        return None if doomed(config) else realise_first(config, capability, profile, variants=2)
+
+    p = first(base)
     if p is not None:
         return p
     for d in dims:
         if d.name in base:
             continue
         for v in d.values[1:]:
-            p = realise_first({**base, d.name: v}, capability, profile, variants=2)
+            p = first({**base, d.name: v})
             if p is not None:
                 return p
     rng = _rng(base, -1)
     for _ in range(tries):
         row = {**{d.name: rng.choice(d.values) for d in dims if d.name not in base}, **base}
-        p = realise_first(row, capability, profile, variants=2)
+        p = first(row)
         if p is not None:
             return p
     return None
+
+
+def _doomed_test(c: Capability):
+    """A predicate of configurations: True only where ``attempt`` gives no Problem for any
+    variant, decided from the configuration alone (no Problem built). ``claimed_pairs``
+    tries tens of thousands of configurations, most of them one of these: a mask alignment
+    on an unmasked problem or on equal lengths (each realised, then found "without align"),
+    a broadcast K/V with two key heads or no query heads to share it, GQA on a kernel without
+    it, more query heads than declared, an empty sequence where lengths must be equal. False
+    says nothing. Pinned: tests/test_configurations.py compares claimed_pairs with the
+    unpruned search and realises every configuration this skips."""
+    unmasked = "causal" if c.causal_required else "none"
+    least_q, least_k = min_lengths(c)
+    default_layout = declared(c)[0]
+
+    def doomed(config: dict) -> bool:
+        align = config.get("align", NA)
+        if align != NA:
+            # no mask: the Problem's align is unmasked, values_of says n/a
+            if config.get("mask", unmasked) == "none":
+                return True
+            # equal lengths (every sequence: _lengths and the varlen extras): n/a
+            if config.get("relation", "equal") == "equal" and least_q == least_k:
+                return True
+        if not c.seqlen_q_ne_k and config.get("batching") in ("varlen_empty_q", "varlen_empty_k"):
+            return True  # an empty sequence beside a non-empty one: lengths differ (Capability.excludes)
+        if config.get("layout", default_layout) == "kv_broadcast":
+            if config.get("heads_kv", 1) != 1:  # realised with one key head: without heads_kv
+                return True
+            group = config.get("group", 2)
+            if group == 1:  # one query head: not a broadcast (Layout.validate)
+                return True
+            return group > c.max_heads  # heads_q = group (Capability.excludes)
+        group = config.get("group", 1)
+        if group != 1 and not c.gqa:  # heads_q != heads_kv (Capability.excludes)
+            return True
+        return group * config.get("heads_kv", 1) > c.max_heads  # heads_q (Capability.excludes)
+
+    return doomed
 
 
 def plan(dims, *, strength: int = 2, covered=(), illegal=(), avoid=(), salt: str = ""):

@@ -108,6 +108,18 @@ def _threads() -> int:
         return threading.active_count() - watchdogs
 
 
+def preload() -> None:
+    """Import, before the lanes fork, what every lane and every lane's kernel worker (forked
+    from it) would import on its own: the campaign's modules (Hypothesis, the coverage phase,
+    covertable), and torch's symbolic shapes with sympy, which autograd imports at a process's
+    first backward with a gradient (the references' and the kernel's: 0.26 s of CPU each
+    time, 4 times in the CPU main job). Starts no thread (``fork_hazard`` checks)."""
+    # lazy: keeps torch and Hypothesis off --help; preloading is this function's whole point
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
+
+    import difftest.search.campaign  # noqa: F401
+
+
 def fork_hazard(settle_s: float = 2.0) -> str | None:
     """Why forking the run now would be unsafe (None: safe): a second thread (its locks
     would be copied held), or a CUDA context (not usable in a forked child). A thread that

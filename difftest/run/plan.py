@@ -601,6 +601,7 @@ class RunPlan:
         (results, the Interrupted or None, names of the campaigns whose process died), or
         None when the run cannot fork safely (``lanes.fork_hazard``): then nothing ran."""
         run, resume = self.run, self.resume
+        lanes.preload()  # before the fork: once here, not once per lane and per lane's worker
         hazard = lanes.fork_hazard()
         if hazard:  # forking now could hang a lane: the campaigns run here, one at a time
             print(f"difftest: campaigns one at a time: {hazard}, so it cannot fork safely", file=sys.stderr)
