@@ -343,3 +343,11 @@ def test_softcap_and_negative_window_mutants_hide_without_their_dimension(name):
     case = run_case(m.make(), off, _one_run())
     assert case.status == "passed", case.render()
     assert run_case(m.make(), m.example, _one_run()).status == "failed"
+
+
+def test_ci_pairs_every_dimension_with_a_tile_edge_so_a_first_tile_only_fault_is_killed():
+    """ci covers every value once and then every value with each length class: dSink summed
+    over the first query tile only (a fault past the first tile) survived ci's draws on
+    6ecc778 (186 cases, no sinks past a tile edge), killed at example 99 in the table before."""
+    report = mutants_cmd.run_mutants(["dsink-first-tile-only"], "ci", per_mutant_budget=60, shrink_budget=10)
+    assert report.rows[0].killed, mutants_cmd.render_markdown(report)

@@ -6,7 +6,9 @@ Between the explicit Problems and the value search, a campaign plans the capabil
 configuration dimensions (``strategies.configurations``) as covering arrays and runs one
 Problem per row, the cheapest that realises it, in stages:
 
-1. every value of every dimension once (t = 1), before the edge corpus;
+1. every value of every dimension once (t = 1), before the edge corpus; a profile of strength
+   1 (ci) then pairs every value with each class of ``length`` (short, tile edge, long), as
+   most attention bugs live past the first tile;
 2. every pair of values (t = 2), first without ``head_dim_v`` (its pairs with
    ``head_dim_qk`` are |qk| x |v| rows by themselves), then with it;
 3. at strength 3, every triple of the dimensions of at most ``SMALL_DIMENSION`` values.
@@ -38,6 +40,9 @@ from difftest.strategies.configurations import (
 from difftest.strategies.values import SCALES, clamp_scale, value_kinds
 from difftest.vocab import Status
 
+# the dimension whose every pair a strength-1 profile (ci) still covers: the lengths' classes
+# (short, a tile edge, long), as most attention bugs live past the first tile
+TILE_DIMENSION = "length"
 SMALL_DIMENSION = 8  # a dimension of at most this many values takes part in the t = 3 stage
 MISSING_LISTED = 5000  # missing pairs a report lists by name (the gate compares them)
 
@@ -114,6 +119,10 @@ class ConfigurationPhase:
 
     def _stages(self):
         yield "t=1", 1, self.dims
+        if self.strength == 1 and any(d.name == TILE_DIMENSION for d in self.dims):
+            # every value of every dimension once more past a tile edge: a fault of one feature
+            # beyond the first tile (a sink's gradient summed over the first query tile only)
+            yield f"t=2 with {TILE_DIMENSION}", 2, self.dims
         if self.strength >= 2 and len(self.dims) >= 2:
             rest = tuple(d for d in self.dims if d.name != "head_dim_v")
             if len(rest) != len(self.dims) and len(rest) >= 2:
@@ -124,11 +133,18 @@ class ConfigurationPhase:
             yield "t=3", 3, small
 
     def _targets(self, t: int, dims) -> tuple[set, set]:
-        """(claimed, illegal) tuples of strength ``t`` over ``dims``."""
+        """(claimed, illegal) tuples of strength ``t`` over ``dims`` (at strength 1's pair
+        stage, the pairs of ``TILE_DIMENSION`` alone)."""
         names = {d.name for d in dims}
         if t == 2:
+            star = self.strength == 1
             return (
-                {p for p in self.claimed if {n for n, _ in p} <= names},
+                {
+                    p
+                    for p in self.claimed
+                    if {n for n, _ in p} <= names
+                    and (not star or p[0][0] == TILE_DIMENSION or p[1][0] == TILE_DIMENSION)
+                },
                 {p for p in self.illegal if {n for n, _ in p} <= names},
             )
         if t == 1:
