@@ -1,0 +1,95 @@
+"""A compile-bound kernel's nightly on a simulated clock: where the budget goes.
+
+kernels/corner_faults.py's eight faults (FA4's fix history in miniature) behind a JIT kernel's
+cost: every new configuration of FA4's compile key (dtype, head dims, causal, sinks, heads) is
+BUILD_S seconds of the search's clock and every call CALL_S, the rest of the campaign's work
+free. One unattended 420 s nightly, as the FA4 time travel runs on a GPU. On 6ecc778, 100 of
+138 builds went to shrinking and signing findings (a third of them re-hunts of a build error
+met at another head dim), and three seeds found 6, 5 and 7 of the eight faults; now the
+search's builds outnumber the hunt's and the same seeds find 8, 7 and 6
+(results/compile-bound.md: the rest is the head-dim x GQA-ratio pairs, ~190 builds by
+themselves, more than 420 s holds at 2 s a build)."""
+
+import dataclasses
+import json
+import time
+
+import pytest
+
+from difftest.judge.runner import RunConfig
+from difftest.kernels.corner_faults import CornerFaults
+from difftest.model.profiles import get_profile
+from difftest.search import campaign, configuration_phase, shrinking, state
+
+BUILD_S = 2.0  # FA4's forward and backward builds on the H100 host, side by side with four campaigns
+CALL_S = 0.1
+BUDGET_S = 420.0
+KEY = ("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv")
+
+
+class _Clock:
+    """The search's clock: the kernel's simulated costs alone move it."""
+
+    def __init__(self):
+        self.t = 1000.0
+
+    def perf_counter(self):
+        self.t += 1e-5
+        return self.t
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+CLOCK = _Clock()
+
+
+class CompileBoundCornerFaults(CornerFaults):
+    name = "corner-faults-jit"
+    spec = "tests.test_compile_bound:CompileBoundCornerFaults"
+    capability = dataclasses.replace(CornerFaults.capability, compile_key=KEY)
+    built: set = set()
+
+    def forward(self, inputs, out=None):
+        key = self.capability.compile_signature(inputs.problem)
+        CLOCK.t += CALL_S
+        if key not in self.built:
+            self.built.add(key)
+            CLOCK.t += BUILD_S
+        return super().forward(inputs, out)
+
+
+@pytest.mark.slow
+def test_a_compile_bound_nightly_spends_its_builds_on_the_search_not_on_its_findings(tmp_path, monkeypatch):
+    for module in (campaign, shrinking, state, configuration_phase):
+        monkeypatch.setattr(module, "time", CLOCK)
+    CompileBoundCornerFaults.built = set()
+    r = campaign.run_campaign(
+        CompileBoundCornerFaults(),
+        get_profile("nightly"),
+        time_budget=BUDGET_S,
+        database=None,
+        out_dir=tmp_path,
+        config=RunConfig(isolate=False),
+        seed=1,
+    )
+    builds = {"search": set(), "hunt": set()}
+    part, seen = "search", set()
+    for line in (tmp_path / "corner-faults-jit.cases.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e["event"] == "hunt":
+            part = "hunt"
+        elif e["event"] in ("finding", "merged"):
+            part = "search"
+        elif e["event"] == "case":
+            key = tuple(
+                e["problem"][k] if not isinstance(e["problem"][k], list) else tuple(e["problem"][k]) for k in KEY
+            )
+            if key not in seen:
+                seen.add(key)
+                builds[part].add(key)
+    n_search, n_hunt = len(builds["search"]), len(builds["hunt"])
+    assert n_search > n_hunt, (n_search, n_hunt)  # 6ecc778: 39 against 100
+    new = [f for f in r.findings if not f.known]
+    assert len(new) >= 6 and r.unexplained == 0, [f.signature.describe() for f in new]
+    assert r.settings["hunt_attempts"] <= len(new) + 2, r.settings  # few re-hunts merged into a finding
