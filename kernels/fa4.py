@@ -63,7 +63,8 @@ from .cuda_common import (
 #   "so it can be applied before the score_mod", utils.py compute_softmax_scale_log2): problem.py's
 #   formula. Refused only on SM100 at head dim 256 (interface.py:2958), not on SM90. The cap is a
 #   compile-time constant (the score_mod's hash), so it is in the compile key. Its tanh is
-#   ``fastmath=True`` (tanh.approx): about 2^-11 relative, which the yardsticks do not model.
+#   ``fastmath=True`` (tanh.approx): about 2^-11 relative; the adapter declares that design, so a
+#   failing budget gate is judged again with its yardstick (oracles/approx_tanh.py).
 # - windows: ``window_size=(left, right)`` with None unbounded; negative sides are taken, and
 #   _resolve_causal_local_window (interface.py:438-459) first reads BOTH sides negative as no
 #   window (FlashAttention 2's (-1, -1)), then sets right = 0 under causal. Before 4.0.0b30 it
@@ -99,6 +100,7 @@ def _capability(deterministic: bool) -> Capability:
         block_n=128,
         layouts=LAYOUTS,
         compile_key=("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv", "softcap"),
+        designs=("approximate-tanh-softcap",),
     )
 
 

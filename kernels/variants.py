@@ -42,6 +42,7 @@ from difftest.model.capability import Capability
 from difftest.model.inputs import torch_dtype
 from difftest.model.problem import FP8_DTYPES
 from difftest.model.profiles import get_profile
+from difftest.oracles.approx_tanh import approx_tanh
 from difftest.oracles.tensor_core import mma_matmul
 
 from .blockwise import F32, BlockwiseAttention, SparseBlockwiseAttention
@@ -610,6 +611,26 @@ class SoftcapFoldedScale(Exp2FoldedScale):
         if p.softcap is None:
             return s, None
         t = torch.tanh(s)
+        return t * float(torch.tensor(p.softcap * LOG2E, dtype=F32)), 1.0 - t * t
+
+
+@variant(
+    "FlashAttention 4's softcap (cute.math.tanh with fastmath: tanh.approx.f32), any kernel "
+    "capping with the GPU's approximate tanh"
+)
+class SoftcapApproxTanh(SoftcapFoldedScale):
+    """Softcap with the GPU's approximate tanh (relative error up to 2^-11, here at its worst
+    at every element, toward zero) in the forward, and dS times 1 - t^2 from the same
+    approximate t in the backward: a capped logit near the cap is off by up to cap * 2^-11,
+    far more than a bfloat16 P's rounding at a cap of 30."""
+
+    name = "softcap-approx-tanh"
+    capability = replace(SoftcapFoldedScale.capability, designs=("approximate-tanh-softcap",))
+
+    def cap_logits(self, p, s, scale, phase):
+        if p.softcap is None:
+            return s, None
+        t = approx_tanh(s)
         return t * float(torch.tensor(p.softcap * LOG2E, dtype=F32)), 1.0 - t * t
 
 

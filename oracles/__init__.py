@@ -33,6 +33,7 @@ from difftest.model.fp8 import is_fp8
 from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 
+from .approx_tanh import approximate_tanh_softcap
 from .chunked import CHUNK_PRECISIONS, DEFAULT_MAX_CHUNK_ELEMENTS, chunk_rows, chunked_reference, rows_allowed
 from .flash_style import flash_style_reference
 from .fp8 import fp8_reference
@@ -109,6 +110,9 @@ def design_yardsticks(designs, inputs: Inputs, block_m: int, flash: Outputs) -> 
     for d in designs:
         if d == "input-dtype-running-sum":
             out.append(input_dtype_running_sum(inputs, block_m, flash))
+        elif d == "approximate-tanh-softcap":
+            if inputs.problem.softcap is not None:  # the design changes nothing without a cap
+                out.append(approximate_tanh_softcap(inputs))
         else:
             raise ValueError(f"design {d!r}: no yardstick models it")
     return out

@@ -43,17 +43,17 @@ def allowed_mask(problem: Problem, sq: int, sk: int, device="cpu", rows: tuple[i
     return ok
 
 
-def capped(s: torch.Tensor, softcap: float | None) -> torch.Tensor:
+def capped(s: torch.Tensor, softcap: float | None, tanh=torch.tanh) -> torch.Tensor:
     """The logits ``s`` (already times the softmax scale) capped: softcap * tanh(s / softcap)
     (Problem's module docstring); ``s`` itself when softcap is None. Autograd gives the
-    backward's factor 1 - tanh^2."""
-    return s if softcap is None else torch.tanh(s / softcap) * softcap
+    backward's factor 1 - tanh^2. ``tanh``: another tanh of a design's (oracles/approx_tanh.py)."""
+    return s if softcap is None else tanh(s / softcap) * softcap
 
 
-def probabilities(q, kx, sink, allowed, scale, softcap=None):
+def probabilities(q, kx, sink, allowed, scale, softcap=None, tanh=torch.tanh):
     """(P [Hq, sq, sk], the row shift m, the row sums) of one sequence: q [sq,Hq,D] against
     kx [sk,Hq,D] (K already per query head), sink [Hq] or None; rows that see nothing get P = 0."""
-    s = capped(torch.einsum("qhd,khd->hqk", q, kx) * scale, softcap)  # capped before the mask
+    s = capped(torch.einsum("qhd,khd->hqk", q, kx) * scale, softcap, tanh)  # capped before the mask
     # also for an unmasked problem: masked_fill's result is contiguous where the product may not
     # be, and the reductions below add in another order on another layout (other last bits)
     s = s.masked_fill(~allowed.unsqueeze(0), float("-inf"))
@@ -73,18 +73,20 @@ def probabilities(q, kx, sink, allowed, scale, softcap=None):
     return e / safe, m, denom
 
 
-def _attention(q, k, v, sink, allowed, scale, group, softcap=None):
+def _attention(q, k, v, sink, allowed, scale, group, softcap=None, tanh=torch.tanh):
     """One sequence. q [sq,Hq,D], k [sk,Hkv,D], v [sk,Hkv,Dv], sink [Hq] or None.
     Returns o [sq,Hq,Dv] and lse [sq,Hq] (float32-able, -inf for empty rows)."""
     kx = k.repeat_interleave(group, dim=1)
     vx = v.repeat_interleave(group, dim=1)
-    p, m, denom = probabilities(q, kx, sink, allowed, scale, softcap)
+    p, m, denom = probabilities(q, kx, sink, allowed, scale, softcap, tanh)
     o = torch.einsum("hqk,khd->qhd", p, vx)
     lse = (m + torch.log(denom.detach())).squeeze(-1).transpose(0, 1)
     return o, lse
 
 
-def reference(inputs: Inputs, precision: str = "float64") -> Outputs:
+def reference(inputs: Inputs, precision: str = "float64", tanh=torch.tanh) -> Outputs:
+    """Every output by autograd through the dense formula, in ``precision`` ("same": the
+    problem's dtype); ``tanh`` caps the logits of a softcapped problem."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r}: allowed {PRECISIONS}")
     p = inputs.problem
@@ -112,6 +114,7 @@ def reference(inputs: Inputs, precision: str = "float64") -> Outputs:
             p.scale,
             p.group,
             p.softcap,
+            tanh,
         )
         outs.append((q0, sq, ob))
         lse[q0 : q0 + sq] = lb.float()
