@@ -8,10 +8,14 @@ catalogue's ``softcap-approx-tanh`` failed the budget gates 9 times in 1,422 CPU
 (float32 ratios up to 373, bfloat16 dK 1.33, float16 dQ 2.85) with no yardstick for it.
 
 ``approx_tanh(x)``: float32 tanh with its 12 low mantissa bits cut (an error of the bound's
-size at every element, toward zero: the worst a correct design can do everywhere at once).
-``approximate_tanh_softcap(inputs)``: every output by the same-dtype dense formula with the
-logits capped by it and the backward's factor 1 - t^2 from the same t. A kernel declares the
-design (``Capability.designs``); the judge builds this yardstick only when a budget gate fails.
+size at every element, toward zero: the worst a correct design can do everywhere at once; the
+catalogue's variant). ``approximate_tanh_softcap(inputs)``: every output by the same-dtype
+dense formula with the logits capped by a tanh of twice that error (13 bits cut) and the
+backward's factor 1 - t^2 from the same t. Twice: at the bound itself the yardstick erred as
+the variant did to within their roundings, and a budget of k = 1 times it failed 3 of 3,071
+CPU cases by up to 1.31 (a kernel's own rounding adds to its tanh's error, and its per-element
+errors need not lean the yardstick's way). A kernel declares the design
+(``Capability.designs``); the judge builds this yardstick only when a budget gate fails.
 """
 
 import torch
@@ -22,13 +26,15 @@ from difftest.model.outputs import Outputs
 from .reference import reference
 
 F32 = torch.float32
-CUT = ~0xFFF  # the 12 low bits of a float32 mantissa: 11 fraction bits kept, an error below 2^-11
+BOUND_BITS = 12  # float32 mantissa bits cut: 11 fraction bits kept, an error below 2^-11 (the PTX bound)
+YARDSTICK_BITS = 13  # the yardstick's: twice the bound (module docstring)
 
 
-def approx_tanh(x: torch.Tensor) -> torch.Tensor:
-    """tanh as the special-function unit gives it, at its error bound (toward zero), in float32."""
+def approx_tanh(x: torch.Tensor, bits: int = BOUND_BITS) -> torch.Tensor:
+    """tanh as the special-function unit gives it, at its error bound (toward zero), in float32;
+    ``bits``: the low mantissa bits cut (the error below 2^-(23 - bits))."""
     t = torch.tanh(x.to(F32)).contiguous()
-    return (t.view(torch.int32) & CUT).view(F32)
+    return (t.view(torch.int32) & ~((1 << bits) - 1)).view(F32)
 
 
 class _ApproxTanh(torch.autograd.Function):
@@ -36,7 +42,7 @@ class _ApproxTanh(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):
-        t = approx_tanh(x).to(x.dtype)
+        t = approx_tanh(x, YARDSTICK_BITS).to(x.dtype)
         ctx.save_for_backward(t)
         return t
 

@@ -24,8 +24,9 @@ that ran (``pair_report``), not from the plan, and reported per pair of dimensio
 
 import time
 from functools import lru_cache
-from itertools import combinations
+from itertools import combinations, islice
 
+from difftest.search.shard import owns
 from difftest.strategies.compile import corpus_configs, corpus_only
 from difftest.strategies.configurations import (
     NA,
@@ -44,13 +45,28 @@ from difftest.vocab import Status
 # (short, a tile edge, long), as most attention bugs live past the first tile
 TILE_DIMENSION = "length"
 SMALL_DIMENSION = 8  # a dimension of at most this many values takes part in the t = 3 stage
-MISSING_LISTED = 5000  # missing pairs a report lists by name (the gate compares them)
+MISSING_LISTED = 5000
+SHARD_WINDOW = 16  # planned rows a shard chooses its next one among  # missing pairs a report lists by name (the gate compares them)
 
 
 @lru_cache(maxsize=64)
 def _claimed(capability, profile, dims: tuple, strength: int) -> tuple[frozenset, frozenset]:
     claimed, illegal = claimed_pairs(capability, profile, dims, strength)
     return frozenset(claimed), frozenset(illegal)
+
+
+def _best_first(rows, gain, window: int):
+    """``rows`` in the order of the largest ``gain`` among the next ``window`` (1: as planned)."""
+    buf = list(islice(rows, window))
+    while buf:
+        i = max(range(len(buf)), key=lambda j: gain(buf[j]))
+        yield buf.pop(i)
+        buf.extend(islice(rows, 1))
+
+
+def tuple_text(tup) -> str:
+    """A configuration tuple as text (``name=value`` joined by `` x ``): what a shard owns."""
+    return " x ".join(f"{n}={v}" for n, v in tup)
 
 
 def _mapped(need, value, names: set):
@@ -160,6 +176,9 @@ class ConfigurationPhase:
         if t >= 2:
             illegal |= {p for p in self.illegal if {n for n, _ in p} <= {d.name for d in dims}}
         targets = claimed - self._covered(t, dims) - self.explained - self.unrealised
+        # a shard plans rows for its own tuples (the other shards cover theirs: shard.owns)
+        shard = self.search.c.shard
+        targets = {tup for tup in targets if owns(tuple_text(tup), shard)}
         while targets:
             t0 = time.perf_counter()
             found = len(self.search.st.found)
@@ -173,7 +192,13 @@ class ConfigurationPhase:
             )
             self.seconds_planning += time.perf_counter() - t0
             progressed = False
-            for row in rows:
+
+            def gain(row, dims=dims, t=t, targets=targets):
+                return len(pairs_of({n: {v} for n, v in row.items()}, dims, t) & targets)
+
+            # the plan covers every tuple; a shard owns a share of them, so it takes the row of
+            # the most tuples of its own among the next SHARD_WINDOW the plan offers
+            for row in _best_first(rows, gain, SHARD_WINDOW if shard else 1):
                 new = pairs_of({n: {v} for n, v in row.items()}, dims, t) & targets
                 if not new:
                     continue

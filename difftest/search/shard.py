@@ -7,8 +7,10 @@ own Problems (the others are rejected before they run), and the edge corpus and 
 saved failures are split the same way, so N shards run side by side never run the same
 drawn Problem twice, and ``difftest merge`` joins their reports into one.
 
-Our own shrink walk after Hypothesis (campaign._simplify) is not filtered: it follows
-one failure wherever it leads.
+The coverage phase splits its configuration tuples the same way (``owns``: the tuple's text
+in place of the Problem's), so each shard plans rows for its own share of the tuples;
+``difftest merge`` joins their pair coverage. Our own shrink walk after Hypothesis
+(campaign._simplify) is not filtered: it follows one failure wherever it leads.
 """
 
 import hashlib
@@ -50,6 +52,14 @@ def shard_of(problem, n: int) -> int:
 
 def in_shard(problem, shard: tuple[int, int] | None) -> bool:
     return shard is None or shard_of(problem, shard[1]) == shard[0]
+
+
+def owns(text: str, shard: tuple[int, int] | None) -> bool:
+    """Whether shard I of N owns a configuration tuple, given as its text."""
+    if shard is None:
+        return True
+    digest = hashlib.sha256(text.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shard[1] == shard[0]
 
 
 def label(shard: tuple[int, int] | None) -> str | None:
