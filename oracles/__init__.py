@@ -112,7 +112,7 @@ def design_yardsticks(designs, inputs: Inputs, block_m: int, flash: Outputs) -> 
             out.append(input_dtype_running_sum(inputs, block_m, flash))
         elif d == "approximate-tanh-softcap":
             if inputs.problem.softcap is not None:  # the design changes nothing without a cap
-                out.append(approximate_tanh_softcap(inputs))
+                out.extend(approximate_tanh_softcap(inputs))
         else:
             raise ValueError(f"design {d!r}: no yardstick models it")
     return out
