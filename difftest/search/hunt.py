@@ -4,6 +4,11 @@ failure. A failing case that the findings so far do not explain
 within the shrink budget and ``finding_calls`` runs, then signed and kept as a ``Finding``,
 or merged into the finding whose bug it is (``signature.same_identity``: one finding per
 root cause, its needs widened to the smallest rule covering both), and the search goes on.
+A case that misses a finding's rule by one head dim, dtype or alignment is first tried on
+that finding's own Problem moved there (``signature.widening``): failing alike, the finding
+widens, one run instead of a shrink and a signature. On a kernel with a compile key a
+shrink builds at most ``SHRINK_BUILDS`` new configurations (none for an error of a kind a
+finding has).
 
 The budget goes to what no finding explains: a Problem a finding explains is not run
 (``steer_every`` runs 1 in N of them instead, 0 all), and the coverage phase plans around
