@@ -11,14 +11,14 @@ catalogue's ``softcap-approx-tanh`` failed the budget gates 9 times in 1,422 CPU
 size at every element, toward zero: the worst a correct design can do everywhere at once; the
 catalogue's variant). ``approximate_tanh_softcap(inputs)``: every output by the same-dtype
 dense formula with the logits capped by a tanh of twice that error (13 bits cut), once toward
-zero and once away from it, and the backward's factor 1 - t^2 from the same t. Twice: at the bound itself the yardstick erred as
-the variant did to within their roundings, and a budget of k = 1 times it failed 3 of 3,071
-CPU cases by up to 1.31 (a kernel's own rounding adds to its tanh's error, and its per-element
-errors need not lean the yardstick's way). With both directions at twice the bound the
-variant still failed 4 of 5,106 CPU cases (bfloat16 dK 1.97, float32 dQ 1.32, and bfloat16 O
-2.01 at a cap of 1000 on outlier-channel values scaled by 256, where a capped logit's error
-reaches cap * 2^-11 = 0.5): a floor that propagates the tanh's bound through the softmax is
-what would close it, not done. A kernel declares the design
+zero and once away from it, and the backward's factor 1 - t^2 from the same t. Twice: at the
+bound itself the yardstick erred as the variant did to within their roundings, and a budget of
+k = 1 times it failed 3 of 3,071 CPU cases by up to 1.31 (a kernel's own rounding adds to its
+tanh's error, and its per-element errors need not lean the yardstick's way). With both
+directions at twice the bound the variant still failed 4 of 5,106 CPU cases (bfloat16 dK 1.97,
+float32 dQ 1.32, and bfloat16 O 2.01 at a cap of 1000 on outlier-channel values scaled by 256,
+where a capped logit's error reaches cap * 2^-11 = 0.5): a floor that propagates the tanh's
+bound through the softmax is what would close it, not done. A kernel declares the design
 (``Capability.designs``); the judge builds this yardstick only when a budget gate fails.
 """
 

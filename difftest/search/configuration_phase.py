@@ -45,8 +45,8 @@ from difftest.vocab import Status
 # (short, a tile edge, long), as most attention bugs live past the first tile
 TILE_DIMENSION = "length"
 SMALL_DIMENSION = 8  # a dimension of at most this many values takes part in the t = 3 stage
-MISSING_LISTED = 5000
-SHARD_WINDOW = 16  # planned rows a shard chooses its next one among  # missing pairs a report lists by name (the gate compares them)
+MISSING_LISTED = 5000  # missing pairs a report lists by name (the gate compares them)
+SHARD_WINDOW = 16  # planned rows a shard chooses its next one among
 
 
 @lru_cache(maxsize=64)
