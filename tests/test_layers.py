@@ -260,6 +260,22 @@ for m in sys.argv[1:]:
 """
 
 
+def test_no_module_imports_another_modules_private_names():
+    """A name with a leading underscore is its module's own: another module that needs it needs
+    it public (issue 45; reproducer._fail, gates._prep and _finite_pair, runner._call_kernel and
+    tilelang's _default_device were imported across modules)."""
+    crossing = []
+    for m, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("difftest")):
+                crossing += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}: {node.module} {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    assert not crossing, "\n".join(crossing)
+
+
 def test_every_module_imports_alone():
     env = {
         **os.environ,

@@ -44,7 +44,7 @@ from difftest.errors import UsageError
 from difftest.execute import adapter as registry
 from difftest.report.read import load_report_doc
 from difftest.safeio import atomic_write_text, json_text, parse_json, read_capped, unsafe_component
-from difftest.search.reproducer import MAX_BYTES, ReproducerError, _fail, check_spec, load
+from difftest.search.reproducer import MAX_BYTES, ReproducerError, check_spec, load, reject
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 DEFAULT_TIMEOUT_S = 1800.0  # per tool: racecheck and initcheck slow a kernel 10-100x
@@ -212,7 +212,7 @@ def check_reproducer(path, a) -> tuple[str, object, dict]:
         check_spec(path, "kernel", spec, a.allow_import)
     check_spec(path, "config.second_reference", cfg.get("second_reference") or "", a.allow_import)
     if not (a.kernel or spec):
-        _fail(path, "names no kernel: pass one with --kernel")
+        reject(path, "names no kernel: pass one with --kernel")
     try:
         registry.get(a.kernel or spec)
     except registry.KernelSpecError as e:

@@ -26,7 +26,7 @@ suffix.
 
 import torch
 
-from difftest.judge.gates import _finite_pair, _prep
+from difftest.judge.gates import finite_pair, prepared
 from difftest.oracles.own_stats import own_stats_backward
 from difftest.vocab import ErrorSource, Gate
 
@@ -95,9 +95,9 @@ def attribute(problem, inputs, got, truth, verdicts) -> None:
         if g_raw is None or o_raw is None or name not in limits:
             _mark(vs, ErrorSource.UNKNOWN, "unknown (no budget to judge the own-statistics reference by)")
             continue
-        g, o = _prep(problem, name, g_raw, dev), _prep(problem, name, o_raw, dev)
+        g, o = prepared(problem, name, g_raw, dev), prepared(problem, name, o_raw, dev)
         same_nonfinite = bool(torch.equal(torch.isfinite(g), torch.isfinite(o)))
-        gf, of = _finite_pair(g, o)
+        gf, of = finite_pair(g, o)
         err = float((gf - of).abs().max()) if gf.numel() else 0.0
         lim = limits[name]
         if same_nonfinite and err <= lim and fwd_ok["o"] and fwd_ok["lse"]:

@@ -17,14 +17,14 @@ that output's first failed verdict and adds one line to its message.
 
 import torch
 
-from difftest.judge.gates import _prep
+from difftest.judge.gates import prepared
 
 QUERY_SIDE = ("o", "lse", "dq")
 
 
 def _errors(problem, name, got, truth) -> torch.Tensor:
     dev = truth.device
-    g, t = _prep(problem, name, got, dev), _prep(problem, name, truth, dev)
+    g, t = prepared(problem, name, got, dev), prepared(problem, name, truth, dev)
     gf, tf = torch.isfinite(g), torch.isfinite(t)
     err = torch.where(gf & tf, (g - t).abs(), torch.zeros_like(g))
     same = (g == t) | (torch.isnan(g) & torch.isnan(t))  # equal infinities, or NaN for NaN

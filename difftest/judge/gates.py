@@ -275,7 +275,7 @@ def locate(problem: Problem, name: str, flat_index: int, shape: tuple[int, ...])
     return loc
 
 
-def _prep(problem: Problem, name: str, t: torch.Tensor, device: Any) -> torch.Tensor:
+def prepared(problem: Problem, name: str, t: torch.Tensor, device: Any) -> torch.Tensor:
     """The used rows of ``t`` in float64 on ``device``: the truth's device, so on a GPU
     the comparisons run there (on the host they cost seconds per case at long lengths).
     Moved in its own dtype, then widened where it lands: a CPU output bound for the GPU
@@ -337,7 +337,7 @@ def _fmt_loc(loc: dict | None) -> str:
     return f" worst at ({where}): got {loc['got']:.6g}, truth {loc['truth']:.6g}"
 
 
-def _finite_pair(got: torch.Tensor, truth: Any, both: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def finite_pair(got: torch.Tensor, truth: Any, both: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     both = torch.isfinite(got) & torch.isfinite(truth) if both is None else both
     return torch.where(both, got, 0.0), torch.where(both, truth, 0.0)
 
@@ -381,7 +381,7 @@ def budget_limit(
     t = torch.where(torch.isfinite(truth), truth, 0.0)
     errs = []
     for one in ref if isinstance(ref, (list, tuple)) else [ref]:
-        r, t2 = _finite_pair(one, truth)
+        r, t2 = finite_pair(one, truth)
         errs.append((r - t2).abs().max() if r.numel() else 0.0)
     *errs, scale = _read(*errs, t.abs().max() if t.numel() else 0.0)  # one host read
     return limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name)
@@ -473,7 +473,7 @@ def budget_gate(
 def _budget_error(got: torch.Tensor, truth: Any, both: torch.Tensor | None = None) -> tuple:
     """(max |got - truth| over elements finite in both, its first flat index, got and truth
     there), unread. ``both``: the mask of elements finite in both, when the caller has it."""
-    g, t = _finite_pair(got, truth, both)
+    g, t = finite_pair(got, truth, both)
     diff = (g - t).abs()
     return _at_max(diff, g, t) if diff.numel() else (0.0, 0, 0.0, 0.0)
 
@@ -532,7 +532,7 @@ def elementwise_gate(
     problem: Problem, name: str, got: torch.Tensor, truth: Any, std: Standard, *, reference: str = TRUTH
 ) -> Verdict:
     shape = got.shape
-    g, t = _finite_pair(got, truth)
+    g, t = finite_pair(got, truth)
     diff = (g - t).abs()
     tol = std.atol + std.rtol * t.abs()
     n = diff.numel()
@@ -912,9 +912,9 @@ class _Judged:
         if not quick:
             return
         dev = t_truth.device
-        self.g = g = _prep(problem, name, g_raw, dev)
-        self.t = t = _prep(problem, name, t_truth, dev)
-        rs = [_prep(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or [t]
+        self.g = g = prepared(problem, name, g_raw, dev)
+        self.t = t = prepared(problem, name, t_truth, dev)
+        rs = [prepared(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or [t]
         if poisoned:
             self.pt, self.pmask = _poison_mask(problem, name, g_raw)
             self.scalars.append(self.pmask.sum())
@@ -995,12 +995,12 @@ def _judge_output(
     if poisoned:
         verdicts.append(poison_gate(problem, name, g_raw))
     dev = t_truth.device
-    g, t = _prep(problem, name, g_raw, dev), _prep(problem, name, t_truth, dev)
-    r = [_prep(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or t
+    g, t = prepared(problem, name, g_raw, dev), prepared(problem, name, t_truth, dev)
+    r = [prepared(problem, name, x.get(name), dev) for x in refs if x.get(name) is not None] or t
     k = config.k_for(problem.dtype, name)
     terms = _terms(truth, name)
     y = yardstick.get(name) if yardstick is not None else None
-    y = _prep(problem, name, y, dev) if y is not None else None
+    y = prepared(problem, name, y, dev) if y is not None else None
     bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
     limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
     if name in ("dk", "dv") and problem.group > 1 and inputs is not None:
@@ -1031,7 +1031,7 @@ def _judge_output(
         if st is None:
             verdicts.append(elementwise_gate(problem, name, torch.where(limited, t, g), t, config.standards[name]))
         else:
-            st = _prep(problem, name, st, dev)
+            st = prepared(problem, name, st, dev)
             verdicts.append(
                 elementwise_gate(
                     problem, name, torch.where(limited, st, g), st, config.standards[name], reference=standard_label
@@ -1088,7 +1088,7 @@ def check_second_reference(
         if g is None or t is None or s is None:
             continue
         dev = t.device
-        g, t, s = _prep(problem, name, g, dev), _prep(problem, name, t, dev), _prep(problem, name, s, dev)
+        g, t, s = prepared(problem, name, g, dev), prepared(problem, name, t, dev), prepared(problem, name, s, dev)
         v = budget_gate(
             problem,
             name,

@@ -182,7 +182,7 @@ def error_type(e: BaseException) -> str:
     return getattr(e, "error_type", None) or type(e).__name__
 
 
-def _call_kernel(
+def call_kernel(
     kernel: KernelAdapter, problem: Problem, inputs: "Inputs", device: str, poison: bool, runs: int, config: "RunConfig"
 ) -> list:
     """The kernel's runs in this process (run_case sends isolated cases to the worker itself)."""
@@ -284,7 +284,7 @@ def _run(
             )
             t1 = time.perf_counter() - sum(worker.last_seconds.values())  # the worker's own seconds
         else:
-            got_runs = _call_kernel(kernel, problem, inputs, device, poison, runs, config)
+            got_runs = call_kernel(kernel, problem, inputs, device, poison, runs, config)
     except KernelUnavailable as e:
         result.status, result.reason = Status.SKIPPED, f"unavailable: {e}"
         result.seconds = time.perf_counter() - t0

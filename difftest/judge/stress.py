@@ -35,7 +35,7 @@ import torch
 from difftest.errors import exception_text
 from difftest.execute.isolation import shared_worker
 from difftest.judge.determinism import RunTally
-from difftest.judge.runner import CaseParts, CaseResult, RunConfig, _call_kernel, error_type, run_case
+from difftest.judge.runner import CaseParts, CaseResult, RunConfig, call_kernel, error_type, run_case
 from difftest.model.problem import Problem
 from difftest.vocab import Status
 
@@ -189,7 +189,7 @@ def _repetitions(kernel, problem: Problem, cfg: RunConfig, parts: CaseParts, n: 
             cfg.timeout_s * n,
             compile_timeout_s=cfg.compile_timeout_s,
         )
-    return _call_kernel(kernel, problem, parts.inputs, parts.device, parts.poison, n, cfg)
+    return call_kernel(kernel, problem, parts.inputs, parts.device, parts.poison, n, cfg)
 
 
 def stress_case(

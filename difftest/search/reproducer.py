@@ -109,7 +109,7 @@ class ReproducerError(FileFormatError):
 MAX_BYTES = 16 * 2**20  # a reproducer is a few kB; anything this large is not one
 
 
-def _fail(path, msg):
+def reject(path, msg):
     raise ReproducerError(f"reproducer {str(path)!r}: {msg}")
 
 
@@ -118,29 +118,29 @@ def read_json(path) -> dict:
     object. Never executes anything from the file."""
     path = Path(path)
     if path.suffix == ".py":
-        _fail(
+        reject(
             path,
             f"difftest replays only the .json reproducer (the .py is a standalone script for "
             f"people: run it with python); pass {str(path.with_suffix('.json'))!r}",
         )
     if path.suffix != ".json":
-        _fail(path, "allowed a .json reproducer written by difftest")
+        reject(path, "allowed a .json reproducer written by difftest")
     if not path.exists():
-        _fail(path, "no such file")
+        reject(path, "no such file")
     if not path.is_file():
-        _fail(path, "not a regular file: allowed a .json reproducer")
+        reject(path, "not a regular file: allowed a .json reproducer")
     size = path.stat().st_size
     if size == 0:
-        _fail(path, "the file is empty: allowed a JSON reproducer written by difftest")
+        reject(path, "the file is empty: allowed a JSON reproducer written by difftest")
     if size > MAX_BYTES:
-        _fail(path, f"{size} bytes: allowed at most {MAX_BYTES} (a reproducer is a few kB)")
+        reject(path, f"{size} bytes: allowed at most {MAX_BYTES} (a reproducer is a few kB)")
 
     def error(msg):  # safeio's messages start with the path; ours name the reproducer first
         return ReproducerError(f"reproducer {msg}")
 
     d = parse_json(read_capped(path, MAX_BYTES, error, "JSON reproducer"), repr(str(path)), error)
     if not isinstance(d, dict):
-        _fail(path, f"top level is a JSON {type(d).__name__}: allowed an object with 'kernel' and 'problem'")
+        reject(path, f"top level is a JSON {type(d).__name__}: allowed an object with 'kernel' and 'problem'")
     return d
 
 
@@ -169,37 +169,37 @@ def _config_types() -> dict:
 
 def _check_config(path, cfg) -> dict:
     if not isinstance(cfg, dict):
-        _fail(path, f"field 'config' is a {type(cfg).__name__}: allowed an object")
+        reject(path, f"field 'config' is a {type(cfg).__name__}: allowed an object")
     known = _config_types()
     for key, val in cfg.items():
         if key not in known:
-            _fail(path, f"config field {key!r} is unknown: allowed {sorted(known)}")
+            reject(path, f"config field {key!r} is unknown: allowed {sorted(known)}")
         types = known[key]
         if not isinstance(val, types) or (isinstance(val, bool) and bool not in types):
             allowed = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            _fail(path, f"config field {key!r} = {val!r}: allowed {allowed}")
+            reject(path, f"config field {key!r} = {val!r}: allowed {allowed}")
     if cfg.get("device") not in (None, "cpu", "cuda"):
-        _fail(path, f"config field 'device' = {cfg['device']!r}: allowed 'cpu', 'cuda' or null")
+        reject(path, f"config field 'device' = {cfg['device']!r}: allowed 'cpu', 'cuda' or null")
 
     for key in ("timeout_s", "compile_timeout_s"):
         t = cfg.get(key, 1.0)
         if not (math.isfinite(t) and 0 < t <= MAX_SECONDS):
-            _fail(path, f"config field {key!r} = {t!r}: allowed a finite number in (0, {MAX_SECONDS:g}]")
+            reject(path, f"config field {key!r} = {t!r}: allowed a finite number in (0, {MAX_SECONDS:g}]")
     for key, least, most in (("determinism_runs", 1, MAX_DETERMINISM), ("chunk_threshold", 0, MAX_CHUNK_THRESHOLD)):
         v = cfg.get(key)
         if v is not None and not least <= v <= most:
-            _fail(path, f"config field {key!r} = {v!r}: allowed null or an int in [{least}, {most}]")
+            reject(path, f"config field {key!r} = {v!r}: allowed null or an int in [{least}, {most}]")
     # lazy: keeps torch off --help
     from difftest.judge import runner
     from difftest.judge.runner import RunConfig
 
     truths = getattr(runner, "TRUTHS", None)
     if truths and "truth" in cfg and cfg["truth"] not in truths:
-        _fail(path, f"config field 'truth' = {cfg['truth']!r}: allowed one of {truths}")
+        reject(path, f"config field 'truth' = {cfg['truth']!r}: allowed one of {truths}")
     try:
         RunConfig.from_dict(cfg)
     except (TypeError, ValueError) as e:
-        _fail(path, f"config field 'gates': {e}")
+        reject(path, f"config field 'gates': {e}")
     return cfg
 
 
@@ -212,12 +212,12 @@ def load(path) -> tuple[str, Problem, dict]:
         d = {"kernel": d.pop("kernel", ""), "problem": d}
     kernel = d.get("kernel", "")
     if not isinstance(kernel, str):
-        _fail(path, f"field 'kernel' = {kernel!r}: allowed a kernel name (string)")
+        reject(path, f"field 'kernel' = {kernel!r}: allowed a kernel name (string)")
     if not isinstance(d["problem"], dict):
-        _fail(path, f"field 'problem' is a {type(d['problem']).__name__}: allowed an object of Problem fields")
+        reject(path, f"field 'problem' is a {type(d['problem']).__name__}: allowed an object of Problem fields")
     missing = [f for f in REQUIRED_PROBLEM_FIELDS if f not in d["problem"]]
     if missing:  # {"problem": {}} would replay Problem()'s defaults, a case nobody recorded
-        _fail(
+        reject(
             path,
             f"field 'problem' lacks {', '.join(missing)}: allowed a Problem as difftest writes it, with "
             f"{', '.join(REQUIRED_PROBLEM_FIELDS)}",
@@ -225,9 +225,9 @@ def load(path) -> tuple[str, Problem, dict]:
     try:
         problem = Problem.from_dict(d["problem"])
     except ProblemError as e:
-        _fail(path, str(e))
+        reject(path, str(e))
     except TypeError as e:  # e.g. a field given the wrong kind of value
-        _fail(path, f"field 'problem': {e}")
+        reject(path, f"field 'problem': {e}")
     check_capture(path, problem)
     return kernel, problem, _check_config(path, d.get("config", {}))
 
@@ -249,9 +249,9 @@ def check_capture(path, problem) -> None:
     try:
         real = f.resolve()
     except (OSError, RuntimeError) as e:
-        _fail(path, f"capture file {cap.file!r} cannot be resolved ({e}): allowed a capture inside {str(roots[0])!r}")
+        reject(path, f"capture file {cap.file!r} cannot be resolved ({e}): allowed a capture inside {str(roots[0])!r}")
     if not any(real.is_relative_to(r) for r in roots):
-        _fail(
+        reject(
             path,
             f"capture file {cap.file!r} lies outside the reproducer's folder and the working directory: "
             f"allowed a capture file inside {str(roots[0])!r} or {str(roots[1])!r}",
@@ -260,14 +260,14 @@ def check_capture(path, problem) -> None:
         with open_regular(real, ReproducerError, "capture file (safetensors)"):
             pass
     except ReproducerError as e:
-        _fail(path, f"capture {e}")
+        reject(path, f"capture {e}")
 
 
 def check_spec(path, field_name: str, spec: str, allow_import: bool) -> None:
     """Refuse a ``module:attr`` spec read from a file unless the user allowed imports: a
     name in a file resolves only through the registry, entry points and catalogues."""
     if spec and not allow_import and is_import_spec(spec):
-        _fail(
+        reject(
             path,
             f"{field_name} {spec!r} would import a module named by the file: allowed a registered kernel "
             f"name (see `difftest list`); pass --allow-import to trust this file, or --kernel NAME",
@@ -307,7 +307,7 @@ def check_device_here(path, kernel, cfg: dict) -> None:
 
         if not torch.cuda.is_available():
             why = "recorded on CUDA" if cfg.get("device") else f"kernel {kernel.name!r} runs on CUDA"
-            _fail(
+            reject(
                 path,
                 f"{why} and no CUDA device is available here (torch.cuda.is_available() is False): "
                 "allowed --device cpu to replay it on the CPU, or a host with CUDA",
@@ -336,17 +336,17 @@ def replay(
     check_spec(path, "config.second_reference", cfg.get("second_reference") or "", allow_import)
     spec = kernel or spec
     if not spec:
-        _fail(path, "names no kernel: pass one with --kernel")
+        reject(path, "names no kernel: pass one with --kernel")
     try:
         k = adapter.get(spec)
         if cfg.get("second_reference"):
             adapter.get(cfg["second_reference"])
     except adapter.KernelSpecError as e:
-        _fail(path, str(e))
+        reject(path, str(e))
     if device is not None:
         cfg = {**cfg, "device": device}
     check_device_here(path, k, cfg)
     why = check_problem_size(problem, profile if profile is not None else device_profile(k, cfg))
     if why:
-        _fail(path, why + " (-p/--profile chooses other limits)")
+        reject(path, why + " (-p/--profile chooses other limits)")
     return run_case(k, problem, RunConfig.from_dict(cfg) if cfg else RunConfig())

@@ -77,7 +77,7 @@ def capability_for(device: str, deterministic: bool, tiles: dict | None = None) 
     )
 
 
-def _default_device() -> str:
+def default_device() -> str:
     want = os.environ.get("DIFFTEST_TILELANG_DEVICE")
     if want:
         if want not in DEVICES:
@@ -119,7 +119,7 @@ class TileLangAttention(KernelAdapter):
         if mutant not in MUTANTS:
             raise ValueError(f"mutant={mutant!r}: allowed {MUTANTS}")
         self.dq_mode = dq_mode
-        self.device = device or _default_device()
+        self.device = device or default_device()
         if self.device not in DEVICES:
             raise ValueError(f"device={self.device!r}: allowed {DEVICES}")
         self.target = "c" if self.device == "cpu" else "cuda"

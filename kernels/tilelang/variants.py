@@ -12,7 +12,7 @@ afterwards). Each is a correct kernel: every verdict difftest gives it must pass
 
 from difftest.kernels.variants import Variant
 
-from .adapter import TileLangAttention, _default_device
+from .adapter import TileLangAttention, default_device
 
 # (name, dQ mode, tiles per device, the choice, which real kernels make it)
 _SPECS = (
@@ -37,7 +37,7 @@ _SPECS = (
 
 def _factory(name: str, dq_mode: str, tiles: dict, description: str):
     def make():
-        a = TileLangAttention(dq_mode, name=f"variant:{name}", tiles=tiles[_default_device()])
+        a = TileLangAttention(dq_mode, name=f"variant:{name}", tiles=tiles[default_device()])
         a.spec = f"variant:{name}"  # the registry key reproducers and isolated workers use
         a.description = description
         return a
