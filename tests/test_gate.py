@@ -366,3 +366,17 @@ def test_a_report_reads_back_as_the_types_that_wrote_it(broken):
         "hunt",
     ):
         assert again[key] == written[key], key
+
+
+def test_a_candidate_stopped_at_its_first_failure_loses_no_coverage(baseline, broken):
+    """A first-failure candidate ran only up to its failure: what it did not run is not lost
+    coverage (its regression blocks it already). The gate names the regression and reads the
+    missing features and pairs as the stop, not as COVERAGE findings."""
+    _, a = baseline
+    _, b = broken
+    assert b["campaigns"][0]["status"] == "failed" and not b["campaigns"][0].get("hunt")
+    res = compare(a, b)
+    kinds = {str(f.kind) for f in res.findings}
+    assert not res.passed and any(f.output == "dk" for f in res.findings), render(res)
+    assert not any(f.output == "coverage" and f.blocking for f in res.findings), render(res)
+    assert "stopped at its first failure" in render(res), kinds
