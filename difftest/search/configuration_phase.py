@@ -64,11 +64,6 @@ def _best_first(rows, gain, window: int):
         buf.extend(islice(rows, 1))
 
 
-def tuple_text(tup) -> str:
-    """A configuration tuple as text (``name=value`` joined by `` x ``): what a shard owns."""
-    return " x ".join(f"{n}={v}" for n, v in tup)
-
-
 def _mapped(need, value, names: set):
     """A finding's need as (dimensions, predicate of a plan row), or None where no dimension
     says it (a bound, a tail, a value kind)."""
@@ -178,7 +173,7 @@ class ConfigurationPhase:
         targets = claimed - self._covered(t, dims) - self.explained - self.unrealised
         # a shard plans rows for its own tuples (the other shards cover theirs: shard.owns)
         shard = self.search.c.shard
-        targets = {tup for tup in targets if owns(tuple_text(tup), shard)}
+        targets = {tup for tup in targets if owns(pair_text(tup), shard)}
         while targets:
             t0 = time.perf_counter()
             found = len(self.search.st.found)
