@@ -581,6 +581,32 @@ def test_a_wrong_result_that_races_is_one_finding(tmp_path):
     assert set(needs) <= {"batch>=", "varlen"}, r.findings[0].signature.describe()
 
 
+class SteadyRacyDq(Racy):
+    """cuDNN 9.19 at d_qk > 128 with a smaller d_v (H100, 2026-12-06): dQ wrong on every call
+    and different on every call (an out-of-bounds write), so the case fails dq:budget AND
+    dq:determinism, both gates of a racing output. Here: under a causal mask."""
+
+    name = "test-steady-racy-dq"
+    spec = "tests.test_hunt:SteadyRacyDq"
+
+    def hit(self, p):
+        return p.causal
+
+    def race(self, out):
+        out.dq[..., -4:] = float(self.calls)  # another wrong value each call
+
+
+def test_a_wrong_result_racing_on_every_call_still_finds_its_needs(tmp_path):
+    """A racing output's pass is confirmed by fresh runs where the shrunk failure is steady. On
+    fb2059e: needs nothing found ("fails on every variation"), so it explained no Problem and the
+    hunt kept meeting it (cuDNN: five such findings of one bug in one nightly)."""
+    r = _hunt(SteadyRacyDq(), tmp_path, steer_every=0, max_examples=80)
+    assert len(r.findings) == 1, [f.signature.describe() for f in r.findings]
+    sig = r.findings[0].signature
+    assert set(sig.gates) == {"dq:budget", "dq:determinism"}, sig.describe()
+    assert _needs(r.findings[0]) == {"causal": True}, sig.describe()
+
+
 class _FakeClock:
     """The search's clock (time.perf_counter in the search modules), advanced by the kernel's
     calls alone: a budget test that holds however loaded the machine is."""

@@ -90,6 +90,7 @@ class FirstFailure:
             st.settings.kernel.capability,
             budget_calls=MAX_VARIATIONS,
             deadline=lambda: st.now() > over,
+            rerun=st.case,
         )
         if not any(same_identity(s, sig, res.failure.problem) for f in st.found for s in f.signatures):
             st.found.append(

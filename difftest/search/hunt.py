@@ -157,6 +157,7 @@ class Hunt:
             gates=target,
             budget_calls=MAX_VARIATIONS,
             deadline=lambda: st.now() > signed_by,
+            rerun=st.case,
         )
         for f in st.found:
             if any(

@@ -24,7 +24,13 @@ passing reruns: its variations only count where the differing output no longer e
 dSink without sinks); a pass proves nothing (``FLAKY``). A wrong result on an output that also races
 (cuDNN's dQ at head dims 136..160, zero in some runs and not others) is as flaky on that
 output: a variation where only racing outputs are left to fail is inconclusive (``RACY``);
-the needs come from the steady outputs and from what makes the racing ones vanish.
+the needs come from the steady outputs and from what makes the racing ones vanish. Unless the
+failure is steady after all: where every failing gate races (cuDNN 9.19 at d_qk > 128 with a
+smaller d_v: dQ wrong on every call, and different on every call, so dq:budget and
+dq:determinism), the shrunk Problem is run ``RACE_CONFIRM`` more times; if it fails every time,
+a variation that passes ``RACE_CONFIRM`` more times too is a pass (its feature is a need). On
+the H100's cuDNN nightly of 2026-12-06, without this, five findings of that one bug found no
+need at all ("fails on every variation") and none of them steered the hunt away from the next.
 
 Kinds of need (``needs`` maps a name to a value):
 
@@ -79,6 +85,7 @@ FORWARD = ("o", "lse")  # outputs whose failure makes a correct backward's outpu
 FLAKY = (str(triage.Kind.NONDETERMINISM),)  # kinds whose passing variation proves nothing
 RACY = ":determinism"  # gates a passing variation proves nothing about (a wrong result may race too)
 MAX_VARIATIONS = 24  # re-runs per signature, at most
+RACE_CONFIRM = 2  # fresh runs that show a racing wrong result steady, and a variation's pass real
 MESSAGE_CHARS = 200  # an error message's shape keeps this many characters
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\\x1b\[[0-9;]*[A-Za-z]")  # terminal colour codes, raw or escaped
 # what varies between two raises of one error: numbers, hex, quoted text with digits or paths, paths
@@ -411,12 +418,16 @@ def gates_of(case) -> tuple[str, ...]:
     return (RUN,) if case.status == Status.ERROR else tuple(sorted(root_gates(case)))
 
 
-def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VARIATIONS, deadline=None) -> Signature:
+def derive(
+    case, run, capability=None, *, gates=None, budget_calls: int = MAX_VARIATIONS, deadline=None, rerun=None
+) -> Signature:
     """The signature of the failing ``case`` (its Problem shrunk already) about ``gates``
     (default: every gate it fails; a hunt passes the ones no earlier finding explains, so
     a Problem that also shows an earlier bug is not signed by that bug's needs).
     ``run(problem)`` returns the CaseResult of a Problem (run or replayed from what the
-    campaign has seen); at most ``budget_calls`` variations run, none once ``deadline()``."""
+    campaign has seen); ``rerun(problem)`` runs it afresh (never replayed), to tell a steady
+    failure of racing outputs from a flaky one; at most ``budget_calls`` variations and
+    reruns run, none once ``deadline()``."""
     gates = tuple(sorted(gates)) if gates else gates_of(case)
     error = case.status == Status.ERROR
     base = Signature(
@@ -434,10 +445,34 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
     racing = {g.partition(":")[0] for g in gates if g.endswith(RACY)}
     racy = set(gates) if base.kind in FLAKY else {g for g in gates if g.partition(":")[0] in racing}
     steady = set(gates) - racy
+    confirmed: list[bool] = []  # [whether the shrunk Problem failed every fresh rerun], once asked
+
+    def spare() -> bool:
+        return calls < budget_calls and not (deadline is not None and deadline())
+
+    def fresh_runs(q, want_fail: bool) -> bool | None:
+        """``RACE_CONFIRM`` fresh runs of ``q`` all fail alike (``want_fail``) or all pass;
+        None when the budget ends first."""
+        nonlocal calls
+        for _ in range(RACE_CONFIRM):
+            if not spare():
+                return None
+            calls += 1
+            if base.fails_alike(rerun(q)) != want_fail:
+                return False
+        return True
+
+    def steady_after_all() -> bool:
+        """A wrong result whose every output races, yet fails on every fresh run."""
+        if rerun is None or steady or base.kind in FLAKY:
+            return False
+        if not confirmed:
+            confirmed.append(bool(fresh_runs(p, want_fail=True)))
+        return confirmed[0]
 
     def still(q) -> bool | None:  # None: not a Problem here, out of budget, or (a race) inconclusive
         nonlocal calls
-        if not _valid(q, capability) or calls >= budget_calls or (deadline is not None and deadline()):
+        if not _valid(q, capability) or not spare():
             return None
         calls += 1
         res = run(q)
@@ -445,7 +480,12 @@ def derive(case, run, capability=None, *, gates=None, budget_calls: int = MAX_VA
             return True
         labels = {v.label for v in res.verdicts}
         if not (steady & labels) and racy & labels:
-            return None  # only a race's output is left to fail, and it happened to agree this time
+            # only a race's output is left to fail, and it happened to agree this time: a pass
+            # only where the failure is steady and the variation passes its fresh runs too
+            if not steady_after_all():
+                return None
+            again = fresh_runs(q, want_fail=False)
+            return None if again is None else not again
         return False
 
     for name in SWITCHES:
