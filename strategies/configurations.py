@@ -20,8 +20,9 @@ The dimensions, each only where the capability and profile reach two or more val
 - ``mask`` (none, causal, a window's left / right / both sides, causal with a window; where
   declared, a window with a negative side and one whose bounds cross: rows with no key) and
   ``align`` (the mask's diagonal on unequal lengths; ``n/a`` where it cannot matter);
-- ``length`` (short, a tile edge, long rows) and ``relation`` (seqlen_q equal to, shorter or
-  longer than seqlen_k);
+- ``length`` (short, a tile edge, long rows; ``decode``: one query token in every sequence
+  against two keys or more, where seqlen_q may differ from seqlen_k) and ``relation``
+  (seqlen_q equal to, shorter or longer than seqlen_k);
 - ``batching`` (dense, a dense batch, varlen, varlen with an empty query or key sequence,
   varlen with unused tail tokens);
 - ``sinks``, ``softcap`` (none or capped) where declared, ``layout``, and ``softmax_scale``
@@ -62,7 +63,10 @@ NEGATIVE_MASKS = ("window_negative", "window_crossed")
 SOFTCAP = ("none", "capped")
 BATCHINGS = ("dense", "batched", "varlen", "varlen_empty_q", "varlen_empty_k", "varlen_pad_tail")
 RELATIONS = ("equal", "q_shorter", "q_longer")
-LENGTHS = ("short", "tile_edge", "long")
+# decode: one query against many keys, every sequence (a decoding step): kernels route it to
+# their own paths (FA's PackGQA packs a GQA group's queries into one tile; cuDNN's THD GQA
+# with s_q 1 left Stats unwritten, cudnn-frontend#1083), which the other classes reach by luck
+LENGTHS = ("short", "tile_edge", "long", "decode")
 DEFAULT_VALUES = Problem.__dataclass_fields__["values"].default  # what a Problem draws when nothing says
 VARIANTS = 8  # realisations tried per configuration (lengths, windows, seeds), cheapest first
 # A kernel declaring more head dims than this gets representatives (``head_dim_values``): every
@@ -174,6 +178,8 @@ def _length_reachable(c: Capability, r: dict, name: str) -> bool:
         return least <= SHORT
     if name == "tile_edge":
         return any(max(least, SHORT + 1) <= e <= S for e in tile_edges(c))
+    if name == "decode":
+        return c.seqlen_q_ne_k and min_lengths(c)[0] <= 1 and c.seqlen_multiple == 1 and S >= 2
     return 2 * r["tile"] + 1 <= S
 
 
@@ -206,7 +212,7 @@ def _mask_of(p: Problem) -> str:
 
 
 def _length_classes(q: int, k: int, edges: set[int], tile: int) -> set[str]:
-    out = set()
+    out = {"decode"} if q == 1 and k >= 2 else set()
     if max(q, k) <= SHORT:
         out.add("short")
     if (q in edges or k in edges) and max(q, k) > SHORT:
@@ -278,11 +284,17 @@ Pair = tuple  # ((dim, value), ...) sorted by dimension order, t entries
 
 
 def pairs_of(values: dict, dims, strength: int = 2) -> set:
-    """Every t-tuple of (dimension, value) that a Problem with these ``values`` exercises."""
+    """Every t-tuple of (dimension, value) that a Problem with these ``values`` exercises. A
+    decoding step alone (its only length class ``decode``) exercises only tuples with it: one
+    query row leaves dK and dV rank one and most of a tile idle, so a fault other rows show
+    (bfloat16 dK at one head dim) hides there, and the pair must still run on a fuller row."""
     # each dimension's (name, value) items once, not once per combination it is in
     items = [tuple((d.name, v) for v in sorted(values.get(d.name, ()), key=str)) for d in dims]
+    decoding = values.get("length") == {"decode"}
     out = set()
     for combo in combinations(items, strength):
+        if decoding and not any(it and it[0][0] == "length" for it in combo):
+            continue
         out.update(product(*combo))
     return out
 
@@ -310,6 +322,14 @@ def _lengths(c: Capability, r: dict, cls: str, rel: str, rng: random.Random) -> 
         if rel != "equal" and other is None:
             main = min(hi, main + 1)
             other = 1 if main > 1 else None
+    elif cls == "decode":  # one query; the keys short, at a tile's edge or long, in turn
+        if rel != "q_shorter" or least_q > 1 or m != 1:
+            return None
+        edges = sorted(e for e in tile_edges(c) if max(SHORT + 1, least_k) <= e <= S)
+        keys = [rng.randint(max(2, least_k), max(2, least_k, min(SHORT, S)))]
+        keys += [rng.choice(edges)] if edges else []
+        keys += [rng.randint(2 * tile + 1, min(S, 4 * tile + 3))] if 2 * tile + 1 <= S else []
+        return (1, keys[rng.randrange(len(keys))]) if c.seqlen_q_ne_k else None
     elif cls == "tile_edge":
         edges = sorted(e for e in tile_edges(c) if max(SHORT + 1, least_q, least_k) <= e <= S)
         if not edges:
@@ -388,6 +408,8 @@ def attempt(
         least_q, least_k = min_lengths(c)
         s = max(1, least_q, least_k, min(3, r["S"]))
         extra = {"varlen_empty_q": (0, s), "varlen_empty_k": (s, 0)}.get(batching, (s, s))
+        if config.get("length") == "decode":  # every sequence a decoding step (or empty)
+            extra = (min(1, extra[0]), max(2, extra[1]) if extra[1] else 0)
         seqs = [(q, k), extra] if variant % 2 == 0 else [extra, (q, k)]
         f.update(batch=2, seqlen_q=tuple(a for a, _ in seqs), seqlen_k=tuple(b for _, b in seqs))
         if batching == "varlen_pad_tail":
@@ -534,6 +556,8 @@ def _doomed_test(c: Capability):
             # equal lengths (every sequence: _lengths and the varlen extras): n/a
             if config.get("relation", "equal") == "equal" and least_q == least_k:
                 return True
+        if config.get("length") == "decode" and config.get("relation", "equal") != "q_shorter":
+            return True  # one query and two keys or more: seqlen_q shorter (_lengths)
         if not c.seqlen_q_ne_k and config.get("batching") in ("varlen_empty_q", "varlen_empty_k"):
             return True  # an empty sequence beside a non-empty one: lengths differ (Capability.excludes)
         if config.get("layout", default_layout) == "kv_broadcast":

@@ -295,6 +295,44 @@ def test_the_coverage_phase_meets_a_corner_bug_on_schedule(tmp_path):
     assert 1 <= r.findings[0].search_hits <= 3, r.findings[0].search_hits
 
 
+class DecodeStats(RefKernel):
+    """cuDNN's THD GQA decode bug (cudnn-frontend#1083, also 9.19 on the H200): with one query
+    token in every sequence of a varlen GQA batch, the LSE of every query head but a group's
+    first is wrong."""
+
+    name = "test-decode-stats"
+    spec = "tests.test_configurations:DecodeStats"
+    capability = dataclasses.replace(SMALL, head_dims_qk=(8,), dtypes=("float16",))
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.varlen and p.group > 1 and max(p.seqlens_q) == 1:
+            later = [h for h in range(p.heads_q) if h % p.group]
+            out.lse[:, later] = out.lse[:, later] + 0.5
+        return out
+
+
+def test_the_coverage_phase_runs_decoding_steps(tmp_path):
+    """One query against many keys in every sequence is a length class of its own, paired with
+    the batching and the GQA ratio. On caea68a no row had it (varlen rows added a 3-token
+    sequence beside the planned one) and the pairs never met this bug."""
+    r = run_campaign(
+        DecodeStats(),
+        "ci",
+        max_examples=1,
+        edge_cases=False,
+        database=None,
+        out_dir=tmp_path,
+        coverage=2,
+        hunt=True,
+        config=RunConfig(isolate=False),
+    )
+    assert r.status == "failed" and len(r.findings) == 1, r.status
+    sig = r.findings[0].signature
+    assert sig.gates[0].startswith("lse:") and {"varlen", "gqa"} <= set(dict(sig.needs)), sig.describe()
+    assert r.coverage["pairs"]["by_dimensions"]["length x batching"][0] >= 1
+
+
 def test_first_failure_mode_runs_every_value_once_in_ci(tmp_path):
     """ci's coverage strength is 1: every value of every dimension runs (the edge corpus counts)."""
     r = run_campaign(

@@ -304,11 +304,12 @@ class ConfigurationPhase:
         return out
 
     def _covered_rows(self, dims) -> list[dict]:
-        """One row per Problem that ran: its first value of each dimension (a preset of the plan)."""
+        """One row per Problem that ran: its first value of each dimension (a preset of the plan);
+        not a decoding step's, whose other tuples still need a row (configurations.pairs_of)."""
         rows = []
         for p in self._ran():
             v = self._values(p)
-            if all(v.get(d.name) for d in dims):
+            if all(v.get(d.name) for d in dims) and v.get("length") != {"decode"}:
                 rows.append({d.name: min(v[d.name], key=d.values.index) for d in dims})
         return rows
 
