@@ -435,7 +435,7 @@ def design_floor(refs: list, name: str) -> float:
     declared design's propagated bound on how far its own approximation may move the output
     (oracles/approx_tanh.py, ``tanh_error_floor``), built only with that design's yardsticks
     (``oracles.design_yardsticks``), so it widens no other kernel's budget. 0.0: none."""
-    return max([0.0] + [(getattr(x, "design_floor", None) or {}).get(name, 0.0) for x in refs])
+    return float(max([0.0] + [(getattr(x, "design_floor", None) or {}).get(name, 0.0) for x in refs]))
 
 
 def budget_gate(
