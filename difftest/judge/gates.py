@@ -28,6 +28,9 @@ Verdict per output, each carrying the measured numbers.
   relative to the tensor, whatever its size, and what a correct kernel may add to the
   yardstick's error is one output rounding that falls the other way (the yardstick's
   error already holds the format's rounding of every output).
+  A declared design's yardsticks (``oracles.design_yardsticks``, built only where a budget gate
+  fails) may carry ``design_floor``, the design's own error bound propagated to each output
+  (oracles/approx_tanh.py: the approximate tanh's), added to the floor (``design_floor``).
   Reported: ``ratio`` = error / limit (> 1 fails; campaigns climb it with
   hypothesis.target) and ``k_needed``, the smallest k that would pass, so k can be set
   from data rather than guessed (``difftest calibrate``).
@@ -373,10 +376,12 @@ def budget_limit(
     logit_scale: float = 0.0,
     terms: float = 0.0,
     name: str | None = None,
+    design_floor: float = 0.0,
 ) -> dict:
     """The budget gate's limit for one output: k * (the yardstick's error vs truth) + floor.
     ``ref``: one reference tensor or a list; the yardstick is the largest of their errors.
     ``name``: the output, for the float32 accumulation term (``sum_length``).
+    ``design_floor``: added to the floor (``design_floor``: a declared design's own bound).
     Returns {"limit", "ref_err", "floor", "scale"} (scale: max|truth| over finite elements)."""
     t = torch.where(torch.isfinite(truth), truth, 0.0)
     errs = []
@@ -384,7 +389,7 @@ def budget_limit(
         r, t2 = finite_pair(one, truth)
         errs.append((r - t2).abs().max() if r.numel() else 0.0)
     *errs, scale = _read(*errs, t.abs().max() if t.numel() else 0.0)  # one host read
-    return limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name)
+    return limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name, design_floor)
 
 
 def limit_from(
@@ -397,9 +402,11 @@ def limit_from(
     logit_scale: float = 0.0,
     terms: float = 0.0,
     name: str | None = None,
+    design_floor: float = 0.0,
 ) -> dict:
     """``budget_limit``'s arithmetic on the numbers read back: ``errs``, the yardsticks'
-    largest errors against the truth, and ``scale``, max|truth| over finite elements."""
+    largest errors against the truth, and ``scale``, max|truth| over finite elements.
+    ``design_floor``: a declared design's bound on what it may add (``design_floor``)."""
     ref_err = max([0.0] + list(errs))
     # the dtype's rounding of the result, plus float32 rounding of P = exp(S - LSE), carried
     # by the terms that form each element (their absolute sum ``terms`` can dwarf a result
@@ -419,7 +426,16 @@ def limit_from(
     # SGEMM thread's sequential chain errs ~4x the CPU BLAS's blocked order: results/variants.md):
     # sqrt(n) u32 of the terms' absolute sum (the probabilistic bound, lambda = 1)
     floor += math.sqrt(sum_length(problem, name)) * EPS["float32"] / 2 * max(terms, scale)
+    floor += design_floor
     return {"limit": k * ref_err + floor, "ref_err": ref_err, "floor": floor, "scale": scale}
+
+
+def design_floor(refs: list, name: str) -> float:
+    """The largest ``design_floor`` any yardstick in ``refs`` carries for output ``name``: a
+    declared design's propagated bound on how far its own approximation may move the output
+    (oracles/approx_tanh.py, ``tanh_error_floor``), built only with that design's yardsticks
+    (``oracles.design_yardsticks``), so it widens no other kernel's budget. 0.0: none."""
+    return float(max([0.0] + [(getattr(x, "design_floor", None) or {}).get(name, 0.0) for x in refs]))
 
 
 def budget_gate(
@@ -925,6 +941,7 @@ class _Judged:
         self.scalars += [torch.where(_finite(r) & tf, r - t, 0.0).abs().max() if r.numel() else 0.0 for r in rs]
         self.scalars.append(torch.where(tf, t_abs, 0.0).max() if t.numel() else 0.0)
         self.n_refs = len(rs)
+        self.design_floor = design_floor(refs, name)
         fmax = overflow_threshold(g_raw.dtype)
         self.scalars.append((tf & (~gf | (g_abs >= fmax))).sum())  # dtype_limited's candidates
         self.bad = _nonfinite_mask(g, t, both)
@@ -951,7 +968,18 @@ class _Judged:
                 _nonfinite_verdict(p, name, self.g, self.t, self.bad, self.n_bad, self.n_nan, 0, 0, self.g_raw.dtype)
             )
         k = config.k_for(p.dtype, name)
-        b = limit_from(p, self.errs, self.scale, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
+        b = limit_from(
+            p,
+            self.errs,
+            self.scale,
+            k,
+            config.floor_ulps,
+            config.floor_magnitude,
+            logit_scale,
+            terms,
+            name,
+            self.design_floor,
+        )
         out.append(
             _budget_verdict(
                 p,
@@ -1001,7 +1029,9 @@ def _judge_output(
     terms = _terms(truth, name)
     y = yardstick.get(name) if yardstick is not None else None
     y = prepared(problem, name, y, dev) if y is not None else None
-    bounds = budget_limit(problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name)
+    bounds = budget_limit(
+        problem, t, r, k, config.floor_ulps, config.floor_magnitude, logit_scale, terms, name, design_floor(refs, name)
+    )
     limited = dtype_limited(g, t, y, g_raw.dtype, bounds["limit"], _edge(problem, name, yardstick, dev))
     if name in ("dk", "dv") and problem.group > 1 and inputs is not None:
         limited = limited | _partials_limited(
