@@ -43,6 +43,7 @@ from .flex import (
     positions,
     sparse_block_mask,
 )
+from .flex import make_mask_mod as flex_mask_mod
 
 # a window bound no sequence reaches (max_seqlen is 2048 here; int64 leaves room for any)
 NO_BOUND = 1 << 40
@@ -99,21 +100,25 @@ def make_mask_mod(p: Problem, device="cpu"):
     packed positions) with no Python branch on the Problem: every constant a tensor.
     Returns (mask_mod, n_keys, constants)."""
     sq_id, q_pos, sk_id, k_pos = positions(p, device)
+    n_keys = k_pos.shape[0]
+    # one sentinel key past the real ones (the sink column's index, or nothing), id -3 matching no
+    # query: every kv_idx the block mask asks about indexes in range, with no clamp, also when
+    # there is no key at all (flex's clamp to n_keys - 1 reads index -1 of an empty tensor)
+    sk_id = torch.cat([sk_id, torch.full((1,), -3, dtype=sk_id.dtype, device=device)])
+    k_pos = torch.cat([k_pos, torch.zeros(1, dtype=k_pos.dtype, device=device)])
     lens_q = torch.tensor(p.seqlens_q, device=device)
     lens_k = torch.tensor(p.seqlens_k, device=device)
-    n_keys = k_pos.shape[0]
     c = constants(p, device)
     n_keys_t = torch.tensor(n_keys, dtype=torch.int64, device=device)
     sinks_t = torch.tensor(bool(p.sinks), device=device)
     causal, br, varlen, wl, wr = c["causal"], c["bottom_right"], c["varlen"], c["window_left"], c["window_right"]
 
     def mask_mod(b, h, q_idx, kv_idx):
-        kv = torch.minimum(kv_idx, n_keys_t - 1)
         sid = sq_id[q_idx]
-        same = sid == sk_id[kv]
+        same = sid == sk_id[kv_idx]
         seq = torch.where(varlen, torch.clamp(sid, min=0), b)
         i = q_pos[q_idx]
-        j = k_pos[kv]
+        j = k_pos[kv_idx]
         i = i + torch.where(br, lens_k[seq] - lens_q[seq], 0)
         ok = same & (~causal | (j <= i)) & (j <= i + wr) & (j >= i - wl) & (kv_idx < n_keys_t)
         return ok | (sinks_t & (kv_idx == n_keys_t) & (sid >= 0))
@@ -206,6 +211,12 @@ class FlexDynamicAdapter(FlexAdapter):
             kk, vv = torch.cat([k, zk], dim=2), torch.cat([v, zv], dim=2)
         score_mod = make_score_mod(c, sink, n_keys, dev)
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
+        if Lq == 0 or Lk == 0:
+            # no token on a side (only all-empty varlen problems; batch, lengths, pad_tail and sinks
+            # fix it, so it is a signature of its own): nothing to mask, and vmap over an empty
+            # range fails on the tensor constants ("select(): index 0 out of range"), which flex's
+            # own mask_mod, of Python constants, passes
+            mask_mod = flex_mask_mod(p, dev)[0]
         if p.sparse:
             block_mask = sparse_block_mask(p, mask_mod, n_keys, B, Lq, Lk, dev)
         else:

@@ -152,3 +152,20 @@ def test_sparse_sibling_gives_flex_sparse_outputs(p):
     want, _ = FlexAdapter(sparse=True).translate(x, grad=False)
     got, _ = k.translate(x, grad=False)
     assert max_err(got.o, want.o) < 1e-6 and max_err(got.lse, want.lse) < 1e-6
+
+
+@pytest.mark.parametrize(
+    "lengths", [((0,), (0,)), ((0, 0), (3, 0)), ((2, 0), (0, 0))], ids=["no-token", "no-query", "no-key"]
+)
+def test_problems_without_tokens_on_a_side_fail_where_flex_fails(lengths):
+    """No query or no key at all: the block mask is built (over flex's mask_mod: vmap over an
+    empty range fails on tensor constants), and the CPU's eager flex then fails as it does for
+    flex (its kernel refuses empty reductions; an empty query has no LSE)."""
+    sq, sk = lengths
+    p = Problem(batch=len(sq), seqlen_q=sq, seqlen_k=sk, heads_q=1, heads_kv=1, **D).validate()
+    errors = []
+    for k in (FlexAdapter(), FlexDynamicAdapter()):
+        with pytest.raises((IndexError, AttributeError)) as e:
+            k.translate(lay_out(make_inputs(p)), grad=False)
+        errors.append((e.type, "create_block_mask" in "".join(str(f) for f in e.traceback)))
+    assert errors[0] == errors[1] and not errors[1][1]
