@@ -49,15 +49,25 @@ from .flex import make_mask_mod as flex_mask_mod
 NO_BOUND = 1 << 40
 # What makes dynamo recompile ``torch.compile(flex_attention, dynamic=True)`` through this
 # adapter, measured like flex's key (tests/test_flex_compile_key.py: counting backend on the
-# CPU, every recompile must come with a new signature). Shapes are symbolic, but dynamo
-# specialises a size of 0 or 1 and, with duck sizing (on by default), makes equal sizes one
-# symbol, so a later unequal pair recompiles; both are sizes, which a Problem field names only
-# conservatively: batch (a dense batch of 1), heads (one head, GQA's ratio), seqlen_q/seqlen_k
-# and pad_tail (one query or key, one block of 128, equal lengths), head dims (Inductor's flex
-# lowering also needs them static). The dtype, the layout (stride order, stride 0 of
-# kv_broadcast), sinks (an extra score_mod input that requires grad) recompile. What no longer
-# recompiles, against flex's key: the softmax scale, causal, align, window_left/window_right
-# values (None included) and the softcap (value and presence): their tensors are inputs.
+# CPU, every recompile must come with a new signature):
+# - heads and head dims: flex_attention itself marks dims -3 and -1 of q, k and v static under
+#   dynamo (torch 2.13 torch/nn/attention/flex_attention.py:2457-2460, "mark head_dim and number
+#   of heads to be static"), so heads_q, heads_kv, head_dim_qk, head_dim_v recompile as under flex;
+# - dtype, layout (stride order; kv_broadcast's stride 0) and sinks (the score_mod reads a sink
+#   tensor, which requires grad) recompile;
+# - batch and lengths are symbolic but not free: a dense batch of one, a length of one and a
+#   single block of 128 are specialised (dynamo's 0/1 specialisation, on the block mask's sizes
+#   too), and the block mask's sizes enter static at the first compile, so the first change of
+#   the block counts or the batch recompiles once (automatic dynamic makes them symbolic then).
+#   No Problem field names "one block" or "first change", so batch, seqlen_q, seqlen_k and
+#   pad_tail stay in the key (conservative: most of their changes reuse the graph).
+# What no longer recompiles, against flex's key: the softmax scale, causal, align, the
+# window_left/window_right values (None included) and the softcap (value and presence).
+# Beyond dynamo (the GPU's Inductor, not seen by the CPU's counting backend): the flex lowering
+# asks whether the lengths divide the block size with ``statically_known_true`` (torch 2.13
+# torch/_inductor/kernel/flex/flex_attention.py:344-353), which adds no guard, so symbolic
+# lengths run the bounds-checked kernel (IS_DIVISIBLE False) at every length, where flex's
+# static multiples of 128 run the unchecked one: the same math, another Triton kernel.
 COMPILE_KEY = (
     "dtype",
     "batch",

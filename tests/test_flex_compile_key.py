@@ -38,20 +38,31 @@ from tests.drawing import draw_many
 OLD_KEY = ("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv")
 
 
+class NotRun(Exception):
+    """A Recorder that does not run its graphs stops each call here, after dynamo decided."""
+
+
 class Recorder:
     """``flex_attention`` compiled as the adapter compiles it (``compile``: flex's
     ``compiled_flex`` or flex-dynamic's ``compiled_flex_dynamic``), with a backend that counts
     dynamo's compiles (each new graph is one call of the backend)."""
 
-    def __init__(self, compile=compiled_flex):
+    def __init__(self, compile=compiled_flex, run: bool = True):
         torch._dynamo.reset()
         self.compiles = 0
         self.errors = []  # problems whose CPU run raised (their compile still counts)
+        self.run = run  # False: count the compile, never run the graph (gpu-sized problems)
         self.fn = compile(backend=self._backend)
 
     def _backend(self, gm, example_inputs):
         self.compiles += 1
-        return gm.forward
+        if self.run:
+            return gm.forward
+
+        def not_run(*args):
+            raise NotRun
+
+        return not_run
 
     def recompiled(self, adapter: FlexAdapter, p: Problem) -> bool:
         """Run ``p`` through the adapter's translation; whether dynamo compiled for it. CPU
@@ -63,6 +74,8 @@ class Recorder:
         ):
             try:
                 adapter.translate(lay_out(make_inputs(p)), grad=False, flex_fn=self.fn)
+            except NotRun:
+                pass
             except (RuntimeError, IndexError) as e:
                 self.errors.append(f"{p.short()}: {e!r}")
         return self.compiles > before
@@ -224,6 +237,25 @@ def test_flex_dynamic_compiles_less_than_flex_for_the_same_draws():
         counts[name] = rec.compiles
     print(f"\n30 quick draws: {counts}")
     assert counts["flex-dynamic"] < counts["flex"], counts
+
+
+@pytest.mark.slow
+def test_gpu_draws_compile_counts():
+    """The figures a GPU campaign pays in Inductor/Triton builds (~2.6 s each): dynamo's compiles
+    for 200 gpu-profile draws, fresh ones (the same problems for both) and each adapter's own
+    compile-aware draws (the campaign's default). Graphs are not run (gpu sizes on the CPU)."""
+    n, counts = 200, {}
+    fresh = draw_many(problems(CAPABILITY, "gpu", new_compile_p=1.0), n)
+    for name in ("flex", "flex-dynamic"):
+        adapter, cap, compile = ADAPTERS[name]
+        for mode, ps in (("fresh", fresh), ("compile-aware", draw_many(problems(cap, "gpu"), n))):
+            rec = Recorder(compile, run=False)
+            events = [(p, rec.recompiled(adapter, p)) for p in ps]
+            assert key_violations(events, cap.compile_key) == []
+            counts[name, mode] = rec.compiles
+    print(f"\n{n} gpu draws, dynamo compiles: {counts}")
+    for mode in ("fresh", "compile-aware"):
+        assert counts["flex-dynamic", mode] < counts["flex", mode]
 
 
 def test_compile_aware_draws_reuse_flex_configurations():
