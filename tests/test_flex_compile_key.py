@@ -243,7 +243,11 @@ def test_flex_dynamic_compiles_less_than_flex_for_the_same_draws():
 def test_gpu_draws_compile_counts():
     """The figures a GPU campaign pays in Inductor/Triton builds (~2.6 s each): dynamo's compiles
     for 200 gpu-profile draws, fresh ones (the same problems for both) and each adapter's own
-    compile-aware draws (the campaign's default). Graphs are not run (gpu sizes on the CPU)."""
+    compile-aware draws (the campaign's default). Graphs are not run (gpu sizes on the CPU).
+    Measured on torch 2.13 (CPU): fresh, flex 154 and flex-dynamic 122 (most fresh draws change
+    the dtype, heads or a head dim, static under both); compile-aware, flex 60 and flex-dynamic 15
+    (its warm draws vary scale, masks and softcap, 73 settings against flex's 19, over 18 shape
+    configurations against 55: its key still pins the shapes)."""
     n, counts = 200, {}
     fresh = draw_many(problems(CAPABILITY, "gpu", new_compile_p=1.0), n)
     for name in ("flex", "flex-dynamic"):
