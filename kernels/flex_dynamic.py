@@ -145,8 +145,11 @@ def make_score_mod(c: dict, sink, n_keys: int, device="cpu"):
     n_keys_t = torch.tensor(n_keys, dtype=torch.int64, device=device)
 
     def score_mod(score, b, h, q_idx, kv_idx):
-        s = score * scale.to(score.dtype)
-        s = torch.where(capped, torch.tanh(s / safe.to(s.dtype)) * safe.to(s.dtype), s)
+        # no cast of the float32 constants to score.dtype: flex traces score_mod with a score of
+        # the inputs' dtype, so the cast would round the scale to bf16/fp16 (measured on the CPU:
+        # 0.37 -> 0.369, a bf16 ulp in O), while the kernel's scores are float32
+        s = score * scale
+        s = torch.where(capped, torch.tanh(s / safe) * safe, s)
         if sink is not None:
             s = torch.where(kv_idx == n_keys_t, sink[h].to(s.dtype), s)
         return s

@@ -169,3 +169,17 @@ def test_problems_without_tokens_on_a_side_fail_where_flex_fails(lengths):
             k.translate(lay_out(make_inputs(p)), grad=False)
         errors.append((e.type, "create_block_mask" in "".join(str(f) for f in e.traceback)))
     assert errors[0] == errors[1] and not errors[1][1]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_the_scale_is_not_rounded_to_the_input_dtype(dtype):
+    """Flex traces score_mod with a score of the inputs' dtype (torch 2.13
+    torch/_higher_order_ops/flex_attention.py:439-441): a score_mod that cast the float32 scale
+    to ``score.dtype`` rounded 0.37 to bf16 (0.369) and moved O by a bf16 ulp against flex, whose
+    scale is a Python float. Uncast, the forward is flex's exactly."""
+    p = Problem(batch=2, seqlen_q=33, seqlen_k=47, heads_q=2, heads_kv=2, softmax_scale=0.37, dtype=dtype, **D)
+    for q in (p, p.replace(causal=True, softcap=3.3)):
+        x = lay_out(make_inputs(q.validate()))
+        want, _ = FlexAdapter().translate(x, grad=False)
+        got, _ = FlexDynamicAdapter().translate(x, grad=False)
+        assert torch.equal(got.o, want.o) and torch.equal(got.lse, want.lse)
