@@ -1,0 +1,259 @@
+"""FlexAttention compiled with dynamic shapes, the per-problem constants as tensors.
+
+``flex`` (kernels/flex.py) compiles ``flex_attention`` with ``dynamic=False`` and captures
+the softmax scale, causal/align, window bounds, softcap and the sink column's index as
+Python constants: every new shape, stride or constant is a new Inductor/Triton build. This
+adapter runs the same problems as users who train with variable shapes run flex:
+``torch.compile(flex_attention, dynamic=True)``, and one mask_mod and one score_mod for
+every problem, which read their constants from 0-d tensors (graph inputs, not guards):
+
+- the scale is a tensor the score_mod multiplies by (``flex_attention(scale=1.0)``); Flex
+  hands score_mod the logit already times ``scale`` (torch/nn/attention/flex_attention.py,
+  "score: the scaled dot product"), so ``score * scale`` is the scaled logit either way;
+- the softcap is a tensor too, 0 for none: ``where(cap > 0, cap * tanh(s / cap), s)`` (the
+  tanh evaluated on a safe divisor, so the discarded branch is finite and the gradient of
+  an uncapped problem exact); every problem runs the same score_mod;
+- causal, align, window bounds (None as a bound no sequence reaches), the sink column's
+  index and dense-or-varlen are tensors the mask_mod reads; a block mask is built for every
+  problem (``create_block_mask`` per problem: the mask is data);
+- sinks stay a graph difference (the sink tensor requires grad only with sinks, and the
+  score_mod reads it only then).
+
+Everything else (layouts, leaves, the sink column, LSE and gradient translation) is flex's:
+the backward is ``FlexAdapter.backward``. On the CPU it runs eagerly, as flex does.
+"""
+
+from dataclasses import replace
+
+import torch
+
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
+from difftest.model.problem import Problem
+
+from .cuda_common import laid_out, lse_bhs_to_thd, normalize_lse
+from .flex import (
+    CAPABILITY,
+    GQA_CAPABILITY,
+    SPARSE_CAPABILITY,
+    AuxRequest,
+    FlexAdapter,
+    create_block_mask,
+    flex_attention,
+    positions,
+    sparse_block_mask,
+)
+from .flex import make_mask_mod as flex_mask_mod
+
+# a window bound no sequence reaches (max_seqlen is 2048 here; int64 leaves room for any)
+NO_BOUND = 1 << 40
+# What makes dynamo recompile ``torch.compile(flex_attention, dynamic=True)`` through this
+# adapter, measured like flex's key (tests/test_flex_compile_key.py: counting backend on the
+# CPU, every recompile must come with a new signature):
+# - heads and head dims: flex_attention itself marks dims -3 and -1 of q, k and v static under
+#   dynamo (torch 2.13 torch/nn/attention/flex_attention.py:2457-2460, "mark head_dim and number
+#   of heads to be static"), so heads_q, heads_kv, head_dim_qk, head_dim_v recompile as under flex;
+# - dtype, layout (stride order; kv_broadcast's stride 0) and sinks (the score_mod reads a sink
+#   tensor, which requires grad) recompile;
+# - batch and lengths are symbolic but not free: a dense batch of one, a length of one and a
+#   single block of 128 are specialised (dynamo's 0/1 specialisation, on the block mask's sizes
+#   too), and the block mask's sizes enter static at the first compile, so the first change of
+#   the block counts or the batch recompiles once (automatic dynamic makes them symbolic then).
+#   No Problem field names "one block" or "first change", so batch, seqlen_q, seqlen_k and
+#   pad_tail stay in the key (conservative: most of their changes reuse the graph).
+# What no longer recompiles, against flex's key: the softmax scale, causal, align, the
+# window_left/window_right values (None included) and the softcap (value and presence).
+# Beyond dynamo (the GPU's Inductor, not seen by the CPU's counting backend): the flex lowering
+# asks whether the lengths divide the block size with ``statically_known_true`` (torch 2.13
+# torch/_inductor/kernel/flex/flex_attention.py:344-353), which adds no guard, so symbolic
+# lengths run the bounds-checked kernel (IS_DIVISIBLE False) at every length, where flex's
+# static multiples of 128 run the unchecked one: the same math, another Triton kernel.
+COMPILE_KEY = (
+    "dtype",
+    "batch",
+    "seqlen_q",
+    "seqlen_k",
+    "pad_tail",
+    "heads_q",
+    "heads_kv",
+    "head_dim_qk",
+    "head_dim_v",
+    "sinks",
+    "layout",
+)
+DYNAMIC_CAPABILITY = replace(CAPABILITY, compile_key=COMPILE_KEY)
+DYNAMIC_GQA_CAPABILITY = replace(GQA_CAPABILITY, compile_key=COMPILE_KEY)
+DYNAMIC_SPARSE_CAPABILITY = replace(SPARSE_CAPABILITY, compile_key=COMPILE_KEY + ("sparsity",))
+
+
+def constants(p: Problem, device="cpu") -> dict:
+    """The Problem's per-problem constants as 0-d tensors on ``device`` (what flex captures as
+    Python numbers): scale and softcap (0: none) float32; causal, bottom_right, varlen bool;
+    window bounds int64 (None: ``NO_BOUND``)."""
+
+    def t(v, dtype):
+        return torch.tensor(v, dtype=dtype, device=device)
+
+    return {
+        "scale": t(p.scale, torch.float32),
+        "softcap": t(p.softcap or 0.0, torch.float32),
+        "causal": t(bool(p.causal), torch.bool),
+        "bottom_right": t(p.align == "bottom_right", torch.bool),
+        "varlen": t(bool(p.varlen), torch.bool),
+        "window_left": t(NO_BOUND if p.window_left is None else p.window_left, torch.int64),
+        "window_right": t(NO_BOUND if p.window_right is None else p.window_right, torch.int64),
+    }
+
+
+def make_mask_mod(p: Problem, device="cpu"):
+    """flex's mask_mod (kernels/flex.py ``make_mask_mod``: the same rule over the same
+    packed positions) with no Python branch on the Problem: every constant a tensor.
+    Returns (mask_mod, n_keys, constants)."""
+    sq_id, q_pos, sk_id, k_pos = positions(p, device)
+    n_keys = k_pos.shape[0]
+    # one sentinel key past the real ones (the sink column's index, or nothing), id -3 matching no
+    # query: every kv_idx the block mask asks about indexes in range, with no clamp, also when
+    # there is no key at all (flex's clamp to n_keys - 1 reads index -1 of an empty tensor)
+    sk_id = torch.cat([sk_id, torch.full((1,), -3, dtype=sk_id.dtype, device=device)])
+    k_pos = torch.cat([k_pos, torch.zeros(1, dtype=k_pos.dtype, device=device)])
+    lens_q = torch.tensor(p.seqlens_q, device=device)
+    lens_k = torch.tensor(p.seqlens_k, device=device)
+    c = constants(p, device)
+    n_keys_t = torch.tensor(n_keys, dtype=torch.int64, device=device)
+    sinks_t = torch.tensor(bool(p.sinks), device=device)
+    causal, br, varlen, wl, wr = c["causal"], c["bottom_right"], c["varlen"], c["window_left"], c["window_right"]
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        sid = sq_id[q_idx]
+        same = sid == sk_id[kv_idx]
+        seq = torch.where(varlen, torch.clamp(sid, min=0), b)
+        i = q_pos[q_idx]
+        j = k_pos[kv_idx]
+        i = i + torch.where(br, lens_k[seq] - lens_q[seq], 0)
+        ok = same & (~causal | (j <= i)) & (j <= i + wr) & (j >= i - wl) & (kv_idx < n_keys_t)
+        return ok | (sinks_t & (kv_idx == n_keys_t) & (sid >= 0))
+
+    return mask_mod, n_keys, c
+
+
+def make_score_mod(c: dict, sink, n_keys: int, device="cpu"):
+    """The score_mod every problem runs: the scale, the softcap (0: none) and, with a sink
+    tensor, the sink column (index ``n_keys``) taking the head's sink logit, uncapped."""
+    scale, cap = c["scale"], c["softcap"]
+    capped = cap > 0
+    safe = torch.where(capped, cap, torch.ones_like(cap))
+    n_keys_t = torch.tensor(n_keys, dtype=torch.int64, device=device)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        # no cast of the float32 constants to score.dtype: flex traces score_mod with a score of
+        # the inputs' dtype, so the cast would round the scale to bf16/fp16 (measured on the CPU:
+        # 0.37 -> 0.369, a bf16 ulp in O), while the kernel's scores are float32
+        s = score * scale
+        s = torch.where(capped, torch.tanh(s / safe) * safe, s)
+        if sink is not None:
+            s = torch.where(kv_idx == n_keys_t, sink[h].to(s.dtype), s)
+        return s
+
+    return score_mod
+
+
+def compiled_flex_dynamic(backend="inductor"):
+    """``flex_attention`` compiled as this adapter runs it on CUDA (``dynamic=True``);
+    ``backend`` as in flex's ``compiled_flex`` (tests count compiles with their own)."""
+    import torch._dynamo  # lazy: ~1.5 s to import; only the CUDA path (and its test) compiles
+
+    # room for every configuration a campaign draws, as flex keeps (kernels/flex.py compiled_flex)
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 512)
+    if hasattr(torch._dynamo.config, "recompile_limit"):
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
+    return torch.compile(flex_attention, dynamic=True, backend=backend)
+
+
+_CACHE: dict = {}
+
+
+def _flex_fn(device_type: str):
+    if device_type != "cuda":
+        return flex_attention
+    if "compiled" not in _CACHE:
+        _CACHE["compiled"] = compiled_flex_dynamic()
+    return _CACHE["compiled"]
+
+
+class FlexDynamicAdapter(FlexAdapter):
+    name = "flex-dynamic"
+    capability = DYNAMIC_CAPABILITY
+    description = (
+        "torch FlexAttention compiled with dynamic=True; scale, softcap, causal/align and window bounds "
+        "as tensors (no recompile when they change)"
+    )
+
+    def __init__(self, gqa: bool = False, sparse: bool = False):
+        if sparse:
+            self.name = "flex-dynamic-sparse"
+            self.capability = DYNAMIC_SPARSE_CAPABILITY
+            self.description = "flex-dynamic with block-sparse BlockMasks and top-k selections"
+        if gqa:
+            self.name = "flex-dynamic-gqa"
+            self.capability = DYNAMIC_GQA_CAPABILITY
+            self.description = "flex-dynamic with enable_gqa=True (square dense problems)"
+
+    def translate(self, inputs: Inputs, grad: bool = True, flex_fn=None):
+        """As ``FlexAdapter.translate`` (the same leaves, sink column, outputs and ctx, so
+        flex's backward serves), through the tensor-constant mods and an always-built block mask."""
+        p = inputs.problem
+        dev = inputs.device
+        if p.varlen:
+
+            def lay(t):  # [T, H, D] -> [1, H, T, D]
+                return t.transpose(0, 1).unsqueeze(0)
+        else:
+
+            def lay(t):  # [B, S, H, D] -> [B, H, S, D]
+                return t.transpose(1, 2)
+
+        leaves = tuple(laid_out(inputs, n).detach().requires_grad_(grad) for n in ("q", "k", "v"))
+        q, k, v = (lay(t) for t in leaves)
+        mask_mod, n_keys, c = make_mask_mod(p, dev)
+        sink = None
+        kk, vv = k, v
+        if p.sinks:
+            sink = inputs.sink.detach().clone().float().requires_grad_(grad)
+            zk = torch.zeros(*k.shape[:2], 1, k.shape[-1], dtype=k.dtype, device=dev)
+            zv = torch.zeros(*v.shape[:2], 1, v.shape[-1], dtype=v.dtype, device=dev)
+            kk, vv = torch.cat([k, zk], dim=2), torch.cat([v, zv], dim=2)
+        score_mod = make_score_mod(c, sink, n_keys, dev)
+        B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
+        if Lq == 0 or Lk == 0:
+            # no token on a side (only all-empty varlen problems; batch, lengths, pad_tail and sinks
+            # fix it, so it is a signature of its own): nothing to mask, and vmap over an empty
+            # range fails on the tensor constants ("select(): index 0 out of range"), which flex's
+            # own mask_mod, of Python constants, passes
+            mask_mod = flex_mask_mod(p, dev)[0]
+        if p.sparse:
+            block_mask = sparse_block_mask(p, mask_mod, n_keys, B, Lq, Lk, dev)
+        else:
+            block_mask = create_block_mask(mask_mod, B, None, Lq, Lk, device=str(dev))
+        fn = flex_fn if flex_fn is not None else _flex_fn(dev.type)
+        kw = dict(score_mod=score_mod, block_mask=block_mask, scale=1.0, enable_gqa=q.shape[1] != kk.shape[1])
+        if AuxRequest is not None:
+            o, aux = fn(q, kk, vv, return_aux=AuxRequest(lse=True), **kw)
+            lse = aux.lse
+        else:
+            o, lse = fn(q, kk, vv, return_lse=True, **kw)
+        if p.varlen:
+            o_thd = o.detach()[0].transpose(0, 1)
+            lse_thd = lse.detach()[0].transpose(0, 1)
+        else:
+            o_thd = o.detach().transpose(1, 2).reshape(p.total_q, p.heads_q, p.head_dim_v)
+            lse_thd = lse_bhs_to_thd(lse.detach())
+        fwd = Outputs(o=o_thd.contiguous(), lse=normalize_lse(lse_thd, p).contiguous())
+        return fwd, (*leaves, sink, o, lay)
+
+
+def gqa():
+    return FlexDynamicAdapter(gqa=True)
+
+
+def sparse():
+    return FlexDynamicAdapter(sparse=True)
