@@ -408,6 +408,15 @@ def test_same_identity_compares_switches_and_shared_choices_not_bounds():
     dim8 = _sig(head_dim_qk=(8, 16))
     assert same_identity(dim8, _sig(head_dim_qk=(16, 24)))
     assert same_identity(_sig(sinks=True, values=("mixed_do",)), _sig(sinks=True, dtype=("float32",)))
+    # a racing output fails its budget in one record, its determinism in the other: one bug (two
+    # findings on fb2059e, cuDNN's dQ at d_qk > 128 on the H100); another output's race is not it
+    dq_race = _sig(gates=("dq:determinism",), dims_differ=True)
+    assert same_identity(_sig(gates=("dq:budget",), dims_differ=True), dq_race)
+    assert same_identity(dq_race, _sig(gates=("dq:budget", "dq:nonfinite"), dims_differ=True, gqa=True))
+    assert not same_identity(_sig(gates=("dk:budget",), dims_differ=True), dq_race)
+    assert not same_identity(
+        _sig(gates=("dq:budget",), dims_differ=True), _sig(gates=("dq:nonfinite",), dims_differ=True)
+    )
     # a signature survives its record
     s = _sig(causal=True, seqlen_k_ge=33, head_dim_qk=(8, 16))
     assert Signature.from_dict(json.loads(json.dumps(s.to_dict()))) == s

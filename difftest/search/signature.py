@@ -609,6 +609,11 @@ def same_identity(
       dK under a causal mask, met again on a causal Problem with sinks, is the same fault (no
       run can tell them apart).
 
+    A gate in common includes one output failing its budget in one record and its determinism
+    in the other (``_shared_failure``): a racing wrong value shows as either, depending on
+    which run it corrupts (cuDNN 9.19 at d_qk > 128, H100 2026-12-06: ``dq:budget`` and
+    ``dq:determinism``, both needing unequal head dims, came back as two findings).
+
     Not the same: switches neither nested (two triggers on one output: dK under a causal mask
     and dK with sinks), or nested with a choice both constrain disjoint. Lower bounds, tails
     and a choice only one of them constrains never separate two signatures: they are where a
@@ -619,7 +624,7 @@ def same_identity(
     the comparison needs only the two signatures."""
     if a.id == b.id:
         return True
-    if a.kind != b.kind or a.error_type != b.error_type or not set(a.gates) & set(b.gates):
+    if a.kind != b.kind or a.error_type != b.error_type or not _shared_failure(a, b):
         return False
     if a.message and b.message and a.message != b.message:
         return False
@@ -632,6 +637,17 @@ def same_identity(
     ca = {n: set(v) for n, v in a.needs if n in CHOICES}
     cb = {n: set(v) for n, v in b.needs if n in CHOICES}
     return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
+
+
+def _shared_failure(a: Signature, b: Signature) -> bool:
+    """A gate in common, or an output one record fails by its determinism gate and the other by
+    another of its gates (a race's wrong value, caught in the first run or in a rerun)."""
+    if set(a.gates) & set(b.gates):
+        return True
+    racing = {g.partition(":")[0] for g in a.gates + b.gates if g.endswith(RACY)}
+    outputs_a = {g.partition(":")[0] for g in a.gates}
+    outputs_b = {g.partition(":")[0] for g in b.gates}
+    return bool(outputs_a & outputs_b & racing)
 
 
 WIDENED = ("head_dim_qk", "dtype", "align")  # choices a finding's Problem can be moved along
