@@ -765,6 +765,21 @@ def test_a_failure_of_a_findings_kind_at_another_head_dim_widens_it_with_one_run
     assert r.unexplained == 0
 
 
+def test_a_choice_widened_past_half_its_values_is_no_longer_a_need():
+    """sdpa-flash's misaligned-address error (H100, 2026-12-06) was widened one head dim at a time
+    to 17 of its 32: the list said nothing a reader or the hunt could use. On 3675cd4 it grew."""
+    from difftest.search.signature import widening
+
+    cap = dataclasses.replace(SMALL, head_dims_qk=tuple(range(8, 72, 8)))  # 8 head dims
+    anchor = Problem(batch=1, seqlen_q=3, seqlen_k=5, heads_q=1, heads_kv=1, head_dim_qk=8, head_dim_v=8)
+    sig = _sig(causal=True, head_dim_qk=(8, 16, 24))
+    wider, q = widening(sig, anchor.replace(head_dim_qk=32, head_dim_v=32, causal=True), anchor, cap)
+    needs = dict(wider.needs)
+    assert needs["causal"] is True and set(needs["head_dim_qk"]) == {8, 16, 24, 32} and q.head_dim_qk == 32
+    widest, _ = widening(wider, anchor.replace(head_dim_qk=40, head_dim_v=40, causal=True), anchor, cap)
+    assert dict(widest.needs) == {"causal": True}, widest.describe()
+
+
 class WrongDkAbove40(RefKernel):
     """A JIT kernel (compile key: dtype and head dims) whose dK is 5% off at head dims 40 and up."""
 

@@ -660,7 +660,9 @@ def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tu
     Problem fails the same way, the finding's bug lives at the new value too: one run instead
     of a shrink and a signature's variations (a compile each on a JIT kernel), and one
     finding per root cause. None where ``p`` misses a switch, a bound, a tail or two choices,
-    or the moved Problem is not one the capability covers."""
+    or the moved Problem is not one the capability covers. A choice widened past half of the
+    values the capability declares is dropped from the needs: a bug met at most head dims is
+    not a head dim's."""
     missed = []
     for name, value in sig.needs:
         if name in SWITCHES:
@@ -680,8 +682,22 @@ def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tu
     q = _with_choice(anchor, name, x, capability)
     if not _valid(q, capability) or _choice(q, name) != x:
         return None
-    needs = tuple((n, tuple(sorted({*v, x}, key=str)) if n == name else v) for n, v in sig.needs)
+    wider = tuple(sorted({*value, x}, key=str))
+    declared = _declared(capability, name)
+    if declared and 2 * len(wider) > len(declared):
+        # met at most of the values the kernel takes: no longer a need (sdpa-flash's misaligned
+        # address on the H100 was widened to 17 of 32 head dims, one sighting at a time)
+        needs = tuple((n, v) for n, v in sig.needs if n != name)
+    else:
+        needs = tuple((n, wider) if n == name else (n, v) for n, v in sig.needs)
     return Signature(sig.kind, sig.gates, sig.error_type, needs, sig.tried + 1, sig.message), q
+
+
+def _declared(capability, name: str) -> tuple:
+    """The values a capability takes for a widened choice (none known without a capability)."""
+    if capability is None:
+        return ()
+    return {"head_dim_qk": capability.head_dims_qk, "dtype": capability.dtypes, "align": capability.aligns}[name]
 
 
 def merged(a: Signature, b: Signature) -> Signature:
