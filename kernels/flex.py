@@ -334,26 +334,10 @@ class FlexAdapter(KernelAdapter):
         replaces the flex_attention callable (default: compiled on CUDA, eager elsewhere)."""
         p = inputs.problem
         dev = inputs.device
-        if p.varlen:
-
-            def lay(t):  # [T, H, D] -> [1, H, T, D]
-                return t.transpose(0, 1).unsqueeze(0)
-        else:
-
-            def lay(t):  # [B, S, H, D] -> [B, H, S, D]
-                return t.transpose(1, 2)
-
-        # leaves: the laid-out memory itself (packed, or dense [B, S, H, D] views), never a copy
-        leaves = tuple(laid_out(inputs, n).detach().requires_grad_(grad) for n in ("q", "k", "v"))
-        q, k, v = (lay(t) for t in leaves)
+        leaves, lay = flex_leaves(inputs, grad)
+        q = lay(leaves[0])
         mask_mod, n_keys = make_mask_mod(p, dev)
-        sink = None
-        kk, vv = k, v
-        if p.sinks:
-            sink = inputs.sink.detach().clone().float().requires_grad_(grad)
-            zk = torch.zeros(*k.shape[:2], 1, k.shape[-1], dtype=k.dtype, device=dev)
-            zv = torch.zeros(*v.shape[:2], 1, v.shape[-1], dtype=v.dtype, device=dev)
-            kk, vv = torch.cat([k, zk], dim=2), torch.cat([v, zv], dim=2)
+        sink, kk, vv = with_sink_column(inputs, lay(leaves[1]), lay(leaves[2]), grad)
         score_mod = make_score_mod(p, sink, n_keys)
 
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
@@ -363,15 +347,8 @@ class FlexAdapter(KernelAdapter):
         elif p.masked or p.varlen or p.sinks:
             block_mask = create_block_mask(mask_mod, B, None, Lq, Lk, device=str(dev))
         fn = flex_fn if flex_fn is not None else _flex_fn(dev.type)
-        o, lse = _call(fn, q, kk, vv, score_mod, block_mask, p.scale, q.shape[1] != kk.shape[1])
-        if p.varlen:
-            o_thd = o.detach()[0].transpose(0, 1)
-            lse_thd = lse.detach()[0].transpose(0, 1)
-        else:
-            o_thd = o.detach().transpose(1, 2).reshape(p.total_q, p.heads_q, p.head_dim_v)
-            lse_thd = lse_bhs_to_thd(lse.detach())
-        fwd = Outputs(o=o_thd.contiguous(), lse=normalize_lse(lse_thd, p).contiguous())
-        return fwd, (*leaves, sink, o, lay)
+        o, lse = call_flex(fn, q, kk, vv, score_mod, block_mask, p.scale, q.shape[1] != kk.shape[1])
+        return flex_outputs(o, lse, p), (*leaves, sink, o, lay)
 
     def backward(self, inputs: Inputs, fwd: Outputs, ctx, out: Outputs | None = None) -> Outputs:
         p = inputs.problem
@@ -390,7 +367,47 @@ class FlexAdapter(KernelAdapter):
         return Outputs(o=fwd.o, lse=fwd.lse, dq=dq, dk=dk, dv=dv, dsink=dsink)
 
 
-def _call(fn, q, k, v, score_mod, block_mask, scale, gqa):
+def flex_leaves(inputs: Inputs, grad: bool):
+    """(the q, k, v leaves, ``lay``): the leaves are the laid-out memory itself (packed
+    [T, H, D], or dense [B, S, H, D] views), never a copy; ``lay`` views one as flex's
+    [B, H, S, D] ([1, H, T, D] for varlen)."""
+    if inputs.problem.varlen:
+
+        def lay(t):  # [T, H, D] -> [1, H, T, D]
+            return t.transpose(0, 1).unsqueeze(0)
+    else:
+
+        def lay(t):  # [B, S, H, D] -> [B, H, S, D]
+            return t.transpose(1, 2)
+
+    leaves = tuple(laid_out(inputs, n).detach().requires_grad_(grad) for n in ("q", "k", "v"))
+    return leaves, lay
+
+
+def with_sink_column(inputs: Inputs, k, v, grad: bool):
+    """(the sink leaf or None, K and V with the sink's zero key column appended where the
+    Problem has sinks): the score_mod gives that column the sink's logit."""
+    if not inputs.problem.sinks:
+        return None, k, v
+    sink = inputs.sink.detach().clone().float().requires_grad_(grad)
+    zk = torch.zeros(*k.shape[:2], 1, k.shape[-1], dtype=k.dtype, device=inputs.device)
+    zv = torch.zeros(*v.shape[:2], 1, v.shape[-1], dtype=v.dtype, device=inputs.device)
+    return sink, torch.cat([k, zk], dim=2), torch.cat([v, zv], dim=2)
+
+
+def flex_outputs(o, lse, p: Problem) -> Outputs:
+    """flex's O and LSE ([B, H, S, ...]) as our Outputs (THD, natural-log LSE)."""
+    if p.varlen:
+        o_thd = o.detach()[0].transpose(0, 1)
+        lse_thd = lse.detach()[0].transpose(0, 1)
+    else:
+        o_thd = o.detach().transpose(1, 2).reshape(p.total_q, p.heads_q, p.head_dim_v)
+        lse_thd = lse_bhs_to_thd(lse.detach())
+    return Outputs(o=o_thd.contiguous(), lse=normalize_lse(lse_thd, p).contiguous())
+
+
+def call_flex(fn, q, k, v, score_mod, block_mask, scale, gqa):
+    """``fn`` (flex_attention, compiled or not) returning (O, LSE), on either torch API."""
     if AuxRequest is not None:
         o, aux = fn(
             q,

@@ -28,20 +28,21 @@ from dataclasses import replace
 import torch
 
 from difftest.model.inputs import Inputs
-from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 
-from .cuda_common import laid_out, lse_bhs_to_thd, normalize_lse
 from .flex import (
     CAPABILITY,
     GQA_CAPABILITY,
     SPARSE_CAPABILITY,
-    AuxRequest,
     FlexAdapter,
+    call_flex,
     create_block_mask,
     flex_attention,
+    flex_leaves,
+    flex_outputs,
     positions,
     sparse_block_mask,
+    with_sink_column,
 )
 from .flex import make_mask_mod as flex_mask_mod
 
@@ -203,25 +204,10 @@ class FlexDynamicAdapter(FlexAdapter):
         flex's backward serves), through the tensor-constant mods and an always-built block mask."""
         p = inputs.problem
         dev = inputs.device
-        if p.varlen:
-
-            def lay(t):  # [T, H, D] -> [1, H, T, D]
-                return t.transpose(0, 1).unsqueeze(0)
-        else:
-
-            def lay(t):  # [B, S, H, D] -> [B, H, S, D]
-                return t.transpose(1, 2)
-
-        leaves = tuple(laid_out(inputs, n).detach().requires_grad_(grad) for n in ("q", "k", "v"))
-        q, k, v = (lay(t) for t in leaves)
+        leaves, lay = flex_leaves(inputs, grad)
+        q = lay(leaves[0])
         mask_mod, n_keys, c = make_mask_mod(p, dev)
-        sink = None
-        kk, vv = k, v
-        if p.sinks:
-            sink = inputs.sink.detach().clone().float().requires_grad_(grad)
-            zk = torch.zeros(*k.shape[:2], 1, k.shape[-1], dtype=k.dtype, device=dev)
-            zv = torch.zeros(*v.shape[:2], 1, v.shape[-1], dtype=v.dtype, device=dev)
-            kk, vv = torch.cat([k, zk], dim=2), torch.cat([v, zv], dim=2)
+        sink, kk, vv = with_sink_column(inputs, lay(leaves[1]), lay(leaves[2]), grad)
         score_mod = make_score_mod(c, sink, n_keys, dev)
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
         if Lq == 0 or Lk == 0:
@@ -235,20 +221,8 @@ class FlexDynamicAdapter(FlexAdapter):
         else:
             block_mask = create_block_mask(mask_mod, B, None, Lq, Lk, device=str(dev))
         fn = flex_fn if flex_fn is not None else _flex_fn(dev.type)
-        kw = dict(score_mod=score_mod, block_mask=block_mask, scale=1.0, enable_gqa=q.shape[1] != kk.shape[1])
-        if AuxRequest is not None:
-            o, aux = fn(q, kk, vv, return_aux=AuxRequest(lse=True), **kw)
-            lse = aux.lse
-        else:
-            o, lse = fn(q, kk, vv, return_lse=True, **kw)
-        if p.varlen:
-            o_thd = o.detach()[0].transpose(0, 1)
-            lse_thd = lse.detach()[0].transpose(0, 1)
-        else:
-            o_thd = o.detach().transpose(1, 2).reshape(p.total_q, p.heads_q, p.head_dim_v)
-            lse_thd = lse_bhs_to_thd(lse.detach())
-        fwd = Outputs(o=o_thd.contiguous(), lse=normalize_lse(lse_thd, p).contiguous())
-        return fwd, (*leaves, sink, o, lay)
+        o, lse = call_flex(fn, q, kk, vv, score_mod, block_mask, 1.0, q.shape[1] != kk.shape[1])
+        return flex_outputs(o, lse, p), (*leaves, sink, o, lay)
 
 
 def gqa():
