@@ -97,6 +97,8 @@ def _check(r, capability, stage):
     }, described
     assert _needs(by["RuntimeError"]).get("empty_k") is True  # the empty key sequence
     assert _needs(by["o"]).get("causal") is True  # the causal diagonal on seqlen_q > seqlen_k
+    # not a tail: rounding seqlen_k up past seqlen_q removes the rows that see no key (e929a59)
+    assert not {"seqlen_q%", "seqlen_k%"} & set(_needs(by["o"])), by["o"].signature.describe()
     assert set(_needs(by["BuildError:smem"])["head_dim_qk"]) == {  # the backward-only range
         d for d in capability.head_dims_qk if 136 <= d <= 184
     }

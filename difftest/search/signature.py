@@ -210,10 +210,20 @@ def _has_tail(p: Problem, name: str, m: int) -> bool:
     return any(n % m for n in _lengths(p, name))
 
 
-def _rounded_up(p: Problem, name: str, m: int) -> Problem:
-    """``p`` with every query (key) length rounded up to a multiple of ``m``."""
+def _rounded_up(p: Problem, name: str, m: int) -> Problem | None:
+    """``p`` with every query (key) length rounded up to a multiple of ``m``; None where, under
+    a mask, that turns a sequence's query side from longer than its key side to not (or back):
+    another set of visible keys, not a whole block (a causal fault on rows that see no key, at
+    seqlen_q 2 and seqlen_k 1, passed at seqlen_k 8 and signed a tail of 8)."""
     lens = tuple(-(-n // m) * m for n in _lengths(p, name))
-    return p.replace(**{"seqlen_q" if name == "seqlen_q%" else "seqlen_k": lens if p.varlen else lens[0]})
+    q = p.replace(**{"seqlen_q" if name == "seqlen_q%" else "seqlen_k": lens if p.varlen else lens[0]})
+    if p.masked and _longer_queries(q) != _longer_queries(p):
+        return None
+    return q
+
+
+def _longer_queries(p: Problem) -> tuple[bool, ...]:
+    return tuple(a > b for a, b in zip(p.seqlens_q, p.seqlens_k))
 
 
 def _choice(p: Problem, name: str):
@@ -679,7 +689,11 @@ def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tu
         return None
     name, value = missed[0]
     x = _choice(p, name)
-    q = _with_choice(anchor, name, x, capability)
+    # a head dim moves with the case's own head_dim_v: the pair failed there (the anchor's v with
+    # the new qk can be another bug's corner: d_v below d_qk on FA4-like kernels)
+    q = anchor.replace(head_dim_qk=x, head_dim_v=p.head_dim_v) if name == "head_dim_qk" else None
+    if not _valid(q, capability):
+        q = _with_choice(anchor, name, x, capability)
     if not _valid(q, capability) or _choice(q, name) != x:
         return None
     wider = tuple(sorted({*value, x}, key=str))
