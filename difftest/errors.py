@@ -64,12 +64,17 @@ class OutputError(InputError):
     disk full): nothing half-written is left where a reader would take it for whole."""
 
 
+# a bound on what a hostile file can put on stderr, with room for the registry's 37 kernel names
+# that an unknown kernel's error lists (at 500 the list lost its last names, torch-blockwise)
+ONE_LINE_CHARS = 1000
+
+
 def one_line(text) -> str:
     """``text`` on one line (newlines and other control characters escaped), at most
-    500 characters: what goes on stderr from a message that may quote a file."""
+    ``ONE_LINE_CHARS`` characters: what goes on stderr from a message that may quote a file."""
     s = str(text)
     s = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in s)
-    return s if len(s) <= 500 else s[:497] + "..."
+    return s if len(s) <= ONE_LINE_CHARS else s[: ONE_LINE_CHARS - 3] + "..."
 
 
 def exception_text(e: BaseException) -> str:

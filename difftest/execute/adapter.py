@@ -220,7 +220,7 @@ def get(name: str) -> KernelAdapter:
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        # names without quotes: the list stays inside one_line's 500 characters as kernels are added
+        # names without quotes: the list stays inside one_line's ONE_LINE_CHARS as kernels are added
         raise KernelSpecError(f"unknown kernel {name!r}{hint}: known kernels are {', '.join(sorted(_REGISTRY))}")
     f = _REGISTRY[name]
     if isinstance(f, str):
