@@ -778,6 +778,12 @@ def test_a_choice_widened_past_half_its_values_is_no_longer_a_need():
     assert needs["causal"] is True and set(needs["head_dim_qk"]) == {8, 16, 24, 32} and q.head_dim_qk == 32
     widest, _ = widening(wider, anchor.replace(head_dim_qk=40, head_dim_v=40, causal=True), anchor, cap)
     assert dict(widest.needs) == {"causal": True}, widest.describe()
+    # a choice of few values keeps its need: two half-precision dtypes of three
+    three = dataclasses.replace(cap, dtypes=("float32", "float16", "bfloat16"))
+    half, _ = widening(
+        _sig(causal=True, dtype=("float16",)), anchor.replace(dtype="bfloat16", causal=True), anchor, three
+    )
+    assert dict(half.needs) == {"causal": True, "dtype": ("bfloat16", "float16")}, half.describe()
 
 
 class WrongDkAbove40(RefKernel):

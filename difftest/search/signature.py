@@ -661,6 +661,7 @@ def _shared_failure(a: Signature, b: Signature) -> bool:
 
 
 WIDENED = ("head_dim_qk", "dtype", "align")  # choices a finding's Problem can be moved along
+DROP_FROM = 8  # a choice of at least this many declared values is dropped once widened past half
 
 
 def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tuple[Signature, Problem] | None:
@@ -670,8 +671,8 @@ def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tu
     Problem fails the same way, the finding's bug lives at the new value too: one run instead
     of a shrink and a signature's variations (a compile each on a JIT kernel), and one
     finding per root cause. None where ``p`` misses a switch, a bound, a tail or two choices,
-    or the moved Problem is not one the capability covers. A choice widened past half of the
-    values the capability declares is dropped from the needs: a bug met at most head dims is
+    or the moved Problem is not one the capability covers. A choice of ``DROP_FROM`` values or
+    more widened past half of them is dropped from the needs: a bug met at most head dims is
     not a head dim's."""
     missed = []
     for name, value in sig.needs:
@@ -698,9 +699,10 @@ def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tu
         return None
     wider = tuple(sorted({*value, x}, key=str))
     declared = _declared(capability, name)
-    if declared and 2 * len(wider) > len(declared):
+    if len(declared) >= DROP_FROM and 2 * len(wider) > len(declared):
         # met at most of the values the kernel takes: no longer a need (sdpa-flash's misaligned
-        # address on the H100 was widened to 17 of 32 head dims, one sighting at a time)
+        # address on the H100 was widened to 17 of 32 head dims, one sighting at a time); not
+        # for a few values (float16 and bfloat16 but not float32 is a need)
         needs = tuple((n, v) for n, v in sig.needs if n != name)
     else:
         needs = tuple((n, wider) if n == name else (n, v) for n, v in sig.needs)
