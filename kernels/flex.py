@@ -281,6 +281,20 @@ def make_score_mod(p: Problem, sink, n_keys: int):
     return score_mod
 
 
+def no_donated_buffers() -> None:
+    """Let a compiled flex backward run more than once per forward. The adapter's backward
+    is ``autograd.grad(..., retain_graph=True)`` and a campaign calls it again on the same
+    forward (the determinism reruns); AOTAutograd's donated buffers free the saved tensors
+    after the first call and refuse the second ("compiled with non-empty donated buffers
+    which requires ... retain_graph=False"; seen on the H100 with ``dynamic=True``, every
+    case). The switch is read when the backward graph compiles, which may be at the first
+    backward call, so it is set for the process (the kernel's own worker) and not patched
+    around the forward alone."""
+    import torch._functorch.config  # lazy, as torch._dynamo below
+
+    torch._functorch.config.donated_buffer = False
+
+
 def compiled_flex(backend="inductor"):
     """``flex_attention`` compiled as the adapter runs it on CUDA (``dynamic=False``: every
     new shape, stride or captured constant is a recompile; ``COMPILE_KEY`` names them).
@@ -293,6 +307,7 @@ def compiled_flex(backend="inductor"):
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 512)
     if hasattr(torch._dynamo.config, "recompile_limit"):
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
+    no_donated_buffers()
     return torch.compile(flex_attention, dynamic=False, backend=backend)
 
 

@@ -40,6 +40,7 @@ from .flex import (
     flex_attention,
     flex_leaves,
     flex_outputs,
+    no_donated_buffers,
     positions,
     sparse_block_mask,
     with_sink_column,
@@ -167,6 +168,7 @@ def compiled_flex_dynamic(backend="inductor"):
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 512)
     if hasattr(torch._dynamo.config, "recompile_limit"):
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
+    no_donated_buffers()
     return torch.compile(flex_attention, dynamic=True, backend=backend)
 
 

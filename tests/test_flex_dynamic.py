@@ -10,12 +10,14 @@ from dataclasses import replace
 
 import pytest
 import torch
+import torch._functorch.config
 
 from difftest.execute import adapter as registry
-from difftest.kernels.flex import FlexAdapter
+from difftest.kernels.flex import FlexAdapter, compiled_flex
 from difftest.kernels.flex_dynamic import (
     NO_BOUND,
     FlexDynamicAdapter,
+    compiled_flex_dynamic,
     constants,
     make_mask_mod,
     make_score_mod,
@@ -183,3 +185,20 @@ def test_the_scale_is_not_rounded_to_the_input_dtype(dtype):
         want, _ = FlexAdapter().translate(x, grad=False)
         got, _ = FlexDynamicAdapter().translate(x, grad=False)
         assert torch.equal(got.o, want.o) and torch.equal(got.lse, want.lse)
+
+
+@pytest.mark.parametrize("make", [compiled_flex_dynamic, compiled_flex])
+def test_a_compiled_backward_runs_twice_per_forward(make):
+    """The determinism reruns call the backward again on the same forward (retain_graph=True).
+    AOTAutograd's donated buffers refuse a second call under ``dynamic=True`` (every
+    flex-dynamic case on the H100 failed so before): making the adapter's compiled flex turns
+    them off for the process, which a small compiled graph shows on the CPU."""
+    with torch._functorch.config.patch(donated_buffer=True):  # torch's default, restored after
+        make(backend="eager")
+        torch._dynamo.reset()
+        f = torch.compile(lambda x, y: (x.sin() @ y).exp(), dynamic=True)
+        x, y = (torch.randn(6, 6, requires_grad=True) for _ in range(2))
+        o = f(x, y)
+        first = torch.autograd.grad(o, (x, y), torch.ones_like(o), retain_graph=True)
+        again = torch.autograd.grad(o, (x, y), torch.ones_like(o), retain_graph=True)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
