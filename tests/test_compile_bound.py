@@ -16,7 +16,9 @@ import time
 
 import pytest
 
+from difftest.judge import runner
 from difftest.judge.runner import RunConfig
+from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.kernels.corner_faults import CornerFaults
 from difftest.model.profiles import get_profile
 from difftest.search import campaign, configuration_phase, shrinking, state
@@ -93,3 +95,47 @@ def test_a_compile_bound_nightly_spends_its_builds_on_the_search_not_on_its_find
     new = [f for f in r.findings if not f.known]
     assert len(new) >= 6 and r.unexplained == 0, [f.signature.describe() for f in new]
     assert r.settings["hunt_attempts"] <= len(new) + 2, r.settings  # few re-hunts merged into a finding
+
+
+class CompileBoundBlockwise(BlockwiseAttention):
+    """A correct kernel behind the same simulated build cost (``build_s`` per new configuration)."""
+
+    name = "blockwise-jit"
+    spec = "tests.test_compile_bound:CompileBoundBlockwise"
+    capability = dataclasses.replace(BlockwiseAttention.capability, compile_key=KEY)
+    build_s = BUILD_S
+    built: set = set()
+
+    def forward(self, inputs, out=None):
+        key = self.capability.compile_signature(inputs.problem)
+        CLOCK.t += CALL_S
+        if key not in self.built:
+            self.built.add(key)
+            CLOCK.t += self.build_s
+        return super().forward(inputs, out)
+
+
+@pytest.mark.parametrize("build_s, least, most", [(BUILD_S, 2.5, 3.0), (0.0, 0.8, 1.0)])
+def test_a_build_is_followed_by_value_problems_it_pays_for(tmp_path, monkeypatch, build_s, least, most):
+    """A row of the coverage phase that built a configuration is followed by value problems in
+    it while they cost at most a quarter of the build: a warm case is two calls (0.2 s), so a
+    2 s build pays for two after the one that measures it; a build that costs nothing, for that
+    one alone (the last rows may be cut by the budget)."""
+    for module in (campaign, shrinking, state, configuration_phase, runner):
+        monkeypatch.setattr(module, "time", CLOCK)
+    monkeypatch.setattr(CompileBoundBlockwise, "built", set())
+    monkeypatch.setattr(CompileBoundBlockwise, "build_s", build_s)
+    r = campaign.run_campaign(
+        CompileBoundBlockwise(),
+        get_profile("nightly"),
+        time_budget=40.0,
+        database=None,
+        out_dir=tmp_path,
+        config=RunConfig(isolate=False),
+        seed=1,
+    )
+    phase = r.coverage["pairs"]["phase"]
+    keys = {CompileBoundBlockwise.capability.compile_signature(c.problem) for c in r.cases}
+    assert not r.failed and phase["builds"] >= 5, phase
+    assert least <= phase["value_problems"] / phase["builds"] <= most, phase
+    assert len(keys) < len(r.cases)

@@ -30,11 +30,13 @@ from difftest.search.shard import owns
 from difftest.strategies.compile import corpus_configs, corpus_only
 from difftest.strategies.configurations import (
     NA,
+    VARIANTS,
     claimed_pairs,
     dimensions,
     pair_text,
     pairs_of,
     plan,
+    realise,
     realise_first,
     values_of,
 )
@@ -47,6 +49,12 @@ TILE_DIMENSION = "length"
 SMALL_DIMENSION = 8  # a dimension of at most this many values takes part in the t = 3 stage
 MISSING_LISTED = 5000  # missing pairs a report lists by name (the gate compares them)
 SHARD_WINDOW = 16  # planned rows a shard chooses its next one among
+# A compile-bound kernel's row that built a configuration is followed by value problems in that
+# configuration (other value kinds, scales and seeds, other lengths where its compile key allows),
+# while they cost at most VALUE_SHARE of what the build cost, VALUES_PER_BUILD at most: a build
+# is paid once and a warm call is cheap, so the values at each corner come almost free.
+VALUE_SHARE = 0.25
+VALUES_PER_BUILD = 8
 
 
 @lru_cache(maxsize=64)
@@ -106,6 +114,9 @@ class ConfigurationPhase:
         self.unrealised: set = set()  # tuples no realisation of the planned row reached
         self.values: dict = {}  # Problem -> values_of, cached
         self.rows = 0  # rows run
+        self.realised_as: dict = {}  # the configuration ``_realise`` realised last (the row, or one moved)
+        self.builds = 0  # rows of a compile-bound kernel that built a new configuration
+        self.value_problems = 0  # run in a configuration a row built (``_values_in``)
         self.stage = None  # the stage reached: "t=1", "t=2 without head_dim_v", "t=2", "t=3"
         self.seconds_planning = 0.0
         self.turn = 0  # the value kind the next row gets (round robin)
@@ -201,8 +212,8 @@ class ConfigurationPhase:
                 if p is None:
                     targets -= self.explained | self.unrealised
                     continue
-                self._run(p)
-                targets -= pairs_of(self._values(p), dims, t)
+                for q in self._run(p, self.realised_as):
+                    targets -= pairs_of(self._values(q), dims, t)
                 progressed = True
                 if len(self.search.st.found) != found:
                     break  # re-plan around the new finding
@@ -228,12 +239,46 @@ class ConfigurationPhase:
                 done |= pairs_of(self._values(p), dims, t)
 
     # ------------------------------------------------------------------ one row
-    def _run(self, problem) -> None:
+    def _run(self, problem, row: dict | None = None) -> list:
+        """Run a row's Problem (and, after a new build, value problems in its configuration);
+        returns the Problems run."""
         search = self.search
+        key = self.cap.compile_signature(problem) if self.cap.compile_key else None
+        built = key is not None and key not in search.st.built
         case = search.visit(problem)  # BudgetSpent once the search's share of the budget is spent
         self.rows += 1
         if case is not None:
             search.st.mode.visited(case)
+            self.builds += built
+            if built and row is not None and case.status == Status.PASSED:
+                return [problem, *self._values_in(row, problem, case.seconds)]
+        return [problem]
+
+    def _values_in(self, row: dict, built, build_s: float) -> list:
+        """Value problems in the configuration the row ``built`` (``build_s`` seconds with its
+        build): the first measures a warm call; then as many as VALUE_SHARE of the build pays
+        for (VALUES_PER_BUILD at most). A failure ends them (the hunt takes it)."""
+        st, key = self.search.st, self.cap.compile_signature(built)
+        allowed, ran = 1, []
+        for i in range(4 * VALUES_PER_BUILD):
+            if len(ran) >= allowed:
+                break
+            free = {**self._free(row), "seed": (built.seed + 7919 * (i + 1)) % 2**31}
+            p = realise(row, self.cap, self.prof, variant=i % VARIANTS, free=free)
+            if p is None or p in st.seen or st.explained_problem(p) or self.cap.compile_signature(p) != key:
+                continue
+            case = self.search.visit(p)
+            ran.append(p)
+            self.value_problems += 1
+            if case is None:
+                continue
+            st.mode.visited(case)
+            if case.status != Status.PASSED:
+                break
+            if len(ran) == 1:
+                warm = max(case.seconds, 1e-3)
+                allowed = 1 + min(VALUES_PER_BUILD - 1, int(VALUE_SHARE * max(0.0, build_s - warm) / warm))
+        return ran
 
     def _realise(self, row: dict, new: set, dims):
         """The cheapest Problem realising ``row`` that no finding explains; else with one
@@ -257,6 +302,7 @@ class ConfigurationPhase:
 
         p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
         if p is not None:
+            self.realised_as = row
             return p
         movable = [d for d in self.dims if d.name not in keep]
         if len(new) > 1:  # a row of several new tuples still covers the others with one of them moved,
@@ -267,8 +313,10 @@ class ConfigurationPhase:
             for v in d.values:
                 if v == row.get(d.name) or v == NA:
                     continue
-                p = realise_first({**row, d.name: v}, self.cap, self.prof, free=free, accept=accept, variants=2)
+                moved = {**row, d.name: v}
+                p = realise_first(moved, self.cap, self.prof, free=free, accept=accept, variants=2)
                 if p is not None:
+                    self.realised_as = moved
                     return p
         if len(new) == 1:
             if realise_first(row, self.cap, self.prof, free=free) is not None:
@@ -334,6 +382,8 @@ class ConfigurationPhase:
             "strength": self.strength,
             "stage": self.stage,
             "rows": self.rows,
+            "builds": self.builds,
+            "value_problems": self.value_problems,
             "dimensions": [str(d) for d in self.dims],
             "explained_tuples": len(self.explained),
             "unrealised_tuples": len(self.unrealised),
