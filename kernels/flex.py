@@ -290,7 +290,7 @@ def no_donated_buffers() -> None:
     case). The switch is read when the backward graph compiles, which may be at the first
     backward call, so it is set for the process (the kernel's own worker) and not patched
     around the forward alone."""
-    import torch._functorch.config  # lazy, as torch._dynamo below
+    import torch._functorch.config  # lazy: only the CUDA path (and its test) compiles
 
     torch._functorch.config.donated_buffer = False
 
