@@ -11,9 +11,15 @@ import sys
 import pytest
 
 from difftest.execute import adapter as registry
+from difftest.judge.runner import CaseResult
+from difftest.judge.triage import Kind
 from difftest.model.problem import Problem
+from difftest.report.merge import unexplained_after_merge
 from difftest.search.campaign import _coverage
+from difftest.search.result import CampaignResult
 from difftest.search.shard import ShardError, in_shard, parse_shard, shard_of
+from difftest.search.signature import RUN, Signature
+from difftest.vocab import CampaignStatus, Status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = "torch-blockwise"
@@ -192,3 +198,32 @@ def test_merge_puts_kernels_side_by_side_and_refuses_one_kernel_twice():
     assert m["campaigns"][1]["outputs"]["dq"] == {"cases": 1, "passed": 0, "failed": 1, "worst_ratio": 0.5}
     with pytest.raises(ReportError, match="without --shard"):
         merge_reports([("a.json", doc("k1")), ("b.json", doc("k1"))])
+
+
+def test_a_case_one_shard_left_unexplained_is_the_other_shards_finding():
+    """Each shard hunts alone: a failing case whose shard ran out of budget before signing it
+    (FA4's nightly shards left 25-172 such cases) is explained once merged when another
+    shard's finding explains it; a case no shard's finding explains stays listed."""
+    sig = Signature(str(Kind.CONTRACT_VIOLATION), (RUN,), "ValueError", (("head_dim_qk", (8, 16)),))
+
+    def error(d):
+        return CaseResult(
+            kernel=KERNEL, problem=Problem(head_dim_qk=d, head_dim_v=d), status=Status.ERROR, error_type="ValueError"
+        )
+
+    def shard(i, cases, findings):
+        return CampaignResult(
+            kernel=KERNEL,
+            profile="quick",
+            status=CampaignStatus.FAILED,
+            cases=cases,
+            findings=findings,
+            unexplained=len(cases) if not findings else 0,
+            settings={"shard": [i, 2]},
+        )
+
+    recs = [shard(0, [error(16), error(40)], []), shard(1, [error(8)], [{"signature": sig.to_dict()}])]
+    got = unexplained_after_merge(recs, [c for r in recs for c in r.cases])
+    assert got["unexplained"] == 1 and got["unexplained_cases"] == [
+        f"case 2: {Problem(head_dim_qk=40, head_dim_v=40).short()} (ValueError)"
+    ]
