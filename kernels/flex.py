@@ -275,7 +275,7 @@ def make_score_mod(p: Problem, sink, n_keys: int):
         if cap is not None:
             score = torch.tanh(score / cap) * cap
         if sink is not None:
-            score = torch.where(kv_idx == n_keys, sink[h].to(score.dtype), score)
+            score = place_sink(score, h, kv_idx, sink, n_keys)
         return score
 
     return score_mod
@@ -293,6 +293,20 @@ def no_donated_buffers() -> None:
     import torch._functorch.config  # lazy: only the CUDA path (and its test) compiles
 
     torch._functorch.config.donated_buffer = False
+
+
+def place_sink(score, h, kv_idx, sink, n_keys):
+    """``score`` with the sink column (key index ``n_keys``) taking head ``h``'s sink logit,
+    float32 as the Problem holds it. No cast to ``score.dtype``: flex traces the score_mod with
+    a score of the inputs' dtype (torch 2.13 torch/_higher_order_ops/flex_attention.py:439-441),
+    while its scores are float32 (the Triton kernel's accumulator; the eager path's
+    working_precision, same file :190). A ``.to(score.dtype)`` put a bf16/fp16 cast in the traced
+    graph: Inductor computes bf16/fp16 in float32 and drops it (the compiled kernel keeps the
+    float32 sink, LSE 6e-7 from the float64 truth on the H100, torch 2.11, cast or not), but the
+    eager path runs the graph as written and rounded the sink (LSE off by 4e-3 in bf16 on the
+    CPU and the H100), so the CPU checks saw an error the kernel under test does not make.
+    Uncast, ``where`` promotes to float32: the scores' own precision on both paths."""
+    return torch.where(kv_idx == n_keys, sink[h], score)
 
 
 def compiled_flex(backend="inductor"):

@@ -41,6 +41,7 @@ from .flex import (
     flex_leaves,
     flex_outputs,
     no_donated_buffers,
+    place_sink,
     positions,
     sparse_block_mask,
     with_sink_column,
@@ -153,7 +154,7 @@ def make_score_mod(c: dict, sink, n_keys: int, device="cpu"):
         s = score * scale
         s = torch.where(capped, torch.tanh(s / safe) * safe, s)
         if sink is not None:
-            s = torch.where(kv_idx == n_keys_t, sink[h].to(s.dtype), s)
+            s = place_sink(s, h, kv_idx, sink, n_keys_t)
         return s
 
     return score_mod

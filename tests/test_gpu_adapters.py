@@ -17,6 +17,7 @@ import torch
 
 from difftest.execute import adapter as registry
 from difftest.judge.runner import RunConfig, run_case
+from difftest.kernels.flex import place_sink
 from difftest.model.inputs import make_inputs
 from difftest.model.problem import Problem
 from difftest.model.sparsity import Sparsity
@@ -216,6 +217,26 @@ def test_flex_softcap_is_the_score_mod_and_matters():
     s = torch.tensor([-40.0, 0.3, 40.0])
     assert torch.allclose(mod(s, 0, 0, 0, torch.tensor(0)), 1.5 * torch.tanh(s / 1.5))
     assert make_score_mod(p.replace(sinks=False, softcap=None), None, 11) is None
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("spec", ["flex", "flex-dynamic"])
+def test_flex_sink_keeps_float32_in_half_precision(spec, dtype):
+    """The sink logit enters the softmax at float32, as the compiled kernel's scores do: a
+    cast of the sink to the score's traced dtype (bf16/fp16) rounded it on the eager path and
+    put flex's LSE 1e-2 (bf16) / 2e-3 (fp16) from the float64 truth at sink_center 4; kept
+    float32 it is about 1e-6 off."""
+    p = Problem(batch=2, seqlen_q=17, seqlen_k=23, heads_q=4, heads_kv=4, sinks=True, sink_center=4.0, dtype=dtype, **D)
+    for q in (p, p.replace(causal=True, softcap=3.3)):
+        x = make_inputs(q.validate())
+        fwd, _ = registry.get(spec).translate(x, grad=False)
+        truth = reference(x, "float64")
+        assert max_err(fwd.lse, truth.lse) < 1e-4
+    sink = torch.tensor([0.37, 4.0101])  # neither a bf16 nor an fp16 value
+    score = torch.zeros((), dtype=getattr(torch, dtype))  # as flex traces the score_mod
+    got = place_sink(score, 0, torch.tensor(5), sink, 5)
+    assert got.dtype == torch.float32 and got.item() == sink[0].item()
 
 
 # ---------------------------------------------------------------- FA3 / FA4 translation
