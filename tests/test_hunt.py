@@ -22,7 +22,7 @@ from difftest.report.junit import junit_xml
 from difftest.report.write import campaign_record, findings_table, markdown_summary, write_findings, write_json
 from difftest.search.campaign import Campaign
 from difftest.search.findings import failure_message
-from difftest.search.signature import MAX_VARIATIONS, Signature, SignatureError, known_for, load_known
+from difftest.search.signature import MAX_VARIATIONS, RUN, Signature, SignatureError, absorbed, known_for, load_known
 from tests.kernels_for_tests import SMALL, RefKernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -820,3 +820,25 @@ def test_a_compile_bound_kernels_shrink_builds_few_new_configurations(tmp_path):
     # new ones while shrinking, and the signature's head-dim and dtype variations (at most 4)
     assert len(keys) <= 1 + SHRINK_BUILDS + 4, sorted(keys)
     assert f.best.problem.heads_q < start.heads_q or f.best.problem.batch < start.batch  # it still shrank
+
+
+def test_a_kernel_error_met_outside_its_needs_widens_the_signature_without_a_run():
+    """FA4 b25's misaligned-pointer error was signed 'seqlen_q not a multiple of 8' and then met
+    at seqlen_q 128: the case disproves that need, so the finding absorbs it (tails and switches
+    dropped, bounds lowered, choices joined); a wrong result never (a gate in common is no
+    identity), nor a signature without a message shape."""
+    msg = "Tensor data pointer is not aligned to # bytes."
+    needs = (("layout", ("misaligned",)), ("seqlen_q%", 8), ("seqlen_q>=", 64), ("sinks", True))
+    sig = Signature("contract violation", (RUN,), "RuntimeError", needs, 3, msg)
+    p = Problem(seqlen_q=16, seqlen_k=1, head_dim_qk=16, head_dim_v=16, layout="misaligned")
+    wider = absorbed(sig, p)
+    assert wider.needs == (("layout", ("misaligned",)), ("seqlen_q>=", 16)) and wider.message == msg
+    assert wider.explains_problem(p) and wider.error_type == "RuntimeError"
+    bound = dataclasses.replace(sig, needs=needs[:1] + needs[2:3])
+    assert absorbed(bound, p.replace(seqlen_q=1)).needs == (("layout", ("misaligned",)),)  # a bound of 1 is none
+    held = Problem(seqlen_q=65, seqlen_k=1, head_dim_qk=16, head_dim_v=16, layout="misaligned", sinks=True)
+    assert sig.explains_problem(held) and absorbed(sig, held) is None
+    assert absorbed(dataclasses.replace(sig, message=""), p) is None
+    assert absorbed(_sig(gates=("dq:budget",), sinks=True), p) is None
+    dims = Signature("contract violation", (RUN,), "MLIRError", (("head_dim_qk", (8, 16)),), 2, "bad")
+    assert absorbed(dims, p.replace(head_dim_qk=24, head_dim_v=24)).needs == (("head_dim_qk", (16, 24, 8)),)

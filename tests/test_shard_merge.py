@@ -3,6 +3,7 @@ never run the same problem, split the edge corpus between them without losing a 
 and merge into one report whose coverage is that of the union of their cases; bad shard
 sets are refused in one line with exit code 2."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -14,11 +15,11 @@ from difftest.execute import adapter as registry
 from difftest.judge.runner import CaseResult
 from difftest.judge.triage import Kind
 from difftest.model.problem import Problem
-from difftest.report.merge import unexplained_after_merge
+from difftest.report.merge import merge_findings, unexplained_after_merge
 from difftest.search.campaign import _coverage
 from difftest.search.result import CampaignResult
 from difftest.search.shard import ShardError, in_shard, parse_shard, shard_of
-from difftest.search.signature import RUN, Signature
+from difftest.search.signature import RUN, Signature, message_shape
 from difftest.vocab import CampaignStatus, Status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -223,7 +224,16 @@ def test_a_case_one_shard_left_unexplained_is_the_other_shards_finding():
         )
 
     recs = [shard(0, [error(16), error(40)], []), shard(1, [error(8)], [{"signature": sig.to_dict()}])]
-    got = unexplained_after_merge(recs, [c for r in recs for c in r.cases])
+    got = unexplained_after_merge(merge_findings(recs), [c for r in recs for c in r.cases])
     assert got["unexplained"] == 1 and got["unexplained_cases"] == [
         f"case 2: {Problem(head_dim_qk=40, head_dim_v=40).short()} (ValueError)"
     ]
+    # with the same message shape, the error met at head dim 40 widens that finding instead
+    shaped = dataclasses.replace(sig, message=message_shape("bad tile 40"))
+    for c in recs[0].cases + recs[1].cases:
+        c.reason = f"ValueError: bad tile {c.problem.head_dim_qk}"
+    recs[1].findings = [{"signature": shaped.to_dict()}]
+    findings = merge_findings(recs)
+    got = unexplained_after_merge(findings, [c for r in recs for c in r.cases])
+    assert got["unexplained"] == 0 and findings[0]["absorbed"] == 1
+    assert findings[0]["signature"]["needs"] == {"head_dim_qk": [16, 40, 8]}

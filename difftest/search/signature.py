@@ -744,6 +744,46 @@ def merged(a: Signature, b: Signature) -> Signature:
     )
 
 
+def absorbed(sig: Signature, p: Problem, capability=None) -> Signature | None:
+    """A kernel error's signature widened to hold for ``p``, a case that raised the same
+    exception with the same message shape outside its needs: the case itself shows that the
+    needs it misses are not needed. A switch or a tail it misses is dropped, a bound lowered
+    to its value, a choice takes its value (dropped past half of a choice of ``DROP_FROM`` or
+    more, as ``widening``). None for a wrong result (a gate in common is no identity: two
+    wrong-dQ bugs must not become one rule) or where ``p`` misses nothing. No run: the
+    campaign's end, where a shard's budget left such cases unexplained (FA4 b25's
+    misaligned-pointer error signed 'seqlen_q not a multiple of 8' and met again at 128)."""
+    if not sig.error_type or not sig.message:
+        return None
+    needs, moved = [], False
+    for name, value in sig.needs:
+        if name in SWITCHES:
+            held = _switch(p, name)
+            if not held:
+                moved = True
+                continue
+        elif name in BOUNDS:
+            if _bound(p, name) < value:
+                moved = True
+                value = _bound(p, name)
+                if value <= 1:
+                    continue
+        elif name in TAILS:
+            if not _has_tail(p, name, value):
+                moved = True
+                continue
+        elif _choice(p, name) not in value:
+            moved = True
+            value = tuple(sorted({*value, _choice(p, name)}, key=str))
+            declared = _declared(capability, name) if name in WIDENED else ()
+            if len(declared) >= DROP_FROM and 2 * len(value) > len(declared):
+                continue
+        needs.append((name, value))
+    if not moved:
+        return None
+    return Signature(sig.kind, sig.gates, sig.error_type, tuple(needs), sig.tried, sig.message)
+
+
 # ---------------------------------------------------------------------------- known findings
 MAX_KNOWN_BYTES = 64 * 2**20  # a --known file larger than this is refused
 MAX_KNOWN_ENTRIES = 10_000

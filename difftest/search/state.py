@@ -19,7 +19,8 @@ from difftest.search.case_log import CaseLog
 from difftest.search.findings import Finding, Findings
 from difftest.search.progress import Progress
 from difftest.search.result import CampaignResult
-from difftest.search.signature import unexplained_gates
+from difftest.search.signature import absorbed, unexplained_gates
+from difftest.vocab import Status
 
 if TYPE_CHECKING:  # annotations only (the modes import nothing of this module)
     from difftest.search.first_failure import FirstFailure
@@ -116,10 +117,33 @@ class SearchState:
     def explained_problem(self, problem) -> bool:
         return any(f.explains_problem(problem) for f in self.found)
 
+    def absorb_alike(self) -> None:
+        """Kernel errors no finding explains but one fails alike (the same exception and message
+        shape, outside its needs): that signature widens to hold them (``signature.absorbed``),
+        one finding per root cause rather than a case left over for a need it disproves."""
+        cap = self.settings.kernel.capability
+        for c in self.result.cases:
+            if c.status != Status.ERROR or not unexplained_gates(self.signatures(), c):
+                continue
+            for f in self.found:
+                wider = None
+                for i, sig in enumerate([] if f.known else f.signatures):
+                    wider = absorbed(sig, c.problem, cap) if sig.fails_alike(c) else None
+                    if wider is not None:
+                        if i == 0:
+                            f.signature = wider
+                        else:
+                            f.variants[i - 1] = wider
+                        self.result.settings["absorbed"] = self.result.settings.get("absorbed", 0) + 1
+                        break
+                if wider is not None:
+                    break
+
     def count_hits(self) -> None:
         """Each finding's hits (failing cases it explains), the search's share of them and
         when it was first seen; the failing cases no finding explains, listed."""
         st, res = self, self.result
+        st.absorb_alike()
         for f in st.found:
             f.hits = f.search_hits = 0
         res.unexplained, res.unexplained_cases = 0, []
