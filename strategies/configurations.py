@@ -283,6 +283,11 @@ def values_of(p: Problem, capability: Capability, dims) -> dict:
 Pair = tuple  # ((dim, value), ...) sorted by dimension order, t entries
 
 
+def decoding_only(values: dict) -> bool:
+    """A Problem whose only length class is a decoding step (``values_of``'s ``length``)."""
+    return values.get("length") == {"decode"}
+
+
 def pairs_of(values: dict, dims, strength: int = 2) -> set:
     """Every t-tuple of (dimension, value) that a Problem with these ``values`` exercises. A
     decoding step alone (its only length class ``decode``) exercises only tuples with it: one
@@ -290,7 +295,7 @@ def pairs_of(values: dict, dims, strength: int = 2) -> set:
     (bfloat16 dK at one head dim) hides there, and the pair must still run on a fuller row."""
     # each dimension's (name, value) items once, not once per combination it is in
     items = [tuple((d.name, v) for v in sorted(values.get(d.name, ()), key=str)) for d in dims]
-    decoding = values.get("length") == {"decode"}
+    decoding = decoding_only(values)
     out = set()
     for combo in combinations(items, strength):
         if decoding and not any(it and it[0][0] == "length" for it in combo):

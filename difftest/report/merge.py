@@ -19,8 +19,15 @@ from typing import TYPE_CHECKING
 from difftest.report.checked import checked_status
 from difftest.report.read import Report, ReportError, signed_findings
 from difftest.report.write import output_stats
-from difftest.search.signature import Signature, SignatureError, absorbed, merged, same_identity, unexplained_gates
-from difftest.search.state import UNEXPLAINED_LISTED
+from difftest.search.signature import (
+    UNEXPLAINED_LISTED,
+    Signature,
+    SignatureError,
+    absorbed,
+    merged,
+    same_identity,
+    unexplained_gates,
+)
 from difftest.vocab import CampaignStatus
 
 if TYPE_CHECKING:  # annotations only: `difftest --help` builds this command's parser, which loads no torch

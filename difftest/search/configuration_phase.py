@@ -32,6 +32,7 @@ from difftest.strategies.configurations import (
     NA,
     VARIANTS,
     claimed_pairs,
+    decoding_only,
     dimensions,
     pair_text,
     pairs_of,
@@ -259,7 +260,8 @@ class ConfigurationPhase:
         build): the first measures a warm call; then as many as VALUE_SHARE of the build pays
         for (VALUES_PER_BUILD at most). A failure ends them (the hunt takes it)."""
         st, key = self.search.st, self.cap.compile_signature(built)
-        allowed, ran = 1, []
+        allowed = 1
+        ran: list = []
         for i in range(4 * VALUES_PER_BUILD):
             if len(ran) >= allowed:
                 break
@@ -357,7 +359,7 @@ class ConfigurationPhase:
         rows = []
         for p in self._ran():
             v = self._values(p)
-            if all(v.get(d.name) for d in dims) and v.get("length") != {"decode"}:
+            if all(v.get(d.name) for d in dims) and not decoding_only(v):
                 rows.append({d.name: min(v[d.name], key=d.values.index) for d in dims})
         return rows
 

@@ -83,6 +83,7 @@ CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
 TAILS = ("seqlen_q%", "seqlen_k%")
 MULTIPLES = (8, 16, 32, 64, 128)  # the block sizes a tail need is looked for at
 RUN = "all:run"  # the label of a kernel error (it fails no gate)
+UNEXPLAINED_LISTED = 20  # failing cases no finding explains, listed by name (the rest counted)
 FORWARD = ("o", "lse")  # outputs whose failure makes a correct backward's outputs wrong too
 FLAKY = (str(triage.Kind.NONDETERMINISM),)  # kinds whose passing variation proves nothing
 RACY = ":determinism"  # gates a passing variation proves nothing about (a wrong result may race too)

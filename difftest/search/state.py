@@ -19,7 +19,7 @@ from difftest.search.case_log import CaseLog
 from difftest.search.findings import Finding, Findings
 from difftest.search.progress import Progress
 from difftest.search.result import CampaignResult
-from difftest.search.signature import absorbed, unexplained_gates
+from difftest.search.signature import UNEXPLAINED_LISTED, absorbed, unexplained_gates
 from difftest.vocab import Status
 
 if TYPE_CHECKING:  # annotations only (the modes import nothing of this module)
@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # annotations only (the modes import nothing of this module)
 # The share of the budget kept back from the search for shrinking and signing what it found
 # (at most the shrink budget): the search phases stop at time_budget - reserve.
 RESERVE_SHARE = 0.25
-UNEXPLAINED_LISTED = 20  # failing cases no finding explains, listed by name (the rest counted)
 
 
 @dataclass
