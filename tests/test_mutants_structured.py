@@ -94,8 +94,8 @@ def test_its_kind_exposes_it_where_the_clean_kernel_passes(name):
     assert ErrorSource.STORED_ROUNDING not in sources, worst.render()
 
 
-def _campaign(name, kinds, n, out, budget=900, shrink=5, **kw):
-    k = narrow(catalogue.MUTANTS[name].make(), values=kinds)
+def _campaign(name, kinds, n, out, budget=900, shrink=5, softcap=None, **kw):
+    k = narrow(catalogue.MUTANTS[name].make(), values=kinds, **({} if softcap is None else {"softcap": softcap}))
     return run_campaign(
         k,
         "ci",
@@ -129,8 +129,10 @@ def test_a_seeded_campaign_of_its_kind_kills_it_and_one_of_normal_values_does_no
 @pytest.mark.parametrize("name", STRUCTURED_ONLY)
 def test_campaigns_kill_it_with_structured_kinds_only(name, tmp_path):
     """The same seeded ci campaign: 120 examples of the iid kinds survive, the structured
-    kind it is about kills it within 120 examples (results/mutants.md has the numbers)."""
-    iid = _campaign(name, IID_KINDS, 120, tmp_path / "iid")
+    kind it is about kills it within 120 examples (results/mutants.md has the numbers). The iid
+    arm draws no softcap: a cap of 0.1 flattens every logit into exact ties whatever the values
+    (tied-max-stale-rescale fails there on float32 normal values, a kill of its own)."""
+    iid = _campaign(name, IID_KINDS, 120, tmp_path / "iid", softcap=False)
     assert not iid.failed and len(iid.cases) >= 80
     structured = _campaign(name, (_kind(name),), 120, tmp_path / "structured")
     assert structured.failed

@@ -41,7 +41,7 @@ from difftest.strategies.configurations import (
     realise_first,
     values_of,
 )
-from difftest.strategies.values import SCALES, clamp_scale, value_kinds
+from difftest.strategies.values import DTYPE_ORDER, SCALES, clamp_scale, value_kinds
 from difftest.vocab import Status
 
 # the dimension whose every pair a strength-1 profile (ci) still covers: the lengths' classes
@@ -50,6 +50,8 @@ TILE_DIMENSION = "length"
 SMALL_DIMENSION = 8  # a dimension of at most this many values takes part in the t = 3 stage
 MISSING_LISTED = 5000  # missing pairs a report lists by name (the gate compares them)
 SHARD_WINDOW = 16  # planned rows a shard chooses its next one among
+VALUES_STAGE = "values past a tile edge"  # every value kind at its mildest rung, on rows of these lengths:
+VALUE_LENGTHS = ("tile_edge",)
 # A compile-bound kernel's row that built a configuration is followed by value problems in that
 # configuration (other value kinds, scales and seeds, other lengths where its compile key allows),
 # while they cost at most VALUE_SHARE of what the build cost, VALUES_PER_BUILD at most: a build
@@ -138,7 +140,10 @@ class ConfigurationPhase:
         for name, t, dims in self._stages():
             if t in strengths:
                 self.stage = name
-                self._stage(t, dims)
+                if name == VALUES_STAGE:
+                    self._value_kinds()
+                else:
+                    self._stage(t, dims)
 
     def _stages(self):
         yield "t=1", 1, self.dims
@@ -146,6 +151,8 @@ class ConfigurationPhase:
             # every value of every dimension once more past a tile edge: a fault of one feature
             # beyond the first tile (a sink's gradient summed over the first query tile only)
             yield f"t=2 with {TILE_DIMENSION}", 2, self.dims
+        if any(d.name == TILE_DIMENSION for d in self.dims):
+            yield VALUES_STAGE, 2, self.dims
         if self.strength >= 2 and len(self.dims) >= 2:
             rest = tuple(d for d in self.dims if d.name != "head_dim_v")
             if len(rest) != len(self.dims) and len(rest) >= 2:
@@ -288,20 +295,13 @@ class ConfigurationPhase:
         then any: the row still covers what it can); else None. A single tuple that cannot
         be realised goes to the explained tuples (a finding explains every realisation) or
         the unrealised ones; a row of several is left to the mop-up, tuple by tuple."""
-        st = self.search.st
         keep = {n for tup in new for n, _ in tup}
         if any(set(need_dims) <= keep and holds(row) for need_dims, holds in self._avoid(self.dims)):
             self.explained |= new  # a finding explains every Problem with these values
             return None
         free = self._free(row)
 
-        def accept(p):
-            return (
-                p not in st.seen
-                and not st.explained_problem(p)
-                and (self.corpus is None or self.cap.compile_signature(p) in self.corpus)
-            )
-
+        accept = self._fresh
         p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
         if p is not None:
             self.realised_as = row
@@ -326,6 +326,37 @@ class ConfigurationPhase:
             else:
                 self.unrealised |= new
         return None
+
+    def _fresh(self, p) -> bool:
+        """``p`` has not run, no finding explains it, and (ci's CPU JIT kernels) its
+        configuration is one the corpus built."""
+        st = self.search.st
+        return (
+            p not in st.seen
+            and not st.explained_problem(p)
+            and (self.corpus is None or self.cap.compile_signature(p) in self.corpus)
+        )
+
+    def _value_kinds(self) -> None:
+        """Every value kind at its mildest rung on a row past a tile edge and on a long one,
+        where no case of the campaign ran it yet: a structured kind's fault (exact key ties
+        meeting the online softmax's rescale, near-constant keys) needs keys spread over
+        several tiles, and ci's draws gave tied keys 6 of 217 cases, mostly short."""
+        lengths = next(d.values for d in self.dims if d.name == TILE_DIMENSION)
+        done = set()
+        for p in self._ran():
+            if p.value_scale == SCALES[p.values][0][0]:
+                done |= {(p.values, cls) for cls in self._values(p).get(TILE_DIMENSION, ())}
+        for kind in value_kinds(self.cap):
+            for cls in VALUE_LENGTHS:
+                if cls not in lengths or (kind, cls) in done:
+                    continue
+                row = {TILE_DIMENSION: cls}
+                dtype = next(d for d in DTYPE_ORDER if d in self.cap.dtypes)
+                free = {"values": kind, "value_scale": clamp_scale(kind, SCALES[kind][0][0], dtype)}
+                p = realise_first(row, self.cap, self.prof, free=free, accept=self._fresh)
+                if p is not None:
+                    self._run(p, row)
 
     def _free(self, row: dict) -> dict:
         """The next value kind in turn, at the next rung of its ladder of scales."""
