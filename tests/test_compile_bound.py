@@ -46,19 +46,27 @@ class _Clock:
 CLOCK = _Clock()
 
 
-class CompileBoundCornerFaults(CornerFaults):
-    name = "corner-faults-jit"
-    spec = "tests.test_compile_bound:CompileBoundCornerFaults"
-    capability = dataclasses.replace(CornerFaults.capability, compile_key=KEY)
-    built: set = set()
+class SimulatedBuilds:
+    """A kernel's costs on the search's clock: CALL_S a call, ``build_s`` more for a
+    configuration of its compile key not built yet (each class keeps its own ``built``)."""
+
+    build_s = BUILD_S
+    built: set
 
     def forward(self, inputs, out=None):
         key = self.capability.compile_signature(inputs.problem)
         CLOCK.t += CALL_S
         if key not in self.built:
             self.built.add(key)
-            CLOCK.t += BUILD_S
+            CLOCK.t += self.build_s
         return super().forward(inputs, out)
+
+
+class CompileBoundCornerFaults(SimulatedBuilds, CornerFaults):
+    name = "corner-faults-jit"
+    spec = "tests.test_compile_bound:CompileBoundCornerFaults"
+    capability = dataclasses.replace(CornerFaults.capability, compile_key=KEY)
+    built: set = set()
 
 
 @pytest.mark.slow
@@ -97,22 +105,13 @@ def test_a_compile_bound_nightly_spends_its_builds_on_the_search_not_on_its_find
     assert r.settings["hunt_attempts"] <= len(new) + 2, r.settings  # few re-hunts merged into a finding
 
 
-class CompileBoundBlockwise(BlockwiseAttention):
-    """A correct kernel behind the same simulated build cost (``build_s`` per new configuration)."""
+class CompileBoundBlockwise(SimulatedBuilds, BlockwiseAttention):
+    """A correct kernel behind the same simulated build cost."""
 
     name = "blockwise-jit"
     spec = "tests.test_compile_bound:CompileBoundBlockwise"
     capability = dataclasses.replace(BlockwiseAttention.capability, compile_key=KEY)
-    build_s = BUILD_S
     built: set = set()
-
-    def forward(self, inputs, out=None):
-        key = self.capability.compile_signature(inputs.problem)
-        CLOCK.t += CALL_S
-        if key not in self.built:
-            self.built.add(key)
-            CLOCK.t += self.build_s
-        return super().forward(inputs, out)
 
 
 @pytest.mark.parametrize("build_s, least, most", [(BUILD_S, 2.5, 3.0), (0.0, 0.8, 1.0)])
