@@ -237,3 +237,22 @@ def test_a_case_one_shard_left_unexplained_is_the_other_shards_finding():
     got = unexplained_after_merge(findings, [c for r in recs for c in r.cases])
     assert got["unexplained"] == 0 and findings[0]["absorbed"] == 1
     assert findings[0]["signature"]["needs"] == {"head_dim_qk": [16, 40, 8]}
+
+
+def test_a_kernel_error_widens_the_finding_it_misses_least_of():
+    """Two findings of one message (an illegal address under GQA, and one with unequal head dims
+    on long keys): a case with unequal head dims on short keys widens the second (one need
+    missed: a bound lowered), not the first (a switch dropped would claim every illegal address)."""
+    msg = message_shape("illegal address 7")
+    gqa = Signature(str(Kind.CONTRACT_VIOLATION), (RUN,), "ValueError", (("gqa", True),), 1, msg)
+    dims = Signature(
+        str(Kind.CONTRACT_VIOLATION), (RUN,), "ValueError", (("dims_differ", True), ("seqlen_k>=", 64)), 1, msg
+    )
+    p = Problem(seqlen_q=8, seqlen_k=8, head_dim_qk=32, head_dim_v=16)
+    case = CaseResult(kernel=KERNEL, problem=p, status=Status.ERROR, error_type="ValueError")
+    case.reason = "ValueError: illegal address 9"
+    findings = [{"signature": gqa.to_dict()}, {"signature": dims.to_dict()}]
+    got = unexplained_after_merge(findings, [case])
+    assert got["unexplained"] == 0 and "absorbed" not in findings[0]
+    assert findings[0]["signature"]["needs"] == {"gqa": True}
+    assert findings[1]["signature"]["needs"] == {"dims_differ": True, "seqlen_k>=": 8}

@@ -27,6 +27,7 @@ from difftest.search.signature import (
     merged,
     same_identity,
     unexplained_gates,
+    widening_cost,
 )
 from difftest.vocab import CampaignStatus
 
@@ -209,19 +210,20 @@ def unexplained_after_merge(findings: list, cases: list) -> dict:
     for n, c in enumerate(cases):
         if not c.failed or not unexplained_gates(all_sigs(), c):
             continue
-        for rec in findings if c.error_type else ():
-            wider = next(
-                ((i, w) for i, sig in sigs_of(rec) if sig.fails_alike(c) and (w := absorbed(sig, c.problem))),
-                None,
-            )
-            if wider is not None:
-                i, w = wider
-                if i == 0:
-                    rec["signature"] = w.to_dict()
-                else:
-                    rec["variants"][i - 1] = w.to_dict()
-                rec["absorbed"] = rec.get("absorbed", 0) + 1
-                break
+        alike = [
+            (widening_cost(sig, w, c.problem), j, rec, i, w)
+            for j, rec in enumerate(findings if c.error_type else ())
+            if rec.get("status") != "known"
+            for i, sig in sigs_of(rec)
+            if sig.fails_alike(c) and (w := absorbed(sig, c.problem)) is not None
+        ]
+        for _, _, rec, i, w in sorted(alike, key=lambda a: a[:2])[:1]:
+            if i == 0:
+                rec["signature"] = w.to_dict()
+            else:
+                rec["variants"] = [*rec["variants"]]  # the shard's own list stays as it was read
+                rec["variants"][i - 1] = w.to_dict()
+            rec["absorbed"] = rec.get("absorbed", 0) + 1
         if unexplained_gates(all_sigs(), c):
             count += 1
             if len(lines) < UNEXPLAINED_LISTED:

@@ -50,8 +50,8 @@ TILE_DIMENSION = "length"
 SMALL_DIMENSION = 8  # a dimension of at most this many values takes part in the t = 3 stage
 MISSING_LISTED = 5000  # missing pairs a report lists by name (the gate compares them)
 SHARD_WINDOW = 16  # planned rows a shard chooses its next one among
-VALUES_STAGE = "values past a tile edge"  # every value kind at its mildest rung, on rows of these lengths:
-VALUE_LENGTHS = ("tile_edge",)
+VALUES_STAGE = "values past a tile edge"  # every value kind at its mildest rung, on rows of these lengths
+VALUE_LENGTHS = ("tile_edge",)  # ("long" too doubled the stage's cost on the CPU main job, for no kill more)
 # A compile-bound kernel's row that built a configuration is followed by value problems in that
 # configuration (other value kinds, scales and seeds, other lengths where its compile key allows),
 # while they cost at most VALUE_SHARE of what the build cost, VALUES_PER_BUILD at most: a build
@@ -301,8 +301,7 @@ class ConfigurationPhase:
             return None
         free = self._free(row)
 
-        accept = self._fresh
-        p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
+        p = realise_first(row, self.cap, self.prof, free=free, accept=self._fresh)
         if p is not None:
             self.realised_as = row
             return p
@@ -316,7 +315,7 @@ class ConfigurationPhase:
                 if v == row.get(d.name) or v == NA:
                     continue
                 moved = {**row, d.name: v}
-                p = realise_first(moved, self.cap, self.prof, free=free, accept=accept, variants=2)
+                p = realise_first(moved, self.cap, self.prof, free=free, accept=self._fresh, variants=2)
                 if p is not None:
                     self.realised_as = moved
                     return p
@@ -338,14 +337,14 @@ class ConfigurationPhase:
         )
 
     def _value_kinds(self) -> None:
-        """Every value kind at its mildest rung on a row past a tile edge and on a long one,
-        where no case of the campaign ran it yet: a structured kind's fault (exact key ties
-        meeting the online softmax's rescale, near-constant keys) needs keys spread over
-        several tiles, and ci's draws gave tied keys 6 of 217 cases, mostly short."""
+        """Every value kind at its mildest rung on a row of each ``VALUE_LENGTHS`` class, where
+        no case of the campaign ran it yet: a structured kind's fault (exact key ties meeting
+        the online softmax's rescale, near-constant keys) needs keys spread over several tiles,
+        and ci's draws gave tied keys 6 of 217 cases, mostly short."""
         lengths = next(d.values for d in self.dims if d.name == TILE_DIMENSION)
         done = set()
         for p in self._ran():
-            if p.value_scale == SCALES[p.values][0][0]:
+            if p.values in SCALES and p.value_scale == SCALES[p.values][0][0]:
                 done |= {(p.values, cls) for cls in self._values(p).get(TILE_DIMENSION, ())}
         for kind in value_kinds(self.cap):
             for cls in VALUE_LENGTHS:

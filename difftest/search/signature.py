@@ -237,6 +237,22 @@ def _choice(p: Problem, name: str):
     }[name]
 
 
+def _holds(p: Problem, name: str, value) -> bool:
+    """``p`` has the need ``name`` (a switch, a bound, a tail or a choice) of ``value``."""
+    if name in SWITCHES:
+        return _switch(p, name)
+    if name in BOUNDS:
+        return _bound(p, name) >= value
+    if name in TAILS:
+        return _has_tail(p, name, value)
+    return _choice(p, name) in value
+
+
+def missed_needs(sig: "Signature", p: Problem) -> list:
+    """The needs of ``sig`` that ``p`` does not have."""
+    return [(n, v) for n, v in sig.needs if not _holds(p, n, v)]
+
+
 def _with_choice(p: Problem, name: str, value, capability) -> Problem:
     if name == "head_dim_qk":
         same = p.head_dim_v == p.head_dim_qk or (capability is not None and capability.equal_head_dims)
@@ -306,19 +322,7 @@ class Signature:
     # --------------------------------------------------------------- predicates
     def explains_problem(self, p: Problem) -> bool:
         """``p`` has every need."""
-        for name, value in self.needs:
-            if name in SWITCHES:
-                if not _switch(p, name):
-                    return False
-            elif name in BOUNDS:
-                if _bound(p, name) < value:
-                    return False
-            elif name in TAILS:
-                if not _has_tail(p, name, value):
-                    return False
-            elif _choice(p, name) not in value:
-                return False
-        return True
+        return all(_holds(p, name, value) for name, value in self.needs)
 
     def fails_alike(self, case) -> bool:
         """``case`` fails the way this signature's failure does (ignoring the needs)."""
@@ -675,18 +679,7 @@ def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tu
     or the moved Problem is not one the capability covers. A choice of ``DROP_FROM`` values or
     more widened past half of them is dropped from the needs: a bug met at most head dims is
     not a head dim's."""
-    missed = []
-    for name, value in sig.needs:
-        if name in SWITCHES:
-            held = _switch(p, name)
-        elif name in BOUNDS:
-            held = _bound(p, name) >= value
-        elif name in TAILS:
-            held = _has_tail(p, name, value)
-        else:
-            held = _choice(p, name) in value
-        if not held:
-            missed.append((name, value))
+    missed = missed_needs(sig, p)
     if len(missed) != 1 or missed[0][0] not in WIDENED:
         return None
     name, value = missed[0]
@@ -756,33 +749,31 @@ def absorbed(sig: Signature, p: Problem, capability=None) -> Signature | None:
     misaligned-pointer error signed 'seqlen_q not a multiple of 8' and met again at 128)."""
     if not sig.error_type or not sig.message:
         return None
-    needs, moved = [], False
+    if not missed_needs(sig, p):
+        return None
+    needs = []
     for name, value in sig.needs:
-        if name in SWITCHES:
-            held = _switch(p, name)
-            if not held:
-                moved = True
+        if not _holds(p, name, value):
+            if name in SWITCHES or name in TAILS:
                 continue
-        elif name in BOUNDS:
-            if _bound(p, name) < value:
-                moved = True
+            if name in BOUNDS:
                 value = _bound(p, name)
                 if value <= 1:
                     continue
-        elif name in TAILS:
-            if not _has_tail(p, name, value):
-                moved = True
-                continue
-        elif _choice(p, name) not in value:
-            moved = True
-            value = tuple(sorted({*value, _choice(p, name)}, key=str))
-            declared = _declared(capability, name) if name in WIDENED else ()
-            if len(declared) >= DROP_FROM and 2 * len(value) > len(declared):
-                continue
+            else:
+                value = tuple(sorted({*value, _choice(p, name)}, key=str))
+                declared = _declared(capability, name) if name in WIDENED else ()
+                if len(declared) >= DROP_FROM and 2 * len(value) > len(declared):
+                    continue
         needs.append((name, value))
-    if not moved:
-        return None
     return Signature(sig.kind, sig.gates, sig.error_type, tuple(needs), sig.tried, sig.message)
+
+
+def widening_cost(sig: Signature, wider: Signature, p: Problem) -> tuple[int, int]:
+    """How much ``sig`` widened into ``wider`` to hold ``p``: the needs it lost (a dropped switch
+    claims far more problems than a lowered bound or a joined head dim), then the needs ``p``
+    missed; of several findings a case fails alike, the cheapest widening absorbs it."""
+    return len(sig.needs) - len(wider.needs), len(missed_needs(sig, p))
 
 
 # ---------------------------------------------------------------------------- known findings

@@ -19,7 +19,7 @@ from difftest.search.case_log import CaseLog
 from difftest.search.findings import Finding, Findings
 from difftest.search.progress import Progress
 from difftest.search.result import CampaignResult
-from difftest.search.signature import UNEXPLAINED_LISTED, absorbed, unexplained_gates
+from difftest.search.signature import UNEXPLAINED_LISTED, absorbed, unexplained_gates, widening_cost
 from difftest.vocab import Status
 
 if TYPE_CHECKING:  # annotations only (the modes import nothing of this module)
@@ -118,25 +118,26 @@ class SearchState:
 
     def absorb_alike(self) -> None:
         """Kernel errors no finding explains but one fails alike (the same exception and message
-        shape, outside its needs): that signature widens to hold them (``signature.absorbed``),
-        one finding per root cause rather than a case left over for a need it disproves."""
+        shape, outside its needs): the signature that widens least to hold it does
+        (``signature.absorbed``, ``signature.widening_cost``), one finding per root cause rather
+        than a case left over for a need it disproves."""
         cap = self.settings.kernel.capability
         for c in self.result.cases:
             if c.status != Status.ERROR or not unexplained_gates(self.signatures(), c):
                 continue
-            for f in self.found:
-                wider = None
-                for i, sig in enumerate([] if f.known else f.signatures):
-                    wider = absorbed(sig, c.problem, cap) if sig.fails_alike(c) else None
-                    if wider is not None:
-                        if i == 0:
-                            f.signature = wider
-                        else:
-                            f.variants[i - 1] = wider
-                        self.result.settings["absorbed"] = self.result.settings.get("absorbed", 0) + 1
-                        break
-                if wider is not None:
-                    break
+            alike = [
+                (widening_cost(sig, w, c.problem), n, f, i, w)
+                for n, f in enumerate(self.found)
+                if not f.known
+                for i, sig in enumerate(f.signatures)
+                if sig.fails_alike(c) and (w := absorbed(sig, c.problem, cap)) is not None
+            ]
+            for _, _, f, i, wider in sorted(alike, key=lambda a: a[:2])[:1]:
+                if i == 0:
+                    f.signature = wider
+                else:
+                    f.variants[i - 1] = wider
+                self.result.settings["absorbed"] = self.result.settings.get("absorbed", 0) + 1
 
     def count_hits(self) -> None:
         """Each finding's hits (failing cases it explains), the search's share of them and
