@@ -178,6 +178,10 @@ def test_findings_in_every_output(three, tmp_path):
     ids = [f.id for f in r.findings]
     rec = campaign_record(r)
     assert [f["id"] for f in rec["findings"]] == ids and rec["hunt"] is True
+    # what the hunt bought for its wall time: cases and new findings per hour
+    hours = r.elapsed / 3600
+    assert rec["rates"]["new_findings"] == 3 and rec["rates"]["cases_per_hour"] == round(len(r.cases) / hours)
+    assert rec["rates"]["new_findings_per_hour"] == round(3 / hours, 1)
     for f in rec["findings"]:
         assert f["hits"] >= 1 and f["first_seen"]["case"] >= 1 and f["reproducer"]["json"]
         assert f["signature"]["describe"] and Signature.from_dict(f["signature"]).id == f["id"]

@@ -15,7 +15,7 @@ from difftest.execute import adapter as registry
 from difftest.judge.runner import CaseResult
 from difftest.judge.triage import Kind
 from difftest.model.problem import Problem
-from difftest.report.merge import merge_findings, unexplained_after_merge
+from difftest.report.merge import merge_campaigns, merge_findings, unexplained_after_merge
 from difftest.search.campaign import _coverage
 from difftest.search.result import CampaignResult
 from difftest.search.shard import ShardError, in_shard, parse_shard, shard_of
@@ -220,10 +220,18 @@ def test_a_case_one_shard_left_unexplained_is_the_other_shards_finding():
             cases=cases,
             findings=findings,
             unexplained=len(cases) if not findings else 0,
-            settings={"shard": [i, 2]},
+            settings={"shard": f"{i}/2"},
         )
 
-    recs = [shard(0, [error(16), error(40)], []), shard(1, [error(8)], [{"signature": sig.to_dict()}])]
+    recs = [shard(0, [error(16), error(40)], []), shard(1, [error(8)], [{"signature": sig.to_dict(), "status": "new"}])]
+    recs[0].elapsed, recs[1].elapsed = 1800.0, 900.0
+    # side by side on one GPU: the rate is over the longest shard's wall
+    assert merge_campaigns(KERNEL, [("s0", recs[0]), ("s1", recs[1])])["rates"] == {
+        "wall_s": 1800.0,
+        "cases_per_hour": 6,
+        "new_findings": 1,
+        "new_findings_per_hour": 2.0,
+    }
     got = unexplained_after_merge(merge_findings(recs), [c for r in recs for c in r.cases])
     assert got["unexplained"] == 1 and got["unexplained_cases"] == [
         f"case 2: {Problem(head_dim_qk=40, head_dim_v=40).short()} (ValueError)"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from difftest.report.checked import checked_status
 from difftest.report.read import Report, ReportError, signed_findings
-from difftest.report.write import output_stats
+from difftest.report.write import output_stats, rates
 from difftest.search.signature import (
     UNEXPLAINED_LISTED,
     Signature,
@@ -182,6 +182,7 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
         "explained_skipped": sum(c.explained_skipped for c in recs),
         "findings": (findings := merge_findings(recs)),
         **unexplained_after_merge(findings, cases),
+        "rates": rates(len(cases), findings, max(c.elapsed for c in recs)),  # side by side: the longest wall
         "settings": settings,
         "cases": [case.to_dict() for case in cases],
     }

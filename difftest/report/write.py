@@ -59,6 +59,26 @@ def output_stats(cases) -> dict:
     return stats
 
 
+def rates(cases: int, findings: list, wall_s: float) -> dict:
+    """Cases and new (not known) findings per hour of the campaign's wall time: what a nightly
+    buys for its GPU-hour (shards side by side on one GPU: their longest wall)."""
+    new = sum(1 for f in findings if (f.get("status") == "new" if isinstance(f, dict) else not f.known))
+    hours = wall_s / 3600 if wall_s > 0 else 0.0
+    return {
+        "wall_s": round(wall_s, 3),
+        "cases_per_hour": round(cases / hours) if hours else 0,
+        "new_findings": new,
+        "new_findings_per_hour": round(new / hours, 1) if hours else 0.0,
+    }
+
+
+def rate_line(r: dict) -> str:
+    return (
+        f"rate: {r['cases_per_hour']:,} cases/h, {r['new_findings']} new findings in {r['wall_s']:.0f} s "
+        f"({r['new_findings_per_hour']:g} per hour)"
+    )
+
+
 def campaign_record(res) -> dict:
     counts = {s: sum(1 for c in res.cases if c.status == s) for s in Status}
     return {
@@ -87,6 +107,7 @@ def campaign_record(res) -> dict:
         "explained_skipped": getattr(res, "explained_skipped", 0),
         "unexplained": getattr(res, "unexplained", 0),
         "unexplained_cases": list(getattr(res, "unexplained_cases", None) or ()),
+        "rates": rates(len(res.cases), getattr(res, "findings", None) or [], res.elapsed),
         "settings": res.settings,
         "cases": [c.to_dict() for c in res.cases],
     }

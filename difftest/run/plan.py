@@ -60,6 +60,8 @@ from difftest.report.write import (
     findings_table,
     markdown_summary,
     pair_line,
+    rate_line,
+    rates,
     replay_line,
     summary_table,
     write_findings,
@@ -703,6 +705,8 @@ def print_campaign(k, r) -> None:
         getattr(r, "unrun", 0),
     ):
         _say(f"  {note}")
+    if getattr(r, "hunt", False) and r.cases:
+        _say(f"  {rate_line(rates(len(r.cases), getattr(r, 'findings', None) or [], r.elapsed))}")
     for f in getattr(r, "findings", ()) if getattr(r, "hunt", False) else ():
         if isinstance(f, dict):
             continue  # a resumed campaign's record: the findings table lists them
