@@ -154,7 +154,15 @@ def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tm
     the other campaign finishes with its failure found, the dead one is a partial result of
     its logged cases, the exit code is 1 and --resume can finish it."""
     proc = _start(tmp_path, "-k", SLOW_REF, "-k", WRONG_DK, "--jobs", "2", "--max-examples", "20", sleep="0.2")
-    _wait_for(proc, tmp_path, lambda cases: sum(c["kernel"] == "slow-ref" for c in cases) >= 2)
+    # both campaigns under way with a logged case (the lane killed below is either one, and its
+    # partial result is the cases it logged: killed before its first, it had none to keep)
+    _wait_for(
+        proc,
+        tmp_path,
+        lambda cases: (
+            sum(c["kernel"] == "slow-ref" for c in cases) >= 2 and any(c["kernel"] == "slow-wrong-dk" for c in cases)
+        ),
+    )
     lanes_of_run = _children(proc.pid)
     assert len(lanes_of_run) == 2  # one lane per campaign, each with a campaign under way
     # each lane forked its kernel worker from itself (torch imported already): a spawned one would
