@@ -23,11 +23,10 @@ from difftest.search.signature import (
     UNEXPLAINED_LISTED,
     Signature,
     SignatureError,
-    absorbed,
+    cheapest_absorption,
     merged,
     same_identity,
     unexplained_gates,
-    widening_cost,
 )
 from difftest.vocab import CampaignStatus
 
@@ -204,27 +203,33 @@ def unexplained_after_merge(findings: list, cases: list) -> dict:
                 continue
         return out
 
+    parsed = [sigs_of(rec) for rec in findings]  # read once; an absorption updates its entry
+
     def all_sigs():
-        return [sig for rec in findings for _, sig in sigs_of(rec)]
+        return [sig for sigs in parsed for _, sig in sigs]
 
     count, lines = 0, []
     for n, c in enumerate(cases):
         if not c.failed or not unexplained_gates(all_sigs(), c):
             continue
         alike = [
-            (widening_cost(sig, w, c.problem), j, rec, i, w)
+            (j, i, sig)
             for j, rec in enumerate(findings if c.error_type else ())
             if rec.get("status") != "known"
-            for i, sig in sigs_of(rec)
-            if sig.fails_alike(c) and (w := absorbed(sig, c.problem)) is not None
+            for i, sig in parsed[j]
+            if sig.fails_alike(c)
         ]
-        for _, _, rec, i, w in sorted(alike, key=lambda a: a[:2])[:1]:
+        got = cheapest_absorption(alike, c.problem)
+        if got is not None:
+            j, i, wider = got
+            rec = findings[j]
             if i == 0:
-                rec["signature"] = w.to_dict()
+                rec["signature"] = wider.to_dict()
             else:
                 rec["variants"] = [*rec["variants"]]  # the shard's own list stays as it was read
-                rec["variants"][i - 1] = w.to_dict()
+                rec["variants"][i - 1] = wider.to_dict()
             rec["absorbed"] = rec.get("absorbed", 0) + 1
+            parsed[j] = [(k, wider if k == i else sig) for k, sig in parsed[j]]
         if unexplained_gates(all_sigs(), c):
             count += 1
             if len(lines) < UNEXPLAINED_LISTED:

@@ -346,12 +346,12 @@ class ConfigurationPhase:
         for p in self._ran():
             if p.values in SCALES and p.value_scale == SCALES[p.values][0][0]:
                 done |= {(p.values, cls) for cls in self._values(p).get(TILE_DIMENSION, ())}
+        dtype = next(d for d in DTYPE_ORDER if d in self.cap.dtypes)  # the one realise_first takes
         for kind in value_kinds(self.cap):
             for cls in VALUE_LENGTHS:
                 if cls not in lengths or (kind, cls) in done:
                     continue
                 row = {TILE_DIMENSION: cls}
-                dtype = next(d for d in DTYPE_ORDER if d in self.cap.dtypes)
                 free = {"values": kind, "value_scale": clamp_scale(kind, SCALES[kind][0][0], dtype)}
                 p = realise_first(row, self.cap, self.prof, free=free, accept=self._fresh)
                 if p is not None:

@@ -776,6 +776,22 @@ def widening_cost(sig: Signature, wider: Signature, p: Problem) -> tuple[int, in
     return len(sig.needs) - len(wider.needs), len(missed_needs(sig, p))
 
 
+def cheapest_absorption(alike, p: Problem, capability=None):
+    """Of ``alike``, (owner, index, signature) triples whose signature fails alike a kernel error
+    at ``p``, the one that widens least to hold ``p`` (``absorbed``, ``widening_cost``; the first
+    of equals) as (owner, index, widened signature); None where none widens. The campaign's end
+    (findings) and merge (finding records) apply it to their own owners."""
+    best = None
+    for n, (owner, i, sig) in enumerate(alike):
+        wider = absorbed(sig, p, capability)
+        if wider is None:
+            continue
+        key = (widening_cost(sig, wider, p), n)
+        if best is None or key < best[0]:
+            best = (key, owner, i, wider)
+    return None if best is None else best[1:]
+
+
 # ---------------------------------------------------------------------------- known findings
 MAX_KNOWN_BYTES = 64 * 2**20  # a --known file larger than this is refused
 MAX_KNOWN_ENTRIES = 10_000

@@ -19,7 +19,7 @@ from difftest.search.case_log import CaseLog
 from difftest.search.findings import Finding, Findings
 from difftest.search.progress import Progress
 from difftest.search.result import CampaignResult
-from difftest.search.signature import UNEXPLAINED_LISTED, absorbed, unexplained_gates, widening_cost
+from difftest.search.signature import UNEXPLAINED_LISTED, cheapest_absorption, unexplained_gates
 from difftest.vocab import Status
 
 if TYPE_CHECKING:  # annotations only (the modes import nothing of this module)
@@ -119,25 +119,28 @@ class SearchState:
     def absorb_alike(self) -> None:
         """Kernel errors no finding explains but one fails alike (the same exception and message
         shape, outside its needs): the signature that widens least to hold it does
-        (``signature.absorbed``, ``signature.widening_cost``), one finding per root cause rather
+        (``signature.cheapest_absorption``), one finding per root cause rather
         than a case left over for a need it disproves."""
         cap = self.settings.kernel.capability
         for c in self.result.cases:
             if c.status != Status.ERROR or not unexplained_gates(self.signatures(), c):
                 continue
             alike = [
-                (widening_cost(sig, w, c.problem), n, f, i, w)
-                for n, f in enumerate(self.found)
+                (f, i, sig)
+                for f in self.found
                 if not f.known
                 for i, sig in enumerate(f.signatures)
-                if sig.fails_alike(c) and (w := absorbed(sig, c.problem, cap)) is not None
+                if sig.fails_alike(c)
             ]
-            for _, _, f, i, wider in sorted(alike, key=lambda a: a[:2])[:1]:
-                if i == 0:
-                    f.signature = wider
-                else:
-                    f.variants[i - 1] = wider
-                self.result.settings["absorbed"] = self.result.settings.get("absorbed", 0) + 1
+            got = cheapest_absorption(alike, c.problem, cap)
+            if got is None:
+                continue
+            f, i, wider = got
+            if i == 0:
+                f.signature = wider
+            else:
+                f.variants[i - 1] = wider
+            self.result.settings["absorbed"] = self.result.settings.get("absorbed", 0) + 1
 
     def count_hits(self) -> None:
         """Each finding's hits (failing cases it explains), the search's share of them and
