@@ -46,6 +46,7 @@ from difftest.search.case_log import CaseLog, read_case_log
 from difftest.vocab import RunStatus
 
 RUNS = "runs"
+PLANS = "plans"  # OUT/plans: the coverage phase's plans between runs (search/plan_cache.py)
 CRASH_LOG = "crash.log"  # faulthandler's output with --no-isolate (a fatal signal in the kernel)
 PUBLISHED = ("report.json", "summary.md", "report.html", "findings.json")
 

@@ -69,7 +69,7 @@ from difftest.report.write import (
 )
 from difftest.run import lanes, threads
 from difftest.run import prebuild as warmup
-from difftest.run.folder import CRASH_LOG, Run, RunError, record_crash, result_from_record
+from difftest.run.folder import CRASH_LOG, PLANS, Run, RunError, record_crash, result_from_record
 from difftest.safeio import atomic_write_text, ensure_dir, open_append
 from difftest.search.case_log import logged_cases
 from difftest.search.limits import check_problem_size
@@ -441,6 +441,7 @@ class RunPlan:
             time_budget=o.time_budget,
             shrink_budget=o.shrink_budget,
             out_dir=run.dir,
+            plan_cache=run.out / PLANS,
             progress=progress,
             edge_cases=o.edge_cases,
             database=o.database,

@@ -103,6 +103,7 @@ class Campaign:
     max_findings: int = 16  # distinct findings a hunt shrinks at most; later failures are counted
     finding_calls: int = 200  # shrink runs per finding, at most
     coverage: int | None = None  # the coverage phase's strength t (None: the profile's; 0 with a strategy given)
+    plan_cache: Path | None = None  # where the coverage phase keeps its plans between runs (None: nowhere)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "known", tuple(self.known))
@@ -524,6 +525,7 @@ def run_campaign(
     known: Any = (),
     coverage: int | None = None,
     max_findings: int = 16,
+    plan_cache: Path | str | None = None,
 ) -> CampaignResult:
     """Run one kernel's campaign (``Campaign.of(...).run()``). ``kernel``: an adapter or a
     registry name. ``database``: directory of Hypothesis's example database and the
@@ -537,7 +539,8 @@ def run_campaign(
     for nightly and gpu, off for quick and ci). ``known``: signature.Known entries of this
     kernel (``load_known`` + ``known_for``): replayed first, listed as known, never shrunk.
     ``coverage``: the coverage phase's strength (None: the profile's, 0 when ``strategy`` is given).
-    ``max_findings``: distinct findings a hunt shrinks and signs at most."""
+    ``max_findings``: distinct findings a hunt shrinks and signs at most. ``plan_cache``: a
+    folder where the coverage phase keeps its plans between runs (search/plan_cache.py)."""
     return Campaign.of(
         kernel,
         profile,
@@ -559,6 +562,7 @@ def run_campaign(
         known=tuple(known),
         coverage=coverage,
         max_findings=max_findings,
+        plan_cache=Path(plan_cache) if plan_cache is not None else None,
     ).run()
 
 

@@ -26,6 +26,7 @@ import time
 from functools import lru_cache
 from itertools import combinations, islice
 
+from difftest.search.plan_cache import PlanCache
 from difftest.search.shard import owns
 from difftest.strategies.compile import corpus_configs, corpus_only
 from difftest.strategies.configurations import (
@@ -122,6 +123,7 @@ class ConfigurationPhase:
         self.value_problems = 0  # run in a configuration a row built (``_values_in``)
         self.stage = None  # the stage reached: "t=1", "t=2 without head_dim_v", "t=2", "t=3"
         self.seconds_planning = 0.0
+        self.plans = PlanCache(search.c.plan_cache)  # plans this campaign took before (a seeded run's)
         self.turn = 0  # the value kind the next row gets (round robin)
         # ci's CPU JIT kernels build only the corpus's configurations, before the run (strategies/compile.py):
         # the rows take those too
@@ -195,43 +197,51 @@ class ConfigurationPhase:
         targets = {tup for tup in targets if owns(pair_text(tup), shard)}
         while targets:
             t0 = time.perf_counter()
-            found = len(self.search.st.found)
-            rows = plan(
-                dims,
+            kw: dict = dict(
                 strength=t,
                 covered=self._covered_rows(dims),
                 illegal=illegal if t <= 2 else (),
                 avoid=self._avoid(dims),
                 salt=f"{self.search.c.seed}:{t}:{len(targets)}",
             )
+            rows = self.plans.plan(dims, **kw, make=lambda dims=dims, kw=kw: plan(dims, **kw))
             self.seconds_planning += time.perf_counter() - t0
-            progressed = False
-
-            def gain(row, dims=dims, t=t, targets=targets):
-                return len(pairs_of({n: {v} for n, v in row.items()}, dims, t) & targets)
-
-            # the plan covers every tuple; a shard owns a share of them, so it takes the row of
-            # the most tuples of its own among the next SHARD_WINDOW the plan offers
-            for row in _best_first(rows, gain, SHARD_WINDOW if shard else 1):
-                new = pairs_of({n: {v} for n, v in row.items()}, dims, t) & targets
-                if not new:
-                    continue
-                p = self._realise(row, new, dims)
-                if p is None:
-                    targets -= self.explained | self.unrealised
-                    continue
-                for q in self._run(p, self.realised_as):
-                    targets -= pairs_of(self._values(q), dims, t)
-                progressed = True
-                if len(self.search.st.found) != found:
-                    break  # re-plan around the new finding
-            else:
-                if not progressed:
-                    self._mop_up(targets, dims, t)
-                    return
-                targets -= self._covered(t, dims)
+            try:
+                progressed, replan = self._take(rows, dims, t, targets, shard)
+            finally:
+                rows.save()
+            if replan:
+                targets -= self._covered(t, dims) | self.explained | self.unrealised
                 continue
-            targets -= self._covered(t, dims) | self.explained | self.unrealised
+            if not progressed:
+                self._mop_up(targets, dims, t)
+                return
+            targets -= self._covered(t, dims)
+
+    def _take(self, rows, dims, t: int, targets: set, shard) -> tuple[bool, bool]:
+        """Run the rows of a plan that cover targets (``targets`` shrinks as they run):
+        (whether any ran, whether a new finding asks for a new plan)."""
+        progressed, found = False, len(self.search.st.found)
+
+        def gain(row):
+            return len(pairs_of({n: {v} for n, v in row.items()}, dims, t) & targets)
+
+        # the plan covers every tuple; a shard owns a share of them, so it takes the row of
+        # the most tuples of its own among the next SHARD_WINDOW the plan offers
+        for row in _best_first(iter(rows), gain, SHARD_WINDOW if shard else 1):
+            new = pairs_of({n: {v} for n, v in row.items()}, dims, t) & targets
+            if not new:
+                continue
+            p = self._realise(row, new, dims)
+            if p is None:
+                targets -= self.explained | self.unrealised
+                continue
+            for q in self._run(p, self.realised_as):
+                targets -= pairs_of(self._values(q), dims, t)
+            progressed = True
+            if len(self.search.st.found) != found:
+                return progressed, True  # re-plan around the new finding
+        return progressed, False
 
     def _mop_up(self, targets: set, dims, t: int) -> None:
         """Tuples no planned row reached (the plan's constraints keep rows a finding explains
