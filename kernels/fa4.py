@@ -155,12 +155,18 @@ class Fa4Adapter(KernelAdapter):
     def available(self) -> str | None:
         return cuda_reason() or module_reason("flash_attn.cute", "pip install flash-attn-4") or sm_reason(9)
 
+    def call_extras(self, inputs: Inputs) -> dict:
+        """More keyword arguments for FA4's call (none here; the block-sparse adapter,
+        kernels/fa4_sparse.py, adds its block-sparse tensors)."""
+        return {}
+
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         # lazy: flash-attn-4 is optional; the adapter loads and says so without it
         from flash_attn.cute import flash_attn_func, flash_attn_varlen_func
 
         p = inputs.problem
         call = Fa4Call.of(p, self.deterministic)
+        extras = self.call_extras(inputs)
         sink = leaf(inputs.sink)
         q, k, v = (laid_out_leaf(laid_out(inputs, n)) for n in ("q", "k", "v"))  # the laid-out memory
         if p.varlen:
@@ -175,10 +181,11 @@ class Fa4Adapter(KernelAdapter):
                 learnable_sink=sink,
                 return_lse=True,
                 **call.kwargs(),
+                **extras,
             )
             o_thd, lse_thd = o.detach(), lse_ht_to_thd(lse.detach(), p.total_q)
         else:
-            o, lse = flash_attn_func(q, k, v, learnable_sink=sink, return_lse=True, **call.kwargs())
+            o, lse = flash_attn_func(q, k, v, learnable_sink=sink, return_lse=True, **call.kwargs(), **extras)
             o_thd, lse_thd = thd(o.detach()), lse_bhs_to_thd(lse.detach())
         fwd = Outputs(o=o_thd, lse=normalize_lse(lse_thd, p))
         return fwd, (q, k, v, sink, o)
