@@ -26,8 +26,11 @@ kernels, so it is unavailable while another backend would be picked: set ``FLA_T
 Install without network: ``pip install --no-deps fla_core-0.6.0-py3-none-any.whl einops-*.whl``.
 """
 
+import importlib.util
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -95,8 +98,25 @@ def device_here() -> str:
     return "cpu" if _interpreted() else "cuda"
 
 
+def takes_sinks() -> bool:
+    """Whether the fla-core on the path has sinks: ``parallel_attn`` takes ``sink_bias`` since
+    0.5.0 (0.4.2's signature has none). Read from the source, not imported (fla decorates its
+    kernels at import, interpreted or not: a child process imports it); True where fla is absent
+    (0.6.0's interface, the one cited here)."""
+    spec = importlib.util.find_spec("fla")  # the top-level package only: nothing of it is run
+    if spec is None or not spec.submodule_search_locations:
+        return True
+    source = Path(next(iter(spec.submodule_search_locations))) / "ops" / "attn" / "parallel.py"
+    try:
+        text = source.read_text(errors="replace")
+    except OSError:
+        return True
+    head = re.search(r"def parallel_attn\((.*?)\)\s*(->[^:]*)?:", text, re.S)
+    return head is None or "sink_bias" in head.group(1)
+
+
 def _capability(device: str) -> Capability:
-    cpu = device == "cpu"
+    cpu, sinks = device == "cpu", takes_sinks()
     return Capability(
         dtypes=("float16", "float32") if cpu else ("float16", "bfloat16"),
         head_dims_qk=DIMS,
@@ -114,10 +134,10 @@ def _capability(device: str) -> Capability:
         varlen=True,
         empty_seqs=True,
         pad_tail=True,
-        sinks=True,
+        sinks=sinks,
         softmax_scale=True,
         layouts=LAYOUTS,
-        outputs=("o", "dq", "dk", "dv", "dsink"),
+        outputs=("o", "dq", "dk", "dv") + (("dsink",) if sinks else ()),
         deterministic=True,
         device=device,
         # the backward's tiles: BT x BS = 64 x 32 on the CPU / non-Ampere path, 128 x 64 on Hopper

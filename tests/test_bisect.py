@@ -174,6 +174,38 @@ def test_classify_untestable_replays():
     assert verdict == U and "nothing was imported" in detail
 
 
+def test_a_version_without_the_feature_bounds_the_search_as_a_good_one():
+    """A release whose adapter declares no such feature (fla-core 0.4.2 has no sinks) refuses the
+    Problem as outside its capability: the bug cannot be older than its feature, so the first
+    release that has it and fails is the first bad, not "one of" it and the older ones."""
+    rec = _rec(status="skipped", reason="outside capability: sinks unsupported", used=[])
+    verdict, detail = B.classify(rec, DOC_GATES)
+    assert verdict == B.ABSENT and "outside capability: sinks" in detail and B.RUN_EXIT[verdict] == 0
+    res, _ = _run_search([B.ABSENT, X, X, X])
+    assert res.found and (res.first_bad, res.last_good) == (1, 0)
+    assert "first bad: v1" in res.summary() and "v0 (without: the first bad is the first with the feature)" in res.summary()
+    res, _ = _run_search([B.ABSENT, U, X])  # an untestable one between still hides the boundary
+    assert not res.found and res.candidates == [1, 2]
+
+
+def test_fla_declares_sinks_only_where_its_parallel_attn_takes_them(tmp_path, monkeypatch):
+    from difftest.kernels.fla_attn import takes_sinks
+
+    for version, signature, has in (
+        ("0.4.2", "q, k, v, g=None, scale=None, cu_seqlens=None", False),
+        ("0.6.0", "q, k, v, g=None, scale=None, window_size=None,\n    cu_seqlens=None, sink_bias=None", True),
+    ):
+        pkg = tmp_path / version / "fla"
+        (pkg / "ops" / "attn").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("raise ImportError('read, never imported')\n")
+        (pkg / "ops" / "attn" / "parallel.py").write_text(
+            f"def parallel_attn(\n    {signature},\n) -> tuple:\n    pass\n"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path / version))
+        assert takes_sinks() is has, version
+        monkeypatch.undo()
+
+
 # ---------------------------------------------------------------- versions made here
 ADAPTER = """
 import toyattn

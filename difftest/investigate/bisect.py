@@ -18,7 +18,10 @@ the version and the installed environment can be imported). A version is
 Each tested version gets a verdict: **good** (the replay passes), **bad** (it fails the
 way the reproducer documents: one of its ``failed_gates``, or for a documented error an
 error of the same class; ``--any-failure``: any failure, also what a reproducer without
-a documented failure uses), or **untestable** (the kernel is unavailable or refused there,
+a documented failure uses), **without** (the adapter, reading that version, declares no such
+feature: the Problem is outside its capability there, as fla-core 0.4.2 has no sinks; the bug
+cannot be older than its feature, so the search takes it as good and says why), or
+**untestable** (the kernel is unavailable or refused there,
 the build failed, the replay could not start, it failed differently, nothing was imported
 from the version's folders, so the verdict would not be about the version, or the version
 does not load here: its error says its code does not match this environment, whatever
@@ -68,8 +71,9 @@ from difftest.search import reproducer
 from difftest.vocab import Status
 
 GOOD, BAD, UNTESTABLE = "good", "bad", "untestable"
+ABSENT = "without"  # the version lacks what the reproducer uses: the bug cannot be older than its feature
 EXIT_FOUND, EXIT_NOT_FOUND = 0, 1
-RUN_EXIT = {GOOD: 0, BAD: 1, UNTESTABLE: 125}  # git bisect run's codes
+RUN_EXIT = {GOOD: 0, ABSENT: 0, BAD: 1, UNTESTABLE: 125}  # git bisect run's codes
 EXIT_ABORT = 128  # git bisect run stops on an exit code above 127
 DEFAULT_TIMEOUT_S = 3600.0  # one version's replay, JIT builds included (the reproducer's own timeout is per call)
 DEFAULT_BUILD_TIMEOUT_S = 3600.0
@@ -480,6 +484,9 @@ def documented_failure(record: dict) -> dict | None:
     return None
 
 
+OUTSIDE = "outside capability"  # the runner's reason for a Problem the adapter does not declare
+
+
 def classify(rec: dict, documented: dict | None, any_failure: bool = False) -> tuple[str, str]:
     """(verdict, one-line detail) of one replay record."""
     phase = rec.get("phase")
@@ -498,6 +505,10 @@ def classify(rec: dict, documented: dict | None, any_failure: bool = False) -> t
         status, gates, reason = rec.get("status"), rec.get("failed_gates", []), rec.get("reason", "")
         error = rec.get("error_type", "")
         used = rec.get("used", [])
+    if status == Status.SKIPPED and reason.startswith(OUTSIDE):
+        # the adapter, reading this version, declares no such feature (fla-core 0.4.2: no sinks):
+        # the bug cannot be there, as on a good version
+        return ABSENT, f"without the feature: {reason}"
     if status == Status.SKIPPED:
         return UNTESTABLE, f"skipped: {reason}"
     if used is not None and not used:
@@ -574,6 +585,11 @@ class BisectResult:
             "found": self.found,
         }
 
+    def _good(self, i: int) -> str:
+        """Version i as a last good: its name, and why where it lacks the feature."""
+        why = next((x.detail or ABSENT for x in self.tested if x.index == i and x.verdict == ABSENT), None)
+        return self.versions[i] + (f" ({why}: the first bad is the first with the feature)" if why else "")
+
     def summary(self) -> str:
         n, t = len(self.versions), len(self.tested)
         lines = []
@@ -585,7 +601,7 @@ class BisectResult:
         elif self.found:
             lines.append(f"first bad: {self.versions[self.first_bad]}")
             lines.append(
-                f"last good: {self.versions[self.last_good]}"
+                f"last good: {self._good(self.last_good)}"
                 if self.last_good is not None
                 else "last good: none (the oldest version tested is bad)"
             )
@@ -596,7 +612,7 @@ class BisectResult:
                 + " (the ones before the last are untestable)"
             )
             lines.append(
-                f"last good: {self.versions[self.last_good]}" if self.last_good is not None else "last good: none"
+                f"last good: {self._good(self.last_good)}" if self.last_good is not None else "last good: none"
             )
         lines.append(
             f"tested {t} of {n} versions (assuming good ... good, bad ... bad): "
@@ -625,7 +641,7 @@ def search(labels: list[str], test) -> BisectResult:
     hi = None
     for i in range(n - 1, -1, -1):
         v = t(i)
-        if v == GOOD:
+        if v in (GOOD, ABSENT):
             res.last_good = i
             return res
         if v == BAD:
@@ -636,7 +652,7 @@ def search(labels: list[str], test) -> BisectResult:
     lo = -1
     for i in range(hi):
         v = t(i)
-        if v == GOOD:
+        if v in (GOOD, ABSENT):
             lo = i
             break
         if v == BAD:
@@ -649,7 +665,7 @@ def search(labels: list[str], test) -> BisectResult:
         mid = (lo + hi) / 2
         i = min(untested, key=lambda j: (abs(j - mid), j))
         v = t(i)
-        if v == GOOD:
+        if v in (GOOD, ABSENT):
             lo = i
         elif v == BAD:
             hi = i
