@@ -148,6 +148,9 @@ def _capability(device: str) -> Capability:
         outputs=("o", "dq", "dk", "dv"),
         deterministic=False,
         device=device,
+        # Q times the scale, rounded to the input dtype, before Q K^T (b_q = (b_q * scale).to(b_q.dtype),
+        # parallel.py:91, 248, 368): a correct design the budget judges by its own yardstick
+        designs=("prescaled-q",),
         block_m=64,
         block_n=DENSE_BLOCK,
         topk_sparse=TOPK_SIZES,

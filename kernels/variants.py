@@ -240,6 +240,37 @@ class Exp2FoldedScale(BlockwiseAttention):
         return lse * LN2
 
 
+@variant("fla-core's native sparse attention (NSA), Triton's tutorial forward: Q * scale rounded before Q K^T")
+class PrescaledQ(BlockwiseAttention):
+    """Q multiplied by the softmax scale and rounded to the input dtype before Q K^T (every
+    logit Q' K^T with Q' = round(Q * scale)); dK = dS^T Q' takes the scale with Q', dQ = dS K
+    times the scale in float32. A correct design that declares itself (``prescaled-q``,
+    oracles/prescaled_q.py): its logits carry the input dtype's rounding of Q * scale, far
+    beyond a flash kernel's at large logits.
+
+    The rounding is the design's, not a bug: without the declaration the budget gates fail it
+    on large logits (tests/test_prescaled_q.py)."""
+
+    name = "prescaled-q"
+    capability = replace(BlockwiseAttention.capability, designs=("prescaled-q",))
+
+    def load(self, inputs, name, b):
+        t = super().load(inputs, name, b)
+        if name != "q":
+            return t
+        scale = torch.tensor(inputs.problem.scale, dtype=F32)
+        return (t.to(F32) * scale).to(t.dtype)
+
+    def logit_scale(self, p, phase):
+        return 1.0
+
+    def cap_logits(self, p, s, scale, phase):
+        return super().cap_logits(p, s, p.scale, phase)  # s is Q' K^T: already in scaled units
+
+    def grad_scale(self, p, which):
+        return p.scale if which == "dq" else 1.0
+
+
 class _LseOnly(BlockwiseAttention):
     """The backward reads only the stored float32 LSE (m = LSE, log l = 0), as every
     production kernel does, instead of the (row max, log row sum) pair."""

@@ -37,6 +37,7 @@ from .approx_tanh import approximate_tanh_softcap
 from .chunked import CHUNK_PRECISIONS, DEFAULT_MAX_CHUNK_ELEMENTS, chunk_rows, chunked_reference, rows_allowed
 from .flash_style import flash_style_reference
 from .fp8 import fp8_reference
+from .prescaled_q import prescaled_q
 from .reference import PRECISIONS, allowed_mask, reference, rows_reference
 from .running_sum import input_dtype_running_sum
 
@@ -110,6 +111,8 @@ def design_yardsticks(designs, inputs: Inputs, block_m: int, flash: Outputs) -> 
     for d in designs:
         if d == "input-dtype-running-sum":
             out.append(input_dtype_running_sum(inputs, block_m, flash))
+        elif d == "prescaled-q":
+            out.append(prescaled_q(inputs))
         elif d == "approximate-tanh-softcap":
             if inputs.problem.softcap is not None:  # the design changes nothing without a cap
                 out.extend(approximate_tanh_softcap(inputs))

@@ -183,7 +183,8 @@ def test_a_version_without_the_feature_bounds_the_search_as_a_good_one():
     assert verdict == B.ABSENT and "outside capability: sinks" in detail and B.RUN_EXIT[verdict] == 0
     res, _ = _run_search([B.ABSENT, X, X, X])
     assert res.found and (res.first_bad, res.last_good) == (1, 0)
-    assert "first bad: v1" in res.summary() and "v0 (without: the first bad is the first with the feature)" in res.summary()
+    summary = res.summary()
+    assert "first bad: v1" in summary and "v0 (without: the first bad is the first with the feature)" in summary
     res, _ = _run_search([B.ABSENT, U, X])  # an untestable one between still hides the boundary
     assert not res.found and res.candidates == [1, 2]
 

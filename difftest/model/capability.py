@@ -24,7 +24,7 @@ from difftest.model.problem import ALIGNS, ALL_DTYPES, OUTPUTS, VALUE_KINDS, Pro
 
 # "input-dtype-running-sum": dK/dV added block by block into the output tensors in the input
 # dtype (torch's CPU flash backward; oracles/running_sum.py)
-DESIGNS = ("input-dtype-running-sum", "approximate-tanh-softcap")
+DESIGNS = ("input-dtype-running-sum", "approximate-tanh-softcap", "prescaled-q")
 
 
 @dataclass(frozen=True)

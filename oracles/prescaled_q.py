@@ -1,0 +1,54 @@
+"""The yardstick of a correct design that scales Q before Q K^T, in the input dtype.
+
+Some kernels multiply the query tile by the softmax scale and round it back to the input dtype
+before the first GEMM (fla-core's NSA: ``b_q = (b_q * scale).to(b_q.dtype)``,
+fla/ops/nsa/parallel.py:91, 248, 368 of 0.6.0; the Triton tutorial's forward did the same), so
+every logit is Q' K^T with Q' = round(Q * scale): each query element off by up to half an ulp
+of the input dtype, a logit off by about u |S| (u = 2^-11 in float16), where the flash-style
+yardstick rounds nothing before its float32 S. At large logits (massive keys) that is more
+than a flash kernel's P rounding: fla-nsa's O failed its budget at ratio 1.03 on the CPU with
+this rounding alone explaining two thirds of its error (fp16, massive keys x 300, head dim 80).
+
+``prescaled_q(inputs)``: the flash-style yardstick (oracles/flash_style.py) of the same
+Problem with Q' for Q and a softmax scale of 1 (the capped logit of a softcap is then
+cap * tanh(Q' K^T / cap), as the design computes it), dQ taken back to Q by the scale
+(dQ = dS K * scale, rounded once more: the design's own postprocess rounds once, so this
+yardstick's dQ can be up to half an ulp looser). Built only for kernels that declare the
+design (``Capability.designs``) and only when a verdict fails against the flash yardsticks
+(``References.more``'s path in difftest/judge/gates.py).
+"""
+
+from dataclasses import replace
+
+import torch
+
+from difftest.model.inputs import Inputs
+from difftest.model.outputs import Outputs
+
+from .flash_style import flash_style_reference
+
+F32 = torch.float32
+
+
+def prescaled(inputs: Inputs) -> Inputs:
+    """``inputs`` with Q' = round(Q * scale) in the input dtype for Q and a softmax scale of 1."""
+    p = inputs.problem
+    scale = torch.tensor(p.scale, dtype=F32)
+    q = (inputs.q.to(F32) * scale).to(inputs.q.dtype)
+    return Inputs(
+        problem=replace(p, softmax_scale=1.0),
+        q=q,
+        k=inputs.k,
+        v=inputs.v,
+        do=inputs.do,
+        sink=inputs.sink,
+        cu_seqlens_q=inputs.cu_seqlens_q,
+        cu_seqlens_k=inputs.cu_seqlens_k,
+    )
+
+
+def prescaled_q(inputs: Inputs) -> Outputs:
+    """The flash-style outputs of the prescaled-Q design (module docstring)."""
+    out = flash_style_reference(prescaled(inputs))
+    scale = torch.tensor(inputs.problem.scale, dtype=F32)
+    return replace(out, dq=(out.dq.to(F32) * scale).to(out.dq.dtype))

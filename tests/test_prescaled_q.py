@@ -1,0 +1,60 @@
+"""The prescaled-Q design (oracles/prescaled_q.py): a kernel that rounds Q * scale to the input
+dtype before Q K^T (fla-core's NSA) is correct, and passes where it declares the design, while
+the same kernel undeclared fails the budget gates on large logits (the false alarm fla-nsa's O
+gave at ratio 1.03), and a prescaled kernel with a real fault still fails with the declaration."""
+
+import dataclasses
+
+import pytest
+
+from difftest.judge.runner import RunConfig, run_case
+from difftest.kernels.variants import PrescaledQ
+from difftest.model.problem import Problem
+from difftest.vocab import Status
+
+LARGE_LOGITS = [
+    Problem(
+        batch=1,
+        seqlen_q=64,
+        seqlen_k=96,
+        heads_q=2,
+        heads_kv=2,
+        head_dim_qk=80,
+        head_dim_v=80,
+        dtype=dtype,
+        values="massive_keys",
+        value_scale=300.0,
+        seed=0,
+    )
+    for dtype in ("float16", "bfloat16")
+]
+CFG = RunConfig(isolate=False)
+
+
+class Undeclared(PrescaledQ):
+    name = "prescaled-q-undeclared"
+    capability = dataclasses.replace(PrescaledQ.capability, designs=())
+
+
+class DqUnscaled(PrescaledQ):
+    """A fault: dQ = dS K without the scale Q' carries."""
+
+    name = "prescaled-q-dq-unscaled"
+
+    def grad_scale(self, p, which):
+        return 1.0
+
+
+@pytest.mark.parametrize("problem", LARGE_LOGITS, ids=lambda p: p.dtype)
+def test_a_prescaled_kernel_passes_where_it_declares_the_design_and_fails_where_not(problem):
+    declared = run_case(PrescaledQ(), problem, CFG)
+    assert declared.status == Status.PASSED, declared.reason
+    undeclared = run_case(Undeclared(), problem, CFG)
+    assert undeclared.status == Status.FAILED and any(g.endswith(":budget") for g in undeclared.failed_gates)
+
+
+def test_a_fault_of_a_prescaled_kernel_still_fails_with_the_declaration():
+    p = dataclasses.replace(LARGE_LOGITS[0], values="normal", value_scale=1.0)
+    assert run_case(PrescaledQ(), p, CFG).status == Status.PASSED
+    r = run_case(DqUnscaled(), p, CFG)
+    assert r.status == Status.FAILED and "dq:budget" in r.failed_gates, r.failed_gates
