@@ -68,10 +68,12 @@ VERSION = "0.6.0"
 #   G is a tile dimension of tl.dot, whose operands need 16 rows on a GPU): ``refusal``.
 #   kv_broadcast (K/V expanded to every query head, an MHA call) is G = 1: not declared.
 # - varlen: cu_seqlens with B = 1 (895-899); one cu_seqlens for q and k (a tuple is inference
-#   only, 813-817). A zero-length sequence breaks fla's token -> sequence map
-#   (fla/ops/utils/index.py:145-146 counts sequence starts, and an empty sequence has none):
-#   empty_seqs=False. The forward's grid is the packed T (627) and token_indices covers
-#   cu_seqlens[-1] tokens (219, 781): tail rows read past it, pad_tail=False.
+#   only, 813-817). A zero-length sequence is accepted (no check; the docstring, 883-886, promises
+#   cu_seqlens as FlashAttention takes them) but breaks fla's token -> sequence map (utils/index.py:
+#   145-146 counts sequence starts, and an empty sequence has none): a bug (results/bugs/fla/
+#   DRAFT-nsa-empty-seq.md), so empty_seqs=True: the hunt must meet it. The forward's grid is
+#   the packed T (627) and token_indices covers cu_seqlens[-1] tokens (219, 781): tail rows read
+#   past it, pad_tail=False.
 # - no window in this branch (window_size > 0 adds flash-attn's sliding window branch, 943-960),
 #   no sinks, no softcap; scale any float (248, 368, 509; None -> K ** -0.5 at 893-894).
 # - head dims: the forward asserts K <= BK = min(128, next_pow2(K)) off Hopper, 256 on Hopper
@@ -141,7 +143,7 @@ def _capability(device: str) -> Capability:
         causal_required=True,
         aligns=("bottom_right", "top_left"),  # square problems only: the same diagonal
         varlen=True,
-        empty_seqs=False,
+        empty_seqs=True,
         pad_tail=False,
         softmax_scale=True,
         layouts=tuple(x for x in LAYOUTS if x != "kv_broadcast"),

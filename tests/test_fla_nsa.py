@@ -101,7 +101,8 @@ def test_capability_states_the_contract():
     for device in ("cpu", "cuda"):
         c = _capability(device)
         assert c.causal and c.causal_required and not c.seqlen_q_ne_k and c.gqa and c.varlen
-        assert not (c.window or c.sinks or c.softcap or c.empty_seqs or c.pad_tail or c.deterministic)
+        assert not (c.window or c.sinks or c.softcap or c.pad_tail or c.deterministic)
+        assert c.empty_seqs  # accepted by parallel_nsa, and wrong there: declared so a hunt meets it
         assert c.outputs == ("o", "dq", "dk", "dv")  # no lse: it stays in the autograd context
         assert "kv_broadcast" not in c.layouts  # an MHA call: group 1
         assert all(bk & (bk - 1) == 0 and bk >= 16 for _, bk in c.topk_sparse + c.block_sparse)
@@ -130,7 +131,7 @@ def test_duplicate_topk_slots_refused():
     assert "duplicate" in refusal(more_slots_than_blocks)
     assert refusal(TRANSLATED["topk_tokens_invalid"]) is None
     c = _capability("cpu")
-    assert c.excludes(_p(batch=2, seqlen_q=(0, 9), seqlen_k=(0, 9))) is not None  # empty_seqs
+    assert c.excludes(_p(batch=2, seqlen_q=(0, 9), seqlen_k=(0, 9))) is None  # empty_seqs
     assert c.excludes(_p(batch=2, seqlen_q=(4, 9), seqlen_k=(4, 9), pad_tail=2)) is not None
 
 

@@ -22,8 +22,9 @@ from fla.ops.utils import prepare_block_csr, prepare_chunk_indices  # noqa: E402
 
 dev, BS = ("cuda" if torch.cuda.is_available() else "cpu"), 16
 if dev == "cpu":  # the interpreter cannot time autotune configs: take the first
+    import fla.ops.nsa.parallel as P
+    import fla.ops.utils.pooling as PO
     from triton.runtime.autotuner import Autotuner
-    import fla.ops.nsa.parallel as P, fla.ops.utils.pooling as PO
     for obj in [*vars(P).values(), *vars(PO).values()]:
         while not isinstance(obj, Autotuner) and hasattr(obj, "fn"):
             obj = obj.fn
@@ -43,7 +44,6 @@ if sys.argv[1:] == ["child"]:
     o.sum().backward()
     torch.cuda.synchronize() if dev == "cuda" else None
     sys.exit(0)
-
 cu = torch.tensor([0, 35, 45, 80], device=dev)
 chunks = prepare_chunk_indices(cu, BS)  # [(sequence, block within it)] per global block
 M = triton.cdiv(int((cu[1:] - cu[:-1]).max()), BS)  # blocks of the longest sequence, as parallel.py:718
@@ -58,7 +58,8 @@ print(f"1. {len(wrong)} of {int(off[-1])} CSR pairs name a block of another sequ
       f"e.g. (token, sequence, block) {wrong[:3]}")
 try:  # a corrupted heap may also hang the child
     r = subprocess.run([sys.executable, __file__, "child"], capture_output=True, text=True, timeout=300)
-    rc, tail = r.returncode, [ln for ln in r.stderr.splitlines() if ln.strip() and "_cpu_device" not in ln][-1:] if r.returncode else []
+    err = [x for x in r.stderr.splitlines() if x.strip() and "_cpu_device" not in x]
+    rc, tail = r.returncode, err[-1:] if r.returncode else []
 except subprocess.TimeoutExpired:
     rc, tail = "none (hung, killed after 300 s)", []
 print(f"2. last sequence forward+backward: exit code {rc}", *tail)
