@@ -181,23 +181,9 @@ class FlaAttnAdapter(KernelAdapter):
         )
 
     def available(self) -> str | None:
-        why = (
-            module_reason("fla", WHEEL)
-            or module_reason("einops", WHEEL)
-            or module_reason("triton", "pip install triton")
+        return fla_reason(self.device, "fla.ops.attn.parallel:parallel_attn_bwd_kernel_dq") or (
+            _backend_reason() if self.device == "cuda" else None
         )
-        if why:
-            return why
-        if self.device == "cuda":
-            if not torch.cuda.is_available():
-                return (
-                    "no CUDA device (torch.cuda.is_available() is False) and TRITON_INTERPRET is not set "
-                    "(TRITON_INTERPRET=1 runs fla's Triton kernels on the CPU)"
-                )
-            return _backend_reason()
-        if not _interpreted():
-            return "device cpu needs TRITON_INTERPRET=1 (Triton's interpreter) in the environment"
-        return _numpy_reason() or _interpreter_reason()
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         # lazy: fla-core is optional, and must be imported after TRITON_INTERPRET is set (CPU runs)
@@ -262,18 +248,38 @@ def _numpy_reason() -> str | None:
     return None
 
 
-def _interpreter_reason() -> str | None:
-    """fla's kernels are interpreted only if fla was imported with TRITON_INTERPRET set."""
+def _interpreter_reason(kernel: str) -> str | None:
+    """fla's kernels are interpreted only if fla was imported with TRITON_INTERPRET set;
+    ``kernel``: "module:name" of one of the kernels the adapter runs."""
     # lazy: fla-core and Triton are optional; the adapter loads and says so without them
-    from fla.ops.attn import parallel
     from triton.runtime.interpreter import InterpretedFunction
 
-    fn = parallel.parallel_attn_bwd_kernel_dq
+    module, name = kernel.split(":")
+    fn = getattr(importlib.import_module(module), name)
     while not isinstance(fn, InterpretedFunction) and hasattr(fn, "fn"):
         fn = fn.fn
     if not isinstance(fn, InterpretedFunction):
         return "fla was imported before TRITON_INTERPRET=1 was set: its kernels are compiled, not interpreted"
     return None
+
+
+def fla_reason(device: str, kernel: str) -> str | None:
+    """Why fla's Triton kernels cannot run on ``device`` here, None when they can: fla-core,
+    einops and Triton importable; on CUDA a device; on the CPU Triton's interpreter set before
+    fla was imported (``kernel``, "module:name", is checked) and a NumPy it works with."""
+    why = module_reason("fla", WHEEL) or module_reason("einops", WHEEL) or module_reason("triton", "pip install triton")
+    if why:
+        return why
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            return (
+                "no CUDA device (torch.cuda.is_available() is False) and TRITON_INTERPRET is not set "
+                "(TRITON_INTERPRET=1 runs fla's Triton kernels on the CPU)"
+            )
+        return None
+    if not _interpreted():
+        return "device cpu needs TRITON_INTERPRET=1 (Triton's interpreter) in the environment"
+    return _numpy_reason() or _interpreter_reason(kernel)
 
 
 def adapter():

@@ -26,7 +26,6 @@ tile whose tail queries are masked, parallel.py:500-504).
 Install without network: ``pip install --no-deps fla_core-0.6.0-py3-none-any.whl einops-*.whl``.
 """
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +38,8 @@ from difftest.model.layouts import LAYOUTS
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 
-from .cuda_common import autograd_backward, laid_out, laid_out_leaf, module_reason, thd
-from .fla_attn import device_here
+from .cuda_common import autograd_backward, laid_out, laid_out_leaf, thd
+from .fla_attn import device_here, fla_reason
 
 WHEEL = "pip install --no-deps fla-core==0.6.0 einops"
 VERSION = "0.6.0"
@@ -223,23 +222,7 @@ class FlaNsaAdapter(KernelAdapter):
         )
 
     def available(self) -> str | None:
-        why = (
-            module_reason("fla", WHEEL)
-            or module_reason("einops", WHEEL)
-            or module_reason("triton", "pip install triton")
-        )
-        if why:
-            return why
-        if self.device == "cuda":
-            if not torch.cuda.is_available():
-                return (
-                    "no CUDA device (torch.cuda.is_available() is False) and TRITON_INTERPRET is not set "
-                    "(TRITON_INTERPRET=1 runs fla's Triton kernels on the CPU)"
-                )
-            return None
-        if not _interpreted():
-            return "device cpu needs TRITON_INTERPRET=1 (Triton's interpreter) in the environment"
-        return _numpy_reason() or _interpreter_reason()
+        return fla_reason(self.device, "fla.ops.nsa.parallel:parallel_nsa_fwd_kernel")
 
     def forward(self, inputs: Inputs, out: Outputs | None = None):
         # lazy: fla-core is optional, and must be imported after TRITON_INTERPRET is set (CPU runs)
@@ -292,44 +275,8 @@ def _untimed_autotune() -> None:
         at._difftest_untimed = True
 
 
-def _interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def _numpy_reason() -> str | None:
-    """Triton <= 3.6's interpreter fails on NumPy >= 2.4 (triton-lang/triton#9171), as
-    kernels/fla_attn.py says (its helper is private to it)."""
-    # lazy: NumPy and Triton are optional; asked only on the interpreter path
-    import numpy
-    import triton
-
-    def major_minor(v: str) -> tuple:
-        return tuple(int(x) for x in v.split(".")[:2] if x.isdigit())
-
-    if major_minor(numpy.__version__) >= (2, 4) and major_minor(triton.__version__) <= (3, 6):
-        return (
-            f"Triton {triton.__version__}'s interpreter fails on NumPy {numpy.__version__} "
-            f"(triton-lang/triton#9171): pip install 'numpy<2.4' into this environment"
-        )
-    return None
-
-
 def _same_time(fn, quantiles=None, **kw) -> list[float]:
     return [1.0, 1.0, 1.0]
-
-
-def _interpreter_reason() -> str | None:
-    """fla's kernels are interpreted only if fla was imported with TRITON_INTERPRET set."""
-    # lazy: fla-core and Triton are optional; the adapter loads and says so without them
-    from fla.ops.nsa import parallel
-    from triton.runtime.interpreter import InterpretedFunction
-
-    fn = parallel.parallel_nsa_fwd_kernel
-    while not isinstance(fn, InterpretedFunction) and hasattr(fn, "fn"):
-        fn = fn.fn
-    if not isinstance(fn, InterpretedFunction):
-        return "fla was imported before TRITON_INTERPRET=1 was set: its kernels are compiled, not interpreted"
-    return None
 
 
 def adapter():

@@ -245,3 +245,33 @@ class EnvSwitchedDk(RefKernel):
             out.dk = out.dk * 1.05
             out.dv = out.dv * 1.05
         return out
+
+
+def run_problems_in_child(code: str, problems: dict, cuda: bool, **env) -> dict:
+    """Run ``code`` (a script taking the device and the problems' JSON as arguments and printing
+    ``RESULT<json>``) in a child process: compiled on CUDA, else with TRITON_INTERPRET=1 from the
+    start, so a Triton package it imports is interpreted there and nothing in this process is.
+    Returns the parsed result; skips the test where the child says the kernel is unavailable."""
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+
+    env = {**os.environ, "OMP_NUM_THREADS": "2", **env}
+    if not cuda:
+        env["TRITON_INTERPRET"] = "1"
+    probs = {n: p.to_dict() for n, p in problems.items()}
+    r = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code, "cuda" if cuda else "cpu", json.dumps(probs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
+    assert r.returncode == 0 and line, r.stderr[-3000:]
+    out = json.loads(line[-1][len("RESULT") :])
+    if out["unavailable"]:
+        pytest.skip(out["unavailable"])
+    return out

@@ -8,12 +8,11 @@ fla's dSink sums exp2(sink - lse) * delta over every row of the packed tensor
 (parallel.py:721-724), tail rows included, whose lse and o are never written
 (torch.empty, 557-558): dSink is wrong and differs run to run."""
 
-import os
-
 import pytest
 import torch
 
 from difftest.model.problem import Problem
+from tests.kernels_for_tests import run_problems_in_child
 
 pytest.importorskip("triton")
 pytest.importorskip("einops")
@@ -45,27 +44,8 @@ def results():
     """Every kernel problem below run in one child process: compiled on CUDA (FLA_TILELANG=0, the
     Triton kernels), else with TRITON_INTERPRET=1 from the start, so fla is imported interpreted
     and nothing in this process (other tests' Triton kernels) is."""
-    import json
-    import subprocess
-    import sys
-
-    env = {**os.environ, "FLA_TILELANG": "0", "OMP_NUM_THREADS": "2"}
-    if not CUDA:
-        env["TRITON_INTERPRET"] = "1"
-    probs = {n: p.to_dict() for n, p in {**PASSING, **{f"tail_sinks{i}": TAIL_SINKS for i in range(3)}}.items()}
-    r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", _RUN, "cuda" if CUDA else "cpu", json.dumps(probs)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
-    assert r.returncode == 0 and line, r.stderr[-3000:]
-    out = json.loads(line[-1][len("RESULT") :])
-    if out["unavailable"]:
-        pytest.skip(out["unavailable"])
-    return out
+    problems = {**PASSING, **{f"tail_sinks{i}": TAIL_SINKS for i in range(3)}}
+    return run_problems_in_child(_RUN, problems, CUDA, FLA_TILELANG="0")
 
 
 def _p(**kw):

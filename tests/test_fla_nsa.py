@@ -8,9 +8,6 @@ One finding is asserted as found: a row whose slots name no visible key (every s
 blocks after the query) gets O = 0/0 = NaN (parallel.py:286) where difftest's model says O = 0; its
 gradients are right."""
 
-import json
-import os
-import subprocess
 import sys
 
 import pytest
@@ -19,6 +16,7 @@ import torch
 from difftest.model.problem import Problem
 from difftest.model.sparsity import Sparsity
 from difftest.oracles.reference import allowed_mask
+from tests.kernels_for_tests import run_problems_in_child
 
 from difftest.kernels.fla_nsa import (  # isort: skip
     DENSE_BLOCK,
@@ -197,23 +195,7 @@ def results():
     pytest.importorskip("triton")
     pytest.importorskip("einops")
     pytest.importorskip("fla")
-    env = {**os.environ, "OMP_NUM_THREADS": "2"}
-    if not CUDA:
-        env["TRITON_INTERPRET"] = "1"
-    probs = {n: p.to_dict() for n, p in {**PASSING, "empty_row": EMPTY_ROW}.items()}
-    r = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", _RUN, "cuda" if CUDA else "cpu", json.dumps(probs)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
-    assert r.returncode == 0 and line, r.stderr[-3000:]
-    out = json.loads(line[-1][len("RESULT") :])
-    if out["unavailable"]:
-        pytest.skip(out["unavailable"])
-    return out
+    return run_problems_in_child(_RUN, {**PASSING, "empty_row": EMPTY_ROW}, CUDA)
 
 
 def test_the_problems_are_what_they_say():

@@ -13,18 +13,10 @@ from difftest.search.campaign import run_campaign
 from difftest.search.plan_cache import PlanCache, plan_key
 from difftest.strategies import configurations
 from difftest.strategies.configurations import claimed_pairs, dimensions, plan
-from tests.kernels_for_tests import RefKernel, full_capability
+from tests.kernels_for_tests import RefKernel
+from tests.test_configurations import BROAD
 
-CAP = full_capability(
-    dtypes=("float32", "float16", "bfloat16"),
-    head_dims_qk=(8, 16, 24, 40),
-    max_seqlen=160,
-    max_heads=8,
-    max_batch=4,
-    layouts=("contiguous", "bhsd", "kv_broadcast"),
-    block_m=16,
-    block_n=32,
-)
+CAP = BROAD  # three dtypes, four head dims, three layouts: illegal tuples to plan around
 
 
 def _inputs():
