@@ -478,6 +478,7 @@ class SdpaMathComposite(_WholeRows):
         rs = self.root_scale(p)
         qs, ks = q * rs, k * rs
         s = self.gemm(qs, ks.transpose(1, 2))
+        s = self.biased(p, s, 0, sq, 0, sk, sq, sk, phase)  # ALiBi as a float attn_mask: added to the logits
         s = s.masked_fill(~self.allowed(p, 0, sq, 0, sk, sq, sk, phase), float("-inf"))
         if sink is not None:
             s = torch.cat([s, sink.view(-1, 1, 1).expand(-1, sq, 1)], dim=-1)
