@@ -650,7 +650,9 @@ class Fp8CurrentScaling(BlockwiseAttention):
     kernel would report. The FP8 mutants of kernels/mutants.py deviate from it by one hook."""
 
     name = "fp8-current-scaling"
-    capability = replace(BlockwiseAttention.capability, dtypes=FP8_DTYPES, layouts=("contiguous",), softcap=False)
+    capability = replace(
+        BlockwiseAttention.capability, dtypes=FP8_DTYPES, layouts=("contiguous",), softcap=False, alibi=False
+    )
     delta_source = "o_do"  # FP8 kernels take Delta = rowsum(O * dO) from the stored O and dO
 
     def __init__(self, *a, **kw):

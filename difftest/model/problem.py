@@ -514,6 +514,12 @@ class Problem:
         return cls.from_dict(json.loads(s))
 
     def replace(self, **changes: Any) -> "Problem":
+        """A copy with ``changes``. A new ``heads_q`` without new ``alibi_slopes`` keeps one
+        slope per query head: the first ``heads_q`` slopes, repeated in turn where there are
+        more heads than slopes (so shrinking, signatures and corners stay valid ALiBi problems)."""
+        hq = changes.get("heads_q")
+        if self.alibi_slopes is not None and "alibi_slopes" not in changes and _is_int(hq) and hq >= 1:
+            changes["alibi_slopes"] = tuple(self.alibi_slopes[h % len(self.alibi_slopes)] for h in range(hq))
         return dataclasses.replace(self, **changes)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -543,7 +549,9 @@ class Problem:
         if self.softcap is not None:
             parts.append(f"softcap{self.softcap:g}")
         if self.alibi_slopes is not None:
-            parts.append(f"alibi:{alibi_short(self.alibi_slopes)}")
+            # unmasked, the alignment shows nowhere else (it moves ALiBi's diagonal)
+            align = f"-{self.align}" if not self.masked and self.align != "bottom_right" else ""
+            parts.append(f"alibi:{alibi_short(self.alibi_slopes)}{align}")
         if self.values != "normal":
             parts.append(f"{self.values}x{self.value_scale:g}")
         if self.pad_tail:
