@@ -157,7 +157,8 @@ def alibi_settings(capability: Capability, heads_q: int, dtype: str, typical: fl
     relative = sorted({min(top, float(f"{r * abs(typical):.3g}")) for r in ALIBI_RELATIVE})
     slope = st.one_of(
         st.sampled_from(ALIBI_SLOPES),
-        st.floats(*ALIBI_RANGE, allow_nan=False, allow_infinity=False),
+        st.floats(0.0, ALIBI_RANGE[1], allow_nan=False, allow_infinity=False),
+        st.floats(ALIBI_RANGE[0], 0.0, exclude_max=True, allow_nan=False, allow_infinity=False),
         st.sampled_from(relative),
     )
     slopes = st.one_of(

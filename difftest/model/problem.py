@@ -146,7 +146,7 @@ def _is_real(x: object) -> bool:
 
 def _float32(x: float) -> float:
     """``x`` rounded to the nearest float32 (as a Python float)."""
-    return struct.unpack("f", struct.pack("f", x))[0]
+    return float(struct.unpack("f", struct.pack("f", x))[0])
 
 
 def standard_alibi_slopes(heads: int) -> tuple[float, ...]:
@@ -518,7 +518,7 @@ class Problem:
         slope per query head: the first ``heads_q`` slopes, repeated in turn where there are
         more heads than slopes (so shrinking, signatures and corners stay valid ALiBi problems)."""
         hq = changes.get("heads_q")
-        if self.alibi_slopes is not None and "alibi_slopes" not in changes and _is_int(hq) and hq >= 1:
+        if self.alibi_slopes is not None and "alibi_slopes" not in changes and isinstance(hq, int) and hq >= 1:
             changes["alibi_slopes"] = tuple(self.alibi_slopes[h % len(self.alibi_slopes)] for h in range(hq))
         return dataclasses.replace(self, **changes)
 

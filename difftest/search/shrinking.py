@@ -131,11 +131,11 @@ def neighbours(p: Problem, cap: Capability | None = None):
             yield p.replace(window_right=0)
     if p.softcap is not None:
         yield p.replace(softcap=None)
-    if p.alibi_slopes is not None:  # no bias; one slope for every head (the first, the largest); smaller
+    if p.alibi_slopes is not None:  # no bias; one slope for every head (the first, the largest, 1, 1/2)
         yield p.replace(alibi_slopes=None)
         top = max(p.alibi_slopes, key=abs)
-        for m in dict.fromkeys((p.alibi_slopes[0], top, top / 2)):
-            yield p.replace(alibi_slopes=(m,) * p.heads_q)
+        for slope in dict.fromkeys((p.alibi_slopes[0], top, 1.0, 0.5)):
+            yield p.replace(alibi_slopes=(slope,) * p.heads_q)
     if p.sinks:
         yield p.replace(sinks=False, sink_center=0.0)
         if p.sink_center:
