@@ -19,7 +19,8 @@ as a composite kernel such as PyTorch's math backend runs them).
 
 Every Problem feature is supported: causal (both alignments), sliding windows (negative
 bounds and crossed ones: rows with no key), softcap (``cap_logits`` on the scaled logits before
-the mask, dS times 1 - tanh^2 in ``softcap_grad``),
+the mask, dS times 1 - tanh^2 in ``softcap_grad``), ALiBi (``alibi_bias``: -slope_h |i + offset - j|
+per query head in float32, added after the cap in the softmax's units, forward and backward),
 GQA/MQA (dK/dV summed over each group of query heads), varlen with zero-length
 sequences and unused tail tokens, sinks, custom softmax scale, float32/float16/bfloat16
 (computed in float32, outputs cast), and every memory layout of difftest/model/layouts.py
@@ -28,7 +29,8 @@ Outputs are written into the given (poisoned) buffers, every element of them, an
 result is bitwise deterministic.
 
 Hook points: each step a real kernel can get wrong is one small method
-(``load``, ``kv_head_index``, ``allowed``, ``cap_logits``, ``softcap_grad``, ``query_tiles``,
+(``load``, ``kv_head_index``, ``allowed``, ``cap_logits``, ``softcap_grad``, ``alibi_slopes``,
+``alibi_distance``, ``alibi_bias``, ``query_tiles``,
 ``key_tiles``, ``running_max``, ``rescale_factor``, ``stats_for_backward``, ``softmax_grad``,
 ``delta_pad_value``, ``dq_workspace``, ``reduce_dq``, ``dq_postprocess``, ``grad_scale``,
 ``reduce_group``, ``accumulate_kv``, ``dsink_rows``, ``store_lse``, ``forward_sink``, ``sparse_allowed``,
@@ -78,6 +80,7 @@ CAPABILITY = Capability(
     sinks=True,
     softmax_scale=True,
     softcap=True,
+    alibi=True,
     deterministic=True,
     poison=True,
     device="cpu",
@@ -235,6 +238,28 @@ class BlockwiseAttention(KernelAdapter):
         cap = p.softcap * scale / p.scale
         t = torch.tanh(s / cap)
         return t * cap, 1.0 - t * t
+
+    def alibi_slopes(self, p: Problem, phase: str) -> torch.Tensor:
+        """[heads_q] float32: each query head's ALiBi slope (FA2 reads alibi_slopes[bidh])."""
+        return torch.tensor(p.alibi_slopes, dtype=F32)
+
+    def alibi_distance(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int) -> torch.Tensor:
+        """[i1-i0, j1-j0] float32: |i + offset - j| of a tile, the mask's offset (its alignment)."""
+        i = torch.arange(i0, i1).unsqueeze(1) + p.mask_offset(sq, sk)
+        return (torch.arange(j0, j1).unsqueeze(0) - i).abs().to(F32)
+
+    def alibi_bias(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int, phase: str):
+        """[heads_q, i1-i0, j1-j0] float32: the ALiBi bias of a tile in the softmax's units
+        (-slope * distance, then ``to_log_units``), added after the cap; None without ALiBi."""
+        if p.alibi_slopes is None:
+            return None
+        bias = -self.alibi_slopes(p, phase).view(-1, 1, 1) * self.alibi_distance(p, i0, i1, j0, j1, sq, sk)
+        return self.to_log_units(bias)
+
+    def biased(self, p: Problem, s: torch.Tensor, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int, phase: str):
+        """The tile's (capped) logits ``s`` plus its ALiBi bias (``s`` itself without ALiBi)."""
+        bias = self.alibi_bias(p, i0, i1, j0, j1, sq, sk, phase)
+        return s if bias is None else s + bias
 
     def softcap_grad(self, ds: torch.Tensor, dcap: torch.Tensor | None) -> torch.Tensor:
         """dS of the raw logits from dS of the capped ones: times 1 - tanh^2 (as is without a cap)."""
@@ -429,6 +454,7 @@ class BlockwiseAttention(KernelAdapter):
             for j0, j1 in k_tiles:
                 s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
                 s = self.cap_logits(p, s, scale, "fwd")[0]
+                s = self.biased(p, s, i0, i1, j0, j1, sq, sk, "fwd")
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "fwd"), float("-inf"))
                 s = self.selection_weight(s, p, i0, i1, j0, j1, sq, sk, "fwd")
                 m_new = self.running_max(m, s)
@@ -541,6 +567,7 @@ class BlockwiseAttention(KernelAdapter):
         (query tile, key tile) pair."""
         s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
         s, dcap = self.cap_logits(p, s, scale, "bwd")
+        s = self.biased(p, s, i0, i1, j0, j1, sq, sk, "bwd")
         s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
         s = self.selection_weight(s, p, i0, i1, j0, j1, sq, sk, "bwd")
         pt = self.exp((s - mpad[:, i0:i1].unsqueeze(-1)) - logl_p[:, i0:i1].unsqueeze(-1))

@@ -9,6 +9,9 @@
   crossed window leaves rows with no key (Flex: O 0, LSE -inf).
 - A softcap is the ``score_mod`` ``softcap * tanh(score / softcap)`` on the scaled score
   (FlexAttention's tanh soft-capping), before the mask.
+- ALiBi is the ``score_mod`` adding -slope[h] * |i + offset - j| after the cap (a float32 slope
+  tensor the score_mod captures; the positions within each sequence, varlen included, and
+  the mask's offset per sequence as the mask_mod reads them).
 - Sinks are expressed as one extra key column per sequence set (appended after the last
   key, value 0) whose score ``score_mod`` replaces by the head's sink logit; dSink is the
   gradient flowing into that captured tensor. The extra key is visible to every real
@@ -67,7 +70,8 @@ _DIMS = tuple(range(16, 257))
 # apart), and the Python constants the call and its mask_mod/score_mod capture: the scale
 # (softmax_scale, or head_dim_qk through its default), causal, align, every window_left /
 # window_right value (negative ones too), sinks, the softcap (a constant the score_mod
-# captures). What never recompiles: seed, values, value_scale and
+# captures); ALiBi's slopes are a captured tensor (its presence changes the graph; the key
+# names the slopes, conservatively). What never recompiles: seed, values, value_scale and
 # sink_center (tensor contents), and varlen splits with the same totals (the key is
 # conservative there: seqlen_q/seqlen_k tuples split configurations dynamo would share).
 COMPILE_KEY = (
@@ -88,6 +92,7 @@ COMPILE_KEY = (
     "sinks",
     "layout",
     "softcap",
+    "alibi_slopes",
 )
 _COMMON = dict(
     dtypes=("float16", "bfloat16", "float32"),
@@ -102,6 +107,7 @@ _COMMON = dict(
     window=True,
     negative_window=True,
     softcap=True,
+    alibi=True,
     outputs=("o", "lse", "dq", "dk", "dv", "dsink"),
     deterministic=False,
     device="cuda",
@@ -260,25 +266,42 @@ def make_mask_mod(p: Problem, device="cpu"):
     return mask_mod, n_keys
 
 
-def make_score_mod(p: Problem, sink, n_keys: int):
+def make_score_mod(p: Problem, sink, n_keys: int, device="cpu"):
     """The Problem's score modifications as a FlexAttention ``score_mod`` (None: none). Flex
     hands it the logit already times ``scale`` (torch/nn/attention/flex_attention.py: "score:
     the scaled dot product"), so a softcap is FlexAttention's own tanh soft-capping,
     ``softcap * tanh(score / softcap)`` (its docs' and tests' ``_generate_tanh_softcap``), the
-    cap's derivative through autograd of the score_mod. The sink column (index ``n_keys``)
-    takes the head's sink logit, uncapped (problem.py: the sink joins the softmax as is)."""
+    cap's derivative through autograd of the score_mod; ALiBi adds -slope[h] * |i + offset - j|
+    after it (``alibi_terms``). The sink column (index ``n_keys``) takes the head's sink logit,
+    uncapped and unbiased (problem.py: the sink joins the softmax as is)."""
     cap = p.softcap
-    if sink is None and cap is None:
+    alibi = alibi_terms(p, n_keys, device) if p.alibi else None
+    if sink is None and cap is None and alibi is None:
         return None
 
     def score_mod(score, b, h, q_idx, kv_idx):
         if cap is not None:
             score = torch.tanh(score / cap) * cap
+        if alibi is not None:
+            slopes, diagonal, k_pos = alibi
+            score = score - slopes[h] * torch.abs(diagonal[q_idx] - k_pos[kv_idx])
         if sink is not None:
             score = place_sink(score, h, kv_idx, sink, n_keys)
         return score
 
     return score_mod
+
+
+def alibi_terms(p: Problem, n_keys: int, device="cpu"):
+    """(slopes [Hq] float32, each query token's diagonal i + offset of its sequence, each key
+    token's position, one more for the sink column) for the ALiBi score_mod, float32."""
+    sq_id, q_pos, _, k_pos = positions(p, device)
+    offsets = torch.tensor([sk - sq for sq, sk in zip(p.seqlens_q, p.seqlens_k)], device=device)
+    if p.align != "bottom_right":
+        offsets = torch.zeros_like(offsets)
+    diagonal = (q_pos + offsets[torch.clamp(sq_id, min=0)]).float()
+    k_pos = torch.cat([k_pos, k_pos.new_zeros(max(0, n_keys + 1 - k_pos.shape[0]))]).float()
+    return torch.tensor(p.alibi_slopes, dtype=torch.float32, device=device), diagonal, k_pos
 
 
 def no_donated_buffers() -> None:
@@ -367,7 +390,7 @@ class FlexAdapter(KernelAdapter):
         q = lay(leaves[0])
         mask_mod, n_keys = make_mask_mod(p, dev)
         sink, kk, vv = with_sink_column(inputs, lay(leaves[1]), lay(leaves[2]), grad)
-        score_mod = make_score_mod(p, sink, n_keys)
+        score_mod = make_score_mod(p, sink, n_keys, dev)
 
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
         block_mask = None
@@ -425,7 +448,10 @@ def with_sink_column(inputs: Inputs, k, v, grad: bool):
 
 
 def flex_outputs(o, lse, p: Problem) -> Outputs:
-    """flex's O and LSE ([B, H, S, ...]) as our Outputs (THD, natural-log LSE)."""
+    """flex's O and LSE ([B, H, S, ...]) as our Outputs (THD, natural-log LSE). No query
+    token at all (every varlen query sequence empty): flex returns no LSE; every row is -inf."""
+    if lse is None:
+        lse = torch.full(o.shape[:-1], float("-inf"), dtype=torch.float32, device=o.device)
     if p.varlen:
         o_thd = o.detach()[0].transpose(0, 1)
         lse_thd = lse.detach()[0].transpose(0, 1)

@@ -84,9 +84,10 @@ COMPILE_KEY = (
     "sinks",
     "layout",
 )
-DYNAMIC_CAPABILITY = replace(CAPABILITY, compile_key=COMPILE_KEY)
-DYNAMIC_GQA_CAPABILITY = replace(GQA_CAPABILITY, compile_key=COMPILE_KEY)
-DYNAMIC_SPARSE_CAPABILITY = replace(SPARSE_CAPABILITY, compile_key=COMPILE_KEY + ("sparsity",))
+# ALiBi not yet: its score_mod takes no slopes tensor (flex's static adapter has them)
+DYNAMIC_CAPABILITY = replace(CAPABILITY, compile_key=COMPILE_KEY, alibi=False)
+DYNAMIC_GQA_CAPABILITY = replace(GQA_CAPABILITY, compile_key=COMPILE_KEY, alibi=False)
+DYNAMIC_SPARSE_CAPABILITY = replace(SPARSE_CAPABILITY, compile_key=COMPILE_KEY + ("sparsity",), alibi=False)
 
 
 def constants(p: Problem, device="cpu") -> dict:

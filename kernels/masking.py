@@ -6,6 +6,9 @@ purpose independently of the oracle's ``allowed_mask``: if the two shared code, 
 in that code would put the same wrong mask in the kernel's call and in the truth, and
 the gates could not see it. tests/test_sdpa_cpu.py checks that the two agree.
 
+``alibi_bias`` writes the ALiBi rule (-slope_h * |i + offset - j|, problem.py) for an adapter
+that hands a kernel a float bias, again apart from the oracle's ``alibi_bias``.
+
 ``selected_blocks`` does the same for a sparse Problem (difftest/model/sparsity.py): the
 [query block, key block] selection built from the pattern a kernel is handed (the kept
 blocks, or the top-k slots scattered, so a duplicate lands on the same block once and an
@@ -39,6 +42,15 @@ def visible_keys(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tens
         sel = selected_blocks(problem, sq, sk, device)
         ok = ok & sel[torch.arange(sq, device=device) // sp.block_q][:, torch.arange(sk, device=device) // sp.block_k]
     return ok
+
+
+def alibi_bias(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tensor:
+    """[heads_q, sq, sk] float32: the ALiBi bias of one sequence, the float32 slopes times the
+    distance from the query's diagonal (the mask's offset), as a kernel forms it."""
+    slopes = torch.tensor(problem.alibi_slopes, dtype=torch.float32, device=device)
+    diagonal = torch.arange(sq, device=device).unsqueeze(1) + problem.mask_offset(sq, sk)
+    distance = (torch.arange(sk, device=device).unsqueeze(0) - diagonal).abs().float()
+    return -(slopes.view(-1, 1, 1) * distance)
 
 
 def selected_blocks(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tensor:

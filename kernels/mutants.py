@@ -59,6 +59,7 @@ BUG_CLASSES = {
     "sparse": "block-sparse masks and top-k selections: ignored or transposed in the backward, empty rows, "
     "duplicate selections",
     "softcap": "softcap formula wrong, or the backward ignoring the cap or its derivative",
+    "alibi": "ALiBi bias forgotten in the backward, the wrong head's slope, or the distance misaligned",
 }
 
 
@@ -617,6 +618,7 @@ class MaxEntryDsByValue(BlockwiseAttention):
         for i0, i1 in self.query_tiles(sq, "bwd"):
             for j0, j1 in self.key_tiles(sk, "bwd"):
                 s = self.gemm(qp[:, i0:i1], kp[:, j0:j1].transpose(1, 2)) * scale
+                s = self.biased(p, s, i0, i1, j0, j1, sq, sk, "bwd")
                 s = s.masked_fill(~self.allowed(p, i0, i1, j0, j1, sq, sk, "bwd"), float("-inf"))
                 at = s == mpad[:, i0:i1].unsqueeze(-1)
                 pt, dp, _ = self._p_dp(p, qp, dop, kp, vp, mpad, logl_p, scale, i0, i1, j0, j1, sq, sk)
@@ -728,6 +730,60 @@ class NegativeWindowClamped(BlockwiseAttention):
     def allowed(self, p, i0, i1, j0, j1, sq, sk, phase):
         clamp = {n: max(0, getattr(p, n)) for n in ("window_left", "window_right") if getattr(p, n) is not None}
         return super().allowed(p.replace(**clamp), i0, i1, j0, j1, sq, sk, phase)
+
+
+# ----------------------------------------------------------------------------- ALiBi
+# slopes that bend the softmax where the logits are (|S| ~ 1): a bias of 0.5 per key of distance
+_ALIBI = dict(seqlen_q=8, seqlen_k=12, alibi_slopes=(0.5,))
+
+
+@mutant("alibi", Problem(**_ALIBI))
+class AlibiIgnoredBwd(BlockwiseAttention):
+    """The backward recomputes P without the ALiBi bias, against the biased forward's
+    statistics (a score_mod or bias applied in the forward kernel only)."""
+
+    name = "alibi-ignored-bwd"
+
+    def alibi_bias(self, p, i0, i1, j0, j1, sq, sk, phase):
+        return None if phase == "bwd" else super().alibi_bias(p, i0, i1, j0, j1, sq, sk, phase)
+
+
+@mutant("alibi", Problem(**{**_ALIBI, "heads_q": 4, "heads_kv": 2, "alibi_slopes": (0.5, 0.25, 0.125, 0.0625)}))
+class AlibiSlopeOfKvHead(BlockwiseAttention):
+    """Each query head takes the slope of its key/value head's index (alibi_slopes[h // group]
+    instead of alibi_slopes[h]): right under MHA, the wrong slope for every GQA group's later
+    heads (the slopes indexed by the K/V head a GQA kernel iterates over)."""
+
+    name = "alibi-slope-of-kv-head"
+
+    def alibi_slopes(self, p, phase):
+        return super().alibi_slopes(p, phase)[torch.arange(p.heads_q) // p.group]
+
+
+@mutant("alibi", Problem(**_ALIBI))
+class AlibiDistanceTopLeft(BlockwiseAttention):
+    """The distance |i - j| without the bottom-right offset seqlen_k - seqlen_q: right on
+    square problems and under top-left alignment only."""
+
+    name = "alibi-distance-top-left"
+
+    def alibi_distance(self, p, i0, i1, j0, j1, sq, sk):
+        return super().alibi_distance(p.replace(align="top_left"), i0, i1, j0, j1, sq, sk)
+
+
+@mutant("alibi", Problem(**{**_ALIBI, "causal": True}))
+class AlibiCausalColumnBias(BlockwiseAttention):
+    """Under causal, the bias slope * j on every row, as FlashAttention 2's causal kernel adds
+    it (csrc/flash_attn/src/alibi.h: "we add the same bias vector to all rows"): P, O and
+    the gradients are the documented bias's (a per-row constant apart), the LSE is off by
+    slope * (i + offset)."""
+
+    name = "alibi-causal-column-bias"
+
+    def alibi_distance(self, p, i0, i1, j0, j1, sq, sk):
+        if not p.causal:
+            return super().alibi_distance(p, i0, i1, j0, j1, sq, sk)
+        return -torch.arange(j0, j1, dtype=torch.float32).expand(i1 - i0, j1 - j0)  # -slope * (-j)
 
 
 # ----------------------------------------------------------------------------- layouts

@@ -21,6 +21,11 @@ Shared translation:
 - Masks: top-left causal without a window (or seqlen_q == seqlen_k) uses the kernel's
   own ``is_causal``; bottom-right causal with seqlen_q != seqlen_k and every window go in
   as an explicit mask from problem.py's rule (``masking.visible_keys``, not the oracle's code).
+- ALiBi: the bias (``masking.alibi_bias``, float32, per query head) is SDPA's float
+  ``attn_mask`` [1, Hq, sq, sk] (the CPU flash op takes 2-D and 4-D masks only), -inf where
+  the mask hides a key, in the query dtype (SDPA adds a float mask to the scaled logits; it
+  takes no ``is_causal`` beside a mask). In float16 and bfloat16 the bias is rounded to that
+  dtype: the kernel's own rounding, which the naive same-dtype yardstick shares.
 - Varlen: one dense call per sequence, zero-length sequences included (the empty
   tensors go through F.sdpa, which answers them without the backend kernel; the raw
   CPU flash op crashes the process with SIGFPE on them). Tail tokens past the last sequence are never given to
@@ -49,7 +54,7 @@ from difftest.model.layouts import LAYOUTS
 from difftest.model.outputs import Outputs
 from difftest.model.problem import DTYPES, Problem
 
-from .masking import visible_keys
+from .masking import alibi_bias, visible_keys
 
 # Head dims drawn for these kernels (both take any size; this list keeps CPU cases
 # cheap while covering tails: 1, odd sizes and non-multiples of 8/16).
@@ -97,9 +102,13 @@ class SdpaCpu(KernelAdapter):
             segments = [(q, k, v, 0, p.seqlen_q, p.seqlen_k)]
         for qs, ks, vs, q0, sq, sk in segments:
             nb = qs.shape[0]
-            causal = _use_is_causal(p, sq, sk)
+            causal = _use_is_causal(p, sq, sk) and not p.alibi
             allowed = visible_keys(p, sq, sk) if (p.masked and not causal) else None
-            o_s, lse_s = self._attend(qs.transpose(1, 2), ks.transpose(1, 2), vs.transpose(1, 2), p, causal, allowed)
+            mask = allowed
+            if p.alibi:  # the bias as a float mask, -inf where the mask hides a key
+                bias = alibi_bias(p, sq, sk)
+                mask = (bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))).to(qs.dtype)[None]
+            o_s, lse_s = self._attend(qs.transpose(1, 2), ks.transpose(1, 2), vs.transpose(1, 2), p, causal, mask)
             pieces.append(o_s.transpose(1, 2))  # [nb, sq, Hq, Dv]
             if want_lse and lse_s is not None:
                 lse_s = lse_s.float()
@@ -159,6 +168,7 @@ class SdpaCpuMath(SdpaCpu):
         pad_tail=True,
         sinks=False,
         softmax_scale=True,
+        alibi=True,
         outputs=("o", "dq", "dk", "dv"),
         deterministic=True,
         poison=False,
@@ -199,6 +209,7 @@ class SdpaCpuFlash(SdpaCpu):
         pad_tail=True,
         sinks=False,
         softmax_scale=True,
+        alibi=True,
         outputs=("o", "lse", "dq", "dk", "dv"),
         deterministic=True,
         poison=False,
@@ -228,8 +239,8 @@ class SdpaCpuFlash(SdpaCpu):
                     q, k, v, attn_mask=mask, is_causal=is_causal, scale=p.scale, enable_gqa=q.shape[1] != k.shape[1]
                 )
             return o, None
-        additive = None
-        if mask is not None:  # the op takes an additive mask in the query dtype
+        additive = mask
+        if mask is not None and mask.dtype == torch.bool:  # the op takes an additive mask in the query dtype
             additive = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, float("-inf"))
         o, lse = _FLASH_OP(q, k, v, 0.0, is_causal, attn_mask=additive, scale=p.scale)
         return o, lse

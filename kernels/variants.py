@@ -509,6 +509,7 @@ class SdpaMathComposite(_WholeRows):
         rs = self.root_scale(p)
         qs, ks = q * rs, k * rs
         s = self.gemm(qs, ks.transpose(1, 2))
+        s = self.biased(p, s, 0, sq, 0, sk, sq, sk, phase)  # ALiBi as a float attn_mask: added to the logits
         s = s.masked_fill(~self.allowed(p, 0, sq, 0, sk, sq, sk, phase), float("-inf"))
         if sink is not None:
             s = torch.cat([s, sink.view(-1, 1, 1).expand(-1, sq, 1)], dim=-1)
@@ -680,7 +681,9 @@ class Fp8CurrentScaling(BlockwiseAttention):
     kernel would report. The FP8 mutants of kernels/mutants.py deviate from it by one hook."""
 
     name = "fp8-current-scaling"
-    capability = replace(BlockwiseAttention.capability, dtypes=FP8_DTYPES, layouts=("contiguous",), softcap=False)
+    capability = replace(
+        BlockwiseAttention.capability, dtypes=FP8_DTYPES, layouts=("contiguous",), softcap=False, alibi=False
+    )
     delta_source = "o_do"  # FP8 kernels take Delta = rowsum(O * dO) from the stored O and dO
 
     def __init__(self, *a, **kw):

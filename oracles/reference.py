@@ -6,7 +6,8 @@
   "same"     computed in the Problem's own dtype, to measure how much error rounding
              alone makes (the error budget's yardstick, as FlashAttention's tests do).
 Gradients come from torch autograd of a plain softmax(QK^T) V, one sequence at a time
-(with ``Problem.softcap``, softmax(softcap * tanh(scale QK^T / softcap)) V).
+(with ``Problem.softcap``, softmax(softcap * tanh(scale QK^T / softcap)) V; with
+``Problem.alibi_slopes``, the bias ``alibi_bias`` added after the cap, before the mask).
 
 ``rows_reference(inputs, precision, max_elements)``: the same computation, its query rows
 taken in chunks of at most ``max_elements`` scores, so a long problem's naive yardstick fits
@@ -43,6 +44,31 @@ def allowed_mask(problem: Problem, sq: int, sk: int, device="cpu", rows: tuple[i
     return ok
 
 
+def alibi_bias(
+    problem: Problem,
+    sq: int,
+    sk: int,
+    device="cpu",
+    dtype=torch.float64,
+    rows: tuple[int, int] | None = None,
+    cols: tuple[int, int] | None = None,
+) -> torch.Tensor | None:
+    """[heads_q, rows, keys]: the ALiBi bias -slope_h * |i + offset - j| of one (sq, sk) sequence
+    (Problem's module docstring), rows r0..r1-1 with ``rows``, keys c0..c1-1 with ``cols``; None
+    without ALiBi. The float32
+    slopes times the integer distance in float64 for the truth; in float32 for every other
+    ``dtype`` (as a kernel forms it, then cast to ``dtype``)."""
+    if problem.alibi_slopes is None:
+        return None
+    r0, r1 = rows if rows is not None else (0, sq)
+    c0, c1 = cols if cols is not None else (0, sk)
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    i = torch.arange(r0, r1, device=device, dtype=work).unsqueeze(1) + problem.mask_offset(sq, sk)
+    dist = (torch.arange(c0, c1, device=device, dtype=work).unsqueeze(0) - i).abs_()
+    slopes = torch.tensor(problem.alibi_slopes, dtype=work, device=device).view(-1, 1, 1)
+    return (-slopes * dist).to(dtype)
+
+
 def capped(s: torch.Tensor, softcap: float | None, tanh=torch.tanh) -> torch.Tensor:
     """The logits ``s`` (already times the softmax scale) capped: softcap * tanh(s / softcap)
     (Problem's module docstring); ``s`` itself when softcap is None. Autograd gives the
@@ -50,10 +76,13 @@ def capped(s: torch.Tensor, softcap: float | None, tanh=torch.tanh) -> torch.Ten
     return s if softcap is None else tanh(s / softcap) * softcap
 
 
-def probabilities(q, kx, sink, allowed, scale, softcap=None, tanh=torch.tanh):
+def probabilities(q, kx, sink, allowed, scale, softcap=None, tanh=torch.tanh, bias=None):
     """(P [Hq, sq, sk], the row shift m, the row sums) of one sequence: q [sq,Hq,D] against
-    kx [sk,Hq,D] (K already per query head), sink [Hq] or None; rows that see nothing get P = 0."""
+    kx [sk,Hq,D] (K already per query head), sink [Hq] or None, ``bias`` [Hq, sq, sk] (ALiBi's,
+    ``alibi_bias``) or None; rows that see nothing get P = 0."""
     s = capped(torch.einsum("qhd,khd->hqk", q, kx) * scale, softcap, tanh)  # capped before the mask
+    if bias is not None:  # after the cap, before the mask (FlashAttention 2's order)
+        s = s + bias
     # also for an unmasked problem: masked_fill's result is contiguous where the product may not
     # be, and the reductions below add in another order on another layout (other last bits)
     s = s.masked_fill(~allowed.unsqueeze(0), float("-inf"))
@@ -73,12 +102,12 @@ def probabilities(q, kx, sink, allowed, scale, softcap=None, tanh=torch.tanh):
     return e / safe, m, denom
 
 
-def _attention(q, k, v, sink, allowed, scale, group, softcap=None, tanh=torch.tanh):
-    """One sequence. q [sq,Hq,D], k [sk,Hkv,D], v [sk,Hkv,Dv], sink [Hq] or None.
-    Returns o [sq,Hq,Dv] and lse [sq,Hq] (float32-able, -inf for empty rows)."""
+def _attention(q, k, v, sink, allowed, scale, group, softcap=None, tanh=torch.tanh, bias=None):
+    """One sequence. q [sq,Hq,D], k [sk,Hkv,D], v [sk,Hkv,Dv], sink [Hq] or None, bias
+    [Hq,sq,sk] or None. Returns o [sq,Hq,Dv] and lse [sq,Hq] (float32-able, -inf for empty rows)."""
     kx = k.repeat_interleave(group, dim=1)
     vx = v.repeat_interleave(group, dim=1)
-    p, m, denom = probabilities(q, kx, sink, allowed, scale, softcap, tanh)
+    p, m, denom = probabilities(q, kx, sink, allowed, scale, softcap, tanh, bias)
     o = torch.einsum("hqk,khd->qhd", p, vx)
     lse = (m + torch.log(denom.detach())).squeeze(-1).transpose(0, 1)
     return o, lse
@@ -115,6 +144,7 @@ def reference(inputs: Inputs, precision: str = "float64", tanh=torch.tanh) -> Ou
             p.group,
             p.softcap,
             tanh,
+            alibi_bias(p, sq, sk, q.device, dt),
         )
         outs.append((q0, sq, ob))
         lse[q0 : q0 + sq] = lb.float()
@@ -179,7 +209,17 @@ def rows_reference(inputs: Inputs, precision: str = "same", max_elements: int = 
             k = x.k[k0 : k0 + sk].detach().clone().requires_grad_(True)
             v = x.v[k0 : k0 + sk].detach().clone().requires_grad_(True)
             sink = None if x.sink is None else x.sink.detach().to(dt).clone().requires_grad_(True)
-            ob, lb = _attention(q, k, v, sink, allowed_mask(p, sq, sk, dev, rows=(r0, r1)), p.scale, p.group, p.softcap)
+            ob, lb = _attention(
+                q,
+                k,
+                v,
+                sink,
+                allowed_mask(p, sq, sk, dev, rows=(r0, r1)),
+                p.scale,
+                p.group,
+                p.softcap,
+                bias=alibi_bias(p, sq, sk, dev, dt, rows=(r0, r1)),
+            )
             leaves = [q, k, v] + ([sink] if sink is not None else [])
             grads = torch.autograd.grad(ob, leaves, x.do[q0 + r0 : q0 + r1].to(dt), allow_unused=True)
             o[q0 + r0 : q0 + r1] = ob.detach()

@@ -22,16 +22,16 @@ import torch
 from difftest.model.inputs import Inputs, torch_dtype
 from difftest.model.outputs import Outputs
 
-from .reference import allowed_mask, probabilities
+from .reference import alibi_bias, allowed_mask, probabilities
 
 F64 = torch.float64
 
 
-def _sequence_partials(q, k, v, do, sink, allowed, scale, group, softcap):
+def _sequence_partials(q, k, v, do, sink, allowed, scale, group, softcap, bias=None):
     """One sequence, float64: P [Hq, sq, sk] and dS [Hq, sq, sk], the gradient of the raw (scaled,
     uncapped) logits: through the cap's 1 - tanh^2 where there is one."""
     kx, vx = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    p, _, _ = probabilities(q, kx, sink, allowed, scale, softcap)
+    p, _, _ = probabilities(q, kx, sink, allowed, scale, softcap, bias=bias)
     dp = torch.einsum("qhd,khd->hqk", do, vx)
     ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
     if softcap is not None:
@@ -63,6 +63,7 @@ def input_dtype_running_sum(inputs: Inputs, block_m: int, base: Outputs) -> Outp
             p.scale,
             p.group,
             p.softcap,
+            alibi_bias(p, sq, sk, q.device),
         )
         for h in range(p.heads_q):
             g = h // p.group

@@ -2,7 +2,8 @@
 
 The features are the classes of bugs attention backward kernels are known to have (varlen,
 GQA/MQA, causal alignment, tails, sinks, value-dependent bugs, softcap against the logits'
-scale, negative and crossed window bounds), plus the memory layouts (``layout:<kind>``) and
+scale, negative and crossed window bounds, ALiBi: dominant, negative, per head inside a GQA group,
+off the diagonal's default alignment), plus the memory layouts (``layout:<kind>``) and
 sparse masks (``sparse:<edge>``, strategies/sparsity.py).
 ``expected_features`` lists those a capability and profile make reachable, so a test can
 demand that a fixed budget of draws hits every one.
@@ -52,6 +53,29 @@ def softcap_class(cap: float, typical: float) -> str:
     tanh nearly the identity, the cap a rounding's worth)."""
     t = max(abs(typical), 1e-30)
     return "saturating" if cap < t / SOFTCAP_NEAR else "far_above" if cap > t * SOFTCAP_NEAR else "near_logits"
+
+
+ALIBI_DOMINANT = 4.0  # a slope this many typical logits per key of distance: rows one-hot on the nearest key
+
+
+def alibi_features(p: Problem, typical: float) -> set[str]:
+    """ALiBi's features: ``alibi``; ``alibi:dominant`` (a slope of ALIBI_DOMINANT typical logits
+    or more: one-hot rows); ``alibi:negative`` (distant keys favoured); ``alibi:gqa_heads`` (slopes
+    that differ inside a GQA group: a head-mapping fault shows); ``alibi:offset`` (sq != sk: the
+    diagonal's alignment matters)."""
+    if p.alibi_slopes is None:
+        return set()
+    f = {"alibi"}
+    if max(p.alibi_slopes) >= ALIBI_DOMINANT * max(abs(typical), 1e-30):
+        f.add("alibi:dominant")
+    if min(p.alibi_slopes) < 0:
+        f.add("alibi:negative")
+    G = p.group
+    if G > 1 and any(len(set(p.alibi_slopes[g * G : (g + 1) * G])) > 1 for g in range(p.heads_kv)):
+        f.add("alibi:gqa_heads")
+    if p.seqlens_q != p.seqlens_k:
+        f.add("alibi:offset")
+    return f
 
 
 def _len_features(prefix: str, lens, block: int) -> set[str]:
@@ -154,6 +178,7 @@ def features(p: Problem, c: Capability) -> set[str]:
     if p.softcap is not None:
         f.add("softcap")
         f.add(f"softcap:{softcap_class(p.softcap, ls)}")
+    f |= alibi_features(p, ls)
     if ls >= LARGE_LOGIT:
         f.add("logits:large")
     if ls <= VERY_NEGATIVE_LSE:
@@ -227,6 +252,10 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e |= {"sinks", "sink:far_above", "sink:far_below"}
     if c.softcap:
         e |= {"softcap"} | {f"softcap:{k}" for k in SOFTCAP_CLASSES}
+    if c.alibi:
+        e |= {"alibi", "alibi:dominant", "alibi:negative"}
+        e |= {"alibi:gqa_heads"} if c.gqa and H >= 2 else set()
+        e |= {"alibi:offset"} if c.seqlen_q_ne_k and c.aligns else set()
     kinds = value_kinds(c)
     if "scaled" in kinds or "outlier_channels" in kinds:
         e.add("logits:large")

@@ -4,7 +4,8 @@
 covering the corners that fixed grids in other suites are built around: tile edges,
 seqlen_q != seqlen_k both ways with each causal alignment, fully masked rows, GQA/MQA,
 head_dim_qk != head_dim_v, every declared head dim, every dtype, empty and padded varlen batches, every window
-shape (negative and crossed bounds where declared), softcaps near, far below and far above the
+shape (negative and crossed bounds where declared), ALiBi slopes (geometric, per head inside GQA
+groups, dominant, negative, each alignment, varlen), softcaps near, far below and far above the
 logits, sinks far above and below the logits, and every value distribution at its
 largest scale, every declared memory layout, and the sparse masks' edges where declared.
 Each corner is adapted to the capability (clamped, lifted to its minimum sequence lengths,
@@ -12,7 +13,7 @@ aligned, made dense or non-empty as needed) and dropped only if it still falls o
 """
 
 from difftest.model.capability import Capability
-from difftest.model.problem import Problem, ProblemError
+from difftest.model.problem import Problem, ProblemError, standard_alibi_slopes
 from difftest.model.profiles import get_profile
 
 from .layouts import declared
@@ -120,6 +121,31 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
         (0.01, dict(seqlen_q=min(S, bm + 1))),
     ):
         add(base.replace(**{"seqlen_q": min(S, 9), "seqlen_k": mid, "softcap": cap, **extra}))
+
+    # ALiBi: the geometric slopes under GQA with a bottom-right causal mask on unequal lengths;
+    # slopes that differ inside each GQA group (zero and tiny among them); a slope that makes every
+    # row one-hot on its diagonal key, queries longer than keys; a negative slope with sinks; each
+    # declared alignment of an unmasked problem; a varlen batch (the distance per sequence) with a window
+    for hq, hkv, slopes, extra in (
+        (4, 2, standard_alibi_slopes(4), dict(causal=True)),
+        (4, 2, (0.5, 2.0, 0.0, 1e-6), {}),
+        (1, 1, (16.0,), dict(seqlen_q=min(S, mid + 7), seqlen_k=min(S, 9))),
+        (2, 2, (-0.25, 0.125), dict(sinks=True, sink_center=2.0)),
+        *((2, 1, (0.5, 0.0625), dict(align=a)) for a in c.aligns),
+        (2, 1, (1.0, 0.25), dict(batch=2, seqlen_q=(5, mid), seqlen_k=(mid, 9), window_left=min(S, bn + 1))),
+    ):
+        add(
+            base.replace(
+                **{
+                    "heads_q": hq,
+                    "heads_kv": hkv,
+                    "seqlen_q": min(S, 9),
+                    "seqlen_k": mid,
+                    "alibi_slopes": slopes,
+                    **extra,
+                }
+            )
+        )
 
     # heads: GQA and MQA (tile-crossing keys, where a wrong head mapping shows in dK/dV)
     for hq, hkv in ((2, 1), (4, 2), (4, 1), (H, 1), (H, max(1, H // 2))):
@@ -350,7 +376,7 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
     p = p.replace(**ch)
     if not c.seqlen_q_ne_k and p.seqlen_q != p.seqlen_k:
         p = p.replace(seqlen_k=p.seqlen_q)
-    if not p.masked:
+    if not p.masked and not p.alibi:  # (ALiBi's distance has the mask's diagonal, masked or not)
         p = p.replace(align=UNMASKED_ALIGN)
     elif not c.aligns:  # masks only where alignment cannot matter: square problems
         if p.seqlens_q != p.seqlens_k:
@@ -361,6 +387,8 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
         p = p.replace(pad_tail=0)
     if p.softcap is not None and not c.softcap:
         return None  # the corner is its cap: without it, it repeats another one
+    if p.alibi and not c.alibi:
+        return None  # the same for ALiBi's slopes
     if p.layout.kind not in c.layouts:
         p = p.replace(layout=declared(c)[0])
     if p.heads_q > H:

@@ -4,7 +4,7 @@ a kernel declares it supports.
 Composed from the strategies in shapes.py, masks.py, values.py and compile.py, drawn in
 shrink-priority order so a failure shrinks to: fewer batches, fewer heads, smaller head
 dims, shorter sequences, no mask (non-negative window sides first), standard-normal values,
-no softcap, the contiguous memory layout (then float32, seed 0), no sparse mask (drawn last,
+no softcap, no ALiBi, the contiguous memory layout (then float32, seed 0), no sparse mask (drawn last,
 and only for a kernel that declares one: strategies/sparsity.py). The head dims come before
 the lengths, which the size budget then bounds: every declared head dim is as likely on a
 long problem as on a short one.
@@ -37,7 +37,15 @@ from .layouts import layouts
 from .masks import masks
 from .shapes import VARLEN_PATTERNS, dense_seqlens, head_counts, head_dims, seqlen_cap, varlen_seqlens
 from .sparsity import sparsities
-from .values import clamp_scale, dtypes, sink_settings, softcap_settings, softmax_scales, value_settings
+from .values import (
+    alibi_settings,
+    clamp_scale,
+    dtypes,
+    sink_settings,
+    softcap_settings,
+    softmax_scales,
+    value_settings,
+)
 
 SEED_MAX = 2**32 - 1
 
@@ -138,6 +146,16 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
         f["softcap"] = pin["softcap"]
     else:
         f["softcap"] = draw(softcap_settings(c, logit_scale(Problem(**f))))
+    # ALiBi (none first): its distance has the mask's diagonal, so an unmasked problem draws its align
+    f["alibi_slopes"] = (
+        pin["alibi_slopes"]
+        if "alibi_slopes" in pin
+        else draw(alibi_settings(c, f["heads_q"], f["dtype"], logit_scale(Problem(**f))))
+    )
+    if f["alibi_slopes"] is not None and "causal" not in pin and not _masked(f) and c.aligns:
+        f["align"] = draw(st.sampled_from(c.aligns))
+    if f["alibi_slopes"] is not None and f["align"] not in c.aligns and seqs_q != seqs_k:
+        f["alibi_slopes"] = None  # square ALiBi only: this kernel declares no diagonal for unequal lengths
 
     # 6. memory layout (contiguous first), inside what the interface accepts
     f["layout"] = pin["layout"] if "layout" in pin else draw(layouts(c, f["heads_q"], f["heads_kv"]))
@@ -147,3 +165,7 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
     # 7. sparse mask (none first): drawn only where the capability declares sparse block sizes
     f["sparsity"] = pin["sparsity"] if "sparsity" in pin else draw(sparsities(c, max(seqs_q + seqs_k)))
     return Problem(**f).validate()
+
+
+def _masked(f: dict) -> bool:
+    return f.get("causal") or f.get("window_left") is not None or f.get("window_right") is not None

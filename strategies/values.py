@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 
 from difftest.model.capability import Capability
 from difftest.model.capture import PROBLEM_DTYPES, CaptureSlice
-from difftest.model.problem import CAPTURED, VALUE_KINDS, Problem
+from difftest.model.problem import (
+    CAPTURED,
+    FP8_DTYPES,
+    MAX_ALIBI_SLOPE,
+    VALUE_KINDS,
+    Problem,
+    standard_alibi_slopes,
+)
 from difftest.model.profiles import get_profile
 
 # shrink order: the simplest first; the FP8 formats last, drawn only for a capability that
@@ -126,6 +133,40 @@ def softcap_settings(capability: Capability, typical: float) -> st.SearchStrateg
         st.floats(-SOFTCAP_OCTAVES, SOFTCAP_OCTAVES).map(lambda e: clamp(t * 2.0**e)),
     )
     return st.integers(0, 3).flatmap(lambda k: caps if k == 3 else st.none())
+
+
+# ALiBi slopes: the geometric ones' range (2^-8..2^-1), zero, tiny, ones that dominate a logit
+# of ~1 (8 and 16: each key of distance puts e^-8 on it: rows one-hot on their diagonal key) and
+# small negative ones (distant keys favoured); and slopes relative to the problem's typical logit
+# (ALIBI_RELATIVE: one that dominates it, whatever the values). A float16 slope stays at most 16, so
+# slope x distance stays inside float16 at every length a profile draws (an attn_mask carries it).
+ALIBI_SLOPES = (0.5, 0.0625, 2.0**-8, 1.0, 0.0, 1e-6, 8.0, 16.0, -0.25)
+ALIBI_RANGE = (-0.5, 16.0)
+ALIBI_RELATIVE = (4.0, 16.0)
+ALIBI_MAX = {"float16": 16.0}  # else MAX_ALIBI_SLOPE
+
+
+def alibi_settings(capability: Capability, heads_q: int, dtype: str, typical: float) -> st.SearchStrategy[tuple | None]:
+    """None (no ALiBi) three draws in four, else one slope per query head: the paper's
+    geometric slopes, one named, arbitrary or dominant (relative to the typical logit
+    ``typical``) slope for every head, or each head its own (a GQA group's heads differ: a
+    head-mapping fault shows). Shrinks toward no ALiBi, then the geometric slopes."""
+    if not capability.alibi or dtype in FP8_DTYPES:
+        return st.none()
+    top = ALIBI_MAX.get(dtype, MAX_ALIBI_SLOPE)
+    relative = sorted({min(top, float(f"{r * abs(typical):.3g}")) for r in ALIBI_RELATIVE})
+    slope = st.one_of(
+        st.sampled_from(ALIBI_SLOPES),
+        st.floats(0.0, ALIBI_RANGE[1], allow_nan=False, allow_infinity=False),
+        st.floats(ALIBI_RANGE[0], 0.0, exclude_max=True, allow_nan=False, allow_infinity=False),
+        st.sampled_from(relative),
+    )
+    slopes = st.one_of(
+        st.just(standard_alibi_slopes(heads_q)),
+        slope.map(lambda m: (m,) * heads_q),
+        st.lists(slope, min_size=heads_q, max_size=heads_q).map(tuple),
+    )
+    return st.integers(0, 3).flatmap(lambda k: slopes if k == 3 else st.none())
 
 
 # ---------------------------------------------------------------- captured activations

@@ -93,6 +93,30 @@ FEATURES = {
         align="top_left",
     ),
     "crossed-window-sinks": Problem(seqlen_q=35, seqlen_k=35, window_left=-3, window_right=2, sinks=True),
+    # ALiBi across tiles: the geometric slopes under GQA in fp16 with a bottom-right causal mask
+    # and a softcap; a varlen batch with slopes of both signs and one that makes rows one-hot
+    "alibi-fp16-gqa-causal-softcap": Problem(
+        batch=2,
+        seqlen_q=37,
+        seqlen_k=53,
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        softcap=3.0,
+        dtype="float16",
+        alibi_slopes=(0.5, 0.25, 0.125, 0.0625),
+    ),
+    "alibi-varlen-bf16-one-hot": Problem(
+        batch=3,
+        seqlen_q=(9, 40, 0),
+        seqlen_k=(20, 33, 5),
+        heads_q=2,
+        heads_kv=1,
+        dtype="bfloat16",
+        sinks=True,
+        alibi_slopes=(-0.75, 500.0),
+        align="top_left",
+    ),
 }
 
 

@@ -68,6 +68,7 @@ def test_the_defaults_claim_the_basics_only():
         (dict(sinks=True), "sinks"),
         (dict(head_dim_v=32), "head_dim"),
         (dict(softcap=5.0), "softcap"),
+        (dict(alibi_slopes=(0.5, 0.25)), "ALiBi"),
         (dict(batch=1, seqlen_q=(3,), seqlen_k=(4,)), "varlen"),
     ):
         assert why in (c.excludes(dense.replace(**change).validate()) or ""), change
@@ -91,3 +92,13 @@ def test_negative_window_bounds_need_their_own_opt_in():
     ):
         assert "negative window" in window.excludes(Problem(**bounds).validate())
         assert Capability(window=True, negative_window=True).excludes(Problem(**bounds).validate()) is None
+
+
+def test_an_unmasked_alibi_problem_needs_its_alignment_declared():
+    """ALiBi's distance has the mask's diagonal (Problem.align): on unequal lengths even an
+    unmasked ALiBi problem is outside a kernel whose ``aligns`` lack its align."""
+    c = Capability(alibi=True, aligns=("bottom_right",))
+    p = Problem(seqlen_q=5, seqlen_k=7, alibi_slopes=(0.5,))
+    assert c.excludes(p.validate()) is None
+    assert "ALiBi alignment top_left" in c.excludes(p.replace(align="top_left").validate())
+    assert c.excludes(p.replace(align="top_left", seqlen_k=5).validate()) is None

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without to
 D = dict(head_dim_qk=16, head_dim_v=16)
 SPEC = "difftest.kernels.flex_dynamic:FlexDynamicAdapter"
 CASES = [
-    *FLEX_CASES,
+    *(p for p in FLEX_CASES if not p.alibi),  # flex-dynamic does not claim ALiBi (kernels/flex_dynamic.py)
     Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=2, heads_kv=2, softmax_scale=0.3, causal=True, **D),
     Problem(seqlen_q=12, seqlen_k=12, heads_q=4, heads_kv=1, softcap=30.0, layout="kv_broadcast", **D),
     Problem(batch=2, seqlen_q=(3, 8), seqlen_k=(8, 3), window_left=None, window_right=2, softcap=2.5, **D),
@@ -136,7 +136,8 @@ def test_resolves_with_flex_capability_and_its_own_key(attr, name):
     assert k.capability.compile_key != flex.capability.compile_key
     for f in ("softmax_scale", "causal", "align", "window_left", "window_right", "softcap"):
         assert f in flex.capability.compile_key and f not in k.capability.compile_key
-    assert replace(k.capability, compile_key=flex.capability.compile_key) == flex.capability
+    assert not k.capability.alibi and flex.capability.alibi  # its score_mod takes no slopes yet
+    assert replace(k.capability, compile_key=flex.capability.compile_key, alibi=True) == flex.capability
     if not torch.cuda.is_available():
         assert "CUDA" in k.available()
 
@@ -147,7 +148,7 @@ def test_sparse_sibling_gives_flex_sparse_outputs(p):
     the lookup) built over its own mask_mod: the same outputs."""
     k = registry.get("difftest.kernels.flex_dynamic:sparse")
     assert k.name == "flex-dynamic-sparse" and "sparsity" in k.capability.compile_key
-    assert replace(k.capability, compile_key=FlexAdapter(sparse=True).capability.compile_key) == (
+    assert replace(k.capability, compile_key=FlexAdapter(sparse=True).capability.compile_key, alibi=True) == (
         FlexAdapter(sparse=True).capability
     )
     x = lay_out(make_inputs(p.validate()))
@@ -156,13 +157,11 @@ def test_sparse_sibling_gives_flex_sparse_outputs(p):
     assert max_err(got.o, want.o) < 1e-6 and max_err(got.lse, want.lse) < 1e-6
 
 
-@pytest.mark.parametrize(
-    "lengths", [((0,), (0,)), ((0, 0), (3, 0)), ((2, 0), (0, 0))], ids=["no-token", "no-query", "no-key"]
-)
+@pytest.mark.parametrize("lengths", [((0,), (0,)), ((2, 0), (0, 0))], ids=["no-token", "no-key"])
 def test_problems_without_tokens_on_a_side_fail_where_flex_fails(lengths):
-    """No query or no key at all: the block mask is built (over flex's mask_mod: vmap over an
-    empty range fails on tensor constants), and the CPU's eager flex then fails as it does for
-    flex (its kernel refuses empty reductions; an empty query has no LSE)."""
+    """No key at all: the block mask is built (over flex's mask_mod: vmap over an empty range
+    fails on tensor constants), and the CPU's eager flex then fails as it does for flex (its
+    kernel refuses empty reductions)."""
     sq, sk = lengths
     p = Problem(batch=len(sq), seqlen_q=sq, seqlen_k=sk, heads_q=1, heads_kv=1, **D).validate()
     errors = []
@@ -202,3 +201,12 @@ def test_a_compiled_backward_runs_twice_per_forward(make):
         first = torch.autograd.grad(o, (x, y), torch.ones_like(o), retain_graph=True)
         again = torch.autograd.grad(o, (x, y), torch.ones_like(o), retain_graph=True)
     assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+def test_no_query_token_at_all_gives_empty_outputs_on_both():
+    """Every query sequence empty: flex returns O and no LSE; both adapters answer an empty O and
+    an all -inf LSE (the adapter once failed reading the missing LSE)."""
+    p = Problem(batch=2, seqlen_q=(0, 0), seqlen_k=(3, 0), heads_q=1, heads_kv=1, **D).validate()
+    for k in (FlexAdapter(), FlexDynamicAdapter()):
+        out, _ = k.translate(lay_out(make_inputs(p)), grad=False)
+        assert out.o.numel() == 0 and torch.isneginf(out.lse).all()

@@ -142,6 +142,21 @@ FLEX_CASES = [
         sinks=True,
         **D,
     ),
+    # ALiBi after the softcap, per query head; a varlen batch (the distance per sequence) under
+    # bottom-right alignment with sinks (the sink column unbiased); top-left alignment unmasked
+    Problem(
+        batch=2,
+        seqlen_q=7,
+        seqlen_k=11,
+        heads_q=2,
+        heads_kv=2,
+        causal=True,
+        softcap=2.0,
+        alibi_slopes=(0.5, -0.25),
+        **D,
+    ),
+    Problem(batch=2, seqlen_q=(4, 6), seqlen_k=(9, 2), heads_q=2, heads_kv=2, sinks=True, alibi_slopes=(1.0, 8.0), **D),
+    Problem(seqlen_q=9, seqlen_k=5, alibi_slopes=(0.75,), align="top_left", **D),
 ]
 
 
@@ -217,6 +232,21 @@ def test_flex_softcap_is_the_score_mod_and_matters():
     s = torch.tensor([-40.0, 0.3, 40.0])
     assert torch.allclose(mod(s, 0, 0, 0, torch.tensor(0)), 1.5 * torch.tanh(s / 1.5))
     assert make_score_mod(p.replace(sinks=False, softcap=None), None, 11) is None
+
+
+def test_flex_alibi_is_the_score_mod_and_matters():
+    """ALiBi reaches flex as its score_mod: the biased and unbiased forwards differ on the CPU
+    (the biased one is the truth's, above), and the bias is -slope * |i + offset - j|."""
+    from difftest.kernels.flex import FlexAdapter, make_score_mod
+
+    p = FLEX_CASES[9]
+    biased = FlexAdapter().translate(make_inputs(p), grad=False)[0]
+    plain = FlexAdapter().translate(make_inputs(p.replace(alibi_slopes=None)), grad=False)[0]
+    assert max_err(biased.o, plain.o) > 1e-3
+    q = Problem(seqlen_q=3, seqlen_k=5, alibi_slopes=(0.5,))
+    mod = make_score_mod(q, None, 5)
+    got = mod(torch.zeros(5), 0, 0, torch.tensor(0), torch.arange(5))
+    assert torch.equal(got, torch.tensor([-1.0, -0.5, 0.0, -0.5, -1.0]))
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")

@@ -329,13 +329,35 @@ NEW_DIMENSION = {  # mutant: its example off the dimension only it needs (no cap
     "softcap-before-scale": dict(softcap=None),
     "crossed-window-as-full": dict(window_left=3, window_right=1),
     "negative-window-clamped": dict(window_left=2, window_right=4),
+    "alibi-ignored-bwd": dict(alibi_slopes=None),
+    "alibi-slope-of-kv-head": dict(alibi_slopes=None),
+    "alibi-distance-top-left": dict(alibi_slopes=None),
+    "alibi-causal-column-bias": dict(alibi_slopes=None),
 }
+ALIBI_MUTANTS = sorted(n for n in NEW_DIMENSION if n.startswith("alibi-"))
+# problems without ALiBi where each ALiBi mutant's hook would matter if it leaked: GQA with a
+# bottom-right causal mask on unequal lengths, a varlen batch across tiles, sinks and a softcap
+WITHOUT_ALIBI = [
+    Problem(batch=2, seqlen_q=9, seqlen_k=30, heads_q=4, heads_kv=2, causal=True, head_dim_qk=16, head_dim_v=16),
+    Problem(
+        batch=2,
+        seqlen_q=(40, 3),
+        seqlen_k=(17, 35),
+        heads_q=2,
+        heads_kv=1,
+        sinks=True,
+        softcap=2.0,
+        head_dim_qk=16,
+        head_dim_v=16,
+        dtype="float16",
+    ),
+]
 
 
 @pytest.mark.parametrize("name", sorted(NEW_DIMENSION))
-def test_softcap_and_negative_window_mutants_hide_without_their_dimension(name):
-    """These faults are killed only by the new dimensions: their own example with the cap
-    removed, or its window sides made non-negative, passes every gate (so the old Problem
+def test_new_dimension_mutants_hide_without_it(name):
+    """These faults are killed only by the new dimensions: their own example with the cap or
+    the ALiBi slopes removed, or its window sides made non-negative, passes every gate (so the old Problem
     model could not have found them; the FlashAttention-style grid, which has neither,
     does not: results/softcap.md)."""
     m = catalogue.MUTANTS[name]
@@ -351,3 +373,16 @@ def test_ci_pairs_every_dimension_with_a_tile_edge_so_a_first_tile_only_fault_is
     6ecc778 (186 cases, no sinks past a tile edge), killed at example 99 in the table before."""
     report = mutants_cmd.run_mutants(["dsink-first-tile-only"], "ci", per_mutant_budget=60, shrink_budget=10)
     assert report.rows[0].killed, mutants_cmd.render_markdown(report)
+
+
+@pytest.mark.parametrize("name", ALIBI_MUTANTS)
+def test_alibi_mutants_are_the_clean_kernel_bit_for_bit_without_alibi(name):
+    """Only ALiBi kills them: on problems without it (GQA, causal bottom-right, varlen, sinks,
+    a softcap) each computes the clean kernel's outputs exactly."""
+    m = catalogue.MUTANTS[name]
+    assert m.bug_class == "alibi"
+    for p in WITHOUT_ALIBI:
+        x = make_inputs(p.validate())
+        got, want = m.make().run(x), m.make_clean().run(x)
+        for n in ("o", "lse", "dq", "dk", "dv"):
+            assert torch.equal(getattr(got, n), getattr(want, n)), (name, n, p.short())

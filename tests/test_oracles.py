@@ -77,6 +77,25 @@ CASES = {
         softcap=0.75,
         **S,
     ),
+    # ALiBi: slopes that differ per head of a GQA group under a bottom-right causal mask; a
+    # varlen batch (the distance per sequence) with top-left alignment, a softcap and sinks;
+    # negative, zero and tiny slopes; one large enough that every row is one-hot on its diagonal key
+    "alibi_gqa_causal": Problem(
+        batch=2, seqlen_q=4, seqlen_k=7, heads_q=4, heads_kv=2, causal=True, alibi_slopes=(0.5, 0.25, 1.5, 0.0625), **S
+    ),
+    "alibi_varlen_top_left_softcap_sinks": Problem(
+        batch=3,
+        seqlen_q=(4, 0, 6),
+        seqlen_k=(6, 2, 3),
+        heads_q=2,
+        align="top_left",
+        softcap=2.0,
+        sinks=True,
+        alibi_slopes=(0.75, -0.5),
+        **S,
+    ),
+    "alibi_zero_tiny_negative": Problem(seqlen_q=5, seqlen_k=5, heads_q=3, alibi_slopes=(0.0, 1e-6, -0.3), **S),
+    "alibi_one_hot": Problem(seqlen_q=6, seqlen_k=9, alibi_slopes=(1000.0,), **S),
     # a window right of the diagonal; crossed bounds (no key: not full attention)
     "negative_window_left": Problem(seqlen_q=5, seqlen_k=9, window_left=-2, window_right=3, **S),
     "negative_window_right_top_left": Problem(
@@ -116,6 +135,15 @@ def naive(p: Problem, q, k, v, do, sink):
     scores = torch.einsum("bihd,bjhd->bhij", Q, Kx) * p.scale
     if p.softcap is not None:  # capped after the scale, before the mask (problem.py)
         scores = p.softcap * torch.tanh(scores / p.softcap)
+    if p.alibi_slopes is not None:  # after the cap, before the mask: -m_h |i + offset - j| per sequence
+        bias = torch.zeros(B, Hq, Sq, Sk, dtype=torch.float64)
+        for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
+            off = sk - sq if p.align == "bottom_right" else 0
+            for h, m in enumerate(p.alibi_slopes):
+                for i in range(sq):
+                    for j in range(sk):
+                        bias[b, h, i, j] = -m * abs(i + off - j)
+        scores = scores + bias
     scores = scores.masked_fill(~visible[:, None], -math.inf)
     cols = [scores]
     if sink_l is not None:
@@ -916,3 +944,14 @@ def test_softcap_and_crossed_windows_are_told_apart():
     no_sinks = CASES["crossed_window"].replace(sinks=False)
     out = chunked_reference(make_inputs(no_sinks), "float64")
     assert torch.isneginf(out.lse).all() and out.o.abs().max() == 0
+
+
+def test_alibi_changes_the_truth_and_a_dominant_slope_makes_rows_one_hot():
+    """Not vacuous: the biased truth differs from the unbiased one, and a slope of 1000 puts
+    all of a row's weight on its diagonal key (i + seqlen_k - seqlen_q): O is that key's V."""
+    p = CASES["alibi_gqa_causal"]
+    assert max_err(reference(make_inputs(p)), reference(make_inputs(p.replace(alibi_slopes=None))))["dq"] > 1e-2
+    x = make_inputs(CASES["alibi_one_hot"])
+    out = chunked_reference(x, "float64")
+    diagonal = torch.arange(6) + 3
+    assert torch.allclose(out.o[:, 0], x.v[diagonal, 0].double(), atol=1e-12)

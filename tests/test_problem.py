@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from difftest.model.problem import ALIGNS, ALL_DTYPES, MAX_HEAD_DIM, VALUE_KINDS, Problem, ProblemError
+from difftest.model.problem import (
+    ALIGNS,
+    ALL_DTYPES,
+    MAX_HEAD_DIM,
+    VALUE_KINDS,
+    Problem,
+    ProblemError,
+    standard_alibi_slopes,
+)
 from difftest.oracles.reference import allowed_mask
 
 VARLEN = dict(batch=2, seqlen_q=(3, 0), seqlen_k=(0, 5))
@@ -46,6 +54,12 @@ INVALID = [
     ("softcap", float("inf"), {}, "None or 0 (off) or a finite float > 0, at most 10000"),
     ("softcap", True, {}, "None or 0 (off) or a finite float > 0, at most 10000"),
     ("softcap", 2.0, dict(dtype="float8_e4m3fn"), "None with an FP8 dtype"),
+    ("alibi_slopes", (0.5, 0.25), {}, "None (off) or a list of heads_q=1 finite floats"),
+    ("alibi_slopes", (float("nan"),), {}, "None (off) or a list of heads_q=1 finite floats"),
+    ("alibi_slopes", (2000.0,), {}, "of magnitude at most 1000"),
+    ("alibi_slopes", (True,), {}, "None (off) or a list of heads_q=1 finite floats"),
+    ("alibi_slopes", 0.5, {}, "None (off) or a list of heads_q=1 finite floats"),
+    ("alibi_slopes", (0.5,), dict(dtype="float8_e4m3fn"), "None with an FP8 dtype"),
     ("values", "uniform", {}, f"one of {VALUE_KINDS}"),
     ("value_scale", -1.0, {}, "a finite float > 0"),
     ("value_scale", float("inf"), {}, "a finite float > 0"),
@@ -140,6 +154,7 @@ ROUND_TRIP = [
     Problem(batch=1, seqlen_q=(0,), seqlen_k=(0,), pad_tail=1),
     Problem(input_version=1, seed=9),
     Problem(seqlen_q=5, seqlen_k=9, window_left=-3, window_right=1, softcap=12.5),
+    Problem(batch=2, seqlen_q=(3, 5), seqlen_k=(4, 2), heads_q=3, alibi_slopes=(0.1, -2.5, 0.0), align="top_left"),
 ]
 
 
@@ -271,3 +286,29 @@ def test_softcap_zero_is_off_and_absent_from_the_json():
     assert "softcap" not in Problem().to_dict()
     assert Problem(softcap=30.0).to_dict()["softcap"] == 30.0
     assert "softcap30" in Problem(softcap=30.0).short()
+
+
+def test_alibi_slopes_are_float32_per_query_head_and_absent_from_old_json():
+    """FA2's alibi_slopes is an fp32 tensor: a slope is stored as the float32 a kernel is handed,
+    so the truth sees the bias the kernel sees. JSON without the field (every older reproducer)
+    is no ALiBi; the bias follows the mask's alignment (bottom-right: FA2's |i + sk - sq - j|)."""
+    p = Problem(heads_q=2, alibi_slopes=[0.1, 0.3]).validate()
+    assert p.alibi_slopes == (0.10000000149011612, 0.30000001192092896)
+    assert Problem.from_json(p.to_json()) == p and p.to_dict()["alibi_slopes"] == list(p.alibi_slopes)
+    assert "alibi_slopes" not in Problem().to_dict() and not Problem().alibi
+    old = {k: v for k, v in Problem(seed=3).to_dict().items() if k != "alibi_slopes"}
+    assert Problem.from_dict(old).alibi_slopes is None
+    br = Problem(seqlen_q=3, seqlen_k=5, alibi_slopes=(0.5,))
+    assert [br.alibi_bias(0, 0, j, 3, 5) for j in range(5)] == [-1.0, -0.5, 0.0, -0.5, -1.0]
+    assert br.replace(align="top_left").alibi_bias(0, 0, 2, 3, 5) == -1.0
+    assert (
+        "alibi:0.5" in br.short() and "alibi:std" in Problem(heads_q=4, alibi_slopes=standard_alibi_slopes(4)).short()
+    )
+
+
+def test_standard_alibi_slopes_are_the_papers():
+    """2^(-8 h / n) for a power of two n; otherwise the power of two below, then every other
+    slope of twice that (Press et al.'s get_slopes)."""
+    assert standard_alibi_slopes(8) == tuple(2.0**-h for h in range(1, 9))
+    assert standard_alibi_slopes(1) == (2.0**-8,)
+    assert standard_alibi_slopes(6) == (2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3)

@@ -47,6 +47,20 @@ CORPUS = [
     ),
     Problem(seqlen_q=20, seqlen_k=20, values="negative_lse", value_scale=2.0, causal=True, **D),
     Problem(seqlen_q=20, seqlen_k=20, values="mixed_do", value_scale=2.0, **D),
+    # ALiBi as a float attn_mask [1, Hq, sq, sk]: per query head under GQA with a bottom-right
+    # causal mask (no is_causal beside a mask), alone, and in a varlen batch with a window
+    Problem(seqlen_q=18, seqlen_k=35, heads_q=4, heads_kv=2, causal=True, alibi_slopes=(0.5, 0.25, 0.125, 2.0), **D),
+    Problem(seqlen_q=20, seqlen_k=20, heads_q=2, alibi_slopes=(-0.3, 0.0), **D),
+    Problem(
+        batch=2,
+        seqlen_q=(9, 20),
+        seqlen_k=(15, 7),
+        heads_q=2,
+        window_left=4,
+        alibi_slopes=(0.7, 0.1),
+        align="top_left",
+        **D,
+    ),
 ]
 MATH_ONLY = [
     Problem(batch=2, seqlen_q=12, seqlen_k=19, heads_q=4, heads_kv=2, head_dim_qk=40, head_dim_v=24, causal=True)

@@ -326,3 +326,13 @@ def test_domain_shrinking_drops_the_softcap_and_negative_sides_unless_the_fault_
     assert crossed.softcap is None and crossed.empty_window and not crossed.causal, crossed.short()
     # a fault of the bound, not of its sign: the negative side goes to 0 (simpler, still crossed)
     assert (crossed.window_left, crossed.window_right) in ((-1, None), (-1, 0), (0, -1), (None, -1)), crossed.short()
+
+
+def test_domain_shrinking_drops_alibi_then_its_per_head_slopes_unless_the_fault_needs_them():
+    start = Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=4, heads_kv=2, alibi_slopes=(0.5, 2.0, -0.25, 1e-6))
+    anything, _ = simplify(start, lambda q: True)
+    assert not anything.alibi and anything.heads_q == 1, anything.short()
+    biased, _ = simplify(start, lambda q: q.alibi)
+    assert biased.alibi_slopes == (0.5,), biased.short()  # one head, its first slope
+    per_head, _ = simplify(start, lambda q: q.alibi and len(set(q.alibi_slopes[: q.group])) > 1)
+    assert per_head.heads_q == 2 and per_head.heads_kv == 1 and per_head.alibi_slopes == (0.5, 2.0), per_head.short()

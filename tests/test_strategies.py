@@ -345,3 +345,27 @@ def test_edge_corpus_has_softcap_and_crossed_window_corners_where_declared():
     assert any(p.window_left == p.window_right == -1 for p in corners)  # FA2's "no window", here no key
     assert any(p.window_left is not None and p.window_left < 0 and not p.empty_window for p in corners)
     assert not any(p.softcap is not None or p.empty_window for p in edge_problems(BROAD))
+
+
+ALIBI = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_batch=4, max_seqlen=64, alibi=True)
+ALIBI_FEATURES = {"alibi", "alibi:dominant", "alibi:negative", "alibi:gqa_heads", "alibi:offset"}
+
+
+def test_alibi_is_drawn_only_where_declared_and_reaches_its_edges():
+    """One slope per query head, inside the capability (an unmasked ALiBi problem on unequal
+    lengths carries a declared align); dominant, negative and per-head-in-a-group slopes are
+    drawn; no ALiBi stays the common case; a capability without ``alibi`` never draws it."""
+    ps = draw_many(problems(ALIBI, "ci"), 400)
+    for p in ps:
+        assert ALIBI.excludes(p) is None, (p.short(), ALIBI.excludes(p))
+    seen = set().union(*(features(p, ALIBI) for p in ps))
+    assert ALIBI_FEATURES <= expected_features(ALIBI)
+    assert ALIBI_FEATURES <= seen, sorted(ALIBI_FEATURES - seen)
+    assert sum(not p.alibi for p in ps) > len(ps) / 2
+    assert all(max(p.alibi_slopes) <= 16 for p in ps if p.alibi and p.dtype == "float16")
+    assert not any(p.alibi for p in drawn("broad")) and not ALIBI_FEATURES & expected_features(BROAD)
+    corners = [p for p in edge_problems(ALIBI) if p.alibi]
+    assert {"alibi:gqa_heads", "alibi:dominant", "alibi:negative"} <= set().union(
+        *(features(p, ALIBI) for p in corners)
+    )
+    assert {p.align for p in corners if not p.masked and p.seqlen_q != p.seqlen_k} == set(ALIBI.aligns)

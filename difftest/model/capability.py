@@ -8,8 +8,8 @@ The defaults claim the basics only: dense batches (every sequence the same lengt
 seqlen_q may differ from seqlen_k), one key/value head per query head, head_dim_v ==
 head_dim_qk, no mask, no sinks, no varlen, any softmax scale. Every feature beyond
 (``gqa``, ``causal``/``window`` and their ``aligns``, ``negative_window``,
-``varlen``/``empty_seqs``/``pad_tail``, ``sinks``, ``softcap``, unequal head dims) is opted
-in, so a kernel is never tested on something its author did not claim. ``aligns`` defaults to
+``varlen``/``empty_seqs``/``pad_tail``, ``sinks``, ``softcap``, ``alibi``, unequal head dims) is
+opted in, so a kernel is never tested on something its author did not claim. ``aligns`` defaults to
 FlashAttention's bottom-right diagonal; a failure that needs a field left at its default is
 reported as a possible declaration problem naming that field (difftest/judge/declaration.py).
 docs/adapters.md has the table of every field.
@@ -58,6 +58,9 @@ class Capability:
     sinks: bool = False  # one sink logit per query head (and dsink)
     softmax_scale: bool = True  # accepts a custom softmax scale
     softcap: bool = False  # logits capped by softcap * tanh(s / softcap) (Problem.softcap)
+    # a per-query-head ALiBi bias -slope * |i + offset - j| (Problem.alibi_slopes, FA2's
+    # alibi_slopes); its diagonal on unequal lengths is one of ``aligns``, masked or not
+    alibi: bool = False
     values: tuple[str, ...] | None = None  # value distributions to draw (None: all)
     # memory layouts of q/k/v/dO the kernel's interface accepts (difftest/model/layouts.py);
     # contiguous only unless the adapter declares more, so no adapter meets a stride it
@@ -120,8 +123,8 @@ class Capability:
             return "sliding window unsupported"
         if any(w is not None and w < 0 for w in (p.window_left, p.window_right)) and not self.negative_window:
             return "negative window bound unsupported"
-        if p.masked and p.align not in self.aligns and p.seqlens_q != p.seqlens_k:
-            return f"mask alignment {p.align} unsupported"
+        if (p.masked or p.alibi) and p.align not in self.aligns and p.seqlens_q != p.seqlens_k:
+            return f"{'mask' if p.masked else 'ALiBi'} alignment {p.align} unsupported"
         if p.varlen and not self.varlen:
             return "varlen unsupported"
         if p.varlen and not self.empty_seqs and (0 in p.seqlens_q or 0 in p.seqlens_k):
@@ -134,6 +137,8 @@ class Capability:
             return "custom softmax scale unsupported"
         if p.softcap is not None and not self.softcap:
             return "softcap unsupported"
+        if p.alibi and not self.alibi:
+            return "ALiBi unsupported"
         if self.values is not None and p.values not in self.values:
             return f"value distribution {p.values} not in {self.values}"
         if p.layout.kind not in self.layouts:

@@ -22,6 +22,20 @@ Layout conventions used throughout difftest:
   softmax, after the softmax scale: s_ij = c * tanh(scale * q_i.k_j / c) (FlashAttention's
   ``softcap`` and FlexAttention's tanh ``score_mod``, Gemma 2's attention logit cap), so
   dS_raw = dS * (1 - tanh^2). The sink logit is not capped.
+- ALiBi: with ``alibi_slopes`` = (m_0, ..., m_{heads_q-1}) (None: off) query head h adds the
+  bias -m_h * |i + offset - j| to the logit of query i and key j of a sequence, with the
+  mask's offset above (``mask_offset``: seqlen_k - seqlen_q for ``align="bottom_right"``, 0 for
+  ``"top_left"``; a varlen batch measures the distance inside each sequence). It is
+  FlashAttention 2's ``alibi_slopes`` ("a bias of (-alibi_slope * |i + seqlen_k - seqlen_q - j|)
+  is added to the attention score of query i and key j", flash_attn_interface.py), one slope per
+  *query* head (a GQA group's heads have their own slopes), float32 (FA2 takes an fp32 tensor:
+  each slope is rounded to float32 when the Problem is built). The order is FA2's (its
+  attention_ref and its kernels: the scale, then the softcap, then the bias with the mask):
+  s_ij = cap(scale * q_i.k_j) - m_h |i + offset - j|, masked after; a FlexAttention
+  ``score_mod`` receives the scaled score and adds the same bias. The bias is a constant: no
+  gradient flows to it (none is compared), dS is unchanged. Any sign: a negative slope favours
+  distant keys. The sink logit gets no bias. (FA2's causal kernel adds m_h * j only, the same
+  P up to a per-row constant, so its LSE differs from this one by m_h (i + offset).)
 - Sinks: one logit per query head joins the softmax denominator only (not scaled by
   softmax_scale): P_ij = exp(s_ij - LSE_i), LSE_i = log(sum_j exp(s_ij) + exp(sink_h)).
   dSink_h = -sum_i P_sink_i * Delta_i, the gradient of the loss w.r.t. the sink logit.
@@ -47,6 +61,7 @@ Layout conventions used throughout difftest:
 import dataclasses
 import json
 import math
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +117,9 @@ MAX_SEQLEN = 2**24
 MAX_SOFTMAX_SCALE = 1e4
 # softcap: any positive cap up to far above any logit a profile draws (Gemma 2 uses 50 and 30)
 MAX_SOFTCAP = 1e4
+# ALiBi slopes: any float32 of at most this magnitude (a slope of 1e3 already makes every row
+# one-hot on its nearest key; the geometric slopes are 2^-8..2^-1/2)
+MAX_ALIBI_SLOPE = 1e3
 OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
 INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field); 2: counter-based
 LEGACY_INPUT_VERSION = 1
@@ -124,6 +142,27 @@ def _is_int(x: object) -> bool:
 def _is_real(x: object) -> bool:
     """An int or float, not a bool (True would silently mean 1.0)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _float32(x: float) -> float:
+    """``x`` rounded to the nearest float32 (as a Python float)."""
+    return float(struct.unpack("f", struct.pack("f", x))[0])
+
+
+def standard_alibi_slopes(heads: int) -> tuple[float, ...]:
+    """The ALiBi paper's geometric slopes for ``heads`` heads (Press et al., 2022, and its
+    reference code ``get_slopes``): 2^(-8 h / n) for h = 1..n when n is a power of two; else
+    those of the power of two below, then every other slope of twice that power. float32."""
+
+    def power_of_2(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    if heads & (heads - 1) == 0:
+        out = power_of_2(heads)
+    else:
+        low = 2 ** math.floor(math.log2(heads))
+        out = power_of_2(low) + list(standard_alibi_slopes(2 * low))[0::2][: heads - low]
+    return tuple(_float32(x) for x in out)
 
 
 @dataclass(frozen=True)
@@ -155,6 +194,9 @@ class Problem:
     # logits capped at +-softcap by c * tanh(s / c) (module docstring); None: off. Absent from the
     # JSON when None, so JSON without it reads as before
     softcap: float | None = None
+    # ALiBi: one float32 slope per query head, bias -slope * |i + offset - j| (module docstring);
+    # None: off. Absent from the JSON when None, so JSON without it reads as before
+    alibi_slopes: tuple[float, ...] | None = None
     # values="captured": the capture file and where the window lies (difftest/model/capture.py);
     # absent from the JSON when None, so JSON without it reads as before
     capture: Any = None
@@ -168,6 +210,12 @@ class Problem:
             v = getattr(self, name)
             if isinstance(v, list):
                 object.__setattr__(self, name, tuple(v))
+        if isinstance(self.alibi_slopes, (list, tuple)):  # JSON's list; float32, as a kernel takes them
+            object.__setattr__(
+                self,
+                "alibi_slopes",
+                tuple(_float32(x) if _is_real(x) and abs(x) <= MAX_ALIBI_SLOPE else x for x in self.alibi_slopes),
+            )
         # softcap 0 means off (FlashAttention's and FA4's convention): one form, None
         if _is_real(self.softcap) and self.softcap == 0:
             object.__setattr__(self, "softcap", None)
@@ -264,6 +312,25 @@ class Problem:
                 self.softcap,
                 f"None with an FP8 dtype ({self.dtype}): the FP8 yardstick (oracles/fp8.py) models no cap",
             )
+        if self.alibi_slopes is not None:
+            slopes = self.alibi_slopes
+            if (
+                not isinstance(slopes, tuple)
+                or len(slopes) != self.heads_q
+                or not all(_is_real(x) and math.isfinite(x) and abs(x) <= MAX_ALIBI_SLOPE for x in slopes)
+            ):
+                raise ProblemError(
+                    "alibi_slopes",
+                    slopes,
+                    f"None (off) or a list of heads_q={self.heads_q} finite floats of magnitude at most "
+                    f"{MAX_ALIBI_SLOPE:g} (one per query head)",
+                )
+            if self.dtype in FP8_DTYPES:
+                raise ProblemError(
+                    "alibi_slopes",
+                    slopes,
+                    f"None with an FP8 dtype ({self.dtype}): the FP8 yardstick (oracles/fp8.py) models no bias",
+                )
         if self.values not in VALUE_KINDS and self.values != CAPTURED:
             raise ProblemError("values", self.values, f"one of {VALUE_KINDS}")
         if (self.values == CAPTURED) != (self.capture is not None):
@@ -378,6 +445,18 @@ class Problem:
             rights.append(self.window_right + 1)
         return self.window_left, (min(rights) if rights else None)
 
+    @property
+    def alibi(self) -> bool:
+        """An ALiBi bias applies (``alibi_slopes``)."""
+        return self.alibi_slopes is not None
+
+    def alibi_bias(self, h: int, i: int, j: int, sq: int, sk: int) -> float:
+        """The bias query head ``h``'s query ``i`` adds to key ``j``'s logit in a (sq, sk)
+        sequence (0 without ALiBi): -slope_h * |i + mask_offset - j|, the rule in one line."""
+        if self.alibi_slopes is None:
+            return 0.0
+        return -self.alibi_slopes[h] * abs(i + self.mask_offset(sq, sk) - j)
+
     def key_range(self, i: int, sq: int, sk: int) -> tuple[int, int]:
         """Half-open range [lo, hi) of keys query i of a (sq, sk) sequence may see."""
         at = i + self.mask_offset(sq, sk)
@@ -403,6 +482,10 @@ class Problem:
         d["layout"] = self.layout.to_json()
         if self.softcap is None:
             del d["softcap"]
+        if self.alibi_slopes is None:
+            del d["alibi_slopes"]
+        else:
+            d["alibi_slopes"] = list(self.alibi_slopes)
         if self.capture is None:
             del d["capture"]
         else:
@@ -431,6 +514,12 @@ class Problem:
         return cls.from_dict(json.loads(s))
 
     def replace(self, **changes: Any) -> "Problem":
+        """A copy with ``changes``. A new ``heads_q`` without new ``alibi_slopes`` keeps one
+        slope per query head: the first ``heads_q`` slopes, repeated in turn where there are
+        more heads than slopes (so shrinking, signatures and corners stay valid ALiBi problems)."""
+        hq = changes.get("heads_q")
+        if self.alibi_slopes is not None and "alibi_slopes" not in changes and isinstance(hq, int) and hq >= 1:
+            changes["alibi_slopes"] = tuple(self.alibi_slopes[h % len(self.alibi_slopes)] for h in range(hq))
         return dataclasses.replace(self, **changes)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -459,6 +548,10 @@ class Problem:
             parts.append(f"sinks@{self.sink_center:g}")
         if self.softcap is not None:
             parts.append(f"softcap{self.softcap:g}")
+        if self.alibi_slopes is not None:
+            # unmasked, the alignment shows nowhere else (it moves ALiBi's diagonal)
+            align = f"-{self.align}" if not self.masked and self.align != "bottom_right" else ""
+            parts.append(f"alibi:{alibi_short(self.alibi_slopes)}{align}")
         if self.values != "normal":
             parts.append(f"{self.values}x{self.value_scale:g}")
         if self.pad_tail:
@@ -470,6 +563,16 @@ class Problem:
         if self.input_version != 2:
             parts.append(f"inputs-v{self.input_version}")
         return " ".join(parts)
+
+
+def alibi_short(slopes: tuple[float, ...]) -> str:
+    """ALiBi slopes in a few characters: ``std`` for the geometric ones, one slope if all are
+    equal, else the first two and the range."""
+    if slopes == standard_alibi_slopes(len(slopes)):
+        return "std"
+    if len(set(slopes)) == 1:
+        return f"{slopes[0]:.3g}"
+    return f"{min(slopes):.3g}..{max(slopes):.3g}"
 
 
 def _cumsum(xs: Iterable[int]) -> tuple[int, ...]:

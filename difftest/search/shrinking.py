@@ -8,7 +8,8 @@ still fails the same way and is strictly simpler, until none is.
 
 Simpler means a smaller ``complexity`` tuple, compared in the shrink order the project
 wants: fewer sequences, fewer heads, shorter sequences, no mask (no negative window side), no
-sparse mask (then the smallest one: ``Sparsity.complexity``), no sinks, no softcap, plain values,
+sparse mask (then the smallest one: ``Sparsity.complexity``), no sinks, no softcap, no ALiBi
+(then one slope for every head), plain values,
 smaller head dims, the contiguous layout, seed 0.
 """
 
@@ -34,6 +35,9 @@ def complexity(p: Problem) -> tuple:
         int(p.sinks),
         abs(p.sink_center),
         int(p.softcap is not None),
+        int(p.alibi),
+        len(set(p.alibi_slopes or ())),
+        max((abs(m) for m in p.alibi_slopes or ()), default=0.0),
         int(p.values != "normal"),
         p.value_scale,
         int(p.softmax_scale is not None),
@@ -127,6 +131,11 @@ def neighbours(p: Problem, cap: Capability | None = None):
             yield p.replace(window_right=0)
     if p.softcap is not None:
         yield p.replace(softcap=None)
+    if p.alibi_slopes is not None:  # no bias; one slope for every head (the first, the largest, 1, 1/2)
+        yield p.replace(alibi_slopes=None)
+        top = max(p.alibi_slopes, key=abs)
+        for slope in dict.fromkeys((p.alibi_slopes[0], top, 1.0, 0.5)):
+            yield p.replace(alibi_slopes=(slope,) * p.heads_q)
     if p.sinks:
         yield p.replace(sinks=False, sink_center=0.0)
         if p.sink_center:

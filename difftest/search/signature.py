@@ -77,6 +77,7 @@ SWITCHES = (
     "softmax_scale",
     "sparse",
     "softcap",
+    "alibi",
 )
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
@@ -147,6 +148,7 @@ def _switch(p: Problem, name: str) -> bool:
         "softmax_scale": p.softmax_scale is not None,
         "sparse": p.sparse,
         "softcap": p.softcap is not None,
+        "alibi": p.alibi,
     }[name]
 
 
@@ -172,6 +174,8 @@ def _switched_off(p: Problem, name: str) -> Problem:
         return p.replace(sparsity=None)
     if name == "softcap":
         return p.replace(softcap=None)
+    if name == "alibi":
+        return p.replace(alibi_slopes=None)
     return p.replace(softmax_scale=None)
 
 
