@@ -112,7 +112,7 @@ def design_yardsticks(designs, inputs: Inputs, block_m: int, flash: Outputs) -> 
         if d == "input-dtype-running-sum":
             out.append(input_dtype_running_sum(inputs, block_m, flash))
         elif d == "prescaled-q":
-            out.append(prescaled_q(inputs))
+            out.extend(prescaled_q(inputs))
         elif d == "approximate-tanh-softcap":
             if inputs.problem.softcap is not None:  # the design changes nothing without a cap
                 out.extend(approximate_tanh_softcap(inputs))
