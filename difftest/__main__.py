@@ -1,8 +1,6 @@
 """``python -m difftest``: the command line (difftest/commands/cli.py)."""
 
-import sys
-
-from difftest.commands.cli import main
+from difftest.commands.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

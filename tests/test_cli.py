@@ -68,3 +68,32 @@ def test_help_names_every_subcommand_with_its_own_help_line(capsys):
         with pytest.raises(SystemExit):
             build_parser([name]).parse_args([name, "--help"])
         assert _words(help_) in _words(capsys.readouterr().out), name
+
+
+def test_the_command_line_exits_with_its_code_its_output_flushed_and_its_atexit_handlers_run(tmp_path):
+    """``entry`` skips the interpreter's teardown (cli.quick_exit), not what a user sees: a full
+    stdout through a file, the exit code, a one-line error, and atexit handlers (temporary folders'
+    finalizers) run first."""
+    import subprocess
+    import sys
+
+    from tests.conftest import checkout_env
+
+    marker = tmp_path / "atexit-ran"
+    code = (
+        "import atexit, sys; "
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write('yes')); "
+        "sys.argv = ['difftest'] + sys.argv[1:]; "
+        "from difftest.commands.cli import entry; entry()"
+    )
+    out = tmp_path / "out.txt"
+    with open(out, "w") as f:
+        r = subprocess.run([sys.executable, "-c", code, "list"], stdout=f, env=checkout_env(), timeout=300)
+    assert r.returncode == 0 and marker.read_text() == "yes"
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("KERNEL") and any(line.startswith("torch-blockwise ") for line in lines)
+    marker.unlink()
+    r = subprocess.run(
+        [sys.executable, "-c", code, "run", "--bogus"], capture_output=True, text=True, env=checkout_env(), timeout=300
+    )
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr and marker.exists()

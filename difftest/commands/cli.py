@@ -7,6 +7,8 @@ imports are marked ``# lazy: keeps torch off --help``): ``difftest --help`` and 
 never load torch, Hypothesis or a kernel module."""
 
 import argparse
+import atexit
+import os
 import signal
 import sys
 
@@ -129,5 +131,26 @@ def main(argv=None) -> int:
     return EXIT_INPUT
 
 
+def quick_exit(code) -> None:
+    """Leave with ``code`` once stdout and stderr are flushed and the atexit handlers have run
+    (temporary folders' finalizers, logging), skipping the interpreter's own teardown of what a
+    run leaves loaded (torch, TileLang/TVM, the campaigns' objects): 0.6 s of a 10 s warm
+    ``difftest run`` on a 2-core CPU, after the report is written (results/cpu-main-job.md).
+    Every file difftest writes is closed by then (``safeio``'s atomic writes and ``os.write``
+    appends), and lanes and kernel workers die with this process (``PR_SET_PDEATHSIG``)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (difftest run | head): nothing left to say
+            pass
+    atexit._run_exitfuncs()
+    os._exit(code if isinstance(code, int) else EXIT_INPUT)
+
+
+def entry() -> None:
+    """The ``difftest`` console script and ``python -m difftest``: ``main``, then ``quick_exit``."""
+    quick_exit(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
