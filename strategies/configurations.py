@@ -25,8 +25,10 @@ The dimensions, each only where the capability and profile reach two or more val
   (seqlen_q equal to, shorter or longer than seqlen_k);
 - ``batching`` (dense, a dense batch, varlen, varlen with an empty query or key sequence,
   varlen with unused tail tokens);
-- ``sinks``, ``softcap`` (none or capped) where declared, ``layout``, and ``softmax_scale``
-  where the compile key names it;
+- ``sinks``, ``softcap`` (none or capped) and ``alibi`` (none or slopes: in turn the paper's
+  geometric slopes, one slope per head that differ inside a GQA group, one that dominates the
+  typical logit, a negative one) where declared, ``layout``, and ``softmax_scale`` where the
+  compile key names it;
 - ``sparsity`` (none, a block-sparse mask, one at its edges: a row with no block or every block
   dropped; a top-k selection, one with invalid and duplicate slots), where the capability
   declares sparse block sizes (strategies/sparsity.py).
@@ -44,7 +46,7 @@ from covertable import make_async
 
 from difftest.model.capability import Capability
 from difftest.model.layouts import Layout
-from difftest.model.problem import Problem, ProblemError
+from difftest.model.problem import MAX_ALIBI_SLOPE, Problem, ProblemError, standard_alibi_slopes
 from difftest.model.profiles import get_profile
 
 from .coverage import logit_scale
@@ -52,7 +54,17 @@ from .layouts import declared
 from .masks import UNMASKED_ALIGN, mask_kinds
 from .shapes import min_lengths
 from .sparsity import SPARSITY_CLASSES, realise_sparsity, sparsity_class, sparsity_kinds
-from .values import DTYPE_ORDER, SINK_CENTERS, SOFTCAP_RANGE, SOFTCAP_RELATIVE, SOFTMAX_SCALES, clamp_scale, value_kinds
+from .values import (
+    ALIBI_MAX,
+    ALIBI_RELATIVE,
+    DTYPE_ORDER,
+    SINK_CENTERS,
+    SOFTCAP_RANGE,
+    SOFTCAP_RELATIVE,
+    SOFTMAX_SCALES,
+    clamp_scale,
+    value_kinds,
+)
 
 SHORT = 16  # a "short" sequence has at most this many tokens
 GROUPS = (1, 2, 3, 4, 6, 8, 16)  # GQA ratios worth a configuration (3 and 6: packing not a power of two)
@@ -61,6 +73,7 @@ MASKS = ("none", "causal", "window_left", "window_right", "window_both", "causal
 # where the capability declares negative_window: a window with a negative side, and crossed bounds
 NEGATIVE_MASKS = ("window_negative", "window_crossed")
 SOFTCAP = ("none", "capped")
+ALIBI = ("none", "slopes")
 BATCHINGS = ("dense", "batched", "varlen", "varlen_empty_q", "varlen_empty_k", "varlen_pad_tail")
 RELATIONS = ("equal", "q_shorter", "q_longer")
 # decode: one query against many keys, every sequence (a decoding step): kernels route it to
@@ -156,6 +169,8 @@ def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
         add("sinks", (False, True))
     if c.softcap:
         add("softcap", SOFTCAP)
+    if c.alibi:
+        add("alibi", ALIBI)
     add("layout", declared(c))
     if "softmax_scale" in c.compile_key and c.softmax_scale:
         add("softmax_scale", ("default", "custom"))
@@ -274,6 +289,8 @@ def values_of(p: Problem, capability: Capability, dims) -> dict:
             v = {sparsity_class(p)}
         elif n == "softcap":
             v = {"none" if p.softcap is None else "capped"}
+        elif n == "alibi":
+            v = {"none" if p.alibi_slopes is None else "slopes"}
         else:  # pragma: no cover - dimensions() names only the above
             raise KeyError(n)
         out[n] = v & set(d.values)
@@ -455,6 +472,10 @@ def attempt(
         except (TypeError, ValueError):
             typical = 1.0
         f["softcap"] = min(SOFTCAP_RANGE[1], max(SOFTCAP_RANGE[0], float(f"{rel * typical:.3g}")))
+    if config.get("alibi") == "none":
+        f["alibi_slopes"] = None
+    elif config.get("alibi") == "slopes":
+        f["alibi_slopes"] = _alibi_slopes(f, variant)
     try:
         p = Problem(**f).validate()
     except (ProblemError, TypeError, ValueError) as e:
@@ -465,6 +486,24 @@ def attempt(
     got = values_of(p, c, [Dimension(n, (v,)) for n, v in config.items()])
     lost = [n for n, v in config.items() if not got[n] and v != NA]  # n/a: whatever applies
     return f"realised without {lost}" if lost else p
+
+
+def _alibi_slopes(f: dict, variant: int) -> tuple:
+    """A configuration's ALiBi slopes, in turn: the paper's geometric slopes (each query head its
+    own: a GQA head-mapping fault shows), one slope that dominates the typical logit for every
+    head, a negative one (distant keys favoured)."""
+    heads = int(f.get("heads_q", 1))
+    kind = variant % 3
+    if kind == 0:
+        return standard_alibi_slopes(heads)
+    if kind == 1:
+        try:
+            typical = abs(logit_scale(Problem(**{**f, "alibi_slopes": None})))
+        except (TypeError, ValueError):
+            typical = 1.0
+        top = ALIBI_MAX.get(str(f.get("dtype")), MAX_ALIBI_SLOPE)
+        return (min(top, float(f"{ALIBI_RELATIVE[0] * max(typical, 1e-3):.3g}")),) * heads
+    return (-0.25,) * heads
 
 
 def _within(p: Problem, prof) -> bool:

@@ -413,6 +413,28 @@ def test_softcap_and_negative_window_configurations_where_declared():
     assert "softcap" not in names and "window_crossed" not in names["mask"]
 
 
+def test_alibi_is_a_configuration_where_declared_and_realises_its_three_kinds_of_slopes():
+    """alibi (none, slopes) is a dimension only where the capability declares ALiBi; a row
+    realises, in turn, the geometric slopes (each head its own), one dominant slope for every
+    head and a negative one, each a Problem with slopes, and none realises without."""
+    from difftest.kernels.blockwise import CAPABILITY as blockwise
+    from difftest.strategies.configurations import attempt, realise
+
+    dims = {d.name: d.values for d in dimensions(blockwise, "ci")}
+    assert dims["alibi"] == ("none", "slopes")
+    assert "alibi" not in _names(Capability(window=True, causal=True))
+    assert realise({"alibi": "none"}, blockwise, "ci").alibi_slopes is None
+    config = {"alibi": "slopes", "group": 2}
+    kinds = []
+    for variant in range(3):
+        p = attempt(config, blockwise, "ci", variant=variant)
+        assert isinstance(p, Problem) and p.alibi_slopes is not None and p.group == 2, p
+        kinds.append(p.alibi_slopes)
+    geometric, dominant, negative = kinds
+    assert len(set(geometric)) == len(geometric) > 1  # the heads of a group differ
+    assert len(set(dominant)) == 1 and dominant[0] > 1 and set(negative) == {-0.25}
+
+
 def test_shards_split_the_coverage_phase_and_together_cover_what_one_campaign_does(tmp_path):
     """Under --shard I/N a shard plans rows for its own share of the tuples (shard.owns), so N
     shards of a compile-bound kernel cover N shares in the time of one (tests/test_compile_bound

@@ -95,6 +95,8 @@ def _mapped(need, value, names: set):
         return ("batching",), lambda r, b=f"varlen_{need}": r["batching"] == b
     if need == "dims_differ" and {"head_dim_qk", "head_dim_v"} <= names:
         return ("head_dim_qk", "head_dim_v"), lambda r: r["head_dim_qk"] != r["head_dim_v"]
+    if need == "alibi" and "alibi" in names:
+        return ("alibi",), lambda r: r["alibi"] == "slopes"
     if need == "softmax_scale" and "softmax_scale" in names:
         return ("softmax_scale",), lambda r: r["softmax_scale"] == "custom"
     if need in ("head_dim_qk", "dtype", "layout", "align") and need in names:
