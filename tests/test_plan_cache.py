@@ -155,6 +155,16 @@ def test_a_cache_in_a_folder_others_can_write_or_behind_a_link_is_not_read(tmp_p
     assert _take(PlanCache(tmp_path / "plans"), dims, kw, 10, calls) == truth and calls == [1]
     assert not (tmp_path / "plans" / f.name).is_symlink()  # the save replaced the link
     assert json.loads(elsewhere.read_text())["rows"]  # and wrote nothing through it
+    # the plans folder itself a link to a private folder of forged rows: not read, not written through
+    forged = tmp_path / "forged"
+    os.replace(tmp_path / "plans", forged)
+    (f,) = forged.iterdir()
+    forge(json.loads(f.read_text()), f)
+    before = f.read_text()
+    os.symlink(forged, tmp_path / "plans")
+    calls = []
+    assert _take(PlanCache(tmp_path / "plans"), dims, kw, 10, calls) == truth and calls == [1]
+    assert f.read_text() == before and [g.name for g in forged.iterdir()] == [f.name]
 
 
 def test_a_campaign_run_twice_runs_the_same_cases_without_planning_again(tmp_path, monkeypatch):

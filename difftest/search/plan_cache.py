@@ -27,7 +27,14 @@ from itertools import combinations, islice
 from pathlib import Path
 
 from difftest.errors import FileFormatError
-from difftest.safeio import atomic_write_text, check_private_dir, ensure_dir, parse_json, read_capped
+from difftest.safeio import (
+    atomic_write_text,
+    check_private_dir,
+    ensure_dir,
+    parse_json,
+    read_capped,
+    unsafe_component,
+)
 
 FORMAT = 1
 MAX_BYTES = 4 * 2**20  # a plan's rows: a few hundred rows of a dozen small integers
@@ -102,8 +109,15 @@ class PlanCache:
         return CachedPlan(self, key, dims, self._load(key, dims, covered, illegal), make)
 
     def _private(self) -> bool:
+        """The folder is a real one (no link, itself or below the output root), this user's
+        alone."""
         assert self.folder is not None
-        return self.folder.is_dir() and check_private_dir(self.folder) is None
+        return (
+            not self.folder.is_symlink()
+            and unsafe_component(self.folder, self.folder.parent) is None
+            and self.folder.is_dir()
+            and check_private_dir(self.folder) is None
+        )
 
     def _load(self, key: str, dims, covered, illegal) -> list:
         assert self.folder is not None
@@ -111,7 +125,7 @@ class PlanCache:
             return []
         try:
             data = parse_json(
-                read_capped(self.folder / f"{key}.json", MAX_BYTES, FileFormatError, "plan", root=self.folder),
+                read_capped(self.folder / f"{key}.json", MAX_BYTES, FileFormatError, "plan", root=self.folder.parent),
                 f"plan {key}",
                 FileFormatError,
             )
@@ -138,7 +152,7 @@ class PlanCache:
             os.chmod(self.folder, 0o700)
             if not self._private():
                 return
-            atomic_write_text(self.folder / f"{key}.json", json.dumps(body), root=self.folder)
+            atomic_write_text(self.folder / f"{key}.json", json.dumps(body), root=self.folder.parent)
             self._prune()
         except OSError:
             return  # a plan not kept costs the next run its planning time, nothing else
