@@ -59,16 +59,8 @@ def prescaled(inputs: Inputs, rounding: str = "nearest") -> Inputs:
     p = inputs.problem
     scale = torch.tensor(p.scale, dtype=F32)
     q = round_q(inputs.q.to(F32) * scale, inputs.q.dtype, rounding)
-    return Inputs(
-        problem=replace(p, softmax_scale=1.0),
-        q=q,
-        k=inputs.k,
-        v=inputs.v,
-        do=inputs.do,
-        sink=inputs.sink,
-        cu_seqlens_q=inputs.cu_seqlens_q,
-        cu_seqlens_k=inputs.cu_seqlens_k,
-    )
+    # the packed tensors only: a laid-out view of the old Q would not hold Q'
+    return replace(inputs, problem=replace(p, softmax_scale=1.0), q=q, dense=None)
 
 
 def prescaled_q(inputs: Inputs) -> list[Outputs]:
