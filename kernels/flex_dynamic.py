@@ -16,6 +16,9 @@ every problem, which read their constants from 0-d tensors (graph inputs, not gu
 - causal, align, window bounds (None as a bound no sequence reaches), the sink column's
   index and dense-or-varlen are tensors the mask_mod reads; a block mask is built for every
   problem (``create_block_mask`` per problem: the mask is data);
+- ALiBi is a slopes tensor (zeros for none) and each query's diagonal and each key's position:
+  every problem's score_mod subtracts ``slope[h] * |diagonal - position|`` (exactly nothing at a
+  zero slope), so ALiBi's presence and slopes are no graph difference either;
 - sinks stay a graph difference (the sink tensor requires grad only with sinks, and the
   score_mod reads it only then).
 
@@ -35,6 +38,7 @@ from .flex import (
     GQA_CAPABILITY,
     SPARSE_CAPABILITY,
     FlexAdapter,
+    alibi_terms,
     call_flex,
     create_block_mask,
     flex_attention,
@@ -65,7 +69,8 @@ NO_BOUND = 1 << 40
 #   No Problem field names "one block" or "first change", so batch, seqlen_q, seqlen_k and
 #   pad_tail stay in the key (conservative: most of their changes reuse the graph).
 # What no longer recompiles, against flex's key: the softmax scale, causal, align, the
-# window_left/window_right values (None included) and the softcap (value and presence).
+# window_left/window_right values (None included), the softcap (value and presence) and the
+# ALiBi slopes (values and presence).
 # Beyond dynamo (the GPU's Inductor, not seen by the CPU's counting backend): the flex lowering
 # asks whether the lengths divide the block size with ``statically_known_true`` (torch 2.13
 # torch/_inductor/kernel/flex/flex_attention.py:344-353), which adds no guard, so symbolic
@@ -84,16 +89,15 @@ COMPILE_KEY = (
     "sinks",
     "layout",
 )
-# ALiBi not yet: its score_mod takes no slopes tensor (flex's static adapter has them)
-DYNAMIC_CAPABILITY = replace(CAPABILITY, compile_key=COMPILE_KEY, alibi=False)
-DYNAMIC_GQA_CAPABILITY = replace(GQA_CAPABILITY, compile_key=COMPILE_KEY, alibi=False)
-DYNAMIC_SPARSE_CAPABILITY = replace(SPARSE_CAPABILITY, compile_key=COMPILE_KEY + ("sparsity",), alibi=False)
+DYNAMIC_CAPABILITY = replace(CAPABILITY, compile_key=COMPILE_KEY)
+DYNAMIC_GQA_CAPABILITY = replace(GQA_CAPABILITY, compile_key=COMPILE_KEY)
+DYNAMIC_SPARSE_CAPABILITY = replace(SPARSE_CAPABILITY, compile_key=COMPILE_KEY + ("sparsity",))
 
 
 def constants(p: Problem, device="cpu") -> dict:
     """The Problem's per-problem constants as 0-d tensors on ``device`` (what flex captures as
     Python numbers): scale and softcap (0: none) float32; causal, bottom_right, varlen bool;
-    window bounds int64 (None: ``NO_BOUND``)."""
+    window bounds int64 (None: ``NO_BOUND``); the ALiBi slopes, float32 [heads_q] (zeros: none)."""
 
     def t(v, dtype):
         return torch.tensor(v, dtype=dtype, device=device)
@@ -106,6 +110,7 @@ def constants(p: Problem, device="cpu") -> dict:
         "varlen": t(bool(p.varlen), torch.bool),
         "window_left": t(NO_BOUND if p.window_left is None else p.window_left, torch.int64),
         "window_right": t(NO_BOUND if p.window_right is None else p.window_right, torch.int64),
+        "alibi": t(p.alibi_slopes if p.alibi else [0.0] * p.heads_q, torch.float32),
     }
 
 
@@ -140,10 +145,12 @@ def make_mask_mod(p: Problem, device="cpu"):
     return mask_mod, n_keys, c
 
 
-def make_score_mod(c: dict, sink, n_keys: int, device="cpu"):
-    """The score_mod every problem runs: the scale, the softcap (0: none) and, with a sink
-    tensor, the sink column (index ``n_keys``) taking the head's sink logit, uncapped."""
-    scale, cap = c["scale"], c["softcap"]
+def make_score_mod(c: dict, sink, n_keys: int, device="cpu", positions=None):
+    """The score_mod every problem runs: the scale, the softcap (0: none), ALiBi's
+    ``- slope[h] * |diagonal[q] - position[k]|`` after the cap (flex's order; ``positions``:
+    flex's ``alibi_terms`` diagonal and key positions, None: no ALiBi term at all) and, with a
+    sink tensor, the sink column (index ``n_keys``) taking the head's sink logit, uncapped."""
+    scale, cap, slopes = c["scale"], c["softcap"], c["alibi"]
     capped = cap > 0
     safe = torch.where(capped, cap, torch.ones_like(cap))
     n_keys_t = torch.tensor(n_keys, dtype=torch.int64, device=device)
@@ -154,6 +161,9 @@ def make_score_mod(c: dict, sink, n_keys: int, device="cpu"):
         # 0.37 -> 0.369, a bf16 ulp in O), while the kernel's scores are float32
         s = score * scale
         s = torch.where(capped, torch.tanh(s / safe) * safe, s)
+        if positions is not None:
+            diagonal, k_pos = positions
+            s = s - slopes[h] * torch.abs(diagonal[q_idx] - k_pos[kv_idx])
         if sink is not None:
             s = place_sink(s, h, kv_idx, sink, n_keys_t)
         return s
@@ -212,14 +222,18 @@ class FlexDynamicAdapter(FlexAdapter):
         q = lay(leaves[0])
         mask_mod, n_keys, c = make_mask_mod(p, dev)
         sink, kk, vv = with_sink_column(inputs, lay(leaves[1]), lay(leaves[2]), grad)
-        score_mod = make_score_mod(c, sink, n_keys, dev)
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
+        # ALiBi's positions for every problem (zero slopes without ALiBi): one graph for all
+        p_alibi = p if p.alibi else p.replace(alibi_slopes=(0.0,) * p.heads_q)
+        positions = alibi_terms(p_alibi, n_keys, dev)[1:]
         if Lq == 0 or Lk == 0:
             # no token on a side (only all-empty varlen problems; batch, lengths, pad_tail and sinks
-            # fix it, so it is a signature of its own): nothing to mask, and vmap over an empty
-            # range fails on the tensor constants ("select(): index 0 out of range"), which flex's
-            # own mask_mod, of Python constants, passes
+            # fix it, so it is a signature of its own): nothing to mask or bias, and vmap over an
+            # empty range fails on the tensor constants ("select(): index 0 out of range"), which
+            # flex's own mask_mod, of Python constants, passes
             mask_mod = flex_mask_mod(p, dev)[0]
+            positions = None
+        score_mod = make_score_mod(c, sink, n_keys, dev, positions)
         if p.sparse:
             block_mask = sparse_block_mask(p, mask_mod, n_keys, B, Lq, Lk, dev)
         else:

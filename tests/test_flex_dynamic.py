@@ -33,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without to
 D = dict(head_dim_qk=16, head_dim_v=16)
 SPEC = "difftest.kernels.flex_dynamic:FlexDynamicAdapter"
 CASES = [
-    *(p for p in FLEX_CASES if not p.alibi),  # flex-dynamic does not claim ALiBi (kernels/flex_dynamic.py)
+    *FLEX_CASES,
     Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=2, heads_kv=2, softmax_scale=0.3, causal=True, **D),
     Problem(seqlen_q=12, seqlen_k=12, heads_q=4, heads_kv=1, softcap=30.0, layout="kv_broadcast", **D),
     Problem(batch=2, seqlen_q=(3, 8), seqlen_k=(8, 3), window_left=None, window_right=2, softcap=2.5, **D),
@@ -117,6 +117,24 @@ def test_score_mod_scales_caps_and_places_the_sink():
     assert torch.allclose(with_sink(s, 0, 1, 0, torch.tensor(7)), 1.5 * torch.tanh(0.5 * s / 1.5))
 
 
+def test_score_mod_subtracts_alibi_after_the_cap_and_nothing_at_zero_slopes():
+    """ALiBi's term is ``slope[h] * |diagonal[q] - position[k]|``, after the cap (flex's order); a
+    problem without ALiBi runs the same score_mod with zero slopes, which changes no bit."""
+    s = torch.tensor([-40.0, -0.7, 0.3, 40.0])
+    p = Problem(seqlen_q=8, seqlen_k=8, heads_q=2, heads_kv=2, softmax_scale=0.5, softcap=1.5, **D)
+    diagonal, k_pos = torch.tensor([5.0]), torch.tensor([2.0, 9.0])
+    a = p.replace(alibi_slopes=(0.25, 0.5))
+    mod = make_score_mod(constants(a), None, 8, positions=(diagonal, k_pos))
+    capped = 1.5 * torch.tanh(0.5 * s / 1.5)
+    assert torch.allclose(mod(s, 0, 1, torch.tensor(0), torch.tensor(1)), capped - 0.5 * 4.0)
+    assert torch.allclose(mod(s, 0, 0, torch.tensor(0), torch.tensor(0)), capped - 0.25 * 3.0)
+    none = make_score_mod(constants(p), None, 8, positions=(diagonal, k_pos))
+    plain = make_score_mod(constants(p), None, 8)
+    assert torch.equal(
+        none(s, 0, 1, torch.tensor(0), torch.tensor(1)), plain(s, 0, 1, torch.tensor(0), torch.tensor(1))
+    )
+
+
 def test_softcap_gradient_of_an_uncapped_score_is_exact():
     """The capped branch is evaluated on a safe divisor, so an uncapped problem's gradient
     through ``where`` is the scale alone (no NaN from the discarded branch)."""
@@ -136,8 +154,8 @@ def test_resolves_with_flex_capability_and_its_own_key(attr, name):
     assert k.capability.compile_key != flex.capability.compile_key
     for f in ("softmax_scale", "causal", "align", "window_left", "window_right", "softcap"):
         assert f in flex.capability.compile_key and f not in k.capability.compile_key
-    assert not k.capability.alibi and flex.capability.alibi  # its score_mod takes no slopes yet
-    assert replace(k.capability, compile_key=flex.capability.compile_key, alibi=True) == flex.capability
+    assert "alibi_slopes" not in k.capability.compile_key  # slopes are a tensor: no recompile
+    assert replace(k.capability, compile_key=flex.capability.compile_key) == flex.capability
     if not torch.cuda.is_available():
         assert "CUDA" in k.available()
 
@@ -148,7 +166,7 @@ def test_sparse_sibling_gives_flex_sparse_outputs(p):
     the lookup) built over its own mask_mod: the same outputs."""
     k = registry.get("difftest.kernels.flex_dynamic:sparse")
     assert k.name == "flex-dynamic-sparse" and "sparsity" in k.capability.compile_key
-    assert replace(k.capability, compile_key=FlexAdapter(sparse=True).capability.compile_key, alibi=True) == (
+    assert replace(k.capability, compile_key=FlexAdapter(sparse=True).capability.compile_key) == (
         FlexAdapter(sparse=True).capability
     )
     x = lay_out(make_inputs(p.validate()))
