@@ -3,13 +3,14 @@
 # 4.0.0b40 (issue 43: >= 1,000 cases) and on 4.0.0b25 (the block-sparse backward's missing wait, NaN, was fixed
 # in b26: time travel); (2) FA4 time travel on b25 with the engine after merge's recount and the absorbed
 # kernel errors (issue 39: the PackGQA head-dim-88 ratio-3 build error, unexplained counts). All side by side.
-# Carry: .device/fa4.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .whl/fa4b25, .whl/fa4b40, .gpu. Writes $OUT.
+# (3) every reproducer the b25 fa4-sparse campaign wrote, bisected over b25, b26, b40 (`difftest bisect`).
+# Carry: .device/fa4.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .whl/fa4b25, .whl/fa4b26, .whl/fa4b40, .gpu. Writes $OUT.
 set -u
 T0=$(date +%s)
 mkdir -p /tmp/site /tmp/o
 tar -C /tmp/site -xJf .device/fa4.tar.xz
 python3 -m zipfile -e .whl/covertable-3.2.0-py3-none-any.whl /tmp/site
-for v in 25 40; do mkdir -p /tmp/fa4b$v && python3 -m zipfile -e .whl/fa4b$v/*.whl /tmp/fa4b$v; done
+for v in 25 26 40; do mkdir -p /tmp/fa4b$v && python3 -m zipfile -e .whl/fa4b$v/*.whl /tmp/fa4b$v; done
 DSL=/tmp/site/nvidia_cutlass_dsl/dsl_packages
 export PYTHONPATH=/tmp/site:$DSL:$PWD PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/o/pip.log 2>&1 || tail -5 /tmp/o/pip.log
@@ -44,6 +45,10 @@ for c in d["campaigns"]:
         print("  -", (s.get("describe") or str(s))[:300])
 PY
 done
+# the b25 block-sparse reproducers across b25 -> b26 (the missing-wait fix, flash-attention#2756) -> b40
+n=0; for f in /tmp/o/sp25-*/repro/*.json; do [ -f "$f" ] || continue; n=$((n+1)); [ $n -gt 4 ] && break
+  echo "== bisect $f"; timeout 90 python3 -m difftest bisect "$f" --versions /tmp/fa4b25 /tmp/fa4b26 /tmp/fa4b40 --json /tmp/o/bisect-$n.json 2>&1 | tail -8 | cut -c1-300
+  cp "$f" /tmp/o/bisect-$n.repro.json; done
 for f in /tmp/o/*-[0-9].log; do echo "-- $f"; grep -E "^[a-z0-9-]+: (passed|failed)|configuration pairs|unexplained|unavailable|refus" $f | cut -c1-200 | head -4; done
-cd /tmp/o && mkdir -p rep && cp sp40.json sp25.json b25.json rep/ 2>/dev/null
+cd /tmp/o && mkdir -p rep && cp sp40.json sp25.json b25.json bisect-* rep/ 2>/dev/null
 tar -cJf $OUT/callB-reports.tar.xz rep; tar -cJf $OUT/callB-logs.tar.xz *.log *.txt 2>/dev/null; ls -la $OUT
