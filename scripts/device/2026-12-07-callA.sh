@@ -24,11 +24,11 @@ for m in ('tilelang','dew-flash-attn-cu13','triton','fla-core','hypothesis','cov
     except Exception as e: print(m, 'missing')"
   echo "setup $(( $(date +%s) - T0 )) s"; } > $OUT/env.txt 2>&1; cat $OUT/env.txt
 # The fla NSA draft reports' scripts, alone (fla-core 0.6.0 + einops only, as a user would run them).
+# (in the background, beside the campaigns; read at the end)
 for s in repro_fla_nsa_empty_seq repro_fla_nsa_csr_oob; do
-  ( cd results/bugs/fla && PYTHONPATH=/tmp/site-fla timeout 120 python3 $s.py > /tmp/o/$s.out 2>&1; echo "$s exit $?" >> /tmp/o/drafts.txt )
+  ( cd results/bugs/fla && PYTHONPATH=/tmp/site-fla timeout 150 python3 $s.py > /tmp/o/$s.out 2>&1; echo "$s exit $?" >> /tmp/o/drafts.txt ) &
 done
-cat /tmp/o/drafts.txt; for s in repro_fla_nsa_empty_seq repro_fla_nsa_csr_oob; do echo "== $s"; tail -12 /tmp/o/$s.out | cut -c1-250; done
-B=${BUDGET:-430}
+B=${BUDGET:-400}
 bg() { local name=$1; shift; ( timeout $((B+60)) "$@" > /tmp/o/$name.log 2>&1; echo "$name exit $? at $(( $(date +%s) - T0 )) s" >> /tmp/o/exits.txt ) & }
 R="python3 -m difftest run -p gpu --device cuda --time-budget $B --db none -q"
 bg fa3-0 $R -k fa3 --shard 0/2 --out /tmp/o/fa3-0
@@ -48,6 +48,7 @@ bg var3 $V --only tl-tiles-16x64 --out /tmp/o/var3.md
 bg var4 $V --only tl-atomic-dq-64x16 --out /tmp/o/var4.md
 wait
 echo "elapsed $(( $(date +%s) - T0 )) s"; sort -t' ' -k5 -n /tmp/o/exits.txt
+cat /tmp/o/drafts.txt; for s in repro_fla_nsa_empty_seq repro_fla_nsa_csr_oob; do echo "== $s"; tail -14 /tmp/o/$s.out | cut -c1-250; done
 M="python3 -m difftest merge"
 for k in fa3 tl tldet flexdyn; do $M /tmp/o/$k-*/report.json -o /tmp/o/$k.json > /tmp/o/merge-$k.log 2>&1; echo "== merged $k"; tail -4 /tmp/o/merge-$k.log | cut -c1-300; done
 for k in fa3-0 fa3-1 tl-0 tl-1 tldet-0 tldet-1 flex flexdyn-0 flexdyn-1 fla nsa sdpaflash; do echo "== $k"; grep -E "^[a-z0-9-]+: (passed|failed)|^  finding|needs|configuration pairs|compile reuse|unexplained|unavailable|refus|^  (kernel|compile|truth|inputs) " /tmp/o/$k.log | cut -c1-300 | head -16; done
