@@ -13,10 +13,11 @@
 #     FA3JAX_SITE=/tmp/site-fa3jax   flash-attn3-jax 0.2.3 + einops wheels unzipped (jax 0.11.2 is on the device)
 #     FASTFLASH_SITE=/tmp/site-ff    fastflash-attention 0.2.0 wheel unzipped
 #     FLA_SITE=/tmp/site-fla         fla-core 0.6.0 + einops wheels unzipped
+#     JVP_SITE=/tmp/site-jvp         jvp-flash-attention 0.14.0 wheel unzipped (drafts: not yet run on a GPU)
 #     TILEOPS_SITE=/tmp/site-tileops tileops bundle (tileops 0.1.0 + its tilelang 0.1.12): never mixed with SITE
 #     TILELANG_EXAMPLE=.device/example_gqa_bwd.py   the example file the tilelang-example reports are about
 #         (the posted one: awk 'NR>=45 && NR<=431' ../shared/seeds/004_*.txt > .device/example_gqa_bwd.py)
-# Four lanes run in parallel (compiles dominate; 16 cores); each script has its own time limit and the whole
+# Five lanes run in parallel (compiles dominate; 16 cores); each script has its own time limit and the whole
 # run stops at DEADLINE_S (default 450 s), so it ends inside 8 minutes. One script's failure never stops the rest.
 #     OUT=/tmp/out bash results/bugs/retest_gpu.sh
 set -u
@@ -24,7 +25,7 @@ B=results/bugs
 OUT=${OUT:?set OUT}
 SITE=${SITE:-/tmp/site} FA4_NEW=${FA4_NEW:-/tmp/fa4-new} CUDNN_SITE=${CUDNN_SITE:-/tmp/site-cudnn}
 FA3JAX_SITE=${FA3JAX_SITE:-/tmp/site-fa3jax} FASTFLASH_SITE=${FASTFLASH_SITE:-/tmp/site-ff}
-FLA_SITE=${FLA_SITE:-/tmp/site-fla} TILEOPS_SITE=${TILEOPS_SITE:-/tmp/site-tileops}
+FLA_SITE=${FLA_SITE:-/tmp/site-fla} TILEOPS_SITE=${TILEOPS_SITE:-/tmp/site-tileops} JVP_SITE=${JVP_SITE:-/tmp/site-jvp}
 TILELANG_EXAMPLE=${TILELANG_EXAMPLE:-.device/example_gqa_bwd.py}
 DEADLINE_S=${DEADLINE_S:-450}
 DSL=$SITE/nvidia_cutlass_dsl/dsl_packages
@@ -91,6 +92,10 @@ lane_tilelang() {
   run fastflash/REPORT-small-head-dims fastflash-attention "$FASTFLASH_SITE:$SITE" 60 $B/fastflash/repro_small_head_dims.py
   run fa3-jax/REPORT-bwd-scratch-overflow flash-attn3-jax "$FA3JAX_SITE" 90 $B/fa3-jax/repro_bwd_scratch_overflow.py
 }
+lane_jvp() {  # drafts (DRAFT-*.md) not yet run on a GPU: exit 1 makes each a report (jvp-flash/REPLAY.md)
+  run jvp-flash/DRAFT-head-dim-16 jvp-flash-attention "$JVP_SITE" 150 $B/jvp-flash/repro_head_dim_16.py
+  run jvp-flash/DRAFT-mask-large-logits jvp-flash-attention "$JVP_SITE" 240 $B/jvp-flash/repro_mask_large_logits.py
+}
 lane_cudnn_fla() {
   local c=$CUDNN_SITE
   run cudnn/REPORT-bwd-dqk-gt128-dv-lt-dqk nvidia-cudnn-frontend "$c" 60 $B/cudnn/repro_bwd_dqk_gt128_dv_lt_dqk.py
@@ -102,7 +107,7 @@ lane_cudnn_fla() {
   run fla/REPORT-dsink-tail-rows fla-core "$FLA_SITE" 90 $B/fla/repro_dsink_tail_rows_short.py
   run fla/REPORT-hopper-bwd-smem fla-core "$FLA_SITE" 120 $B/fla/repro_hopper_bwd_smem_short.py
 }
-for lane in lane_fa4 lane_tileops lane_tilelang lane_cudnn_fla; do
+for lane in lane_fa4 lane_tileops lane_tilelang lane_cudnn_fla lane_jvp; do
   ( "$lane" ) &
 done
 wait
