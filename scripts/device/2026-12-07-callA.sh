@@ -3,8 +3,8 @@
 # of it (fa3, tilelang, tilelang-det, flex, sdpa-flash, fla-attn with FLA_TILELANG=0, issue 40), the new
 # adapters' first GPU runs (flex-dynamic after its donated-buffer fix, fla-nsa; issue 43), the four GPU
 # variants never run to 2,000 (prescaled-q, fp8-tensor-core-accumulator, the two TileLang variants), and the
-# two fla NSA draft reports' scripts (issue 44). All side by side on one GPU. Carry: .device/tilelang.tar.xz,
-# .device/fa3.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .whl/retest, .gpu. Writes $OUT.
+# two fla NSA and two jvp-flash-attention draft reports' scripts (issue 44). All side by side on one GPU. Carry: .device/tilelang.tar.xz,
+# .device/fa3.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .whl/retest, .whl/jvp, .gpu. Writes $OUT.
 set -u
 T0=$(date +%s)
 mkdir -p /tmp/site /tmp/o /tmp/site-fla
@@ -28,6 +28,10 @@ for m in ('tilelang','dew-flash-attn-cu13','triton','fla-core','hypothesis','cov
 for s in repro_fla_nsa_empty_seq repro_fla_nsa_csr_oob; do
   ( cd results/bugs/fla && PYTHONPATH=/tmp/site-fla timeout 150 python3 $s.py > /tmp/o/$s.out 2>&1; echo "$s exit $?" >> /tmp/o/drafts.txt ) &
 done
+mkdir -p /tmp/site-jvp && python3 -m zipfile -e .whl/jvp/jvp_flash_attention-0.14.0-py3-none-any.whl /tmp/site-jvp
+for s in repro_head_dim_16 repro_mask_large_logits; do  # the jvp-flash-attention drafts (torch, triton, the package only)
+  ( cd results/bugs/jvp-flash && PYTHONPATH=/tmp/site-jvp timeout 200 python3 $s.py > /tmp/o/$s.out 2>&1; echo "$s exit $?" >> /tmp/o/drafts.txt ) &
+done
 B=${BUDGET:-400}
 bg() { local name=$1; shift; ( timeout $((B+60)) "$@" > /tmp/o/$name.log 2>&1; echo "$name exit $? at $(( $(date +%s) - T0 )) s" >> /tmp/o/exits.txt ) & }
 R="python3 -m difftest run -p gpu --device cuda --time-budget $B --db none -q"
@@ -48,7 +52,7 @@ bg var3 $V --only tl-tiles-16x64 --out /tmp/o/var3.md
 bg var4 $V --only tl-atomic-dq-64x16 --out /tmp/o/var4.md
 wait
 echo "elapsed $(( $(date +%s) - T0 )) s"; sort -t' ' -k5 -n /tmp/o/exits.txt
-cat /tmp/o/drafts.txt; for s in repro_fla_nsa_empty_seq repro_fla_nsa_csr_oob; do echo "== $s"; tail -14 /tmp/o/$s.out | cut -c1-250; done
+cat /tmp/o/drafts.txt; for s in repro_fla_nsa_empty_seq repro_fla_nsa_csr_oob repro_head_dim_16 repro_mask_large_logits; do echo "== $s"; tail -14 /tmp/o/$s.out | cut -c1-250; done
 M="python3 -m difftest merge"
 for k in fa3 tl tldet flexdyn; do $M /tmp/o/$k-*/report.json -o /tmp/o/$k.json > /tmp/o/merge-$k.log 2>&1; echo "== merged $k"; tail -4 /tmp/o/merge-$k.log | cut -c1-300; done
 for k in fa3-0 fa3-1 tl-0 tl-1 tldet-0 tldet-1 flex flexdyn-0 flexdyn-1 fla nsa sdpaflash; do echo "== $k"; grep -E "^[a-z0-9-]+: (passed|failed)|^  finding|needs|configuration pairs|compile reuse|unexplained|unavailable|refus|^  (kernel|compile|truth|inputs) " /tmp/o/$k.log | cut -c1-300 | head -16; done
