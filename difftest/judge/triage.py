@@ -26,6 +26,7 @@ so saved reports can be re-triaged):
 elements per output.
 """
 
+import re
 from collections import Counter
 
 from difftest.vocab import ErrorOrigin, Status, TriageKind
@@ -78,6 +79,28 @@ def error_origin(case) -> ErrorOrigin:
 def plain_error_type(error_type: str) -> str:
     """``error_type`` without the older "internal:" mark (see ``error_origin``)."""
     return error_type[len(LEGACY_INTERNAL) :] if error_type.startswith(LEGACY_INTERNAL) else error_type
+
+
+# a CUDA runtime error's name as its messages spell it: torch's AcceleratorError ("Search for
+# `cudaErrorIllegalAddress'"), CuTe DSL's CUDADialectError ("Error name: cudaErrorIllegalAddress"),
+# a launch failure ("CUDA launch failed: cudaErrorInvalidValue")
+_CUDA_ERROR = re.compile(r"\bcudaError[A-Z]\w*")
+
+
+def cuda_error_name(reason: str) -> str:
+    """The CUDA runtime error a kernel error's message names first (``cudaErrorIllegalAddress``),
+    "" when it names none."""
+    m = _CUDA_ERROR.search(reason or "")
+    return m.group(0) if m else ""
+
+
+def failure_name(case) -> str:
+    """What an error case (a CaseResult or a report's dict) failed with: the CUDA runtime error
+    its message names, else the exception type. One device fault reaches Python through
+    whichever layer noticed it first: on the H100 (2026-12-06) FA4 4.0.0b25's illegal address
+    came back as torch's ``AcceleratorError`` in some cases and CuTe DSL's ``CUDADialectError``
+    in others, two findings of one fault."""
+    return cuda_error_name(_get(case, "reason", "") or "") or plain_error_type(_get(case, "error_type", "") or "")
 
 
 def _error_kind(reason: str, error_type: str = "") -> Kind:

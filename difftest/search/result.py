@@ -3,6 +3,7 @@ shrinking follows (``same_failure``)."""
 
 from dataclasses import dataclass, field
 
+from difftest.judge import triage
 from difftest.judge.runner import CaseResult
 from difftest.vocab import CampaignStatus, FailureKind
 
@@ -112,9 +113,9 @@ class BudgetSpent(BaseException):
 
 def same_failure(a: CaseResult, b: CaseResult) -> bool:
     """b fails the way a does: errors of the same exception type (``CaseResult.error_type``,
-    recorded where the exception was caught), or at least one failed gate in common.
-    Shrinking follows only the first failure's kind, so an MLIR build error does not slip
-    into an unrelated illegal memory access."""
+    recorded where the exception was caught) or CUDA runtime error (``triage.failure_name``),
+    or at least one failed gate in common. Shrinking follows only the first failure's kind, so
+    an MLIR build error does not slip into an unrelated illegal memory access."""
     if a.failure_kind == FailureKind.ERROR:
-        return b.failure_kind == FailureKind.ERROR and a.error_type == b.error_type
+        return b.failure_kind == FailureKind.ERROR and triage.failure_name(a) == triage.failure_name(b)
     return b.failure_kind == FailureKind.GATE and bool(set(a.failed_gates) & set(b.failed_gates))

@@ -101,15 +101,30 @@ _VARYING = (
     (re.compile(r"\d+(\.\d+)?"), "#"),
     (re.compile(r"\s+"), " "),
 )
+# a CuTe layout or shape once its numbers are "#": parentheses, commas, colons and "#" only
+_LAYOUT = re.compile(r"\((?:[#(),:]|\s)*#(?:[#(),:]|\s)*\)")
 
 
 def message_shape(reason: str) -> str:
     """The shape of an error's message: its text without the exception type, terminal colour
-    codes, numbers, hex, quoted names and paths, its first informative lines joined, so two
-    raises of one error (at head dims 24 and 56) share it and two different errors of one
-    exception type (an MLIR build failure and an MLIR partition failure) do not. A message
-    whose first line is empty (CuTe DSL's ``DSLRuntimeError:`` puts the IR verifier's error on
-    the lines after it) is read from the lines that follow."""
+    codes, numbers, hex, quoted names and paths, and with a layout's nesting (``(#,(#))``,
+    ``((#,#),(#,#))``) as ``(...)``, its first informative lines joined, so two raises of one
+    error (at head dims 24 and 56) share it and two different errors of one exception type (an
+    MLIR build failure and an MLIR partition failure) do not. A message that names a CUDA runtime
+    error is that name (``triage.failure_name``: one device fault, whichever wrapper raised it).
+    A message whose first line is empty (CuTe DSL's ``DSLRuntimeError:`` puts the IR verifier's
+    error on the lines after it) is read from the lines that follow."""
+    return triage.cuda_error_name(reason) or _text_shape(reason, layouts=True)
+
+
+def message_shapes(reason: str) -> tuple[str, str]:
+    """(the message's shape, its shape by the rule before CUDA error names and layouts): a
+    signature recorded by the older rule (a ``--known`` file, the failure store) still knows
+    its failure."""
+    return message_shape(reason), _text_shape(reason)
+
+
+def _text_shape(reason: str, layouts: bool = False) -> str:
     text = _ANSI.sub("", reason or "").replace("\\x1b", "")
     text = text.split("Traceback (most recent call last)")[0]
     out = []
@@ -127,6 +142,8 @@ def message_shape(reason: str) -> str:
     head = " ".join(out)
     for pattern, repl in _VARYING:
         head = pattern.sub(repl, head)
+    if layouts:
+        head = _LAYOUT.sub("(...)", head)
     return head.strip()[:MESSAGE_CHARS]
 
 
@@ -318,7 +335,7 @@ class Signature:
 
     def describe(self) -> str:
         what = self.error_type or ", ".join(self.gates)
-        if self.message:
+        if self.message and self.message != self.error_type:
             what += f" ({self.message})"
         needs = ", ".join(_need_text(n, v) for n, v in self.needs) or "nothing found (fails on every variation)"
         return f"{self.kind} on {what}; needs {needs}"
@@ -333,10 +350,11 @@ class Signature:
         if not case.failed:
             return False
         if self.error_type or self.gates == (RUN,):
+            # the exception type or CUDA error name, the message's shape by either rule (older records)
             return (
                 case.status == Status.ERROR
-                and (case.error_type or "") == self.error_type
-                and (not self.message or message_shape(case.reason) == self.message)
+                and self.error_type in ((case.error_type or ""), triage.failure_name(case))
+                and (not self.message or self.message in message_shapes(case.reason))
             )
         return case.status == Status.FAILED and bool(set(root_gates(case)) & set(self.gates))
 
@@ -455,7 +473,7 @@ def derive(
     base = Signature(
         str(triage.classify(case)),
         gates,
-        case.error_type if error else "",
+        triage.failure_name(case) if error else "",
         message=message_shape(case.reason) if error else "",
     )
     p = case.problem
