@@ -385,3 +385,37 @@ def test_a_run_that_cannot_fork_runs_its_campaigns_here_one_at_a_time(tmp_path):
     assert "campaigns one at a time: a test hazard" in r.stderr
     camps = _report(tmp_path)["campaigns"]
     assert [c["kernel"] for c in camps] == list(KS) and all(c["status"] == "passed" and c["cases"] for c in camps)
+
+
+class _Named:
+    def __init__(self, name):
+        self.name = name
+
+    def available(self):
+        return None
+
+
+def _priorities(k):
+    """(kernel, nice when its campaign starts, nice after its prebuild started): the builder's
+    prebuild calls ``yield_to_builds`` once its pool has forked (RunPlan.prebuild)."""
+    before = os.nice(0)
+    if k.name == "builder":
+        lanes.yield_to_builds()
+    return k.name, (before, os.nice(0))
+
+
+def test_campaign_lanes_run_below_the_build_workers_in_a_run_with_builds(monkeypatch):
+    monkeypatch.setattr(lanes.isolation, "prestart", lambda *a, **kw: None)  # no kernel worker here
+    base = os.nice(0)
+    low = min(19, base + lanes.CAMPAIGN_NICE)
+    got: dict = {}
+    ks = [_Named("builder"), _Named("plain")]
+    out = lanes.run_lanes(ks, 2, _priorities, lambda i, r: got.update([r]), builders=["builder"])
+    assert not out["lost"] and not out["interrupted"]
+    # the builder's pool forks at the run's priority, then its lane goes below; the other at once
+    assert got == {"builder": (base, low), "plain": (low, low)}
+    got.clear()
+    lanes.run_lanes(ks, 2, _priorities, lambda i, r: got.update([r]))  # no builds: nothing changes
+    assert got == {"builder": (base, base), "plain": (base, base)}
+    lanes.yield_to_builds()  # outside a lane: a no-op
+    assert os.nice(0) == base

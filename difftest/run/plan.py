@@ -411,6 +411,7 @@ class RunPlan:
         if not self.options.prebuild or not todo:
             return {k.name: self.prebuilt.get(k.name) for k in kernels}
         prep = warmup.start(todo, self.options.profile, self.options.database)
+        lanes.yield_to_builds()  # in a lane: the build pool has forked, at the run's priority
         for k in todo:  # before the first campaign: see run/prebuild.py
             self.prebuilt[k.name] = prep.wait(k)
         return {k.name: self.prebuilt.get(k.name) for k in kernels}
@@ -648,6 +649,7 @@ class RunPlan:
             on_start=on_start,
             order=order,
             env=self.lane_env,
+            builders=builds,
         )
         for j, r in out["partial"].items():
             done[todo[j]] = r
