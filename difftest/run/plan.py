@@ -52,7 +52,7 @@ from difftest.model.problem import OUTPUTS
 from difftest.printable import block, cell
 from difftest.report.checked import checked_status, run_checked_nothing
 from difftest.report.html import render_html
-from difftest.report.read import load_report
+from difftest.report.read import written_report
 from difftest.report.write import (
     campaign_notes,
     campaign_record,
@@ -63,9 +63,9 @@ from difftest.report.write import (
     rate_line,
     rates,
     replay_line,
+    report_text,
     summary_table,
     write_findings,
-    write_json,
 )
 from difftest.run import lanes, threads
 from difftest.run import prebuild as warmup
@@ -496,11 +496,13 @@ class RunPlan:
         with deferred():  # a second signal must not cut the partial report in half
             ensure_dir(run.dir, root=run.out)  # still a real folder (no link planted since the run began)
             extra = {"argv": list(o.argv if argv is None else argv), "run_id": run.id, "interrupted": interrupted}
-            report = write_json(results, run.dir / "report.json", extra=extra, records=self.records)
+            text = report_text(results, extra=extra, records=self.records)
+            report = atomic_write_text(run.dir / "report.json", text)
             md = run.dir / "summary.md"
             atomic_write_text(md, markdown_summary(results) + "\n")
             write_findings(results, run.dir / "findings.json")
-            html = _write_html(report, run.dir / "report.html")
+            page = render_html(written_report(text, str(report)), title=f"difftest report: {report}")
+            html = atomic_write_text(run.dir / "report.html", page)
             for path, src in ((o.report, report), (o.markdown, md), (o.html, html)):
                 if path:  # the user's own paths get this run's files, finished or not
                     atomic_write_text(path, run.read(src.name).decode("utf-8", "replace"))
@@ -730,7 +732,3 @@ def print_campaign(k, r) -> None:
 
 def _say(text) -> None:
     print(block(text), flush=True)
-
-
-def _write_html(report_path, html_path):
-    return atomic_write_text(html_path, render_html(load_report(report_path), title=f"difftest report: {report_path}"))
