@@ -5,6 +5,7 @@ gives a partial report with every campaign under way and ``--resume`` finishes i
 campaign whose process dies leaves the other campaign's findings and its own logged cases;
 bad values are one line and exit 2. No wall-clock assertion: every wait is bounded."""
 
+import gc
 import json
 import os
 import signal
@@ -419,3 +420,18 @@ def test_campaign_lanes_run_below_the_build_workers_in_a_run_with_builds(monkeyp
     assert got == {"builder": (base, base), "plain": (base, base)}
     lanes.yield_to_builds()  # outside a lane: a no-op
     assert os.nice(0) == base
+
+
+def _frozen(k):
+    return k.name, gc.get_freeze_count()
+
+
+def test_lanes_fork_with_the_runs_objects_frozen_and_the_run_lets_go_after(monkeypatch):
+    """A lane's (and its worker's) cyclic GC skips what the run had made before the fork."""
+    monkeypatch.setattr(lanes.isolation, "prestart", lambda *a, **kw: None)  # no kernel worker here
+    before = gc.get_freeze_count()
+    got: dict = {}
+    out = lanes.run_lanes([_Named("a"), _Named("b")], 2, _frozen, lambda i, r: got.update([r]))
+    assert not out["lost"] and set(got) == {"a", "b"}
+    assert all(n > before + 1000 for n in got.values())  # torch, pytest and the rest: frozen there
+    assert gc.get_freeze_count() == before  # not here
