@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.run import lanes
+from difftest.run import heap, lanes
 from tests.test_kill_resume import _log_lines, _wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -405,7 +405,16 @@ def _priorities(k):
     return k.name, (before, os.nice(0))
 
 
-def test_campaign_lanes_run_below_the_build_workers_in_a_run_with_builds(monkeypatch):
+@pytest.fixture
+def keep_gc():
+    """This test process's collector as it was (run_lanes freezes the run's objects)."""
+    before = gc.get_freeze_count()
+    yield
+    if before == 0:
+        gc.unfreeze()
+
+
+def test_campaign_lanes_run_below_the_build_workers_in_a_run_with_builds(monkeypatch, keep_gc):
     monkeypatch.setattr(lanes.isolation, "prestart", lambda *a, **kw: None)  # no kernel worker here
     base = os.nice(0)
     low = min(19, base + lanes.CAMPAIGN_NICE)
@@ -426,12 +435,29 @@ def _frozen(k):
     return k.name, gc.get_freeze_count()
 
 
-def test_lanes_fork_with_the_runs_objects_frozen_and_the_run_lets_go_after(monkeypatch):
+def test_lanes_fork_with_the_runs_objects_frozen(monkeypatch, keep_gc):
     """A lane's (and its worker's) cyclic GC skips what the run had made before the fork."""
     monkeypatch.setattr(lanes.isolation, "prestart", lambda *a, **kw: None)  # no kernel worker here
-    before = gc.get_freeze_count()
+    gc.unfreeze()
     got: dict = {}
     out = lanes.run_lanes([_Named("a"), _Named("b")], 2, _frozen, lambda i, r: got.update([r]))
     assert not out["lost"] and set(got) == {"a", "b"}
-    assert all(n > before + 1000 for n in got.values())  # torch, pytest and the rest: frozen there
-    assert gc.get_freeze_count() == before  # not here
+    here = gc.get_freeze_count()  # torch, pytest and the rest, frozen before the fork
+    assert here > 1000 and all(n >= here for n in got.values())  # and so in the lanes
+
+
+def test_the_runs_setup_runs_without_the_collector_and_freezes_what_it_made():
+    was, before = gc.isenabled(), gc.get_freeze_count()
+    try:
+        with heap.setup():
+            assert not gc.isenabled()
+            made = [[i] for i in range(1000)]
+        assert gc.isenabled() == was and gc.get_freeze_count() >= before + len(made)
+        gc.disable()
+        with heap.setup():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable() if was else gc.disable()
+        if before == 0:
+            gc.unfreeze()

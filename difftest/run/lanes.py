@@ -29,7 +29,6 @@ from its case log, with the reason; the other lanes go on. Lanes die with the pa
 """
 
 import contextlib
-import gc
 import multiprocessing as mp
 import os
 import signal
@@ -45,6 +44,7 @@ from difftest.errors import UsageError
 from difftest.execute import isolation
 from difftest.execute.interrupt import SIGNALS, Interrupted, OutputFailed, deferred, interruptible
 from difftest.execute.isolation import WATCHDOG, describe_exit
+from difftest.run import heap
 from difftest.safeio import read_json
 from difftest.search.case_log import logged_cases
 from difftest.search.failure_store import safe_name
@@ -218,7 +218,7 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env, builders=())
                     pass
                 if k.name not in builders:  # below the builds, its worker too (forked next)
                     yield_to_builds()
-                gc.freeze()  # what the lane imported since (TileLang) too: its worker forks next
+                heap.before_fork()  # what the lane imported since (TileLang) too: its worker forks next
                 # the lane's worker: forked at its start (torch is here already), spawned on a restart
                 safe = isolation.shared_worker().proc is None and fork_hazard() is None
                 isolation.prestart([getattr(k, "spec", None) or k.name], fork_closing=(conn,) if safe else None)
@@ -272,26 +272,20 @@ def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order
     running: dict = {}  # connection -> kernel index under way
     out: dict[str, Any] = {"interrupted": None, "lost": {}, "partial": {}}
     me = os.getpid()
-    # The lanes fork with the run's objects frozen (out of the cyclic GC's sight: torch, sympy,
-    # the adapters): a lane's full collections (Hypothesis' first register_random runs one, and
-    # the campaigns' allocations trigger others) and its kernel worker's no longer walk the
-    # whole inherited heap, nor dirty its pages (0.5-0.7 s of GC per warm CPU main job, 0.2 s
-    # with it). This process lets go of them once its lanes have forked.
-    gc.freeze()
+    # the lanes fork with the run's objects frozen (run/heap.py): a lane's full collections
+    # (Hypothesis' first register_random runs one) and its worker's skip the inherited heap
+    heap.before_fork()
     try:
-        try:
-            for _ in range(min(jobs, len(order))):
-                parent_end, child_end = ctx.Pipe(duplex=False)
-                p = ctx.Process(
-                    target=_lane_main,
-                    args=(child_end, counter, order, run_one, kernels, me, env or {}, frozenset(builders)),
-                    daemon=False,
-                )
-                p.start()
-                child_end.close()
-                lanes.append((p, parent_end))
-        finally:
-            gc.unfreeze()
+        for _ in range(min(jobs, len(order))):
+            parent_end, child_end = ctx.Pipe(duplex=False)
+            p = ctx.Process(
+                target=_lane_main,
+                args=(child_end, counter, order, run_one, kernels, me, env or {}, frozenset(builders)),
+                daemon=False,
+            )
+            p.start()
+            child_end.close()
+            lanes.append((p, parent_end))
         _serve(lanes, running, out, on_result, on_start, deadline=None)
     except Interrupted as e:
         out["interrupted"] = e

@@ -67,7 +67,7 @@ from difftest.report.write import (
     summary_table,
     write_findings,
 )
-from difftest.run import lanes, threads
+from difftest.run import heap, lanes, threads
 from difftest.run import prebuild as warmup
 from difftest.run.folder import CRASH_LOG, PLANS, Run, RunError, record_crash, result_from_record
 from difftest.safeio import atomic_write_text, ensure_dir, open_append
@@ -272,7 +272,8 @@ class RunPlan:
         if self.jobs > 1 and len(set(names)) < len(names):
             self.jobs, self.jobs_why = 1, "a kernel named twice: its campaigns share one case log"
         self.share_threads(names)  # before torch loads: it reads OMP_NUM_THREADS once
-        kernels = self.load_kernels(names)
+        with heap.setup():  # torch and the adapters imported without the cyclic GC, then frozen
+            kernels = self.load_kernels(names)
         self.open_capture(kernels)
         if self.jobs > 1:
             gpu = lanes.on_gpu(kernels, o.device)
@@ -607,7 +608,8 @@ class RunPlan:
         (results, the Interrupted or None, names of the campaigns whose process died), or
         None when the run cannot fork safely (``lanes.fork_hazard``): then nothing ran."""
         run, resume = self.run, self.resume
-        lanes.preload()  # before the fork: once here, not once per lane and per lane's worker
+        with heap.setup():  # before the fork: once here, not once per lane and per lane's worker
+            lanes.preload()
         hazard = lanes.fork_hazard()
         if hazard:  # forking now could hang a lane: the campaigns run here, one at a time
             print(f"difftest: campaigns one at a time: {hazard}, so it cannot fork safely", file=sys.stderr)
