@@ -9,8 +9,9 @@ the run's report writing, 0.5-0.7 s in the lanes). None of those objects is garb
 
 ``setup()`` runs the run's setup with the collector off and then *freezes* what it made
 (``gc.freeze``: moved out of the collector's sight for good, in this process and in every one
-forked from it); ``before_fork()`` freezes again what came since (the lanes fork after
-``preload``, a lane's worker after the lane imported its adapter's libraries). A frozen object
+forked from it): ``load_kernels``, ``lanes.preload`` and, in a lane, its adapter's own imports
+(TileLang's) before its worker forks. ``before_fork()`` freezes what came since, before the
+lanes fork. A frozen object
 is still freed when its last reference goes; only a reference cycle among them would stay,
 and a run's imports leave none worth a collection.
 """

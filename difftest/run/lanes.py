@@ -211,14 +211,14 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env, builders=())
                 i = order[pos]
                 k = kernels[i]
                 # the adapter's own imports (TileLang's) happen here, not in the run: beside the
-                # other lanes, once, and the worker forked next inherits them
-                try:
-                    k.available()
-                except Exception:  # noqa: BLE001 -- the campaign meets it again and reports it
-                    pass
+                # other lanes, once, and the worker forked next inherits them (frozen: heap.py)
+                with heap.setup():
+                    try:
+                        k.available()
+                    except Exception:  # noqa: BLE001 -- the campaign meets it again and reports it
+                        pass
                 if k.name not in builders:  # below the builds, its worker too (forked next)
                     yield_to_builds()
-                heap.before_fork()  # what the lane imported since (TileLang) too: its worker forks next
                 # the lane's worker: forked at its start (torch is here already), spawned on a restart
                 safe = isolation.shared_worker().proc is None and fork_hazard() is None
                 isolation.prestart([getattr(k, "spec", None) or k.name], fork_closing=(conn,) if safe else None)
