@@ -15,6 +15,8 @@ from html.parser import HTMLParser
 
 import pytest
 
+from difftest.report.html import render_html
+from difftest.report.read import load_report, written_report
 from difftest.report.write import write_json
 from difftest.search.campaign import run_campaign
 from tests.kernels_for_tests import RefKernel, WrongDkForLongGqa
@@ -279,3 +281,21 @@ def test_the_all_row_is_never_below_one_of_its_outputs():
     whole = next(row for row in rows if row[1] == "(all)")
     outputs = [row for row in rows if row[1] != "(all)"]
     assert outputs and all(whole[6] >= row[6] for row in outputs), [(row[1], row[6]) for row in rows]
+
+
+def test_the_run_renders_its_page_from_the_text_it_wrote_as_from_the_file(report, tmp_path):
+    """``difftest run`` renders report.html from the report's text in memory
+    (``written_report``): the same page as the file read back, non-finite numbers included."""
+    tmp, doc, _ = report
+    doc = json.loads(json.dumps(doc))
+    case = doc["campaigns"][0]["cases"][0]
+    case["worst_ratio"] = "inf"  # as safeio.finite_json writes it
+    floats = [(i, k) for i, v in enumerate(case["verdicts"]) for k, x in v["numbers"].items() if isinstance(x, float)]
+    i, key = floats[0]
+    case["verdicts"][i]["numbers"][key] = "nan"
+    text = json.dumps(doc, indent=1)
+    path = tmp_path / "report.json"
+    path.write_text(text)
+    assert render_html(written_report(text)) == render_html(load_report(path))
+    got = written_report(text).campaigns[0].cases[0].verdicts[i].numbers[key]
+    assert got != got  # a float NaN again, as load_report gives it

@@ -5,6 +5,7 @@ gives a partial report with every campaign under way and ``--resume`` finishes i
 campaign whose process dies leaves the other campaign's findings and its own logged cases;
 bad values are one line and exit 2. No wall-clock assertion: every wait is bounded."""
 
+import gc
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.run import lanes
+from difftest.run import heap, lanes
 from tests.test_kill_resume import _log_lines, _wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -385,3 +386,78 @@ def test_a_run_that_cannot_fork_runs_its_campaigns_here_one_at_a_time(tmp_path):
     assert "campaigns one at a time: a test hazard" in r.stderr
     camps = _report(tmp_path)["campaigns"]
     assert [c["kernel"] for c in camps] == list(KS) and all(c["status"] == "passed" and c["cases"] for c in camps)
+
+
+class _Named:
+    def __init__(self, name):
+        self.name = name
+
+    def available(self):
+        return None
+
+
+def _priorities(k):
+    """(kernel, nice when its campaign starts, nice after its prebuild started): the builder's
+    prebuild calls ``yield_to_builds`` once its pool has forked (RunPlan.prebuild)."""
+    before = os.nice(0)
+    if k.name == "builder":
+        lanes.yield_to_builds()
+    return k.name, (before, os.nice(0))
+
+
+@pytest.fixture
+def keep_gc():
+    """This test process's collector as it was (run_lanes freezes the run's objects)."""
+    before = gc.get_freeze_count()
+    yield
+    if before == 0:
+        gc.unfreeze()
+
+
+def test_campaign_lanes_run_below_the_build_workers_in_a_run_with_builds(monkeypatch, keep_gc):
+    monkeypatch.setattr(lanes.isolation, "prestart", lambda *a, **kw: None)  # no kernel worker here
+    base = os.nice(0)
+    low = min(19, base + lanes.CAMPAIGN_NICE)
+    got: dict = {}
+    ks = [_Named("builder"), _Named("plain")]
+    out = lanes.run_lanes(ks, 2, _priorities, lambda i, r: got.update([r]), builders=["builder"])
+    assert not out["lost"] and not out["interrupted"]
+    # the builder's pool forks at the run's priority, then its lane goes below; the other at once
+    assert got == {"builder": (base, low), "plain": (low, low)}
+    got.clear()
+    lanes.run_lanes(ks, 2, _priorities, lambda i, r: got.update([r]))  # no builds: nothing changes
+    assert got == {"builder": (base, base), "plain": (base, base)}
+    lanes.yield_to_builds()  # outside a lane: a no-op
+    assert os.nice(0) == base
+
+
+def _frozen(k):
+    return k.name, gc.get_freeze_count()
+
+
+def test_lanes_fork_with_the_runs_objects_frozen(monkeypatch, keep_gc):
+    """A lane's (and its worker's) cyclic GC skips what the run had made before the fork."""
+    monkeypatch.setattr(lanes.isolation, "prestart", lambda *a, **kw: None)  # no kernel worker here
+    gc.unfreeze()
+    got: dict = {}
+    out = lanes.run_lanes([_Named("a"), _Named("b")], 2, _frozen, lambda i, r: got.update([r]))
+    assert not out["lost"] and set(got) == {"a", "b"}
+    here = gc.get_freeze_count()  # torch, pytest and the rest, frozen before the fork
+    assert here > 1000 and all(n >= here for n in got.values())  # and so in the lanes
+
+
+def test_the_runs_setup_runs_without_the_collector_and_freezes_what_it_made():
+    was, before = gc.isenabled(), gc.get_freeze_count()
+    try:
+        with heap.setup():
+            assert not gc.isenabled()
+            made = [[i] for i in range(1000)]
+        assert gc.isenabled() == was and gc.get_freeze_count() >= before + len(made)
+        gc.disable()
+        with heap.setup():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable() if was else gc.disable()
+        if before == 0:
+            gc.unfreeze()

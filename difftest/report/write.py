@@ -192,10 +192,14 @@ def findings_table(results) -> str:
 
 def write_json(results, path, extra: dict | None = None, records: dict | None = None) -> Path:
     """report.json of ``results``; ``records``: campaign_record(r) already made, by id(r)."""
+    return atomic_write_text(Path(path), report_text(results, extra, records))
+
+
+def report_text(results, extra: dict | None = None, records: dict | None = None) -> str:
+    """The text ``write_json`` writes (``difftest run`` keeps it to render the HTML page)."""
     # lazy: keeps torch off --help
     import torch
 
-    path = Path(path)
     doc = {
         "difftest_report": 1,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -207,7 +211,7 @@ def write_json(results, path, extra: dict | None = None, records: dict | None = 
     }
     if extra:
         doc.update(extra)
-    return atomic_write_text(path, json_text(doc, indent=1))  # strict JSON: no Infinity/NaN
+    return json_text(doc, indent=1)  # strict JSON: no Infinity/NaN
 
 
 def overflow_note(limited: dict, output: str) -> str:

@@ -44,12 +44,16 @@ from difftest.errors import UsageError
 from difftest.execute import isolation
 from difftest.execute.interrupt import SIGNALS, Interrupted, OutputFailed, deferred, interruptible
 from difftest.execute.isolation import WATCHDOG, describe_exit
+from difftest.run import heap
 from difftest.safeio import read_json
 from difftest.search.case_log import logged_cases
 from difftest.search.failure_store import safe_name
 from difftest.vocab import CampaignStatus
 
 GRACE_S = 120.0  # after a signal, how long a lane may take to hand back its partial result
+# a lane's priority below the JIT build workers' (nice, added once): see ``yield_to_builds``
+CAMPAIGN_NICE = 10
+_YIELD = {"armed": False, "done": False}
 
 
 class JobsError(UsageError):
@@ -120,6 +124,26 @@ def preload() -> None:
     import difftest.search.campaign  # noqa: F401
 
 
+def yield_to_builds() -> None:
+    """In a lane of a run that prebuilds JIT kernels: lower this process's priority by
+    ``CAMPAIGN_NICE``, once. A lane calls it before its first campaign without builds, and a
+    lane's prebuild (``RunPlan.prebuild``) right after its build pool has forked, so the
+    build workers keep the run's priority and every campaign process runs below them: on 2
+    cores the builds are the cold run's longest chain (a campaign cannot start before its
+    kernels are built), and campaigns beside them slowed them by a third (3 processes on 2
+    cores); now the campaigns get what the builds leave, and the cores stay busy after the
+    builds with the campaigns they did not finish. Among the campaigns nothing changes (all
+    at the same nice once the builds are done), and no verdict depends on time; a run
+    without builds never lowers anything. Elsewhere (the serial run, a lane of a run
+    without builds) a no-op."""
+    if _YIELD["armed"] and not _YIELD["done"]:
+        _YIELD["done"] = True
+        try:
+            os.nice(CAMPAIGN_NICE)
+        except OSError:  # a priority is an optimisation
+            pass
+
+
 def fork_hazard(settle_s: float = 2.0) -> str | None:
     """Why forking the run now would be unsafe (None: safe): a second thread (its locks
     would be copied held), or a CUDA context (not usable in a forked child). A thread that
@@ -165,10 +189,12 @@ def previous_times(report_path) -> dict:
         return {}
 
 
-def _lane_main(conn, counter, order, run_one, kernels, parent, env):
+def _lane_main(conn, counter, order, run_one, kernels, parent, env, builders=()):
     """One lane: take the next kernel, run its campaign, send the result; until none is left
-    or a signal came (then the partial result of the campaign under way)."""
+    or a signal came (then the partial result of the campaign under way). ``builders``: the
+    names of the kernels whose campaigns prebuild (``yield_to_builds``)."""
     isolation.die_with_parent(parent)  # the kernel worker's rule: PR_SET_PDEATHSIG and a watchdog
+    _YIELD["armed"] = bool(builders)
     isolation._WORKERS.clear()  # the parent's (none is started when lanes run): never ours to use
     os.environ.update(env)
     torch = sys.modules.get("torch")
@@ -185,11 +211,14 @@ def _lane_main(conn, counter, order, run_one, kernels, parent, env):
                 i = order[pos]
                 k = kernels[i]
                 # the adapter's own imports (TileLang's) happen here, not in the run: beside the
-                # other lanes, once, and the worker forked next inherits them
-                try:
-                    k.available()
-                except Exception:  # noqa: BLE001 -- the campaign meets it again and reports it
-                    pass
+                # other lanes, once, and the worker forked next inherits them (frozen: heap.py)
+                with heap.setup():
+                    try:
+                        k.available()
+                    except Exception:  # noqa: BLE001 -- the campaign meets it again and reports it
+                        pass
+                if k.name not in builders:  # below the builds, its worker too (forked next)
+                    yield_to_builds()
                 # the lane's worker: forked at its start (torch is here already), spawned on a restart
                 safe = isolation.shared_worker().proc is None and fork_hazard() is None
                 isolation.prestart([getattr(k, "spec", None) or k.name], fork_closing=(conn,) if safe else None)
@@ -228,12 +257,13 @@ def held():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order=None, env=None) -> dict:
+def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order=None, env=None, builders=()) -> dict:
     """Run ``run_one(kernel)`` for every kernel, ``jobs`` at once in forked lanes. Calls
     ``on_start(i)`` when a lane starts kernel ``i`` and ``on_result(i, result)`` in this
     process as each finishes. Returns {"interrupted": the Interrupted or None, "lost":
     {i: why} for campaigns whose lane died or failed, "partial": {i: partial result}}.
     ``env``: set in each lane after the fork (OMP_NUM_THREADS: its threads, and its worker's).
+    ``builders``: names of the kernels whose campaigns prebuild JIT kernels (``yield_to_builds``).
     Raises Interrupted nowhere: the caller reads it from the return value."""
     ctx = mp.get_context("fork")
     order = list(range(len(kernels))) if order is None else list(order)
@@ -242,11 +272,16 @@ def run_lanes(kernels: list, jobs: int, run_one, on_result, on_start=None, order
     running: dict = {}  # connection -> kernel index under way
     out: dict[str, Any] = {"interrupted": None, "lost": {}, "partial": {}}
     me = os.getpid()
+    # the lanes fork with the run's objects frozen (run/heap.py): a lane's full collections
+    # (Hypothesis' first register_random runs one) and its worker's skip the inherited heap
+    heap.before_fork()
     try:
         for _ in range(min(jobs, len(order))):
             parent_end, child_end = ctx.Pipe(duplex=False)
             p = ctx.Process(
-                target=_lane_main, args=(child_end, counter, order, run_one, kernels, me, env or {}), daemon=False
+                target=_lane_main,
+                args=(child_end, counter, order, run_one, kernels, me, env or {}, frozenset(builders)),
+                daemon=False,
             )
             p.start()
             child_end.close()

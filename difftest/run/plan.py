@@ -52,7 +52,7 @@ from difftest.model.problem import OUTPUTS
 from difftest.printable import block, cell
 from difftest.report.checked import checked_status, run_checked_nothing
 from difftest.report.html import render_html
-from difftest.report.read import load_report
+from difftest.report.read import written_report
 from difftest.report.write import (
     campaign_notes,
     campaign_record,
@@ -63,11 +63,11 @@ from difftest.report.write import (
     rate_line,
     rates,
     replay_line,
+    report_text,
     summary_table,
     write_findings,
-    write_json,
 )
-from difftest.run import lanes, threads
+from difftest.run import heap, lanes, threads
 from difftest.run import prebuild as warmup
 from difftest.run.folder import CRASH_LOG, PLANS, Run, RunError, record_crash, result_from_record
 from difftest.safeio import atomic_write_text, ensure_dir, open_append
@@ -272,7 +272,8 @@ class RunPlan:
         if self.jobs > 1 and len(set(names)) < len(names):
             self.jobs, self.jobs_why = 1, "a kernel named twice: its campaigns share one case log"
         self.share_threads(names)  # before torch loads: it reads OMP_NUM_THREADS once
-        kernels = self.load_kernels(names)
+        with heap.setup():  # torch and the adapters imported without the cyclic GC, then frozen
+            kernels = self.load_kernels(names)
         self.open_capture(kernels)
         if self.jobs > 1:
             gpu = lanes.on_gpu(kernels, o.device)
@@ -411,6 +412,7 @@ class RunPlan:
         if not self.options.prebuild or not todo:
             return {k.name: self.prebuilt.get(k.name) for k in kernels}
         prep = warmup.start(todo, self.options.profile, self.options.database)
+        lanes.yield_to_builds()  # in a lane: the build pool has forked, at the run's priority
         for k in todo:  # before the first campaign: see run/prebuild.py
             self.prebuilt[k.name] = prep.wait(k)
         return {k.name: self.prebuilt.get(k.name) for k in kernels}
@@ -495,11 +497,13 @@ class RunPlan:
         with deferred():  # a second signal must not cut the partial report in half
             ensure_dir(run.dir, root=run.out)  # still a real folder (no link planted since the run began)
             extra = {"argv": list(o.argv if argv is None else argv), "run_id": run.id, "interrupted": interrupted}
-            report = write_json(results, run.dir / "report.json", extra=extra, records=self.records)
+            text = report_text(results, extra=extra, records=self.records)
+            report = atomic_write_text(run.dir / "report.json", text)
             md = run.dir / "summary.md"
             atomic_write_text(md, markdown_summary(results) + "\n")
             write_findings(results, run.dir / "findings.json")
-            html = _write_html(report, run.dir / "report.html")
+            page = render_html(written_report(text, str(report)), title=f"difftest report: {report}")
+            html = atomic_write_text(run.dir / "report.html", page)
             for path, src in ((o.report, report), (o.markdown, md), (o.html, html)):
                 if path:  # the user's own paths get this run's files, finished or not
                     atomic_write_text(path, run.read(src.name).decode("utf-8", "replace"))
@@ -604,7 +608,8 @@ class RunPlan:
         (results, the Interrupted or None, names of the campaigns whose process died), or
         None when the run cannot fork safely (``lanes.fork_hazard``): then nothing ran."""
         run, resume = self.run, self.resume
-        lanes.preload()  # before the fork: once here, not once per lane and per lane's worker
+        with heap.setup():  # before the fork: once here, not once per lane and per lane's worker
+            lanes.preload()
         hazard = lanes.fork_hazard()
         if hazard:  # forking now could hang a lane: the campaigns run here, one at a time
             print(f"difftest: campaigns one at a time: {hazard}, so it cannot fork safely", file=sys.stderr)
@@ -648,6 +653,7 @@ class RunPlan:
             on_start=on_start,
             order=order,
             env=self.lane_env,
+            builders=builds,
         )
         for j, r in out["partial"].items():
             done[todo[j]] = r
@@ -728,7 +734,3 @@ def print_campaign(k, r) -> None:
 
 def _say(text) -> None:
     print(block(text), flush=True)
-
-
-def _write_html(report_path, html_path):
-    return atomic_write_text(html_path, render_html(load_report(report_path), title=f"difftest report: {report_path}"))

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import tilelang
 import tilelang.language as T
 
-from .tiles import DQ_MODES, MUTANTS  # noqa: F401  (the names the adapter and the prebuild share)
+from . import pch
+from .tiles import CPU_FLAGS, DQ_MODES, MUTANTS  # noqa: F401  (the names the adapter and the prebuild share)
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
@@ -77,7 +78,7 @@ class TargetStyle:
             return {
                 "target": "c",
                 "execution_backend": "cython",
-                "compile_flags": ["-O2"],
+                "compile_flags": [*CPU_FLAGS, *pch.include_flags(CPU_FLAGS)],
                 "pass_configs": self.pass_configs(),
             }
         return {"target": "cuda", "pass_configs": self.pass_configs()}

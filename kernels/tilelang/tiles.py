@@ -12,3 +12,6 @@ TILES = {
     "cpu": dict(block_m=32, block_n=32, fwd_threads=128, bwd_threads=128, stages=1),
     "cuda": dict(block_m=64, block_n=64, fwd_threads=128, bwd_threads=256, stages=1),
 }
+
+# g++ optimisation flags of every CPU build (source.py; pch.py builds its header with them)
+CPU_FLAGS = ("-O2",)

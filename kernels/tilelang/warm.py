@@ -26,8 +26,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from difftest.safeio import safe_child_path
 
-from . import cache  # (also sets TILELANG_CACHE_DIR before a build worker imports tilelang)
-from .tiles import TILES
+from . import (
+    cache,  # (also sets TILELANG_CACHE_DIR before a build worker imports tilelang)
+    pch,
+)
+from .tiles import CPU_FLAGS, TILES
 
 
 def configs(target: str, dtypes=None, dims=None) -> list[tuple[str, dict]]:
@@ -100,6 +103,8 @@ def _build(kind: str, target: str, params: dict) -> tuple[float, str]:
 
 def warm(target: str, jobs: int, dtypes=None, dims=None, log=print) -> list[dict]:
     todo = configs(target, dtypes, dims)
+    if target == "c":
+        log(f"precompiled header: {pch.build(CPU_FLAGS)}")
     rows = []
     t0 = time.perf_counter()
     ctx = mp.get_context("spawn")  # fresh interpreters: no inherited tilelang/CUDA state
@@ -135,6 +140,8 @@ class Prebuild:
             "jobs": 0,
         }
         self.futures, self.ex = [], None
+        if todo and target == "c":  # before the pool: every build it runs reads the header (pch.py)
+            self.result["pch"] = pch.build(CPU_FLAGS)
         if todo:
             jobs = max(1, min(len(todo), jobs or os.cpu_count() or 1))
             self.result["jobs"] = jobs
