@@ -58,3 +58,39 @@ def test_a_fault_of_a_prescaled_kernel_still_fails_with_the_declaration():
     assert run_case(PrescaledQ(), p, CFG).status == Status.PASSED
     r = run_case(DqUnscaled(), p, CFG)
     assert r.status == Status.FAILED and "dq:budget" in r.failed_gates, r.failed_gates
+
+
+def test_the_dtype_rounding_is_taken_at_the_yardsticks_magnitude_where_the_design_is_far_from_the_truth():
+    """2 of 5,004 CPU nightly cases of the correct variant (2026-12-07) failed dK at ratios 1.002 and
+    1.005: a saturated softcap makes the design's bfloat16 dK 4.4 where the truth's is 0.046, and the
+    variant and its yardstick round it one ulp apart (4.40625 against 4.375), where the floor took
+    the rounding at the truth's magnitude. Fails on 6452981."""
+    p = Problem(
+        batch=3,
+        seqlen_q=(3, 8, 3),
+        seqlen_k=(3, 8, 3),
+        heads_q=15,
+        heads_kv=15,
+        head_dim_qk=8,
+        head_dim_v=40,
+        dtype="bfloat16",
+        causal=True,
+        layout="offset",
+        sinks=True,
+        sink_center=22.0,
+        softcap=30.0,
+        values="scaled",
+        value_scale=256.0,
+        seed=0,
+    )
+    r = run_case(PrescaledQ(), p, CFG)
+    assert r.status == Status.PASSED, r.reason
+    (dk,) = [v for v in r.verdicts if v.output == "dk" and v.gate == "budget"]
+    assert dk.numbers["ref_err"] > 50 * dk.numbers["max_abs_truth"]  # the design far from the truth
+
+    # at the truth's magnitude alone (the rule before) the same numbers fail
+    from difftest.judge.gates import limit_from
+
+    n = dk.numbers
+    old = limit_from(p, [n["ref_err"]], n["max_abs_truth"], n["k"], 2.0, 1.0, n["logit_scale"], n["terms"], "dk")
+    assert n["err"] > old["limit"] and n["err"] <= n["limit"]

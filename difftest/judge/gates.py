@@ -384,12 +384,16 @@ def budget_limit(
     ``design_floor``: added to the floor (``design_floor``: a declared design's own bound).
     Returns {"limit", "ref_err", "floor", "scale"} (scale: max|truth| over finite elements)."""
     t = torch.where(torch.isfinite(truth), truth, 0.0)
-    errs = []
+    errs, mags = [], []
     for one in ref if isinstance(ref, (list, tuple)) else [ref]:
         r, t2 = finite_pair(one, truth)
         errs.append((r - t2).abs().max() if r.numel() else 0.0)
-    *errs, scale = _read(*errs, t.abs().max() if t.numel() else 0.0)  # one host read
-    return limit_from(problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name, design_floor)
+        mags.append(r.abs().max() if r.numel() else 0.0)
+    mag = torch.stack([torch.as_tensor(m, dtype=torch.float64) for m in mags]).max() if mags else 0.0
+    *errs, scale, ref_scale = _read(*errs, t.abs().max() if t.numel() else 0.0, mag)  # one host read
+    return limit_from(
+        problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name, design_floor, ref_scale
+    )
 
 
 def limit_from(
@@ -403,10 +407,17 @@ def limit_from(
     terms: float = 0.0,
     name: str | None = None,
     design_floor: float = 0.0,
+    ref_scale: float = 0.0,
 ) -> dict:
     """``budget_limit``'s arithmetic on the numbers read back: ``errs``, the yardsticks'
     largest errors against the truth, and ``scale``, max|truth| over finite elements.
-    ``design_floor``: a declared design's bound on what it may add (``design_floor``)."""
+    ``design_floor``: a declared design's bound on what it may add (``design_floor``).
+    ``ref_scale``: the yardsticks' largest finite |value| where they and the truth are finite:
+    the dtype's rounding is taken at the larger of it and ``scale``. A kernel as good as a
+    yardstick sits by it, and both round their result at its magnitude: where a declared design
+    is far from the truth (prescaled-q's dK at 4.4 where the truth is 0.046, bfloat16, a
+    saturated softcap: 2 of 5,004 CPU nightly cases of the correct variant on 2026-12-07, one
+    bfloat16 ulp apart, 4.40625 against 4.375), the truth's magnitude under-states it."""
     ref_err = max([0.0] + list(errs))
     # the dtype's rounding of the result, plus float32 rounding of P = exp(S - LSE), carried
     # by the terms that form each element (their absolute sum ``terms`` can dwarf a result
@@ -420,7 +431,7 @@ def limit_from(
             scale, floor_magnitude
         )
     else:
-        floor = floor_ulps * EPS[problem.dtype] * max(scale, floor_magnitude)
+        floor = floor_ulps * EPS[problem.dtype] * max(scale, ref_scale, floor_magnitude)
     floor += math.expm1(delta) * max(terms, scale)
     # a float32 accumulator over n terms, in whatever order a correct kernel adds them (a GPU
     # SGEMM thread's sequential chain errs ~4x the CPU BLAS's blocked order: results/variants.md):
@@ -940,6 +951,9 @@ class _Judged:
         # budget_limit: each yardstick's largest error where it and the truth are finite, max|truth|
         self.scalars += [torch.where(_finite(r) & tf, r - t, 0.0).abs().max() if r.numel() else 0.0 for r in rs]
         self.scalars.append(torch.where(tf, t_abs, 0.0).max() if t.numel() else 0.0)
+        # the yardsticks' magnitude where they and the truth are finite (limit_from's ref_scale)
+        mags = [torch.where(_finite(r) & tf, r, 0.0).abs().max() for r in rs if r.numel()]
+        self.scalars.append(torch.stack(mags).max() if mags else 0.0)
         self.n_refs = len(rs)
         self.design_floor = design_floor(refs, name)
         fmax = overflow_threshold(g_raw.dtype)
@@ -956,6 +970,7 @@ class _Judged:
         self.unwritten = int(next(values)) if self.poisoned else 0
         self.errs = [next(values) for _ in range(self.n_refs)]
         self.scale = next(values)
+        self.ref_scale = next(values)
         self.candidates = int(next(values))
         self.n_bad, self.n_nan = int(next(values)), int(next(values))
         self.err, self.i, self.g_i, self.t_i = (next(values) for _ in range(4))
@@ -979,6 +994,7 @@ class _Judged:
             terms,
             name,
             self.design_floor,
+            self.ref_scale,
         )
         out.append(
             _budget_verdict(
