@@ -295,13 +295,19 @@ def make_score_mod(p: Problem, sink, n_keys: int, device="cpu"):
 def alibi_terms(p: Problem, n_keys: int, device="cpu"):
     """(slopes [Hq] float32, each query token's diagonal i + offset of its sequence, each key
     token's position, one more for the sink column) for the ALiBi score_mod, float32."""
+    return torch.tensor(p.alibi_slopes, dtype=torch.float32, device=device), *alibi_positions(p, n_keys, device)
+
+
+def alibi_positions(p: Problem, n_keys: int, device="cpu"):
+    """``alibi_terms`` without the slopes: (diagonals, key positions), whether or not ``p`` has
+    ALiBi (flex-dynamic's one score_mod takes them for every problem)."""
     sq_id, q_pos, _, k_pos = positions(p, device)
     offsets = torch.tensor([sk - sq for sq, sk in zip(p.seqlens_q, p.seqlens_k)], device=device)
     if p.align != "bottom_right":
         offsets = torch.zeros_like(offsets)
     diagonal = (q_pos + offsets[torch.clamp(sq_id, min=0)]).float()
     k_pos = torch.cat([k_pos, k_pos.new_zeros(max(0, n_keys + 1 - k_pos.shape[0]))]).float()
-    return torch.tensor(p.alibi_slopes, dtype=torch.float32, device=device), diagonal, k_pos
+    return diagonal, k_pos
 
 
 def no_donated_buffers() -> None:

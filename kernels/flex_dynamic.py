@@ -38,7 +38,7 @@ from .flex import (
     GQA_CAPABILITY,
     SPARSE_CAPABILITY,
     FlexAdapter,
-    alibi_terms,
+    alibi_positions,
     call_flex,
     create_block_mask,
     flex_attention,
@@ -148,7 +148,7 @@ def make_mask_mod(p: Problem, device="cpu"):
 def make_score_mod(c: dict, sink, n_keys: int, device="cpu", positions=None):
     """The score_mod every problem runs: the scale, the softcap (0: none), ALiBi's
     ``- slope[h] * |diagonal[q] - position[k]|`` after the cap (flex's order; ``positions``:
-    flex's ``alibi_terms`` diagonal and key positions, None: no ALiBi term at all) and, with a
+    flex's ``alibi_positions``, None: no ALiBi term at all) and, with a
     sink tensor, the sink column (index ``n_keys``) taking the head's sink logit, uncapped."""
     scale, cap, slopes = c["scale"], c["softcap"], c["alibi"]
     capped = cap > 0
@@ -224,8 +224,7 @@ class FlexDynamicAdapter(FlexAdapter):
         sink, kk, vv = with_sink_column(inputs, lay(leaves[1]), lay(leaves[2]), grad)
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
         # ALiBi's positions for every problem (zero slopes without ALiBi): one graph for all
-        p_alibi = p if p.alibi else p.replace(alibi_slopes=(0.0,) * p.heads_q)
-        positions = alibi_terms(p_alibi, n_keys, dev)[1:]
+        positions = alibi_positions(p, n_keys, dev)
         if Lq == 0 or Lk == 0:
             # no token on a side (only all-empty varlen problems; batch, lengths, pad_tail and sinks
             # fix it, so it is a signature of its own): nothing to mask or bias, and vmap over an

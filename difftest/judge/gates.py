@@ -389,8 +389,8 @@ def budget_limit(
         r, t2 = finite_pair(one, truth)
         errs.append((r - t2).abs().max() if r.numel() else 0.0)
         mags.append(r.abs().max() if r.numel() else 0.0)
-    mag = torch.stack([torch.as_tensor(m, dtype=torch.float64) for m in mags]).max() if mags else 0.0
-    *errs, scale, ref_scale = _read(*errs, t.abs().max() if t.numel() else 0.0, mag)  # one host read
+    *read, scale = _read(*errs, *mags, t.abs().max() if t.numel() else 0.0)  # one host read
+    errs, ref_scale = read[: len(errs)], max(read[len(errs) :], default=0.0)
     return limit_from(
         problem, errs, scale, k, floor_ulps, floor_magnitude, logit_scale, terms, name, design_floor, ref_scale
     )
@@ -949,11 +949,11 @@ class _Judged:
         gf, tf = g_abs < math.inf, t_abs < math.inf  # isfinite (``_finite``)
         both = gf & tf
         # budget_limit: each yardstick's largest error where it and the truth are finite, max|truth|
-        self.scalars += [torch.where(_finite(r) & tf, r - t, 0.0).abs().max() if r.numel() else 0.0 for r in rs]
+        # and the yardsticks' largest |value| there (limit_from's ref_scale), on one mask each
+        ref_ok = [_finite(r) & tf for r in rs]
+        self.scalars += [torch.where(m, r - t, 0.0).abs().max() if r.numel() else 0.0 for r, m in zip(rs, ref_ok)]
         self.scalars.append(torch.where(tf, t_abs, 0.0).max() if t.numel() else 0.0)
-        # the yardsticks' magnitude where they and the truth are finite (limit_from's ref_scale)
-        mags = [torch.where(_finite(r) & tf, r, 0.0).abs().max() for r in rs if r.numel()]
-        self.scalars.append(torch.stack(mags).max() if mags else 0.0)
+        self.scalars += [torch.where(m, r, 0.0).abs().max() if r.numel() else 0.0 for r, m in zip(rs, ref_ok)]
         self.n_refs = len(rs)
         self.design_floor = design_floor(refs, name)
         fmax = overflow_threshold(g_raw.dtype)
@@ -970,7 +970,7 @@ class _Judged:
         self.unwritten = int(next(values)) if self.poisoned else 0
         self.errs = [next(values) for _ in range(self.n_refs)]
         self.scale = next(values)
-        self.ref_scale = next(values)
+        self.ref_scale = max([next(values) for _ in range(self.n_refs)], default=0.0)
         self.candidates = int(next(values))
         self.n_bad, self.n_nan = int(next(values)), int(next(values))
         self.err, self.i, self.g_i, self.t_i = (next(values) for _ in range(4))
