@@ -542,7 +542,7 @@ def claimed_pairs(capability: Capability, profile="ci", dims=None, strength: int
             pair = tuple((d.name, v) for d, v in zip(combo, vs))
             if pair in claimed:
                 continue
-            p = _witness(dict(pair), capability, profile, dims, doomed=doomed)
+            p = witness(dict(pair), capability, profile, dims, doomed=doomed)
             if p is None:
                 illegal.add(pair)
             else:
@@ -550,14 +550,14 @@ def claimed_pairs(capability: Capability, profile="ci", dims=None, strength: int
     return claimed, illegal - claimed
 
 
-def _witness(base: dict, capability, profile, dims, tries: int = 24, doomed=None) -> Problem | None:
+def witness(base: dict, capability, profile, dims, tries: int = 24, doomed=None, accept=None) -> Problem | None:
     """A Problem exercising every value of ``base``: its cheapest realisation, else one with
-    another dimension moved one value, else seeded random completions. ``doomed``: the
-    capability's ``_doomed_test``, made once by the caller."""
+    another dimension moved one value, else seeded random completions; each one ``accept``
+    (default: any) takes. ``doomed``: the capability's ``_doomed_test``, made once by the caller."""
     doomed = doomed or _doomed_test(capability)
 
     def first(config):  # realise_first(config, variants=2), skipping a configuration no variant realises
-        return None if doomed(config) else realise_first(config, capability, profile, variants=2)
+        return None if doomed(config) else realise_first(config, capability, profile, variants=2, accept=accept)
 
     p = first(base)
     if p is not None:

@@ -41,6 +41,7 @@ from difftest.strategies.configurations import (
     realise,
     realise_first,
     values_of,
+    witness,
 )
 from difftest.strategies.values import DTYPE_ORDER, SCALES, clamp_scale, value_kinds
 from difftest.vocab import Status
@@ -222,7 +223,9 @@ class ConfigurationPhase:
 
     def _take(self, rows, dims, t: int, targets: set, shard) -> tuple[bool, bool]:
         """Run the rows of a plan that cover targets (``targets`` shrinks as they run):
-        (whether any ran, whether a new finding asks for a new plan)."""
+        (whether a row covered a target, whether a new finding asks for a new plan). A plan
+        whose rows covered none leaves the rest to the mop-up: planning again would realise
+        the same rows again."""
         progressed, found = False, len(self.search.st.found)
 
         def gain(row):
@@ -238,9 +241,10 @@ class ConfigurationPhase:
             if p is None:
                 targets -= self.explained | self.unrealised
                 continue
+            left = len(targets)
             for q in self._run(p, self.realised_as):
                 targets -= pairs_of(self._values(q), dims, t)
-            progressed = True
+            progressed |= len(targets) < left  # a row counts as progress by the tuples it covered
             if len(self.search.st.found) != found:
                 return progressed, True  # re-plan around the new finding
         return progressed, False
@@ -312,8 +316,18 @@ class ConfigurationPhase:
             self.explained |= new  # a finding explains every Problem with these values
             return None
         free = self._free(row)
+        t = len(next(iter(new)))
 
-        p = realise_first(row, self.cap, self.prof, free=free, accept=self._fresh)
+        def covers(p) -> bool:
+            """``p`` exercises one of the new tuples at least (a row may hold values no Problem
+            has together, ``n/a`` alignment under a window, as the t = 3 plans know no illegal
+            triples: its realisation has other values)."""
+            return not new.isdisjoint(pairs_of(self._values(p), dims, t))
+
+        def accept(p) -> bool:
+            return self._fresh(p) and covers(p)
+
+        p = realise_first(row, self.cap, self.prof, free=free, accept=accept)
         if p is not None:
             self.realised_as = row
             return p
@@ -327,12 +341,17 @@ class ConfigurationPhase:
                 if v == row.get(d.name) or v == NA:
                     continue
                 moved = {**row, d.name: v}
-                p = realise_first(moved, self.cap, self.prof, free=free, accept=self._fresh, variants=2)
+                p = realise_first(moved, self.cap, self.prof, free=free, accept=accept, variants=2)
                 if p is not None:
                     self.realised_as = moved
                     return p
         if len(new) == 1:
-            if realise_first(row, self.cap, self.prof, free=free) is not None:
+            # a tuple alone: any completion of it (the t = 3 stage's claimed triples were found so)
+            p = witness(dict(next(iter(new))), self.cap, self.prof, self.dims, accept=accept)
+            if p is not None:
+                self.realised_as = self._row_of(p)
+                return p
+            if witness(dict(next(iter(new))), self.cap, self.prof, self.dims, accept=covers) is not None:
                 self.explained |= new
             else:
                 self.unrealised |= new
@@ -394,6 +413,11 @@ class ConfigurationPhase:
         for p in self._ran():
             out |= pairs_of(self._values(p), dims, t)
         return out
+
+    def _row_of(self, p) -> dict:
+        """The configuration ``p`` realises: its first value of each dimension it has one of."""
+        v = self._values(p)
+        return {d.name: min(v[d.name], key=d.values.index) for d in self.dims if v.get(d.name)}
 
     def _covered_rows(self, dims) -> list[dict]:
         """One row per Problem that ran: its first value of each dimension (a preset of the plan);
