@@ -4,7 +4,7 @@
 # adapters' first GPU runs (flex-dynamic after its donated-buffer fix, fla-nsa; issue 43), the four GPU
 # variants never run to 2,000 (prescaled-q, fp8-tensor-core-accumulator, the two TileLang variants), and the
 # two fla NSA and two jvp-flash-attention draft reports' scripts (issue 44). All side by side on one GPU. Carry: .device/tilelang.tar.xz,
-# .device/fa3.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .whl/retest, .whl/jvp, .gpu. Writes $OUT.
+# .device/fa3.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .whl/retest, .whl/jvp, .whl/hunt, .gpu. Writes $OUT.
 set -u
 T0=$(date +%s)
 mkdir -p /tmp/site /tmp/o /tmp/site-fla
@@ -23,15 +23,8 @@ for m in ('tilelang','dew-flash-attn-cu13','triton','fla-core','hypothesis','cov
     try: print(m, version(m))
     except Exception as e: print(m, 'missing')"
   echo "setup $(( $(date +%s) - T0 )) s"; } > $OUT/env.txt 2>&1; cat $OUT/env.txt
-# The fla NSA draft reports' scripts, alone (fla-core 0.6.0 + einops only, as a user would run them).
-# (in the background, beside the campaigns; read at the end)
-for s in repro_fla_nsa_empty_seq repro_fla_nsa_csr_oob; do
-  ( cd results/bugs/fla && PYTHONPATH=/tmp/site-fla timeout 150 python3 $s.py > /tmp/o/$s.out 2>&1; echo "$s exit $?" >> /tmp/o/drafts.txt ) &
-done
-mkdir -p /tmp/site-jvp && python3 -m zipfile -e .whl/jvp/jvp_flash_attention-0.14.0-py3-none-any.whl /tmp/site-jvp
-for s in repro_head_dim_16 repro_mask_large_logits; do  # the jvp-flash-attention drafts (torch, triton, the package only)
-  ( cd results/bugs/jvp-flash && PYTHONPATH=/tmp/site-jvp timeout 200 python3 $s.py > /tmp/o/$s.out 2>&1; echo "$s exit $?" >> /tmp/o/drafts.txt ) &
-done
+# Every draft report's script (issue 44), one after the other beside the campaigns; read at the end.
+bash scripts/device/2026-12-07-drafts.sh /tmp/o/drafts prep; bash scripts/device/2026-12-07-drafts.sh /tmp/o/drafts 1 & bash scripts/device/2026-12-07-drafts.sh /tmp/o/drafts 2 &
 B=${BUDGET:-380}
 bg() { local name=$1; shift; ( timeout $((B+60)) "$@" > /tmp/o/$name.log 2>&1; echo "$name exit $? at $(( $(date +%s) - T0 )) s" >> /tmp/o/exits.txt ) & }
 R="python3 -m difftest run -p gpu --device cuda --time-budget $B --db none -q"
@@ -52,11 +45,11 @@ bg var3 $V --only tl-tiles-16x64 --out /tmp/o/var3.md
 bg var4 $V --only tl-atomic-dq-64x16 --out /tmp/o/var4.md
 wait
 echo "elapsed $(( $(date +%s) - T0 )) s"; sort -t' ' -k5 -n /tmp/o/exits.txt
-cat /tmp/o/drafts.txt; for s in repro_fla_nsa_empty_seq repro_fla_nsa_csr_oob repro_head_dim_16 repro_mask_large_logits; do echo "== $s"; tail -14 /tmp/o/$s.out | cut -c1-250; done
+cat /tmp/o/drafts/drafts.txt; for f in /tmp/o/drafts/*.out; do echo "== $f"; tail -8 $f | cut -c1-250; done
 M="python3 -m difftest merge"
 for k in fa3 tl tldet flexdyn; do $M /tmp/o/$k-*/report.json -o /tmp/o/$k.json > /tmp/o/merge-$k.log 2>&1; echo "== merged $k"; tail -4 /tmp/o/merge-$k.log | cut -c1-300; done
 for k in fa3-0 fa3-1 tl-0 tl-1 tldet-0 tldet-1 flex flexdyn-0 flexdyn-1 fla nsa sdpaflash; do echo "== $k"; grep -E "^[a-z0-9-]+: (passed|failed)|^  finding|needs|configuration pairs|compile reuse|unexplained|unavailable|refus|^  (kernel|compile|truth|inputs) " /tmp/o/$k.log | cut -c1-300 | head -16; done
 for v in 1 2 3 4; do echo "== var$v"; grep -v "^$" /tmp/o/var$v.md 2>/dev/null | cut -c1-400 | head -4; tail -1 /tmp/o/var$v.log | cut -c1-300; done
 cd /tmp/o && mkdir -p rep && for k in fa3-0 fa3-1 tl-0 tl-1 tldet-0 tldet-1 flex flexdyn-0 flexdyn-1 fla nsa sdpaflash; do cp $k/report.json rep/$k.json 2>/dev/null; done
 cp fa3.json tl.json tldet.json flexdyn.json rep/ 2>/dev/null
-tar -cJf $OUT/callA-reports.tar.xz rep; tar -cJf $OUT/callA-logs.tar.xz *.log *.md *.out *.txt variants 2>/dev/null; ls -la $OUT
+tar -cJf $OUT/callA-reports.tar.xz rep; tar -cJf $OUT/callA-logs.tar.xz *.log *.md *.txt drafts variants 2>/dev/null; ls -la $OUT
