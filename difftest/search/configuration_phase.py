@@ -210,7 +210,7 @@ class ConfigurationPhase:
             rows = self.plans.plan(dims, **kw, make=lambda dims=dims, kw=kw: plan(dims, **kw))
             self.seconds_planning += time.perf_counter() - t0
             try:
-                progressed, replan = self._take(rows, dims, t, targets, shard)
+                progressed, replan = self._take(self._timed(rows), dims, t, targets, shard)
             finally:
                 rows.save()
             if replan:
@@ -220,6 +220,20 @@ class ConfigurationPhase:
                 self._mop_up(targets, dims, t)
                 return
             targets -= self._covered(t, dims)
+
+    def _timed(self, rows):
+        """``rows`` with the time covertable takes to make each one counted as planning (a plan
+        is a lazy generator: its rows are made while the cases run)."""
+        it = iter(rows)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                row = next(it)
+            except StopIteration:
+                return
+            finally:
+                self.seconds_planning += time.perf_counter() - t0
+            yield row
 
     def _take(self, rows, dims, t: int, targets: set, shard) -> tuple[bool, bool]:
         """Run the rows of a plan that cover targets (``targets`` shrinks as they run):
