@@ -17,7 +17,7 @@ EBT=$(site ebt .whl/hunt/ebt_flash_attention-0.2.0-py3-none-any.whl)
 one() {  # one(site, folder, script, [sanitizer])
   local s=$1 dir=$2 n=$3 pre=""; [ "${4:-}" = san ] && pre="compute-sanitizer --tool memcheck --print-limit 5"
   local t0=$(date +%s)
-  ( cd results/bugs/$dir && PYTHONPATH=$s timeout 150 $pre python3 $n.py > $O/$n${4:+.$4}.out 2>&1 ); local rc=$?
+  ( cd results/bugs/$dir && PYTHONPATH=$s timeout ${DRAFT_S:-150} $pre python3 $n.py > $O/$n${4:+.$4}.out 2>&1 ); local rc=$?
   echo "$dir/$n${4:+ ($4)} exit $rc in $(( $(date +%s) - t0 )) s" >> $O/drafts.txt
 }
 if [ $C = 1 ]; then
