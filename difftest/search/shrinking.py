@@ -143,8 +143,8 @@ def neighbours(p: Problem, cap: Capability | None = None):
             yield p.replace(alibi_slopes=(slope,) * p.heads_q)
     if p.rel_bias is not None:  # no table; one row for every head (the first, the largest); a shorter R
         yield p.replace(rel_bias=None)
-        top = max(p.rel_bias, key=lambda row: max(abs(x) for x in row))
-        for row in dict.fromkeys((p.rel_bias[0], top)):
+        top_row = max(p.rel_bias, key=lambda row: max(abs(x) for x in row))
+        for row in dict.fromkeys((p.rel_bias[0], top_row)):
             yield p.replace(rel_bias=(row,) * p.heads_q)
         r = p.rel_distance
         for shorter in dict.fromkeys((0, r // 2, r - 1)):
