@@ -21,6 +21,8 @@ Every Problem feature is supported: causal (both alignments), sliding windows (n
 bounds and crossed ones: rows with no key), softcap (``cap_logits`` on the scaled logits before
 the mask, dS times 1 - tanh^2 in ``softcap_grad``), ALiBi (``alibi_bias``: -slope_h |i + offset - j|
 per query head in float32, added after the cap in the softmax's units, forward and backward),
+a relative-position bias table (``rel_bias_tile``: table[h][clamp(j - (i + offset), -R, R) + R],
+looked up through ``rel_table`` and ``rel_index``, added with ALiBi's),
 GQA/MQA (dK/dV summed over each group of query heads), varlen with zero-length
 sequences and unused tail tokens, sinks, custom softmax scale, float32/float16/bfloat16
 (computed in float32, outputs cast), and every memory layout of difftest/model/layouts.py
@@ -30,7 +32,7 @@ result is bitwise deterministic.
 
 Hook points: each step a real kernel can get wrong is one small method
 (``load``, ``kv_head_index``, ``allowed``, ``cap_logits``, ``softcap_grad``, ``alibi_slopes``,
-``alibi_distance``, ``alibi_bias``, ``query_tiles``,
+``alibi_distance``, ``alibi_bias``, ``rel_table``, ``rel_index``, ``rel_bias_tile``, ``query_tiles``,
 ``key_tiles``, ``running_max``, ``rescale_factor``, ``stats_for_backward``, ``softmax_grad``,
 ``delta_pad_value``, ``dq_workspace``, ``reduce_dq``, ``dq_postprocess``, ``grad_scale``,
 ``reduce_group``, ``accumulate_kv``, ``dsink_rows``, ``store_lse``, ``forward_sink``, ``sparse_allowed``,
@@ -81,6 +83,7 @@ CAPABILITY = Capability(
     softmax_scale=True,
     softcap=True,
     alibi=True,
+    rel_bias=True,
     deterministic=True,
     poison=True,
     device="cpu",
@@ -256,9 +259,31 @@ class BlockwiseAttention(KernelAdapter):
         bias = -self.alibi_slopes(p, phase).view(-1, 1, 1) * self.alibi_distance(p, i0, i1, j0, j1, sq, sk)
         return self.to_log_units(bias)
 
+    def rel_table(self, p: Problem, phase: str) -> torch.Tensor:
+        """[heads_q, 2R + 1] float32: the relative-position bias table, a row per query head."""
+        return torch.tensor(p.rel_bias, dtype=F32)
+
+    def rel_index(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int) -> torch.Tensor:
+        """[i1-i0, j1-j0] int64: a tile's table column clamp(j - (i + offset), -R, R) + R."""
+        r = p.rel_distance
+        i = torch.arange(i0, i1).unsqueeze(1) + p.mask_offset(sq, sk)
+        return (torch.arange(j0, j1).unsqueeze(0) - i).clamp(-r, r) + r
+
+    def rel_bias_tile(self, p: Problem, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int, phase: str):
+        """[heads_q, i1-i0, j1-j0] float32: the relative-position bias of a tile (the table looked
+        up at ``rel_index``), not yet in the softmax's units; None without a table."""
+        if p.rel_bias is None:
+            return None
+        return self.rel_table(p, phase)[:, self.rel_index(p, i0, i1, j0, j1, sq, sk)]
+
     def biased(self, p: Problem, s: torch.Tensor, i0: int, i1: int, j0: int, j1: int, sq: int, sk: int, phase: str):
-        """The tile's (capped) logits ``s`` plus its ALiBi bias (``s`` itself without ALiBi)."""
+        """The tile's (capped) logits ``s`` plus its ALiBi bias and its relative-position bias (``s``
+        itself without either)."""
         bias = self.alibi_bias(p, i0, i1, j0, j1, sq, sk, phase)
+        rel = self.rel_bias_tile(p, i0, i1, j0, j1, sq, sk, phase)
+        if rel is not None:
+            rel = self.to_log_units(rel)
+            bias = rel if bias is None else bias + rel
         return s if bias is None else s + bias
 
     def softcap_grad(self, ds: torch.Tensor, dcap: torch.Tensor | None) -> torch.Tensor:

@@ -19,6 +19,10 @@ every problem, which read their constants from 0-d tensors (graph inputs, not gu
 - ALiBi is a slopes tensor (zeros for none) and each query's diagonal and each key's position:
   every problem's score_mod subtracts ``slope[h] * |diagonal - position|`` (exactly nothing at a
   zero slope), so ALiBi's presence and slopes are no graph difference either;
+- a relative-position table is a [heads_q, 2 MAX_REL_DISTANCE + 1] tensor (zeros for none): the
+  Problem's table padded to the widest R with its edge entries (a distance beyond R reads the
+  edge, as the clamp to R does), looked up at clamp(position - diagonal, -MAX_R, MAX_R) + MAX_R,
+  so neither its presence, its values nor its R is a graph difference;
 - sinks stay a graph difference (the sink tensor requires grad only with sinks, and the
   score_mod reads it only then).
 
@@ -31,7 +35,7 @@ from dataclasses import replace
 import torch
 
 from difftest.model.inputs import Inputs
-from difftest.model.problem import Problem
+from difftest.model.problem import MAX_REL_DISTANCE, Problem
 
 from .flex import (
     CAPABILITY,
@@ -70,7 +74,7 @@ NO_BOUND = 1 << 40
 #   pad_tail stay in the key (conservative: most of their changes reuse the graph).
 # What no longer recompiles, against flex's key: the softmax scale, causal, align, the
 # window_left/window_right values (None included), the softcap (value and presence) and the
-# ALiBi slopes (values and presence).
+# ALiBi slopes (values and presence), the relative-position table (values, presence and R).
 # Beyond dynamo (the GPU's Inductor, not seen by the CPU's counting backend): the flex lowering
 # asks whether the lengths divide the block size with ``statically_known_true`` (torch 2.13
 # torch/_inductor/kernel/flex/flex_attention.py:344-353), which adds no guard, so symbolic
@@ -89,15 +93,17 @@ COMPILE_KEY = (
     "sinks",
     "layout",
 )
-DYNAMIC_CAPABILITY = replace(CAPABILITY, compile_key=COMPILE_KEY)
-DYNAMIC_GQA_CAPABILITY = replace(GQA_CAPABILITY, compile_key=COMPILE_KEY)
-DYNAMIC_SPARSE_CAPABILITY = replace(SPARSE_CAPABILITY, compile_key=COMPILE_KEY + ("sparsity",))
+DYNAMIC_CAPABILITY = replace(CAPABILITY, compile_key=COMPILE_KEY, rel_bias=True)
+DYNAMIC_GQA_CAPABILITY = replace(GQA_CAPABILITY, compile_key=COMPILE_KEY, rel_bias=True)
+DYNAMIC_SPARSE_CAPABILITY = replace(SPARSE_CAPABILITY, compile_key=COMPILE_KEY + ("sparsity",), rel_bias=True)
 
 
 def constants(p: Problem, device="cpu") -> dict:
     """The Problem's per-problem constants as 0-d tensors on ``device`` (what flex captures as
     Python numbers): scale and softcap (0: none) float32; causal, bottom_right, varlen bool;
-    window bounds int64 (None: ``NO_BOUND``); the ALiBi slopes, float32 [heads_q] (zeros: none)."""
+    window bounds int64 (None: ``NO_BOUND``); the ALiBi slopes, float32 [heads_q] (zeros: none);
+    the relative-position table padded to R = MAX_REL_DISTANCE, float32 [heads_q, 2 MAX_R + 1]
+    (``padded_rel_table``; zeros: none)."""
 
     def t(v, dtype):
         return torch.tensor(v, dtype=dtype, device=device)
@@ -111,7 +117,19 @@ def constants(p: Problem, device="cpu") -> dict:
         "window_left": t(NO_BOUND if p.window_left is None else p.window_left, torch.int64),
         "window_right": t(NO_BOUND if p.window_right is None else p.window_right, torch.int64),
         "alibi": t(p.alibi_slopes if p.alibi else [0.0] * p.heads_q, torch.float32),
+        "rel": t(padded_rel_table(p), torch.float32),
     }
+
+
+def padded_rel_table(p: Problem) -> list[list[float]]:
+    """The Problem's relative-position table widened to R = MAX_REL_DISTANCE by repeating each
+    row's edge entries outward (entry d + MAX_R, for every |d| <= MAX_R, is the table's entry at
+    clamp(d, -R, R)); zeros without a table."""
+    m = MAX_REL_DISTANCE
+    if p.rel_bias is None:
+        return [[0.0] * (2 * m + 1) for _ in range(p.heads_q)]
+    r = p.rel_distance
+    return [[row[min(r, max(-r, d)) + r] for d in range(-m, m + 1)] for row in p.rel_bias]
 
 
 def make_mask_mod(p: Problem, device="cpu"):
@@ -147,10 +165,11 @@ def make_mask_mod(p: Problem, device="cpu"):
 
 def make_score_mod(c: dict, sink, n_keys: int, device="cpu", positions=None):
     """The score_mod every problem runs: the scale, the softcap (0: none), ALiBi's
-    ``- slope[h] * |diagonal[q] - position[k]|`` after the cap (flex's order; ``positions``:
-    flex's ``alibi_positions``, None: no ALiBi term at all) and, with a
+    ``- slope[h] * |diagonal[q] - position[k]|`` and the relative-position table's
+    ``rel[h, clamp(position[k] - diagonal[q], -MAX_R, MAX_R) + MAX_R]`` after the cap (flex's
+    order; ``positions``: flex's ``alibi_positions``, None: no bias term at all) and, with a
     sink tensor, the sink column (index ``n_keys``) taking the head's sink logit, uncapped."""
-    scale, cap, slopes = c["scale"], c["softcap"], c["alibi"]
+    scale, cap, slopes, rel = c["scale"], c["softcap"], c["alibi"], c["rel"]
     capped = cap > 0
     safe = torch.where(capped, cap, torch.ones_like(cap))
     n_keys_t = torch.tensor(n_keys, dtype=torch.int64, device=device)
@@ -163,7 +182,10 @@ def make_score_mod(c: dict, sink, n_keys: int, device="cpu", positions=None):
         s = torch.where(capped, torch.tanh(s / safe) * safe, s)
         if positions is not None:
             diagonal, k_pos = positions
-            s = s - slopes[h] * torch.abs(diagonal[q_idx] - k_pos[kv_idx])
+            distance = k_pos[kv_idx] - diagonal[q_idx]
+            s = s - slopes[h] * torch.abs(distance)
+            column = torch.clamp(distance, -MAX_REL_DISTANCE, MAX_REL_DISTANCE).to(torch.int64) + MAX_REL_DISTANCE
+            s = s + rel[h, column]
         if sink is not None:
             s = place_sink(s, h, kv_idx, sink, n_keys_t)
         return s
@@ -199,8 +221,8 @@ class FlexDynamicAdapter(FlexAdapter):
     name = "flex-dynamic"
     capability = DYNAMIC_CAPABILITY
     description = (
-        "torch FlexAttention compiled with dynamic=True; scale, softcap, causal/align and window bounds "
-        "as tensors (no recompile when they change)"
+        "torch FlexAttention compiled with dynamic=True; scale, softcap, causal/align, window bounds, "
+        "ALiBi slopes and a relative-position table as tensors (no recompile when they change)"
     )
 
     def __init__(self, gqa: bool = False, sparse: bool = False):
@@ -223,7 +245,8 @@ class FlexDynamicAdapter(FlexAdapter):
         mask_mod, n_keys, c = make_mask_mod(p, dev)
         sink, kk, vv = with_sink_column(inputs, lay(leaves[1]), lay(leaves[2]), grad)
         B, Lq, Lk = q.shape[0], q.shape[2], kk.shape[2]
-        # ALiBi's positions for every problem (zero slopes without ALiBi): one graph for all
+        # ALiBi's and the table's positions for every problem (zero slopes, a zero table without
+        # them): one graph for all
         positions = alibi_positions(p, n_keys, dev)
         if Lq == 0 or Lk == 0:
             # no token on a side (only all-empty varlen problems; batch, lengths, pad_tail and sinks

@@ -7,7 +7,8 @@ in that code would put the same wrong mask in the kernel's call and in the truth
 the gates could not see it. tests/test_sdpa_cpu.py checks that the two agree.
 
 ``alibi_bias`` writes the ALiBi rule (-slope_h * |i + offset - j|, problem.py) for an adapter
-that hands a kernel a float bias, again apart from the oracle's ``alibi_bias``.
+that hands a kernel a float bias, again apart from the oracle's ``score_bias``; ``rel_position_bias``
+the relative-position table's rule (table[h][clamp(j - (i + offset), -R, R) + R]) the same way.
 
 ``selected_blocks`` does the same for a sparse Problem (difftest/model/sparsity.py): the
 [query block, key block] selection built from the pattern a kernel is handed (the kept
@@ -51,6 +52,16 @@ def alibi_bias(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tensor
     diagonal = torch.arange(sq, device=device).unsqueeze(1) + problem.mask_offset(sq, sk)
     distance = (torch.arange(sk, device=device).unsqueeze(0) - diagonal).abs().float()
     return -(slopes.view(-1, 1, 1) * distance)
+
+
+def rel_position_bias(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tensor:
+    """[heads_q, sq, sk] float32: the relative-position bias of one sequence, each query head's
+    float32 table row gathered at the signed distance from the query's diagonal, clamped to +-R."""
+    r = (len(problem.rel_bias[0]) - 1) // 2
+    table = torch.tensor(problem.rel_bias, dtype=torch.float32, device=device)
+    diagonal = torch.arange(sq, device=device).unsqueeze(1) + problem.mask_offset(sq, sk)
+    column = torch.clamp(torch.arange(sk, device=device).unsqueeze(0) - diagonal, min=-r, max=r) + r
+    return torch.stack([row[column] for row in table])
 
 
 def selected_blocks(problem: Problem, sq: int, sk: int, device="cpu") -> torch.Tensor:

@@ -60,6 +60,8 @@ BUG_CLASSES = {
     "duplicate selections",
     "softcap": "softcap formula wrong, or the backward ignoring the cap or its derivative",
     "alibi": "ALiBi bias forgotten in the backward, the wrong head's slope, or the distance misaligned",
+    "relpos": "relative-position bias forgotten in the backward, the wrong head's row, the distance's sign "
+    "flipped or misaligned, or its clamp one-sided",
 }
 
 
@@ -784,6 +786,81 @@ class AlibiCausalColumnBias(BlockwiseAttention):
         if not p.causal:
             return super().alibi_distance(p, i0, i1, j0, j1, sq, sk)
         return -torch.arange(j0, j1, dtype=torch.float32).expand(i1 - i0, j1 - j0)  # -slope * (-j)
+
+
+# ----------------------------------------------------------------------------- relative-position bias
+# an asymmetric table of R = 2 whose entries bend the softmax where the logits are (|S| ~ 1), on
+# unequal lengths (the bottom-right offset matters) with keys beyond R on both sides of a diagonal
+_REL_ROW = (1.5, -1.0, 0.5, 2.0, -2.5)
+_REL = dict(seqlen_q=8, seqlen_k=12, rel_bias=(_REL_ROW,))
+
+
+@mutant("relpos", Problem(**_REL))
+class RelposIgnoredBwd(BlockwiseAttention):
+    """The backward recomputes P without the relative-position bias, against the biased
+    forward's statistics (a bias applied in the forward kernel only)."""
+
+    name = "relpos-ignored-bwd"
+
+    def rel_bias_tile(self, p, i0, i1, j0, j1, sq, sk, phase):
+        return None if phase == "bwd" else super().rel_bias_tile(p, i0, i1, j0, j1, sq, sk, phase)
+
+
+@mutant(
+    "relpos",
+    Problem(
+        **{
+            **_REL,
+            "heads_q": 4,
+            "heads_kv": 2,
+            "rel_bias": tuple(tuple(x * (h + 1) for x in _REL_ROW) for h in range(4)),
+        }
+    ),
+)
+class RelposRowOfKvHead(BlockwiseAttention):
+    """Each query head reads the table row of its key/value head's index (table[h // group]
+    instead of table[h]): right under MHA, the wrong row for every GQA group's later heads."""
+
+    name = "relpos-row-of-kv-head"
+
+    def rel_table(self, p, phase):
+        return super().rel_table(p, phase)[torch.arange(p.heads_q) // p.group]
+
+
+@mutant("relpos", Problem(**_REL))
+class RelposDistanceSignFlipped(BlockwiseAttention):
+    """The table indexed by (i + offset) - j instead of j - (i + offset): keys right of the
+    diagonal read the left entries; right only for a symmetric table."""
+
+    name = "relpos-distance-sign-flipped"
+
+    def rel_index(self, p, i0, i1, j0, j1, sq, sk):
+        return 2 * p.rel_distance - super().rel_index(p, i0, i1, j0, j1, sq, sk)
+
+
+@mutant("relpos", Problem(**_REL))
+class RelposDistanceTopLeft(BlockwiseAttention):
+    """The distance j - i without the bottom-right offset seqlen_k - seqlen_q: right on square
+    problems and under top-left alignment only."""
+
+    name = "relpos-distance-top-left"
+
+    def rel_index(self, p, i0, i1, j0, j1, sq, sk):
+        return super().rel_index(p.replace(align="top_left"), i0, i1, j0, j1, sq, sk)
+
+
+@mutant("relpos", Problem(**_REL))
+class RelposClampRightOnly(BlockwiseAttention):
+    """Only the far side is clamped (min(d, R) + R): a key more than R left of the diagonal gets
+    a negative column, which wraps to the table's right end (Python's and torch's negative
+    indexing). Right wherever no key lies more than R left of a query's diagonal."""
+
+    name = "relpos-clamp-right-only"
+
+    def rel_index(self, p, i0, i1, j0, j1, sq, sk):
+        r = p.rel_distance
+        i = torch.arange(i0, i1).unsqueeze(1) + p.mask_offset(sq, sk)
+        return ((torch.arange(j0, j1).unsqueeze(0) - i).clamp(max=r) + r) % (2 * r + 1)
 
 
 # ----------------------------------------------------------------------------- layouts

@@ -25,7 +25,8 @@ Shared translation:
   ``attn_mask`` [1, Hq, sq, sk] (the CPU flash op takes 2-D and 4-D masks only), -inf where
   the mask hides a key, in the query dtype (SDPA adds a float mask to the scaled logits; it
   takes no ``is_causal`` beside a mask). In float16 and bfloat16 the bias is rounded to that
-  dtype: the kernel's own rounding, which the naive same-dtype yardstick shares.
+  dtype: the kernel's own rounding, which the naive same-dtype yardstick shares. A
+  relative-position table (``masking.rel_position_bias``) joins the same float mask.
 - Varlen: one dense call per sequence, zero-length sequences included (the empty
   tensors go through F.sdpa, which answers them without the backend kernel; the raw
   CPU flash op crashes the process with SIGFPE on them). Tail tokens past the last sequence are never given to
@@ -54,7 +55,7 @@ from difftest.model.layouts import LAYOUTS
 from difftest.model.outputs import Outputs
 from difftest.model.problem import DTYPES, Problem
 
-from .masking import alibi_bias, visible_keys
+from .masking import alibi_bias, rel_position_bias, visible_keys
 
 # Head dims drawn for these kernels (both take any size; this list keeps CPU cases
 # cheap while covering tails: 1, odd sizes and non-multiples of 8/16).
@@ -102,11 +103,16 @@ class SdpaCpu(KernelAdapter):
             segments = [(q, k, v, 0, p.seqlen_q, p.seqlen_k)]
         for qs, ks, vs, q0, sq, sk in segments:
             nb = qs.shape[0]
-            causal = _use_is_causal(p, sq, sk) and not p.alibi
+            causal = _use_is_causal(p, sq, sk) and not p.biased
             allowed = visible_keys(p, sq, sk) if (p.masked and not causal) else None
             mask = allowed
-            if p.alibi:  # the bias as a float mask, -inf where the mask hides a key
-                bias = alibi_bias(p, sq, sk)
+            if p.biased:  # the bias as a float mask, -inf where the mask hides a key
+                if p.alibi:
+                    bias = alibi_bias(p, sq, sk)
+                    if p.rel:
+                        bias = bias + rel_position_bias(p, sq, sk)
+                else:
+                    bias = rel_position_bias(p, sq, sk)
                 mask = (bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))).to(qs.dtype)[None]
             o_s, lse_s = self._attend(qs.transpose(1, 2), ks.transpose(1, 2), vs.transpose(1, 2), p, causal, mask)
             pieces.append(o_s.transpose(1, 2))  # [nb, sq, Hq, Dv]
@@ -169,6 +175,7 @@ class SdpaCpuMath(SdpaCpu):
         sinks=False,
         softmax_scale=True,
         alibi=True,
+        rel_bias=True,
         outputs=("o", "dq", "dk", "dv"),
         deterministic=True,
         poison=False,
@@ -210,6 +217,7 @@ class SdpaCpuFlash(SdpaCpu):
         sinks=False,
         softmax_scale=True,
         alibi=True,
+        rel_bias=True,
         outputs=("o", "lse", "dq", "dk", "dv"),
         deterministic=True,
         poison=False,

@@ -682,7 +682,12 @@ class Fp8CurrentScaling(BlockwiseAttention):
 
     name = "fp8-current-scaling"
     capability = replace(
-        BlockwiseAttention.capability, dtypes=FP8_DTYPES, layouts=("contiguous",), softcap=False, alibi=False
+        BlockwiseAttention.capability,
+        dtypes=FP8_DTYPES,
+        layouts=("contiguous",),
+        softcap=False,
+        alibi=False,
+        rel_bias=False,
     )
     delta_source = "o_do"  # FP8 kernels take Delta = rowsum(O * dO) from the stored O and dO
 

@@ -39,7 +39,7 @@ import torch
 from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 
-from .reference import alibi_bias, allowed_mask, probabilities, reference
+from .reference import allowed_mask, probabilities, reference, score_bias
 
 F32, F64 = torch.float32, torch.float64
 BOUND_BITS = 12  # float32 mantissa bits cut: 11 fraction bits kept, an error below 2^-11 (the PTX bound)
@@ -116,7 +116,7 @@ def tanh_error_floor(inputs: Inputs, bound: float = BOUND) -> dict[str, float]:
         q, do = (t[q0 : q0 + sq].detach() for t in (x.q, x.do))
         kx, vx = (t[k0 : k0 + sk].detach().repeat_interleave(p.group, dim=1) for t in (x.k, x.v))
         allowed = allowed_mask(p, sq, sk, dev).unsqueeze(0)  # [1, sq, sk]
-        bias = alibi_bias(p, sq, sk, dev)  # the bias moves no capped logit: t and its bound are the raw ones
+        bias = score_bias(p, sq, sk, dev)  # the bias moves no capped logit: t and its bound are the raw ones
         P, m, denom = probabilities(q, kx, sink, allowed.squeeze(0), p.scale, c, bias=bias)  # [Hq, sq, sk]
         t = torch.where(allowed, torch.tanh(torch.einsum("qhd,khd->hqk", q, kx) * (p.scale / c)), 0.0)
         e = c * t.abs() * bound

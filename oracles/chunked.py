@@ -14,7 +14,8 @@ FlashAttention formulas:
     dQ = scale * dS K                   dK = scale * dS^T Q
     with a softcap c: S = c tanh(scale Q K^T / c) (before the mask) and dS times 1 - tanh^2
     (computed eagerly: the fused passes and the shift bound below are for uncapped logits);
-    with ALiBi slopes: S plus the bias -slope_h |i + offset - j| after the cap, before the mask
+    with ALiBi slopes or a relative-position table: S plus the bias (-slope_h |i + offset - j|,
+    plus table[h][clamp(j - (i + offset), -R, R) + R]) after the cap, before the mask
     (eagerly too; dS is unchanged: the bias is a constant)
     dSink_h = -sum_i P_sink_i * Delta_i,   P_sink_i = exp(sink_h - LSE_i)
 
@@ -65,7 +66,7 @@ from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
 
-from .reference import alibi_bias, allowed_mask
+from .reference import allowed_mask, score_bias
 
 CHUNK_PRECISIONS = ("float64", "float32")
 MAGNITUDE_DTYPES = ("float64", "float32", "bfloat16")
@@ -220,7 +221,7 @@ def chunked_reference(
         fused_gemms,
     )
     p = inputs.problem
-    if p.softcap is not None or p.alibi:
+    if p.softcap is not None or p.biased:
         # capped or biased logits: the eager passes only (the fused ones and the shift bound know no tanh, no bias)
         plan = dataclasses.replace(plan, fused=None, shift_in_gemm=False)
     acc = _Accumulators(plan, p, x)
@@ -535,8 +536,8 @@ def _softmax_pass(plan: PassPlan, p: Problem, seq: _Sequence, ch: _Chunk, sink) 
                 s.div_(p.softcap).tanh_()
                 ch.dcap = torch.addcmul(torch.ones_like(s), s, s, value=-1.0).view(Hkv, c * G, w)
                 s.mul_(p.softcap)
-            if p.alibi:  # + ALiBi's bias, after the cap, before the mask
-                s.add_(_alibi_chunk(p, r0, r1, lo, hi, sq, sk, Hkv, G, dt, dev))
+            if p.biased:  # + ALiBi's / the relative-position bias, after the cap, before the mask
+                s.add_(_bias_chunk(p, r0, r1, lo, hi, sq, sk, Hkv, G, dt, dev))
             _mask_partial_columns(s, p, r0, r1, lo, hi, sq, sk)
             m = s.amax(dim=-1)  # [Hkv, c, G]
         else:
@@ -766,10 +767,11 @@ def _common_columns(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk:
     return a0, max(a0, min(hi, p.key_range(r0, sq, sk)[1]))
 
 
-def _alibi_chunk(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int, Hkv: int, G: int, dt, dev):
-    """ALiBi's bias of chunk rows r0..r1-1 x keys lo..hi-1 as [Hkv, rows, G, keys] (query head
-    h = key head * G + g): reference.alibi_bias's rule, in the chunk's precision."""
-    bias = alibi_bias(p, sq, sk, dev, dt, rows=(r0, r1), cols=(lo, hi))  # [Hq, rows, keys]
+def _bias_chunk(p: Problem, r0: int, r1: int, lo: int, hi: int, sq: int, sk: int, Hkv: int, G: int, dt, dev):
+    """The score bias (ALiBi's, the relative-position table's) of chunk rows r0..r1-1 x keys
+    lo..hi-1 as [Hkv, rows, G, keys] (query head h = key head * G + g): reference.score_bias's rule,
+    in the chunk's precision."""
+    bias = score_bias(p, sq, sk, dev, dt, rows=(r0, r1), cols=(lo, hi))  # [Hq, rows, keys]
     return bias.view(Hkv, G, r1 - r0, hi - lo).transpose(1, 2)
 
 

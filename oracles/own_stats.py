@@ -21,7 +21,7 @@ from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 
 from .chunked import DEFAULT_MAX_CHUNK_ELEMENTS, chunk_rows
-from .reference import alibi_bias, allowed_mask
+from .reference import allowed_mask, score_bias
 
 
 @torch.no_grad()
@@ -56,8 +56,10 @@ def own_stats_backward(
             if p.softcap is not None:  # capped before the mask; dS through the cap's 1 - tanh^2
                 t = torch.tanh(s / p.softcap)
                 s, dcap = t * p.softcap, 1 - t * t
-            if p.alibi:  # ALiBi's bias after the cap, before the mask (no gradient: dS unchanged)
-                s = s + alibi_bias(p, sq, sk, dev, dt, rows=(r0, r1))
+            if (
+                p.biased
+            ):  # the score bias (ALiBi, relative position) after the cap, before the mask (no gradient: dS unchanged)
+                s = s + score_bias(p, sq, sk, dev, dt, rows=(r0, r1))
             s = s.masked_fill(~allowed_mask(p, sq, sk, dev, rows=(r0, r1)), float("-inf"))
             lse_h = lse_given[sl].transpose(0, 1)  # [Hq, c]
             seen = ~torch.isneginf(lse_h)

@@ -7,7 +7,8 @@
              alone makes (the error budget's yardstick, as FlashAttention's tests do).
 Gradients come from torch autograd of a plain softmax(QK^T) V, one sequence at a time
 (with ``Problem.softcap``, softmax(softcap * tanh(scale QK^T / softcap)) V; with
-``Problem.alibi_slopes``, the bias ``alibi_bias`` added after the cap, before the mask).
+``Problem.alibi_slopes`` or ``Problem.rel_bias``, the bias ``score_bias`` added after the cap,
+before the mask).
 
 ``rows_reference(inputs, precision, max_elements)``: the same computation, its query rows
 taken in chunks of at most ``max_elements`` scores, so a long problem's naive yardstick fits
@@ -44,7 +45,7 @@ def allowed_mask(problem: Problem, sq: int, sk: int, device="cpu", rows: tuple[i
     return ok
 
 
-def alibi_bias(
+def score_bias(
     problem: Problem,
     sq: int,
     sk: int,
@@ -53,20 +54,28 @@ def alibi_bias(
     rows: tuple[int, int] | None = None,
     cols: tuple[int, int] | None = None,
 ) -> torch.Tensor | None:
-    """[heads_q, rows, keys]: the ALiBi bias -slope_h * |i + offset - j| of one (sq, sk) sequence
-    (Problem's module docstring), rows r0..r1-1 with ``rows``, keys c0..c1-1 with ``cols``; None
-    without ALiBi. The float32
-    slopes times the integer distance in float64 for the truth; in float32 for every other
-    ``dtype`` (as a kernel forms it, then cast to ``dtype``)."""
-    if problem.alibi_slopes is None:
+    """[heads_q, rows, keys]: the score bias of one (sq, sk) sequence (Problem's module docstring),
+    rows r0..r1-1 with ``rows``, keys c0..c1-1 with ``cols``; None without one. ALiBi's
+    -slope_h * |i + offset - j| plus the relative-position table's entry
+    table[h][clamp(j - (i + offset), -R, R) + R]. The float32 slopes times the integer distance
+    (plus the float32 entry) in float64 for the truth; in float32 for every other ``dtype`` (as a
+    kernel forms it, then cast to ``dtype``)."""
+    if not problem.biased:
         return None
     r0, r1 = rows if rows is not None else (0, sq)
     c0, c1 = cols if cols is not None else (0, sk)
     work = torch.float64 if dtype == torch.float64 else torch.float32
-    i = torch.arange(r0, r1, device=device, dtype=work).unsqueeze(1) + problem.mask_offset(sq, sk)
-    dist = (torch.arange(c0, c1, device=device, dtype=work).unsqueeze(0) - i).abs_()
-    slopes = torch.tensor(problem.alibi_slopes, dtype=work, device=device).view(-1, 1, 1)
-    return (-slopes * dist).to(dtype)
+    i = torch.arange(r0, r1, device=device, dtype=torch.int64).unsqueeze(1) + problem.mask_offset(sq, sk)
+    rel = torch.arange(c0, c1, device=device, dtype=torch.int64).unsqueeze(0) - i  # j - (i + offset)
+    bias = torch.zeros(problem.heads_q, r1 - r0, c1 - c0, dtype=work, device=device)
+    if problem.alibi_slopes is not None:
+        slopes = torch.tensor(problem.alibi_slopes, dtype=work, device=device).view(-1, 1, 1)
+        bias -= slopes * rel.abs().to(work)
+    if problem.rel_bias is not None:
+        r = problem.rel_distance
+        table = torch.tensor(problem.rel_bias, dtype=work, device=device)  # [Hq, 2R + 1]
+        bias += table[:, (rel.clamp(-r, r) + r)]  # [Hq, rows, keys]
+    return bias.to(dtype)
 
 
 def capped(s: torch.Tensor, softcap: float | None, tanh=torch.tanh) -> torch.Tensor:
@@ -78,8 +87,8 @@ def capped(s: torch.Tensor, softcap: float | None, tanh=torch.tanh) -> torch.Ten
 
 def probabilities(q, kx, sink, allowed, scale, softcap=None, tanh=torch.tanh, bias=None):
     """(P [Hq, sq, sk], the row shift m, the row sums) of one sequence: q [sq,Hq,D] against
-    kx [sk,Hq,D] (K already per query head), sink [Hq] or None, ``bias`` [Hq, sq, sk] (ALiBi's,
-    ``alibi_bias``) or None; rows that see nothing get P = 0."""
+    kx [sk,Hq,D] (K already per query head), sink [Hq] or None, ``bias`` [Hq, sq, sk] (ALiBi's and/or the
+    relative-position table's, ``score_bias``) or None; rows that see nothing get P = 0."""
     s = capped(torch.einsum("qhd,khd->hqk", q, kx) * scale, softcap, tanh)  # capped before the mask
     if bias is not None:  # after the cap, before the mask (FlashAttention 2's order)
         s = s + bias
@@ -144,7 +153,7 @@ def reference(inputs: Inputs, precision: str = "float64", tanh=torch.tanh) -> Ou
             p.group,
             p.softcap,
             tanh,
-            alibi_bias(p, sq, sk, q.device, dt),
+            score_bias(p, sq, sk, q.device, dt),
         )
         outs.append((q0, sq, ob))
         lse[q0 : q0 + sq] = lb.float()
@@ -218,7 +227,7 @@ def rows_reference(inputs: Inputs, precision: str = "same", max_elements: int = 
                 p.scale,
                 p.group,
                 p.softcap,
-                bias=alibi_bias(p, sq, sk, dev, dt, rows=(r0, r1)),
+                bias=score_bias(p, sq, sk, dev, dt, rows=(r0, r1)),
             )
             leaves = [q, k, v] + ([sink] if sink is not None else [])
             grads = torch.autograd.grad(ob, leaves, x.do[q0 + r0 : q0 + r1].to(dt), allow_unused=True)

@@ -22,7 +22,7 @@ import torch
 from difftest.model.inputs import Inputs, torch_dtype
 from difftest.model.outputs import Outputs
 
-from .reference import alibi_bias, allowed_mask, probabilities
+from .reference import allowed_mask, probabilities, score_bias
 
 F64 = torch.float64
 
@@ -63,7 +63,7 @@ def input_dtype_running_sum(inputs: Inputs, block_m: int, base: Outputs) -> Outp
             p.scale,
             p.group,
             p.softcap,
-            alibi_bias(p, sq, sk, q.device),
+            score_bias(p, sq, sk, q.device),
         )
         for h in range(p.heads_q):
             g = h // p.group

@@ -27,7 +27,10 @@ The dimensions, each only where the capability and profile reach two or more val
   varlen with unused tail tokens);
 - ``sinks``, ``softcap`` (none or capped) and ``alibi`` (none or slopes: in turn the paper's
   geometric slopes, one slope per head that differ inside a GQA group, one that dominates the
-  typical logit, a negative one) where declared, ``layout``, and ``softmax_scale`` where the
+  typical logit, a negative one) and ``relpos`` (none, or a relative-position table: ``small``
+  entries, ``dominant`` ones that decide the rows, ``clamp_edges``: the interior zero and the
+  two edges large, so only keys beyond R carry a bias; each query head its own row, so a GQA
+  head-mapping fault shows) where declared, ``layout``, and ``softmax_scale`` where the
   compile key names it;
 - ``sparsity`` (none, a block-sparse mask, one at its edges: a row with no block or every block
   dropped; a top-k selection, one with invalid and duplicate slots), where the capability
@@ -46,10 +49,10 @@ from covertable import make_async
 
 from difftest.model.capability import Capability
 from difftest.model.layouts import Layout
-from difftest.model.problem import MAX_ALIBI_SLOPE, Problem, ProblemError, standard_alibi_slopes
+from difftest.model.problem import MAX_ALIBI_SLOPE, MAX_REL_BIAS, Problem, ProblemError, standard_alibi_slopes
 from difftest.model.profiles import get_profile
 
-from .coverage import logit_scale
+from .coverage import logit_scale, rel_kinds
 from .layouts import declared
 from .masks import UNMASKED_ALIGN, mask_kinds
 from .shapes import min_lengths
@@ -58,6 +61,8 @@ from .values import (
     ALIBI_MAX,
     ALIBI_RELATIVE,
     DTYPE_ORDER,
+    REL_MAX,
+    REL_RELATIVE,
     SINK_CENTERS,
     SOFTCAP_RANGE,
     SOFTCAP_RELATIVE,
@@ -74,6 +79,7 @@ MASKS = ("none", "causal", "window_left", "window_right", "window_both", "causal
 NEGATIVE_MASKS = ("window_negative", "window_crossed")
 SOFTCAP = ("none", "capped")
 ALIBI = ("none", "slopes")
+RELPOS = ("none", "small", "dominant", "clamp_edges")
 BATCHINGS = ("dense", "batched", "varlen", "varlen_empty_q", "varlen_empty_k", "varlen_pad_tail")
 RELATIONS = ("equal", "q_shorter", "q_longer")
 # decode: one query against many keys, every sequence (a decoding step): kernels route it to
@@ -171,6 +177,8 @@ def dimensions(capability: Capability, profile="ci") -> tuple[Dimension, ...]:
         add("softcap", SOFTCAP)
     if c.alibi:
         add("alibi", ALIBI)
+    if c.rel_bias:
+        add("relpos", RELPOS)
     add("layout", declared(c))
     if "softmax_scale" in c.compile_key and c.softmax_scale:
         add("softmax_scale", ("default", "custom"))
@@ -291,6 +299,8 @@ def values_of(p: Problem, capability: Capability, dims) -> dict:
             v = {"none" if p.softcap is None else "capped"}
         elif n == "alibi":
             v = {"none" if p.alibi_slopes is None else "slopes"}
+        elif n == "relpos":
+            v = rel_kinds(p, logit_scale(p)) if p.rel_bias is not None else {"none"}
         else:  # pragma: no cover - dimensions() names only the above
             raise KeyError(n)
         out[n] = v & set(d.values)
@@ -476,6 +486,11 @@ def attempt(
         f["alibi_slopes"] = None
     elif config.get("alibi") == "slopes":
         f["alibi_slopes"] = _alibi_slopes(f, variant)
+    rel = config.get("relpos")
+    if rel == "none":
+        f["rel_bias"] = None
+    elif rel is not None:
+        f["rel_bias"] = _rel_table(f, rel, variant, rng)
     try:
         p = Problem(**f).validate()
     except (ProblemError, TypeError, ValueError) as e:
@@ -504,6 +519,34 @@ def _alibi_slopes(f: dict, variant: int) -> tuple:
         top = ALIBI_MAX.get(str(f.get("dtype")), MAX_ALIBI_SLOPE)
         return (min(top, float(f"{ALIBI_RELATIVE[0] * max(typical, 1e-3):.3g}")),) * heads
     return (-0.25,) * heads
+
+
+def _rel_table(f: dict, kind: str, variant: int, rng: random.Random) -> tuple:
+    """A configuration's relative-position table of ``kind`` (RELPOS), each query head its own
+    row: ``small`` entries in [-1, 1] (R = 2, 1, 3 in turn); ``dominant`` ones up to
+    REL_RELATIVE[1] typical logits, one entry that large in every row (R = 2, 4, 1 in turn);
+    ``clamp_edges``: the interior zero, the left edge +b_h and the right one -b_h (R = 1, 2 in
+    turn, b_h large and different per head)."""
+    heads = int(f.get("heads_q", 1))
+    try:
+        typical = abs(logit_scale(Problem(**{**f, "rel_bias": None})))
+    except (TypeError, ValueError):
+        typical = 1.0
+    top = REL_MAX.get(str(f.get("dtype")), MAX_REL_BIAS)
+    big = min(top, float(f"{REL_RELATIVE[1] * max(typical, 1e-3):.3g}"))
+    if kind == "small":
+        r = (2, 1, 3)[variant % 3]
+        return tuple(tuple(round(rng.uniform(-1.0, 1.0), 3) for _ in range(2 * r + 1)) for _ in range(heads))
+    if kind == "dominant":
+        r = (2, 4, 1)[variant % 3]
+        rows = []
+        for _ in range(heads):
+            row = [round(big * rng.uniform(-1.0, 1.0), 3) for _ in range(2 * r + 1)]
+            row[rng.randrange(2 * r + 1)] = big * rng.choice((1.0, -1.0))
+            rows.append(tuple(row))
+        return tuple(rows)
+    r = (1, 2)[variant % 2]
+    return tuple((b,) + (0.0,) * (2 * r - 1) + (-b,) for b in (big * (1 - h / (2 * heads)) for h in range(heads)))
 
 
 def _within(p: Problem, prof) -> bool:

@@ -3,7 +3,8 @@
 The features are the classes of bugs attention backward kernels are known to have (varlen,
 GQA/MQA, causal alignment, tails, sinks, value-dependent bugs, softcap against the logits'
 scale, negative and crossed window bounds, ALiBi: dominant, negative, per head inside a GQA group,
-off the diagonal's default alignment), plus the memory layouts (``layout:<kind>``) and
+off the diagonal's default alignment; a relative-position table: dominant, per head inside a GQA
+group, clamped distances, asymmetric, off the default alignment), plus the memory layouts (``layout:<kind>``) and
 sparse masks (``sparse:<edge>``, strategies/sparsity.py).
 ``expected_features`` lists those a capability and profile make reachable, so a test can
 demand that a fixed budget of draws hits every one.
@@ -56,6 +57,63 @@ def softcap_class(cap: float, typical: float) -> str:
 
 
 ALIBI_DOMINANT = 4.0  # a slope this many typical logits per key of distance: rows one-hot on the nearest key
+
+
+REL_DOMINANT = 4.0  # a table entry this many typical logits: the bias decides the row's softmax
+REL_SMALL_MAX = 1.0  # a table whose entries are all this small nudges the logits
+
+
+def rel_clamped(p: Problem) -> bool:
+    """Some query and key of a non-empty sequence lie farther apart than the table's R (from the
+    query's diagonal, masked or not): they share the table's edge entry."""
+    r = p.rel_distance
+    for sq, sk in zip(p.seqlens_q, p.seqlens_k):
+        if sq and sk:
+            o = p.mask_offset(sq, sk)
+            if max(sk - 1 - o, sq - 1 + o) > r:  # the farthest key right of / left of a diagonal
+                return True
+    return False
+
+
+def rel_kinds(p: Problem, typical: float) -> set[str]:
+    """The kinds of a relative-position table (the configuration dimension ``relpos``'s values):
+    ``small`` (every entry at most REL_SMALL_MAX), ``dominant`` (an entry of REL_DOMINANT typical
+    logits or more: the bias decides rows), ``clamp_edges`` (R >= 1, the interior zero, both
+    edge entries not: the keys beyond R carry the bias); empty without a table."""
+    if p.rel_bias is None:
+        return set()
+    top = max(abs(x) for row in p.rel_bias for x in row)
+    out = set()
+    if top <= REL_SMALL_MAX:
+        out.add("small")
+    if top >= REL_DOMINANT * max(abs(typical), 1e-30):
+        out.add("dominant")
+    if p.rel_distance >= 1 and all(row[0] and row[-1] and not any(row[1:-1]) for row in p.rel_bias):
+        out.add("clamp_edges")
+    return out
+
+
+def rel_features(p: Problem, typical: float) -> set[str]:
+    """The relative-position table's features: ``relpos``; ``relpos:dominant`` (rel_kinds);
+    ``relpos:gqa_heads`` (rows that differ inside a GQA group: a head-mapping fault shows);
+    ``relpos:clamped`` (a distance beyond R: the edge entries shared); ``relpos:asymmetric``
+    (entry +d differs from entry -d: a distance of the wrong sign shows); ``relpos:offset``
+    (sq != sk: the diagonal's alignment matters)."""
+    if p.rel_bias is None:
+        return set()
+    f = {"relpos"}
+    if "dominant" in rel_kinds(p, typical):
+        f.add("relpos:dominant")
+    G = p.group
+    if G > 1 and any(len(set(p.rel_bias[g * G : (g + 1) * G])) > 1 for g in range(p.heads_kv)):
+        f.add("relpos:gqa_heads")
+    if rel_clamped(p):
+        f.add("relpos:clamped")
+    if any(row != row[::-1] for row in p.rel_bias):
+        f.add("relpos:asymmetric")
+    if p.seqlens_q != p.seqlens_k:
+        f.add("relpos:offset")
+    return f
 
 
 def alibi_features(p: Problem, typical: float) -> set[str]:
@@ -179,6 +237,7 @@ def features(p: Problem, c: Capability) -> set[str]:
         f.add("softcap")
         f.add(f"softcap:{softcap_class(p.softcap, ls)}")
     f |= alibi_features(p, ls)
+    f |= rel_features(p, ls)
     if ls >= LARGE_LOGIT:
         f.add("logits:large")
     if ls <= VERY_NEGATIVE_LSE:
@@ -256,6 +315,10 @@ def expected_features(c: Capability, profile="ci") -> set[str]:
         e |= {"alibi", "alibi:dominant", "alibi:negative"}
         e |= {"alibi:gqa_heads"} if c.gqa and H >= 2 else set()
         e |= {"alibi:offset"} if c.seqlen_q_ne_k and c.aligns else set()
+    if c.rel_bias:
+        e |= {"relpos", "relpos:dominant", "relpos:clamped", "relpos:asymmetric"}
+        e |= {"relpos:gqa_heads"} if c.gqa and H >= 2 else set()
+        e |= {"relpos:offset"} if c.seqlen_q_ne_k and c.aligns else set()
     kinds = value_kinds(c)
     if "scaled" in kinds or "outlier_channels" in kinds:
         e.add("logits:large")

@@ -4,7 +4,8 @@
 covering the corners that fixed grids in other suites are built around: tile edges,
 seqlen_q != seqlen_k both ways with each causal alignment, fully masked rows, GQA/MQA,
 head_dim_qk != head_dim_v, every declared head dim, every dtype, empty and padded varlen batches, every window
-shape (negative and crossed bounds where declared), ALiBi slopes (geometric, per head inside GQA
+shape (negative and crossed bounds where declared), relative-position tables (per head inside GQA
+groups, dominant, the clamp boundary, asymmetric, each alignment), ALiBi slopes (geometric, per head inside GQA
 groups, dominant, negative, each alignment, varlen), softcaps near, far below and far above the
 logits, sinks far above and below the logits, and every value distribution at its
 largest scale, every declared memory layout, and the sparse masks' edges where declared.
@@ -144,6 +145,30 @@ def edge_problems(capability: Capability, profile="ci") -> list[Problem]:
                     "alibi_slopes": slopes,
                     **extra,
                 }
+            )
+        )
+
+    # relative-position tables: rows that differ inside each GQA group (R = 2) with a bottom-right
+    # causal mask on unequal lengths; one entry dominating at distance 0 (every row one-hot on its
+    # diagonal key), queries longer than keys; the clamp boundary (R = 1, interior zero, the edges
+    # large and opposite: only keys beyond R carry a bias); an asymmetric table with sinks and R = 0
+    # (a per-head constant); each declared alignment of an unmasked problem; a varlen batch with
+    # a window; ALiBi beside the table
+    per_head = tuple(tuple(0.5 * (h + 1) * (x - 2) + 0.25 * h for x in range(5)) for h in range(4))
+    asymmetric = ((2.0, -1.0, 0.0, 0.5, -3.0), (-0.5, 1.5, 1.0, -2.0, 0.25))
+    for hq, hkv, table, extra in (
+        (4, 2, per_head, dict(causal=True)),
+        (1, 1, ((0.0, 0.0, 200.0, 0.0, 0.0),), dict(seqlen_q=min(S, mid + 7), seqlen_k=min(S, 9))),
+        (2, 1, ((8.0, 0.0, -8.0), (-4.0, 0.0, 4.0)), {}),
+        (2, 2, asymmetric, dict(sinks=True, sink_center=2.0)),
+        (2, 1, ((3.0,), (-1.0,)), {}),
+        *((2, 1, asymmetric, dict(align=a)) for a in c.aligns),
+        (2, 1, asymmetric, dict(batch=2, seqlen_q=(5, mid), seqlen_k=(mid, 9), window_left=min(S, bn + 1))),
+        (2, 1, asymmetric, dict(causal=True, alibi_slopes=(0.5, 0.0625))),
+    ):
+        add(
+            base.replace(
+                **{"heads_q": hq, "heads_kv": hkv, "seqlen_q": min(S, 9), "seqlen_k": mid, "rel_bias": table, **extra}
             )
         )
 
@@ -376,7 +401,7 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
     p = p.replace(**ch)
     if not c.seqlen_q_ne_k and p.seqlen_q != p.seqlen_k:
         p = p.replace(seqlen_k=p.seqlen_q)
-    if not p.masked and not p.alibi:  # (ALiBi's distance has the mask's diagonal, masked or not)
+    if not p.masked and not p.biased:  # (ALiBi's and the table's distance: the mask's diagonal, masked or not)
         p = p.replace(align=UNMASKED_ALIGN)
     elif not c.aligns:  # masks only where alignment cannot matter: square problems
         if p.seqlens_q != p.seqlens_k:
@@ -389,6 +414,8 @@ def _fit(p: Problem, c: Capability, S: int, H: int) -> Problem | None:
         return None  # the corner is its cap: without it, it repeats another one
     if p.alibi and not c.alibi:
         return None  # the same for ALiBi's slopes
+    if p.rel and not c.rel_bias:
+        return None  # and for a relative-position table
     if p.layout.kind not in c.layouts:
         p = p.replace(layout=declared(c)[0])
     if p.heads_q > H:

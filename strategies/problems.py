@@ -41,6 +41,7 @@ from .values import (
     alibi_settings,
     clamp_scale,
     dtypes,
+    rel_bias_settings,
     sink_settings,
     softcap_settings,
     softmax_scales,
@@ -156,6 +157,16 @@ def _problems(draw, c: Capability, prof, warm, new_compile_p):
         f["align"] = draw(st.sampled_from(c.aligns))
     if f["alibi_slopes"] is not None and f["align"] not in c.aligns and seqs_q != seqs_k:
         f["alibi_slopes"] = None  # square ALiBi only: this kernel declares no diagonal for unequal lengths
+    # a relative-position table (none first): the same diagonal as ALiBi's
+    f["rel_bias"] = (
+        pin["rel_bias"]
+        if "rel_bias" in pin
+        else draw(rel_bias_settings(c, f["heads_q"], f["dtype"], logit_scale(Problem(**f))))
+    )
+    if f["rel_bias"] is not None and f["alibi_slopes"] is None and "causal" not in pin and not _masked(f) and c.aligns:
+        f["align"] = draw(st.sampled_from(c.aligns))
+    if f["rel_bias"] is not None and f["align"] not in c.aligns and seqs_q != seqs_k:
+        f["rel_bias"] = None  # square tables only: this kernel declares no diagonal for unequal lengths
 
     # 6. memory layout (contiguous first), inside what the interface accepts
     f["layout"] = pin["layout"] if "layout" in pin else draw(layouts(c, f["heads_q"], f["heads_kv"]))

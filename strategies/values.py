@@ -14,6 +14,8 @@ from difftest.model.problem import (
     CAPTURED,
     FP8_DTYPES,
     MAX_ALIBI_SLOPE,
+    MAX_REL_BIAS,
+    MAX_REL_DISTANCE,
     VALUE_KINDS,
     Problem,
     standard_alibi_slopes,
@@ -167,6 +169,57 @@ def alibi_settings(capability: Capability, heads_q: int, dtype: str, typical: fl
         st.lists(slope, min_size=heads_q, max_size=heads_q).map(tuple),
     )
     return st.integers(0, 3).flatmap(lambda k: slopes if k == 3 else st.none())
+
+
+# Relative-position bias tables (Problem.rel_bias): the clamp distance R (smallest first: R = 0 is
+# one entry per head, a per-head constant), and the entries' kinds: small ones (the logits still
+# decide), ones relative to the typical logit (REL_RELATIVE: the bias decides the row's softmax),
+# each head its own row (a GQA head-mapping fault shows), and a clamp-boundary table (interior
+# zero, the two edge entries large and of opposite signs: every key beyond R shares an edge, so a
+# distance clamped or signed wrongly moves the row's weight). A float16 entry stays at most
+# REL_MAX["float16"] so a bias plus ALiBi's stays inside float16 (an attn_mask carries it).
+REL_DISTANCES = (2, 1, 0, 3, 4, 8, MAX_REL_DISTANCE)
+REL_KINDS = ("small", "relative", "per_head", "clamp_edges")
+REL_SMALL = 1.0
+REL_RELATIVE = (4.0, 16.0)
+REL_MAX = {"float16": 256.0}  # else MAX_REL_BIAS
+
+
+def rel_bias_tables(dtype: str, heads_q: int, typical: float, kinds=REL_KINDS) -> st.SearchStrategy[tuple]:
+    """A relative-position table of ``heads_q`` rows: R from REL_DISTANCES, entries of one of
+    ``kinds`` (REL_KINDS's comment); float32 (the Problem rounds them)."""
+    top = REL_MAX.get(dtype, MAX_REL_BIAS)
+    big = sorted({min(top, float(f"{r * max(abs(typical), 1e-3):.3g}")) for r in REL_RELATIVE})
+
+    def table(r: int, kind: str) -> st.SearchStrategy[tuple]:
+        width = 2 * r + 1
+        small = st.floats(-REL_SMALL, REL_SMALL, allow_nan=False, allow_infinity=False, width=32)
+        large = st.sampled_from(big).flatmap(lambda b: st.sampled_from((b, -b)))
+        row = st.lists(st.one_of(small, large) if kind == "relative" else small, min_size=width, max_size=width)
+        if kind == "small":
+            return row.map(lambda x: (tuple(x),) * heads_q)
+        if kind == "relative":  # large entries where they fall: rows the bias decides
+            return row.map(lambda x: (tuple(x),) * heads_q)
+        if kind == "per_head":  # each query head its own row: a GQA group's heads differ
+            return st.lists(
+                st.one_of(row, large.map(lambda b: [b * (c - r) / max(r, 1) for c in range(width)])),
+                min_size=heads_q,
+                max_size=heads_q,
+            ).map(lambda rows: tuple(tuple(x) for x in rows))
+        # clamp_edges: interior zero, the far-left and far-right entries large and opposite
+        return large.map(lambda b: ((b,) + (0.0,) * (width - 2) + (-b,) if width > 1 else (b,),) * heads_q)
+
+    return st.tuples(st.sampled_from(REL_DISTANCES), st.sampled_from(kinds)).flatmap(lambda rk: table(*rk))
+
+
+def rel_bias_settings(
+    capability: Capability, heads_q: int, dtype: str, typical: float
+) -> st.SearchStrategy[tuple | None]:
+    """None (no table) three draws in four, else a relative-position table (``rel_bias_tables``).
+    Shrinks toward no table, then R = 2 with small entries shared by every head."""
+    if not capability.rel_bias or dtype in FP8_DTYPES:
+        return st.none()
+    return st.integers(0, 3).flatmap(lambda k: rel_bias_tables(dtype, heads_q, typical) if k == 3 else st.none())
 
 
 # ---------------------------------------------------------------- captured activations

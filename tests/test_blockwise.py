@@ -117,6 +117,32 @@ FEATURES = {
         alibi_slopes=(-0.75, 500.0),
         align="top_left",
     ),
+    # a relative-position table across tiles: rows that differ inside GQA groups in fp16 with a
+    # bottom-right causal mask and a softcap, R = 3 (most keys on the clamped entry); a varlen
+    # bf16 batch with sinks, ALiBi beside the table, one entry dominating (rows decided by it)
+    "relpos-fp16-gqa-causal-softcap": Problem(
+        batch=2,
+        seqlen_q=37,
+        seqlen_k=53,
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        softcap=3.0,
+        dtype="float16",
+        rel_bias=tuple(tuple(0.5 * (h + 1) * (c - 3) for c in range(7)) for h in range(4)),
+    ),
+    "relpos-varlen-bf16-dominant-alibi": Problem(
+        batch=3,
+        seqlen_q=(9, 40, 0),
+        seqlen_k=(20, 33, 5),
+        heads_q=2,
+        heads_kv=1,
+        dtype="bfloat16",
+        sinks=True,
+        alibi_slopes=(0.25, 0.0),
+        rel_bias=((-1.0, 0.0, 2.0, 0.5, 1.0), (0.0, 0.0, 0.0, 0.0, 400.0)),
+        align="top_left",
+    ),
 }
 
 

@@ -69,6 +69,7 @@ def test_the_defaults_claim_the_basics_only():
         (dict(head_dim_v=32), "head_dim"),
         (dict(softcap=5.0), "softcap"),
         (dict(alibi_slopes=(0.5, 0.25)), "ALiBi"),
+        (dict(rel_bias=((0.5,), (0.25,))), "relative-position bias"),
         (dict(batch=1, seqlen_q=(3,), seqlen_k=(4,)), "varlen"),
     ):
         assert why in (c.excludes(dense.replace(**change).validate()) or ""), change
@@ -102,3 +103,13 @@ def test_an_unmasked_alibi_problem_needs_its_alignment_declared():
     assert c.excludes(p.validate()) is None
     assert "ALiBi alignment top_left" in c.excludes(p.replace(align="top_left").validate())
     assert c.excludes(p.replace(align="top_left", seqlen_k=5).validate()) is None
+
+
+def test_an_unmasked_relative_position_problem_needs_its_alignment_declared():
+    """The table's distance has the mask's diagonal too: on unequal lengths an unmasked problem
+    with a table is outside a kernel whose ``aligns`` lack its align."""
+    c = Capability(rel_bias=True, aligns=("bottom_right",))
+    p = Problem(seqlen_q=5, seqlen_k=7, rel_bias=((0.5, 0.0, 1.0),))
+    assert c.excludes(p.validate()) is None
+    assert "relative-position bias alignment top_left" in c.excludes(p.replace(align="top_left").validate())
+    assert "relative-position bias unsupported" in Capability().excludes(p.validate())

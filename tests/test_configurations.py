@@ -462,6 +462,29 @@ def test_alibi_is_a_configuration_where_declared_and_realises_its_three_kinds_of
     assert len(set(dominant)) == 1 and dominant[0] > 1 and set(negative) == {-0.25}
 
 
+def test_relpos_is_a_configuration_where_declared_and_realises_each_kind_of_table():
+    """relpos (none, small, dominant, clamp_edges) is a dimension only where the capability
+    declares a relative-position table; each kind realises, in every variant, a Problem whose
+    table is of that kind (rel_kinds) with rows that differ inside its GQA group, and none
+    realises without a table."""
+    from difftest.kernels.blockwise import CAPABILITY as blockwise
+    from difftest.strategies.configurations import attempt, realise
+    from difftest.strategies.coverage import logit_scale, rel_kinds
+
+    dims = {d.name: d.values for d in dimensions(blockwise, "ci")}
+    assert dims["relpos"] == ("none", "small", "dominant", "clamp_edges")
+    assert "relpos" not in _names(Capability(window=True, causal=True, alibi=True))
+    assert realise({"relpos": "none"}, blockwise, "ci").rel_bias is None
+    for kind in ("small", "dominant", "clamp_edges"):
+        reach = set()
+        for variant in range(3):
+            p = attempt({"relpos": kind, "group": 2}, blockwise, "ci", variant=variant)
+            assert isinstance(p, Problem) and p.rel and p.group == 2, p
+            assert kind in rel_kinds(p, logit_scale(p)) and len(set(p.rel_bias)) == 2, p.short()
+            reach.add(p.rel_distance)
+        assert len(reach) >= 2, (kind, reach)  # R differs between a kind's variants
+
+
 def test_shards_split_the_coverage_phase_and_together_cover_what_one_campaign_does(tmp_path):
     """Under --shard I/N a shard plans rows for its own share of the tuples (shard.owns), so N
     shards of a compile-bound kernel cover N shares in the time of one (tests/test_compile_bound

@@ -135,6 +135,55 @@ def test_score_mod_subtracts_alibi_after_the_cap_and_nothing_at_zero_slopes():
     )
 
 
+REL_ROWS = ((1.5, -1.0, 0.5, 2.0, -2.5), (-0.5, 0.25, 3.0, -1.0, 0.0))
+REL_CASES = [
+    # per-head rows under GQA with a bottom-right causal mask, R = 2 (most keys on an edge entry)
+    Problem(seqlen_q=9, seqlen_k=30, heads_q=2, heads_kv=1, causal=True, rel_bias=REL_ROWS, **D),
+    # a varlen batch (the distance per sequence) top-left, a softcap, sinks, ALiBi beside the table
+    Problem(
+        batch=2,
+        seqlen_q=(5, 20),
+        seqlen_k=(20, 7),
+        heads_q=2,
+        heads_kv=2,
+        align="top_left",
+        softcap=2.0,
+        sinks=True,
+        alibi_slopes=(0.25, 0.5),
+        rel_bias=REL_ROWS,
+        **D,
+    ),
+    # the widest table and R = 0, one entry dominating the logits
+    Problem(seqlen_q=40, seqlen_k=40, rel_bias=(tuple(0.1 * (x - 16) for x in range(33)),), **D),
+    Problem(seqlen_q=6, seqlen_k=11, heads_q=2, heads_kv=2, rel_bias=((200.0,), (-3.0,)), dtype="bfloat16", **D),
+]
+
+
+@pytest.mark.parametrize("p", REL_CASES, ids=lambda p: p.short())
+def test_forward_adds_the_relative_position_table_as_the_truth_does(p):
+    """The table is a captured [heads_q, 33] tensor looked up at the clamped signed distance: the
+    forward is the truth's (flex has no table to compare with), and not the table-less one's."""
+    x = lay_out(make_inputs(p.validate()))
+    got, _ = FlexDynamicAdapter().translate(x, grad=False)
+    truth = reference(make_inputs(p), "float64")
+    tol = 1e-4 if p.dtype == "float32" else 2e-2
+    assert max_err(got.o, truth.o) < tol and max_err(got.lse, truth.lse) < tol
+    bare = reference(make_inputs(p.replace(rel_bias=None)), "float64")
+    assert max_err(got.lse, bare.lse) > 0.1
+
+
+def test_the_padded_table_is_the_clamped_one_and_zeros_without_a_table():
+    """Entry d + 16 of a padded row is the table's entry at clamp(d, -R, R): widening to R = 16
+    changes no lookup, so R is no graph difference; no table is a zero one (adds nothing)."""
+    p = Problem(heads_q=2, heads_kv=2, rel_bias=REL_ROWS, **D)
+    t = constants(p)["rel"]
+    assert t.shape == (2, 33)
+    for h in range(2):
+        for d in range(-16, 17):
+            assert float(t[h, d + 16]) == pytest.approx(p.rel_bias[h][min(2, max(-2, d)) + 2])
+    assert torch.equal(constants(p.replace(rel_bias=None))["rel"], torch.zeros(2, 33))
+
+
 def test_softcap_gradient_of_an_uncapped_score_is_exact():
     """The capped branch is evaluated on a safe divisor, so an uncapped problem's gradient
     through ``where`` is the scale alone (no NaN from the discarded branch)."""
@@ -155,7 +204,9 @@ def test_resolves_with_flex_capability_and_its_own_key(attr, name):
     for f in ("softmax_scale", "causal", "align", "window_left", "window_right", "softcap"):
         assert f in flex.capability.compile_key and f not in k.capability.compile_key
     assert "alibi_slopes" not in k.capability.compile_key  # slopes are a tensor: no recompile
-    assert replace(k.capability, compile_key=flex.capability.compile_key) == flex.capability
+    assert "rel_bias" not in k.capability.compile_key and k.capability.rel_bias  # a padded table: no recompile
+    assert not flex.capability.rel_bias  # flex's own score_mod knows no table
+    assert replace(k.capability, compile_key=flex.capability.compile_key, rel_bias=False) == flex.capability
     if not torch.cuda.is_available():
         assert "CUDA" in k.available()
 
@@ -166,7 +217,7 @@ def test_sparse_sibling_gives_flex_sparse_outputs(p):
     the lookup) built over its own mask_mod: the same outputs."""
     k = registry.get("difftest.kernels.flex_dynamic:sparse")
     assert k.name == "flex-dynamic-sparse" and "sparsity" in k.capability.compile_key
-    assert replace(k.capability, compile_key=FlexAdapter(sparse=True).capability.compile_key) == (
+    assert replace(k.capability, compile_key=FlexAdapter(sparse=True).capability.compile_key, rel_bias=False) == (
         FlexAdapter(sparse=True).capability
     )
     x = lay_out(make_inputs(p.validate()))

@@ -107,8 +107,9 @@ def _scale(t: torch.Tensor) -> float:
 # tests/test_oracles.py's problem classes; its two long ones (minutes under the interpreter,
 # which runs one Python call per program) replaced by shorter ones of the same kind; the capped
 # ones run eagerly by design (the fused passes know no tanh): test_a_capped_problem_never_fuses
-# capped or ALiBi-biased: the fused passes and the shift bound know neither (chunked runs them eagerly)
-CAPPED = {n: p for n, p in SKIP_CASES.items() if p.softcap is not None or p.alibi}
+# capped or biased (ALiBi, a relative-position table): the fused passes and the shift bound know
+# neither (chunked runs them eagerly)
+CAPPED = {n: p for n, p in SKIP_CASES.items() if p.softcap is not None or p.biased}
 CASES = {
     **{n: p for n, p in SKIP_CASES.items() if not n.startswith("long_") and n not in CAPPED},
     "causal_gqa_fp16": Problem(

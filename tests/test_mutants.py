@@ -333,8 +333,14 @@ NEW_DIMENSION = {  # mutant: its example off the dimension only it needs (no cap
     "alibi-slope-of-kv-head": dict(alibi_slopes=None),
     "alibi-distance-top-left": dict(alibi_slopes=None),
     "alibi-causal-column-bias": dict(alibi_slopes=None),
+    "relpos-ignored-bwd": dict(rel_bias=None),
+    "relpos-row-of-kv-head": dict(rel_bias=None),
+    "relpos-distance-sign-flipped": dict(rel_bias=None),
+    "relpos-distance-top-left": dict(rel_bias=None),
+    "relpos-clamp-right-only": dict(rel_bias=None),
 }
 ALIBI_MUTANTS = sorted(n for n in NEW_DIMENSION if n.startswith("alibi-"))
+RELPOS_MUTANTS = sorted(n for n in NEW_DIMENSION if n.startswith("relpos-"))
 # problems without ALiBi where each ALiBi mutant's hook would matter if it leaked: GQA with a
 # bottom-right causal mask on unequal lengths, a varlen batch across tiles, sinks and a softcap
 WITHOUT_ALIBI = [
@@ -393,4 +399,25 @@ def test_a_ci_campaign_kills_every_alibi_mutant_from_its_coverage_rows():
     dimension where declared), so each ALiBi mutant dies within its budget (about a second each
     on an idle 2-core box; 17-49 s when only the draws and the edge corpus reached ALiBi)."""
     report = mutants_cmd.run_mutants(ALIBI_MUTANTS, "ci", per_mutant_budget=60, shrink_budget=10)
+    assert all(r.killed for r in report.rows), mutants_cmd.render_markdown(report)
+
+
+@pytest.mark.parametrize("name", RELPOS_MUTANTS)
+def test_relpos_mutants_are_the_clean_kernel_bit_for_bit_without_a_table(name):
+    """Only the relative-position table kills them: on problems without one (the ALiBi ones
+    above, and one with ALiBi) each computes the clean kernel's outputs exactly."""
+    m = catalogue.MUTANTS[name]
+    assert m.bug_class == "relpos"
+    for p in WITHOUT_ALIBI + [WITHOUT_ALIBI[0].replace(alibi_slopes=(0.5, 0.25, 0.125, 1.0))]:
+        x = make_inputs(p.validate())
+        got, want = m.make().run(x), m.make_clean().run(x)
+        for n in ("o", "lse", "dq", "dk", "dv"):
+            assert torch.equal(getattr(got, n), getattr(want, n)), (name, n, p.short())
+
+
+def test_a_ci_campaign_kills_every_relpos_mutant_from_its_coverage_rows():
+    """Unattended, no hand-picked problem: ci's coverage phase plans the relative-position table
+    (the configuration dimension relpos where declared) and its edge corners run first, so each
+    relpos mutant dies within its budget (results/relpos.md)."""
+    report = mutants_cmd.run_mutants(RELPOS_MUTANTS, "ci", per_mutant_budget=60, shrink_budget=10)
     assert all(r.killed for r in report.rows), mutants_cmd.render_markdown(report)

@@ -96,6 +96,32 @@ CASES = {
     ),
     "alibi_zero_tiny_negative": Problem(seqlen_q=5, seqlen_k=5, heads_q=3, alibi_slopes=(0.0, 1e-6, -0.3), **S),
     "alibi_one_hot": Problem(seqlen_q=6, seqlen_k=9, alibi_slopes=(1000.0,), **S),
+    # a relative-position table: rows that differ inside a GQA group under a bottom-right causal
+    # mask, R = 2 so most keys sit on a clamped edge entry; a varlen batch with top-left
+    # alignment, a softcap, sinks and ALiBi beside it; R = 0 (one entry per head: a constant)
+    "relpos_gqa_causal": Problem(
+        batch=2,
+        seqlen_q=4,
+        seqlen_k=7,
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        rel_bias=tuple(tuple(0.3 * (h + 1) * (c - 2) + 0.1 * h for c in range(5)) for h in range(4)),
+        **S,
+    ),
+    "relpos_varlen_top_left_softcap_sinks_alibi": Problem(
+        batch=3,
+        seqlen_q=(4, 0, 6),
+        seqlen_k=(6, 2, 3),
+        heads_q=2,
+        align="top_left",
+        softcap=2.0,
+        sinks=True,
+        alibi_slopes=(0.75, -0.5),
+        rel_bias=((1.5, -2.0, 0.5, 3.0, -1.0, 0.0, 2.5), (0.0, 0.25, -0.5, 1.0, 4.0, -3.0, 0.125)),
+        **S,
+    ),
+    "relpos_r0": Problem(seqlen_q=5, seqlen_k=3, heads_q=2, rel_bias=((2.0,), (-7.0,)), **S),
     # a window right of the diagonal; crossed bounds (no key: not full attention)
     "negative_window_left": Problem(seqlen_q=5, seqlen_k=9, window_left=-2, window_right=3, **S),
     "negative_window_right_top_left": Problem(
@@ -143,6 +169,16 @@ def naive(p: Problem, q, k, v, do, sink):
                 for i in range(sq):
                     for j in range(sk):
                         bias[b, h, i, j] = -m * abs(i + off - j)
+        scores = scores + bias
+    if p.rel_bias is not None:  # beside ALiBi's: table[h][clamp(j - (i + offset), -R, R) + R] per sequence
+        R = (len(p.rel_bias[0]) - 1) // 2
+        bias = torch.zeros(B, Hq, Sq, Sk, dtype=torch.float64)
+        for b, (sq, sk) in enumerate(zip(p.seqlens_q, p.seqlens_k)):
+            off = sk - sq if p.align == "bottom_right" else 0
+            for h, row in enumerate(p.rel_bias):
+                for i in range(sq):
+                    for j in range(sk):
+                        bias[b, h, i, j] = row[min(R, max(-R, j - i - off)) + R]
         scores = scores + bias
     scores = scores.masked_fill(~visible[:, None], -math.inf)
     cols = [scores]
@@ -955,3 +991,18 @@ def test_alibi_changes_the_truth_and_a_dominant_slope_makes_rows_one_hot():
     out = chunked_reference(x, "float64")
     diagonal = torch.arange(6) + 3
     assert torch.allclose(out.o[:, 0], x.v[diagonal, 0].double(), atol=1e-12)
+
+
+def test_the_relative_position_table_changes_the_truth_and_a_dominant_entry_decides_the_row():
+    """Not vacuous: the biased truth differs from the unbiased one, and from the one whose GQA
+    group shares the key head's row; an entry of 1000 at distance 0 (every other entry 0) puts all
+    of a row's weight on its diagonal key (i + seqlen_k - seqlen_q): O is that key's V."""
+    p = CASES["relpos_gqa_causal"]
+    truth = reference(make_inputs(p))
+    assert max_err(truth, reference(make_inputs(p.replace(rel_bias=None))))["dq"] > 1e-2
+    kv_rows = tuple(p.rel_bias[h // p.group] for h in range(p.heads_q))
+    assert max_err(truth, reference(make_inputs(p.replace(rel_bias=kv_rows))))["o"] > 1e-3
+    one_hot = Problem(seqlen_q=6, seqlen_k=9, rel_bias=((0.0, 0.0, 1000.0, 0.0, 0.0),), **S)
+    x = make_inputs(one_hot)
+    out = chunked_reference(x, "float64")
+    assert torch.allclose(out.o[:, 0], x.v[torch.arange(6) + 3, 0].double(), atol=1e-12)

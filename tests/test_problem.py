@@ -60,6 +60,20 @@ INVALID = [
     ("alibi_slopes", (True,), {}, "None (off) or a list of heads_q=1 finite floats"),
     ("alibi_slopes", 0.5, {}, "None (off) or a list of heads_q=1 finite floats"),
     ("alibi_slopes", (0.5,), dict(dtype="float8_e4m3fn"), "None with an FP8 dtype"),
+    ("rel_bias", ((0.5,), (0.25,)), {}, "None (off) or heads_q=1 lists"),
+    ("rel_bias", ((0.5, 0.25),), {}, "of the same odd length 2R + 1 <= 33"),
+    ("rel_bias", ((0.0,) * 35,), {}, "of the same odd length 2R + 1 <= 33"),
+    ("rel_bias", ((),), {}, "None (off) or heads_q=1 lists"),
+    ("rel_bias", (), {}, "None (off) or heads_q=1 lists"),
+    ("rel_bias", ((0.5, float("nan"), 0.0),), {}, "finite floats of magnitude at most 1000"),
+    ("rel_bias", ((float("inf"),),), {}, "finite floats of magnitude at most 1000"),
+    ("rel_bias", ((2000.0,),), {}, "finite floats of magnitude at most 1000"),
+    ("rel_bias", ((True,),), {}, "None (off) or heads_q=1 lists"),
+    ("rel_bias", ("abc",), {}, "None (off) or heads_q=1 lists"),
+    ("rel_bias", (0.5,), {}, "None (off) or heads_q=1 lists"),
+    ("rel_bias", 0.5, {}, "None (off) or heads_q=1 lists"),
+    ("rel_bias", ((1.0, 2.0, 3.0), (1.0,)), dict(heads_q=2), "of the same odd length"),
+    ("rel_bias", ((0.5,),), dict(dtype="float8_e4m3fn"), "None with an FP8 dtype"),
     ("values", "uniform", {}, f"one of {VALUE_KINDS}"),
     ("value_scale", -1.0, {}, "a finite float > 0"),
     ("value_scale", float("inf"), {}, "a finite float > 0"),
@@ -155,6 +169,9 @@ ROUND_TRIP = [
     Problem(input_version=1, seed=9),
     Problem(seqlen_q=5, seqlen_k=9, window_left=-3, window_right=1, softcap=12.5),
     Problem(batch=2, seqlen_q=(3, 5), seqlen_k=(4, 2), heads_q=3, alibi_slopes=(0.1, -2.5, 0.0), align="top_left"),
+    Problem(
+        heads_q=2, heads_kv=1, causal=True, rel_bias=((0.1, -2.5, 0.0), (1e-6, 999.0, -3.0)), alibi_slopes=(0.5, 0.25)
+    ),
 ]
 
 
@@ -312,3 +329,24 @@ def test_standard_alibi_slopes_are_the_papers():
     assert standard_alibi_slopes(8) == tuple(2.0**-h for h in range(1, 9))
     assert standard_alibi_slopes(1) == (2.0**-8,)
     assert standard_alibi_slopes(6) == (2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3)
+
+
+def test_the_relative_position_table_is_float32_per_query_head_and_absent_from_old_json():
+    """A table entry is stored as the float32 a kernel is handed; JSON without the field is no
+    table; query i and key j read entry clamp(j - (i + offset), -R, R) + R of their head's row, with
+    the mask's offset (bottom-right: j - (i + sk - sq)); heads_q changes keep a row per head."""
+    p = Problem(heads_q=2, rel_bias=[[0.1, 0.0, 0.3], [1.0, 2.0, 3.0]]).validate()
+    assert p.rel_bias == ((0.10000000149011612, 0.0, 0.30000001192092896), (1.0, 2.0, 3.0))
+    assert p.rel and p.biased and p.rel_distance == 1
+    assert Problem.from_json(p.to_json()) == p and p.to_dict()["rel_bias"] == [list(r) for r in p.rel_bias]
+    assert "rel_bias" not in Problem().to_dict() and not Problem().rel and not Problem().biased
+    old = {k: v for k, v in Problem(seed=3).to_dict().items() if k != "rel_bias"}
+    assert Problem.from_dict(old).rel_bias is None
+    br = Problem(seqlen_q=3, seqlen_k=6, rel_bias=((-2.0, -1.0, 0.0, 1.0, 2.0),))
+    # query 0's diagonal is key 3: keys 0..5 at distances -3..2, -3 clamped to -2
+    assert [br.rel_bias_at(0, 0, j, 3, 6) for j in range(6)] == [-2.0, -2.0, -1.0, 0.0, 1.0, 2.0]
+    assert [br.replace(align="top_left").rel_bias_at(0, 0, j, 3, 6) for j in range(6)] == [0.0, 1.0, 2.0, 2.0, 2.0, 2.0]
+    assert br.replace(heads_q=3).rel_bias == (br.rel_bias[0],) * 3
+    assert "relpos:R2:-2..2" in br.short() and "xH" in p.short()
+    with pytest.raises(ProblemError, match="rel_bias"):
+        Problem.from_dict({**Problem().to_dict(), "rel_bias": [[0.0] * 101]})

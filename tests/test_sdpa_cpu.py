@@ -61,6 +61,20 @@ CORPUS = [
         align="top_left",
         **D,
     ),
+    # a relative-position table in the same float mask: rows per query head under GQA with a
+    # bottom-right causal mask, and beside ALiBi unmasked
+    Problem(
+        seqlen_q=18,
+        seqlen_k=35,
+        heads_q=4,
+        heads_kv=2,
+        causal=True,
+        rel_bias=tuple(tuple(0.4 * (h - 1.5) * (c - 2) for c in range(5)) for h in range(4)),
+        **D,
+    ),
+    Problem(
+        seqlen_q=20, seqlen_k=20, heads_q=2, alibi_slopes=(0.3, 0.0), rel_bias=((1.0, -1.0, 0.5), (0.0, 2.0, -2.0)), **D
+    ),
 ]
 MATH_ONLY = [
     Problem(batch=2, seqlen_q=12, seqlen_k=19, heads_q=4, heads_kv=2, head_dim_qk=40, head_dim_v=24, causal=True)

@@ -336,3 +336,17 @@ def test_domain_shrinking_drops_alibi_then_its_per_head_slopes_unless_the_fault_
     assert biased.alibi_slopes == (0.5,), biased.short()  # one head, its first slope
     per_head, _ = simplify(start, lambda q: q.alibi and len(set(q.alibi_slopes[: q.group])) > 1)
     assert per_head.heads_q == 2 and per_head.heads_kv == 1 and per_head.alibi_slopes == (0.5, 2.0), per_head.short()
+
+
+def test_domain_shrinking_drops_the_table_then_its_per_head_rows_and_its_reach_unless_the_fault_needs_them():
+    rows = ((1.0, 2.0, 3.0, 4.0, 5.0), (-1.0, 0.5, 0.0, 8.0, 2.0), (0.0,) * 5, (7.0, 0.0, 0.0, 0.0, -7.0))
+    start = Problem(batch=2, seqlen_q=9, seqlen_k=14, heads_q=4, heads_kv=2, rel_bias=rows)
+    anything, _ = simplify(start, lambda q: True)
+    assert not anything.rel and anything.heads_q == 1, anything.short()
+    biased, _ = simplify(start, lambda q: q.rel)
+    assert biased.rel_bias == ((3.0,),), biased.short()  # one head, R = 0: its first row's centre
+    per_head, _ = simplify(start, lambda q: q.rel and len(set(q.rel_bias[: q.group])) > 1)
+    assert per_head.heads_q == 2 and per_head.heads_kv == 1 and per_head.rel_distance == 0, per_head.short()
+    assert per_head.rel_bias == ((3.0,), (0.0,)), per_head.short()
+    edge, _ = simplify(start, lambda q: q.rel and q.rel_distance >= 2)
+    assert edge.rel_distance == 2 and edge.heads_q == 1, edge.short()

@@ -369,3 +369,39 @@ def test_alibi_is_drawn_only_where_declared_and_reaches_its_edges():
         *(features(p, ALIBI) for p in corners)
     )
     assert {p.align for p in corners if not p.masked and p.seqlen_q != p.seqlen_k} == set(ALIBI.aligns)
+
+
+RELPOS = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max_batch=4, max_seqlen=64, rel_bias=True)
+RELPOS_FEATURES = {
+    "relpos",
+    "relpos:dominant",
+    "relpos:gqa_heads",
+    "relpos:clamped",
+    "relpos:asymmetric",
+    "relpos:offset",
+}
+
+
+def test_relative_position_tables_are_drawn_only_where_declared_and_reach_their_edges():
+    """One table row per query head, inside the capability (an unmasked problem on unequal lengths
+    carries a declared align); dominant entries, rows that differ inside a GQA group, distances
+    beyond R and asymmetric tables are drawn; no table stays the common case; float16 entries stay
+    at most 256; a capability without ``rel_bias`` never draws one. The edge corpus has the
+    dominant, per-head, clamp-boundary corners and each alignment of an unmasked problem."""
+    ps = draw_many(problems(RELPOS, "ci"), 400)
+    for p in ps:
+        assert RELPOS.excludes(p) is None, (p.short(), RELPOS.excludes(p))
+    seen = set().union(*(features(p, RELPOS) for p in ps))
+    assert RELPOS_FEATURES <= expected_features(RELPOS)
+    assert RELPOS_FEATURES <= seen, sorted(RELPOS_FEATURES - seen)
+    assert sum(not p.rel for p in ps) > len(ps) / 2
+    reach = {p.rel_distance for p in ps if p.rel}
+    assert 0 in reach and 1 in reach and len(reach) >= 4, reach
+    assert all(abs(x) <= 256 for p in ps if p.rel and p.dtype == "float16" for row in p.rel_bias for x in row)
+    assert not any(p.rel for p in drawn("broad")) and not RELPOS_FEATURES & expected_features(BROAD)
+    corners = [p for p in edge_problems(RELPOS) if p.rel]
+    assert {"relpos:gqa_heads", "relpos:dominant", "relpos:clamped", "relpos:asymmetric"} <= set().union(
+        *(features(p, RELPOS) for p in corners)
+    )
+    assert any(all(not any(row[1:-1]) and row[0] and row[-1] for row in p.rel_bias) for p in corners)  # clamp edges
+    assert {p.align for p in corners if not p.masked and p.seqlen_q != p.seqlen_k} == set(RELPOS.aligns)

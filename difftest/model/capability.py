@@ -8,7 +8,7 @@ The defaults claim the basics only: dense batches (every sequence the same lengt
 seqlen_q may differ from seqlen_k), one key/value head per query head, head_dim_v ==
 head_dim_qk, no mask, no sinks, no varlen, any softmax scale. Every feature beyond
 (``gqa``, ``causal``/``window`` and their ``aligns``, ``negative_window``,
-``varlen``/``empty_seqs``/``pad_tail``, ``sinks``, ``softcap``, ``alibi``, unequal head dims) is
+``varlen``/``empty_seqs``/``pad_tail``, ``sinks``, ``softcap``, ``alibi``, ``rel_bias``, unequal head dims) is
 opted in, so a kernel is never tested on something its author did not claim. ``aligns`` defaults to
 FlashAttention's bottom-right diagonal; a failure that needs a field left at its default is
 reported as a possible declaration problem naming that field (difftest/judge/declaration.py).
@@ -61,6 +61,9 @@ class Capability:
     # a per-query-head ALiBi bias -slope * |i + offset - j| (Problem.alibi_slopes, FA2's
     # alibi_slopes); its diagonal on unequal lengths is one of ``aligns``, masked or not
     alibi: bool = False
+    # a per-query-head relative-position bias table (Problem.rel_bias: T5/Swin's learned bias,
+    # entry clamp(j - (i + offset), -R, R) + R); its diagonal on unequal lengths is one of ``aligns``
+    rel_bias: bool = False
     values: tuple[str, ...] | None = None  # value distributions to draw (None: all)
     # memory layouts of q/k/v/dO the kernel's interface accepts (difftest/model/layouts.py);
     # contiguous only unless the adapter declares more, so no adapter meets a stride it
@@ -123,8 +126,9 @@ class Capability:
             return "sliding window unsupported"
         if any(w is not None and w < 0 for w in (p.window_left, p.window_right)) and not self.negative_window:
             return "negative window bound unsupported"
-        if (p.masked or p.alibi) and p.align not in self.aligns and p.seqlens_q != p.seqlens_k:
-            return f"{'mask' if p.masked else 'ALiBi'} alignment {p.align} unsupported"
+        if (p.masked or p.biased) and p.align not in self.aligns and p.seqlens_q != p.seqlens_k:
+            what = "mask" if p.masked else "ALiBi" if p.alibi else "relative-position bias"
+            return f"{what} alignment {p.align} unsupported"
         if p.varlen and not self.varlen:
             return "varlen unsupported"
         if p.varlen and not self.empty_seqs and (0 in p.seqlens_q or 0 in p.seqlens_k):
@@ -139,6 +143,8 @@ class Capability:
             return "softcap unsupported"
         if p.alibi and not self.alibi:
             return "ALiBi unsupported"
+        if p.rel and not self.rel_bias:
+            return "relative-position bias unsupported"
         if self.values is not None and p.values not in self.values:
             return f"value distribution {p.values} not in {self.values}"
         if p.layout.kind not in self.layouts:

@@ -36,6 +36,17 @@ Layout conventions used throughout difftest:
   gradient flows to it (none is compared), dS is unchanged. Any sign: a negative slope favours
   distant keys. The sink logit gets no bias. (FA2's causal kernel adds m_h * j only, the same
   P up to a per-row constant, so its LSE differs from this one by m_h (i + offset).)
+- Relative-position bias: with ``rel_bias`` = a table of heads_q rows of 2R + 1 float32 entries
+  (None: off; R = ``rel_distance``, at most MAX_REL_DISTANCE) query head h adds
+  table[h][clamp(j - (i + offset), -R, R) + R] to the logit of query i and key j of a sequence:
+  the learned bias of T5 (bucketed) and Swin (a table per clipped offset), here one bucket per
+  signed distance up to R, every farther key sharing the edge entry (index 0 left of the
+  diagonal, 2R right of it). The distance is ALiBi's, signed: the same mask offset, counted
+  inside each sequence of a varlen batch, one row per *query* head. It is added where ALiBi's
+  bias is (after the scale and the softcap, before the mask; both add when both are set); the
+  sink logit gets none. The table is a constant input: no gradient w.r.t. it is compared
+  (a kernel returning dBias would need one), dS is unchanged. Entries are rounded to float32
+  when the Problem is built, of magnitude at most MAX_REL_BIAS.
 - Sinks: one logit per query head joins the softmax denominator only (not scaled by
   softmax_scale): P_ij = exp(s_ij - LSE_i), LSE_i = log(sum_j exp(s_ij) + exp(sink_h)).
   dSink_h = -sum_i P_sink_i * Delta_i, the gradient of the loss w.r.t. the sink logit.
@@ -120,6 +131,10 @@ MAX_SOFTCAP = 1e4
 # ALiBi slopes: any float32 of at most this magnitude (a slope of 1e3 already makes every row
 # one-hot on its nearest key; the geometric slopes are 2^-8..2^-1/2)
 MAX_ALIBI_SLOPE = 1e3
+# relative-position bias table: distances clamped at R <= MAX_REL_DISTANCE (so the table is at
+# most heads_q x 33 entries in a reproducer's JSON), entries float32 of at most MAX_REL_BIAS
+MAX_REL_DISTANCE = 16
+MAX_REL_BIAS = 1e3
 OUTPUTS = ("o", "lse", "dq", "dk", "dv", "dsink")
 INPUT_VERSIONS = (1, 2)  # 1: serial CPU torch.Generator (JSON without the field); 2: counter-based
 LEGACY_INPUT_VERSION = 1
@@ -197,6 +212,10 @@ class Problem:
     # ALiBi: one float32 slope per query head, bias -slope * |i + offset - j| (module docstring);
     # None: off. Absent from the JSON when None, so JSON without it reads as before
     alibi_slopes: tuple[float, ...] | None = None
+    # relative-position bias: heads_q rows of 2R + 1 float32 entries, entry
+    # clamp(j - (i + offset), -R, R) + R added (module docstring); None: off. Absent from the
+    # JSON when None, so JSON without it reads as before
+    rel_bias: tuple[tuple[float, ...], ...] | None = None
     # values="captured": the capture file and where the window lies (difftest/model/capture.py);
     # absent from the JSON when None, so JSON without it reads as before
     capture: Any = None
@@ -215,6 +234,19 @@ class Problem:
                 self,
                 "alibi_slopes",
                 tuple(_float32(x) if _is_real(x) and abs(x) <= MAX_ALIBI_SLOPE else x for x in self.alibi_slopes),
+            )
+        if isinstance(self.rel_bias, (list, tuple)):  # JSON's lists; float32, as a kernel takes them
+            object.__setattr__(
+                self,
+                "rel_bias",
+                tuple(
+                    tuple(_float32(x) if _is_real(x) and abs(x) <= MAX_REL_BIAS else x for x in row)
+                    if isinstance(row, (list, tuple)) and len(row) <= 2 * MAX_REL_DISTANCE + 1
+                    else row
+                    for row in self.rel_bias
+                )
+                if len(self.rel_bias) <= MAX_HEADS
+                else self.rel_bias,
             )
         # softcap 0 means off (FlashAttention's and FA4's convention): one form, None
         if _is_real(self.softcap) and self.softcap == 0:
@@ -329,6 +361,34 @@ class Problem:
                 raise ProblemError(
                     "alibi_slopes",
                     slopes,
+                    f"None with an FP8 dtype ({self.dtype}): the FP8 yardstick (oracles/fp8.py) models no bias",
+                )
+        if self.rel_bias is not None:
+            table = self.rel_bias
+            width = len(table[0]) if isinstance(table, tuple) and table and isinstance(table[0], tuple) else -1
+            if (
+                not isinstance(table, tuple)
+                or len(table) != self.heads_q
+                or width < 1
+                or width % 2 != 1
+                or width > 2 * MAX_REL_DISTANCE + 1
+                or not all(
+                    isinstance(row, tuple)
+                    and len(row) == width
+                    and all(_is_real(x) and math.isfinite(x) and abs(x) <= MAX_REL_BIAS for x in row)
+                    for row in table
+                )
+            ):
+                raise ProblemError(
+                    "rel_bias",
+                    table,
+                    f"None (off) or heads_q={self.heads_q} lists (one per query head) of the same odd length "
+                    f"2R + 1 <= {2 * MAX_REL_DISTANCE + 1} of finite floats of magnitude at most {MAX_REL_BIAS:g}",
+                )
+            if self.dtype in FP8_DTYPES:
+                raise ProblemError(
+                    "rel_bias",
+                    table,
                     f"None with an FP8 dtype ({self.dtype}): the FP8 yardstick (oracles/fp8.py) models no bias",
                 )
         if self.values not in VALUE_KINDS and self.values != CAPTURED:
@@ -457,6 +517,29 @@ class Problem:
             return 0.0
         return -self.alibi_slopes[h] * abs(i + self.mask_offset(sq, sk) - j)
 
+    @property
+    def rel(self) -> bool:
+        """A relative-position bias applies (``rel_bias``)."""
+        return self.rel_bias is not None
+
+    @property
+    def rel_distance(self) -> int:
+        """R, the relative-position table's clamp distance (0 without a table)."""
+        return (len(self.rel_bias[0]) - 1) // 2 if self.rel_bias is not None else 0
+
+    def rel_bias_at(self, h: int, i: int, j: int, sq: int, sk: int) -> float:
+        """The relative-position bias query head ``h``'s query ``i`` adds to key ``j``'s logit in a
+        (sq, sk) sequence (0 without a table): table[h][clamp(j - (i + offset), -R, R) + R]."""
+        if self.rel_bias is None:
+            return 0.0
+        r = self.rel_distance
+        return self.rel_bias[h][min(r, max(-r, j - (i + self.mask_offset(sq, sk)))) + r]
+
+    @property
+    def biased(self) -> bool:
+        """A score bias applies: ALiBi's, the relative-position table's, or both."""
+        return self.alibi_slopes is not None or self.rel_bias is not None
+
     def key_range(self, i: int, sq: int, sk: int) -> tuple[int, int]:
         """Half-open range [lo, hi) of keys query i of a (sq, sk) sequence may see."""
         at = i + self.mask_offset(sq, sk)
@@ -486,6 +569,10 @@ class Problem:
             del d["alibi_slopes"]
         else:
             d["alibi_slopes"] = list(self.alibi_slopes)
+        if self.rel_bias is None:
+            del d["rel_bias"]
+        else:
+            d["rel_bias"] = [list(row) for row in self.rel_bias]
         if self.capture is None:
             del d["capture"]
         else:
@@ -516,10 +603,13 @@ class Problem:
     def replace(self, **changes: Any) -> "Problem":
         """A copy with ``changes``. A new ``heads_q`` without new ``alibi_slopes`` keeps one
         slope per query head: the first ``heads_q`` slopes, repeated in turn where there are
-        more heads than slopes (so shrinking, signatures and corners stay valid ALiBi problems)."""
+        more heads than slopes (so shrinking, signatures and corners stay valid ALiBi problems);
+        ``rel_bias`` keeps one table row per query head the same way."""
         hq = changes.get("heads_q")
         if self.alibi_slopes is not None and "alibi_slopes" not in changes and isinstance(hq, int) and hq >= 1:
             changes["alibi_slopes"] = tuple(self.alibi_slopes[h % len(self.alibi_slopes)] for h in range(hq))
+        if self.rel_bias is not None and "rel_bias" not in changes and isinstance(hq, int) and hq >= 1:
+            changes["rel_bias"] = tuple(self.rel_bias[h % len(self.rel_bias)] for h in range(hq))
         return dataclasses.replace(self, **changes)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -552,6 +642,9 @@ class Problem:
             # unmasked, the alignment shows nowhere else (it moves ALiBi's diagonal)
             align = f"-{self.align}" if not self.masked and self.align != "bottom_right" else ""
             parts.append(f"alibi:{alibi_short(self.alibi_slopes)}{align}")
+        if self.rel_bias is not None:
+            align = f"-{self.align}" if not self.masked and self.align != "bottom_right" else ""
+            parts.append(f"relpos:R{self.rel_distance}:{rel_short(self.rel_bias)}{align}")
         if self.values != "normal":
             parts.append(f"{self.values}x{self.value_scale:g}")
         if self.pad_tail:
@@ -573,6 +666,13 @@ def alibi_short(slopes: tuple[float, ...]) -> str:
     if len(set(slopes)) == 1:
         return f"{slopes[0]:.3g}"
     return f"{min(slopes):.3g}..{max(slopes):.3g}"
+
+
+def rel_short(table: tuple[tuple[float, ...], ...]) -> str:
+    """A relative-position table in a few characters: its range, ``xH`` where heads differ."""
+    flat = [x for row in table for x in row]
+    out = f"{flat[0]:.3g}" if len(set(flat)) == 1 else f"{min(flat):.3g}..{max(flat):.3g}"
+    return out + ("xH" if len(set(table)) > 1 else "")
 
 
 def _cumsum(xs: Iterable[int]) -> tuple[int, ...]:

@@ -98,6 +98,8 @@ def _mapped(need, value, names: set):
         return ("head_dim_qk", "head_dim_v"), lambda r: r["head_dim_qk"] != r["head_dim_v"]
     if need == "alibi" and "alibi" in names:
         return ("alibi",), lambda r: r["alibi"] == "slopes"
+    if need == "relpos" and "relpos" in names:
+        return ("relpos",), lambda r: r["relpos"] != "none"
     if need == "softmax_scale" and "softmax_scale" in names:
         return ("softmax_scale",), lambda r: r["softmax_scale"] == "custom"
     if need in ("head_dim_qk", "dtype", "layout", "align") and need in names:

@@ -9,7 +9,8 @@ still fails the same way and is strictly simpler, until none is.
 Simpler means a smaller ``complexity`` tuple, compared in the shrink order the project
 wants: fewer sequences, fewer heads, shorter sequences, no mask (no negative window side), no
 sparse mask (then the smallest one: ``Sparsity.complexity``), no sinks, no softcap, no ALiBi
-(then one slope for every head), plain values,
+(then one slope for every head), no relative-position table (then one row for every head, a
+shorter R), plain values,
 smaller head dims, the contiguous layout, seed 0.
 """
 
@@ -38,6 +39,10 @@ def complexity(p: Problem) -> tuple:
         int(p.alibi),
         len(set(p.alibi_slopes or ())),
         max((abs(m) for m in p.alibi_slopes or ()), default=0.0),
+        int(p.rel),
+        p.rel_distance,
+        len(set(p.rel_bias or ())),
+        max((abs(x) for row in p.rel_bias or () for x in row), default=0.0),
         int(p.values != "normal"),
         p.value_scale,
         int(p.softmax_scale is not None),
@@ -136,6 +141,15 @@ def neighbours(p: Problem, cap: Capability | None = None):
         top = max(p.alibi_slopes, key=abs)
         for slope in dict.fromkeys((p.alibi_slopes[0], top, 1.0, 0.5)):
             yield p.replace(alibi_slopes=(slope,) * p.heads_q)
+    if p.rel_bias is not None:  # no table; one row for every head (the first, the largest); a shorter R
+        yield p.replace(rel_bias=None)
+        top_row = max(p.rel_bias, key=lambda row: max(abs(x) for x in row))
+        for row in dict.fromkeys((p.rel_bias[0], top_row)):
+            yield p.replace(rel_bias=(row,) * p.heads_q)
+        r = p.rel_distance
+        for shorter in dict.fromkeys((0, r // 2, r - 1)):
+            if 0 <= shorter < r:  # the central 2 shorter + 1 entries (distance 0 stays in the middle)
+                yield p.replace(rel_bias=tuple(row[r - shorter : r + shorter + 1] for row in p.rel_bias))
     if p.sinks:
         yield p.replace(sinks=False, sink_center=0.0)
         if p.sink_center:

@@ -78,6 +78,7 @@ SWITCHES = (
     "sparse",
     "softcap",
     "alibi",
+    "relpos",
 )
 BOUNDS = ("batch>=", "heads_q>=", "seqlen_q>=", "seqlen_k>=")
 CHOICES = ("head_dim_qk", "dtype", "values", "layout", "align")
@@ -166,6 +167,7 @@ def _switch(p: Problem, name: str) -> bool:
         "sparse": p.sparse,
         "softcap": p.softcap is not None,
         "alibi": p.alibi,
+        "relpos": p.rel,
     }[name]
 
 
@@ -193,6 +195,8 @@ def _switched_off(p: Problem, name: str) -> Problem:
         return p.replace(softcap=None)
     if name == "alibi":
         return p.replace(alibi_slopes=None)
+    if name == "relpos":
+        return p.replace(rel_bias=None)
     return p.replace(softmax_scale=None)
 
 
