@@ -54,6 +54,21 @@ RETESTED = re.compile(
 # reports whose failure difftest's judge does not see (no reproducer JSON), and why
 NO_REPRODUCER = {
     "cudnn/REPORT-fp8-bwd-amax-short-seq.md": "the judge checks O, LSE and gradients; amax outputs are not judged",
+    # promoted 2026-12-07 from drafts (H100 run); packages without an adapter: a JSON needs one first
+    "adasplash/REPORT-bwd-preprocess-oob.md": "no adapter; and a write past delta leaves every output right",
+    "adasplash/REPORT-gqa-v1-path.md": "no adasplash adapter yet",
+    "chill-attention/REPORT-wheel-no-code.md": "a packaging bug: the wheel has no code, so no output to judge",
+    "ebt-flash/REPORT-additive-mask-ln2.md": "no ebt-flash adapter yet",
+    "ebt-flash/REPORT-head-dim-16.md": "no ebt-flash adapter yet (a compile error, no output)",
+    "flash-attn-triton/REPORT-import-triton34.md": "an import error: nothing runs, no output to judge",
+    "flash-attn-triton/REPORT-noncausal-padded-keys.md": "no flash-attn-triton adapter yet",
+    "flash-attn-triton/REPORT-seqlen-k-ne-q.md": "no flash-attn-triton adapter yet",
+    "flash-sparse-attn/REPORT-lse-descriptor-align.md": "no flash-sparse-attn adapter yet (a CUDA error, no output)",
+    "flash-sparse-attn/REPORT-seqused-k-backward.md": "no flash-sparse-attn adapter yet",
+    "jvp-flash/REPORT-head-dim-16.md": "a compile error, no output; a JSON from jvp-flash/REPLAY.md's problems is to do",
+    "jvp-flash/REPORT-mask-large-logits.md": "to do: a JSON from the problem in jvp-flash/REPLAY.md (jvp-flash-mask)",
+    "fla/REPORT-nsa-csr-oob.md": "stray CSR pairs leave O/dQ/dK/dV right; the suspected write gives no stable verdict",
+    "fla/REPORT-nsa-empty-seq.md": "to do: a JSON with make_reproducers.py (fla-nsa, empty_seqs; fla/REPLAY.md)",
 }
 SCRIPT_LINE = re.compile(r"^Script: `(repro_[a-z0-9_]+\.py)`", re.MULTILINE)
 

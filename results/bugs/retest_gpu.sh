@@ -13,11 +13,14 @@
 #     FA3JAX_SITE=/tmp/site-fa3jax   flash-attn3-jax 0.2.3 + einops wheels unzipped (jax 0.11.2 is on the device)
 #     FASTFLASH_SITE=/tmp/site-ff    fastflash-attention 0.2.0 wheel unzipped
 #     FLA_SITE=/tmp/site-fla         fla-core 0.6.0 + einops wheels unzipped
-#     JVP_SITE=/tmp/site-jvp         jvp-flash-attention 0.14.0 wheel unzipped (drafts: not yet run on a GPU)
+#     JVP_SITE=/tmp/site-jvp         jvp-flash-attention 0.14.0 wheel unzipped
+#     FAT_SITE=/tmp/site-fat ADA_SITE=/tmp/site-ada FSA_SITE=/tmp/site-fsa CHILL_SITE=/tmp/site-chill EBT_SITE=/tmp/site-ebt
+#         flash-attn-triton 0.1.1, adasplash 0.2.2, flash-sparse-attn 2.0.6 (+ triton_kernels), chill-attention 2.1.0,
+#         ebt-flash-attention 0.2.0: each wheel unzipped into its own folder (see each folder's REPLAY.md)
 #     TILEOPS_SITE=/tmp/site-tileops tileops bundle (tileops 0.1.0 + its tilelang 0.1.12): never mixed with SITE
 #     TILELANG_EXAMPLE=.device/example_gqa_bwd.py   the example file the tilelang-example reports are about
 #         (the posted one: awk 'NR>=45 && NR<=431' ../shared/seeds/004_*.txt > .device/example_gqa_bwd.py)
-# Five lanes run in parallel (compiles dominate; 16 cores); each script has its own time limit and the whole
+# Seven lanes run in parallel (compiles dominate; 16 cores); each script has its own time limit and the whole
 # run stops at DEADLINE_S (default 450 s), so it ends inside 8 minutes. One script's failure never stops the rest.
 #     OUT=/tmp/out bash results/bugs/retest_gpu.sh
 set -u
@@ -26,6 +29,8 @@ OUT=${OUT:?set OUT}
 SITE=${SITE:-/tmp/site} FA4_NEW=${FA4_NEW:-/tmp/fa4-new} CUDNN_SITE=${CUDNN_SITE:-/tmp/site-cudnn}
 FA3JAX_SITE=${FA3JAX_SITE:-/tmp/site-fa3jax} FASTFLASH_SITE=${FASTFLASH_SITE:-/tmp/site-ff}
 FLA_SITE=${FLA_SITE:-/tmp/site-fla} TILEOPS_SITE=${TILEOPS_SITE:-/tmp/site-tileops} JVP_SITE=${JVP_SITE:-/tmp/site-jvp}
+FAT_SITE=${FAT_SITE:-/tmp/site-fat} ADA_SITE=${ADA_SITE:-/tmp/site-ada} FSA_SITE=${FSA_SITE:-/tmp/site-fsa}
+CHILL_SITE=${CHILL_SITE:-/tmp/site-chill} EBT_SITE=${EBT_SITE:-/tmp/site-ebt}
 TILELANG_EXAMPLE=${TILELANG_EXAMPLE:-.device/example_gqa_bwd.py}
 DEADLINE_S=${DEADLINE_S:-450}
 DSL=$SITE/nvidia_cutlass_dsl/dsl_packages
@@ -92,9 +97,25 @@ lane_tilelang() {
   run fastflash/REPORT-small-head-dims fastflash-attention "$FASTFLASH_SITE:$SITE" 60 $B/fastflash/repro_small_head_dims.py
   run fa3-jax/REPORT-bwd-scratch-overflow flash-attn3-jax "$FA3JAX_SITE" 90 $B/fa3-jax/repro_bwd_scratch_overflow.py
 }
-lane_jvp() {  # drafts (DRAFT-*.md) not yet run on a GPU: exit 1 makes each a report (jvp-flash/REPLAY.md)
-  run jvp-flash/DRAFT-head-dim-16 jvp-flash-attention "$JVP_SITE" 150 $B/jvp-flash/repro_head_dim_16.py
-  run jvp-flash/DRAFT-mask-large-logits jvp-flash-attention "$JVP_SITE" 240 $B/jvp-flash/repro_mask_large_logits.py
+lane_jvp() {  # confirmed on the H100 2026-12-07 (jvp-flash/REPLAY.md)
+  run jvp-flash/REPORT-head-dim-16 jvp-flash-attention "$JVP_SITE" 150 $B/jvp-flash/repro_head_dim_16.py
+  run jvp-flash/REPORT-mask-large-logits jvp-flash-attention "$JVP_SITE" 240 $B/jvp-flash/repro_mask_large_logits.py
+}
+lane_hunt_a() {  # the package-hunt reports of 2026-12-07 (confirmed on the H100 that day; 9-53 s each)
+  run chill-attention/REPORT-wheel-no-code chill-attention "$CHILL_SITE" 30 $B/chill-attention/repro_wheel_no_code.py
+  run flash-attn-triton/REPORT-import-triton34 flash-attn-triton "$FAT_SITE" 30 $B/flash-attn-triton/repro_import_triton34.py
+  run flash-attn-triton/REPORT-noncausal-padded-keys flash-attn-triton "$FAT_SITE" 60 $B/flash-attn-triton/repro_noncausal_padded_keys.py
+  run flash-attn-triton/REPORT-seqlen-k-ne-q flash-attn-triton "$FAT_SITE" 60 $B/flash-attn-triton/repro_seqlen_k_ne_q.py
+  run adasplash/REPORT-bwd-preprocess-oob adasplash "$ADA_SITE" 60 $B/adasplash/repro_bwd_preprocess_oob.py
+  run adasplash/REPORT-gqa-v1-path adasplash "$ADA_SITE" 60 $B/adasplash/repro_gqa_v1_path.py
+}
+lane_hunt_b() {
+  run flash-sparse-attn/REPORT-seqused-k-backward flash-sparse-attn "$FSA_SITE" 60 $B/flash-sparse-attn/repro_seqused_k_backward.py
+  run flash-sparse-attn/REPORT-lse-descriptor-align flash-sparse-attn "$FSA_SITE" 60 $B/flash-sparse-attn/repro_lse_descriptor_align.py
+  run ebt-flash/REPORT-additive-mask-ln2 ebt-flash-attention "$EBT_SITE" 90 $B/ebt-flash/repro_additive_mask_ln2.py
+  run ebt-flash/REPORT-head-dim-16 ebt-flash-attention "$EBT_SITE" 90 $B/ebt-flash/repro_head_dim_16.py
+  run fla/REPORT-nsa-empty-seq fla-core "$FLA_SITE" 90 $B/fla/repro_fla_nsa_empty_seq.py
+  run fla/REPORT-nsa-csr-oob fla-core "$FLA_SITE" 120 $B/fla/repro_fla_nsa_csr_oob.py
 }
 lane_cudnn_fla() {
   local c=$CUDNN_SITE
@@ -107,7 +128,7 @@ lane_cudnn_fla() {
   run fla/REPORT-dsink-tail-rows fla-core "$FLA_SITE" 90 $B/fla/repro_dsink_tail_rows_short.py
   run fla/REPORT-hopper-bwd-smem fla-core "$FLA_SITE" 120 $B/fla/repro_hopper_bwd_smem_short.py
 }
-for lane in lane_fa4 lane_tileops lane_tilelang lane_cudnn_fla lane_jvp; do
+for lane in lane_fa4 lane_tileops lane_tilelang lane_cudnn_fla lane_jvp lane_hunt_a lane_hunt_b; do
   ( "$lane" ) &
 done
 wait
