@@ -65,10 +65,10 @@ NO_REPRODUCER = {
     "flash-attn-triton/REPORT-seqlen-k-ne-q.md": "no flash-attn-triton adapter yet",
     "flash-sparse-attn/REPORT-lse-descriptor-align.md": "no flash-sparse-attn adapter yet (a CUDA error, no output)",
     "flash-sparse-attn/REPORT-seqused-k-backward.md": "no flash-sparse-attn adapter yet",
-    "jvp-flash/REPORT-head-dim-16.md": "a compile error, no output; a JSON from jvp-flash/REPLAY.md's problems is to do",
-    "jvp-flash/REPORT-mask-large-logits.md": "to do: a JSON from the problem in jvp-flash/REPLAY.md (jvp-flash-mask)",
+    "jvp-flash/REPORT-head-dim-16.md": "a compile error, no output to judge",
+    "jvp-flash/REPORT-mask-large-logits.md": "not made: recording one needs the jvp-flash-mask adapter on a GPU",
     "fla/REPORT-nsa-csr-oob.md": "stray CSR pairs leave O/dQ/dK/dV right; the suspected write gives no stable verdict",
-    "fla/REPORT-nsa-empty-seq.md": "to do: a JSON with make_reproducers.py (fla-nsa, empty_seqs; fla/REPLAY.md)",
+    "fla/REPORT-nsa-empty-seq.md": "not made: recording one needs the fla-nsa adapter on a GPU (fla/REPLAY.md)",
 }
 SCRIPT_LINE = re.compile(r"^Script: `(repro_[a-z0-9_]+\.py)`", re.MULTILINE)
 
