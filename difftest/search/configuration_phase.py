@@ -442,7 +442,8 @@ class ConfigurationPhase:
         for p in self._ran():
             v = self._values(p)
             if all(v.get(d.name) for d in dims) and not decoding_only(v):
-                rows.append({d.name: min(v[d.name], key=d.values.index) for d in dims})
+                row = self._row_of(p)
+                rows.append({d.name: row[d.name] for d in dims})
         return rows
 
     def _avoid(self, dims) -> list:
