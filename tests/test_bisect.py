@@ -54,6 +54,50 @@ def test_search_steps_around_untestable_versions():
     assert res.found and (res.first_bad, res.last_good) == (2, 1) and calls == [3, 2, 0, 1]
 
 
+@pytest.mark.parametrize("n", range(1, 8))
+def test_fixed_search_names_the_fix_of_every_monotone_list(n):
+    """--fixed: bad ... bad, good ... good; the search names the first good and the last bad,
+    and its record keeps the real verdicts."""
+    for k in range(n):  # versions k.. are good (fixed in k)
+        verdicts = [X] * k + [G] * (n - k)
+        calls = []
+
+        def test(i):
+            calls.append(i)
+            return verdicts[i], ""
+
+        res = B.search([f"v{i}" for i in range(n)], test, fixed=True)
+        if k == 0:  # the oldest already passes: no bad version, no fix to name
+            assert not res.found and res.last_good is None
+            assert "no bad version: the oldest testable one, v0, already passes" in res.summary()
+            continue
+        assert res.found and res.first_bad == k and res.last_good == k - 1, (k, res)
+        assert f"fixed in: v{k}" in res.summary() and f"last bad: v{k - 1}" in res.summary()
+        assert {t.index: t.verdict for t in res.tested} == {i: verdicts[i] for i in calls}
+        assert res.to_dict()["fixed_in"] == f"v{k}" and res.to_dict()["last_bad"] == f"v{k - 1}"
+
+
+def test_fixed_search_says_not_fixed_and_steps_around_versions_without_the_feature():
+    res, calls = None, []
+
+    def run(verdicts):
+        calls.clear()
+
+        def test(i):
+            calls.append(i)
+            return verdicts[i], ""
+
+        return B.search([f"v{i}" for i in range(len(verdicts))], test, fixed=True)
+
+    res = run([X, X, X])
+    assert not res.found and "not fixed: the newest testable version, v2, still fails" in res.summary()
+    assert calls == [2]
+    res = run([B.ABSENT, X, G, G])  # a version without the feature is no evidence of a fix
+    assert res.found and (res.first_bad, res.last_good) == (2, 1)
+    res = run([X, U, G])
+    assert not res.found and res.candidates == [1, 2] and "fixed in: one of v1, v2" in res.summary()
+
+
 def test_search_names_every_possible_first_bad_behind_untestable_versions():
     res, _ = _run_search([G, G, U, U, X, X])
     assert not res.found and res.first_bad == 4 and res.last_good == 1 and res.candidates == [2, 3, 4]
@@ -226,11 +270,12 @@ class Toy(BlockwiseAttention):
 LOADS = "def load():\n    pass\n"
 
 
-def _package_files(version: int, bad_from: int, load: str = LOADS) -> dict:
+def _package_files(version: int, bad_from: int, load: str = LOADS, fixed_from: int | None = None) -> dict:
     """toyattn VERSION: its adapter registers kernel 'toy' through an entry point; dQ is
-    wrong (x1.25) from version ``bad_from`` on. ``load``: the code of ``toyattn.load()``,
-    which the kernel calls when it runs (an old version's that does not load here)."""
-    factor = 1.25 if version >= bad_from else 1.0
+    wrong (x1.25) from version ``bad_from`` on (up to ``fixed_from``, where it is right again).
+    ``load``: the code of ``toyattn.load()``, which the kernel calls when it runs (an old
+    version's that does not load here)."""
+    factor = 1.25 if bad_from <= version < (fixed_from or version + 1) else 1.0
     info = f"toyattn-{version}.dist-info"
     return {
         "toyattn/__init__.py": f"__version__ = '{version}'\nDQ_FACTOR = {factor}\n{load}",
@@ -249,10 +294,10 @@ def _write_tree(root: Path, files: dict) -> Path:
     return root
 
 
-def _wheel(folder: Path, version: int, bad_from: int) -> Path:
+def _wheel(folder: Path, version: int, bad_from: int, fixed_from: int | None = None) -> Path:
     path = folder / f"toyattn-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as z:
-        for name, text in _package_files(version, bad_from).items():
+        for name, text in _package_files(version, bad_from, fixed_from=fixed_from).items():
             z.writestr(name, text)
     return path
 
@@ -291,6 +336,24 @@ def test_bisect_over_wheels_names_first_bad_and_last_good(tmp_path, capsys, monk
     assert got["toyattn 1"] == (G, "passed; used toyattn 1")
     assert [t["index"] for t in r["tested"]] == [2, 0, 1]  # newest, oldest, then the one between
     assert "first bad: toyattn 2" in out and "last good: toyattn 1" in out
+
+
+def test_bisect_fixed_names_the_release_that_fixed_the_bug(tmp_path, capsys, monkeypatch):
+    """toyattn 1 is right, 2 and 3 wrong, 4 and 5 right again: the reproducer of the bug (written
+    on 2) is fixed in 4; without --fixed the newest passes and no bad version is named."""
+    wheels = [_wheel(tmp_path, v, bad_from=2, fixed_from=4) for v in (2, 3, 4, 5)]
+    repro = _reproducer(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = _main([repro, "--versions", *wheels, "--fixed", "--json", tmp_path / "r.json"], capsys)
+    assert rc == 0, out + err
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["fixed_in"] == "toyattn 4" and r["last_bad"] == "toyattn 3" and r["found"]
+    assert {t["label"]: t["verdict"] for t in r["tested"]}["toyattn 5"] == G
+    assert "fixed in: toyattn 4" in out and "last bad: toyattn 3" in out
+    rc, out, _ = _main([repro, "--versions", *wheels], capsys)
+    assert rc == 1 and "no bad version" in out
+    rc, out, err = _main([repro, "--run", "--fixed"], capsys)
+    assert rc == B.EXIT_ABORT and "--fixed" in out + err
 
 
 def test_bisect_over_folders_steps_around_an_untestable_one(tmp_path, capsys, monkeypatch):

@@ -28,7 +28,7 @@ from difftest.investigate.bisect import (
 from difftest.printable import block, cell
 from difftest.safeio import atomic_write_text
 
-HELP = "replay a reproducer across versions (wheels, folders, a git range): first bad, last good"
+HELP = "replay a reproducer across versions (wheels, folders, a git range): first bad, last good (--fixed: the fix)"
 
 
 # ---------------------------------------------------------------- command line
@@ -94,6 +94,12 @@ def add_arguments(p) -> None:
         help="folder for unpacked wheels, checkouts, builds and logs, kept and reused (default: a "
         "temporary folder, removed at the end)",
     )
+    p.add_argument(
+        "--fixed",
+        action="store_true",
+        help="find the release that fixed the reproducer's bug: versions oldest first are bad ... bad, "
+        "good ... good; names the first good (the fix) and the last bad",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON here")
 
 
@@ -128,6 +134,8 @@ def command(a) -> int:
             if run_mode and (a.git or a.range):
                 raise BisectError("--run tests one tree: --git and --range do not apply")
             here = Path(a.here or os.getcwd())
+            if run_mode and a.fixed:
+                raise BisectError("--fixed searches a version list: --run tests one tree")
             if run_mode and not here.is_dir():
                 raise BisectError(f"--here {str(here)!r}: not a directory")
             b = Bisector(
@@ -151,7 +159,7 @@ def command(a) -> int:
             verdict, detail = (UNTESTABLE, why) if roots is None else b.test_roots(roots, "run")
             print(cell(f"bisect: {here}: {verdict} ({detail})"), flush=True)
             return RUN_EXIT[verdict]
-        res = b.bisect(versions)
+        res = b.bisect(versions, fixed=a.fixed)
         print(block(res.summary()), flush=True)
         if a.json:
             atomic_write_text(a.json, json.dumps({"reproducer": str(b.repro), **res.to_dict()}, indent=1) + "\n")

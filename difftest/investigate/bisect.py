@@ -42,6 +42,12 @@ last good and the first bad, every one of them is named as a possible first bad.
 Exit 0 when a first bad version is named, 1 when none can be (the newest testable version
 passes, or untestable versions hide the boundary), 2 for bad input (one line).
 
+``--fixed`` asks the opposite question, since which version a reproducer of an old bug
+passes (the release that fixed it): the list is taken as bad ... bad, good ... good, the
+newest must be good and the oldest bad, and the search names the first good (the fix) and
+the last bad. A version without the feature says nothing about a fix and is stepped
+around as an untestable one.
+
 ``--run`` tests the current directory (``--here DIR``) once, for ``git bisect run``:
 
     git bisect start NEW OLD
@@ -562,20 +568,35 @@ class Tested:
 
 @dataclass
 class BisectResult:
+    """With ``fixed`` the search ran on flipped verdicts: ``first_bad`` holds the first good
+    version (the fix), ``last_good`` the last bad one, ``candidates`` the possible fixes."""
+
     versions: list[str]
     tested: list[Tested] = field(default_factory=list)
     first_bad: int | None = None
     last_good: int | None = None
     candidates: list[int] = field(default_factory=list)  # possible first bad versions (untestable between)
+    fixed: bool = False
 
     @property
     def found(self) -> bool:
-        return self.first_bad is not None and self.candidates == [self.first_bad]
+        # a fix needs a bad version before it: a list that passes from its oldest names none
+        named = self.first_bad is not None and self.candidates == [self.first_bad]
+        return named and not (self.fixed and self.last_good is None)
 
     def to_dict(self) -> dict:
         def name(i):
             return None if i is None else self.versions[i]
 
+        if self.fixed:
+            return {
+                "versions": self.versions,
+                "tested": [t.to_dict() for t in self.tested],
+                "fixed_in": name(self.first_bad),
+                "last_bad": name(self.last_good),
+                "possible_fixed_in": [self.versions[i] for i in self.candidates],
+                "found": self.found,
+            }
         return {
             "versions": self.versions,
             "tested": [t.to_dict() for t in self.tested],
@@ -591,6 +612,8 @@ class BisectResult:
         return self.versions[i] + (f" ({why}: the first bad is the first with the feature)" if why else "")
 
     def summary(self) -> str:
+        if self.fixed:
+            return self._fixed_summary()
         n, t = len(self.versions), len(self.tested)
         lines = []
         if self.first_bad is None:
@@ -620,20 +643,50 @@ class BisectResult:
         )
         return "\n".join(lines)
 
+    def _fixed_summary(self) -> str:
+        n, t = len(self.versions), len(self.tested)
+        if self.first_bad is None:
+            lines = [
+                f"not fixed: the newest testable version, {self.versions[self.last_good]}, still fails"
+                if self.last_good is not None
+                else "no version could be tested"
+            ]
+        elif self.last_good is None and self.candidates == [self.first_bad]:
+            lines = [f"no bad version: the oldest testable one, {self.versions[self.first_bad]}, already passes"]
+        elif self.found:
+            lines = [f"fixed in: {self.versions[self.first_bad]}", f"last bad: {self.versions[self.last_good]}"]
+        else:
+            lines = [
+                "fixed in: one of "
+                + ", ".join(self.versions[i] for i in self.candidates)
+                + " (the ones before the last are untestable)",
+                f"last bad: {self.versions[self.last_good]}" if self.last_good is not None else "last bad: none",
+            ]
+        lines.append(
+            f"tested {t} of {n} versions (assuming bad ... bad, good ... good): "
+            + ", ".join(f"{x.label}={x.verdict}" for x in sorted(self.tested, key=lambda x: x.index))
+        )
+        return "\n".join(lines)
 
-def search(labels: list[str], test) -> BisectResult:
+
+# a fix search runs the same search on flipped roles; a version without the feature says nothing
+FIXED_ROLE = {GOOD: BAD, BAD: GOOD, ABSENT: UNTESTABLE, UNTESTABLE: UNTESTABLE}
+
+
+def search(labels: list[str], test, fixed: bool = False) -> BisectResult:
     """Binary search over versions ordered oldest first; ``test(i)`` -> (verdict, detail)
     of version i. Newest must be bad and oldest good (each stepped inward past untestable
     ones), then the interval between the last good and first bad is halved, stepping
-    around untestable versions (nearest to the middle first)."""
-    res = BisectResult(list(labels))
+    around untestable versions (nearest to the middle first). ``fixed``: the same search
+    for the first good version after bad ones (FIXED_ROLE); the record keeps the real verdicts."""
+    res = BisectResult(list(labels), fixed=fixed)
     verdicts: dict[int, str] = {}
 
     def t(i):
         if i not in verdicts:
             t0 = time.perf_counter()
             verdict, detail = test(i)
-            verdicts[i] = verdict
+            verdicts[i] = FIXED_ROLE[verdict] if fixed else verdict
             res.tested.append(Tested(i, labels[i], verdict, detail, round(time.perf_counter() - t0, 2)))
         return verdicts[i]
 
@@ -761,5 +814,5 @@ class Bisector:
         )
         return verdict, detail
 
-    def bisect(self, versions: list[Version]) -> BisectResult:
-        return search([v.label for v in versions], lambda i: self.test_version(versions[i], i, len(versions)))
+    def bisect(self, versions: list[Version], fixed: bool = False) -> BisectResult:
+        return search([v.label for v in versions], lambda i: self.test_version(versions[i], i, len(versions)), fixed)

@@ -41,6 +41,6 @@ cd /tmp/o && mkdir -p rep && cp b*.json sp*.json rep/ 2>/dev/null && tar -cJf $O
 tar -cJf $OUT/fa4-logs.tar.xz *.log *.txt */summary.md 2>/dev/null; cd - > /dev/null
 for f in $(find /tmp/o/sp25-0 -path '*repro*' -name '*.json' | head -3); do
   [ $(( $(date +%s) - T0 )) -gt 520 ] && break
-  echo "== bisect $f" >> $OUT/summary.txt; PYTHONPATH=/tmp/site:$DSL:$PWD timeout 60 python3 -m difftest bisect "$f" --versions /tmp/fa4b25 /tmp/fa4b26 /tmp/fa4b40 2>&1 | grep -v generate_mlir | tail -8 | cut -c1-300 >> $OUT/summary.txt
+  echo "== bisect $f" >> $OUT/summary.txt; PYTHONPATH=/tmp/site:$DSL:$PWD timeout 60 python3 -m difftest bisect "$f" --fixed --versions /tmp/fa4b25 /tmp/fa4b26 /tmp/fa4b40 2>&1 | grep -v generate_mlir | tail -8 | cut -c1-300 >> $OUT/summary.txt
 done
 echo "elapsed $(( $(date +%s) - T0 )) s" >> $OUT/summary.txt; cat $OUT/summary.txt; ls -la $OUT
