@@ -890,3 +890,43 @@ def test_one_device_fault_is_one_failure_whichever_wrapper_raised_it():
     old_text = "CUDA error: an illegal memory access was encountered Search for `cudaErrorIllegalAddress' in https:/"
     old = Signature(sa.kind, sa.gates, "AcceleratorError", sa.needs, message=old_text + " for more information.")
     assert old.fails_alike(a) and not old.fails_alike(misaligned)
+
+
+def test_a_signature_cut_by_its_budget_says_its_needs_were_not_measured():
+    """FA4 on the H100 (2026-12-07, 16 campaigns side by side): findings whose signature ran no
+    variation, or one, before the deadline, read "needs nothing found (fails on every variation)",
+    as if the bug were everywhere. A signature the budget cut says so, keeps its variation count
+    through a report (merge re-read every signature with 0 variations), and keeps its id. Fails on
+    a8d14cd."""
+    from difftest.judge.runner import CaseResult
+    from difftest.search.signature import derive
+    from difftest.vocab import Status
+
+    p = Problem(head_dim_qk=8, head_dim_v=8, heads_q=2, heads_kv=1, causal=True)
+    bad = CaseResult("k", p, Status.ERROR, "RuntimeError: boom", error_type="RuntimeError")
+    calls = []
+
+    def run(q):
+        calls.append(q)
+        return bad
+
+    cut = derive(bad, run, budget_calls=1)
+    assert len(calls) == 1 and cut.tried == 1 and not cut.complete and cut.needs == ()
+    assert cut.describe().endswith("needs not measured (the budget ran out after 1 variation)")
+    assert "fails on every variation" not in cut.describe()
+    full = derive(bad, run)  # every variation ran and failed alike: that is "fails on every variation"
+    assert full.complete and full.needs == () and full.id == cut.id
+    assert full.describe().endswith("needs nothing found (fails on every variation)")
+    back = Signature.from_dict(cut.to_dict())
+    assert (back.tried, back.complete, back.id, back.describe()) == (1, False, cut.id, cut.describe())
+    assert Signature.from_dict(full.to_dict()).complete and "variations_complete" not in full.to_dict()
+    # a need found before the cut is kept, and the text says more may be missing
+    passing = CaseResult("k", p, Status.PASSED, "")
+    some = derive(bad, lambda q: passing if not q.causal else bad, budget_calls=1)
+    assert dict(some.needs) == {"causal": True} and not some.complete
+    assert some.describe().endswith("needs causal (maybe more: the budget ran out after 1 variation)")
+    for wrong in ("yes", 1):
+        with pytest.raises(SignatureError):
+            Signature.from_dict({**cut.to_dict(), "variations_complete": wrong})
+    with pytest.raises(SignatureError):
+        Signature.from_dict({**cut.to_dict(), "variations_run": -1})

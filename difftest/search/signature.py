@@ -328,6 +328,9 @@ class Signature:
     needs: tuple = ()  # ((name, value), ...) sorted by name; value: True, an int bound or a tuple of choices
     tried: int = field(default=0, compare=False)  # variations run to find the needs
     message: str = ""  # a kernel error's message shape (message_shape); "" for a wrong result or an old record
+    # False: the budget (calls or the deadline) ended before every variation ran, so a need may
+    # be missing; "needs nothing" then means "not measured", never "fails on every variation"
+    complete: bool = field(default=True, compare=False)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -341,8 +344,15 @@ class Signature:
         what = self.error_type or ", ".join(self.gates)
         if self.message and self.message != self.error_type:
             what += f" ({self.message})"
-        needs = ", ".join(_need_text(n, v) for n, v in self.needs) or "nothing found (fails on every variation)"
-        return f"{self.kind} on {what}; needs {needs}"
+        needs = ", ".join(_need_text(n, v) for n, v in self.needs)
+        if not self.complete:
+            ran = f"{self.tried} variation{'s' * (self.tried != 1)}"
+            needs = (
+                f"{needs} (maybe more: the budget ran out after {ran})"
+                if needs
+                else f"not measured (the budget ran out after {ran})"
+            )
+        return f"{self.kind} on {what}; needs {needs or 'nothing found (fails on every variation)'}"
 
     # --------------------------------------------------------------- predicates
     def explains_problem(self, p: Problem) -> bool:
@@ -375,6 +385,7 @@ class Signature:
             **({"message": self.message} if self.message else {}),
             "needs": {n: _jsonable(v) for n, v in self.needs},
             "variations_run": self.tried,
+            **({} if self.complete else {"variations_complete": False}),
             "describe": self.describe(),
         }
 
@@ -431,7 +442,13 @@ class Signature:
                     f"{where}: needs.{str(name)[:40]!r}: allowed {list(SWITCHES + BOUNDS + CHOICES + TAILS)}"
                 )
             out.append((name, v))
-        return cls(str(kind), tuple(sorted(gates)), err, tuple(sorted(out)), message=message)
+        complete = d.get("variations_complete", True)
+        if not isinstance(complete, bool):
+            raise SignatureError(f"{where}: variations_complete {str(complete)[:40]!r}: allowed true or false")
+        tried = d.get("variations_run", 0)
+        if not isinstance(tried, int) or isinstance(tried, bool) or not 0 <= tried < 2**31:
+            raise SignatureError(f"{where}: variations_run {str(tried)[:40]!r}: allowed an int >= 0")
+        return cls(str(kind), tuple(sorted(gates)), err, tuple(sorted(out)), tried, message=message, complete=complete)
 
 
 def _jsonable(v):
@@ -483,6 +500,7 @@ def derive(
     p = case.problem
     needs: list[tuple[str, Any]]  # (name, True | an int bound | a tuple of choices)
     needs, calls = [], 0
+    cut: list[bool] = []  # [True] once a variation was wanted and the budget had ended
 
     # the gates a passing variation can speak for: those of an output that races (its
     # determinism gate fails: its wrong values may come and go) only where the output is gone
@@ -492,7 +510,10 @@ def derive(
     confirmed: list[bool] = []  # [whether the shrunk Problem failed often enough afresh], once asked
 
     def spare() -> bool:
-        return calls < budget_calls and not (deadline is not None and deadline())
+        if calls < budget_calls and not (deadline is not None and deadline()):
+            return True
+        cut[:] = [True]
+        return False
 
     def fresh_fails(q, stop_at_fail: bool) -> int | None:
         """How many of ``RACE_CONFIRM`` fresh runs of ``q`` fail alike (stopping at the first
@@ -578,7 +599,9 @@ def derive(
                 failing.append(v)
         if tried and len(failing) <= tried:  # some other value passed: the choice matters
             needs.append((name, tuple(sorted(failing, key=str))))
-    return Signature(base.kind, base.gates, base.error_type, tuple(sorted(needs)), calls, base.message)
+    return Signature(
+        base.kind, base.gates, base.error_type, tuple(sorted(needs)), calls, base.message, complete=not cut
+    )
 
 
 def escapes(sig: Signature, p: Problem, capability=None) -> list[Problem]:
@@ -726,7 +749,7 @@ def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tu
         needs = tuple((n, v) for n, v in sig.needs if n != name)
     else:
         needs = tuple((n, wider) if n == name else (n, v) for n, v in sig.needs)
-    return Signature(sig.kind, sig.gates, sig.error_type, needs, sig.tried + 1, sig.message), q
+    return Signature(sig.kind, sig.gates, sig.error_type, needs, sig.tried + 1, sig.message, sig.complete), q
 
 
 def _declared(capability, name: str) -> tuple:
@@ -761,6 +784,7 @@ def merged(a: Signature, b: Signature) -> Signature:
         tuple(sorted(out)),
         a.tried + b.tried,
         a.message or b.message,
+        a.complete and b.complete,
     )
 
 
@@ -792,7 +816,7 @@ def absorbed(sig: Signature, p: Problem, capability=None) -> Signature | None:
                 if len(declared) >= DROP_FROM and 2 * len(value) > len(declared):
                     continue
         needs.append((name, value))
-    return Signature(sig.kind, sig.gates, sig.error_type, tuple(needs), sig.tried, sig.message)
+    return Signature(sig.kind, sig.gates, sig.error_type, tuple(needs), sig.tried, sig.message, sig.complete)
 
 
 def widening_cost(sig: Signature, wider: Signature, p: Problem) -> tuple[int, int]:
