@@ -65,6 +65,9 @@ NO_REPRODUCER = {
     "flash-attn-triton/REPORT-seqlen-k-ne-q.md": "no flash-attn-triton adapter yet",
     "flash-sparse-attn/REPORT-lse-descriptor-align.md": "no flash-sparse-attn adapter yet (a CUDA error, no output)",
     "flash-sparse-attn/REPORT-seqused-k-backward.md": "no flash-sparse-attn adapter yet",
+    # promoted 2026-12-07 (session 3, H100)
+    "flash-sparse-attn/REPORT-kernel-cache-seqlen1.md": "no adapter; and it takes two calls in one process",
+    "ebt-flash/REPORT-noncausal-tail-keys.md": "no ebt-flash adapter yet",
     "jvp-flash/REPORT-head-dim-16.md": "a compile error, no output to judge",
     "jvp-flash/REPORT-mask-large-logits.md": "not made: recording one needs the jvp-flash-mask adapter on a GPU",
     "fla/REPORT-nsa-csr-oob.md": "stray CSR pairs leave O/dQ/dK/dV right; the suspected write gives no stable verdict",

@@ -112,6 +112,8 @@ lane_hunt_a() {  # the package-hunt reports of 2026-12-07 (confirmed on the H100
 lane_hunt_b() {
   run flash-sparse-attn/REPORT-seqused-k-backward flash-sparse-attn "$FSA_SITE" 60 $B/flash-sparse-attn/repro_seqused_k_backward.py
   run flash-sparse-attn/REPORT-lse-descriptor-align flash-sparse-attn "$FSA_SITE" 60 $B/flash-sparse-attn/repro_lse_descriptor_align.py
+  run flash-sparse-attn/REPORT-kernel-cache-seqlen1 flash-sparse-attn "$FSA_SITE" 120 $B/flash-sparse-attn/repro_kernel_cache_seqlen1.py
+  run ebt-flash/REPORT-noncausal-tail-keys ebt-flash-attention "$EBT_SITE" 240 $B/ebt-flash/repro_noncausal_tail_keys.py
   run ebt-flash/REPORT-additive-mask-ln2 ebt-flash-attention "$EBT_SITE" 90 $B/ebt-flash/repro_additive_mask_ln2.py
   run ebt-flash/REPORT-head-dim-16 ebt-flash-attention "$EBT_SITE" 90 $B/ebt-flash/repro_head_dim_16.py
   run fla/REPORT-nsa-empty-seq fla-core "$FLA_SITE" 90 $B/fla/repro_fla_nsa_empty_seq.py
