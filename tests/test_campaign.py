@@ -284,3 +284,24 @@ def test_the_finish_floor_bounds_what_runs_after_a_spent_shrink_budget(tmp_path,
     r, first = run("none")
     assert len(r.cases) == first + 1 and r.failure.problem == r.cases[first].problem
     assert r.findings[0].signature.tried == 0
+
+
+def test_a_hunt_that_met_no_failure_keeps_a_small_reserve():
+    """On the H100 (2026-12-07) fa3, tilelang and flex stopped drawing at 75% of a 330 s budget
+    with nothing to shrink. A hunt keeps the quarter back only once it has met a failure;
+    first-failure mode always keeps it (its failure is shrunk after the search). Fails on b4ab194."""
+    from types import SimpleNamespace
+
+    from difftest.search.state import SearchState
+
+    def end(hunting, failed_at, shrink=600.0, budget=400.0):
+        st = SearchState(
+            settings=SimpleNamespace(shrink_budget=shrink), result=None, run_id="r", findings=None, bar=None
+        )
+        st.time_budget, st.failed_at, st.mode = budget, failed_at, SimpleNamespace(hunting=hunting)
+        return st.search_end
+
+    assert end(True, None) == 380.0  # a twentieth back
+    assert end(True, 12.0) == 300.0  # a failure to shrink and sign: the quarter
+    assert end(False, None) == end(False, 12.0) == 300.0
+    assert end(True, None, shrink=10.0) == 390.0 and end(True, 3.0, shrink=10.0) == 390.0  # at most a shrink budget

@@ -5,7 +5,8 @@ what a failing case means is the mode's (``first_failure.FirstFailure``, ``hunt.
 The clock: ``time_budget`` bounds the whole campaign (the search, shrinking, signatures and
 the declaration checks), to within one remainder: the case in flight when the budget runs
 out, and writing the reports. The search phases stop ``reserve`` seconds early, so that
-what they found is still shrunk and signed inside the budget.
+what they found is still shrunk and signed inside the budget; a hunt that has met no failure
+keeps a twentieth back instead of a quarter, so a passing nightly spends its budget drawing.
 """
 
 import time
@@ -29,6 +30,10 @@ if TYPE_CHECKING:  # annotations only (the modes import nothing of this module)
 # The share of the budget kept back from the search for shrinking and signing what it found
 # (at most the shrink budget): the search phases stop at time_budget - reserve.
 RESERVE_SHARE = 0.25
+# A hunt that has met no failure has nothing to shrink or sign: it keeps only this share back, for
+# a late failure's shrink (made in what is left) and its signature. On the H100 (2026-12-07) fa3,
+# tilelang and flex stopped drawing at 75% of a 330 s budget with nothing to shrink.
+QUIET_RESERVE_SHARE = 0.05
 
 
 @dataclass
@@ -68,8 +73,13 @@ class SearchState:
 
     @property
     def search_end(self) -> float:
-        """Seconds in by which the search phases stop drawing and planning."""
+        """Seconds in by which the search phases stop drawing and planning: the reserve is kept
+        back for shrinking and signing, and a hunt that has met no failure keeps a smaller one
+        (QUIET_RESERVE_SHARE). First-failure mode keeps the whole reserve: its one failure is
+        shrunk after the search."""
         reserve = min(self.settings.shrink_budget, RESERVE_SHARE * self.time_budget)
+        if self.failed_at is None and self.mode is not None and self.mode.hunting:
+            reserve = min(reserve, QUIET_RESERVE_SHARE * self.time_budget)
         return self.time_budget - max(0.0, reserve)
 
     # ------------------------------------------------------------------ cases
