@@ -74,7 +74,7 @@ from .masking import selected_blocks, visible_keys
 #   4.0.0b25: 688-697), i.e. CuTe's mark_layout_dynamic(leading_dim=ndim-1)
 #   (cute_dsl_utils.py:166-168), which compiles that stride in as a static 1: a first compile
 #   refuses another stride ("Expected strides[leading_dim] == 1, but got N"), a kernel already
-#   compiled for the key (interface.py:2529-2561 keys stride-0 dims only) refuses it at the
+#   compiled for the key (interface.py:2529-2562 keys stride-0 dims only) refuses it at the
 #   call ("Mismatched blocksparse_tensors[1].strides[3] ... expected to be 1"). PyTorch's
 #   BlockMask, the producer FA4's tests use, returns its transposed (q_indices) lists in
 #   contiguous_format (flex_attention.py _dense_to_ordered); so does ``_listed``: a transposed
