@@ -69,6 +69,17 @@ from .masking import selected_blocks, visible_keys
 #   causal/local and the seqlen mask (block_sparse_utils.py:1805-1830). Index tensors are int32 on
 #   CUDA (block_sparsity.py:237-241), batch/head dims 1 broadcast (block_sparsity.py:215);
 #   PackGQA wants head-broadcast masks (config.py:1845-1846), which these are.
+# - index layout: every count and index tensor must have stride 1 in its last dim. FA4 binds
+#   them with to_cute_tensor(t, assumed_align=4, leading_dim=-1) (block_sparsity.py:663-671;
+#   4.0.0b25: 688-697), i.e. CuTe's mark_layout_dynamic(leading_dim=ndim-1)
+#   (cute_dsl_utils.py:166-168), which compiles that stride in as a static 1: a first compile
+#   refuses another stride ("Expected strides[leading_dim] == 1, but got N"), a kernel already
+#   compiled for the key (interface.py:2529-2562 keys stride-0 dims only) refuses it at the
+#   call ("Mismatched blocksparse_tensors[1].strides[3] ... expected to be 1"). PyTorch's
+#   BlockMask, the producer FA4's tests use, returns its transposed (q_indices) lists in
+#   contiguous_format (flex_attention.py _dense_to_ordered); so does ``_listed``: a transposed
+#   view's argsort keeps the view's strides, and the backward lists used to reach FA4 with
+#   stride ceil(seqlen_k / 128) on their last dim, refused whenever both sides had >= 2 blocks.
 # - head dims, dtypes, GQA, sinks, softcap, windows, layouts: as kernels/fa4.py states them; none
 #   is refused with block sparsity on SM90 in b40's interface.
 SPARSE_SIZES = ((128, 128), (256, 128))
@@ -122,10 +133,13 @@ class BlockLists:
 
 def _listed(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """[rows, cols] bool -> (counts [1, 1, rows], indices [1, 1, rows, cols]) int32, each row's
-    listed columns first in ascending order, then the others."""
+    listed columns first in ascending order, then the others; row-major (contiguous) whatever
+    ``m``'s strides, as FA4 binds them (the contract comment's "index layout")."""
     rows, cols = m.shape
-    order = torch.argsort((~m).to(torch.int8), dim=1, stable=True).to(torch.int32)
-    return m.sum(dim=1).to(torch.int32).view(1, 1, rows), order.view(1, 1, rows, cols)
+    order = torch.argsort((~m).to(torch.int8), dim=1, stable=True)  # keeps a transposed m's strides
+    order = order.to(torch.int32, memory_format=torch.contiguous_format)  # row-major: FA4's layout
+    counts = m.sum(dim=1).to(torch.int32, memory_format=torch.contiguous_format)
+    return counts.view(1, 1, rows), order.view(1, 1, rows, cols)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ def _lists(t: BlockLists, rows: int, cols: int) -> list[tuple[list[int], list[in
     assert t.mask_cnt.dtype == t.mask_idx.dtype == t.full_cnt.dtype == t.full_idx.dtype == torch.int32
     assert tuple(t.mask_cnt.shape) == tuple(t.full_cnt.shape) == (1, 1, rows)
     assert t.mask_idx.shape[:3] == t.full_idx.shape[:3] == (1, 1, rows) and t.mask_idx.shape[3] <= cols
+    for x in (t.mask_cnt, t.mask_idx, t.full_cnt, t.full_idx):  # FA4 binds the last dim as stride 1
+        assert x.is_contiguous(), f"strides {x.stride()} for shape {tuple(x.shape)}: FA4 refuses them"
     out = []
     for r in range(rows):
         row = []
@@ -236,6 +238,77 @@ def test_the_interpreter_counts_a_block_listed_twice():
     # block 0 both partial and full: the list gives it twice
     twice = replace(twice, full_cnt=torch.full_like(t.fwd.full_cnt, 2))
     assert forward_reads(twice, call, 128, 256, 128).max() == 2
+
+
+# the shrunk problems of the H100 campaigns of 2026-12-07 (FA4 4.0.0b40 and 4.0.0b25): FA4 refused
+# the backward lists, a transposed view's argsort with stride ceil(seqlen_k / 128) on the last dim
+REFUSED = [
+    Problem(
+        dtype="float16",
+        seqlen_q=129,
+        seqlen_k=164,
+        heads_q=6,
+        heads_kv=1,
+        head_dim_qk=24,
+        head_dim_v=16,
+        causal=True,
+        window_left=1,
+        sparsity=Sparsity("block", 128, 128, drop=50, empty=1, seed=24028),
+    ),
+    Problem(
+        dtype="float16",
+        seqlen_q=185,
+        seqlen_k=481,
+        heads_q=16,
+        heads_kv=1,
+        head_dim_qk=80,
+        head_dim_v=80,
+        window_left=-2,
+        window_right=0,
+        sparsity=Sparsity("block", 128, 128, drop=50, seed=48441),
+    ),
+    Problem(
+        dtype="float16",
+        seqlen_q=216,
+        seqlen_k=331,
+        heads_q=16,
+        heads_kv=1,
+        head_dim_qk=96,
+        head_dim_v=96,
+        window_right=0,
+        sparsity=Sparsity("topk", 128, 128, topk=3, invalid=30, dup=30, seed=16867),
+    ),
+]
+
+
+@pytest.mark.parametrize("p", REFUSED, ids=lambda p: p.short())
+def test_fa4_gets_row_major_block_lists(p, monkeypatch):
+    """FA4 binds every count/index tensor with its last dim as a static stride 1
+    (block_sparsity.py:663-671, to_cute_tensor(leading_dim=-1)); the backward lists, built from
+    the transposed forward pattern, once kept the transpose's strides and FA4 refused them."""
+    import sys
+    import types
+    from typing import NamedTuple
+
+    class BlockSparseTensorsTorch(NamedTuple):  # FA4's, as block_sparsity.py declares it
+        mask_block_cnt: torch.Tensor
+        mask_block_idx: torch.Tensor
+        full_block_cnt: torch.Tensor | None = None
+        full_block_idx: torch.Tensor | None = None
+        block_size: tuple[int, int] | None = None
+
+    stub = types.ModuleType("flash_attn.cute.block_sparsity")
+    stub.BlockSparseTensorsTorch = BlockSparseTensorsTorch
+    for name in ("flash_attn", "flash_attn.cute"):
+        monkeypatch.setitem(sys.modules, name, sys.modules.get(name) or types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "flash_attn.cute.block_sparsity", stub)
+    p = p.validate()
+    assert CAPABILITY.covers(p) and -(-p.seqlen_q // 128) >= 2 and -(-p.seqlen_k // 128) >= 2
+    for what, t in Fa4BlockSparse.of(p).kwargs("cpu").items():
+        for name in ("mask_block_cnt", "mask_block_idx", "full_block_cnt", "full_block_idx"):
+            x = getattr(t, name)
+            assert x.stride(-1) == 1 and x.is_contiguous(), f"{what}.{name}: strides {x.stride()}"
+    check(p)
 
 
 def test_topk_duplicates_and_invalid_slots_never_reach_fa4():
