@@ -588,21 +588,18 @@ class BisectResult:
         def name(i):
             return None if i is None else self.versions[i]
 
-        if self.fixed:
-            return {
-                "versions": self.versions,
-                "tested": [t.to_dict() for t in self.tested],
-                "fixed_in": name(self.first_bad),
-                "last_bad": name(self.last_good),
-                "possible_fixed_in": [self.versions[i] for i in self.candidates],
-                "found": self.found,
-            }
+        # a fix search's boundary is the first good version and the last bad one
+        first, last, possible = (
+            ("fixed_in", "last_bad", "possible_fixed_in")
+            if self.fixed
+            else ("first_bad", "last_good", "possible_first_bad")
+        )
         return {
             "versions": self.versions,
             "tested": [t.to_dict() for t in self.tested],
-            "first_bad": name(self.first_bad),
-            "last_good": name(self.last_good),
-            "possible_first_bad": [self.versions[i] for i in self.candidates],
+            first: name(self.first_bad),
+            last: name(self.last_good),
+            possible: [self.versions[i] for i in self.candidates],
             "found": self.found,
         }
 
