@@ -121,6 +121,12 @@ def test_two_at_once_report_equals_the_serial_one_case_for_case(tmp_path):
     table = r2.stdout[r2.stdout.index("output  cases") :]
     assert table.index("slow-wrong-dk") < table.index("slow-ref") < table.index("torch-blockwise")
     assert r2.stdout.count("slow-ref: passed (") == 1
+    # each run prints its own time split (run/split.py) before its last line: every campaign's interval
+    for r in (r1, r2):
+        split = r.stdout[r.stdout.index("run time split of") : r.stdout.index("\nreport: ")]
+        phases = [ln.split()[0] for ln in split.splitlines()[1:] if not ln.startswith("    ")]
+        assert phases == ["start", "campaigns", "reports"], split
+        assert all(f"    {k}" in split for k in ("slow-wrong-dk", "slow-ref", "torch-blockwise")), split
 
 
 def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_path):
