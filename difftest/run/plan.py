@@ -637,9 +637,7 @@ class RunPlan:
                 todo.append(i)
         try:
             builds = [k.name for k in kernels if self.options.prebuild and hasattr(k, "prepare")]
-            order = lanes.schedule(
-                [kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"), first=builds
-            )
+            order = lanes.schedule([kernels[i].name for i in todo], lanes.previous_times(run.out), first=builds)
         except Interrupted as e:  # before any lane started: what finished before the kill is kept
             return [done[i] for i in sorted(done)], e, []
 
