@@ -121,6 +121,19 @@ def test_two_at_once_report_equals_the_serial_one_case_for_case(tmp_path):
     table = r2.stdout[r2.stdout.index("output  cases") :]
     assert table.index("slow-wrong-dk") < table.index("slow-ref") < table.index("torch-blockwise")
     assert r2.stdout.count("slow-ref: passed (") == 1
+    # the next run orders its lanes by these campaigns' times, read from the published run's
+    # run.json (folder.latest_records), not from the 8 MB report.json: the same numbers
+    side_out = side / "out"
+    times = {c["kernel"]: c["elapsed_s"] - c["timing"]["phases_s"]["worker_start"] for c in b["campaigns"]}
+    assert lanes.previous_times(side_out) == pytest.approx(times) and len(times) == 3
+    (side_out / "report.json").unlink()
+    assert lanes.previous_times(side_out) == pytest.approx(times)
+    # each run prints its own time split (run/split.py) before its last line: every campaign's interval
+    for r in (r1, r2):
+        split = r.stdout[r.stdout.index("run time split of") : r.stdout.index("\nreport: ")]
+        phases = [ln.split()[0] for ln in split.splitlines()[1:] if not ln.startswith("    ")]
+        assert phases == ["start", "campaigns", "reports"], split
+        assert all(f"    {k}" in split for k in ("slow-wrong-dk", "slow-ref", "torch-blockwise")), split
 
 
 def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_path):
@@ -312,11 +325,16 @@ def test_previous_times_leave_out_the_worker_start(tmp_path):
             }
         )
     )
-    assert lanes.previous_times(f) == {"a": 5.0, "b": 6.0}
-    assert lanes.schedule(["a", "b"], lanes.previous_times(f)) == [1, 0]
-    assert lanes.previous_times(tmp_path / "none.json") == {}
-    (tmp_path / "bad.json").write_text("{not json")
-    assert lanes.previous_times(tmp_path / "bad.json") == {}
+    # no OUT/latest (an OUT of an older difftest): its report.json
+    assert lanes.previous_times(tmp_path) == {"a": 5.0, "b": 6.0}
+    assert lanes.schedule(["a", "b"], lanes.previous_times(tmp_path)) == [1, 0]
+    assert lanes.previous_times(tmp_path / "none") == {}
+    f.write_text("{not json")
+    assert lanes.previous_times(tmp_path) == {}
+    for planted in ("../../etc", "0" * 32):  # not a run id; a run id without its folder: report.json's
+        (tmp_path / "latest").write_text(planted + "\n")
+        f.write_text(json.dumps({"campaigns": [{"kernel": "a", "elapsed_s": 2.0}]}))
+        assert lanes.previous_times(tmp_path) == {"a": 2.0}
 
 
 def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():

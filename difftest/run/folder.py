@@ -208,6 +208,19 @@ def release_locks() -> None:
         run.unlock()
 
 
+def latest_records(out) -> dict | None:
+    """kernel -> its campaign's record (without its cases) in the run ``OUT/latest`` names, the
+    last one published to ``OUT`` (its reports are OUT's); None when there is none or it cannot be
+    read. Its run.json holds the records report.json holds, less the cases: ~0.1 MB against
+    report.json's ~8 MB in the CPU main job (``lanes.previous_times``)."""
+    try:
+        run_id = read_capped(Path(out) / "latest", 64, RunError, "OUT/latest", root=out).decode("ascii").strip()
+        folder = run_folder(out, run_id)
+        return read_meta(folder / "run.json", run_id)["finished_kernels"]
+    except (RunError, OSError, UnicodeDecodeError):
+        return None
+
+
 class Run:
     def __init__(self, out, run_id: str):
         self.out = Path(out)

@@ -70,6 +70,7 @@ from difftest.report.write import (
 from difftest.run import heap, lanes, threads
 from difftest.run import prebuild as warmup
 from difftest.run.folder import CRASH_LOG, PLANS, Run, RunError, record_crash, result_from_record
+from difftest.run.split import RunSplit
 from difftest.safeio import atomic_write_text, ensure_dir, open_append
 from difftest.search.case_log import logged_cases
 from difftest.search.limits import check_problem_size
@@ -251,11 +252,13 @@ class RunPlan:
         self.records: dict = {}
         self.results: list = []
         self._known: list | None = None  # the --known entries, read once
+        self.split = RunSplit()  # where the run's wall time goes (run/split.py); execute restarts it
 
     # ------------------------------------------------------------------ difftest run
     def execute(self) -> int:
         """The whole ``difftest run``: plan, run every campaign, write the reports; the exit code."""
         o = self.options
+        self.split = RunSplit()  # from the process's start: interpreter and imports are the run's too
         claim_hypothesis_home()
         # the outputs are checked before anything starts (a worker, a lane) or is written (the
         # path as typed: --out '' is refused, not taken for the working directory)
@@ -538,6 +541,8 @@ class RunPlan:
         results = []
         interrupted, lost = None, []  # lost: campaigns whose process died (--jobs > 1, lanes.py)
         t0 = time.perf_counter()
+        if self.jobs == 1 and o.prebuild and any(hasattr(k, "prepare") for k in kernels):
+            self.split.enter("prebuild")
         for name, built in (self.prebuild(kernels) if self.jobs == 1 else {}).items():  # lanes: in the lane
             if built:
                 print(f"{name}: prebuild {built}", flush=True)
@@ -551,12 +556,15 @@ class RunPlan:
                         self.share_threads([getattr(k, "spec", None) or k.name for k in kernels])
                     else:
                         results, interrupted, lost = got
+                if self.jobs == 1:
+                    self.split.enter("campaigns")
                 for k in kernels if self.jobs == 1 else ():
                     print(claim_line(k.name, k.capability), flush=True)
                     rec = resume.finished_kernel(k.name) if resume else None
                     if rec is not None:  # finished before the kill: its record and logged cases
                         r = result_from_record(rec, logged_cases(run.dir / rec["case_log"], run.id))
                     else:
+                        self.split.campaign_started(k.name)
                         try:
                             r = self.campaign(k, progress=not o.quiet)
                         except Interrupted as e:
@@ -564,6 +572,7 @@ class RunPlan:
                             if getattr(e, "partial", None) is not None:
                                 results.append(e.partial)  # type: ignore[attr-defined]  # getattr above
                             break
+                        self.split.campaign_ended(k.name)
                         self.finished(k.name, r)
                     results.append(r)
                     print_campaign(k, r)
@@ -572,12 +581,14 @@ class RunPlan:
             finally:
                 close_all()
         why = interrupted.name if interrupted else "campaign process died" if lost else None
+        self.split.enter("reports")
         report = self.write_reports(results, why)
         print()
         print(summary_table(results))
         table = findings_table(results)
         if table:
             print("\nfindings (one per distinct bug):\n" + table)
+        print("\n" + self.split.render())
         where = f"{out / 'report.json'} (run folder {run.dir})" if not why else f"{report} (partial)"
         print(f"\nreport: {where}  ({time.perf_counter() - t0:.1f} s)")
         failed = any(r.failed for r in results)
@@ -626,14 +637,13 @@ class RunPlan:
                 todo.append(i)
         try:
             builds = [k.name for k in kernels if self.options.prebuild and hasattr(k, "prepare")]
-            order = lanes.schedule(
-                [kernels[i].name for i in todo], lanes.previous_times(run.out / "report.json"), first=builds
-            )
+            order = lanes.schedule([kernels[i].name for i in todo], lanes.previous_times(run.out), first=builds)
         except Interrupted as e:  # before any lane started: what finished before the kill is kept
             return [done[i] for i in sorted(done)], e, []
 
         def on_result(j, r):
             k = kernels[todo[j]]
+            self.split.campaign_ended(k.name, r.settings.get("prebuild"))
             self.finished(k.name, r)
             done[todo[j]] = r
             if r.settings.get("prebuild"):
@@ -642,9 +652,11 @@ class RunPlan:
             print_campaign(k, r)
 
         def on_start(j):  # one line per campaign started; its block follows when it finishes
+            self.split.campaign_started(kernels[todo[j]].name)
             if not self.options.quiet:
                 print(f"{kernels[todo[j]].name}: running", flush=True)
 
+        self.split.enter("campaigns")
         out = lanes.run_lanes(
             [kernels[i] for i in todo],
             self.jobs,
