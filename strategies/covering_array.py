@@ -241,7 +241,7 @@ class ForbiddenTupleController(Controller):
         return self._viable(range(len(self._constraints)), self.row)
 
 
-class Greedy:
+class GreedyCriterion:
     """covertable 3.2's greedy criterion (``covertable.criteria.greedy``: the first pair of
     the incomplete ones, in their order, that adds more tuples than the row's size times the
     values it adds, else the one that adds most), yielding the same pairs with less work per
@@ -322,7 +322,7 @@ def covering_rows(factors: dict, *, strength: int, salt: str, presets: list, con
         factors,
         strength=strength,
         sorter=sorters.hash,
-        criterion=Greedy,
+        criterion=GreedyCriterion,
         salt=salt,
         presets=presets,
         constraints=constraints or None,
