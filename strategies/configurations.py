@@ -45,14 +45,13 @@ import zlib
 from dataclasses import dataclass
 from itertools import combinations, product
 
-from covertable import make_async
-
 from difftest.model.capability import Capability
 from difftest.model.layouts import Layout
 from difftest.model.problem import MAX_ALIBI_SLOPE, MAX_REL_BIAS, Problem, ProblemError, standard_alibi_slopes
 from difftest.model.profiles import get_profile
 
 from .coverage import logit_scale, rel_kinds
+from .covering_array import covering_rows
 from .layouts import declared
 from .masks import UNMASKED_ALIGN, mask_kinds
 from .shapes import min_lengths
@@ -694,9 +693,9 @@ def plan(dims, *, strength: int = 2, covered=(), illegal=(), avoid=(), salt: str
                 }
             )
     presets = [{n: v for n, v in row.items() if n in factors} for row in covered]
-    seen = [dict(p) for p in presets]
-    rows = make_async(factors, strength=strength, salt=salt, presets=presets, constraints=constraints or None)
-    return (row for row in rows if row not in seen)
+    seen = {frozenset(p.items()) for p in presets}  # as dicts compare: by items, order aside
+    rows = covering_rows(factors, strength=strength, salt=salt, presets=presets, constraints=constraints)
+    return (row for row in rows if frozenset(row.items()) not in seen)
 
 
 def pair_coverage(

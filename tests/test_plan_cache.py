@@ -182,7 +182,7 @@ def test_a_campaign_run_twice_runs_the_same_cases_without_planning_again(tmp_pat
 
     first = campaign()
     assert any((tmp_path / "plans").iterdir())
-    monkeypatch.setattr(configurations, "make_async", _no_planning)
+    monkeypatch.setattr(configurations, "covering_rows", _no_planning)
     second = campaign()
     assert [c.problem for c in second.cases] == [c.problem for c in first.cases]
     assert second.coverage["pairs"]["covered"] == first.coverage["pairs"]["covered"] > 0
