@@ -456,6 +456,8 @@ class Search:
             st.keys.add(c.kernel.capability.compile_signature(case.problem))
             st.finished_at[case.problem] = 0.0
             if c.hunting:  # a hunt attributes them once the search is done (Hunt.finish)
+                if case.failed and st.failed_at is None:
+                    st.failed_at = 0.0  # failures to attribute and sign: the search keeps the whole reserve
                 continue
             if case.failed and res.first_failure is None:
                 st.failed_at = 0.0  # the shrink budget restarts now
