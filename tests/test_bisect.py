@@ -21,14 +21,14 @@ G, X, U = B.GOOD, B.BAD, B.UNTESTABLE
 
 
 # ---------------------------------------------------------------- the search alone
-def _run_search(verdicts):
+def _run_search(verdicts, fixed=False):
     calls = []
 
     def test(i):
         calls.append(i)
         return verdicts[i], ""
 
-    return B.search([f"v{i}" for i in range(len(verdicts))], test), calls
+    return B.search([f"v{i}" for i in range(len(verdicts))], test, fixed=fixed), calls
 
 
 @pytest.mark.parametrize("n", range(1, 10))
@@ -60,13 +60,7 @@ def test_fixed_search_names_the_fix_of_every_monotone_list(n):
     and its record keeps the real verdicts."""
     for k in range(n):  # versions k.. are good (fixed in k)
         verdicts = [X] * k + [G] * (n - k)
-        calls = []
-
-        def test(i):
-            calls.append(i)
-            return verdicts[i], ""
-
-        res = B.search([f"v{i}" for i in range(n)], test, fixed=True)
+        res, calls = _run_search(verdicts, fixed=True)
         if k == 0:  # the oldest already passes: no bad version, no fix to name
             assert not res.found and res.last_good is None
             assert "no bad version: the oldest testable one, v0, already passes" in res.summary()
@@ -78,23 +72,12 @@ def test_fixed_search_names_the_fix_of_every_monotone_list(n):
 
 
 def test_fixed_search_says_not_fixed_and_steps_around_versions_without_the_feature():
-    res, calls = None, []
-
-    def run(verdicts):
-        calls.clear()
-
-        def test(i):
-            calls.append(i)
-            return verdicts[i], ""
-
-        return B.search([f"v{i}" for i in range(len(verdicts))], test, fixed=True)
-
-    res = run([X, X, X])
+    res, calls = _run_search([X, X, X], fixed=True)
     assert not res.found and "not fixed: the newest testable version, v2, still fails" in res.summary()
     assert calls == [2]
-    res = run([B.ABSENT, X, G, G])  # a version without the feature is no evidence of a fix
+    res, _ = _run_search([B.ABSENT, X, G, G], fixed=True)  # a version without the feature is no evidence of a fix
     assert res.found and (res.first_bad, res.last_good) == (2, 1)
-    res = run([X, U, G])
+    res, _ = _run_search([X, U, G], fixed=True)
     assert not res.found and res.candidates == [1, 2] and "fixed in: one of v1, v2" in res.summary()
 
 
