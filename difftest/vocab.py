@@ -60,6 +60,9 @@ RATIO_GATES = frozenset({Gate.BUDGET, Gate.SECOND_REFERENCE})  # gates whose num
 # this (hypothesis.target needs a finite number; every report prints it as 1e+06)
 RATIO_CAP = 1e6
 
+# the reason's prefix of a case skipped because the GPU's memory ran out twice (judge/device_memory.py)
+DEVICE_MEMORY_SKIP = "device memory ran out"
+
 
 class FailureKind(StrEnum):
     """How a failing case fails; shrinking keeps to the first failure's kind (``campaign.same_failure``):

@@ -31,7 +31,7 @@ from difftest.execute import adapter as registry
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
 from difftest.execute.isolation import COMPILE_TIMEOUT_S, shared_worker
 from difftest.execute.timing import phase
-from difftest.judge import breakdown, triage
+from difftest.judge import breakdown, device_memory, triage
 from difftest.judge.attribution import attribute
 from difftest.judge.determinism import RunTally
 from difftest.judge.gates import GateConfig, Verdict, check_outputs, check_second_reference
@@ -242,14 +242,34 @@ def run_case(
     if why:
         return CaseResult(kernel.name, problem, Status.SKIPPED, f"unavailable: {why}")
     device = config.device or cap.device
-    with phase("inputs"):
-        inputs = make_inputs(problem, device)
-        digest = inputs.digest_later()  # hashed beside the case, waited for at its end
-    result = CaseResult(kernel.name, problem, Status.PASSED)
+    result = _attempt(kernel, problem, config, device, t0, parts)
+    if device_memory.out_of_memory(result) and not device_memory.beyond_device(result):
+        device_memory.release()  # once more with this process's cached blocks given back
+        result = _attempt(kernel, problem, config, device, time.perf_counter(), parts)
+        if device_memory.out_of_memory(result) and not device_memory.beyond_device(result):
+            device_memory.skipped(result)
+    return result
+
+
+def _attempt(
+    kernel: KernelAdapter, problem: Problem, config: RunConfig, device: str, t0: float, parts: CaseParts | None
+) -> CaseResult:
+    """One try at the case: its inputs, the kernel's runs, the references, the gates. difftest's
+    own tensors running out of device memory is this try's result (device_memory.py), not an
+    exception that ends the campaign."""
     try:
-        return _run(kernel, problem, config, inputs, result, device, t0, parts)
-    finally:
-        result.input_digest = digest()
+        with phase("inputs"):
+            inputs = make_inputs(problem, device)
+            digest = inputs.digest_later()  # hashed beside the case, waited for at its end
+        result = CaseResult(kernel.name, problem, Status.PASSED)
+        try:
+            return _run(kernel, problem, config, inputs, result, device, t0, parts)
+        finally:
+            result.input_digest = digest()
+    except torch.OutOfMemoryError as e:
+        out: CaseResult = device_memory.own_failure(kernel.name, problem, e, CaseResult)
+        out.seconds = time.perf_counter() - t0
+        return out
 
 
 def _run(

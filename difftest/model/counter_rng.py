@@ -246,6 +246,8 @@ def _fill_normals_triton(keys: list, sizes: list, device) -> torch.Tensor | None
         return None
     try:
         return mod.fill_normals(keys, sizes, _table(device), device)
+    except torch.OutOfMemoryError:  # the device is full, not the Triton draw broken: the case says so
+        raise
     except Exception as e:  # noqa: BLE001 -- any build or launch failure: the torch path draws instead
         _TRITON["failed"] = True
         warnings.warn(

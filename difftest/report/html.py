@@ -87,7 +87,7 @@ def _hints_html(c: "CampaignResult") -> list[str]:
     k = c.kernel
     summary = triage.summarize(c.cases)
     out = [f'<p>Triage: <span data-k="{_e(k)}/triage">{_e(triage.describe(summary))}</span></p>']
-    notes = campaign_notes(c.profile, c.coverage, c.unexplained_cases, c.unrun)
+    notes = campaign_notes(c.profile, c.coverage, c.unexplained_cases, c.unrun, c.cases)
     if c.compile_reuse is not None:
         try:
             notes.append(compile_reuse_line(c.compile_reuse))

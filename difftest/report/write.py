@@ -13,7 +13,7 @@ from difftest.judge import triage
 from difftest.model.problem import OUTPUTS
 from difftest.printable import cell
 from difftest.safeio import atomic_write_text, json_text
-from difftest.vocab import RATIO_CAP, RATIO_GATES, CampaignStatus, Gate, Status
+from difftest.vocab import DEVICE_MEMORY_SKIP, RATIO_CAP, RATIO_GATES, CampaignStatus, Gate, Status
 
 
 def capped(r) -> float:
@@ -263,11 +263,22 @@ def _rows(results):
     return rows
 
 
-def campaign_notes(profile: str, coverage: dict, unexplained_cases, unrun: int) -> list[str]:
+def memory_skipped(cases) -> int:
+    """Cases skipped because the GPU's memory ran out twice (judge/device_memory.py)."""
+    return sum(1 for c in cases if c.status == Status.SKIPPED and (c.reason or "").startswith(DEVICE_MEMORY_SKIP))
+
+
+def campaign_notes(profile: str, coverage: dict, unexplained_cases, unrun: int, cases=()) -> list[str]:
     """The hints under a campaign's block, in the terminal and in the HTML report alike: what
     the capability claims beyond the profile, the failing cases no finding explains, the
-    drawn problems the budget left unrun."""
+    drawn problems the budget left unrun, the cases the GPU's memory could not hold."""
     out = []
+    short = memory_skipped(cases)
+    if short:
+        out.append(
+            f"{short} cases not judged: the device's memory ran out twice (other processes on the GPU, or a "
+            "leak); their reasons say whose tensors; run fewer campaigns side by side"
+        )
     if (coverage or {}).get("beyond_profile"):
         out.append(f"claimed but beyond profile {profile}: {'; '.join(coverage['beyond_profile'])}")
     out += [f"unexplained failing {line}" for line in unexplained_cases or ()]

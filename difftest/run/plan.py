@@ -722,6 +722,7 @@ def print_campaign(k, r) -> None:
         coverage,
         getattr(r, "unexplained_cases", None),
         getattr(r, "unrun", 0),
+        r.cases,
     ):
         _say(f"  {note}")
     if getattr(r, "hunt", False) and r.cases:
