@@ -305,3 +305,27 @@ def test_a_hunt_that_met_no_failure_keeps_a_small_reserve():
     assert end(True, 12.0) == 300.0  # a failure to shrink and sign: the quarter
     assert end(False, None) == end(False, 12.0) == 300.0
     assert end(True, None, shrink=10.0) == 390.0 and end(True, 3.0, shrink=10.0) == 390.0  # at most a shrink budget
+
+
+def test_the_time_budget_pays_for_the_prebuild_it_waited_for():
+    """``--time-budget`` bounds the whole campaign, its builds included: a TileLang campaign on
+    the H100 (2026-12-07) waited 140 s for its prebuild and then took its whole 440 s besides,
+    past the call's limit. The wait is charged once per kernel, and a campaign keeps at least
+    PREBUILD_FLOOR of its budget."""
+    from difftest.model.profiles import get_profile
+    from difftest.run.plan import PREBUILD_FLOOR, RunOptions, RunPlan
+
+    k = type("K", (), {"name": "k"})()
+    plan = RunPlan(RunOptions(kernels=("k",), profile="gpu", time_budget=440.0))
+    plan.prebuilt = {"k": {"built": 3, "waited_s": 140.0}}
+    assert plan.budget_after_prebuild(k) == 300.0
+    assert plan.budget_after_prebuild(k) == 440.0  # charged once: a second campaign of k waited for nothing
+    plan = RunPlan(RunOptions(kernels=("k",), profile="gpu", time_budget=100.0))
+    plan.prebuilt = {"k": {"built": 3, "waited_s": 500.0}}
+    assert plan.budget_after_prebuild(k) == 100.0 * PREBUILD_FLOOR
+    plan = RunPlan(RunOptions(kernels=("k",), profile="ci"))  # the profile's own budget pays too
+    plan.prebuilt = {"k": {"built": 3, "waited_s": 30.0}}
+    assert plan.budget_after_prebuild(k) == get_profile("ci").search_s - 30.0
+    plan = RunPlan(RunOptions(kernels=("k",), profile="ci", time_budget=50.0))
+    plan.prebuilt = {"k": None}  # nothing to prepare (a kernel without prepare)
+    assert plan.budget_after_prebuild(k) == 50.0
