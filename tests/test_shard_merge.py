@@ -264,3 +264,32 @@ def test_a_kernel_error_widens_the_finding_it_misses_least_of():
     assert got["unexplained"] == 0 and "absorbed" not in findings[0]
     assert findings[0]["signature"]["needs"] == {"gqa": True}
     assert findings[1]["signature"]["needs"] == {"dims_differ": True, "seqlen_k>=": 8}
+
+
+def test_a_rule_widened_by_a_merge_takes_in_the_finding_it_now_explains():
+    """cuDNN 9.19 on the H100 (2026-12-07): shard 0 kept dQ and dK/dV of one head-dim family as
+    two findings (no gate in common); shard 1's dQ finding also held dV. Merged, the dQ finding
+    took that one in and must then take in the dK/dV one too, whatever order the shards come in.
+    Before: three findings in, two out."""
+    kind = str(Kind.WRONG_RESULT)
+    dq = Signature(kind, ("dq:budget", "dq:determinism"), "", ())
+    dkdv = Signature(kind, ("dk:budget", "dv:budget"), "", ())
+    dq_dv = Signature(kind, ("dq:budget", "dv:budget"), "", ())
+
+    def shard(i, sigs):
+        return CampaignResult(
+            kernel=KERNEL,
+            profile="nightly",
+            status=CampaignStatus.FAILED,
+            cases=[],
+            findings=[{"signature": s.to_dict(), "status": "new", "hits": 2} for s in sigs],
+            settings={"shard": f"{i}/2"},
+        )
+
+    for order in ([dq, dkdv], [dkdv, dq]):
+        got = merge_findings([shard(0, order), shard(1, [dq_dv])])
+        assert len(got) == 1 and got[0]["hits"] == 6
+        assert set(got[0]["signature"]["gates"]) == {"dq:budget", "dq:determinism", "dk:budget", "dv:budget"}
+        assert sorted(got[0]["shards"]) == ["0/2", "0/2", "1/2"]
+    # findings of separate outputs that nothing joins stay apart
+    assert len(merge_findings([shard(0, [dq, dkdv])])) == 2

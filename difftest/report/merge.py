@@ -239,24 +239,53 @@ def unexplained_after_merge(findings: list, cases: list) -> dict:
 
 def merge_findings(recs: list) -> list:
     """The shards' findings, each bug once: a finding whose signature is one already kept
-    adds its cases and skips to it (and its shard to ``shards``)."""
-    kept = []  # (record, Signature, Problem)
+    adds its cases and skips to it (and its shard to ``shards``). A kept finding whose rule
+    a merge widened takes in every other kept finding that is now its bug too, whatever the
+    order the shards came in (cuDNN 9.19 on the H100, 2026-12-07: one shard kept dQ and dK/dV
+    of one head-dim family apart, no gate in common; the other shard's dQ finding held dV
+    too; merged, the dQ finding took that one in but stayed beside the dK/dV one)."""
+    kept: list = []  # (record, Signature, Problem)
     for c in recs:
         shard = c.settings.get("shard")
         for rec, sig, prob in signed_findings(c):
             for j, k in enumerate(kept):
-                if same_identity(k[1], sig, prob) or same_identity(sig, k[1], k[2]):
-                    for n in ("hits", "search_hits", "skipped"):
-                        if isinstance(rec.get(n), int) and isinstance(k[0].get(n), int):
-                            k[0][n] += rec[n]
-                    k[0]["shards"].append(shard)
-                    both = merged(k[1], sig)  # the smallest rule covering what each shard saw
-                    k[0]["signature"] = both.to_dict()
-                    kept[j] = (k[0], both, k[2])
+                if _same(k, (rec, sig, prob)):
+                    kept[j] = _joined(k, ({**rec, "shards": [shard]}, sig, prob))
+                    _take_in(kept, j)
                     break
             else:
                 kept.append(({**rec, "shards": [shard]}, sig, prob))
     return [k[0] for k in kept]
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return same_identity(a[1], b[1], b[2]) or same_identity(b[1], a[1], a[2])
+
+
+def _joined(k: tuple, other: tuple) -> tuple:
+    """``k`` with ``other``'s cases, skips and shards added, its rule the smallest covering both."""
+    rec = other[0]
+    for n in ("hits", "search_hits", "skipped"):
+        if isinstance(rec.get(n), int) and isinstance(k[0].get(n), int):
+            k[0][n] += rec[n]
+    k[0]["shards"].extend(rec.get("shards", ()))
+    both = merged(k[1], other[1])  # the smallest rule covering what each shard saw
+    k[0]["signature"] = both.to_dict()
+    return (k[0], both, k[2])
+
+
+def _take_in(kept: list, j: int) -> None:
+    """Join into ``kept[j]`` every other kept finding its (widened) rule now calls its bug."""
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(kept)):
+            if i != j and _same(kept[j], kept[i]):
+                kept[j] = _joined(kept[j], kept[i])
+                del kept[i]
+                j -= i < j
+                changed = True
+                break
 
 
 def merge_reports(docs: list) -> dict:
