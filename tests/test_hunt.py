@@ -930,3 +930,23 @@ def test_a_signature_cut_by_its_budget_says_its_needs_were_not_measured():
             Signature.from_dict({**cut.to_dict(), "variations_complete": wrong})
     with pytest.raises(SignatureError):
         Signature.from_dict({**cut.to_dict(), "variations_run": -1})
+
+
+def test_findings_a_later_merge_made_one_bug_are_folded_at_the_end():
+    """cuDNN 9.19 on the H100 (2026-12-07): a hunt kept dQ (its case's dK/dV gates were already
+    another finding's) beside dK/dV of the same head-dim family; the dQ rule later took in dV
+    from a variation, and both findings stayed. ``folded`` joins them; a known finding and a
+    finding of another output nothing joins stay apart."""
+    from difftest.search.findings import Finding
+    from difftest.search.hunt import folded
+
+    kind = "wrong result"
+    dkdv = Finding(Signature(kind, ("dk:budget", "dv:budget"), "", ()), number=1)
+    dq = Finding(Signature(kind, ("dq:budget",), "", ()), number=2)
+    lse = Finding(Signature(kind, ("lse:budget",), "", (("sinks", True),)), number=3)
+    known = Finding(Signature(kind, ("dk:budget",), "", ()), known=True)
+    assert folded([dkdv, dq, lse, known]) == [dkdv, dq, lse, known]  # nothing in common yet
+    dq.variants.append(Signature(kind, ("dq:budget", "dv:budget"), "", ()))  # a variation showed dV too
+    got = folded([dkdv, dq, lse, known])
+    assert got == [dkdv, lse, known] and dq.signature in dkdv.variants
+    assert set(dkdv.signature.gates) == {"dk:budget", "dv:budget", "dq:budget"}

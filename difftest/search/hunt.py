@@ -272,7 +272,9 @@ class Hunt:
                 self.hunt(case)
 
     def sign(self) -> None:
-        pass  # every finding was signed when it was kept
+        """Every finding was signed when it was kept; findings a later merge made one bug are
+        folded into one (``folded``)."""
+        self.state.found[:] = folded(self.state.found)
 
     def verdict(self) -> None:
         """The campaign fails on a new finding, and on failing cases no finding explains
@@ -321,3 +323,33 @@ class Hunt:
         res = st.result
         if res.failure is not None and st.now() < st.deadline:
             res.declaration = diagnose(st.settings.kernel, res.failure, run, res.first_failure)
+
+
+def folded(found: list) -> list:
+    """``found`` with every new finding that another new finding's rule, widened by what was
+    merged into it since, now calls its bug (``signature.same_identity``) folded into the
+    earlier of the two: its signatures become variants, the rule the smallest covering both,
+    until no two are one bug. A finding is kept apart when it is signed, against the rules of
+    that moment: cuDNN 9.19 on the H100 (2026-12-07) kept a dQ finding beside a dK/dV one of
+    the same head-dim family because the dK/dV finding already explained the case's other
+    gates; the dQ rule later took in dV, and both stayed. Known findings are never folded."""
+    out = list(found)
+    while True:
+        pair = next(
+            (
+                (i, j)
+                for j in range(len(out))
+                for i in range(j)
+                if not (out[i].known or out[j].known) and _one_bug(out[i], out[j])
+            ),
+            None,
+        )
+        if pair is None:
+            return out
+        into, g = out[pair[0]], out.pop(pair[1])
+        into.variants.extend(v for v in g.signatures if v not in into.signatures)
+        into.signature = merged(into.signature, g.signature)
+
+
+def _one_bug(f, g) -> bool:
+    return any(same_identity(a, b) or same_identity(b, a) for a in f.signatures for b in g.signatures)
