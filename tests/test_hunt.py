@@ -950,3 +950,29 @@ def test_findings_a_later_merge_made_one_bug_are_folded_at_the_end():
     got = folded([dkdv, dq, lse, known])
     assert got == [dkdv, lse, known] and dq.signature in dkdv.variants
     assert set(dkdv.signature.gates) == {"dk:budget", "dv:budget", "dq:budget"}
+
+
+def test_a_bug_of_every_large_head_dim_is_signed_by_its_head_dims():
+    """cuDNN 9.19 on the H100 (2026-12-07): wrong gradients at every d_qk > 128 were tried at the
+    nearest dims (160, 176) and the largest (256), all failing, and read "needs nothing found
+    (fails on every variation)". A head dim in the upper half of the declared range is now also
+    tried at the smallest, the far end, so the signature names the head dims. Fails on 7c78c44."""
+    from difftest.judge.gates import Verdict
+    from difftest.judge.runner import CaseResult
+    from difftest.model.capability import Capability
+    from difftest.search.signature import derive
+    from difftest.vocab import Status
+
+    cap = Capability(dtypes=("float16",), head_dims_qk=tuple(range(8, 257, 8)), device="cpu")
+    p = Problem(head_dim_qk=168, head_dim_v=168, dtype="float16")
+
+    def run(q):  # the kernel: dQ wrong whenever head_dim_qk > 128
+        wrong = q.head_dim_qk > 128
+        verdicts = [Verdict("dq", "budget", not wrong)]
+        return CaseResult("k", q, Status.FAILED if wrong else Status.PASSED, "", verdicts=verdicts)
+
+    sig = derive(run(p), run, cap)
+    needs = dict(sig.needs)
+    assert sig.complete and set(needs) == {"head_dim_qk"}, sig.describe()
+    assert 168 in needs["head_dim_qk"] and 8 not in needs["head_dim_qk"]
+    assert "nothing found" not in sig.describe()
