@@ -976,3 +976,30 @@ def test_a_bug_of_every_large_head_dim_is_signed_by_its_head_dims():
     assert sig.complete and set(needs) == {"head_dim_qk"}, sig.describe()
     assert 168 in needs["head_dim_qk"] and 8 not in needs["head_dim_qk"]
     assert "nothing found" not in sig.describe()
+
+
+def test_one_error_raised_in_two_dtypes_is_one_finding_and_old_records_still_know_it():
+    """FA4 b25 on the H100 (2026-12-07): CuTe DSL's "Misaligned Tensor data on argument #0 ...
+    Tensor([n0, ...], float16)" and its bfloat16 twin had two message shapes, so the float16
+    finding needed dtype=float16 (its bfloat16 variation failed "differently"), a second
+    finding took bfloat16, and a bfloat16 case stayed unexplained. A dtype's name is now
+    ``<dtype>`` in a message's shape; a signature recorded by the rule before still explains it."""
+    from difftest.judge.runner import CaseResult
+    from difftest.model.capability import Capability
+    from difftest.search.signature import _text_shape, derive, message_shape
+    from difftest.vocab import Status
+
+    def raised(p):
+        dt = p.dtype
+        msg = f"ValueError: Misaligned Tensor data on argument #0 when calling: `__call__(mQ: Tensor([n0, n1], {dt}))`"
+        return CaseResult("k", p, Status.ERROR, msg, error_type="ValueError")
+
+    cap = Capability(dtypes=("float16", "bfloat16"), head_dims_qk=(64, 128), device="cpu")
+    p = Problem(head_dim_qk=64, head_dim_v=64, dtype="float16")
+    assert message_shape(raised(p).reason) == message_shape(raised(p.replace(dtype="bfloat16")).reason)
+    assert message_shape("ValueError: bad tile") != message_shape(raised(p).reason)
+    sig = derive(raised(p), raised, cap)
+    assert "dtype" not in dict(sig.needs), sig.describe()
+    assert sig.explains(raised(p.replace(dtype="bfloat16")))
+    old = dataclasses.replace(sig, message=_text_shape(raised(p).reason, layouts=True, dtypes=False))
+    assert old.message != sig.message and old.fails_alike(raised(p))

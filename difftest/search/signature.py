@@ -104,6 +104,14 @@ _VARYING = (
 )
 # a CuTe layout or shape once its numbers are "#": parentheses, commas, colons and "#" only
 _LAYOUT = re.compile(r"\((?:[#(),:]|\s)*#(?:[#(),:]|\s)*\)")
+# a dtype's name inside a message (torch's, CuTe DSL's, MLIR's element types): one error raised
+# in float16 and in bfloat16 is one error (FA4 b25 on the H100, 2026-12-07: the DSL's
+# "Misaligned Tensor data on argument ... Tensor([...], float16)" and "... bfloat16)" became two
+# findings, and a bfloat16 case stayed unexplained beside the float16 finding)
+_DTYPE = re.compile(
+    r"(?<![\w.])(?:torch\.)?(?:b?float(?:8_e4m3fnuz|8_e4m3fn|8_e5m2fnuz|8_e5m2|16|32|64)|half|"
+    r"BFloat16|Float(?:16|32|64)|bf16|fp16|fp32|f16|f32|f64)(?![\w])"
+)
 
 
 def message_shape(reason: str) -> str:
@@ -111,21 +119,23 @@ def message_shape(reason: str) -> str:
     codes, numbers, hex, quoted names and paths, and with a layout's nesting (``(#,(#))``,
     ``((#,#),(#,#))``) as ``(...)``, its first informative lines joined, so two raises of one
     error (at head dims 24 and 56) share it and two different errors of one exception type (an
-    MLIR build failure and an MLIR partition failure) do not. A message that names a CUDA runtime
+    MLIR build failure and an MLIR partition failure) do not; a dtype's name is ``<dtype>``
+    (the same error met in float16 and bfloat16 is one). A message that names a CUDA runtime
     error is that name (``triage.failure_name``: one device fault, whichever wrapper raised it).
     A message whose first line is empty (CuTe DSL's ``DSLRuntimeError:`` puts the IR verifier's
     error on the lines after it) is read from the lines that follow."""
     return triage.cuda_error_name(reason) or _text_shape(reason, layouts=True)
 
 
-def message_shapes(reason: str) -> tuple[str, str]:
-    """(the message's shape, its shape by the rule before CUDA error names and layouts): a
-    signature recorded by the older rule (a ``--known`` file, the failure store) still knows
-    its failure."""
-    return message_shape(reason), _text_shape(reason)
+def message_shapes(reason: str) -> tuple[str, ...]:
+    """(the message's shape, its shape before dtype names were ``<dtype>``, its shape by the
+    rule before CUDA error names and layouts): a signature recorded by an older rule (a
+    ``--known`` file, the failure store) still knows its failure."""
+    before_dtypes = triage.cuda_error_name(reason) or _text_shape(reason, layouts=True, dtypes=False)
+    return message_shape(reason), before_dtypes, _text_shape(reason)
 
 
-def _text_shape(reason: str, layouts: bool = False) -> str:
+def _text_shape(reason: str, layouts: bool = False, dtypes: bool = True) -> str:
     text = _ANSI.sub("", reason or "").replace("\\x1b", "")
     text = text.split("Traceback (most recent call last)")[0]
     out = []
@@ -141,6 +151,8 @@ def _text_shape(reason: str, layouts: bool = False) -> str:
         if sum(len(x) for x in out) >= MESSAGE_CHARS:
             break
     head = " ".join(out)
+    if layouts and dtypes:
+        head = _DTYPE.sub("<dtype>", head)
     for pattern, repl in _VARYING:
         head = pattern.sub(repl, head)
     if layouts:
