@@ -107,3 +107,24 @@ def test_a_full_gpu_does_not_switch_the_triton_draw_off(monkeypatch):
     with pytest.raises(torch.OutOfMemoryError):
         counter_rng._fill_normals_triton([(1, 2)], [16], "cpu")
     assert counter_rng._TRITON["failed"] is False
+
+
+class OomAlways(RefKernel):
+    """The CUDA allocator's error on every call, raised in the isolation worker."""
+
+    name = "test-oom-always"
+    spec = "tests.test_device_memory:OomAlways"
+
+    def corrupt(self, inputs, out):
+        raise torch.OutOfMemoryError(SHARED)
+
+
+def test_a_kernel_running_out_in_its_isolation_worker_is_skipped_too():
+    from difftest.execute.isolation import close_all
+    from difftest.judge.runner import RunConfig
+
+    try:
+        r = run_case(OomAlways(), P, RunConfig(isolate=True, timeout_s=120))
+    finally:
+        close_all()
+    assert r.status == "skipped" and "the kernel" in r.reason and "350.00 MiB" in r.reason, r.reason
