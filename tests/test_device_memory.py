@@ -128,3 +128,21 @@ def test_a_kernel_running_out_in_its_isolation_worker_is_skipped_too():
     finally:
         close_all()
     assert r.status == "skipped" and "the kernel" in r.reason and "350.00 MiB" in r.reason, r.reason
+
+
+def test_a_variation_the_device_could_not_hold_is_no_pass_for_a_signature():
+    """A signature's variation skipped for device memory says nothing: before, it counted as a
+    pass and made a need of what it varied (here: causal)."""
+    from difftest.judge.runner import CaseResult
+    from difftest.search.signature import derive
+    from difftest.vocab import Status
+
+    p = P.replace(causal=True)
+    bad = CaseResult("k", p, Status.ERROR, "RuntimeError: boom", error_type="RuntimeError")
+
+    def run(q):
+        if not q.causal:
+            return CaseResult("k", q, Status.SKIPPED, f"{DEVICE_MEMORY_SKIP} (the kernel), twice: ...")
+        return bad
+
+    assert "causal" not in dict(derive(bad, run).needs)

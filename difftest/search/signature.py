@@ -564,6 +564,8 @@ def derive(
         res = run(q)
         if base.fails_alike(res):
             return True
+        if res.status == Status.SKIPPED:  # not judged (the device's memory ran out): no pass
+            return None
         labels = {v.label for v in res.verdicts}
         if not (steady & labels) and racy & labels:
             # only a race's output is left to fail, and it happened to agree this time: a pass
