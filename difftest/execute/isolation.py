@@ -40,6 +40,7 @@ process's), and a watchdog thread ends it within ``ORPHAN_POLL_S`` once its pare
 
 import ctypes
 import faulthandler
+import gc
 import multiprocessing as mp
 import os
 import signal
@@ -154,6 +155,7 @@ def _serve(conn, preload) -> None:
         if msg is None:
             return
         spec, problem_json, device, poison, runs = msg
+        out_of_memory = False
         timer = timing.PhaseTimer(on_compile=lambda entering: _say(conn, "compile", entering, time.perf_counter()))
         try:
             with timing.collect(timer):
@@ -185,6 +187,16 @@ def _serve(conn, preload) -> None:
                 _say(conn, "error_fatal", (kind, msg), timer.seconds)
                 return  # a fresh process serves the next case
             _say(conn, "error", (kind, msg), timer.seconds)
+            out_of_memory = kind == "OutOfMemoryError"
+        if out_of_memory:  # the case is run once more (judge/device_memory.py): with this worker's cache given back
+            _release_device_memory()
+
+
+def _release_device_memory() -> None:
+    gc.collect()  # the failed case's tensors, held by its traceback until now
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _sync(device) -> None:
