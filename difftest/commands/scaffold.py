@@ -11,6 +11,8 @@ import keyword
 import re
 from pathlib import Path
 
+from difftest.errors import InputError
+
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 # setuptools >= 64 builds editable installs (PEP 660); pip's build isolation fetches it (and the
@@ -126,10 +128,10 @@ features it serves in `{pkg}/adapter.py` (`Capability`; table in difftest's docs
 def write_skeleton(name: str, where=".") -> Path:
     """Write the skeleton package ``where/name`` and return its folder."""
     if not _NAME.match(name):
-        raise ValueError(f"new-adapter {name!r}: allowed a name of letters, digits, '-' and '_' starting with a letter")
+        raise InputError(f"new-adapter {name!r}: allowed a name of letters, digits, '-' and '_' starting with a letter")
     pkg = name.replace("-", "_").lower()
     if keyword.iskeyword(pkg):
-        raise ValueError(f"new-adapter {name!r}: {pkg!r} is a Python keyword; choose another name")
+        raise InputError(f"new-adapter {name!r}: {pkg!r} is a Python keyword; choose another name")
     cls = "".join(part.capitalize() for part in re.split(r"[-_]", name) if part) + "Adapter"
     root = Path(where) / name
     if root.exists():

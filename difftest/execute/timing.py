@@ -41,6 +41,8 @@ Framework overhead is everything except ``compile``, ``kernel`` and ``determinis
 import time
 from contextlib import contextmanager
 
+from difftest.errors import InputError
+
 PHASES = (
     "inputs",
     "compile",
@@ -79,7 +81,7 @@ class PhaseTimer:
 
     def enter(self, name: str) -> None:
         if name not in PHASES:
-            raise ValueError(f"phase={name!r}: allowed {PHASES}")
+            raise InputError(f"phase={name!r}: allowed {PHASES}")
         self._charge(_clock())
         if name in UNTIMED and self.on_compile is not None and not self._setting_up():
             self.on_compile(True)

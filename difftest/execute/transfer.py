@@ -20,6 +20,7 @@ reads a stride: the values are the same elements in the same order).
 
 import torch
 
+from difftest.errors import InputError
 from difftest.model.outputs import Outputs
 
 INLINE_BYTES = 1 << 20  # at most this many bytes travel inside the pickled reply
@@ -29,7 +30,7 @@ ALIGN = 64  # each tensor's offset in the buffer: any dtype's view of it is alig
 def _dtype(name: str) -> torch.dtype:
     dt = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dt, torch.dtype):
-        raise ValueError(f"packed output dtype {name!r} is not a torch dtype")
+        raise InputError(f"packed output dtype {name!r} is not a torch dtype")
     return dt
 
 

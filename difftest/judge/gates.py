@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from difftest.errors import InputError
 from difftest.judge.declaration import missing_output_message
 from difftest.model.outputs import Outputs, is_poison
 from difftest.model.problem import FP8_DTYPES, OUTPUTS, Problem
@@ -117,9 +118,9 @@ class Standard:
     def __post_init__(self) -> None:
         for n in ("atol", "rtol", "max_abs"):
             if not getattr(self, n) >= 0:
-                raise ValueError(f"Standard.{n}={getattr(self, n)!r}: allowed a float >= 0")
+                raise InputError(f"Standard.{n}={getattr(self, n)!r}: allowed a float >= 0")
         if not 0.0 <= self.required_ratio <= 1.0:
-            raise ValueError(f"Standard.required_ratio={self.required_ratio!r}: allowed a float in [0, 1]")
+            raise InputError(f"Standard.required_ratio={self.required_ratio!r}: allowed a float in [0, 1]")
 
     @classmethod
     def parse(cls, text: str) -> "Standard":
@@ -135,7 +136,7 @@ class Standard:
         for part in filter(None, (x.strip() for x in text.split(","))):
             key, _, val = part.partition("=")
             if key not in names or not val:
-                raise ValueError(f"standard item {part!r}: allowed keys {sorted(names)} as key=value")
+                raise InputError(f"standard item {part!r}: allowed keys {sorted(names)} as key=value")
             kw[names[key]] = float(val)
         return cls(**kw)
 
@@ -166,11 +167,11 @@ class GateConfig:
         for d in (self.k, self.standards, self.second_reference_k):
             bad = [n for n in d if n not in OUTPUTS]
             if bad:
-                raise ValueError(f"GateConfig keys {bad}: allowed outputs {OUTPUTS}")
+                raise InputError(f"GateConfig keys {bad}: allowed outputs {OUTPUTS}")
         for dt, d in self.k_by_dtype.items():
             bad = [n for n in d if n not in OUTPUTS]
             if dt not in EPS or bad:
-                raise ValueError(
+                raise InputError(
                     f"GateConfig.k_by_dtype[{dt!r}] keys {bad}: allowed dtypes {sorted(EPS)}, outputs {OUTPUTS}"
                 )
         for what, d in (
@@ -180,11 +181,11 @@ class GateConfig:
         ):
             for n, v in d.items():  # nan or <= 0 would fail every case (false alarms in the store)
                 if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
-                    raise ValueError(f"{what} for {n} = {v!r}: allowed a finite number > 0")
+                    raise InputError(f"{what} for {n} = {v!r}: allowed a finite number > 0")
         for n in ("floor_ulps", "floor_magnitude"):
             v = getattr(self, n)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"GateConfig.{n} = {v!r}: allowed a finite number >= 0")
+                raise InputError(f"GateConfig.{n} = {v!r}: allowed a finite number >= 0")
         for n, s in list(self.standards.items()):
             if isinstance(s, str):
                 self.standards[n] = Standard.parse(s)

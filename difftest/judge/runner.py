@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from difftest import oracles
-from difftest.errors import exception_text
+from difftest.errors import InputError, exception_text
 from difftest.execute import adapter as registry
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
 from difftest.execute.isolation import COMPILE_TIMEOUT_S, shared_worker
@@ -205,7 +205,7 @@ def _references(inputs: "Inputs", config: RunConfig) -> tuple[Any, tuple[str, st
         # the standard's own truth only when a standard is judged against another than float64
         standard = config.truth if config.gates.standards and config.truth != "float64" else None
         if standard is not None and standard not in TRUTHS:
-            raise ValueError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
+            raise InputError(f"RunConfig.truth={config.truth!r}: allowed {TRUTHS}")
         return oracles.references(inputs, config.chunk_threshold, standard=standard), None
     except Exception as e:
         return None, (

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from difftest.errors import exception_text
+from difftest.errors import InputError, exception_text
 from difftest.execute.isolation import shared_worker
 from difftest.judge.determinism import RunTally
 from difftest.judge.runner import CaseParts, CaseResult, RunConfig, call_kernel, error_type, run_case
@@ -204,9 +204,9 @@ def stress_case(
 ) -> StressResult:
     """``kernel`` on ``problem`` ``reps`` times under ``load`` busy threads; see the module."""
     if not isinstance(reps, int) or reps < MIN_REPS:
-        raise ValueError(f"reps={reps!r}: allowed an int >= {MIN_REPS}")
+        raise InputError(f"reps={reps!r}: allowed an int >= {MIN_REPS}")
     if not isinstance(load, int) or load < 0:
-        raise ValueError(f"load={load!r}: allowed an int >= 0")
+        raise InputError(f"load={load!r}: allowed an int >= 0")
     cfg = dataclasses.replace(config or RunConfig(), determinism_runs=1)
     device = cfg.device or kernel.capability.device
     chunk = max(1, min(reps - 1, chunk_bytes // max(1, run_bytes(problem))))

@@ -91,7 +91,7 @@ K_STEP = 0.5
 def derive_k(k_needed_max: float, margin: float = K_MARGIN) -> float:
     """The default k that ``k_needed_max`` (the largest k_needed of correct kernels) gives."""
     if not k_needed_max >= 0:  # NaN or negative: not a measurement
-        raise ValueError(f"k_needed_max={k_needed_max!r}: allowed a float >= 0")
+        raise InputError(f"k_needed_max={k_needed_max!r}: allowed a float >= 0")
     return max(1.0, math.ceil(margin * k_needed_max / K_STEP - 1e-9) * K_STEP)
 
 

@@ -178,7 +178,7 @@ def rows_from_logs(paths) -> list[VariantRow]:
             try:
                 add_line(row, line)
             except (ValueError, KeyError, TypeError, AttributeError) as e:
-                raise ValueError(f"{path}: a line that is not a case record ({type(e).__name__})") from None
+                raise InputError(f"{path}: a line that is not a case record ({type(e).__name__})") from None
     return list(rows.values())
 
 

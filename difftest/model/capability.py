@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from difftest.errors import InputError
 from difftest.model.layouts import LAYOUTS
 from difftest.model.problem import ALIGNS, ALL_DTYPES, OUTPUTS, VALUE_KINDS, Problem
 
@@ -174,7 +175,7 @@ class Capability:
         # max_seqlen first: the minimums are then checked against a valid maximum
         for name, new in sorted(changes.items(), key=lambda kv: kv[0] != "max_seqlen"):
             if name not in NARROWABLE:
-                raise ValueError(f"narrow {name}: allowed fields {NARROWABLE}")
+                raise InputError(f"narrow {name}: allowed fields {NARROWABLE}")
             old = getattr(self, "v_dims" if name == "head_dims_v" else name)
             if name == "values" and old is None:
                 old = VALUE_KINDS
@@ -182,30 +183,30 @@ class Capability:
                 new = tuple(new)
                 extra = [x for x in new if x not in old]
                 if not new or extra:
-                    raise ValueError(f"narrow {name}={new}: allowed a non-empty subset of {old}")
+                    raise InputError(f"narrow {name}={new}: allowed a non-empty subset of {old}")
             elif name == "seqlen_multiple":
                 if not _is_int(new) or new < 1 or new % old:
-                    raise ValueError(f"narrow {name}={new}: allowed a multiple of {old}")
+                    raise InputError(f"narrow {name}={new}: allowed a multiple of {old}")
             elif isinstance(old, bool):
                 if name == "causal_required":
                     if old and not new:
-                        raise ValueError(f"narrow {name}=False: the kernel is causal-only")
+                        raise InputError(f"narrow {name}=False: the kernel is causal-only")
                 elif name == "equal_head_dims":
                     if old and not new:
-                        raise ValueError(f"narrow {name}=False: the kernel requires equal head dims")
+                        raise InputError(f"narrow {name}=False: the kernel requires equal head dims")
                 elif name != "deterministic" and new and not old:
-                    raise ValueError(f"narrow {name}=True: allowed False (the kernel does not claim it)")
+                    raise InputError(f"narrow {name}=True: allowed False (the kernel does not claim it)")
             elif name in ("min_seqlen_q", "min_seqlen_k"):
                 top = min(max_seqlen, self.max_seqlen)
                 if not _is_int(new) or not old <= new <= top:
-                    raise ValueError(
+                    raise InputError(
                         f"narrow {name}={new}: allowed {old}..{top} (a minimum may only go up, to at most max_seqlen)"
                     )
             elif isinstance(old, int):
                 bottom = max(1, least) if name == "max_seqlen" else 1
                 if not _is_int(new) or not bottom <= new <= old:
                     why = f" (not below min_seqlen_q/min_seqlen_k {bottom})" if bottom > 1 else ""
-                    raise ValueError(f"narrow {name}={new}: allowed {bottom}..{old}{why}")
+                    raise InputError(f"narrow {name}={new}: allowed {bottom}..{old}{why}")
             out[name] = new
         return replace(self, **out)
 
@@ -217,55 +218,55 @@ class Capability:
 
     def __post_init__(self) -> None:
         if not self.dtypes or not self.head_dims_qk or not self.v_dims:
-            raise ValueError("Capability.dtypes, head_dims_qk and head_dims_v must not be empty")
+            raise InputError("Capability.dtypes, head_dims_qk and head_dims_v must not be empty")
         bad = [d for d in self.dtypes if d not in ALL_DTYPES]
         if bad:
-            raise ValueError(f"Capability.dtypes has {bad}: allowed {ALL_DTYPES}")
+            raise InputError(f"Capability.dtypes has {bad}: allowed {ALL_DTYPES}")
         if self.equal_head_dims and self.head_dims_v is not None and set(self.head_dims_v) != set(self.head_dims_qk):
-            raise ValueError(
+            raise InputError(
                 f"Capability.head_dims_v={self.head_dims_v} differs from head_dims_qk={self.head_dims_qk} "
                 f"while equal_head_dims=True (the default): set equal_head_dims=False to draw "
                 f"head_dim_v != head_dim_qk, or leave head_dims_v=None"
             )
         bad = [a for a in self.aligns if a not in ALIGNS]
         if bad:
-            raise ValueError(f"Capability.aligns has {bad}: allowed {ALIGNS}")
+            raise InputError(f"Capability.aligns has {bad}: allowed {ALIGNS}")
         bad = [d for d in self.designs if d not in DESIGNS]
         if bad:
-            raise ValueError(f"Capability.designs has {bad}: allowed {DESIGNS}")
+            raise InputError(f"Capability.designs has {bad}: allowed {DESIGNS}")
         bad = [k for k in self.layouts if k not in LAYOUTS]
         if bad or not self.layouts:
-            raise ValueError(f"Capability.layouts has {bad or 'nothing'}: allowed a non-empty subset of {LAYOUTS}")
+            raise InputError(f"Capability.layouts has {bad or 'nothing'}: allowed a non-empty subset of {LAYOUTS}")
         bad = [o for o in self.outputs if o not in OUTPUTS]
         if bad:
-            raise ValueError(f"Capability.outputs has {bad}: allowed {OUTPUTS}")
+            raise InputError(f"Capability.outputs has {bad}: allowed {OUTPUTS}")
         if self.device not in ("cpu", "cuda"):
-            raise ValueError(f"Capability.device={self.device!r}: allowed 'cpu' or 'cuda'")
+            raise InputError(f"Capability.device={self.device!r}: allowed 'cpu' or 'cuda'")
         if not _is_int(self.max_seqlen) or self.max_seqlen < 1:
-            raise ValueError(f"Capability.max_seqlen={self.max_seqlen!r}: allowed an int >= 1")
+            raise InputError(f"Capability.max_seqlen={self.max_seqlen!r}: allowed an int >= 1")
         for name in ("min_seqlen_q", "min_seqlen_k"):
             v = getattr(self, name)
             if not _is_int(v) or not 1 <= v <= self.max_seqlen:
-                raise ValueError(f"Capability.{name}={v!r}: allowed an int in 1..{self.max_seqlen} (1..max_seqlen)")
+                raise InputError(f"Capability.{name}={v!r}: allowed an int in 1..{self.max_seqlen} (1..max_seqlen)")
         m = self.seqlen_multiple
         if not _is_int(m) or m < 1:
-            raise ValueError(f"Capability.seqlen_multiple={m!r}: allowed an int >= 1")
+            raise InputError(f"Capability.seqlen_multiple={m!r}: allowed an int >= 1")
         if -(-max(self.min_seqlen_q, self.min_seqlen_k) // m) * m > self.max_seqlen:
-            raise ValueError(
+            raise InputError(
                 f"Capability.seqlen_multiple={m}: no multiple of it between the minimum sequence "
                 f"length and max_seqlen={self.max_seqlen}"
             )
         if self.causal_required and not self.causal:
-            raise ValueError("Capability.causal_required=True needs causal=True")
+            raise InputError("Capability.causal_required=True needs causal=True")
         for name in ("block_sparse", "topk_sparse"):
             v = getattr(self, name)
             if not isinstance(v, tuple) or not all(
                 isinstance(t, tuple) and len(t) == 2 and all(_is_int(x) and x >= 1 for x in t) for t in v
             ):
-                raise ValueError(f"Capability.{name}={v!r}: allowed a tuple of (block_q, block_k) int pairs >= 1")
+                raise InputError(f"Capability.{name}={v!r}: allowed a tuple of (block_q, block_k) int pairs >= 1")
         bad = [f for f in self.compile_key if f not in Problem.__dataclass_fields__]
         if bad:
-            raise ValueError(f"Capability.compile_key has {bad}: allowed Problem fields")
+            raise InputError(f"Capability.compile_key has {bad}: allowed Problem fields")
 
 
 def compile_signature(p: Problem, compile_key: tuple[str, ...]) -> tuple:
@@ -296,13 +297,13 @@ def parse_narrowing(items: Iterable[str] | None) -> dict:
         name, eq, val = it.partition("=")
         name = name.strip()
         if not eq or name not in NARROWABLE:
-            raise ValueError(f"--narrow {it!r}: allowed FIELD=VALUE with FIELD in {NARROWABLE}")
+            raise InputError(f"--narrow {it!r}: allowed FIELD=VALUE with FIELD in {NARROWABLE}")
         kind = str(kinds[name])
         vals = [v.strip() for v in val.split(",") if v.strip()]
         try:
             if "bool" in kind:
                 if val.strip().lower() not in ("true", "false", "1", "0"):
-                    raise ValueError
+                    raise InputError
                 out[name] = val.strip().lower() in ("true", "1")
             elif "tuple[int" in kind:
                 out[name] = tuple(int(v) for v in vals)
@@ -320,5 +321,5 @@ def parse_narrowing(items: Iterable[str] | None) -> dict:
                 if "tuple[str" in kind or name == "values"
                 else "an integer"
             )
-            raise ValueError(f"--narrow {it!r}: {name} takes {form}") from None
+            raise InputError(f"--narrow {it!r}: {name} takes {form}") from None
     return out

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from difftest.errors import FileFormatError
+from difftest.errors import FileFormatError, InputError
 from difftest.safeio import open_regular
 
 META_KEY = "difftest.capture"
@@ -209,7 +209,7 @@ def capture(path: str | os.PathLike[str], *, max_calls: int = 64) -> Iterator[Re
     made while active (forward and, for outputs that get a gradient, backward) and write
     them to ``path`` (safetensors) on exit. Yields the ``Recorder``."""
     if not isinstance(max_calls, int) or not 1 <= max_calls <= MAX_CALLS:
-        raise ValueError(f"max_calls={max_calls!r}: allowed an int in 1..{MAX_CALLS}")
+        raise InputError(f"max_calls={max_calls!r}: allowed an int in 1..{MAX_CALLS}")
     rec = Recorder(max_calls)
     original = F.scaled_dot_product_attention
     F.scaled_dot_product_attention = rec.wrap(original)

@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from difftest.errors import InputError
+
 BLOCK = 1024
 MAX_STREAMS = 8  # streams one launch draws (make_inputs asks for four)
 
@@ -65,7 +67,7 @@ def fill_normals(keys: list, sizes: list, table: tuple, device) -> torch.Tensor:
     holds sizes[s] values (each below 2^32) under its keys[s] = (k0, k1); ``table``: the
     quantile table and cell widths on ``device`` (counter_rng._table)."""
     if len(sizes) > MAX_STREAMS:
-        raise ValueError(f"{len(sizes)} streams in one launch: allowed at most {MAX_STREAMS}")
+        raise InputError(f"{len(sizes)} streams in one launch: allowed at most {MAX_STREAMS}")
     n = len(sizes)
     starts, acc = [], 0
     for size in sizes:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from difftest.errors import InputError
 from difftest.model.problem import FP8_DTYPES
 
 F32 = torch.float32
@@ -58,7 +59,7 @@ def is_fp8(dtype: str) -> bool:
 
 def fmt(dtype: str) -> Fp8Format:
     if dtype not in FORMATS:
-        raise ValueError(f"dtype={dtype!r}: allowed FP8 dtypes {FP8_DTYPES}")
+        raise InputError(f"dtype={dtype!r}: allowed FP8 dtypes {FP8_DTYPES}")
     return FORMATS[dtype]
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from difftest.errors import InputError
 from difftest.model import fp8
 from difftest.model.draw import TORCH_DTYPES, draw_v1, draw_v2, torch_dtype
 from difftest.model.fp8 import Fp8Tensor
@@ -84,7 +85,7 @@ class Inputs:
         p = self.problem
         s = p.seqlen_q if name in ("q", "do") else p.seqlen_k
         if isinstance(s, tuple):
-            raise ValueError("bshd() needs a dense problem; varlen problems use the packed layout")
+            raise InputError("bshd() needs a dense problem; varlen problems use the packed layout")
         if self.dense and name in self.dense:
             return self.dense[name]
         t: torch.Tensor = getattr(self, name)
@@ -202,7 +203,7 @@ def lay_out(inputs: Inputs) -> Inputs:
         return inputs
     why = layout.unfit(p)
     if why:
-        raise ValueError(f"Problem.layout={layout.kind!r} is invalid: allowed {why}")
+        raise InputError(f"Problem.layout={layout.kind!r} is invalid: allowed {why}")
     kw: dict[str, Any] = {n: getattr(inputs, n) for n in Inputs.TENSORS}
     kw["fp8"] = inputs.fp8  # the stored FP8 bytes stay packed and contiguous
     dense: dict[str, torch.Tensor] | None = None if p.varlen else {}

@@ -39,6 +39,8 @@ copy, and an adapter that wants the layout reads ``Inputs.bshd(name)`` (dense) o
 
 from dataclasses import dataclass
 
+from difftest.errors import InputError
+
 LAYOUTS = ("contiguous", "do_transposed", "bhsd", "dim_slice", "offset", "misaligned", "kv_broadcast")
 QKVDO = ("q", "k", "v", "do")
 DIM_PAD = 16  # extra head-dim elements of a dim_slice's allocation (keeps 16-byte row alignment)
@@ -146,4 +148,4 @@ def materialise(kind: str, x, heads_q: int):
         return _broadcast(x, heads_q)
     if kind == "contiguous":
         return x.contiguous()
-    raise ValueError(f"layout kind={kind!r}: allowed {LAYOUTS}")
+    raise InputError(f"layout kind={kind!r}: allowed {LAYOUTS}")

@@ -15,6 +15,8 @@ reference on a CPU; see ``strategies.shapes.seqlen_cap`` for the one place it is
 from dataclasses import dataclass, replace
 from typing import Any
 
+from difftest.errors import InputError
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -69,9 +71,9 @@ class Profile:
         changes = {k: v for k, v in knobs.items() if v is not None}
         for k, v in changes.items():
             if k not in SIZE_KNOBS:
-                raise ValueError(f"unknown size knob {k!r}: allowed {sorted(SIZE_KNOBS)}")
+                raise InputError(f"unknown size knob {k!r}: allowed {sorted(SIZE_KNOBS)}")
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{k}={v!r} is invalid: allowed an int >= 1")
+                raise InputError(f"{k}={v!r} is invalid: allowed an int >= 1")
         if "max_heads" in changes:  # an explicit head cap binds GQA draws too
             changes["max_gqa_heads"] = min(self.max_gqa_heads, changes["max_heads"])
         return replace(self, **changes)
@@ -189,5 +191,5 @@ def get_profile(profile: "Profile | str") -> Profile:
     if isinstance(profile, Profile):
         return profile
     if not isinstance(profile, str) or profile not in PROFILES:
-        raise ValueError(f"profile={profile!r} is invalid: allowed {sorted(PROFILES)}")
+        raise InputError(f"profile={profile!r} is invalid: allowed {sorted(PROFILES)}")
     return PROFILES[profile]

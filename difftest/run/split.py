@@ -20,6 +20,8 @@ the campaigns' own splits add up to less than the run, and run side by side.
 import os
 import time
 
+from difftest.errors import InputError
+
 PHASES = ("start", "prebuild", "campaigns", "reports")
 
 
@@ -51,7 +53,7 @@ class RunSplit:
     def enter(self, phase: str) -> None:
         """End the phase under way and begin ``phase`` (one of ``PHASES``, in that order)."""
         if phase not in PHASES:
-            raise ValueError(f"phase {phase!r}: allowed {PHASES}")
+            raise InputError(f"phase {phase!r}: allowed {PHASES}")
         self.marks.append((phase, self.clock()))
 
     def campaign_started(self, kernel: str) -> None:

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from difftest.errors import FileFormatError, one_line
+from difftest.errors import FileFormatError, InputError, one_line
 from difftest.model.problem import Problem, ProblemError
 from difftest.safeio import atomic_write_text, ensure_dir, open_append, open_regular, parse_json
 from difftest.search.limits import check_problem_size
@@ -76,7 +76,7 @@ def load_failures(database: str | None, spec: str, profile=None) -> list[Problem
         try:
             d = parse_json(raw, "line", ValueError, max_depth=8)
             if not isinstance(d, dict):
-                raise ValueError(f"a JSON {type(d).__name__}: allowed a Problem object")
+                raise InputError(f"a JSON {type(d).__name__}: allowed a Problem object")
             p = Problem.from_dict(d)
         except (ValueError, TypeError, KeyError, AttributeError, ProblemError, RecursionError) as e:
             _warn(path, n, str(e))
