@@ -571,6 +571,23 @@ def realise_first(
     return None
 
 
+def in_build(built: Problem, other: Problem, capability: Capability, profile="ci") -> Problem | None:
+    """``other``'s value of every field outside ``capability.compile_key``, on ``built``'s values
+    of the key's fields: a Problem the configuration ``built`` compiled runs without a new build
+    (a kernel whose key names the lengths, Flex's, gets another realisation's seed, values, sink
+    centre and, where its key leaves them out, windows, softcap and biases), or None where that is
+    no valid Problem inside the capability and the profile."""
+    key = set(capability.compile_key)
+    changes = {n: getattr(other, n) for n in Problem.__dataclass_fields__ if n not in key}
+    try:
+        p = built.replace(**changes).validate()
+    except (ProblemError, TypeError, ValueError):
+        return None
+    if capability.excludes(p) or not _within(p, get_profile(profile)):
+        return None
+    return p
+
+
 # ---------------------------------------------------------------------------- the plan
 def claimed_pairs(capability: Capability, profile="ci", dims=None, strength: int = 2) -> tuple[set, set]:
     """(claimed, illegal): the t-tuples of values some Problem inside the capability exercises,

@@ -18,10 +18,12 @@ import pytest
 
 from difftest.judge import runner
 from difftest.judge.runner import RunConfig
+from difftest.kernels import flex
 from difftest.kernels.blockwise import BlockwiseAttention
 from difftest.kernels.corner_faults import CornerFaults
 from difftest.model.profiles import get_profile
 from difftest.search import campaign, configuration_phase, shrinking, state
+from tests.kernels_for_tests import RefKernel
 
 BUILD_S = 2.0  # FA4's forward and backward builds on the H100 host, side by side with four campaigns
 CALL_S = 0.1
@@ -138,3 +140,53 @@ def test_a_build_is_followed_by_value_problems_it_pays_for(tmp_path, monkeypatch
     assert not r.failed and phase["builds"] >= 5, phase
     assert least <= phase["value_problems"] / phase["builds"] <= most, phase
     assert len(keys) < len(r.cases)
+
+
+class CompileBoundFlexKey(SimulatedBuilds, RefKernel):
+    """The float32 reference as a kernel, in corner-faults' interface, behind flex's compile key
+    (kernels/flex.py: the lengths, batch, windows, scale, layout... every shape and captured
+    constant recompiles)."""
+
+    name = "reference-flex-key"
+    spec = "tests.test_compile_bound:CompileBoundFlexKey"
+    capability = dataclasses.replace(CornerFaults.capability, compile_key=flex.COMPILE_KEY)
+    built: set = set()
+
+
+def test_a_dear_build_pays_for_value_problems_in_its_own_compile_key(tmp_path, monkeypatch):
+    """Flex-like costs: a build of 20 s, a warm case of 0.1 s, a compile key that names the lengths.
+    A row's build pays for a quarter of its seconds in value problems of its own compile key, ~50
+    (0.25 x 20 / 0.1), each the row's configuration with other values, seeds and value kinds (the
+    last row's may be cut by the budget). On 3138fee, 3 a build: the row realised anew had other
+    lengths (another key) in 7 of 8 variants, and 8 at most (flex on the H100: 58 cases, 12 keys)."""
+    for module in (campaign, shrinking, state, configuration_phase, runner):
+        monkeypatch.setattr(module, "time", CLOCK)
+    cls = CompileBoundFlexKey
+    monkeypatch.setattr(cls, "built", set())
+    monkeypatch.setattr(cls, "build_s", 20.0)
+    r = campaign.run_campaign(
+        cls(),
+        get_profile("gpu"),
+        time_budget=120.0,
+        database=None,
+        out_dir=tmp_path,
+        config=RunConfig(isolate=False),
+        seed=1,
+    )
+    phase = r.coverage["pairs"]["phase"]
+    assert not r.failed and phase["builds"] >= 3, phase
+    assert phase["value_problems"] >= 40 * (phase["builds"] - 1), phase  # 3138fee: 4 a build
+    by_key: dict = {}
+    for c in r.cases:
+        by_key.setdefault(cls.capability.compile_signature(c.problem), []).append(c)
+    rows = [cases for cases in by_key.values() if len(cases) > 1]
+    assert len(rows) >= phase["builds"] - 1 and sum(map(len, rows)) >= 41 * (phase["builds"] - 1), {
+        k: len(v) for k, v in by_key.items()
+    }
+    for cases in rows:
+        first, rest = cases[0], cases[1:]
+        assert first.seconds >= 20.0 and all(c.seconds < 1.0 for c in rest)  # one build, then warm cases
+        # what the values cost stays within the share of the build (one warm case over, at most)
+        assert sum(c.seconds for c in rest[1:]) <= configuration_phase.VALUE_SHARE * 20.0 + rest[0].seconds
+        assert len({c.problem.seed for c in cases}) == len(cases)
+        assert len({c.problem.values for c in cases}) >= 3  # the value kinds in turn

@@ -13,6 +13,7 @@ import pytest
 
 from difftest import Capability, Problem
 from difftest.judge.runner import RunConfig
+from difftest.kernels import flex, flex_dynamic
 from difftest.report.ci_gate import compare, render
 from difftest.report.html import render_html
 from difftest.report.read import ReportError, load_report_doc
@@ -25,6 +26,7 @@ from difftest.strategies.configurations import (
     _rng,
     claimed_pairs,
     dimensions,
+    in_build,
     pair_coverage,
     pairs_of,
     plan,
@@ -223,6 +225,28 @@ def test_values_of_a_varlen_problem():
     assert v["align"] == {NA}  # every non-empty sequence is square: the alignment cannot matter
     assert v["group"] == {3} and v["heads_kv"] == {2} and v["mask"] == {"causal"} and v["sinks"] == {True}
     assert (("head_dim_qk", 8), ("group", 3)) in pairs_of(v, dimensions(BROAD, "ci"))
+
+
+def test_in_build_takes_what_the_compile_key_leaves_out_from_another_realisation():
+    """A value problem of a built configuration: another realisation's fields outside the compile
+    key on the build's key fields. Flex's key names the lengths and windows, so only the values and
+    seed move; flex-dynamic's leaves the window out, so it moves too; a field that does not fit the
+    build (unused tail tokens on a dense batch) is no Problem."""
+    row = {"dtype": "float16", "length": "long", "mask": "window_left"}
+    flex_key = dataclasses.replace(BROAD, compile_key=flex.COMPILE_KEY)
+    built = realise(row, flex_key, "ci", variant=0)
+    other = realise(row, flex_key, "ci", variant=3, free={"values": "massive_keys", "seed": 5})
+    assert flex_key.compile_signature(other) != flex_key.compile_signature(built)  # other lengths
+    p = in_build(built, other, flex_key, "ci")
+    assert flex_key.compile_signature(p) == flex_key.compile_signature(built)
+    assert (p.values, p.seed, p.window_left) == ("massive_keys", 5, built.window_left)
+    dynamic = dataclasses.replace(BROAD, compile_key=flex_dynamic.COMPILE_KEY)
+    p = in_build(built, other, dynamic, "ci")
+    assert dynamic.compile_signature(p) == dynamic.compile_signature(built)
+    assert (p.seqlen_q, p.window_left) == (built.seqlen_q, other.window_left) != (other.seqlen_q, built.window_left)
+    shapes = dataclasses.replace(BROAD, compile_key=("dtype", "batch", "seqlen_q", "seqlen_k"))
+    dense, tail = (realise({"batching": b}, shapes, "ci") for b in ("dense", "varlen_pad_tail"))
+    assert tail.pad_tail and in_build(dense, tail, shapes, "ci") is None
 
 
 def test_a_realised_value_scale_fits_the_realised_dtype():

@@ -35,6 +35,7 @@ from difftest.strategies.configurations import (
     claimed_pairs,
     decoding_only,
     dimensions,
+    in_build,
     pair_text,
     pairs_of,
     plan,
@@ -56,10 +57,12 @@ VALUES_STAGE = "values past a tile edge"  # every value kind at its mildest rung
 VALUE_LENGTHS = ("tile_edge",)  # ("long" too doubled the stage's cost on the CPU main job, for no kill more)
 # A compile-bound kernel's row that built a configuration is followed by value problems in that
 # configuration (other value kinds, scales and seeds, other lengths where its compile key allows),
-# while they cost at most VALUE_SHARE of what the build cost, VALUES_PER_BUILD at most: a build
-# is paid once and a warm call is cheap, so the values at each corner come almost free.
+# while their seconds stay within VALUE_SHARE of what the build cost: a build is paid once and a
+# warm call is cheap, so the values at each corner come almost free, as many as the build is dear.
+# VALUES_PER_BUILD bounds only a build whose warm cases take milliseconds; at 8 it held a simulated
+# flex (20 s builds, 0.2 s cases: the share pays for 25) to ~5 cases a compile key (results/compile-bound.md).
 VALUE_SHARE = 0.25
-VALUES_PER_BUILD = 8
+VALUES_PER_BUILD = 256
 
 
 @lru_cache(maxsize=64)
@@ -296,16 +299,26 @@ class ConfigurationPhase:
 
     def _values_in(self, row: dict, built, build_s: float) -> list:
         """Value problems in the configuration the row ``built`` (``build_s`` seconds with its
-        build): the first measures a warm call; then as many as VALUE_SHARE of the build pays
-        for (VALUES_PER_BUILD at most). A failure ends them (the hunt takes it)."""
+        build): the first measures a warm case; the next run while their seconds, each
+        expected to take as long as the last, stay within VALUE_SHARE of what the build cost
+        beyond a warm case (VALUES_PER_BUILD at most; a value problem that built anew, the
+        compile key missing what it changed, spends the share at once). Each is the row
+        realised anew (the next value kind and scale, a new seed, other lengths and windows),
+        on the build's compile key where that realisation's is another (``in_build``: a key
+        naming the lengths, Flex's, kept 4 of 32 realisations before). A failure ends them (the
+        hunt takes it)."""
         st, key = self.search.st, self.cap.compile_signature(built)
-        allowed = 1
+        allowance = last = spent = 0.0  # seconds the values may take after the first; the last one's; spent
         ran: list = []
-        for i in range(4 * VALUES_PER_BUILD):
-            if len(ran) >= allowed:
+        i = 0
+        while len(ran) < VALUES_PER_BUILD and i < 4 * max(len(ran), VARIANTS):
+            if ran and spent + last > allowance:
                 break
-            free = {**self._free(row), "seed": (built.seed + 7919 * (i + 1)) % 2**31}
-            p = realise(row, self.cap, self.prof, variant=i % VARIANTS, free=free)
+            i += 1
+            free = {**self._free(row), "seed": (built.seed + 7919 * i) % 2**31}
+            p = realise(row, self.cap, self.prof, variant=i - 1, free=free)
+            if p is not None and self.cap.compile_signature(p) != key:
+                p = in_build(built, p, self.cap, self.prof)
             if p is None or p in st.seen or st.explained_problem(p) or self.cap.compile_signature(p) != key:
                 continue
             case = self.search.visit(p)
@@ -316,9 +329,11 @@ class ConfigurationPhase:
             st.mode.visited(case)
             if case.status != Status.PASSED:
                 break
+            last = max(case.seconds, 1e-3)
             if len(ran) == 1:
-                warm = max(case.seconds, 1e-3)
-                allowed = 1 + min(VALUES_PER_BUILD - 1, int(VALUE_SHARE * max(0.0, build_s - warm) / warm))
+                allowance = VALUE_SHARE * max(0.0, build_s - last)
+            else:
+                spent += last
         return ran
 
     def _realise(self, row: dict, new: set, dims):
