@@ -250,6 +250,7 @@ class Search:
                 except CaseFailed as e:
                     res.failure = e.case
                     st.mode.failed(e.case)
+                self._draw_on()
                 self._conclude()
         except KeyboardInterrupt as e:  # SIGINT/SIGTERM (interrupt.py): hand back what finished
             res.reason = f"interrupted by {getattr(e, 'name', 'SIGINT')}"
@@ -432,6 +433,25 @@ class Search:
             test()
             if len(st.result.cases) == ran:
                 return
+
+    def _draw_on(self) -> None:
+        """A hunt keeps a quarter of its budget back once it met a failure, for the failures
+        the search leaves unexplained (``Hunt.finish``). Once those are hunted the rest of the
+        reserve is the search's again: it draws on up to the quiet reserve. Before, a nightly
+        that found bugs ended at ~75% of its budget with nothing left to shrink (a simulated
+        420 s FA4 nightly: 315 s)."""
+        st, c = self.st, self.c
+        assert st is not None
+        if not (st.mode.hunting and c.profile.fill_budget) or st.leftovers_hunted:
+            return
+        st.leftovers_hunted = True  # search_end: the quiet reserve from here
+        if st.now() >= st.search_end:
+            return
+        try:
+            self._draws(self._strategy())
+        except BudgetSpent:
+            pass
+        st.mode.finish()
 
     # ------------------------------------------------------------------ after the search
     def _conclude(self) -> None:

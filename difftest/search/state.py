@@ -59,6 +59,7 @@ class SearchState:
     known_problems: dict[Problem, str] = field(default_factory=dict)  # Problem -> its --known file
     prior: set[Problem] = field(default_factory=set)  # Problems a resumed run took from its log
     resume_hunt: Problem | None = None  # the Problem whose hunt the kill cut short
+    leftovers_hunted: bool = False  # a hunt's leftover failures were hunted: the search may draw on (_draw_on)
     drawn: int = 0  # this shard's Problems the search drew (run or not)
     mode: "FirstFailure | Hunt" = None  # type: ignore[assignment]  # set right after the state is made (campaign.py)
 
@@ -78,7 +79,8 @@ class SearchState:
         (QUIET_RESERVE_SHARE). First-failure mode keeps the whole reserve: its one failure is
         shrunk after the search."""
         reserve = min(self.settings.shrink_budget, RESERVE_SHARE * self.time_budget)
-        if self.failed_at is None and self.mode is not None and self.mode.hunting:
+        quiet = self.failed_at is None or self.leftovers_hunted  # nothing (left) to shrink after the search
+        if quiet and self.mode is not None and self.mode.hunting:
             reserve = min(reserve, QUIET_RESERVE_SHARE * self.time_budget)
         return self.time_budget - max(0.0, reserve)
 
