@@ -30,6 +30,7 @@ from difftest.kernels.corner_faults import CornerFaults
 from difftest.model.profiles import get_profile
 from difftest.oracles.reference import reference
 from difftest.search import campaign, configuration_phase, shrinking, state
+from tests.simulated_clock import SimulatedClock
 
 KEYS = {
     "fa4": ("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv"),
@@ -38,21 +39,7 @@ KEYS = {
 }
 
 
-class Clock:
-    """The search's clock: the kernel's simulated costs alone move it."""
-
-    def __init__(self):
-        self.t = 1000.0
-
-    def perf_counter(self):
-        self.t += 1e-5
-        return self.t
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-
-CLOCK = Clock()
+CLOCK = SimulatedClock()
 COST = {"build": 0.0, "call": 0.0}
 
 

@@ -12,7 +12,6 @@ themselves, more than 420 s holds at 2 s a build)."""
 
 import dataclasses
 import json
-import time
 
 import pytest
 
@@ -24,6 +23,7 @@ from difftest.kernels.corner_faults import CornerFaults
 from difftest.model.profiles import get_profile
 from difftest.search import campaign, configuration_phase, shrinking, state
 from tests.kernels_for_tests import RefKernel, WrongDkForLongGqa
+from tests.simulated_clock import SimulatedClock
 
 BUILD_S = 2.0  # FA4's forward and backward builds on the H100 host, side by side with four campaigns
 CALL_S = 0.1
@@ -31,21 +31,22 @@ BUDGET_S = 420.0
 KEY = ("dtype", "head_dim_qk", "head_dim_v", "causal", "sinks", "heads_q", "heads_kv")
 
 
-class _Clock:
-    """The search's clock: the kernel's simulated costs alone move it."""
-
-    def __init__(self):
-        self.t = 1000.0
-
-    def perf_counter(self):
-        self.t += 1e-5
-        return self.t
-
-    def __getattr__(self, name):
-        return getattr(time, name)
+CLOCK = SimulatedClock()
 
 
-CLOCK = _Clock()
+def _clocked_campaign(kernel, profile: str, budget: float, tmp_path, monkeypatch):
+    """One campaign of ``kernel`` with only its simulated costs moving the clock (the runner's too)."""
+    for module in (campaign, shrinking, state, configuration_phase, runner):
+        monkeypatch.setattr(module, "time", CLOCK)
+    return campaign.run_campaign(
+        kernel,
+        get_profile(profile),
+        time_budget=budget,
+        database=None,
+        out_dir=tmp_path,
+        config=RunConfig(isolate=False),
+        seed=1,
+    )
 
 
 class SimulatedBuilds:
@@ -73,18 +74,8 @@ class CompileBoundCornerFaults(SimulatedBuilds, CornerFaults):
 
 @pytest.mark.slow
 def test_a_compile_bound_nightly_spends_its_builds_on_the_search_not_on_its_findings(tmp_path, monkeypatch):
-    for module in (campaign, shrinking, state, configuration_phase):
-        monkeypatch.setattr(module, "time", CLOCK)
     CompileBoundCornerFaults.built = set()
-    r = campaign.run_campaign(
-        CompileBoundCornerFaults(),
-        get_profile("nightly"),
-        time_budget=BUDGET_S,
-        database=None,
-        out_dir=tmp_path,
-        config=RunConfig(isolate=False),
-        seed=1,
-    )
+    r = _clocked_campaign(CompileBoundCornerFaults(), "nightly", BUDGET_S, tmp_path, monkeypatch)
     builds = {"search": set(), "hunt": set()}
     part, seen = "search", set()
     for line in (tmp_path / "corner-faults-jit.cases.jsonl").read_text().splitlines():
@@ -122,19 +113,9 @@ def test_a_build_is_followed_by_value_problems_it_pays_for(tmp_path, monkeypatch
     it while they cost at most a quarter of the build: a warm case is two calls (0.2 s), so a
     2 s build pays for two after the one that measures it; a build that costs nothing, for that
     one alone (the last rows may be cut by the budget)."""
-    for module in (campaign, shrinking, state, configuration_phase, runner):
-        monkeypatch.setattr(module, "time", CLOCK)
     monkeypatch.setattr(CompileBoundBlockwise, "built", set())
     monkeypatch.setattr(CompileBoundBlockwise, "build_s", build_s)
-    r = campaign.run_campaign(
-        CompileBoundBlockwise(),
-        get_profile("nightly"),
-        time_budget=40.0,
-        database=None,
-        out_dir=tmp_path,
-        config=RunConfig(isolate=False),
-        seed=1,
-    )
+    r = _clocked_campaign(CompileBoundBlockwise(), "nightly", 40.0, tmp_path, monkeypatch)
     phase = r.coverage["pairs"]["phase"]
     keys = {CompileBoundBlockwise.capability.compile_signature(c.problem) for c in r.cases}
     assert not r.failed and phase["builds"] >= 5, phase
@@ -159,20 +140,10 @@ def test_a_dear_build_pays_for_value_problems_in_its_own_compile_key(tmp_path, m
     (0.25 x 20 / 0.1), each the row's configuration with other values, seeds and value kinds (the
     last row's may be cut by the budget). On 3138fee, 3 a build: the row realised anew had other
     lengths (another key) in 7 of 8 variants, and 8 at most (flex on the H100: 58 cases, 12 keys)."""
-    for module in (campaign, shrinking, state, configuration_phase, runner):
-        monkeypatch.setattr(module, "time", CLOCK)
     cls = CompileBoundFlexKey
     monkeypatch.setattr(cls, "built", set())
     monkeypatch.setattr(cls, "build_s", 20.0)
-    r = campaign.run_campaign(
-        cls(),
-        get_profile("gpu"),
-        time_budget=120.0,
-        database=None,
-        out_dir=tmp_path,
-        config=RunConfig(isolate=False),
-        seed=1,
-    )
+    r = _clocked_campaign(cls(), "gpu", 120.0, tmp_path, monkeypatch)
     phase = r.coverage["pairs"]["phase"]
     assert not r.failed and phase["builds"] >= 3, phase
     assert phase["value_problems"] >= 40 * (phase["builds"] - 1), phase  # 3138fee: 4 a build
@@ -206,19 +177,9 @@ def test_a_hunt_that_found_its_bugs_draws_on_through_the_reserve(tmp_path, monke
     search leaves unexplained; with those hunted it draws on up to the quiet reserve. Before, a
     nightly that found bugs ended at ~75% of its budget with nothing left to shrink (the
     helper's simulated FA4 nightly: 315 of 420 s)."""
-    for module in (campaign, shrinking, state, configuration_phase, runner):
-        monkeypatch.setattr(module, "time", CLOCK)
     monkeypatch.setattr(SimulatedWrongDk, "built", set())
     budget = 60.0
-    r = campaign.run_campaign(
-        SimulatedWrongDk(),
-        get_profile("nightly"),
-        time_budget=budget,
-        database=None,
-        out_dir=tmp_path,
-        config=RunConfig(isolate=False),
-        seed=1,
-    )
+    r = _clocked_campaign(SimulatedWrongDk(), "nightly", budget, tmp_path, monkeypatch)
     new = [f for f in r.findings if not f.known]
     assert len(new) == 1 and r.unexplained == 0, [f.signature.describe() for f in new]
     assert r.elapsed >= 0.9 * budget, (r.elapsed, budget)  # the simulated clock: calls alone move it
