@@ -189,11 +189,13 @@ def _serve(conn, preload) -> None:
             _say(conn, "error", (kind, msg), timer.seconds)
             out_of_memory = kind == "OutOfMemoryError"
         if out_of_memory:  # the case is run once more (judge/device_memory.py): with this worker's cache given back
-            _release_device_memory()
+            release_device_memory()
 
 
-def _release_device_memory() -> None:
-    gc.collect()  # the failed case's tensors, held by its traceback until now
+def release_device_memory() -> None:
+    """Return this process's cached device blocks (a worker's after a kernel ran out of memory,
+    the campaign's before a case's retry: judge/device_memory.py)."""
+    gc.collect()  # a failed case's tensors, held by its traceback until now
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()

@@ -15,7 +15,6 @@ serves: for a Problem inside the capability that is the kernel's (or its size ar
 own failure.
 """
 
-import gc
 import re
 
 import torch
@@ -43,19 +42,14 @@ def out_of_memory(result) -> bool:
     return result.error_type == OOM_TYPE or "CUDA out of memory" in (result.reason or "")
 
 
-def beyond_device(result) -> bool:
-    """The allocation asked for more than the whole device holds."""
+def retryable(result) -> bool:
+    """Ran out of device memory, asking for no more than the whole device holds (more is the
+    kernel's own failure: no free memory serves it)."""
+    if not out_of_memory(result):
+        return False
     text = result.reason or ""
     want, total = _bytes(_REQUEST, text), _bytes(_TOTAL, text)
-    return want is not None and total is not None and want > total
-
-
-def release() -> None:
-    """Return this process's cached device blocks, so the retry (and every other process on
-    the GPU) has what this one no longer uses."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    return want is None or total is None or want <= total
 
 
 def own_failure(kernel_name: str, problem: Problem, e: BaseException, result_type):

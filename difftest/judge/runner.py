@@ -29,7 +29,7 @@ from difftest import oracles
 from difftest.errors import InputError, exception_text
 from difftest.execute import adapter as registry
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
-from difftest.execute.isolation import COMPILE_TIMEOUT_S, shared_worker
+from difftest.execute.isolation import COMPILE_TIMEOUT_S, release_device_memory, shared_worker
 from difftest.execute.timing import phase
 from difftest.judge import breakdown, device_memory, triage
 from difftest.judge.attribution import attribute
@@ -243,10 +243,10 @@ def run_case(
         return CaseResult(kernel.name, problem, Status.SKIPPED, f"unavailable: {why}")
     device = config.device or cap.device
     result = _attempt(kernel, problem, config, device, t0, parts)
-    if device_memory.out_of_memory(result) and not device_memory.beyond_device(result):
-        device_memory.release()  # once more with this process's cached blocks given back
+    if device_memory.retryable(result):
+        release_device_memory()  # once more with this process's cached blocks given back
         result = _attempt(kernel, problem, config, device, time.perf_counter(), parts)
-        if device_memory.out_of_memory(result) and not device_memory.beyond_device(result):
+        if device_memory.retryable(result):
             device_memory.skipped(result)
     return result
 

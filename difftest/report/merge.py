@@ -24,6 +24,7 @@ from difftest.search.signature import (
     Signature,
     SignatureError,
     cheapest_absorption,
+    fold,
     merged,
     same_identity,
     unexplained_gates,
@@ -238,24 +239,16 @@ def unexplained_after_merge(findings: list, cases: list) -> dict:
 
 
 def merge_findings(recs: list) -> list:
-    """The shards' findings, each bug once: a finding whose signature is one already kept
-    adds its cases and skips to it (and its shard to ``shards``). A kept finding whose rule
-    a merge widened takes in every other kept finding that is now its bug too, whatever the
-    order the shards came in (cuDNN 9.19 on the H100, 2026-12-07: one shard kept dQ and dK/dV
-    of one head-dim family apart, no gate in common; the other shard's dQ finding held dV
-    too; merged, the dQ finding took that one in but stayed beside the dK/dV one)."""
-    kept: list = []  # (record, Signature, Problem)
-    for c in recs:
-        shard = c.settings.get("shard")
-        for rec, sig, prob in signed_findings(c):
-            for j, k in enumerate(kept):
-                if _same(k, (rec, sig, prob)):
-                    kept[j] = _joined(k, ({**rec, "shards": [shard]}, sig, prob))
-                    _take_in(kept, j)
-                    break
-            else:
-                kept.append(({**rec, "shards": [shard]}, sig, prob))
-    return [k[0] for k in kept]
+    """The shards' findings, each bug once (``signature.fold``): a finding whose signature is
+    one already kept adds its cases and skips to it (and its shard to ``shards``), and a kept
+    finding whose rule a merge widened takes in every other it now calls its bug, whatever the
+    order the shards came in (cuDNN 9.19 on the H100, 2026-12-07: one shard kept dQ and dK/dV of
+    one head-dim family apart, no gate in common; the other shard's dQ finding held dV too;
+    merged, the dQ finding took that one in but stayed beside the dK/dV one)."""
+    found = [
+        ({**rec, "shards": [c.settings.get("shard")]}, sig, prob) for c in recs for rec, sig, prob in signed_findings(c)
+    ]
+    return [k[0] for k in fold(found, _same, _joined)]
 
 
 def _same(a: tuple, b: tuple) -> bool:
@@ -272,20 +265,6 @@ def _joined(k: tuple, other: tuple) -> tuple:
     both = merged(k[1], other[1])  # the smallest rule covering what each shard saw
     k[0]["signature"] = both.to_dict()
     return (k[0], both, k[2])
-
-
-def _take_in(kept: list, j: int) -> None:
-    """Join into ``kept[j]`` every other kept finding its (widened) rule now calls its bug."""
-    changed = True
-    while changed:
-        changed = False
-        for i in range(len(kept)):
-            if i != j and _same(kept[j], kept[i]):
-                kept[j] = _joined(kept[j], kept[i])
-                del kept[i]
-                j -= i < j
-                changed = True
-                break
 
 
 def merge_reports(docs: list) -> dict:

@@ -26,6 +26,7 @@ from difftest.search.signature import (
     MAX_VARIATIONS,
     derive,
     escapes,
+    fold,
     merged,
     same_identity,
     unexplained_gates,
@@ -328,28 +329,21 @@ class Hunt:
 def folded(found: list) -> list:
     """``found`` with every new finding that another new finding's rule, widened by what was
     merged into it since, now calls its bug (``signature.same_identity``) folded into the
-    earlier of the two: its signatures become variants, the rule the smallest covering both,
-    until no two are one bug. A finding is kept apart when it is signed, against the rules of
+    earlier of the two (``signature.fold``): its signatures become variants, the rule the
+    smallest covering both. A finding is kept apart when it is signed, against the rules of
     that moment: cuDNN 9.19 on the H100 (2026-12-07) kept a dQ finding beside a dK/dV one of
     the same head-dim family because the dK/dV finding already explained the case's other
     gates; the dQ rule later took in dV, and both stayed. Known findings are never folded."""
-    out = list(found)
-    while True:
-        pair = next(
-            (
-                (i, j)
-                for j in range(len(out))
-                for i in range(j)
-                if not (out[i].known or out[j].known) and _one_bug(out[i], out[j])
-            ),
-            None,
-        )
-        if pair is None:
-            return out
-        into, g = out[pair[0]], out.pop(pair[1])
-        into.variants.extend(v for v in g.signatures if v not in into.signatures)
-        into.signature = merged(into.signature, g.signature)
+    return fold(found, _one_bug, _folded_into)
 
 
 def _one_bug(f, g) -> bool:
+    if f.known or g.known:
+        return False
     return any(same_identity(a, b) or same_identity(b, a) for a in f.signatures for b in g.signatures)
+
+
+def _folded_into(f, g):
+    f.variants.extend(v for v in g.signatures if v not in f.signatures)
+    f.signature = merged(f.signature, g.signature)
+    return f

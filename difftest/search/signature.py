@@ -723,6 +723,20 @@ def same_identity(
     return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
 
 
+def fold(items: list, one_bug, join) -> list:
+    """``items`` with every later item that ``one_bug(earlier, later)`` calls the earlier's bug
+    joined into it (``join(earlier, later)`` is the joined item), until no two are one bug: the
+    order things were kept in never decides what ends up one finding (a hunt's findings, each
+    signed against the rules of its moment; shards merged in any order)."""
+    out = list(items)
+    while True:
+        pair = next(((i, j) for j in range(len(out)) for i in range(j) if one_bug(out[i], out[j])), None)
+        if pair is None:
+            return out
+        i, j = pair
+        out[i] = join(out[i], out.pop(j))
+
+
 def _shared_failure(a: Signature, b: Signature) -> bool:
     """A gate in common, or an output one record fails by its determinism gate and the other by
     another of its gates (a race's wrong value, caught in the first run or in a rerun)."""
