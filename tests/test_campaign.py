@@ -312,7 +312,6 @@ def test_the_time_budget_pays_for_the_prebuild_it_waited_for():
     the H100 (2026-12-07) waited 140 s for its prebuild and then took its whole 440 s besides,
     past the call's limit. The wait is charged once per kernel, and a campaign keeps at least
     PREBUILD_FLOOR of its budget."""
-    from difftest.model.profiles import get_profile
     from difftest.run.plan import PREBUILD_FLOOR, RunOptions, RunPlan
 
     k = type("K", (), {"name": "k"})()
@@ -323,9 +322,9 @@ def test_the_time_budget_pays_for_the_prebuild_it_waited_for():
     plan = RunPlan(RunOptions(kernels=("k",), profile="gpu", time_budget=100.0))
     plan.prebuilt = {"k": {"built": 3, "waited_s": 500.0}}
     assert plan.budget_after_prebuild(k) == 100.0 * PREBUILD_FLOOR
-    plan = RunPlan(RunOptions(kernels=("k",), profile="ci"))  # the profile's own budget pays too
-    plan.prebuilt = {"k": {"built": 3, "waited_s": 30.0}}
-    assert plan.budget_after_prebuild(k) == get_profile("ci").search_s - 30.0
+    plan = RunPlan(RunOptions(kernels=("k",), profile="ci"))  # a profile's own budget is not charged:
+    plan.prebuilt = {"k": {"built": 3, "waited_s": 30.0}}  # on a loaded box the README's CPU job lost
+    assert plan.budget_after_prebuild(k) is None  # tilelang-det's cases to the wait (160 -> 48)
     plan = RunPlan(RunOptions(kernels=("k",), profile="ci", time_budget=50.0))
     plan.prebuilt = {"k": None}  # nothing to prepare (a kernel without prepare)
     assert plan.budget_after_prebuild(k) == 50.0

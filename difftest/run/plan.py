@@ -49,7 +49,6 @@ from difftest.execute.timing import render
 from difftest.judge.declaration import claim_line
 from difftest.model.capability import parse_narrowing
 from difftest.model.problem import OUTPUTS
-from difftest.model.profiles import get_profile
 from difftest.printable import block, cell
 from difftest.report.checked import checked_status, run_checked_nothing
 from difftest.report.html import render_html
@@ -425,17 +424,16 @@ class RunPlan:
         return {k.name: self.prebuilt.get(k.name) for k in kernels}
 
     def budget_after_prebuild(self, kernel) -> float | None:
-        """``--time-budget`` less what waiting for this kernel's prebuild took, once per kernel:
-        the budget bounds the whole campaign, its builds included (a TileLang campaign on a
+        """An explicit ``--time-budget`` less what waiting for this kernel's prebuild took, once
+        per kernel: the budget bounds the whole campaign, its builds included (a TileLang campaign on a
         shared H100 waited 140 s for its builds and then took its whole 440 s besides).
         At least ``PREBUILD_FLOOR`` of the budget is left, so a campaign whose builds took it
         all still judges its first problems (docs/coverage.md, "Budgets")."""
-        asked = self.options.time_budget
+        budget = self.options.time_budget
         built = self.prebuilt.get(kernel.name) or {}
-        if kernel.name in self.charged or not built.get("waited_s"):
-            return asked
+        if budget is None or kernel.name in self.charged or not built.get("waited_s"):
+            return budget  # a profile's own budget is not charged: the README's CPU job keeps its cases
         self.charged.add(kernel.name)
-        budget = get_profile(self.options.profile).search_s if asked is None else asked
         return max(budget - float(built["waited_s"]), budget * PREBUILD_FLOOR)
 
     def campaign(self, kernel, progress: bool = False, isolate: bool | None = None, **kw):
