@@ -911,25 +911,85 @@ def test_a_signature_cut_by_its_budget_says_its_needs_were_not_measured():
         return bad
 
     cut = derive(bad, run, budget_calls=1)
-    assert len(calls) == 1 and cut.tried == 1 and not cut.complete and cut.needs == ()
-    assert cut.describe().endswith("needs not measured (the budget ran out after 1 variation)")
+    # causal ran (and failed alike); gqa, the switch the budget left, is held until measured
+    assert len(calls) == 1 and cut.tried == 1 and not cut.complete and cut.needs == (("gqa", True),)
+    assert cut.assumed == ("gqa",)
+    assert cut.describe().endswith(
+        "needs not measured (held at gqa until measured; the budget ran out after 1 variation)"
+    )
     assert "fails on every variation" not in cut.describe()
     full = derive(bad, run)  # every variation ran and failed alike: that is "fails on every variation"
-    assert full.complete and full.needs == () and full.id == cut.id
+    assert full.complete and full.needs == () and full.assumed == ()
     assert full.describe().endswith("needs nothing found (fails on every variation)")
     back = Signature.from_dict(cut.to_dict())
     assert (back.tried, back.complete, back.id, back.describe()) == (1, False, cut.id, cut.describe())
+    assert back.assumed == ("gqa",)
     assert Signature.from_dict(full.to_dict()).complete and "variations_complete" not in full.to_dict()
     # a need found before the cut is kept, and the text says more may be missing
     passing = CaseResult("k", p, Status.PASSED, "")
     some = derive(bad, lambda q: passing if not q.causal else bad, budget_calls=1)
-    assert dict(some.needs) == {"causal": True} and not some.complete
-    assert some.describe().endswith("needs causal (maybe more: the budget ran out after 1 variation)")
+    assert dict(some.needs) == {"causal": True, "gqa": True} and not some.complete
+    assert some.describe().endswith(
+        "needs causal (maybe more: held at gqa until measured; the budget ran out after 1 variation)"
+    )
     for wrong in ("yes", 1):
         with pytest.raises(SignatureError):
             Signature.from_dict({**cut.to_dict(), "variations_complete": wrong})
     with pytest.raises(SignatureError):
         Signature.from_dict({**cut.to_dict(), "variations_run": -1})
+    for wrong in ("gqa", ["causal"], [1]):  # held needs are among the needs
+        with pytest.raises(SignatureError):
+            Signature.from_dict({**cut.to_dict(), "needs_assumed": wrong})
+
+
+def test_a_signature_cut_by_its_budget_explains_only_the_configuration_it_was_seen_at():
+    """FA4 4.0.0b25 on the H100 (2026-12-07): a ``cudaErrorInvalidValue`` launch failure shrunk to
+    dense head dims 192/232, and its signature ran out of budget before any need was found; with no
+    needs it explained every launch failure of that message, so the empty-sequence launch failure
+    (needs varlen, a fixed upstream bug) was never hunted and came back as none of its own. A
+    cut signature holds the switches and choices it did not measure at its shrunk Problem's values
+    until they are; and a kernel error whose rule claims to fail where the other's signing saw it
+    pass (the empty sequence filled, dense) is another trigger, not the same bug. Fails on b2dd52a."""
+    from difftest.judge.runner import CaseResult
+    from difftest.model.capability import Capability
+    from difftest.search.signature import derive, merged, same_identity
+    from difftest.vocab import Status
+
+    text = "RuntimeError: CUDA launch failed: cudaErrorInvalidValue (1)"
+    cap = Capability(
+        head_dims_qk=(64, 128, 192, 256),
+        head_dims_v=(64, 128, 192, 232, 256),
+        dtypes=("float16", "bfloat16"),
+        equal_head_dims=False,
+        varlen=True,
+        empty_seqs=True,
+    )
+    dense = Problem(head_dim_qk=192, head_dim_v=232, dtype="float16")
+    bad = CaseResult("k", dense, Status.ERROR, text, error_type="RuntimeError")
+    cut = derive(bad, lambda q: bad, cap, budget_calls=1)  # dims_differ ran and failed alike, then the budget ended
+    assert not cut.complete and {"head_dim_qk", "dtype"} <= set(cut.assumed)
+    assert dict(cut.needs)["head_dim_qk"] == (192,) and "dims_differ" not in dict(cut.needs)
+    empty = Problem(batch=2, seqlen_q=(3, 5), seqlen_k=(0, 4), head_dim_qk=64, head_dim_v=64, dtype="float16")
+    launch = CaseResult("k", empty, Status.ERROR, text, error_type="RuntimeError")
+    assert cut.fails_alike(launch) and not cut.explains(launch)  # hunted, not swallowed
+    full = derive(bad, lambda q: bad, cap)  # measured everywhere: it does fail everywhere, and says so
+    assert full.complete and full.needs == () and full.explains(launch)
+
+    # the empty-sequence finding, signed with its needs (filling the empty key or going dense passed)
+    passed = CaseResult("k", empty, Status.PASSED, "")
+    seq = derive(launch, lambda q: launch if q.varlen and 0 in q.seqlen_k else passed, cap)
+    assert {"varlen", "empty_k"} <= set(dict(seq.needs))
+    # a rule with no measured needs claims the dense Problem that passed: two triggers, two bugs
+    assert not same_identity(full, seq, empty, dense) and not same_identity(seq, full, dense, empty)
+    assert not same_identity(cut, seq, empty, dense) and not same_identity(seq, cut, dense, empty)
+    # without the shrunk Problems nothing contradicts (older records): nested switches, one bug
+    assert same_identity(full, seq)
+    # a wrong result is never split this way: a fault's visibility depends on where a shrink stopped
+    wrong_a, wrong_b = _sig(causal=True), _sig(causal=True, sinks=True)
+    assert same_identity(wrong_a, wrong_b, Problem(causal=True, sinks=True), Problem(causal=True))
+    # held needs merge as measured where the other measured them
+    both = merged(cut, derive(bad, lambda q: bad, cap, budget_calls=2))
+    assert set(both.assumed) <= set(cut.assumed) and set(both.assumed) <= {n for n, _ in both.needs}
 
 
 def test_findings_a_later_merge_made_one_bug_are_folded_at_the_end():

@@ -168,7 +168,7 @@ def _finding(kernel, c_b, output, gate, kind, message, case=None) -> Finding:
 def _matches(fb, known: list) -> bool:
     """Candidate finding ``fb`` ((record, Signature, Problem)) is one of ``known``'s bugs."""
     _, sb, pb = fb
-    return any(same_identity(sa, sb, pb) or same_identity(sb, sa, pa) for _, sa, pa in known)
+    return any(same_identity(sa, sb, pb, pa) or same_identity(sb, sa, pa, pb) for _, sa, pa in known)
 
 
 def _finding_cases(res: GateResult, kernel: str, found_b: list, found_a: list, a_ran: bool, ga: dict) -> None:

@@ -252,7 +252,7 @@ def merge_findings(recs: list) -> list:
 
 
 def _same(a: tuple, b: tuple) -> bool:
-    return same_identity(a[1], b[1], b[2]) or same_identity(b[1], a[1], a[2])
+    return same_identity(a[1], b[1], b[2], a[2]) or same_identity(b[1], a[1], a[2], b[2])
 
 
 def _joined(k: tuple, other: tuple) -> tuple:

@@ -340,7 +340,16 @@ def folded(found: list) -> list:
 def _one_bug(f, g) -> bool:
     if f.known or g.known:
         return False
-    return any(same_identity(a, b) or same_identity(b, a) for a in f.signatures for b in g.signatures)
+    return any(
+        same_identity(a, b, _shrunk(g, b), _shrunk(f, a)) or same_identity(b, a, _shrunk(f, a), _shrunk(g, b))
+        for a in f.signatures
+        for b in g.signatures
+    )
+
+
+def _shrunk(f, sig):
+    """The shrunk Problem ``sig`` was signed at: the finding's own for its rule (variants keep none)."""
+    return f.best.problem if sig is f.signature and f.best is not None else None
 
 
 def _folded_into(f, g):

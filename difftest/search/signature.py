@@ -349,6 +349,11 @@ class Signature:
     # False: the budget (calls or the deadline) ended before every variation ran, so a need may
     # be missing; "needs nothing" then means "not measured", never "fails on every variation"
     complete: bool = field(default=True, compare=False)
+    # needs the budget left unmeasured, pinned at the shrunk Problem's value (``derive``): a
+    # signature cut before its head-dim variations explains its own head dim only, not every
+    # case raising its exception (FA4 b25's launch failure at d 192/232, "needs not measured",
+    # took the empty-sequence launch failure's cases); names among ``needs``
+    assumed: tuple[str, ...] = field(default=(), compare=False)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -362,13 +367,15 @@ class Signature:
         what = self.error_type or ", ".join(self.gates)
         if self.message and self.message != self.error_type:
             what += f" ({self.message})"
-        needs = ", ".join(_need_text(n, v) for n, v in self.needs)
+        needs = ", ".join(_need_text(n, v) for n, v in self.needs if n not in self.assumed)
         if not self.complete:
             ran = f"{self.tried} variation{'s' * (self.tried != 1)}"
+            pinned = ", ".join(_need_text(n, v) for n, v in self.needs if n in self.assumed)
+            held = f"held at {pinned} until measured; " if pinned else ""
             needs = (
-                f"{needs} (maybe more: the budget ran out after {ran})"
+                f"{needs} (maybe more: {held}the budget ran out after {ran})"
                 if needs
-                else f"not measured (the budget ran out after {ran})"
+                else f"not measured ({held}the budget ran out after {ran})"
             )
         return f"{self.kind} on {what}; needs {needs or 'nothing found (fails on every variation)'}"
 
@@ -404,6 +411,7 @@ class Signature:
             "needs": {n: _jsonable(v) for n, v in self.needs},
             "variations_run": self.tried,
             **({} if self.complete else {"variations_complete": False}),
+            **({"needs_assumed": list(self.assumed)} if self.assumed else {}),
             "describe": self.describe(),
         }
 
@@ -466,7 +474,19 @@ class Signature:
         tried = d.get("variations_run", 0)
         if not isinstance(tried, int) or isinstance(tried, bool) or not 0 <= tried < 2**31:
             raise SignatureError(f"{where}: variations_run {str(tried)[:40]!r}: allowed an int >= 0")
-        return cls(str(kind), tuple(sorted(gates)), err, tuple(sorted(out)), tried, message=message, complete=complete)
+        assumed = d.get("needs_assumed", [])
+        if not isinstance(assumed, list) or not all(isinstance(n, str) and n in needs for n in assumed):
+            raise SignatureError(f"{where}: needs_assumed {str(assumed)[:40]!r}: allowed a list of names among needs")
+        return cls(
+            str(kind),
+            tuple(sorted(gates)),
+            err,
+            tuple(sorted(out)),
+            tried,
+            message=message,
+            complete=complete,
+            assumed=tuple(sorted(set(assumed))),
+        )
 
 
 def _jsonable(v):
@@ -576,11 +596,21 @@ def derive(
             return None if fails is None else fails > 0
         return False
 
+    # switches and choices the budget left unmeasured, held at p's value (bounds and tails are
+    # not: they never tell two bugs apart, ``same_identity``, and would only cost re-hunts)
+    assumed: list[str] = []
+
+    def hold(name: str, value) -> None:
+        needs.append((name, value))
+        assumed.append(name)
+
     for name in SWITCHES:
         if _switch(p, name):
             got = still(_switched_off(p, name))
             if got is False:
                 needs.append((name, True))
+            elif got is None and cut:
+                hold(name, True)
     for name in BOUNDS:
         if _bound(p, name) > 1:
             step = capability.seqlen_multiple if capability is not None and "seqlen" in name else 1
@@ -609,18 +639,28 @@ def derive(
         others = _others(capability, name, p)
         if not others:
             continue
-        failing, tried = [_choice(p, name)], 0
+        failing, tried, missed = [_choice(p, name)], 0, False
         for v in others:
             got = still(_with_choice(p, name, v, capability))
             if got is None:
+                missed = missed or bool(cut)
                 continue
             tried += 1
             if got:
                 failing.append(v)
         if tried and len(failing) <= tried:  # some other value passed: the choice matters
             needs.append((name, tuple(sorted(failing, key=str))))
+        elif missed:  # the budget ended before another value ran: only the failing ones are known
+            hold(name, tuple(sorted(failing, key=str)))
     return Signature(
-        base.kind, base.gates, base.error_type, tuple(sorted(needs)), calls, base.message, complete=not cut
+        base.kind,
+        base.gates,
+        base.error_type,
+        tuple(sorted(needs)),
+        calls,
+        base.message,
+        complete=not cut,
+        assumed=tuple(sorted(assumed)),
     )
 
 
@@ -718,9 +758,33 @@ def same_identity(
         return True
     if not (sa <= sb or sb <= sa):
         return False
+    if _contradicted(a, b, problem_b) or _contradicted(b, a, problem_a):
+        return False
     ca = {n: set(v) for n, v in a.needs if n in CHOICES}
     cb = {n: set(v) for n, v in b.needs if n in CHOICES}
     return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
+
+
+def _contradicted(a: Signature, b: Signature, problem_b: Problem | None) -> bool:
+    """A kernel error's signature ``a`` claims to fail where ``b``'s signing saw the same error
+    go away: ``b`` needs a switch ``a`` does not, ``b``'s shrunk Problem with that switch off
+    passed (that is how the need was found), and ``a``'s measured needs hold there. Two
+    triggers of one exception and message, not one bug: FA4 b25's ``cudaErrorInvalidValue`` at
+    dense head dims 192/232, its needs not measured, and the empty-sequence launch failure that
+    needs varlen (b25 gave both one finding). Needs held only because the budget ran out
+    (``assumed``) claim nothing; a wrong result is never split this way (a shrinker's stopping
+    point can decide whether a fault shows, see ``same_identity``), nor a flaky kind."""
+    if problem_b is None or not a.error_type or a.kind in FLAKY:
+        return False
+    switches_a = {n for n, _ in a.needs if n in SWITCHES}
+    claims = [(n, v) for n, v in a.needs if n not in a.assumed]
+    for name, _ in b.needs:
+        if name not in SWITCHES or name in switches_a or name in b.assumed:
+            continue
+        q = _switched_off(problem_b, name)
+        if _valid(q, None) and all(_holds(q, n, v) for n, v in claims):
+            return True
+    return False
 
 
 def fold(items: list, one_bug, join) -> list:
@@ -783,7 +847,16 @@ def widening(sig: Signature, p: Problem, anchor: Problem, capability=None) -> tu
         needs = tuple((n, v) for n, v in sig.needs if n != name)
     else:
         needs = tuple((n, wider) if n == name else (n, v) for n, v in sig.needs)
-    return Signature(sig.kind, sig.gates, sig.error_type, needs, sig.tried + 1, sig.message, sig.complete), q
+    wide = Signature(
+        sig.kind, sig.gates, sig.error_type, needs, sig.tried + 1, sig.message, sig.complete, _held(sig.assumed, needs)
+    )
+    return wide, q
+
+
+def _held(assumed, needs) -> tuple[str, ...]:
+    """The names of ``assumed`` still among ``needs`` (a widened or merged rule)."""
+    names = {n for n, _ in needs}
+    return tuple(n for n in assumed if n in names)
 
 
 def _declared(capability, name: str) -> tuple:
@@ -819,6 +892,7 @@ def merged(a: Signature, b: Signature) -> Signature:
         a.tried + b.tried,
         a.message or b.message,
         a.complete and b.complete,
+        _held(sorted(set(a.assumed) & set(b.assumed)), out),  # measured by either: measured
     )
 
 
@@ -850,7 +924,16 @@ def absorbed(sig: Signature, p: Problem, capability=None) -> Signature | None:
                 if len(declared) >= DROP_FROM and 2 * len(value) > len(declared):
                     continue
         needs.append((name, value))
-    return Signature(sig.kind, sig.gates, sig.error_type, tuple(needs), sig.tried, sig.message, sig.complete)
+    return Signature(
+        sig.kind,
+        sig.gates,
+        sig.error_type,
+        tuple(needs),
+        sig.tried,
+        sig.message,
+        sig.complete,
+        _held(sig.assumed, needs),
+    )
 
 
 def widening_cost(sig: Signature, wider: Signature, p: Problem) -> tuple[int, int]:
