@@ -992,6 +992,51 @@ def test_a_signature_cut_by_its_budget_explains_only_the_configuration_it_was_se
     assert set(both.assumed) <= set(cut.assumed) and set(both.assumed) <= {n for n, _ in both.needs}
 
 
+class TwoLaunchFailures(RefKernel):
+    """One CUDA error message, two triggers (FA4 4.0.0b25 on the H100, 2026-12-07): the launch
+    fails at head dim 16 whatever else, and with an empty key sequence whatever the head dim."""
+
+    name = "test-two-launch-failures"
+    spec = "tests.test_hunt:TwoLaunchFailures"
+
+    def backward(self, inputs, fwd, ctx, out=None):
+        p = inputs.problem
+        if p.head_dim_qk == 16 or (p.varlen and 0 in p.seqlen_k):
+            raise RuntimeError("CUDA launch failed: cudaErrorInvalidValue (1)")
+        return super().backward(inputs, fwd, ctx, out)
+
+
+def test_two_triggers_of_one_error_are_two_findings_when_a_signature_is_cut(tmp_path, monkeypatch):
+    """Each finding's signature gets one variation (the budget a loaded GPU left FA4 b25's): the
+    first found must not explain the other trigger's cases for want of measured needs, nor be
+    folded with it. Fails on b2dd52a (one finding: the first, with no needs, took every launch
+    failure)."""
+    monkeypatch.setattr("difftest.search.hunt.MAX_VARIATIONS", 1)
+    problems = [
+        Problem(batch=1, seqlen_q=5, seqlen_k=7, head_dim_qk=16, head_dim_v=16),
+        Problem(batch=2, seqlen_q=(3, 4), seqlen_k=(0, 6), head_dim_qk=8, head_dim_v=8),
+        Problem(batch=1, seqlen_q=6, seqlen_k=9, head_dim_qk=8, head_dim_v=8),
+    ]
+    for order in (problems, problems[1:] + problems[:1]):  # either trigger met first
+        r = Campaign.of(
+            TwoLaunchFailures(),
+            "ci",
+            strategy=st.sampled_from(order),
+            edge_cases=False,
+            out_dir=tmp_path / str(len(order) - order.index(problems[0])),
+            config=RunConfig(isolate=False),
+            hunt=True,
+            max_examples=12,
+            database=None,
+        ).run()
+        new = [f for f in r.findings if not f.known]
+        assert len(new) == 2, "\n".join(f.signature.describe() for f in new)
+        varlen = [f for f in new if _needs(f).get("varlen")]
+        assert len(varlen) == 1 and varlen[0].best.problem.varlen
+        other = next(f for f in new if f is not varlen[0])
+        assert other.best.problem.head_dim_qk == 16 and not other.best.problem.varlen
+
+
 def test_findings_a_later_merge_made_one_bug_are_folded_at_the_end():
     """cuDNN 9.19 on the H100 (2026-12-07): a hunt kept dQ (its case's dK/dV gates were already
     another finding's) beside dK/dV of the same head-dim family; the dQ rule later took in dV
