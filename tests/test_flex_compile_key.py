@@ -96,8 +96,11 @@ def drawn_events():
     each with whether dynamo recompiled for it (one recorder per compile call)."""
     recs = {compile: Recorder(compile) for compile in (compiled_flex, compiled_flex_dynamic)}
     out = {}
+    # 18 draws an adapter (24 before): configurations still repeat and open, and flex's old
+    # key is still caught on both flex adapters (at 12 it escaped on flex-gqa); every key
+    # field is checked one by one in test_each_key_field_is_a_recompile_and_the_rest_are_not
     for name, (adapter, cap, compile) in ADAPTERS.items():
-        ps = draw_many(problems(cap, "quick", new_compile_p=0.5, warm_configs=3), 24)
+        ps = draw_many(problems(cap, "quick", new_compile_p=0.5, warm_configs=3), 18)
         out[name] = [(p, recs[compile].recompiled(adapter, p)) for p in ps]
     for rec in recs.values():
         assert len(rec.errors) <= 4, rec.errors  # the few all-empty problems, not the draw
