@@ -8,6 +8,8 @@ nothing narrowed, must name all eight, once each, each with the need that places
 
 import dataclasses
 
+import pytest
+
 from difftest.judge.runner import RunConfig
 from difftest.kernels.corner_faults import CornerFaults
 from difftest.model.profiles import get_profile
@@ -53,6 +55,10 @@ def test_one_nightly_campaign_reports_each_corner_fault_once(tmp_path):
     )
 
 
+# covered in the default run: the same eight faults, once each, by
+# test_one_nightly_campaign_reports_each_corner_fault_once (t = 2, six head dims); the t = 3
+# stage by test_configurations.py::test_the_t3_stage_covers_every_claimed_triple_and_runs_no_row_that_covers_nothing
+@pytest.mark.slow
 def test_one_nightly_campaign_over_the_whole_interface(tmp_path):
     """All 32 head dims of each side, to the end of the t = 3 stage: 30 s on this CPU since the
     coverage phase stopped re-running rows that cover nothing (399 s and 3,978 cases before)."""

@@ -96,8 +96,11 @@ def drawn_events():
     each with whether dynamo recompiled for it (one recorder per compile call)."""
     recs = {compile: Recorder(compile) for compile in (compiled_flex, compiled_flex_dynamic)}
     out = {}
+    # 18 draws an adapter (24 before): configurations still repeat and open, and flex's old
+    # key is still caught on both flex adapters (at 12 it escaped on flex-gqa); every key
+    # field is checked one by one in test_each_key_field_is_a_recompile_and_the_rest_are_not
     for name, (adapter, cap, compile) in ADAPTERS.items():
-        ps = draw_many(problems(cap, "quick", new_compile_p=0.5, warm_configs=3), 24)
+        ps = draw_many(problems(cap, "quick", new_compile_p=0.5, warm_configs=3), 18)
         out[name] = [(p, recs[compile].recompiled(adapter, p)) for p in ps]
     for rec in recs.values():
         assert len(rec.errors) <= 4, rec.errors  # the few all-empty problems, not the draw
@@ -227,7 +230,9 @@ def test_flex_dynamic_sizes_recompile_once_then_never(sizes):
 def test_flex_dynamic_compiles_less_than_flex_for_the_same_draws():
     """The same fresh draws (no compile-aware reuse) through both compile calls: flex-dynamic
     compiles far fewer graphs (the gpu-profile figures: ``slow`` test below)."""
-    ps = draw_many(problems(CAPABILITY, "quick", new_compile_p=1.0), 30)
+    # 18 fresh draws (30 before, ~45 s on a CI core): flex 16 and flex-dynamic 14 compiles,
+    # the same margin as at 30 (26 and 24); new_compile_p=1.0 opens a configuration per draw
+    ps = draw_many(problems(CAPABILITY, "quick", new_compile_p=1.0), 18)
     counts = {}
     for name in ("flex", "flex-dynamic"):
         adapter, _, compile = ADAPTERS[name]
@@ -235,7 +240,7 @@ def test_flex_dynamic_compiles_less_than_flex_for_the_same_draws():
         for p in ps:
             rec.recompiled(adapter, p)
         counts[name] = rec.compiles
-    print(f"\n30 quick draws: {counts}")
+    print(f"\n{len(ps)} quick draws: {counts}")
     assert counts["flex-dynamic"] < counts["flex"], counts
 
 

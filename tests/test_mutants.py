@@ -373,11 +373,16 @@ def test_new_dimension_mutants_hide_without_it(name):
     assert run_case(m.make(), m.example, _one_run()).status == "failed"
 
 
+# the kill is these campaigns' claim, not its shrink (2 s, 10 before): a mutant is killed by its
+# first failure, the clean kernel passing the Problem the shrink reached in its seconds
+KILL_SHRINK_S = 2
+
+
 def test_ci_pairs_every_dimension_with_a_tile_edge_so_a_first_tile_only_fault_is_killed():
     """ci covers every value once and then every value with each length class: dSink summed
     over the first query tile only (a fault past the first tile) survived ci's draws on
     6ecc778 (186 cases, no sinks past a tile edge), killed at example 99 in the table before."""
-    report = mutants_cmd.run_mutants(["dsink-first-tile-only"], "ci", per_mutant_budget=60, shrink_budget=10)
+    report = mutants_cmd.run_mutants(["dsink-first-tile-only"], "ci", per_mutant_budget=60, shrink_budget=KILL_SHRINK_S)
     assert report.rows[0].killed, mutants_cmd.render_markdown(report)
 
 
@@ -398,7 +403,7 @@ def test_a_ci_campaign_kills_every_alibi_mutant_from_its_coverage_rows():
     """Unattended, no hand-picked problem: ci's coverage phase plans ALiBi (a configuration
     dimension where declared), so each ALiBi mutant dies within its budget (about a second each
     on an idle 2-core box; 17-49 s when only the draws and the edge corpus reached ALiBi)."""
-    report = mutants_cmd.run_mutants(ALIBI_MUTANTS, "ci", per_mutant_budget=60, shrink_budget=10)
+    report = mutants_cmd.run_mutants(ALIBI_MUTANTS, "ci", per_mutant_budget=60, shrink_budget=KILL_SHRINK_S)
     assert all(r.killed for r in report.rows), mutants_cmd.render_markdown(report)
 
 
@@ -419,5 +424,5 @@ def test_a_ci_campaign_kills_every_relpos_mutant_from_its_coverage_rows():
     """Unattended, no hand-picked problem: ci's coverage phase plans the relative-position table
     (the configuration dimension relpos where declared) and its edge corners run first, so each
     relpos mutant dies within its budget (results/relpos.md)."""
-    report = mutants_cmd.run_mutants(RELPOS_MUTANTS, "ci", per_mutant_budget=60, shrink_budget=10)
+    report = mutants_cmd.run_mutants(RELPOS_MUTANTS, "ci", per_mutant_budget=60, shrink_budget=KILL_SHRINK_S)
     assert all(r.killed for r in report.rows), mutants_cmd.render_markdown(report)
