@@ -987,6 +987,9 @@ def test_a_signature_cut_by_its_budget_explains_only_the_configuration_it_was_se
     # a wrong result is never split this way: a fault's visibility depends on where a shrink stopped
     wrong_a, wrong_b = _sig(causal=True), _sig(causal=True, sinks=True)
     assert same_identity(wrong_a, wrong_b, Problem(causal=True, sinks=True), Problem(causal=True))
+    # a switch only held is no trigger: a cut signature holding gqa is the same bug as one needing sinks
+    held_gqa = Signature("wrong result", ("dk:budget",), "", (("gqa", True),), complete=False, assumed=("gqa",))
+    assert same_identity(held_gqa, _sig(sinks=True)) and not same_identity(_sig(gqa=True), _sig(sinks=True))
     # held needs merge as measured where the other measured them
     both = merged(cut, derive(bad, lambda q: bad, cap, budget_calls=2))
     assert set(both.assumed) <= set(cut.assumed) and set(both.assumed) <= {n for n, _ in both.needs}
