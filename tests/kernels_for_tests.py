@@ -172,6 +172,27 @@ class WrongOnRerun(RefKernel):
         return out
 
 
+class CorruptsItsProcess(RefKernel):
+    """dQ wrong where the head dims differ, and in every call after such a call, whatever its
+    Problem: a kernel writing out of bounds corrupts the memory of the cases after it (cuDNN
+    9.19 on the H100, 2026-12-07). Right in a fresh process until it meets unequal head dims."""
+
+    name = "test-corrupts-its-process"
+    spec = "tests.kernels_for_tests:CorruptsItsProcess"
+    capability = Capability(
+        dtypes=("float32",), head_dims_qk=(8, 16), max_seqlen=24, max_heads=2, max_batch=1, equal_head_dims=False
+    )
+    corrupted = False  # this process's state: set by the first call with unequal head dims
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.head_dim_qk != p.head_dim_v:
+            CorruptsItsProcess.corrupted = True
+        if CorruptsItsProcess.corrupted:
+            out.dq = out.dq * 1.5
+        return out
+
+
 class AcceleratorError(RuntimeError):
     """Stands for torch's sticky CUDA error type."""
 

@@ -1111,3 +1111,72 @@ def test_one_error_raised_in_two_dtypes_is_one_finding_and_old_records_still_kno
     assert sig.explains(raised(p.replace(dtype="bfloat16")))
     old = dataclasses.replace(sig, message=_text_shape(raised(p).reason, layouts=True, dtypes=False))
     assert old.message != sig.message and old.fails_alike(raised(p))
+
+
+def test_a_kernel_that_corrupts_its_process_is_signed_where_its_bug_shows_alone(tmp_path):
+    """cuDNN 9.19's nightly on the H100 (2026-12-07): wrong results at d_qk > 128 with a smaller
+    d_v left the kernel's process corrupt, so the shrinks and variations after them failed
+    wherever they went. Signed there, the findings said "needs nothing found (fails on every
+    variation)" and 4 of 19 reproducers passed when replayed alone. Checked in a fresh process,
+    the bug keeps its need (unequal head dims) and the cases that failed only after it are
+    said to be such, never signed as bugs of their own."""
+    from difftest.execute.isolation import close_all
+    from tests.kernels_for_tests import CorruptsItsProcess
+
+    unequal = Problem(seqlen_q=9, seqlen_k=11, head_dim_qk=16, head_dim_v=8, dtype="float32")
+    equal = [
+        Problem(seqlen_q=s, seqlen_k=s + 1, head_dim_qk=d, head_dim_v=d, dtype="float32") for s, d in ((5, 8), (7, 16))
+    ]
+    try:
+        r = Campaign.of(
+            CorruptsItsProcess(),
+            "nightly",
+            max_examples=6,
+            time_budget=240,
+            shrink_budget=20,
+            seed=3,
+            strategy=st.sampled_from([unequal, *equal]),
+            edge_cases=False,
+            database=None,
+            out_dir=tmp_path,
+            config=RunConfig(isolate=True, timeout_s=120),
+            fresh_process=True,
+        ).run()
+    finally:
+        close_all()
+    sigs = [f.signature for f in r.findings if not f.known]
+    assert sigs, r.status
+    measured = [s for s in sigs if not s.history]
+    assert len(measured) == 1, [s.describe() for s in sigs]
+    assert dict(measured[0].needs).get("dims_differ") is True, measured[0].describe()
+    for s in sigs:
+        assert "nothing found" not in s.describe(), s.describe()
+    for s in sigs:  # whatever failed only after the corrupting case: said so, its needs held, one finding
+        if s.history:
+            assert "only after other cases ran in the same kernel process" in s.describe()
+            assert not s.complete or s.assumed
+    assert sum(s.history for s in sigs) <= 1
+    assert r.settings.get("fresh_checks", 0) >= 1
+
+
+def test_a_history_dependent_signature_is_one_bug_with_no_measured_rule():
+    """Its needs are held, never measured: it joins no finding with a measured rule (cuDNN's merged
+    nightly: "needs nothing found" signatures took in every wrong result sharing a gate, four bugs
+    became two findings), and two such on one output are one finding; it survives its record."""
+    from difftest.search.signature import same_identity, widening
+
+    held = Signature(
+        "wrong result", ("dq:budget",), needs=(("head_dim_qk", (16,)),), complete=False, assumed=("head_dim_qk",)
+    )
+    hist = dataclasses.replace(held, history=True)
+    measured = Signature("wrong result", ("dq:budget",), needs=(("dims_differ", True), ("head_dim_qk", (16,))))
+    assert same_identity(held, measured)  # the budget-cut rule: held switches and choices claim nothing
+    assert not same_identity(hist, measured) and not same_identity(measured, hist)
+    other = dataclasses.replace(hist, needs=(("head_dim_qk", (8,)),))
+    assert same_identity(hist, other)
+    assert not same_identity(hist, dataclasses.replace(other, gates=("dk:budget",)))
+    back = Signature.from_dict(json.loads(json.dumps(hist.to_dict())))
+    assert back.history and "only after other cases ran" in back.describe()
+    assert widening(hist, Problem(head_dim_qk=8, head_dim_v=8), Problem(head_dim_qk=16, head_dim_v=16)) is None
+    with pytest.raises(SignatureError, match="history_dependent"):
+        Signature.from_dict({**hist.to_dict(), "history_dependent": "yes"})

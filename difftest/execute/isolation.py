@@ -506,6 +506,15 @@ def prestart(specs, key: str = "default", fork_closing=None) -> Worker:
     return w
 
 
+def fresh_worker(spec: str, key: str = "default") -> None:
+    """End the shared worker's process and launch a new one importing ``spec``: the next case
+    runs where no case ran before it (a hunt's check that a wrong result does not depend on
+    what the kernel ran earlier in its process)."""
+    w = shared_worker(key)
+    w.kill()
+    w.launch((spec,))
+
+
 def shared_worker(key: str = "default") -> Worker:
     """The worker the cases of this process run in; a worker started in another environment
     (``Worker.environment_differs``) is closed and a fresh one started with this one, so a

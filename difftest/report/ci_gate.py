@@ -44,7 +44,7 @@ from difftest.printable import cell
 from difftest.report.checked import checked_status
 from difftest.report.read import Report, ReportError, finding_case, gate_results, signed_findings
 from difftest.report.write import diff_table, ratio
-from difftest.search.signature import same_identity
+from difftest.search.signature import one_bug
 from difftest.vocab import RATIO_GATES, CampaignStatus, FindingKind, Gate, Status
 
 if TYPE_CHECKING:  # annotations only: `difftest --help` builds this command's parser, which loads no torch
@@ -168,7 +168,7 @@ def _finding(kernel, c_b, output, gate, kind, message, case=None) -> Finding:
 def _matches(fb, known: list) -> bool:
     """Candidate finding ``fb`` ((record, Signature, Problem)) is one of ``known``'s bugs."""
     _, sb, pb = fb
-    return any(same_identity(sa, sb, pb, pa) or same_identity(sb, sa, pa, pb) for _, sa, pa in known)
+    return any(one_bug(sa, sb, pa, pb) for _, sa, pa in known)
 
 
 def _finding_cases(res: GateResult, kernel: str, found_b: list, found_a: list, a_ran: bool, ga: dict) -> None:

@@ -26,7 +26,7 @@ from difftest.search.signature import (
     cheapest_absorption,
     fold,
     merged,
-    same_identity,
+    one_bug,
     unexplained_gates,
 )
 from difftest.vocab import CampaignStatus
@@ -252,7 +252,7 @@ def merge_findings(recs: list) -> list:
 
 
 def _same(a: tuple, b: tuple) -> bool:
-    return same_identity(a[1], b[1], b[2], a[2]) or same_identity(b[1], a[1], a[2], b[2])
+    return one_bug(a[1], b[1], a[2], b[2])
 
 
 def _joined(k: tuple, other: tuple) -> tuple:

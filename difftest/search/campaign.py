@@ -104,6 +104,10 @@ class Campaign:
     finding_calls: int = 200  # shrink runs per finding, at most
     coverage: int | None = None  # the coverage phase's strength t (None: the profile's; 0 with a strategy given)
     plan_cache: Path | None = None  # where the coverage phase keeps its plans between runs (None: nowhere)
+    # a hunt runs each wrong result's shrunk Problem again in a fresh kernel process, and a signature's
+    # failing switched-off variations too (hunt.py, signature.derive's ``clean``); None: where the
+    # kernel runs in a worker process on a GPU (a fresh process costs an import of torch and a build)
+    fresh_process: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "known", tuple(self.known))

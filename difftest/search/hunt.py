@@ -16,8 +16,10 @@ the findings. Failing cases left unexplained when the findings cap or the budget
 are counted and listed, with what would have them shrunk. Known findings (``--known``)
 replay first, are listed, never shrunk, and neither stop nor fail the campaign."""
 
+import dataclasses
 from pathlib import Path
 
+from difftest.execute.isolation import fresh_worker
 from difftest.judge.declaration import diagnose
 from difftest.search.findings import Finding, Findings
 from difftest.search.first_failure import FINISH_FLOOR_S
@@ -28,6 +30,8 @@ from difftest.search.signature import (
     escapes,
     fold,
     merged,
+    one_bug,
+    root_gates,
     same_identity,
     unexplained_gates,
     widening,
@@ -148,6 +152,18 @@ class Hunt:
             )
             best, calls = self._shrink_toward(case, new, writer, budget, 0 if alike else SHRINK_BUILDS)
         target = (unexplained_gates(st.signatures(), best) & new) or new
+        clean = self._clean() if writer is not None and best.status == Status.FAILED else None
+        history = False
+        if clean is not None:  # the shrunk wrong result, once more where nothing ran before it, else the
+            # case itself (a shrink run in a corrupted process can walk off the bug to where it only shows there)
+            for p in dict.fromkeys((best.problem, case.problem)):
+                clean()
+                again = st.case(p)
+                st.result.settings["fresh_checks"] = st.result.settings.get("fresh_checks", 0) + 1
+                history = not (again.status == Status.FAILED and set(root_gates(again)) & target)
+                if not history:
+                    best = again
+                    break
         # the signature's variations get their own share: each compiles anew on a JIT kernel (FA4 on the
         # H100 spent ~200 of 240 s signing three findings, five seconds a variation)
         signed_by = min(st.deadline, st.now() + max(FINISH_FLOOR_S, FINDING_SHARE * st.time_budget))
@@ -156,10 +172,16 @@ class Hunt:
             st.run_seen,
             s.kernel.capability,
             gates=target,
-            budget_calls=MAX_VARIATIONS,
+            budget_calls=0 if history else MAX_VARIATIONS,  # history: no variation measures a need
             deadline=lambda: st.now() > signed_by,
             rerun=st.case,
+            clean=clean,
         )
+        if clean is not None:  # the search goes on where the failing runs left nothing behind
+            clean()
+        if history:
+            sig = dataclasses.replace(sig, history=True)
+            st.result.settings["history_dependent"] = st.result.settings.get("history_dependent", 0) + 1
         for f in st.found:
             if any(
                 same_identity(x, sig, best.problem, f.best.problem if f.best is not None else None)
@@ -193,6 +215,20 @@ class Hunt:
         if writer is not None and st.findings.best is None:
             st.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
         return f
+
+    def _clean(self):
+        """What starts the kernel's process afresh for a hunt's fresh-process checks, or None when
+        they are off (``Campaign.fresh_process``; by default on where the kernel runs in a worker
+        process on a GPU: a kernel writing out of bounds there corrupts the cases after it)."""
+        s = self.state.settings
+        on = s.fresh_process
+        if on is None:
+            device = s.config.device or s.kernel.capability.device
+            on = s.config.isolate and str(device).startswith("cuda")
+        if not (on and s.config.isolate):
+            return None
+        spec = getattr(s.kernel, "spec", None) or s.kernel.name
+        return lambda: fresh_worker(spec)
 
     def _widen(self, case, gates: set) -> Finding | None:
         """The finding whose bug ``case`` shows at one more value of a choice (a head dim, a
@@ -239,6 +275,8 @@ class Hunt:
             left[0] -= 1
             return True
 
+        failing = {case.problem: case}  # the run each accepted step failed in (a later rerun of it may pass)
+
         def still_fails(p):
             c = st.run_seen(p)
             if not c.failed or not (unexplained_gates(st.signatures(), c) & gates):
@@ -246,6 +284,7 @@ class Hunt:
             if case.status == Status.ERROR and (c.status != Status.ERROR or c.error_type != case.error_type):
                 return False
             writer.found(c, case)
+            failing[p] = c
             return True
 
         best, calls = simplify(
@@ -256,7 +295,7 @@ class Hunt:
             max_calls=st.settings.finding_calls,
             affordable=affordable if cap.compile_key else None,
         )
-        return st.seen.get(best, case), calls
+        return failing.get(best, case), calls
 
     # ------------------------------------------------------------------ after the search
     def failed(self, case) -> None:  # pragma: no cover - a hunt's search never raises a failure
@@ -340,11 +379,7 @@ def folded(found: list) -> list:
 def _one_bug(f, g) -> bool:
     if f.known or g.known:
         return False
-    return any(
-        same_identity(a, b, _shrunk(g, b), _shrunk(f, a)) or same_identity(b, a, _shrunk(f, a), _shrunk(g, b))
-        for a in f.signatures
-        for b in g.signatures
-    )
+    return any(one_bug(a, b, _shrunk(f, a), _shrunk(g, b)) for a in f.signatures for b in g.signatures)
 
 
 def _shrunk(f, sig):
