@@ -193,6 +193,27 @@ class CorruptsItsProcess(RefKernel):
         return out
 
 
+class DialectError(RuntimeError):
+    """Stands for CuTe DSL's CUDADialectError: one exception class for every CUDA runtime error."""
+
+
+class TwoCudaErrors(RefKernel):
+    """Two device faults behind one exception class, told apart by the CUDA error its message
+    names: an illegal address at head dim 8, an invalid launch where a key sequence is empty
+    (FA4 4.0.0b25 on the H100)."""
+
+    name = "test-two-cuda-errors"
+    spec = "tests.kernels_for_tests:TwoCudaErrors"
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.head_dim_qk == 8:
+            raise DialectError("error: cudaErrorIllegalAddress (error code: 700)")
+        if p.varlen and 0 in p.seqlen_k:
+            raise DialectError("error: CUDA launch failed: cudaErrorInvalidValue")
+        return out
+
+
 class AcceleratorError(RuntimeError):
     """Stands for torch's sticky CUDA error type."""
 

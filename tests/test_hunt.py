@@ -1180,3 +1180,30 @@ def test_a_history_dependent_signature_is_one_bug_with_no_measured_rule():
     assert widening(hist, Problem(head_dim_qk=8, head_dim_v=8), Problem(head_dim_qk=16, head_dim_v=16)) is None
     with pytest.raises(SignatureError, match="history_dependent"):
         Signature.from_dict({**hist.to_dict(), "history_dependent": "yes"})
+
+
+def test_a_shrink_stays_with_its_cuda_error_where_one_exception_class_carries_several():
+    """FA4 b25 on the H100 (2026-12-07): the empty-sequence launch failure (cudaErrorInvalidValue)
+    and an illegal address at small head dims both come back as CuTe DSL's CUDADialectError. The
+    shrink of an empty-sequence case took any CUDADialectError as the same failure, walked to a head
+    dim that raised the illegal address, and the launch failure ended as no finding at all."""
+    from tests.kernels_for_tests import TwoCudaErrors
+
+    empty = Problem(batch=2, seqlen_q=(3, 4), seqlen_k=(0, 5), head_dim_qk=16, head_dim_v=16, dtype="float32")
+    r = Campaign.of(  # the empty-sequence case met first, the illegal address not yet found
+        TwoCudaErrors(),
+        "nightly",
+        max_examples=2,
+        time_budget=120,
+        shrink_budget=10,
+        seed=0,
+        strategy=st.just(empty),
+        edge_cases=False,
+        database=None,
+        out_dir=None,
+        config=RunConfig(isolate=False),
+    ).run()
+    (own,) = [f for f in r.findings if f.first.problem == empty]  # the empty-sequence case's own hunt
+    assert own.signature.error_type == "cudaErrorInvalidValue", own.signature.describe()
+    assert 0 in own.best.problem.seqlen_k and own.best.problem.head_dim_qk == 16
+    assert dict(own.signature.needs).get("empty_k") is True

@@ -28,6 +28,7 @@ from difftest.search.signature import (
     MAX_VARIATIONS,
     derive,
     escapes,
+    failure_of,
     fold,
     merged,
     one_bug,
@@ -276,12 +277,13 @@ class Hunt:
             return True
 
         failing = {case.problem: case}  # the run each accepted step failed in (a later rerun of it may pass)
+        error = failure_of(case) if case.status == Status.ERROR else None  # its CUDA error or type, its message
 
         def still_fails(p):
             c = st.run_seen(p)
             if not c.failed or not (unexplained_gates(st.signatures(), c) & gates):
                 return False
-            if case.status == Status.ERROR and (c.status != Status.ERROR or c.error_type != case.error_type):
+            if error is not None and not error.fails_alike(c):
                 return False
             writer.found(c, case)
             failing[p] = c

@@ -536,6 +536,22 @@ def gates_of(case) -> tuple[str, ...]:
     return (RUN,) if case.status == Status.ERROR else tuple(sorted(root_gates(case)))
 
 
+def failure_of(case, gates=None) -> Signature:
+    """``case``'s failure with no needs: its triage kind, its gates (default: the ones that name
+    its bug), and for a kernel error the CUDA runtime error or exception type and the message's
+    shape. ``fails_alike`` then says whether another case fails the same way: a signature's
+    variations are judged by it, and so is a hunt's shrink (FA4 b25 on the H100, 2026-12-07: an
+    empty sequence's ``cudaErrorInvalidValue`` shrank into a ``cudaErrorIllegalAddress`` at
+    another head dim, both a ``CUDADialectError``, and was taken for that finding's bug)."""
+    error = case.status == Status.ERROR
+    return Signature(
+        str(triage.classify(case)),
+        tuple(sorted(gates)) if gates else gates_of(case),
+        triage.failure_name(case) if error else "",
+        message=message_shape(case.reason) if error else "",
+    )
+
+
 def derive(
     case,
     run,
@@ -563,12 +579,7 @@ def derive(
     process, while with equal head dims it passes alone."""
     gates = tuple(sorted(gates)) if gates else gates_of(case)
     error = case.status == Status.ERROR
-    base = Signature(
-        str(triage.classify(case)),
-        gates,
-        triage.failure_name(case) if error else "",
-        message=message_shape(case.reason) if error else "",
-    )
+    base = failure_of(case, gates)
     p = case.problem
     needs: list[tuple[str, Any]]  # (name, True | an int bound | a tuple of choices)
     needs, calls = [], 0
