@@ -291,5 +291,7 @@ def test_a_rule_widened_by_a_merge_takes_in_the_finding_it_now_explains():
         assert len(got) == 1 and got[0]["hits"] == 6
         assert set(got[0]["signature"]["gates"]) == {"dq:budget", "dq:determinism", "dk:budget", "dv:budget"}
         assert sorted(got[0]["shards"]) == ["0/2", "0/2", "1/2"]
+        # every shard's own rule is kept beside the merged one, once
+        assert sorted(v["id"] for v in got[0]["variants"]) == sorted({dq.id, dkdv.id, dq_dv.id})
     # findings of separate outputs that nothing joins stay apart
     assert len(merge_findings([shard(0, [dq, dkdv])])) == 2

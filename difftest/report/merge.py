@@ -263,8 +263,18 @@ def _joined(k: tuple, other: tuple) -> tuple:
             k[0][n] += rec[n]
     k[0]["shards"].extend(rec.get("shards", ()))
     both = merged(k[1], other[1])  # the smallest rule covering what each shard saw
+    # each shard's own rules stay as variants (the merged rule alone lost them: cuDNN's merged nightly on the
+    # H100, 2026-12-07, showed one variant of the seven signatures it had joined, their head dims gone)
+    own = [] if len(k) > 3 else [k[0].get("signature")]  # a rule is a shard's own until a join merged it
+    theirs = [] if len(other) > 3 else [rec.get("signature")]
+    kept, variants = {both.id}, []
+    for d in [*own, *(k[0].get("variants") or ()), *theirs, *(rec.get("variants") or ())]:
+        if isinstance(d, dict) and d.get("id") not in kept:
+            kept.add(d.get("id"))
+            variants.append(d)
     k[0]["signature"] = both.to_dict()
-    return (k[0], both, k[2])
+    k[0]["variants"] = variants
+    return (k[0], both, k[2], "merged")
 
 
 def merge_reports(docs: list) -> dict:
