@@ -1151,10 +1151,13 @@ def test_a_kernel_that_corrupts_its_process_is_signed_where_its_bug_shows_alone(
     assert dict(measured[0].needs).get("dims_differ") is True, measured[0].describe()
     for s in sigs:
         assert "nothing found" not in s.describe(), s.describe()
-    for s in sigs:  # whatever failed only after the corrupting case: said so, its needs held, one finding
+    for s in sigs:  # whatever failed only after the corrupting case: said so, its needs held, one finding,
+        # and the case after which it fails in a fresh process named
         if s.history:
-            assert "only after other cases ran in the same kernel process" in s.describe()
+            assert "in the same kernel process (passed in a fresh one" in s.describe(), s.describe()
             assert not s.complete or s.assumed
+            after = s.after
+            assert "d16/8" in after or "d8/16" in after, s.describe()
     assert sum(s.history for s in sigs) <= 1
     assert r.settings.get("fresh_checks", 0) >= 1
 
@@ -1177,6 +1180,8 @@ def test_a_history_dependent_signature_is_one_bug_with_no_measured_rule():
     assert not same_identity(hist, dataclasses.replace(other, gates=("dk:budget",)))
     back = Signature.from_dict(json.loads(json.dumps(hist.to_dict())))
     assert back.history and "only after other cases ran" in back.describe()
+    named = Signature.from_dict({**hist.to_dict(), "after": "b1 sq9 sk11 h1/1 d16/8 float32"})
+    assert "only after b1 sq9 sk11 h1/1 d16/8 float32 ran in the same kernel process" in named.describe()
     assert widening(hist, Problem(head_dim_qk=8, head_dim_v=8), Problem(head_dim_qk=16, head_dim_v=16)) is None
     with pytest.raises(SignatureError, match="history_dependent"):
         Signature.from_dict({**hist.to_dict(), "history_dependent": "yes"})

@@ -54,6 +54,9 @@ FINDING_SHARE = 0.05
 # budget there (simulated: tests/test_compile_bound.py). Lengths, batch and values shrink
 # freely inside what is built; the signature's variations say which compiled fields matter.
 SHRINK_BUILDS = 3
+# Earlier failures tried as the case that left the kernel's process corrupt, for a wrong result that
+# passes alone (``Hunt._culprit``): each costs a fresh worker process and two runs.
+CULPRITS = 3
 
 
 class Hunt:
@@ -178,10 +181,11 @@ class Hunt:
             rerun=st.case,
             clean=clean,
         )
+        if history:
+            sig = dataclasses.replace(sig, history=True, after=self._culprit(case, best, target, clean))
         if clean is not None:  # the search goes on where the failing runs left nothing behind
             clean()
         if history:
-            sig = dataclasses.replace(sig, history=True)
             st.result.settings["history_dependent"] = st.result.settings.get("history_dependent", 0) + 1
         for f in st.found:
             if any(
@@ -216,6 +220,29 @@ class Hunt:
         if writer is not None and st.findings.best is None:
             st.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
         return f
+
+    def _culprit(self, case, best, target: set, clean) -> str:
+        """The Problem (short form) after which ``best``, passing alone, fails in a fresh process:
+        tried among the findings' shrunk failures and the failing cases before ``case``, the most
+        recent first, at most ``CULPRITS`` (each a fresh process and two runs); "" when none."""
+        st = self.state
+        cases = st.result.cases
+        before = next((i for i, c in enumerate(cases) if c is case), len(cases))
+        tried: list = []
+        for p in [f.best.problem for f in reversed(st.found) if not f.known and f.best is not None] + [
+            c.problem for c in reversed(cases[:before]) if c.failed
+        ]:
+            if p == best.problem or p in tried:
+                continue
+            if len(tried) >= CULPRITS or st.now() > st.deadline:
+                break
+            tried.append(p)
+            clean()
+            st.case(p)
+            again = st.case(best.problem)
+            if again.status == Status.FAILED and set(root_gates(again)) & target:
+                return p.short()
+        return ""
 
     def _clean(self):
         """What starts the kernel's process afresh for a hunt's fresh-process checks, or None when

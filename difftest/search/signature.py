@@ -362,6 +362,9 @@ class Signature:
     # 9.19 on the H100, 2026-12-07: 4 of 19 reproducers of an unattended nightly passed when
     # replayed alone; two had signed "needs nothing found (fails on every variation)".
     history: bool = field(default=False, compare=False)
+    # for a history-dependent signature, the Problem (``Problem.short``) after whose run in a fresh process
+    # this one failed: the case whose kernel call leaves its process corrupt ("" when none was found)
+    after: str = field(default="", compare=False)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -386,8 +389,9 @@ class Signature:
                 else f"not measured ({held}the budget ran out after {ran})"
             )
         if self.history:
+            before = f"{self.after} ran" if self.after else "other cases ran"
             return (
-                f"{self.kind} on {what}, only after other cases ran in the same kernel process (passed in a "
+                f"{self.kind} on {what}, only after {before} in the same kernel process (passed in a "
                 f"fresh one: it reads memory it did not write, or state an earlier case left); needs not "
                 f"measured (held at {', '.join(_need_text(n, v) for n, v in self.needs) or 'its Problem'})"
             )
@@ -427,6 +431,7 @@ class Signature:
             **({} if self.complete else {"variations_complete": False}),
             **({"needs_assumed": list(self.assumed)} if self.assumed else {}),
             **({"history_dependent": True} if self.history else {}),
+            **({"after": self.after} if self.after else {}),
             "describe": self.describe(),
         }
 
@@ -495,6 +500,11 @@ class Signature:
         history = d.get("history_dependent", False)
         if not isinstance(history, bool):
             raise SignatureError(f"{where}: history_dependent {str(history)[:40]!r}: allowed true or false")
+        after = d.get("after", "")
+        if not isinstance(after, str) or len(after) > MESSAGE_CHARS:
+            raise SignatureError(
+                f"{where}: after {str(after)[:40]!r}: allowed a string of at most {MESSAGE_CHARS} characters"
+            )
         return cls(
             str(kind),
             tuple(sorted(gates)),
@@ -505,6 +515,7 @@ class Signature:
             complete=complete,
             assumed=tuple(sorted(set(assumed))),
             history=history,
+            after=after,
         )
 
 
@@ -960,6 +971,7 @@ def merged(a: Signature, b: Signature) -> Signature:
         a.complete and b.complete,
         _held(sorted(set(a.assumed) & set(b.assumed)), out),  # measured by either: measured
         a.history and b.history,  # one id: a fresh process failed it in either
+        (a.after or b.after) if a.history and b.history else "",
     )
 
 
