@@ -1149,6 +1149,8 @@ def test_a_kernel_that_corrupts_its_process_is_signed_where_its_bug_shows_alone(
     measured = [s for s in sigs if not s.history]
     assert len(measured) == 1, [s.describe() for s in sigs]
     assert dict(measured[0].needs).get("dims_differ") is True, measured[0].describe()
+    (real,) = [f for f in r.findings if not f.signature.history]  # shrunk where each step's verdict is its own
+    assert real.best.problem.size() < unequal.size() and real.best.problem.head_dim_qk != real.best.problem.head_dim_v
     for s in sigs:
         assert "nothing found" not in s.describe(), s.describe()
     for s in sigs:  # whatever failed only after the corrupting case: said so, its needs held, one finding,

@@ -166,7 +166,12 @@ class Hunt:
                 st.result.settings["fresh_checks"] = st.result.settings.get("fresh_checks", 0) + 1
                 history = not (again.status == Status.FAILED and set(root_gates(again)) & target)
                 if not history:
-                    best = again
+                    if p != best.problem:  # the shrink walked off: again, each step run where no failure ran before
+                        clean()
+                        best, more = self._shrink_toward(again, new, writer, budget, SHRINK_BUILDS, clean=clean)
+                        calls += more
+                    else:
+                        best = again
                     break
         # the signature's variations get their own share: each compiles anew on a JIT kernel (FA4 on the
         # H100 spent ~200 of 240 s signing three findings, five seconds a variation)
@@ -287,9 +292,11 @@ class Hunt:
                     return f
         return None
 
-    def _shrink_toward(self, case, gates: set, writer, budget: float, builds: int):
+    def _shrink_toward(self, case, gates: set, writer, budget: float, builds: int, clean=None):
         """Shrink ``case`` keeping a failure on one of ``gates`` that no finding explains; on a
-        kernel with a compile key, through at most ``builds`` configurations not built yet."""
+        kernel with a compile key, through at most ``builds`` configurations not built yet. With
+        ``clean`` (a kernel whose failures corrupt its process), every step runs afresh (never
+        replayed) and a step after a failing one in a fresh process: each verdict is its own."""
         st = self.state
         cap = st.settings.kernel.capability
         left = [builds]
@@ -306,8 +313,16 @@ class Hunt:
         failing = {case.problem: case}  # the run each accepted step failed in (a later rerun of it may pass)
         error = failure_of(case) if case.status == Status.ERROR else None  # its CUDA error or type, its message
 
+        dirty = [False]  # the last step failed: with ``clean``, the next one starts a fresh process
+
         def still_fails(p):
-            c = st.run_seen(p)
+            if clean is None:
+                c = st.run_seen(p)
+            else:
+                if dirty[0]:
+                    clean()
+                c = st.case(p)
+                dirty[0] = c.failed
             if not c.failed or not (unexplained_gates(st.signatures(), c) & gates):
                 return False
             if error is not None and not error.fails_alike(c):
