@@ -46,6 +46,7 @@ from dataclasses import replace
 
 import torch
 
+from difftest.errors import InputError
 from difftest.execute.adapter import KernelAdapter
 from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs, torch_dtype
@@ -143,13 +144,13 @@ class BlockwiseAttention(KernelAdapter):
 
     def __init__(self, block_m: int | None = BLOCK_M, block_n: int | None = BLOCK_N, delta_source: str | None = None):
         if any(b is not None and b < 1 for b in (block_m, block_n)):
-            raise ValueError(
+            raise InputError(
                 f"block_m={block_m}, block_n={block_n}: allowed ints >= 1, or None (whole rows: "
                 f"one tile as long as the sequence)"
             )
         if delta_source is not None:
             if delta_source not in self.DELTA_SOURCES:
-                raise ValueError(f"delta_source={delta_source!r}: allowed {self.DELTA_SOURCES}")
+                raise InputError(f"delta_source={delta_source!r}: allowed {self.DELTA_SOURCES}")
             self.delta_source = delta_source
         self.block_m = block_m
         self.block_n = block_n

@@ -36,6 +36,7 @@ import os
 
 import torch
 
+from difftest.errors import InputError
 from difftest.execute.adapter import KernelAdapter
 from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs
@@ -254,7 +255,7 @@ class Fa3JaxAdapter(KernelAdapter):
 
     def __init__(self, path: str = "public"):
         if path not in ("public", "rules"):
-            raise ValueError(f"path={path!r}: allowed 'public' (jax.vjp of flash_mha) or 'rules'")
+            raise InputError(f"path={path!r}: allowed 'public' (jax.vjp of flash_mha) or 'rules'")
         self.path = path
         self.name = "fa3-jax" if path == "public" else "fa3-jax-rules"
         self.capability = _capability()

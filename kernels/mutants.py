@@ -21,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from difftest.errors import InputError
 from difftest.execute.adapter import KernelAdapter
 from difftest.model import fp8
 from difftest.model.inputs import torch_dtype
@@ -97,9 +98,9 @@ def mutant(bug_class: str, example: Problem, profile: str = "ci", clean=Blockwis
     class docstring's first line is its description. ``profile``: see ``Mutant.profile``;
     ``clean``: the correct kernel it deviates from (the FP8 mutants: the FP8 emulation)."""
     if bug_class not in BUG_CLASSES:
-        raise ValueError(f"bug_class={bug_class!r}: allowed {sorted(BUG_CLASSES)}")
+        raise InputError(f"bug_class={bug_class!r}: allowed {sorted(BUG_CLASSES)}")
     if profile not in PROFILES:
-        raise ValueError(f"profile={profile!r}: allowed {PROFILES}")
+        raise InputError(f"profile={profile!r}: allowed {PROFILES}")
 
     def wrap(cls):
         doc = (cls.__doc__ or "").strip().splitlines()

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from difftest.errors import InputError
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
 from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs
@@ -195,7 +196,7 @@ class SdpaAdapter(KernelAdapter):
 
     def __init__(self, backend: str):
         if backend not in BACKENDS:
-            raise ValueError(f"backend={backend!r}: allowed {BACKENDS}")
+            raise InputError(f"backend={backend!r}: allowed {BACKENDS}")
         self.backend = backend
         self.name = f"sdpa-{backend}"
         self.capability = CAPABILITIES[backend]

@@ -67,6 +67,7 @@ from pathlib import Path
 
 import torch
 
+from difftest.errors import InputError
 from difftest.execute import timing
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
 from difftest.model.capability import Capability
@@ -383,7 +384,7 @@ OPS = {  # adapter op -> (capability, worker op family, TileOPs forward used?)
 class TileOpsAdapter(KernelAdapter):
     def __init__(self, op: str):
         if op not in OPS:
-            raise ValueError(f"op={op!r}: allowed {sorted(OPS)}")
+            raise InputError(f"op={op!r}: allowed {sorted(OPS)}")
         self.op = op
         self.name = f"tileops-{op}"
         self.capability, self.wire, self.own_forward = OPS[op]
@@ -610,7 +611,7 @@ def warm_problems(op: str, profile: str = "gpu", extra=()) -> list[Problem]:
     """One Problem per compile configuration of the edge corpus a campaign of ``op`` runs
     first, in its order, then of ``extra`` (those the op covers)."""
     if op not in OPS:
-        raise ValueError(f"op={op!r}: allowed {sorted(OPS)}")
+        raise InputError(f"op={op!r}: allowed {sorted(OPS)}")
     cap = OPS[op][0]
     return distinct_configs(cap, [*edge_problems(cap, profile), *extra])
 

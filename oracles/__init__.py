@@ -28,6 +28,7 @@
 from collections.abc import Callable
 from typing import NamedTuple
 
+from difftest.errors import InputError
 from difftest.execute.timing import phase  # the campaign's time split: truth / yardsticks
 from difftest.model.fp8 import is_fp8
 from difftest.model.inputs import Inputs
@@ -76,9 +77,9 @@ def references(inputs: Inputs, chunk_threshold: int | None = None, standard: str
     is stated in ("float64" or None: the float64 truth itself; "float32")."""
     threshold = DEFAULT_CHUNK_THRESHOLD if chunk_threshold is None else chunk_threshold
     if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 0:
-        raise ValueError(f"chunk_threshold={chunk_threshold!r}: allowed an int >= 0 or None")
+        raise InputError(f"chunk_threshold={chunk_threshold!r}: allowed an int >= 0 or None")
     if standard is not None and standard not in CHUNK_PRECISIONS:
-        raise ValueError(f"standard={standard!r}: allowed {CHUNK_PRECISIONS} or None")
+        raise InputError(f"standard={standard!r}: allowed {CHUNK_PRECISIONS} or None")
 
     dense = score_elements(inputs) <= threshold
     with phase("truth"):
@@ -117,7 +118,7 @@ def design_yardsticks(designs, inputs: Inputs, block_m: int, flash: Outputs) -> 
             if inputs.problem.softcap is not None:  # the design changes nothing without a cap
                 out.extend(approximate_tanh_softcap(inputs))
         else:
-            raise ValueError(f"design {d!r}: no yardstick models it")
+            raise InputError(f"design {d!r}: no yardstick models it")
     return out
 
 

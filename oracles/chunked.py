@@ -62,6 +62,7 @@ from dataclasses import dataclass
 
 import torch
 
+from difftest.errors import InputError
 from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
@@ -99,7 +100,7 @@ def chunk_rows(problem: Problem, sk: int, max_chunk_elements: int = DEFAULT_MAX_
     """Query rows per chunk so that heads_q x rows x sk stays within the budget (>= 1):
     the rows of a chunk that sees every key."""
     if max_chunk_elements < 1:
-        raise ValueError(f"max_chunk_elements={max_chunk_elements!r}: allowed an int >= 1")
+        raise InputError(f"max_chunk_elements={max_chunk_elements!r}: allowed an int >= 1")
     return max(1, max_chunk_elements // max(1, problem.heads_q * sk))
 
 
@@ -319,15 +320,15 @@ class PassPlan:
 
 def _check_options(precision, magnitudes_dtype, chunk, max_chunk_elements, flash_rounding) -> None:
     if precision not in CHUNK_PRECISIONS:
-        raise ValueError(f"precision={precision!r}: allowed {CHUNK_PRECISIONS}")
+        raise InputError(f"precision={precision!r}: allowed {CHUNK_PRECISIONS}")
     if magnitudes_dtype is not None and magnitudes_dtype not in MAGNITUDE_DTYPES:
-        raise ValueError(f"magnitudes_dtype={magnitudes_dtype!r}: allowed None or one of {MAGNITUDE_DTYPES}")
+        raise InputError(f"magnitudes_dtype={magnitudes_dtype!r}: allowed None or one of {MAGNITUDE_DTYPES}")
     if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
-        raise ValueError(f"chunk={chunk!r}: allowed None or an int >= 1")
+        raise InputError(f"chunk={chunk!r}: allowed None or an int >= 1")
     if max_chunk_elements is not None and (not isinstance(max_chunk_elements, int) or max_chunk_elements < 1):
-        raise ValueError(f"max_chunk_elements={max_chunk_elements!r}: allowed None or an int >= 1")
+        raise InputError(f"max_chunk_elements={max_chunk_elements!r}: allowed None or an int >= 1")
     if flash_rounding and precision != "float32":
-        raise ValueError(f"flash_rounding with precision={precision!r}: allowed only 'float32'")
+        raise InputError(f"flash_rounding with precision={precision!r}: allowed only 'float32'")
 
 
 class _Accumulators:

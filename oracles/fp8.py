@@ -39,6 +39,7 @@ compared with.
 
 import torch
 
+from difftest.errors import InputError
 from difftest.model import fp8
 from difftest.model.inputs import Inputs
 from difftest.model.outputs import Outputs
@@ -92,7 +93,7 @@ def fp8_reference(inputs: Inputs, accumulator: str = "float32") -> Outputs:
     kernel must (module docstring), as float32 dequantised values. ``accumulator``: how its
     FP8 GEMMs add ("float32", or "tensor-core": Hopper's FP8 MMA, module docstring)."""
     if accumulator not in ACCUMULATORS:
-        raise ValueError(f"accumulator={accumulator!r}: allowed {ACCUMULATORS}")
+        raise InputError(f"accumulator={accumulator!r}: allowed {ACCUMULATORS}")
     # float32 operands holding FP8 values: the tensor-core model adds them exactly (oracles/tensor_core.py)
     mm = torch.matmul if accumulator == "float32" else mma_matmul
     p = inputs.problem

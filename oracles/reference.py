@@ -20,6 +20,7 @@ dSink, summed over query rows, add the chunks' partial sums in float32.
 
 import torch
 
+from difftest.errors import InputError
 from difftest.model.inputs import Inputs, torch_dtype
 from difftest.model.outputs import Outputs
 from difftest.model.problem import Problem
@@ -126,7 +127,7 @@ def reference(inputs: Inputs, precision: str = "float64", tanh=torch.tanh) -> Ou
     """Every output by autograd through the dense formula, in ``precision`` ("same": the
     problem's dtype); ``tanh`` caps the logits of a softcapped problem."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision={precision!r}: allowed {PRECISIONS}")
+        raise InputError(f"precision={precision!r}: allowed {PRECISIONS}")
     p = inputs.problem
     dt = torch_dtype(p.dtype) if precision == "same" else getattr(torch, precision)
     x = inputs.upcast(dt)
@@ -197,7 +198,7 @@ def rows_reference(inputs: Inputs, precision: str = "same", max_elements: int = 
     """``reference`` with each sequence's query rows in chunks of at most ``max_elements``
     scores (module docstring)."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision={precision!r}: allowed {PRECISIONS}")
+        raise InputError(f"precision={precision!r}: allowed {PRECISIONS}")
     p = inputs.problem
     dt = torch_dtype(p.dtype) if precision == "same" else getattr(torch, precision)
     acc = torch.float32 if dt.itemsize < 4 else dt  # the chunks' partial dK/dV/dSink

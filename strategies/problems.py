@@ -27,6 +27,7 @@ Knobs (keyword arguments):
 
 from hypothesis import strategies as st
 
+from difftest.errors import InputError
 from difftest.model.capability import Capability
 from difftest.model.problem import Problem
 from difftest.model.profiles import get_profile
@@ -66,9 +67,9 @@ def problems(
         raise TypeError(f"capability must be a difftest Capability, got {type(capability).__name__}")
     prof = get_profile(profile).with_knobs(**size_knobs)
     if new_compile_p is not None and (not isinstance(new_compile_p, (int, float)) or not 0.0 <= new_compile_p <= 1.0):
-        raise ValueError(f"new_compile_p={new_compile_p!r} is invalid: allowed a probability in [0, 1] or None")
+        raise InputError(f"new_compile_p={new_compile_p!r} is invalid: allowed a probability in [0, 1] or None")
     if not isinstance(warm_configs, int) or warm_configs < 1:
-        raise ValueError(f"warm_configs={warm_configs!r} is invalid: allowed an int >= 1")
+        raise InputError(f"warm_configs={warm_configs!r} is invalid: allowed an int >= 1")
     if new_compile_p is None and corpus_only(capability, prof):
         warm, new_compile_p = corpus_configs(capability, prof), 0.0
     elif warm is not None:  # configurations compiled already (a campaign's coverage phase): one Problem each

@@ -8,6 +8,7 @@ allowed), standard-normal values, no sinks and the default softmax scale.
 
 from hypothesis import strategies as st
 
+from difftest.errors import InputError
 from difftest.model.capability import Capability
 from difftest.model.capture import PROBLEM_DTYPES, CaptureSlice
 from difftest.model.problem import (
@@ -245,7 +246,7 @@ def captured_problems(cap, capability: Capability, profile="ci") -> st.SearchStr
         and call.heads_q // call.heads_kv <= min(c.max_heads, prof.max_heads)
     ]
     if not fits:
-        raise ValueError(
+        raise InputError(
             f"{cap.path}: no recorded call fits the kernel (head dims, GQA, causal, lengths): "
             f"calls {[(x.head_dim_qk, x.head_dim_v, x.heads_q, x.heads_kv, x.causal) for x in cap.calls]}"
         )

@@ -13,6 +13,7 @@ import os
 
 import torch
 
+from difftest.errors import InputError
 from difftest.execute.adapter import KernelAdapter, KernelUnavailable
 from difftest.model.capability import Capability
 from difftest.model.inputs import Inputs
@@ -81,7 +82,7 @@ def default_device() -> str:
     want = os.environ.get("DIFFTEST_TILELANG_DEVICE")
     if want:
         if want not in DEVICES:
-            raise ValueError(f"DIFFTEST_TILELANG_DEVICE={want!r}: allowed {DEVICES}")
+            raise InputError(f"DIFFTEST_TILELANG_DEVICE={want!r}: allowed {DEVICES}")
         return want
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -115,13 +116,13 @@ class TileLangAttention(KernelAdapter):
         tiles: dict | None = None,
     ):
         if dq_mode not in DQ_MODES:
-            raise ValueError(f"dq_mode={dq_mode!r}: allowed {DQ_MODES}")
+            raise InputError(f"dq_mode={dq_mode!r}: allowed {DQ_MODES}")
         if mutant not in MUTANTS:
-            raise ValueError(f"mutant={mutant!r}: allowed {MUTANTS}")
+            raise InputError(f"mutant={mutant!r}: allowed {MUTANTS}")
         self.dq_mode = dq_mode
         self.device = device or default_device()
         if self.device not in DEVICES:
-            raise ValueError(f"device={self.device!r}: allowed {DEVICES}")
+            raise InputError(f"device={self.device!r}: allowed {DEVICES}")
         self.target = "c" if self.device == "cpu" else "cuda"
         self.mutant = mutant
         self.tiles = {**TILES[self.device], **(tiles or {})}  # tiles: the variants' other block sizes
@@ -185,7 +186,7 @@ class TileLangAttention(KernelAdapter):
             return dict(dtype=p.dtype, dim_qk=p.head_dim_qk)
         if kind == "dsink":
             return {}
-        raise ValueError(f"kind={kind!r}: allowed fwd, pre, main, post, post_det, dsink")
+        raise InputError(f"kind={kind!r}: allowed fwd, pre, main, post, post_det, dsink")
 
     def kernel_set(self, p) -> list[tuple[str, dict]]:
         """Every (kind, params) a forward + backward of ``p`` may build."""
