@@ -107,6 +107,9 @@ def test_two_shards_side_by_side_merge_into_one_campaign(shards):
     ran = {Problem.from_json(k) for k in keys[0] + keys[1]}
     assert corpus and all(p in ran for p in corpus)
     assert m["settings"]["edge_cases"] == len(corpus)
+    # what each shard counted is summed, not the first shard's alone
+    searched = [p["campaigns"][0]["settings"]["searched"] for p in parts]
+    assert searched[1] > 0 and m["settings"]["searched"] == sum(searched)
     # the merged coverage is the coverage of the union, as one campaign would compute it
     from difftest.judge.runner import CaseResult
     from difftest.strategies.configurations import pair_coverage

@@ -34,6 +34,18 @@ from difftest.vocab import CampaignStatus
 if TYPE_CHECKING:  # annotations only: `difftest --help` builds this command's parser, which loads no torch
     from difftest.search.result import CampaignResult
 
+# settings that count what each shard did: summed over the shards (FA4 b25's merged nightly said "searched 10",
+# its first shard's, of 891 cases)
+COUNTED = (
+    "edge_cases",
+    "replayed_failures",
+    "searched",
+    "hunt_attempts",
+    "widened",
+    "steered",
+    "fresh_checks",
+    "history_dependent",
+)
 # settings that must agree between the shards of one campaign
 _SAME = ("max_examples", "time_budget_s", "shrink_budget_s", "seed", "config", "spec", "narrowed")
 
@@ -146,11 +158,13 @@ def merge_campaigns(kernel: str, parts: list) -> dict:
     settings.update(
         shard=None,
         shards=len(parts) if shards[0] is not None else None,
-        edge_cases=sum(c.settings.get("edge_cases") or 0 for c in recs),
-        replayed_failures=sum(c.settings.get("replayed_failures") or 0 for c in recs),
         duplicates_dropped=dropped,
         merged_from=[str(p) for p, _ in parts],
     )
+    for name in COUNTED:  # each shard's count, summed (not the first shard's alone)
+        got = [c.settings.get(name) for c in recs]
+        if any(isinstance(n, int) for n in got):
+            settings[name] = sum(n for n in got if isinstance(n, int) and not isinstance(n, bool))
     return {
         "kernel": kernel,
         "profile": recs[0].profile,
