@@ -1182,6 +1182,10 @@ def test_a_history_dependent_signature_is_one_bug_with_no_measured_rule():
     assert not same_identity(hist, dataclasses.replace(other, gates=("dk:budget",)))
     back = Signature.from_dict(json.loads(json.dumps(hist.to_dict())))
     assert back.history and "only after other cases ran" in back.describe()
+    from difftest.search.findings import Finding
+
+    at = Problem(head_dim_qk=16, head_dim_v=16)
+    assert Finding(held).explains_problem(at) and not Finding(hist).explains_problem(at)  # it steers nothing
     named = Signature.from_dict({**hist.to_dict(), "after": "b1 sq9 sk11 h1/1 d16/8 float32"})
     assert "only after b1 sq9 sk11 h1/1 d16/8 float32 ran in the same kernel process" in named.describe()
     assert widening(hist, Problem(head_dim_qk=8, head_dim_v=8), Problem(head_dim_qk=16, head_dim_v=16)) is None

@@ -118,8 +118,10 @@ class Finding:
     def explains_problem(self, problem) -> bool:
         """``problem`` has every need of one of its signatures: a hunt steers away from it. A
         signature that found no need (it failed on every variation run) steers nothing: it
-        would claim every Problem, and one misread error once made a campaign skip them all."""
-        return any(s.needs and s.explains_problem(problem) for s in self.signatures)
+        would claim every Problem, and one misread error once made a campaign skip them all. Nor
+        does a history-dependent one (``Signature.history``): its needs are where it was seen, not
+        what it needs, and the bug of another case there shows alone."""
+        return any(s.needs and not s.history and s.explains_problem(problem) for s in self.signatures)
 
     def log_record(self) -> dict:
         """What a hunt's case log keeps of a new finding (``"event": "finding"``), so a resumed
