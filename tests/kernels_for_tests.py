@@ -156,6 +156,21 @@ class Flaky(RefKernel):
         return out
 
 
+class RacingDq(Flaky):
+    """Claims determinism; every third call in its process returns dQ 1.5x too large (a race that
+    corrupts one run in three): a fresh process's first case passes, its next one fails."""
+
+    name = "test-racing-dq"
+    spec = "tests.kernels_for_tests:RacingDq"
+    calls = 0
+
+    def corrupt(self, inputs, out):
+        RacingDq.calls += 1
+        if RacingDq.calls % 3 == 0:
+            out.dq = out.dq * 1.5
+        return out
+
+
 class WrongOnRerun(RefKernel):
     """Claims no determinism; right on its first call in a process, then every other call
     returns dQ with one NaN (a buffer overrun whose victim depends on placement)."""

@@ -1218,3 +1218,31 @@ def test_a_shrink_stays_with_its_cuda_error_where_one_exception_class_carries_se
     assert own.signature.error_type == "cudaErrorInvalidValue", own.signature.describe()
     assert 0 in own.best.problem.seqlen_k and own.best.problem.head_dim_qk == 16
     assert dict(own.signature.needs).get("empty_k") is True
+
+
+def test_a_race_is_never_called_history_dependent(tmp_path):
+    """A racing output passes a fresh run by chance (the cuDNN dSink race's reproducer passed one of
+    two replays on the H100): a nondeterminism finding gets no fresh-process check, and a wrong
+    result with a racing output is history-dependent only when three fresh runs all pass."""
+    from difftest.execute.isolation import close_all
+    from tests.kernels_for_tests import RacingDq
+
+    try:
+        r = Campaign.of(
+            RacingDq(),
+            "nightly",
+            max_examples=8,
+            time_budget=120,
+            shrink_budget=5,
+            seed=1,
+            edge_cases=False,
+            database=None,
+            out_dir=tmp_path,
+            config=RunConfig(isolate=True, timeout_s=120, determinism_runs=2),
+            fresh_process=True,
+        ).run()
+    finally:
+        close_all()
+    assert r.findings, r.status
+    assert not any(f.signature.history for f in r.findings), [f.signature.describe() for f in r.findings]
+    assert r.settings.get("history_dependent", 0) == 0

@@ -20,12 +20,15 @@ import dataclasses
 from pathlib import Path
 
 from difftest.execute.isolation import fresh_worker
+from difftest.judge import triage
 from difftest.judge.declaration import diagnose
 from difftest.search.findings import Finding, Findings
 from difftest.search.first_failure import FINISH_FLOOR_S
 from difftest.search.shrinking import simplify
 from difftest.search.signature import (
     MAX_VARIATIONS,
+    RACE_CONFIRM,
+    RACY,
     derive,
     escapes,
     failure_of,
@@ -156,15 +159,21 @@ class Hunt:
             )
             best, calls = self._shrink_toward(case, new, writer, budget, 0 if alike else SHRINK_BUILDS)
         target = (unexplained_gates(st.signatures(), best) & new) or new
-        clean = self._clean() if writer is not None and best.status == Status.FAILED else None
+        # a wrong result only: a race (its determinism gate alone) passes a fresh run by chance, not by history
+        steady = writer is not None and triage.classify(best) == triage.Kind.WRONG_RESULT
+        clean = self._clean() if steady else None
         history = False
         if clean is not None:  # the shrunk wrong result, once more where nothing ran before it, else the
             # case itself (a shrink run in a corrupted process can walk off the bug to where it only shows there)
+            tries = RACE_CONFIRM if any(g.endswith(RACY) for g in target) else 1  # a racing output: any of three
             for p in dict.fromkeys((best.problem, case.problem)):
                 clean()
-                again = st.case(p)
+                for _ in range(tries):
+                    again = st.case(p)
+                    history = not (again.status == Status.FAILED and set(root_gates(again)) & target)
+                    if not history:
+                        break
                 st.result.settings["fresh_checks"] = st.result.settings.get("fresh_checks", 0) + 1
-                history = not (again.status == Status.FAILED and set(root_gates(again)) & target)
                 if not history:
                     if p != best.problem:  # the shrink walked off: again, each step run where no failure ran before
                         clean()
