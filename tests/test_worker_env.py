@@ -100,3 +100,21 @@ def test_fixture_campaigns_see_the_environment_each_test_sets(sub):
     )
     res = sub.runpytest_subprocess("-p", "no:cacheprovider", "--difftest-out", str(sub.path / "out"), timeout=900)
     res.assert_outcomes(passed=6)
+
+
+def test_a_fresh_worker_is_started_only_where_the_last_one_ran_a_case():
+    """A hunt's fresh-process checks end one hunt with a fresh worker and begin the next check with
+    one: a worker that has run no case is kept (each restart imports torch, and builds on a JIT
+    kernel); one that ran a case is replaced."""
+    spec = "tests.kernels_for_tests:RefKernel"
+    try:
+        isolation.fresh_worker(spec)
+        w = isolation.shared_worker()
+        first = w.proc.pid
+        isolation.fresh_worker(spec)
+        assert w.proc.pid == first  # nothing ran in it: kept
+        w.run(spec, Problem(seqlen_q=3, seqlen_k=4, head_dim_qk=8, head_dim_v=8), "cpu", False, 1, 120)
+        isolation.fresh_worker(spec)
+        assert w.proc.pid != first and w.served == 0
+    finally:
+        isolation.close_all()

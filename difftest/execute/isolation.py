@@ -261,6 +261,7 @@ class Worker:
         self.conn: "Connection | None" = None
         self.last_seconds: dict = {}  # the worker's phase seconds of the last reply
         self.ready = False  # the process reported "ready" (launched, it may still be importing)
+        self.served = 0  # cases handed to this process since it was launched
         self.launch_env: dict = {}  # os.environ here when the process was launched (it inherited it)
         self.worker_env: dict | None = None  # the process's own environment when it was ready
 
@@ -286,6 +287,7 @@ class Worker:
         child.close()
         self.conn = parent
         self.ready = False
+        self.served = 0
 
     def _start(self):
         with timing.phase("worker_start"):
@@ -356,6 +358,7 @@ class Worker:
             self._start()
             t0 = time.perf_counter()
             self.conn.send(msg)
+        self.served += 1
         return t0
 
     def receive(
@@ -509,8 +512,12 @@ def prestart(specs, key: str = "default", fork_closing=None) -> Worker:
 def fresh_worker(spec: str, key: str = "default") -> None:
     """End the shared worker's process and launch a new one importing ``spec``: the next case
     runs where no case ran before it (a hunt's check that a wrong result does not depend on
-    what the kernel ran earlier in its process)."""
+    what the kernel ran earlier in its process). A live process that has run no case yet is
+    kept: a hunt ends with a fresh process and the next hunt's check begins with one, and
+    each restart is an import of torch (and, on a JIT kernel, a build)."""
     w = shared_worker(key)
+    if w.proc is not None and w.proc.is_alive() and w.served == 0:
+        return
     w.kill()
     w.launch((spec,))
 
