@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from html import escape as html_escape
+from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
@@ -1162,6 +1163,39 @@ def test_a_kernel_that_corrupts_its_process_is_signed_where_its_bug_shows_alone(
             assert "d16/8" in after or "d8/16" in after, s.describe()
     assert sum(s.history for s in sigs) <= 1
     assert r.settings.get("fresh_checks", 0) >= 1
+    (hist,) = [f for f in r.findings if f.signature.history]
+    _replays_only_after_its_culprit(hist, tmp_path)
+
+
+def _replays_only_after_its_culprit(finding, tmp_path):
+    """A history-dependent finding's reproducer runs the Problem its signature names first, in the
+    same process, and fails so; the same record without it passes (it reads what P left behind)."""
+    from difftest.search.reproducer import replay
+    from tests.kernels_for_tests import CorruptsItsProcess
+
+    record = json.loads(Path(finding.reproducer["json"]).read_text())
+    (first,) = record["before"]
+    assert Problem.from_dict(first).short() == finding.signature.after
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps({k: v for k, v in record.items() if k != "before"}))
+    try:
+        CorruptsItsProcess.corrupted = False
+        assert not replay(alone, allow_import=True).failed
+        CorruptsItsProcess.corrupted = False
+        r = replay(finding.reproducer["json"], allow_import=True)
+        assert r.failed and any("replayed after" in n for n in r.notes), r.render()
+        CorruptsItsProcess.corrupted = False
+        script = subprocess.run(
+            [sys.executable, finding.reproducer["py"]],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
+        assert script.returncode == 1 and "first:" in script.stdout, script.stdout + script.stderr
+    finally:
+        CorruptsItsProcess.corrupted = False
 
 
 def test_a_history_dependent_signature_is_one_bug_with_no_measured_rule():

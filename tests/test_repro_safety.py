@@ -104,3 +104,22 @@ def test_written_reproducer_pair_replays_from_json_and_runs_standalone(tmp_path)
         cwd=root,
     )
     assert r.returncode == 1 and "dk: budget FAILED" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    "before, says",
+    [
+        ("b1 sq1", "field 'before': allowed a list"),
+        ([1], "field 'before': allowed a list"),
+        ([P.to_dict()] * 9, "at most 8"),
+        ([{"batch": 1}], "field 'before[0]' lacks"),
+        ([{**P.to_dict(), "seqlen_q": 10**9}], "reproducer"),
+    ],
+)
+def test_a_bad_before_list_is_one_line_and_exit_2(before, says, tmp_path, capsys):
+    """The Problems a reproducer runs first (a failure that shows only after them) are read as
+    hostile as its own: one line, exit 2, nothing run."""
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"kernel": "torch-blockwise", "problem": P.to_dict(), "before": before}))
+    rc, cap = _cli(["repro", str(f)], capsys)
+    assert rc == 2 and says in cap.err and len(cap.err.strip().splitlines()) == 1, cap.err

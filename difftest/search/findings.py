@@ -41,6 +41,9 @@ class Findings:
         self.best: "CaseResult | None" = None  # the simplest failing the first's way so far
         self.reproducer: dict[str, str] | None = None  # {"json": path, "py": path}
         self._mine: "set[Problem]" = set()  # the Problems this run put in the store
+        # the Problems its reproducer runs first, in the same process: a failure that shows only after
+        # them (``Signature.history``, the one named in ``after``)
+        self.before: tuple = ()
 
     def found(self, case, first) -> bool:
         """Record ``case`` (a failing case of the campaign's first failure's kind, or the
@@ -60,7 +63,9 @@ class Findings:
         a partial report, resumable), never as a kernel's failure inside Hypothesis."""
         case = case or self.best
         try:
-            self.reproducer = write_reproducer(self.kernel, case, self.config, self.repro_dir, stem=self.stem)
+            self.reproducer = write_reproducer(
+                self.kernel, case, self.config, self.repro_dir, stem=self.stem, before=self.before
+            )
             self._store(case)
         except OSError as e:
             raise OutputFailed(e.filename or self.repro_dir, e) from None

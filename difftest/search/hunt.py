@@ -22,6 +22,7 @@ from pathlib import Path
 from difftest.execute.isolation import fresh_worker
 from difftest.judge import triage
 from difftest.judge.declaration import diagnose
+from difftest.model.problem import Problem
 from difftest.search.findings import Finding, Findings
 from difftest.search.first_failure import FINISH_FLOOR_S
 from difftest.search.shrinking import simplify
@@ -196,7 +197,11 @@ class Hunt:
             clean=clean,
         )
         if history:
-            sig = dataclasses.replace(sig, history=True, after=self._culprit(case, best, target, clean))
+            culprit = self._culprit(case, best, target, clean)
+            sig = dataclasses.replace(sig, history=True, after=culprit.short() if culprit else "")
+            if writer is not None and culprit is not None:  # its reproducer runs P first, in one process
+                writer.before = (culprit,)
+                writer.write(best)
         if clean is not None:  # the search goes on where the failing runs left nothing behind
             clean()
         if history:
@@ -235,10 +240,10 @@ class Hunt:
             st.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
         return f
 
-    def _culprit(self, case, best, target: set, clean) -> str:
-        """The Problem (short form) after which ``best``, passing alone, fails in a fresh process:
+    def _culprit(self, case, best, target: set, clean) -> Problem | None:
+        """The Problem after which ``best``, passing alone, fails in a fresh process:
         tried among the findings' shrunk failures and the failing cases before ``case``, the most
-        recent first, at most ``CULPRITS`` (each a fresh process and two runs); "" when none."""
+        recent first, at most ``CULPRITS`` (each a fresh process and two runs); None when none."""
         st = self.state
         cases = st.result.cases
         before = next((i for i, c in enumerate(cases) if c is case), len(cases))
@@ -255,8 +260,8 @@ class Hunt:
             st.case(p)
             again = st.case(best.problem)
             if again.status == Status.FAILED and set(root_gates(again)) & target:
-                return p.short()
-        return ""
+                return p
+        return None
 
     def _clean(self):
         """What starts the kernel's process afresh for a hunt's fresh-process checks, or None when

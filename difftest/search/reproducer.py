@@ -44,8 +44,11 @@ def main():
     print("kernel: ", KERNEL)
     print("problem:", RECORD["short"])
     print("failed: ", RECORD["failed"])
+    kernel, config = get_kernel(KERNEL), RunConfig.from_dict(CONFIG)
+    for earlier in RECORD["before"]:  # the failure shows only after these ran in the same process
+        print("first:  ", run_case(kernel, Problem.from_dict(earlier), config).problem.short())
     problem = Problem.from_dict(PROBLEM)
-    result = run_case(get_kernel(KERNEL), problem, RunConfig.from_dict(CONFIG))
+    result = run_case(kernel, problem, config)
     print(result.render(verbose=True))
     return 1 if result.failed else 0
 
@@ -59,9 +62,11 @@ def kernel_spec(kernel) -> str:
     return getattr(kernel, "spec", None) or kernel.name
 
 
-def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> dict:
+def write_reproducer(kernel, case, config, out_dir, stem: str | None = None, before=()) -> dict:
     """Write ``<kernel>-<hash>.json`` and ``.py`` under ``out_dir`` (or ``<stem>.json`` and
-    ``.py``: a campaign rewrites one pair at each shrink step); return their paths. The folder
+    ``.py``: a campaign rewrites one pair at each shrink step); return their paths. ``before``:
+    Problems both forms run first, in the same process (a failure that shows only after them:
+    ``Signature.history``; the case passes alone). The folder
     is made following no link (``out_dir`` itself included: a planted ``repro -> ~/bin``
     is refused with an OSError), and each file replaces whatever is at its path."""
     out = Path(out_dir)
@@ -79,6 +84,7 @@ def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> 
         "failed_gates": case.failed_gates,
         "reason": case.reason,
         "verdicts": [v.to_dict() for v in case.verdicts],
+        **({"before": [p.to_dict() for p in before]} if before else {}),
     }
     jpath = out / f"{stem}.json"
     atomic_write_text(jpath, json.dumps(record, indent=1, default=str), root=out.parent)
@@ -93,6 +99,7 @@ def write_reproducer(kernel, case, config, out_dir, stem: str | None = None) -> 
             "config": cfg,
             "short": case.problem.short(),
             "failed": gates,
+            "before": [p.to_dict() for p in before],
         },
         default=str,
         ensure_ascii=True,
@@ -215,21 +222,38 @@ def load(path) -> tuple[str, Problem, dict]:
         reject(path, f"field 'kernel' = {kernel!r}: allowed a kernel name (string)")
     if not isinstance(d["problem"], dict):
         reject(path, f"field 'problem' is a {type(d['problem']).__name__}: allowed an object of Problem fields")
-    missing = [f for f in REQUIRED_PROBLEM_FIELDS if f not in d["problem"]]
+    return kernel, _problem(path, d["problem"], "problem"), _check_config(path, d.get("config", {}))
+
+
+def _problem(path, fields: dict, name: str) -> Problem:
+    """The Problem of a reproducer's field ``name``, every field checked (one line)."""
+    missing = [f for f in REQUIRED_PROBLEM_FIELDS if f not in fields]
     if missing:  # {"problem": {}} would replay Problem()'s defaults, a case nobody recorded
         reject(
             path,
-            f"field 'problem' lacks {', '.join(missing)}: allowed a Problem as difftest writes it, with "
+            f"field {name!r} lacks {', '.join(missing)}: allowed a Problem as difftest writes it, with "
             f"{', '.join(REQUIRED_PROBLEM_FIELDS)}",
         )
     try:
-        problem = Problem.from_dict(d["problem"])
+        problem = Problem.from_dict(fields)
     except ProblemError as e:
         reject(path, str(e))
     except TypeError as e:  # e.g. a field given the wrong kind of value
-        reject(path, f"field 'problem': {e}")
+        reject(path, f"field {name!r}: {e}")
     check_capture(path, problem)
-    return kernel, problem, _check_config(path, d.get("config", {}))
+    return problem
+
+
+MAX_BEFORE = 8  # Problems a reproducer runs first (a hunt names one)
+
+
+def load_before(path) -> tuple[Problem, ...]:
+    """The Problems a reproducer runs before its own, in the same process (field ``before``,
+    written for a failure that shows only after them); each checked as ``problem`` is."""
+    before = read_json(path).get("before", [])
+    if not isinstance(before, list) or len(before) > MAX_BEFORE or not all(isinstance(b, dict) for b in before):
+        reject(path, f"field 'before': allowed a list of at most {MAX_BEFORE} Problems (objects)")
+    return tuple(_problem(path, b, f"before[{i}]") for i, b in enumerate(before))
 
 
 # what every reproducer difftest ever wrote records (tests/data/reproducer-33ddc2c.json too)
@@ -346,7 +370,17 @@ def replay(
     if device is not None:
         cfg = {**cfg, "device": device}
     check_device_here(path, k, cfg)
-    why = check_problem_size(problem, profile if profile is not None else device_profile(k, cfg))
-    if why:
-        reject(path, why + " (-p/--profile chooses other limits)")
-    return run_case(k, problem, RunConfig.from_dict(cfg) if cfg else RunConfig())
+    before = load_before(path)
+    limits = profile if profile is not None else device_profile(k, cfg)
+    for p in (*before, problem):
+        why = check_problem_size(p, limits)
+        if why:
+            reject(path, why + " (-p/--profile chooses other limits)")
+    config = RunConfig.from_dict(cfg) if cfg else RunConfig()
+    for p in before:  # the recorded failure shows only after these, in one process: their verdicts are not its
+        run_case(k, p, config)
+    r = run_case(k, problem, config)
+    if before:
+        ran = "; ".join(p.short() for p in before)
+        r.notes.append(f"replayed after {ran} in the same process (the record's 'before')")
+    return r
