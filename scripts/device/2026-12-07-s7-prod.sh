@@ -33,4 +33,5 @@ wait
       echo "$(basename $f) try $k: with before exit $a, alone exit $b; $(grep -o 'replayed after.*' $W/r.log | head -1 | cut -c1-160)"
     done
   done; } 2>&1 | tee $OUT/prod.txt
-(cd $W && tar -cJf $OUT/prod-logs.tar.xz *.log exits.txt $(ls cudnn*/runs/*/repro/*.json 2>/dev/null))
+(cd $W && tar -cJf $OUT/prod-logs.tar.xz *.log exits.txt $(ls cudnn*/runs/*/repro/*.json 2>/dev/null) \
+  $(ls */report.json */*.cases.jsonl 2>/dev/null))
