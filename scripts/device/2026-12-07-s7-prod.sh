@@ -34,4 +34,4 @@ wait
     done
   done; } 2>&1 | tee $OUT/prod.txt
 (cd $W && tar -cJf $OUT/prod-logs.tar.xz *.log exits.txt $(ls cudnn*/runs/*/repro/*.json 2>/dev/null) \
-  $(ls */report.json */*.cases.jsonl 2>/dev/null))
+  $(ls */report.json 2>/dev/null) $(find . -name "*.cases.jsonl" 2>/dev/null))
