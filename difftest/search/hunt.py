@@ -164,25 +164,9 @@ class Hunt:
         steady = writer is not None and triage.classify(best) == triage.Kind.WRONG_RESULT
         clean = self._clean() if steady else None
         history = False
-        if clean is not None:  # the shrunk wrong result, once more where nothing ran before it, else the
-            # case itself (a shrink run in a corrupted process can walk off the bug to where it only shows there)
-            tries = RACE_CONFIRM if any(g.endswith(RACY) for g in target) else 1  # a racing output: any of three
-            for p in dict.fromkeys((best.problem, case.problem)):
-                clean()
-                for _ in range(tries):
-                    again = st.case(p)
-                    history = not (again.status == Status.FAILED and set(root_gates(again)) & target)
-                    if not history:
-                        break
-                st.result.settings["fresh_checks"] = st.result.settings.get("fresh_checks", 0) + 1
-                if not history:
-                    if p != best.problem:  # the shrink walked off: again, each step run where no failure ran before
-                        clean()
-                        best, more = self._shrink_toward(again, new, writer, budget, SHRINK_BUILDS, clean=clean)
-                        calls += more
-                    else:
-                        best = again
-                    break
+        if clean is not None:
+            best, more, history = self._alone(case, best, new, target, writer, budget, clean)
+            calls += more
         # the signature's variations get their own share: each compiles anew on a JIT kernel (FA4 on the
         # H100 spent ~200 of 240 s signing three findings, five seconds a variation)
         signed_by = min(st.deadline, st.now() + max(FINISH_FLOOR_S, FINDING_SHARE * st.time_budget))
@@ -239,6 +223,32 @@ class Hunt:
         if writer is not None and st.findings.best is None:
             st.findings = writer  # the first new finding's writer (interrupt handling, res.reproducer)
         return f
+
+    def _alone(self, case, best, new: set, target: set, writer, budget: float, clean):
+        """The shrunk wrong result ``best`` once more where nothing ran before it, else ``case``
+        itself (a shrink run in a corrupted process can walk off the bug to where it only shows
+        there: then shrunk again, each step after a failure in a fresh process). Returns (the best
+        failing case, calls spent, whether neither fails alone: ``Signature.history``). A racing
+        output is given RACE_CONFIRM fresh runs: a race passes one by chance, not by history."""
+        st = self.state
+        tries = RACE_CONFIRM if any(g.endswith(RACY) for g in target) else 1
+        history, calls = False, 0
+        for p in dict.fromkeys((best.problem, case.problem)):
+            clean()
+            for _ in range(tries):
+                again = st.case(p)
+                history = not (again.status == Status.FAILED and set(root_gates(again)) & target)
+                if not history:
+                    break
+            st.result.settings["fresh_checks"] = st.result.settings.get("fresh_checks", 0) + 1
+            if not history:
+                if p != best.problem:
+                    clean()
+                    best, calls = self._shrink_toward(again, new, writer, budget, SHRINK_BUILDS, clean=clean)
+                else:
+                    best = again
+                break
+        return best, calls, history
 
     def _culprit(self, case, best, target: set, clean) -> Problem | None:
         """The Problem after which ``best``, passing alone, fails in a fresh process:
