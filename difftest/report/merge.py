@@ -14,6 +14,7 @@ shard missing.
 """
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from difftest.report.checked import checked_status
@@ -32,6 +33,7 @@ from difftest.search.signature import (
 from difftest.vocab import CampaignStatus
 
 if TYPE_CHECKING:  # annotations only: `difftest --help` builds this command's parser, which loads no torch
+    from difftest.model.problem import Problem
     from difftest.search.result import CampaignResult
 
 # settings that count what each shard did: summed over the shards (FA4 b25's merged nightly said "searched 10",
@@ -260,35 +262,48 @@ def merge_findings(recs: list) -> list:
     one head-dim family apart, no gate in common; the other shard's dQ finding held dV too;
     merged, the dQ finding took that one in but stayed beside the dK/dV one)."""
     found = [
-        ({**rec, "shards": [c.settings.get("shard")]}, sig, prob) for c in recs for rec, sig, prob in signed_findings(c)
+        _Kept({**rec, "shards": [c.settings.get("shard")]}, sig, prob)
+        for c in recs
+        for rec, sig, prob in signed_findings(c)
     ]
-    return [k[0] for k in fold(found, _same, _joined)]
+    return [k.rec for k in fold(found, _same, _joined)]
 
 
-def _same(a: tuple, b: tuple) -> bool:
-    return one_bug(a[1], b[1], a[2], b[2])
+@dataclass
+class _Kept:
+    """One finding of the merge: its record, its rule, its shrunk Problem, and whether its rule is
+    a join's (then its record's signature is no shard's own)."""
+
+    rec: dict
+    sig: Signature
+    problem: "Problem | None"
+    joined: bool = False
 
 
-def _joined(k: tuple, other: tuple) -> tuple:
+def _same(a: _Kept, b: _Kept) -> bool:
+    return one_bug(a.sig, b.sig, a.problem, b.problem)
+
+
+def _joined(k: _Kept, other: _Kept) -> _Kept:
     """``k`` with ``other``'s cases, skips and shards added, its rule the smallest covering both."""
-    rec = other[0]
+    rec = other.rec
     for n in ("hits", "search_hits", "skipped"):
-        if isinstance(rec.get(n), int) and isinstance(k[0].get(n), int):
-            k[0][n] += rec[n]
-    k[0]["shards"].extend(rec.get("shards", ()))
-    both = merged(k[1], other[1])  # the smallest rule covering what each shard saw
+        if isinstance(rec.get(n), int) and isinstance(k.rec.get(n), int):
+            k.rec[n] += rec[n]
+    k.rec["shards"].extend(rec.get("shards", ()))
+    both = merged(k.sig, other.sig)  # the smallest rule covering what each shard saw
     # each shard's own rules stay as variants (the merged rule alone lost them: cuDNN's merged nightly on the
     # H100, 2026-12-07, showed one variant of the seven signatures it had joined, their head dims gone)
-    own = [] if len(k) > 3 else [k[0].get("signature")]  # a rule is a shard's own until a join merged it
-    theirs = [] if len(other) > 3 else [rec.get("signature")]
+    own = [] if k.joined else [k.rec.get("signature")]
+    theirs = [] if other.joined else [rec.get("signature")]
     kept, variants = {both.id}, []
-    for d in [*own, *(k[0].get("variants") or ()), *theirs, *(rec.get("variants") or ())]:
+    for d in [*own, *(k.rec.get("variants") or ()), *theirs, *(rec.get("variants") or ())]:
         if isinstance(d, dict) and d.get("id") not in kept:
             kept.add(d.get("id"))
             variants.append(d)
-    k[0]["signature"] = both.to_dict()
-    k[0]["variants"] = variants
-    return (k[0], both, k[2], "merged")
+    k.rec["signature"] = both.to_dict()
+    k.rec["variants"] = variants
+    return _Kept(k.rec, both, k.problem, joined=True)
 
 
 def merge_reports(docs: list) -> dict:
