@@ -4,12 +4,7 @@
 # shards side by side; per shard its findings, and the fresh checks and history-dependent findings it counted.
 # Carry: .device/cudnn.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .gpu.
 set -u
-W=$(mktemp -d)
-tar -C $W -xJf .device/cudnn.tar.xz
-python3 -m zipfile -e .whl/covertable-3.2.0-py3-none-any.whl $W
-export PYTHONPATH=$W:$PWD PYTHONUNBUFFERED=1 DIFFTEST_THREADS=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > $W/pip.log 2>&1 || tail -5 $W/pip.log
-echo "date: $(date -u +%FT%TZ) tree: $(cat .gpu/commit) $(nvidia-smi --query-gpu=name --format=csv,noheader)" | tee $OUT/env.txt
+. scripts/device/cudnn-setup.sh
 B=${BUDGET:-110}
 for i in 0 1 2; do
   ( timeout $((B+40)) python3 -m difftest run -p nightly --device cuda --time-budget $B --db none -q -k cudnn \

@@ -4,13 +4,7 @@
 # a real fault fails in a fresh process too; state left by an earlier case in the kernel process would not.
 # Carry: .device/cudnn.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .gpu (.gpu/repro/*.json).
 set -u
-W=$(mktemp -d)
-tar -C $W -xJf .device/cudnn.tar.xz
-python3 -m zipfile -e .whl/covertable-3.2.0-py3-none-any.whl $W
-export PYTHONPATH=$W:$PWD PYTHONUNBUFFERED=1 DIFFTEST_THREADS=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > $W/pip.log 2>&1 || tail -5 $W/pip.log
-{ echo "date: $(date -u +%FT%TZ) tree: $(cat .gpu/commit)"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"; } | tee $OUT/env.txt
+. scripts/device/cudnn-setup.sh
 for f in .gpu/repro/*.json; do for i in 1 2; do
   echo "== $(basename $f) run $i"; timeout 90 python3 -m difftest repro $f > $W/r.log 2>&1; echo "exit $?"
   grep -E "FAILED|PASSED|passed|triage|budget|nonfinite|determinism|error" $W/r.log | cut -c1-260 | head -8

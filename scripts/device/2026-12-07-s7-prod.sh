@@ -5,12 +5,7 @@
 # `difftest repro` as written (P first) and with `before` removed (alone), each in a fresh process.
 # Carry: .device/cudnn.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .gpu. Writes $OUT/prod.txt, logs.
 set -u
-W=$(mktemp -d)
-tar -C $W -xJf .device/cudnn.tar.xz
-python3 -m zipfile -e .whl/covertable-3.2.0-py3-none-any.whl $W
-export PYTHONPATH=$W:$PWD PYTHONUNBUFFERED=1 DIFFTEST_THREADS=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > $W/pip.log 2>&1 || tail -5 $W/pip.log
-echo "date: $(date -u +%FT%TZ) tree: $(cat .gpu/commit) $(nvidia-smi --query-gpu=name --format=csv,noheader)" | tee $OUT/env.txt
+. scripts/device/cudnn-setup.sh
 B=${BUDGET:-300}
 go() { local name=$1; shift
   ( timeout $((B+60)) python3 -m difftest run --device cuda --time-budget $B --db none -q "$@" --out $W/$name \
