@@ -10,12 +10,12 @@ B=${BUDGET:-300}
 go() { local name=$1; shift
   ( timeout $((B+60)) python3 -m difftest run --device cuda --time-budget $B --db none -q "$@" --out $W/$name \
       > $W/$name.log 2>&1; echo "$name exit $?" >> $W/exits.txt ) & }
-for i in 0 1; do go math$i -p gpu -k sdpa-math --shard $i/2; done
+[ -z "${ONLY_CUDNN:-}" ] && for i in 0 1; do go math$i -p gpu -k sdpa-math --shard $i/2; done  # ONLY_CUDNN=1: not these
 [ -n "${FLEX:-}" ] && for i in 0 1 2; do go flex$i -p gpu -k flex --shard $i/3; done  # FLEX=1: flex too
 for i in 0 1; do go cudnn$i -p nightly -k cudnn --shard $i/2; done
 wait
 { sort $W/exits.txt
-  for n in math0 math1 ${FLEX:+flex0 flex1 flex2} cudnn0 cudnn1; do
+  for n in $([ -z "${ONLY_CUDNN:-}" ] && echo math0 math1) ${FLEX:+flex0 flex1 flex2} cudnn0 cudnn1; do
     python3 scripts/device/summarise_reports.py $W/$n/report.json $n | cut -c1-400
     grep -E "time split|framework overhead" $W/$n.log | head -2
   done
