@@ -849,6 +849,46 @@ def test_a_kernel_error_met_outside_its_needs_widens_the_signature_without_a_run
     assert absorbed(dims, p.replace(head_dim_qk=24, head_dim_v=24)).needs == (("head_dim_qk", (16, 24, 8)),)
 
 
+def test_a_cuda_error_name_never_joins_or_absorbs_what_its_held_rule_did_not_try():
+    """FA4 4.0.0b25's merged nightly (H100, 2026-12-07): shard 1 cut a ``cudaErrorInvalidValue``
+    signature at dense head dims 88/176 after one variation, shard 3 one holding an empty query
+    sequence under varlen after none; the merge called them one bug (no measured switch either
+    side) and absorbed shard 0's empty-sequence cases into it by the error's name, widening its
+    held head dims: the empty-sequence launch failure, a bug of its own, was gone. Many causes
+    share one CUDA error name: a switch one side holds untried and the other lacks keeps them
+    apart, and a name is no ground to absorb a case without a run. A message of its own (MLIRError's
+    text) still joins and absorbs as before. Fails on 441ca28 (one bug, and the case absorbed)."""
+    from difftest.search.signature import device_fault_only, one_bug
+
+    name = "cudaErrorInvalidValue"
+    dense = Signature(
+        "contract violation",
+        (RUN,),
+        name,
+        (("dtype", ("float16",)), ("head_dim_qk", (88,)), ("layout", ("do_transposed",))),
+        1,
+        name,
+        False,
+        ("dtype", "head_dim_qk", "layout"),
+    )
+    held = (("empty_q", True), ("varlen", True), ("dtype", ("float16",)), ("head_dim_qk", (88,)))
+    empty = Signature(
+        "contract violation", (RUN,), name, held, 0, name, False, ("dtype", "empty_q", "head_dim_qk", "varlen")
+    )
+    assert device_fault_only(dense) and device_fault_only(empty)
+    assert not one_bug(dense, empty) and not one_bug(empty, dense)
+    assert one_bug(dense, dataclasses.replace(dense, needs=dense.needs[:1] + (("head_dim_qk", (80,)),)))
+    # a trigger both measured ties them, whatever else one holds (two empty-key launch failures needing varlen)
+    tied = dataclasses.replace(dense, needs=dense.needs + (("varlen", True),))
+    assert one_bug(tied, dataclasses.replace(empty, assumed=("dtype", "empty_q", "head_dim_qk")))
+    seq = Problem(batch=1, seqlen_q=[1], seqlen_k=[0], head_dim_qk=80, head_dim_v=88, layout="do_transposed")
+    assert not dense.explains_problem(seq) and absorbed(dense, seq) is None
+    # a message of its own is an identity: the same records with MLIRError's text join and absorb
+    mlir = [dataclasses.replace(s, error_type="MLIRError", message="unable to partition") for s in (dense, empty)]
+    assert not device_fault_only(mlir[0]) and one_bug(*mlir)
+    assert absorbed(mlir[0], seq) is not None
+
+
 def test_one_device_fault_is_one_failure_whichever_wrapper_raised_it():
     """FA4 4.0.0b25 on the H100 (2026-12-06, 15 shards): one illegal address came back as torch's
     ``AcceleratorError`` in some cases and CuTe DSL's ``CUDADialectError`` in others, and its

@@ -821,6 +821,8 @@ def same_identity(
         return False
     if a.message and b.message and a.message != b.message:
         return False
+    if _held_apart(a, b) or _held_apart(b, a):
+        return False
     # switches a cut signature only holds (``assumed``) are no trigger of its bug: measured ones are
     sa = {n for n, v in a.needs if n in SWITCHES and n not in a.assumed}
     sb = {n for n, v in b.needs if n in SWITCHES and n not in b.assumed}
@@ -840,6 +842,30 @@ def one_bug(a: Signature, b: Signature, problem_a: Problem | None = None, proble
     hunt's end-of-run fold, the merge of shards, the CI gate's baseline and candidate);
     ``problem_a`` and ``problem_b``: the shrunk Problems each was signed at, where known."""
     return same_identity(a, b, problem_b, problem_a) or same_identity(b, a, problem_a, problem_b)
+
+
+def device_fault_only(sig: Signature) -> bool:
+    """``sig``'s failure is known by a CUDA error's name alone (its message shape is that name): one
+    name is many causes' (FA4 4.0.0b25 on the H100, 2026-12-07: ``cudaErrorInvalidValue`` both for a
+    backward on an empty key sequence and at dense head dims 88/176), so the name is no identity for
+    a rule never measured."""
+    return bool(sig.error_type) and sig.message == sig.error_type == triage.cuda_error_name(sig.error_type)
+
+
+def _held_apart(a: Signature, b: Signature) -> bool:
+    """Two records of one CUDA error name (``device_fault_only``), no switch measured by both,
+    where ``a`` holds a switch, not measured, that ``b`` does not have at all: ``b``'s shrunk
+    Problem failed without it, ``a``'s was never tried without it, so nothing but the name says
+    they are one trigger. FA4 b25's merged nightly joined a
+    cut ``cudaErrorInvalidValue`` signature at dense head dims with one holding an empty query
+    sequence under varlen (both not measured), and the empty-sequence launch failure was lost in it."""
+    if not (device_fault_only(a) and device_fault_only(b)):
+        return False
+    measured = {n for n, _ in a.needs if n in SWITCHES and n not in a.assumed}
+    if measured & {n for n, _ in b.needs if n in SWITCHES and n not in b.assumed}:
+        return False  # a trigger both measured ties them (two empty-key launch failures needing varlen)
+    held = {n for n, _ in a.needs if n in SWITCHES and n in a.assumed}
+    return bool(held - {n for n, _ in b.needs if n in SWITCHES})
 
 
 def _contradicted(a: Signature, b: Signature, problem_b: Problem | None) -> bool:
@@ -984,8 +1010,8 @@ def absorbed(sig: Signature, p: Problem, capability=None) -> Signature | None:
     wrong-dQ bugs must not become one rule) or where ``p`` misses nothing. No run: the
     campaign's end, where a shard's budget left such cases unexplained (FA4 b25's
     misaligned-pointer error signed 'seqlen_q not a multiple of 8' and met again at 128)."""
-    if not sig.error_type or not sig.message:
-        return None
+    if not sig.error_type or not sig.message or device_fault_only(sig):
+        return None  # a CUDA error's name alone: many causes' (a run decides: ``widening``, or a hunt)
     if not missed_needs(sig, p):
         return None
     needs = []
