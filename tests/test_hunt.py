@@ -889,6 +889,46 @@ def test_a_cuda_error_name_never_joins_or_absorbs_what_its_held_rule_did_not_try
     assert absorbed(mlir[0], seq) is not None
 
 
+def test_a_variation_that_raises_another_error_measures_no_need():
+    """FA4 4.0.0b25 raises a predicate build error at most head dims (2026-12-07, H100). A GQA build
+    error at head dims 176-192 had its head-dim neighbours raise that other error, which the
+    signature read as passes: one bug signed as `head_dim_qk in {176,184}` and `head_dim_qk=192`,
+    kept apart as disjoint (the b25-like stand-in of results/coverage-phase.md, every seed). A
+    variation that raises another error says nothing: the choice is held, the signature complete,
+    and a held choice separates no two records of one failure. Fails on c4c284d (192 measured)."""
+    from difftest.judge.runner import CaseResult
+    from difftest.kernels.corner_faults import CornerFaults
+    from difftest.search.signature import derive, one_bug
+    from difftest.vocab import Status
+
+    msg = "expects the M-mode to be divisible by atom_layout_dQ"
+
+    def outcome(q):
+        if q.head_dim_qk % 32 and q.head_dim_v % 32:
+            return CaseResult("k", q, Status.ERROR, "PredError: 'cute.copy' op expects pred", error_type="PredError")
+        if q.group > 1 and q.head_dim_qk in (176, 184, 192):
+            return CaseResult("k", q, Status.ERROR, f"BuildError: {msg}", error_type="BuildError")
+        return CaseResult("k", q, Status.PASSED, "")
+
+    p = Problem(seqlen_q=1, seqlen_k=1, heads_q=2, heads_kv=1, head_dim_qk=192, head_dim_v=192, dtype="float16")
+    sig = derive(outcome(p), outcome, CornerFaults.capability)
+    needs = dict(sig.needs)
+    assert needs["gqa"] is True and "gqa" not in sig.assumed  # group 1 ran and passed: measured
+    assert needs["head_dim_qk"] == (192,) and "head_dim_qk" in sig.assumed and sig.complete, sig.describe()
+    assert "another error hid their variations" in sig.describe()
+    other = Signature(
+        "contract violation",
+        (RUN,),
+        "BuildError",
+        (("dims_differ", True), ("gqa", True), ("head_dim_qk", (176, 184))),
+        4,
+        msg,
+    )
+    assert one_bug(sig, dataclasses.replace(other, message=sig.message))
+    measured = dataclasses.replace(sig, assumed=())  # the same sets, both measured: disjoint, two triggers
+    assert not one_bug(measured, dataclasses.replace(other, message=sig.message))
+
+
 def test_one_device_fault_is_one_failure_whichever_wrapper_raised_it():
     """FA4 4.0.0b25 on the H100 (2026-12-06, 15 shards): one illegal address came back as torch's
     ``AcceleratorError`` in some cases and CuTe DSL's ``CUDADialectError`` in others, and its

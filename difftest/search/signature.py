@@ -379,6 +379,10 @@ class Signature:
         if self.message and self.message != self.error_type:
             what += f" ({self.message})"
         needs = ", ".join(_need_text(n, v) for n, v in self.needs if n not in self.assumed)
+        if self.complete and self.assumed:  # every variation ran: another error hid what these would say
+            pinned = ", ".join(_need_text(n, v) for n, v in self.needs if n in self.assumed)
+            hid = f"held at {pinned}: another error hid their variations"
+            needs = f"{needs} ({hid})" if needs else f"not measured ({hid})"
         if not self.complete:
             ran = f"{self.tried} variation{'s' * (self.tried != 1)}"
             pinned = ", ".join(_need_text(n, v) for n, v in self.needs if n in self.assumed)
@@ -595,6 +599,10 @@ def derive(
     needs: list[tuple[str, Any]]  # (name, True | an int bound | a tuple of choices)
     needs, calls = [], 0
     cut: list[bool] = []  # [True] once a variation was wanted and the budget had ended
+    # [True] while the last variation raised another error: it hid whether this failure was there (FA4
+    # 4.0.0b25's predicate build error at most head dims: a GQA build error's head-dim neighbours raised
+    # it, read as passes, and one bug at head dims 176-192 was signed twice with disjoint sets)
+    masked: list[bool] = []
 
     # the gates a passing variation can speak for: those of an output that races (its
     # determinism gate fails: its wrong values may come and go) only where the output is gone
@@ -634,6 +642,7 @@ def derive(
 
     def still(q) -> bool | None:  # None: not a Problem here, out of budget, or (a race) inconclusive
         nonlocal calls
+        masked[:] = []
         if not _valid(q, capability) or not spare():
             return None
         calls += 1
@@ -641,6 +650,9 @@ def derive(
         if base.fails_alike(res):
             return True
         if res.status == Status.SKIPPED:  # not judged (the device's memory ran out): no pass
+            return None
+        if res.status == Status.ERROR:  # another error: no verdict on this failure either way
+            masked[:] = [True]
             return None
         labels = {v.label for v in res.verdicts}
         if not (steady & labels) and racy & labels:
@@ -675,7 +687,7 @@ def derive(
             got = clean_still(_switched_off(p, name))
             if got is False:
                 needs.append((name, True))
-            elif got is None and cut:
+            elif got is None and (cut or masked):
                 hold(name, True)
     for name in BOUNDS:
         if _bound(p, name) > 1:
@@ -709,14 +721,14 @@ def derive(
         for v in others:
             got = still(_with_choice(p, name, v, capability))
             if got is None:
-                missed = missed or bool(cut)
+                missed = missed or bool(cut) or bool(masked)
                 continue
             tried += 1
             if got:
                 failing.append(v)
         if tried and len(failing) <= tried:  # some other value passed: the choice matters
             needs.append((name, tuple(sorted(failing, key=str))))
-        elif missed:  # the budget ended before another value ran: only the failing ones are known
+        elif missed:  # the budget ended, or another error hid the other values: only the failing ones are known
             hold(name, tuple(sorted(failing, key=str)))
     return Signature(
         base.kind,
@@ -832,8 +844,9 @@ def same_identity(
         return False
     if _contradicted(a, b, problem_b) or _contradicted(b, a, problem_a):
         return False
-    ca = {n: set(v) for n, v in a.needs if n in CHOICES}
-    cb = {n: set(v) for n, v in b.needs if n in CHOICES}
+    # nor does a choice only held: no variation said its other values pass
+    ca = {n: set(v) for n, v in a.needs if n in CHOICES and n not in a.assumed}
+    cb = {n: set(v) for n, v in b.needs if n in CHOICES and n not in b.assumed}
     return not any(ca[n].isdisjoint(cb[n]) for n in set(ca) & set(cb))
 
 
