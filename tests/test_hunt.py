@@ -928,6 +928,14 @@ def test_a_variation_that_raises_another_error_measures_no_need():
     measured = dataclasses.replace(sig, assumed=())  # the same sets, both measured: disjoint, two triggers
     assert not one_bug(measured, dataclasses.replace(other, message=sig.message))
 
+    def wider(q):  # both neighbours fail alike, the far end raises the other error
+        if q.group > 1 and 176 <= q.head_dim_qk <= 200:
+            return CaseResult("k", q, Status.ERROR, f"BuildError: {msg}", error_type="BuildError")
+        return outcome(q)
+
+    sig = derive(wider(p), wider, CornerFaults.capability)
+    assert "head_dim_qk" not in dict(sig.needs), sig.describe()  # a value judged failing alike: no need
+
 
 def test_one_device_fault_is_one_failure_whichever_wrapper_raised_it():
     """FA4 4.0.0b25 on the H100 (2026-12-06, 15 shards): one illegal address came back as torch's

@@ -717,18 +717,19 @@ def derive(
         others = _others(capability, name, p)
         if not others:
             continue
-        failing, tried, missed = [_choice(p, name)], 0, False
+        failing, tried, missed, hid = [_choice(p, name)], 0, False, False
         for v in others:
             got = still(_with_choice(p, name, v, capability))
             if got is None:
-                missed = missed or bool(cut) or bool(masked)
+                missed, hid = missed or bool(cut), hid or bool(masked)
                 continue
             tried += 1
             if got:
                 failing.append(v)
         if tried and len(failing) <= tried:  # some other value passed: the choice matters
             needs.append((name, tuple(sorted(failing, key=str))))
-        elif missed:  # the budget ended, or another error hid the other values: only the failing ones are known
+        elif missed or (hid and not tried):  # the budget ended, or another error hid every other value:
+            # only the failing ones are known (one other value failing alike says it is not a need)
             hold(name, tuple(sorted(failing, key=str)))
     return Signature(
         base.kind,
