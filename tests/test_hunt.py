@@ -1368,3 +1368,49 @@ def test_a_race_is_never_called_history_dependent(tmp_path):
     assert r.findings, r.status
     assert not any(f.signature.history for f in r.findings), [f.signature.describe() for f in r.findings]
     assert r.settings.get("history_dependent", 0) == 0
+
+
+class PredExceptAt24(RefKernel):
+    """A JIT kernel whose backward fails to build at every head dim but 24 (FA4 4.0.0b25's
+    predicate error in miniature: 48 (d_qk, d_v) pairs, no rule of needs describes them), and a dK
+    bug under a causal mask where it builds."""
+
+    name = "test-pred-except-24"
+    spec = "tests.test_hunt:PredExceptAt24"
+    capability = dataclasses.replace(
+        SMALL, head_dims_qk=(8, 16, 24, 32, 40), compile_key=("dtype", "head_dim_qk", "head_dim_v")
+    )
+
+    def corrupt(self, inputs, out):
+        p = inputs.problem
+        if p.head_dim_qk != 24:
+            raise RuntimeError("PredError: 'cute.copy' op expects pred shape to match")
+        if p.causal:
+            out.dk = out.dk * 1.05
+        return out
+
+
+def test_a_build_error_that_needs_nothing_found_is_not_run_again_at_a_key_it_raised_at(tmp_path):
+    """An error every variation raised too signs "needs nothing found", and such a signature steered
+    nothing (it would claim every Problem): FA4 4.0.0b25's predicate error took 176 of 885 H100 cases,
+    many at compile keys where it had raised already. Now a drawn Problem of a key where the error
+    raised is explained by it and not run; keys where it never raised still run, and the bug that
+    lives there is found. Fails on the old code (nothing skipped)."""
+    base = Problem(batch=1, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8)
+    problems = [
+        base.replace(head_dim_qk=d, head_dim_v=d, causal=c, seqlen_k=7 + i, seed=i)
+        for d in (8, 16, 24)
+        for c in (False, True)
+        for i in range(6)
+    ]
+    r = _hunted(PredExceptAt24(), problems, tmp_path)
+    new = [f for f in r.findings if not f.known]
+    errors = [f for f in new if f.signature.error_type]
+    assert len(errors) == 1 and not errors[0].signature.needs, [f.signature.describe() for f in new]
+    assert errors[0].skipped > 0 and r.explained_skipped >= errors[0].skipped
+    events = [json.loads(x) for x in (tmp_path / "test-pred-except-24.cases.jsonl").read_text().splitlines()]
+    wrong = [f for f in new if not f.signature.error_type]
+    assert len(wrong) == 1 and dict(wrong[0].signature.needs).get("causal") is True, [
+        f.signature.describe() for f in new
+    ]
+    assert any(e["event"] == "case" and e["problem"]["head_dim_qk"] == 24 for e in events)

@@ -90,7 +90,7 @@ class Hunt:
         every = st.settings.steer_every
         if every == 0 or problem in st.explicit:
             return problem
-        who = [f for f in st.found if f.explains_problem(problem)]
+        who = [f for f in st.found if st.finding_explains(f, problem)]
         if not who:
             return problem
         if problem in self.skipped:

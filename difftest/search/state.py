@@ -20,7 +20,12 @@ from difftest.search.case_log import CaseLog
 from difftest.search.findings import Finding, Findings
 from difftest.search.progress import Progress
 from difftest.search.result import CampaignResult
-from difftest.search.signature import UNEXPLAINED_LISTED, cheapest_absorption, unexplained_gates
+from difftest.search.signature import (
+    UNEXPLAINED_LISTED,
+    cheapest_absorption,
+    device_fault_only,
+    unexplained_gates,
+)
 from difftest.vocab import Status
 
 if TYPE_CHECKING:  # annotations only (the modes import nothing of this module)
@@ -51,6 +56,7 @@ class SearchState:
     seen: dict[Problem, CaseResult] = field(default_factory=dict)  # Problem -> its case (replayed, never run twice)
     keys: set[tuple] = field(default_factory=set)  # compile signatures run by the search
     built: set[tuple] = field(default_factory=set)  # compile signatures of every case run (shrinks, variations too)
+    raised_at: dict[tuple, list[CaseResult]] = field(default_factory=dict)  # compile signature -> its cases that raised
     failed_at: float | None = None  # seconds in, at the first failure
     found: list[Finding] = field(default_factory=list)  # Finding per distinct bug so far (known ones first)
     explicit: set[Problem] = field(default_factory=set)  # replayed and corner Problems: never skipped
@@ -93,7 +99,10 @@ class SearchState:
         if self.log and not s.config.isolate:
             self.log.started(problem, s.kernel.name)  # in-process: a crash leaves this line naming the Problem
         case = self.seen[problem] = run_case(s.kernel, problem, s.config)
-        self.built.add(s.kernel.capability.compile_signature(problem))
+        key = s.kernel.capability.compile_signature(problem)
+        self.built.add(key)
+        if case.status == Status.ERROR and s.kernel.capability.compile_key:
+            self.raised_at.setdefault(key, []).append(case)
         res = self.result
         res.cases.append(case)
         self.finished_at[problem] = self.now()
@@ -126,7 +135,29 @@ class SearchState:
         return case.failed and not unexplained_gates(self.signatures(), case)
 
     def explained_problem(self, problem) -> bool:
-        return any(f.explains_problem(problem) for f in self.found)
+        return any(self.finding_explains(f, problem) for f in self.found)
+
+    def finding_explains(self, f: Finding, problem) -> bool:
+        """``f`` explains ``problem`` (a hunt steers away from it): ``problem`` has every need of
+        one of its signatures (``Finding.explains_problem``), or, on a kernel with a compile key,
+        one of its errors whose every variation raised it too (no need found) has already raised
+        at ``problem``'s compile key. Such an error belongs to the build configuration: FA4
+        4.0.0b25's head-dim predicate build error came from 48 (d_qk, d_v) pairs, no rule of needs
+        describes it, and on the H100 it took 176 of 885 cases, many at keys it had raised at
+        already. Neither a history-dependent error nor a CUDA error's name (a runtime fault whose
+        trigger may be the values) marks a key."""
+        if f.explains_problem(problem):
+            return True
+        cap = self.settings.kernel.capability
+        raised = self.raised_at.get(cap.compile_signature(problem)) if cap.compile_key else None
+        if not raised:
+            return False
+        broad = [
+            s
+            for s in f.signatures
+            if s.error_type and not s.needs and s.complete and not s.history and not device_fault_only(s)
+        ]
+        return any(s.fails_alike(c) for s in broad for c in raised)
 
     def absorb_alike(self) -> None:
         """Kernel errors no finding explains but one fails alike (the same exception and message
