@@ -12,15 +12,16 @@ go() { local name=$1; shift
       > $W/$name.log 2>&1; echo "$name exit $?" >> $W/exits.txt ) & }
 [ -z "${ONLY_CUDNN:-}" ] && for i in 0 1; do go math$i -p gpu -k sdpa-math --shard $i/2; done  # ONLY_CUDNN=1: not these
 [ -n "${FLEX:-}" ] && for i in 0 1 2; do go flex$i -p gpu -k flex --shard $i/3; done  # FLEX=1: flex too
-for i in 0 1; do go cudnn$i -p nightly -k cudnn --shard $i/2; done
+N=${CUDNN_SHARDS:-2}  # cuDNN nightly shards
+for i in $(seq 0 $((N-1))); do go cudnn$i -p nightly -k cudnn --shard $i/$N; done
 wait
 { sort $W/exits.txt
-  for n in $([ -z "${ONLY_CUDNN:-}" ] && echo math0 math1) ${FLEX:+flex0 flex1 flex2} cudnn0 cudnn1; do
+  for n in $([ -z "${ONLY_CUDNN:-}" ] && echo math0 math1) ${FLEX:+flex0 flex1 flex2} $(seq -f "cudnn%g" 0 $((N-1))); do
     python3 scripts/device/summarise_reports.py $W/$n/report.json $n | cut -c1-400
     grep -E "time split|framework overhead" $W/$n.log | head -2
   done
   echo "== history-dependent reproducers (before), replayed"
-  for f in $(grep -l '"before"' $W/cudnn*/runs/*/repro/*.json 2>/dev/null); do
+  for f in $(grep -l '"before"' $W/cudnn*/runs/*/repro/*.json 2>/dev/null | head -${REPLAYS:-3}); do
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('before'); json.dump(d, open(sys.argv[2],'w'))" $f ${f%.json}-alone.json
     for k in 1; do
       timeout 120 python3 -m difftest repro $f > $W/r.log 2>&1; a=$?
