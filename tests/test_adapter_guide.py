@@ -79,6 +79,7 @@ def _venv_over_this_interpreter(venv: Path) -> str:
     return py
 
 
+@pytest.mark.slow
 def test_new_adapter_skeleton_installs_registers_and_passes(tmp_path):
     """The skeleton goes through pip into a fresh virtual environment (it sees the packages of
     the interpreter running this test, not those of the base Python it was made from), appears

@@ -4,6 +4,7 @@ kernel column is missing; the truth it times is the one the runner uses."""
 
 import json
 
+import pytest
 import torch
 
 from difftest.commands.cli import main
@@ -100,6 +101,7 @@ def test_oracle_bench_times_a_kernel_past_its_max_seqlen_but_nothing_else():
     assert "float16" in time_backward(k, p.replace(dtype="float16"), beyond_max_seqlen=True)["reason"]
 
 
+@pytest.mark.slow
 def test_inputs_bench_times_each_kind_and_compares_bytes_with_another_checkout(tmp_path, capsys):
     """``difftest bench --inputs``: make_inputs per value kind; ``--before DIR`` times another
     checkout (here this one again) on the same Problems and says the bytes are the same."""
@@ -148,6 +150,7 @@ def test_inputs_bench_refuses_an_unknown_kind_or_a_folder_without_difftest(tmp_p
     assert "gaussian" in err and str(tmp_path) in err and err.count("\n") == 2
 
 
+@pytest.mark.slow
 def test_case_bench_splits_each_campaign_s_framework_time_per_case(tmp_path, capsys, monkeypatch):
     """``difftest bench --cases``: a campaign per kernel in a child process, alone and side by
     side; per kernel the cases, the framework ms per case and its phases, and with

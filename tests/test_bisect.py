@@ -304,6 +304,7 @@ def _main(args, capsys):
     return rc, out, err
 
 
+@pytest.mark.slow
 def test_bisect_over_wheels_names_first_bad_and_last_good(tmp_path, capsys, monkeypatch):
     wheels = [_wheel(tmp_path, v, bad_from=2) for v in (1, 2, 3)]
     repro = _reproducer(tmp_path)
@@ -321,6 +322,7 @@ def test_bisect_over_wheels_names_first_bad_and_last_good(tmp_path, capsys, monk
     assert "first bad: toyattn 2" in out and "last good: toyattn 1" in out
 
 
+@pytest.mark.slow
 def test_bisect_fixed_names_the_release_that_fixed_the_bug(tmp_path, capsys, monkeypatch):
     """toyattn 1 is right, 2 and 3 wrong, 4 and 5 right again: the reproducer of the bug (written
     on 2) is fixed in 4; without --fixed the newest passes and no bad version is named."""
@@ -339,6 +341,7 @@ def test_bisect_fixed_names_the_release_that_fixed_the_bug(tmp_path, capsys, mon
     assert rc == B.EXIT_ABORT and "--fixed" in out + err
 
 
+@pytest.mark.slow
 def test_bisect_over_folders_steps_around_an_untestable_one(tmp_path, capsys, monkeypatch):
     """site2 provides nothing, so the replay imports the toyattn found further down
     PYTHONPATH (kept after the version's folders): its verdict would not be about site2."""
@@ -361,6 +364,7 @@ def test_bisect_over_folders_steps_around_an_untestable_one(tmp_path, capsys, mo
     assert "first bad: one of site2, site3" in out
 
 
+@pytest.mark.slow
 def test_bisect_steps_around_old_versions_that_do_not_load(tmp_path, capsys):
     """The H100's FA4 b8/b9 case in small: the oldest versions cannot load against this
     environment (an ImportError, a module attribute gone), the reproducer is a hand-written
@@ -415,6 +419,7 @@ BUILD = "rm -rf _v && mkdir _v && cp -r src/. _v/"  # a stand-in for pip install
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.slow
 def test_bisect_over_a_git_range_with_a_build(tmp_path, capsys):
     repo, shas = _toy_repo(tmp_path)
     work = tmp_path / "work"
@@ -443,6 +448,7 @@ def test_bisect_over_a_git_range_with_a_build(tmp_path, capsys):
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.slow
 def test_as_a_git_bisect_run_script(tmp_path):
     repo, shas = _toy_repo(tmp_path)
     repro = _reproducer(tmp_path)
@@ -463,6 +469,7 @@ def test_as_a_git_bisect_run_script(tmp_path):
     assert "not valid JSON" in r.stderr + r.stdout
 
 
+@pytest.mark.slow
 def test_run_mode_untestable_is_125(tmp_path):
     """git bisect run skips a commit on 125 (0 and 1: test_as_a_git_bisect_run_script)."""
     r = subprocess.run(

@@ -107,6 +107,7 @@ def test_unknown_kernel_or_bad_file_is_one_line_and_exit_2(tmp_path, capsys):
     assert bug_report.main([str(tmp_path / "x.json")]) == 2
 
 
+@pytest.mark.slow
 def test_sdpa_math_script_runs_on_cpu_and_its_verdict_can_fail(tmp_path):
     p = Problem(
         batch=2,

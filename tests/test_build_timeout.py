@@ -86,6 +86,7 @@ def _warm(kernel):
     assert run_case(kernel, CACHED, WARM).status == "passed"  # worker started, adapter imported
 
 
+@pytest.mark.slow
 def test_a_build_longer_than_the_timeout_is_not_a_hang():
     """Fails on the code before compile_timeout_s: the 5 s build counted against the 3 s
     timeout and the case was triaged "hang" though the kernel never ran."""
@@ -103,6 +104,7 @@ def test_an_adapter_s_own_process_start_is_not_a_hang():
     assert r.status == "passed" and classify(r) == Kind.PASSED, r.render()
 
 
+@pytest.mark.slow
 def test_a_build_past_compile_timeout_is_a_build_timeout_not_a_hang():
     _warm(BuildsForever())
     r = run_case(BuildsForever(), NEW_SHAPE, RunConfig(isolate=True, timeout_s=120, compile_timeout_s=2))

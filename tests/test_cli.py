@@ -4,6 +4,8 @@ writes a report that parses; bad arguments get clear errors."""
 import json
 import re
 
+import pytest
+
 
 def test_main_job_passes_and_writes_a_report(tmp_path, difftest_cli):
     """Behaviour only: its time goal lives in results/speed.md, not in an
@@ -35,6 +37,7 @@ def test_list_shows_builtin_kernels(tmp_path, difftest_cli):
     assert "torch-blockwise" in r.stdout and "sdpa-cpu-math" in r.stdout
 
 
+@pytest.mark.slow
 def test_repro_of_a_mutant_replays_in_a_fresh_process(tmp_path, difftest_cli):
     from difftest import Problem
 

@@ -108,6 +108,7 @@ class CompileBoundBlockwise(SimulatedBuilds, BlockwiseAttention):
 
 
 @pytest.mark.parametrize("build_s, least, most", [(BUILD_S, 2.5, 3.0), (0.0, 0.8, 1.0)])
+@pytest.mark.slow
 def test_a_build_is_followed_by_value_problems_it_pays_for(tmp_path, monkeypatch, build_s, least, most):
     """A row of the coverage phase that built a configuration is followed by value problems in
     it while they cost at most a quarter of the build: a warm case is two calls (0.2 s), so a
@@ -172,6 +173,7 @@ class SimulatedWrongDk(SimulatedBuilds, WrongDkForLongGqa):
     built: set = set()
 
 
+@pytest.mark.slow
 def test_a_hunt_that_found_its_bugs_draws_on_through_the_reserve(tmp_path, monkeypatch):
     """A hunt keeps a quarter of its budget back once it met a failure, for the failures the
     search leaves unexplained; with those hunted it draws on up to the quiet reserve. Before, a

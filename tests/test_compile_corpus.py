@@ -7,6 +7,8 @@ nightly and gpu profiles (and ci on a GPU) still open new configurations."""
 
 from collections import Counter
 
+import pytest
+
 from difftest.judge.runner import CaseResult
 from difftest.model.capability import Capability
 from difftest.run import prebuild as warmup
@@ -77,6 +79,7 @@ def test_the_seeded_ci_campaign_compiles_nothing_outside_the_prebuild_and_says_s
     assert NEW_CONFIG in res.coverage["missing"]
 
 
+@pytest.mark.slow
 def test_nightly_gpu_and_ci_on_a_gpu_keep_opening_new_configurations():
     for cap, profile in ((TL_CPU, "nightly"), (TL_CPU, "gpu"), (TL_GPU, "ci")):
         assert not corpus_only(cap, profile)

@@ -295,6 +295,7 @@ class CornerBug(RefKernel):
         return out
 
 
+@pytest.mark.slow
 def test_the_coverage_phase_meets_a_corner_bug_on_schedule(tmp_path):
     """No drawn example and no edge corpus: the pairs alone find the bug, and it signs its corner."""
     r = run_campaign(
@@ -357,6 +358,7 @@ def test_the_coverage_phase_runs_decoding_steps(tmp_path):
     assert r.coverage["pairs"]["by_dimensions"]["length x batching"][0] >= 1
 
 
+@pytest.mark.slow
 def test_the_t3_stage_covers_every_claimed_triple_and_runs_no_row_that_covers_nothing():
     """Every case the coverage phase runs covers a tuple no earlier case did, and the phase ends
     with every claimed triple covered. On 2fcc6cb the t = 3 plans (which know no illegal

@@ -237,6 +237,7 @@ def test_cuda_and_cpu_draw_identical_bytes():
         assert gpu.digest() == cpu.digest(), p.short()
 
 
+@pytest.mark.slow
 def test_device_path_on_the_cpu_matches_for_the_gpu_problems(monkeypatch):
     """The GPU test's Problems, device path (torch int64) run on the CPU against the numpy path."""
     for p in GPU_PROBLEMS[len(PROBLEMS) :]:

@@ -37,6 +37,7 @@ def test_exit_status_in_words():
     ],
     ids=["segfault", "os._exit", "cuda-like-error", "unbounded-allocation"],
 )
+@pytest.mark.slow
 def test_isolated_fault_costs_one_case_and_is_named(kernel, expected):
     r = run_case(kernel, BAD, ISOLATED)
     assert r.status == "error" and expected in r.reason, r.reason

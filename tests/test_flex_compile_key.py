@@ -34,6 +34,10 @@ from difftest.strategies import problems
 from difftest.strategies.compile import compile_keys, key_violations, pinned_fields, warm_problems
 from tests.drawing import draw_many
 
+# Every test here compiles FlexAttention on the CPU (~125 s in all on the 2-core CI box, 2026-12-07): the
+# slow tier (python3 -m pytest -n 2 -m slow; the README says when it runs).
+pytestmark = pytest.mark.slow
+
 # the key flex declared before it named every guarded field
 OLD_KEY = ("dtype", "head_dim_qk", "head_dim_v", "heads_q", "heads_kv")
 

@@ -227,6 +227,7 @@ def test_sparse_sibling_gives_flex_sparse_outputs(p):
 
 
 @pytest.mark.parametrize("lengths", [((0,), (0,)), ((2, 0), (0, 0))], ids=["no-token", "no-key"])
+@pytest.mark.slow
 def test_problems_without_tokens_on_a_side_fail_where_flex_fails(lengths):
     """No key at all: the block mask is built (over flex's mask_mod: vmap over an empty range
     fails on tensor constants), and the CPU's eager flex then fails as it does for flex (its

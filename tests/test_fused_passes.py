@@ -207,6 +207,7 @@ FUSED_MAGNITUDE_CASES = {
 @pytest.mark.parametrize("name", ["causal_gqa_fp16", "window_varlen_sinks", "mixed_do_large_logits"])
 @pytest.mark.parametrize("gemms", [True, False])
 @pytest.mark.usefixtures("short_blocks")
+@pytest.mark.slow
 def test_fused_bfloat16_magnitudes_bound_the_float64_ones_from_above(name, gemms, interpreted):
     """CUDA's bfloat16 magnitudes with the terms from the fused kernels: at or above the float64
     sums, within 2^-5 (as tests/test_oracles.py checks them for the eager forms)."""
@@ -261,6 +262,7 @@ def _masked_scores(q, k, mask):
     "mask", [None, (0, 1, None, 1), (5, 3, None, 1), (-4, 2, 6, 3), (20, 1, 0, None), (-70, 1, None, 1)]
 )
 @pytest.mark.parametrize("dim", [16, 24, 40])
+@pytest.mark.slow
 def test_scores_exp_is_exp_of_the_masked_scores(mask, dim, interpreted):
     """E = exp(q k^T - shift), masked scores 0, and the row sums, against torch: causal rows
     (with a GQA group and a bottom-right offset), both window sides, rows that see nothing;
@@ -309,6 +311,7 @@ def test_dp_ds_and_terms_are_the_eager_expressions(interpreted):
         interpreted.dp_ds_and_terms_(do, v[:, :5], e.clone(), delta)
 
 
+@pytest.mark.slow
 def test_exp_rowsum_matches_torch_on_masked_and_shifted_rows(interpreted):
     g = torch.Generator().manual_seed(4)
     s = torch.randn(2, 9, 2100, dtype=torch.float64, generator=g) * 20
@@ -336,6 +339,7 @@ def test_small_chunks_stay_eager(interpreted, monkeypatch):
     assert _count(interpreted.calls, FIRST) == 1
 
 
+@pytest.mark.slow
 def test_only_large_chunks_take_the_fused_gemms(interpreted, monkeypatch):
     """Below FUSED_GEMM_MIN_SCORES scores a fused chunk takes its products from torch and the
     passes alone (one compiled kernel for every chunk shape); at or above it, the kernels
@@ -368,6 +372,7 @@ def test_the_cpu_keeps_eager_passes_and_a_missing_triton_falls_back(monkeypatch)
     assert chunked._fused_module("cpu", False) is None
 
 
+@pytest.mark.slow
 def test_the_oracle_bench_times_the_fused_truth_next_to_the_eager_one(interpreted):
     from difftest.measure.bench import oracle_markdown, run_oracle_bench
 
@@ -474,6 +479,7 @@ def test_on_cuda_the_fused_truth_equals_the_eager_one_and_dense_float64(name, mo
         _assert_agree(x, eager, out, dense_rel=1e-12, magnitude_rel=2**-5)
 
 
+@pytest.mark.slow
 def test_a_fused_pass_that_cannot_run_falls_back_to_eager_once(interpreted, monkeypatch):
     """A Triton that cannot build the kernels on some GPU must not take the truth down: the
     chunk falls back to the eager passes (same values), the fused passes stay off for the

@@ -427,6 +427,7 @@ def test_tileops_worker_env_drops_parent_pythonpath(monkeypatch):
     assert env["PYTHONPATH"].split(os.pathsep) == ["/tmp/tileops_site", REPO_ROOT]
 
 
+@pytest.mark.slow
 def test_tileops_worker_reports_a_missing_package_cleanly(tmp_path, monkeypatch):
     """A worker whose site folder lacks tileops says so through the protocol (its stdout
     is the protocol channel even though the import machinery may print)."""

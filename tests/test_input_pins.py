@@ -332,6 +332,7 @@ def _forward_problems(draw):
 
 @settings(max_examples=150, deadline=None, database=None, derandomize=True)
 @given(_forward_problems(), st.sampled_from([64, 3000, 1 << 21]))
+@pytest.mark.slow
 def test_loss_do_forward_is_the_plain_halving_sum_bit_for_bit(p, chunk):
     """Small chunk budgets too: many row and head chunks, blocks of every alignment."""
     from difftest.model import exact_forward

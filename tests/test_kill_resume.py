@@ -111,6 +111,7 @@ def _no_finished_case_reran(tmp_path, finished, calls_before):
     assert not again, f"{len(again)} finished cases ran again after --resume"
 
 
+@pytest.mark.slow
 def test_sigkill_during_search_then_resume(tmp_path):
     proc = _start(tmp_path, "SlowRef")
     _wait_for(proc, tmp_path, lambda cases: len(cases) >= 3)
@@ -132,6 +133,7 @@ def test_sigkill_during_search_then_resume(tmp_path):
     assert (tmp_path / "out" / "latest").read_text().strip() == report["run_id"]
 
 
+@pytest.mark.slow
 def test_sigkill_while_shrinking_leaves_reproducer_and_store_then_resume(tmp_path):
     proc = _start(tmp_path, "SlowWrongDk")
 
@@ -177,6 +179,7 @@ def test_sigterm_writes_a_partial_report_and_exits_143_then_resume(tmp_path):
     assert r.returncode == 0 and (tmp_path / "out" / "report.json").exists(), r.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_sigint_after_a_failure_exits_1_with_the_failure_reported(tmp_path):
     proc = _start(tmp_path, "SlowWrongDk")
     _wait_for(proc, tmp_path, lambda cases: any(c["status"] == "failed" for c in cases))
@@ -188,6 +191,7 @@ def test_sigint_after_a_failure_exits_1_with_the_failure_reported(tmp_path):
     assert (tmp_path / camp["reproducer"]["json"]).exists() and "interrupted by SIGINT" in camp["reason"]
 
 
+@pytest.mark.slow
 def test_no_isolate_segfault_leaves_started_line_and_stack_then_resume_records_it(tmp_path):
     proc = _start(tmp_path, "Segfaults", "--timeout", "5")
     out, err = proc.communicate(timeout=600)
@@ -207,6 +211,7 @@ def test_no_isolate_segfault_leaves_started_line_and_stack_then_resume_records_i
     assert errors[0]["error_type"] == "ProcessCrashed"
 
 
+@pytest.mark.slow
 def test_sigkill_in_the_second_kernel_resumes_it_and_keeps_the_first(tmp_path):
     """A kernel whose campaign finished before the kill is taken from its record: not one
     call of it after --resume, and the report still holds both campaigns."""
@@ -232,6 +237,7 @@ def test_sigkill_in_the_second_kernel_resumes_it_and_keeps_the_first(tmp_path):
     assert camps["slow-ref"]["status"] == "passed" and camps["slow-ref"]["settings"]["resumed_cases"] >= 2
 
 
+@pytest.mark.slow
 def test_sigkill_of_a_hunt_after_its_first_finding_keeps_it_once_and_hunts_on(tmp_path):
     """A hunt (two independent bugs: dQ with sinks, dK past 16 keys) killed once its first
     finding is kept and the second is being shrunk: ``--resume`` keeps the first finding as

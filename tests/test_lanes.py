@@ -100,6 +100,7 @@ def _report(tmp_path) -> dict:
     return json.loads((tmp_path / "out" / "report.json").read_text())
 
 
+@pytest.mark.slow
 def test_two_at_once_report_equals_the_serial_one_case_for_case(tmp_path):
     kernels = ["-k", WRONG_DK, "-k", SLOW_REF, "-k", "torch-blockwise"]
     serial, side = tmp_path / "serial", tmp_path / "side"
@@ -136,6 +137,7 @@ def test_two_at_once_report_equals_the_serial_one_case_for_case(tmp_path):
         assert all(f"    {k}" in split for k in ("slow-wrong-dk", "slow-ref", "torch-blockwise")), split
 
 
+@pytest.mark.slow
 def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_path):
     proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2", "--max-examples", "30")
     # wait until both lanes have logged cases
@@ -163,6 +165,7 @@ def test_sigint_with_two_at_once_gives_a_partial_report_of_both_then_resume(tmp_
     assert all(c["status"] == "passed" for c in _report(tmp_path)["campaigns"])
 
 
+@pytest.mark.slow
 def test_a_dying_campaign_process_leaves_the_other_campaign_and_its_own_cases(tmp_path):
     """A lane killed from outside (as the OOM killer would) costs its campaign, not the run:
     the other campaign finishes with its failure found, the dead one is a partial result of
@@ -232,6 +235,7 @@ def test_a_segfaulting_kernel_beside_another_costs_its_cases_only(tmp_path):
     assert camps["slow-ref-too"]["status"] == "passed" and camps["slow-ref-too"]["examples"] > 0
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_run_takes_its_lanes_and_resume_reruns_no_finished_case(tmp_path):
     proc = _start(tmp_path, "-k", SLOW_REF, "-k", SLOW_TOO, "--jobs", "2", "--max-examples", "30")
     _wait_for(proc, tmp_path, lambda cases: min(sum(c["kernel"] == k for c in cases) for k in KS) >= 2)
@@ -361,6 +365,7 @@ def test_fork_hazard_waits_for_an_ending_thread_and_names_a_live_one():
 
 
 @pytest.mark.parametrize("omp", [None, "3"])
+@pytest.mark.slow
 def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp):
     """Auto --jobs planned two lanes before loading the kernels; fa4 runs on CUDA, so the run
     goes back to one campaign at a time with exactly the threads a serial run sets (this
@@ -385,6 +390,7 @@ def test_a_cuda_kernel_runs_one_at_a_time_with_the_serial_threads(tmp_path, omp)
     assert "campaigns at once" not in r.stderr
 
 
+@pytest.mark.slow
 def test_a_run_that_cannot_fork_runs_its_campaigns_here_one_at_a_time(tmp_path):
     code = (
         "import sys; from difftest.commands import cli; from difftest.run import lanes\n"

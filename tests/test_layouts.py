@@ -158,6 +158,7 @@ def test_capability_declares_layouts_contiguous_only_by_default():
 
 
 # ----------------------------------------------------------------------------- strategies
+@pytest.mark.slow
 def test_strategies_draw_every_declared_layout_inside_the_capability():
     # Every declared kind is reachable: a search for it succeeds (a fixed count of draws was fragile: the
     # rare kv_broadcast, which needs heads_kv == 1, fell out of 600 draws on a fresh clone under xdist).

@@ -60,6 +60,7 @@ CAPS = {"dense": DENSE, "varlen": VARLEN, "varlen_no_empty": VARLEN_NO_EMPTY, "s
 
 
 @pytest.mark.parametrize("name", sorted(CAPS))
+@pytest.mark.slow
 def test_draws_respect_the_minimum_and_reach_it(name):
     cap = CAPS[name]
     ps = draw_many(problems(cap, "ci"), 400)

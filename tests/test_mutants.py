@@ -378,6 +378,7 @@ def test_new_dimension_mutants_hide_without_it(name):
 KILL_SHRINK_S = 2
 
 
+@pytest.mark.slow
 def test_ci_pairs_every_dimension_with_a_tile_edge_so_a_first_tile_only_fault_is_killed():
     """ci covers every value once and then every value with each length class: dSink summed
     over the first query tile only (a fault past the first tile) survived ci's draws on
@@ -399,6 +400,7 @@ def test_alibi_mutants_are_the_clean_kernel_bit_for_bit_without_alibi(name):
             assert torch.equal(getattr(got, n), getattr(want, n)), (name, n, p.short())
 
 
+@pytest.mark.slow
 def test_a_ci_campaign_kills_every_alibi_mutant_from_its_coverage_rows():
     """Unattended, no hand-picked problem: ci's coverage phase plans ALiBi (a configuration
     dimension where declared), so each ALiBi mutant dies within its budget (about a second each
@@ -420,6 +422,7 @@ def test_relpos_mutants_are_the_clean_kernel_bit_for_bit_without_a_table(name):
             assert torch.equal(getattr(got, n), getattr(want, n)), (name, n, p.short())
 
 
+@pytest.mark.slow
 def test_a_ci_campaign_kills_every_relpos_mutant_from_its_coverage_rows():
     """Unattended, no hand-picked problem: ci's coverage phase plans the relative-position table
     (the configuration dimension relpos where declared) and its edge corners run first, so each

@@ -111,6 +111,7 @@ def _campaign(name, kinds, n, out, budget=900, shrink=5, softcap=None, **kw):
 
 
 @pytest.mark.parametrize("name", QUICK_CAMPAIGN)
+@pytest.mark.slow
 def test_a_seeded_campaign_of_its_kind_kills_it_and_one_of_normal_values_does_not(name, tmp_path):
     """Tripwires within seconds: 20 seeded ci examples of its kind alone kill it (seed 0:
     max-entry-ds-by-value at the coverage phase's first row, tied-max-stale-rescale at the

@@ -75,6 +75,7 @@ def test_turning_a_feature_on_is_refused_but_a_determinism_claim_may_be_asked_fo
     assert set(NARROWABLE) >= {"dtypes", "head_dims_qk", "sinks", "varlen", "max_seqlen", "deterministic"}
 
 
+@pytest.mark.slow
 def test_campaign_steps_around_a_known_failure(tmp_path):
     bad = registry.get("mutant:dsink-wrong-sign")
     r = run_campaign(bad, "quick", out_dir=tmp_path / "a", database=None, shrink_budget=5)
@@ -86,6 +87,7 @@ def test_campaign_steps_around_a_known_failure(tmp_path):
     assert r2.settings["narrowed"] == {"sinks": False}
 
 
+@pytest.mark.slow
 def test_cli_narrow_reaches_the_report_and_bad_values_exit_2(tmp_path, monkeypatch, capsys):
     args = [
         "run",

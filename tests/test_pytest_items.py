@@ -54,6 +54,7 @@ def _check(res, sub):
     return recs
 
 
+@pytest.mark.slow
 def test_kernel_option_collects_tests_without_a_test_file(sub):
     # collecting runs nothing: in this process (a subprocess costs a pytest start and a torch import);
     # under xdist the plugin sets this process's torch threads from OMP_NUM_THREADS: put them back
@@ -70,6 +71,7 @@ def test_kernel_option_collects_tests_without_a_test_file(sub):
     _check(res, sub)
 
 
+@pytest.mark.slow
 def test_kernel_tests_under_xdist_run_each_campaign_once(sub):
     import xml.etree.ElementTree as ET
 

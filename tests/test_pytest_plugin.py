@@ -63,6 +63,7 @@ def test_one_gpu_per_xdist_worker():
     assert worker_gpu("master", ["0"]) is None and worker_gpu("gw0", []) is None
 
 
+@pytest.mark.slow
 def test_fixture_isolates_kernels_and_reports_junit_properties(sub):
     """A kernel that kills its own process fails its test only (the kernel ran in a
     worker process, as in the CLI); JUnit entries carry kernel, profile, cases run and
@@ -106,6 +107,7 @@ def test_fixture_isolates_kernels_and_reports_junit_properties(sub):
     assert "difftest_reproducer" not in cases["test_after_the_crash"]
 
 
+@pytest.mark.slow
 def test_xdist_workers_share_the_cores_between_their_torch_threads(sub, monkeypatch):
     from difftest.pytest_plugin import worker_threads
 
@@ -129,6 +131,7 @@ def test_xdist_workers_share_the_cores_between_their_torch_threads(sub, monkeypa
     res.assert_outcomes(passed=2)
 
 
+@pytest.mark.slow
 def test_gpu_per_worker_records_each_workers_gpus(sub, monkeypatch):
     """`-n 2 --difftest-gpu-per-worker`: each campaign's JUnit entry and the summary line say which
     worker ran it on which GPUs (gw0 -> the first listed, gw1 -> the second)."""

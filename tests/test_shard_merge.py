@@ -88,6 +88,7 @@ def shards(tmp_path_factory):
     return tmp, parts, json.loads((tmp / "merged.json").read_text())
 
 
+@pytest.mark.slow
 def test_two_shards_side_by_side_merge_into_one_campaign(shards):
     tmp, parts, merged = shards
     keys = [[json.dumps(c["problem"], sort_keys=True) for c in p["campaigns"][0]["cases"]] for p in parts]
@@ -133,6 +134,7 @@ def test_two_shards_side_by_side_merge_into_one_campaign(shards):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_merge_refuses_incomplete_or_mismatched_shards(shards, tmp_path):
     tmp, parts, _ = shards
     s0 = str(tmp / "s0" / "report.json")

@@ -216,6 +216,7 @@ def assert_minimal_rest(p: Problem, *, batch=1, heads=(1, 1), values="normal", s
 
 
 # ---------------------------------------------------------------- the faults
+@pytest.mark.slow
 def test_fault_needing_a_tile_crossing_and_grouped_heads_shrinks_to_the_smallest_such():
     p = shrink(tail_and_gqa)
     assert not p.varlen and p.seqlen_k == BLOCK + 1 and p.seqlen_q == 1, p.short()
@@ -237,6 +238,7 @@ def test_gqa_head_mapping_shrinks_to_two_groups_of_two():
     assert not p.masked
 
 
+@pytest.mark.slow
 def test_causal_alignment_shrinks_to_one_query_two_keys():
     p = shrink(causal_alignment)
     assert p.causal and p.align == "bottom_right" and p.window_left is None and p.window_right is None, p.short()
@@ -247,6 +249,7 @@ def test_causal_alignment_shrinks_to_one_query_two_keys():
     assert_minimal_rest(p, batch=p.batch)
 
 
+@pytest.mark.slow
 def test_tail_block_shrinks_to_one_tile_plus_one_key():
     p = shrink(tail_block)
     assert not p.varlen and p.seqlen_k == BLOCK + 1 and p.seqlen_q == 1, p.short()
@@ -261,6 +264,7 @@ def test_sink_sign_shrinks_to_one_token_with_a_sink():
     assert p.sink_center == 0.0 and not p.masked
 
 
+@pytest.mark.slow
 def test_large_logit_overflow_shrinks_to_one_token_with_large_values():
     p = shrink(naive_softmax)
     assert p.batch == 1 and p.heads_q == 1 and max(p.max_seqlen_q, p.max_seqlen_k) <= 2, p.short()

@@ -73,6 +73,7 @@ def drawn(name: str) -> list:
 
 
 @pytest.mark.parametrize("name", sorted(CAPS))
+@pytest.mark.slow
 def test_every_draw_is_valid_and_inside_the_capability(name):
     cap, ps = CAPS[name], drawn(name)
     assert len(ps) == DRAWS[name]
@@ -185,6 +186,7 @@ def test_edge_lengths_follow_the_kernel_tiles():
     assert 0 in edge_lengths(0, 10) and max(edge_lengths(0, 10)) == 10
 
 
+@pytest.mark.slow
 def test_budget_bounds_problem_size():
     budget, tile = 2**16, 64
     ps = draw_many(problems(BROAD, "ci", budget=budget), 300)
@@ -225,6 +227,7 @@ def _warm_share(ps, cap, warm_configs=4):
     return sum(cap.compile_signature(p) in warm for p in ps) / len(ps)
 
 
+@pytest.mark.slow
 def test_compile_aware_draws_reuse_warm_configurations():
     n = 600
     reuse = draw_many(problems(JIT, "ci", new_compile_p=0.1), n)
@@ -269,6 +272,7 @@ def test_any_compile_key_keeps_draws_inside_the_capability(key):
         assert 1 < len(compile_keys(ps, cap)) < 80 or key == ("sink_center",) and not cap.sinks
 
 
+@pytest.mark.slow
 def test_new_compile_p_sets_the_rate_of_new_configurations():
     # every seed is its own compile configuration: a draw outside the one warm
     # configuration is a new compile (Hypothesis's mutator repeats some, so allow slack)
@@ -327,6 +331,7 @@ NEW_FEATURES = {
 }
 
 
+@pytest.mark.slow
 def test_softcap_and_negative_windows_are_drawn_only_where_declared_and_reach_their_edges():
     ps = draw_many(problems(CAPPED, "ci"), 600)
     for p in ps:

@@ -72,6 +72,7 @@ def test_bad_arguments_name_the_field_and_allowed_values():
 
 
 @pytest.mark.parametrize("mode", ["atomic", "deterministic"])
+@pytest.mark.slow
 def test_every_feature_passes_all_gates(kernels, mode):
     k = kernels[mode]
     for p in FEATURES:
@@ -82,6 +83,7 @@ def test_every_feature_passes_all_gates(kernels, mode):
             assert "dsink" in {v.output for v in case.verdicts}
 
 
+@pytest.mark.slow
 def test_runtime_fields_reuse_one_build(kernels):
     """Shapes, batch, heads, masks, alignment and scale are runtime data: after the first
     problem of a compile key, the others build nothing."""
@@ -158,6 +160,7 @@ def test_faulted_tilelang_kernel_fails_where_the_clean_one_passes(name):
     assert expected <= set(bad.failed_gates), bad.failed_gates
 
 
+@pytest.mark.slow
 def test_campaign_finds_a_tilelang_fault():
     m = _mutants()["tl-tail-block-skipped"]
     res = run_campaign(m.make(), "quick", max_examples=12, shrink_budget=10, database=None)
@@ -176,6 +179,7 @@ def test_mutants_merge_into_the_catalogue():
 
 
 @pytest.mark.parametrize("kind", ["fwd", "main"])
+@pytest.mark.slow
 def test_same_source_lowers_for_cuda(kind):
     """The GPU build of the very kernels CI runs: lowered for sm_90 here (no GPU needed)."""
     from difftest.kernels.tilelang import cuda_check
@@ -226,6 +230,7 @@ def test_variants_merge_into_the_catalogue_as_other_builds():
 
 
 @pytest.mark.parametrize("name", ["tl-tiles-16x64", "tl-atomic-dq-64x16"])
+@pytest.mark.slow
 def test_tilelang_variant_is_correct_and_sums_in_another_order(name):
     """A correct variant passes every gate on a problem whose partial tiles differ from the
     shipped kernel's, and its dQ is not bit-identical to the shipped kernel's (another

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def _env():
     """This checkout first on the path (the editable install may point at another one)."""
@@ -75,6 +77,7 @@ MODULE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_module_attr_spec_finds_the_current_directory_in_the_worker_too(tmp_path, difftest_cli):
     (tmp_path / "mine_mod.py").write_text(MODULE)
     r = difftest_cli(

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "myattn"
 
 
+@pytest.mark.slow
 def test_a_changed_environment_restarts_the_worker_and_reaches_the_kernel(monkeypatch):
     monkeypatch.delenv(EnvSwitchedDk.ENV, raising=False)
     cfg = RunConfig(isolate=True, timeout_s=120)
@@ -62,6 +63,7 @@ def sub(pytester, monkeypatch):
     return pytester
 
 
+@pytest.mark.slow
 def test_fixture_campaigns_see_the_environment_each_test_sets(sub):
     """One pytest session: a clean campaign, then the same kernel with its bug switched on
     by monkeypatch.setenv (must be found), then clean again (must pass). The worked
@@ -102,6 +104,7 @@ def test_fixture_campaigns_see_the_environment_each_test_sets(sub):
     res.assert_outcomes(passed=6)
 
 
+@pytest.mark.slow
 def test_a_fresh_worker_is_started_only_where_the_last_one_ran_a_case():
     """A hunt's fresh-process checks end one hunt with a fresh worker and begin the next check with
     one: a worker that has run no case is kept (each restart imports torch, and builds on a JIT
