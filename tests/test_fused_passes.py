@@ -149,7 +149,9 @@ def _count(calls, names) -> int:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("chunk", [7, None])
+# unchunked rows (None) are every campaign's truth in the default run too: the tier of 4.5 s tests
+# and families (tests/README.md) keeps the chunked passes here and runs both with -m slow
+@pytest.mark.parametrize("chunk", [7, pytest.param(None, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("gemms", [True, False])
 @pytest.mark.usefixtures("short_blocks")
 def test_the_fused_truth_equals_the_eager_one_and_dense_float64(name, chunk, gemms, interpreted):
