@@ -1417,3 +1417,44 @@ def test_a_build_error_that_needs_nothing_found_is_not_run_again_at_a_key_it_rai
         f.signature.describe() for f in new
     ]
     assert any(e["event"] == "case" and e["problem"]["head_dim_qk"] == 24 for e in events)
+
+
+def test_a_hunts_steps_do_not_build_where_a_needs_nothing_error_raises_every_time(tmp_path):
+    """The shrink steps and signature variations of a bug at head dim 24 moved to head dims 8 and 16,
+    where a build error that needs nothing found had raised already: each such run raised it again
+    and said nothing of the bug (FA4 4.0.0b25 on the H100, four shards merged: 87 of 151 predicate-error
+    cases ran at compile keys that had raised it). Those steps are not run now; the bug is still signed
+    (the head dims it could not try are held). Fails on the old code (the steps ran)."""
+    base = Problem(batch=1, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8)
+    broken = [base.replace(head_dim_qk=d, head_dim_v=d, seed=i, seqlen_k=7 + i) for d in (8, 16) for i in range(3)]
+    bug = base.replace(head_dim_qk=24, head_dim_v=24, causal=True, seqlen_q=9, seqlen_k=12)
+    r = Campaign.of(
+        PredExceptAt24(),
+        "ci",
+        strategy=st.sampled_from(broken + [bug]),
+        max_examples=40,
+        edge_cases=False,
+        database=None,
+        out_dir=tmp_path,
+        hunt=True,
+        coverage=0,
+        config=RunConfig(isolate=False),
+    ).run()
+    wrong = [f for f in r.findings if not f.known and not f.signature.error_type]
+    assert len(wrong) == 1 and dict(wrong[0].signature.needs).get("causal") is True, [
+        f.signature.describe() for f in r.findings
+    ]
+    events = [json.loads(x) for x in (tmp_path / "test-pred-except-24.cases.jsonl").read_text().splitlines()]
+    key = lambda p: (p["dtype"], p["head_dim_qk"], p["head_dim_v"])  # noqa: E731
+    raised, hunting, wasted = set(), False, []
+    for e in events:
+        if e["event"] == "hunt":
+            hunting = e["problem"]["head_dim_qk"] == 24
+        elif e["event"] == "finding":
+            hunting = False
+        elif e["event"] == "case" and e["status"] == "error":
+            if hunting and key(e["problem"]) in raised:
+                wasted.append(e["problem"])
+            raised.add(key(e["problem"]))
+    assert not wasted, wasted
+    assert "head_dim_qk" in wrong[0].signature.assumed  # the head dims it could not try: held, not measured

@@ -577,6 +577,7 @@ def derive(
     deadline=None,
     rerun=None,
     clean=None,
+    hidden=None,
 ) -> Signature:
     """The signature of the failing ``case`` (its Problem shrunk already) about ``gates``
     (default: every gate it fails; a hunt passes the ones no earlier finding explains, so
@@ -591,7 +592,10 @@ def derive(
     since what failed it may be the state the failing runs before it left (a kernel that writes
     out of bounds corrupts the memory of the cases after it). A need is then measured where it
     shows: cuDNN 9.19's d_qk 192 / d_v 104 wrong dQ signed "needs nothing found" in its nightly's
-    process, while with equal head dims it passes alone."""
+    process, while with equal head dims it passes alone.
+
+    ``hidden(problem)``: True where a run would only raise another error already known to raise there
+    (``SearchState.hidden_by_error``); such a variation is not run and counts as one that raised it."""
     gates = tuple(sorted(gates)) if gates else gates_of(case)
     error = case.status == Status.ERROR
     base = failure_of(case, gates)
@@ -643,7 +647,12 @@ def derive(
     def still(q) -> bool | None:  # None: not a Problem here, out of budget, or (a race) inconclusive
         nonlocal calls
         masked[:] = []
-        if not _valid(q, capability) or not spare():
+        if not _valid(q, capability):
+            return None
+        if hidden is not None and hidden(q):  # another error raises there: as if run and raised, without a build
+            masked[:] = [True]
+            return None
+        if not spare():
             return None
         calls += 1
         res = run(q)
