@@ -1428,18 +1428,7 @@ def test_a_hunts_steps_do_not_build_where_a_needs_nothing_error_raises_every_tim
     base = Problem(batch=1, seqlen_q=5, seqlen_k=7, heads_q=2, heads_kv=1, head_dim_qk=8, head_dim_v=8)
     broken = [base.replace(head_dim_qk=d, head_dim_v=d, seed=i, seqlen_k=7 + i) for d in (8, 16) for i in range(3)]
     bug = base.replace(head_dim_qk=24, head_dim_v=24, causal=True, seqlen_q=9, seqlen_k=12)
-    r = Campaign.of(
-        PredExceptAt24(),
-        "ci",
-        strategy=st.sampled_from(broken + [bug]),
-        max_examples=40,
-        edge_cases=False,
-        database=None,
-        out_dir=tmp_path,
-        hunt=True,
-        coverage=0,
-        config=RunConfig(isolate=False),
-    ).run()
+    r = _hunted(PredExceptAt24(), broken + [bug], tmp_path)
     wrong = [f for f in r.findings if not f.known and not f.signature.error_type]
     assert len(wrong) == 1 and dict(wrong[0].signature.needs).get("causal") is True, [
         f.signature.describe() for f in r.findings
