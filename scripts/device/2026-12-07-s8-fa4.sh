@@ -2,7 +2,8 @@
 # Device call (2026-12-07, session 8): issue 39's FA4 time travel on the three old betas the issue names, after
 # the masked-variation and CUDA-name signature rules (ecd1fdd, e4c6be3, 417ec7b: CPU-tested only). One
 # unattended `nightly` per beta, nothing narrowed, sharded over the 16 cores: BETAS="25:4 29:3 30:3" (beta:shards).
-# Carry: .device/fa4.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .whl/fa4bNN for each beta, .gpu.
+# Carry: .device/fa4.tar.xz, .whl/covertable-3.2.0-py3-none-any.whl, .whl/fa4bNN for each beta but the bundle's
+# own (b36), .gpu.
 # Writes $OUT (env.txt, summary.txt, fa4-reports.tar.xz).
 set -u
 T0=$(date +%s)
@@ -11,7 +12,8 @@ mkdir -p $T/site $T/o
 tar -C $T/site -xJf .device/fa4.tar.xz
 python3 -m zipfile -e .whl/covertable-3.2.0-py3-none-any.whl $T/site
 BETAS=${BETAS:-"25:4 29:3 30:3"}
-for bs in $BETAS; do v=${bs%%:*}; mkdir -p $T/fa4b$v && python3 -m zipfile -e .whl/fa4b$v/*.whl $T/fa4b$v; done
+for bs in $BETAS; do v=${bs%%:*}; mkdir -p $T/fa4b$v  # no .whl/fa4bNN: the bundle's own release (b36)
+  [ -d .whl/fa4b$v ] && python3 -m zipfile -e .whl/fa4b$v/*.whl $T/fa4b$v; done
 DSL=$T/site/nvidia_cutlass_dsl/dsl_packages
 export PYTHONPATH=$T/site:$DSL:$PWD PYTHONUNBUFFERED=1 DIFFTEST_THREADS=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > $T/o/pip.log 2>&1 || tail -5 $T/o/pip.log
