@@ -125,6 +125,7 @@ def test_a_build_past_compile_timeout_is_a_build_timeout_not_a_hang():
     assert "triage: build timeout" in r.render()
 
 
+@pytest.mark.slow
 def test_a_kernel_stuck_after_its_build_is_a_hang_that_says_both_times():
     _warm(HangsAfterBuild())
     r = run_case(HangsAfterBuild(), NEW_SHAPE, RunConfig(isolate=True, timeout_s=3, compile_timeout_s=120))

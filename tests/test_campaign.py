@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from hypothesis import strategies as st
 
 from difftest import Problem
@@ -166,6 +167,7 @@ def test_failure_database_replays_the_saved_failure_first(tmp_path):
     assert load_failures(None, WrongDkForLongGqa.spec) == []
 
 
+@pytest.mark.slow
 def test_error_type_is_recorded_where_the_exception_is_caught():
     """In process, the exception's class; through the worker, the class of the exception the
     worker caught (the reason still reads 'RuntimeError: MLIRError: ...' as it always did);

@@ -54,6 +54,7 @@ def _prebuilt(kernel, profile="ci") -> set:
     return _sigs(warmup.campaign_problems(kernel, profile, None), kernel.capability)
 
 
+@pytest.mark.slow
 def test_ci_draws_on_a_cpu_target_keep_to_what_the_prebuild_builds():
     assert corpus_only(TL_CPU, "ci")
     prebuilt = _prebuilt(TileLangShaped())
@@ -71,6 +72,7 @@ def test_ci_draws_on_a_cpu_target_keep_to_what_the_prebuild_builds():
     assert len({(p.seqlen_q, p.seqlen_k) for p in drawn}) > 30 and len({p.values for p in drawn}) > 3
 
 
+@pytest.mark.slow
 def test_the_seeded_ci_campaign_compiles_nothing_outside_the_prebuild_and_says_so():
     kernel = TileLangShaped()
     res = run_campaign(kernel, "ci", max_examples=15, database=None, time_budget=600)

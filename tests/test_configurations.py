@@ -337,6 +337,7 @@ class DecodeStats(RefKernel):
         return out
 
 
+@pytest.mark.slow
 def test_the_coverage_phase_runs_decoding_steps(tmp_path):
     """One query against many keys in every sequence is a length class of its own, paired with
     the batching and the GQA ratio. On caea68a no row had it (varlen rows added a 3-token
@@ -386,6 +387,7 @@ def test_the_t3_stage_covers_every_claimed_triple_and_runs_no_row_that_covers_no
     assert idle <= 2, (idle, len(ran))
 
 
+@pytest.mark.slow
 def test_first_failure_mode_runs_every_value_once_in_ci(tmp_path):
     """ci's coverage strength is 1: every value of every dimension runs (the edge corpus counts)."""
     r = run_campaign(
@@ -511,6 +513,7 @@ def test_relpos_is_a_configuration_where_declared_and_realises_each_kind_of_tabl
         assert len(reach) >= 2, (kind, reach)  # R differs between a kind's variants
 
 
+@pytest.mark.slow
 def test_shards_split_the_coverage_phase_and_together_cover_what_one_campaign_does(tmp_path):
     """Under --shard I/N a shard plans rows for its own share of the tuples (shard.owns), so N
     shards of a compile-bound kernel cover N shares in the time of one (tests/test_compile_bound

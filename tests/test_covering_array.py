@@ -44,6 +44,7 @@ def _problems(draw):
 @pytest.mark.skipif(not supported(), reason="covertable is not the version the controller overrides")
 @settings(max_examples=150, deadline=None)
 @given(_problems())
+@pytest.mark.slow
 def test_the_tabled_controller_plans_the_rows_covertable_plans(problem):
     factors, strength, constraints, presets, salt = problem
     kw = dict(strength=strength, salt=salt, presets=presets)

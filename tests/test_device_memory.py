@@ -119,6 +119,7 @@ class OomAlways(RefKernel):
         raise torch.OutOfMemoryError(SHARED)
 
 
+@pytest.mark.slow
 def test_a_kernel_running_out_in_its_isolation_worker_is_skipped_too():
     from difftest.execute.isolation import close_all
     from difftest.judge.runner import RunConfig

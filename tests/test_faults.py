@@ -46,6 +46,7 @@ def test_isolated_fault_costs_one_case_and_is_named(kernel, expected):
     assert after.status == "passed", after.reason
 
 
+@pytest.mark.slow
 def test_cuda_like_error_restarts_the_worker():
     from difftest.execute.isolation import shared_worker
 
@@ -57,6 +58,7 @@ def test_cuda_like_error_restarts_the_worker():
     assert shared_worker().proc.pid != pid
 
 
+@pytest.mark.slow
 def test_isolated_hang_times_out_and_names_the_limit():
     cfg = RunConfig(isolate=True, timeout_s=2)  # fk.Hangs sleeps an hour: any timeout ends it
     run_case(fk.Hangs(), OK, ISOLATED)  # a warm worker first, so the 2 s are the kernel's

@@ -243,6 +243,7 @@ def test_problems_without_tokens_on_a_side_fail_where_flex_fails(lengths):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.slow
 def test_the_scale_is_not_rounded_to_the_input_dtype(dtype):
     """Flex traces score_mod with a score of the inputs' dtype (torch 2.13
     torch/_higher_order_ops/flex_attention.py:439-441): a score_mod that cast the float32 scale
@@ -257,6 +258,7 @@ def test_the_scale_is_not_rounded_to_the_input_dtype(dtype):
 
 
 @pytest.mark.parametrize("make", [compiled_flex_dynamic, compiled_flex])
+@pytest.mark.slow
 def test_a_compiled_backward_runs_twice_per_forward(make):
     """The determinism reruns call the backward again on the same forward (retain_graph=True).
     AOTAutograd's donated buffers refuse a second call under ``dynamic=True`` (every

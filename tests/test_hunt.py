@@ -256,6 +256,7 @@ def test_known_findings_replay_first_are_listed_and_the_hunt_goes_on(three, tmp_
     assert [e.signature.id for e in load_known(fj)] == [e.signature.id for e in entries]
 
 
+@pytest.mark.slow
 def test_known_from_the_failure_store_are_replayed_and_not_shrunk(tmp_path):
     db = tmp_path / "db"
     r = _hunt(ThreeBugs(), tmp_path / "one", database=str(db), max_examples=30)
@@ -482,6 +483,7 @@ class PartialRowsBug(RefKernel):
         return out
 
 
+@pytest.mark.slow
 def test_a_tail_block_bug_is_signed_by_its_block_and_whole_blocks_are_still_searched(tmp_path):
     """Without the tail need this finding signs "nothing found" or a bound, and explains (so the hunt
     skips) every Problem, whole blocks included: cuDNN's FP8 dQ signed "seqlen_k >= 2" and 1,839
@@ -587,6 +589,7 @@ class RacyWrongDq(Racy):
         out.dq[..., -4:] = 0
 
 
+@pytest.mark.slow
 def test_a_wrong_result_that_races_is_one_finding(tmp_path):
     """On 04c08c0 the steady-looking dq:budget made every lucky pass a need (head dims, sinks,
     causal...): several findings for one bug."""

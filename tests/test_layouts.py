@@ -327,6 +327,7 @@ def test_layout_mutants_cover_strides_offsets_alignment_and_the_stride_blind_cac
 
 
 @pytest.mark.parametrize("name", LAYOUT_MUTANTS)
+@pytest.mark.slow
 def test_ci_profile_kills_each_layout_mutant(name, tmp_path):
     """The ci campaign (edge corpus first, then seeded draws) kills it, and the kill is
     genuine: the shrunk failing Problem passes on the clean kernel."""

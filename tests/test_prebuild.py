@@ -48,6 +48,7 @@ def test_prebuild_skips_built_kernels_without_starting_a_process(tmp_path, monke
     }
 
 
+@pytest.mark.slow
 def test_prebuild_builds_into_the_disk_cache_and_marks_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
     # two of the cheapest kernels, ones no other test here builds in this process (a forked

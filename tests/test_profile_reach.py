@@ -1,6 +1,8 @@
 """Profiles never cap below a capability silently: GQA draws reach group 4 with 2 KV heads,
 coverage records group sizes and head counts, and a run names what its profile leaves out."""
 
+import pytest
+
 from difftest.kernels.blockwise import CAPABILITY
 from difftest.kernels.mutants import MUTANTS
 from difftest.model.problem import Problem
@@ -8,6 +10,7 @@ from difftest.search.campaign import run_campaign
 from difftest.strategies.coverage import GQA_WIDE, beyond_profile, expected_features, features
 
 
+@pytest.mark.slow
 def test_ci_kills_a_dk_summed_over_the_wrong_gqa_group():
     """Visible only with group >= 3 and >= 2 KV heads: the old ci/quick head cap of 4 never drew it."""
     m = MUTANTS["gqa-dkdv-wrong-group"]

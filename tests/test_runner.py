@@ -180,6 +180,7 @@ def test_chunked_flash_rounding_is_chunk_invariant_and_rounds_outputs():
         chunked_reference(x, "float64", flash_rounding=True)
 
 
+@pytest.mark.slow
 def test_sticky_cuda_error_restarts_the_worker_so_the_next_case_is_not_blamed():
     from difftest.execute.isolation import shared_worker
     from tests.kernels_for_tests import TwoKindsOfError

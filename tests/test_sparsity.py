@@ -179,6 +179,7 @@ _SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 def test_draws_reach_every_sparse_edge_and_stay_inside_the_capability():
     seen = []
 

@@ -361,6 +361,7 @@ ALIBI = full_capability(dtypes=("float32", "float16"), head_dims_qk=(8, 16), max
 ALIBI_FEATURES = {"alibi", "alibi:dominant", "alibi:negative", "alibi:gqa_heads", "alibi:offset"}
 
 
+@pytest.mark.slow
 def test_alibi_is_drawn_only_where_declared_and_reaches_its_edges():
     """One slope per query head, inside the capability (an unmasked ALiBi problem on unequal
     lengths carries a declared align); dominant, negative and per-head-in-a-group slopes are
@@ -392,6 +393,7 @@ RELPOS_FEATURES = {
 }
 
 
+@pytest.mark.slow
 def test_relative_position_tables_are_drawn_only_where_declared_and_reach_their_edges():
     """One table row per query head, inside the capability (an unmasked problem on unequal lengths
     carries a declared align); dominant entries, rows that differ inside a GQA group, distances

@@ -39,6 +39,7 @@ def test_bad_values_are_named():
     assert e.value.code == 2
 
 
+@pytest.mark.slow
 def test_run_applies_the_shard_default_to_itself_and_its_worker(tmp_path):
     """A real run: the message, and OMP_NUM_THREADS exported for the isolated worker."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIFFTEST_THREADS")}

@@ -54,6 +54,7 @@ def test_cpu_builds_include_the_wrapper_of_a_private_folder(cache_dir):
     assert pch.include_flags(("-O1",)) != flags[len(CPU_FLAGS) :]  # other flags, another PCH
 
 
+@pytest.mark.slow
 def test_gpp_reads_the_pch_and_compiles_without_it_or_with_a_damaged_one(cache_dir, tmp_path):
     flags = pch.include_flags(CPU_FLAGS)
     assert _compile(tmp_path, flags) == (0, False)  # no PCH yet: the wrapper includes the header

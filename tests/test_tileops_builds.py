@@ -121,6 +121,7 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.slow
 def test_the_tileops_worker_dies_with_the_killed_isolation_worker():
     """The isolation worker is SIGKILLed on a timeout; its TileOPs worker must not live on
     (building for nobody, or hung on the GPU). Stand-ins: a 'middle' process starts a child

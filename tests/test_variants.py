@@ -123,6 +123,7 @@ def test_regressions_are_in_the_edge_corpus_where_they_fit():
     assert PARTIAL_OVERFLOW not in set(edge_problems(cap, "ci"))
 
 
+@pytest.mark.slow
 def test_variants_command_reports_false_alarms(tmp_path, capsys):
     from difftest.commands.cli import main
 

@@ -379,13 +379,12 @@ class Signature:
         if self.message and self.message != self.error_type:
             what += f" ({self.message})"
         needs = ", ".join(_need_text(n, v) for n, v in self.needs if n not in self.assumed)
-        if self.complete and self.assumed:  # every variation ran: another error hid what these would say
-            pinned = ", ".join(_need_text(n, v) for n, v in self.needs if n in self.assumed)
+        pinned = ", ".join(_need_text(n, v) for n, v in self.needs if n in self.assumed)
+        if self.complete and pinned:  # every variation ran: another error hid what these would say
             hid = f"held at {pinned}: another error hid their variations"
             needs = f"{needs} ({hid})" if needs else f"not measured ({hid})"
         if not self.complete:
             ran = f"{self.tried} variation{'s' * (self.tried != 1)}"
-            pinned = ", ".join(_need_text(n, v) for n, v in self.needs if n in self.assumed)
             held = f"held at {pinned} until measured; " if pinned else ""
             needs = (
                 f"{needs} (maybe more: {held}the budget ran out after {ran})"
