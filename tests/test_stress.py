@@ -332,3 +332,30 @@ def test_stress_problem_files_are_read_as_hostile_and_exclusive_with_shape_flags
     )
     doc = json.loads((tmp_path / "out" / "stress.json").read_text())
     assert rc == 1 and [r["short"] for r in doc["results"]] == [P.short()]
+
+
+def test_a_reproducer_that_fails_only_after_others_is_stressed_alone_and_says_so(tmp_path, capsys):
+    """A history-dependent reproducer (field ``before``, 021027b) fails only after those Problems ran in
+    its process; stress runs its Problem alone, where it passes, and said nothing of it before."""
+    one = tmp_path / "p.json"
+    one.write_text(json.dumps({"problem": P.to_dict(), "before": [P.replace(seed=1).to_dict()]}))
+    rc = cli.main(
+        [
+            "stress",
+            "-k",
+            "torch-blockwise",
+            "--reps",
+            "2",
+            "--load",
+            "0",
+            "--no-isolate",
+            "--problem",
+            str(one),
+            "--out",
+            str(tmp_path / "out"),
+            "-q",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 0 and "fails only after 1 other Problem ran in the same process" in err, err
+    assert "difftest repro" in err

@@ -31,7 +31,7 @@ from difftest.model.problem import DTYPES, MAX_HEAD_DIM
 from difftest.run.plan import DEFAULT_COMPILE_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from difftest.safeio import ensure_dir
 from difftest.search.limits import check_problem_size
-from difftest.search.reproducer import ReproducerError, device_profile, load
+from difftest.search.reproducer import ReproducerError, device_profile, load, load_before
 from difftest.vocab import Status
 
 HELP = "race stress: one large call repeated (100x) under load, every repetition compared bit for bit"
@@ -127,6 +127,14 @@ def _problems(a, kernel) -> list:
             why = check_problem_size(problem, device_profile(kernel, {"device": a.device}))
             if why:
                 raise ReproducerError(f"reproducer {path!r}: {why}")
+            before = load_before(path)
+            if before:  # a history-dependent failure: alone, its Problem passes (difftest repro runs them first)
+                print(
+                    f"note: reproducer {path!r} fails only after {len(before)} other Problem"
+                    f"{'s' * (len(before) != 1)} ran in the same process (its 'before'); stress runs its "
+                    "Problem alone, so a pass here says nothing of that failure: replay it with difftest repro",
+                    file=sys.stderr,
+                )
             out.append(problem)
         return out
     c = kernel.capability
